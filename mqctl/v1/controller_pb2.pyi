@@ -1,0 +1,492 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class SyncStateSet(_message.Message):
+    __slots__ = ("sync_state_set", "sync_state_set_epoch")
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    sync_state_set_epoch: int
+    def __init__(self, sync_state_set: _Optional[_Iterable[int]] = ..., sync_state_set_epoch: _Optional[int] = ...) -> None: ...
+
+class GetMetadataRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Peer(_message.Message):
+    __slots__ = ("raft_address", "grpc_address", "is_leader", "is_self", "connected", "match_index", "next_index")
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    IS_LEADER_FIELD_NUMBER: _ClassVar[int]
+    IS_SELF_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_FIELD_NUMBER: _ClassVar[int]
+    MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    NEXT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    raft_address: str
+    grpc_address: str
+    is_leader: bool
+    is_self: bool
+    connected: bool
+    match_index: int
+    next_index: int
+    def __init__(self, raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., is_leader: _Optional[bool] = ..., is_self: _Optional[bool] = ..., connected: _Optional[bool] = ..., match_index: _Optional[int] = ..., next_index: _Optional[int] = ...) -> None: ...
+
+class GetMetadataResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "group", "group_id", "controller_leader_id", "controller_leader_address", "is_leader", "self_id", "peers", "term", "commit_index", "last_applied", "has_quorum", "state_hash", "state", "log_length")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    IS_LEADER_FIELD_NUMBER: _ClassVar[int]
+    SELF_ID_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    HAS_QUORUM_FIELD_NUMBER: _ClassVar[int]
+    STATE_HASH_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LOG_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    group: str
+    group_id: str
+    controller_leader_id: str
+    controller_leader_address: str
+    is_leader: bool
+    self_id: str
+    peers: _containers.RepeatedCompositeFieldContainer[Peer]
+    term: int
+    commit_index: int
+    last_applied: int
+    has_quorum: bool
+    state_hash: str
+    state: str
+    log_length: int
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., group: _Optional[str] = ..., group_id: _Optional[str] = ..., controller_leader_id: _Optional[str] = ..., controller_leader_address: _Optional[str] = ..., is_leader: _Optional[bool] = ..., self_id: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., state: _Optional[str] = ..., log_length: _Optional[int] = ...) -> None: ...
+
+class GetNextBrokerIdRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ...) -> None: ...
+
+class GetNextBrokerIdResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "cluster_name", "broker_name", "next_broker_id")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    cluster_name: str
+    broker_name: str
+    next_broker_id: int
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., next_broker_id: _Optional[int] = ...) -> None: ...
+
+class ApplyBrokerIdRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "applied_broker_id", "register_check_code")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    REGISTER_CHECK_CODE_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    applied_broker_id: int
+    register_check_code: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., applied_broker_id: _Optional[int] = ..., register_check_code: _Optional[str] = ...) -> None: ...
+
+class ApplyBrokerIdResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "cluster_name", "broker_name")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    cluster_name: str
+    broker_name: str
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ...) -> None: ...
+
+class RegisterBrokerRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_address", "epoch", "max_offset", "confirm_offset", "election_priority", "options", "heartbeat_timeout_mills")
+    class OptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_MILLS_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    epoch: int
+    max_offset: int
+    confirm_offset: int
+    election_priority: int
+    options: _containers.ScalarMap[str, str]
+    heartbeat_timeout_mills: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., options: _Optional[_Mapping[str, str]] = ..., heartbeat_timeout_mills: _Optional[int] = ...) -> None: ...
+
+class RegisterBrokerResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "broker_epoch")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    cluster_name: str
+    broker_name: str
+    master_broker_id: int
+    master_address: str
+    master_epoch: int
+    sync_state_set_epoch: int
+    sync_state_set: SyncStateSet
+    broker_epoch: int
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Union[SyncStateSet, _Mapping]] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_addr", "broker_name", "broker_id", "epoch", "max_offset", "confirm_offset", "heartbeat_timeout_mills", "election_priority", "broker_epoch")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_MILLS_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int
+    epoch: int
+    max_offset: int
+    confirm_offset: int
+    heartbeat_timeout_mills: int
+    election_priority: int
+    broker_epoch: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_addr: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., heartbeat_timeout_mills: _Optional[int] = ..., election_priority: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ...) -> None: ...
+
+class AlterSyncStateSetRequest(_message.Message):
+    __slots__ = ("broker_name", "master_broker_id", "master_epoch", "new_sync_state_set", "sync_state_set_epoch", "broker_epoch", "cluster_name")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEW_SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    master_broker_id: int
+    master_epoch: int
+    new_sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    sync_state_set_epoch: int
+    broker_epoch: int
+    cluster_name: str
+    def __init__(self, broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_epoch: _Optional[int] = ..., new_sync_state_set: _Optional[_Iterable[int]] = ..., sync_state_set_epoch: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., cluster_name: _Optional[str] = ...) -> None: ...
+
+class AlterSyncStateSetResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "new_sync_state_set_epoch", "sync_state_set")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    NEW_SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    new_sync_state_set_epoch: int
+    sync_state_set: SyncStateSet
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., new_sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Union[SyncStateSet, _Mapping]] = ...) -> None: ...
+
+class ElectMasterRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "designate_elect", "broker_epoch")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    DESIGNATE_ELECT_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    designate_elect: bool
+    broker_epoch: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., designate_elect: _Optional[bool] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class BrokerMemberGroup(_message.Message):
+    __slots__ = ("cluster", "broker_name", "broker_addrs")
+    class BrokerAddrsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: str
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[str] = ...) -> None: ...
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ADDRS_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    broker_name: str
+    broker_addrs: _containers.ScalarMap[int, str]
+    def __init__(self, cluster: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_addrs: _Optional[_Mapping[int, str]] = ...) -> None: ...
+
+class ElectMasterResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set", "broker_member_group")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    BROKER_MEMBER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    master_broker_id: int
+    master_address: str
+    master_epoch: int
+    sync_state_set_epoch: int
+    sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    broker_member_group: BrokerMemberGroup
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ..., broker_member_group: _Optional[_Union[BrokerMemberGroup, _Mapping]] = ...) -> None: ...
+
+class GetReplicaInfoRequest(_message.Message):
+    __slots__ = ("broker_name",)
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    def __init__(self, broker_name: _Optional[str] = ...) -> None: ...
+
+class GetReplicaInfoResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "master_broker_id", "master_address", "master_epoch", "sync_state_set")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    master_broker_id: int
+    master_address: str
+    master_epoch: int
+    sync_state_set: SyncStateSet
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Union[SyncStateSet, _Mapping]] = ...) -> None: ...
+
+class GetSyncStateDataRequest(_message.Message):
+    __slots__ = ("broker_names",)
+    BROKER_NAMES_FIELD_NUMBER: _ClassVar[int]
+    broker_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, broker_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReplicaIdentity(_message.Message):
+    __slots__ = ("broker_name", "broker_id", "broker_address", "alive", "heartbeat_age_ms", "epoch", "max_offset", "confirm_offset", "election_priority", "broker_epoch")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONFIRM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    alive: bool
+    heartbeat_age_ms: int
+    epoch: int
+    max_offset: int
+    confirm_offset: int
+    election_priority: int
+    broker_epoch: int
+    def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., alive: _Optional[bool] = ..., heartbeat_age_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class ReplicasInfo(_message.Message):
+    __slots__ = ("master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "in_sync_replicas", "not_in_sync_replicas", "cluster_name")
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    NOT_IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    master_broker_id: int
+    master_address: str
+    master_epoch: int
+    sync_state_set_epoch: int
+    in_sync_replicas: _containers.RepeatedCompositeFieldContainer[ReplicaIdentity]
+    not_in_sync_replicas: _containers.RepeatedCompositeFieldContainer[ReplicaIdentity]
+    cluster_name: str
+    def __init__(self, master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., in_sync_replicas: _Optional[_Iterable[_Union[ReplicaIdentity, _Mapping]]] = ..., not_in_sync_replicas: _Optional[_Iterable[_Union[ReplicaIdentity, _Mapping]]] = ..., cluster_name: _Optional[str] = ...) -> None: ...
+
+class GetSyncStateDataResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "replicas_info_table")
+    class ReplicasInfoTableEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ReplicasInfo
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ReplicasInfo, _Mapping]] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_INFO_TABLE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    replicas_info_table: _containers.MessageMap[str, ReplicasInfo]
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., replicas_info_table: _Optional[_Mapping[str, ReplicasInfo]] = ...) -> None: ...
+
+class CleanBrokerDataRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_controller_ids_to_clean", "is_clean_living_broker")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_CONTROLLER_IDS_TO_CLEAN_FIELD_NUMBER: _ClassVar[int]
+    IS_CLEAN_LIVING_BROKER_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_controller_ids_to_clean: str
+    is_clean_living_broker: bool
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_controller_ids_to_clean: _Optional[str] = ..., is_clean_living_broker: _Optional[bool] = ...) -> None: ...
+
+class CleanBrokerDataResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ...) -> None: ...
+
+class GetConfigRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetConfigResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "config")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class UpdateConfigRequest(_message.Message):
+    __slots__ = ("config",)
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class UpdateConfigResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ...) -> None: ...
+
+class WatchRoleChangesRequest(_message.Message):
+    __slots__ = ("cluster_name", "broker_name")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ...) -> None: ...
+
+class RoleChange(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "cluster_name", "broker_name", "master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "sync_state_set")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    cluster_name: str
+    broker_name: str
+    master_broker_id: int
+    master_address: str
+    master_epoch: int
+    sync_state_set_epoch: int
+    sync_state_set: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ...) -> None: ...
