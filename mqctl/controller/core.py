@@ -1,0 +1,1086 @@
+"""The pure rule core of the mqctl controller (RocketMQ ReplicasInfoManager, plus extensions).
+
+No I/O, no clocks, no threads, no randomness. Time and broker liveness come in as a `Context`.
+`handle` decides and returns events; `ControllerState.apply` is the only way state changes.
+The rules, codes and every deliberate difference from RocketMQ are in docs/controller-rules.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqctl.controller import election
+from mqctl.errors import Code
+
+__all__ = [
+    "LiveInfo",
+    "Context",
+    "Result",
+    "BrokerInfo",
+    "BrokerSet",
+    "ControllerState",
+    "handle",
+    "default_config",
+    "METHODS",
+    "CONFIG_BLACKLIST",
+]
+
+MAX_ID = 2**53
+MAX_NAME_LEN = 255
+MAX_OPTION_VALUE_LEN = 4096
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+DEFAULT_ELECTION_PRIORITY = election.DEFAULT_ELECTION_PRIORITY
+DEFAULT_HEARTBEAT_TIMEOUT_MS = 10000
+FIRST_BROKER_CONTROLLER_ID = 1
+CONFIG_BLACKLIST = frozenset({"configBlackList", "configStorePath", "rocketmqHome"})
+SNAPSHOT_VERSION = 1
+
+
+# --------------------------------------------------------------------------------------------
+# Context
+
+
+@dataclass(frozen=True)
+class LiveInfo:
+    """One heartbeat-table row, as the leader saw it."""
+
+    broker_id: int
+    broker_address: str = ""
+    broker_epoch: int = 0  # brokerEpoch the heartbeat/registration carried (0 = none)
+    epoch: int = -1  # last epoch in the broker's epoch file (-1 = none)
+    max_offset: int = -1
+    confirm_offset: int = -1
+    election_priority: int = DEFAULT_ELECTION_PRIORITY  # lower wins
+    last_heartbeat_ms: int = 0
+    timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS
+
+    def is_alive(self, now_ms: int) -> bool:
+        return self.last_heartbeat_ms + self.timeout_ms >= now_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.broker_id,
+            "broker_address": self.broker_address,
+            "broker_epoch": self.broker_epoch,
+            "epoch": self.epoch,
+            "max_offset": self.max_offset,
+            "confirm_offset": self.confirm_offset,
+            "election_priority": self.election_priority,
+            "last_heartbeat_ms": self.last_heartbeat_ms,
+            "timeout_ms": self.timeout_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LiveInfo:
+        return cls(
+            broker_id=int(d["broker_id"]),
+            broker_address=str(d.get("broker_address", "")),
+            broker_epoch=int(d.get("broker_epoch", 0)),
+            epoch=int(d.get("epoch", -1)),
+            max_offset=int(d.get("max_offset", -1)),
+            confirm_offset=int(d.get("confirm_offset", -1)),
+            election_priority=int(d.get("election_priority", DEFAULT_ELECTION_PRIORITY)),
+            last_heartbeat_ms=int(d.get("last_heartbeat_ms", 0)),
+            timeout_ms=int(d.get("timeout_ms", DEFAULT_HEARTBEAT_TIMEOUT_MS)),
+        )
+
+
+@dataclass(frozen=True)
+class Context:
+    """The leader's clock and (a copy of) its heartbeat table, stamped on a request."""
+
+    now_ms: int
+    live: dict[str, dict[int, LiveInfo]] = field(default_factory=dict)  # rows may be expired
+
+    def rows(self, broker_name: str) -> dict[int, LiveInfo]:
+        return self.live.get(broker_name, {})
+
+    def row(self, broker_name: str, broker_id: int) -> LiveInfo | None:
+        return self.live.get(broker_name, {}).get(broker_id)
+
+    def is_alive(self, broker_name: str, broker_id: int) -> bool:
+        """A row exists and last + timeout >= now (RocketMQ isBrokerActive)."""
+        r = self.row(broker_name, broker_id)
+        return r is not None and r.is_alive(self.now_ms)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "now_ms": self.now_ms,
+            "live": {
+                name: {str(bid): row.to_dict() for bid, row in sorted(rows.items())}
+                for name, rows in sorted(self.live.items())
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Context:
+        live: dict[str, dict[int, LiveInfo]] = {}
+        for name, rows in (d.get("live") or {}).items():
+            live[str(name)] = {int(bid): LiveInfo.from_dict(row) for bid, row in rows.items()}
+        return cls(now_ms=int(d["now_ms"]), live=live)
+
+
+@dataclass
+class Result:
+    code: int
+    remark: str = ""
+    response: dict[str, Any] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.code == Code.SUCCESS
+
+
+# --------------------------------------------------------------------------------------------
+# Config
+
+_BOOL_KEYS = ("enableElectUncleanMaster", "notifyBrokerRoleChanged", "isProcessReadEvent")
+_INT_KEYS: dict[str, tuple[int, int]] = {
+    "scanNotActiveBrokerInterval": (1, 86_400_000),
+    "scanInactiveMasterInterval": (1, 86_400_000),
+    "electMasterMaxRetryCount": (0, 1000),
+    "waitFor": (1, 1000),
+    "heartbeatTimeoutMillis": (1, 86_400_000),
+}
+_ENUM_KEYS: dict[str, tuple[str, ...]] = {"controllerType": ("DLedger", "jRaft")}
+_DEFAULT_CONFIG: dict[str, str] = {
+    "controllerType": "DLedger",
+    "electMasterMaxRetryCount": "3",
+    "enableElectUncleanMaster": "false",
+    "heartbeatTimeoutMillis": str(DEFAULT_HEARTBEAT_TIMEOUT_MS),
+    "isProcessReadEvent": "false",
+    "notifyBrokerRoleChanged": "true",
+    "scanInactiveMasterInterval": "5000",
+    "scanNotActiveBrokerInterval": "5000",
+    "waitFor": "1",
+}
+_INT_RE = re.compile(r"^[+-]?[0-9]+$")
+
+
+def _normalize_config_value(key: str, value: object) -> str:
+    """The canonical string for a config value; raises ValueError with an operator-facing text."""
+    if key not in _DEFAULT_CONFIG:
+        raise ValueError(f"Unknown config key: {key}")
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        raise ValueError(f"Invalid value for config {key}: must be a string")
+    if key in _BOOL_KEYS:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"Invalid value for config {key}: {text!r} is not true or false")
+        return text.lower()
+    if key in _INT_KEYS:
+        lo, hi = _INT_KEYS[key]
+        if not _INT_RE.match(text) or len(text) > 20:
+            raise ValueError(f"Invalid value for config {key}: {text!r} is not an integer")
+        n = int(text)
+        if not lo <= n <= hi:
+            raise ValueError(f"Invalid value for config {key}: {n} is out of range [{lo}, {hi}]")
+        return str(n)
+    allowed = _ENUM_KEYS[key]
+    if text not in allowed:
+        raise ValueError(f"Invalid value for config {key}: {text!r} is not one of {', '.join(allowed)}")
+    return text
+
+
+def default_config(**overrides: object) -> dict[str, str]:
+    """The default replicated controller config (strings), with validated overrides.
+
+    Raises ValueError for an unknown key or an invalid value.
+    """
+    cfg = dict(_DEFAULT_CONFIG)
+    for key, value in overrides.items():
+        if key in CONFIG_BLACKLIST:
+            raise ValueError(f"Config key {key} can not be set")
+        cfg[key] = _normalize_config_value(key, value)
+    return cfg
+
+
+def _cfg_bool(config: Mapping[str, str], key: str) -> bool:
+    return str(config.get(key, _DEFAULT_CONFIG[key])).lower() == "true"
+
+
+def _cfg_int(config: Mapping[str, str], key: str) -> int:
+    try:
+        return int(config.get(key, _DEFAULT_CONFIG[key]))
+    except ValueError:
+        return int(_DEFAULT_CONFIG[key])
+
+
+# --------------------------------------------------------------------------------------------
+# State
+
+
+@dataclass
+class BrokerInfo:
+    address: str
+    register_check_code: str
+    broker_epoch: int = 0  # 0 = never registered (RegisterBroker) since ApplyBrokerId
+
+
+@dataclass
+class BrokerSet:
+    """BrokerReplicaInfo + SyncStateInfo of one broker set (keyed by brokerName)."""
+
+    cluster_name: str
+    broker_name: str
+    next_assign_broker_id: int = FIRST_BROKER_CONTROLLER_ID
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    master_broker_id: int | None = None
+    master_epoch: int = 0
+    sync_state_set: set[int] = field(default_factory=set)
+    sync_state_set_epoch: int = 0
+    options: dict[str, str] | None = None  # None: no registration has carried options yet
+
+    def address_of(self, broker_id: int | None) -> str:
+        if broker_id is None:
+            return ""
+        info = self.brokers.get(broker_id)
+        return info.address if info is not None else ""
+
+    def add_broker(self, broker_id: int, address: str, register_check_code: str) -> None:
+        self.brokers[broker_id] = BrokerInfo(address, register_check_code)
+        self.next_assign_broker_id += 1  # RocketMQ: +1, not id+1; never decremented
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster_name": self.cluster_name,
+            "broker_name": self.broker_name,
+            "next_assign_broker_id": self.next_assign_broker_id,
+            "brokers": {
+                str(bid): {
+                    "address": b.address,
+                    "register_check_code": b.register_check_code,
+                    "broker_epoch": b.broker_epoch,
+                }
+                for bid, b in sorted(self.brokers.items())
+            },
+            "master_broker_id": self.master_broker_id,
+            "master_epoch": self.master_epoch,
+            "sync_state_set": sorted(self.sync_state_set),
+            "sync_state_set_epoch": self.sync_state_set_epoch,
+            "options": None if self.options is None else dict(sorted(self.options.items())),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BrokerSet:
+        master = d.get("master_broker_id")
+        options = d.get("options")
+        return cls(
+            cluster_name=str(d["cluster_name"]),
+            broker_name=str(d["broker_name"]),
+            next_assign_broker_id=int(d["next_assign_broker_id"]),
+            brokers={
+                int(bid): BrokerInfo(str(b["address"]), str(b["register_check_code"]),
+                                     int(b.get("broker_epoch", 0)))
+                for bid, b in d.get("brokers", {}).items()
+            },
+            master_broker_id=None if master is None else int(master),
+            master_epoch=int(d.get("master_epoch", 0)),
+            sync_state_set={int(x) for x in d.get("sync_state_set", [])},
+            sync_state_set_epoch=int(d.get("sync_state_set_epoch", 0)),
+            options=None if options is None else {str(k): str(v) for k, v in options.items()},
+        )
+
+
+class _BadEvent(Exception):
+    pass
+
+
+def _ev_str(event: Mapping[str, Any], key: str) -> str:
+    v = event.get(key)
+    if not isinstance(v, str):
+        raise _BadEvent(key)
+    return v
+
+
+def _ev_int(event: Mapping[str, Any], key: str) -> int:
+    v = event.get(key)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _BadEvent(key)
+    return v
+
+
+def _ev_opt_int(event: Mapping[str, Any], key: str) -> int | None:
+    return None if event.get(key) is None else _ev_int(event, key)
+
+
+def _ev_int_list(event: Mapping[str, Any], key: str, *, nullable: bool = False) -> list[int] | None:
+    v = event.get(key)
+    if v is None and nullable:
+        return None
+    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
+        raise _BadEvent(key)
+    return list(v)
+
+
+def _ev_str_map(event: Mapping[str, Any], key: str) -> dict[str, str]:
+    v = event.get(key)
+    if not isinstance(v, Mapping) or not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
+        raise _BadEvent(key)
+    return dict(v)
+
+
+class ControllerState:
+    """The replicated controller state. Change it only with `apply(event)`."""
+
+    def __init__(self, config: Mapping[str, object] | None = None) -> None:
+        self.broker_sets: dict[str, BrokerSet] = {}
+        self.broker_epoch: int = 0  # cluster-wide counter: last brokerEpoch handed out
+        self.config: dict[str, str] = default_config(**dict(config or {}))
+        self.meta: dict[str, Any] = {}
+
+    # -- reading helpers
+
+    def broker_set(self, broker_name: str) -> BrokerSet | None:
+        return self.broker_sets.get(broker_name)
+
+    def broker_names(self) -> list[str]:
+        return sorted(self.broker_sets)
+
+    def cluster_of(self, broker_name: str) -> str | None:
+        bs = self.broker_sets.get(broker_name)
+        return None if bs is None else bs.cluster_name
+
+    def broker_set_view(self, broker_name: str) -> dict[str, Any] | None:
+        """A read-only JSON-safe copy of one broker set (None if unknown)."""
+        bs = self.broker_sets.get(broker_name)
+        if bs is None:
+            return None
+        d = bs.to_dict()
+        d["broker_ids"] = sorted(bs.brokers)
+        d["brokers"] = {int(k): v for k, v in d["brokers"].items()}
+        return d
+
+    def cfg_bool(self, key: str) -> bool:
+        return _cfg_bool(self.config, key)
+
+    def cfg_int(self, key: str) -> int:
+        return _cfg_int(self.config, key)
+
+    # -- snapshot
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": SNAPSHOT_VERSION,
+            "broker_epoch": self.broker_epoch,
+            "config": dict(sorted(self.config.items())),
+            "meta": json.loads(json.dumps(self.meta, sort_keys=True)),
+            "broker_sets": {name: bs.to_dict() for name, bs in sorted(self.broker_sets.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ControllerState:
+        st = cls()
+        st.broker_epoch = int(d.get("broker_epoch", 0))
+        st.config = {str(k): str(v) for k, v in (d.get("config") or {}).items()}
+        for key, value in _DEFAULT_CONFIG.items():
+            st.config.setdefault(key, value)
+        st.meta = json.loads(json.dumps(d.get("meta") or {}))
+        st.broker_sets = {str(n): BrokerSet.from_dict(b) for n, b in (d.get("broker_sets") or {}).items()}
+        return st
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    def state_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+
+    def copy(self) -> ControllerState:
+        return ControllerState.from_dict(self.to_dict())
+
+    # -- events
+
+    def apply(self, event: Mapping[str, Any]) -> None:
+        """Apply one event. Deterministic and total: a malformed event, or one for an unknown
+        broker set, is a no-op. Every field is read before anything is changed."""
+        if not isinstance(event, Mapping):
+            return
+        fn = self._APPLIERS.get(event.get("type"))  # type: ignore[arg-type]
+        if fn is None:
+            return
+        try:
+            fn(self, event)
+        except _BadEvent:
+            return
+
+    def _apply_apply_broker_id(self, ev: Mapping[str, Any]) -> None:
+        cluster, name = _ev_str(ev, "cluster_name"), _ev_str(ev, "broker_name")
+        address, code = _ev_str(ev, "broker_address"), _ev_str(ev, "register_check_code")
+        bid = _ev_int(ev, "new_broker_id")
+        bs = self.broker_sets.get(name)
+        if bs is None:
+            bs = BrokerSet(cluster_name=cluster, broker_name=name)
+            bs.add_broker(bid, address, code)
+            self.broker_sets[name] = bs
+        elif bid not in bs.brokers:
+            bs.add_broker(bid, address, code)
+
+    def _apply_alter_sync_state_set(self, ev: Mapping[str, Any]) -> None:
+        name = _ev_str(ev, "broker_name")
+        new_set = _ev_int_list(ev, "new_sync_state_set") or []
+        bs = self.broker_sets.get(name)
+        if bs is not None:
+            bs.sync_state_set = set(new_set)
+            bs.sync_state_set_epoch += 1
+
+    def _apply_elect_master(self, ev: Mapping[str, Any]) -> None:
+        name = _ev_str(ev, "broker_name")
+        elected = ev.get("new_master_elected")
+        if not isinstance(elected, bool):
+            raise _BadEvent("new_master_elected")
+        new_master = _ev_int(ev, "new_master_broker_id") if elected else None
+        bs = self.broker_sets.get(name)
+        if bs is None:
+            return
+        bs.master_broker_id = new_master
+        bs.master_epoch += 1
+        if new_master is not None:
+            bs.sync_state_set = {new_master}
+            bs.sync_state_set_epoch += 1
+
+    def _apply_clean_broker_data(self, ev: Mapping[str, Any]) -> None:
+        name = _ev_str(ev, "broker_name")
+        ids = _ev_int_list(ev, "broker_id_set_to_clean", nullable=True)
+        if not ids:
+            self.broker_sets.pop(name, None)
+            return
+        bs = self.broker_sets.get(name)
+        if bs is None:
+            return
+        for bid in ids:
+            bs.brokers.pop(bid, None)
+            bs.sync_state_set.discard(bid)
+        # RocketMQ drops BrokerReplicaInfo / SyncStateInfo when it becomes empty; a set exists only
+        # while both do, so mqctl drops the whole set.
+        if not bs.brokers or not bs.sync_state_set:
+            del self.broker_sets[name]
+
+    def _apply_update_broker_address(self, ev: Mapping[str, Any]) -> None:
+        name, address = _ev_str(ev, "broker_name"), _ev_str(ev, "broker_address")
+        bid = _ev_int(ev, "broker_id")
+        bs = self.broker_sets.get(name)
+        if bs is not None and bid in bs.brokers:
+            bs.brokers[bid].address = address
+
+    def _apply_register_broker(self, ev: Mapping[str, Any]) -> None:
+        name = _ev_str(ev, "broker_name")
+        bid, epoch = _ev_int(ev, "broker_id"), _ev_int(ev, "broker_epoch")
+        self.broker_epoch = max(self.broker_epoch, epoch)
+        bs = self.broker_sets.get(name)
+        if bs is not None and bid in bs.brokers:
+            bs.brokers[bid].broker_epoch = max(bs.brokers[bid].broker_epoch, epoch)
+
+    def _apply_set_broker_options(self, ev: Mapping[str, Any]) -> None:
+        name = _ev_str(ev, "broker_name")
+        options = _ev_str_map(ev, "options")
+        bs = self.broker_sets.get(name)
+        if bs is not None:
+            bs.options = dict(sorted(options.items()))
+
+    def _apply_update_config(self, ev: Mapping[str, Any]) -> None:
+        updates = _ev_str_map(ev, "config")
+        normalized: dict[str, str] = {}
+        for key, value in updates.items():
+            try:
+                normalized[key] = _normalize_config_value(key, value)
+            except ValueError:
+                raise _BadEvent(key) from None
+        self.config.update(normalized)
+
+    def _apply_set_meta(self, ev: Mapping[str, Any]) -> None:
+        key = _ev_str(ev, "key")
+        value = ev.get("value")
+        try:
+            value = json.loads(json.dumps(value, sort_keys=True))
+        except (TypeError, ValueError):
+            raise _BadEvent("value") from None
+        if value is None:
+            self.meta.pop(key, None)
+        else:
+            self.meta[key] = value
+
+    _APPLIERS: dict[str, Callable[[ControllerState, Mapping[str, Any]], None]] = {
+        "ApplyBrokerId": _apply_apply_broker_id,
+        "AlterSyncStateSet": _apply_alter_sync_state_set,
+        "ElectMaster": _apply_elect_master,
+        "CleanBrokerData": _apply_clean_broker_data,
+        "UpdateBrokerAddress": _apply_update_broker_address,
+        "RegisterBroker": _apply_register_broker,
+        "SetBrokerOptions": _apply_set_broker_options,
+        "UpdateConfig": _apply_update_config,
+        "SetMeta": _apply_set_meta,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Request validation (mqctl additions: RocketMQ lets these through or fails with an NPE)
+
+
+class _Reject(Exception):
+    def __init__(self, code: int, remark: str, response: dict[str, Any] | None = None) -> None:
+        super().__init__(remark)
+        self.code = int(code)
+        self.remark = remark
+        self.response = response or {}
+
+
+def _invalid(remark: str) -> _Reject:
+    return _Reject(Code.CONTROLLER_INVALID_REQUEST, remark)
+
+
+def _str(req: Mapping[str, Any], key: str, *, required: bool = False, max_len: int = MAX_NAME_LEN) -> str:
+    v = req.get(key)
+    if v is None:
+        v = ""
+    if not isinstance(v, str):
+        raise _invalid(f"Invalid request: {key} must be a string")
+    if len(v) > max_len:
+        raise _invalid(f"Invalid request: {key} is longer than {max_len} characters")
+    if required and not v.strip():
+        raise _invalid(f"Invalid request: {key} is empty")
+    return v
+
+
+def _int(req: Mapping[str, Any], key: str, *, required: bool = False,
+         lo: int = 0, hi: int = MAX_ID) -> int | None:
+    v = req.get(key)
+    if v is None:
+        if required:
+            raise _invalid(f"Invalid request: {key} is missing")
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _invalid(f"Invalid request: {key} must be an integer")
+    if not lo <= v <= hi:
+        raise _invalid(f"Invalid request: {key} {v} is out of range [{lo}, {hi}]")
+    return v
+
+
+def _req_int(req: Mapping[str, Any], key: str, *, lo: int = 0, hi: int = MAX_ID) -> int:
+    v = _int(req, key, required=True, lo=lo, hi=hi)
+    assert v is not None
+    return v
+
+
+def _bool(req: Mapping[str, Any], key: str) -> bool:
+    v = req.get(key)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise _invalid(f"Invalid request: {key} must be a boolean")
+    return v
+
+
+def _str_map(req: Mapping[str, Any], key: str) -> dict[str, str]:
+    v = req.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise _invalid(f"Invalid request: {key} must be a map of strings")
+    out: dict[str, str] = {}
+    for k, x in v.items():
+        if not isinstance(k, str) or not isinstance(x, str):
+            raise _invalid(f"Invalid request: {key} must be a map of strings")
+        if not k or len(k) > MAX_NAME_LEN or len(x) > MAX_OPTION_VALUE_LEN:
+            raise _invalid(f"Invalid request: {key} has an empty or too long key or value")
+        out[k] = x
+    return out
+
+
+def _id_list(req: Mapping[str, Any], key: str) -> list[int]:
+    v = req.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list | tuple | set | frozenset):
+        raise _invalid(f"Invalid request: {key} must be a list of broker ids")
+    out: set[int] = set()
+    for x in v:
+        if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x <= MAX_ID:
+            raise _invalid(f"Invalid request: {key} must be a list of broker ids in [0, {MAX_ID}]")
+        out.add(x)
+    return sorted(out)
+
+
+def _id(req: Mapping[str, Any], key: str) -> int:
+    return _req_int(req, key, lo=0, hi=MAX_ID)
+
+
+def _opt_broker_epoch(req: Mapping[str, Any]) -> int | None:
+    return _int(req, "broker_epoch", lo=0, hi=MAX_ID)
+
+
+def _check_broker_epoch(bs: BrokerSet, broker_id: int, request_epoch: int | None) -> None:
+    """mqctl (KIP-380): a request from an older incarnation of a broker is refused."""
+    if request_epoch is None:
+        return
+    info = bs.brokers.get(broker_id)
+    if info is None:
+        return
+    if request_epoch < info.broker_epoch:
+        raise _Reject(
+            Code.STALE_BROKER_EPOCH,
+            f"Stale brokerEpoch {request_epoch} for broker {broker_id} in broker-set {bs.broker_name}, "
+            f"registered brokerEpoch is {info.broker_epoch}",
+        )
+
+
+def _sync_state_set_body(ids: set[int] | list[int], epoch: int) -> dict[str, Any]:
+    return {"sync_state_set": sorted(ids), "sync_state_set_epoch": epoch}
+
+
+def _elect_event(broker_name: str, new_master: int | None) -> dict[str, Any]:
+    return {
+        "type": "ElectMaster",
+        "new_master_elected": new_master is not None,
+        "broker_name": broker_name,
+        "new_master_broker_id": new_master,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Handlers
+
+
+def _get_next_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    cluster = _str(req, "cluster_name")
+    name = _str(req, "broker_name", required=True)
+    bs = state.broker_sets.get(name)
+    next_id = FIRST_BROKER_CONTROLLER_ID if bs is None else bs.next_assign_broker_id
+    return Result(Code.SUCCESS, "", {"cluster_name": cluster, "broker_name": name, "next_broker_id": next_id})
+
+
+def _apply_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    cluster = _str(req, "cluster_name", required=True)
+    name = _str(req, "broker_name", required=True)
+    bid = _id(req, "applied_broker_id")
+    code = _str(req, "register_check_code", required=True, max_len=2 * MAX_NAME_LEN)
+    address = code.split(";")[0]
+    response = {"cluster_name": cluster, "broker_name": name}
+    event = {
+        "type": "ApplyBrokerId",
+        "cluster_name": cluster,
+        "broker_name": name,
+        "broker_address": address,
+        "register_check_code": code,
+        "new_broker_id": bid,
+    }
+    bs = state.broker_sets.get(name)
+    if bs is None:
+        if bid != FIRST_BROKER_CONTROLLER_ID:
+            raise _Reject(
+                Code.CONTROLLER_BROKER_ID_INVALID,
+                f"Broker-set: {name} hasn't been registered in controller, but broker try to apply "
+                f"brokerId: {bid}",
+                response,
+            )
+        return Result(Code.SUCCESS, "", response, [event])
+    info = bs.brokers.get(bid)
+    if info is None or info.register_check_code == code:
+        return Result(Code.SUCCESS, "", response, [event])
+    raise _Reject(Code.CONTROLLER_BROKER_ID_INVALID, f"Fail to apply brokerId: {bid} in broker-set: {name}",
+                  response)
+
+
+def _options_diff(recorded: Mapping[str, str], requested: Mapping[str, str]) -> list[str]:
+    diffs = []
+    for key in sorted(set(recorded) | set(requested)):
+        a, b = recorded.get(key), requested.get(key)
+        if a != b:
+            diffs.append(f"{key} (broker-set: {'<absent>' if a is None else a!r}, "
+                         f"request: {'<absent>' if b is None else b!r})")
+    return diffs
+
+
+def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    cluster = _str(req, "cluster_name", required=True)
+    name = _str(req, "broker_name", required=True)
+    bid = _id(req, "broker_id")
+    address = _str(req, "broker_address", required=True)
+    epoch = _int(req, "epoch", lo=INT32_MIN, hi=INT32_MAX)
+    max_offset = _int(req, "max_offset", lo=INT64_MIN, hi=INT64_MAX)
+    _int(req, "confirm_offset", lo=INT64_MIN, hi=INT64_MAX)
+    priority = _int(req, "election_priority", lo=INT32_MIN, hi=INT32_MAX)
+    _int(req, "heartbeat_timeout_mills", lo=1, hi=INT64_MAX)
+    options = _str_map(req, "options")
+
+    bs = state.broker_sets.get(name)
+    if bs is None:
+        raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                      f"Broker-set: {name} hasn't been registered in controller")
+    info = bs.brokers.get(bid)
+    if info is None:
+        raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                      f"BrokerId: {bid} hasn't been registered in broker-set: {name}")
+    events: list[dict[str, Any]] = []
+    if options and bs.options is not None:
+        diffs = _options_diff(bs.options, options)
+        if diffs:
+            raise _Reject(Code.INCONSISTENT_BROKER_OPTIONS,
+                          f"Broker options of broker {bid} differ from broker-set {name}: "
+                          + ", ".join(diffs))
+    if info.address != address:
+        events.append({"type": "UpdateBrokerAddress", "cluster_name": cluster, "broker_name": name,
+                       "broker_address": address, "broker_id": bid})
+    new_broker_epoch = state.broker_epoch + 1
+    events.append({"type": "RegisterBroker", "cluster_name": cluster, "broker_name": name,
+                   "broker_id": bid, "broker_epoch": new_broker_epoch})
+    if options and bs.options is None:
+        events.append({"type": "SetBrokerOptions", "broker_name": name,
+                       "options": dict(sorted(options.items()))})
+
+    response: dict[str, Any] = {"cluster_name": cluster, "broker_name": name,
+                                "broker_epoch": new_broker_epoch}
+    master = bs.master_broker_id
+    ss_set, ss_epoch = set(bs.sync_state_set), bs.sync_state_set_epoch
+    master_epoch = bs.master_epoch
+
+    # mqctl: a bounced master (re-registers while its old heartbeat row is still alive) does not keep
+    # the role by default: the alive SyncStateSet members compete with what it reports now.
+    if master == bid and ctx.is_alive(name, bid):
+        me = LiveInfo(
+            broker_id=bid,
+            broker_address=address,
+            epoch=-1 if epoch is None else epoch,
+            max_offset=-1 if max_offset is None else max_offset,
+            election_priority=DEFAULT_ELECTION_PRIORITY if priority is None else priority,
+        )
+        live: dict[int, LiveInfo] = dict(ctx.rows(name))
+        live[bid] = me
+        candidates = {b for b in bs.sync_state_set if b != bid and ctx.is_alive(name, b)} | {bid}
+        winner = election.freshest(candidates, live)
+        if winner is not None and winner != bid:
+            events.append(_elect_event(name, winner))
+            master, master_epoch = winner, bs.master_epoch + 1
+            ss_set, ss_epoch = {winner}, bs.sync_state_set_epoch + 1
+
+    if master is not None and ctx.is_alive(name, master):
+        response.update({
+            "master_broker_id": master,
+            "master_address": bs.address_of(master) if master != bid else address,
+            "master_epoch": master_epoch,
+            "sync_state_set_epoch": ss_epoch,
+        })
+    response["sync_state_set"] = _sync_state_set_body(ss_set, ss_epoch)
+    return Result(Code.SUCCESS, "", response, events)
+
+
+def _heartbeat(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    if req.get("broker_id") is None:
+        raise _invalid("Heart beat with empty brokerId")
+    _str(req, "cluster_name")
+    _str(req, "broker_addr")
+    name = _str(req, "broker_name", required=True)
+    bid = _id(req, "broker_id")
+    _int(req, "epoch", lo=INT32_MIN, hi=INT32_MAX)
+    _int(req, "max_offset", lo=INT64_MIN, hi=INT64_MAX)
+    _int(req, "confirm_offset", lo=INT64_MIN, hi=INT64_MAX)
+    _int(req, "heartbeat_timeout_mills", lo=1, hi=INT64_MAX)
+    _int(req, "election_priority", lo=INT32_MIN, hi=INT32_MAX)
+    broker_epoch = _opt_broker_epoch(req)
+    bs = state.broker_sets.get(name)
+    if bs is not None:
+        _check_broker_epoch(bs, bid, broker_epoch)
+    return Result(Code.SUCCESS, "Heart beat success", {}, [])
+
+
+def _alter_sync_state_set(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    name = _str(req, "broker_name", required=True)
+    _str(req, "cluster_name")
+    req_master = _id(req, "master_broker_id")
+    req_master_epoch = _req_int(req, "master_epoch", lo=INT32_MIN, hi=INT32_MAX)
+    req_ss_epoch = _req_int(req, "sync_state_set_epoch", lo=INT32_MIN, hi=INT32_MAX)
+    if req.get("new_sync_state_set") is None:
+        raise _invalid("Invalid request: new_sync_state_set is missing")
+    new_set = _id_list(req, "new_sync_state_set")
+    broker_epoch = _opt_broker_epoch(req)
+
+    fail = Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
+    bs = state.broker_sets.get(name)
+    if bs is None:
+        raise _Reject(fail, "Broker metadata is not existed")
+    if set(new_set) == bs.sync_state_set:
+        raise _Reject(fail, "The newSyncStateSet is equal with oldSyncStateSet, "
+                            "no needed to update syncStateSet")
+    if bs.master_broker_id is None or bs.master_broker_id != req_master:
+        raise _Reject(Code.CONTROLLER_INVALID_MASTER,
+                      f"Rejecting alter syncStateSet request because the current leader is:"
+                      f"{bs.master_broker_id}, not {req_master}")
+    _check_broker_epoch(bs, req_master, broker_epoch)
+    if req_master_epoch != bs.master_epoch:
+        raise _Reject(Code.CONTROLLER_FENCED_MASTER_EPOCH,
+                      f"Rejecting alter syncStateSet request because the current master epoch is:"
+                      f"{bs.master_epoch}, not {req_master_epoch}")
+    if req_ss_epoch != bs.sync_state_set_epoch:
+        raise _Reject(Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+                      f"Rejecting alter syncStateSet request because the current syncStateSet epoch is:"
+                      f"{bs.sync_state_set_epoch}, not {req_ss_epoch}")
+    for replica in new_set:
+        if replica not in bs.brokers:
+            raise _Reject(Code.CONTROLLER_INVALID_REPLICAS,
+                          f"Rejecting alter syncStateSet request because the replicas {replica} don't exist")
+        if not ctx.is_alive(name, replica):
+            raise _Reject(Code.CONTROLLER_BROKER_NOT_ALIVE,
+                          f"Rejecting alter syncStateSet request because the replicas {replica} don't alive")
+    if bs.master_broker_id not in new_set:
+        raise _Reject(fail, f"Rejecting alter syncStateSet request because the newSyncStateSet don't "
+                            f"contains origin leader {bs.master_broker_id}")
+    new_epoch = bs.sync_state_set_epoch + 1
+    return Result(
+        Code.SUCCESS, "",
+        {"new_sync_state_set_epoch": new_epoch, "sync_state_set": _sync_state_set_body(new_set, new_epoch)},
+        [{"type": "AlterSyncStateSet", "broker_name": name, "new_sync_state_set": list(new_set)}],
+    )
+
+
+def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    _str(req, "cluster_name")
+    name = _str(req, "broker_name", required=True)
+    designate = _bool(req, "designate_elect")
+    raw_id = _int(req, "broker_id", lo=-1, hi=MAX_ID)
+    broker_id = None if raw_id is None or raw_id == -1 else raw_id
+    if designate and broker_id is None:
+        raise _invalid("Invalid request: broker_id is required when designate_elect is true")
+    controller_trigger = broker_id is None
+    broker_epoch = _opt_broker_epoch(req)
+
+    bs = state.broker_sets.get(name)
+    if bs is None:
+        raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
+    if not designate and broker_id is not None:
+        _check_broker_epoch(bs, broker_id, broker_epoch)
+
+    def is_alive(b: int) -> bool:
+        return ctx.is_alive(name, b)
+
+    live = ctx.rows(name)
+    all_replicas = set(bs.brokers) if state.cfg_bool("enableElectUncleanMaster") else None
+    old_master = bs.master_broker_id
+    new_master: int | None = None
+    if bs.master_epoch == 0:  # isFirstTimeForElect
+        wait_for = state.cfg_int("waitFor")
+        if wait_for > 1 and not designate:
+            alive = [b for b in bs.brokers if is_alive(b)]
+            if len(alive) < wait_for:
+                raise _Reject(Code.WAITING_FOR_REPLICAS,
+                              f"waiting for {wait_for} replicas ({len(alive)}/{wait_for})")
+            new_master = election.freshest(alive, live)
+        else:
+            new_master = broker_id
+    if new_master is None:
+        new_master = election.elect(bs.sync_state_set, all_replicas, old_master,
+                                    broker_id if designate else None, is_alive, live)
+
+    if new_master is not None and new_master == old_master:
+        raise _Reject(
+            Code.CONTROLLER_MASTER_STILL_EXIST,
+            f"The old master {old_master} is still alive, not need to elect new master for broker {name}",
+            {
+                "master_broker_id": old_master,
+                "master_address": bs.address_of(old_master),
+                "master_epoch": bs.master_epoch,
+                "sync_state_set_epoch": bs.sync_state_set_epoch,
+                "sync_state_set": sorted(bs.sync_state_set),
+            },
+        )
+    if new_master is not None:
+        return Result(
+            Code.SUCCESS, "",
+            {
+                "master_broker_id": new_master,
+                "master_address": bs.address_of(new_master),
+                "master_epoch": bs.master_epoch + 1,
+                "sync_state_set_epoch": bs.sync_state_set_epoch + 1,
+                "sync_state_set": [new_master],
+                "broker_member_group": {
+                    "cluster": bs.cluster_name,
+                    "broker_name": name,
+                    "broker_addrs": {b: i.address for b, i in sorted(bs.brokers.items())},
+                },
+            },
+            [_elect_event(name, new_master)],
+        )
+    if controller_trigger:
+        return Result(Code.CONTROLLER_MASTER_NOT_AVAILABLE,
+                      "Old master has down and failed to elect a new broker master", {},
+                      [_elect_event(name, None)])
+    raise _Reject(Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master")
+
+
+def _get_replica_info(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    name = _str(req, "broker_name", required=True)
+    bs = state.broker_sets.get(name)
+    if bs is None:
+        raise _Reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
+    response: dict[str, Any] = {
+        "master_address": bs.address_of(bs.master_broker_id),
+        "master_epoch": bs.master_epoch,
+        "sync_state_set": _sync_state_set_body(bs.sync_state_set, bs.sync_state_set_epoch),
+    }
+    if bs.master_broker_id is not None:
+        response["master_broker_id"] = bs.master_broker_id
+    return Result(Code.SUCCESS, "", response)
+
+
+def _replica_identity(bs: BrokerSet, broker_id: int, ctx: Context) -> dict[str, Any]:
+    info = bs.brokers[broker_id]
+    out: dict[str, Any] = {
+        "broker_name": bs.broker_name,
+        "broker_id": broker_id,
+        "broker_address": info.address,
+        "alive": ctx.is_alive(bs.broker_name, broker_id),
+        "broker_epoch": info.broker_epoch,
+    }
+    row = ctx.row(bs.broker_name, broker_id)
+    if row is not None:
+        out.update({
+            "heartbeat_age_ms": ctx.now_ms - row.last_heartbeat_ms,
+            "epoch": row.epoch,
+            "max_offset": row.max_offset,
+            "confirm_offset": row.confirm_offset,
+            "election_priority": row.election_priority,
+        })
+    return out
+
+
+def _get_sync_state_data(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    names = req.get("broker_names")
+    if names is None:
+        names = []
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+        raise _invalid("Invalid request: broker_names must be a list of strings")
+    wanted = sorted(set(names)) if names else sorted(state.broker_sets)
+    table: dict[str, Any] = {}
+    for name in wanted:
+        bs = state.broker_sets.get(name)
+        if bs is None:
+            continue  # RocketMQ: unknown names are silently omitted
+        info: dict[str, Any] = {
+            "master_address": bs.address_of(bs.master_broker_id),
+            "master_epoch": bs.master_epoch,
+            "sync_state_set_epoch": bs.sync_state_set_epoch,
+            "in_sync_replicas": [_replica_identity(bs, b, ctx) for b in sorted(bs.brokers)
+                                 if b in bs.sync_state_set],
+            "not_in_sync_replicas": [_replica_identity(bs, b, ctx) for b in sorted(bs.brokers)
+                                     if b not in bs.sync_state_set],
+            "cluster_name": bs.cluster_name,
+        }
+        if bs.master_broker_id is not None:
+            info["master_broker_id"] = bs.master_broker_id
+        table[name] = info
+    return Result(Code.SUCCESS, "", {"replicas_info_table": table})
+
+
+_JAVA_LONG_RE = re.compile(r"^[+-]?[0-9]+$")
+
+
+def _parse_clean_ids(text: str) -> list[int]:
+    """Java `split(";")` + Long.parseLong, with Java's exception text."""
+    parts = text.split(";")
+    while parts and parts[-1] == "":  # Java's split drops trailing empty strings
+        parts.pop()
+    ids: set[int] = set()
+    for part in parts:
+        if not _JAVA_LONG_RE.match(part) or not INT64_MIN <= int(part) <= INT64_MAX:
+            raise _Reject(Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+                          "Please set the option <brokerControllerIdsToClean> according to the format, "
+                          f'exception: java.lang.NumberFormatException: For input string: "{part}"')
+        n = int(part)
+        if not 0 <= n <= MAX_ID:
+            raise _invalid(f"Invalid request: broker_controller_ids_to_clean id {n} is out of range "
+                           f"[0, {MAX_ID}]")
+        ids.add(n)
+    return sorted(ids)
+
+
+def _clean_broker_data(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    _str(req, "cluster_name")
+    name = _str(req, "broker_name", required=True)
+    ids_text = _str(req, "broker_controller_ids_to_clean", max_len=64 * 1024)
+    clean_living = _bool(req, "is_clean_living_broker")
+    bad = Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+    bs = state.broker_sets.get(name)
+    ids: list[int] | None = None
+    if not clean_living:
+        if not ids_text.strip():
+            if bs is not None and bs.master_broker_id is not None:
+                raise _Reject(bad, f"Broker {name} is still alive, clean up failure")
+        else:
+            ids = _parse_clean_ids(ids_text)
+            for bid in ids:
+                if ctx.is_alive(name, bid):
+                    raise _Reject(bad, f"Broker [{name},  {bid}] is still alive, clean up failure")
+    if bs is None:
+        raise _Reject(bad, f"Broker {name} is not existed,clean broker data failure.")
+    return Result(Code.SUCCESS, "", {},
+                  [{"type": "CleanBrokerData", "broker_name": name, "broker_id_set_to_clean": ids or None}])
+
+
+def _get_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    return Result(Code.SUCCESS, "", {"config": dict(sorted(state.config.items()))})
+
+
+def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    raw = req.get("config")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
+        raise _invalid("Invalid request: config must be a map of strings")
+    if any(k in CONFIG_BLACKLIST for k in raw):
+        raise _Reject(Code.NO_PERMISSION, "Can not update config in black list.")
+    updates: dict[str, str] = {}
+    for key in sorted(raw):
+        if key not in _DEFAULT_CONFIG:
+            raise _invalid(f"Invalid request: unknown config key {key}")
+        try:
+            updates[key] = _normalize_config_value(key, raw[key])
+        except ValueError as e:
+            raise _invalid(f"Invalid request: {e}") from None
+    if not updates:
+        return Result(Code.SUCCESS, "", {})
+    return Result(Code.SUCCESS, "", {}, [{"type": "UpdateConfig", "config": updates}])
+
+
+_Handler = Callable[[ControllerState, Mapping[str, Any], Context], Result]
+
+_HANDLERS: dict[str, _Handler] = {
+    "GetNextBrokerId": _get_next_broker_id,
+    "ApplyBrokerId": _apply_broker_id,
+    "RegisterBroker": _register_broker,
+    "Heartbeat": _heartbeat,
+    "AlterSyncStateSet": _alter_sync_state_set,
+    "ElectMaster": _elect_master,
+    "GetReplicaInfo": _get_replica_info,
+    "GetSyncStateData": _get_sync_state_data,
+    "CleanBrokerData": _clean_broker_data,
+    "GetConfig": _get_config,
+    "UpdateConfig": _update_config,
+}
+
+METHODS: tuple[str, ...] = tuple(_HANDLERS)
+READ_METHODS = frozenset({"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData", "GetConfig", "Heartbeat"})
+
+
+def handle(state: ControllerState, method: str, request: Mapping[str, Any], ctx: Context) -> Result:
+    """Decide `request` against `state` (never mutated). The caller applies `result.events`."""
+    fn = _HANDLERS.get(method) if isinstance(method, str) else None
+    if fn is None:
+        return Result(Code.REQUEST_CODE_NOT_SUPPORTED, f" request type {method} not supported")
+    if not isinstance(request, Mapping):
+        return Result(Code.CONTROLLER_INVALID_REQUEST, "Invalid request: the request must be a map")
+    try:
+        return fn(state, request, ctx)
+    except _Reject as r:
+        return Result(r.code, r.remark, dict(r.response), [])
+    except Exception as e:  # noqa: BLE001 - a bug must not kill the apply loop; same answer everywhere
+        return Result(Code.SYSTEM_ERROR, f"internal error: {type(e).__name__}: {e}")
