@@ -2,10 +2,47 @@
 
 from __future__ import annotations
 
+import typer
+
 from mqctl.cli import app
 
 
 @app.command("serve")
-def serve() -> None:
+def serve(
+    listen: str = typer.Option(None, "--listen", help="gRPC HOST:PORT [default: 127.0.0.1:9878]"),
+    raft: str = typer.Option(None, "--raft", help="this node's Raft HOST:PORT [default: 127.0.0.1:9880]"),
+    peers: str = typer.Option(None, "--peers", help="the other nodes' Raft HOST:PORT,... (none: one node)"),
+    data_dir: str = typer.Option(None, "--data-dir", help="data directory [default: "
+                                 "~/.local/share/mqctl/controller-HOST-PORT]"),
+    group: str = typer.Option(None, "--group", help="controller group name [default: mqctl]"),
+    wait_for: int = typer.Option(None, "--wait-for", help="first election of a broker set waits for "
+                                 "N alive replicas [default: 1]"),
+    token: str = typer.Option(None, "--token", help="bearer token required by mutating admin calls"),
+    tls_cert: str = typer.Option(None, "--tls-cert", help="gRPC server certificate (PEM)"),
+    tls_key: str = typer.Option(None, "--tls-key", help="gRPC server private key (PEM)"),
+    tls_ca: str = typer.Option(None, "--tls-ca", help="CA for client certificates (enables mTLS)"),
+    cluster_secret: str = typer.Option(None, "--cluster-secret", help="Raft password; required "
+                                       "when a Raft address is not on loopback"),
+    heartbeat_timeout: str = typer.Option(None, "--heartbeat-timeout", help="broker heartbeat "
+                                          "timeout, ms or e.g. 10s [default: 10000]"),
+    scan_interval: str = typer.Option(None, "--scan-interval", help="expired-heartbeat scan "
+                                      "interval [default: 5000]"),
+    enable_elect_unclean_master: bool = typer.Option(None, "--enable-elect-unclean-master/"
+                                                     "--disable-elect-unclean-master",
+                                                     help="allow electing outside the SyncStateSet"),
+    log_level: str = typer.Option(None, "--log-level", help="debug, info, warning, error"),
+    log_format: str = typer.Option(None, "--log-format", help="text or json"),
+    config: str = typer.Option(None, "--config", "-c", help="TOML config file (keys as the long "
+                               "flags; flags > MQCTL_* env > file)"),
+) -> None:
     """Run a controller node (single node on loopback by default)."""
-    raise NotImplementedError
+    from mqctl.controller import config as serve_config
+    from mqctl.controller.server import run
+
+    flags = dict(listen=listen, raft=raft, peers=peers, data_dir=data_dir, group=group,
+                 wait_for=wait_for, token=token, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
+                 cluster_secret=cluster_secret, heartbeat_timeout=heartbeat_timeout,
+                 scan_interval=scan_interval, enable_elect_unclean_master=enable_elect_unclean_master,
+                 log_level=log_level, log_format=log_format)
+    cfg = serve_config.load(flags, config)
+    raise typer.Exit(run(cfg))

@@ -1,0 +1,154 @@
+"""`mqctl serve` settings: flags > MQCTL_* environment > TOML file > defaults.
+
+Kept apart from the CLI so the precedence and validation can be tested without a process.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from dataclasses import dataclass, fields
+from typing import Any
+
+from mqctl.errors import UsageError
+
+
+@dataclass
+class ServeConfig:
+    listen: str = "127.0.0.1:9878"
+    raft: str = "127.0.0.1:9880"
+    peers: str = ""
+    data_dir: str = ""
+    group: str = "mqctl"
+    wait_for: int = 1
+    token: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
+    cluster_secret: str = ""
+    heartbeat_timeout: int = 10_000     # ms
+    scan_interval: int = 5_000          # ms
+    enable_elect_unclean_master: bool = False
+    notify_broker_role_changed: bool = True
+    log_level: str = "info"
+    log_format: str = "text"
+
+    def peer_list(self) -> list[str]:
+        return [p.strip() for p in re.split(r"[,;]", self.peers) if p.strip()]
+
+
+DURATION_KEYS = {"heartbeat_timeout", "scan_interval"}
+MIN_DURATION_MS = 100
+
+
+def parse_address(value: str, what: str) -> tuple[str, int]:
+    host, sep, port_s = value.rpartition(":")
+    if not sep or not host or not port_s.isdigit() or not 0 < int(port_s) < 65536:
+        raise UsageError(f"bad {what} {value!r}: expected HOST:PORT with a port from 1 to 65535")
+    return host.strip("[]"), int(port_s)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_duration_ms(value: Any, key: str) -> int:
+    """Accept 1500, "1500", "1500ms", "1.5s"."""
+    text = str(value).strip().lower()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(ms|s)?", text)
+    if not m:
+        raise UsageError(f"bad value for {key}: {value!r} (expected milliseconds, or e.g. 500ms, 2s)")
+    number = float(m.group(1))
+    ms = int(number * 1000) if m.group(2) == "s" else int(number)
+    if ms < MIN_DURATION_MS:
+        raise UsageError(f"bad value for {key}: {value!r} is below the minimum of {MIN_DURATION_MS} ms")
+    return ms
+
+
+def _coerce(key: str, value: Any, source: str) -> Any:
+    kinds = {f.name: f.type for f in fields(ServeConfig)}
+    kind = kinds[key]
+    if key in DURATION_KEYS:
+        return parse_duration_ms(value, f"{key} ({source})")
+    if kind == "int":
+        try:
+            number = int(str(value))
+        except ValueError:
+            raise UsageError(f"bad value for {key} ({source}): {value!r} is not an integer") from None
+        if key == "wait_for" and not 1 <= number <= 64:
+            raise UsageError(f"bad value for wait_for ({source}): {number} (expected 1 to 64)")
+        return number
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise UsageError(f"bad value for {key} ({source}): {value!r} (expected true or false)")
+    return str(value)
+
+
+def load(flags: dict[str, Any], config_file: str | None = None,
+         environ: dict[str, str] | None = None) -> ServeConfig:
+    env = os.environ if environ is None else environ
+    names = {f.name for f in fields(ServeConfig)}
+    values: dict[str, Any] = {}
+    path = config_file or env.get("MQCTL_CONFIG")
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                doc = tomllib.load(fh)
+        except OSError as exc:
+            raise UsageError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"config file {path} is not valid TOML: {exc}") from exc
+        section = doc.get("serve", doc)
+        for raw_key, value in section.items():
+            key = raw_key.replace("-", "_")
+            if key not in names:
+                raise UsageError(f"unknown key {raw_key!r} in config file {path}")
+            values[key] = _coerce(key, value, f"config file {path}")
+    for key in names:
+        env_key = "MQCTL_" + key.upper()
+        if env_key in env and env[env_key] != "":
+            values[key] = _coerce(key, env[env_key], f"environment {env_key}")
+    for key, value in flags.items():
+        if value is not None:
+            values[key] = _coerce(key, value, "--" + key.replace("_", "-"))
+    cfg = ServeConfig(**values)
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: ServeConfig) -> None:
+    parse_address(cfg.listen, "--listen address")
+    raft_host, _ = parse_address(cfg.raft, "--raft address")
+    for peer in cfg.peer_list():
+        parse_address(peer, "--peers entry")
+    if cfg.raft in cfg.peer_list():
+        raise UsageError(f"--peers lists this node's own Raft address {cfg.raft}; give only the others")
+    exposed = [a for a in [cfg.raft, *cfg.peer_list()] if not is_loopback(parse_address(a, "address")[0])]
+    if exposed and not cfg.cluster_secret:
+        raise UsageError(
+            f"Raft address {exposed[0]} is not on loopback: Raft traffic is pickled, so anyone who can "
+            "reach the port could run code. Set --cluster-secret (or MQCTL_CLUSTER_SECRET) on every node")
+    if bool(cfg.tls_cert) != bool(cfg.tls_key):
+        raise UsageError("--tls-cert and --tls-key go together: give both or neither")
+    if cfg.tls_ca and not cfg.tls_cert:
+        raise UsageError("--tls-ca (client certificates) needs --tls-cert and --tls-key")
+    for f in (cfg.tls_cert, cfg.tls_key, cfg.tls_ca):
+        if f and not os.path.isfile(f):
+            raise UsageError(f"TLS file {f} does not exist")
+    if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise UsageError(f"bad --log-level {cfg.log_level!r} (debug, info, warning, error)")
+    if cfg.log_format not in ("text", "json"):
+        raise UsageError(f"bad --log-format {cfg.log_format!r} (text or json)")

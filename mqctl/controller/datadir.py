@@ -1,0 +1,99 @@
+"""A controller node's data directory: Raft journal, JSON snapshot, lock and group record.
+
+Layout (docs/serve.md):
+  raft.journal        pysyncobj's journal (log entries)
+  raft.snapshot.json  the JSON snapshot written at log compaction
+  node.json           {"format": ..., "groupId": ..., "raftAddress": ...}
+  LOCK                held (flock) while a node runs on the directory
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from typing import IO
+
+from mqctl.errors import UsageError
+
+NODE_FILE = "node.json"
+LOCK_FILE = "LOCK"
+NODE_FORMAT = "mqctl-controller-node/1"
+
+
+def default_data_dir(raft_address: str) -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "mqctl", "controller-" + raft_address.replace(":", "-"))
+
+
+def prepare(data_dir: str) -> IO[str]:
+    """Create the directory if needed and take its lock; refuse clearly if it is busy or unusable."""
+    try:
+        os.makedirs(data_dir, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create data directory {data_dir}: {exc.strerror}") from exc
+    if not os.access(data_dir, os.R_OK | os.W_OK | os.X_OK):
+        raise UsageError(f"data directory {data_dir} is not readable and writable by this user")
+    try:
+        lock = open(os.path.join(data_dir, LOCK_FILE), "a+", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot open {os.path.join(data_dir, LOCK_FILE)}: {exc.strerror}") from exc
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        lock.close()
+        raise UsageError(f"data directory {data_dir} is in use by another running controller "
+                         "(its LOCK is held); stop it or choose another --data-dir") from exc
+    lock.seek(0)
+    lock.truncate()
+    lock.write(str(os.getpid()))
+    lock.flush()
+    read_node_file(data_dir)  # fail early on a corrupt node.json
+    return lock
+
+
+def is_locked(data_dir: str) -> bool:
+    """True when a running node holds the directory (used by upgrade/cleanup commands)."""
+    path = os.path.join(data_dir, LOCK_FILE)
+    if not os.path.exists(path):
+        return False
+    with open(path, "a+", encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    return False
+
+
+def read_node_file(data_dir: str) -> dict[str, str]:
+    path = os.path.join(data_dir, NODE_FILE)
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path} is unreadable or corrupt ({exc}); restore it from a backup "
+                         "or move the data directory away") from exc
+    if not isinstance(doc, dict) or doc.get("format") != NODE_FORMAT:
+        raise UsageError(f"{path} is not an mqctl controller node file")
+    return {str(k): str(v) for k, v in doc.items()}
+
+
+def record_group_id(data_dir: str, group_id: str) -> str | None:
+    """Remember which group created this data; return a problem if it belongs to another."""
+    doc = read_node_file(data_dir)
+    known = doc.get("groupId")
+    if known and known != group_id:
+        return (f"data directory {data_dir} belongs to controller group {known}, but this node "
+                f"joined group {group_id}; use an empty --data-dir to join this group")
+    if not known:
+        doc.update({"format": NODE_FORMAT, "groupId": group_id})
+        tmp = os.path.join(data_dir, NODE_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, os.path.join(data_dir, NODE_FILE))
+    return None

@@ -1,0 +1,495 @@
+"""A controller node: the replicated core plus what lives only in the leader's memory.
+
+The node owns three things the pure core must not: the clock, the heartbeat table
+(RocketMQ DLedger mode keeps heartbeats out of the log) and the watchers of role changes.
+It stamps each write with a Context (now + the heartbeat rows of the broker set concerned),
+appends it to the Raft log and returns what the core decided when the entry was applied.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from mqctl.controller import core
+from mqctl.controller.liveness import HeartbeatTable
+from mqctl.errors import Code
+
+log = logging.getLogger("mqctl.node")
+
+WRITE_METHODS = frozenset({
+    "ApplyBrokerId", "RegisterBroker", "AlterSyncStateSet", "ElectMaster", "CleanBrokerData",
+    "UpdateConfig",
+})
+FRESH_READ_METHODS = frozenset({"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData"})
+LOCAL_METHODS = frozenset({"GetConfig", "Heartbeat"})
+
+RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
+
+META_GROUP_ID = "groupId"
+META_GROUP_OPTIONS = "groupOptions"
+META_NODE_PREFIX = "node/"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class NodeSettings:
+    raft_address: str
+    partners: list[str]
+    grpc_address: str
+    data_dir: str | None
+    group: str = "mqctl"
+    cluster_secret: str | None = None
+    wait_for: int = 1
+    heartbeat_timeout_ms: int = 10_000
+    scan_interval_ms: int = 5_000
+    enable_elect_unclean_master: bool = False
+    notify_broker_role_changed: bool = True
+    extra_config: dict[str, str] = field(default_factory=dict)
+
+    def critical_options(self) -> dict[str, str]:
+        """Options every node of a group must agree on (a node refuses to join otherwise)."""
+        return {
+            "group": self.group,
+            "waitFor": str(self.wait_for),
+            "enableElectUncleanMaster": str(self.enable_elect_unclean_master).lower(),
+        }
+
+    def initial_config(self) -> dict[str, str]:
+        cfg = core.default_config()
+        cfg.update({
+            "waitFor": str(self.wait_for),
+            "enableElectUncleanMaster": str(self.enable_elect_unclean_master).lower(),
+            "notifyBrokerRoleChanged": str(self.notify_broker_role_changed).lower(),
+            "heartbeatTimeoutMillis": str(self.heartbeat_timeout_ms),
+            "scanNotActiveBrokerInterval": str(self.scan_interval_ms),
+        })
+        cfg.update(self.extra_config)
+        return cfg
+
+
+class RoleWatch:
+    """An iterator of RoleChange dicts for one subscriber; `close()` ends it."""
+
+    def __init__(self, node: ControllerNode, cluster_name: str, broker_name: str) -> None:
+        self.cluster_name = cluster_name
+        self.broker_name = broker_name
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=1000)
+        self._node = node
+        self.closed = False
+
+    def matches(self, cluster_name: str, broker_name: str) -> bool:
+        return ((not self.broker_name or self.broker_name == broker_name)
+                and (not self.cluster_name or not cluster_name or self.cluster_name == cluster_name))
+
+    def push(self, change: dict[str, Any]) -> None:
+        try:
+            self._queue.put_nowait(change)
+        except queue.Full:  # a stuck subscriber loses old changes, never blocks the state machine
+            log.warning("role watch for %s is not reading; dropping a change", self.broker_name)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._node._unwatch(self)
+            self._queue.put_nowait(None)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        while True:
+            if self.closed and self._queue.empty():
+                raise StopIteration
+            try:
+                item = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if item is None:
+                raise StopIteration
+            return item
+
+
+class NodeStopped(Exception):
+    pass
+
+
+class ControllerNode:
+    """Implements NodeAPI (docs/architecture.md) on top of ControllerSyncObj."""
+
+    def __init__(self, settings: NodeSettings) -> None:
+        from mqctl.controller.raftlog import ControllerSyncObj, make_conf
+
+        self.settings = settings
+        self.heartbeats = HeartbeatTable()
+        self._lock = threading.Lock()
+        self._watches: list[RoleWatch] = []
+        self._stop = threading.Event()
+        self._leader_since_ms: int | None = None
+        self._last_trigger_ms: dict[str, int] = {}
+        self._last_scan_ms = 0
+        self.fatal_error: str | None = None
+        conf = make_conf(settings.data_dir, secret=settings.cluster_secret)
+        self.sync = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
+                                      settings.initial_config(), on_apply=self._on_apply)
+        self._ticker = threading.Thread(target=self._tick_loop, name="mqctl-ticker", daemon=True)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        from pysyncobj import SyncObjException
+
+        try:
+            self.sync.waitBinded()
+        except SyncObjException as exc:
+            self.sync.destroy()
+            raise OSError(f"cannot listen for Raft on {self.settings.raft_address}: "
+                          "address already in use or not available") from exc
+        self._ticker.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for watch in list(self._watches):
+            watch.close()
+        try:
+            self.sync.destroy_synchronous()
+        except Exception:  # already stopped
+            pass
+
+    @property
+    def state(self) -> core.ControllerState:
+        return self.sync.state
+
+    def is_leader(self) -> bool:
+        return bool(self.sync._isLeader())
+
+    def is_serving(self) -> bool:
+        return self.fatal_error is None and not self._stop.is_set() and self.sync._getLeader() is not None
+
+    def leader_raft_address(self) -> str:
+        leader = self.sync._getLeader()
+        return leader.id if leader is not None else ""
+
+    def grpc_address_of(self, raft_address: str) -> str:
+        if raft_address == self.settings.raft_address:
+            return self.settings.grpc_address
+        return str(self.state.meta.get(META_NODE_PREFIX + raft_address, {}).get("grpc", ""))
+
+    def leader_grpc_address(self) -> str:
+        leader = self.leader_raft_address()
+        return self.grpc_address_of(leader) if leader else ""
+
+    # --- NodeAPI ------------------------------------------------------------------------
+
+    def call(self, method: str, request: dict[str, Any], *, timeout: float = 5.0) -> dict[str, Any]:
+        if method == "Heartbeat":
+            return self._heartbeat(request)
+        if method == "GetConfig":
+            return self._local(method, request)
+        if method not in WRITE_METHODS and method not in FRESH_READ_METHODS:
+            return {"code": int(Code.REQUEST_CODE_NOT_SUPPORTED),
+                    "remark": f" request type {method} not supported"}
+        if not self.is_leader():
+            return self._not_leader()
+        if method in FRESH_READ_METHODS:
+            try:
+                self.sync.barrier(sync=True, timeout=timeout)
+            except Exception as exc:
+                return self._unavailable(exc)
+            if not self.is_leader():
+                return self._not_leader()
+            return self._local(method, request)
+        response = self._replicate(method, request, timeout)
+        if method == "RegisterBroker" and response.get("code") == 0:
+            self._note_registration(request, response)
+        return response
+
+    def metadata(self) -> dict[str, Any]:
+        status = self.sync.getStatus()
+        leader = self.leader_raft_address()
+        peers = []
+        for addr in sorted([self.settings.raft_address, *self.settings.partners]):
+            peers.append({
+                "raft_address": addr,
+                "grpc_address": self.grpc_address_of(addr),
+                "is_leader": addr == leader,
+                "is_self": addr == self.settings.raft_address,
+                "connected": (addr == self.settings.raft_address
+                              or status.get("partner_node_status_server_" + addr) == 2),
+                "match_index": int(status.get("match_idx_server_" + addr, 0) or 0),
+                "next_index": int(status.get("next_node_idx_server_" + addr, 0) or 0),
+            })
+        return {
+            "code": 0, "remark": "",
+            "group": self.settings.group,
+            "group_id": str(self.state.meta.get(META_GROUP_ID, "")),
+            "controller_leader_id": leader,
+            "controller_leader_address": self.leader_grpc_address(),
+            "is_leader": self.is_leader(),
+            "self_id": self.settings.raft_address,
+            "peers": peers,
+            "term": int(status.get("raft_term", 0)),
+            "commit_index": int(status.get("commit_idx", 0)),
+            "last_applied": int(status.get("last_applied", 0)),
+            "has_quorum": bool(status.get("has_quorum", False)),
+            "state_hash": self.state.state_hash(),
+            "state": RAFT_STATES.get(int(status.get("state", 0)), "unknown"),
+            "log_length": int(status.get("log_len", 0)),
+        }
+
+    def watch(self, cluster_name: str, broker_name: str) -> RoleWatch:
+        watch = RoleWatch(self, cluster_name, broker_name)
+        with self._lock:
+            self._watches.append(watch)
+        current = self._role_of(broker_name) if broker_name else None
+        if current is not None and current.get("master_broker_id") is not None:
+            watch.push(current)
+        return watch
+
+    def _unwatch(self, watch: RoleWatch) -> None:
+        with self._lock:
+            if watch in self._watches:
+                self._watches.remove(watch)
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _context(self, broker_names: list[str]) -> core.Context:
+        live = {name: self.heartbeats.snapshot(name) for name in broker_names if name}
+        return core.Context(now_ms=now_ms(), live=live)
+
+    def _broker_names_of(self, method: str, request: dict[str, Any]) -> list[str]:
+        if method == "GetSyncStateData":
+            names = list(request.get("broker_names") or [])
+            return names or sorted(self.state.broker_sets)
+        return [str(request.get("broker_name", ""))]
+
+    def _local(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
+        ctx = self._context(self._broker_names_of(method, request))
+        result = core.handle(self.state, method, request, ctx)
+        answer = dict(result.response)
+        answer["code"] = int(result.code)
+        answer["remark"] = result.remark or ""
+        if method == "GetConfig":
+            answer.setdefault("config", {}).update(self._node_local_config())
+        return answer
+
+    def _node_local_config(self) -> dict[str, str]:
+        s = self.settings
+        return {
+            "controllerGroup": s.group,
+            "raftAddress": s.raft_address,
+            "raftPeers": ",".join(s.partners),
+            "listenAddress": s.grpc_address,
+            "controllerStorePath": s.data_dir or "",
+        }
+
+    def _replicate(self, method: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        ctx = self._context(self._broker_names_of(method, request))
+        entry = json.dumps({"method": method, "request": request, "ctx": ctx.to_dict()},
+                           sort_keys=True)
+        try:
+            answer: dict[str, Any] = self.sync.execute(entry, sync=True, timeout=timeout)
+        except Exception as exc:
+            return self._unavailable(exc)
+        return answer
+
+    def _submit_events(self, events: list[dict[str, Any]], timeout: float = 5.0) -> bool:
+        try:
+            self.sync.execute(json.dumps({"events": events}, sort_keys=True), sync=True,
+                              timeout=timeout)
+            return True
+        except Exception as exc:
+            log.debug("internal events not committed: %s", exc)
+            return False
+
+    def _not_leader(self) -> dict[str, Any]:
+        leader = self.leader_grpc_address()
+        remark = "The controller is not in leader state"
+        if leader:
+            remark += f"; leader is {leader}"
+        return {"code": int(Code.CONTROLLER_NOT_LEADER), "remark": remark, "leader_address": leader}
+
+    def _unavailable(self, exc: Exception) -> dict[str, Any]:
+        reason = getattr(exc, "errorCode", None) or type(exc).__name__
+        if reason == "timeout":
+            # The entry may still commit: the outcome is unknown, as RocketMQ's 5 s wait.
+            return {"code": int(Code.SYSTEM_ERROR),
+                    "remark": "timed out waiting for the Raft commit; the outcome is unknown"}
+        return {"code": int(Code.UNAVAILABLE),
+                "remark": f"the controller group could not commit the request ({reason})",
+                "leader_address": self.leader_grpc_address()}
+
+    def _heartbeat(self, request: dict[str, Any]) -> dict[str, Any]:
+        # Accepted on every node (RocketMQ brokers beat to all controllers); each node keeps
+        # its own table, so a follower that becomes leader already knows who is alive.
+        result = core.handle(self.state, "Heartbeat", request, core.Context(now_ms=now_ms(), live={}))
+        if result.code == 0:
+            with self._lock:
+                self.heartbeats.on_heartbeat(request, now_ms())
+        return {"code": int(result.code), "remark": result.remark or ""}
+
+    def _note_registration(self, request: dict[str, Any], response: dict[str, Any]) -> None:
+        with self._lock:
+            self.heartbeats.on_register(
+                str(request.get("cluster_name", "")), str(request.get("broker_name", "")),
+                int(request.get("broker_id", 0)), str(request.get("broker_address", "")),
+                int(response.get("broker_epoch", 0)), int(request.get("epoch", -1)),
+                int(request.get("max_offset", -1)), int(request.get("confirm_offset", -1)),
+                int(request.get("election_priority", 2**31 - 1)),
+                int(request.get("heartbeat_timeout_mills", self.settings.heartbeat_timeout_ms)),
+                now_ms())
+
+    def _role_of(self, broker_name: str) -> dict[str, Any] | None:
+        ctx = core.Context(now_ms=now_ms(), live={})
+        result = core.handle(self.state, "GetReplicaInfo", {"broker_name": broker_name}, ctx)
+        if result.code != 0:
+            return None
+        resp = result.response
+        sss = resp.get("sync_state_set") or {}
+        bs = self.state.broker_set(broker_name)
+        cluster = bs.cluster_name if bs is not None else ""
+        change = {
+            "code": 0, "remark": "",
+            "cluster_name": cluster or "",
+            "broker_name": broker_name,
+            "master_address": resp.get("master_address") or "",
+            "master_epoch": int(resp.get("master_epoch", 0)),
+            "sync_state_set_epoch": int(sss.get("sync_state_set_epoch", 0)),
+            "sync_state_set": sorted(int(x) for x in sss.get("sync_state_set", [])),
+        }
+        if resp.get("master_broker_id") is not None:
+            change["master_broker_id"] = int(resp["master_broker_id"])
+        return change
+
+    def _on_apply(self, state: core.ControllerState, events: list[dict[str, Any]]) -> None:
+        """Runs on every node after an entry is applied: tell watchers about new masters."""
+        if not self._watches:
+            return
+        touched = sorted({str(e.get("broker_name")) for e in events
+                          if e.get("type") == "ElectMaster" and e.get("broker_name")})
+        for name in touched:
+            change = self._role_of(name)
+            if change is None:
+                continue
+            with self._lock:
+                targets = [w for w in self._watches if w.matches(change["cluster_name"], name)]
+            for watch in targets:
+                watch.push(change)
+
+    # --- the leader's periodic work -----------------------------------------------------
+
+    def _tick_loop(self) -> None:
+        published = False
+        checked_group = False
+        while not self._stop.wait(0.02):
+            try:
+                if not self.sync.isReady():
+                    continue
+                if not published:
+                    published = self._publish_self()
+                if not checked_group and self.state.meta.get(META_GROUP_ID):
+                    checked_group = True
+                    self._check_group()
+                if self.is_leader():
+                    if self._leader_since_ms is None:
+                        self._leader_since_ms = now_ms()
+                        log.info("became leader (term %s)", self.sync._getTerm())
+                    self._leader_work()
+                else:
+                    if self._leader_since_ms is not None:
+                        log.info("lost leadership")
+                    self._leader_since_ms = None
+            except Exception:
+                log.exception("ticker error")
+
+    def _publish_self(self) -> bool:
+        key = META_NODE_PREFIX + self.settings.raft_address
+        mine = {"grpc": self.settings.grpc_address}
+        if self.state.meta.get(key) == mine:
+            return True
+        return self._submit_events([{"type": "SetMeta", "key": key, "value": mine}], timeout=2.0)
+
+    def _check_group(self) -> None:
+        """Refuse to serve another group's data, or a group whose critical options differ."""
+        from mqctl.controller.datadir import record_group_id
+
+        group_id = str(self.state.meta.get(META_GROUP_ID))
+        theirs = self.state.meta.get(META_GROUP_OPTIONS) or {}
+        mine = self.settings.critical_options()
+        diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
+        if diff:
+            self.fatal_error = ("this node's options differ from the controller group's: " + ", ".join(
+                f"{k} (group {theirs.get(k)!r}, this node {mine.get(k)!r})" for k in diff))
+            return
+        if self.settings.data_dir:
+            problem = record_group_id(self.settings.data_dir, group_id)
+            if problem:
+                self.fatal_error = problem
+
+    def _leader_work(self) -> None:
+        if not self.state.meta.get(META_GROUP_ID):
+            self._submit_events([
+                {"type": "SetMeta", "key": META_GROUP_ID, "value": uuid.uuid4().hex},
+                {"type": "SetMeta", "key": META_GROUP_OPTIONS, "value": self.settings.critical_options()},
+            ])
+            return
+        now = now_ms()
+        timeout_ms = self._config_int("heartbeatTimeoutMillis", self.settings.heartbeat_timeout_ms)
+        scan_ms = self._config_int("scanNotActiveBrokerInterval", self.settings.scan_interval_ms)
+        # A new leader has not heard every broker yet: wait one heartbeat timeout before
+        # declaring anybody dead (its table may be empty or old).
+        if self._leader_since_ms is None or now - self._leader_since_ms < timeout_ms:
+            return
+        if now - self._last_scan_ms >= scan_ms:
+            self._last_scan_ms = now
+            with self._lock:
+                gone = self.heartbeats.expired(now)
+            for cluster, name, broker_id in gone:
+                log.info("broker %s/%s id %s is not alive any more", cluster, name, broker_id)
+        for name in sorted(self.state.broker_sets):
+            self._maybe_elect(name, now)
+
+    def _config_int(self, key: str, default: int) -> int:
+        try:
+            return int(self.state.config.get(key, default))
+        except (TypeError, ValueError):
+            return default
+
+    def _maybe_elect(self, broker_name: str, now: int) -> None:
+        """Trigger a controller election the moment a master's lease ends (not a scan later)."""
+        bs = self.state.broker_set(broker_name)
+        if bs is None:
+            return
+        with self._lock:
+            live = self.heartbeats.snapshot(broker_name)
+        alive = {bid for bid, row in live.items() if row.last_heartbeat_ms + row.timeout_ms >= now}
+        alive &= set(bs.brokers)
+        if not alive:
+            return
+        master = bs.master_broker_id
+        if master is not None and master in alive:
+            return
+        if master is None:
+            wait_for = self._config_int("waitFor", 1)
+            if bs.master_epoch == 0 and (wait_for <= 1 or len(alive) < wait_for):
+                return  # first election: the brokers ask (RocketMQ), or wait-for-N is not met
+            if bs.master_epoch > 0 and not (alive & bs.sync_state_set) \
+                    and not self.state.cfg_bool("enableElectUncleanMaster"):
+                return  # nobody electable; a broker-triggered election will follow
+        if now - self._last_trigger_ms.get(broker_name, 0) < 1000:
+            return
+        self._last_trigger_ms[broker_name] = now
+        answer = self.call("ElectMaster", {"cluster_name": bs.cluster_name,
+                                           "broker_name": broker_name, "broker_id": -1})
+        log.info("controller-triggered election for %s: code %s %s master %s", broker_name,
+                 answer.get("code"), answer.get("remark", ""), answer.get("master_broker_id"))

@@ -1,0 +1,139 @@
+"""The replicated state machine on pysyncobj, and its JSON snapshot.
+
+Every write is one log entry `(method, request, context)`; every node runs the pure core on
+apply, so decisions are made in log order and are identical on all nodes. The snapshot that
+pysyncobj writes at log compaction is JSON (the controller state plus the few Raft
+bookkeeping values pysyncobj needs), never pickle.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj.node import TCPNode
+
+from mqctl.controller import core
+
+log = logging.getLogger("mqctl.raft")
+
+SNAPSHOT_FORMAT = "mqctl-controller-snapshot/1"
+
+# Called after each applied entry with (before, after, events): lets the node notify watchers.
+ApplyHook = Callable[[core.ControllerState, list[dict[str, Any]]], None]
+
+
+def _encode_entry(entry: Any) -> list[Any]:
+    command, idx, term = entry
+    return [base64.b64encode(bytes(command)).decode("ascii"), int(idx), int(term)]
+
+
+def _decode_entry(raw: list[Any]) -> tuple[bytes, int, int]:
+    return (base64.b64decode(raw[0]), int(raw[1]), int(raw[2]))
+
+
+class ControllerSyncObj(SyncObj):  # type: ignore[misc]
+    """pysyncobj node whose only replicated methods are `execute` and `barrier`."""
+
+    def __init__(self, self_addr: str, partners: list[str], conf: SyncObjConf,
+                 initial_config: dict[str, str], on_apply: ApplyHook | None = None) -> None:
+        self.state = core.ControllerState(config=dict(initial_config))
+        self._initial_config = dict(initial_config)
+        self._on_apply = on_apply
+        conf.serializer = self._save_snapshot
+        conf.deserializer = self._load_snapshot
+        super().__init__(self_addr, partners, conf)
+
+    # --- replicated methods (the log entries) ---------------------------------------------
+
+    @replicated
+    def execute(self, entry_json: str) -> dict[str, Any]:
+        entry = json.loads(entry_json)
+        if "events" in entry:  # node-internal bookkeeping (group id, node addresses)
+            events = entry["events"]
+            for event in events:
+                self.state.apply(event)
+            self._after_apply(events)
+            return {"code": 0, "remark": ""}
+        ctx = core.Context.from_dict(entry["ctx"])
+        result = core.handle(self.state, entry["method"], entry["request"], ctx)
+        for event in result.events:
+            self.state.apply(event)
+        self._after_apply(result.events)
+        answer = dict(result.response)
+        answer["code"] = int(result.code)
+        answer["remark"] = result.remark or ""
+        return answer
+
+    @replicated
+    def barrier(self) -> bool:
+        return True
+
+    def _after_apply(self, events: list[dict[str, Any]]) -> None:
+        if self._on_apply is not None and events:
+            try:
+                self._on_apply(self.state, events)
+            except Exception:  # a watcher problem must never stop the state machine
+                log.exception("apply hook failed")
+
+    # --- snapshot (JSON) ------------------------------------------------------------------
+
+    def _save_snapshot(self, filename: str, raft_data: tuple[Any, ...]) -> None:
+        last_entry, prev_entry, cluster = raft_data
+        doc = {
+            "format": SNAPSHOT_FORMAT,
+            "state": self.state.to_dict(),
+            "raft": {
+                "lastEntry": _encode_entry(last_entry),
+                "prevEntry": _encode_entry(prev_entry),
+                "cluster": sorted(node.id for node in cluster),
+            },
+        }
+        with open(filename, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _load_snapshot(self, filename: str) -> tuple[Any, ...]:
+        with open(filename, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError(f"{filename}: not an mqctl controller snapshot")
+        self.state = core.ControllerState.from_dict(doc["state"])
+        raft = doc["raft"]
+        cluster = {TCPNode(addr) for addr in raft["cluster"]}
+        return (_decode_entry(raft["lastEntry"]), _decode_entry(raft["prevEntry"]), cluster)
+
+
+def make_conf(data_dir: str | None, *, secret: str | None, fast: bool = True) -> SyncObjConf:
+    """pysyncobj settings: the low-latency profile of toolchain-notes.md section 3.
+
+    appendEntriesUseBatch=False sends each write at once (sub-millisecond commits instead of
+    one appendEntriesPeriod). A large appendEntriesBatchSizeBytes keeps one resend in one
+    message, so a follower's truncate-and-reappend of identical entries is atomic; see
+    docs/raft-safety.md.
+    """
+    kwargs: dict[str, Any] = dict(
+        appendEntriesUseBatch=False,
+        appendEntriesBatchSizeBytes=8 * 1024 * 1024,
+        dynamicMembershipChange=True,
+        commandsWaitLeader=True,
+        maxBindRetries=1,
+        bindRetryTime=0.2,
+        logCompactionMinEntries=5000,
+        logCompactionMinTime=60,
+        password=secret,
+    )
+    if fast:
+        kwargs.update(appendEntriesPeriod=0.03, raftMinTimeout=0.15, raftMaxTimeout=0.35,
+                      connectionTimeout=1.0, connectionRetryTime=0.5, autoTickPeriod=0.01,
+                      leaderFallbackTimeout=2.0)
+    if data_dir is not None:
+        kwargs.update(journalFile=os.path.join(data_dir, "raft.journal"),
+                      fullDumpFile=os.path.join(data_dir, "raft.snapshot.json"))
+    return SyncObjConf(**kwargs)

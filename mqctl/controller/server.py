@@ -1,0 +1,105 @@
+"""Run one controller node: data directory, Raft node, gRPC front door, signals, logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from mqctl.controller.config import ServeConfig
+from mqctl.errors import UsageError
+
+log = logging.getLogger("mqctl.serve")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc)
+
+
+def setup_logging(cfg: ServeConfig) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if cfg.log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(cfg.log_level.upper())
+    # pysyncobj logs its own chatter at INFO/WARNING; keep it out unless debugging.
+    logging.getLogger("pysyncobj").setLevel(logging.ERROR if cfg.log_level != "debug" else logging.DEBUG)
+
+
+def run(cfg: ServeConfig) -> int:
+    """Serve until SIGTERM/SIGINT; return the process exit code."""
+    from mqctl.controller import datadir
+    from mqctl.controller.grpc_server import build_server
+    from mqctl.controller.node import ControllerNode, NodeSettings
+    from mqctl.security import TlsConfig
+
+    setup_logging(cfg)
+    data_dir = cfg.data_dir or datadir.default_data_dir(cfg.raft)
+    lock = datadir.prepare(data_dir)
+    print(f"mqctl controller: data directory {data_dir}", file=sys.stderr, flush=True)
+
+    settings = NodeSettings(
+        raft_address=cfg.raft, partners=cfg.peer_list(), grpc_address=cfg.listen,
+        data_dir=data_dir, group=cfg.group, cluster_secret=cfg.cluster_secret or None,
+        wait_for=cfg.wait_for, heartbeat_timeout_ms=cfg.heartbeat_timeout,
+        scan_interval_ms=cfg.scan_interval,
+        enable_elect_unclean_master=cfg.enable_elect_unclean_master,
+        notify_broker_role_changed=cfg.notify_broker_role_changed,
+    )
+    try:
+        node = ControllerNode(settings)
+    except Exception as exc:  # a corrupt journal or snapshot
+        raise UsageError(f"cannot load controller data from {data_dir}: {exc}") from exc
+    try:
+        node.start()
+    except OSError as exc:
+        raise UsageError(str(exc)) from exc
+    tls = None
+    if cfg.tls_cert:
+        tls = TlsConfig(cert_file=cfg.tls_cert, key_file=cfg.tls_key, client_ca_file=cfg.tls_ca or None)
+    try:
+        server = build_server(node, cfg.listen, token=cfg.token or None, tls=tls)
+    except Exception:
+        node.stop()
+        raise
+
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: Any) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    peers = ",".join(settings.partners) or "none (single node)"
+    log.info("serving gRPC on %s, Raft on %s, peers %s, group %s", cfg.listen, cfg.raft, peers, cfg.group)
+    print(f"mqctl controller: gRPC {cfg.listen} Raft {cfg.raft} peers {peers}", file=sys.stderr, flush=True)
+
+    code = 0
+    while not stop.wait(0.2):
+        if node.fatal_error:
+            print(f"mqctl: error: {node.fatal_error}", file=sys.stderr, flush=True)
+            code = 2
+            break
+    server.stop(grace=1.0).wait(2.0)
+    node.stop()
+    lock.close()
+    time.sleep(0)  # let daemon threads see the stop flag
+    log.info("stopped")
+    return code
