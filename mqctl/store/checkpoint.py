@@ -1,0 +1,76 @@
+"""`<root>/checkpoint` (reference section 7.3): 4096 bytes, big-endian int64 fields, the rest zero."""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from mqctl.store._util import read_bytes, store_error, write_bytes_synced
+
+CHECKPOINT_FILE = "checkpoint"
+CHECKPOINT_SIZE = 4096
+_FMT = ">qqqqq"
+_USED = struct.calcsize(_FMT)  # 40
+
+__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_SIZE", "StoreCheckpoint", "parse_checkpoint", "encode_checkpoint",
+           "read_checkpoint", "write_checkpoint"]
+
+
+@dataclass(frozen=True)
+class StoreCheckpoint:
+    physic_msg_timestamp: int = 0
+    logics_msg_timestamp: int = 0
+    index_msg_timestamp: int = 0
+    master_flushed_offset: int = 0
+    confirm_phy_offset: int = 0
+
+    @property
+    def min_timestamp(self) -> int:
+        """StoreCheckpoint.getMinTimestamp: max(0, min(physic, logics) - 3000)."""
+        return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
+
+    def to_dict(self) -> dict[str, int]:
+        return {"physicMsgTimestamp": self.physic_msg_timestamp,
+                "logicsMsgTimestamp": self.logics_msg_timestamp,
+                "indexMsgTimestamp": self.index_msg_timestamp,
+                "masterFlushedOffset": self.master_flushed_offset,
+                "confirmPhyOffset": self.confirm_phy_offset}
+
+
+def parse_checkpoint(data: bytes, path: str = CHECKPOINT_FILE) -> StoreCheckpoint:
+    if len(data) < _USED:
+        raise store_error(path, f"truncated: {len(data)} bytes, need at least {_USED} "
+                                f"(file is {CHECKPOINT_SIZE} bytes)", offset=len(data))
+    vals = struct.unpack_from(_FMT, data, 0)
+    for i, v in enumerate(vals):
+        if v < 0:
+            raise store_error(path, f"negative value {v}", offset=i * 8)
+    return StoreCheckpoint(*vals)
+
+
+def encode_checkpoint(cp: StoreCheckpoint) -> bytes:
+    return struct.pack(_FMT, cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp,
+                       cp.master_flushed_offset, cp.confirm_phy_offset).ljust(CHECKPOINT_SIZE, b"\0")
+
+
+def checkpoint_path(root: str | os.PathLike[str]) -> Path:
+    return Path(root) / CHECKPOINT_FILE
+
+
+def read_checkpoint(root: str | os.PathLike[str]) -> StoreCheckpoint | None:
+    path = checkpoint_path(root)
+    data = read_bytes(path)
+    return None if data is None else parse_checkpoint(data, str(path))
+
+
+def write_checkpoint(root: str | os.PathLike[str], cp: StoreCheckpoint) -> None:
+    """Overwrite the fields in place (RocketMQ mmaps the file and writes the longs); the file stays
+    4096 bytes and anything RocketMQ keeps past offset 40 is preserved."""
+    path = checkpoint_path(root)
+    old = read_bytes(path)
+    new = encode_checkpoint(cp)
+    if old is not None and len(old) >= CHECKPOINT_SIZE:
+        new = new[:_USED] + old[_USED:]
+    write_bytes_synced(path, new)

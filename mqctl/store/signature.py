@@ -1,0 +1,159 @@
+"""mqctl's store signature file, `<root>/mqctl-signature.json` (the cluster-join seed, 002).
+
+mqctl never changes RocketMQ's files to record this; it keeps one JSON file beside them::
+
+    {
+      "format": 1,
+      "initial": {"id": "<sha256 hex>", "clusterName": "...", "brokerName": "...",
+                  "firstEpoch": 1, "firstEpochStartOffset": 0,
+                  "source": "derived" | "mqctl", "time": 1700000000000},
+      "final":   {"id": "<sha256 hex>", "initialId": "...", "lastEpoch": 3, "lastEpochStartOffset": 4096,
+                  "maxOffset": 8192, "time": 1700000000000, "abort": null | "<abort file text>",
+                  "manual": true}
+    }
+
+* The initial signature identifies the stores of one broker set and never changes. For a plain RocketMQ
+  store it is derived from what the store holds: cluster and broker name from `brokerIdentity` and the
+  first entry of the epoch history; `id` = sha256 of `clusterName#brokerName#firstEpoch-firstStartOffset`.
+* The final signature marks an orderly shutdown (or an operator's `mqctl recover mark-clean`) and how far
+  the store got; `id` = sha256 of `initialId#lastEpoch-lastEpochStartOffset#maxOffset`, so two clean
+  stores agree exactly when their ids are equal. `time` is informational. `abort` records the text of
+  RocketMQ's `abort` file that the operator acknowledged (mark-clean leaves RocketMQ's file alone).
+
+Writes go through RocketMQ's string2File order (previous content to `.bak`, then the file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mqctl.store._util import read_bytes, store_error, string_to_file
+
+SIGNATURE_FILE = "mqctl-signature.json"
+FORMAT = 1
+
+__all__ = ["SIGNATURE_FILE", "InitialSignature", "FinalSignature", "Signature", "derive_initial",
+           "make_final", "parse_signature", "encode_signature", "read_signature", "write_signature"]
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class InitialSignature:
+    id: str
+    cluster_name: str
+    broker_name: str
+    first_epoch: int
+    first_epoch_start_offset: int
+    source: str = "derived"
+    time: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "clusterName": self.cluster_name, "brokerName": self.broker_name,
+                "firstEpoch": self.first_epoch, "firstEpochStartOffset": self.first_epoch_start_offset,
+                "source": self.source, "time": self.time}
+
+
+@dataclass(frozen=True)
+class FinalSignature:
+    id: str
+    initial_id: str
+    last_epoch: int
+    last_epoch_start_offset: int
+    max_offset: int
+    time: int
+    abort: str | None = None
+    manual: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "initialId": self.initial_id, "lastEpoch": self.last_epoch,
+                "lastEpochStartOffset": self.last_epoch_start_offset, "maxOffset": self.max_offset,
+                "time": self.time, "abort": self.abort, "manual": self.manual}
+
+
+@dataclass(frozen=True)
+class Signature:
+    initial: InitialSignature | None
+    final: FinalSignature | None
+
+
+def derive_initial(cluster_name: str, broker_name: str, first_epoch: int, first_start: int, *,
+                   source: str = "derived", time: int = 0) -> InitialSignature:
+    sid = _sha(f"{cluster_name}#{broker_name}#{first_epoch}-{first_start}")
+    return InitialSignature(sid, cluster_name, broker_name, first_epoch, first_start, source, time)
+
+
+def make_final(initial_id: str, last_epoch: int, last_start: int, max_offset: int, time: int, *,
+               abort: str | None = None, manual: bool = False) -> FinalSignature:
+    sid = _sha(f"{initial_id}#{last_epoch}-{last_start}#{max_offset}")
+    return FinalSignature(sid, initial_id, last_epoch, last_start, max_offset, time, abort, manual)
+
+
+def encode_signature(sig: Signature) -> bytes:
+    doc = {"format": FORMAT, "initial": sig.initial.to_dict() if sig.initial else None,
+           "final": sig.final.to_dict() if sig.final else None}
+    return (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode()
+
+
+def _req(d: dict[str, Any], key: str, typ: type, path: str, where: str) -> Any:
+    v = d.get(key)
+    if not isinstance(v, typ) or isinstance(v, bool) and typ is int:
+        raise store_error(path, f"{where}.{key}: expected {typ.__name__}, found {v!r}")
+    return v
+
+
+def parse_signature(data: bytes, path: str = SIGNATURE_FILE) -> Signature:
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise store_error(path, "not UTF-8", offset=exc.start) from None
+    except json.JSONDecodeError as exc:
+        raise store_error(path, f"not JSON: {exc.msg}", line=exc.lineno, offset=exc.pos) from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise store_error(path, f"expected a JSON object with \"format\": {FORMAT}")
+    ini = fin = None
+    if doc.get("initial") is not None:
+        d = doc["initial"]
+        if not isinstance(d, dict):
+            raise store_error(path, "initial: expected an object")
+        ini = InitialSignature(_req(d, "id", str, path, "initial"),
+                               _req(d, "clusterName", str, path, "initial"),
+                               _req(d, "brokerName", str, path, "initial"),
+                               _req(d, "firstEpoch", int, path, "initial"),
+                               _req(d, "firstEpochStartOffset", int, path, "initial"),
+                               str(d.get("source", "derived")), int(d.get("time", 0) or 0))
+    if doc.get("final") is not None:
+        d = doc["final"]
+        if not isinstance(d, dict):
+            raise store_error(path, "final: expected an object")
+        abort = d.get("abort")
+        fin = FinalSignature(_req(d, "id", str, path, "final"), _req(d, "initialId", str, path, "final"),
+                             _req(d, "lastEpoch", int, path, "final"),
+                             _req(d, "lastEpochStartOffset", int, path, "final"),
+                             _req(d, "maxOffset", int, path, "final"), _req(d, "time", int, path, "final"),
+                             abort if isinstance(abort, str) else None, bool(d.get("manual", False)))
+        expect = make_final(fin.initial_id, fin.last_epoch, fin.last_epoch_start_offset, fin.max_offset, 0).id
+        if expect != fin.id:
+            raise store_error(path, "final.id does not match its fields (edited by hand?)")
+    return Signature(ini, fin)
+
+
+def signature_path(root: str | os.PathLike[str]) -> Path:
+    return Path(root) / SIGNATURE_FILE
+
+
+def read_signature(root: str | os.PathLike[str]) -> Signature | None:
+    path = signature_path(root)
+    data = read_bytes(path)
+    return None if data is None else parse_signature(data, str(path))
+
+
+def write_signature(root: str | os.PathLike[str], sig: Signature) -> None:
+    string_to_file(signature_path(root), encode_signature(sig))
