@@ -911,9 +911,11 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
             [_elect_event(name, new_master)],
         )
     if controller_trigger:
+        # mqctl: before the first master (masterEpoch 0) there is nothing to clear; RocketMQ's
+        # ElectMaster(false) would bump masterEpoch and so disable the brokers' first election.
+        events = [] if bs.master_epoch == 0 else [_elect_event(name, None)]
         return Result(Code.CONTROLLER_MASTER_NOT_AVAILABLE,
-                      "Old master has down and failed to elect a new broker master", {},
-                      [_elect_event(name, None)])
+                      "Old master has down and failed to elect a new broker master", {}, events)
     raise _Reject(Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master")
 
 
