@@ -247,6 +247,11 @@ class _Health(health.HealthServicer):
         self.refresh()
         return super().Check(request, context)
 
+    def Watch(self, request: Any, context: grpc.ServicerContext,  # noqa: N802
+              send_response_callback: Any = None) -> Any:
+        self.refresh()
+        return super().Watch(request, context, send_response_callback)
+
 
 def _bind_error(listen: str) -> str:
     """Why binding ``listen`` failed, as one line (grpc only says "Failed to bind")."""
