@@ -697,8 +697,9 @@ def _options_diff(recorded: Mapping[str, str], requested: Mapping[str, str]) -> 
     for key in sorted(set(recorded) | set(requested)):
         a, b = recorded.get(key), requested.get(key)
         if a != b:
-            diffs.append(f"{key} (broker-set: {'<absent>' if a is None else a!r}, "
-                         f"request: {'<absent>' if b is None else b!r})")
+            shown_a = "<absent>" if a is None else repr(a)
+            shown_b = "<absent>" if b is None else repr(b)
+            diffs.append(f"{key} (broker-set: {shown_a}, request: {shown_b})")
     return diffs
 
 
@@ -1037,6 +1038,8 @@ def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context)
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
+        raise _invalid("Invalid request: config must be a map of strings")
+    if not all(isinstance(v, str) for v in raw.values()):
         raise _invalid("Invalid request: config must be a map of strings")
     if any(k in CONFIG_BLACKLIST for k in raw):
         raise _Reject(Code.NO_PERMISSION, "Can not update config in black list.")
