@@ -133,6 +133,9 @@ class Result:
     response: dict[str, Any] = field(default_factory=dict)
     events: list[dict[str, Any]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.code = int(self.code)  # plain int, JSON-safe
+
     @property
     def ok(self) -> bool:
         return self.code == Code.SUCCESS
@@ -1039,8 +1042,9 @@ def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context)
         raw = {}
     if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
         raise _invalid("Invalid request: config must be a map of strings")
-    if not all(isinstance(v, str) for v in raw.values()):
-        raise _invalid("Invalid request: config must be a map of strings")
+    for key in sorted(raw):
+        if not isinstance(raw[key], str):
+            raise _invalid(f"Invalid request: the value of config {key} must be a string")
     if any(k in CONFIG_BLACKLIST for k in raw):
         raise _Reject(Code.NO_PERMISSION, "Can not update config in black list.")
     updates: dict[str, str] = {}
