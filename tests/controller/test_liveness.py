@@ -1,0 +1,90 @@
+"""The heartbeat table: RocketMQ update rule, mqctl address/brokerEpoch rules, expiry."""
+
+from __future__ import annotations
+
+from mqctl.controller.liveness import HeartbeatTable
+
+S = "broker-set-a"
+
+
+def hb(bid: int = 1, **kw: object) -> dict[str, object]:
+    return {"cluster_name": "c", "broker_name": S, "broker_addr": "a:1", "broker_id": bid, **kw}
+
+
+def test_defaults_and_new_row() -> None:
+    t = HeartbeatTable()
+    info = t.on_heartbeat(hb(), 100)
+    assert info is not None
+    assert (info.epoch, info.max_offset, info.confirm_offset) == (-1, -1, -1)
+    assert info.timeout_ms == 10_000 and info.election_priority == 2**31 - 1
+    assert info.last_heartbeat_ms == 100 and info.broker_address == "a:1" and info.broker_epoch == 0
+    assert t.on_heartbeat({"broker_name": S}, 100) is None
+    assert t.on_heartbeat({"broker_id": 1}, 100) is None
+
+
+def test_update_rule() -> None:
+    t = HeartbeatTable()
+    t.on_heartbeat(hb(epoch=2, max_offset=100, confirm_offset=90, election_priority=3,
+                      heartbeat_timeout_mills=5000), 0)
+    # older epoch: offsets kept, time/timeout/priority always updated, address updated (mqctl)
+    info = t.on_heartbeat(hb(epoch=1, max_offset=999, confirm_offset=999, broker_addr="b:2"), 50)
+    assert info is not None and (info.epoch, info.max_offset, info.confirm_offset) == (2, 100, 90)
+    assert info.last_heartbeat_ms == 50 and info.timeout_ms == 10_000
+    assert info.election_priority == 2**31 - 1 and info.broker_address == "b:2"
+    # equal epoch, smaller offset: kept
+    info = t.on_heartbeat(hb(epoch=2, max_offset=50), 60)
+    assert info is not None and info.max_offset == 100
+    # equal epoch, larger offset: taken
+    info = t.on_heartbeat(hb(epoch=2, max_offset=150, confirm_offset=140), 70)
+    assert info is not None and (info.max_offset, info.confirm_offset) == (150, 140)
+    # newer epoch with a smaller offset: taken
+    info = t.on_heartbeat(hb(epoch=3, max_offset=10), 80)
+    assert info is not None and (info.epoch, info.max_offset) == (3, 10)
+
+
+def test_broker_epoch_resets_or_ignores() -> None:
+    t = HeartbeatTable()
+    t.on_register("c", S, 1, "a:1", 5, epoch=3, max_offset=300, now_ms=0)
+    assert t.on_heartbeat(hb(broker_epoch=4, epoch=9, max_offset=9), 10) is None  # older incarnation
+    info = t.on_heartbeat(hb(epoch=1, max_offset=1), 10)  # no broker_epoch: RocketMQ broker, normal rule
+    assert info is not None and (info.epoch, info.max_offset, info.last_heartbeat_ms) == (3, 300, 10)
+    info = t.on_heartbeat(hb(broker_epoch=6, epoch=1, max_offset=1), 20)  # new incarnation: reset
+    assert info is not None and (info.epoch, info.max_offset, info.broker_epoch) == (1, 1, 6)
+
+
+def test_register_replaces_row_and_snapshot() -> None:
+    t = HeartbeatTable(default_timeout_ms=3000)
+    t.on_heartbeat(hb(1, epoch=5, max_offset=500), 0)
+    t.on_heartbeat(hb(2), 0)
+    t.on_heartbeat({"broker_name": "other", "broker_id": 1}, 0)
+    t.on_register("c", S, 1, "z:9", 7, now_ms=10)
+    snap = t.snapshot(S)
+    assert sorted(snap) == [1, 2]
+    assert snap[1].broker_epoch == 7 and snap[1].epoch == -1 and snap[1].broker_address == "z:9"
+    assert snap[1].timeout_ms == 3000
+    ctx = t.context(20, [S])
+    assert list(ctx.live) == [S] and ctx.is_alive(S, 1)
+    assert sorted(t.context(20).live) == [S, "other"]
+
+
+def test_expiry_and_next_expiry() -> None:
+    t = HeartbeatTable()
+    assert t.next_expiry_ms() is None
+    t.on_heartbeat(hb(1, heartbeat_timeout_mills=1000), 0)
+    t.on_heartbeat(hb(2, heartbeat_timeout_mills=5000), 0)
+    assert t.next_expiry_ms() == 1000
+    assert t.is_alive(S, 1, 1000) and not t.is_alive(S, 1, 1001)
+    assert t.expired(1000) == []  # last + timeout >= now is still alive
+    assert t.expired(1001) == [("c", S, 1)]
+    assert t.next_expiry_ms() == 5000 and len(t) == 1
+
+
+def test_remove() -> None:
+    t = HeartbeatTable()
+    for b in (1, 2, 3):
+        t.on_heartbeat(hb(b), 0)
+    t.on_heartbeat({"broker_name": "x", "broker_id": 1}, 0)
+    t.remove(S, [1, 9])
+    assert sorted(t.snapshot(S)) == [2, 3]
+    t.remove(S)
+    assert t.snapshot(S) == {} and len(t) == 1
