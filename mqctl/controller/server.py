@@ -39,7 +39,23 @@ def setup_logging(cfg: ServeConfig) -> None:
     root.handlers[:] = [handler]
     root.setLevel(cfg.log_level.upper())
     # pysyncobj logs its own chatter at INFO/WARNING; keep it out unless debugging.
-    logging.getLogger("pysyncobj").setLevel(logging.ERROR if cfg.log_level != "debug" else logging.DEBUG)
+    logging.getLogger("pysyncobj").setLevel(logging.CRITICAL if cfg.log_level != "debug" else logging.DEBUG)
+
+
+def _check_port_free(address: str, what: str) -> None:
+    """pysyncobj retries a busy port in its own thread and logs a traceback; say it in one line."""
+    import socket
+
+    from mqctl.controller.config import parse_address
+
+    host, port = parse_address(address, f"{what} address")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise UsageError(f"cannot listen for {what} on {address}: {exc.strerror}") from exc
 
 
 def run(cfg: ServeConfig) -> int:
@@ -54,6 +70,7 @@ def run(cfg: ServeConfig) -> int:
     lock = datadir.prepare(data_dir)
     print(f"mqctl controller: data directory {data_dir}", file=sys.stderr, flush=True)
 
+    _check_port_free(cfg.raft, "Raft")
     settings = NodeSettings(
         raft_address=cfg.raft, partners=cfg.peer_list(), grpc_address=cfg.listen,
         data_dir=data_dir, group=cfg.group, cluster_secret=cfg.cluster_secret or None,

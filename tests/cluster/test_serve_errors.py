@@ -1,0 +1,98 @@
+"""`mqctl serve` refuses bad setups with one clear line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from mqctl.testing import LocalCluster, free_port
+
+pytestmark = pytest.mark.slow
+
+
+def serve(*args: str, timeout: float = 30, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mqctl", "serve", *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def error_line(proc: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("mqctl: error:")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_busy_grpc_port(tmp_path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        proc = serve("--listen", f"127.0.0.1:{port}", "--raft", f"127.0.0.1:{free_port()}",
+                     "--data-dir", str(tmp_path / "d"))
+    assert proc.returncode == 2
+    assert "address already in use" in error_line(proc)
+
+
+def test_busy_raft_port(tmp_path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        proc = serve("--listen", f"127.0.0.1:{free_port()}", "--raft", f"127.0.0.1:{port}",
+                     "--data-dir", str(tmp_path / "d"))
+    assert proc.returncode == 2
+    expected = f"mqctl: error: cannot listen for Raft on 127.0.0.1:{port}: Address already in use"
+    assert error_line(proc) == expected
+
+
+def test_data_dir_that_cannot_be_created(tmp_path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    proc = serve("--raft", f"127.0.0.1:{free_port()}", "--data-dir", str(blocker / "d"))
+    assert proc.returncode == 2
+    assert "cannot create data directory" in error_line(proc)
+
+
+def test_data_dir_in_use_by_a_running_node(tmp_path) -> None:
+    with LocalCluster(str(tmp_path), size=1) as cluster:
+        cluster.start()
+        proc = serve("--listen", f"127.0.0.1:{free_port()}", "--raft", f"127.0.0.1:{free_port()}",
+                     "--data-dir", cluster.nodes[0].data_dir)
+        assert proc.returncode == 2
+        assert "in use by another running controller" in error_line(proc)
+
+
+def test_unknown_config_key(tmp_path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('listen = "127.0.0.1:1"\nbogus = 1\n')
+    proc = serve("--config", str(cfg))
+    assert proc.returncode == 2
+    assert "unknown key 'bogus'" in error_line(proc)
+
+
+def test_bad_config_value_from_env(tmp_path) -> None:
+    proc = serve("--data-dir", str(tmp_path), env={"MQCTL_HEARTBEAT_TIMEOUT": "5ms"})
+    assert proc.returncode == 2
+    assert "MQCTL_HEARTBEAT_TIMEOUT" in error_line(proc)
+
+
+def test_raft_beyond_loopback_needs_a_secret(tmp_path) -> None:
+    proc = serve("--raft", "0.0.0.0:9880", "--data-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert "--cluster-secret" in error_line(proc)
+
+
+def test_bad_flag_value() -> None:
+    proc = serve("--listen", "nonsense")
+    assert proc.returncode == 2
+    assert "HOST:PORT" in error_line(proc)
+
+
+def test_cluster_secret_group_works(tmp_path) -> None:
+    with LocalCluster(str(tmp_path), size=3, extra_args=["--cluster-secret", "s3cret"]) as cluster:
+        cluster.start()
+        assert cluster.wait_for_same_hash()

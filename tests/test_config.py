@@ -1,0 +1,57 @@
+"""`mqctl serve` settings: flag > MQCTL_* environment > TOML file > default."""
+
+from __future__ import annotations
+
+import pytest
+
+from mqctl.controller.config import ServeConfig, load, parse_duration_ms
+from mqctl.errors import UsageError
+
+
+def test_precedence(tmp_path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text('listen = "127.0.0.1:1111"\nwait-for = 3\nheartbeat-timeout = "2s"\n')
+    env = {"MQCTL_LISTEN": "127.0.0.1:2222", "MQCTL_SCAN_INTERVAL": "700ms"}
+    cfg = load({"listen": "127.0.0.1:3333"}, str(f), env)
+    assert cfg.listen == "127.0.0.1:3333"           # flag wins
+    assert cfg.wait_for == 3                         # file
+    assert cfg.heartbeat_timeout == 2000             # file, with a unit
+    assert cfg.scan_interval == 700                  # env
+    assert load({}, str(f), env).listen == "127.0.0.1:2222"   # env beats file
+    assert load({}, None, {}).listen == ServeConfig().listen  # default
+
+
+def test_serve_section_and_errors(tmp_path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text('[serve]\nraft = "127.0.0.1:7000"\n')
+    assert load({}, str(f), {}).raft == "127.0.0.1:7000"
+    f.write_text("not toml [")
+    with pytest.raises(UsageError, match="not valid TOML"):
+        load({}, str(f), {})
+    with pytest.raises(UsageError, match="cannot read config file"):
+        load({}, str(tmp_path / "missing.toml"), {})
+    with pytest.raises(UsageError, match="wait_for"):
+        load({"wait_for": 0}, None, {})
+    with pytest.raises(UsageError, match="true or false"):
+        load({}, None, {"MQCTL_ENABLE_ELECT_UNCLEAN_MASTER": "maybe"})
+    with pytest.raises(UsageError, match="own Raft address"):
+        load({"raft": "127.0.0.1:1", "peers": "127.0.0.1:1,127.0.0.1:2"}, None, {})
+    with pytest.raises(UsageError, match="go together"):
+        load({"tls_cert": str(f)}, None, {})
+
+
+def test_durations() -> None:
+    assert parse_duration_ms("1500", "k") == 1500
+    assert parse_duration_ms("1.5s", "k") == 1500
+    assert parse_duration_ms(100, "k") == 100
+    with pytest.raises(UsageError, match="minimum"):
+        parse_duration_ms("99ms", "k")
+    with pytest.raises(UsageError, match="expected milliseconds"):
+        parse_duration_ms("soon", "k")
+
+
+def test_secret_only_needed_beyond_loopback() -> None:
+    assert load({"raft": "[::1]:9880", "peers": "localhost:9881"}, None, {}).raft == "[::1]:9880"
+    with pytest.raises(UsageError, match="not on loopback"):
+        load({"peers": "10.1.1.1:9880"}, None, {})
+    assert load({"peers": "10.1.1.1:9880", "cluster_secret": "x"}, None, {}).cluster_secret == "x"
