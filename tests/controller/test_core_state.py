@@ -1,0 +1,216 @@
+"""Snapshot format, determinism and totality of the core (incl. hypothesis property tests)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mqctl.controller.core import METHODS, Context, ControllerState, LiveInfo, Result, handle
+from mqctl.errors import Code
+
+C = "cluster-a"
+NAMES = ["a", "b"]
+
+
+def run(state: ControllerState, method: str, req: dict[str, Any], ctx: Context) -> Result:
+    r = handle(state, method, req, ctx)
+    for e in r.events:
+        json.dumps(e)  # JSON-safe
+        state.apply(e)
+    return r
+
+
+def test_context_round_trip_restores_int_keys() -> None:
+    ctx = Context(5000, {"a": {1: LiveInfo(1, "h:1", 3, 2, 100, 90, 7, 4000, 1000)}, "b": {}})
+    d = json.loads(json.dumps(ctx.to_dict()))
+    back = Context.from_dict(d)
+    assert back == ctx and back.is_alive("a", 1) and not back.is_alive("a", 2)
+    assert not Context(5001, ctx.live).is_alive("a", 1)
+
+
+def scripted_events() -> list[tuple[str, dict[str, Any], Context]]:
+    alive = Context(1000, {"a": {b: LiveInfo(b, f"h:{b}", 0, 1, b * 10, -1, 9, 1000, 10_000)
+                                 for b in (1, 2, 3)}})
+    steps: list[tuple[str, dict[str, Any], Context]] = []
+    for b in (1, 2, 3):
+        steps.append(("ApplyBrokerId", {"cluster_name": C, "broker_name": "a", "applied_broker_id": b,
+                                        "register_check_code": f"h:{b};1"}, alive))
+        steps.append(("RegisterBroker", {"cluster_name": C, "broker_name": "a", "broker_id": b,
+                                         "broker_address": f"h:{b}", "options": {"k": "v"}}, alive))
+    steps += [
+        ("ElectMaster", {"cluster_name": C, "broker_name": "a", "broker_id": 1}, alive),
+        ("AlterSyncStateSet", {"broker_name": "a", "master_broker_id": 1, "master_epoch": 1,
+                               "new_sync_state_set": [1, 2, 3], "sync_state_set_epoch": 1}, alive),
+        ("UpdateConfig", {"config": {"waitFor": "2"}}, alive),
+        ("ElectMaster", {"broker_name": "a", "broker_id": 3, "designate_elect": True}, alive),
+        ("CleanBrokerData", {"broker_name": "a", "broker_controller_ids_to_clean": "9"}, alive),
+    ]
+    return steps
+
+
+def test_snapshot_round_trip_and_replay_on_two_copies() -> None:
+    one, two = ControllerState(), ControllerState()
+    events: list[dict[str, Any]] = []
+    for method, req, ctx in scripted_events():
+        r = run(one, method, req, ctx)
+        assert r.code == 0, (method, r.remark)
+        events += r.events
+    one.apply({"type": "SetMeta", "key": "group_id", "value": "g"})
+    events.append({"type": "SetMeta", "key": "group_id", "value": "g"})
+    for e in json.loads(json.dumps(events)):
+        two.apply(e)
+    assert one.state_hash() == two.state_hash()
+    snap = json.loads(json.dumps(one.to_dict()))
+    back = ControllerState.from_dict(snap)
+    assert back.to_dict() == one.to_dict() and back.state_hash() == one.state_hash()
+    assert back.copy().state_hash() == one.state_hash()
+    assert one.state_hash() == __import__("hashlib").sha256(
+        json.dumps(one.to_dict(), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    view = back.broker_set_view("a")
+    assert view is not None and view["master_broker_id"] == 3 and view["options"] == {"k": "v"}
+    assert back.config["waitFor"] == "2" and back.meta == {"group_id": "g"}
+    assert back.broker_names() == ["a"] and back.cluster_of("a") == C and back.cluster_of("z") is None
+
+
+def test_apply_unknown_and_malformed_events_are_noops() -> None:
+    st_ = ControllerState()
+    h = st_.state_hash()
+    for e in [
+        {}, {"type": "Nope"}, {"type": "ElectMaster", "broker_name": "zz", "new_master_elected": True,
+                               "new_master_broker_id": 1},
+        {"type": "AlterSyncStateSet", "broker_name": "zz", "new_sync_state_set": [1]},
+        {"type": "ApplyBrokerId", "broker_name": "a"},
+        {"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": "zz", "broker_address": "x",
+         "broker_id": 1},
+        {"type": "CleanBrokerData", "broker_name": "zz", "broker_id_set_to_clean": [1]},
+        {"type": "SetBrokerOptions", "broker_name": "zz", "options": {"a": "b"}},
+        {"type": "UpdateConfig", "config": {"waitFor": "0"}},
+        {"type": "UpdateConfig", "config": {"nope": "1"}},
+        {"type": "ElectMaster", "broker_name": "a", "new_master_elected": "yes"},
+        {"type": "SetMeta", "key": 5, "value": 1},
+        [], None, "x",
+    ]:
+        st_.apply(e)  # type: ignore[arg-type]
+    assert st_.state_hash() == h
+
+
+def test_handle_is_deterministic_and_json_safe_for_every_method() -> None:
+    for method in METHODS:
+        r = handle(ControllerState(), method, {}, Context(0))
+        json.dumps({"code": r.code, "remark": r.remark, "response": r.response, "events": r.events})
+        assert r.code != Code.SYSTEM_ERROR, (method, r.remark)
+
+
+# ---------------------------------------------------------------- property tests
+
+ids = st.integers(min_value=-2, max_value=4)
+names = st.sampled_from(NAMES + [""])
+row_st = st.builds(
+    lambda bid, alive, epoch, off, prio, bepoch: LiveInfo(bid, f"h:{bid}", bepoch, epoch, off, -1, prio,
+                                                          1000 if alive else 0, 500),
+    st.integers(1, 4), st.booleans(), st.integers(-1, 3), st.sampled_from([-1, 0, 5, 2**31, 2**40]),
+    st.sampled_from([1, 2, 2**31 - 1]), st.integers(0, 6))
+ctx_st = st.builds(
+    lambda rows_a, rows_b: Context(1000, {"a": {r.broker_id: r for r in rows_a},
+                                          "b": {r.broker_id: r for r in rows_b}}),
+    st.lists(row_st, max_size=4), st.lists(row_st, max_size=3))
+maybe = st.one_of(st.none(), st.just("garbage"), st.just(True))
+
+
+def _req(method: str, name: str, bid: int, other: int, flag: bool, data: st.DataObject) -> dict[str, Any]:
+    if method == "GetNextBrokerId":
+        return {"cluster_name": C, "broker_name": name}
+    if method == "ApplyBrokerId":
+        return {"cluster_name": C, "broker_name": name, "applied_broker_id": bid,
+                "register_check_code": f"h:{bid};{data.draw(st.integers(0, 2))}"}
+    if method == "RegisterBroker":
+        req: dict[str, Any] = {"cluster_name": C, "broker_name": name, "broker_id": bid,
+                               "broker_address": data.draw(st.sampled_from([f"h:{bid}", "moved:1"]))}
+        if flag:
+            req.update(epoch=data.draw(st.integers(-1, 3)), max_offset=data.draw(st.integers(-1, 2**41)))
+        req["options"] = data.draw(st.sampled_from([{}, {"x": "1"}, {"x": "2"}]))
+        return req
+    if method == "Heartbeat":
+        return {"broker_name": name, "broker_id": bid, "broker_epoch": data.draw(st.integers(0, 8))}
+    if method == "AlterSyncStateSet":
+        return {"broker_name": name, "master_broker_id": max(bid, 0),
+                "master_epoch": data.draw(st.integers(0, 4)),
+                "sync_state_set_epoch": data.draw(st.integers(0, 5)),
+                "new_sync_state_set": data.draw(st.lists(st.integers(0, 4), max_size=4)),
+                "broker_epoch": data.draw(st.integers(0, 8))}
+    if method == "ElectMaster":
+        req = {"cluster_name": C, "broker_name": name, "designate_elect": flag}
+        if bid != -2:
+            req["broker_id"] = bid
+        return req
+    if method == "GetReplicaInfo":
+        return {"broker_name": name}
+    if method == "GetSyncStateData":
+        return {"broker_names": data.draw(st.lists(names, max_size=2))}
+    if method == "CleanBrokerData":
+        return {"broker_name": name, "broker_controller_ids_to_clean":
+                data.draw(st.sampled_from(["", "1", "1;2", "x", str(other)])), "is_clean_living_broker": flag}
+    if method == "UpdateConfig":
+        return {"config": data.draw(st.sampled_from([{"waitFor": "2"}, {"waitFor": "1"},
+                                                     {"enableElectUncleanMaster": "true"},
+                                                     {"configStorePath": "x"}, {"waitFor": "-1"}]))}
+    return {}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_random_sequences_replicate_identically(data: st.DataObject) -> None:
+    one, two = ControllerState(), ControllerState()
+    n = data.draw(st.integers(1, 40))
+    for _ in range(n):
+        method = data.draw(st.sampled_from(list(METHODS) + ["Bogus"]))
+        req = _req(method, data.draw(names), data.draw(ids), data.draw(ids), data.draw(st.booleans()), data)
+        if data.draw(st.integers(0, 20)) == 0:
+            req[data.draw(st.sampled_from(sorted(req) or ["k"]))] = data.draw(maybe)
+        ctx = data.draw(ctx_st)
+        # the log carries the request and context as JSON
+        wire = json.loads(json.dumps({"req": req, "ctx": ctx.to_dict()}))
+        r1 = run(one, method, req, ctx)
+        r2 = run(two, method, wire["req"], Context.from_dict(wire["ctx"]))
+        assert r1.code != Code.SYSTEM_ERROR, r1.remark
+        assert (r1.code, r1.remark, r1.events) == (r2.code, r2.remark, r2.events)
+        assert one.state_hash() == two.state_hash()
+        back = ControllerState.from_dict(json.loads(json.dumps(one.to_dict())))
+        assert back.state_hash() == one.state_hash()
+        for bs in one.broker_sets.values():
+            assert bs.next_assign_broker_id >= 1 and bs.master_epoch >= 0
+            assert bs.sync_state_set_epoch >= 0
+
+
+event_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 5), st.text(max_size=3), st.sampled_from(NAMES)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.text(max_size=3), inner, max_size=3)),
+    max_leaves=6)
+event_st = st.fixed_dictionaries(
+    {"type": st.sampled_from(["ApplyBrokerId", "AlterSyncStateSet", "ElectMaster", "CleanBrokerData",
+                              "UpdateBrokerAddress", "RegisterBroker", "SetBrokerOptions", "UpdateConfig",
+                              "SetMeta", "Nope"])},
+    optional={k: event_values for k in ["cluster_name", "broker_name", "broker_address",
+                                        "register_check_code",
+                                        "new_broker_id", "new_sync_state_set", "new_master_elected",
+                                        "new_master_broker_id", "broker_id_set_to_clean", "broker_id",
+                                        "broker_epoch", "options", "config", "key", "value"]})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(event_st, max_size=15))
+def test_apply_never_raises_and_is_deterministic(events: list[dict[str, Any]]) -> None:
+    one, two = ControllerState(), ControllerState()
+    one.apply({"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a", "broker_address": "h",
+               "register_check_code": "h;1", "new_broker_id": 1})
+    two.apply({"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a", "broker_address": "h",
+               "register_check_code": "h;1", "new_broker_id": 1})
+    for e in events:
+        one.apply(e)
+        two.apply(json.loads(json.dumps(e)))
+        assert one.state_hash() == two.state_hash()
+        json.dumps(one.to_dict())
