@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -365,9 +366,16 @@ def _not_sent(err: grpc.RpcError) -> bool:
     return any(m in details for m in _NOT_SENT_MARKERS)
 
 
+_LAST_ERROR_RE = re.compile(r"last error: (?:[A-Z_]+: )?(?:(?:ipv[46]|unix):\S+: )?(.*)$", re.S)
+
+
 def _rpc_error_text(address: str, err: grpc.RpcError) -> str:
     code = err.code()  # type: ignore[attr-defined]
     details = (err.details() or "").strip()  # type: ignore[attr-defined]
+    # "failed to connect to all addresses; last error: UNKNOWN: ipv4:h:p: Connection refused"
+    m = _LAST_ERROR_RE.search(details)
+    if m and m.group(1).strip():
+        details = m.group(1).strip()
     if len(details) > 300:
         details = details[:297] + "..."
     return f"{address}: {code.name if code else 'UNKNOWN'}: {details}"
@@ -463,8 +471,12 @@ class ControllerClient:
 
     def _unreachable(self, last_error: str) -> ControllerError:
         where = ", ".join(self.addresses)
+        hint = ""
+        if "Socket closed" in last_error:
+            # What grpc says when the TLS handshake fails (plaintext vs TLS, unknown CA, no client cert).
+            hint = "; a TLS mismatch? check the TLS options (CA, client certificate) against the server's"
         return ControllerError(
-            Code.UNAVAILABLE, f"no controller reachable at {where} (last error: {last_error or 'none'})"
+            Code.UNAVAILABLE, f"no controller reachable at {where} (last error: {last_error or 'none'}){hint}"
         )
 
     def _metadata_of(self, address: str, timeout: float) -> dict[str, Any]:
@@ -524,6 +536,7 @@ class ControllerClient:
                 return self._attempt(method, message, target, deadline, retry_any, follow)
             except _Retry as r:
                 last_error = r.reason
+                log.debug("retrying %s: %s", method, r.reason)
                 if r.target is not None and redirects < MAX_REDIRECTS:
                     redirects += 1
                     target = r.target
