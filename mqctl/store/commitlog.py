@@ -700,11 +700,8 @@ class CommitLogWriter:
         """Append a record of `size` bytes whose bytes `encode(physical_offset)` returns."""
         if size + 8 > self.file_size:
             raise ValueError(f"record of {size} bytes does not fit in a file of {self.file_size} bytes")
-        remaining = self.file_size - (self.offset - self._file_start)
-        if size + 8 > remaining:
-            self._buf += struct.pack(">iI", remaining, BLANK_MAGIC)
-            self.offset = self._file_start + self.file_size
-            self._open_file(self.offset)
+        if size + 8 > self.file_size - (self.offset - self._file_start):
+            self.roll()
         data = encode(self.offset)
         if len(data) != size:
             raise ValueError("encoded record size differs from the announced size")
@@ -714,6 +711,13 @@ class CommitLogWriter:
         if len(self._buf) >= self._buffer_bytes:
             self._flush()
         return off
+
+    def roll(self) -> None:
+        """End the current file with the blank marker and continue in the next one."""
+        remaining = self.file_size - (self.offset - self._file_start)
+        self._buf += struct.pack(">iI", remaining, BLANK_MAGIC)
+        self.offset = self._file_start + self.file_size
+        self._open_file(self.offset)
 
     def flush(self) -> None:
         self._flush()

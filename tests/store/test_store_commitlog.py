@@ -1,0 +1,302 @@
+"""Commitlog: record bytes, v1/v2, IPv4/IPv6, blank marker and file rollover, torn and corrupt tails,
+parse_range resynchronisation, and readers that never write."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mqctl.errors import StoreError
+from mqctl.store.commitlog import (
+    BLANK_MAGIC,
+    MAGIC_V1,
+    MAGIC_V2,
+    CommitLog,
+    CommitLogWriter,
+    Message,
+    Record,
+    Skipped,
+    decode_record,
+    encode_record,
+    file_name,
+    parse_range,
+    scan_buffer,
+)
+
+
+def test_file_name() -> None:
+    assert file_name(0) == "00000000000000000000"
+    assert file_name(1073741824) == "00000000001073741824"
+
+
+def test_v1_ipv4_layout() -> None:
+    m = Message("TopicTest", b"hello", {"KEYS": "k1"}, queue_id=3, flag=7, queue_offset=11, born_timestamp=5,
+                born_host=("10.1.2.3", 5555), store_timestamp=6, store_host=("127.0.0.1", 10911),
+                reconsume_times=2, prepared_tx_offset=9)
+    b = encode_record(m, 4096)
+    props = b"KEYS\x01k1\x02"
+    assert len(b) == 91 + 5 + 9 + len(props)
+    total, magic, crc, qid, flag, qoff, phys, sysflag, born_ts = struct.unpack_from(">iIiiiqqiq", b)
+    assert (total, magic, qid, flag, qoff, phys, sysflag, born_ts) == (len(b), MAGIC_V1, 3, 7, 11, 4096, 0, 5)
+    assert crc == zlib.crc32(b"hello") & 0x7FFFFFFF
+    assert b[48:56] == bytes([10, 1, 2, 3]) + struct.pack(">i", 5555)
+    assert b.endswith(b"\x09TopicTest" + struct.pack(">h", len(props)) + props)
+    r = decode_record(b, 0, 4096)
+    assert (r.offset, r.topic, r.body, r.born_host, r.store_host, r.queue_offset, r.version) == \
+        (4096, "TopicTest", b"hello", ("10.1.2.3", 5555), ("127.0.0.1", 10911), 11, 1)
+    assert r.properties_dict() == {"KEYS": "k1"}
+    assert r.to_dict()["bornHost"] == "10.1.2.3:5555"
+
+
+def test_v2_and_ipv6() -> None:
+    topic = "t" * 200
+    m = Message(topic, b"x", born_host=("::1", 1), store_host=("fe80::2", 2))
+    b = encode_record(m, 0)
+    assert struct.unpack_from(">I", b, 4)[0] == MAGIC_V2
+    assert struct.unpack_from(">i", b, 36)[0] == 0x30
+    assert len(b) == 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 20 + 8 + 20 + 4 + 8 + 4 + 1 + 2 + 200 + 2
+    r = decode_record(b, 0, 0)
+    assert (r.version, r.topic, r.born_host, r.store_host) == (2, topic, ("::1", 1), ("fe80::2", 2))
+    assert r.to_dict()["storeHost"] == "[fe80::2]:2"
+    with pytest.raises(ValueError):
+        encode_record(Message(topic, version=1), 0)
+
+
+def test_forced_v2_short_topic() -> None:
+    r = decode_record(encode_record(Message("ab", b"", version=2), 0), 0, 0)
+    assert r.version == 2 and r.topic == "ab"
+
+
+hosts = st.one_of(st.ip_addresses(v=4).map(str), st.ip_addresses(v=6).map(str))
+messages = st.builds(
+    Message, topic=st.text(min_size=1, max_size=300).filter(lambda t: len(t.encode()) <= 300),
+    body=st.binary(max_size=300),
+    properties=st.dictionaries(st.text(alphabet="abcdefgh", min_size=1, max_size=5),
+                               st.text(alphabet="xyz0123", max_size=5), max_size=3),
+    queue_id=st.integers(0, 2**31 - 1), queue_offset=st.integers(0, 2**62),
+    born_host=st.tuples(hosts, st.integers(0, 65535)), store_host=st.tuples(hosts, st.integers(0, 65535)),
+    born_timestamp=st.integers(0, 2**62), store_timestamp=st.integers(0, 2**62))
+
+
+@given(messages, st.integers(0, 2**50))
+def test_record_property_round_trip(m: Message, off: int) -> None:
+    b = encode_record(m, off)
+    r = decode_record(b, 0, off)
+    assert r.size == len(b) and r.physical_offset == off and r.body == m.body and r.topic == m.topic
+    assert r.properties_dict() == dict(m.properties)  # type: ignore[arg-type]
+    assert r.crc_ok()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(messages, min_size=1, max_size=25), st.integers(400, 3000))
+def test_writer_reader_property(tmp_path_factory, msgs: list[Message], file_size: int) -> None:
+    d = tmp_path_factory.mktemp("cl")
+    offsets = []
+    with CommitLogWriter(d, file_size) as w:
+        for m in msgs:
+            if len(encode_record(m, 0)) + 8 > file_size:
+                continue
+            offsets.append(w.append(m))
+        end = w.offset
+    log = CommitLog(d)
+    recs = list(log.iter_records())
+    assert [r.offset for r in recs] == offsets
+    scan = log.scan(deep=True)
+    assert scan.max_offset == end and scan.records == len(offsets) and scan.problems == []
+    # every file is exactly file_size, and every non-last file ends with a blank marker after its records
+    for f in log.files[:-1]:
+        data = f.path.read_bytes()
+        last = max((r for r in recs if r.offset < f.start + file_size), key=lambda r: r.offset)
+        pos = last.end - f.start
+        assert struct.unpack_from(">iI", data, pos) == (file_size - pos, BLANK_MAGIC)
+    # parse_range over each file gives the same records
+    again = []
+    for f in log.files:
+        again += [r.offset for r in parse_range(f.path.read_bytes(), f.start) if isinstance(r, Record)]
+    assert again == offsets
+
+
+def test_rollover_strict_rule(tmp_path: Path) -> None:
+    m = Message("T", b"x" * 8)          # 100 bytes
+    with CommitLogWriter(tmp_path / "a", 308) as w:
+        offs = [w.append(m) for _ in range(4)]
+    # 0,100,200 fit (remaining 108 before the third: 100 + 8 > 108 is false); then remaining 8 -> blank
+    assert offs == [0, 100, 200, 308]
+    data = (tmp_path / "a" / file_name(0)).read_bytes()
+    assert struct.unpack_from(">iI", data, 300) == (8, BLANK_MAGIC)
+    with CommitLogWriter(tmp_path / "b", 307) as w:
+        offs = [w.append(m) for _ in range(3)]
+    assert offs == [0, 100, 307]       # remaining 107 before the third: 108 > 107 -> blank of 107
+    data = (tmp_path / "b" / file_name(0)).read_bytes()
+    assert struct.unpack_from(">iI", data, 200) == (107, BLANK_MAGIC)
+
+
+def test_writer_resumes_after_last_record(tmp_path: Path) -> None:
+    with CommitLogWriter(tmp_path, 1000) as w:
+        w.append(Message("T", b"a"))
+    with CommitLogWriter(tmp_path, 1000) as w:
+        assert w.offset == 93
+        w.append(Message("T", b"b"))
+    assert [r.body for r in CommitLog(tmp_path).iter_records()] == [b"a", b"b"]
+
+
+def _store(tmp_path: Path, n: int = 12, file_size: int = 1000) -> Path:
+    d = tmp_path / "commitlog"
+    with CommitLogWriter(d, file_size) as w:
+        for i in range(n):
+            w.append(Message("T", bytes([65 + i]) * 100, queue_offset=i))
+    return d
+
+
+def test_scan_and_boundaries(tmp_path: Path, unchanged) -> None:
+    d = _store(tmp_path)     # records of 192 bytes, 5 per 1000-byte file (960 + blank)
+    with unchanged(tmp_path):
+        log = CommitLog(d)
+        s = log.scan(deep=True)
+        assert (s.max_offset, s.records, s.stop, s.problems) == (2384, 12, "zero", [])
+        assert [f.path.name for f in log.files] == [file_name(0), file_name(1000), file_name(2000)]
+        assert log.boundaries_around(2192, s.max_offset) == (2192, 2192)
+        assert log.boundaries_around(2200, s.max_offset) == (2192, 2384)
+        assert log.boundaries_around(2400, s.max_offset) == (2384, None)
+        assert log.boundaries_around(200, s.max_offset) == (192, 384)
+        assert log.boundaries_around(970, s.max_offset) == (960, 1000)
+
+
+def test_torn_tail_is_found(tmp_path: Path, unchanged) -> None:
+    d = _store(tmp_path)
+    p = d / file_name(2000)
+    data = bytearray(p.read_bytes())
+    data[192 + 150:192 + 188] = bytes(38)      # the last record lost its end: the CRC catches it
+    p.write_bytes(bytes(data))
+    with unchanged(tmp_path):
+        s = CommitLog(d).scan()
+    assert s.max_offset == 2192 and s.stop == "corrupt"
+    assert s.problems == [f"{p} offset 2192: BODYCRC mismatch: field says {zlib.crc32(b'L' * 100) & 0x7FFFFFFF},"  # noqa: E501
+                          f" body gives {zlib.crc32(b'L' * 62 + bytes(38)) & 0x7FFFFFFF}; the valid data ends there"]  # noqa: E501
+
+
+def test_wrong_crc_strict_reader(tmp_path: Path, unchanged) -> None:
+    d = _store(tmp_path)
+    p = d / file_name(1000)
+    data = bytearray(p.read_bytes())
+    data[192 + 8:192 + 12] = struct.pack(">i", 1)
+    p.write_bytes(bytes(data))
+    with unchanged(tmp_path):
+        with pytest.raises(StoreError) as ei:
+            list(CommitLog(d).iter_records())
+        assert str(ei.value) == f"{p} offset 1192: BODYCRC mismatch: field says 1, body gives " \
+                                f"{zlib.crc32(b'G' * 100) & 0x7FFFFFFF}"
+        s = CommitLog(d).scan(deep=True)
+        assert s.max_offset == 1192 and s.records == 6
+        assert s.bytes_beyond == 1000
+        assert s.problems[-1] == f"1 file(s) after offset 1192 hold data that recovery would drop, first " \
+                                 f"{d / file_name(2000)}"
+
+
+def test_wrong_physical_offset(tmp_path: Path, unchanged) -> None:
+    d = _store(tmp_path)
+    p = d / file_name(0)
+    data = bytearray(p.read_bytes())
+    data[384 + 28:384 + 36] = struct.pack(">q", 999)
+    p.write_bytes(bytes(data))
+    with unchanged(tmp_path), pytest.raises(StoreError) as ei:
+        list(CommitLog(d).iter_records())
+    assert str(ei.value) == f"{p} offset 384: PHYSICALOFFSET field says 999, record is at 384"
+
+
+def test_garbage_bytes(tmp_path: Path, unchanged) -> None:
+    d = tmp_path / "commitlog"
+    d.mkdir()
+    p = d / file_name(0)
+    p.write_bytes(b"\x00\x00\x00\x10garbage!" + bytes(1000))
+    with unchanged(tmp_path):
+        with pytest.raises(StoreError) as ei:
+            list(CommitLog(d).iter_records())
+        assert str(ei.value) == f"{p} offset 0: bad MAGICCODE 0x67617262"
+        s = CommitLog(d).scan(deep=True)
+        assert (s.max_offset, s.stop) == (0, "corrupt")
+
+
+def test_truncated_file(tmp_path: Path, unchanged) -> None:
+    d = _store(tmp_path)
+    p = d / file_name(1000)
+    p.write_bytes(p.read_bytes()[:500])
+    with unchanged(tmp_path), pytest.raises(StoreError) as ei:
+        CommitLog(d)
+    assert str(ei.value) == f"{p} offset 500: file is 500 bytes, expected 1000 (truncated or wrong file size)"
+
+
+def test_truncated_last_file_mid_record(tmp_path: Path, unchanged) -> None:
+    d = _store(tmp_path)
+    p = d / file_name(2000)
+    p.write_bytes(p.read_bytes()[:300])
+    with unchanged(tmp_path):
+        log = CommitLog(d)
+        s = log.scan()
+        assert s.max_offset == 2192 and s.stop == "corrupt"
+        assert s.problems[-1] == f"{p} offset 2192: torn record: TOTALSIZE 192 but only 108 bytes remain; " \
+                                 f"the valid data ends there"
+        with pytest.raises(StoreError) as ei:
+            list(log.iter_records())
+        assert str(ei.value) == f"{p} offset 2192: torn record: TOTALSIZE 192 but only 108 bytes remain"
+
+
+def test_empty_directory(tmp_path: Path, unchanged) -> None:
+    d = tmp_path / "commitlog"
+    d.mkdir()
+    with unchanged(tmp_path), pytest.raises(StoreError) as ei:
+        CommitLog(d)
+    assert str(ei.value) == f"{d}: empty directory: no commitlog files"
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(StoreError) as ei:
+        CommitLog(tmp_path / "nope")
+    assert str(ei.value) == f"{tmp_path / 'nope'}: no such directory"
+
+
+def test_gap_between_files(tmp_path: Path, unchanged) -> None:
+    d = _store(tmp_path)
+    (d / file_name(1000)).rename(d / file_name(5000))
+    with unchanged(tmp_path), pytest.raises(StoreError) as ei:
+        CommitLog(d)
+    assert str(ei.value) == (f"{d / file_name(2000)} offset 0: expected the file after {file_name(0)} to start "  # noqa: E501
+                             f"at 1000 (file size 1000)")
+
+
+def test_parse_range_resync_mid_record(tmp_path: Path) -> None:
+    d = _store(tmp_path)
+    data = (d / file_name(0)).read_bytes()
+    got = list(parse_range(data[250:], 250))
+    assert [r.offset for r in got if isinstance(r, Record)] == [384, 576, 768]
+    # limit: only records starting before it, the last completed from the overlap
+    got = list(parse_range(data[0:500], 0, limit=400))
+    assert [r.offset for r in got if isinstance(r, Record)] == [0, 192, 384] or \
+        [r.offset for r in got if isinstance(r, Record)] == [0, 192]
+    got = list(parse_range(data[0:600], 0, limit=400))
+    assert [r.offset for r in got if isinstance(r, Record)] == [0, 192, 384]
+
+
+def test_parse_range_skips_corrupt_record(tmp_path: Path) -> None:
+    d = _store(tmp_path)
+    data = bytearray((d / file_name(0)).read_bytes())
+    data[192 + 100] ^= 0xFF
+    got = list(parse_range(bytes(data), 0))
+    assert [type(x).__name__ for x in got] == ["Record", "Skipped", "Record", "Record", "Record"]
+    sk = got[1]
+    assert isinstance(sk, Skipped) and (sk.offset, sk.length) == (192, 192)
+    assert sk.reason.startswith("BODYCRC mismatch")
+
+
+def test_scan_buffer_pure() -> None:
+    buf = b"".join(encode_record(Message("T", b"x"), o) for o in (0, 93, 186)) + bytes(50)
+    s = scan_buffer(buf, 0)
+    assert (s.end, s.records, s.stop, s.last_record) == (279, 3, "zero", 186)
+    s = scan_buffer(buf, 7)
+    assert s.stop == "corrupt" and s.error is not None
+    assert s.error.reason == "PHYSICALOFFSET field says 0, record is at 7"
