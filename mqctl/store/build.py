@@ -87,7 +87,8 @@ def build_store(root: str | os.PathLike[str], *, history: Sequence[tuple[int, in
             fill_to(w, epoch, min(end, max_offset), record_size=record_size)
         if not history and max_offset:
             fill_to(w, 0, max_offset, record_size=record_size)
-    last_ts = BASE_TIME + max_offset if max_offset else 0
+    from mqctl.store.commitlog import CommitLog
+    last_ts = CommitLog(rootp / COMMITLOG_DIR, file_size).scan().last_store_timestamp if max_offset else 0
     write_checkpoint(rootp, StoreCheckpoint(last_ts, last_ts, last_ts, 0,
                                             max_offset if confirm_offset is None else confirm_offset))
     if abort:

@@ -1,0 +1,215 @@
+"""Inspect one store directory: identity, state, epochs, max offset, checkpoint, signature, problems.
+
+Pure reading: nothing here writes (tests compare a hash of the tree before and after).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mqctl.errors import StoreError
+from mqctl.store import abort as abort_mod
+from mqctl.store.checkpoint import StoreCheckpoint, read_checkpoint
+from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, ScanResult
+from mqctl.store.epochfile import EPOCH_FILE, EpochEntry, end_offsets, read_epoch_file, validate_entries
+from mqctl.store.identity import (
+    IDENTITY_FILE,
+    BrokerIdentity,
+    TempBrokerIdentity,
+    read_identity,
+    read_temp_identity,
+)
+from mqctl.store.signature import SIGNATURE_FILE, InitialSignature, Signature, derive_initial, read_signature
+
+NO_STORE = "no store"
+EMPTY = "empty"
+DIRTY = "dirty"
+CLEAN = "clean"
+
+_MARKERS = (COMMITLOG_DIR, IDENTITY_FILE, IDENTITY_FILE + "-temp", EPOCH_FILE, EPOCH_FILE + ".bak",
+            "checkpoint", "abort", SIGNATURE_FILE, "consumequeue")
+
+__all__ = ["NO_STORE", "EMPTY", "DIRTY", "CLEAN", "StoreReport", "inspect_store"]
+
+
+@dataclass
+class StoreReport:
+    path: str
+    state: str
+    identity: BrokerIdentity | None = None
+    temp_identity: TempBrokerIdentity | None = None
+    epochs: list[EpochEntry] = field(default_factory=list)
+    epoch_source: str | None = None
+    min_offset: int = 0
+    max_offset: int = 0
+    file_size: int = 0
+    file_count: int = 0
+    total_bytes: int = 0
+    scan: ScanResult | None = None
+    deep: bool = False
+    checkpoint: StoreCheckpoint | None = None
+    checkpoint_matches: bool | None = None
+    abort: str | None = None
+    locked: bool = False
+    signature: Signature | None = None
+    initial: InitialSignature | None = None
+    dirty_reasons: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def last_epoch(self) -> int:
+        return self.epochs[-1].epoch if self.epochs else -1
+
+    @property
+    def confirm_offset(self) -> int | None:
+        return self.checkpoint.confirm_phy_offset if self.checkpoint else None
+
+    @property
+    def cluster_name(self) -> str | None:
+        if self.identity:
+            return self.identity.cluster_name
+        return self.initial.cluster_name if self.initial else None
+
+    @property
+    def broker_name(self) -> str | None:
+        if self.identity:
+            return self.identity.broker_name
+        return self.initial.broker_name if self.initial else None
+
+    @property
+    def broker_id(self) -> int | None:
+        return self.identity.broker_id if self.identity else None
+
+    def to_dict(self) -> dict[str, Any]:
+        ends = end_offsets(self.epochs, self.max_offset)
+        sig = self.signature
+        return {
+            "store": self.path,
+            "state": self.state,
+            "clusterName": self.cluster_name,
+            "brokerName": self.broker_name,
+            "brokerId": self.broker_id,
+            "tempIdentity": None if self.temp_identity is None else {
+                "brokerId": self.temp_identity.broker_id,
+                "registerCheckCode": self.temp_identity.register_check_code},
+            "epochs": [{"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": end}
+                       for e, end in zip(self.epochs, ends, strict=True)],
+            "epochSource": self.epoch_source,
+            "lastEpoch": self.last_epoch,
+            "minOffset": self.min_offset,
+            "maxOffset": self.max_offset,
+            "confirmOffset": self.confirm_offset,
+            "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
+            "checkpointMatches": self.checkpoint_matches,
+            "fileSize": self.file_size,
+            "fileCount": self.file_count,
+            "totalBytes": self.total_bytes,
+            "deep": self.deep,
+            "scannedFrom": self.scan.scanned_from if self.scan else None,
+            "recordsScanned": self.scan.records if self.scan else 0,
+            "bytesScanned": self.scan.bytes_scanned if self.scan else 0,
+            "bytesBeyond": self.scan.bytes_beyond if self.scan else 0,
+            "abort": self.abort,
+            "locked": self.locked,
+            "initialSignature": self.initial.to_dict() if self.initial else None,
+            "finalSignature": sig.final.to_dict() if sig and sig.final else None,
+            "dirtyReasons": list(self.dirty_reasons),
+            "problems": list(self.problems),
+        }
+
+
+def _has_commitlog_files(d: Path) -> bool:
+    try:
+        return any(len(e.name) == 20 and e.name.isdigit() for e in os.scandir(d))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def inspect_store(path: str | os.PathLike[str], *, deep: bool = False) -> StoreReport:
+    """Read everything mqctl knows about one store; StoreError when a file is unreadable or corrupt
+    beyond what RocketMQ itself would recover from (a torn commitlog tail is a problem, not an error)."""
+    root = Path(path)
+    rep = StoreReport(os.fspath(path), NO_STORE, deep=deep)
+    if not root.exists():
+        rep.problems.append(f"{root}: does not exist")
+        return rep
+    if not root.is_dir():
+        raise StoreError(f"{root}: not a directory")
+    if not any((root / m).exists() for m in _MARKERS):
+        rep.problems.append(f"{root}: none of RocketMQ's store files")
+        return rep
+    rep.identity = read_identity(root)
+    rep.temp_identity = read_temp_identity(root)
+    ep = read_epoch_file(root)
+    rep.epochs, rep.epoch_source = ep.entries, ep.source
+    rep.problems += ep.problems + validate_entries(ep.entries)
+    rep.checkpoint = read_checkpoint(root)
+    rep.abort = abort_mod.read_abort(root)
+    rep.locked = abort_mod.is_locked(root)
+    rep.signature = read_signature(root)
+    cl_dir = root / COMMITLOG_DIR
+    if _has_commitlog_files(cl_dir):
+        log = CommitLog(cl_dir)
+        scan = log.scan(deep=deep)
+        rep.scan = scan
+        rep.min_offset, rep.max_offset = scan.min_offset, scan.max_offset
+        rep.file_size, rep.file_count, rep.total_bytes = log.file_size, len(log.files), log.total_bytes
+        rep.problems += scan.problems
+        has_data = scan.records > 0 or scan.max_offset > scan.min_offset
+    else:
+        has_data = False
+        rep.problems.append(f"{cl_dir}: no commitlog files")
+    if rep.checkpoint is not None and has_data:
+        cp = rep.checkpoint
+        ok = cp.confirm_phy_offset <= rep.max_offset
+        if not ok:
+            rep.problems.append(f"checkpoint confirmPhyOffset {cp.confirm_phy_offset} is beyond the max "
+                                f"offset {rep.max_offset}: confirmed data is missing")
+        if rep.scan and rep.scan.records and cp.physic_msg_timestamp > rep.scan.last_store_timestamp:
+            ok = False
+            rep.problems.append(f"checkpoint physicMsgTimestamp {cp.physic_msg_timestamp} is after the "
+                                f"last record's store time {rep.scan.last_store_timestamp}: flushed data is "
+                                f"missing")
+        rep.checkpoint_matches = ok
+    if rep.epochs and has_data and rep.epochs[-1].start_offset > rep.max_offset:
+        rep.problems.append(f"last epoch {rep.epochs[-1].epoch} starts at {rep.epochs[-1].start_offset}, "
+                            f"beyond the max offset {rep.max_offset}")
+    sig = rep.signature
+    if sig and sig.initial:
+        rep.initial = sig.initial
+    elif rep.identity and rep.epochs:
+        rep.initial = derive_initial(rep.identity.cluster_name, rep.identity.broker_name,
+                                     rep.epochs[0].epoch, rep.epochs[0].start_offset)
+    if rep.identity and rep.initial and (rep.initial.cluster_name, rep.initial.broker_name) != (
+            rep.identity.cluster_name, rep.identity.broker_name):
+        rep.problems.append(f"initial signature names {rep.initial.cluster_name}/{rep.initial.broker_name}, "
+                            f"brokerIdentity names {rep.identity.cluster_name}/{rep.identity.broker_name}")
+    if not has_data:
+        rep.state = EMPTY
+        return rep
+    rep.dirty_reasons = _dirty_reasons(rep)
+    rep.state = DIRTY if rep.dirty_reasons else CLEAN
+    return rep
+
+
+def _dirty_reasons(rep: StoreReport) -> list[str]:
+    reasons = []
+    fin = rep.signature.final if rep.signature else None
+    if rep.abort is not None and (fin is None or fin.abort != rep.abort):
+        reasons.append(f"abort file present (pid {rep.abort}): not shut down cleanly")
+    if fin is None:
+        reasons.append("no final signature")
+        return reasons
+    last = rep.epochs[-1] if rep.epochs else None
+    if last is None or (fin.last_epoch, fin.last_epoch_start_offset) != (last.epoch, last.start_offset):
+        held = f"{last.epoch}-{last.start_offset}" if last else "none"
+        reasons.append(f"final signature says last epoch {fin.last_epoch}-{fin.last_epoch_start_offset}, "
+                       f"the store holds {held}")
+    if fin.max_offset != rep.max_offset:
+        reasons.append(f"final signature says max offset {fin.max_offset}, the store holds {rep.max_offset}")
+    if rep.initial and fin.initial_id != rep.initial.id:
+        reasons.append("final signature belongs to another initial signature")
+    return reasons
