@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import CoreNode, wait_until
+from grpc_fixtures import CoreNode, wait_until
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mqctl.client import (

@@ -9,7 +9,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import CoreNode, FollowerNode, wait_until
+from grpc_fixtures import CoreNode, FollowerNode, wait_until
 
 from mqctl.client import ControllerClient
 from mqctl.controller.grpc_server import ControllerServicer

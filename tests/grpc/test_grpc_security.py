@@ -7,7 +7,7 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import CoreNode
+from grpc_fixtures import CoreNode
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError, UsageError
