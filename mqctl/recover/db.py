@@ -51,21 +51,21 @@ def write_db(path: str | os.PathLike[str], reports: Sequence[StoreReport],
             warnings.append({"clusterName": s["clusterName"], "brokerName": s["brokerName"], "warning": w})
     paths = [r.path for r in reports]
     for table in ("stores", "epochs", "problems", "plan", "unmatched"):
-        if db[table].exists():
+        if db.table(table).exists():
             db.execute(f"DELETE FROM [{table}] WHERE store IN ({','.join('?' * len(paths))})", paths)
-    if db["warnings"].exists():
+    if db.table("warnings").exists():
         for s in plan["brokerSets"]:
             db.execute("DELETE FROM warnings WHERE clusterName = ? AND brokerName = ?",
                        [s["clusterName"], s["brokerName"]])
-    db["stores"].insert_all(stores, pk="store", replace=True)
+    db.table("stores").insert_all(stores, pk="store", replace=True)
     if epochs:
-        db["epochs"].insert_all(epochs, pk=("store", "epoch"), replace=True)
+        db.table("epochs").insert_all(epochs, pk=("store", "epoch"), replace=True)
     if problems:
-        db["problems"].insert_all(problems, pk=("store", "n"), replace=True)
+        db.table("problems").insert_all(problems, pk=("store", "n"), replace=True)
     if plan_rows:
-        db["plan"].insert_all(plan_rows, pk="store", replace=True)
+        db.table("plan").insert_all(plan_rows, pk="store", replace=True)
     if warnings:
-        db["warnings"].insert_all(warnings)
+        db.table("warnings").insert_all(warnings)
     if plan["unmatched"]:
-        db["unmatched"].insert_all(plan["unmatched"], pk="store", replace=True)
+        db.table("unmatched").insert_all(plan["unmatched"], pk="store", replace=True)
     return {"stores": len(stores), "epochs": len(epochs), "plan": len(plan_rows)}
