@@ -880,6 +880,11 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
                               f"waiting for {wait_for} replicas ({len(alive)}/{wait_for})")
             new_master = election.freshest(alive, live)
         else:
+            if broker_id is not None and broker_id not in bs.brokers:
+                # mqctl: RocketMQ elects any id the first time, even an unregistered one
+                # (a master without an address); refuse it like RegisterBroker does.
+                raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                              f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}")
             new_master = broker_id
     if new_master is None:
         new_master = election.elect(bs.sync_state_set, all_replicas, old_master,

@@ -310,3 +310,19 @@ def test_set_meta_event() -> None:
     assert st.meta == {"node/x": {"grpc": "h:1"}}
     st.apply({"type": "SetMeta", "key": "bad", "value": {1, 2}})  # not JSON-safe: ignored
     assert "bad" not in st.meta
+
+
+def test_first_election_of_an_unregistered_id_is_refused() -> None:
+    from mqctl.controller import core
+
+    state = core.ControllerState()
+    ctx = core.Context(now_ms=0)
+    res = core.handle(state, "ApplyBrokerId", {"cluster_name": "c", "broker_name": "b",
+                                               "applied_broker_id": 1,
+                                               "register_check_code": "127.0.0.1:9000;1"}, ctx)
+    for ev in res.events:
+        state.apply(ev)
+    res = core.handle(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 7}, ctx)
+    assert res.code == 2010 and "BrokerId: 7" in res.remark and res.events == []
+    res = core.handle(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1}, ctx)
+    assert res.code == 0 and res.response["master_address"] == "127.0.0.1:9000"
