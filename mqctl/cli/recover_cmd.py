@@ -1,6 +1,12 @@
-"""`mqctl recover ...`: offline store inspection and manual recovery."""
+"""`mqctl recover ...`: offline store inspection and manual recovery.
+
+Only typer is imported at module level; the library (mqctl.recover, mqctl.store), json, rich and
+sqlite_utils are imported inside the commands so `mqctl --help` stays fast.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import typer
 
@@ -9,3 +15,238 @@ from mqctl.cli import app
 recover_app = typer.Typer(help="Inspect broker store directories and plan a manual recovery.",
                           no_args_is_help=True)
 app.add_typer(recover_app, name="recover")
+
+_OUTPUT_HELP = "Output format: table or json."
+
+
+def _check_output(output: str) -> None:
+    if output not in ("table", "json"):
+        from mqctl.errors import UsageError
+        raise UsageError(f"-o/--output must be table or json, not {output!r}")
+
+
+def _echo_json(doc: Any) -> None:
+    import json
+    typer.echo(json.dumps(doc, indent=2))
+
+
+def _console() -> Any:
+    from rich.console import Console
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _confirm(question: str) -> None:
+    from mqctl.errors import UsageError
+    try:
+        ok = typer.confirm(question, default=False)
+    except (typer.Abort, EOFError):
+        ok = False
+    if not ok:
+        raise UsageError("not confirmed; nothing was changed (use --yes to skip the question)")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+@recover_app.command("inspect")
+def inspect_cmd(
+    stores: list[str] = typer.Argument(..., metavar="STORE...",
+                                       help="Store root directories (storePathRootDir)."),
+    deep: bool = typer.Option(False, "--deep", help="Verify every record's CRC in every file, not only the "
+                                                    "last three files."),
+    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+) -> None:
+    """Identity, state (clean, dirty, empty), epochs, max offset, confirm offset, files and problems."""
+    _check_output(output)
+    from mqctl.recover.inspect import inspect_store
+
+    reports = [inspect_store(s, deep=deep).to_dict() for s in stores]
+    if output == "json":
+        _echo_json({"stores": reports})
+        return
+    from rich.table import Table
+
+    con = _console()
+    t = Table(title="stores")
+    for col in ("store", "state", "cluster/broker#id", "lastEpoch", "minOffset", "maxOffset", "confirmOffset",
+                "checkpoint", "files", "size", "problems"):
+        t.add_column(col, justify="right" if col in ("lastEpoch", "minOffset", "maxOffset", "confirmOffset",
+                                                     "files", "problems") else "left")
+    for r in reports:
+        ident = f"{r['clusterName']}/{r['brokerName']}#{r['brokerId']}" if r["clusterName"] else "-"
+        cpm = {True: "ok", False: "MISMATCH", None: "-"}[r["checkpointMatches"]]
+        t.add_row(r["store"], r["state"], ident, str(r["lastEpoch"]), str(r["minOffset"]),
+                  str(r["maxOffset"]), "-" if r["confirmOffset"] is None else str(r["confirmOffset"]), cpm,
+                  str(r["fileCount"]), _size(r["totalBytes"]), str(len(r["problems"])))
+    con.print(t)
+    for r in reports:
+        if r["epochs"]:
+            et = Table(title=f"epochs of {r['store']}")
+            for col in ("epoch", "startOffset", "endOffset"):
+                et.add_column(col, justify="right")
+            for e in r["epochs"]:
+                et.add_row(str(e["epoch"]), str(e["startOffset"]), str(e["endOffset"]))
+            con.print(et)
+        for why in r["dirtyReasons"]:
+            con.print(f"{r['store']}: dirty: {why}")
+        for p in r["problems"]:
+            con.print(f"{r['store']}: problem: {p}")
+
+
+@recover_app.command("compare")
+def compare_cmd(
+    store_a: str = typer.Argument(..., metavar="STORE_A"),
+    store_b: str = typer.Argument(..., metavar="STORE_B"),
+    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+) -> None:
+    """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain."""
+    _check_output(output)
+    from mqctl.recover.compare import compare_reports
+    from mqctl.recover.inspect import inspect_store
+
+    a, b = inspect_store(store_a), inspect_store(store_b)
+    c = compare_reports(a, b)
+    doc = c.to_dict()
+    doc["aLastEpoch"], doc["aMaxOffset"] = a.last_epoch, a.max_offset
+    doc["bLastEpoch"], doc["bMaxOffset"] = b.last_epoch, b.max_offset
+    if output == "json":
+        _echo_json(doc)
+        return
+    from rich.table import Table
+
+    con = _console()
+    t = Table(title="compare")
+    for col in ("", "store", "state", "lastEpoch", "maxOffset", "bytesBeyond"):
+        t.add_column(col)
+    t.add_row("A", a.path, a.state, str(a.last_epoch), str(a.max_offset), str(c.a_beyond))
+    t.add_row("B", b.path, b.state, str(b.last_epoch), str(b.max_offset), str(c.b_beyond))
+    con.print(t)
+    con.print(f"same broker set: {'yes' if c.same_set else 'no'}")
+    for why in c.reasons:
+        con.print(f"  {why}")
+    con.print(f"fresher: {c.fresher or 'equal'}")
+    con.print(f"consistent point: {c.consistent_point}")
+    for w in c.warnings:
+        con.print(f"[bold red]WARNING: {w}[/bold red]")
+
+
+@recover_app.command("plan")
+def plan_cmd(
+    stores: list[str] = typer.Argument(..., metavar="STORE..."),
+    db: str | None = typer.Option(None, "--db", metavar="FILE", help="Also write stores, epochs and the plan "
+                                                                     "into this SQLite file."),
+    deep: bool = typer.Option(False, "--deep", help="Verify every record's CRC while inspecting."),
+    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+) -> None:
+    """Group stores by broker set, pick each set's source, restart order, truncateTo and bytesToDrop."""
+    _check_output(output)
+    from mqctl.recover.inspect import inspect_store
+    from mqctl.recover.plan import make_plan
+
+    reports = [inspect_store(s, deep=deep) for s in stores]
+    plan = make_plan(reports)
+    if db:
+        from mqctl.recover.db import write_db
+        write_db(db, reports, plan)
+    if output == "json":
+        _echo_json(plan)
+        return
+    from rich.table import Table
+
+    con = _console()
+    for s in plan["brokerSets"]:
+        t = Table(title=f"{s['clusterName']}/{s['brokerName']}: source {s['source']} "
+                        f"({'clean' if s['sourceClean'] else 'NOT clean'})")
+        for col in ("order", "store", "brokerId", "state", "lastEpoch", "maxOffset", "truncateTo",
+                    "bytesToDrop"):
+            t.add_column(col, justify="left" if col in ("store", "state") else "right")
+        for i, r in enumerate(s["replicas"], 1):
+            t.add_row(str(i), r["store"], str(r["brokerId"]), r["state"], str(r["lastEpoch"]),
+                      str(r["maxOffset"]), "-" if r["truncateTo"] is None else str(r["truncateTo"]),
+                      str(r["bytesToDrop"]))
+        con.print(t)
+        for w in s["warnings"]:
+            con.print(f"[bold red]WARNING: {w}[/bold red]" if "SPLIT" in w else f"warning: {w}")
+    for u in plan["unmatched"]:
+        con.print(f"unmatched: {u['store']} ({u['state']}): {u['reason']}")
+    if db:
+        con.print(f"inventory written to {db}")
+
+
+@recover_app.command("mark-clean")
+def mark_clean_cmd(
+    store: str = typer.Argument(..., metavar="STORE"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the final signature, write nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+) -> None:
+    """Write the final signature that marks STORE as the one to restart from (manual recovery)."""
+    _check_output(output)
+    from mqctl.recover.mark_clean import mark_clean
+
+    preview = mark_clean(store, dry_run=True)
+    if not dry_run:
+        if not yes:
+            fin = preview["finalSignature"]
+            _confirm(f"Mark {store} clean at epoch {fin['lastEpoch']}, max offset {fin['maxOffset']}?")
+        result = mark_clean(store, dry_run=False)
+    else:
+        result = preview
+    if output == "json":
+        _echo_json(result)
+        return
+    fin = result["finalSignature"]
+    verb = "would write" if dry_run else "wrote"
+    typer.echo(f"{verb} {result['file']}: lastEpoch {fin['lastEpoch']} "
+               f"(start {fin['lastEpochStartOffset']}), maxOffset {fin['maxOffset']}, "
+               f"previous state {result['previousState']}")
+    for n in result["notes"]:
+        typer.echo(f"note: {n}")
+
+
+@recover_app.command("truncate")
+def truncate_cmd(
+    store: str = typer.Argument(..., metavar="STORE"),
+    to: int = typer.Option(..., "--to", metavar="OFFSET", help="Record boundary to cut the commitlog at."),
+    backup_dir: str | None = typer.Option(None, "--backup-dir", metavar="DIR",
+                                          help="Where to save what is removed (default: beside the store)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed, change nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+) -> None:
+    """Cut the commitlog at OFFSET and correct the epoch file like a slave, after a backup."""
+    _check_output(output)
+    from mqctl.errors import UsageError
+    from mqctl.recover.truncate import apply_truncate, default_backup_dir, plan_truncate
+    from mqctl.store.abort import is_locked
+
+    if is_locked(store):
+        raise UsageError(f"{store}/lock: held by another process (is the broker running?); stop it first")
+    plan = plan_truncate(store, to)
+    doc: dict[str, Any] = {**plan.to_dict(), "dryRun": dry_run, "backupDir": None}
+    if not dry_run and not plan.nothing_to_do:
+        bdir = backup_dir or str(default_backup_dir(store))
+        if not yes:
+            _confirm(f"Cut {store} at {to}, dropping {plan.bytes_to_drop} bytes ({plan.records} records); "
+                     f"backup to {bdir}?")
+        apply_truncate(plan, bdir)
+        doc["backupDir"] = bdir
+    if output == "json":
+        _echo_json(doc)
+        return
+    if plan.nothing_to_do:
+        typer.echo(f"{store}: nothing to truncate at {to} (max offset {plan.max_offset})")
+        return
+    verb = "would drop" if dry_run else "dropped"
+    typer.echo(f"{store}: {verb} {plan.bytes_to_drop} bytes ({plan.records} records) from {to} to "
+               f"{plan.max_offset}")
+    typer.echo(f"epochs: {', '.join(doc['epochsBefore']) or '-'} -> {', '.join(doc['epochsAfter']) or '-'}")
+    if plan.confirm_before != plan.confirm_after:
+        typer.echo(f"confirmPhyOffset: {plan.confirm_before} -> {plan.confirm_after}")
+    if doc["backupDir"]:
+        typer.echo(f"backup: {doc['backupDir']}")
