@@ -31,8 +31,10 @@ def _echo_json(doc: Any) -> None:
 
 
 def _console() -> Any:
+    import sys
+
     from rich.console import Console
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def _confirm(question: str) -> None:

@@ -35,7 +35,7 @@ def message_for(epoch: int, offset: int, size: int) -> Message:
                    store_timestamp=BASE_TIME + offset, store_host=("127.0.0.1", 10911))
 
 
-def fill_to(writer: CommitLogWriter, epoch: int, target: int, *, record_size: int = 200) -> int:
+def fill_to(writer: CommitLogWriter, epoch: int, target: int, *, record_size: int = 100) -> int:
     """Append records until the writer's offset is exactly `target` (records of about `record_size`);
     returns the number of records. Rolls over files like RocketMQ."""
     n = 0
@@ -47,7 +47,8 @@ def fill_to(writer: CommitLogWriter, epoch: int, target: int, *, record_size: in
         if target < file_end:
             if target > file_end - 8:
                 raise ValueError(f"offset {target} lies in the last 8 bytes of a file: no record ends there")
-            size = remaining if remaining <= 2 * record_size else record_size
+            rest = remaining - record_size
+            size = record_size if rest == 0 or rest >= _OVERHEAD else remaining
         elif left - 8 >= record_size + _OVERHEAD:
             size = record_size
         elif left - 8 >= _OVERHEAD:
@@ -68,7 +69,7 @@ def fill_to(writer: CommitLogWriter, epoch: int, target: int, *, record_size: in
 
 def build_store(root: str | os.PathLike[str], *, history: Sequence[tuple[int, int]], max_offset: int,
                 cluster: str = "cluster-a", broker: str = "broker-set-a", broker_id: int | None = 1,
-                file_size: int = 1 << 20, record_size: int = 200, clean: bool = False,
+                file_size: int = 1 << 20, record_size: int = 100, clean: bool = False,
                 abort: bool | str = False, confirm_offset: int | None = None) -> Path:
     """A store at `root`: brokerIdentity, epochFileCheckpoint (history = [(epoch, startOffset)]),
     commitlog records up to exactly `max_offset` with a boundary at every epoch start, checkpoint
