@@ -55,3 +55,11 @@ def test_secret_only_needed_beyond_loopback() -> None:
     with pytest.raises(UsageError, match="not on loopback"):
         load({"peers": "10.1.1.1:9880"}, None, {})
     assert load({"peers": "10.1.1.1:9880", "cluster_secret": "x"}, None, {}).cluster_secret == "x"
+
+
+def test_wildcard_listen_needs_an_advertised_address() -> None:
+    with pytest.raises(UsageError, match="--advertise"):
+        load({"listen": "0.0.0.0:9878"}, None, {})
+    cfg = load({"listen": "0.0.0.0:9878", "advertise": "10.0.0.5:9878"}, None, {})
+    assert cfg.advertise_address() == "10.0.0.5:9878"
+    assert load({}, None, {}).advertise_address() == "127.0.0.1:9878"

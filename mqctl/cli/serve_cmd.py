@@ -10,6 +10,8 @@ from mqctl.cli import app
 @app.command("serve")
 def serve(
     listen: str = typer.Option(None, "--listen", help="gRPC HOST:PORT [default: 127.0.0.1:9878]"),
+    advertise: str = typer.Option(None, "--advertise", help="gRPC HOST:PORT published to clients "
+                                  "and other nodes [default: --listen]"),
     raft: str = typer.Option(None, "--raft", help="this node's Raft HOST:PORT [default: 127.0.0.1:9880]"),
     peers: str = typer.Option(None, "--peers", help="the other nodes' Raft HOST:PORT,... (none: one node)"),
     data_dir: str = typer.Option(None, "--data-dir", help="data directory [default: "
@@ -39,7 +41,7 @@ def serve(
     from mqctl.controller import config as serve_config
     from mqctl.controller.server import run
 
-    flags = dict(listen=listen, raft=raft, peers=peers, data_dir=data_dir, group=group,
+    flags = dict(listen=listen, advertise=advertise, raft=raft, peers=peers, data_dir=data_dir, group=group,
                  wait_for=wait_for, token=token, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
                  cluster_secret=cluster_secret, heartbeat_timeout=heartbeat_timeout,
                  scan_interval=scan_interval, enable_elect_unclean_master=enable_elect_unclean_master,

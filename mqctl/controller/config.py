@@ -18,6 +18,7 @@ from mqctl.errors import UsageError
 @dataclass
 class ServeConfig:
     listen: str = "127.0.0.1:9878"
+    advertise: str = ""                 # the gRPC address published to clients; default: listen
     raft: str = "127.0.0.1:9880"
     peers: str = ""
     data_dir: str = ""
@@ -35,10 +36,14 @@ class ServeConfig:
     log_level: str = "info"
     log_format: str = "text"
 
+    def advertise_address(self) -> str:
+        return self.advertise or self.listen
+
     def peer_list(self) -> list[str]:
         return [p.strip() for p in re.split(r"[,;]", self.peers) if p.strip()]
 
 
+WILDCARDS = {"0.0.0.0", "::", ""}
 DURATION_KEYS = {"heartbeat_timeout", "scan_interval"}
 MIN_DURATION_MS = 100
 
@@ -130,7 +135,14 @@ def load(flags: dict[str, Any], config_file: str | None = None,
 
 
 def validate(cfg: ServeConfig) -> None:
-    parse_address(cfg.listen, "--listen address")
+    listen_host, _ = parse_address(cfg.listen, "--listen address")
+    if cfg.advertise:
+        adv_host, _ = parse_address(cfg.advertise, "--advertise address")
+        if adv_host in WILDCARDS:
+            raise UsageError(f"--advertise {cfg.advertise} is not an address clients can dial")
+    elif listen_host in WILDCARDS:
+        raise UsageError(f"--listen {cfg.listen} is not an address clients can dial; set --advertise "
+                         "HOST:PORT to the address the other nodes and clients should use")
     raft_host, _ = parse_address(cfg.raft, "--raft address")
     for peer in cfg.peer_list():
         parse_address(peer, "--peers entry")

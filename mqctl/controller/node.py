@@ -33,6 +33,10 @@ LOCAL_METHODS = frozenset({"GetConfig", "Heartbeat"})
 
 RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 
+# pysyncobj FAIL_REASON values: the entry was never appended / may have been.
+NOT_APPENDED = {1: "queue full", 2: "no leader", 4: "not leader", 6: "request denied"}
+OUTCOME_UNKNOWN = {3: "discarded", 5: "leader changed"}
+
 META_GROUP_ID = "groupId"
 META_GROUP_OPTIONS = "groupOptions"
 META_NODE_PREFIX = "node/"
@@ -320,13 +324,19 @@ class ControllerNode:
         return {"code": int(Code.CONTROLLER_NOT_LEADER), "remark": remark, "leader_address": leader}
 
     def _unavailable(self, exc: Exception) -> dict[str, Any]:
-        reason = getattr(exc, "errorCode", None) or type(exc).__name__
+        reason = getattr(exc, "errorCode", None)
         if reason == "timeout":
             # The entry may still commit: the outcome is unknown, as RocketMQ's 5 s wait.
             return {"code": int(Code.SYSTEM_ERROR),
                     "remark": "timed out waiting for the Raft commit; the outcome is unknown"}
+        if reason in NOT_APPENDED:
+            # pysyncobj never appended the entry: safe for the client to retry at the leader.
+            answer = self._not_leader()
+            answer["remark"] += f" ({NOT_APPENDED[reason]})"
+            return answer
+        name = OUTCOME_UNKNOWN.get(reason, str(reason or type(exc).__name__))
         return {"code": int(Code.UNAVAILABLE),
-                "remark": f"the controller group could not commit the request ({reason})",
+                "remark": f"the Raft entry was not committed ({name}); the outcome is unknown",
                 "leader_address": self.leader_grpc_address()}
 
     def _heartbeat(self, request: dict[str, Any]) -> dict[str, Any]:

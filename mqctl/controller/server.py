@@ -72,7 +72,7 @@ def run(cfg: ServeConfig) -> int:
 
     _check_port_free(cfg.raft, "Raft")
     settings = NodeSettings(
-        raft_address=cfg.raft, partners=cfg.peer_list(), grpc_address=cfg.listen,
+        raft_address=cfg.raft, partners=cfg.peer_list(), grpc_address=cfg.advertise_address(),
         data_dir=data_dir, group=cfg.group, cluster_secret=cfg.cluster_secret or None,
         wait_for=cfg.wait_for, heartbeat_timeout_ms=cfg.heartbeat_timeout,
         scan_interval_ms=cfg.scan_interval,
@@ -114,6 +114,7 @@ def run(cfg: ServeConfig) -> int:
             print(f"mqctl: error: {node.fatal_error}", file=sys.stderr, flush=True)
             code = 2
             break
+    server.mqctl_health.enter_graceful_shutdown()  # health says NOT_SERVING first
     server.stop(grace=1.0).wait(2.0)
     node.stop()
     lock.close()
