@@ -108,6 +108,7 @@ class LocalCluster:
     nodes: list[Node] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        os.makedirs(self.base_dir, exist_ok=True)
         rafts = [f"127.0.0.1:{free_port()}" for _ in range(self.size)]
         for i in range(self.size):
             grpc_addr = f"127.0.0.1:{free_port()}"
