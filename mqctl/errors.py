@@ -54,14 +54,30 @@ class MqctlError(Exception):
     exit_code = 1
 
 
+# Exit codes of `mqctl` (docs/codes.md): the same for every command.
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+EXIT_STORE = 4
+EXIT_NOT_FOUND = 5
+EXIT_UNREACHABLE = 6
+EXIT_UNHEALTHY = 7
+
+_UNREACHABLE_CODES = frozenset({2104, 2007})          # UNAVAILABLE, CONTROLLER_NOT_LEADER
+_NOT_FOUND_CODES = frozenset({2008, 2010})            # BROKER_METADATA_NOT_EXIST, NEED_TO_BE_REGISTERED
+
+
 class ControllerError(MqctlError):
     """A controller answered with a non-SUCCESS code, or could not be reached.
 
     `.code` is the RocketMQ-style number, `.remark` the controller's text, `.response` the
     decoded answer when there was one (2011 MASTER_STILL_EXIST carries the current master).
+    `.exit_code`: 6 when no controller (or no leader) could be reached, 5 for an unknown
+    broker set, 3 for every other refusal.
     """
 
-    exit_code = 3
+    exit_code = EXIT_REFUSED
 
     def __init__(self, code: int, remark: str = "", response: object | None = None,
                  leader_address: str = "") -> None:
@@ -69,16 +85,44 @@ class ControllerError(MqctlError):
         self.remark = remark or ""
         self.response = response
         self.leader_address = leader_address
+        if self.code in _UNREACHABLE_CODES:
+            self.exit_code = EXIT_UNREACHABLE
+        elif self.code in _NOT_FOUND_CODES:
+            self.exit_code = EXIT_NOT_FOUND
         super().__init__(f"{code_name(self.code)} ({self.code}): {self.remark}")
 
 
 class StoreError(MqctlError):
     """A store file is missing, corrupt or not what the command expects; names file and offset."""
 
-    exit_code = 4
+    exit_code = EXIT_STORE
 
 
 class UsageError(MqctlError):
     """Wrong flags or a refused operation; the message says why and how to fix it."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
+
+
+class NotFoundError(MqctlError):
+    """What the command names does not exist (a broker set, a cluster, a broker id)."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class UnreachableError(MqctlError):
+    """No controller or broker service answered (or the controller group has no leader)."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class RefusedError(MqctlError):
+    """The operation was refused (by the controller, or by mqctl's own guard before asking it)."""
+
+    exit_code = EXIT_REFUSED
+
+
+class UnhealthyError(MqctlError):
+    """A health-style check found a problem (no quorum, diverging state hashes, a node down)."""
+
+    exit_code = EXIT_UNHEALTHY

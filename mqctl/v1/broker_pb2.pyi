@@ -1,0 +1,39 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GetBrokerEpochCacheRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class EpochEntry(_message.Message):
+    __slots__ = ("epoch", "start_offset", "end_offset")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    start_offset: int
+    end_offset: int
+    def __init__(self, epoch: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+
+class GetBrokerEpochCacheResponse(_message.Message):
+    __slots__ = ("code", "remark", "cluster_name", "broker_name", "broker_id", "epoch_list", "max_offset")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_LIST_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    epoch_list: _containers.RepeatedCompositeFieldContainer[EpochEntry]
+    max_offset: int
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., epoch_list: _Optional[_Iterable[_Union[EpochEntry, _Mapping]]] = ..., max_offset: _Optional[int] = ...) -> None: ...
