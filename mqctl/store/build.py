@@ -83,7 +83,7 @@ def build_store(root: str | os.PathLike[str], *, history: Sequence[tuple[int, in
     if entries:
         write_epoch_file(rootp, entries)
     with CommitLogWriter(rootp / COMMITLOG_DIR, file_size) as w:
-        bounds = [s for _, s in history[1:]] + [max_offset]
+        bounds = [s for _, s in history[1:]] + ([max_offset] if history else [])
         for (epoch, _start), end in zip(history, bounds, strict=True):
             fill_to(w, epoch, min(end, max_offset), record_size=record_size)
         if not history and max_offset:

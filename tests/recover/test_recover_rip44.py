@@ -1,3 +1,4 @@
+# ruff: noqa: E501
 """The six truncation cases of RIP-44's example (seed 001), built with the writers, checked through the CLI:
 compare's consistent point, plan's source / truncateTo / bytesToDrop, then truncate and re-compare."""
 

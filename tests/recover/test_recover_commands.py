@@ -1,0 +1,258 @@
+# ruff: noqa: E501
+"""inspect / compare / plan / mark-clean / truncate through the CLI: states, numbers, refusals, no writes."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from mqctl.recover.inspect import inspect_store
+from mqctl.store.build import build_store
+from mqctl.store.commitlog import file_name
+
+MQCTL = str(Path(sys.executable).with_name("mqctl"))
+H = [(0, 0), (1, 900)]
+
+
+def test_inspect_numbers(tmp_path: Path, cli, unchanged) -> None:
+    a = build_store(tmp_path / "a", history=[(0, 0), (1, 900), (2, 1200)], max_offset=1500, file_size=1000,
+                    clean=True, confirm_offset=1400)
+    with unchanged(tmp_path):
+        r = cli("recover", "inspect", str(a), "--deep", "-o", "json")
+    assert r.code == 0, r.err
+    (d,) = r.json()["stores"]
+    assert {k: d[k] for k in ("state", "clusterName", "brokerName", "brokerId", "lastEpoch", "minOffset",
+                              "maxOffset", "confirmOffset", "checkpointMatches", "fileSize", "fileCount",
+                              "totalBytes", "deep", "recordsScanned", "bytesScanned", "abort", "locked",
+                              "dirtyReasons", "problems")} == {
+        "state": "clean", "clusterName": "cluster-a", "brokerName": "broker-set-a", "brokerId": 1,
+        "lastEpoch": 2, "minOffset": 0, "maxOffset": 1500, "confirmOffset": 1400, "checkpointMatches": True,
+        "fileSize": 1000, "fileCount": 2, "totalBytes": 2000, "deep": True, "recordsScanned": 15,
+        "bytesScanned": 1500, "abort": None, "locked": False, "dirtyReasons": [], "problems": []}
+    assert d["epochs"] == [{"epoch": 0, "startOffset": 0, "endOffset": 900},
+                           {"epoch": 1, "startOffset": 900, "endOffset": 1200},
+                           {"epoch": 2, "startOffset": 1200, "endOffset": 1500}]
+    t = cli("recover", "inspect", str(a))
+    assert t.code == 0 and "clean" in t.out and "1500" in t.out
+
+
+def test_states(tmp_path: Path, cli) -> None:
+    clean = build_store(tmp_path / "clean", history=H, max_offset=1200, clean=True)
+    dirty = build_store(tmp_path / "dirty", history=H, max_offset=1200, abort="777")
+    nosig = build_store(tmp_path / "nosig", history=H, max_offset=1200)
+    empty = build_store(tmp_path / "empty", history=[], max_offset=0)
+    (tmp_path / "bare").mkdir()
+    r = cli("recover", "inspect", str(clean), str(dirty), str(nosig), str(empty), str(tmp_path / "bare"),
+            str(tmp_path / "missing"), "-o", "json")
+    assert r.code == 0, r.err
+    got = {Path(d["store"]).name: (d["state"], d["dirtyReasons"]) for d in r.json()["stores"]}
+    assert got == {
+        "clean": ("clean", []),
+        "dirty": ("dirty", ["abort file present (pid 777): not shut down cleanly", "no final signature"]),
+        "nosig": ("dirty", ["no final signature"]),
+        "empty": ("empty", []),
+        "bare": ("no store", []),
+        "missing": ("no store", []),
+    }
+
+
+def test_final_signature_that_no_longer_matches_is_dirty(tmp_path: Path, cli) -> None:
+    a = build_store(tmp_path / "a", history=H, max_offset=1200, clean=True)
+    from mqctl.store.build import fill_to
+    from mqctl.store.commitlog import CommitLogWriter
+    with CommitLogWriter(a / "commitlog", 1 << 20) as w:
+        fill_to(w, 1, 1300)
+    d = cli("recover", "inspect", str(a), "-o", "json").json()["stores"][0]
+    assert d["state"] == "dirty"
+    assert d["dirtyReasons"] == ["final signature says max offset 1200, the store holds 1300"]
+
+
+def test_compare_split_brain_and_conflicts(tmp_path: Path, cli) -> None:
+    a = build_store(tmp_path / "a", history=[(0, 0), (1, 900)], max_offset=1200)
+    b = build_store(tmp_path / "b", history=[(0, 0), (1, 1000)], max_offset=1100, broker_id=2)
+    d = cli("recover", "compare", str(a), str(b), "-o", "json").json()
+    assert (d["sameBrokerSet"], d["consistentPoint"], d["aBytesBeyond"], d["bBytesBeyond"], d["fresher"]) == \
+        (True, 900, 300, 200, str(a))
+    assert d["splitBrain"] == [{"epoch": 1, "aStartOffset": 900, "aBytes": 300, "bStartOffset": 1000,
+                                "bBytes": 100}]
+    assert d["warnings"][0].startswith("SPLIT BRAIN: both stores hold records under epoch 1")
+    t = cli("recover", "compare", str(a), str(b))
+    assert "WARNING: SPLIT BRAIN" in t.out
+    p = cli("recover", "plan", str(a), str(b), "-o", "json").json()
+    assert any(w.startswith("SPLIT BRAIN") for w in p["brokerSets"][0]["warnings"])
+
+    c = build_store(tmp_path / "c", history=[(3, 0)], max_offset=500)
+    d = cli("recover", "compare", str(a), str(c), "-o", "json").json()
+    assert d["sameBrokerSet"] is False and d["consistentPoint"] == -1
+    assert d["reasons"] == ["epoch histories conflict: no epoch with the same start offset in both"]
+    other = build_store(tmp_path / "o", history=H, max_offset=1200, broker="broker-b")
+    d = cli("recover", "compare", str(a), str(other), "-o", "json").json()
+    assert d["reasons"] == ["different broker sets: cluster-a/broker-set-a and cluster-a/broker-b"]
+
+
+def test_plan_prefers_clean_and_lists_unmatched(tmp_path: Path, cli) -> None:
+    c1 = build_store(tmp_path / "c1", history=H, max_offset=1100, clean=True)
+    d1 = build_store(tmp_path / "d1", history=H, max_offset=1300, broker_id=2, abort=True)
+    e1 = build_store(tmp_path / "e1", history=[], max_offset=0, broker_id=3)
+    x = build_store(tmp_path / "x", history=[(5, 0)], max_offset=300, broker_id=4)
+    other = build_store(tmp_path / "o", history=H, max_offset=1000, broker="broker-b")
+    (tmp_path / "none").mkdir()
+    stores = [str(p) for p in (c1, d1, e1, x, other, tmp_path / "none")]
+    db = tmp_path / "inv.db"
+    r = cli("recover", "plan", *stores, "--db", str(db), "-o", "json")
+    assert r.code == 0, r.err
+    plan = r.json()
+    a, b = plan["brokerSets"]
+    assert (a["brokerName"], a["source"], a["sourceClean"]) == ("broker-b", str(other), False)
+    assert (b["brokerName"], b["source"], b["sourceClean"]) == ("broker-set-a", str(c1), True)
+    assert b["replicas"] == [
+        {"store": str(c1), "brokerId": 1, "state": "clean", "lastEpoch": 1, "maxOffset": 1100, "truncateTo": 1100,
+         "bytesToDrop": 0},
+        {"store": str(d1), "brokerId": 2, "state": "dirty", "lastEpoch": 1, "maxOffset": 1300, "truncateTo": 1100,
+         "bytesToDrop": 200},
+        {"store": str(e1), "brokerId": 3, "state": "empty", "lastEpoch": -1, "maxOffset": 0, "truncateTo": 0,
+         "bytesToDrop": 0},
+    ]
+    assert b["warnings"] == [f"{d1} is fresher than the clean source but dirty: 200 bytes beyond 1100 would "
+                             f"be dropped"]
+    assert plan["unmatched"] == [
+        {"store": str(tmp_path / "none"), "state": "no store", "reason": "no store"},
+        {"store": str(x), "state": "dirty", "reason": f"conflicts with source {c1}: epoch histories conflict: no "
+                                                      f"epoch with the same start offset in both"},
+    ]
+    con = sqlite3.connect(db)
+    assert con.execute("select count(*) from stores").fetchone() == (6,)
+    assert con.execute("select maxOffset, state from stores where store = ?", (str(d1),)).fetchone() == \
+        (1300, "dirty")
+    assert con.execute("select epoch, startOffset, endOffset from epochs where store = ? order by epoch",
+                       (str(d1),)).fetchall() == [(0, 0, 900), (1, 900, 1300)]
+    assert con.execute("select role, restartOrder, truncateTo, bytesToDrop from plan where store = ?",
+                       (str(d1),)).fetchone() == ("replica", 1, 1100, 200)
+    t = cli("recover", "plan", *stores)
+    assert t.code == 0 and "source" in t.out and "unmatched" in t.out
+
+
+def test_mark_clean(tmp_path: Path, cli, unchanged) -> None:
+    a = build_store(tmp_path / "a", history=H, max_offset=1200, abort="4242")
+    with unchanged(tmp_path):
+        r = cli("recover", "mark-clean", str(a), "--dry-run", "-o", "json")
+        assert r.code == 0, r.err
+        assert r.json()["dryRun"] is True and r.json()["finalSignature"]["maxOffset"] == 1200
+        n = cli("recover", "mark-clean", str(a), input="n\n")
+        assert n.code == 2
+        assert n.err == "mqctl: error: not confirmed; nothing was changed (use --yes to skip the question)\n"
+    r = cli("recover", "mark-clean", str(a), "--yes", "-o", "json")
+    assert r.code == 0, r.err
+    fin = r.json()["finalSignature"]
+    assert (fin["lastEpoch"], fin["lastEpochStartOffset"], fin["maxOffset"], fin["abort"], fin["manual"]) == \
+        (1, 900, 1200, "4242", True)
+    assert (a / "abort").read_text() == "4242"           # RocketMQ's file is left alone
+    assert (a / "mqctl-signature.json").exists()
+    assert inspect_store(a).state == "clean"
+    e = build_store(tmp_path / "e", history=[], max_offset=0)
+    r = cli("recover", "mark-clean", str(e), "--yes")
+    assert (r.code, r.err) == (2, f"mqctl: error: {e}: the store is empty; there is nothing to mark clean\n")
+
+
+HOLDER = "import fcntl,os,sys,time\nfd=os.open(sys.argv[1],os.O_RDWR|os.O_CREAT)\nfcntl.lockf(fd,fcntl.LOCK_EX)\n" \
+         "print('locked',flush=True)\ntime.sleep(60)\n"
+
+
+def test_truncate_refusals(tmp_path: Path, cli, unchanged) -> None:
+    a = build_store(tmp_path / "a", history=H, max_offset=1200)
+    (a / "lock").touch()
+    with unchanged(tmp_path):
+        r = cli("recover", "truncate", str(a), "--to", "950", "--yes")
+        assert (r.code, r.err) == (2, "mqctl: error: offset 950 is not a record boundary; nearest boundaries: "
+                                      "900 and 1000\n")
+        r = cli("recover", "truncate", str(a), "--to", "1300", "--yes")
+        assert (r.code, r.err) == (2, "mqctl: error: offset 1300 is beyond the last valid record's end 1200; "
+                                      "nearest boundary below: 1200\n")
+        r = cli("recover", "truncate", str(a), "--to", "900", "--dry-run", "-o", "json")
+        assert r.code == 0
+        d = r.json()
+        assert (d["bytesToDrop"], d["recordsToDrop"], d["epochsBefore"], d["epochsAfter"], d["backupDir"]) == \
+            (300, 3, ["0-0", "1-900"], ["0-0"], None)
+        assert (d["confirmOffsetBefore"], d["confirmOffsetAfter"]) == (1200, 900)
+        r = cli("recover", "truncate", str(a), "--to", "900", input="n\n")
+        assert r.code == 2
+        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(a / "lock")], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+            r = cli("recover", "truncate", str(a), "--to", "900", "--yes")
+            assert (r.code, r.err) == (2, f"mqctl: error: {a}/lock: held by another process (is the broker "
+                                          f"running?); stop it first\n")
+            r = cli("recover", "mark-clean", str(a), "--yes")
+            assert r.code == 2 and "held by another process" in r.err
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def test_truncate_backup_and_restore(tmp_path: Path, cli) -> None:
+    a = build_store(tmp_path / "a", history=[(0, 0), (1, 900), (2, 1500)], max_offset=2500, file_size=1000)
+    before = {p.name: p.read_bytes() for p in (a / "commitlog").iterdir()}
+    epoch_before = (a / "epochFileCheckpoint").read_bytes()
+    bk = tmp_path / "bk"
+    r = cli("recover", "truncate", str(a), "--to", "900", "--yes", "--backup-dir", str(bk))
+    assert r.code == 0, r.err
+    assert r.out.splitlines() == [
+        f"{a}: dropped 1600 bytes (16 records) from 900 to 2500",
+        "epochs: 0-0, 1-900, 2-1500 -> 0-0",
+        "confirmPhyOffset: 2500 -> 900",
+        f"backup: {bk}",
+    ]
+    assert sorted(p.name for p in (a / "commitlog").iterdir()) == [file_name(0)]
+    assert (a / "commitlog" / file_name(0)).read_bytes()[900:] == bytes(100)
+    assert (a / "epochFileCheckpoint").read_bytes() == b"1\n" + str(
+        __import__("zlib").crc32(b"0-0\n") & 0x7FFFFFFF).encode() + b"\n0-0\n"
+    assert (a / "epochFileCheckpoint.bak").read_bytes() == epoch_before
+    assert sorted(p.name for p in bk.iterdir()) == ["checkpoint", "commitlog", "epochFileCheckpoint",
+                                                     "manifest.json"]
+    assert (bk / "epochFileCheckpoint").read_bytes() == epoch_before
+    assert (bk / "commitlog" / f"{file_name(0)}.from-900").read_bytes() == before[file_name(0)][900:1000]
+    assert (bk / "commitlog" / file_name(1000)).read_bytes() == before[file_name(1000)]
+    assert (bk / "commitlog" / file_name(2000)).read_bytes() == before[file_name(2000)]
+    assert inspect_store(a, deep=True).max_offset == 900
+    r = cli("recover", "truncate", str(a), "--to", "900", "--yes")
+    assert (r.code, r.out.strip()) == (0, f"{a}: nothing to truncate at 900 (max offset 900)")
+
+
+def test_truncate_to_zero_removes_epoch_file(tmp_path: Path, cli) -> None:
+    a = build_store(tmp_path / "a", history=[(0, 0)], max_offset=500)
+    r = cli("recover", "truncate", str(a), "--to", "0", "--yes", "--backup-dir", str(tmp_path / "bk"), "-o", "json")
+    assert r.code == 0, r.err
+    assert r.json()["epochsAfter"] == []
+    assert not (a / "epochFileCheckpoint").exists()
+    assert (tmp_path / "bk" / "epochFileCheckpoint").exists()
+    assert inspect_store(a).state == "empty"
+
+
+def test_store_errors_exit_4_one_line(tmp_path: Path, cli, unchanged) -> None:
+    a = build_store(tmp_path / "a", history=H, max_offset=1200)
+    (a / "epochFileCheckpoint").write_bytes(b"x\n0\n")
+    with unchanged(tmp_path):
+        r = cli("recover", "inspect", str(a))
+    assert (r.code, r.err) == (4, f"mqctl: error: {a / 'epochFileCheckpoint'} line 1, offset 0: bad count line "
+                                  f"'x', expected a decimal entry count (and no epochFileCheckpoint.bak to fall "
+                                  f"back to)\n")
+    b = tmp_path / "b"
+    (b / "commitlog").mkdir(parents=True)
+    (b / "brokerIdentity").write_text("c#b#1")
+    with unchanged(tmp_path):
+        r = cli("recover", "truncate", str(b), "--to", "0", "--yes")
+    assert (r.code, r.err) == (4, f"mqctl: error: {b / 'commitlog'}: empty directory: no commitlog files\n")
+    r = cli("recover", "inspect", str(a), "-o", "yaml")
+    assert (r.code, r.err) == (2, "mqctl: error: -o/--output must be table or json, not 'yaml'\n")
+
+
+def test_real_entry_point(tmp_path: Path) -> None:
+    a = build_store(tmp_path / "a", history=H, max_offset=1200)
+    (a / "brokerIdentity").write_bytes(b"only#two")
+    p = subprocess.run([MQCTL, "recover", "inspect", str(a)], capture_output=True, text=True)
+    assert p.returncode == 4
+    assert p.stderr == f"mqctl: error: {a / 'brokerIdentity'} line 1, offset 0: expected 3 '#'-separated " \
+                       f"fields, found 2: 'only#two'\n"
+    assert "Traceback" not in p.stderr
