@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# ruff: noqa: E501
 """Inspect and deep-check throughput of `mqctl recover inspect`, as a ratio to `cat` reading the same files
 in the same run (not a test).
 

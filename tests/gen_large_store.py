@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# ruff: noqa: E501
 """Generate a large RocketMQ-shaped store for bench/bench_store.py (not a test).
 
     .venv/bin/python tests/gen_large_store.py OUT [--size 4G] [--file-size 256M] [--record-size 1024]
