@@ -382,9 +382,11 @@ def parse_range(buf: Buffer, base_offset: int, *, limit: int | None = None, chec
     lim = n if limit is None else min(limit, n)
     pos = 0
     if n >= 8:
-        total, magic = _II(buf, 0)
-        at_start = magic in (MAGIC_V1, MAGIC_V2) and _Q(buf, 28)[0] == base_offset if n >= 36 else False
-        if not at_start and magic != BLANK_MAGIC and not (total == 0 and magic == 0):
+        magic = _II(buf, 0)[1]
+        at_start = n >= 36 and magic in (MAGIC_V1, MAGIC_V2) and _Q(buf, 28)[0] == base_offset
+        if not at_start:
+            # not at a record: the bytes may still belong to the previous range's record (whose BODYCRC or
+            # QUEUEID can look like TOTALSIZE 0 or a blank marker), so only a found boundary counts
             pos = _find_boundary(buf, base_offset, 0, n, check_crc)
             if pos < 0:
                 return
