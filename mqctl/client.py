@@ -52,6 +52,7 @@ __all__ = [
     "AlterSyncStateSetResult",
     "ApplyBrokerIdResult",
     "BrokerMemberGroup",
+    "ChangeQuorumResult",
     "ConfigResult",
     "ControllerClient",
     "ElectMasterResult",
@@ -299,6 +300,18 @@ class ConfigResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ConfigResult:
         return _pick(cls, d, config=dict(d.get("config") or {}))
+
+
+@dataclass(frozen=True)
+class ChangeQuorumResult:
+    leader_id: str = ""
+    leader_address: str = ""
+    members: tuple[str, ...] = ()
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ChangeQuorumResult:
+        return _pick(cls, d, members=tuple(str(m) for m in d.get("members", ())))
 
 
 @dataclass(frozen=True)
@@ -774,6 +787,15 @@ class ControllerClient:
         body = {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in config.items()}
         return Ack.from_dict(self._call("UpdateConfig", {"config": body}, address=address))
 
+    def change_quorum(self, action: str, raft_address: str = "") -> ChangeQuorumResult:
+        """Controller group membership or leadership (admin; needs the token when the server has one):
+        ``action`` "add" / "remove" a node by its Raft address, or "transfer" the leadership to it
+        ("" = the most caught-up follower). Runs on the leader and waits for the outcome."""
+        d = self._call("ChangeQuorum", {"action": action, "raft_address": raft_address})
+        if action == "transfer":
+            self._leader = None  # the leader moved
+        return ChangeQuorumResult.from_dict(d)
+
     def watch_role_changes(self, cluster_name: str, broker_name: str = "", *,
                            reconnect: bool = True) -> RoleWatch:
         """Stream of RoleChange for a broker set ("" = every broker set of the cluster).
@@ -919,6 +941,7 @@ _METHODS: dict[str, tuple[type[Any], type[Any]]] = {
     "CleanBrokerData": (pb.CleanBrokerDataRequest, pb.CleanBrokerDataResponse),
     "GetConfig": (pb.GetConfigRequest, pb.GetConfigResponse),
     "UpdateConfig": (pb.UpdateConfigRequest, pb.UpdateConfigResponse),
+    "ChangeQuorum": (pb.ChangeQuorumRequest, pb.ChangeQuorumResponse),
 }
 
 _DECODERS: dict[str, Any] = {
@@ -934,4 +957,5 @@ _DECODERS: dict[str, Any] = {
     "CleanBrokerData": Ack.from_dict,
     "GetConfig": ConfigResult.from_dict,
     "UpdateConfig": Ack.from_dict,
+    "ChangeQuorum": ChangeQuorumResult.from_dict,
 }

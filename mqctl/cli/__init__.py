@@ -6,6 +6,7 @@ rich tables are imported inside the commands that need them so `mqctl --help` st
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -21,9 +22,26 @@ app = typer.Typer(
 )
 
 
+_debug = False
+
+
+@app.callback()
+def _global_options(
+    debug: bool = typer.Option(False, "--debug", envvar="MQCTL_DEBUG",
+                               help="show a traceback with errors (and debug logging)"),
+) -> None:
+    """Controller, inspection and recovery tools for RocketMQ-style master/slave broker sets."""
+    global _debug
+    _debug = debug
+    if debug:
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+
 def _register() -> None:
     # Each module adds its commands to `app`; kept apart so features do not edit one file.
-    from mqctl.cli import recover_cmd, serve_cmd  # noqa: F401
+    from mqctl.cli import admin_cmd, recover_cmd, serve_cmd  # noqa: F401
 
 
 _register()
@@ -31,11 +49,25 @@ _register()
 
 def main() -> None:
     """Console entry point: every MqctlError becomes one line on stderr and its exit code."""
+    args = sys.argv[1:]
+    if "--debug" in args[1:] and "--" not in args[: args.index("--debug")]:
+        args.remove("--debug")  # accepted after the command name too: `mqctl getSyncStateSet --debug`
+        args.insert(0, "--debug")
     try:
-        app()
+        app(args=args)
     except MqctlError as exc:
+        if _debug:
+            import traceback
+
+            traceback.print_exc()
         print(f"mqctl: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("mqctl: interrupted", file=sys.stderr)
         sys.exit(130)
+    except Exception as exc:  # a bug: one line, the traceback with --debug
+        if _debug or os.environ.get("MQCTL_DEBUG"):
+            raise
+        print(f"mqctl: error: internal error: {type(exc).__name__}: {exc} (run with --debug for "
+              "the traceback)", file=sys.stderr)
+        sys.exit(1)

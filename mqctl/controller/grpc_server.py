@@ -42,6 +42,7 @@ UNARY_METHODS: dict[str, tuple[type[Any], type[Any]]] = {
     "CleanBrokerData": (pb.CleanBrokerDataRequest, pb.CleanBrokerDataResponse),
     "GetConfig": (pb.GetConfigRequest, pb.GetConfigResponse),
     "UpdateConfig": (pb.UpdateConfigRequest, pb.UpdateConfigResponse),
+    "ChangeQuorum": (pb.ChangeQuorumRequest, pb.ChangeQuorumResponse),
 }
 
 DEFAULT_CALL_TIMEOUT = 5.0
@@ -64,7 +65,7 @@ def needs_token(method: str, request: dict[str, Any]) -> bool:
     """The mutating admin calls: admin ElectMaster (designate_elect), CleanBrokerData, UpdateConfig."""
     if method == "ElectMaster":
         return bool(request.get("designate_elect"))
-    return method in ("CleanBrokerData", "UpdateConfig")
+    return method in ("CleanBrokerData", "UpdateConfig", "ChangeQuorum")
 
 
 def _short(exc: BaseException, limit: int = 200) -> str:
@@ -168,6 +169,9 @@ class ControllerServicer(pb_grpc.ControllerServicer):
 
     def UpdateConfig(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
         return self._answer("UpdateConfig", request, context)
+
+    def ChangeQuorum(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        return self._answer("ChangeQuorum", request, context)
 
     # -- the role-change stream --------------------------------------------------------------
 

@@ -198,6 +198,8 @@ class ControllerNode:
     def call(self, method: str, request: dict[str, Any], *, timeout: float = 5.0) -> dict[str, Any]:
         if method == "Heartbeat":
             return self._heartbeat(request)
+        if method == "ChangeQuorum":
+            return self._change_quorum(request, timeout)
         if method == "GetConfig":
             return self._local(method, request)
         if method not in WRITE_METHODS and method not in FRESH_READ_METHODS:
@@ -222,7 +224,7 @@ class ControllerNode:
         status = self.sync.getStatus()
         leader = self.leader_raft_address()
         peers = []
-        for addr in sorted([self.settings.raft_address, *self.settings.partners]):
+        for addr in sorted([self.settings.raft_address, *self.members()]):
             peers.append({
                 "raft_address": addr,
                 "grpc_address": self.grpc_address_of(addr),
@@ -250,6 +252,85 @@ class ControllerNode:
             "state": RAFT_STATES.get(int(status.get("state", 0)), "unknown"),
             "log_length": int(status.get("log_len", 0)),
         }
+
+    def members(self) -> list[str]:
+        """The other nodes' Raft addresses as the Raft log has them now (membership changes included)."""
+        try:
+            return sorted(n.id for n in self.sync.otherNodes)
+        except Exception:  # not started yet
+            return sorted(self.settings.partners)
+
+    def _change_quorum(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Membership and leadership changes (pysyncobj addNodeToCluster, removeNodeFromCluster,
+        transferLeadership), on the leader; waits for the outcome."""
+        from pysyncobj import FAIL_REASON
+
+        action = str(request.get("action", ""))
+        target = str(request.get("raft_address", "") or "")
+        if action not in ("add", "remove", "transfer"):
+            return {"code": int(Code.CONTROLLER_INVALID_REQUEST),
+                    "remark": f"Invalid request: action must be add, remove or transfer, not {action!r}"}
+        if target:
+            host, sep, port = target.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                return {"code": int(Code.CONTROLLER_INVALID_REQUEST),
+                        "remark": f"Invalid request: bad Raft address {target!r}, expected HOST:PORT"}
+        elif action != "transfer":
+            return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": "Invalid request: raft_address "
+                    "is required"}
+        if not self.is_leader():
+            return self._not_leader()
+        me = self.settings.raft_address
+        members = self.members()
+        if action == "add" and (target == me or target in members):
+            return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": f"{target} is already a member"}
+        if action in ("remove", "transfer") and target and target != me and target not in members:
+            return {"code": int(Code.CONTROLLER_INVALID_REQUEST),
+                    "remark": f"{target} is not a member (members: {', '.join(sorted([me, *members]))})"}
+        if action == "remove" and target == me:
+            return {"code": int(Code.CONTROLLER_INVALID_REQUEST),
+                    "remark": f"{target} is the leader: transfer the leadership first"}
+        if action == "transfer" and target == me:
+            return {"code": 0, "remark": f"{me} already leads", "leader_id": me,
+                    "members": sorted([me, *members])}
+        done = threading.Event()
+        outcome: list[Any] = []
+
+        def callback(result: Any, error: Any) -> None:
+            outcome.append(error)
+            done.set()
+
+        if action == "add":
+            self.sync.addNodeToCluster(target, callback=callback)
+        elif action == "remove":
+            self.sync.removeNodeFromCluster(target, callback=callback)
+        else:
+            self.sync.transferLeadership(target or None, callback=callback)
+        if not done.wait(timeout):
+            return {"code": int(Code.SYSTEM_ERROR),
+                    "remark": f"timed out waiting for {action}; the outcome is unknown"}
+        if outcome[0] != FAIL_REASON.SUCCESS:
+            if outcome[0] == FAIL_REASON.REQUEST_DENIED:
+                reason = "denied (a transfer target must be connected and caught up; one membership change " \
+                         "at a time)"
+            else:
+                reason = f"failed (reason {outcome[0]})"
+            return {"code": int(Code.SYSTEM_ERROR), "remark": f"{action} {target}: {reason}"}
+        remark = f"{action} {target}: done".replace("  ", " ")
+        if action == "transfer":
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                leader = self.leader_raft_address()
+                if leader and leader != me:
+                    break
+                time.sleep(0.02)
+            leader = self.leader_raft_address()
+            if not leader or leader == me:
+                return {"code": int(Code.SYSTEM_ERROR),
+                        "remark": "the transfer was sent but no other node took the leadership in time"}
+            remark = f"{leader} leads now"
+        return {"code": 0, "remark": remark, "leader_id": self.leader_raft_address(),
+                "leader_address": self.leader_grpc_address(), "members": sorted([me, *self.members()])}
 
     def watch(self, cluster_name: str, broker_name: str) -> RoleWatch:
         watch = RoleWatch(self, cluster_name, broker_name)

@@ -490,3 +490,25 @@ class RoleChange(_message.Message):
     sync_state_set_epoch: int
     sync_state_set: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ChangeQuorumRequest(_message.Message):
+    __slots__ = ("action", "raft_address")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    raft_address: str
+    def __init__(self, action: _Optional[str] = ..., raft_address: _Optional[str] = ...) -> None: ...
+
+class ChangeQuorumResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "leader_id", "members")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    leader_id: str
+    members: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...

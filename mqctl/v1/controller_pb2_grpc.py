@@ -99,6 +99,11 @@ class ControllerStub:
                 request_serializer=mqctl_dot_v1_dot_controller__pb2.WatchRoleChangesRequest.SerializeToString,
                 response_deserializer=mqctl_dot_v1_dot_controller__pb2.RoleChange.FromString,
                 _registered_method=True)
+        self.ChangeQuorum = channel.unary_unary(
+                '/mqctl.v1.Controller/ChangeQuorum',
+                request_serializer=mqctl_dot_v1_dot_controller__pb2.ChangeQuorumRequest.SerializeToString,
+                response_deserializer=mqctl_dot_v1_dot_controller__pb2.ChangeQuorumResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -184,6 +189,13 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ChangeQuorum(self, request, context):
+        """mqctl extension: controller group membership and leadership (admin; token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -251,6 +263,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.WatchRoleChanges,
                     request_deserializer=mqctl_dot_v1_dot_controller__pb2.WatchRoleChangesRequest.FromString,
                     response_serializer=mqctl_dot_v1_dot_controller__pb2.RoleChange.SerializeToString,
+            ),
+            'ChangeQuorum': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeQuorum,
+                    request_deserializer=mqctl_dot_v1_dot_controller__pb2.ChangeQuorumRequest.FromString,
+                    response_serializer=mqctl_dot_v1_dot_controller__pb2.ChangeQuorumResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -604,6 +621,33 @@ class Controller:
             '/mqctl.v1.Controller/WatchRoleChanges',
             mqctl_dot_v1_dot_controller__pb2.WatchRoleChangesRequest.SerializeToString,
             mqctl_dot_v1_dot_controller__pb2.RoleChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeQuorum(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqctl.v1.Controller/ChangeQuorum',
+            mqctl_dot_v1_dot_controller__pb2.ChangeQuorumRequest.SerializeToString,
+            mqctl_dot_v1_dot_controller__pb2.ChangeQuorumResponse.FromString,
             options,
             channel_credentials,
             insecure,

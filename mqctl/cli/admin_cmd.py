@@ -1,0 +1,592 @@
+"""Admin commands: mqadmin's controller commands with their option letters, plus long names.
+
+getSyncStateSet, getBrokerEpoch, getControllerMetaData, electMaster, cleanBrokerMetadata,
+getControllerConfig, updateControllerConfig (kebab-case aliases: get-sync-state-set, ...) and
+``quorum status|add|remove|transfer``. Data collection lives in mqctl.admin, rendering in
+mqctl.cli.render; grpc is imported only when a command runs. Exit codes: docs/codes.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from mqctl.cli import app
+from mqctl.cli.render import Output
+from mqctl.errors import NotFoundError, RefusedError, UnhealthyError, UnreachableError, UsageError
+
+if TYPE_CHECKING:
+    from mqctl.client import ControllerClient, ReplicasInfo
+
+DEFAULT_CONTROLLER = "127.0.0.1:9878"
+
+quorum_app = typer.Typer(help="The controller group: status, membership and leadership.",
+                         no_args_is_help=True)
+app.add_typer(quorum_app, name="quorum")
+
+
+# --- shared options ----------------------------------------------------------------------------
+
+
+def _addr_opt() -> Any:
+    return typer.Option(DEFAULT_CONTROLLER, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER",
+                        help="controller gRPC addresses, 'h:p;h:p' or 'h:p,h:p' (any node: followers "
+                             "forward to the leader)")
+
+
+def _token_opt() -> Any:
+    return typer.Option(None, "--token", envvar="MQCTL_TOKEN",
+                        help="bearer token for admin calls (the controller's --token)")
+
+
+def _tls_ca_opt() -> Any:
+    return typer.Option(None, "--tls-ca", envvar="MQCTL_TLS_CA", help="CA of the controller certificate "
+                        "(PEM); enables TLS")
+
+
+def _tls_cert_opt() -> Any:
+    return typer.Option(None, "--tls-cert", envvar="MQCTL_TLS_CERT", help="client certificate (PEM) for mTLS")
+
+
+def _tls_key_opt() -> Any:
+    return typer.Option(None, "--tls-key", envvar="MQCTL_TLS_KEY", help="client private key (PEM) for mTLS")
+
+
+def _timeout_opt() -> Any:
+    return typer.Option(10.0, "--timeout", envvar="MQCTL_TIMEOUT", help="seconds per controller call, "
+                        "retries included")
+
+
+def _output_opt() -> Any:
+    return typer.Option(Output.table, "-o", "--output", case_sensitive=False, help="output format")
+
+
+def _watch_opt() -> Any:
+    return typer.Option(None, "-i", "--watch", metavar="SECONDS",
+                        help="redraw every SECONDS until Ctrl-C (mqadmin's interval)")
+
+
+def _no_color_opt() -> Any:
+    return typer.Option(False, "--no-color", help="no colours (also NO_COLOR=1); JSON is never coloured")
+
+
+class Conn:
+    def __init__(self, addr: str, token: str | None, tls_ca: str | None, tls_cert: str | None,
+                 tls_key: str | None, timeout: float) -> None:
+        from mqctl.client import parse_addresses
+
+        self.addresses = parse_addresses(addr)
+        self.token = token
+        self.tls_ca, self.tls_cert, self.tls_key = tls_ca, tls_cert, tls_key
+        self.timeout = timeout
+        if timeout <= 0:
+            raise UsageError(f"--timeout must be positive, got {timeout}")
+
+    def client(self, addresses: list[str] | None = None, timeout: float | None = None) -> ControllerClient:
+        from mqctl.client import ControllerClient
+
+        return ControllerClient(addresses or self.addresses, token=self.token, tls_ca=self.tls_ca,
+                                tls_cert=self.tls_cert, tls_key=self.tls_key,
+                                timeout=timeout if timeout is not None else self.timeout)
+
+
+def _run(fetch: Callable[[], dict[str, Any]], output: Output, table: Callable[[dict[str, Any]], Any],
+         watch: float | None, no_color: bool, title: str,
+         verdict: Callable[[dict[str, Any]], None] | None = None) -> None:
+    from mqctl.cli import render
+
+    if watch is not None:
+        render.watch(fetch, output, table, watch, no_color=no_color, title=title)
+        return
+    doc = fetch()
+    render.emit(doc, output, table, no_color=no_color)
+    if verdict is not None:
+        verdict(doc)
+
+
+def _names(text: str | None) -> list[str]:
+    return [n.strip() for n in (text or "").replace(";", ",").split(",") if n.strip()]
+
+
+def _broker_sets(client: ControllerClient, broker_name: str | None,
+                 cluster: str | None) -> dict[str, ReplicasInfo]:
+    from mqctl.admin.syncstate import select_broker_sets
+
+    names = _names(broker_name)
+    table = client.get_sync_state_data(names).replicas_info_table
+    selected, missing = select_broker_sets(table, names, cluster)
+    if missing:
+        what = "broker set" if names else "cluster"
+        known = sorted(table) if names else sorted({i.cluster_name for i in table.values()})
+        raise NotFoundError(f"{what} {', '.join(missing)} not found on the controller"
+                            + (f" (known: {', '.join(known)})" if known else ""))
+    return selected
+
+
+def _one_of(broker_name: str | None, cluster: str | None) -> None:
+    if broker_name and cluster:
+        raise UsageError("give -b/--broker-name or -c/--cluster-name, not both")
+
+
+def _command(name: str, alias: str, target: Any = None, **kw: Any) -> Callable[[Callable[..., Any]],
+                                                                               Callable[..., Any]]:
+    """Register a command under its mqadmin name and a hidden kebab-case alias."""
+    where = target or app
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        where.command(name, **kw)(fn)
+        where.command(alias, hidden=True, **kw)(fn)
+        return fn
+
+    return deco
+
+
+# --- getSyncStateSet ---------------------------------------------------------------------------
+
+
+@_command("getSyncStateSet", "get-sync-state-set")
+def get_sync_state_set(
+    broker_name: str = typer.Option(None, "-b", "--broker-name", help="broker set name(s), comma separated"),
+    cluster: str = typer.Option(None, "-c", "--cluster-name", help="every broker set of this cluster"),
+    watch: float = _watch_opt(),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Master, epochs and SyncStateSet of broker sets, with each replica's heartbeat age, offsets and lag.
+
+    Without -b or -c: every broker set. Alias: get-sync-state-set."""
+    from mqctl.admin.syncstate import sync_state_doc
+    from mqctl.cli import render
+
+    _one_of(broker_name, cluster)
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    with conn.client() as client:
+        def fetch() -> dict[str, Any]:
+            return sync_state_doc(_broker_sets(client, broker_name, cluster))
+
+        _run(fetch, output, render.sync_state_table, watch, no_color, "getSyncStateSet")
+
+
+# --- getBrokerEpoch ----------------------------------------------------------------------------
+
+
+@_command("getBrokerEpoch", "get-broker-epoch")
+def get_broker_epoch(
+    broker_name: str = typer.Option(None, "-b", "--broker-name", help="broker set name(s): ask each replica"),
+    cluster: str = typer.Option(None, "-c", "--cluster-name", help="every broker set of this cluster"),
+    store: str = typer.Option(None, "--store", metavar="DIR", help="read DIR/epochFileCheckpoint offline "
+                              "(.bak fallback, CRC checked) and the commitlog's max offset"),
+    broker_addr: str = typer.Option(None, "--broker-addr", help="ask these broker services directly "
+                                    "(h:p, comma separated), without the controller"),
+    watch: float = _watch_opt(),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Epoch entries (epoch, startOffset, endOffset) and maxOffset of brokers (GetBrokerEpochCache).
+
+    Live: the controller names each replica's address, where the broker serves mqctl.v1.Broker.
+    Offline: --store DIR. Alias: get-broker-epoch."""
+    from mqctl.admin.epochs import EpochCache, broker_epoch_doc, cache_from_store, fetch_epoch_cache
+    from mqctl.cli import render
+
+    modes = sum(1 for x in (store, broker_addr, broker_name or cluster) if x)
+    if modes > 1:
+        raise UsageError("give one of --store, --broker-addr, or -b/-c")
+    _one_of(broker_name, cluster)
+    if store:
+        def fetch_store() -> dict[str, Any]:
+            return broker_epoch_doc([cache_from_store(store)])
+
+        _run(fetch_store, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch")
+        return
+
+    def ask(targets: list[tuple[str, str, str, int | None]]) -> list[EpochCache]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(t: tuple[str, str, str, int | None]) -> EpochCache:
+            cluster_name, name, address, bid = t
+            c = fetch_epoch_cache(address, timeout=min(timeout, 5.0), tls_ca=tls_ca, tls_cert=tls_cert,
+                                  tls_key=tls_key)
+            c.cluster_name = c.cluster_name or cluster_name
+            c.broker_name = c.broker_name or name
+            if c.broker_id is None:
+                c.broker_id = bid
+            return c
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            return list(pool.map(one, targets))
+
+    def verdict(doc: dict[str, Any]) -> None:
+        bad = [b["error"] for b in doc["brokers"] if b.get("error")]
+        if bad:
+            raise UnreachableError("broker service not answering: " + "; ".join(bad))
+
+    if broker_addr:
+        from mqctl.client import parse_addresses
+
+        direct: list[tuple[str, str, str, int | None]] = [
+            ("", "", a, None) for a in parse_addresses(broker_addr)]
+        _run(lambda: broker_epoch_doc(ask(direct)), output, render.broker_epoch_table, watch, no_color,
+             "getBrokerEpoch", verdict)
+        return
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    with conn.client() as client:
+        def fetch() -> dict[str, Any]:
+            targets = []
+            for name, info in sorted(_broker_sets(client, broker_name, cluster).items()):
+                for r in (*info.in_sync_replicas, *info.not_in_sync_replicas):
+                    targets.append((info.cluster_name, name, r.broker_address, r.broker_id))
+            return broker_epoch_doc(ask(sorted(targets, key=lambda t: (t[1], t[3] or 0))))
+
+        _run(fetch, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch", verdict)
+
+
+# --- getControllerMetaData ---------------------------------------------------------------------
+
+
+@_command("getControllerMetaData", "get-controller-metadata")
+def get_controller_metadata(
+    watch: float = _watch_opt(),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Controller group, leader id and address, term, commit index and peers (the leader's view).
+
+    Exits 6 when the group has no leader. Alias: get-controller-metadata."""
+    from mqctl.admin.quorum import metadata_doc
+    from mqctl.cli import render
+
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    with conn.client() as client:
+        def verdict(doc: dict[str, Any]) -> None:
+            if not doc.get("controllerLeaderAddress"):
+                raise UnreachableError(f"the controller group has no leader (asked {doc['answeredBy']})")
+
+        _run(lambda: metadata_doc(client.get_metadata()), output, render.metadata_table, watch, no_color,
+             "getControllerMetaData", verdict)
+
+
+# --- quorum ------------------------------------------------------------------------------------
+
+
+@quorum_app.command("status")
+def quorum_status(
+    watch: float = _watch_opt(),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = typer.Option(2.0, "--timeout", envvar="MQCTL_TIMEOUT", help="seconds per node"),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Every controller node: state, term, commit and applied index, lag, state hash; the leader's
+    replication view (match index and lag per peer).
+
+    Asks the -a addresses and every peer they publish. Exits 6 without a reachable leader and 7
+    when unhealthy (a node down, no quorum, state hashes that differ at the same index)."""
+    from mqctl.admin.quorum import collect, quorum_doc
+    from mqctl.cli import render
+    from mqctl.client import Metadata
+
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    clients: dict[str, ControllerClient] = {}
+
+    def fetch_one(address: str) -> Metadata:
+        if address not in clients:
+            clients[address] = conn.client([address])
+        return clients[address].get_metadata(address)
+
+    def fetch() -> dict[str, Any]:
+        return quorum_doc(collect(conn.addresses, fetch_one))
+
+    def verdict(doc: dict[str, Any]) -> None:
+        if doc["leaderId"] is None:
+            raise UnreachableError("no controller leader reachable: " + "; ".join(doc["problems"]))
+        if not doc["healthy"]:
+            raise UnhealthyError("; ".join(doc["problems"]))
+
+    try:
+        _run(fetch, output, render.quorum_table, watch, no_color, "quorum status", verdict)
+    finally:
+        for c in clients.values():
+            c.close()
+
+
+def _quorum_change(action: str, raft_address: str | None, conn: Conn, output: Output, no_color: bool) -> None:
+    from mqctl.cli import render
+
+    with conn.client() as client:
+        result = client.change_quorum(action, raft_address or "")
+        doc = {"version": 1, "action": action, "raftAddress": raft_address or None,
+               "leaderId": result.leader_id or None, "message": result.remark or f"{action}: done"}
+        render.emit(doc, output, render.message_table, no_color=no_color)
+
+
+@quorum_app.command("add")
+def quorum_add(
+    raft_address: str = typer.Argument(..., metavar="RAFT_ADDRESS", help="the new node's Raft HOST:PORT"),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Add a controller node to the group (one at a time). Start the new node with --peers listing the
+    current members first; it catches up from the leader."""
+    _quorum_change("add", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout), output,
+                   no_color)
+
+
+@quorum_app.command("remove")
+def quorum_remove(
+    raft_address: str = typer.Argument(..., metavar="RAFT_ADDRESS", help="the Raft HOST:PORT to remove"),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Remove a controller node from the group (not the leader: transfer leadership first)."""
+    _quorum_change("remove", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout), output,
+                   no_color)
+
+
+@quorum_app.command("transfer")
+def quorum_transfer(
+    raft_address: str = typer.Argument(None, metavar="[RAFT_ADDRESS]",
+                                       help="the node to lead (default: the most caught-up follower)"),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Hand the Raft leadership to another node (it must be caught up) and wait until it leads."""
+    _quorum_change("transfer", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout), output,
+                   no_color)
+
+
+# --- electMaster -------------------------------------------------------------------------------
+
+
+@_command("electMaster", "elect-master")
+def elect_master(
+    cluster: str = typer.Option(..., "-c", "--cluster-name", help="cluster of the broker set"),
+    broker_name: str = typer.Option(..., "-bn", "--broker-name", help="broker set name"),
+    broker_id: int = typer.Option(None, "-b", "--broker-id", help="the broker to elect (default: the "
+                                  "controller chooses, as when a master dies)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="show the candidates and stop"),
+    accept_data_loss: bool = typer.Option(False, "--accept-data-loss", help="allow electing a broker "
+                                          "outside the SyncStateSet"),
+    broker_epochs: bool = typer.Option(False, "--broker-epochs", help="ask each replica's broker service "
+                                       "for its epoch cache: exact truncation points"),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Elect a master: first shows every candidate (alive, in SyncStateSet, epoch, maxOffset,
+    confirmOffset) and the bytes each other replica would truncate under the result.
+
+    Alias: elect-master."""
+    from mqctl.admin.elect import elect_plan
+    from mqctl.admin.epochs import fetch_epoch_cache
+    from mqctl.cli import render
+    from mqctl.errors import ControllerError
+
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    with conn.client() as client:
+        info = _broker_sets(client, broker_name, None)[broker_name]
+        if cluster and info.cluster_name and cluster != info.cluster_name:
+            raise NotFoundError(f"broker set {broker_name} belongs to cluster {info.cluster_name}, "
+                                f"not {cluster}")
+        ids = {r.broker_id for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
+        if broker_id is not None and broker_id not in ids:
+            raise NotFoundError(f"broker id {broker_id} is not registered in broker set {broker_name} "
+                                f"(ids: {', '.join(map(str, sorted(ids))) or 'none'})")
+        unclean = client.get_config().config.get("enableElectUncleanMaster", "false").lower() == "true"
+        caches = None
+        if broker_epochs:
+            reps = (*info.in_sync_replicas, *info.not_in_sync_replicas)
+            caches = {r.broker_id: fetch_epoch_cache(r.broker_address, timeout=min(timeout, 5.0),
+                                                     tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key)
+                      for r in reps}
+        plan = elect_plan(cluster, broker_name, info, broker_id, unclean, caches)
+        doc: dict[str, Any] = {"version": 1, "plan": plan, "dryRun": dry_run, "result": None}
+        if dry_run:
+            render.emit(doc, output, render.elect_table, no_color=no_color)
+            return
+        if plan["dataLoss"] and not accept_data_loss:
+            render.emit(doc, output, render.elect_table, no_color=no_color)
+            raise UsageError(f"broker {plan['predictedMasterId']} is outside the SyncStateSet of "
+                             f"{broker_name}: electing it loses the data only the SyncStateSet has; pass "
+                             "--accept-data-loss to do it anyway")
+        try:
+            res = client.elect_master(cluster, broker_name, broker_id, designate_elect=broker_id is not None)
+        except ControllerError as exc:
+            if output is Output.table:
+                render.emit(doc, output, render.elect_table, no_color=no_color)
+            if exc.code == 2012 and broker_id is not None and not unclean and plan["dataLoss"]:
+                exc.args = (f"{exc.args[0]} (the controller's enableElectUncleanMaster is false; "
+                            "updateControllerConfig -k enableElectUncleanMaster -v true allows it)",)
+            raise
+        doc["result"] = {"masterBrokerId": res.master_broker_id, "masterAddress": res.master_address,
+                         "masterEpoch": res.master_epoch, "syncStateSetEpoch": res.sync_state_set_epoch,
+                         "syncStateSet": list(res.sync_state_set)}
+        render.emit(doc, output, render.elect_table, no_color=no_color)
+
+
+# --- cleanBrokerMetadata -----------------------------------------------------------------------
+
+
+@_command("cleanBrokerMetadata", "clean-broker-metadata")
+def clean_broker_metadata(
+    broker_name: str = typer.Option(..., "-bn", "--broker-name", help="broker set name"),
+    broker_ids: str = typer.Option(None, "-b", "--broker-controller-ids-to-clean", metavar="IDS",
+                                   help="broker ids to clean, '1;2;3' (default: the whole broker set)"),
+    cluster: str = typer.Option(None, "-c", "--cluster-name", help="cluster of the broker set"),
+    clean_living: bool = typer.Option(False, "-l", "--clean-living-broker", help="clean brokers that are "
+                                      "still alive too"),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Remove broker ids (or a whole broker set) from the controller's metadata.
+
+    Refuses live brokers unless -l, and names them. Alias: clean-broker-metadata."""
+    from mqctl.cli import render
+
+    ids: list[int] | None = None
+    if broker_ids:
+        try:
+            ids = sorted({int(x) for x in broker_ids.replace(",", ";").split(";") if x.strip()})
+        except ValueError:
+            raise UsageError(f"-b/--broker-controller-ids-to-clean: expected ids like '1;2;3', got "
+                             f"{broker_ids!r}") from None
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    with conn.client() as client:
+        info = _broker_sets(client, broker_name, None)[broker_name]
+        reps = {r.broker_id: r for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
+        if ids is not None:
+            unknown = [i for i in ids if i not in reps]
+            if unknown:
+                raise NotFoundError(f"broker id(s) {', '.join(map(str, unknown))} not registered in broker "
+                                    f"set {broker_name} (ids: {', '.join(map(str, sorted(reps))) or 'none'})")
+        targets = ids if ids is not None else sorted(reps)
+        alive = [reps[i] for i in targets if reps[i].alive]
+        if alive and not clean_living:
+            names = ", ".join(f"id {r.broker_id} ({r.broker_address})" for r in alive)
+            one = len(alive) == 1
+            raise RefusedError(f"broker set {broker_name}: {names} {'is' if one else 'are'} alive; stop "
+                               f"{'it' if one else 'them'} first, or pass -l to clean living brokers")
+        client.clean_broker_data(cluster or info.cluster_name, broker_name,
+                                 ids if ids is not None else None, clean_living)
+        doc = {"version": 1, "brokerName": broker_name, "clusterName": cluster or info.cluster_name,
+               "cleanedBrokerIds": targets, "wholeBrokerSet": ids is None,
+               "message": f"clear broker {broker_name} metadata from controller success!"}
+        render.emit(doc, output, render.message_table, no_color=no_color)
+
+
+# --- controller config -------------------------------------------------------------------------
+
+
+@_command("getControllerConfig", "get-controller-config")
+def get_controller_config(
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """The configuration of each controller named with -a (replicated keys plus the node's own).
+
+    Alias: get-controller-config."""
+    from mqctl.cli import render
+
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    controllers = []
+    for address in conn.addresses:
+        try:
+            with conn.client([address]) as client:
+                controllers.append({"address": address, "config": dict(sorted(
+                    client.get_config(address).config.items()))})
+        except Exception as exc:
+            controllers.append({"address": address, "config": {}, "error": str(exc)})
+    doc = {"version": 1, "controllers": controllers}
+
+    def verdict(d: dict[str, Any]) -> None:
+        bad = [c["error"] for c in d["controllers"] if c.get("error")]
+        if bad:
+            raise UnreachableError("; ".join(bad))
+
+    _run(lambda: doc, output, render.config_table, None, no_color, "getControllerConfig", verdict)
+
+
+@_command("updateControllerConfig", "update-controller-config")
+def update_controller_config(
+    key: str = typer.Option(..., "-k", "--key", help="config key, e.g. enableElectUncleanMaster"),
+    value: str = typer.Option(..., "-v", "--value", help="new value"),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Change one controller config key; the change is replicated to every node.
+
+    Alias: update-controller-config."""
+    from mqctl.cli import render
+
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    with conn.client() as client:
+        client.update_config({key: value})
+        now = client.get_config().config.get(key, value)
+    doc = {"version": 1, "key": key, "value": now, "controllers": conn.addresses,
+           "message": f"update controller config success!{conn.addresses}\n{key} : {now}"}
+    render.emit(doc, output, render.message_table, no_color=no_color)

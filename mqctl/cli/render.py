@@ -1,0 +1,299 @@
+"""Rendering of the admin documents: rich tables, JSON, YAML, and watch mode (rich Live).
+
+rich is imported inside the functions: `mqctl --help` must stay light. Colours follow rich's
+rules (NO_COLOR, FORCE_COLOR, TERM=dumb, not a terminal) plus ``--no-color``; JSON and YAML
+are plain text, never coloured.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any
+
+from mqctl.admin.output import to_json, to_yaml
+from mqctl.errors import MqctlError
+
+Doc = dict[str, Any]
+
+
+class Output(StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+def console(no_color: bool = False, stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    kwargs: dict[str, Any] = {"highlight": False, "stderr": stderr}
+    if no_color or os.environ.get("NO_COLOR"):
+        kwargs["no_color"] = True
+    c = Console(**kwargs)
+    if not c.is_terminal and not os.environ.get("COLUMNS"):
+        c = Console(width=160, **kwargs)
+    return c
+
+
+def emit(doc: Doc, output: Output, table: Callable[[Doc], Any], *, no_color: bool = False) -> None:
+    """Print ``doc`` once in the chosen format."""
+    if output is Output.json:
+        sys.stdout.write(to_json(doc) + "\n")
+    elif output is Output.yaml:
+        sys.stdout.write(to_yaml(doc) + "\n")
+    else:
+        console(no_color).print(table(doc))
+    sys.stdout.flush()
+
+
+def watch(fetch: Callable[[], Doc], output: Output, table: Callable[[Doc], Any], interval: float, *,
+          no_color: bool = False, title: str = "") -> None:
+    """Redraw every ``interval`` seconds until Ctrl-C (then return: exit code 0).
+
+    Table output redraws in place (rich Live); JSON prints one compact document per line and YAML
+    one document per ``---``, for scripts that follow a situation. An error (a controller failover,
+    say) is shown and the watch goes on."""
+    if interval <= 0:
+        from mqctl.errors import UsageError
+
+        raise UsageError(f"-i/--watch needs a positive number of seconds, got {interval}")
+    try:
+        if output is not Output.table:
+            while True:
+                try:
+                    doc = fetch()
+                except MqctlError as exc:
+                    doc = {"version": 1, "error": str(exc), "exitCode": exc.exit_code}
+                if output is Output.json:
+                    sys.stdout.write(to_json(doc, compact=True) + "\n")
+                else:
+                    sys.stdout.write("---\n" + to_yaml(doc) + "\n")
+                sys.stdout.flush()
+                time.sleep(interval)
+        from rich.console import Group
+        from rich.live import Live
+        from rich.text import Text
+
+        con = console(no_color)
+        with Live(console=con, auto_refresh=False, transient=False, redirect_stdout=False) as live:
+            while True:
+                stamp = time.strftime("%H:%M:%S")
+                head = Text(f"{title}  every {interval:g}s  {stamp}  (Ctrl-C to stop)", style="dim")
+                try:
+                    body = table(fetch())
+                except MqctlError as exc:
+                    body = Text(f"error: {exc}", style="bold red")
+                live.update(Group(head, body), refresh=True)
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        return
+
+
+# --- tables -------------------------------------------------------------------------------------
+
+
+def _table(*columns: str, title: str | None = None) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in columns:
+        justify = "right" if col.split(" ")[0] in _NUMERIC else "left"
+        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+    return t
+
+
+_NUMERIC = {"ID", "EPOCH", "MAX", "CONFIRM", "LAG", "AGE", "HEARTBEAT", "START", "END", "TERM", "COMMIT",
+            "APPLIED", "MATCH", "NEXT", "PRIORITY", "TRUNCATE", "LOG", "BROKER"}
+
+
+def _v(x: Any) -> str:
+    if x is None:
+        return "-"
+    if x is True:
+        return "yes"
+    if x is False:
+        return "no"
+    return str(x)
+
+
+def _yes_no(x: Any, good: bool = True) -> Any:
+    from rich.text import Text
+
+    if x is None:
+        return Text("-")
+    ok = bool(x) == good
+    return Text(_v(x), style="green" if ok else "bold red")
+
+
+def _age(ms: Any) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms / 1000:.1f}s" if ms < 600_000 else f"{ms / 60000:.0f}m"
+
+
+def sync_state_table(doc: Doc) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = []
+    if not doc.get("brokers"):
+        return Text("no broker sets")
+    for b in doc["brokers"]:
+        head = Text()
+        head.append(f"{b['brokerName']}", style="bold")
+        head.append(f"  cluster {b['clusterName'] or '-'}  master ")
+        if b["masterBrokerId"] is None:
+            head.append("none", style="bold red")
+        else:
+            head.append(f"{b['masterBrokerId']} ({b['masterAddress']})", style="bold")
+        head.append(f"  masterEpoch {b['masterEpoch']}  syncStateSetEpoch {b['syncStateSetEpoch']}"
+                    f"  in sync {b['syncStateSetNums']}/"
+                    f"{len(b['inSyncReplicas']) + len(b['notInSyncReplicas'])}")
+        t = _table("ID", "ADDRESS", "ROLE", "IN SYNC", "ALIVE", "HEARTBEAT AGE", "EPOCH", "MAX OFFSET",
+                   "CONFIRM OFFSET", "LAG BYTES", "BROKER EPOCH")
+        for r in [*b["inSyncReplicas"], *b["notInSyncReplicas"]]:
+            t.add_row(str(r["brokerId"]), r["brokerAddress"], r["role"], _yes_no(r["inSyncStateSet"]),
+                      _yes_no(r["alive"]), _age(r["heartbeatAgeMs"]), _v(r["epoch"]), _v(r["maxOffset"]),
+                      _v(r["confirmOffset"]), _v(r["lagBytes"]), _v(r["brokerEpoch"]))
+        parts += [head, t]
+    return Group(*parts)
+
+
+def broker_epoch_table(doc: Doc) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = []
+    if not doc.get("brokers"):
+        return Text("no brokers")
+    for b in doc["brokers"]:
+        head = Text()
+        head.append(f"{b.get('clusterName') or '-'}/{b.get('brokerName') or '-'}", style="bold")
+        head.append(f"  brokerId {_v(b.get('brokerId'))}")
+        if b.get("brokerAddr"):
+            head.append(f"  brokerAddr {b['brokerAddr']}")
+        if b.get("store"):
+            head.append(f"  store {b['store']}")
+        head.append(f"  maxOffset {_v(b.get('maxOffset'))}")
+        parts.append(head)
+        if b.get("error"):
+            parts.append(Text(f"  error: {b['error']}", style="bold red"))
+            continue
+        t = _table("EPOCH", "START OFFSET", "END OFFSET")
+        for e in b["epochs"]:
+            t.add_row(str(e["epoch"]), str(e["startOffset"]), str(e["endOffset"]))
+        parts.append(t)
+        if b.get("source"):
+            parts.append(Text(f"  read {b['source']}", style="dim"))
+        for p in b.get("problems", []):
+            parts.append(Text(f"  note: {p}", style="yellow"))
+    return Group(*parts)
+
+
+def metadata_table(doc: Doc) -> Any:
+    from rich.console import Group
+
+    kv = _table("KEY", "VALUE")
+    for key in ("group", "groupId", "controllerLeaderId", "controllerLeaderAddress", "term", "commitIndex",
+                "lastApplied", "hasQuorum", "stateHash", "answeredBy"):
+        kv.add_row(key, _v(doc.get(key)))
+    peers = _table("PEER (RAFT)", "GRPC ADDRESS", "LEADER", "CONNECTED")
+    for p in doc.get("peers", []):
+        peers.add_row(p["raftAddress"], _v(p["grpcAddress"]), _v(p["isLeader"]), _yes_no(p["connected"]))
+    return Group(kv, peers)
+
+
+def quorum_table(doc: Doc) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    head = Text()
+    healthy = doc["healthy"]
+    head.append("healthy" if healthy else "UNHEALTHY", style="bold green" if healthy else "bold red")
+    head.append(f"  group {_v(doc['group'])}  leader {_v(doc['leaderId'])} ({_v(doc['leaderAddress'])})"
+                f"  term {_v(doc['term'])}  commit index {_v(doc['commitIndex'])}"
+                f"  states agree {_v(doc['statesAgree'])}")
+    nodes = _table("ENDPOINT", "RAFT ID", "STATE", "TERM", "COMMIT INDEX", "APPLIED INDEX", "LOG LENGTH",
+                   "LAG", "STATE HASH", "ERRORS", title="endpoints")
+    for n in doc["nodes"]:
+        nodes.add_row(n["address"], _v(n["raftAddress"]), n["state"], _v(n["term"]), _v(n["commitIndex"]),
+                      _v(n["lastApplied"]), _v(n["logLength"]), _v(n["lag"]),
+                      (n["stateHash"] or "-")[:12], Text(n["error"] or "", style="red"))
+    parts: list[Any] = [head, nodes]
+    if doc["peers"]:
+        rep = _table("RAFT ADDRESS", "GRPC ADDRESS", "STATUS", "CONNECTED", "MATCH INDEX", "NEXT INDEX",
+                     "LAG", title="replication (leader's view)")
+        for p in doc["peers"]:
+            rep.add_row(p["raftAddress"], _v(p["grpcAddress"]), p["status"], _yes_no(p["connected"]),
+                        _v(p["matchIndex"]), _v(p["nextIndex"]), _v(p["lag"]))
+        parts.append(rep)
+    for problem in doc["problems"]:
+        parts.append(Text(f"problem: {problem}", style="red"))
+    return Group(*parts)
+
+
+def elect_table(doc: Doc) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    plan = doc["plan"]
+    head = Text()
+    head.append(f"{plan['clusterName']}/{plan['brokerName']}", style="bold")
+    head.append(f"  master {_v(plan['masterBrokerId'])}  masterEpoch {plan['masterEpoch']}"
+                f"  syncStateSetEpoch {plan['syncStateSetEpoch']}  unclean election "
+                f"{'enabled' if plan['uncleanElectionEnabled'] else 'disabled'}")
+    t = _table("ID", "ADDRESS", "ROLE", "ALIVE", "IN SYNC", "EPOCH", "MAX OFFSET", "CONFIRM OFFSET",
+               "PRIORITY", "ELECTABLE", "TRUNCATE IF ELECTED (bytes by id)")
+    for c in plan["candidates"]:
+        trunc = ", ".join(f"{k}: {_v(v)}" for k, v in c["truncateBytes"].items()) or "-"
+        mark = " *" if c["brokerId"] == plan["predictedMasterId"] else ""
+        prio = c["electionPriority"]
+        t.add_row(f"{c['brokerId']}{mark}", c["brokerAddress"], c["role"], _yes_no(c["alive"]),
+                  _yes_no(c["inSyncStateSet"]), _v(c["epoch"]), _v(c["maxOffset"]), _v(c["confirmOffset"]),
+                  "default" if prio == 2**31 - 1 else str(prio), _yes_no(c["electable"]), trunc)
+    parts: list[Any] = [head, t]
+    pred = plan["predictedMasterId"]
+    if pred is None:
+        parts.append(Text("* no electable candidate: the controller would refuse", style="bold red"))
+    else:
+        how = " (designated)" if plan["designatedBrokerId"] is not None else " (controller's choice)"
+        note = Text(f"* expected new master: {pred}{how}; truncation estimated from {plan['estimateBasis']}")
+        parts.append(note)
+        if plan["dataLoss"]:
+            parts.append(Text(f"  broker {pred} is outside the SyncStateSet: electing it loses data",
+                              style="bold red"))
+    result = doc.get("result")
+    if doc.get("dryRun"):
+        parts.append(Text("dry run: nothing was changed", style="yellow"))
+    elif result is not None:
+        parts.append(Text(f"elected: master {result['masterBrokerId']} ({result['masterAddress']}) "
+                          f"masterEpoch {result['masterEpoch']} "
+                          f"syncStateSetEpoch {result['syncStateSetEpoch']}", style="bold green"))
+    return Group(*parts)
+
+
+def config_table(doc: Doc) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = []
+    for c in doc["controllers"]:
+        parts.append(Text(f"============{c['address']}============", style="bold"))
+        if c.get("error"):
+            parts.append(Text(f"error: {c['error']}", style="bold red"))
+            continue
+        t = _table("KEY", "VALUE")
+        for k, v in c["config"].items():
+            t.add_row(k, v)
+        parts.append(t)
+    return Group(*parts)
+
+
+def message_table(doc: Doc) -> Any:
+    from rich.text import Text
+
+    return Text(str(doc.get("message", "")))
