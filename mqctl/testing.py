@@ -11,10 +11,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mqctl.client import ControllerClient
 
 
 def free_port() -> int:
@@ -144,7 +148,7 @@ class LocalCluster:
                 return node
         return None
 
-    def wait_for_leader(self, timeout: float = 30.0, exclude: Node | None = None) -> Node:
+    def wait_for_leader(self, timeout: float = 60.0, exclude: Node | None = None) -> Node:
         candidates = [n for n in self.nodes if n is not exclude]
 
         def ready() -> Node | None:
@@ -165,7 +169,7 @@ class LocalCluster:
                 out[node.name] = str(metadata(node.grpc_address).get("state_hash", ""))
         return out
 
-    def wait_for_same_hash(self, timeout: float = 20.0) -> str:
+    def wait_for_same_hash(self, timeout: float = 60.0) -> str:
         def same() -> str | None:
             hashes = set(self.hashes().values())
             return hashes.pop() if len(hashes) == 1 else None
@@ -183,3 +187,62 @@ class LocalCluster:
     def __exit__(self, *exc: object) -> None:
         for node in self.nodes:
             node.kill() if exc[0] is not None else node.stop()
+
+
+TEST_CLUSTER = "cluster-a"
+
+
+class Beater:
+    """Sends heartbeats for some brokers every `period` seconds, as a live broker would."""
+
+    def __init__(self, client: ControllerClient, period: float = 0.2,
+                 cluster_name: str = TEST_CLUSTER) -> None:
+        self.client = client
+        self.cluster_name = cluster_name
+        self.period = period
+        self.brokers: dict[tuple[str, int], dict] = {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def beat(self, broker_name: str, broker_id: int, address: str, **fields: object) -> None:
+        with self._lock:
+            self.brokers[(broker_name, broker_id)] = dict(address=address, **fields)
+        self._send(broker_name, broker_id)
+
+    def silence(self, broker_name: str, broker_id: int) -> None:
+        with self._lock:
+            self.brokers.pop((broker_name, broker_id), None)
+
+    def _send(self, broker_name: str, broker_id: int) -> None:
+        with self._lock:
+            f = dict(self.brokers.get((broker_name, broker_id)) or {})
+        if not f:
+            return
+        address = f.pop("address")
+        try:
+            self.client.heartbeat(self.cluster_name, address, broker_name, broker_id,
+                                  heartbeat_timeout_mills=1500, **f)
+        except Exception:
+            pass  # a controller failover in progress; the next beat retries
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            with self._lock:
+                keys = list(self.brokers)
+            for name, bid in keys:
+                self._send(name, bid)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def register_broker(client: ControllerClient, broker_name: str, address: str,
+                    cluster_name: str = TEST_CLUSTER, **kw: Any) -> tuple[int, int]:
+    """The broker's registration sequence (seed 000): next id, apply, register. -> (id, brokerEpoch)."""
+    nid = client.get_next_broker_id(cluster_name, broker_name).next_broker_id
+    client.apply_broker_id(cluster_name, broker_name, nid, f"{address};1700000000000")
+    reg = client.register_broker(cluster_name, broker_name, nid, address, **kw)
+    return nid, reg.broker_epoch

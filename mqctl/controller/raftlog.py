@@ -49,6 +49,19 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         conf.deserializer = self._load_snapshot
         super().__init__(self_addr, partners, conf)
 
+    def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802,N803 (pysyncobj's names)
+        """A lone leader appends queued commands at the end of a tick, then waits autoTickPeriod
+        in poll before the next tick commits them. Skip that wait when commands are queued and
+        commit at once (single-node writes: ~11 ms -> well under 1 ms)."""
+        lone = not self._SyncObj__otherNodes
+        if lone and len(self._SyncObj__commandsQueue._FastQueue__queue):
+            before = self._SyncObj__getCurrentLogIndex()
+            super()._onTick(0.0)
+            if self._SyncObj__getCurrentLogIndex() != before:
+                super()._onTick(0.0)
+            return
+        super()._onTick(timeToWait)
+
     # --- replicated methods (the log entries) ---------------------------------------------
 
     @replicated

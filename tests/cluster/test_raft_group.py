@@ -6,11 +6,12 @@ import threading
 
 import grpc
 import pytest
-from conftest import CLUSTER, Beater, register
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError
-from mqctl.testing import LocalCluster, metadata, wait_until
+from mqctl.testing import TEST_CLUSTER as CLUSTER
+from mqctl.testing import Beater, LocalCluster, metadata, wait_until
+from mqctl.testing import register_broker as register
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 

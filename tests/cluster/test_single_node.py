@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from conftest import CLUSTER, Beater, register
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError
-from mqctl.testing import LocalCluster, wait_until
+from mqctl.testing import TEST_CLUSTER as CLUSTER
+from mqctl.testing import Beater, LocalCluster, wait_until
+from mqctl.testing import register_broker as register
 
 pytestmark = pytest.mark.slow
 
