@@ -40,8 +40,15 @@ def _global_options(
 
 
 def _register() -> None:
-    # Each module adds its commands to `app`; kept apart so features do not edit one file.
-    from mqctl.cli import admin_cmd, recover_cmd, serve_cmd  # noqa: F401
+    """Import every `mqctl/cli/*_cmd.py`: each adds its commands to `app`, so a feature adds a
+    module and never edits this file. Order: serve, then the rest alphabetically."""
+    import importlib
+    import pkgutil
+
+    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.endswith("_cmd"))
+    names.sort(key=lambda n: n != "serve_cmd")
+    for name in names:
+        importlib.import_module(f"mqctl.cli.{name}")
 
 
 _register()
