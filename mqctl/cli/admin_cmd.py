@@ -340,7 +340,8 @@ def _quorum_change(action: str, raft_address: str | None, conn: Conn, output: Ou
     with conn.client() as client:
         result = client.change_quorum(action, raft_address or "")
         doc = {"version": 1, "action": action, "raftAddress": raft_address or None,
-               "leaderId": result.leader_id or None, "message": result.remark or f"{action}: done"}
+               "leaderId": result.leader_id or None, "members": list(result.members),
+               "message": result.remark or f"{action}: done"}
         render.emit(doc, output, render.message_table, no_color=no_color)
 
 
@@ -356,8 +357,9 @@ def quorum_add(
     timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
-    """Add a controller node to the group (one at a time). Start the new node with --peers listing the
-    current members first; it catches up from the leader."""
+    """Add a controller node to the group, one at a time. Start the new node first, with --peers
+    naming the current members (a group of two cannot commit the change without it); it catches up
+    from the leader."""
     _quorum_change("add", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout), output,
                    no_color)
 

@@ -1,0 +1,168 @@
+"""Commands that change the controller: electMaster, cleanBrokerMetadata, updateControllerConfig, quorum
+changes; a token-protected group; health exit codes when nodes die. Each test builds its own group."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from admin_fixtures import CLUSTER, MAX_OFFSET, World, build_world, close_world, run
+
+from mqctl.testing import Node, free_port, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def single(tmp_path) -> World:
+    w = build_world(tmp_path, 1, ["--token", "s3cret"])
+    yield w
+    close_world(w)
+
+
+@pytest.fixture
+def trio(tmp_path) -> World:
+    w = build_world(tmp_path, 3)
+    yield w
+    close_world(w)
+
+
+def test_elect_master_guarded_then_refused_then_allowed(single: World) -> None:
+    a = ["-a", single.cluster.addresses, "--token", "s3cret"]
+    # in the SyncStateSet: elected
+    proc = run("electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "2", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["result"]["masterBrokerId"] == 2 and doc["result"]["masterEpoch"] == 2
+    assert doc["plan"]["candidates"][0]["truncateBytes"]["2"] == 0
+    # the current master again: the controller refuses (2011), code and remark printed, exit 3
+    proc = run("electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "2")
+    assert proc.returncode == 3
+    assert "CONTROLLER_MASTER_STILL_EXIST (2011)" in proc.stderr and "still alive" in proc.stderr
+    # outside the SyncStateSet: mqctl's guard (exit 2) ...
+    single.beater.beat("broker-a", 3, single.addrs[3], epoch=1, max_offset=MAX_OFFSET[3])
+    proc = run("elect-master", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "3")
+    assert proc.returncode == 2 and "--accept-data-loss" in proc.stderr
+    assert "outside the SyncStateSet" in proc.stdout
+    # ... then the controller's (unclean election disabled: 2012, exit 3, with the hint)
+    proc = run("electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "3", "--accept-data-loss")
+    assert proc.returncode == 3 and "(2012)" in proc.stderr and "enableElectUncleanMaster" in proc.stderr
+    # without the token, the admin call is refused by the controller (2103)
+    proc = run("updateControllerConfig", "-a", single.cluster.addresses, "-k", "enableElectUncleanMaster",
+               "-v", "true")
+    assert proc.returncode == 3 and "UNAUTHENTICATED (2103)" in proc.stderr
+    proc = run("updateControllerConfig", *a, "-k", "enableElectUncleanMaster", "-v", "true", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["value"] == "true"
+    assert single.client.get_config().config["enableElectUncleanMaster"] == "true"
+    proc = run("electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "3", "--accept-data-loss",
+               "-o", "yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert "  masterBrokerId: 3\n" in proc.stdout and "dataLoss: true" in proc.stdout
+    assert single.client.get_replica_info("broker-a").master_broker_id == 3
+
+
+def test_update_controller_config_refusals(single: World) -> None:
+    a = ["-a", single.cluster.addresses, "--token", "s3cret"]
+    proc = run("updateControllerConfig", *a, "-k", "noSuchKey", "-v", "1")
+    assert proc.returncode == 3 and "CONTROLLER_INVALID_REQUEST (2005)" in proc.stderr
+    proc = run("update-controller-config", *a, "-k", "configStorePath", "-v", "/x")
+    assert proc.returncode == 3 and "NO_PERMISSION (16)" in proc.stderr
+    proc = run("updateControllerConfig", *a, "-k", "scanNotActiveBrokerInterval", "-v", "400")
+    assert proc.returncode == 0 and "update controller config success!" in proc.stdout
+    assert "scanNotActiveBrokerInterval : 400" in proc.stdout
+
+
+def test_clean_broker_metadata_refuses_living_brokers(single: World) -> None:
+    a = ["-a", single.cluster.addresses, "--token", "s3cret"]
+    proc = run("cleanBrokerMetadata", *a, "-bn", "broker-a", "-b", "1;2")
+    assert proc.returncode == 3
+    assert f"id 1 ({single.addrs[1]}), id 2 ({single.addrs[2]}) are alive" in proc.stderr
+    assert "-l" in proc.stderr
+    proc = run("cleanBrokerMetadata", *a, "-bn", "broker-a")
+    assert proc.returncode == 3 and "are alive" in proc.stderr
+    proc = run("cleanBrokerMetadata", *a, "-bn", "broker-a", "-b", "7")
+    assert proc.returncode == 5
+    proc = run("cleanBrokerMetadata", *a, "-bn", "broker-a", "-b", "x;y")
+    assert proc.returncode == 2
+    # id 3 is dead: cleaned without -l
+    proc = run("clean-broker-metadata", *a, "-bn", "broker-a", "-b", "3", "-c", CLUSTER, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["cleanedBrokerIds"] == [3] and doc["wholeBrokerSet"] is False
+    info = single.client.get_sync_state_data(["broker-a"]).replicas_info_table["broker-a"]
+    assert {r.broker_id for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)} == {1, 2}
+    # -l cleans a living broker set
+    proc = run("cleanBrokerMetadata", *a, "-bn", "broker-b", "-l")
+    assert proc.returncode == 0 and "clear broker broker-b metadata from controller success!" in proc.stdout
+    assert "broker-b" not in single.client.get_sync_state_data().replicas_info_table
+
+
+def test_quorum_transfer_remove_add_and_health_codes(trio: World, tmp_path) -> None:
+    a = ["-a", trio.follower_address]
+    old = trio.cluster.leader()
+    assert old is not None
+    target = next(n for n in trio.cluster.nodes if n is not old)
+    proc = run("quorum", "transfer", target.raft_address, *a, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["leaderId"] == target.raft_address
+    wait_until(lambda: trio.cluster.leader() is target, 10, what="the new leader")
+    # remove a follower, then add it back
+    gone = next(n for n in trio.cluster.nodes if n is not target)
+    proc = run("quorum", "remove", gone.raft_address, "-a", target.grpc_address)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(run("quorum", "status", "-a", target.grpc_address, "-o", "json").stdout)
+    assert gone.raft_address not in {p["raftAddress"] for p in doc["peers"]} and len(doc["peers"]) == 2
+    proc = run("quorum", "remove", target.raft_address, "-a", target.grpc_address)
+    assert proc.returncode == 3 and "transfer the leadership first" in proc.stderr
+    proc = run("quorum", "add", gone.raft_address, "-a", target.grpc_address)
+    assert proc.returncode == 0, proc.stderr
+
+    def three_peers() -> bool:
+        d = json.loads(run("quorum", "status", "-a", target.grpc_address, "-o", "json").stdout)
+        return len(d["peers"]) == 3 and d["healthy"]
+
+    wait_until(three_peers, 20, interval=0.5, what="the node back in the group")
+    # a follower down: unhealthy (7), the table still printed
+    down = next(n for n in trio.cluster.nodes if n is not target and n is not gone)
+    down.kill()
+    proc = run("quorum", "status", "-a", target.grpc_address, "--timeout", "1")
+    assert proc.returncode == 7, proc.stderr
+    assert "UNHEALTHY" in proc.stdout and down.grpc_address in proc.stdout
+    assert "unreachable" in proc.stderr
+    # two of three down: no leader (6)
+    gone.kill()
+    wait_until(lambda: trio.cluster.leader() is None, 15, what="no leader")
+    proc = run("quorum", "status", "-a", target.grpc_address, "--timeout", "1", "-o", "json")
+    assert proc.returncode == 6 and json.loads(proc.stdout)["healthy"] is False
+    proc = run("getControllerMetaData", "-a", target.grpc_address, "--timeout", "2")
+    assert proc.returncode == 6 and "no leader" in proc.stderr
+
+
+def test_quorum_add_a_new_node(tmp_path) -> None:
+    w = build_world(tmp_path, 1)
+    try:
+        first = w.cluster.nodes[0]
+        raft = f"127.0.0.1:{free_port()}"
+        grpc_addr = f"127.0.0.1:{free_port()}"
+        node = Node("node1", grpc_addr, raft, str(tmp_path / "n1"),
+                    ["--listen", grpc_addr, "--raft", raft, "--data-dir", str(tmp_path / "n1"),
+                     "--heartbeat-timeout", "1500", "--scan-interval", "300", "--peers", first.raft_address],
+                    str(tmp_path / "n1.log"))
+        node.start()  # first: a group of two cannot commit the change without it
+        try:
+            proc = run("quorum", "add", raft, "-a", first.grpc_address, "-o", "json")
+            assert proc.returncode == 0, proc.stderr
+            assert sorted(json.loads(proc.stdout)["members"]) == sorted([first.raft_address, raft])
+            def healthy_pair() -> bool:
+                d = json.loads(run("quorum", "status", "-a", first.grpc_address, "-o", "json").stdout)
+                return d["healthy"] and len(d["nodes"]) == 2 and d["statesAgree"] is True
+
+            wait_until(healthy_pair, 30, interval=0.5, what="the new node caught up")
+            # the new node answers reads through the leader
+            proc = run("getSyncStateSet", "-b", "broker-a", "-a", grpc_addr, "-o", "json")
+            assert proc.returncode == 0, proc.stderr + node.log_text()[-2000:]
+        finally:
+            node.stop()
+    finally:
+        close_world(w)
