@@ -1,0 +1,152 @@
+"""Pure parts of the admin commands: documents, lag, truncation estimates, quorum verdicts, YAML, codes."""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mqctl.admin.elect import elect_plan, truncate_bytes
+from mqctl.admin.epochs import Entry, EpochCache, entries_with_ends
+from mqctl.admin.output import to_json, to_yaml
+from mqctl.admin.quorum import NodeView, quorum_doc
+from mqctl.admin.syncstate import lag_bytes, select_broker_sets, sync_state_doc
+from mqctl.client import Metadata, Peer, ReplicaIdentity, ReplicasInfo
+from mqctl.errors import ControllerError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _info() -> ReplicasInfo:
+    return ReplicasInfo(
+        master_broker_id=1, master_address="a:1", master_epoch=3, sync_state_set_epoch=4, cluster_name="c",
+        in_sync_replicas=(ReplicaIdentity("b", 1, "a:1", True, 10, 3, 900, 800),
+                          ReplicaIdentity("b", 2, "a:2", True, 20, 3, 850, 800)),
+        not_in_sync_replicas=(ReplicaIdentity("b", 3, "a:3", False, None, None, None, None),
+                              ReplicaIdentity("b", 4, "a:4", True, 5, 2, 1000, 700)))
+
+
+def test_sync_state_doc_and_lag() -> None:
+    doc = sync_state_doc({"b": _info()})
+    (b,) = doc["brokers"]
+    assert doc["version"] == 1 and b["masterBrokerId"] == 1 and b["syncStateSetNums"] == 2
+    lags = {r["brokerId"]: r["lagBytes"] for r in (*b["inSyncReplicas"], *b["notInSyncReplicas"])}
+    assert lags == {1: 0, 2: 50, 3: None, 4: 0}
+    assert lag_bytes(-1, 5) is None and lag_bytes(10, None) is None and lag_bytes(10, 4) == 6
+    table = {"x": _info(), "y": ReplicasInfo(cluster_name="d")}
+    assert list(select_broker_sets(table, cluster_name="d")[0]) == ["y"]
+    assert select_broker_sets(table, ["x", "nope"])[1] == ["nope"]
+    assert select_broker_sets(table, cluster_name="zz") == ({}, ["zz"])
+
+
+def test_elect_plan_heartbeat_estimates_and_prediction() -> None:
+    plan = elect_plan("c", "b", _info(), None, unclean=False)
+    assert plan["predictedMasterId"] == 1  # the old master is alive and in the SyncStateSet
+    assert plan["dataLoss"] is False and plan["estimateBasis"] == "maxOffset"
+    by = {c["brokerId"]: c for c in plan["candidates"]}
+    assert by[2]["truncateBytes"] == {"1": 50, "3": None, "4": 150}
+    assert by[2]["totalTruncateBytes"] is None and by[3]["electable"] is False
+    assert by[4]["electable"] is False
+    plan = elect_plan("c", "b", _info(), 4, unclean=True)
+    assert plan["dataLoss"] is True and plan["predictedMasterId"] == 4
+    assert {c["brokerId"]: c["electable"] for c in plan["candidates"]}[4] is True
+
+
+def test_truncation_from_epoch_caches() -> None:
+    a = EpochCache(entries=entries_with_ends([(1, 0), (2, 100), (3, 300)], 500), max_offset=500)
+    b = EpochCache(entries=entries_with_ends([(1, 0), (2, 100)], 250), max_offset=250)
+    c = EpochCache(entries=entries_with_ends([(5, 0)], 40), max_offset=40)
+    info = _info()
+    from mqctl.admin.elect import candidates_of
+
+    cands = {x.broker_id: x for x in candidates_of(info)}
+    caches = {1: a, 2: b, 4: c}
+    # 1 under master 2: consistent point min(end of epoch 2 in 1 = 300, in 2 = 250) = 250
+    assert truncate_bytes(cands[1], cands[2], caches) == (250, "epochCache")
+    assert truncate_bytes(cands[2], cands[1], caches) == (0, "epochCache")
+    # no common epoch: everything
+    assert truncate_bytes(cands[1], cands[4], caches) == (500, "epochCache")
+    caches[2] = EpochCache(error="down")
+    assert truncate_bytes(cands[1], cands[2], caches)[1] == "maxOffset"
+
+
+def _meta(addr: str, leader: bool, applied: int, h: str, quorum: bool = True) -> Metadata:
+    peers = (Peer("r1", "g1", is_leader=True, is_self=leader, connected=True, match_index=applied),
+             Peer("r2", "g2", is_leader=False, is_self=not leader, connected=True, match_index=applied - 2,
+                  next_index=applied - 1))
+    return Metadata(group="mqctl", controller_leader_id="r1", controller_leader_address="g1",
+                    is_leader=leader, self_id="r1" if leader else "r2", peers=peers, term=2,
+                    commit_index=applied, last_applied=applied, has_quorum=quorum, state_hash=h,
+                    state="leader" if leader else "follower", address=addr)
+
+
+def test_quorum_doc_verdicts() -> None:
+    ok = quorum_doc([NodeView("g1", _meta("g1", True, 10, "h")), NodeView("g2", _meta("g2", False, 10, "h"))])
+    assert ok["healthy"] and ok["statesAgree"] is True and ok["leaderId"] == "r1"
+    assert {p["raftAddress"]: p["lag"] for p in ok["peers"]} == {"r1": 0, "r2": 2}
+    lead = NodeView("g1", _meta("g1", True, 10, "h"))
+    bad = quorum_doc([lead, NodeView("g2", _meta("g2", False, 10, "x"))])
+    assert not bad["healthy"] and bad["statesAgree"] is False and "differ" in bad["problems"][0]
+    behind = quorum_doc([lead, NodeView("g2", _meta("g2", False, 8, "x"))])
+    assert behind["healthy"] and behind["statesAgree"] is None and behind["nodes"][1]["lag"] == 2
+    alone = NodeView("g1", _meta("g1", True, 10, "h", quorum=False))
+    down = quorum_doc([alone, NodeView("g2", None, "refused")])
+    assert not down["healthy"] and len(down["problems"]) == 2
+    none = quorum_doc([NodeView("g2", None, "refused")])
+    assert none["leaderId"] is None and none["nodes"][0]["state"] == "unreachable"
+
+
+def test_yaml_emitter_quotes_what_yaml_would_misread() -> None:
+    doc = {"version": 1, "s": ["yes", "no", "1.5", "-3", "a b", "", "127.0.0.1:1", "plain", None, True],
+           "e": {}, "l": [], "n": [{"a": [{"b": 1}], "c": {"d": "x"}}], "ll": [[1], []]}
+    text = to_yaml(doc)
+    assert '- "yes"' in text and '- "1.5"' in text and '- "-3"' in text and '- ""' in text
+    assert "- plain" in text and "- null" in text and "- true" in text and "e: {}" in text and "l: []" in text
+    try:
+        import yaml  # type: ignore[import-untyped]
+    except ImportError:
+        return
+    assert yaml.safe_load(text) == doc
+    assert yaml.safe_load(to_json(doc)) == doc
+
+
+def test_exit_codes_of_controller_errors() -> None:
+    assert ControllerError(2104, "x").exit_code == 6
+    assert ControllerError(2007, "x").exit_code == 6
+    assert ControllerError(2008, "x").exit_code == 5
+    assert ControllerError(2012, "x").exit_code == 3
+    assert ControllerError(2103, "x").exit_code == 3
+
+
+def test_epoch_end_offsets() -> None:
+    assert entries_with_ends([(1, 0), (2, 10)], 30) == [Entry(1, 0, 10), Entry(2, 10, 30)]
+    assert entries_with_ends([(1, 0), (2, 10)], None)[-1].end_offset == (1 << 63) - 1
+    assert entries_with_ends([(1, 50)], 10)[-1].end_offset == (1 << 63) - 1
+
+
+def test_generated_broker_grpc_code_is_up_to_date(tmp_path) -> None:
+    pytest.importorskip("grpc_tools")
+    work = tmp_path / "gen"
+    (work / "mqctl" / "v1").mkdir(parents=True)
+    shutil.copy(ROOT / "mqctl/v1/broker.proto", work / "mqctl/v1/broker.proto")
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", ".", "--python_out=.", "--pyi_out=.",
+                    "--grpc_python_out=.", "mqctl/v1/broker.proto"], cwd=work, check=True)
+    for name in ("broker_pb2.py", "broker_pb2.pyi", "broker_pb2_grpc.py"):
+        assert filecmp.cmp(work / "mqctl/v1" / name, ROOT / "mqctl/v1" / name, shallow=False), name
+
+
+def test_epoch_service_answers_a_broken_store_with_code_1(tmp_path) -> None:
+    from mqctl.admin.epochs import fetch_epoch_cache
+    from mqctl.broker.epoch_service import serve_epoch_cache
+
+    (tmp_path / "epochFileCheckpoint").write_text("2\n5\n1-0\n")  # count 2, one entry, bad CRC
+    server = serve_epoch_cache(tmp_path, "127.0.0.1:0")
+    try:
+        got = fetch_epoch_cache(f"127.0.0.1:{server.mqctl_port}", timeout=5)
+        assert got.error is not None and "code 1" in got.error and "epochFileCheckpoint" in got.error
+    finally:
+        server.stop(None)
