@@ -34,6 +34,9 @@ def serve(
                                                      help="allow electing outside the SyncStateSet"),
     log_level: str = typer.Option(None, "--log-level", help="debug, info, warning, error"),
     log_format: str = typer.Option(None, "--log-format", help="text or json"),
+    remoting_port: int = typer.Option(None, "--remoting-port", help="also serve RocketMQ remoting "
+                                      "(brokers, mqadmin) on this port of the --listen host; RocketMQ's "
+                                      "default is 9878 [default: off]"),
     config: str = typer.Option(None, "--config", "-c", help="TOML config file (keys as the long "
                                "flags; flags > MQCTL_* env > file)"),
 ) -> None:
@@ -45,6 +48,6 @@ def serve(
                  wait_for=wait_for, token=token, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
                  cluster_secret=cluster_secret, heartbeat_timeout=heartbeat_timeout,
                  scan_interval=scan_interval, enable_elect_unclean_master=enable_elect_unclean_master,
-                 log_level=log_level, log_format=log_format)
+                 log_level=log_level, log_format=log_format, remoting_port=remoting_port)
     cfg = serve_config.load(flags, config)
     raise typer.Exit(run(cfg))

@@ -35,9 +35,19 @@ class ServeConfig:
     notify_broker_role_changed: bool = True
     log_level: str = "info"
     log_format: str = "text"
+    remoting_port: int = 0              # RocketMQ remoting front door on the --listen host; 0 = off
 
     def advertise_address(self) -> str:
         return self.advertise or self.listen
+
+    def remoting_listen(self) -> str:
+        return f"{self.listen.rpartition(':')[0]}:{self.remoting_port}" if self.remoting_port else ""
+
+    def remoting_advertise(self) -> str:
+        """The remoting address published to clients: the advertised host, the remoting port."""
+        if not self.remoting_port:
+            return ""
+        return f"{self.advertise_address().rpartition(':')[0]}:{self.remoting_port}"
 
     def peer_list(self) -> list[str]:
         return [p.strip() for p in re.split(r"[,;]", self.peers) if p.strip()]
@@ -89,6 +99,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             raise UsageError(f"bad value for {key} ({source}): {value!r} is not an integer") from None
         if key == "wait_for" and not 1 <= number <= 64:
             raise UsageError(f"bad value for wait_for ({source}): {number} (expected 1 to 64)")
+        if key == "remoting_port" and not 0 <= number <= 65535:
+            raise UsageError(f"bad value for remoting_port ({source}): {number} (1 to 65535, 0 = off)")
         return number
     if kind == "bool":
         if isinstance(value, bool):

@@ -52,6 +52,7 @@ class NodeSettings:
     partners: list[str]
     grpc_address: str
     data_dir: str | None
+    remoting_address: str = ""          # RocketMQ remoting front door, published like grpc_address
     group: str = "mqctl"
     cluster_secret: str | None = None
     wait_for: int = 1
@@ -189,6 +190,11 @@ class ControllerNode:
             return self.settings.grpc_address
         return str(self.state.meta.get(META_NODE_PREFIX + raft_address, {}).get("grpc", ""))
 
+    def remoting_address_of(self, raft_address: str) -> str:
+        if raft_address == self.settings.raft_address:
+            return self.settings.remoting_address
+        return str(self.state.meta.get(META_NODE_PREFIX + raft_address, {}).get("remoting", ""))
+
     def leader_grpc_address(self) -> str:
         leader = self.leader_raft_address()
         return self.grpc_address_of(leader) if leader else ""
@@ -228,6 +234,7 @@ class ControllerNode:
             peers.append({
                 "raft_address": addr,
                 "grpc_address": self.grpc_address_of(addr),
+                "remoting_address": self.remoting_address_of(addr),
                 "is_leader": addr == leader,
                 "is_self": addr == self.settings.raft_address,
                 "connected": (addr == self.settings.raft_address
@@ -506,6 +513,8 @@ class ControllerNode:
     def _publish_self(self) -> bool:
         key = META_NODE_PREFIX + self.settings.raft_address
         mine = {"grpc": self.settings.grpc_address}
+        if self.settings.remoting_address:
+            mine["remoting"] = self.settings.remoting_address
         if self.state.meta.get(key) == mine:
             return True
         return self._submit_events([{"type": "SetMeta", "key": key, "value": mine}], timeout=2.0)

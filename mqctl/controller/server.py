@@ -73,6 +73,7 @@ def run(cfg: ServeConfig) -> int:
     _check_port_free(cfg.raft, "Raft")
     settings = NodeSettings(
         raft_address=cfg.raft, partners=cfg.peer_list(), grpc_address=cfg.advertise_address(),
+        remoting_address=cfg.remoting_advertise(),
         data_dir=data_dir, group=cfg.group, cluster_secret=cfg.cluster_secret or None,
         wait_for=cfg.wait_for, heartbeat_timeout_ms=cfg.heartbeat_timeout,
         scan_interval_ms=cfg.scan_interval,
@@ -95,6 +96,16 @@ def run(cfg: ServeConfig) -> int:
     except Exception:
         node.stop()
         raise
+    remoting = None
+    if cfg.remoting_port:
+        from mqctl.remoting.server import start_remoting_server
+
+        try:
+            remoting = start_remoting_server(node, cfg.remoting_listen(), token=cfg.token or None)
+        except Exception:
+            server.stop(None)
+            node.stop()
+            raise
 
     stop = threading.Event()
 
@@ -115,6 +126,8 @@ def run(cfg: ServeConfig) -> int:
             code = 2
             break
     server.mqctl_health.enter_graceful_shutdown()  # health says NOT_SERVING first
+    if remoting is not None:
+        remoting.stop()
     server.stop(grace=1.0).wait(2.0)
     node.stop()
     lock.close()

@@ -1,0 +1,655 @@
+"""A RocketMQ remoting client: the methods and result types of mqctl.client.ControllerClient over
+RocketMQ's own protocol, for RocketMQ controllers and for `mqctl serve --remoting-port`.
+
+```python
+from mqctl.remoting.client import RemotingControllerClient
+
+with RemotingControllerClient("127.0.0.1:9878") as c:
+    print(c.get_sync_state_data(["broker-a"]).replicas_info_table)
+    print(c.get_broker_epoch_cache("10.0.0.1:10911"))     # GET_BROKER_EPOCH_CACHE (1007) to a broker
+```
+
+Leader discovery is RocketMQ's: CONTROLLER_GET_METADATA_INFO (1005) to each address, the first
+non-empty ``controllerLeaderAddress`` wins. Retries follow ControllerClient: reads and heartbeats
+are retried on any transient failure until ``timeout``; writes only when they surely were not
+executed (2007 NOT_LEADER, or the connection could not be opened). A non-SUCCESS answer raises
+ControllerError. ``RemotingConnection`` is the single-socket layer underneath; it also collects
+the one-way requests a controller sends (NOTIFY_BROKER_ROLE_CHANGED, 1008).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from mqctl.client import (
+    Ack,
+    AlterSyncStateSetResult,
+    ApplyBrokerIdResult,
+    ConfigResult,
+    ElectMasterResult,
+    Metadata,
+    NextBrokerIdResult,
+    RegisterBrokerResult,
+    ReplicaInfoResult,
+    RoleChange,
+    SyncStateDataResult,
+    parse_addresses,
+)
+from mqctl.errors import Code, ControllerError, UsageError
+from mqctl.remoting import codec, headers
+from mqctl.remoting.codec import FLAG_ONEWAY, FrameError, RemotingCommand
+
+log = logging.getLogger("mqctl.remoting.client")
+
+__all__ = ["RemotingConnection", "RemotingControllerClient", "RemotingError", "role_change_of"]
+
+BACKOFF_INITIAL = 0.05
+BACKOFF_MAX = 1.0
+_RETRY_ANY = frozenset(
+    {"GetMetadata", "GetNextBrokerId", "Heartbeat", "GetReplicaInfo", "GetSyncStateData", "GetConfig"}
+)
+_ADMIN = frozenset({"CleanBrokerData", "UpdateConfig"})
+
+
+class RemotingError(OSError):
+    """The connection failed; ``sent`` tells whether the request may have reached the server."""
+
+    def __init__(self, message: str, *, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+def role_change_of(cmd: RemotingCommand) -> RoleChange:
+    """A NOTIFY_BROKER_ROLE_CHANGED (1008) request -> RoleChange (the broker set is not in it)."""
+    d = headers.header_to_dict(headers.RESPONSE_HEADERS["NotifyBrokerRoleChanged"], cmd.ext_fields)
+    if cmd.body:
+        sss = headers.read_sync_state_set(cmd.body)
+        d["sync_state_set"] = sss["sync_state_set"]
+        d.setdefault("sync_state_set_epoch", sss["sync_state_set_epoch"])
+    return RoleChange.from_dict(d)
+
+
+class RemotingConnection:
+    """One TCP connection: requests matched to responses by opaque; a reader thread collects
+    responses and the server's own requests (``incoming``, e.g. 1008 notifications)."""
+
+    _opaque = itertools.count(1)
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        connect_timeout: float = 3.0,
+        serialize_type: int = codec.JSON,
+        language: str = "PYTHON",
+    ) -> None:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise UsageError(f"bad address {address!r}: expected HOST:PORT")
+        self.address = address
+        self.serialize_type = serialize_type
+        self.language = language
+        try:
+            self._sock = socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout)
+        except OSError as exc:
+            raise RemotingError(f"{address}: cannot connect: {exc.strerror or exc}", sent=False) from None
+        self._sock.settimeout(None)
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._lock = threading.Lock()
+        self._pending: dict[int, queue.Queue[RemotingCommand | None]] = {}
+        self.incoming: queue.Queue[RemotingCommand] = queue.Queue(maxsize=10_000)
+        self.closed = False
+        self.error = ""
+        self._reader = threading.Thread(target=self._read_loop, name=f"remoting-{address}", daemon=True)
+        self._reader.start()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            pending = list(self._pending.values())
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        for q in pending:
+            q.put(None)
+
+    def __enter__(self) -> RemotingConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _recv_exactly(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self._sock.recv(min(n, 1 << 20))
+            if not chunk:
+                raise ConnectionError("closed by the server")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def _read_loop(self) -> None:
+        try:
+            while True:
+                total = codec.frame_length(self._recv_exactly(4))
+                cmd = codec.decode_frame(self._recv_exactly(total))
+                if cmd.is_response:
+                    with self._lock:
+                        q = self._pending.pop(cmd.opaque, None)
+                    if q is not None:
+                        q.put(cmd)
+                else:
+                    try:
+                        self.incoming.put_nowait(cmd)
+                    except queue.Full:
+                        log.warning(
+                            "%s: dropping a request from the server (nobody reads them)", self.address
+                        )
+        except (OSError, ConnectionError, FrameError) as exc:
+            self.error = str(exc)
+        finally:
+            self.close()
+
+    def _send(self, cmd: RemotingCommand) -> None:
+        frame = codec.encode_frame(cmd)
+        try:
+            self._sock.sendall(frame)
+        except OSError as exc:
+            self.close()
+            raise RemotingError(f"{self.address}: cannot send: {exc.strerror or exc}", sent=True) from None
+
+    def command(
+        self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b"", flag: int = 0
+    ) -> RemotingCommand:
+        return RemotingCommand(
+            code=code,
+            language=self.language,
+            opaque=next(self._opaque) & 0x7FFFFFFF,
+            flag=flag,
+            ext_fields=dict(ext_fields) if ext_fields else None,
+            body=body,
+            serialize_type=self.serialize_type,
+        )
+
+    def invoke(
+        self,
+        code: int,
+        ext_fields: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        timeout: float = 5.0,
+    ) -> RemotingCommand:
+        """Send a request and wait for its response (RemotingError when the connection fails)."""
+        cmd = self.command(code, ext_fields, body)
+        q: queue.Queue[RemotingCommand | None] = queue.Queue(maxsize=1)
+        with self._lock:
+            if self.closed:
+                raise RemotingError(
+                    f"{self.address}: connection closed ({self.error or 'closed'})", sent=False
+                )
+            self._pending[cmd.opaque] = q
+        self._send(cmd)
+        try:
+            answer = q.get(timeout=max(0.001, timeout))
+        except queue.Empty:
+            with self._lock:
+                self._pending.pop(cmd.opaque, None)
+            raise RemotingError(
+                f"{self.address}: no answer to request code {code} within {timeout:.1f} s", sent=True
+            ) from None
+        if answer is None:
+            raise RemotingError(f"{self.address}: connection closed ({self.error or 'closed'})", sent=True)
+        return answer
+
+    def oneway(self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b"") -> None:
+        if self.closed:
+            raise RemotingError(f"{self.address}: connection closed ({self.error or 'closed'})", sent=False)
+        self._send(self.command(code, ext_fields, body, flag=FLAG_ONEWAY))
+
+    def next_incoming(self, timeout: float) -> RemotingCommand | None:
+        try:
+            return self.incoming.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+
+_DECODERS: dict[str, Any] = {
+    "GetNextBrokerId": NextBrokerIdResult.from_dict,
+    "ApplyBrokerId": ApplyBrokerIdResult.from_dict,
+    "RegisterBroker": RegisterBrokerResult.from_dict,
+    "Heartbeat": Ack.from_dict,
+    "AlterSyncStateSet": AlterSyncStateSetResult.from_dict,
+    "ElectMaster": ElectMasterResult.from_dict,
+    "GetReplicaInfo": ReplicaInfoResult.from_dict,
+    "GetSyncStateData": SyncStateDataResult.from_dict,
+    "CleanBrokerData": Ack.from_dict,
+    "GetConfig": ConfigResult.from_dict,
+    "UpdateConfig": Ack.from_dict,
+}
+
+
+class _Retry(Exception):
+    pass
+
+
+class RemotingControllerClient:
+    """ControllerClient's API over RocketMQ remoting. Thread-safe; one connection per address.
+
+    ``addresses``: controller remoting addresses ("a:1;b:2", "a:1,b:2" or a list). ``token``: sent
+    in the ``mqctlToken`` header of admin calls (`mqctl serve --token`; RocketMQ ignores it).
+    ``timeout``: overall deadline per method, retries included. ``serialize_type``: the header
+    encoding of requests (codec.JSON or codec.ROCKETMQ).
+    """
+
+    def __init__(
+        self,
+        addresses: str | list[str],
+        token: str | None = None,
+        *,
+        timeout: float = 10.0,
+        serialize_type: int = codec.JSON,
+    ) -> None:
+        self.addresses = parse_addresses(addresses)
+        if timeout <= 0:
+            raise UsageError(f"timeout must be positive, got {timeout}")
+        self.timeout = float(timeout)
+        self.serialize_type = serialize_type
+        self._token = token or None
+        self._lock = threading.Lock()
+        self._conns: dict[str, RemotingConnection] = {}
+        self._leader: str | None = None
+        self._closed = False
+
+    def __enter__(self) -> RemotingControllerClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            conns, self._conns = self._conns, {}
+        for conn in conns.values():
+            conn.close()
+
+    @property
+    def leader(self) -> str | None:
+        return self._leader
+
+    def connection(self, address: str) -> RemotingConnection:
+        """The open connection to ``address`` (opened on demand; RemotingError(sent=False) if not)."""
+        with self._lock:
+            if self._closed:
+                raise UsageError("the controller client is closed")
+            conn = self._conns.get(address)
+            if conn is not None and not conn.closed:
+                return conn
+        conn = RemotingConnection(
+            address, connect_timeout=min(3.0, self.timeout), serialize_type=self.serialize_type
+        )
+        with self._lock:
+            old = self._conns.get(address)
+            if old is not None and not old.closed:
+                conn.close()
+                return old
+            self._conns[address] = conn
+        return conn
+
+    def _unreachable(self, last_error: str) -> ControllerError:
+        return ControllerError(
+            Code.UNAVAILABLE,
+            f"no controller reachable at {', '.join(self.addresses)} (last error: {last_error or 'none'})",
+        )
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _invoke(
+        self, address: str, code: int, ext: Mapping[str, str], body: bytes, deadline: float
+    ) -> RemotingCommand:
+        conn = self.connection(address)
+        return conn.invoke(code, ext, body, timeout=max(0.001, deadline - time.monotonic()))
+
+    def _metadata_of(self, address: str, deadline: float) -> dict[str, Any]:
+        answer = self._invoke(
+            address,
+            headers.GET_METADATA_INFO,
+            {},
+            b"",
+            min(deadline, time.monotonic() + max(1.0, self.timeout / 4)),
+        )
+        d = headers.decode_response("GetMetadata", answer.ext_fields, answer.body)
+        d["code"], d["remark"] = answer.code, answer.remark or ""
+        return d
+
+    def _discover(self, deadline: float) -> str:
+        errors = []
+        for address in self.addresses:
+            if time.monotonic() >= deadline:
+                break
+            try:
+                d = self._metadata_of(address, deadline)
+            except (RemotingError, FrameError, ValueError) as exc:
+                errors.append(str(exc))
+                continue
+            if d["code"] != 0:
+                errors.append(f"{address}: {d['code']}: {d['remark']}")
+                continue
+            leader = str(d.get("controller_leader_address") or "")
+            if leader:
+                return leader
+            errors.append(f"{address}: no leader elected yet")
+        raise _Retry("; ".join(errors[-3:]) or "deadline exceeded during leader discovery")
+
+    def _call(self, method: str, request: Mapping[str, Any], *, address: str | None = None) -> dict[str, Any]:
+        code, ext, body = headers.encode_request(method, request)
+        if self._token and (method in _ADMIN or (method == "ElectMaster" and request.get("designate_elect"))):
+            ext[headers.TOKEN_KEY] = self._token
+        retry_any = method in _RETRY_ANY
+        deadline = time.monotonic() + self.timeout
+        last_error = ""
+        attempt = 0
+        while True:
+            if time.monotonic() >= deadline:
+                raise self._unreachable(last_error)
+            try:
+                target = address or self._leader or self._discover(deadline)
+                self._leader = target if address is None else self._leader
+                try:
+                    answer = self._invoke(target, code, ext, body, deadline)
+                except RemotingError as exc:
+                    if address is None:
+                        self._leader = None
+                    if retry_any or not exc.sent:
+                        raise _Retry(str(exc)) from None
+                    raise ControllerError(
+                        Code.UNAVAILABLE,
+                        f"{method} outcome unknown (the connection failed "
+                        f"after the request was sent; check with a read before retrying): "
+                        f"{exc}",
+                    ) from None
+                d = headers.decode_response(method, answer.ext_fields, answer.body)
+                d["code"], d["remark"] = answer.code, answer.remark or ""
+                if answer.code == Code.CONTROLLER_NOT_LEADER and address is None:
+                    self._leader = None
+                    raise _Retry(f"{target}: not the leader")
+                if answer.code == Code.UNAVAILABLE and retry_any:
+                    raise _Retry(f"{target}: {d['remark']}")
+                if answer.code != Code.SUCCESS:
+                    try:
+                        decoded: Any = _DECODERS[method](d)
+                    except Exception:  # pragma: no cover - a malformed error answer still raises cleanly
+                        decoded = d
+                    raise ControllerError(answer.code, d["remark"], response=decoded)
+                return d
+            except _Retry as r:
+                last_error = str(r)
+                delay = min(BACKOFF_MAX, BACKOFF_INITIAL * (2**attempt)) * random.uniform(0.5, 1.0)
+                attempt += 1
+                time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+
+    # -- the API (as ControllerClient) -----------------------------------------------------
+
+    def get_metadata(self, address: str | None = None) -> Metadata:
+        """1005 from ``address``, or from the leader (the first node that answers if none)."""
+        deadline = time.monotonic() + self.timeout
+        candidates = (
+            [address] if address else list(dict.fromkeys([*filter(None, [self._leader]), *self.addresses]))
+        )
+        last = ""
+        while time.monotonic() < deadline:
+            for addr in candidates:
+                try:
+                    d = self._metadata_of(addr, deadline)
+                except (RemotingError, FrameError, ValueError) as exc:
+                    last = str(exc)
+                    continue
+                if d["code"] != 0:
+                    raise ControllerError(d["code"], d["remark"])
+                leader = str(d.get("controller_leader_address") or "")
+                if address is None and leader and leader != addr and not d.get("is_leader"):
+                    try:
+                        return Metadata.from_dict(self._metadata_of(leader, deadline), address=leader)
+                    except (RemotingError, FrameError, ValueError) as exc:
+                        last = str(exc)
+                return Metadata.from_dict(d, address=addr)
+            time.sleep(min(BACKOFF_MAX, max(0.0, deadline - time.monotonic())))
+        raise self._unreachable(last)
+
+    def get_next_broker_id(self, cluster_name: str, broker_name: str) -> NextBrokerIdResult:
+        d = self._call("GetNextBrokerId", {"cluster_name": cluster_name, "broker_name": broker_name})
+        return NextBrokerIdResult.from_dict(d)
+
+    def apply_broker_id(
+        self, cluster_name: str, broker_name: str, applied_broker_id: int, register_check_code: str
+    ) -> ApplyBrokerIdResult:
+        d = self._call(
+            "ApplyBrokerId",
+            {
+                "cluster_name": cluster_name,
+                "broker_name": broker_name,
+                "applied_broker_id": applied_broker_id,
+                "register_check_code": register_check_code,
+            },
+        )
+        return ApplyBrokerIdResult.from_dict(d)
+
+    def register_broker(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_address: str,
+        *,
+        epoch: int | None = None,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+        election_priority: int | None = None,
+        options: Mapping[str, str] | None = None,
+        heartbeat_timeout_mills: int | None = None,
+    ) -> RegisterBrokerResult:
+        """CONTROLLER_REGISTER_BROKER (1003). ``options`` cannot travel over remoting (refused)."""
+        if options:
+            raise UsageError("broker options are a gRPC-only extension; register over gRPC to check them")
+        d = self._call(
+            "RegisterBroker",
+            {
+                "cluster_name": cluster_name,
+                "broker_name": broker_name,
+                "broker_id": broker_id,
+                "broker_address": broker_address,
+                "epoch": epoch,
+                "max_offset": max_offset,
+                "confirm_offset": confirm_offset,
+                "election_priority": election_priority,
+                "heartbeat_timeout_mills": heartbeat_timeout_mills,
+            },
+        )
+        return RegisterBrokerResult.from_dict(d)
+
+    def heartbeat(
+        self,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int | None,
+        epoch: int | None = None,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+        heartbeat_timeout_mills: int | None = None,
+        election_priority: int | None = None,
+        *,
+        broker_epoch: int | None = None,
+        oneway: bool = False,
+    ) -> Ack:
+        """BROKER_HEARTBEAT (904). ``oneway=True`` sends it as brokers do (to the leader only here;
+        call it per address with ``connection(addr).oneway`` to beat to every controller)."""
+        request = {
+            "cluster_name": cluster_name,
+            "broker_addr": broker_addr,
+            "broker_name": broker_name,
+            "broker_id": broker_id,
+            "epoch": epoch,
+            "max_offset": max_offset,
+            "confirm_offset": confirm_offset,
+            "heartbeat_timeout_mills": heartbeat_timeout_mills,
+            "election_priority": election_priority,
+            "broker_epoch": broker_epoch,
+        }
+        if oneway:
+            code, ext, body = headers.encode_request("Heartbeat", request)
+            deadline = time.monotonic() + self.timeout
+            try:
+                target = self._leader or self._discover(deadline)
+            except _Retry as r:
+                raise self._unreachable(str(r)) from None
+            self.connection(target).oneway(code, ext, body)
+            return Ack()
+        return Ack.from_dict(self._call("Heartbeat", request))
+
+    def alter_sync_state_set(
+        self,
+        broker_name: str,
+        master_broker_id: int,
+        master_epoch: int,
+        new_sync_state_set: Iterable[int],
+        sync_state_set_epoch: int,
+        *,
+        broker_epoch: int | None = None,
+        cluster_name: str = "",
+    ) -> AlterSyncStateSetResult:
+        d = self._call(
+            "AlterSyncStateSet",
+            {
+                "broker_name": broker_name,
+                "master_broker_id": master_broker_id,
+                "master_epoch": master_epoch,
+                "new_sync_state_set": [int(x) for x in new_sync_state_set],
+                "sync_state_set_epoch": sync_state_set_epoch,
+                "broker_epoch": broker_epoch,
+                "cluster_name": cluster_name or None,
+            },
+        )
+        return AlterSyncStateSetResult.from_dict(d)
+
+    def elect_master(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int | None = None,
+        designate_elect: bool = False,
+        *,
+        broker_epoch: int | None = None,
+    ) -> ElectMasterResult:
+        """CONTROLLER_ELECT_MASTER (1002): broker (id), controller (None -> -1) or admin trigger."""
+        d = self._call(
+            "ElectMaster",
+            {
+                "cluster_name": cluster_name,
+                "broker_name": broker_name,
+                "broker_id": -1 if broker_id is None else broker_id,
+                "designate_elect": designate_elect,
+                "broker_epoch": broker_epoch,
+            },
+        )
+        return ElectMasterResult.from_dict(d)
+
+    def get_replica_info(self, broker_name: str) -> ReplicaInfoResult:
+        return ReplicaInfoResult.from_dict(self._call("GetReplicaInfo", {"broker_name": broker_name}))
+
+    def get_sync_state_data(self, broker_names: str | Iterable[str] | None = None) -> SyncStateDataResult:
+        """1006 for ``broker_names`` (None or empty: every broker set; a RocketMQ controller needs names)."""
+        names = [broker_names] if isinstance(broker_names, str) else list(broker_names or ())
+        return SyncStateDataResult.from_dict(self._call("GetSyncStateData", {"broker_names": names}))
+
+    def clean_broker_data(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_controller_ids_to_clean: str | Iterable[int] | None = None,
+        is_clean_living_broker: bool = False,
+    ) -> Ack:
+        ids = broker_controller_ids_to_clean
+        ids_text = ids if isinstance(ids, str) or ids is None else ";".join(str(int(i)) for i in ids)
+        d = self._call(
+            "CleanBrokerData",
+            {
+                "cluster_name": cluster_name,
+                "broker_name": broker_name,
+                "broker_controller_ids_to_clean": ids_text or None,
+                "is_clean_living_broker": is_clean_living_broker,
+            },
+        )
+        return Ack.from_dict(d)
+
+    def get_config(self, address: str | None = None) -> ConfigResult:
+        """GET_CONTROLLER_CONFIG (1010); mqadmin asks each address directly (any node answers)."""
+        return ConfigResult.from_dict(self._call("GetConfig", {}, address=address or self.addresses[0]))
+
+    def update_config(self, config: Mapping[str, Any], address: str | None = None) -> Ack:
+        """UPDATE_CONTROLLER_CONFIG (1009) as a properties body (values as text)."""
+        body = {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in config.items()}
+        return Ack.from_dict(self._call("UpdateConfig", {"config": body}, address=address))
+
+    def change_quorum(self, action: str, raft_address: str = "") -> Any:
+        raise UsageError("quorum changes are a gRPC-only mqctl extension: use --protocol grpc")
+
+    def watch_role_changes(self, cluster_name: str, broker_name: str = "", *, reconnect: bool = True) -> Any:
+        raise UsageError(
+            "RocketMQ remoting has no role-change stream (a controller pushes 1008 to registered "
+            "brokers only); use --protocol grpc, or RemotingConnection.incoming"
+        )
+
+    def get_broker_epoch_cache(self, broker_addr: str, *, timeout: float | None = None) -> Any:
+        """GET_BROKER_EPOCH_CACHE (1007) to a RocketMQ broker -> mqctl.admin.epochs.EpochCache.
+
+        As ``fetch_epoch_cache``: a transport failure or a non-zero code comes back as ``.error``;
+        the last entry's endOffset is the broker's maxOffset (mqadmin getBrokerEpoch)."""
+        from mqctl.admin.epochs import LONG_MAX, Entry, EpochCache
+
+        wait = self.timeout if timeout is None else timeout
+        try:
+            with RemotingConnection(
+                broker_addr, connect_timeout=min(3.0, wait), serialize_type=self.serialize_type
+            ) as conn:
+                answer = conn.invoke(headers.GET_BROKER_EPOCH_CACHE, None, b"", timeout=wait)
+        except (RemotingError, FrameError) as exc:
+            return EpochCache(broker_addr=broker_addr, error=str(exc))
+        if answer.code != 0:
+            return EpochCache(
+                broker_addr=broker_addr, error=f"{broker_addr}: code {answer.code}: {answer.remark or ''}"
+            )
+        try:
+            d = headers.read_epoch_cache(answer.body)
+        except codec.BodyError as exc:
+            return EpochCache(broker_addr=broker_addr, error=f"{broker_addr}: {exc}")
+        max_offset = int(d.get("max_offset", -1))
+        bid = int(d.get("broker_id", -1))
+        entries = [
+            Entry(int(e.get("epoch", 0)), int(e.get("start_offset", 0)), int(e.get("end_offset", LONG_MAX)))
+            for e in d.get("epoch_list", [])
+        ]
+        if entries and max_offset >= entries[-1].start_offset:
+            last = entries[-1]
+            entries[-1] = Entry(last.epoch, last.start_offset, max_offset)
+        return EpochCache(
+            cluster_name=str(d.get("cluster_name", "")),
+            broker_name=str(d.get("broker_name", "")),
+            broker_id=bid if bid >= 0 else None,
+            entries=entries,
+            max_offset=max_offset if max_offset >= 0 else None,
+            broker_addr=broker_addr,
+        )

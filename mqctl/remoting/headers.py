@@ -1,0 +1,537 @@
+"""RocketMQ header fields and bodies <-> the NodeAPI dicts (proto field names), per request code.
+
+Both directions, so the server and the client share one table:
+
+- server: ``decode_request(code, ext_fields, body) -> (method, request)`` and
+  ``encode_response(method, result) -> (ext_fields, body)``;
+- client: ``encode_request(method, request) -> (code, ext_fields, body)`` and
+  ``decode_response(method, ext_fields, body) -> result``.
+
+Header values travel as text (Java ``toString()``; booleans ``true``/``false``); a number that
+does not parse is passed on as text so that the core answers 2005 naming the field, as it does
+for gRPC. Keys that are not RocketMQ's are mqctl extensions (docs/remoting.md); RocketMQ ignores
+unknown header keys and unknown body properties, so they are safe to send to it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mqctl.remoting.codec import (
+    BodyError,
+    IntKeys,
+    fastjson_dumps,
+    fastjson_loads,
+    properties_dumps,
+    properties_loads,
+)
+
+# RequestCode
+ALTER_SYNC_STATE_SET = 1001
+ELECT_MASTER = 1002
+REGISTER_BROKER = 1003
+GET_REPLICA_INFO = 1004
+GET_METADATA_INFO = 1005
+GET_SYNC_STATE_DATA = 1006
+GET_BROKER_EPOCH_CACHE = 1007
+NOTIFY_BROKER_ROLE_CHANGED = 1008
+UPDATE_CONTROLLER_CONFIG = 1009
+GET_CONTROLLER_CONFIG = 1010
+CLEAN_BROKER_DATA = 1011
+GET_NEXT_BROKER_ID = 1012
+APPLY_BROKER_ID = 1013
+BROKER_HEARTBEAT = 904
+
+METHOD_BY_CODE: dict[int, str] = {
+    ALTER_SYNC_STATE_SET: "AlterSyncStateSet",
+    ELECT_MASTER: "ElectMaster",
+    REGISTER_BROKER: "RegisterBroker",
+    GET_REPLICA_INFO: "GetReplicaInfo",
+    GET_METADATA_INFO: "GetMetadata",
+    GET_SYNC_STATE_DATA: "GetSyncStateData",
+    UPDATE_CONTROLLER_CONFIG: "UpdateConfig",
+    GET_CONTROLLER_CONFIG: "GetConfig",
+    CLEAN_BROKER_DATA: "CleanBrokerData",
+    GET_NEXT_BROKER_ID: "GetNextBrokerId",
+    APPLY_BROKER_ID: "ApplyBrokerId",
+    BROKER_HEARTBEAT: "Heartbeat",
+}
+CODE_BY_METHOD = {m: c for c, m in METHOD_BY_CODE.items()}
+
+# The mqctl extension header that carries the bearer token of `mqctl serve --token` (admin calls).
+TOKEN_KEY = "mqctlToken"
+
+STR, INT, BOOL = "str", "int", "bool"
+Field = tuple[str, str, str]  # (RocketMQ header key, proto dict key, kind)
+
+REQUEST_HEADERS: dict[str, tuple[Field, ...]] = {
+    "AlterSyncStateSet": (
+        ("brokerName", "broker_name", STR),
+        ("masterBrokerId", "master_broker_id", INT),
+        ("masterEpoch", "master_epoch", INT),
+        ("clusterName", "cluster_name", STR),
+        ("brokerEpoch", "broker_epoch", INT),  # mqctl
+    ),
+    "ElectMaster": (
+        ("clusterName", "cluster_name", STR),
+        ("brokerName", "broker_name", STR),
+        ("brokerId", "broker_id", INT),
+        ("designateElect", "designate_elect", BOOL),
+        ("brokerEpoch", "broker_epoch", INT),  # mqctl
+    ),
+    "RegisterBroker": (
+        ("clusterName", "cluster_name", STR),
+        ("brokerName", "broker_name", STR),
+        ("brokerId", "broker_id", INT),
+        ("brokerAddress", "broker_address", STR),
+        # 5.0/5.1.0 sent these three; mqctl uses them (and the next two) to re-elect a bounced master
+        ("epoch", "epoch", INT),
+        ("maxOffset", "max_offset", INT),
+        ("heartbeatTimeoutMillis", "heartbeat_timeout_mills", INT),
+        ("confirmOffset", "confirm_offset", INT),
+        ("electionPriority", "election_priority", INT),
+    ),
+    "GetReplicaInfo": (("brokerName", "broker_name", STR),),
+    "GetNextBrokerId": (("clusterName", "cluster_name", STR), ("brokerName", "broker_name", STR)),
+    "ApplyBrokerId": (
+        ("clusterName", "cluster_name", STR),
+        ("brokerName", "broker_name", STR),
+        ("appliedBrokerId", "applied_broker_id", INT),
+        ("registerCheckCode", "register_check_code", STR),
+    ),
+    "CleanBrokerData": (
+        ("clusterName", "cluster_name", STR),
+        ("brokerName", "broker_name", STR),
+        ("brokerControllerIdsToClean", "broker_controller_ids_to_clean", STR),
+        ("isCleanLivingBroker", "is_clean_living_broker", BOOL),
+    ),
+    "Heartbeat": (
+        ("clusterName", "cluster_name", STR),
+        ("brokerAddr", "broker_addr", STR),
+        ("brokerName", "broker_name", STR),
+        ("brokerId", "broker_id", INT),
+        ("epoch", "epoch", INT),
+        ("maxOffset", "max_offset", INT),
+        ("confirmOffset", "confirm_offset", INT),
+        ("heartbeatTimeoutMills", "heartbeat_timeout_mills", INT),
+        ("electionPriority", "election_priority", INT),
+        ("brokerEpoch", "broker_epoch", INT),  # mqctl
+    ),
+    "GetMetadata": (),
+    "GetSyncStateData": (),
+    "GetConfig": (),
+    "UpdateConfig": (),
+}
+
+RESPONSE_HEADERS: dict[str, tuple[Field, ...]] = {
+    "AlterSyncStateSet": (("newSyncStateSetEpoch", "new_sync_state_set_epoch", INT),),
+    "ElectMaster": (
+        ("masterBrokerId", "master_broker_id", INT),
+        ("masterAddress", "master_address", STR),
+        ("masterEpoch", "master_epoch", INT),
+        ("syncStateSetEpoch", "sync_state_set_epoch", INT),
+    ),
+    "RegisterBroker": (
+        ("clusterName", "cluster_name", STR),
+        ("brokerName", "broker_name", STR),
+        ("masterBrokerId", "master_broker_id", INT),
+        ("masterAddress", "master_address", STR),
+        ("masterEpoch", "master_epoch", INT),
+        ("syncStateSetEpoch", "sync_state_set_epoch", INT),
+        ("brokerEpoch", "broker_epoch", INT),  # mqctl
+    ),
+    "GetReplicaInfo": (
+        ("masterBrokerId", "master_broker_id", INT),
+        ("masterAddress", "master_address", STR),
+        ("masterEpoch", "master_epoch", INT),
+    ),
+    "GetNextBrokerId": (
+        ("clusterName", "cluster_name", STR),
+        ("brokerName", "broker_name", STR),
+        ("nextBrokerId", "next_broker_id", INT),
+    ),
+    "ApplyBrokerId": (("clusterName", "cluster_name", STR), ("brokerName", "broker_name", STR)),
+    "GetMetadata": (
+        ("group", "group", STR),
+        ("controllerLeaderId", "controller_leader_id", STR),
+        ("controllerLeaderAddress", "controller_leader_address", STR),
+        ("isLeader", "is_leader", BOOL),
+        ("peers", "peers", STR),
+    ),
+    "NotifyBrokerRoleChanged": (
+        ("masterAddress", "master_address", STR),
+        ("masterEpoch", "master_epoch", INT),
+        ("syncStateSetEpoch", "sync_state_set_epoch", INT),
+        ("masterBrokerId", "master_broker_id", INT),
+    ),
+}
+
+_JAVA_LONG = re.compile(r"[+-]?[0-9]+\Z")
+
+
+# ---------------------------------------------------------------------------------------------
+# Header values
+
+
+def to_text(value: Any) -> str:
+    """Java ``toString()`` of a header field."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def from_text(kind: str, text: str) -> Any:
+    """Parse a header value as RocketMQ does (Long.parseLong, Boolean.parseBoolean)."""
+    if kind == INT:
+        return int(text) if _JAVA_LONG.match(text) else text  # unparsable: the core answers 2005
+    if kind == BOOL:
+        return text.lower() == "true"
+    return text
+
+
+def header_to_dict(fields: tuple[Field, ...], ext: Mapping[str, str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, name, kind in fields:
+        if ext is not None and key in ext:
+            out[name] = from_text(kind, ext[key])
+    return out
+
+
+def dict_to_header(fields: tuple[Field, ...], d: Mapping[str, Any], *, skip_empty: bool) -> dict[str, str]:
+    """None is omitted (fastjson drops nulls); with ``skip_empty`` an empty string too, because
+    RocketMQ has null where the core has "" (masterAddress with no master)."""
+    out: dict[str, str] = {}
+    for key, name, _kind in fields:
+        value = d.get(name)
+        if value is None or (skip_empty and value == ""):
+            continue
+        out[key] = to_text(value)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Bodies
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and _JAVA_LONG.match(value):
+            return int(value)
+        raise BodyError(f"{what} is not an integer: {value!r}")
+    return value
+
+
+def _obj(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise BodyError(f"{what} is not a JSON object")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BodyError(f"{what} is not a JSON array")
+    return value
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _camel_dict(d: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {camel(k): d[k] for k in keys if d.get(k) is not None}
+
+
+def _snake_dict(d: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: d[camel(k)] for k in keys if d.get(camel(k)) is not None}
+
+
+def sync_state_set_body(d: Mapping[str, Any]) -> bytes:
+    """SyncStateSet: {"syncStateSet":[1,2],"syncStateSetEpoch":3}."""
+    return fastjson_dumps(
+        {
+            "syncStateSet": [int(x) for x in d.get("sync_state_set") or []],
+            "syncStateSetEpoch": int(d.get("sync_state_set_epoch", 0)),
+        }
+    )
+
+
+def read_sync_state_set(body: bytes) -> dict[str, Any]:
+    doc = _obj(fastjson_loads(body), "the SyncStateSet body")
+    return {
+        "sync_state_set": sorted(
+            {_int(x, "syncStateSet id") for x in _list(doc.get("syncStateSet"), "syncStateSet")}
+        ),
+        "sync_state_set_epoch": _int(doc.get("syncStateSetEpoch", 0), "syncStateSetEpoch"),
+    }
+
+
+def elect_master_body(d: Mapping[str, Any]) -> bytes:
+    """ElectMasterResponseBody: brokerMemberGroup (Map<Long,String> brokerAddrs) and syncStateSet."""
+    doc: dict[str, Any] = {"syncStateSet": [int(x) for x in d.get("sync_state_set") or []]}
+    group = d.get("broker_member_group")
+    if group:
+        doc["brokerMemberGroup"] = {
+            "cluster": group.get("cluster"),
+            "brokerName": group.get("broker_name"),
+            "brokerAddrs": IntKeys({int(k): str(v) for k, v in (group.get("broker_addrs") or {}).items()}),
+        }
+    return fastjson_dumps(doc)
+
+
+def read_elect_master_body(body: bytes) -> dict[str, Any]:
+    doc = _obj(fastjson_loads(body), "the ElectMasterResponseBody")
+    out: dict[str, Any] = {
+        "sync_state_set": sorted(
+            _int(x, "syncStateSet id") for x in _list(doc.get("syncStateSet"), "syncStateSet")
+        )
+    }
+    group = doc.get("brokerMemberGroup")
+    if group is not None:
+        group = _obj(group, "brokerMemberGroup")
+        addrs = _obj(group.get("brokerAddrs") or {}, "brokerAddrs")
+        out["broker_member_group"] = {
+            "cluster": str(group.get("cluster") or ""),
+            "broker_name": str(group.get("brokerName") or ""),
+            "broker_addrs": {_int(k, "brokerAddrs key"): str(v) for k, v in addrs.items()},
+        }
+    return out
+
+
+REPLICA_IDENTITY_KEYS = (
+    "broker_name",
+    "broker_id",
+    "broker_address",
+    "alive",
+    # mqctl extensions
+    "heartbeat_age_ms",
+    "epoch",
+    "max_offset",
+    "confirm_offset",
+    "election_priority",
+    "broker_epoch",
+)
+REPLICAS_INFO_KEYS = (
+    "master_broker_id",
+    "master_address",
+    "master_epoch",
+    "sync_state_set_epoch",
+    "cluster_name",
+)
+
+
+def sync_state_data_body(d: Mapping[str, Any]) -> bytes:
+    """BrokerReplicasInfo: {"replicasInfoTable":{name: ReplicasInfo}} (broker names stay as they are)."""
+    table = {}
+    for name, info in (d.get("replicas_info_table") or {}).items():
+        doc = _camel_dict(info, REPLICAS_INFO_KEYS)
+        for key in ("in_sync_replicas", "not_in_sync_replicas"):
+            doc[camel(key)] = [_camel_dict(r, REPLICA_IDENTITY_KEYS) for r in info.get(key) or []]
+        table[name] = doc
+    return fastjson_dumps({"replicasInfoTable": table})
+
+
+def read_sync_state_data(body: bytes) -> dict[str, Any]:
+    doc = _obj(fastjson_loads(body), "the BrokerReplicasInfo body")
+    table: dict[str, Any] = {}
+    for name, info in _obj(doc.get("replicasInfoTable") or {}, "replicasInfoTable").items():
+        info = _obj(info, f"replicasInfoTable[{name!r}]")
+        entry = _snake_dict(info, REPLICAS_INFO_KEYS)
+        for key in ("in_sync_replicas", "not_in_sync_replicas"):
+            entry[key] = [
+                _snake_dict(_obj(r, "ReplicaIdentity"), REPLICA_IDENTITY_KEYS)
+                for r in _list(info.get(camel(key)), camel(key))
+            ]
+        table[str(name)] = entry
+    return {"replicas_info_table": table}
+
+
+def read_broker_names(body: bytes) -> list[str]:
+    names = _list(fastjson_loads(body), "the broker name list")
+    if not all(isinstance(n, str) for n in names):
+        raise BodyError("the broker name list holds something else than strings")
+    return names
+
+
+METADATA_KEYS = (
+    "group",
+    "group_id",
+    "controller_leader_id",
+    "controller_leader_address",
+    "is_leader",
+    "self_id",
+    "term",
+    "commit_index",
+    "last_applied",
+    "has_quorum",
+    "state_hash",
+    "state",
+    "log_length",
+)
+PEER_KEYS = (
+    "raft_address",
+    "grpc_address",
+    "remoting_address",
+    "is_leader",
+    "is_self",
+    "connected",
+    "match_index",
+    "next_index",
+)
+
+
+def metadata_view(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """node.metadata() as a remoting client sees it: the leader address is the leader's remoting
+    address, and peers is DLedger's "id:address;" string (id = Raft address)."""
+    view = dict(meta)
+    peers = list(meta.get("peers") or [])
+    leader = next((p for p in peers if p.get("is_leader")), None)
+    view["controller_leader_address"] = str(leader.get("remoting_address") or "") if leader else ""
+    view["peers"] = "".join(f"{p.get('raft_address', '')}:{p.get('remoting_address') or ''};" for p in peers)
+    view["peer_list"] = peers
+    return view
+
+
+def parse_peers(text: str, leader_id: str) -> list[dict[str, Any]]:
+    """A RocketMQ controller's "n0:127.0.0.1:9878;n1:...;" -> peers (id as raft_address, the
+    address clients use as grpc_address, as the Peer dataclass names it)."""
+    peers = []
+    for item in text.split(";"):
+        if not item.strip():
+            continue
+        ident, _, addr = item.strip().partition(":")
+        peers.append(
+            {
+                "raft_address": ident,
+                "grpc_address": addr,
+                "remoting_address": addr,
+                "is_leader": bool(leader_id) and ident == leader_id,
+            }
+        )
+    return peers
+
+
+def metadata_body(view: Mapping[str, Any]) -> bytes:
+    doc = _camel_dict(view, METADATA_KEYS)
+    doc["peers"] = [_camel_dict(p, PEER_KEYS) for p in view.get("peer_list") or []]
+    return fastjson_dumps(doc)
+
+
+def read_metadata_body(body: bytes) -> dict[str, Any]:
+    doc = _obj(fastjson_loads(body), "the metadata body")
+    out = _snake_dict(doc, METADATA_KEYS)
+    out["peers"] = [_snake_dict(_obj(p, "peer"), PEER_KEYS) for p in _list(doc.get("peers"), "peers")]
+    return out
+
+
+EPOCH_CACHE_KEYS = ("cluster_name", "broker_name", "broker_id", "max_offset")
+EPOCH_ENTRY_KEYS = ("epoch", "start_offset", "end_offset")
+
+
+def epoch_cache_body(d: Mapping[str, Any]) -> bytes:
+    """EpochEntryCache (the GET_BROKER_EPOCH_CACHE body a broker answers)."""
+    doc = _camel_dict(d, EPOCH_CACHE_KEYS)
+    doc["epochList"] = [_camel_dict(e, EPOCH_ENTRY_KEYS) for e in d.get("epoch_list") or []]
+    return fastjson_dumps(doc)
+
+
+def read_epoch_cache(body: bytes) -> dict[str, Any]:
+    doc = _obj(fastjson_loads(body), "the EpochEntryCache body")
+    out = _snake_dict(doc, EPOCH_CACHE_KEYS)
+    for key in ("broker_id", "max_offset"):
+        if key in out:
+            out[key] = _int(out[key], camel(key))
+    out["epoch_list"] = [
+        {k: _int(v, camel(k)) for k, v in _snake_dict(_obj(e, "EpochEntry"), EPOCH_ENTRY_KEYS).items()}
+        for e in _list(doc.get("epochList"), "epochList")
+    ]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests and responses
+
+
+def decode_request(code: int, ext: Mapping[str, str] | None, body: bytes) -> tuple[str, dict[str, Any]]:
+    """Server side. KeyError for a code this front door does not serve; BodyError for a bad body."""
+    method = METHOD_BY_CODE[code]
+    request = header_to_dict(REQUEST_HEADERS[method], ext)
+    if method == "AlterSyncStateSet" and body:
+        sss = read_sync_state_set(body)
+        request["new_sync_state_set"] = sss["sync_state_set"]
+        request["sync_state_set_epoch"] = sss["sync_state_set_epoch"]
+    elif method == "GetSyncStateData":
+        # mqctl: no body or an empty list = every broker set (RocketMQ answers code 1)
+        request["broker_names"] = read_broker_names(body) if body else []
+    elif method == "UpdateConfig":
+        request["config"] = properties_loads(body) if body else {}
+    return method, request
+
+
+_RESPONSE_BODIES: dict[str, Callable[[Mapping[str, Any]], bytes]] = {
+    "ElectMaster": elect_master_body,
+    "GetSyncStateData": sync_state_data_body,
+}
+
+
+def encode_response(method: str, result: Mapping[str, Any]) -> tuple[dict[str, str], bytes]:
+    """Server side: the NodeAPI answer -> (extFields, body). ``code``/``remark`` travel in the frame."""
+    if method == "GetMetadata":
+        view = metadata_view(result)
+        return dict_to_header(RESPONSE_HEADERS[method], view, skip_empty=True), metadata_body(view)
+    ext = dict_to_header(RESPONSE_HEADERS.get(method, ()), result, skip_empty=True)
+    body = b""
+    if method in _RESPONSE_BODIES:
+        body = _RESPONSE_BODIES[method](result)
+    elif method in ("AlterSyncStateSet", "RegisterBroker", "GetReplicaInfo"):
+        sss = result.get("sync_state_set")
+        if isinstance(sss, Mapping):
+            body = sync_state_set_body(sss)
+    elif method == "GetConfig":
+        body = properties_dumps(result.get("config") or {})
+    return ext, body
+
+
+def encode_request(method: str, request: Mapping[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    """Client side: a request dict -> (code, extFields, body)."""
+    code = CODE_BY_METHOD[method]
+    ext = dict_to_header(REQUEST_HEADERS[method], request, skip_empty=False)
+    body = b""
+    if method == "AlterSyncStateSet":
+        body = sync_state_set_body(
+            {
+                "sync_state_set": request.get("new_sync_state_set") or [],
+                "sync_state_set_epoch": request.get("sync_state_set_epoch", 0),
+            }
+        )
+    elif method == "GetSyncStateData":
+        body = fastjson_dumps([str(n) for n in request.get("broker_names") or []])
+    elif method == "UpdateConfig":
+        body = properties_dumps(request.get("config") or {})
+    return code, ext, body
+
+
+def decode_response(method: str, ext: Mapping[str, str] | None, body: bytes) -> dict[str, Any]:
+    """Client side: (extFields, body) -> the answer dict with proto field names."""
+    out = header_to_dict(RESPONSE_HEADERS.get(method, ()), ext)
+    if method == "GetMetadata":
+        if body:
+            detail = read_metadata_body(body)
+            out.update({k: v for k, v in detail.items() if k not in out or k == "peers"})
+        else:
+            out["peers"] = parse_peers(
+                str(out.get("peers") or ""), str(out.get("controller_leader_id") or "")
+            )
+    elif method in ("AlterSyncStateSet", "RegisterBroker", "GetReplicaInfo") and body:
+        out["sync_state_set"] = read_sync_state_set(body)
+    elif method == "ElectMaster" and body:
+        out.update(read_elect_master_body(body))
+    elif method == "GetSyncStateData" and body:
+        out.update(read_sync_state_data(body))
+    elif method == "GetConfig":
+        out["config"] = properties_loads(body) if body else {}
+    return out

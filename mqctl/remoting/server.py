@@ -1,0 +1,436 @@
+"""The RocketMQ remoting front door of `mqctl serve --remoting-port` (docs/remoting.md).
+
+Like grpc_server.py it translates only: a frame's header and body become a NodeAPI request
+dict (mqctl.remoting.headers), ``NodeAPI.call``/``metadata`` decides, and the answer goes back
+with the core's code and remark in the server's serialize type (JSON unless the environment
+says ``ROCKETMQ_SERIALIZE_TYPE=ROCKETMQ``, as for RocketMQ). One asyncio loop in one thread
+owns the sockets; node calls (which may wait for a Raft commit) run in a thread pool.
+
+A malformed frame (bad length, header longer than the frame, undecodable header, a frame over
+16 MiB) closes that connection only, with one log line. After a successful election the
+controller sends NOTIFY_BROKER_ROLE_CHANGED (1008) one-way to every alive replica of the
+broker set whose registration (1003) or heartbeat (904) came over remoting to this node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import itertools
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from mqctl.errors import Code, ControllerError, UsageError
+from mqctl.remoting import codec, headers
+from mqctl.remoting.codec import FLAG_ONEWAY, FLAG_RESPONSE, BodyError, FrameError, RemotingCommand
+
+log = logging.getLogger("mqctl.remoting")
+
+DEFAULT_CALL_TIMEOUT = 5.0  # RocketMQ's processor waits 5 s for the controller's future
+IDLE_TIMEOUT = 120.0  # serverChannelMaxIdleTimeSeconds
+MAX_IN_FLIGHT = 64  # requests being processed per connection
+MAX_REGISTRATIONS_PER_CONNECTION = 256
+WRITE_TIMEOUT = 10.0
+
+
+def needs_token(method: str, request: dict[str, Any]) -> bool:
+    """The admin calls the gRPC door guards with the token (grpc_server.needs_token)."""
+    if method == "ElectMaster":
+        return bool(request.get("designate_elect"))
+    return method in ("CleanBrokerData", "UpdateConfig")
+
+
+def configured_serialize_type(environ: dict[str, str] | None = None) -> int:
+    """RocketMQ's serializeTypeConfigInThisServer: -Drocketmq.serialize.type / ROCKETMQ_SERIALIZE_TYPE."""
+    env = os.environ if environ is None else environ
+    name = (env.get("ROCKETMQ_SERIALIZE_TYPE") or "JSON").strip().upper()
+    if name not in codec.SERIALIZE_TYPE_BY_NAME:
+        raise UsageError(f"bad ROCKETMQ_SERIALIZE_TYPE {name!r} (JSON or ROCKETMQ)")
+    return codec.SERIALIZE_TYPE_BY_NAME[name]
+
+
+@dataclass
+class _Registration:
+    """Where to send 1008 for one replica: its connection, and when it was last heard of."""
+
+    conn: _Connection
+    broker_addr: str
+    last_ms: int
+    timeout_ms: int
+
+
+class _Connection:
+    def __init__(self, writer: asyncio.StreamWriter, peer: str) -> None:
+        self.writer = writer
+        self.peer = peer
+        self.closed = False
+        self.slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self.write_lock = asyncio.Lock()
+        self.keys: set[tuple[str, str, int]] = set()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.writer.close()
+
+
+class RemotingServer:
+    """Serve RocketMQ remoting on ``host:port`` (port 0 = any; the bound port is ``.port``)."""
+
+    def __init__(
+        self,
+        node: Any,
+        host: str,
+        port: int,
+        *,
+        token: str | None = None,
+        serialize_type: int | None = None,
+        max_workers: int = 16,
+        max_connections: int = 1024,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
+        self._node = node
+        self.host = host
+        self.port = port
+        self._token = token or None
+        self.serialize_type = configured_serialize_type() if serialize_type is None else serialize_type
+        self._max_connections = max_connections
+        self._call_timeout = call_timeout
+        self._idle_timeout = idle_timeout
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mqctl-remoting")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mqctl-remoting", daemon=True)
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[_Connection] = set()
+        self._registrations: dict[tuple[str, str, int], _Registration] = {}
+        self._opaque = itertools.count(1)
+        self._watch: Any = None
+        self._watcher: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.notifications_sent = 0
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self) -> RemotingServer:
+        """Bind and serve; UsageError with one line when the address cannot be used."""
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._listen(), self._loop)
+        try:
+            future.result(timeout=10)
+        except OSError as exc:
+            self._shutdown_loop()
+            raise UsageError(
+                f"cannot listen for RocketMQ remoting on {self.address}: {exc.strerror or exc}"
+            ) from exc
+        self._watcher = threading.Thread(target=self._watch_roles, name="mqctl-remoting-notify", daemon=True)
+        self._watcher.start()
+        log.info(
+            "RocketMQ remoting listening on %s (responses in %s)",
+            self.address,
+            codec.SERIALIZE_TYPES[self.serialize_type],
+        )
+        return self
+
+    async def _listen(self) -> None:
+        self._server = await asyncio.start_server(
+            self._serve_connection, self.host, self.port, limit=64 * 1024
+        )
+        sockets = list(self._server.sockets or [])
+        if sockets and not self.port:
+            self.port = int(sockets[0].getsockname()[1])
+
+    def stop(self) -> None:
+        self._stopping.set()
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            try:
+                watch.close()
+            except Exception:  # pragma: no cover - best effort
+                log.debug("closing the role watch failed", exc_info=True)
+
+        async def close_all() -> None:
+            if self._server is not None:
+                self._server.close()
+            for conn in list(self._conns):
+                conn.close()
+
+        if self._thread.is_alive():
+            try:
+                asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(timeout=5)
+            except Exception:  # pragma: no cover - best effort
+                log.debug("closing remoting connections failed", exc_info=True)
+        self._shutdown_loop()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _shutdown_loop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+    # --- connections --------------------------------------------------------------------
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        conn = _Connection(writer, peer)
+        if len(self._conns) >= self._max_connections:
+            log.warning("refusing connection from %s: %d connections open", peer, len(self._conns))
+            conn.close()
+            return
+        self._conns.add(conn)
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while not conn.closed:
+                try:
+                    prefix = await asyncio.wait_for(reader.readexactly(4), self._idle_timeout)
+                    total = codec.frame_length(prefix)
+                    payload = await asyncio.wait_for(reader.readexactly(total), self._idle_timeout)
+                    cmd = codec.decode_frame(payload)
+                except FrameError as exc:
+                    log.warning("closing connection from %s: malformed frame: %s", peer, exc)
+                    break
+                except asyncio.IncompleteReadError as exc:
+                    if exc.partial:
+                        log.warning("connection from %s closed in the middle of a frame", peer)
+                    break
+                except TimeoutError:
+                    log.info(
+                        "closing connection from %s: idle for %.0f s", peer, self._idle_timeout
+                    )
+                    break
+                if cmd.is_response:
+                    log.debug("ignoring a response (opaque %s) from %s", cmd.opaque, peer)
+                    continue
+                await conn.slots.acquire()
+                task = asyncio.create_task(self._process(conn, cmd))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        except (ConnectionError, OSError) as exc:
+            log.debug("connection from %s failed: %s", peer, exc)
+        finally:
+            self._conns.discard(conn)
+            for key in conn.keys:
+                reg = self._registrations.get(key)
+                if reg is not None and reg.conn is conn:
+                    del self._registrations[key]
+            conn.close()
+
+    async def _write(self, conn: _Connection, cmd: RemotingCommand) -> None:
+        try:
+            frame = codec.encode_frame(cmd)
+        except ValueError as exc:
+            log.error("cannot encode the answer to %s (code %s): %s", conn.peer, cmd.code, exc)
+            frame = codec.encode_frame(
+                RemotingCommand(
+                    code=int(Code.SYSTEM_ERROR),
+                    remark=f"cannot encode the answer: {exc}"[:200],
+                    opaque=cmd.opaque,
+                    flag=cmd.flag,
+                    serialize_type=cmd.serialize_type,
+                )
+            )
+        if conn.closed:
+            return
+        async with conn.write_lock:
+            try:
+                conn.writer.write(frame)
+                await asyncio.wait_for(conn.writer.drain(), WRITE_TIMEOUT)
+            except (ConnectionError, OSError, TimeoutError) as exc:
+                log.info("closing connection to %s: cannot write: %s", conn.peer, exc or "timeout")
+                conn.close()
+
+    # --- requests -----------------------------------------------------------------------
+
+    async def _process(self, conn: _Connection, cmd: RemotingCommand) -> None:
+        try:
+            answer = await self._answer(conn, cmd)
+            if answer is not None and not cmd.is_oneway:
+                await self._write(conn, answer)
+        except Exception:
+            log.exception("request code %s from %s failed", cmd.code, conn.peer)
+        finally:
+            conn.slots.release()
+
+    def _response(
+        self,
+        cmd: RemotingCommand,
+        code: int,
+        remark: str | None,
+        ext: dict[str, str] | None = None,
+        body: bytes = b"",
+    ) -> RemotingCommand:
+        return RemotingCommand(
+            code=int(code),
+            remark=remark or None,
+            ext_fields=ext or None,
+            body=body,
+            opaque=cmd.opaque,
+            flag=FLAG_RESPONSE,
+            serialize_type=self.serialize_type,
+        )
+
+    async def _answer(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        if cmd.code not in headers.METHOD_BY_CODE:
+            return self._response(
+                cmd, Code.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
+            )
+        try:
+            method, request = headers.decode_request(cmd.code, cmd.ext_fields, cmd.body)
+        except BodyError as exc:
+            # RocketMQ: the decode exception reaches the Netty layer, which answers SYSTEM_ERROR.
+            return self._response(cmd, Code.SYSTEM_ERROR, str(exc))
+        if needs_token(method, request) and not self._token_ok(cmd):
+            return self._response(
+                cmd,
+                Code.UNAUTHENTICATED,
+                f"{method} is an admin call: this controller "
+                f"requires a token (header {headers.TOKEN_KEY}, client option --token)",
+            )
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self._pool, self._call, method, request)
+        code = int(result.get("code", 0))
+        if code == Code.SUCCESS and method in ("RegisterBroker", "Heartbeat"):
+            self._remember(conn, method, request)
+        try:
+            ext, body = headers.encode_response(method, result)
+        except Exception as exc:
+            log.exception("cannot encode the node's answer to %s: %r", method, result)
+            return self._response(cmd, Code.SYSTEM_ERROR, f"internal error encoding {method}: {exc}"[:200])
+        remark = result.get("remark") or None
+        return self._response(cmd, code, remark, ext, body)
+
+    def _token_ok(self, cmd: RemotingCommand) -> bool:
+        if not self._token:
+            return True
+        got = (cmd.ext_fields or {}).get(headers.TOKEN_KEY, "")
+        return hmac.compare_digest(got.encode(), self._token.encode())
+
+    def _call(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
+        """NodeAPI.call/metadata, with the gRPC door's translation of failures."""
+        try:
+            result = (
+                self._node.metadata()
+                if method == "GetMetadata"
+                else self._node.call(method, request, timeout=self._call_timeout)
+            )
+        except ControllerError as exc:
+            return {"code": exc.code, "remark": exc.remark}
+        except TimeoutError as exc:
+            return {
+                "code": int(Code.UNAVAILABLE),
+                "remark": f"timed out waiting for the controller group "
+                f"({exc or 'no quorum?'}); the request may still take effect",
+            }
+        except Exception as exc:
+            log.exception("%s failed in the node", method)
+            return {"code": int(Code.SYSTEM_ERROR), "remark": f"internal error in {method}: {exc}"[:200]}
+        if not isinstance(result, dict):
+            return {"code": int(Code.SYSTEM_ERROR), "remark": f"internal error: {method} returned no dict"}
+        return result
+
+    # --- NOTIFY_BROKER_ROLE_CHANGED -----------------------------------------------------
+
+    def _remember(self, conn: _Connection, method: str, request: dict[str, Any]) -> None:
+        """Keep the channel of a replica registered (1003) or beating (904) over remoting."""
+        try:
+            key = (
+                str(request.get("cluster_name") or ""),
+                str(request.get("broker_name") or ""),
+                int(request.get("broker_id", "")),
+            )
+            timeout = int(request.get("heartbeat_timeout_mills") or 10_000)
+        except (TypeError, ValueError):
+            return
+        if conn.closed or (key not in conn.keys and len(conn.keys) >= MAX_REGISTRATIONS_PER_CONNECTION):
+            return
+        addr = str(request.get("broker_address" if method == "RegisterBroker" else "broker_addr") or "")
+        old = self._registrations.get(key)
+        if old is not None and old.conn is not conn:
+            old.conn.keys.discard(key)
+        conn.keys.add(key)
+        self._registrations[key] = _Registration(
+            conn, addr or (old.broker_addr if old else ""), int(time.time() * 1000), timeout
+        )
+
+    def _watch_roles(self) -> None:
+        """One NodeAPI watch of every broker set; each change is handed to the loop to send."""
+        while not self._stopping.is_set():
+            try:
+                self._watch = self._node.watch("", "")
+                for change in self._watch:
+                    if self._stopping.is_set():
+                        return
+                    if change is None or change.get("master_broker_id") is None or change.get("code", 0):
+                        continue
+                    if not self._is_leader():
+                        continue  # only the controller that decided notifies, as RocketMQ's leader
+                    self._loop.call_soon_threadsafe(self._notify, change)
+            except Exception:
+                log.exception("role watch failed; watching again")
+            if self._stopping.wait(1.0):
+                return
+
+    def _is_leader(self) -> bool:
+        try:
+            return bool(self._node.metadata().get("is_leader"))
+        except Exception:
+            return False
+
+    def _notify(self, change: dict[str, Any]) -> None:
+        now = int(time.time() * 1000)
+        name = str(change.get("broker_name") or "")
+        cluster = str(change.get("cluster_name") or "")
+        ext = headers.dict_to_header(
+            headers.RESPONSE_HEADERS["NotifyBrokerRoleChanged"], change, skip_empty=True
+        )
+        body = headers.sync_state_set_body(
+            {
+                "sync_state_set": change.get("sync_state_set") or [],
+                "sync_state_set_epoch": change.get("sync_state_set_epoch", 0),
+            }
+        )
+        for (c, n, bid), reg in list(self._registrations.items()):
+            if n != name or (cluster and c and c != cluster):
+                continue
+            if reg.conn.closed or now - reg.last_ms > reg.timeout_ms:
+                continue
+            cmd = RemotingCommand(
+                code=headers.NOTIFY_BROKER_ROLE_CHANGED,
+                opaque=next(self._opaque) & 0x7FFFFFFF,
+                flag=FLAG_ONEWAY,
+                ext_fields=dict(ext),
+                body=body,
+                serialize_type=self.serialize_type,
+            )
+            log.info(
+                "NOTIFY_BROKER_ROLE_CHANGED to %s/%s id %s at %s: master %s epoch %s",
+                c,
+                n,
+                bid,
+                reg.conn.peer,
+                change.get("master_broker_id"),
+                change.get("master_epoch"),
+            )
+            self.notifications_sent += 1
+            self._loop.create_task(self._write(reg.conn, cmd))
+
+
+def start_remoting_server(node: Any, listen: str, **kwargs: Any) -> RemotingServer:
+    """Parse ``HOST:PORT`` and start a RemotingServer (UsageError on a bad or busy address)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"cannot listen for RocketMQ remoting on {listen!r}: expected HOST:PORT")
+    return RemotingServer(node, host.strip("[]"), int(port), **kwargs).start()
+
+
+__all__ = ["RemotingServer", "start_remoting_server", "configured_serialize_type", "needs_token"]
