@@ -412,17 +412,18 @@ class ControllerNode:
         return {"code": int(Code.CONTROLLER_NOT_LEADER), "remark": remark, "leader_address": leader}
 
     def _unavailable(self, exc: Exception) -> dict[str, Any]:
-        reason = getattr(exc, "errorCode", None)
+        reason: object = getattr(exc, "errorCode", None)
         if reason == "timeout":
             # The entry may still commit: the outcome is unknown, as RocketMQ's 5 s wait.
             return {"code": int(Code.SYSTEM_ERROR),
                     "remark": "timed out waiting for the Raft commit; the outcome is unknown"}
-        if reason in NOT_APPENDED:
+        if isinstance(reason, int) and reason in NOT_APPENDED:
             # pysyncobj never appended the entry: safe for the client to retry at the leader.
             answer = self._not_leader()
             answer["remark"] += f" ({NOT_APPENDED[reason]})"
             return answer
-        name = OUTCOME_UNKNOWN.get(reason, str(reason or type(exc).__name__))
+        fallback = str(reason or type(exc).__name__)
+        name = OUTCOME_UNKNOWN.get(reason, fallback) if isinstance(reason, int) else fallback
         return {"code": int(Code.UNAVAILABLE),
                 "remark": f"the Raft entry was not committed ({name}); the outcome is unknown",
                 "leader_address": self.leader_grpc_address()}
