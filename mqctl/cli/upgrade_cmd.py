@@ -1,0 +1,315 @@
+"""`mqctl upgrade ...`: the persistent-BrokerId upgrade (RocketMQ 5.0.0/5.1.0 -> 5.1.1+) as guarded
+commands. docs/upgrade.md is the operator's page; decisions live in mqctl.upgrade.
+
+Only typer is imported at module level; the library, grpc and rich load inside the commands.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from mqctl.cli import app
+
+if TYPE_CHECKING:
+    from mqctl.client import ControllerClient
+    from mqctl.upgrade.backup import ClearPlan
+
+upgrade_app = typer.Typer(help="Upgrade to persistent broker ids (RocketMQ 5.1.1+): runbook, checks, "
+                               "clears with backups, restore, wait for the master.",
+                          no_args_is_help=True)
+app.add_typer(upgrade_app, name="upgrade")
+
+_OUTPUT_HELP = "Output format: table or json."
+_ADDR_HELP = ("controller gRPC addresses, 'h:p;h:p' (TLS and token from MQCTL_TLS_CA, MQCTL_TLS_CERT, "
+              "MQCTL_TLS_KEY, MQCTL_TOKEN)")
+
+
+def _check_output(output: str) -> None:
+    if output not in ("table", "json"):
+        from mqctl.errors import UsageError
+        raise UsageError(f"-o/--output must be table or json, not {output!r}")
+
+
+def _echo_json(doc: Any) -> None:
+    import json
+    typer.echo(json.dumps(doc, indent=2))
+
+
+def _console() -> Any:
+    from rich.console import Console
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+def _client(addresses: str, timeout: float = 5.0) -> ControllerClient:
+    from mqctl.client import ControllerClient
+    env = os.environ.get
+    return ControllerClient(addresses, token=env("MQCTL_TOKEN"), tls_ca=env("MQCTL_TLS_CA"),
+                            tls_cert=env("MQCTL_TLS_CERT"), tls_key=env("MQCTL_TLS_KEY"), timeout=timeout)
+
+
+def _confirm(question: str, yes: bool) -> None:
+    """Ask unless --yes; never prompt when stdin is not a terminal (a script would hang or guess)."""
+    from mqctl.errors import UsageError
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError("stdin is not a terminal and --yes was not given: nothing was changed; pass --yes "
+                         "to go ahead without the question")
+    try:
+        ok = typer.confirm(question, default=False)
+    except (typer.Abort, EOFError):
+        ok = False
+    if not ok:
+        raise UsageError("not confirmed; nothing was changed (use --yes to skip the question)")
+
+
+def _refuse_running_stores(stores: list[str], what: str) -> None:
+    from mqctl.errors import UsageError
+    from mqctl.upgrade.liveness import store_usage
+    for s in stores:
+        u = store_usage(s)
+        if u.running:
+            raise UsageError(f"refused: {s}: the broker is running ({'; '.join(u.reasons)}); stop it "
+                             f"first, then run {what} again (nothing was changed)")
+
+
+def _refuse_running_controller(data_dir: str) -> None:
+    from mqctl.errors import UsageError
+    from mqctl.upgrade.liveness import controller_dir_usage
+    u = controller_dir_usage(data_dir)
+    if u.running:
+        raise UsageError(f"refused: {data_dir}: a controller is running on it ({'; '.join(u.reasons)}); "
+                         f"stop every controller node first (runbook step 1), then run clear-controller-data "
+                         f"again (nothing was changed)")
+
+
+def _show_clear(plan: ClearPlan, dry_run: bool, backup: str | None) -> None:
+    verb = "would remove" if dry_run else "removed"
+    for r in plan.roots:
+        if not r.items:
+            typer.echo(f"{r.path}: nothing to clear" + (f" ({'; '.join(r.notes)})" if r.notes else ""))
+            continue
+        files = [i for i in r.items if i.kind == "file"]
+        typer.echo(f"{r.path} ({r.kind}): {verb} {len(files)} file(s), {r.bytes} bytes:")
+        for i in r.items:
+            typer.echo(f"  {i.rel}{'/' if i.kind == 'dir' else ''}" + (f"  {i.size} bytes" if i.kind == "file"
+                                                                       else ""))
+        for n in r.notes:
+            typer.echo(f"  note: {n}")
+    if dry_run:
+        typer.echo("dry run: nothing was changed")
+    elif backup:
+        typer.echo(f"backup: {backup}")
+        typer.echo(f"undo with: mqctl upgrade restore {backup}")
+
+
+@upgrade_app.command("plan")
+def plan_cmd(
+    stores: list[str] = typer.Option([], "--store", metavar="DIR", help="A broker store (storePathRootDir); "
+                                     "repeat for every store."),
+    addr: str | None = typer.Option(None, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER",
+                                    help=_ADDR_HELP),
+    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+) -> None:
+    """The ordered runbook with the exact command and check of each step, marking steps already done."""
+    _check_output(output)
+    from mqctl.upgrade.runbook import next_step, runbook
+    from mqctl.upgrade.state import gather
+
+    state = gather(stores, addr, _client)
+    steps = runbook(state)
+    nxt = next_step(steps)
+    doc = {"version": 1, "controller": {"addresses": state.controller.addresses or None,
+                                        "reachable": state.controller.reachable,
+                                        "error": state.controller.error or None},
+           "brokerSets": [{"clusterName": bs.cluster_name, "brokerName": bs.broker_name,
+                           "master": bs.master.path, "masterReason": bs.master_reason,
+                           "slaves": [s.path for s in bs.slaves], "aligned": bs.alignment.aligned,
+                           "notes": bs.notes} for bs in state.sets],
+           "steps": [s.to_dict() for s in steps], "next": nxt.n if nxt else None}
+    if output == "json":
+        _echo_json(doc)
+        return
+    from rich.table import Table
+    con = _console()
+    t = Table(title="upgrade runbook (persistent broker ids)", show_lines=True)
+    for col in ("step", "status", "what", "run", "check / evidence"):
+        t.add_column(col, overflow="fold")
+    style = {"done": "green", "pending": "yellow", "unknown": "magenta", "unchecked": "dim"}
+    for s in steps:
+        mark = f"[{style[s.status]}]{s.status}[/]" + (" <- next" if nxt is s else "")
+        t.add_row(str(s.n), mark, s.title, "\n".join(s.commands),
+                  s.check + (f"\n[{style[s.status]}]{s.evidence}[/]" if s.evidence else ""))
+    con.print(t)
+    for bs in state.sets:
+        con.print(f"{bs.label}: master {bs.master.path} ({bs.master_reason}); slaves: "
+                  f"{', '.join(s.path for s in bs.slaves) or 'none'}")
+        for n in bs.notes:
+            con.print(f"  note: {n}")
+    con.print("next: " + (f"step {nxt.n}, {nxt.title}" if nxt else "nothing: the upgrade is done"))
+
+
+@upgrade_app.command("check")
+def check_cmd(
+    stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="A broker store; repeat for each."),
+    addr: str | None = typer.Option(None, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER",
+                                    help=_ADDR_HELP),
+    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+) -> None:
+    """Pre-flight: brokers stopped, stores aligned, identity and epoch files, controller; exit 7 on a FAIL."""
+    _check_output(output)
+    from mqctl.errors import UnhealthyError
+    from mqctl.upgrade.runbook import FAIL, checks, next_step, phase_of, runbook
+    from mqctl.upgrade.state import gather
+
+    state = gather(stores, addr, _client)
+    steps = runbook(state)
+    results = checks(state, steps)
+    nxt = next_step(steps)
+    failed = [c for c in results if c.status == FAIL]
+    if output == "json":
+        _echo_json({"version": 1, "phase": phase_of(steps), "next": nxt.n if nxt else None,
+                    "ok": not failed, "checks": [c.to_dict() for c in results]})
+    else:
+        typer.echo(f"next step: {f'{nxt.n} {nxt.id}' if nxt else 'none (done)'}; checking what it expects")
+        for c in results:
+            typer.echo(f"{c.status:<4} {c.name:<11} {c.subject}: {c.detail}" + (f" -> fix: {c.fix}" if c.fix
+                                                                                else ""))
+            for line in c.lines:
+                typer.echo(f"       {line}")
+    if failed:
+        raise UnhealthyError(f"{len(failed)} check(s) failed: " + "; ".join(f"{c.name} {c.subject}"
+                                                                           for c in failed[:4]))
+
+
+@upgrade_app.command("clear-epochs")
+def clear_epochs_cmd(
+    stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="A broker store; repeat for each."),
+    backup_dir: str | None = typer.Option(None, "--backup-dir", metavar="DIR", help="Where to copy the files "
+                                          "first (default: a timestamped directory beside the first store)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Remove epochFileCheckpoint and epochFileCheckpoint.bak from stopped brokers' stores, after a backup."""
+    from mqctl.upgrade.backup import apply_clear, default_backup_dir
+    from mqctl.upgrade.epochs import plan_clear_epochs
+
+    plan = plan_clear_epochs(stores)
+    _refuse_running_stores(stores, "clear-epochs")
+    if dry_run or plan.nothing_to_do:
+        _show_clear(plan, dry_run, None)
+        return
+    bdir = backup_dir or str(default_backup_dir(stores[0], "epochs"))
+    n = sum(len(r.items) for r in plan.roots)
+    _confirm(f"Remove {n} epoch file(s) from {len(plan.roots)} store(s), backup to {bdir}?", yes)
+    manifest = apply_clear(plan, bdir,
+                           refuse_if_running=lambda: _refuse_running_stores(stores, "clear-epochs"))
+    _show_clear(plan, False, manifest["backupDir"])
+
+
+@upgrade_app.command("clear-controller-data")
+def clear_controller_data_cmd(
+    data_dir: str = typer.Argument(..., metavar="DIR", help="RocketMQ's controllerStorePath "
+                                   "(~/DledgerController) or mqctl serve --data-dir."),
+    backup_dir: str | None = typer.Option(None, "--backup-dir", metavar="DIR", help="Where to copy the data "
+                                          "first (default: a timestamped directory beside DIR)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Remove a stopped controller's data (RocketMQ DLedger or mqctl), after a backup."""
+    from mqctl.upgrade.backup import apply_clear, default_backup_dir
+    from mqctl.upgrade.controller_data import plan_clear_controller_data
+
+    plan, cd = plan_clear_controller_data(data_dir)
+    _refuse_running_controller(data_dir)
+    if cd.node_ids:
+        typer.echo(f"{data_dir}: RocketMQ DLedger controller data of node(s) {', '.join(cd.node_ids)}")
+    if dry_run or plan.nothing_to_do:
+        _show_clear(plan, dry_run, None)
+        return
+    bdir = backup_dir or str(default_backup_dir(data_dir, "controller-data"))
+    root = plan.roots[0]
+    _confirm(f"Remove the controller data in {data_dir} ({len(root.items)} entries, {root.bytes} bytes), "
+             f"backup to {bdir}?", yes)
+    manifest = apply_clear(plan, bdir, refuse_if_running=lambda: _refuse_running_controller(data_dir))
+    _show_clear(plan, False, manifest["backupDir"])
+
+
+@upgrade_app.command("restore")
+def restore_cmd(
+    backup_dir: str = typer.Argument(..., metavar="BACKUP_DIR",
+                                     help="A directory printed by a clear command."),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Verify the backup and show what would be put back."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Put back exactly what a clear removed (bytes, modes, times), after verifying every sha256."""
+    from mqctl.upgrade.backup import apply_restore, plan_restore
+
+    plan = plan_restore(backup_dir)
+
+    def refuse() -> None:
+        for r in plan.roots:
+            if r["kind"] == "store":
+                _refuse_running_stores([r["path"]], "restore")
+            elif os.path.isdir(r["path"]):
+                _refuse_running_controller(r["path"])
+
+    refuse()
+    verb = "would restore" if dry_run else "restoring"
+    for a in plan.actions:
+        if a.action == "restore":
+            typer.echo(f"{verb} {a.target}" + (f" ({a.detail})" if a.detail else ""))
+        elif a.action == "present":
+            typer.echo(f"already in place: {a.target}")
+        else:
+            typer.echo(f"CONFLICT {a.target}: {a.detail}")
+    if plan.conflicts:
+        from mqctl.errors import UsageError
+        raise UsageError(f"refused: {len(plan.conflicts)} target(s) exist with other content; nothing was "
+                         f"restored (move them away first)")
+    if dry_run:
+        typer.echo("dry run: backup verified, nothing was changed")
+        return
+    if plan.nothing_to_do:
+        typer.echo("nothing to restore: everything in the backup is in place")
+        return
+    todo = sum(1 for a in plan.actions if a.action == "restore")
+    _confirm(f"Restore {todo} entr{'y' if todo == 1 else 'ies'} from {backup_dir}?", yes)
+    n = apply_restore(plan, refuse_if_running=refuse)
+    typer.echo(f"restored {n} entr{'y' if n == 1 else 'ies'} from {plan.backup_dir}")
+
+
+@upgrade_app.command("wait-master")
+def wait_master_cmd(
+    addr: str = typer.Option(..., "-a", "--controller-addr", envvar="MQCTL_CONTROLLER", help=_ADDR_HELP),
+    broker_name: str = typer.Option(..., "-b", "--broker-name", help="The broker set's name."),
+    broker_id: int = typer.Option(..., "--broker-id", help="The broker's id (its brokerIdentity)."),
+    timeout: float = typer.Option(300.0, "--timeout", metavar="S", help="Give up after S seconds (exit 8)."),
+) -> None:
+    """Block until the controller reports the broker as master; a progress line on stderr."""
+    from mqctl.upgrade.wait import wait_master
+
+    tty = sys.stderr.isatty()
+    state = {"last": ""}
+
+    def progress(line: str) -> None:
+        if tty:
+            sys.stderr.write("\r\x1b[K" + line)
+        elif line.split(" [")[0] != state["last"]:
+            sys.stderr.write(line + "\n")   # not a terminal: one line per change
+        state["last"] = line.split(" [")[0]
+        sys.stderr.flush()
+
+    try:
+        with _client(addr, timeout=max(0.5, min(5.0, timeout))) as client:
+            res = wait_master(client, broker_name, broker_id, timeout, progress=progress)
+    finally:
+        if tty:
+            sys.stderr.write("\n")
+    typer.echo(f"{res.broker_name}: brokerId {res.broker_id} is master, epoch {res.master_epoch}, "
+               f"{res.master_address}, SyncStateSet {list(res.sync_state_set)}")

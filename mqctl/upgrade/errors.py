@@ -1,0 +1,15 @@
+"""The one exit code the upgrade commands add (docs/codes.md): 8, a wait that timed out."""
+
+from __future__ import annotations
+
+from mqctl.errors import MqctlError
+
+EXIT_TIMEOUT = 8
+
+__all__ = ["EXIT_TIMEOUT", "WaitTimeoutError"]
+
+
+class WaitTimeoutError(MqctlError):
+    """`wait-master --timeout` ran out before the controller reported the broker as master."""
+
+    exit_code = EXIT_TIMEOUT
