@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15mqctl/v1/broker.proto\x12\x08mqctl.v1\"\x1c\n\x1aGetBrokerEpochCacheRequest\"E\n\nEpochEntry\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x14\n\x0cstart_offset\x18\x02 \x01(\x03\x12\x12\n\nend_offset\x18\x03 \x01(\x03\"\xb7\x01\n\x1bGetBrokerEpochCacheResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x14\n\x0c\x63luster_name\x18\x03 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x04 \x01(\t\x12\x11\n\tbroker_id\x18\x05 \x01(\x03\x12(\n\nepoch_list\x18\x06 \x03(\x0b\x32\x14.mqctl.v1.EpochEntry\x12\x12\n\nmax_offset\x18\x07 \x01(\x03\x32l\n\x06\x42roker\x12\x62\n\x13GetBrokerEpochCache\x12$.mqctl.v1.GetBrokerEpochCacheRequest\x1a%.mqctl.v1.GetBrokerEpochCacheResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15mqctl/v1/broker.proto\x12\x08mqctl.v1\"\x1c\n\x1aGetBrokerEpochCacheRequest\"E\n\nEpochEntry\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x14\n\x0cstart_offset\x18\x02 \x01(\x03\x12\x12\n\nend_offset\x18\x03 \x01(\x03\"\xb7\x01\n\x1bGetBrokerEpochCacheResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x14\n\x0c\x63luster_name\x18\x03 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x04 \x01(\t\x12\x11\n\tbroker_id\x18\x05 \x01(\x03\x12(\n\nepoch_list\x18\x06 \x03(\x0b\x32\x14.mqctl.v1.EpochEntry\x12\x12\n\nmax_offset\x18\x07 \x01(\x03\"\xc8\x01\n\x0f\x46\x65tchLogRequest\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x11\n\tbroker_id\x18\x03 \x01(\x03\x12\x16\n\x0e\x62roker_address\x18\x04 \x01(\t\x12\x0e\n\x06offset\x18\x05 \x01(\x03\x12\x14\n\x0cmaster_epoch\x18\x06 \x01(\x05\x12\x11\n\tmax_bytes\x18\x07 \x01(\x05\x12\x0f\n\x07wait_ms\x18\x08 \x01(\x05\x12\x15\n\rasync_learner\x18\t \x01(\x08\"\xde\x01\n\x10\x46\x65tchLogResponse\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06remark\x18\x02 \x01(\t\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0e\n\x06length\x18\x05 \x01(\x03\x12\r\n\x05\x65poch\x18\x06 \x01(\x05\x12\x1a\n\x12\x65poch_start_offset\x18\x07 \x01(\x03\x12\x16\n\x0e\x63onfirm_offset\x18\x08 \x01(\x03\x12\x12\n\nmax_offset\x18\t \x01(\x03\x12\x14\n\x0cmaster_epoch\x18\n \x01(\x05\x12\x11\n\tbroker_id\x18\x0b \x01(\x03\x32\xaf\x01\n\x06\x42roker\x12\x62\n\x13GetBrokerEpochCache\x12$.mqctl.v1.GetBrokerEpochCacheRequest\x1a%.mqctl.v1.GetBrokerEpochCacheResponse\x12\x41\n\x08\x46\x65tchLog\x12\x19.mqctl.v1.FetchLogRequest\x1a\x1a.mqctl.v1.FetchLogResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EPOCHENTRY']._serialized_end=134
   _globals['_GETBROKEREPOCHCACHERESPONSE']._serialized_start=137
   _globals['_GETBROKEREPOCHCACHERESPONSE']._serialized_end=320
-  _globals['_BROKER']._serialized_start=322
-  _globals['_BROKER']._serialized_end=430
+  _globals['_FETCHLOGREQUEST']._serialized_start=323
+  _globals['_FETCHLOGREQUEST']._serialized_end=523
+  _globals['_FETCHLOGRESPONSE']._serialized_start=526
+  _globals['_FETCHLOGRESPONSE']._serialized_end=748
+  _globals['_BROKER']._serialized_start=751
+  _globals['_BROKER']._serialized_end=926
 # @@protoc_insertion_point(module_scope)

@@ -39,6 +39,11 @@ class BrokerStub:
                 request_serializer=mqctl_dot_v1_dot_broker__pb2.GetBrokerEpochCacheRequest.SerializeToString,
                 response_deserializer=mqctl_dot_v1_dot_broker__pb2.GetBrokerEpochCacheResponse.FromString,
                 _registered_method=True)
+        self.FetchLog = channel.unary_unary(
+                '/mqctl.v1.Broker/FetchLog',
+                request_serializer=mqctl_dot_v1_dot_broker__pb2.FetchLogRequest.SerializeToString,
+                response_deserializer=mqctl_dot_v1_dot_broker__pb2.FetchLogResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -51,6 +56,15 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchLog(self, request, context):
+        """Replication (the gRPC form of RocketMQ's AutoSwitchHA transfer phase): a slave asks its master
+        for the log from `offset` (what it already has, which doubles as its ack). One batch never
+        spans two epochs or two commitlog files; the master long-polls up to `wait_ms` for new data.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -58,6 +72,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.GetBrokerEpochCache,
                     request_deserializer=mqctl_dot_v1_dot_broker__pb2.GetBrokerEpochCacheRequest.FromString,
                     response_serializer=mqctl_dot_v1_dot_broker__pb2.GetBrokerEpochCacheResponse.SerializeToString,
+            ),
+            'FetchLog': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchLog,
+                    request_deserializer=mqctl_dot_v1_dot_broker__pb2.FetchLogRequest.FromString,
+                    response_serializer=mqctl_dot_v1_dot_broker__pb2.FetchLogResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -87,6 +106,33 @@ class Broker:
             '/mqctl.v1.Broker/GetBrokerEpochCache',
             mqctl_dot_v1_dot_broker__pb2.GetBrokerEpochCacheRequest.SerializeToString,
             mqctl_dot_v1_dot_broker__pb2.GetBrokerEpochCacheResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchLog(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqctl.v1.Broker/FetchLog',
+            mqctl_dot_v1_dot_broker__pb2.FetchLogRequest.SerializeToString,
+            mqctl_dot_v1_dot_broker__pb2.FetchLogResponse.FromString,
             options,
             channel_credentials,
             insecure,

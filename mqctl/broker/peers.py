@@ -1,0 +1,261 @@
+"""How agents talk to each other: the ``mqctl.v1.Broker`` gRPC service (GetBrokerEpochCache, FetchLog)
+or, for scale runs, direct calls between agents of one process (``LocalPeers``). Both carry the same
+dataclasses; the gRPC side only translates.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mqctl.errors import UsageError
+from mqctl.store.epochfile import LONG_MAX, EpochEntry
+
+if TYPE_CHECKING:
+    import grpc
+
+__all__ = ["EpochCacheView", "FetchRequest", "FetchResponse", "PeerUnavailable", "Peers", "GrpcPeers",
+           "LocalPeers", "LOCAL_AGENTS", "serve_agent"]
+
+
+class PeerUnavailable(Exception):  # noqa: N818
+    """The peer could not be asked (down, isolated, unknown address)."""
+
+
+@dataclass(frozen=True)
+class EpochCacheView:
+    """What GetBrokerEpochCache answers: the epoch entries, the max offset and the broker's id."""
+
+    code: int
+    remark: str = ""
+    cluster_name: str = ""
+    broker_name: str = ""
+    broker_id: int = -1
+    entries: tuple[EpochEntry, ...] = ()
+    max_offset: int = -1
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    offset: int
+    master_epoch: int
+    max_bytes: int
+    wait_ms: int
+    async_learner: bool = False
+
+
+@dataclass(frozen=True)
+class FetchResponse:
+    code: int
+    remark: str = ""
+    offset: int = 0
+    data: bytes = b""
+    length: int = 0
+    epoch: int = -1
+    epoch_start_offset: int = 0
+    confirm_offset: int = 0
+    max_offset: int = 0
+    master_epoch: int = 0
+    broker_id: int = -1
+
+
+class PeerHandler(Protocol):
+    """The agent side of the service."""
+
+    def handle_epoch_cache(self) -> EpochCacheView: ...
+
+    def handle_fetch(self, request: FetchRequest) -> FetchResponse: ...
+
+    def reachable(self) -> bool: ...
+
+
+class Peers(Protocol):
+    def epoch_cache(self, address: str, timeout: float) -> EpochCacheView: ...
+
+    def fetch(self, address: str, request: FetchRequest, timeout: float) -> FetchResponse: ...
+
+    def close(self) -> None: ...
+
+
+# ------------------------------------------------------------------------------ in-process
+
+LOCAL_AGENTS: dict[str, PeerHandler] = {}
+_LOCAL_LOCK = threading.Lock()
+
+
+class LocalPeers:
+    """Calls agents of this process by address (their name); no sockets."""
+
+    def _get(self, address: str) -> PeerHandler:
+        with _LOCAL_LOCK:
+            agent = LOCAL_AGENTS.get(address)
+        if agent is None or not agent.reachable():
+            raise PeerUnavailable(f"{address}: no such broker running here")
+        return agent
+
+    def epoch_cache(self, address: str, timeout: float) -> EpochCacheView:
+        return self._get(address).handle_epoch_cache()
+
+    def fetch(self, address: str, request: FetchRequest, timeout: float) -> FetchResponse:
+        return self._get(address).handle_fetch(request)
+
+    def close(self) -> None:
+        pass
+
+
+def register_local(address: str, agent: PeerHandler) -> None:
+    with _LOCAL_LOCK:
+        other = LOCAL_AGENTS.get(address)
+        if other is not None and other is not agent and other.reachable():
+            raise UsageError(f"local broker address {address!r} is already used in this process")
+        LOCAL_AGENTS[address] = agent
+
+
+def unregister_local(address: str, agent: PeerHandler) -> None:
+    with _LOCAL_LOCK:
+        if LOCAL_AGENTS.get(address) is agent:
+            del LOCAL_AGENTS[address]
+
+
+# ------------------------------------------------------------------------------ gRPC
+
+class GrpcPeers:
+    """One channel per peer address, reused."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stubs: dict[str, tuple[Any, Any]] = {}
+        self._closed = False
+
+    def _stub(self, address: str) -> Any:
+        import grpc
+
+        from mqctl.v1 import broker_pb2_grpc
+
+        with self._lock:
+            if self._closed:
+                raise PeerUnavailable("peer client closed")
+            entry = self._stubs.get(address)
+            if entry is None:
+                options = [("grpc.initial_reconnect_backoff_ms", 100),
+                           ("grpc.max_reconnect_backoff_ms", 1000),
+                           ("grpc.max_receive_message_length", 64 << 20)]
+                channel = grpc.insecure_channel(address, options=options)
+                entry = (channel, broker_pb2_grpc.BrokerStub(channel))
+                self._stubs[address] = entry
+            return entry[1]
+
+    def epoch_cache(self, address: str, timeout: float) -> EpochCacheView:
+        import grpc
+
+        from mqctl.v1 import broker_pb2 as pb
+
+        try:
+            r = self._stub(address).GetBrokerEpochCache(pb.GetBrokerEpochCacheRequest(), timeout=timeout)
+        except grpc.RpcError as err:
+            raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None  # type: ignore[attr-defined]
+        return EpochCacheView(r.code, r.remark, r.cluster_name, r.broker_name, r.broker_id,
+                              tuple(EpochEntry(e.epoch, e.start_offset) for e in r.epoch_list), r.max_offset)
+
+    def fetch(self, address: str, request: FetchRequest, timeout: float) -> FetchResponse:
+        import grpc
+
+        from mqctl.v1 import broker_pb2 as pb
+
+        req = pb.FetchLogRequest(cluster_name=request.cluster_name, broker_name=request.broker_name,
+                                 broker_id=request.broker_id, broker_address=request.broker_address,
+                                 offset=request.offset, master_epoch=request.master_epoch,
+                                 max_bytes=request.max_bytes, wait_ms=request.wait_ms,
+                                 async_learner=request.async_learner)
+        try:
+            r = self._stub(address).FetchLog(req, timeout=timeout)
+        except grpc.RpcError as err:
+            raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None  # type: ignore[attr-defined]
+        return FetchResponse(r.code, r.remark, r.offset, r.data, r.length, r.epoch, r.epoch_start_offset,
+                             r.confirm_offset, r.max_offset, r.master_epoch, r.broker_id)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            stubs, self._stubs = self._stubs, {}
+        for channel, _ in stubs.values():
+            channel.close()
+
+
+def _servicer(handler: PeerHandler) -> Any:
+    import grpc
+
+    from mqctl.errors import Code
+    from mqctl.v1 import broker_pb2 as pb
+    from mqctl.v1 import broker_pb2_grpc as pb_grpc
+
+    class AgentServicer(pb_grpc.BrokerServicer):  # type: ignore[misc]
+        """Translates only: the agent decides."""
+
+        def GetBrokerEpochCache(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+            if not handler.reachable():
+                context.abort(grpc.StatusCode.UNAVAILABLE, "broker isolated or stopped")
+            try:
+                v = handler.handle_epoch_cache()
+            except Exception as exc:
+                return pb.GetBrokerEpochCacheResponse(code=int(Code.SYSTEM_ERROR), remark=str(exc))
+            ends = [e.start_offset for e in v.entries[1:]] + [v.max_offset if v.max_offset >= 0 else LONG_MAX]
+            return pb.GetBrokerEpochCacheResponse(
+                code=v.code, remark=v.remark, cluster_name=v.cluster_name, broker_name=v.broker_name,
+                broker_id=v.broker_id, max_offset=v.max_offset,
+                epoch_list=[pb.EpochEntry(epoch=e.epoch, start_offset=e.start_offset, end_offset=end)
+                            for e, end in zip(v.entries, ends, strict=True)])
+
+        def FetchLog(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+            if not handler.reachable():
+                context.abort(grpc.StatusCode.UNAVAILABLE, "broker isolated or stopped")
+            req = FetchRequest(request.cluster_name, request.broker_name, request.broker_id,
+                               request.broker_address, request.offset, request.master_epoch,
+                               request.max_bytes, request.wait_ms, request.async_learner)
+            try:
+                r = handler.handle_fetch(req)
+            except Exception as exc:
+                return pb.FetchLogResponse(code=int(Code.SYSTEM_ERROR), remark=str(exc))
+            return pb.FetchLogResponse(code=r.code, remark=r.remark, offset=r.offset, data=r.data,
+                                       length=r.length, epoch=r.epoch,
+                                       epoch_start_offset=r.epoch_start_offset,
+                                       confirm_offset=r.confirm_offset, max_offset=r.max_offset,
+                                       master_epoch=r.master_epoch, broker_id=r.broker_id)
+
+    return AgentServicer()
+
+
+@dataclass
+class AgentServer:
+    server: Any
+    port: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def stop(self) -> None:
+        self.server.stop(None)
+
+
+def serve_agent(handler: PeerHandler, listen: str, max_workers: int = 8) -> AgentServer:
+    """Start the agent's Broker service on ``listen`` (port 0 = any free port)."""
+    import grpc
+
+    from mqctl.v1 import broker_pb2_grpc as pb_grpc
+
+    pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mqctl-agent")
+    server = grpc.server(pool, options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 64 << 20)])
+    pb_grpc.add_BrokerServicer_to_server(_servicer(handler), server)
+    try:
+        port = server.add_insecure_port(listen)
+    except RuntimeError:
+        port = 0
+    if not port:
+        server.stop(None)
+        raise UsageError(f"cannot listen on {listen}")
+    server.start()
+    return AgentServer(server, port)
