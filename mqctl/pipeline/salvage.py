@@ -1,0 +1,285 @@
+"""`mqctl recover salvage`: save what truncating the replicas of a plan would drop, as Parquet.
+
+Inputs come from `make_plan` (docs/recovery.md): per broker set a source and, per replica, `truncateTo`.
+Candidates are every record at or after a replica's `truncateTo` up to the end of its files (past its
+max offset too: beyond a corrupt record, recovery drops those as well); the source itself contributes
+what lies beyond its own max offset. A candidate is dropped when the source keeps the same message
+(`parser.message_key`: UNIQ_KEY, else born host + born timestamp + BODYCRC) between the set's smallest
+`truncateTo` (or its first record with `full_source`) and its max offset; the rest is deduplicated
+across replicas (one row per message: the copy of the replica first in the plan's order) and written.
+
+Output (docs/pipeline.md): `DIR/messages/clusterName=<c>/brokerName=<b>/part-00000.parquet` (rows
+sorted by topic, queueId, epoch, physicalOffset), `DIR/schema.json`, `DIR/summary.json`. No time in
+them: a rerun on the same stores gives byte-identical files. A previous salvage with another digest is
+moved to `DIR.salvage-backup-<UTC time>` first, never overwritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mqctl.errors import UsageError
+from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, ByteRange, store_ranges
+
+SUMMARY_FILE = "summary.json"
+SCHEMA_FILE = "schema.json"
+MESSAGES_DIR = "messages"
+KIND = "mqctl-salvage"
+LAYOUT_VERSION = 1
+SORT_COLUMNS = ("clusterName", "brokerName", "topic", "queueId", "epoch", "physicalOffset", "store")
+
+__all__ = ["SalvageInput", "prepare", "run_salvage", "message_schema", "check_out_dir", "tree_digest"]
+
+
+@dataclass
+class SalvageInput:
+    """The plan turned into byte ranges: `candidates` (replica tails) and `keys` (what sources keep)."""
+
+    plan: dict[str, Any]
+    candidates: list[ByteRange] = field(default_factory=list)
+    keys: list[ByteRange] = field(default_factory=list)
+    sets: list[dict[str, Any]] = field(default_factory=list)
+    not_salvaged: list[dict[str, Any]] = field(default_factory=list)
+
+
+def prepare(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE,
+            full_source: bool = False) -> SalvageInput:
+    """Inspect the stores, make the plan, cut the byte ranges (driver side, no Spark)."""
+    from mqctl.recover.inspect import inspect_store
+    from mqctl.recover.plan import make_plan
+
+    paths = list(dict.fromkeys(os.path.abspath(s) for s in stores))
+    reports = [inspect_store(p) for p in paths]
+    by_path = {r.path: r for r in reports}
+    plan = make_plan(reports)
+    inp = SalvageInput(plan)
+    for u in plan["unmatched"]:
+        inp.not_salvaged.append({"store": u["store"], "reason": u["reason"]})
+    for s in plan["brokerSets"]:
+        c, b = s["clusterName"], s["brokerName"]
+        if s["source"] is None:
+            continue
+        src = by_path[s["source"]]
+        tts = [r["truncateTo"] for r in s["replicas"] if r["truncateTo"] is not None]
+        frm = src.min_offset if full_source else min(tts)
+        set_doc: dict[str, Any] = {"clusterName": c, "brokerName": b, "source": src.path, "comparedFrom": frm,
+                                   "comparedTo": src.max_offset, "replicas": []}
+        inp.sets.append(set_doc)
+        for rank, row in enumerate(s["replicas"]):
+            rep = by_path[row["store"]]
+            tt = row["truncateTo"]
+            if tt is None or rep.file_count == 0:
+                continue
+            meta = {"clusterName": c, "brokerName": b, "store": rep.path, "brokerId": rep.broker_id,
+                    "rank": rank, "epochs": [(e.start_offset, e.epoch) for e in rep.epochs]}
+            ranges = store_ranges(rep.path, from_offset=tt, range_size=range_size, meta=meta)
+            inp.candidates += ranges
+            set_doc["replicas"].append({"store": rep.path, "brokerId": rep.broker_id, "state": rep.state,
+                                        "truncateTo": tt, "maxOffset": rep.max_offset,
+                                        "bytesRead": sum(r.limit - r.start for r in ranges if r.head_owned)})
+        if src.max_offset > frm:
+            inp.keys += store_ranges(src.path, from_offset=frm, to_offset=src.max_offset,
+                                     range_size=range_size,
+                                     meta={"clusterName": c, "brokerName": b, "store": src.path})
+    return inp
+
+
+def message_schema() -> Any:
+    from pyspark.sql import types as T
+
+    s, i, ln = T.StringType(), T.IntegerType(), T.LongType()
+    cols = [("clusterName", s, False), ("brokerName", s, False), ("store", s, False), ("brokerId", ln, True),
+            ("epoch", ln, True), ("physicalOffset", ln, False), ("size", i, False), ("version", i, False),
+            ("topic", s, False), ("queueId", i, False), ("queueOffset", ln, False), ("flag", i, False),
+            ("sysFlag", i, False), ("bornTimestamp", ln, False), ("bornHost", s, False),
+            ("storeTimestamp", ln, False), ("storeHost", s, False), ("reconsumeTimes", i, False),
+            ("preparedTransactionOffset", ln, False), ("bodyCrc", ln, False),
+            ("crcOk", T.BooleanType(), False),
+            ("uniqKey", s, True), ("keys", s, True), ("tags", s, True),
+            ("properties", T.MapType(s, s, True), False), ("rawProperties", T.BinaryType(), False),
+            ("body", T.BinaryType(), False), ("messageKey", s, False), ("rank", i, False)]
+    return T.StructType([T.StructField(n, t, nullable) for n, t, nullable in cols])
+
+
+def check_out_dir(out: Path, kind: str = KIND) -> None:
+    """Refuse a DIR that holds anything but a previous output of the same command."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a directory; choose a new or empty directory for --out")
+    if out.is_dir() and any(p for p in out.iterdir() if not p.name.startswith(".mqctl-tmp-")):
+        try:
+            prev = json.loads((out / SUMMARY_FILE).read_text())
+        except (OSError, ValueError):
+            prev = None
+        if not isinstance(prev, dict) or prev.get("kind") != kind:
+            what = kind.replace("mqctl-", "")
+            raise UsageError(f"{out}: not empty and not the output of a previous {what} (no {SUMMARY_FILE} "
+                             f"of kind {kind}); choose a new or empty directory for --out")
+
+
+def tree_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(q for q in root.rglob("*") if q.is_file()):
+        h.update(f"{p.relative_to(root).as_posix()}\0".encode())
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _normalise_spark_output(root: Path) -> None:
+    """Spark names files part-<n>-<uuid>...: rename them part-00000.parquet, ... per directory (in
+    Spark's order) and drop the _SUCCESS / .crc side files, so reruns give identical trees."""
+    for d in sorted({p.parent for p in root.rglob("*")} | {root}):
+        for junk in list(d.glob(".*.crc")) + list(d.glob("_SUCCESS")) + list(d.glob("._SUCCESS.crc")):
+            junk.unlink()
+        parts = sorted(d.glob("part-*.parquet"))
+        for i, p in enumerate(parts):
+            p.rename(d / f".renaming-{i:05d}")
+        for i in range(len(parts)):
+            (d / f".renaming-{i:05d}").rename(d / f"part-{i:05d}.parquet")
+
+
+def _install(tmp: Path, out: Path, names: tuple[str, ...], digest: str) -> str | None:
+    """Move tmp/<names> into out. A previous output with another digest goes to a backup first."""
+    backup: Path | None = None
+    try:
+        prev = json.loads((out / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        prev = None
+    if isinstance(prev, dict) and prev.get("digest") != digest:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        backup = out.parent / f"{out.name}.{prev.get('kind', 'mqctl').replace('mqctl-', '')}-backup-{stamp}"
+        n = 1
+        while backup.exists():
+            n += 1
+            backup = backup.with_name(f"{backup.name.split('~')[0]}~{n}")
+        backup.mkdir(parents=True)
+        for name in names:
+            if (out / name).exists():
+                os.replace(out / name, backup / name)
+    for name in names:
+        dst = out / name
+        if dst.is_dir():
+            shutil.rmtree(dst)
+        elif dst.exists():
+            dst.unlink()
+        if (tmp / name).exists():
+            os.replace(tmp / name, dst)
+    return None if backup is None else str(backup)
+
+
+def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | None, *,
+                dry_run: bool = False, show_progress: bool | None = None) -> dict[str, Any]:
+    """Run the job; write DIR unless dry_run (or out is None). Returns summary.json's document."""
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from mqctl.pipeline.engine import progress
+    from mqctl.pipeline.tasks import KEY_COLUMNS, key_rows, salvage_rows
+
+    outp = None if out is None else Path(out).absolute()
+    writing = outp is not None and not dry_run
+    if writing:
+        assert outp is not None
+        check_out_dir(outp)
+    sc = spark.sparkContext
+    schema = message_schema()
+    with progress(spark, "salvage"):
+        tagged = sc.parallelize(inp.candidates or [], max(1, len(inp.candidates))).flatMap(salvage_rows)
+        tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            msgs = spark.createDataFrame(tagged.filter(lambda t: t[0] == "m").map(lambda t: t[1]), schema,
+                                         verifySchema=False)
+            problems = tagged.filter(lambda t: t[0] == "p").map(lambda t: t[1]).collect()
+            kschema = T.StructType([T.StructField(n, T.StringType(), False) for n in KEY_COLUMNS])
+            key_rdd = sc.parallelize(inp.keys or [], max(1, len(inp.keys))).flatMap(key_rows)
+            keys = spark.createDataFrame(key_rdd, kschema, verifySchema=False).distinct() \
+                .withColumn("onSource", F.lit(True))
+            group = ["clusterName", "brokerName", "messageKey"]
+            j = msgs.join(keys, on=group, how="left") \
+                .withColumn("onSource", F.coalesce("onSource", F.lit(False)))
+            w = Window.partitionBy(*group)
+            j = j.withColumn("copies", F.count(F.lit(1)).over(w)) \
+                 .withColumn("_n", F.row_number().over(w.orderBy("rank", "physicalOffset", "store")))
+            j = j.persist(StorageLevel.MEMORY_AND_DISK)
+            kept = (~F.col("onSource")) & (F.col("_n") == 1)
+            per_store = {r["store"]: r.asDict() for r in j.groupBy("store").agg(
+                F.count(F.lit(1)).alias("records"),
+                F.sum(F.col("onSource").cast("long")).alias("alreadyOnSource"),
+                F.sum(kept.cast("long")).alias("salvaged"),
+                F.sum(F.when(kept, F.col("size")).otherwise(0).cast("long")).alias("salvagedBytes"),
+            ).collect()}
+            final = j.filter(kept).drop("onSource", "_n", "rank")
+            per_topic = final.groupBy("clusterName", "brokerName", "topic").agg(
+                F.count(F.lit(1)).alias("messages"), F.sum(F.col("size").cast("long")).alias("bytes"),
+                F.sum(F.length("body").cast("long")).alias("bodyBytes"),
+                F.sum((~F.col("crcOk")).cast("long")).alias("crcErrors")).collect()
+            digest = None
+            backup = None
+            if writing:
+                assert outp is not None
+                outp.mkdir(parents=True, exist_ok=True)
+                tmp = outp / f".mqctl-tmp-{os.getpid()}"
+                if tmp.exists():
+                    shutil.rmtree(tmp)
+                tmp.mkdir()
+                final.repartition("clusterName", "brokerName").sortWithinPartitions(*SORT_COLUMNS) \
+                    .write.mode("overwrite").partitionBy("clusterName", "brokerName") \
+                    .parquet(str(tmp / MESSAGES_DIR))
+                (tmp / MESSAGES_DIR).mkdir(exist_ok=True)          # no rows: an empty directory
+                _normalise_spark_output(tmp / MESSAGES_DIR)
+                (tmp / SCHEMA_FILE).write_text(json.dumps(json.loads(final.schema.json()), indent=1,
+                                                          sort_keys=True) + "\n")
+                digest = tree_digest(tmp)
+        finally:
+            tagged.unpersist()
+    doc = _summary(inp, per_store, per_topic, problems, digest)
+    if writing:
+        assert outp is not None
+        (tmp / SUMMARY_FILE).write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        backup = _install(tmp, outp, (MESSAGES_DIR, SCHEMA_FILE, SUMMARY_FILE), doc["digest"])
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {**doc, "out": None if outp is None else str(outp), "dryRun": not writing, "backup": backup}
+
+
+def _summary(inp: SalvageInput, per_store: dict[str, dict[str, Any]], per_topic: list[Any],
+             problems: list[tuple[Any, ...]], digest: str | None) -> dict[str, Any]:
+    from mqctl.pipeline.tasks import PROBLEM_COLUMNS
+
+    sets = []
+    total_m = total_b = 0
+    for s in inp.sets:
+        topics = sorted((r.asDict() for r in per_topic
+                         if (r["clusterName"], r["brokerName"]) == (s["clusterName"], s["brokerName"])),
+                        key=lambda d: d["topic"])
+        for t in topics:
+            del t["clusterName"], t["brokerName"]
+        replicas = []
+        for rep in s["replicas"]:
+            st = per_store.get(rep["store"], {})
+            records = int(st.get("records") or 0)
+            on_src = int(st.get("alreadyOnSource") or 0)
+            salv = int(st.get("salvaged") or 0)
+            replicas.append({**rep, "recordsPastTruncateTo": records, "alreadyOnSource": on_src,
+                             "copiesOnOtherReplicas": records - on_src - salv, "salvaged": salv,
+                             "salvagedBytes": int(st.get("salvagedBytes") or 0)})
+        m = sum(t["messages"] for t in topics)
+        b = sum(t["bytes"] for t in topics)
+        total_m += m
+        total_b += b
+        sets.append({**s, "replicas": replicas, "messages": m, "bytes": b, "topics": topics})
+    probs = sorted((dict(zip(PROBLEM_COLUMNS, p, strict=True)) for p in problems),
+                   key=lambda d: (d["store"], d["offset"]))
+    return {"kind": KIND, "layoutVersion": LAYOUT_VERSION,
+            "layout": {"messages": f"{MESSAGES_DIR}/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet",
+                       "schema": SCHEMA_FILE, "sortedBy": list(SORT_COLUMNS)},
+            "messages": total_m, "bytes": total_b, "brokerSets": sets,
+            "notSalvaged": sorted(inp.not_salvaged, key=lambda d: d["store"]), "problems": probs,
+            "digest": digest}
