@@ -1,0 +1,8 @@
+"""Upgrade command tests; helpers live in upgrade_fixtures.py so imports never clash with other conftests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
