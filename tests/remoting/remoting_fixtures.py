@@ -1,0 +1,94 @@
+"""Helpers for tests/remoting: real `mqctl serve --remoting-port` processes and raw sockets.
+
+(A unique module name, so that test modules import it without clashing with other directories.)
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from mqctl.remoting import codec
+from mqctl.remoting.codec import RemotingCommand
+from mqctl.testing import LocalCluster, free_port, wait_until
+
+
+def with_remoting_ports(cluster: LocalCluster) -> list[str]:
+    """Give each node of ``cluster`` its own --remoting-port; return the remoting addresses."""
+    addresses = []
+    for node in cluster.nodes:
+        port = free_port()
+        node.args += ["--remoting-port", str(port)]
+        addresses.append(f"127.0.0.1:{port}")
+    return addresses
+
+
+def start(cluster: LocalCluster, addresses: list[str], env: dict[str, str] | None = None) -> None:
+    for node in cluster.nodes:
+        node.start(env)
+    cluster.wait_for_leader()
+    for address in addresses:
+        wait_until(lambda a=address: _listening(a), 20, what=f"remoting port {address}")
+
+
+def _listening(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def raw(address: str, timeout: float = 5.0) -> Iterator[socket.socket]:
+    host, _, port = address.rpartition(":")
+    sock = socket.create_connection((host, int(port)), timeout=timeout)
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes | None:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def recv_frame(sock: socket.socket) -> tuple[RemotingCommand, int] | None:
+    """The next frame (and the serialize type it came in), or None when the server closed."""
+    prefix = recv_exactly(sock, 4)
+    if prefix is None:
+        return None
+    (total,) = struct.unpack(">i", prefix)
+    payload = recv_exactly(sock, total)
+    if payload is None:
+        return None
+    return codec.decode_frame(payload), payload[0]
+
+
+def request(sock: socket.socket, cmd: RemotingCommand) -> RemotingCommand:
+    sock.sendall(codec.encode_frame(cmd))
+    got = recv_frame(sock)
+    assert got is not None, "the server closed the connection"
+    return got[0]
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """True when the server closes ``sock`` (EOF or reset) before the socket timeout."""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return True
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
