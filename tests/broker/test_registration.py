@@ -66,7 +66,8 @@ def test_crash_at_every_registration_point(controller, tmp_path, seed: int) -> N
         if p == "after_apply_refused":
             # a broker that died after its temp file while another broker took the id: its apply is refused
             store.mkdir()
-            write_temp_identity(store, TempBrokerIdentity(CLUSTER, name, first.broker_id or 1, "10.9.9.9:1;1"))
+            taken = first.broker_id or 1
+            write_temp_identity(store, TempBrokerIdentity(CLUSTER, name, taken, "10.9.9.9:1;1"))
     racers = [tmp_path / f"r{i}" for i in range(2)]   # brokers without faults, racing for the same ids
     started: dict[str, BrokerAgent] = {}
     lock = threading.Lock()
@@ -105,7 +106,8 @@ def test_crash_at_every_registration_point(controller, tmp_path, seed: int) -> N
             assert ident is not None and ident.broker_id == a.broker_id
             assert (ident.cluster_name, ident.broker_name) == (CLUSTER, name)
             assert read_temp_identity(a.root) is None, f"{a.name}: temp file left behind"
-            assert ident.broker_id not in ids, f"id {ident.broker_id} held by {ids.get(ident.broker_id)} and {a.name}"
+            holder = ids.get(ident.broker_id)
+            assert holder is None, f"id {ident.broker_id} held by {holder and holder.name} and {a.name}"
             ids[ident.broker_id] = a
         with ControllerClient(addresses) as client:
             registered = wait_until(lambda: controller_ids(client, name), 10, what="replicas")
