@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mqctl.client import ControllerClient
-from mqctl.testing import LocalCluster, wait_until
+from mqctl.testing import Beater, LocalCluster, register_broker, wait_until
 
 CLUSTER = "cluster-a"
 MQCTL = str(Path(sys.executable).with_name("mqctl"))
@@ -30,55 +29,8 @@ def run(*args: str, env: dict[str, str] | None = None,
     return subprocess.run([MQCTL, *args], capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
-class Beater:
-    """Heartbeats for simulated brokers every `period` seconds (a live broker's BROKER_HEARTBEAT)."""
-
-    def __init__(self, client: ControllerClient, period: float = 0.2) -> None:
-        self.client = client
-        self.period = period
-        self.brokers: dict[tuple[str, int], dict[str, Any]] = {}
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def beat(self, broker_name: str, broker_id: int, address: str, **fields: Any) -> None:
-        with self._lock:
-            self.brokers[(broker_name, broker_id)] = dict(address=address, **fields)
-        self._send(broker_name, broker_id)
-
-    def silence(self, broker_name: str, broker_id: int) -> None:
-        with self._lock:
-            self.brokers.pop((broker_name, broker_id), None)
-
-    def _send(self, broker_name: str, broker_id: int) -> None:
-        with self._lock:
-            f = dict(self.brokers.get((broker_name, broker_id)) or {})
-        if not f:
-            return
-        address = f.pop("address")
-        try:
-            self.client.heartbeat(CLUSTER, address, broker_name, broker_id, heartbeat_timeout_mills=1500, **f)
-        except Exception:
-            pass  # a controller failover in progress; the next beat retries
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period):
-            with self._lock:
-                keys = list(self.brokers)
-            for name, bid in keys:
-                self._send(name, bid)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-
 def register(client: ControllerClient, broker_name: str, address: str, **kw: Any) -> int:
-    nid = client.get_next_broker_id(CLUSTER, broker_name).next_broker_id
-    client.apply_broker_id(CLUSTER, broker_name, nid, f"{address};1700000000000")
-    client.register_broker(CLUSTER, broker_name, nid, address, **kw)
-    return nid
+    return register_broker(client, broker_name, address, CLUSTER, **kw)[0]
 
 
 @dataclass
