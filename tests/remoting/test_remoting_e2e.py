@@ -1,0 +1,201 @@
+"""End to end over RocketMQ remoting against three real `mqctl serve --remoting-port` nodes: brokers
+register (1012/1013/1003), beat (904, one-way, to every controller), elect (1002), alter the
+SyncStateSet (1001) and fail over, with NOTIFY_BROKER_ROLE_CHANGED (1008) pushed to the registered
+connection; what remoting reads (1004, 1006, 1010) equals what gRPC reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from remoting_fixtures import start, with_remoting_ports
+
+from mqctl.client import ControllerClient, RoleChange, SyncStateDataResult
+from mqctl.remoting import headers
+from mqctl.remoting.client import RemotingControllerClient, RemotingError, role_change_of
+from mqctl.testing import TEST_CLUSTER, LocalCluster, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+class RemotingBroker:
+    """What a RocketMQ broker does towards its controllers, over remoting, on its own connections."""
+
+    def __init__(self, addresses: list[str], broker_name: str, address: str) -> None:
+        self.client = RemotingControllerClient(addresses, timeout=20)
+        self.addresses = addresses
+        self.broker_name = broker_name
+        self.address = address
+        self.broker_id = 0
+        self.beating = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat_loop, daemon=True)
+
+    def register(self) -> int:
+        c = self.client
+        self.broker_id = c.get_next_broker_id(TEST_CLUSTER, self.broker_name).next_broker_id
+        c.apply_broker_id(TEST_CLUSTER, self.broker_name, self.broker_id, f"{self.address};1700000000000")
+        c.register_broker(
+            TEST_CLUSTER, self.broker_name, self.broker_id, self.address, heartbeat_timeout_mills=1500
+        )
+        self.beating.set()
+        self._thread.start()
+        return self.broker_id
+
+    def _beat_loop(self) -> None:
+        while not self._stop.wait(0.2):
+            if not self.beating.is_set():
+                continue
+            _, ext, body = headers.encode_request(
+                "Heartbeat",
+                {
+                    "cluster_name": TEST_CLUSTER,
+                    "broker_addr": self.address,
+                    "broker_name": self.broker_name,
+                    "broker_id": self.broker_id,
+                    "epoch": 1,
+                    "max_offset": 100,
+                    "heartbeat_timeout_mills": 1500,
+                },
+            )
+            for addr in self.addresses:  # one-way, to every controller, as RocketMQ brokers do
+                try:
+                    self.client.connection(addr).oneway(headers.BROKER_HEARTBEAT, ext, body)
+                except RemotingError:
+                    pass
+
+    def notifications(self) -> list[RoleChange]:
+        out = []
+        for addr in self.addresses:
+            try:
+                conn = self.client.connection(addr)
+            except RemotingError:
+                continue
+            while (cmd := conn.next_incoming(0)) is not None:
+                assert cmd.code == headers.NOTIFY_BROKER_ROLE_CHANGED and cmd.is_oneway
+                out.append(role_change_of(cmd))
+        return out
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.client.close()
+
+
+@pytest.fixture
+def trio(tmp_path) -> Iterator[tuple[LocalCluster, list[str]]]:
+    cluster = LocalCluster(str(tmp_path), size=3)
+    addresses = with_remoting_ports(cluster)
+    with cluster:
+        start(cluster, addresses)
+        yield cluster, addresses
+
+
+def _no_age(result: SyncStateDataResult) -> dict[str, Any]:
+    """The table without heartbeat ages (they tick between two reads)."""
+    return {
+        name: dataclasses.replace(
+            info,
+            in_sync_replicas=tuple(
+                dataclasses.replace(r, heartbeat_age_ms=None) for r in info.in_sync_replicas
+            ),
+            not_in_sync_replicas=tuple(
+                dataclasses.replace(r, heartbeat_age_ms=None) for r in info.not_in_sync_replicas
+            ),
+        )
+        for name, info in result.replicas_info_table.items()
+    }
+
+
+def test_register_beat_elect_fail_over_and_read_the_same_state(trio: tuple[LocalCluster, list[str]]) -> None:
+    cluster, remoting = trio
+    leader = cluster.wait_for_leader()
+    leader_remoting = remoting[cluster.nodes.index(leader)]
+    brokers: list[RemotingBroker] = []
+    with (
+        RemotingControllerClient(remoting, timeout=20) as admin,
+        ControllerClient(cluster.addresses, timeout=20) as grpc_client,
+    ):
+        # 1005 on any node names the leader's remoting address; every node knows every remoting address
+        assert admin.get_metadata().controller_leader_address == leader_remoting
+        for address in remoting:
+            meta = wait_until(
+                lambda a=address: (
+                    (m := admin.get_metadata(a))
+                    and sorted(p.raft_address for p in m.peers)
+                    == sorted(n.raft_address for n in cluster.nodes)
+                    and m
+                ),
+                20,
+                what="peers",
+            )
+            assert meta.controller_leader_address == leader_remoting
+        body = headers.read_metadata_body(
+            admin.connection(remoting[1]).invoke(headers.GET_METADATA_INFO).body
+        )
+        wait_until(
+            lambda: (
+                sorted(
+                    p["remoting_address"]
+                    for p in headers.read_metadata_body(
+                        admin.connection(remoting[1]).invoke(headers.GET_METADATA_INFO).body
+                    )["peers"]
+                )
+                == sorted(remoting)
+            ),
+            20,
+            what="every node's remoting address replicated",
+        )
+        assert body["self_id"] == cluster.nodes[1].raft_address
+
+        try:
+            for i in range(2):
+                brokers.append(RemotingBroker(remoting, "broker-a", f"127.0.0.1:{9000 + i}"))
+                assert brokers[-1].register() == i + 1
+            first, second = brokers
+            elected = first.client.elect_master(TEST_CLUSTER, "broker-a", 1)
+            assert (elected.master_broker_id, elected.master_epoch, elected.sync_state_set_epoch) == (1, 1, 1)
+            assert elected.broker_member_group is not None
+            assert elected.broker_member_group.broker_addrs == {1: "127.0.0.1:9000", 2: "127.0.0.1:9001"}
+            changes = wait_until(lambda: second.notifications(), 10, what="1008 after the first election")
+            assert (changes[0].master_broker_id, changes[0].master_address, changes[0].master_epoch) == (
+                1,
+                "127.0.0.1:9000",
+                1,
+            )
+            altered = first.client.alter_sync_state_set("broker-a", 1, 1, [1, 2], 1)
+            assert (altered.new_sync_state_set_epoch, altered.sync_state_set) == (2, (1, 2))
+
+            # remoting reads what gRPC reads
+            assert _no_age(admin.get_sync_state_data(["broker-a"])) == _no_age(
+                grpc_client.get_sync_state_data(["broker-a"])
+            )
+            assert _no_age(admin.get_sync_state_data()) == _no_age(grpc_client.get_sync_state_data())
+            assert admin.get_replica_info("broker-a") == grpc_client.get_replica_info("broker-a")
+            for node, address in zip(cluster.nodes, remoting, strict=True):
+                assert admin.get_config(address) == grpc_client.get_config(node.grpc_address)
+
+            # the master stops beating: the leader elects broker 2 and tells it over its connection
+            first.beating.clear()
+
+            def notified_master_2() -> RoleChange | None:
+                return next((c for c in second.notifications() if c.master_broker_id == 2), None)
+
+            change = wait_until(notified_master_2, 20, what="1008 naming broker 2 master")
+            assert (change.master_address, change.master_epoch, change.sync_state_set) == (
+                "127.0.0.1:9001",
+                2,
+                (2,),
+            )
+            info = admin.get_replica_info("broker-a")
+            assert (info.master_broker_id, info.master_epoch) == (2, 2)
+            assert _no_age(admin.get_sync_state_data(["broker-a"])) == _no_age(
+                grpc_client.get_sync_state_data(["broker-a"])
+            )
+            assert admin.get_metadata().state_hash == grpc_client.get_metadata().state_hash
+        finally:
+            for broker in brokers:
+                broker.close()
