@@ -150,8 +150,9 @@ def runbook(state: UpgradeState) -> list[Step]:
         for s in steps:
             s.status, s.evidence = UNCHECKED, "pass -a ADDRS to see the controller"
     elif upgraded:
-        steps[2].status, steps[2].evidence = DONE, (
-            f"the controller at {c.leader or c.addresses} answers and holds no data of the old group")
+        for s in steps:
+            s.status, s.evidence = DONE, (
+                f"the controller at {c.leader or c.addresses} answers and holds no data of the old group")
     elif c.reachable:
         stale = ", ".join(bs.label for bs in _stale_sets(state))
         steps[0].evidence = f"the controller answers and still holds the old data of {stale}"

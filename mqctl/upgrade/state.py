@@ -115,9 +115,14 @@ def group_sets(stores: list[StoreState], controller: ControllerState) -> list[Br
             groups[0][3].append(f"{names}: no brokerIdentity; assumed to belong to "
                                 f"{groups[0][0]}/{groups[0][1]}")
         elif not groups:
-            groups.append((None, None, unnamed, ["no store names its broker set (no brokerIdentity: "
-                                                 "pre-5.1.1 stores); the stores given are taken as one "
-                                                 "set"]))
+            note = ("no store names its broker set (no brokerIdentity: pre-5.1.1 stores); the stores given "
+                    "are taken as one set")
+            if len(controller.sets) == 1:
+                bname, info = next(iter(controller.sets.items()))
+                groups.append((info.cluster_name or None, bname, unnamed,
+                               [note + f", named {bname} after the controller's only broker set"]))
+            else:
+                groups.append((None, None, unnamed, [note]))
         else:
             for s in unnamed:
                 groups.append((None, None, [s], [f"{s.path}: no brokerIdentity and several broker sets "
