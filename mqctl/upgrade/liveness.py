@@ -30,6 +30,7 @@ class Usage:
     path: str
     reasons: list[str] = field(default_factory=list)
     uninspected: int = 0
+    notes: list[str] = field(default_factory=list)
 
     @property
     def running(self) -> bool:
@@ -112,7 +113,22 @@ def store_usage(store: str | os.PathLike[str]) -> Usage:
     if is_locked(store):
         usage.reasons.append(f"{Path(store) / 'lock'} is locked by another process (a running broker)")
     _add_processes(usage, os.fspath(store))
+    _abort_pid(usage, Path(store))
     return usage
+
+
+def _abort_pid(usage: Usage, store: Path) -> None:
+    """`abort` holds the PID of the broker that last started; alive now it may be that broker, or a
+    reused PID (no lock, no open file: a note, not a refusal)."""
+    from mqctl.store.abort import read_abort
+
+    text = read_abort(store)
+    if not text or not text.isdigit() or usage.running:
+        return
+    pid = int(text)
+    if pid != os.getpid() and Path(f"/proc/{pid}").exists():
+        usage.notes.append(f"abort names pid {pid}, which is alive ({_command(pid)}) but holds neither the "
+                           f"lock nor a store file: probably a reused pid; make sure the broker is stopped")
 
 
 def controller_dir_usage(data_dir: str | os.PathLike[str]) -> Usage:

@@ -297,9 +297,10 @@ def checks(state: UpgradeState, steps: list[Step]) -> list[Check]:
         role = "master" if is_master else "slave"
         # -- stopped
         if not s.running:
-            out.append(Check(OK, "stopped", s.path, f"{role}: no lock held, no process has its files open"
+            out.append(Check(WARN if s.usage.notes else OK, "stopped", s.path,
+                             f"{role}: no lock held, no process has its files open"
                              + (f" ({s.usage.uninspected} process(es) of other users not inspected)"
-                                if s.usage.uninspected else "")))
+                                if s.usage.uninspected else ""), lines=list(s.usage.notes)))
         else:
             must_stop = phase == "stop-brokers" or (phase == "start-master" and not is_master)
             why = "; ".join(s.usage.reasons)

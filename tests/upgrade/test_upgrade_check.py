@@ -111,3 +111,16 @@ def test_unreachable_controller_in_controller_phase(tmp_path: Path) -> None:
     code, doc = check(a, b, extra=("-a", addr))
     assert code == 0 and doc["phase"] == "controller"
     assert by(doc, "controller")[0]["status"] == "ok"
+
+
+def test_abort_pid_alive_is_a_warning_not_a_refusal(tmp_path: Path) -> None:
+    (tmp_path / "other").mkdir()
+    with LockHolder(tmp_path / "other") as other:
+        a = build_store(tmp_path / "a", history=[(1, 0)], max_offset=3000, broker_id=None,
+                        abort=str(other.proc.pid))
+        code, doc = check(a)
+        assert code == 0
+        [st] = by(doc, "stopped")
+        assert st["status"] == "warn"
+        assert f"abort names pid {other.proc.pid}, which is alive" in st["lines"][0]
+        assert run_cli("upgrade", "clear-epochs", "--store", str(a), "--dry-run").code == 0
