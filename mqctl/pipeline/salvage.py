@@ -16,26 +16,29 @@ moved to `DIR.salvage-backup-<UTC time>` first, never overwritten.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqctl.errors import UsageError
+from mqctl.pipeline.output import (
+    SUMMARY_FILE,
+    check_out_dir,
+    install_output,
+    normalise_spark_output,
+    tree_digest,
+)
 from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, ByteRange, store_ranges
 
-SUMMARY_FILE = "summary.json"
 SCHEMA_FILE = "schema.json"
 MESSAGES_DIR = "messages"
 KIND = "mqctl-salvage"
 LAYOUT_VERSION = 1
 SORT_COLUMNS = ("clusterName", "brokerName", "topic", "queueId", "epoch", "physicalOffset", "store")
 
-__all__ = ["SalvageInput", "prepare", "run_salvage", "message_schema", "check_out_dir", "tree_digest"]
+__all__ = ["SalvageInput", "prepare", "run_salvage", "message_schema"]
 
 
 @dataclass
@@ -108,71 +111,6 @@ def message_schema() -> Any:
     return T.StructType([T.StructField(n, t, nullable) for n, t, nullable in cols])
 
 
-def check_out_dir(out: Path, kind: str = KIND) -> None:
-    """Refuse a DIR that holds anything but a previous output of the same command."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{out}: exists and is not a directory; choose a new or empty directory for --out")
-    if out.is_dir() and any(p for p in out.iterdir() if not p.name.startswith(".mqctl-tmp-")):
-        try:
-            prev = json.loads((out / SUMMARY_FILE).read_text())
-        except (OSError, ValueError):
-            prev = None
-        if not isinstance(prev, dict) or prev.get("kind") != kind:
-            what = kind.replace("mqctl-", "")
-            raise UsageError(f"{out}: not empty and not the output of a previous {what} (no {SUMMARY_FILE} "
-                             f"of kind {kind}); choose a new or empty directory for --out")
-
-
-def tree_digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(q for q in root.rglob("*") if q.is_file()):
-        h.update(f"{p.relative_to(root).as_posix()}\0".encode())
-        h.update(hashlib.sha256(p.read_bytes()).digest())
-    return h.hexdigest()
-
-
-def _normalise_spark_output(root: Path) -> None:
-    """Spark names files part-<n>-<uuid>...: rename them part-00000.parquet, ... per directory (in
-    Spark's order) and drop the _SUCCESS / .crc side files, so reruns give identical trees."""
-    for d in sorted({p.parent for p in root.rglob("*")} | {root}):
-        for junk in list(d.glob(".*.crc")) + list(d.glob("_SUCCESS")) + list(d.glob("._SUCCESS.crc")):
-            junk.unlink()
-        parts = sorted(d.glob("part-*.parquet"))
-        for i, p in enumerate(parts):
-            p.rename(d / f".renaming-{i:05d}")
-        for i in range(len(parts)):
-            (d / f".renaming-{i:05d}").rename(d / f"part-{i:05d}.parquet")
-
-
-def _install(tmp: Path, out: Path, names: tuple[str, ...], digest: str) -> str | None:
-    """Move tmp/<names> into out. A previous output with another digest goes to a backup first."""
-    backup: Path | None = None
-    try:
-        prev = json.loads((out / SUMMARY_FILE).read_text())
-    except (OSError, ValueError):
-        prev = None
-    if isinstance(prev, dict) and prev.get("digest") != digest:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        backup = out.parent / f"{out.name}.{prev.get('kind', 'mqctl').replace('mqctl-', '')}-backup-{stamp}"
-        n = 1
-        while backup.exists():
-            n += 1
-            backup = backup.with_name(f"{backup.name.split('~')[0]}~{n}")
-        backup.mkdir(parents=True)
-        for name in names:
-            if (out / name).exists():
-                os.replace(out / name, backup / name)
-    for name in names:
-        dst = out / name
-        if dst.is_dir():
-            shutil.rmtree(dst)
-        elif dst.exists():
-            dst.unlink()
-        if (tmp / name).exists():
-            os.replace(tmp / name, dst)
-    return None if backup is None else str(backup)
-
-
 def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | None, *,
                 dry_run: bool = False, show_progress: bool | None = None) -> dict[str, Any]:
     """Run the job; write DIR unless dry_run (or out is None). Returns summary.json's document."""
@@ -188,10 +126,10 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
     writing = outp is not None and not dry_run
     if writing:
         assert outp is not None
-        check_out_dir(outp)
+        check_out_dir(outp, KIND)
     sc = spark.sparkContext
     schema = message_schema()
-    with progress(spark, "salvage"):
+    with progress(spark, "salvage", enabled=show_progress):
         tagged = sc.parallelize(inp.candidates or [], max(1, len(inp.candidates))).flatMap(salvage_rows)
         tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
         try:
@@ -234,7 +172,7 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
                     .write.mode("overwrite").partitionBy("clusterName", "brokerName") \
                     .parquet(str(tmp / MESSAGES_DIR))
                 (tmp / MESSAGES_DIR).mkdir(exist_ok=True)          # no rows: an empty directory
-                _normalise_spark_output(tmp / MESSAGES_DIR)
+                normalise_spark_output(tmp / MESSAGES_DIR)
                 (tmp / SCHEMA_FILE).write_text(json.dumps(json.loads(final.schema.json()), indent=1,
                                                           sort_keys=True) + "\n")
                 digest = tree_digest(tmp)
@@ -244,7 +182,7 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
     if writing:
         assert outp is not None
         (tmp / SUMMARY_FILE).write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-        backup = _install(tmp, outp, (MESSAGES_DIR, SCHEMA_FILE, SUMMARY_FILE), doc["digest"])
+        backup = install_output(tmp, outp, (MESSAGES_DIR, SCHEMA_FILE, SUMMARY_FILE), doc["digest"])
         shutil.rmtree(tmp, ignore_errors=True)
     return {**doc, "out": None if outp is None else str(outp), "dryRun": not writing, "backup": backup}
 
