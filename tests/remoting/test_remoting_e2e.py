@@ -120,7 +120,12 @@ def test_register_beat_elect_fail_over_and_read_the_same_state(trio: tuple[Local
         ControllerClient(cluster.addresses, timeout=20) as grpc_client,
     ):
         # 1005 on any node names the leader's remoting address; every node knows every remoting address
-        assert admin.get_metadata().controller_leader_address == leader_remoting
+        # (a node learns the others' remoting addresses from the replicated state: wait for it)
+        wait_until(
+            lambda: admin.get_metadata().controller_leader_address == leader_remoting,
+            20,
+            what="the leader's remoting address in 1005",
+        )
         for address in remoting:
             meta = wait_until(
                 lambda a=address: (
