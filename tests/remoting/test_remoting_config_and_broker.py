@@ -1,0 +1,139 @@
+"""`mqctl serve --remoting-port` settings, and GET_BROKER_EPOCH_CACHE (1007) asked of a broker."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+from remoting_fixtures import recv_frame
+
+from mqctl.controller.config import ServeConfig, load
+from mqctl.errors import UsageError
+from mqctl.remoting import codec, headers
+from mqctl.remoting.client import RemotingControllerClient
+from mqctl.remoting.codec import FLAG_RESPONSE, RemotingCommand
+from mqctl.testing import free_port
+
+
+def test_remoting_port_is_off_by_default_and_follows_the_hosts() -> None:
+    assert ServeConfig().remoting_port == 0 and ServeConfig().remoting_listen() == ""
+    cfg = load({"remoting_port": "9878", "listen": "0.0.0.0:9877", "advertise": "10.0.0.5:9877"}, environ={})
+    assert (cfg.remoting_listen(), cfg.remoting_advertise()) == ("0.0.0.0:9878", "10.0.0.5:9878")
+    assert load({}, environ={"MQCTL_REMOTING_PORT": "9000"}).remoting_advertise() == "127.0.0.1:9000"
+    with pytest.raises(UsageError, match="remoting_port"):
+        load({"remoting_port": "70000"}, environ={})
+    with pytest.raises(UsageError, match="not an integer"):
+        load({"remoting_port": "x"}, environ={})
+
+
+@pytest.mark.slow
+def test_a_busy_remoting_port_stops_serve_with_one_line(tmp_path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mqctl",
+                "serve",
+                "--listen",
+                f"127.0.0.1:{free_port()}",
+                "--raft",
+                f"127.0.0.1:{free_port()}",
+                "--data-dir",
+                str(tmp_path / "d"),
+                "--remoting-port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 2
+    assert f"mqctl: error: cannot listen for RocketMQ remoting on 127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------------------------
+# GET_BROKER_EPOCH_CACHE (1007): a RocketMQ broker cannot be started here, so a stand-in answers
+# exactly as AdminBrokerProcessor does (EpochEntryCache body in fastjson, or code 1 outside
+# controller mode).
+
+EPOCH_BODY = (
+    b'{"brokerId":0,"brokerName":"broker-a","clusterName":"DefaultCluster","epochList":['
+    b'{"endOffset":300,"epoch":1,"startOffset":0},{"endOffset":9223372036854775807,"epoch":2,'
+    b'"startOffset":300}],"maxOffset":700}'
+)
+
+
+@pytest.fixture
+def broker() -> Iterator[tuple[str, list[RemotingCommand]]]:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    seen: list[RemotingCommand] = []
+    mode = {"controller": True}
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                got = recv_frame(conn)
+                if got is None:
+                    continue
+                cmd = got[0]
+                seen.append(cmd)
+                if cmd.code == headers.GET_BROKER_EPOCH_CACHE and mode["controller"]:
+                    answer = RemotingCommand(
+                        code=0, language="JAVA", opaque=cmd.opaque, flag=FLAG_RESPONSE, body=EPOCH_BODY
+                    )
+                elif cmd.code == headers.GET_BROKER_EPOCH_CACHE:
+                    answer = RemotingCommand(
+                        code=1,
+                        language="JAVA",
+                        opaque=cmd.opaque,
+                        flag=FLAG_RESPONSE,
+                        remark="this request only for controllerMode ",
+                    )
+                else:
+                    answer = RemotingCommand(code=3, opaque=cmd.opaque, flag=FLAG_RESPONSE)
+                conn.sendall(codec.encode_frame(answer))
+                mode["controller"] = False  # the next broker is not in controller mode
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.getsockname()[1]}", seen
+    server.close()
+    thread.join(5)
+
+
+def test_get_broker_epoch_cache(broker: tuple[str, list[RemotingCommand]]) -> None:
+    address, seen = broker
+    with RemotingControllerClient("127.0.0.1:1", timeout=5) as client:
+        cache = client.get_broker_epoch_cache(address)
+        assert seen[0].code == 1007 and seen[0].ext_fields is None and not seen[0].body
+        assert cache.error is None
+        assert (cache.cluster_name, cache.broker_name, cache.broker_id, cache.max_offset) == (
+            "DefaultCluster",
+            "broker-a",
+            0,
+            700,
+        )
+        # mqadmin getBrokerEpoch: the last entry's endOffset is the broker's maxOffset
+        assert [(e.epoch, e.start_offset, e.end_offset) for e in cache.entries] == [
+            (1, 0, 300),
+            (2, 300, 700),
+        ]
+        refused = client.get_broker_epoch_cache(address)
+        assert refused.error == f"{address}: code 1: this request only for controllerMode "
+        unreachable = client.get_broker_epoch_cache(f"127.0.0.1:{free_port()}")
+        assert unreachable.error is not None and "cannot connect" in unreachable.error
