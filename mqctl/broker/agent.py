@@ -886,8 +886,10 @@ class BrokerAgent:
                     self._stop.wait(cfg.retry_interval)
                     continue
                 with self._lock:
-                    if not current() or self._log is None or self._epochs is None or self._isolated:
+                    if not current() or self._log is None or self._epochs is None:
                         return
+                    if self._isolated:
+                        continue    # the answer never arrived
                     if resp.offset != self._log.max_offset:
                         handshaken = False
                         continue
