@@ -1,0 +1,124 @@
+"""The per-range parser without Spark: any way of cutting the files into ranges gives the same records
+and the same damage reports as one range per file, which are what the writer wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numpy")
+
+from pipeline_fixtures import BORN6, FILE_SIZE, T_LONG, Fleet  # noqa: E402
+
+from mqctl.pipeline.parser import message_key, parse_byte_range, property_value  # noqa: E402
+from mqctl.pipeline.ranges import store_ranges  # noqa: E402
+from mqctl.pipeline.tasks import analyze_rows, open_file, parse_task, salvage_rows  # noqa: E402
+from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, decode_properties  # noqa: E402
+
+
+def parse_store(store: Path, range_size: int, **kw):
+    recs, problems = [], []
+    for br in store_ranges(store, range_size=range_size, **kw):
+        pr = parse_task(br, extract=("bodies", "properties", "hosts"))
+        recs += list(zip(pr.offset.tolist(), pr.topics, pr.bodies, pr.properties, pr.born_hosts,
+                         pr.store_hosts, pr.version.tolist(), pr.crc_ok.tolist(), pr.queue_offset.tolist(),
+                         strict=True))
+        problems += [(p.offset, p.length, p.kind, p.reason) for p in pr.problems]
+    return recs, problems
+
+
+CUTS = [64, 91, 100, 127, 200, 256, 333, 512, 1000, 1500, FILE_SIZE]
+
+
+def test_every_cut_finds_what_the_writer_wrote(fleet: Fleet) -> None:
+    # C is undamaged: compare with the store module's sequential reader, field by field
+    store = fleet.stores["C"]
+    ref = [(r.offset, r.topic, r.body, r.properties, f"{r.born_host[0]}:{r.born_host[1]}"
+            if ":" not in r.born_host[0] else f"[{r.born_host[0]}]:{r.born_host[1]}")
+           for r in CommitLog(store / COMMITLOG_DIR).iter_records()]
+    assert len(ref) == 13       # 10 prefix records + a0..a2
+    for cut in CUTS:
+        recs, problems = parse_store(store, cut)
+        assert [r[:5] for r in recs] == ref, cut
+        assert problems == [], cut
+    recs, _ = parse_store(store, 256)
+    a2 = next(r for r in recs if r[0] == fleet.offsets["a2"])
+    assert a2[4] == f"[{BORN6[0]}]:{BORN6[1]}" and a2[5] == "[fd00::100]:10911"
+
+
+def test_damage_is_reported_once_whatever_the_cut(fleet: Fleet) -> None:
+    store = fleet.stores["A"]
+    o = fleet.offsets
+    whole, whole_problems = parse_store(store, FILE_SIZE)
+    # a6 (PHYSICALOFFSET smashed) is skipped up to a7, the next record; a5 is read with crcOk False
+    assert [p[:3] for p in whole_problems] == [(o["a5"], o["a6"] - o["a5"], "crc"),
+                                               (o["a6"], o["a7"] - o["a6"], "corrupt")]
+    assert "BODYCRC mismatch" in whole_problems[0][3]
+    reason = whole_problems[1][3]
+    assert reason.startswith("PHYSICALOFFSET field says") and reason.endswith(f"record is at {o['a6']}")
+    offsets = [r[0] for r in whole]
+    tail = [k for k in o if k.startswith("a") and k != "a6"]
+    assert [x for x in offsets if x >= 1000] == [o[k] for k in tail]
+    assert {r[0]: r[7] for r in whole}[o["a5"]] is False
+    v2 = next(r for r in whole if r[0] == o["a4"])
+    assert v2[1] == T_LONG and v2[6] == 2
+    assert decode_properties(v2[3]) == {"KEYS": "order-4 order-44", "TAGS": "tagA", "UNIQ_KEY": "K-a4"}
+    for cut in CUTS:
+        recs, problems = parse_store(store, cut)
+        assert recs == whole and problems == whole_problems, cut
+
+
+def test_record_split_across_a_range_boundary_belongs_to_the_range_it_starts_in(fleet: Fleet) -> None:
+    store = fleet.stores["A"]
+    a7 = fleet.offsets["a7"]
+    size = fleet.offsets["a8"] - a7
+    assert size > 1500
+    path = str(store / COMMITLOG_DIR / "00000000000000000000")
+    with open_file(path) as buf:
+        first = parse_byte_range(buf, 0, a7 - 10, a7 + 100)        # starts in a6's damage, holds a7's head
+        middle = parse_byte_range(buf, 0, a7 + 100, a7 + 700)      # entirely inside a7
+        after = parse_byte_range(buf, 0, a7 + 700, a7 + size + 1)  # a7's end and a8's first byte
+    assert first.offset.tolist() == [a7] and int(first.size[0]) == size
+    assert middle.offset.tolist() == [] and middle.problems == []
+    assert after.offset.tolist() == [a7 + size]
+    assert first.problems == []   # the bytes before the first boundary belong to the previous range
+
+
+def test_zero_gap_followed_by_records_is_reported(tmp_path: Path) -> None:
+    from mqctl.store.build import build_store
+    store = build_store(tmp_path / "s", history=[(0, 0)], max_offset=1000, file_size=FILE_SIZE)
+    f = store / COMMITLOG_DIR / "00000000000000000000"
+    data = bytearray(f.read_bytes())
+    data[300:400] = bytes(100)          # one 100-byte record zeroed: recovery would stop at 300
+    f.write_bytes(bytes(data))
+    for cut in (64, 150, 1000, FILE_SIZE):
+        recs, problems = parse_store(store, cut)
+        assert [r[0] for r in recs] == [x for x in range(0, 1000, 100) if x != 300], cut
+        assert problems == [(300, 100, "gap", "100 zero bytes before the record at 400")], cut
+
+
+def test_a_range_region_starting_at_damage_reports_it(fleet: Fleet) -> None:
+    # salvage starts reading at truncateTo; here a region that starts right at a6's damage
+    o = fleet.offsets
+    _recs, problems = parse_store(fleet.stores["A"], 128, from_offset=o["a6"])
+    assert [p[0] for p in problems] == [o["a6"]]
+
+
+def test_task_rows_and_keys(fleet: Fleet) -> None:
+    assert property_value(b"A\x01x\x02UNIQ_KEY\x01k1\x02", b"UNIQ_KEY") == "k1"
+    assert property_value(b"XUNIQ_KEY\x01no\x02", b"UNIQ_KEY") is None
+    assert message_key("k", "h:1", 5, 7) == "uniq:k" and message_key(None, "h:1", 5, 7) == "born:h:1/5/7"
+    ranges = store_ranges(fleet.stores["A"], from_offset=1000, range_size=300,
+                          meta={"clusterName": "c", "brokerName": "b", "store": "A", "brokerId": 1, "rank": 1,
+                                "epochs": [(0, 0), (1000, 1)]})
+    rows = [r for br in ranges for r in salvage_rows(br)]
+    msgs = [r[1] for r in rows if r[0] == "m"]
+    want = [fleet.offsets[k] for k in fleet.offsets if k.startswith("a") and k != "a6"]
+    assert [m[5] for m in msgs] == want
+    assert {m[4] for m in msgs} == {1}
+    a2 = next(m for m in msgs if m[5] == fleet.offsets["a2"])
+    assert a2[21] is None and a2[27] == f"born:[{BORN6[0]}]:{BORN6[1]}/5002/{a2[19]}"
+    q = [r[1] for br in store_ranges(fleet.stores["C"], range_size=200) for r in analyze_rows(br)
+         if r[0] == "q"]
+    assert sum(x[5] for x in q) == 13
