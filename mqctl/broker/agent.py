@@ -489,6 +489,8 @@ class BrokerAgent:
                 if newer:
                     self._apply_role(None, "", c.master_epoch, c.sync_state_set_epoch, c.sync_state_set)
                     self._elect()
+                else:
+                    self.stats["ignored_notifications"] += 1
                 return
             self._apply_role(c.master_broker_id, c.master_address, c.master_epoch, c.sync_state_set_epoch,
                              c.sync_state_set)

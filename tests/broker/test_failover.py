@@ -149,3 +149,26 @@ def test_polling_only_offsets_log_local_peers(controller, tmp_path) -> None:
     finally:
         for a in agents + ([revived] if revived else []):
             a.stop()
+
+
+def test_stale_notifications_are_ignored(controller, tmp_path) -> None:
+    """A RoleChange from before the latest registration (older brokerEpoch) or with an older masterEpoch
+    never moves the agent; the controller's view wins."""
+    from mqctl.broker.agent import _Event
+    from mqctl.client import RoleChange
+
+    agent = start_agent(tmp_path / "b", controller.addresses, "stale")
+    try:
+        agent.wait_role(Role.MASTER, 30)
+        epoch, bid = agent.master_epoch, agent.broker_id
+        other = RoleChange(broker_name="stale", master_broker_id=(bid or 0) + 7, master_address="10.0.0.9:1",
+                           master_epoch=epoch + 5, sync_state_set_epoch=9, sync_state_set=((bid or 0) + 7,))
+        before = agent.stats["ignored_notifications"]
+        agent._post(_Event("role", other, agent.broker_epoch - 1))   # queued under an older registration
+        older = RoleChange(broker_name="stale", master_broker_id=None, master_epoch=epoch - 1)
+        agent._on_role_change(older)                                  # current registration, older epoch
+        wait_until(lambda: agent.stats["ignored_notifications"] >= before + 2, 10, what="both ignored")
+        assert agent.role == Role.MASTER and agent.master_epoch == epoch
+        assert agent.put(b"still master").ok
+    finally:
+        agent.stop()
