@@ -1,0 +1,174 @@
+"""Salvage and analyze on a real local Spark (one session for the run) over the fleet of
+pipeline_fixtures.build_fleet: the exact set of salvaged messages, reruns, refusals, analysis."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pipeline_fixtures import BORN6, FILE_SIZE, T_LONG, Fleet, tree_hash
+
+pytestmark = pytest.mark.spark
+
+# label -> (uniqKey, topic, crcOk, copies): what the source B lacks of A's and C's tails, plus B's own
+# tail past its max offset. Not there: a0 (B holds its retry, same UNIQ_KEY), a3 (B holds a copy
+# without a key: same born host, born time, body), a6 (structurally damaged), C's copies of a1/a2.
+EXPECTED = {
+    "a1": ("K-a1", "orders", True, 2), "a2": (None, "orders", True, 2), "a4": ("K-a4", T_LONG, True, 1),
+    "a5": ("K-a5", "orders", False, 1), "a7": ("K-a7", "big", True, 1),
+    **{f"a{i}": (f"K-a{i}", "orders", True, 1) for i in range(8, 13)},
+    "b4": ("K-b4", "orders", False, 1),
+}
+
+
+def salvaged(spark, out: Path) -> dict[tuple[str, int], dict]:
+    rows = spark.read.parquet(str(out / "messages")).collect()
+    return {(Path(r["store"]).name, r["physicalOffset"]): r.asDict() for r in rows}
+
+
+def expected_keys(fleet: Fleet) -> set[tuple[str, int]]:
+    return {("B" if k.startswith("b") else "A", fleet.offsets[k]) for k in EXPECTED}
+
+
+def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_path: Path) -> None:
+    from mqctl.pipeline.salvage import prepare, run_salvage
+
+    stores = fleet.paths("A", "B", "C", "D", "E")
+    doc = run_salvage(spark, prepare(stores, range_size=200), tmp_path / "small", show_progress=False)
+    rows = salvaged(spark, tmp_path / "small")
+    assert set(rows) == expected_keys(fleet)
+    for label, (uniq, topic, crc_ok, copies) in EXPECTED.items():
+        m = fleet.messages[label]
+        r = rows[("B" if label.startswith("b") else "A", fleet.offsets[label])]
+        assert (r["uniqKey"], r["topic"], r["crcOk"], r["copies"]) == (uniq, topic, crc_ok, copies), label
+        assert (r["clusterName"], r["brokerName"]) == ("cluster-a", "broker-set-a")
+        assert r["epoch"] == (2 if label.startswith("b") else 1)
+        assert r["brokerId"] == (2 if label.startswith("b") else 1)
+        assert (r["queueId"], r["queueOffset"], r["bornTimestamp"]) == \
+            (m.queue_id, m.queue_offset, m.born_timestamp)
+        assert r["properties"] == dict(m.properties)
+        if crc_ok:
+            assert bytes(r["body"]) == m.body
+    a2 = rows[("A", fleet.offsets["a2"])]
+    assert a2["bornHost"] == f"[{BORN6[0]}]:{BORN6[1]}" and a2["storeHost"] == "[fd00::100]:10911"
+    assert a2["messageKey"] == f"born:[{BORN6[0]}]:{BORN6[1]}/5002/{a2['bodyCrc']}"
+    a4 = rows[("A", fleet.offsets["a4"])]
+    assert (a4["version"], a4["keys"], a4["tags"]) == (2, "order-4 order-44", "tagA")
+
+    s = json.loads((tmp_path / "small" / "summary.json").read_text())
+    assert s == {k: v for k, v in doc.items() if k not in ("out", "dryRun", "backup")}
+    assert s["messages"] == len(EXPECTED)
+    (set_a,) = [x for x in s["brokerSets"] if x["brokerName"] == "broker-set-a"]
+    reps = {Path(r["store"]).name: r for r in set_a["replicas"]}
+    ra = reps["A"]
+    assert (ra["recordsPastTruncateTo"], ra["alreadyOnSource"], ra["salvaged"]) == (12, 2, 10)
+    assert (reps["C"]["recordsPastTruncateTo"], reps["C"]["alreadyOnSource"],
+            reps["C"]["copiesOnOtherReplicas"], reps["C"]["salvaged"]) == (3, 1, 2, 0)
+    assert (reps["B"]["truncateTo"], reps["B"]["salvaged"]) == (fleet.offsets["b4"], 1)
+    assert {t["topic"]: t["messages"] for t in set_a["topics"]} == {"orders": 9, "big": 1, T_LONG: 1}
+    (set_b,) = [x for x in s["brokerSets"] if x["brokerName"] == "broker-set-b"]
+    assert set_b["messages"] == 0
+    kinds = [(Path(p["store"]).name, p["offset"], p["kind"]) for p in s["problems"]]
+    assert kinds == [("A", fleet.offsets["a5"], "crc"), ("A", fleet.offsets["a6"], "corrupt"),
+                     ("B", fleet.offsets["b4"], "crc")]
+    a6 = s["problems"][1]
+    assert a6["file"].endswith("/A/commitlog/00000000000000000000") and a6["position"] == fleet.offsets["a6"]
+
+    # one range per file: the same rows, byte for byte
+    run_salvage(spark, prepare(stores, range_size=FILE_SIZE), tmp_path / "big", show_progress=False)
+    assert tree_hash(tmp_path / "big") == tree_hash(tmp_path / "small")
+
+    # comparing with the whole source changes nothing here (no duplicate before truncateTo)
+    full = run_salvage(spark, prepare(stores, range_size=FILE_SIZE, full_source=True), None, dry_run=True,
+                       show_progress=False)
+    assert full["messages"] == len(EXPECTED) and full["dryRun"] is True
+    assert [x["comparedFrom"] for x in full["brokerSets"]] == [0, 0]
+
+
+def test_salvage_cli_rerun_backup_refusals(spark, fleet: Fleet, cli, tmp_path: Path) -> None:
+    out = tmp_path / "salvage"
+    stores = fleet.paths("A", "B", "C")
+    r = cli("recover", "salvage", *stores, "--out", str(out), "--range-size", "512")
+    assert r.code == 0, r.err
+    assert f"wrote {len(EXPECTED)} messages" in r.out and "broker-set-a" in r.out
+    before = tree_hash(out)
+    r = cli("recover", "salvage", *stores, "--out", str(out), "--range-size", "1K", "-o", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["backup"] is None and tree_hash(out) == before, "a rerun gives the same files"
+    assert not list(tmp_path.glob("salvage.*"))
+
+    # dry run: nothing written anywhere
+    r = cli("recover", "salvage", *stores, "--out", str(tmp_path / "dry"), "--dry-run")
+    assert r.code == 0, r.err and "dry run: would write" in r.out
+    assert not (tmp_path / "dry").exists()
+
+    # a different result never overwrites the previous one: it moves to a backup first
+    r = cli("recover", "salvage", *fleet.paths("A", "B"), "--out", str(out), "-o", "json")
+    assert r.code == 0, r.err
+    backup = Path(r.json()["backup"])
+    assert backup.parent == tmp_path and backup.name.startswith("salvage.salvage-backup-")
+    assert json.loads((backup / "summary.json").read_text())["digest"] == doc["digest"]
+    assert r.json()["digest"] != doc["digest"]
+
+    # refusals: a foreign directory, a bad size
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    r = cli("recover", "salvage", *stores, "--out", str(foreign))
+    assert r.code == 2 and "not empty and not the output of a previous salvage" in r.err
+    assert [p.name for p in foreign.iterdir()] == ["keep.txt"]
+    r = cli("recover", "salvage", *stores, "--out", str(out), "--range-size", "lots")
+    assert r.code == 2 and "--range-size" in r.err
+
+
+def test_analyze_cli(spark, fleet: Fleet, cli, tmp_path: Path) -> None:
+    from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, encode_record
+
+    out = tmp_path / "analysis"
+    r = cli("analyze", "commitlog", *fleet.paths("A", "C"), str(tmp_path / "nothing"), "--range-size", "300",
+            "--out", str(out), "-o", "json")
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert doc["notAnalyzed"] == [{"store": str(tmp_path / "nothing"), "reason": "no commitlog directory"}]
+    # expected per (store, topic, queue), from C's sequential read and A's written messages (a6 unreadable)
+    want: dict[tuple[str, str, int], list] = {}
+    for r_ in CommitLog(fleet.stores["C"] / COMMITLOG_DIR).iter_records():
+        want.setdefault(("C", r_.topic, r_.queue_id), []).append((r_.offset, r_.size, r_.store_timestamp,
+                                                                  r_.queue_offset))
+    for r_ in CommitLog(fleet.stores["A"] / COMMITLOG_DIR).iter_records():
+        if r_.offset >= 1000:
+            break
+        want.setdefault(("A", r_.topic, r_.queue_id), []).append((r_.offset, r_.size, r_.store_timestamp,
+                                                                  r_.queue_offset))
+    for k in fleet.offsets:
+        if k.startswith("a") and k != "a6":
+            m = fleet.messages[k]
+            want.setdefault(("A", m.topic, m.queue_id), []).append(
+                (fleet.offsets[k], len(encode_record(m, 0)), m.store_timestamp, m.queue_offset))
+    got = {(Path(q["store"]).name, q["topic"], q["queueId"]): q for q in doc["queues"]}
+    assert set(got) == set(want)
+    for key, recs in want.items():
+        q = got[key]
+        assert (q["messages"], q["bytes"]) == (len(recs), sum(x[1] for x in recs)), key
+        assert (q["firstStoreTimestamp"], q["lastStoreTimestamp"]) == (min(x[2] for x in recs),
+                                                                       max(x[2] for x in recs)), key
+        assert (q["minQueueOffset"], q["maxQueueOffset"]) == (min(x[3] for x in recs),
+                                                              max(x[3] for x in recs)), key
+        assert (q["minPhysicalOffset"], q["maxPhysicalOffset"]) == (min(x[0] for x in recs),
+                                                                    max(x[0] for x in recs))
+        assert q["crcErrors"] == (1 if key == ("A", "orders", 1) else 0), key
+    probs = [(Path(p["store"]).name, Path(p["file"]).name, p["position"], p["kind"]) for p in doc["problems"]]
+    assert probs == [("A", "00000000000000000000", fleet.offsets["a5"], "crc"),
+                     ("A", "00000000000000000000", fleet.offsets["a6"], "corrupt")]
+    assert {s["store"]: s["problems"] for s in doc["stores"]} == {str(fleet.stores["A"]): 2,
+                                                                 str(fleet.stores["C"]): 0}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["kind"] == "mqctl-analyze" and summary["queues"] == doc["queues"]
+    assert sorted(p.name for p in out.iterdir()) == ["problems", "queues", "summary.json"]
+    assert spark.read.parquet(str(out / "queues")).count() == len(want)
+
+    r = cli("analyze", "commitlog", str(fleet.stores["A"]))
+    assert r.code == 0, r.err
+    assert "damaged records" in r.out and "PHYSICALOFFSET field says" in r.out
