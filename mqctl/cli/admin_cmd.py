@@ -9,13 +9,20 @@ mqctl.cli.render; grpc is imported only when a command runs. Exit codes: docs/co
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
 from mqctl.cli import app
 from mqctl.cli.render import Output
-from mqctl.errors import NotFoundError, RefusedError, UnhealthyError, UnreachableError, UsageError
+from mqctl.errors import (
+    MqctlError,
+    NotFoundError,
+    RefusedError,
+    UnhealthyError,
+    UnreachableError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient, ReplicasInfo
@@ -68,13 +75,21 @@ def _watch_opt() -> Any:
                         help="redraw every SECONDS until Ctrl-C (mqadmin's interval)")
 
 
+def _protocol_opt() -> Any:
+    return typer.Option("auto", "--protocol", envvar="MQCTL_PROTOCOL", metavar="auto|grpc|remoting",
+                        help="how to talk to -a: mqctl's gRPC, RocketMQ remoting (a RocketMQ controller, or "
+                             "mqctl serve --remoting-port), or auto (gRPC, then remoting)")
+
+
 def _no_color_opt() -> Any:
     return typer.Option(False, "--no-color", help="no colours (also NO_COLOR=1); JSON is never coloured")
 
 
 class Conn:
+    """How to reach the controllers named by -a: gRPC (mqctl) or RocketMQ remoting."""
+
     def __init__(self, addr: str, token: str | None, tls_ca: str | None, tls_cert: str | None,
-                 tls_key: str | None, timeout: float) -> None:
+                 tls_key: str | None, timeout: float, protocol: str = "auto") -> None:
         from mqctl.client import parse_addresses
 
         self.addresses = parse_addresses(addr)
@@ -83,13 +98,46 @@ class Conn:
         self.timeout = timeout
         if timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {timeout}")
+        if protocol not in PROTOCOLS:
+            raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
+        self.protocol = protocol
 
     def client(self, addresses: list[str] | None = None, timeout: float | None = None) -> ControllerClient:
         from mqctl.client import ControllerClient
 
-        return ControllerClient(addresses or self.addresses, token=self.token, tls_ca=self.tls_ca,
-                                tls_cert=self.tls_cert, tls_key=self.tls_key,
-                                timeout=timeout if timeout is not None else self.timeout)
+        targets = addresses or self.addresses
+        seconds = timeout if timeout is not None else self.timeout
+        if self.protocol == "auto":
+            self.protocol = _probe_protocol(targets, min(seconds, 3.0), self)
+        if self.protocol == "remoting":
+            from mqctl.remoting.client import RemotingControllerClient
+
+            # same methods and result types as ControllerClient (mqctl/remoting/client.py)
+            return cast(ControllerClient, RemotingControllerClient(targets, token=self.token,
+                                                                   timeout=seconds))
+        return ControllerClient(targets, token=self.token, tls_ca=self.tls_ca, tls_cert=self.tls_cert,
+                                tls_key=self.tls_key, timeout=seconds)
+
+
+PROTOCOLS = ("auto", "grpc", "remoting")
+
+
+def _probe_protocol(addresses: list[str], timeout: float, conn: Conn) -> str:
+    """auto: gRPC when any address answers GetMetadata over gRPC, else RocketMQ remoting."""
+    from mqctl.client import ControllerClient
+
+    probe = ControllerClient(addresses, token=conn.token, tls_ca=conn.tls_ca, tls_cert=conn.tls_cert,
+                             tls_key=conn.tls_key, timeout=timeout)
+    try:
+        for address in addresses:
+            try:
+                probe.get_metadata(address)
+                return "grpc"
+            except MqctlError:
+                continue
+    finally:
+        probe.close()
+    return "remoting"
 
 
 def _run(fetch: Callable[[], dict[str, Any]], output: Output, table: Callable[[dict[str, Any]], Any],
@@ -157,6 +205,7 @@ def get_sync_state_set(
     tls_ca: str = _tls_ca_opt(),
     tls_cert: str = _tls_cert_opt(),
     tls_key: str = _tls_key_opt(),
+    protocol: str = _protocol_opt(),
     timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -167,7 +216,7 @@ def get_sync_state_set(
     from mqctl.cli import render
 
     _one_of(broker_name, cluster)
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         def fetch() -> dict[str, Any]:
             return sync_state_doc(_broker_sets(client, broker_name, cluster))
@@ -193,6 +242,7 @@ def get_broker_epoch(
     tls_ca: str = _tls_ca_opt(),
     tls_cert: str = _tls_cert_opt(),
     tls_key: str = _tls_key_opt(),
+    protocol: str = _protocol_opt(),
     timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -200,7 +250,7 @@ def get_broker_epoch(
 
     Live: the controller names each replica's address, where the broker serves mqctl.v1.Broker.
     Offline: --store DIR. Alias: get-broker-epoch."""
-    from mqctl.admin.epochs import EpochCache, broker_epoch_doc, cache_from_store, fetch_epoch_cache
+    from mqctl.admin.epochs import EpochCache, broker_epoch_doc, cache_from_store
     from mqctl.cli import render
 
     modes = sum(1 for x in (store, broker_addr, broker_name or cluster) if x)
@@ -219,8 +269,7 @@ def get_broker_epoch(
 
         def one(t: tuple[str, str, str, int | None]) -> EpochCache:
             cluster_name, name, address, bid = t
-            c = fetch_epoch_cache(address, timeout=min(timeout, 5.0), tls_ca=tls_ca, tls_cert=tls_cert,
-                                  tls_key=tls_key)
+            c = _epoch_cache(address, protocol, min(timeout, 5.0), tls_ca, tls_cert, tls_key)
             c.cluster_name = c.cluster_name or cluster_name
             c.broker_name = c.broker_name or name
             if c.broker_id is None:
@@ -243,7 +292,7 @@ def get_broker_epoch(
         _run(lambda: broker_epoch_doc(ask(direct)), output, render.broker_epoch_table, watch, no_color,
              "getBrokerEpoch", verdict)
         return
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         def fetch() -> dict[str, Any]:
             targets = []
@@ -253,6 +302,24 @@ def get_broker_epoch(
             return broker_epoch_doc(ask(sorted(targets, key=lambda t: (t[1], t[3] or 0))))
 
         _run(fetch, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch", verdict)
+
+
+def _epoch_cache(address: str, protocol: str, timeout: float, tls_ca: str | None, tls_cert: str | None,
+                 tls_key: str | None) -> Any:
+    """GetBrokerEpochCache from mqctl's Broker service (gRPC) or a RocketMQ broker (request 1007)."""
+    from mqctl.admin.epochs import fetch_epoch_cache
+
+    if protocol in ("auto", "grpc"):
+        try:
+            return fetch_epoch_cache(address, timeout=timeout, tls_ca=tls_ca, tls_cert=tls_cert,
+                                     tls_key=tls_key)
+        except MqctlError:
+            if protocol == "grpc":
+                raise
+    from mqctl.remoting.client import RemotingControllerClient
+
+    with RemotingControllerClient([address], timeout=timeout) as client:
+        return client.get_broker_epoch_cache(address, timeout=timeout)
 
 
 # --- getControllerMetaData ---------------------------------------------------------------------
@@ -267,6 +334,7 @@ def get_controller_metadata(
     tls_ca: str = _tls_ca_opt(),
     tls_cert: str = _tls_cert_opt(),
     tls_key: str = _tls_key_opt(),
+    protocol: str = _protocol_opt(),
     timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -276,7 +344,7 @@ def get_controller_metadata(
     from mqctl.admin.quorum import metadata_doc
     from mqctl.cli import render
 
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         def verdict(doc: dict[str, Any]) -> None:
             if not doc.get("controllerLeaderAddress"):
@@ -298,6 +366,7 @@ def quorum_status(
     tls_ca: str = _tls_ca_opt(),
     tls_cert: str = _tls_cert_opt(),
     tls_key: str = _tls_key_opt(),
+    protocol: str = _protocol_opt(),
     timeout: float = typer.Option(2.0, "--timeout", envvar="MQCTL_TIMEOUT", help="seconds per node"),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -310,7 +379,7 @@ def quorum_status(
     from mqctl.cli import render
     from mqctl.client import Metadata
 
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     clients: dict[str, ControllerClient] = {}
 
     def fetch_one(address: str) -> Metadata:
@@ -419,6 +488,7 @@ def elect_master(
     tls_ca: str = _tls_ca_opt(),
     tls_cert: str = _tls_cert_opt(),
     tls_key: str = _tls_key_opt(),
+    protocol: str = _protocol_opt(),
     timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -427,11 +497,10 @@ def elect_master(
 
     Alias: elect-master."""
     from mqctl.admin.elect import elect_plan
-    from mqctl.admin.epochs import fetch_epoch_cache
     from mqctl.cli import render
     from mqctl.errors import ControllerError
 
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         info = _broker_sets(client, broker_name, None)[broker_name]
         if cluster and info.cluster_name and cluster != info.cluster_name:
@@ -445,8 +514,8 @@ def elect_master(
         caches = None
         if broker_epochs:
             reps = (*info.in_sync_replicas, *info.not_in_sync_replicas)
-            caches = {r.broker_id: fetch_epoch_cache(r.broker_address, timeout=min(timeout, 5.0),
-                                                     tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key)
+            caches = {r.broker_id: _epoch_cache(r.broker_address, protocol, min(timeout, 5.0), tls_ca,
+                                                tls_cert, tls_key)
                       for r in reps}
         plan = elect_plan(cluster, broker_name, info, broker_id, unclean, caches)
         doc: dict[str, Any] = {"version": 1, "plan": plan, "dryRun": dry_run, "result": None}
@@ -490,6 +559,7 @@ def clean_broker_metadata(
     tls_ca: str = _tls_ca_opt(),
     tls_cert: str = _tls_cert_opt(),
     tls_key: str = _tls_key_opt(),
+    protocol: str = _protocol_opt(),
     timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -505,7 +575,7 @@ def clean_broker_metadata(
         except ValueError:
             raise UsageError(f"-b/--broker-controller-ids-to-clean: expected ids like '1;2;3', got "
                              f"{broker_ids!r}") from None
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         info = _broker_sets(client, broker_name, None)[broker_name]
         reps = {r.broker_id: r for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
@@ -540,6 +610,7 @@ def get_controller_config(
     tls_ca: str = _tls_ca_opt(),
     tls_cert: str = _tls_cert_opt(),
     tls_key: str = _tls_key_opt(),
+    protocol: str = _protocol_opt(),
     timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -548,7 +619,7 @@ def get_controller_config(
     Alias: get-controller-config."""
     from mqctl.cli import render
 
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     controllers = []
     for address in conn.addresses:
         try:
@@ -577,6 +648,7 @@ def update_controller_config(
     tls_ca: str = _tls_ca_opt(),
     tls_cert: str = _tls_cert_opt(),
     tls_key: str = _tls_key_opt(),
+    protocol: str = _protocol_opt(),
     timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -585,7 +657,7 @@ def update_controller_config(
     Alias: update-controller-config."""
     from mqctl.cli import render
 
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout)
+    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         client.update_config({key: value})
         now = client.get_config().config.get(key, value)
