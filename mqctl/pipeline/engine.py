@@ -68,7 +68,7 @@ def require_spark() -> None:
         except ImportError:
             missing.append(mod)
     if missing:
-        raise MissingDependencyError(f"this command needs {' and '.join(missing)}, which are not installed: "
+        raise MissingDependencyError(f"this command needs {' and '.join(missing)} (not installed): "
                                      f"{INSTALL_HINT} (or pip install 'pyspark>=4.0' 'numpy>=1.26')")
     if java_executable() is None:
         where = f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java" if os.environ.get("JAVA_HOME") \

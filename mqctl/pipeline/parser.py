@@ -250,10 +250,10 @@ def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, 
         if pos < 0:
             pos = n
     while pos < end:
-        total = _head(buf, n, base, pos)
-        if total:
+        rsize = _head(buf, n, base, pos)
+        if rsize:
             append(pos)
-            pos += total
+            pos += rsize
         else:
             pos = w.region(pos)
     if pos < lim and not _head(buf, n, base, pos):
