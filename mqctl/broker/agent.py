@@ -582,8 +582,10 @@ class BrokerAgent:
             else:
                 self._change_to_slave(master_id, master_address, master_epoch)
 
-    def _step_down(self, role: Role) -> None:
-        self.role = role
+    def _step_down(self, role: Role | None) -> None:
+        """End the current role: replication stops, pending changes and slave progress are dropped."""
+        if role is not None:
+            self.role = role
         self._repl_gen += 1
         self._pending_ss = None
         self._pending_unknown = False
@@ -599,7 +601,7 @@ class BrokerAgent:
             log.error("%s: masterEpoch %d < last epoch %d in the epoch file: not becoming master",
                       self.name, epoch, last)
             return
-        self._step_down(Role.MASTER)
+        self._step_down(None)
         if epoch > last:
             max_offset = self._log.max_offset
             self._epochs.truncate_suffix_by_offset(max_offset)   # empty epochs (see epochs.py)
@@ -611,6 +613,7 @@ class BrokerAgent:
         self.master_address = self.address
         self._master_since = time.monotonic()
         self._set_ss(ss or {self.broker_id}, ss_epoch)
+        self.role = Role.MASTER     # last: a reader without the lock sees the epoch first
         log.info("%s: master at epoch %d, log end %d, SyncStateSet %s", self.name, epoch,
                  self._log.max_offset, sorted(self.sync_state_set))
 
@@ -621,11 +624,12 @@ class BrokerAgent:
             log.error("%s: masterEpoch %d < last epoch %d in the epoch file: not following %s",
                       self.name, epoch, last, master_address)
             return
-        self._step_down(Role.SLAVE)
+        self._step_down(None)
         self.master_epoch = epoch
         self.master_id = master_id
         self.master_address = master_address
         self.sync_state_set = set()
+        self.role = Role.SLAVE
         gen = self._repl_gen
         log.info("%s: slave of %s (id %d) at epoch %d", self.name, master_address, master_id, epoch)
         self._spawn(self._replicate, f"repl{gen}", gen, master_id, master_address, epoch)
