@@ -63,6 +63,8 @@ EXIT_STORE = 4
 EXIT_NOT_FOUND = 5
 EXIT_UNREACHABLE = 6
 EXIT_UNHEALTHY = 7
+EXIT_TIMEOUT = 8                 # a wait (e.g. `upgrade wait-master --timeout`) ran out
+EXIT_MISSING_DEPENDENCY = 9      # an optional component is missing (pyspark, numpy, java) or Spark failed
 
 _UNREACHABLE_CODES = frozenset({2104, 2007})          # UNAVAILABLE, CONTROLLER_NOT_LEADER
 _NOT_FOUND_CODES = frozenset({2008, 2010})            # BROKER_METADATA_NOT_EXIST, NEED_TO_BE_REGISTERED

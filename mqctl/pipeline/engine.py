@@ -18,9 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from mqctl.errors import MqctlError
+from mqctl.errors import EXIT_MISSING_DEPENDENCY, MqctlError
 
-EXIT_MISSING_DEPENDENCY = 8
 MASTER_ENV = "MQCTL_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
 INSTALL_HINT = "pip install 'mqctl[spark]'"

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from mqctl.errors import MqctlError
-
-EXIT_TIMEOUT = 8
+from mqctl.errors import EXIT_TIMEOUT, MqctlError
 
 __all__ = ["EXIT_TIMEOUT", "WaitTimeoutError"]
 

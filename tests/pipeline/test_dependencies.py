@@ -1,4 +1,4 @@
-"""Without pyspark or java the pipeline commands exit 8 with one line saying what to install
+"""Without pyspark or java the pipeline commands exit 9 with one line saying what to install
 (real `python -m mqctl` processes; no Spark is started)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 def test_missing_pyspark_says_how_to_install(tmp_path) -> None:
     p = run(["-c", BLOCK_PYSPARK, "recover", "salvage", str(tmp_path), "--out", str(tmp_path / "o")],
             dict(os.environ))
-    assert p.returncode == 8, p.stderr
+    assert p.returncode == 9, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("mqctl: error: ")
     assert "needs pyspark" in p.stderr and "pip install 'mqctl[spark]'" in p.stderr
     assert not (tmp_path / "o").exists()
@@ -37,9 +37,9 @@ def test_missing_java_says_what_spark_needs(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path)          # no java here (the interpreter is called by absolute path)
     p = run(["-m", "mqctl", "analyze", "commitlog", str(tmp_path)], env)
-    assert p.returncode == 8, p.stderr
+    assert p.returncode == 9, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
     assert "Java 17" in p.stderr or "pip install 'mqctl[spark]'" in p.stderr
     env["JAVA_HOME"] = str(tmp_path / "jdk")
     p = run(["-m", "mqctl", "analyze", "commitlog", str(tmp_path)], env)
-    assert p.returncode == 8 and ("has no bin/java" in p.stderr or "mqctl[spark]" in p.stderr), p.stderr
+    assert p.returncode == 9 and ("has no bin/java" in p.stderr or "mqctl[spark]" in p.stderr), p.stderr
