@@ -31,3 +31,13 @@ def test_corrupt_node_file_is_refused_without_change(tmp_path) -> None:
     with pytest.raises(UsageError, match="unreadable or corrupt"):
         datadir.prepare(str(tmp_path))
     assert (tmp_path / "node.json").read_text() == "{not json"
+
+
+def test_another_nodes_raft_log_is_refused(tmp_path) -> None:
+    datadir.prepare(str(tmp_path), "127.0.0.1:9880").close()
+    (tmp_path / "raft.journal").write_bytes(b"x")
+    datadir.prepare(str(tmp_path), "127.0.0.1:9880").close()       # same node: fine
+    with pytest.raises(UsageError, match="holds the Raft log of the node at 127.0.0.1:9880"):
+        datadir.prepare(str(tmp_path), "127.0.0.1:7777")
+    assert json.loads((tmp_path / "node.json").read_text())["raftAddress"] == "127.0.0.1:9880"
+    assert not datadir.is_locked(str(tmp_path))

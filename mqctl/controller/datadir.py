@@ -3,7 +3,7 @@
 Layout (docs/serve.md):
   raft.journal        pysyncobj's journal (log entries)
   raft.snapshot.json  the JSON snapshot written at log compaction
-  node.json           {"format": ..., "groupId": ..., "raftAddress": ...}
+  node.json           {"format": ..., "groupId": ..., "raftAddress": ...}: whose data this is
   LOCK                held (flock) while a node runs on the directory
 """
 
@@ -26,8 +26,10 @@ def default_data_dir(raft_address: str) -> str:
     return os.path.join(base, "mqctl", "controller-" + raft_address.replace(":", "-"))
 
 
-def prepare(data_dir: str) -> IO[str]:
-    """Create the directory if needed and take its lock; refuse clearly if it is busy or unusable."""
+def prepare(data_dir: str, raft_address: str | None = None) -> IO[str]:
+    """Create the directory if needed and take its lock; refuse clearly if it is busy or unusable,
+    or if it holds the Raft log of a node at another Raft address (pysyncobj names a node by its
+    address, so such data is another node's, most likely another group's)."""
     try:
         os.makedirs(data_dir, exist_ok=True)
     except OSError as exc:
@@ -48,8 +50,34 @@ def prepare(data_dir: str) -> IO[str]:
     lock.truncate()
     lock.write(str(os.getpid()))
     lock.flush()
-    read_node_file(data_dir)  # fail early on a corrupt node.json
+    try:
+        doc = read_node_file(data_dir)  # fail early on a corrupt node.json
+        if raft_address is not None:
+            _check_raft_address(data_dir, doc, raft_address)
+    except BaseException:
+        lock.close()
+        raise
     return lock
+
+
+def _check_raft_address(data_dir: str, doc: dict[str, str], raft_address: str) -> None:
+    known = doc.get("raftAddress")
+    has_log = any(os.path.exists(os.path.join(data_dir, f)) for f in ("raft.journal", "raft.snapshot.json"))
+    if known and known != raft_address and has_log:
+        raise UsageError(f"data directory {data_dir} holds the Raft log of the node at {known} "
+                         f"(group {doc.get('groupId') or 'unknown'}), not of {raft_address}; use an empty "
+                         "--data-dir for this node, or start it with --raft " + known)
+    if known != raft_address:
+        _write_node_file(data_dir, {**doc, "format": NODE_FORMAT, "raftAddress": raft_address})
+
+
+def _write_node_file(data_dir: str, doc: dict[str, str]) -> None:
+    tmp = os.path.join(data_dir, NODE_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, os.path.join(data_dir, NODE_FILE))
 
 
 def is_locked(data_dir: str) -> bool:
@@ -89,11 +117,5 @@ def record_group_id(data_dir: str, group_id: str) -> str | None:
         return (f"data directory {data_dir} belongs to controller group {known}, but this node "
                 f"joined group {group_id}; use an empty --data-dir to join this group")
     if not known:
-        doc.update({"format": NODE_FORMAT, "groupId": group_id})
-        tmp = os.path.join(data_dir, NODE_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, os.path.join(data_dir, NODE_FILE))
+        _write_node_file(data_dir, {**doc, "format": NODE_FORMAT, "groupId": group_id})
     return None

@@ -489,15 +489,18 @@ class ControllerNode:
 
     def _tick_loop(self) -> None:
         published = False
-        checked_group = False
+        checked_group = ""
         while not self._stop.wait(0.02):
             try:
                 if not self.sync.isReady():
                     continue
                 if not published:
                     published = self._publish_self()
-                if not checked_group and self.state.meta.get(META_GROUP_ID):
-                    checked_group = True
+                group_id = str(self.state.meta.get(META_GROUP_ID) or "")
+                if group_id and group_id != checked_group:
+                    # checked again whenever it changes: a node started on another group's data
+                    # first sees its own old group id, then this group's once it has caught up
+                    checked_group = group_id
                     self._check_group()
                 if self.is_leader():
                     if self._leader_since_ms is None:

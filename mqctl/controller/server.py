@@ -67,7 +67,7 @@ def run(cfg: ServeConfig) -> int:
 
     setup_logging(cfg)
     data_dir = cfg.data_dir or datadir.default_data_dir(cfg.raft)
-    lock = datadir.prepare(data_dir)
+    lock = datadir.prepare(data_dir, cfg.raft)
     print(f"mqctl controller: data directory {data_dir}", file=sys.stderr, flush=True)
 
     _check_port_free(cfg.raft, "Raft")

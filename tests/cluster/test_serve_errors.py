@@ -96,3 +96,14 @@ def test_cluster_secret_group_works(tmp_path) -> None:
     with LocalCluster(str(tmp_path), size=3, extra_args=["--cluster-secret", "s3cret"]) as cluster:
         cluster.start()
         assert cluster.wait_for_same_hash()
+
+
+def test_data_dir_of_another_node_is_refused(tmp_path) -> None:
+    with LocalCluster(str(tmp_path), size=1) as cluster:
+        cluster.start()
+        data_dir = cluster.nodes[0].data_dir
+        old_raft = cluster.nodes[0].raft_address
+    proc = serve("--listen", f"127.0.0.1:{free_port()}", "--raft", f"127.0.0.1:{free_port()}",
+                 "--data-dir", data_dir)
+    assert proc.returncode == 2
+    assert f"holds the Raft log of the node at {old_raft}" in error_line(proc)
