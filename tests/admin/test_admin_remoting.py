@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from admin_fixtures import World, build_world, close_world, run
 
-from mqctl.testing import free_port
+from mqctl.testing import free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -19,7 +19,15 @@ pytestmark = pytest.mark.slow
 def rworld(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, str]]:
     port = free_port()
     w = build_world(tmp_path_factory.mktemp("admin-remoting"), 1, ["--remoting-port", str(port)])
+
+    def row_of_3_dropped() -> bool:
+        # the leader drops a dead broker's heartbeat row at its next scan; compare after that
+        info = w.client.get_sync_state_data(["broker-a"]).replicas_info_table["broker-a"]
+        three = [r for r in (*info.in_sync_replicas, *info.not_in_sync_replicas) if r.broker_id == 3]
+        return bool(three) and three[0].max_offset is None
+
     try:
+        wait_until(row_of_3_dropped, 15, what="broker 3's heartbeat row to expire")
         yield w, f"127.0.0.1:{port}"
     finally:
         close_world(w)
