@@ -239,10 +239,7 @@ class BrokerAgent:
             cp = read_checkpoint(self.root)
             self._confirm = min(cp.confirm_phy_offset, self._log.max_offset) if cp else 0
             if self._client is None:
-                from mqctl.client import ControllerClient
-
-                self._client = ControllerClient(self.config.controller_addresses,
-                                                timeout=self.config.controller_timeout)
+                self._client = self._make_client()
             if self.config.peer_transport == "local":
                 assert self.config.address
                 self.address = self.config.address
@@ -397,7 +394,7 @@ class BrokerAgent:
                 self.broker_id = bid
             if self._fault is not None:
                 self._fault("before_register")
-            if self.config.watch_role_changes:
+            if self.config.watch_role_changes and self.config.controller_protocol == "grpc":
                 if self._hub is None:
                     self._hub = RoleWatchHub(self._client, self.config.cluster_name,
                                              self.config.retry_interval)
@@ -418,6 +415,18 @@ class BrokerAgent:
         except Exception as exc:  # a bug: stop loudly rather than limp on
             log.exception("%s: control thread failed", self.name)
             self._fail(f"internal error: {type(exc).__name__}: {exc}")
+
+    def _make_client(self) -> Any:
+        if self.config.controller_protocol == "remoting":
+            from mqctl.remoting.client import RemotingControllerClient
+
+            # same methods and results as ControllerClient; no WatchRoleChanges stream over
+            # remoting, so roles come from GetReplicaInfo polling (syncBrokerMetadataPeriod)
+            return RemotingControllerClient(self.config.controller_addresses,
+                                            timeout=self.config.controller_timeout)
+        from mqctl.client import ControllerClient
+
+        return ControllerClient(self.config.controller_addresses, timeout=self.config.controller_timeout)
 
     def _register(self) -> bool:
         """RegisterBroker with what the election policy needs; apply the role it answers."""

@@ -21,6 +21,9 @@ class AgentConfig:
     broker_name: str
     store_dir: str
     controller_addresses: str = ""
+    # "grpc" (mqctl's API) or "remoting" (RocketMQ's protocol: a RocketMQ controller or
+    # `mqctl serve --remoting-port`); with remoting, roles come from GetReplicaInfo polling.
+    controller_protocol: str = "grpc"
     # Where this broker's mqctl.v1.Broker service listens ("host:0" = any free port); the bound
     # address is what the broker registers with the controller.
     listen: str = "127.0.0.1:0"
@@ -62,6 +65,8 @@ class AgentConfig:
             raise UsageError(f"peer_transport {self.peer_transport!r}: expected grpc or local")
         if self.peer_transport == "local" and not self.address:
             raise UsageError("peer_transport 'local' needs an address (a name unique in this process)")
+        if self.controller_protocol not in ("grpc", "remoting"):
+            raise UsageError(f"controller_protocol {self.controller_protocol!r}: expected grpc or remoting")
         if self.storage not in ("commitlog", "offsets"):
             raise UsageError(f"storage {self.storage!r}: expected commitlog or offsets")
         if not self.controller_addresses:
