@@ -345,8 +345,18 @@ class Simulation:
         self._stop.set()
         self._producing.clear()
         for t in self._producers + self._threads:
-            t.join(10)
-        stoppers = [threading.Thread(target=r.stop, daemon=True) for bs in self.sets for r in bs.replicas]
+            if t.ident is not None:       # an interrupt may come between creating and starting a thread
+                t.join(10)
+
+        def stop_replica(r: Replica) -> None:
+            try:
+                r.stop()
+            except Exception:  # a store that cannot be flushed: crash it, the process is ending anyway
+                log.exception("stopping %s", r.name)
+                r.crash()
+
+        stoppers = [threading.Thread(target=stop_replica, args=(r,), daemon=True)
+                    for bs in self.sets for r in bs.replicas]
         for t in stoppers:
             t.start()
         for t in stoppers:
@@ -357,7 +367,7 @@ class Simulation:
             for node in self.cluster.nodes:
                 try:
                     node.stop(10)
-                except Exception:  # already gone; kill is the fallback inside stop()
+                except Exception:  # SIGTERM did not work: SIGKILL
                     node.kill()
         if self._own_dir and not self.settings.keep:
             shutil.rmtree(self.base_dir, ignore_errors=True)
@@ -425,9 +435,9 @@ class Simulation:
         if self.settings.rate <= 0 or self._producing.is_set():
             return
         self._producing.set()
-        self._producers = [threading.Thread(target=self._produce, args=(bs,), name=f"sim-produce-{bs.name}",
-                                            daemon=True) for bs in self.sets]
-        for t in self._producers:
+        for bs in self.sets:
+            t = threading.Thread(target=self._produce, args=(bs,), name=f"sim-produce-{bs.name}", daemon=True)
+            self._producers.append(t)
             t.start()
         self.event(f"producing {self.settings.rate:g} msg/s to each set's master")
 
