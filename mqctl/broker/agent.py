@@ -234,6 +234,7 @@ class BrokerAgent:
             write_abort(self.root)
             self._log = open_log(self.root, self.config.storage, self.config.commitlog_file_size)
             self._epochs = EpochCache(self.root)
+            self._drop_final_signature()
             # the log may have lost a tail in a crash: epochs past its end are void
             self._epochs.truncate_suffix_by_offset(self._log.max_offset + 1)
             cp = read_checkpoint(self.root)
@@ -282,8 +283,43 @@ class BrokerAgent:
                 self._log.flush()
                 write_checkpoint(self.root, StoreCheckpoint(confirm_phy_offset=self._confirm,
                                                             master_flushed_offset=self._log.max_offset))
+                self._write_final_signature(self._log.max_offset)
             self._cond.notify_all()
         self._release(clean=True)
+
+    # -- store signatures (seed 002, docs/store-formats.md) ------------------------------------
+
+    def _initial_signature(self) -> Any:
+        """The store's initial signature: kept once written; else set from identity and first epoch."""
+        from mqctl.store.signature import derive_initial, read_signature
+
+        sig = read_signature(self.root)
+        if sig is not None and sig.initial is not None:
+            return sig.initial
+        if self._epochs is None or not self._epochs.entries:
+            return None
+        first = self._epochs.entries[0]
+        return derive_initial(self.config.cluster_name, self.config.broker_name, first.epoch,
+                              first.start_offset, source="mqctl-broker", time=int(time.time() * 1000))
+
+    def _drop_final_signature(self) -> None:
+        """A running store is dirty until its next orderly shutdown: keep only the initial signature."""
+        from mqctl.store.signature import Signature, read_signature, write_signature
+
+        sig = read_signature(self.root)
+        if sig is not None and sig.final is not None:
+            write_signature(self.root, Signature(sig.initial, None))
+
+    def _write_final_signature(self, max_offset: int) -> None:
+        """Orderly shutdown: the final signature says the store is clean and how far it got."""
+        from mqctl.store.signature import Signature, make_final, write_signature
+
+        initial = self._initial_signature()
+        last = self._epochs.last_entry if self._epochs is not None else None
+        if initial is None or last is None or self.config.storage != "commitlog":
+            return  # nothing written yet (no epoch), or no RocketMQ store to describe
+        final = make_final(initial.id, last.epoch, last.start_offset, max_offset, int(time.time() * 1000))
+        write_signature(self.root, Signature(initial, final))
 
     def crash(self) -> None:
         """Stop without cleanup, as kill -9 would: nothing is flushed or removed from now on."""
