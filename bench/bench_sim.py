@@ -239,7 +239,8 @@ class Step:
 
 
 def capacity(addresses: str, leader_pid: int, base: str, args: argparse.Namespace) -> list[Step]:
-    steps = [10, 25, 50, 100, 150, 200] if args.quick else [25, 50, 75, 100, 125, 150, 200, 250, 300, 400, 500]
+    full = [25, 50, 75, 100, 125, 150, 200, 250, 300, 400, 500]
+    steps = [10, 25, 50, 100, 150, 200] if args.quick else full
     window = 4.0 if args.quick else 10.0
     budget = 38.0 if args.quick else 600.0
     t_start = time.monotonic()

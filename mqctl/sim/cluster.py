@@ -252,7 +252,7 @@ class Simulation:
         self._ctl_error = ""
         self._leader_name = ""
         self._lock = threading.Lock()
-        self.faults_applied = 0
+        self.faults_applied = 0        # crashes, isolations and controller kills, planned or not
         self.failovers: list[tuple[str, int, int]] = []   # (set, old, new masterEpoch), controller's view
         self.closed = False
 
@@ -483,6 +483,7 @@ class Simulation:
         epoch = replica.agent.master_epoch if replica.agent is not None else 0
         role = replica.agent.role.value if replica.agent is not None else "?"
         replica.crash()
+        self.faults_applied += 1
         self.event(f"crash {replica.name} ({role}, masterEpoch {epoch}){why}")
 
     def restart(self, replica: Replica) -> None:
@@ -496,6 +497,7 @@ class Simulation:
         if a is None or not a.alive:
             return
         a.isolate(on)
+        self.faults_applied += on
         self.event(f"{'isolate' if on else 'reconnect'} {replica.name} ({a.role.value}, "
                    f"masterEpoch {a.master_epoch})")
 
@@ -519,6 +521,7 @@ class Simulation:
             return None
         was_leader = self._leader_name == nodes[index].name
         nodes[index].kill()
+        self.faults_applied += 1
         self.event(f"SIGKILL controller {nodes[index].name}{' (the leader)' if was_leader else ''}")
         return index
 
@@ -573,7 +576,6 @@ class Simulation:
 
     def apply_fault(self, f: Fault) -> Callable[[], None] | None:
         """Apply one planned fault now; returns how to heal it (None if it could not be applied)."""
-        self.faults_applied += 1
         names = [bs.name for bs in self.sets]
         self.event(f"fault: {describe(f, names)}")
         if f.kind == "kill_controller":

@@ -43,7 +43,8 @@ def test_chaos_invariants_hold(tmp_path) -> None:
         "epoch files ordered", "controller nodes agree (state hash)", "no acknowledged message lost",
         "every replica is a prefix of its master"], summary
     # the run did what the plan said: faults applied, failovers seen, messages acknowledged throughout
-    assert report.stats["faults"] == len(plan), summary
+    skipped = sum(e.startswith(("fault skipped", "no controller leader", "not killing")) for e in events)
+    assert report.stats["faults"] + skipped == len(plan) and skipped <= len(plan) // 2, summary
     if any(f.kind == "crash_broker" and f.target == MASTER and f.duration >= 2.5 for f in plan):
         assert report.stats["failovers"] >= 1, summary   # down for longer than its 1.5 s lease
     assert report.stats["acknowledged"] > DURATION * settings.rate, summary
