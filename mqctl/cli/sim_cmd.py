@@ -116,7 +116,8 @@ class _Printer:
 
 
 def _render(sim: Simulation, title: str, footer: str = "") -> Any:
-    """The live view: controllers, then one block of rows per broker set."""
+    """The live view: controllers, then per broker set a summary line and one row per replica (fits 80
+    columns)."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -124,28 +125,26 @@ def _render(sim: Simulation, title: str, footer: str = "") -> Any:
     ctl = []
     for c in sim.controllers():
         mark = "leader" if c.leader and c.alive else ("up" if c.alive else "DOWN")
-        ctl.append(f"{c.name}:{mark}")
-    head = Text(f"{title}  {sim.elapsed():5.1f}s  controllers {'  '.join(ctl)}  "
-                f"acked {sim.history.acked_count()}", style="bold")
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for col, just in (("set", "left"), ("replica", "left"), ("id", "right"), ("role", "left"),
-                      ("state", "left"), ("mEpoch", "right"), ("SyncStateSet (epoch)", "left"),
-                      ("max offset", "right"), ("lag", "right"), ("trunc", "right"),
-                      ("controller", "left"), ("acked/failed", "right")):
-        table.add_column(col, justify=just)  # type: ignore[arg-type]
+        ctl.append(f"{c.name} {mark}")
+    parts: list[Any] = [Text(f"{title}  {sim.elapsed():5.1f}s  acked {sim.history.acked_count()}  "
+                             f"controllers: {', '.join(ctl)}", style="bold")]
     for sv in sim.view():
-        for i, r in enumerate(sv.replicas):
-            first = i == 0
+        master = "none" if sv.master_id is None else f"id {sv.master_id}"
+        parts.append(Text(f"{sv.name}: master {master} masterEpoch {sv.master_epoch}  SyncStateSet "
+                          f"{list(sv.sync_state_set)} (epoch {sv.sync_state_set_epoch})  controller: "
+                          f"{sv.controller_master} @ {sv.controller_epoch}  acked {sv.acked} failed "
+                          f"{sv.failed}", style="bold cyan"))
+        table = Table(box=None, pad_edge=False, header_style="dim", show_edge=False, padding=(0, 1))
+        for col in ("replica", "id", "role", "state", "masterEpoch", "max offset", "lag", "truncations"):
+            table.add_column(col, justify="left" if col in ("replica", "role", "state") else "right",
+                             no_wrap=True)
+        for r in sv.replicas:
             role_style = {"master": "bold green", "slave": "cyan"}.get(r.role, "red")
-            state_style = "" if r.state == "up" else "bold red"
-            table.add_row(
-                sv.name if first else "", f"r{r.index}", "" if r.broker_id is None else str(r.broker_id),
-                Text(r.role, style=role_style), Text(r.state, style=state_style), str(r.master_epoch),
-                f"{list(sv.sync_state_set)} ({sv.sync_state_set_epoch})" if first else "",
-                str(r.max_offset), "" if r.lag is None else str(r.lag), str(r.truncations or ""),
-                (f"master {sv.controller_master} @ {sv.controller_epoch}" if first else ""),
-                f"{sv.acked}/{sv.failed}" if first else "")
-    parts: list[Any] = [head, table]
+            table.add_row(f"  r{r.index}", "" if r.broker_id is None else str(r.broker_id),
+                          Text(r.role, style=role_style),
+                          Text(r.state, style="" if r.state == "up" else "bold red"), str(r.master_epoch),
+                          str(r.max_offset), "" if r.lag is None else str(r.lag), str(r.truncations or ""))
+        parts.append(table)
     if footer:
         parts.append(Text(footer, style="dim"))
     return Group(*parts)
