@@ -27,9 +27,10 @@ def sync_state(address: str, protocol: str) -> dict:
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)["brokers"][0]
     keep = ("masterBrokerId", "masterAddress", "masterEpoch", "syncStateSetEpoch")
+    replicas = doc["inSyncReplicas"] + doc["notInSyncReplicas"]
     return {k: doc[k] for k in keep} | {
         "in": sorted(r["brokerId"] for r in doc["inSyncReplicas"]),
-        "alive": sorted(r["brokerId"] for r in doc["inSyncReplicas"] + doc["notInSyncReplicas"] if r["alive"])}
+        "alive": sorted(r["brokerId"] for r in replicas if r["alive"])}
 
 
 def test_agents_over_remoting_register_elect_and_fail_over(tmp_path) -> None:
