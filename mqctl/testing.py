@@ -156,8 +156,17 @@ class LocalCluster:
             if node is None:
                 return None
             meta = metadata(node.grpc_address)
-            # the leader must know its own gRPC address and the group id (its first commits)
-            return node if meta.get("controller_leader_address") and meta.get("group_id") else None
+            # the leader must know its own gRPC address and the group id (its first commits), and
+            # every other running node must have applied them too
+            if not (meta.get("controller_leader_address") and meta.get("group_id")):
+                return None
+            for other in candidates:
+                if other is node or not other.alive():
+                    continue
+                seen = metadata(other.grpc_address)
+                if seen.get("controller_leader_address") != meta["controller_leader_address"]:
+                    return None
+            return node
 
         leader: Node = wait_until(ready, timeout, what="a controller leader")
         return leader

@@ -490,10 +490,19 @@ class ControllerNode:
     def _tick_loop(self) -> None:
         published = False
         checked_group = ""
+        caught_up_term = -1
         while not self._stop.wait(0.02):
             try:
                 if not self.sync.isReady():
                     continue
+                term = int(self.sync._getTerm())
+                if term != caught_up_term:
+                    # After a restart or an election, apply everything committed so far before acting
+                    # on the state: a new leader that has not yet applied the old entries would see no
+                    # group id and mint another, or miss a broker set.
+                    if not self._catch_up():
+                        continue
+                    caught_up_term = term
                 if not published:
                     published = self._publish_self()
                 group_id = str(self.state.meta.get(META_GROUP_ID) or "")
@@ -513,6 +522,14 @@ class ControllerNode:
                     self._leader_since_ms = None
             except Exception:
                 log.exception("ticker error")
+
+    def _catch_up(self) -> bool:
+        try:
+            self.sync.barrier(sync=True, timeout=2.0)
+            return True
+        except Exception as exc:  # no leader yet, or an election in progress
+            log.debug("catch-up barrier not committed yet: %s", exc)
+            return False
 
     def _publish_self(self) -> bool:
         key = META_NODE_PREFIX + self.settings.raft_address

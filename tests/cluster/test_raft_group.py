@@ -75,6 +75,7 @@ def test_whole_group_restart_recovers_state(trio: LocalCluster) -> None:
         finally:
             beater.stop()
     before = trio.wait_for_same_hash()
+    group_id = metadata(trio.nodes[0].grpc_address)["group_id"]
     for node in trio.nodes:
         node.kill()
     for node in trio.nodes:
@@ -87,6 +88,7 @@ def test_whole_group_restart_recovers_state(trio: LocalCluster) -> None:
         node.start()
     trio.wait_for_leader()
     assert trio.wait_for_same_hash() == before
+    assert {metadata(n.grpc_address)["group_id"] for n in trio.nodes} == {group_id}
     with ControllerClient(trio.addresses, timeout=30) as client:
         info = client.get_replica_info("bs")
         assert (info.master_broker_id, info.master_epoch, info.sync_state_set,
