@@ -36,6 +36,11 @@ class Comparison:
                 "splitBrain": self.split_brain, "warnings": self.warnings}
 
 
+def _held_ends(r: StoreReport) -> list[int]:
+    """Each epoch's end as far as the store holds bytes (never past its max offset)."""
+    return [min(end, r.max_offset) for end in end_offsets(r.epochs, r.max_offset)]
+
+
 def compare_reports(a: StoreReport, b: StoreReport) -> Comparison:
     c = Comparison(a.path, b.path, False)
     for r in (a, b):
@@ -68,21 +73,25 @@ def compare_reports(a: StoreReport, b: StoreReport) -> Comparison:
                 c.reasons.append(f"{r.path}: holds messages but no epoch history")
         return c
     cp = find_consistent_point(a.epochs, a.max_offset, b.epochs, b.max_offset)
-    c.consistent_point = cp
     if cp < 0:
+        c.consistent_point = cp
         c.reasons.append("epoch histories conflict: no epoch with the same start offset in both")
         return c
+    # RocketMQ keeps Long.MAX_VALUE as the end of a last epoch that starts past the store's max offset
+    # (its tail was lost); no store holds bytes past its own end, so the histories agree at most that far
+    cp = min(cp, a.max_offset, b.max_offset)
+    c.consistent_point = cp
     c.a_beyond = a.max_offset - cp
     c.b_beyond = b.max_offset - cp
-    a_ends = dict(zip((e.epoch for e in a.epochs), end_offsets(a.epochs, a.max_offset), strict=True))
-    b_ends = dict(zip((e.epoch for e in b.epochs), end_offsets(b.epochs, b.max_offset), strict=True))
+    a_ends = dict(zip((e.epoch for e in a.epochs), _held_ends(a), strict=True))
+    b_ends = dict(zip((e.epoch for e in b.epochs), _held_ends(b), strict=True))
     b_by = {e.epoch: e for e in b.epochs}
     for e in a.epochs:
         o = b_by.get(e.epoch)
         if o is None or o.start_offset == e.start_offset:
             continue
-        a_bytes = a_ends[e.epoch] - e.start_offset
-        b_bytes = b_ends[e.epoch] - o.start_offset
+        a_bytes = max(0, a_ends[e.epoch] - e.start_offset)
+        b_bytes = max(0, b_ends[e.epoch] - o.start_offset)
         if a_bytes > 0 and b_bytes > 0:
             c.split_brain.append({"epoch": e.epoch, "aStartOffset": e.start_offset, "aBytes": a_bytes,
                                   "bStartOffset": o.start_offset, "bBytes": b_bytes})

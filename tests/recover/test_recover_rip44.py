@@ -97,3 +97,33 @@ def test_rip44_case(tmp_path: Path, cli, case) -> None:
         # now the replica is a prefix of the source: nothing beyond the consistent point
         c2 = cli("recover", "compare", paths[source], paths[name], "-o", "json").json()
         assert c2["consistentPoint"] == to and c2["bBytesBeyond"] == 0
+
+
+def test_epoch_start_beyond_max_offset(tmp_path: Path, cli) -> None:
+    """A store whose last epoch entry starts past its data (the tail it had when the entry was written was
+    lost, RIP-44 case (2)'s async flush): RocketMQ leaves that epoch's end at Long.MAX_VALUE, but no store
+    holds bytes past its own max offset, so the consistent point, bytesBeyond, truncateTo and bytesToDrop
+    stop there, and no split brain is claimed for an epoch the store holds nothing of."""
+    a = build_store(tmp_path / "a", history=[(1, 0), (2, 5000)], max_offset=6000, broker_id=1, abort=True)
+    b = build_store(tmp_path / "b", history=[(1, 0), (2, 5000)], max_offset=4000, broker_id=2, abort=True)
+    d = cli("recover", "compare", str(a), str(b), "-o", "json").json()
+    assert (d["consistentPoint"], d["aBytesBeyond"], d["bBytesBeyond"]) == (4000, 2000, 0)
+    assert d["sameBrokerSet"] is True and d["splitBrain"] == [] and d["warnings"] == []
+    rows = {r["store"]: r for r in cli("recover", "plan", str(a), str(b), "-o", "json").json()
+            ["brokerSets"][0]["replicas"]}
+    assert (rows[str(b)]["truncateTo"], rows[str(b)]["bytesToDrop"]) == (4000, 0)
+    t = cli("recover", "truncate", str(b), "--to", str(rows[str(b)]["truncateTo"]), "--dry-run")
+    assert t.code == 0, t.err
+
+    # the clean source lost its tail: the dirty replica's bytes past the source's end are dropped
+    c = build_store(tmp_path / "c", history=[(1, 0), (2, 5000)], max_offset=4000, broker_id=3, clean=True)
+    p = cli("recover", "plan", str(c), str(a), "-o", "json").json()["brokerSets"][0]
+    assert p["source"] == str(c)
+    rows = {r["store"]: r for r in p["replicas"]}
+    assert (rows[str(a)]["truncateTo"], rows[str(a)]["bytesToDrop"]) == (4000, 2000)
+
+    # epoch 2 started at 5000 in b (which holds nothing of it) and at 4500 in e: no split brain
+    e = build_store(tmp_path / "e", history=[(1, 0), (2, 4500)], max_offset=6000, broker_id=4, abort=True)
+    d = cli("recover", "compare", str(b), str(e), "-o", "json").json()
+    assert (d["consistentPoint"], d["aBytesBeyond"], d["bBytesBeyond"]) == (4000, 0, 2000)
+    assert d["splitBrain"] == [] and d["warnings"] == []
