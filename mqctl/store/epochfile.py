@@ -7,7 +7,8 @@ Layout (UTF-8, `\\n` line ends)::
     <epoch>-<startOffset>   one per entry, each ending in \\n
 
 Reading follows RocketMQ: a line that does not split into exactly two parts on `-` is skipped, the
-count must match, the CRC must match unless it is 0; when the main file fails (or yields no entries)
+count must match, the CRC (over every line after the CRC line as read, skipped ones included) must match
+unless it is 0; when the main file fails (or yields no entries)
 the `.bak` is read instead. Writing follows RocketMQ too: an empty list writes nothing; otherwise the
 previous content goes to `.bak`, then the file is replaced.
 """
@@ -94,9 +95,13 @@ def parse_epoch_file(data: bytes, path: str = EPOCH_FILE) -> list[EpochEntry]:
         raise store_error(path, f"bad CRC line {crc_txt[:40]!r}, expected a decimal CRC",
                           offset=offsets[1], line=2) from None
     entries: list[EpochEntry] = []
+    read: list[str] = []            # every line after the CRC line: RocketMQ's CRC covers them all
     for i in range(2, len(lines)):
         t = text(i)
+        read.append(t)
         parts = t.split("-")
+        while parts and not parts[-1]:
+            parts.pop()             # Java's String.split drops trailing empty strings
         if len(parts) != 2:
             continue  # RocketMQ's fromLine skips such lines (the count check below catches them)
         try:
@@ -108,12 +113,11 @@ def parse_epoch_file(data: bytes, path: str = EPOCH_FILE) -> list[EpochEntry]:
     if len(entries) != count:
         raise store_error(path, f"count line says {count} entries, found {len(entries)}", offset=0, line=1)
     if crc != 0:
-        actual = crc32_masked(entry_block(entries))
+        # CheckpointFile.read: CRC of each line read (skipped ones too) plus the line separator
+        actual = crc32_masked("".join(t + "\n" for t in read).encode("utf-8"))
         if actual != crc:
             raise store_error(path, f"CRC mismatch: file says {crc}, entries give {actual}",
                               offset=offsets[1], line=2)
-    if not ends_with_nl and lines and lines[-1]:
-        pass  # RocketMQ's readLine accepts a last line without newline; the CRC check above covers it
     return entries
 
 

@@ -156,6 +156,26 @@ def test_epoch_file_skips_lines_without_two_parts() -> None:
     assert epochfile.parse_epoch_file(b"1\n0\n3-30\nnonsense\n") == [EpochEntry(3, 30)]
 
 
+def test_epoch_file_crc_covers_every_line_read() -> None:
+    """CheckpointFile.read appends EVERY line after the CRC line (plus a line separator) to the CRC input,
+    also the ones fromLine skips: an extra line makes RocketMQ reject the file (and read the .bak)."""
+    import zlib
+    for extra in (b"xyz\n", b"\n"):
+        with pytest.raises(StoreError, match="line 2, offset 2: CRC mismatch: file says 773307083"):
+            epochfile.parse_epoch_file(b"2\n773307083\n7-7000\n8-8000\n" + extra, "f")
+    block = b"3-30\nnonsense\n"
+    crc = zlib.crc32(block) & 0x7FFFFFFF
+    assert epochfile.parse_epoch_file(b"1\n%d\n" % crc + block) == [EpochEntry(3, 30)]
+    # a last line without its newline is read with one (readLine + lineSeparator)
+    assert epochfile.parse_epoch_file(b"2\n773307083\n7-7000\n8-8000") == [EpochEntry(7, 7000),
+                                                                            EpochEntry(8, 8000)]
+
+
+def test_epoch_file_line_split_like_java() -> None:
+    # Java's String.split drops trailing empty strings: "7-7000-" has two parts for fromLine
+    assert epochfile.parse_epoch_file(b"1\n0\n7-7000-\n") == [EpochEntry(7, 7000)]
+
+
 entries_st = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 2**40)), max_size=20).map(
     lambda xs: [EpochEntry(i, s) for i, s in
                 zip(sorted({e for e, _ in xs}), sorted(s for _, s in xs), strict=False)])
