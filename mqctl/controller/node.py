@@ -92,22 +92,37 @@ class RoleWatch:
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=1000)
         self._node = node
         self.closed = False
+        self._lagging = False
 
     def matches(self, cluster_name: str, broker_name: str) -> bool:
         return ((not self.broker_name or self.broker_name == broker_name)
                 and (not self.cluster_name or not cluster_name or self.cluster_name == cluster_name))
 
     def push(self, change: dict[str, Any]) -> None:
-        try:
-            self._queue.put_nowait(change)
-        except queue.Full:  # a stuck subscriber loses old changes, never blocks the state machine
-            log.warning("role watch for %s is not reading; dropping a change", self.broker_name)
+        """Never blocks the state machine: a stuck subscriber loses its *oldest* changes, so the
+        last one it reads is always the newest role."""
+        while True:
+            try:
+                self._queue.put_nowait(change)
+                return
+            except queue.Full:
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    continue
+                if not self._lagging:
+                    self._lagging = True
+                    log.warning("role watch for %s is not reading; dropping its oldest changes",
+                                self.broker_name)
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
             self._node._unwatch(self)
-            self._queue.put_nowait(None)
+            try:
+                self._queue.put_nowait(None)
+            except queue.Full:  # __next__ ends once the queue is drained (closed is set)
+                pass
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self
