@@ -39,6 +39,7 @@ from mqctl.store.commitlog import (
     RecordError,
     decode_record,
 )
+from mqctl.store.commitlog import find_boundary as next_boundary  # noqa: F401 (re-exported)
 
 __all__ = ["Problem", "ParsedRange", "parse_byte_range", "next_boundary", "fmt_host", "property_value",
            "message_key"]
@@ -47,8 +48,6 @@ Buf = bytes | bytearray | mmap.mmap
 
 _II = struct.Struct(">iI").unpack_from
 _Q = struct.Struct(">q").unpack_from
-_MAGIC_V1_B = struct.pack(">I", MAGIC_V1)
-_MAGIC_V2_B = struct.pack(">I", MAGIC_V2)
 _MASK = 0x7FFFFFFF
 _CHUNK = 1 << 20
 
@@ -138,30 +137,6 @@ def _head(buf: Buf, n: int, base: int, pos: int) -> int:
             or pos + total > n:
         return 0
     return total if _Q(buf, pos + 28)[0] == base + pos else 0
-
-
-def next_boundary(buf: Buf, base: int, frm: int) -> int:
-    """First position >= frm where a whole record decodes and its PHYSICALOFFSET names that position;
-    -1 if none. Uses the buffer's C `find` for the MAGICCODEs (buf: bytes, bytearray or mmap)."""
-    n = len(buf)
-    q = frm + 4
-    i1 = buf.find(_MAGIC_V1_B, q)
-    i2 = buf.find(_MAGIC_V2_B, q)
-    while i1 >= 0 or i2 >= 0:
-        if i2 < 0 or 0 <= i1 < i2:
-            i = i1
-            i1 = buf.find(_MAGIC_V1_B, i1 + 1)
-        else:
-            i = i2
-            i2 = buf.find(_MAGIC_V2_B, i2 + 1)
-        p = i - 4
-        if _head(buf, n, base, p):
-            try:
-                decode_record(buf, p, base, check_crc=False)
-                return p
-            except RecordError:
-                pass
-    return -1
 
 
 def _nonzero_end(u8: np.ndarray, pos: int, stop: int) -> int:

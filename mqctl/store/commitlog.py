@@ -56,8 +56,8 @@ Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 __all__ = ["MAGIC_V1", "MAGIC_V2", "BLANK_MAGIC", "DEFAULT_FILE_SIZE", "COMMITLOG_DIR", "Message", "Record",
            "Skipped", "RecordError", "BufferScan", "ScanResult", "LogFile", "file_name", "encode_record",
-           "encode_properties", "decode_properties", "decode_record", "scan_buffer", "parse_range",
-           "CommitLog", "CommitLogWriter"]
+           "encode_properties", "decode_properties", "decode_record", "scan_buffer", "find_boundary",
+           "parse_range", "CommitLog", "CommitLogWriter"]
 
 
 def file_name(offset: int) -> str:
@@ -344,28 +344,36 @@ def scan_buffer(buf: Buffer, base_offset: int, start: int = 0, *, check_crc: boo
             mv.release()
 
 
-def _find_boundary(buf: Buffer, base_offset: int, start: int, n: int, check_crc: bool) -> int:
-    """First position >= start where a whole valid record begins (MAGICCODE and PHYSICALOFFSET agree
-    with the position), -1 if none."""
+def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool = False) -> int:
+    """First position >= start where a whole valid record begins (MAGICCODE, TOTALSIZE inside buf,
+    PHYSICALOFFSET equal to the position, fields that add up; BODYCRC too with check_crc), -1 if none.
+    The MAGICCODEs are found with the buffer's C `find`; shared by `parse_range` and the pipeline's
+    vectorised parser (mqctl.pipeline.parser)."""
     finder = buf if hasattr(buf, "find") else bytes(buf)
+    n = len(buf)
     q = start + 4
-    while True:
-        i1 = finder.find(_MAGIC_V1_B, q)  # type: ignore[union-attr]
-        i2 = finder.find(_MAGIC_V2_B, q)  # type: ignore[union-attr]
-        cands = [i for i in (i1, i2) if i >= 0]
-        if not cands:
-            return -1
-        i = min(cands)
+    i1 = finder.find(_MAGIC_V1_B, q)  # type: ignore[union-attr]
+    i2 = finder.find(_MAGIC_V2_B, q)  # type: ignore[union-attr]
+    while i1 >= 0 or i2 >= 0:
+        if i2 < 0 or 0 <= i1 < i2:
+            i = i1
+            i1 = finder.find(_MAGIC_V1_B, i1 + 1)  # type: ignore[union-attr]
+        else:
+            i = i2
+            i2 = finder.find(_MAGIC_V2_B, i2 + 1)  # type: ignore[union-attr]
         p = i - 4
-        if p >= start:
-            try:
-                decode_record(buf, p, base_offset, check_crc=check_crc)
-                return p
-            except RecordError:
-                pass
-        q = i + 1
-        if q >= n:
-            return -1
+        if p + 36 > n:
+            continue
+        total = _I(buf, p)[0]
+        if total < MIN_RECORD_SIZE or total > MAX_RECORD_SIZE or p + total > n \
+                or _Q(buf, p + 28)[0] != base_offset + p:
+            continue            # cheap checks first: most MAGICCODE hits inside bodies end here
+        try:
+            decode_record(buf, p, base_offset, check_crc=check_crc)
+            return p
+        except RecordError:
+            pass
+    return -1
 
 
 def parse_range(buf: Buffer, base_offset: int, *, limit: int | None = None, check_crc: bool = True,
@@ -387,7 +395,7 @@ def parse_range(buf: Buffer, base_offset: int, *, limit: int | None = None, chec
         if not at_start:
             # not at a record: the bytes may still belong to the previous range's record (whose BODYCRC or
             # QUEUEID can look like TOTALSIZE 0 or a blank marker), so only a found boundary counts
-            pos = _find_boundary(buf, base_offset, 0, n, check_crc)
+            pos = find_boundary(buf, base_offset, 0, check_crc=check_crc)
             if pos < 0:
                 return
     while 0 <= pos < lim and pos + 8 <= n:
@@ -399,7 +407,7 @@ def parse_range(buf: Buffer, base_offset: int, *, limit: int | None = None, chec
         try:
             rec = decode_record(buf, pos, base_offset, check_crc=check_crc)
         except RecordError as exc:
-            nxt = _find_boundary(buf, base_offset, pos + 1, n, check_crc)
+            nxt = find_boundary(buf, base_offset, pos + 1, check_crc=check_crc)
             stop = nxt if nxt >= 0 else n
             yield Skipped(base_offset + pos, stop - pos, exc.reason)
             if nxt < 0:
