@@ -270,10 +270,14 @@ class ControllerNode:
             "commit_index": int(status.get("commit_idx", 0)),
             "last_applied": int(status.get("last_applied", 0)),
             "has_quorum": bool(status.get("has_quorum", False)),
-            "state_hash": self.state.state_hash(),
+            "state_hash": self._state_hash(),
             "state": RAFT_STATES.get(int(status.get("state", 0)), "unknown"),
             "log_length": int(status.get("log_len", 0)),
         }
+
+    def _state_hash(self) -> str:
+        with self.sync.state_lock:
+            return self.state.state_hash()
 
     def members(self) -> list[str]:
         """The other nodes' Raft addresses as the Raft log has them now (membership changes included)."""
@@ -356,11 +360,14 @@ class ControllerNode:
 
     def watch(self, cluster_name: str, broker_name: str) -> RoleWatch:
         watch = RoleWatch(self, cluster_name, broker_name)
-        with self._lock:
-            self._watches.append(watch)
-        current = self._role_of(broker_name) if broker_name else None
-        if current is not None and current.get("master_broker_id") is not None:
-            watch.push(current)
+        # Under the state lock no entry is applied between reading the current role and
+        # subscribing, so the current role can never arrive after a newer change.
+        with self.sync.state_lock:
+            with self._lock:
+                self._watches.append(watch)
+            current = self._role_of(broker_name) if broker_name else None
+            if current is not None and current.get("master_broker_id") is not None:
+                watch.push(current)
         return watch
 
     def _unwatch(self, watch: RoleWatch) -> None:
@@ -371,7 +378,8 @@ class ControllerNode:
     # --- internals ----------------------------------------------------------------------
 
     def _context(self, broker_names: list[str]) -> core.Context:
-        live = {name: self.heartbeats.snapshot(name) for name in broker_names if name}
+        with self._lock:
+            live = {name: self.heartbeats.snapshot(name) for name in broker_names if name}
         return core.Context(now_ms=now_ms(), live=live)
 
     def _broker_names_of(self, method: str, request: dict[str, Any]) -> list[str]:
@@ -382,7 +390,8 @@ class ControllerNode:
 
     def _local(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
         ctx = self._context(self._broker_names_of(method, request))
-        result = core.handle(self.state, method, request, ctx)
+        with self.sync.state_lock:  # not while pysyncobj's thread is half-way through an entry
+            result = core.handle(self.state, method, request, ctx)
         answer = dict(result.response)
         answer["code"] = int(result.code)
         answer["remark"] = result.remark or ""
@@ -465,13 +474,13 @@ class ControllerNode:
 
     def _role_of(self, broker_name: str) -> dict[str, Any] | None:
         ctx = core.Context(now_ms=now_ms(), live={})
-        result = core.handle(self.state, "GetReplicaInfo", {"broker_name": broker_name}, ctx)
-        if result.code != 0:
-            return None
+        with self.sync.state_lock:
+            result = core.handle(self.state, "GetReplicaInfo", {"broker_name": broker_name}, ctx)
+            if result.code != 0:
+                return None
+            cluster = self.state.cluster_of(broker_name) or ""
         resp = result.response
         sss = resp.get("sync_state_set") or {}
-        bs = self.state.broker_set(broker_name)
-        cluster = bs.cluster_name if bs is not None else ""
         change = {
             "code": 0, "remark": "",
             "cluster_name": cluster or "",

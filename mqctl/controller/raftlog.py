@@ -12,6 +12,7 @@ import base64
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -43,6 +44,9 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
     def __init__(self, self_addr: str, partners: list[str], conf: SyncObjConf,
                  initial_config: dict[str, str], on_apply: ApplyHook | None = None) -> None:
         self.state = core.ControllerState(config=dict(initial_config))
+        # Held while an entry is decided and applied, and by readers on other threads (gRPC
+        # workers, the ticker): a reader sees each entry entirely or not at all.
+        self.state_lock = threading.RLock()
         self._initial_config = dict(initial_config)
         self._on_apply = on_apply
         conf.serializer = self._save_snapshot
@@ -69,15 +73,17 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         entry = json.loads(entry_json)
         if "events" in entry:  # node-internal bookkeeping (group id, node addresses)
             events = entry["events"]
-            for event in events:
-                self.state.apply(event)
-            self._after_apply(events)
+            with self.state_lock:
+                for event in events:
+                    self.state.apply(event)
+                self._after_apply(events)
             return {"code": 0, "remark": ""}
         ctx = core.Context.from_dict(entry["ctx"])
-        result = core.handle(self.state, entry["method"], entry["request"], ctx)
-        for event in result.events:
-            self.state.apply(event)
-        self._after_apply(result.events)
+        with self.state_lock:
+            result = core.handle(self.state, entry["method"], entry["request"], ctx)
+            for event in result.events:
+                self.state.apply(event)
+            self._after_apply(result.events)
         answer = dict(result.response)
         answer["code"] = int(result.code)
         answer["remark"] = result.remark or ""
@@ -96,11 +102,15 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
 
     # --- snapshot (JSON) ------------------------------------------------------------------
 
+    def state_dict(self) -> dict[str, Any]:
+        with self.state_lock:
+            return self.state.to_dict()
+
     def _save_snapshot(self, filename: str, raft_data: tuple[Any, ...]) -> None:
         last_entry, prev_entry, cluster = raft_data
         doc = {
             "format": SNAPSHOT_FORMAT,
-            "state": self.state.to_dict(),
+            "state": self.state_dict(),
             "raft": {
                 "lastEntry": _encode_entry(last_entry),
                 "prevEntry": _encode_entry(prev_entry),
@@ -117,7 +127,9 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
             doc = json.load(fh)
         if doc.get("format") != SNAPSHOT_FORMAT:
             raise ValueError(f"{filename}: not an mqctl controller snapshot")
-        self.state = core.ControllerState.from_dict(doc["state"])
+        state = core.ControllerState.from_dict(doc["state"])
+        with self.state_lock:
+            self.state = state
         raft = doc["raft"]
         cluster = {TCPNode(addr) for addr in raft["cluster"]}
         return (_decode_entry(raft["lastEntry"]), _decode_entry(raft["prevEntry"]), cluster)

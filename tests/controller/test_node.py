@@ -3,6 +3,8 @@ thread-facing parts the pure-core tests cannot reach (role watches, reads racing
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -45,3 +47,47 @@ def test_lagging_watch_keeps_the_newest_role_and_closes_cleanly(node: Controller
     assert seen[-1] == 1201, "the newest role change was dropped, so the subscriber ends on a stale role"
     assert seen == sorted(seen)
     assert len(seen) <= 1000
+
+
+def test_fresh_reads_never_see_an_entry_half_applied(node: ControllerNode) -> None:
+    """GetSyncStateData runs on a gRPC thread while pysyncobj's thread applies entries: it must
+    see each entry entirely or not at all (here: CleanBrokerData removing ids one by one)."""
+    ids = list(range(1, 41))
+    for bid in ids:
+        _ok(node.call("ApplyBrokerId", {"cluster_name": "c", "broker_name": "a", "applied_broker_id": bid,
+                                        "register_check_code": f"10.0.0.{bid}:30911;{bid}"}))
+    _ok(node.call("ElectMaster", {"cluster_name": "c", "broker_name": "a", "broker_id": 1}))
+    clean = ";".join(str(b) for b in ids[1:])
+    stop = threading.Event()
+    errors: list[object] = []
+
+    def churn() -> None:
+        try:
+            while not stop.is_set():
+                _ok(node.call("CleanBrokerData", {"cluster_name": "c", "broker_name": "a",
+                                                  "broker_controller_ids_to_clean": clean}))
+                for bid in ids[1:]:
+                    _ok(node.call("ApplyBrokerId", {
+                        "cluster_name": "c", "broker_name": "a", "applied_broker_id": bid,
+                        "register_check_code": f"10.0.0.{bid}:30911;{bid}"}))
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: widens any race window
+    writer = threading.Thread(target=churn, daemon=True)
+    writer.start()
+    try:
+        for _ in range(6000):
+            answer = node.call("GetSyncStateData", {"broker_names": ["a"]})
+            assert answer["code"] == 0, answer
+            info = answer["replicas_info_table"]["a"]
+            seen = sorted(r["broker_id"] for r in info["in_sync_replicas"] + info["not_in_sync_replicas"])
+            # ApplyBrokerId entries add 2, 3, ... one by one; one CleanBrokerData entry removes them
+            # all: every whole state is a prefix 1..k, a half-applied clean leaves a gap.
+            assert seen == list(range(1, len(seen) + 1)), f"a CleanBrokerData half applied: {seen}"
+    finally:
+        sys.setswitchinterval(old_interval)
+        stop.set()
+        writer.join(timeout=30)
+    assert not errors, errors
