@@ -701,7 +701,11 @@ class BrokerAgent:
         return ss
 
     def _confirm_offset(self) -> int:
-        """Master: the smallest max offset among the SyncStateSet; slave: what its master confirmed."""
+        """Master: the smallest max offset among the SyncStateSet; slave: what its master confirmed.
+
+        As AutoSwitchHAService.computeConfirmOffset, a member that has not fetched under this role yet
+        leaves the value as it was: counting it as 0 would let any lagging slave pass the expansion
+        check (ack >= confirmOffset) and join the set without the acknowledged messages."""
         if self._log is None:
             return self._confirm
         if self.role != Role.MASTER:
@@ -711,7 +715,9 @@ class BrokerAgent:
             if m == self.broker_id:
                 continue
             st = self._slaves.get(m)
-            value = min(value, st.ack if st is not None else 0)
+            if st is None or st.last_seen == 0.0:
+                return min(self._confirm, self._log.max_offset)
+            value = min(value, st.ack)
         return value
 
     def _maybe_shrink(self) -> None:
