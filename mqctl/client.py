@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from mqctl.controller.convert import dict_to_message, message_to_dict
+from mqctl.controller.convert import RPC_TYPES, dict_to_message, message_to_dict
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.security import bearer_metadata, channel_credentials
 from mqctl.v1 import controller_pb2 as pb
@@ -928,21 +928,7 @@ class RoleWatch(Iterator[RoleChange]):
             time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
 
-_METHODS: dict[str, tuple[type[Any], type[Any]]] = {
-    "GetMetadata": (pb.GetMetadataRequest, pb.GetMetadataResponse),
-    "GetNextBrokerId": (pb.GetNextBrokerIdRequest, pb.GetNextBrokerIdResponse),
-    "ApplyBrokerId": (pb.ApplyBrokerIdRequest, pb.ApplyBrokerIdResponse),
-    "RegisterBroker": (pb.RegisterBrokerRequest, pb.RegisterBrokerResponse),
-    "Heartbeat": (pb.HeartbeatRequest, pb.HeartbeatResponse),
-    "AlterSyncStateSet": (pb.AlterSyncStateSetRequest, pb.AlterSyncStateSetResponse),
-    "ElectMaster": (pb.ElectMasterRequest, pb.ElectMasterResponse),
-    "GetReplicaInfo": (pb.GetReplicaInfoRequest, pb.GetReplicaInfoResponse),
-    "GetSyncStateData": (pb.GetSyncStateDataRequest, pb.GetSyncStateDataResponse),
-    "CleanBrokerData": (pb.CleanBrokerDataRequest, pb.CleanBrokerDataResponse),
-    "GetConfig": (pb.GetConfigRequest, pb.GetConfigResponse),
-    "UpdateConfig": (pb.UpdateConfigRequest, pb.UpdateConfigResponse),
-    "ChangeQuorum": (pb.ChangeQuorumRequest, pb.ChangeQuorumResponse),
-}
+_METHODS: dict[str, tuple[type[Any], type[Any]]] = RPC_TYPES
 
 _DECODERS: dict[str, Any] = {
     "GetMetadata": Metadata.from_dict,

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from mqctl.controller.convert import dict_to_message, message_to_dict
+from mqctl.controller.convert import RPC_TYPES, dict_to_message, message_to_dict
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.security import TlsConfig, check_bearer, server_credentials
 from mqctl.v1 import controller_pb2 as pb
@@ -31,18 +31,7 @@ SERVICE_NAME = "mqctl.v1.Controller"
 
 # RPC name -> (request class, response class). All go through NodeAPI.call.
 UNARY_METHODS: dict[str, tuple[type[Any], type[Any]]] = {
-    "GetNextBrokerId": (pb.GetNextBrokerIdRequest, pb.GetNextBrokerIdResponse),
-    "ApplyBrokerId": (pb.ApplyBrokerIdRequest, pb.ApplyBrokerIdResponse),
-    "RegisterBroker": (pb.RegisterBrokerRequest, pb.RegisterBrokerResponse),
-    "Heartbeat": (pb.HeartbeatRequest, pb.HeartbeatResponse),
-    "AlterSyncStateSet": (pb.AlterSyncStateSetRequest, pb.AlterSyncStateSetResponse),
-    "ElectMaster": (pb.ElectMasterRequest, pb.ElectMasterResponse),
-    "GetReplicaInfo": (pb.GetReplicaInfoRequest, pb.GetReplicaInfoResponse),
-    "GetSyncStateData": (pb.GetSyncStateDataRequest, pb.GetSyncStateDataResponse),
-    "CleanBrokerData": (pb.CleanBrokerDataRequest, pb.CleanBrokerDataResponse),
-    "GetConfig": (pb.GetConfigRequest, pb.GetConfigResponse),
-    "UpdateConfig": (pb.UpdateConfigRequest, pb.UpdateConfigResponse),
-    "ChangeQuorum": (pb.ChangeQuorumRequest, pb.ChangeQuorumResponse),
+    name: types for name, types in RPC_TYPES.items() if name != "GetMetadata"
 }
 
 DEFAULT_CALL_TIMEOUT = 5.0
