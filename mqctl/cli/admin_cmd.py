@@ -306,20 +306,31 @@ def get_broker_epoch(
 
 def _epoch_cache(address: str, protocol: str, timeout: float, tls_ca: str | None, tls_cert: str | None,
                  tls_key: str | None) -> Any:
-    """GetBrokerEpochCache from mqctl's Broker service (gRPC) or a RocketMQ broker (request 1007)."""
+    """GetBrokerEpochCache from mqctl's Broker service (gRPC) or a RocketMQ broker (request 1007).
+
+    ``auto``: gRPC first; when it does not answer (fetch_epoch_cache reports that in ``.error``, it
+    does not raise), request 1007 over remoting."""
     from mqctl.admin.epochs import fetch_epoch_cache
 
+    grpc_error = ""
     if protocol in ("auto", "grpc"):
         try:
-            return fetch_epoch_cache(address, timeout=timeout, tls_ca=tls_ca, tls_cert=tls_cert,
-                                     tls_key=tls_key)
+            cache = fetch_epoch_cache(address, timeout=timeout, tls_ca=tls_ca, tls_cert=tls_cert,
+                                      tls_key=tls_key)
         except MqctlError:
             if protocol == "grpc":
                 raise
+        else:
+            if protocol == "grpc" or cache.error is None:
+                return cache
+            grpc_error = cache.error
     from mqctl.remoting.client import RemotingControllerClient
 
     with RemotingControllerClient([address], timeout=timeout) as client:
-        return client.get_broker_epoch_cache(address, timeout=timeout)
+        cache = client.get_broker_epoch_cache(address, timeout=timeout)
+    if grpc_error and cache.error is not None:
+        cache.error = f"{grpc_error} (over remoting: {cache.error})"
+    return cache
 
 
 # --- getControllerMetaData ---------------------------------------------------------------------

@@ -137,3 +137,57 @@ def test_get_broker_epoch_cache(broker: tuple[str, list[RemotingCommand]]) -> No
         assert refused.error == f"{address}: code 1: this request only for controllerMode "
         unreachable = client.get_broker_epoch_cache(f"127.0.0.1:{free_port()}")
         assert unreachable.error is not None and "cannot connect" in unreachable.error
+
+
+@pytest.fixture
+def netty_broker() -> Iterator[str]:
+    """A stand-in RocketMQ broker in controller mode that, like NettyDecoder, closes a connection whose
+    first bytes are not a remoting frame (a gRPC client's HTTP/2 preface reads as a 1.3 GB length)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                try:
+                    conn.settimeout(10)
+                    prefix = conn.recv(4, socket.MSG_WAITALL)
+                    if len(prefix) < 4 or not 4 <= int.from_bytes(prefix, "big") <= codec.MAX_FRAME:
+                        continue  # TooLongFrameException: the channel is closed
+                    payload = conn.recv(int.from_bytes(prefix, "big"), socket.MSG_WAITALL)
+                    cmd = codec.decode_frame(payload)
+                    code = 0 if cmd.code == headers.GET_BROKER_EPOCH_CACHE else 3
+                    conn.sendall(codec.encode_frame(RemotingCommand(
+                        code=code, language="JAVA", opaque=cmd.opaque, flag=FLAG_RESPONSE,
+                        body=EPOCH_BODY if code == 0 else b"")))
+                except OSError:
+                    continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+    thread.join(5)
+
+
+@pytest.mark.slow
+def test_get_broker_epoch_auto_falls_back_to_remoting(netty_broker: str) -> None:
+    """docs/admin.md: with --protocol auto (the default) `getBrokerEpoch --broker-addr` tries mqctl's
+    gRPC broker service, then GET_BROKER_EPOCH_CACHE, so it works against a RocketMQ broker."""
+    import json
+    import os
+    from pathlib import Path
+
+    mqctl = str(Path(sys.executable).with_name("mqctl"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
+    proc = subprocess.run([mqctl, "getBrokerEpoch", "--broker-addr", netty_broker, "-o", "json",
+                           "--timeout", "5"], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (doc,) = json.loads(proc.stdout)["brokers"]
+    assert (doc["brokerName"], doc["brokerId"], doc["maxOffset"]) == ("broker-a", 0, 700)
+    assert doc["epochs"][-1] == {"epoch": 2, "startOffset": 300, "endOffset": 700}
