@@ -15,7 +15,7 @@ from typing import Any
 from mqctl.admin import SCHEMA_VERSION
 
 __all__ = ["EpochCache", "Entry", "cache_from_store", "fetch_epoch_cache", "broker_epoch_doc",
-           "cache_doc", "entries_with_ends", "LONG_MAX"]
+           "cache_doc", "cache_from_answer", "entries_with_ends", "LONG_MAX"]
 
 LONG_MAX = (1 << 63) - 1
 
@@ -124,13 +124,19 @@ def fetch_epoch_cache(address: str, *, timeout: float = 5.0, tls_ca: str | None 
     if int(d.get("code", 0)) != 0:
         return EpochCache(broker_addr=address,
                           error=f"{address}: code {d.get('code')}: {d.get('remark', '')}")
+    return cache_from_answer(d, address)
+
+
+def cache_from_answer(d: dict[str, Any], address: str) -> EpochCache:
+    """An EpochEntryCache answer (snake_case keys, from gRPC or from a 1007 body) -> EpochCache; the
+    last entry's endOffset becomes the maxOffset, as mqadmin getBrokerEpoch prints it."""
     max_offset = int(d.get("max_offset", -1))
     bid = int(d.get("broker_id", -1))
     entries = [Entry(int(e.get("epoch", 0)), int(e.get("start_offset", 0)),
                      int(e.get("end_offset", LONG_MAX))) for e in d.get("epoch_list", [])]
     if entries and max_offset >= entries[-1].start_offset:
         last = entries[-1]
-        entries[-1] = Entry(last.epoch, last.start_offset, max_offset)  # mqadmin: last end = maxOffset
+        entries[-1] = Entry(last.epoch, last.start_offset, max_offset)
     return EpochCache(cluster_name=str(d.get("cluster_name", "")), broker_name=str(d.get("broker_name", "")),
                       broker_id=bid if bid >= 0 else None, entries=entries,
                       max_offset=max_offset if max_offset >= 0 else None, broker_addr=address)

@@ -618,7 +618,7 @@ class RemotingControllerClient:
 
         As ``fetch_epoch_cache``: a transport failure or a non-zero code comes back as ``.error``;
         the last entry's endOffset is the broker's maxOffset (mqadmin getBrokerEpoch)."""
-        from mqctl.admin.epochs import LONG_MAX, Entry, EpochCache
+        from mqctl.admin.epochs import EpochCache, cache_from_answer
 
         wait = self.timeout if timeout is None else timeout
         try:
@@ -633,23 +633,6 @@ class RemotingControllerClient:
                 broker_addr=broker_addr, error=f"{broker_addr}: code {answer.code}: {answer.remark or ''}"
             )
         try:
-            d = headers.read_epoch_cache(answer.body)
+            return cache_from_answer(headers.read_epoch_cache(answer.body), broker_addr)
         except codec.BodyError as exc:
             return EpochCache(broker_addr=broker_addr, error=f"{broker_addr}: {exc}")
-        max_offset = int(d.get("max_offset", -1))
-        bid = int(d.get("broker_id", -1))
-        entries = [
-            Entry(int(e.get("epoch", 0)), int(e.get("start_offset", 0)), int(e.get("end_offset", LONG_MAX)))
-            for e in d.get("epoch_list", [])
-        ]
-        if entries and max_offset >= entries[-1].start_offset:
-            last = entries[-1]
-            entries[-1] = Entry(last.epoch, last.start_offset, max_offset)
-        return EpochCache(
-            cluster_name=str(d.get("cluster_name", "")),
-            broker_name=str(d.get("broker_name", "")),
-            broker_id=bid if bid >= 0 else None,
-            entries=entries,
-            max_offset=max_offset if max_offset >= 0 else None,
-            broker_addr=broker_addr,
-        )
