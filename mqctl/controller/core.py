@@ -1082,7 +1082,6 @@ _HANDLERS: dict[str, _Handler] = {
 }
 
 METHODS: tuple[str, ...] = tuple(_HANDLERS)
-READ_METHODS = frozenset({"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData", "GetConfig", "Heartbeat"})
 
 
 def handle(state: ControllerState, method: str, request: Mapping[str, Any], ctx: Context) -> Result:

@@ -20,7 +20,7 @@ from typing import Any
 
 from mqctl.controller import core
 from mqctl.controller.liveness import HeartbeatTable
-from mqctl.errors import Code
+from mqctl.errors import Code, MqctlError
 
 log = logging.getLogger("mqctl.node")
 
@@ -29,7 +29,6 @@ WRITE_METHODS = frozenset({
     "UpdateConfig",
 })
 FRESH_READ_METHODS = frozenset({"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData"})
-LOCAL_METHODS = frozenset({"GetConfig", "Heartbeat"})
 
 RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 
@@ -156,6 +155,7 @@ class ControllerNode:
         self._watches: list[RoleWatch] = []
         self._stop = threading.Event()
         self._leader_since_ms: int | None = None
+        self._leader_term = -1
         self._last_trigger_ms: dict[str, int] = {}
         self._last_scan_ms = 0
         self.fatal_error: str | None = None
@@ -232,7 +232,13 @@ class ControllerNode:
             try:
                 self.sync.barrier(sync=True, timeout=timeout)
             except Exception as exc:
-                return self._unavailable(exc)
+                # a read changes nothing, so "outcome unknown" does not apply: answer UNAVAILABLE
+                # (with the leader if known) and let the client retry elsewhere
+                answer = self._unavailable(exc)
+                if answer["code"] == int(Code.SYSTEM_ERROR):
+                    answer = {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),
+                              "remark": "timed out waiting for the read barrier to commit"}
+                return answer
             if not self.is_leader():
                 return self._not_leader()
             return self._local(method, request)
@@ -536,9 +542,12 @@ class ControllerNode:
                     checked_group = group_id
                     self._check_group()
                 if self.is_leader():
-                    if self._leader_since_ms is None:
+                    if self._leader_since_ms is None or self._leader_term != term:
+                        # a new term, even one the ticker did not see as a follower in between (it
+                        # may have been blocked in an election call): start the grace period again
                         self._leader_since_ms = now_ms()
-                        log.info("became leader (term %s)", self.sync._getTerm())
+                        self._leader_term = term
+                        log.info("became leader (term %s)", term)
                     self._leader_work()
                 else:
                     if self._leader_since_ms is not None:
@@ -577,7 +586,10 @@ class ControllerNode:
                 f"{k} (group {theirs.get(k)!r}, this node {mine.get(k)!r})" for k in diff))
             return
         if self.settings.data_dir:
-            problem = record_group_id(self.settings.data_dir, group_id)
+            try:
+                problem = record_group_id(self.settings.data_dir, group_id)
+            except MqctlError as exc:  # node.json became unreadable while running
+                problem = str(exc)
             if problem:
                 self.fatal_error = problem
 
