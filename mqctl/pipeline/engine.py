@@ -44,7 +44,8 @@ __all__ = ["EXIT_MISSING_DEPENDENCY", "MissingDependencyError", "require_spark",
 
 
 class MissingDependencyError(MqctlError):
-    """PySpark, numpy or Java is missing (or Spark could not start): exit 8, with how to install it."""
+    """PySpark, numpy, pyarrow, pandas or Java is missing (or Spark could not start): exit 9, with how to
+    install it."""
 
     exit_code = EXIT_MISSING_DEPENDENCY
 
@@ -61,14 +62,15 @@ def java_executable() -> str | None:
 def require_spark() -> None:
     """Fail with one line saying exactly what to install, before anything slow starts."""
     missing = []
-    for mod in ("pyspark", "numpy"):
+    for mod in ("pyspark", "numpy", "pyarrow", "pandas"):      # salvage sends Arrow batches (mapInArrow)
         try:
             __import__(mod)
         except ImportError:
             missing.append(mod)
     if missing:
         raise MissingDependencyError(f"this command needs {' and '.join(missing)} (not installed): "
-                                     f"{INSTALL_HINT} (or pip install 'pyspark>=4.0' 'numpy>=1.26')")
+                                     f"{INSTALL_HINT} (or pip install 'pyspark>=4.0' 'numpy>=1.26' "
+                                     f"'pyarrow>=18' 'pandas>=2.2,<3')")
     if java_executable() is None:
         where = f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java" if os.environ.get("JAVA_HOME") \
             else "no java on PATH"

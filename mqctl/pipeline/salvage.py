@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,13 @@ SCHEMA_FILE = "schema.json"
 MESSAGES_DIR = "messages"
 KIND = "mqctl-salvage"
 LAYOUT_VERSION = 1
+PROBLEM_COL = "_problem"
+BROADCAST_KEYS = 1_000_000      # source keys up to this many are broadcast to the join, else shuffled
+# the message columns of a problem row: its set and store (so it lands in its set's partition), else
+# these non-null placeholders (messageKey "" matches no message; the row is never written)
+_DEFAULTS: dict[str, Any] = {"string": "", "int64": 0, "int32": 0, "bool": False, "binary": b"",
+                             "map<string, string>": []}
+_PROBLEM_AT = {"clusterName": 0, "brokerName": 1, "store": 2}     # in PROBLEM_COLUMNS
 SORT_COLUMNS = ("clusterName", "brokerName", "topic", "queueId", "epoch", "physicalOffset", "store")
 
 __all__ = ["SalvageInput", "prepare", "run_salvage", "message_schema"]
@@ -120,45 +128,50 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
     from pyspark.sql import types as T
 
     from mqctl.pipeline.engine import progress
-    from mqctl.pipeline.tasks import KEY_COLUMNS, key_rows, salvage_rows
+    from mqctl.pipeline.tasks import KEY_COLUMNS
 
     outp = None if out is None else Path(out).absolute()
     writing = outp is not None and not dry_run
     if writing:
         assert outp is not None
         check_out_dir(outp, KIND)
-    sc = spark.sparkContext
     schema = message_schema()
     with progress(spark, "salvage", enabled=show_progress):
-        tagged = sc.parallelize(inp.candidates or [], max(1, len(inp.candidates))).flatMap(salvage_rows)
-        tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+        msgs = _parsed(spark, inp.candidates, schema)
+        kschema = T.StructType([T.StructField(n, T.StringType(), False) for n in KEY_COLUMNS])
+        keys = _key_frame(spark, inp.keys, kschema).distinct().persist(StorageLevel.MEMORY_AND_DISK)
+        j = None
         try:
-            msgs = spark.createDataFrame(tagged.filter(lambda t: t[0] == "m").map(lambda t: t[1]), schema,
-                                         verifySchema=False)
-            problems = tagged.filter(lambda t: t[0] == "p").map(lambda t: t[1]).collect()
-            kschema = T.StructType([T.StructField(n, T.StringType(), False) for n in KEY_COLUMNS])
-            key_rdd = sc.parallelize(inp.keys or [], max(1, len(inp.keys))).flatMap(key_rows)
-            keys = spark.createDataFrame(key_rdd, kschema, verifySchema=False).distinct() \
-                .withColumn("onSource", F.lit(True))
             group = ["clusterName", "brokerName", "messageKey"]
-            j = msgs.join(keys, on=group, how="left") \
-                .withColumn("onSource", F.coalesce("onSource", F.lit(False)))
+            right = keys.withColumn("onSource", F.lit(True))
+            if keys.count() <= BROADCAST_KEYS:
+                right = F.broadcast(right)      # small: sent to every task, no shuffle of the messages
+            # one shuffle by broker set serves the window (a finer clustering) and the write (one file
+            # per set); with a broadcast join it is the only shuffle of the message rows. Problem rows
+            # ride along (messageKey "" matches nothing) and are counted apart below.
+            j = msgs.join(right, on=group, how="left").repartition("clusterName", "brokerName")
+            j = j.withColumn("onSource", F.coalesce("onSource", F.lit(False)))
             w = Window.partitionBy(*group)
             j = j.withColumn("copies", F.count(F.lit(1)).over(w)) \
                  .withColumn("_n", F.row_number().over(w.orderBy("rank", "physicalOffset", "store")))
-            j = j.persist(StorageLevel.MEMORY_AND_DISK)
-            kept = (~F.col("onSource")) & (F.col("_n") == 1)
-            per_store = {r["store"]: r.asDict() for r in j.groupBy("store").agg(
-                F.count(F.lit(1)).alias("records"),
-                F.sum(F.col("onSource").cast("long")).alias("alreadyOnSource"),
-                F.sum(kept.cast("long")).alias("salvaged"),
-                F.sum(F.when(kept, F.col("size")).otherwise(0).cast("long")).alias("salvagedBytes"),
-            ).collect()}
-            final = j.filter(kept).drop("onSource", "_n", "rank")
-            per_topic = final.groupBy("clusterName", "brokerName", "topic").agg(
-                F.count(F.lit(1)).alias("messages"), F.sum(F.col("size").cast("long")).alias("bytes"),
-                F.sum(F.length("body").cast("long")).alias("bodyBytes"),
-                F.sum((~F.col("crcOk")).cast("long")).alias("crcErrors")).collect()
+            if writing:
+                j = j.persist(StorageLevel.MEMORY_AND_DISK)      # read twice: counts, then the write
+            is_msg = F.col(PROBLEM_COL).isNull()
+            kept = is_msg & (~F.col("onSource")) & (F.col("_n") == 1)
+
+            def when_kept(c: Any) -> Any:
+                return F.sum(F.when(kept, c).otherwise(0).cast("long"))
+
+            # every count of the summary in one small aggregate: per store and topic, plus one row per
+            # problem (its JSON is part of the key)
+            counts = j.groupBy("clusterName", "brokerName", "store", "topic", PROBLEM_COL).agg(
+                F.count(F.lit(1)).alias("records"), F.sum(F.col("onSource").cast("long")).alias("onSource"),
+                when_kept(F.lit(1)).alias("messages"), when_kept(F.col("size")).alias("bytes"),
+                when_kept(F.length("body")).alias("bodyBytes"),
+                when_kept((~F.col("crcOk")).cast("long")).alias("crcErrors")).collect()
+            problems = [tuple(json.loads(r[PROBLEM_COL])) for r in counts if r[PROBLEM_COL] is not None]
+            per_store, per_topic = _per_store_topic([r.asDict() for r in counts if r[PROBLEM_COL] is None])
+            final = j.filter(kept).drop("onSource", "_n", "rank", PROBLEM_COL)
             digest = None
             backup = None
             if writing:
@@ -168,7 +181,7 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
                 if tmp.exists():
                     shutil.rmtree(tmp)
                 tmp.mkdir()
-                final.repartition("clusterName", "brokerName").sortWithinPartitions(*SORT_COLUMNS) \
+                final.sortWithinPartitions(*SORT_COLUMNS) \
                     .write.mode("overwrite").partitionBy("clusterName", "brokerName") \
                     .parquet(str(tmp / MESSAGES_DIR))
                 (tmp / MESSAGES_DIR).mkdir(exist_ok=True)          # no rows: an empty directory
@@ -177,7 +190,9 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
                                                           sort_keys=True) + "\n")
                 digest = tree_digest(tmp)
         finally:
-            tagged.unpersist()
+            keys.unpersist()
+            if j is not None:
+                j.unpersist()
     doc = _summary(inp, per_store, per_topic, problems, digest)
     if writing:
         assert outp is not None
@@ -187,14 +202,77 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
     return {**doc, "out": None if outp is None else str(outp), "dryRun": not writing, "backup": backup}
 
 
-def _summary(inp: SalvageInput, per_store: dict[str, dict[str, Any]], per_topic: list[Any],
+def _parsed(spark: Any, ranges: list[ByteRange], schema: Any) -> Any:
+    """Message rows of every range (mapInArrow over one id per range: the rows enter the JVM as Arrow
+    batches), plus one row per problem with PROBLEM_COL set (its PROBLEM_COLUMNS as JSON) and defaults
+    in the message columns."""
+    from pyspark.sql import types as T
+
+    from mqctl.pipeline.tasks import arrow_slices, salvage_arrow
+
+    out = T.StructType([*schema.fields, T.StructField(PROBLEM_COL, T.StringType(), True)])
+
+    def parse(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                batch, probs = salvage_arrow(ranges[i])
+                target = pa.schema([pa.field(f.name, pa.binary() if f.type == pa.large_binary() else f.type)
+                                    for f in batch.schema] + [pa.field(PROBLEM_COL, pa.string())])
+                batch = batch.append_column(PROBLEM_COL, pa.nulls(batch.num_rows, pa.string()))
+                yield from arrow_slices(batch, batch.column("size").to_numpy(), target)
+                if probs:
+                    cols = [pa.array([p[_PROBLEM_AT[f.name]] or "" if f.name in _PROBLEM_AT
+                                      else _DEFAULTS[str(f.type)] for p in probs], f.type)
+                            for f in target if f.name != PROBLEM_COL]
+                    cols.append(pa.array([json.dumps(p) for p in probs], pa.string()))
+                    yield pa.RecordBatch.from_arrays(cols, schema=target)
+
+    return spark.range(0, max(1, len(ranges)), 1, max(1, len(ranges))) \
+        .filter(f"id < {len(ranges)}").mapInArrow(parse, out)
+
+
+def _key_frame(spark: Any, ranges: list[ByteRange], schema: Any) -> Any:
+    from mqctl.pipeline.tasks import key_arrow
+
+    def keys(batches: Iterator[Any]) -> Iterator[Any]:
+        for b in batches:
+            for i in b.column(0).to_pylist():
+                yield key_arrow(ranges[i])
+
+    return spark.range(0, max(1, len(ranges)), 1, max(1, len(ranges))) \
+        .filter(f"id < {len(ranges)}").mapInArrow(keys, schema)
+
+
+def _per_store_topic(rows: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """The (store, topic) counts summed per store, and per (set, topic) over the salvaged messages."""
+    per_store: dict[str, dict[str, Any]] = {}
+    per_topic: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in rows:
+        st = per_store.setdefault(r["store"], {"store": r["store"], "records": 0, "alreadyOnSource": 0,
+                                               "salvaged": 0, "salvagedBytes": 0})
+        st["records"] += r["records"]
+        st["alreadyOnSource"] += r["onSource"]
+        st["salvaged"] += r["messages"]
+        st["salvagedBytes"] += r["bytes"]
+        if r["messages"]:
+            k = (r["clusterName"], r["brokerName"], r["topic"])
+            t = per_topic.setdefault(k, {"clusterName": k[0], "brokerName": k[1], "topic": k[2],
+                                         "messages": 0, "bytes": 0, "bodyBytes": 0, "crcErrors": 0})
+            for c in ("messages", "bytes", "bodyBytes", "crcErrors"):
+                t[c] += r[c]
+    return per_store, list(per_topic.values())
+
+
+def _summary(inp: SalvageInput, per_store: dict[str, dict[str, Any]], per_topic: list[dict[str, Any]],
              problems: list[tuple[Any, ...]], digest: str | None) -> dict[str, Any]:
     from mqctl.pipeline.tasks import PROBLEM_COLUMNS
 
     sets = []
     total_m = total_b = 0
     for s in inp.sets:
-        topics = sorted((r.asDict() for r in per_topic
+        topics = sorted((dict(r) for r in per_topic
                          if (r["clusterName"], r["brokerName"]) == (s["clusterName"], s["brokerName"])),
                         key=lambda d: d["topic"])
         for t in topics:

@@ -1,4 +1,5 @@
-"""What one Spark task does with one `ByteRange`: map the file, parse the range, emit plain tuples.
+"""What one Spark task does with one `ByteRange`: map the file, parse the range, emit plain tuples (or,
+for salvage on Spark, one Arrow record batch: `salvage_arrow`, `key_arrow`).
 
 Plain functions of a range (no Spark here), so the single-process baseline and the tests run exactly
 the code the executors run. Row layouts are the `*_COLUMNS` tuples; the jobs attach Spark schemas.
@@ -144,3 +145,114 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
                         crc_err[i])
     for p in pr.problems:
         yield "p", problem_row(br, p)
+
+
+# --------------------------------------------------------------------------- Arrow (the Spark path)
+
+def _epoch_array(br: ByteRange, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_epochs` as (values, valid mask) for an Arrow column."""
+    entries = sorted(_m(br, "epochs") or [])
+    if not entries:
+        return np.zeros(offsets.size, dtype=np.int64), np.zeros(offsets.size, dtype=bool)
+    starts = np.asarray([s for s, _ in entries], dtype=np.int64)
+    eps = np.asarray([e for _, e in entries], dtype=np.int64)
+    idx = np.searchsorted(starts, offsets, side="right") - 1
+    return eps[np.maximum(idx, 0)], idx >= 0
+
+
+def _binary(pa: Any, parts: list[bytes]) -> Any:
+    """A binary Arrow array from one joined buffer and offsets (no per-item Python object in Arrow)."""
+    lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    offs = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offs[1:])
+    if offs[-1] < 1 << 31:
+        typ, offs = pa.binary(), offs.astype(np.int32)
+    else:                                   # sliced and cast back to binary by `arrow_slices`
+        typ = pa.large_binary()
+    return pa.Array.from_buffers(typ, len(parts), [None, pa.py_buffer(offs), pa.py_buffer(b"".join(parts))])
+
+
+def salvage_arrow(br: ByteRange) -> tuple[Any, list[tuple[Any, ...]]]:
+    """The rows of `salvage_rows` as ONE pyarrow RecordBatch (MESSAGE_COLUMNS, the types of
+    `salvage.message_schema`) plus the problem rows: columns are built from the parser's numpy arrays,
+    so the records cross into the JVM as Arrow, not as pickled tuples."""
+    import pyarrow as pa
+
+    pr = parse_task(br, extract=("bodies", "properties", "hosts"))
+    assert pr.bodies is not None and pr.properties is not None
+    assert pr.born_hosts is not None and pr.store_hosts is not None
+    n = len(pr)
+    offs = pr.offset
+    ep, ep_ok = _epoch_array(br, offs)
+    uniq: list[str | None] = []
+    keys: list[str | None] = []
+    tags: list[str | None] = []
+    mkeys: list[str] = []
+    pk: list[str] = []
+    pv: list[str] = []
+    psz = np.zeros(n + 1, dtype=np.int32)
+    for i, (raw, born, ts, crc) in enumerate(zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(),
+                                                  pr.body_crc.tolist(), strict=True)):
+        props = decode_properties(raw)
+        u = props.get("UNIQ_KEY") or None
+        uniq.append(u)
+        keys.append(props.get("KEYS"))
+        tags.append(props.get("TAGS"))
+        mkeys.append(message_key(u, born, ts, crc))
+        pk += props.keys()
+        pv += props.values()
+        psz[i + 1] = len(props)
+    i32, i64, s = pa.int32(), pa.int64(), pa.string()
+
+    def const(v: Any, t: Any) -> Any:
+        return pa.nulls(n, t) if v is None else pa.array(np.full(n, v), t) if t != s else pa.array([v] * n, t)
+
+    bid = _m(br, "brokerId")
+    cols = {
+        "clusterName": const(_m(br, "clusterName"), s), "brokerName": const(_m(br, "brokerName"), s),
+        "store": const(_m(br, "store"), s), "brokerId": const(bid, i64),
+        "epoch": pa.array(ep, i64, mask=~ep_ok), "physicalOffset": pa.array(offs, i64),
+        "size": pa.array(pr.size.astype(np.int32)), "version": pa.array(pr.version.astype(np.int32)),
+        "topic": pa.array(pr.topics, s), "queueId": pa.array(pr.queue_id.astype(np.int32)),
+        "queueOffset": pa.array(pr.queue_offset), "flag": pa.array(pr.flag.astype(np.int32)),
+        "sysFlag": pa.array(pr.sysflag.astype(np.int32)), "bornTimestamp": pa.array(pr.born_timestamp),
+        "bornHost": pa.array(pr.born_hosts, s), "storeTimestamp": pa.array(pr.store_timestamp),
+        "storeHost": pa.array(pr.store_hosts, s),
+        "reconsumeTimes": pa.array(pr.reconsume_times.astype(np.int32)),
+        "preparedTransactionOffset": pa.array(pr.prepared_tx_offset), "bodyCrc": pa.array(pr.body_crc),
+        "crcOk": pa.array(pr.crc_ok), "uniqKey": pa.array(uniq, s), "keys": pa.array(keys, s),
+        "tags": pa.array(tags, s),
+        "properties": pa.MapArray.from_arrays(pa.array(np.cumsum(psz, dtype=np.int32)), pa.array(pk, s),
+                                              pa.array(pv, s)),
+        "rawProperties": _binary(pa, pr.properties), "body": _binary(pa, pr.bodies),
+        "messageKey": pa.array(mkeys, s), "rank": const(_m(br, "rank"), i32),
+    }
+    assert tuple(cols) == MESSAGE_COLUMNS
+    return pa.RecordBatch.from_arrays(list(cols.values()), names=list(cols)), \
+        [problem_row(br, p) for p in pr.problems]
+
+
+def arrow_slices(batch: Any, sizes: np.ndarray, schema: Any, max_bytes: int = 128 << 20) -> Iterator[Any]:
+    """`batch` in slices of at most `max_bytes` of records (by TOTALSIZE, at least one row each), cast
+    to `schema` (a range larger than 2 GiB builds large_binary columns)."""
+    n = batch.num_rows
+    ends = np.cumsum(sizes, dtype=np.int64)
+    i = 0
+    while i < n:
+        base = int(ends[i - 1]) if i else 0
+        j = max(i + 1, int(np.searchsorted(ends, base + max_bytes, side="right")))
+        part = batch.slice(i, j - i)
+        yield part if part.schema.equals(schema) else part.cast(schema)
+        i = j
+
+
+def key_arrow(br: ByteRange) -> Any:
+    """`key_rows` of one range as a pyarrow RecordBatch (KEY_COLUMNS, strings)."""
+    import pyarrow as pa
+
+    keys = [k for _, _, k in key_rows(br)]
+    n = len(keys)
+    s = pa.string()
+    return pa.RecordBatch.from_arrays([pa.array([_m(br, "clusterName")] * n, s),
+                                       pa.array([_m(br, "brokerName")] * n, s), pa.array(keys, s)],
+                                      names=list(KEY_COLUMNS))

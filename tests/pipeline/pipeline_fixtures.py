@@ -21,7 +21,7 @@ FILE_SIZE = 4096
 
 
 def spark_missing() -> str | None:
-    for mod in ("pyspark", "numpy"):
+    for mod in ("pyspark", "numpy", "pyarrow", "pandas"):
         if importlib.util.find_spec(mod) is None:
             return f"{mod} is not installed (pip install 'mqctl[spark]')"
     from mqctl.pipeline.engine import java_executable

@@ -122,3 +122,31 @@ def test_task_rows_and_keys(fleet: Fleet) -> None:
     q = [r[1] for br in store_ranges(fleet.stores["C"], range_size=200) for r in analyze_rows(br)
          if r[0] == "q"]
     assert sum(x[5] for x in q) == 13
+
+
+def test_arrow_batches_hold_the_task_rows(fleet: Fleet) -> None:
+    """What Spark receives (`salvage_arrow`, `key_arrow`, sliced by `arrow_slices`) is exactly the plain
+    rows of `salvage_rows` / `key_rows`: same values, properties in the record's own order."""
+    pa = pytest.importorskip("pyarrow")
+    from mqctl.pipeline.tasks import MESSAGE_COLUMNS, arrow_slices, key_arrow, key_rows, salvage_arrow
+
+    meta = {"clusterName": "c", "brokerName": "b", "store": "A", "brokerId": 1, "rank": 1,
+            "epochs": [(1500, 1)]}          # records before 1500 have no epoch: a null, not a 0
+    for size in (300, FILE_SIZE):
+        for br in store_ranges(fleet.stores["A"], from_offset=1000, range_size=size, meta=meta):
+            batch, probs = salvage_arrow(br)
+            rows = list(salvage_rows(br))
+            assert probs == [r[1] for r in rows if r[0] == "p"]
+            want = [r[1] for r in rows if r[0] == "m"]
+            got = [tuple(dict(v) if c == "properties" else v for c, v in zip(MESSAGE_COLUMNS, r.values(),
+                                                                               strict=True))
+                   for r in batch.to_pylist()]
+            assert got == want
+            assert all(list(dict(r["properties"])) == list(w[24]) for r, w in zip(batch.to_pylist(), want,
+                                                                                 strict=True))
+            # records are 140-300 bytes here: 200-byte slices hold one or two records each
+            parts = list(arrow_slices(batch, batch.column("size").to_numpy(), batch.schema, max_bytes=200))
+            assert all(0 < p.num_rows <= 2 for p in parts)
+            assert pa.Table.from_batches(parts, batch.schema).to_pylist() == batch.to_pylist()
+            assert key_arrow(br).to_pylist() == [dict(zip(("clusterName", "brokerName", "messageKey"), k,
+                                                          strict=True)) for k in key_rows(br)]

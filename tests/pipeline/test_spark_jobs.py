@@ -31,7 +31,9 @@ def expected_keys(fleet: Fleet) -> set[tuple[str, int]]:
     return {("B" if k.startswith("b") else "A", fleet.offsets[k]) for k in EXPECTED}
 
 
-def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_path: Path) -> None:
+def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_path: Path,
+                                                     monkeypatch) -> None:
+    from mqctl.pipeline import salvage as salvage_mod
     from mqctl.pipeline.salvage import prepare, run_salvage
 
     stores = fleet.paths("A", "B", "C", "D", "E")
@@ -78,6 +80,17 @@ def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_pa
     # one range per file: the same rows, byte for byte
     run_salvage(spark, prepare(stores, range_size=FILE_SIZE), tmp_path / "big", show_progress=False)
     assert tree_hash(tmp_path / "big") == tree_hash(tmp_path / "small")
+
+    # more source keys than BROADCAST_KEYS: the shuffle join path (no automatic broadcast either) gives
+    # the same files
+    monkeypatch.setattr(salvage_mod, "BROADCAST_KEYS", 0)
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        run_salvage(spark, prepare(stores, range_size=FILE_SIZE), tmp_path / "joined", show_progress=False)
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+        monkeypatch.undo()
+    assert tree_hash(tmp_path / "joined") == tree_hash(tmp_path / "small")
 
     # comparing with the whole source changes nothing here (no duplicate before truncateTo)
     full = run_salvage(spark, prepare(stores, range_size=FILE_SIZE, full_source=True), None, dry_run=True,
