@@ -186,3 +186,23 @@ def test_analyze_cli(spark, fleet: Fleet, cli, tmp_path: Path) -> None:
     r = cli("analyze", "commitlog", str(fleet.stores["A"]))
     assert r.code == 0, r.err
     assert "damaged records" in r.out and "PHYSICALOFFSET field says" in r.out
+
+
+def test_salvage_twice_in_separate_processes_is_the_same_result(spark, fleet: Fleet, tmp_path: Path) -> None:
+    """Two `mqctl recover salvage` processes (two JVMs) over the same stores: the second finds the
+    same result and moves nothing to a backup, although Spark's Parquet footers may differ."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "salvage"
+    cmd = [str(Path(sys.executable).with_name("mqctl")), "recover", "salvage", *fleet.paths("A", "B", "C"),
+           "--out", str(out), "-o", "json"]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert first.returncode == 0, first.stderr
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert second.returncode == 0, second.stderr
+    a, b = json.loads(first.stdout), json.loads(second.stdout)
+    assert b["backup"] is None and a["digest"] == b["digest"]
+    assert not list(tmp_path.glob("salvage.*"))
