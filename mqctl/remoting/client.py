@@ -26,21 +26,21 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from mqctl.client import (
+from mqctl.api import (
+    BACKOFF_INITIAL,
+    BACKOFF_MAX,
+    DECODERS,
+    RETRY_ANY,
     Ack,
-    AlterSyncStateSetResult,
-    ApplyBrokerIdResult,
     ConfigResult,
+    ControllerApi,
     ElectMasterResult,
     Metadata,
-    NextBrokerIdResult,
     RegisterBrokerResult,
-    ReplicaInfoResult,
     RoleChange,
-    SyncStateDataResult,
     parse_addresses,
 )
 from mqctl.errors import Code, ControllerError, UsageError
@@ -51,11 +51,6 @@ log = logging.getLogger("mqctl.remoting.client")
 
 __all__ = ["RemotingConnection", "RemotingControllerClient", "RemotingError", "role_change_of"]
 
-BACKOFF_INITIAL = 0.05
-BACKOFF_MAX = 1.0
-_RETRY_ANY = frozenset(
-    {"GetMetadata", "GetNextBrokerId", "Heartbeat", "GetReplicaInfo", "GetSyncStateData", "GetConfig"}
-)
 _ADMIN = frozenset({"CleanBrokerData", "UpdateConfig"})
 
 
@@ -226,26 +221,11 @@ class RemotingConnection:
             return None
 
 
-_DECODERS: dict[str, Any] = {
-    "GetNextBrokerId": NextBrokerIdResult.from_dict,
-    "ApplyBrokerId": ApplyBrokerIdResult.from_dict,
-    "RegisterBroker": RegisterBrokerResult.from_dict,
-    "Heartbeat": Ack.from_dict,
-    "AlterSyncStateSet": AlterSyncStateSetResult.from_dict,
-    "ElectMaster": ElectMasterResult.from_dict,
-    "GetReplicaInfo": ReplicaInfoResult.from_dict,
-    "GetSyncStateData": SyncStateDataResult.from_dict,
-    "CleanBrokerData": Ack.from_dict,
-    "GetConfig": ConfigResult.from_dict,
-    "UpdateConfig": Ack.from_dict,
-}
-
-
 class _Retry(Exception):
     pass
 
 
-class RemotingControllerClient:
+class RemotingControllerClient(ControllerApi):
     """ControllerClient's API over RocketMQ remoting. Thread-safe; one connection per address.
 
     ``addresses``: controller remoting addresses ("a:1;b:2", "a:1,b:2" or a list). ``token``: sent
@@ -273,22 +253,12 @@ class RemotingControllerClient:
         self._leader: str | None = None
         self._closed = False
 
-    def __enter__(self) -> RemotingControllerClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
             conns, self._conns = self._conns, {}
         for conn in conns.values():
             conn.close()
-
-    @property
-    def leader(self) -> str | None:
-        return self._leader
 
     def connection(self, address: str) -> RemotingConnection:
         """The open connection to ``address`` (opened on demand; RemotingError(sent=False) if not)."""
@@ -358,7 +328,7 @@ class RemotingControllerClient:
         code, ext, body = headers.encode_request(method, request)
         if self._token and (method in _ADMIN or (method == "ElectMaster" and request.get("designate_elect"))):
             ext[headers.TOKEN_KEY] = self._token
-        retry_any = method in _RETRY_ANY
+        retry_any = method in RETRY_ANY
         deadline = time.monotonic() + self.timeout
         last_error = ""
         attempt = 0
@@ -390,7 +360,7 @@ class RemotingControllerClient:
                     raise _Retry(f"{target}: {d['remark']}")
                 if answer.code != Code.SUCCESS:
                     try:
-                        decoded: Any = _DECODERS[method](d)
+                        decoded: Any = DECODERS[method](d)
                     except Exception:  # pragma: no cover - a malformed error answer still raises cleanly
                         decoded = d
                     raise ControllerError(answer.code, d["remark"], response=decoded)
@@ -401,7 +371,7 @@ class RemotingControllerClient:
                 attempt += 1
                 time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
-    # -- the API (as ControllerClient) -----------------------------------------------------
+    # -- the API: ControllerApi's, with remoting's differences ----------------------------------
 
     def get_metadata(self, address: str | None = None) -> Metadata:
         """1005 from ``address``, or from the leader (the first node that answers if none)."""
@@ -429,24 +399,6 @@ class RemotingControllerClient:
             time.sleep(min(BACKOFF_MAX, max(0.0, deadline - time.monotonic())))
         raise self._unreachable(last)
 
-    def get_next_broker_id(self, cluster_name: str, broker_name: str) -> NextBrokerIdResult:
-        d = self._call("GetNextBrokerId", {"cluster_name": cluster_name, "broker_name": broker_name})
-        return NextBrokerIdResult.from_dict(d)
-
-    def apply_broker_id(
-        self, cluster_name: str, broker_name: str, applied_broker_id: int, register_check_code: str
-    ) -> ApplyBrokerIdResult:
-        d = self._call(
-            "ApplyBrokerId",
-            {
-                "cluster_name": cluster_name,
-                "broker_name": broker_name,
-                "applied_broker_id": applied_broker_id,
-                "register_check_code": register_check_code,
-            },
-        )
-        return ApplyBrokerIdResult.from_dict(d)
-
     def register_broker(
         self,
         cluster_name: str,
@@ -464,21 +416,17 @@ class RemotingControllerClient:
         """CONTROLLER_REGISTER_BROKER (1003). ``options`` cannot travel over remoting (refused)."""
         if options:
             raise UsageError("broker options are a gRPC-only extension; register over gRPC to check them")
-        d = self._call(
-            "RegisterBroker",
-            {
-                "cluster_name": cluster_name,
-                "broker_name": broker_name,
-                "broker_id": broker_id,
-                "broker_address": broker_address,
-                "epoch": epoch,
-                "max_offset": max_offset,
-                "confirm_offset": confirm_offset,
-                "election_priority": election_priority,
-                "heartbeat_timeout_mills": heartbeat_timeout_mills,
-            },
+        return super().register_broker(
+            cluster_name,
+            broker_name,
+            broker_id,
+            broker_address,
+            epoch=epoch,
+            max_offset=max_offset,
+            confirm_offset=confirm_offset,
+            election_priority=election_priority,
+            heartbeat_timeout_mills=heartbeat_timeout_mills,
         )
-        return RegisterBrokerResult.from_dict(d)
 
     def heartbeat(
         self,
@@ -497,53 +445,23 @@ class RemotingControllerClient:
     ) -> Ack:
         """BROKER_HEARTBEAT (904). ``oneway=True`` sends it as brokers do (to the leader only here;
         call it per address with ``connection(addr).oneway`` to beat to every controller)."""
-        request = {
-            "cluster_name": cluster_name,
-            "broker_addr": broker_addr,
-            "broker_name": broker_name,
-            "broker_id": broker_id,
-            "epoch": epoch,
-            "max_offset": max_offset,
-            "confirm_offset": confirm_offset,
-            "heartbeat_timeout_mills": heartbeat_timeout_mills,
-            "election_priority": election_priority,
-            "broker_epoch": broker_epoch,
-        }
-        if oneway:
-            code, ext, body = headers.encode_request("Heartbeat", request)
-            deadline = time.monotonic() + self.timeout
-            try:
-                target = self._leader or self._discover(deadline)
-            except _Retry as r:
-                raise self._unreachable(str(r)) from None
-            self.connection(target).oneway(code, ext, body)
-            return Ack()
-        return Ack.from_dict(self._call("Heartbeat", request))
-
-    def alter_sync_state_set(
-        self,
-        broker_name: str,
-        master_broker_id: int,
-        master_epoch: int,
-        new_sync_state_set: Iterable[int],
-        sync_state_set_epoch: int,
-        *,
-        broker_epoch: int | None = None,
-        cluster_name: str = "",
-    ) -> AlterSyncStateSetResult:
-        d = self._call(
-            "AlterSyncStateSet",
-            {
-                "broker_name": broker_name,
-                "master_broker_id": master_broker_id,
-                "master_epoch": master_epoch,
-                "new_sync_state_set": [int(x) for x in new_sync_state_set],
-                "sync_state_set_epoch": sync_state_set_epoch,
-                "broker_epoch": broker_epoch,
-                "cluster_name": cluster_name or None,
-            },
+        if not oneway:
+            return super().heartbeat(
+                cluster_name, broker_addr, broker_name, broker_id, epoch, max_offset, confirm_offset,
+                heartbeat_timeout_mills, election_priority, broker_epoch=broker_epoch,
+            )
+        request = self._heartbeat_request(
+            cluster_name, broker_addr, broker_name, broker_id, epoch, max_offset, confirm_offset,
+            heartbeat_timeout_mills, election_priority, broker_epoch,
         )
-        return AlterSyncStateSetResult.from_dict(d)
+        code, ext, body = headers.encode_request("Heartbeat", request)
+        deadline = time.monotonic() + self.timeout
+        try:
+            target = self._leader or self._discover(deadline)
+        except _Retry as r:
+            raise self._unreachable(str(r)) from None
+        self.connection(target).oneway(code, ext, body)
+        return Ack()
 
     def elect_master(
         self,
@@ -555,54 +473,14 @@ class RemotingControllerClient:
         broker_epoch: int | None = None,
     ) -> ElectMasterResult:
         """CONTROLLER_ELECT_MASTER (1002): broker (id), controller (None -> -1) or admin trigger."""
-        d = self._call(
-            "ElectMaster",
-            {
-                "cluster_name": cluster_name,
-                "broker_name": broker_name,
-                "broker_id": -1 if broker_id is None else broker_id,
-                "designate_elect": designate_elect,
-                "broker_epoch": broker_epoch,
-            },
+        return super().elect_master(
+            cluster_name, broker_name, -1 if broker_id is None else broker_id, designate_elect,
+            broker_epoch=broker_epoch,
         )
-        return ElectMasterResult.from_dict(d)
-
-    def get_replica_info(self, broker_name: str) -> ReplicaInfoResult:
-        return ReplicaInfoResult.from_dict(self._call("GetReplicaInfo", {"broker_name": broker_name}))
-
-    def get_sync_state_data(self, broker_names: str | Iterable[str] | None = None) -> SyncStateDataResult:
-        """1006 for ``broker_names`` (None or empty: every broker set; a RocketMQ controller needs names)."""
-        names = [broker_names] if isinstance(broker_names, str) else list(broker_names or ())
-        return SyncStateDataResult.from_dict(self._call("GetSyncStateData", {"broker_names": names}))
-
-    def clean_broker_data(
-        self,
-        cluster_name: str,
-        broker_name: str,
-        broker_controller_ids_to_clean: str | Iterable[int] | None = None,
-        is_clean_living_broker: bool = False,
-    ) -> Ack:
-        ids = broker_controller_ids_to_clean
-        ids_text = ids if isinstance(ids, str) or ids is None else ";".join(str(int(i)) for i in ids)
-        d = self._call(
-            "CleanBrokerData",
-            {
-                "cluster_name": cluster_name,
-                "broker_name": broker_name,
-                "broker_controller_ids_to_clean": ids_text or None,
-                "is_clean_living_broker": is_clean_living_broker,
-            },
-        )
-        return Ack.from_dict(d)
 
     def get_config(self, address: str | None = None) -> ConfigResult:
         """GET_CONTROLLER_CONFIG (1010); mqadmin asks each address directly (any node answers)."""
-        return ConfigResult.from_dict(self._call("GetConfig", {}, address=address or self.addresses[0]))
-
-    def update_config(self, config: Mapping[str, Any], address: str | None = None) -> Ack:
-        """UPDATE_CONTROLLER_CONFIG (1009) as a properties body (values as text)."""
-        body = {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in config.items()}
-        return Ack.from_dict(self._call("UpdateConfig", {"config": body}, address=address))
+        return super().get_config(address or self.addresses[0])
 
     def change_quorum(self, action: str, raft_address: str = "") -> Any:
         raise UsageError("quorum changes are a gRPC-only mqctl extension: use --protocol grpc")

@@ -1,0 +1,559 @@
+"""The controller API both clients share: result types and the typed methods (docs/grpc-api.md).
+
+``ControllerApi`` builds each request as a dict with the proto field names and turns the SUCCESS
+answer into a frozen result dataclass; the transports (``mqctl.client.ControllerClient`` over
+gRPC, ``mqctl.remoting.client.RemotingControllerClient`` over RocketMQ remoting) only implement
+``_call`` (send, retry, raise ControllerError on a non-SUCCESS answer) and ``get_metadata``, so the
+two cannot drift apart. No gRPC import here: the remoting client and the CLI import this cheaply.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Self, TypeVar
+
+from mqctl.errors import UsageError
+
+__all__ = [
+    "Ack",
+    "AlterSyncStateSetResult",
+    "ApplyBrokerIdResult",
+    "BrokerMemberGroup",
+    "ChangeQuorumResult",
+    "ConfigResult",
+    "ControllerApi",
+    "ElectMasterResult",
+    "Metadata",
+    "NextBrokerIdResult",
+    "Peer",
+    "RegisterBrokerResult",
+    "ReplicaIdentity",
+    "ReplicaInfoResult",
+    "ReplicasInfo",
+    "RoleChange",
+    "SyncStateDataResult",
+    "parse_addresses",
+]
+
+# ---------------------------------------------------------------------------------------------
+# Results
+
+
+T = TypeVar("T")
+
+
+def _pick(cls: type[T], d: Mapping[str, Any], **override: Any) -> T:
+    """Build dataclass ``cls`` from the keys of ``d`` it knows; ``override`` wins."""
+    kwargs = {f.name: d[f.name] for f in fields(cls) if f.name in d}  # type: ignore[arg-type]
+    kwargs.update(override)
+    return cls(**kwargs)
+
+
+def _ids(value: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in (value or ()))
+
+
+@dataclass(frozen=True)
+class Peer:
+    raft_address: str = ""
+    grpc_address: str = ""
+    is_leader: bool = False
+    is_self: bool = False
+    connected: bool = False
+    match_index: int = 0
+    next_index: int = 0
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """GetMetadata: the answering node's view of the controller group."""
+
+    group: str = ""
+    group_id: str = ""
+    controller_leader_id: str = ""
+    controller_leader_address: str = ""
+    is_leader: bool = False
+    self_id: str = ""
+    peers: tuple[Peer, ...] = ()
+    term: int = 0
+    commit_index: int = 0
+    last_applied: int = 0
+    has_quorum: bool = False
+    state_hash: str = ""
+    state: str = ""
+    log_length: int = 0
+    leader_address: str = ""
+    remark: str = ""
+    address: str = ""  # the address that answered
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], address: str = "") -> Metadata:
+        return _pick(cls, d, peers=tuple(_pick(Peer, p) for p in d.get("peers", ())), address=address)
+
+
+@dataclass(frozen=True)
+class NextBrokerIdResult:
+    cluster_name: str = ""
+    broker_name: str = ""
+    next_broker_id: int = 0
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> NextBrokerIdResult:
+        return _pick(cls, d)
+
+
+@dataclass(frozen=True)
+class ApplyBrokerIdResult:
+    cluster_name: str = ""
+    broker_name: str = ""
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ApplyBrokerIdResult:
+        return _pick(cls, d)
+
+
+def _sync_state_set(d: Mapping[str, Any]) -> tuple[tuple[int, ...], int | None]:
+    """Flatten a SyncStateSet body: (ids, epoch or None when the body is absent)."""
+    body = d.get("sync_state_set")
+    if isinstance(body, Mapping):
+        return _ids(body.get("sync_state_set")), int(body.get("sync_state_set_epoch", 0))
+    return _ids(body), None
+
+
+@dataclass(frozen=True)
+class RegisterBrokerResult:
+    cluster_name: str = ""
+    broker_name: str = ""
+    master_broker_id: int | None = None
+    master_address: str = ""
+    master_epoch: int | None = None
+    sync_state_set_epoch: int | None = None
+    sync_state_set: tuple[int, ...] = ()
+    broker_epoch: int = 0
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RegisterBrokerResult:
+        ids, body_epoch = _sync_state_set(d)
+        epoch = d.get("sync_state_set_epoch", body_epoch)
+        return _pick(cls, d, sync_state_set=ids, sync_state_set_epoch=epoch)
+
+
+@dataclass(frozen=True)
+class Ack:
+    """An answer without fields (Heartbeat, CleanBrokerData, UpdateConfig)."""
+
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Ack:
+        return _pick(cls, d)
+
+
+@dataclass(frozen=True)
+class AlterSyncStateSetResult:
+    new_sync_state_set_epoch: int = 0
+    sync_state_set: tuple[int, ...] = ()
+    sync_state_set_epoch: int | None = None  # from the SyncStateSet body, when sent
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AlterSyncStateSetResult:
+        ids, body_epoch = _sync_state_set(d)
+        return _pick(cls, d, sync_state_set=ids, sync_state_set_epoch=body_epoch)
+
+
+@dataclass(frozen=True)
+class BrokerMemberGroup:
+    cluster: str = ""
+    broker_name: str = ""
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BrokerMemberGroup:
+        addrs = {int(k): str(v) for k, v in (d.get("broker_addrs") or {}).items()}
+        return _pick(cls, d, broker_addrs=addrs)
+
+
+@dataclass(frozen=True)
+class ElectMasterResult:
+    master_broker_id: int | None = None
+    master_address: str = ""
+    master_epoch: int | None = None
+    sync_state_set_epoch: int | None = None
+    sync_state_set: tuple[int, ...] = ()
+    broker_member_group: BrokerMemberGroup | None = None
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ElectMasterResult:
+        group = d.get("broker_member_group")
+        return _pick(
+            cls,
+            d,
+            sync_state_set=_ids(d.get("sync_state_set")),
+            broker_member_group=BrokerMemberGroup.from_dict(group) if group is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class ReplicaInfoResult:
+    master_broker_id: int | None = None
+    master_address: str = ""
+    master_epoch: int = 0
+    sync_state_set: tuple[int, ...] = ()
+    sync_state_set_epoch: int = 0
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ReplicaInfoResult:
+        ids, body_epoch = _sync_state_set(d)
+        return _pick(cls, d, sync_state_set=ids, sync_state_set_epoch=body_epoch or 0)
+
+
+@dataclass(frozen=True)
+class ReplicaIdentity:
+    broker_name: str = ""
+    broker_id: int = 0
+    broker_address: str = ""
+    alive: bool = False
+    heartbeat_age_ms: int | None = None
+    epoch: int | None = None
+    max_offset: int | None = None
+    confirm_offset: int | None = None
+    election_priority: int | None = None
+    broker_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class ReplicasInfo:
+    master_broker_id: int | None = None
+    master_address: str = ""
+    master_epoch: int = 0
+    sync_state_set_epoch: int = 0
+    in_sync_replicas: tuple[ReplicaIdentity, ...] = ()
+    not_in_sync_replicas: tuple[ReplicaIdentity, ...] = ()
+    cluster_name: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ReplicasInfo:
+        return _pick(
+            cls,
+            d,
+            in_sync_replicas=tuple(_pick(ReplicaIdentity, r) for r in d.get("in_sync_replicas", ())),
+            not_in_sync_replicas=tuple(_pick(ReplicaIdentity, r) for r in d.get("not_in_sync_replicas", ())),
+        )
+
+
+@dataclass(frozen=True)
+class SyncStateDataResult:
+    replicas_info_table: dict[str, ReplicasInfo] = field(default_factory=dict)
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SyncStateDataResult:
+        table = {k: ReplicasInfo.from_dict(v) for k, v in (d.get("replicas_info_table") or {}).items()}
+        return _pick(cls, d, replicas_info_table=table)
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    config: dict[str, str] = field(default_factory=dict)
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ConfigResult:
+        return _pick(cls, d, config=dict(d.get("config") or {}))
+
+
+@dataclass(frozen=True)
+class ChangeQuorumResult:
+    leader_id: str = ""
+    leader_address: str = ""
+    members: tuple[str, ...] = ()
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ChangeQuorumResult:
+        return _pick(cls, d, members=tuple(str(m) for m in d.get("members", ())))
+
+
+@dataclass(frozen=True)
+class RoleChange:
+    """One NOTIFY_BROKER_ROLE_CHANGED: the broker set's master and SyncStateSet now."""
+
+    cluster_name: str = ""
+    broker_name: str = ""
+    master_broker_id: int | None = None
+    master_address: str = ""
+    master_epoch: int = 0
+    sync_state_set_epoch: int = 0
+    sync_state_set: tuple[int, ...] = ()
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RoleChange:
+        return _pick(cls, d, sync_state_set=_ids(d.get("sync_state_set")))
+
+
+# ---------------------------------------------------------------------------------------------
+# The API
+
+
+def parse_addresses(addresses: str | Iterable[str]) -> list[str]:
+    """``"a:1;b:2"``, ``"a:1,b:2"`` or a list -> ``["a:1", "b:2"]`` (order kept, duplicates dropped)."""
+    items = addresses.replace(";", ",").split(",") if isinstance(addresses, str) else list(addresses)
+    out: list[str] = []
+    for item in items:
+        for part in str(item).replace(";", ",").split(","):
+            addr = part.strip()
+            if not addr:
+                continue
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise UsageError(f"bad controller address {addr!r}: expected HOST:PORT")
+            if addr not in out:
+                out.append(addr)
+    if not out:
+        raise UsageError("no controller address given")
+    return out
+
+
+
+# Calls retried on any transient failure (reads, and the in-memory heartbeat); the other calls are
+# writes, retried only when they surely were not executed.
+RETRY_ANY = frozenset(
+    {"GetMetadata", "GetNextBrokerId", "Heartbeat", "GetReplicaInfo", "GetSyncStateData", "GetConfig"}
+)
+BACKOFF_INITIAL = 0.05
+BACKOFF_MAX = 1.0
+
+# Method -> result decoder, for the ``response`` of a ControllerError.
+DECODERS: dict[str, Any] = {
+    "GetMetadata": Metadata.from_dict,
+    "GetNextBrokerId": NextBrokerIdResult.from_dict,
+    "ApplyBrokerId": ApplyBrokerIdResult.from_dict,
+    "RegisterBroker": RegisterBrokerResult.from_dict,
+    "Heartbeat": Ack.from_dict,
+    "AlterSyncStateSet": AlterSyncStateSetResult.from_dict,
+    "ElectMaster": ElectMasterResult.from_dict,
+    "GetReplicaInfo": ReplicaInfoResult.from_dict,
+    "GetSyncStateData": SyncStateDataResult.from_dict,
+    "CleanBrokerData": Ack.from_dict,
+    "GetConfig": ConfigResult.from_dict,
+    "UpdateConfig": Ack.from_dict,
+    "ChangeQuorum": ChangeQuorumResult.from_dict,
+}
+
+
+class ControllerApi(ABC):
+    """The typed controller methods, once for every transport.
+
+    Methods take positional parameters in the order of RocketMQ's request header fields and mqctl
+    extensions as keyword arguments; a subclass supplies ``_call`` and ``get_metadata``.
+    """
+
+    addresses: list[str]
+    timeout: float
+    _leader: str | None
+
+    @abstractmethod
+    def _call(self, method: str, request: Mapping[str, Any], *, address: str | None = None) -> dict[str, Any]:
+        """Send ``method`` (to ``address``, or to the leader when None) with the transport's retries;
+        return the SUCCESS answer as a dict with proto field names, or raise ControllerError."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connections."""
+
+    @abstractmethod
+    def get_metadata(self, address: str | None = None) -> Metadata:
+        """GetMetadata from ``address`` (any node), or from the leader when None (any node if none)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def leader(self) -> str | None:
+        """The leader's address as last learned (None before the first call or after a failure)."""
+        return self._leader
+
+    def get_next_broker_id(self, cluster_name: str, broker_name: str) -> NextBrokerIdResult:
+        d = self._call("GetNextBrokerId", {"cluster_name": cluster_name, "broker_name": broker_name})
+        return NextBrokerIdResult.from_dict(d)
+
+    def apply_broker_id(
+        self, cluster_name: str, broker_name: str, applied_broker_id: int, register_check_code: str
+    ) -> ApplyBrokerIdResult:
+        d = self._call("ApplyBrokerId", {
+            "cluster_name": cluster_name,
+            "broker_name": broker_name,
+            "applied_broker_id": applied_broker_id,
+            "register_check_code": register_check_code,
+        })
+        return ApplyBrokerIdResult.from_dict(d)
+
+    def register_broker(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_address: str,
+        *,
+        epoch: int | None = None,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+        election_priority: int | None = None,
+        options: Mapping[str, str] | None = None,
+        heartbeat_timeout_mills: int | None = None,
+    ) -> RegisterBrokerResult:
+        """RegisterBroker (remoting: CONTROLLER_REGISTER_BROKER, 1003). ``options`` (values sent as
+        text) are a gRPC-only extension: the remoting client refuses them."""
+        d = self._call("RegisterBroker", {
+            "cluster_name": cluster_name,
+            "broker_name": broker_name,
+            "broker_id": broker_id,
+            "broker_address": broker_address,
+            "epoch": epoch,
+            "max_offset": max_offset,
+            "confirm_offset": confirm_offset,
+            "election_priority": election_priority,
+            "options": {str(k): str(v) for k, v in (options or {}).items()},
+            "heartbeat_timeout_mills": heartbeat_timeout_mills,
+        })
+        return RegisterBrokerResult.from_dict(d)
+
+    @staticmethod
+    def _heartbeat_request(
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int | None,
+        epoch: int | None,
+        max_offset: int | None,
+        confirm_offset: int | None,
+        heartbeat_timeout_mills: int | None,
+        election_priority: int | None,
+        broker_epoch: int | None,
+    ) -> dict[str, Any]:
+        return {
+            "cluster_name": cluster_name,
+            "broker_addr": broker_addr,
+            "broker_name": broker_name,
+            "broker_id": broker_id,
+            "epoch": epoch,
+            "max_offset": max_offset,
+            "confirm_offset": confirm_offset,
+            "heartbeat_timeout_mills": heartbeat_timeout_mills,
+            "election_priority": election_priority,
+            "broker_epoch": broker_epoch,
+        }
+
+    def heartbeat(
+        self,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int | None,
+        epoch: int | None = None,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+        heartbeat_timeout_mills: int | None = None,
+        election_priority: int | None = None,
+        *,
+        broker_epoch: int | None = None,
+    ) -> Ack:
+        """Heartbeat (remoting: BROKER_HEARTBEAT, 904)."""
+        request = self._heartbeat_request(
+            cluster_name, broker_addr, broker_name, broker_id, epoch, max_offset, confirm_offset,
+            heartbeat_timeout_mills, election_priority, broker_epoch,
+        )
+        return Ack.from_dict(self._call("Heartbeat", request))
+
+    def alter_sync_state_set(
+        self,
+        broker_name: str,
+        master_broker_id: int,
+        master_epoch: int,
+        new_sync_state_set: Iterable[int],
+        sync_state_set_epoch: int,
+        *,
+        broker_epoch: int | None = None,
+        cluster_name: str = "",
+    ) -> AlterSyncStateSetResult:
+        d = self._call("AlterSyncStateSet", {
+            "broker_name": broker_name,
+            "master_broker_id": master_broker_id,
+            "master_epoch": master_epoch,
+            "new_sync_state_set": [int(x) for x in new_sync_state_set],
+            "sync_state_set_epoch": sync_state_set_epoch,
+            "broker_epoch": broker_epoch,
+            "cluster_name": cluster_name or None,  # "" is no clusterName header (gRPC: the same "")
+        })
+        return AlterSyncStateSetResult.from_dict(d)
+
+    def elect_master(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int | None = None,
+        designate_elect: bool = False,
+        *,
+        broker_epoch: int | None = None,
+    ) -> ElectMasterResult:
+        """ElectMaster: broker-triggered (broker_id), controller-triggered (None) or admin
+        (``designate_elect=True``; needs the token when the server has one)."""
+        d = self._call("ElectMaster", {
+            "cluster_name": cluster_name,
+            "broker_name": broker_name,
+            "broker_id": broker_id,
+            "designate_elect": designate_elect,
+            "broker_epoch": broker_epoch,
+        })
+        return ElectMasterResult.from_dict(d)
+
+    def get_replica_info(self, broker_name: str) -> ReplicaInfoResult:
+        return ReplicaInfoResult.from_dict(self._call("GetReplicaInfo", {"broker_name": broker_name}))
+
+    def get_sync_state_data(self, broker_names: str | Iterable[str] | None = None) -> SyncStateDataResult:
+        """GetSyncStateData (remoting 1006) for ``broker_names`` (a name or names; None or empty:
+        every broker set; a RocketMQ controller needs names)."""
+        names = [broker_names] if isinstance(broker_names, str) else list(broker_names or ())
+        return SyncStateDataResult.from_dict(self._call("GetSyncStateData", {"broker_names": names}))
+
+    def clean_broker_data(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_controller_ids_to_clean: str | Iterable[int] | None = None,
+        is_clean_living_broker: bool = False,
+    ) -> Ack:
+        """CleanBrokerData (admin; needs the token when the server has one). Ids as "1;2;3" or
+        a list; None cleans the whole broker set."""
+        ids = broker_controller_ids_to_clean
+        ids_text = ids if isinstance(ids, str) or ids is None else ";".join(str(int(i)) for i in ids)
+        d = self._call("CleanBrokerData", {
+            "cluster_name": cluster_name,
+            "broker_name": broker_name,
+            # "" or None: no header over remoting; gRPC sends "" either way (the whole broker set)
+            "broker_controller_ids_to_clean": ids_text or None,
+            "is_clean_living_broker": is_clean_living_broker,
+        })
+        return Ack.from_dict(d)
+
+    def get_config(self, address: str | None = None) -> ConfigResult:
+        """The controller config, from the leader (or from ``address`` first when given)."""
+        return ConfigResult.from_dict(self._call("GetConfig", {}, address=address))
+
+    def update_config(self, config: Mapping[str, Any], address: str | None = None) -> Ack:
+        """UpdateConfig (admin; needs the token when the server has one). Values are sent as text
+        (remoting: UPDATE_CONTROLLER_CONFIG, 1009, as a properties body)."""
+        body = {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in config.items()}
+        return Ack.from_dict(self._call("UpdateConfig", {"config": body}, address=address))
