@@ -12,14 +12,20 @@ import base64
 import json
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from pysyncobj import SyncObj, SyncObjConf, replicated
-from pysyncobj.node import TCPNode
+_INET_NTOP = socket.inet_ntop
+from pysyncobj import SyncObj, SyncObjConf, replicated  # noqa: E402
+from pysyncobj.node import TCPNode  # noqa: E402
 
-from mqctl.controller import core
+# pysyncobj/win_inet_pton.py (imported by pysyncobj.tcp_connection) assigns a Windows-only
+# socket.inet_ntop on every OS; restore the real one for everything else in this process.
+socket.inet_ntop = _INET_NTOP
+
+from mqctl.controller import core  # noqa: E402
 
 log = logging.getLogger("mqctl.raft")
 

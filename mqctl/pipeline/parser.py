@@ -22,7 +22,6 @@ Ownership, which makes the result independent of where ranges are cut:
 from __future__ import annotations
 
 import mmap
-import socket
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from mqctl.store.commitlog import (
     MIN_RECORD_SIZE,
     RecordError,
     decode_record,
+    ip_text,
 )
 from mqctl.store.commitlog import find_boundary as next_boundary  # noqa: F401 (re-exported)
 
@@ -104,8 +104,8 @@ class ParsedRange:
 def fmt_host(ip: bytes, port: int) -> str:
     """`1.2.3.4:10911` or `[::1]:10911`, the way RocketMQ prints socket addresses."""
     if len(ip) == 16:
-        return f"[{socket.inet_ntop(socket.AF_INET6, ip)}]:{port}"
-    return f"{socket.inet_ntop(socket.AF_INET, ip)}:{port}"
+        return f"[{ip_text(ip)}]:{port}"
+    return f"{ip_text(ip)}:{port}"
 
 
 def property_value(props: bytes, name: bytes) -> str | None:

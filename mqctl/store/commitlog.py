@@ -20,7 +20,6 @@ import ipaddress
 import mmap
 import os
 import re
-import socket
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
@@ -202,10 +201,18 @@ class Skipped:
     reason: str
 
 
+def ip_text(packed: bytes) -> str:
+    """4 or 16 packed bytes as text. Not socket.inet_ntop: importing pysyncobj replaces it with a
+    Windows-only version on every OS (pysyncobj/win_inet_pton.py), which then raises."""
+    if len(packed) == 4:
+        return str(ipaddress.IPv4Address(packed))
+    return str(ipaddress.IPv6Address(packed))
+
+
 def _host(buf: Buffer, pos: int, v6: bool) -> tuple[str, int]:
     if v6:
-        return socket.inet_ntop(socket.AF_INET6, bytes(buf[pos:pos + 16])), _I(buf, pos + 16)[0]
-    return socket.inet_ntop(socket.AF_INET, bytes(buf[pos:pos + 4])), _I(buf, pos + 4)[0]
+        return ip_text(bytes(buf[pos:pos + 16])), _I(buf, pos + 16)[0]
+    return ip_text(bytes(buf[pos:pos + 4])), _I(buf, pos + 4)[0]
 
 
 def _layout(buf: Buffer, pos: int, total: int, magic: int, base: int) -> tuple[int, int, int, int]:
