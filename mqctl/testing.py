@@ -70,7 +70,7 @@ class Node:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "mqctl", "serve", *self.args],
                                      stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})})
+                                     env={**os.environ, "MQCTL_PARENT_PID": str(os.getpid()), **(env or {})})
         log.close()
 
     def alive(self) -> bool:

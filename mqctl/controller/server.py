@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -119,8 +120,14 @@ def run(cfg: ServeConfig) -> int:
     log.info("serving gRPC on %s, Raft on %s, peers %s, group %s", cfg.listen, cfg.raft, peers, cfg.group)
     print(f"mqctl controller: gRPC {cfg.listen} Raft {cfg.raft} peers {peers}", file=sys.stderr, flush=True)
 
+    # Set by mqctl.testing (tests, `mqctl sim`, `mqctl demo`) for the nodes it starts: when that
+    # process dies, even by SIGKILL, this node is reparented and shuts down instead of lingering.
+    parent = os.environ.get("MQCTL_PARENT_PID", "")
     code = 0
     while not stop.wait(0.2):
+        if parent.isdigit() and os.getppid() != int(parent):
+            log.info("parent process %s is gone, shutting down", parent)
+            break
         if node.fatal_error:
             print(f"mqctl: error: {node.fatal_error}", file=sys.stderr, flush=True)
             code = 2

@@ -107,3 +107,33 @@ def test_data_dir_of_another_node_is_refused(tmp_path) -> None:
                  "--data-dir", data_dir)
     assert proc.returncode == 2
     assert f"holds the Raft log of the node at {old_raft}" in error_line(proc)
+
+
+def test_nodes_started_by_a_process_exit_when_it_is_killed(tmp_path) -> None:
+    """mqctl.testing (tests, sim, demo) marks its nodes with MQCTL_PARENT_PID: a SIGKILLed parent
+    leaves no controller behind."""
+    import signal as sig
+
+    code = ("import sys, time; from mqctl.testing import LocalCluster; "
+            f"c = LocalCluster({str(tmp_path)!r}, size=1).start(); "
+            "print(c.nodes[0].proc.pid, flush=True); time.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        os.kill(child, 0)  # running
+        parent.send_signal(sig.SIGKILL)
+        parent.wait(10)
+
+        def gone() -> bool:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                return True
+            with open(f"/proc/{child}/stat") as fh:   # a zombie until init reaps it counts as gone
+                return fh.read().split()[2] == "Z"
+
+        from mqctl.testing import wait_until
+        wait_until(gone, 20, what="the orphaned node to exit")
+    finally:
+        parent.kill()
