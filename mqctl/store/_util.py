@@ -64,10 +64,11 @@ def string_to_file(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         raise store_error(path, f"cannot replace: {exc.strerror or exc}") from None
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or a new file in `directory` durable (best effort)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mqctl.errors import StoreError, UsageError
+from mqctl.store._util import fsync_dir
 
 MANIFEST = "manifest.json"
 DATA_DIR = "data"
@@ -83,19 +84,6 @@ def sha256_file(path: Path) -> str:
         while chunk := fh.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _copy_file(src: Path, dst: Path) -> str:
@@ -214,7 +202,7 @@ def apply_clear(plan: ClearPlan, backup_dir: str | os.PathLike[str], *,
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, mpath)
-        _fsync_dir(bdir)
+        fsync_dir(bdir)
         # --- only now delete: files first, then directories deepest first
         for r in plan.roots:
             root = Path(os.path.abspath(r.path))
@@ -226,7 +214,7 @@ def apply_clear(plan: ClearPlan, backup_dir: str | os.PathLike[str], *,
             parents = {(root / it.rel).parent for it in r.items}
             for p in parents:
                 if p.exists():
-                    _fsync_dir(p)
+                    fsync_dir(p)
     return manifest
 
 
@@ -351,7 +339,7 @@ def apply_restore(plan: RestorePlan, *, refuse_if_running: Callable[[], None] | 
             os.chmod(tmp, int(e["mode"]))
             os.utime(tmp, ns=(int(e["mtimeNs"]), int(e["mtimeNs"])))
             os.replace(tmp, target)
-            _fsync_dir(target.parent)
+            fsync_dir(target.parent)
             n += 1
         for e in sorted(dirs, key=lambda e: -str(e["path"]).count("/")):
             target = Path(plan.roots[int(e["root"])]["path"]) / str(e["path"])
