@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from mqctl.cli import app
+from mqctl.cli.common import check_output, console
 from mqctl.cli.recover_cmd import recover_app
 
 analyze_app = typer.Typer(help="Analyse commitlogs across a fleet of stores (Spark).", no_args_is_help=True)
@@ -31,19 +32,6 @@ def _parse_size(text: str) -> int:
     if not m or int(m.group(1)) <= 0:
         raise UsageError(f"--range-size must be a positive size like 65536, 512K or 64M, not {text!r}")
     return int(m.group(1)) << (10 * " KMGT".index((m.group(2) or " ").upper()))
-
-
-def _check_output(output: str) -> None:
-    if output not in ("table", "json"):
-        from mqctl.errors import UsageError
-        raise UsageError(f"-o/--output must be table or json, not {output!r}")
-
-
-def _console() -> Any:
-    import sys
-
-    from rich.console import Console
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def _size(n: int) -> str:
@@ -77,7 +65,7 @@ def salvage_cmd(
     output: str = typer.Option("table", "-o", "--output", help="Output format: table or json."),
 ) -> None:
     """Save to Parquet every message that truncating the plan's replicas would drop and the source lacks."""
-    _check_output(output)
+    check_output(output)
     size = _parse_size(range_size)
     from pathlib import Path
 
@@ -101,7 +89,7 @@ def salvage_cmd(
 def _render_salvage(doc: dict[str, Any]) -> None:
     from rich.table import Table
 
-    con = _console()
+    con = console()
     for s in doc["brokerSets"]:
         t = Table(title=f"{s['clusterName']}/{s['brokerName']}: source {s['source']}, compared over "
                         f"[{s['comparedFrom']}, {s['comparedTo']})")
@@ -146,7 +134,7 @@ def analyze_commitlog_cmd(
     output: str = typer.Option("table", "-o", "--output", help="Output format: table or json."),
 ) -> None:
     """Per topic and queue: messages, bytes, store times, offsets; every damaged record, file and position."""
-    _check_output(output)
+    check_output(output)
     size = _parse_size(range_size)
     from pathlib import Path
 
@@ -166,7 +154,7 @@ def analyze_commitlog_cmd(
         return
     from rich.table import Table
 
-    con = _console()
+    con = console()
     t = Table(title="queues")
     for col in ("store", "topic", "queue", "messages", "bytes", "first store time (UTC)",
                 "last store time (UTC)", "queue offsets", "physical offsets", "CRC errors"):

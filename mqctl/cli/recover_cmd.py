@@ -11,30 +11,13 @@ from typing import Any
 import typer
 
 from mqctl.cli import app
+from mqctl.cli.common import check_output, console, echo_json
 
 recover_app = typer.Typer(help="Inspect broker store directories and plan a manual recovery.",
                           no_args_is_help=True)
 app.add_typer(recover_app, name="recover")
 
 _OUTPUT_HELP = "Output format: table or json."
-
-
-def _check_output(output: str) -> None:
-    if output not in ("table", "json"):
-        from mqctl.errors import UsageError
-        raise UsageError(f"-o/--output must be table or json, not {output!r}")
-
-
-def _echo_json(doc: Any) -> None:
-    import json
-    typer.echo(json.dumps(doc, indent=2))
-
-
-def _console() -> Any:
-    import sys
-
-    from rich.console import Console
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def _confirm(question: str) -> None:
@@ -64,16 +47,16 @@ def inspect_cmd(
     output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
 ) -> None:
     """Identity, state (clean, dirty, empty), epochs, max offset, confirm offset, files and problems."""
-    _check_output(output)
+    check_output(output)
     from mqctl.recover.inspect import inspect_store
 
     reports = [inspect_store(s, deep=deep).to_dict() for s in stores]
     if output == "json":
-        _echo_json({"stores": reports})
+        echo_json({"stores": reports})
         return
     from rich.table import Table
 
-    con = _console()
+    con = console()
     t = Table(title="stores")
     for col in ("store", "state", "cluster/broker#id", "lastEpoch", "minOffset", "maxOffset", "confirmOffset",
                 "checkpoint", "files", "size", "problems"):
@@ -107,7 +90,7 @@ def compare_cmd(
     output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
 ) -> None:
     """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain."""
-    _check_output(output)
+    check_output(output)
     from mqctl.recover.compare import compare_reports
     from mqctl.recover.inspect import inspect_store
 
@@ -117,11 +100,11 @@ def compare_cmd(
     doc["aLastEpoch"], doc["aMaxOffset"] = a.last_epoch, a.max_offset
     doc["bLastEpoch"], doc["bMaxOffset"] = b.last_epoch, b.max_offset
     if output == "json":
-        _echo_json(doc)
+        echo_json(doc)
         return
     from rich.table import Table
 
-    con = _console()
+    con = console()
     t = Table(title="compare")
     for col in ("", "store", "state", "lastEpoch", "maxOffset", "bytesBeyond"):
         t.add_column(col)
@@ -146,7 +129,7 @@ def plan_cmd(
     output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
 ) -> None:
     """Group stores by broker set, pick each set's source, restart order, truncateTo and bytesToDrop."""
-    _check_output(output)
+    check_output(output)
     from mqctl.recover.inspect import inspect_store
     from mqctl.recover.plan import make_plan
 
@@ -156,11 +139,11 @@ def plan_cmd(
         from mqctl.recover.db import write_db
         write_db(db, reports, plan)
     if output == "json":
-        _echo_json(plan)
+        echo_json(plan)
         return
     from rich.table import Table
 
-    con = _console()
+    con = console()
     for s in plan["brokerSets"]:
         t = Table(title=f"{s['clusterName']}/{s['brokerName']}: source {s['source']} "
                         f"({'clean' if s['sourceClean'] else 'NOT clean'})")
@@ -188,7 +171,7 @@ def mark_clean_cmd(
     output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
 ) -> None:
     """Write the final signature that marks STORE as the one to restart from (manual recovery)."""
-    _check_output(output)
+    check_output(output)
     from mqctl.recover.mark_clean import mark_clean
 
     preview = mark_clean(store, dry_run=True)
@@ -200,7 +183,7 @@ def mark_clean_cmd(
     else:
         result = preview
     if output == "json":
-        _echo_json(result)
+        echo_json(result)
         return
     fin = result["finalSignature"]
     verb = "would write" if dry_run else "wrote"
@@ -222,7 +205,7 @@ def truncate_cmd(
     output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
 ) -> None:
     """Cut the commitlog at OFFSET and correct the epoch file like a slave, after a backup."""
-    _check_output(output)
+    check_output(output)
     from mqctl.errors import UsageError
     from mqctl.recover.truncate import apply_truncate, default_backup_dir, plan_truncate
     from mqctl.store.abort import is_locked
@@ -239,7 +222,7 @@ def truncate_cmd(
         apply_truncate(plan, bdir)
         doc["backupDir"] = bdir
     if output == "json":
-        _echo_json(doc)
+        echo_json(doc)
         return
     if plan.nothing_to_do:
         typer.echo(f"{store}: nothing to truncate at {to} (max offset {plan.max_offset})")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from mqctl.cli import app
+from mqctl.cli.common import check_output, console, echo_json
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient
@@ -26,22 +27,6 @@ app.add_typer(upgrade_app, name="upgrade")
 _OUTPUT_HELP = "Output format: table or json."
 _ADDR_HELP = ("controller gRPC addresses, 'h:p;h:p' (TLS and token from MQCTL_TLS_CA, MQCTL_TLS_CERT, "
               "MQCTL_TLS_KEY, MQCTL_TOKEN)")
-
-
-def _check_output(output: str) -> None:
-    if output not in ("table", "json"):
-        from mqctl.errors import UsageError
-        raise UsageError(f"-o/--output must be table or json, not {output!r}")
-
-
-def _echo_json(doc: Any) -> None:
-    import json
-    typer.echo(json.dumps(doc, indent=2))
-
-
-def _console() -> Any:
-    from rich.console import Console
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
 
 
 def _client(addresses: str, timeout: float = 5.0) -> ControllerClient:
@@ -116,7 +101,7 @@ def plan_cmd(
     output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
 ) -> None:
     """The ordered runbook with the exact command and check of each step, marking steps already done."""
-    _check_output(output)
+    check_output(output)
     from mqctl.upgrade.runbook import next_step, runbook
     from mqctl.upgrade.state import gather
 
@@ -132,10 +117,10 @@ def plan_cmd(
                            "notes": bs.notes} for bs in state.sets],
            "steps": [s.to_dict() for s in steps], "next": nxt.n if nxt else None}
     if output == "json":
-        _echo_json(doc)
+        echo_json(doc)
         return
     from rich.table import Table
-    con = _console()
+    con = console()
     t = Table(title="upgrade runbook (persistent broker ids)", show_lines=True)
     for col in ("step", "status", "what", "run", "check / evidence"):
         t.add_column(col, overflow="fold")
@@ -161,7 +146,7 @@ def check_cmd(
     output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
 ) -> None:
     """Pre-flight: brokers stopped, stores aligned, identity and epoch files, controller; exit 7 on a FAIL."""
-    _check_output(output)
+    check_output(output)
     from mqctl.errors import UnhealthyError
     from mqctl.upgrade.runbook import FAIL, checks, next_step, phase_of, runbook
     from mqctl.upgrade.state import gather
@@ -172,7 +157,7 @@ def check_cmd(
     nxt = next_step(steps)
     failed = [c for c in results if c.status == FAIL]
     if output == "json":
-        _echo_json({"version": 1, "phase": phase_of(steps), "next": nxt.n if nxt else None,
+        echo_json({"version": 1, "phase": phase_of(steps), "next": nxt.n if nxt else None,
                     "ok": not failed, "checks": [c.to_dict() for c in results]})
     else:
         typer.echo(f"next step: {f'{nxt.n} {nxt.id}' if nxt else 'none (done)'}; checking what it expects")
