@@ -1084,6 +1084,28 @@ _HANDLERS: dict[str, _Handler] = {
 METHODS: tuple[str, ...] = tuple(_HANDLERS)
 
 
+def needs_controller_election(state: ControllerState, broker_name: str, ctx: Context) -> bool:
+    """Should the leader trigger an election for this broker set now? (RocketMQ's
+    scanNeedReelectBrokerSets, run on every leader tick instead of every 5 s.)
+
+    Yes when some registered replica is alive and: the master is dead; or there is no master after
+    an earlier one (a SyncStateSet member, or any replica with unclean election, is alive); or, before
+    the first master, `waitFor` > 1 replicas are alive (with waitFor 1 the brokers ask, as in RocketMQ).
+    """
+    bs = state.broker_sets.get(broker_name)
+    if bs is None:
+        return False
+    alive = {b for b in bs.brokers if ctx.is_alive(broker_name, b)}
+    if not alive:
+        return False
+    if bs.master_broker_id is not None:
+        return bs.master_broker_id not in alive
+    if bs.master_epoch == 0:
+        wait_for = state.cfg_int("waitFor")
+        return wait_for > 1 and len(alive) >= wait_for
+    return bool(alive & bs.sync_state_set) or state.cfg_bool("enableElectUncleanMaster")
+
+
 def handle(state: ControllerState, method: str, request: Mapping[str, Any], ctx: Context) -> Result:
     """Decide `request` against `state` (never mutated). The caller applies `result.events`."""
     fn = _HANDLERS.get(method) if isinstance(method, str) else None

@@ -624,25 +624,12 @@ class ControllerNode:
 
     def _maybe_elect(self, broker_name: str, now: int) -> None:
         """Trigger a controller election the moment a master's lease ends (not a scan later)."""
-        bs = self.state.broker_set(broker_name)
-        if bs is None:
-            return
         with self._lock:
-            live = self.heartbeats.snapshot(broker_name)
-        alive = {bid for bid, row in live.items() if row.last_heartbeat_ms + row.timeout_ms >= now}
-        alive &= set(bs.brokers)
-        if not alive:
+            ctx = core.Context(now_ms=now, live={broker_name: self.heartbeats.snapshot(broker_name)})
+        if not core.needs_controller_election(self.state, broker_name, ctx):
             return
-        master = bs.master_broker_id
-        if master is not None and master in alive:
-            return
-        if master is None:
-            wait_for = self._config_int("waitFor", 1)
-            if bs.master_epoch == 0 and (wait_for <= 1 or len(alive) < wait_for):
-                return  # first election: the brokers ask (RocketMQ), or wait-for-N is not met
-            if bs.master_epoch > 0 and not (alive & bs.sync_state_set) \
-                    and not self.state.cfg_bool("enableElectUncleanMaster"):
-                return  # nobody electable; a broker-triggered election will follow
+        bs = self.state.broker_set(broker_name)
+        assert bs is not None
         if now - self._last_trigger_ms.get(broker_name, 0) < 1000:
             return
         self._last_trigger_ms[broker_name] = now

@@ -326,3 +326,42 @@ def test_first_election_of_an_unregistered_id_is_refused() -> None:
     assert res.code == 2010 and "BrokerId: 7" in res.remark and res.events == []
     res = core.handle(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1}, ctx)
     assert res.code == 0 and res.response["master_address"] == "127.0.0.1:9000"
+
+
+def test_needs_controller_election() -> None:
+    from mqctl.controller import core
+
+    def live(*ids: int, now: int = 10_000) -> core.Context:
+        rows = {i: core.LiveInfo(broker_id=i, last_heartbeat_ms=now, timeout_ms=1000) for i in ids}
+        return core.Context(now_ms=now, live={"b": rows})
+
+    def state(wait_for: int = 1, unclean: bool = False) -> core.ControllerState:
+        st = core.ControllerState(config={"waitFor": str(wait_for),
+                                          "enableElectUncleanMaster": str(unclean).lower()})
+        for i in (1, 2, 3):
+            r = core.handle(st, "ApplyBrokerId", {"cluster_name": "c", "broker_name": "b",
+                                                  "applied_broker_id": i,
+                                                  "register_check_code": f"h:{i};1"}, live())
+            for ev in r.events:
+                st.apply(ev)
+        return st
+
+    st = state()
+    assert not core.needs_controller_election(st, "nope", live(1))
+    assert not core.needs_controller_election(st, "b", live())            # nobody alive
+    assert not core.needs_controller_election(st, "b", live(1, 2))        # first election: brokers ask
+    assert core.needs_controller_election(state(wait_for=2), "b", live(1, 2))
+    assert not core.needs_controller_election(state(wait_for=3), "b", live(1, 2))
+    for ev in core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1},
+                          live(1)).events:
+        st.apply(ev)
+    assert not core.needs_controller_election(st, "b", live(1, 2))        # master alive
+    assert core.needs_controller_election(st, "b", live(2))               # master dead
+    for ev in core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": -1},
+                          live()).events:
+        st.apply(ev)                                                       # master cleared, set {1}
+    assert st.broker_sets["b"].master_broker_id is None
+    assert not core.needs_controller_election(st, "b", live(2))           # only outside the set
+    assert core.needs_controller_election(st, "b", live(1))
+    st.apply({"type": "UpdateConfig", "config": {"enableElectUncleanMaster": "true"}})
+    assert core.needs_controller_election(st, "b", live(2))
