@@ -1,0 +1,329 @@
+"""The controller's methods, once: one row per method of ``mqctl.v1.Controller``.
+
+Everything that lists the controller's methods derives from ``METHODS``:
+
+- the gRPC door (``mqctl.controller.grpc_server``): the servicer's unary methods and, through
+  ``rpc_types()``, ``mqctl.controller.convert.RPC_TYPES`` (request/response classes);
+- the RocketMQ remoting door (``mqctl.remoting.server``/``headers``): request code -> method;
+- both clients (``mqctl.client``, ``mqctl.remoting.client``, ``mqctl.api``): the request codes,
+  which calls carry the token, which calls are retried on any transient failure;
+- the node (``mqctl.controller.node``): ``WRITE_METHODS``, ``FRESH_READ_METHODS``;
+- the docs: the method tables of docs/grpc-api.md and docs/remoting.md (``tools/gen-docs``).
+
+Adding a method is one row here plus its handler (the core/node, the proto message, a typed client
+method, and the remoting header translation in ``mqctl/remoting/headers.py`` when it has a code).
+
+**The token policy** (``requires_token``; the only copy): with ``mqctl serve --token``, the mutating
+admin calls need the token on every transport: ``CleanBrokerData``, ``UpdateConfig``, ``ChangeQuorum``
+always, and ``ElectMaster`` when ``designate_elect`` is true. A designated election names the new
+master by an operator's choice (RocketMQ's ``ElectMasterRequestHeader.ofAdminTrigger``) and is an
+admin action; an election a broker asks for itself (``designate_elect`` false, RocketMQ's
+``ofBrokerTrigger``, or the controller's own with broker id -1) is not: the core's election rules
+pick the master, and brokers cannot send the token (RocketMQ's brokers do not know it).
+
+Importing this module is cheap (no grpc, no protobuf): the proto classes are looked up by name
+when ``MethodSpec.types()`` is called, so the CLI stays fast.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from mqctl.errors import Code
+
+if TYPE_CHECKING:  # pragma: no cover
+    from google.protobuf.message import Message
+
+__all__ = [
+    "BY_NAME",
+    "BY_REMOTING_CODE",
+    "FRESH_READ_METHODS",
+    "LOCAL_READ_METHODS",
+    "METHODS",
+    "NODE_METHODS",
+    "RETRY_ANY",
+    "WRITE_METHODS",
+    "Caller",
+    "Entry",
+    "Kind",
+    "MethodSpec",
+    "Token",
+    "check_token",
+    "names",
+    "requires_token",
+    "rpc_types",
+    "spec",
+    "unauthenticated",
+]
+
+PROTO_SERVICE = "mqctl.v1.Controller"
+
+
+class Kind(enum.Enum):
+    """How the node answers a method."""
+
+    LOCAL_READ = "local read"  # from the asked node's replicated state, no barrier (GetConfig)
+    FRESH_READ = "fresh read"  # on the leader, after a replicated read barrier
+    WRITE = "write"  # on the leader, decided and applied through the Raft log
+    NODE = "node"  # node-level, outside the state machine (metadata, quorum, watches, heartbeats)
+
+
+class Caller(enum.Enum):
+    """Who sends it."""
+
+    BROKER = "broker"
+    ADMIN = "admin"
+    ANY = "broker, admin"
+
+
+class Token(enum.Enum):
+    """When ``mqctl serve --token``'s token is required."""
+
+    NEVER = "no"
+    ALWAYS = "**yes**"
+    DESIGNATED = "**yes** when `designate_elect` is true"
+
+
+class Entry(enum.Enum):
+    """The NodeAPI entry point that answers (docs/architecture.md)."""
+
+    CALL = "call"  # NodeAPI.call(method, request)
+    METADATA = "metadata"  # NodeAPI.metadata()
+    WATCH = "watch"  # NodeAPI.watch(cluster_name, broker_name), a stream
+
+
+_WHERE = {
+    Kind.LOCAL_READ: "the node asked",
+    Kind.FRESH_READ: "leader, after a read barrier",
+    Kind.WRITE: "leader (write, through the Raft log)",
+}
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One controller method. ``name`` is the NodeAPI method name and the proto RPC name."""
+
+    name: str
+    kind: Kind
+    caller: Caller
+    token: Token
+    doc: str  # one line
+    code: int | None = None  # RocketMQ RequestCode of this method (None: an mqctl extension)
+    code_name: str = ""  # ... and its constant name in RocketMQ's RequestCode
+    remoting: bool | None = None  # served by `mqctl serve --remoting-port` under ``code``; default:
+    # when it has a code
+    entry: Entry = Entry.CALL
+    streaming: bool = False  # server-streaming RPC
+    mutating: bool | None = None  # changes controller state; default: kind is WRITE
+    where: str = ""  # who answers, for the docs; default from ``kind``
+    grpc_method: str = ""  # default: ``name``
+    request_type: str = ""  # message name in mqctl/v1/controller.proto; default NameRequest
+    response_type: str = ""  # default NameResponse
+    remoting_body: str = ""  # what the remoting request/response body holds, for the docs
+
+    def __post_init__(self) -> None:
+        defaults = {
+            "remoting": self.code is not None if self.remoting is None else self.remoting,
+            "mutating": self.kind is Kind.WRITE if self.mutating is None else self.mutating,
+            "where": self.where or _WHERE.get(self.kind, ""),
+            "grpc_method": self.grpc_method or self.name,
+            "request_type": self.request_type or f"{self.name}Request",
+            "response_type": self.response_type or f"{self.name}Response",
+        }
+        for key, value in defaults.items():
+            object.__setattr__(self, key, value)
+        if self.remoting and self.code is None:
+            raise ValueError(f"{self.name}: served over remoting without a request code")
+        if self.code is not None and not self.code_name:
+            raise ValueError(f"{self.name}: request code {self.code} without its RocketMQ name")
+        if self.mutating and self.caller is not Caller.BROKER and self.token is Token.NEVER:
+            raise ValueError(f"{self.name}: a mutating admin method must require the token")
+        if self.token is Token.DESIGNATED and self.name != "ElectMaster":
+            raise ValueError(f"{self.name}: only ElectMaster has a designated (admin) form")
+
+    @property
+    def remoting_code(self) -> int | None:
+        """The request code the remoting door serves for this method (None: not served)."""
+        return self.code if self.remoting else None
+
+    @property
+    def retry_any(self) -> bool:
+        """Clients retry it on any transient failure (it changes no controller state); mutating
+        calls are retried only when they surely were not executed."""
+        return not self.mutating
+
+    @property
+    def grpc_path(self) -> str:
+        return f"/{PROTO_SERVICE}/{self.grpc_method}"
+
+    def types(self) -> tuple[type[Message], type[Message]]:
+        """(request class, response class) from mqctl.v1.controller_pb2 (imported here, lazily)."""
+        pb = importlib.import_module("mqctl.v1.controller_pb2")
+        return (
+            cast("type[Message]", getattr(pb, self.request_type)),
+            cast("type[Message]", getattr(pb, self.response_type)),
+        )
+
+
+METHODS: tuple[MethodSpec, ...] = (
+    MethodSpec(
+        "GetMetadata", Kind.NODE, Caller.ANY, Token.NEVER,
+        "The answering node's view of the controller group: leader, peers, term, commit index, "
+        "state hash.",
+        code=1005, code_name="CONTROLLER_GET_METADATA_INFO", entry=Entry.METADATA, where="any node",
+        remoting_body="response: the whole answer as JSON (mqctl extension)",
+    ),
+    MethodSpec(
+        "GetNextBrokerId", Kind.FRESH_READ, Caller.BROKER, Token.NEVER,
+        "The next unused broker id of a broker set.",
+        code=1012, code_name="CONTROLLER_GET_NEXT_BROKER_ID",
+    ),
+    MethodSpec(
+        "ApplyBrokerId", Kind.WRITE, Caller.BROKER, Token.NEVER,
+        "Claim a broker id for a broker (its registerCheckCode).",
+        code=1013, code_name="CONTROLLER_APPLY_BROKER_ID",
+    ),
+    MethodSpec(
+        "RegisterBroker", Kind.WRITE, Caller.BROKER, Token.NEVER,
+        "Register a replica: a new brokerEpoch, the current master (elects one if there is none).",
+        code=1003, code_name="CONTROLLER_REGISTER_BROKER",
+        remoting_body="response: SyncStateSet",
+    ),
+    MethodSpec(
+        "Heartbeat", Kind.NODE, Caller.BROKER, Token.NEVER,
+        "A broker's liveness beat, kept in each node's memory (not replicated).",
+        code=904, code_name="BROKER_HEARTBEAT", where="every node (kept in memory)",
+        remoting_body="usually one-way",
+    ),
+    MethodSpec(
+        "AlterSyncStateSet", Kind.WRITE, Caller.BROKER, Token.NEVER,
+        "The master changes its SyncStateSet (fenced by masterEpoch and syncStateSetEpoch).",
+        code=1001, code_name="CONTROLLER_ALTER_SYNC_STATE_SET",
+        remoting_body="request and response: SyncStateSet",
+    ),
+    MethodSpec(
+        "ElectMaster", Kind.WRITE, Caller.ANY, Token.DESIGNATED,
+        "Elect a master: a broker's own request, or an operator's designated election (admin).",
+        code=1002, code_name="CONTROLLER_ELECT_MASTER",
+        remoting_body="response: ElectMasterResponseBody",
+    ),
+    MethodSpec(
+        "GetReplicaInfo", Kind.FRESH_READ, Caller.BROKER, Token.NEVER,
+        "The master and SyncStateSet of one broker set.",
+        code=1004, code_name="CONTROLLER_GET_REPLICA_INFO",
+        remoting_body="response: SyncStateSet",
+    ),
+    MethodSpec(
+        "GetSyncStateData", Kind.FRESH_READ, Caller.ADMIN, Token.NEVER,
+        "Replicas, liveness and SyncStateSets of some or all broker sets.",
+        code=1006, code_name="CONTROLLER_GET_SYNC_STATE_DATA",
+        remoting_body="request: JSON list of names; response: BrokerReplicasInfo",
+    ),
+    MethodSpec(
+        "CleanBrokerData", Kind.WRITE, Caller.ADMIN, Token.ALWAYS,
+        "Remove a broker set, or some of its replicas, from the controller's state.",
+        code=1011, code_name="CLEAN_BROKER_DATA",
+    ),
+    MethodSpec(
+        "GetConfig", Kind.LOCAL_READ, Caller.ADMIN, Token.NEVER,
+        "The controller configuration (replicated keys plus the asked node's own).",
+        code=1010, code_name="GET_CONTROLLER_CONFIG",
+        remoting_body="response: sorted properties",
+    ),
+    MethodSpec(
+        "UpdateConfig", Kind.WRITE, Caller.ADMIN, Token.ALWAYS,
+        "Change replicated controller configuration keys.",
+        code=1009, code_name="UPDATE_CONTROLLER_CONFIG",
+        remoting_body="request: properties",
+    ),
+    MethodSpec(
+        "WatchRoleChanges", Kind.NODE, Caller.BROKER, Token.NEVER,
+        "Stream of role changes of a broker set (the current role first); the gRPC form of the "
+        "1008 the controller pushes over remoting.",
+        code=1008, code_name="NOTIFY_BROKER_ROLE_CHANGED", remoting=False, entry=Entry.WATCH,
+        streaming=True, where="any node", response_type="RoleChange",
+    ),
+    MethodSpec(
+        "ChangeQuorum", Kind.NODE, Caller.ADMIN, Token.ALWAYS,
+        "Add or remove a controller node, or transfer the leadership (mqctl extension).",
+        mutating=True, where="leader",
+    ),
+)
+
+BY_NAME: Mapping[str, MethodSpec] = {s.name: s for s in METHODS}
+BY_REMOTING_CODE: Mapping[int, MethodSpec] = {
+    s.code: s for s in METHODS if s.remoting and s.code is not None
+}
+
+
+def spec(method: str) -> MethodSpec:
+    """The row of ``method`` (KeyError for a method that does not exist)."""
+    return BY_NAME[method]
+
+
+def names(
+    kind: Kind | None = None, *, entry: Entry | None = None, streaming: bool | None = None
+) -> frozenset[str]:
+    """The names of the methods matching every filter given."""
+    return frozenset(
+        s.name
+        for s in METHODS
+        if (kind is None or s.kind is kind)
+        and (entry is None or s.entry is entry)
+        and (streaming is None or s.streaming is streaming)
+    )
+
+
+# What the node asks (mqctl.controller.node): writes go through the Raft log, fresh reads pass a
+# read barrier on the leader, local reads are answered from the asked node's state.
+WRITE_METHODS = names(Kind.WRITE)
+FRESH_READ_METHODS = names(Kind.FRESH_READ)
+LOCAL_READ_METHODS = names(Kind.LOCAL_READ)
+NODE_METHODS = names(Kind.NODE)
+# Calls the clients retry on any transient failure; the others only when surely not executed.
+RETRY_ANY = frozenset(s.name for s in METHODS if s.retry_any and not s.streaming)
+
+
+def rpc_types() -> dict[str, tuple[type[Message], type[Message]]]:
+    """Unary RPC name -> (request class, response class); imports the generated proto module."""
+    return {s.name: s.types() for s in METHODS if not s.streaming}
+
+
+# ---------------------------------------------------------------------------------------------
+# The token policy
+
+
+def requires_token(method: str, request: Mapping[str, Any]) -> bool:
+    """True for a mutating admin call: the server checks the token, the clients send it.
+
+    Unknown methods need no token here (they are refused as unknown by the node)."""
+    row = BY_NAME.get(method)
+    if row is None or row.token is Token.NEVER:
+        return False
+    if row.token is Token.DESIGNATED:
+        return bool(request.get("designate_elect"))
+    return True
+
+
+def unauthenticated(method: str, how: str) -> dict[str, Any]:
+    """The answer to an admin call without the right token; ``how`` says how to send it."""
+    return {
+        "code": int(Code.UNAUTHENTICATED),
+        "remark": f"{method} is an admin call: this controller requires a token "
+        f"({how}, client option --token)",
+    }
+
+
+def check_token(
+    method: str, request: Mapping[str, Any], token_ok: Callable[[], bool], *, how: str
+) -> dict[str, Any] | None:
+    """The transports' one check: None when the call may go on, else the 2103 answer.
+
+    ``token_ok`` checks the credential the transport carries (called only for admin calls)."""
+    if requires_token(method, request) and not token_ok():
+        return unauthenticated(method, how)
+    return None
