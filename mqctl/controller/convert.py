@@ -21,27 +21,14 @@ from typing import Any, TypeVar
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from mqctl.v1 import controller_pb2 as pb
+from mqctl import methods
 
 M = TypeVar("M", bound=Message)
 
-# RPC name -> (request class, response class) of every unary call of mqctl.v1.Controller; the
-# server and the client both read it (WatchRoleChanges, the stream, is not here).
-RPC_TYPES: dict[str, tuple[type[Message], type[Message]]] = {
-    "GetMetadata": (pb.GetMetadataRequest, pb.GetMetadataResponse),
-    "GetNextBrokerId": (pb.GetNextBrokerIdRequest, pb.GetNextBrokerIdResponse),
-    "ApplyBrokerId": (pb.ApplyBrokerIdRequest, pb.ApplyBrokerIdResponse),
-    "RegisterBroker": (pb.RegisterBrokerRequest, pb.RegisterBrokerResponse),
-    "Heartbeat": (pb.HeartbeatRequest, pb.HeartbeatResponse),
-    "AlterSyncStateSet": (pb.AlterSyncStateSetRequest, pb.AlterSyncStateSetResponse),
-    "ElectMaster": (pb.ElectMasterRequest, pb.ElectMasterResponse),
-    "GetReplicaInfo": (pb.GetReplicaInfoRequest, pb.GetReplicaInfoResponse),
-    "GetSyncStateData": (pb.GetSyncStateDataRequest, pb.GetSyncStateDataResponse),
-    "CleanBrokerData": (pb.CleanBrokerDataRequest, pb.CleanBrokerDataResponse),
-    "GetConfig": (pb.GetConfigRequest, pb.GetConfigResponse),
-    "UpdateConfig": (pb.UpdateConfigRequest, pb.UpdateConfigResponse),
-    "ChangeQuorum": (pb.ChangeQuorumRequest, pb.ChangeQuorumResponse),
-}
+# RPC name -> (request class, response class) of every unary call of mqctl.v1.Controller, from the
+# method table (mqctl.methods); the server and the client both read it (WatchRoleChanges, the
+# stream, is not here).
+RPC_TYPES: dict[str, tuple[type[Message], type[Message]]] = methods.rpc_types()
 
 _INT_RANGES = {
     FieldDescriptor.CPPTYPE_INT32: (-(2**31), 2**31 - 1),

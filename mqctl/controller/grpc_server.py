@@ -4,6 +4,10 @@
 node (``NodeAPI.call``/``metadata``/``watch``, docs/architecture.md) and converts the answer
 back. It decides nothing. Every answer carries ``code`` and ``remark`` and the gRPC status is
 OK whenever this server answered; see docs/grpc-api.md.
+
+The unary methods that go through ``NodeAPI.call`` are generated from the method table
+(mqctl.methods); GetMetadata and WatchRoleChanges are written out below. Which calls need the
+token is the table's rule (``methods.check_token``); this module only reads the bearer metadata.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, Protocol
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from mqctl import methods
 from mqctl.controller.convert import RPC_TYPES, dict_to_message, message_to_dict
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.security import TlsConfig, check_bearer, server_credentials
@@ -29,10 +34,11 @@ log = logging.getLogger("mqctl.grpc")
 
 SERVICE_NAME = "mqctl.v1.Controller"
 
-# RPC name -> (request class, response class). All go through NodeAPI.call.
+# RPC name -> (request class, response class) of the calls answered by NodeAPI.call.
 UNARY_METHODS: dict[str, tuple[type[Any], type[Any]]] = {
-    name: types for name, types in RPC_TYPES.items() if name != "GetMetadata"
+    name: types for name, types in RPC_TYPES.items() if methods.spec(name).entry is methods.Entry.CALL
 }
+TOKEN_HOW = "metadata 'authorization: Bearer <token>'"
 
 DEFAULT_CALL_TIMEOUT = 5.0
 MAX_CALL_TIMEOUT = 30.0
@@ -48,13 +54,6 @@ class NodeAPI(Protocol):
     def watch(self, cluster_name: str, broker_name: str) -> Any: ...
 
     def is_serving(self) -> bool: ...
-
-
-def needs_token(method: str, request: dict[str, Any]) -> bool:
-    """The mutating admin calls: admin ElectMaster (designate_elect), CleanBrokerData, UpdateConfig."""
-    if method == "ElectMaster":
-        return bool(request.get("designate_elect"))
-    return method in ("CleanBrokerData", "UpdateConfig", "ChangeQuorum")
 
 
 def _short(exc: BaseException, limit: int = 200) -> str:
@@ -86,12 +85,11 @@ class ControllerServicer(pb_grpc.ControllerServicer):
     def _answer(self, method: str, request: Any, context: grpc.ServicerContext) -> Any:
         response_cls = UNARY_METHODS[method][1]
         req = message_to_dict(request)
-        if needs_token(method, req) and not check_bearer(context.invocation_metadata(), self._token):
-            return response_cls(
-                code=int(Code.UNAUTHENTICATED),
-                remark=f"{method} is an admin call: this controller requires a token "
-                "(metadata 'authorization: Bearer <token>', client option --token)",
-            )
+        refused = methods.check_token(
+            method, req, lambda: check_bearer(context.invocation_metadata(), self._token), how=TOKEN_HOW
+        )
+        if refused is not None:
+            return response_cls(**refused)
         try:
             result = self._node.call(method, req, timeout=self._node_timeout(context))
         except ControllerError as exc:
@@ -125,42 +123,6 @@ class ControllerServicer(pb_grpc.ControllerServicer):
             log.exception("GetMetadata failed in the node")
             result = _error(Code.SYSTEM_ERROR, f"internal error in GetMetadata: {_short(exc)}")
         return self._to_message("GetMetadata", result, pb.GetMetadataResponse)
-
-    def GetNextBrokerId(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("GetNextBrokerId", request, context)
-
-    def ApplyBrokerId(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("ApplyBrokerId", request, context)
-
-    def RegisterBroker(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("RegisterBroker", request, context)
-
-    def Heartbeat(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("Heartbeat", request, context)
-
-    def AlterSyncStateSet(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("AlterSyncStateSet", request, context)
-
-    def ElectMaster(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("ElectMaster", request, context)
-
-    def GetReplicaInfo(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("GetReplicaInfo", request, context)
-
-    def GetSyncStateData(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("GetSyncStateData", request, context)
-
-    def CleanBrokerData(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("CleanBrokerData", request, context)
-
-    def GetConfig(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("GetConfig", request, context)
-
-    def UpdateConfig(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("UpdateConfig", request, context)
-
-    def ChangeQuorum(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        return self._answer("ChangeQuorum", request, context)
 
     # -- the role-change stream --------------------------------------------------------------
 
@@ -210,6 +172,26 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                 except Exception:  # pragma: no cover - best effort
                     log.debug("closing a role watch failed", exc_info=True)
             self._watch_slots.release()
+
+
+def _unary(method: str) -> Any:
+    """The servicer method of a unary RPC answered by NodeAPI.call."""
+
+    def rpc(self: ControllerServicer, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._answer(method, request, context)
+
+    row = methods.spec(method)
+    rpc.__name__ = rpc.__qualname__ = row.grpc_method
+    rpc.__doc__ = row.doc
+    return rpc
+
+
+for _row in methods.METHODS:
+    if _row.entry is methods.Entry.CALL and _row.grpc_method not in ControllerServicer.__dict__:
+        setattr(ControllerServicer, _row.grpc_method, _unary(_row.name))
+_missing = [r.grpc_method for r in methods.METHODS if r.grpc_method not in ControllerServicer.__dict__]
+if _missing:  # pragma: no cover - a row whose entry point has no handler here
+    raise ImportError(f"grpc_server: no servicer method for {_missing}")
 
 
 class _Health(health.HealthServicer):
