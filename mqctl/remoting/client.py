@@ -29,11 +29,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from mqctl import methods
 from mqctl.api import (
     BACKOFF_INITIAL,
     BACKOFF_MAX,
     DECODERS,
-    RETRY_ANY,
     Ack,
     ConfigResult,
     ControllerApi,
@@ -50,8 +50,6 @@ from mqctl.remoting.codec import FLAG_ONEWAY, FrameError, RemotingCommand
 log = logging.getLogger("mqctl.remoting.client")
 
 __all__ = ["RemotingConnection", "RemotingControllerClient", "RemotingError", "role_change_of"]
-
-_ADMIN = frozenset({"CleanBrokerData", "UpdateConfig"})
 
 
 class RemotingError(OSError):
@@ -325,10 +323,13 @@ class RemotingControllerClient(ControllerApi):
         raise _Retry("; ".join(errors[-3:]) or "deadline exceeded during leader discovery")
 
     def _call(self, method: str, request: Mapping[str, Any], *, address: str | None = None) -> dict[str, Any]:
+        row = methods.spec(method)
+        if row.remoting_code is None:
+            raise UsageError(f"{method} is not a RocketMQ remoting call (gRPC only): use --protocol grpc")
         code, ext, body = headers.encode_request(method, request)
-        if self._token and (method in _ADMIN or (method == "ElectMaster" and request.get("designate_elect"))):
+        if self._token and methods.requires_token(method, request):
             ext[headers.TOKEN_KEY] = self._token
-        retry_any = method in RETRY_ANY
+        retry_any = row.retry_any
         deadline = time.monotonic() + self.timeout
         last_error = ""
         attempt = 0

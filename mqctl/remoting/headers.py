@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mqctl import methods
 from mqctl.remoting.codec import (
     BodyError,
     IntKeys,
@@ -28,36 +29,16 @@ from mqctl.remoting.codec import (
     properties_loads,
 )
 
-# RequestCode
-ALTER_SYNC_STATE_SET = 1001
-ELECT_MASTER = 1002
-REGISTER_BROKER = 1003
-GET_REPLICA_INFO = 1004
-GET_METADATA_INFO = 1005
-GET_SYNC_STATE_DATA = 1006
-GET_BROKER_EPOCH_CACHE = 1007
-NOTIFY_BROKER_ROLE_CHANGED = 1008
-UPDATE_CONTROLLER_CONFIG = 1009
-GET_CONTROLLER_CONFIG = 1010
-CLEAN_BROKER_DATA = 1011
-GET_NEXT_BROKER_ID = 1012
-APPLY_BROKER_ID = 1013
-BROKER_HEARTBEAT = 904
+# RequestCode. The controller methods' codes are the method table's (mqctl.methods): the remoting
+# door serves exactly ``methods.BY_REMOTING_CODE``; the codes below are the ones named in code.
+REQUEST_CODES: dict[str, int] = {s.code_name: s.code for s in methods.METHODS if s.code is not None}
+GET_METADATA_INFO = REQUEST_CODES["CONTROLLER_GET_METADATA_INFO"]
+BROKER_HEARTBEAT = REQUEST_CODES["BROKER_HEARTBEAT"]
+NOTIFY_BROKER_ROLE_CHANGED = REQUEST_CODES["NOTIFY_BROKER_ROLE_CHANGED"]  # pushed one-way by the controller
+GET_BROKER_EPOCH_CACHE = 1007  # served by brokers (AdminBrokerProcessor), not by a controller
+REQUEST_CODES["GET_BROKER_EPOCH_CACHE"] = GET_BROKER_EPOCH_CACHE
 
-METHOD_BY_CODE: dict[int, str] = {
-    ALTER_SYNC_STATE_SET: "AlterSyncStateSet",
-    ELECT_MASTER: "ElectMaster",
-    REGISTER_BROKER: "RegisterBroker",
-    GET_REPLICA_INFO: "GetReplicaInfo",
-    GET_METADATA_INFO: "GetMetadata",
-    GET_SYNC_STATE_DATA: "GetSyncStateData",
-    UPDATE_CONTROLLER_CONFIG: "UpdateConfig",
-    GET_CONTROLLER_CONFIG: "GetConfig",
-    CLEAN_BROKER_DATA: "CleanBrokerData",
-    GET_NEXT_BROKER_ID: "GetNextBrokerId",
-    APPLY_BROKER_ID: "ApplyBrokerId",
-    BROKER_HEARTBEAT: "Heartbeat",
-}
+METHOD_BY_CODE: dict[int, str] = {code: s.name for code, s in methods.BY_REMOTING_CODE.items()}
 CODE_BY_METHOD = {m: c for c, m in METHOD_BY_CODE.items()}
 
 # The mqctl extension header that carries the bearer token of `mqctl serve --token` (admin calls).

@@ -3,7 +3,8 @@
 Like grpc_server.py it translates only: a frame's header and body become a NodeAPI request
 dict (mqctl.remoting.headers), ``NodeAPI.call``/``metadata`` decides, and the answer goes back
 with the core's code and remark in the server's serialize type (JSON unless the environment
-says ``ROCKETMQ_SERIALIZE_TYPE=ROCKETMQ``, as for RocketMQ). One asyncio loop in one thread
+says ``ROCKETMQ_SERIALIZE_TYPE=ROCKETMQ``, as for RocketMQ). The codes served and the calls that
+need the token are the method table's (mqctl.methods). One asyncio loop in one thread
 owns the sockets; node calls (which may wait for a Raft commit) run in a thread pool.
 
 A malformed frame (bad length, header longer than the frame, undecodable header, a frame over
@@ -25,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from mqctl import methods
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.remoting import codec, headers
 from mqctl.remoting.codec import FLAG_ONEWAY, FLAG_RESPONSE, BodyError, FrameError, RemotingCommand
@@ -38,11 +40,7 @@ MAX_REGISTRATIONS_PER_CONNECTION = 256
 WRITE_TIMEOUT = 10.0
 
 
-def needs_token(method: str, request: dict[str, Any]) -> bool:
-    """The admin calls the gRPC door guards with the token (grpc_server.needs_token)."""
-    if method == "ElectMaster":
-        return bool(request.get("designate_elect"))
-    return method in ("CleanBrokerData", "UpdateConfig")
+TOKEN_HOW = f"header {headers.TOKEN_KEY}"
 
 
 def configured_serialize_type(environ: dict[str, str] | None = None) -> int:
@@ -280,7 +278,7 @@ class RemotingServer:
         )
 
     async def _answer(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand | None:
-        if cmd.code not in headers.METHOD_BY_CODE:
+        if cmd.code not in methods.BY_REMOTING_CODE:
             return self._response(
                 cmd, Code.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
             )
@@ -289,13 +287,9 @@ class RemotingServer:
         except BodyError as exc:
             # RocketMQ: the decode exception reaches the Netty layer, which answers SYSTEM_ERROR.
             return self._response(cmd, Code.SYSTEM_ERROR, str(exc))
-        if needs_token(method, request) and not self._token_ok(cmd):
-            return self._response(
-                cmd,
-                Code.UNAUTHENTICATED,
-                f"{method} is an admin call: this controller "
-                f"requires a token (header {headers.TOKEN_KEY}, client option --token)",
-            )
+        refused = methods.check_token(method, request, lambda: self._token_ok(cmd), how=TOKEN_HOW)
+        if refused is not None:
+            return self._response(cmd, refused["code"], refused["remark"])
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(self._pool, self._call, method, request)
         code = int(result.get("code", 0))
@@ -320,7 +314,7 @@ class RemotingServer:
         try:
             result = (
                 self._node.metadata()
-                if method == "GetMetadata"
+                if methods.spec(method).entry is methods.Entry.METADATA
                 else self._node.call(method, request, timeout=self._call_timeout)
             )
         except ControllerError as exc:
@@ -433,4 +427,4 @@ def start_remoting_server(node: Any, listen: str, **kwargs: Any) -> RemotingServ
     return RemotingServer(node, host.strip("[]"), int(port), **kwargs).start()
 
 
-__all__ = ["RemotingServer", "start_remoting_server", "configured_serialize_type", "needs_token"]
+__all__ = ["RemotingServer", "start_remoting_server", "configured_serialize_type"]
