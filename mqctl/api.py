@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Self, TypeVar
 
+from mqctl import methods
 from mqctl.errors import UsageError
 
 __all__ = [
@@ -325,10 +326,8 @@ def parse_addresses(addresses: str | Iterable[str]) -> list[str]:
 
 
 # Calls retried on any transient failure (reads, and the in-memory heartbeat); the other calls are
-# writes, retried only when they surely were not executed.
-RETRY_ANY = frozenset(
-    {"GetMetadata", "GetNextBrokerId", "Heartbeat", "GetReplicaInfo", "GetSyncStateData", "GetConfig"}
-)
+# writes, retried only when they surely were not executed. From the method table.
+RETRY_ANY = methods.RETRY_ANY
 BACKOFF_INITIAL = 0.05
 BACKOFF_MAX = 1.0
 

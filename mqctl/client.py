@@ -41,13 +41,14 @@ from typing import Any
 
 import grpc
 
+from mqctl import methods
+
 # The result types and parse_addresses live in mqctl.api (shared with the remoting client); they
 # are re-exported here, their historical home.
 from mqctl.api import (
     BACKOFF_INITIAL,
     BACKOFF_MAX,
     DECODERS,
-    RETRY_ANY,
     Ack,
     AlterSyncStateSetResult,
     ApplyBrokerIdResult,
@@ -148,8 +149,8 @@ class ControllerClient(ControllerApi):
     """A client for one controller group. Thread-safe; reuse one instance.
 
     ``addresses``: the gRPC addresses of some or all controller nodes ("a:1;b:2", "a:1,b:2"
-    or a list). ``token``: sent as ``authorization: Bearer <token>`` (needed for admin calls
-    when the server has one). TLS is used when ``tls`` is true, or when it is None and any of
+    or a list). ``token``: sent as ``authorization: Bearer <token>`` with the admin calls only
+    (``mqctl.methods.requires_token``; needed when the server has one). TLS is used when ``tls`` is true, or when it is None and any of
     ``tls_ca``/``tls_cert``/``tls_key`` is given (``tls_ca`` None = system roots; cert+key =
     mTLS). ``server_name`` overrides the name checked against the server certificate.
     ``timeout``: overall deadline in seconds for each method, retries included.
@@ -171,7 +172,7 @@ class ControllerClient(ControllerApi):
         if timeout <= 0:
             raise UsageError(f"timeout must be positive, got {timeout}")
         self.timeout = float(timeout)
-        self._metadata = bearer_metadata(token)
+        self._token_metadata = bearer_metadata(token)  # sent with the admin calls only (mqctl.methods)
         use_tls = tls if tls is not None else any(x is not None for x in (tls_ca, tls_cert, tls_key))
         self._credentials = channel_credentials(tls_ca, tls_cert, tls_key) if use_tls else None
         self._options: list[tuple[str, Any]] = [
@@ -223,7 +224,7 @@ class ControllerClient(ControllerApi):
 
     def _metadata_of(self, address: str, timeout: float) -> dict[str, Any]:
         stub = self._stub(address)
-        resp = stub.GetMetadata(pb.GetMetadataRequest(), timeout=timeout, metadata=self._metadata)
+        resp = stub.GetMetadata(pb.GetMetadataRequest(), timeout=timeout)
         return message_to_dict(resp)
 
     def _discover(self, deadline: float) -> str:
@@ -259,9 +260,10 @@ class ControllerClient(ControllerApi):
         follow: bool = True,
     ) -> dict[str, Any]:
         """Send ``method`` with retries; return the SUCCESS answer or raise ControllerError."""
-        request_cls, response_cls = _METHODS[method]
+        request_cls, _ = RPC_TYPES[method]
         message = dict_to_message(request, request_cls)
-        retry_any = method in RETRY_ANY
+        retry_any = methods.spec(method).retry_any
+        metadata = self._token_metadata if methods.requires_token(method, request) else []
         deadline = time.monotonic() + self.timeout
         target: str | None = address
         last_error = ""
@@ -275,7 +277,7 @@ class ControllerClient(ControllerApi):
                 if target is None:
                     target = self._leader or self._discover(deadline)
                     self._leader = target
-                return self._attempt(method, message, target, deadline, retry_any, follow)
+                return self._attempt(method, message, metadata, target, deadline, retry_any, follow)
             except _Retry as r:
                 last_error = r.reason
                 log.debug("retrying %s: %s", method, r.reason)
@@ -295,13 +297,20 @@ class ControllerClient(ControllerApi):
                 time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
     def _attempt(
-        self, method: str, message: Any, target: str, deadline: float, retry_any: bool, follow: bool
+        self,
+        method: str,
+        message: Any,
+        metadata: list[tuple[str, str]],
+        target: str,
+        deadline: float,
+        retry_any: bool,
+        follow: bool,
     ) -> dict[str, Any]:
         stub = self._stub(target)
         rpc = getattr(stub, method)
         remaining = max(0.001, deadline - time.monotonic())
         try:
-            resp = rpc(message, timeout=remaining, metadata=self._metadata)
+            resp = rpc(message, timeout=remaining, metadata=metadata)
         except grpc.RpcError as err:
             text = _rpc_error_text(target, err)
             code = err.code()  # type: ignore[attr-defined]
@@ -427,7 +436,7 @@ class RoleWatch(Iterator[RoleChange]):
     def _open(self, deadline: float) -> None:
         client = self._client
         target = self._target or client._leader or client._discover(deadline)
-        stream = client._stub(target).WatchRoleChanges(self._request, metadata=client._metadata)
+        stream = client._stub(target).WatchRoleChanges(self._request)
         with self._lock:
             if self._closed:
                 stream.cancel()
@@ -505,5 +514,3 @@ class RoleWatch(Iterator[RoleChange]):
             attempt += 1
             time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
-
-_METHODS: dict[str, tuple[type[Any], type[Any]]] = RPC_TYPES
