@@ -3,9 +3,9 @@
 Server: ``TlsConfig(cert_file, key_file, client_ca_file=None)``. With a client CA the server
 requires and verifies client certificates (mTLS). Client: ``channel_credentials(ca, cert, key)``.
 
-Token: the mutating admin calls (admin ``ElectMaster`` with ``designate_elect``,
-``CleanBrokerData``, ``UpdateConfig``) must carry ``authorization: Bearer <token>`` metadata when
-the server was started with a token; ``check_bearer`` compares in constant time.
+Token: the mutating admin calls (which ones is ``mqctl.methods.requires_token``, the one copy of
+the rule) must carry ``authorization: Bearer <token>`` metadata when the server was started with a
+token; ``check_bearer`` compares in constant time.
 
 grpc is imported inside the functions, so the CLI can import this module cheaply.
 """

@@ -8,7 +8,10 @@ root by default):
 * ``man/man1/mqctl.1`` and one page per command (``mqctl-getSyncStateSet.1``,
   ``mqctl-quorum-status.1``, ...), every option with its help, default and environment variable,
   written by the small roff writer below (click-man does not work with typer 0.29);
-* ``docs/cli.md``: the same reference in Markdown.
+* ``docs/cli.md``: the same reference in Markdown;
+* the method tables of ``docs/grpc-api.md`` and ``docs/remoting.md``, from the method table
+  (``mqctl/methods.py``), between ``<!-- BEGIN GENERATED ... -->``/``<!-- END GENERATED ... -->``
+  markers (the rest of those files is hand-written and kept as it is).
 
 Output is deterministic (no dates), so a test can regenerate it and compare with the committed files.
 """
@@ -22,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[2]
 PROG = "mqctl"
 COMPLETE_VAR = "_MQCTL_COMPLETE"
 SHELLS = ("bash", "zsh", "fish")
@@ -218,6 +222,62 @@ def markdown(root: Any) -> str:
     return "\n".join(out)
 
 
+# --- the method tables (mqctl/methods.py) ---------------------------------------------------------
+
+
+def _rpc_cell(row: Any) -> str:
+    return f"`{row.grpc_method}`" + (" (server stream)" if row.streaming else "")
+
+
+def _code_cell(row: Any) -> str:
+    if row.code is None:
+        return "none (mqctl extension)"
+    return f"{row.code_name} {row.code}" + ("" if row.remoting else " (the controller pushes it)")
+
+
+def grpc_methods_table() -> str:
+    """docs/grpc-api.md: every RPC of mqctl.v1.Controller."""
+    from mqctl import methods
+
+    out = ["| RPC | RocketMQ request code | answered by | sent by | token | retried | what it does |",
+           "|---|---|---|---|---|---|---|"]
+    for row in methods.METHODS:
+        retried = "resubscribes" if row.streaming else ("yes" if row.retry_any else "if surely not sent")
+        out.append(f"| {_rpc_cell(row)} | {_code_cell(row)} | {row.where} | {row.caller.value} | "
+                   f"{row.token.value} | {retried} | {_md(row.doc)} |")
+    return "\n".join(out)
+
+
+def remoting_methods_table() -> str:
+    """docs/remoting.md: the request codes `mqctl serve --remoting-port` serves."""
+    from mqctl import methods
+
+    out = ["| code | RocketMQ name | NodeAPI method | answered by | token | body |",
+           "|---|---|---|---|---|---|"]
+    for code, row in sorted(methods.BY_REMOTING_CODE.items()):
+        out.append(f"| {code} | {row.code_name} | {row.name} | {row.where} | {row.token.value} | "
+                   f"{_md(row.remoting_body)} |")
+    return "\n".join(out)
+
+
+# Hand-written docs with a generated block: path -> (block name, generator).
+SPLICED = {
+    "docs/grpc-api.md": ("methods-grpc", grpc_methods_table),
+    "docs/remoting.md": ("methods-remoting", remoting_methods_table),
+}
+
+
+def splice(text: str, name: str, block: str, where: str = "") -> str:
+    """Replace what lies between the BEGIN/END GENERATED markers called ``name`` with ``block``."""
+    begin = f"<!-- BEGIN GENERATED {name}: tools/gen-docs writes this from mqctl/methods.py -->"
+    end = f"<!-- END GENERATED {name} -->"
+    head, sep, rest = text.partition(begin)
+    _, sep2, tail = rest.partition(end)
+    if not sep or not sep2:
+        raise ValueError(f"{where or 'the text'} has no {begin!r} ... {end!r} block")
+    return f"{head}{begin}\n{block}\n{end}{tail}"
+
+
 # --- completions --------------------------------------------------------------------------------
 
 
@@ -227,8 +287,10 @@ def completion(shell: str) -> str:
     return get_completion_script(prog_name=PROG, complete_var=COMPLETE_VAR, shell=shell).rstrip("\n") + "\n"
 
 
-def generate() -> dict[str, str]:
-    """Relative path -> content of every generated file."""
+def generate(repo: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """Relative path -> content of every generated file. The docs with a generated block are read
+    from ``repo`` (the repository by default)."""
+    base = Path(repo) if repo is not None else REPO
     root = root_command()
     files: dict[str, str] = {}
     ext = {"bash": "bash", "zsh": "zsh", "fish": "fish"}
@@ -237,6 +299,8 @@ def generate() -> dict[str, str]:
     for path, cmd in walk(root):
         files[f"man/man1/{'-'.join((PROG, *path))}.1"] = man_page(path, cmd, root)
     files["docs/cli.md"] = markdown(root)
+    for rel, (name, table) in SPLICED.items():
+        files[rel] = splice((base / rel).read_text(encoding="utf-8"), name, table(), rel)
     return files
 
 
@@ -257,7 +321,7 @@ def write(out_dir: str | os.PathLike[str]) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="gen-docs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[2]),
+    parser.add_argument("--out", default=str(REPO),
                         help="output root (default: the repository)")
     args = parser.parse_args(argv)
     for path in write(args.out):
