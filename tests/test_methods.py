@@ -1,0 +1,207 @@
+"""The method table (mqctl/methods.py) against the proto service, RocketMQ's request codes and
+everything derived from it; the token policy's rule, once."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mqctl import methods
+from mqctl.methods import Caller, Entry, Kind, MethodSpec, Token
+
+ROOT = Path(__file__).resolve().parent.parent
+PROTO = ROOT / "mqctl/v1/controller.proto"
+# Apache RocketMQ's classes, compiled unchanged, and the written reference (outside this repository).
+SHARED = Path(os.environ.get("MQCTL_SHARED_DIR", ROOT.parent / "shared"))
+ROCKETMQ_JAR = SHARED / "rocketmq-java/lib/rocketmq.jar"
+REFERENCE = SHARED / "reference/rocketmq-reference.md"
+# ControllerManager.registerProcessor: the codes a RocketMQ controller serves (reference section 1).
+ROCKETMQ_CONTROLLER_CODES = {1001, 1002, 1003, 1004, 1005, 1006, 904, 1009, 1010, 1011, 1012, 1013}
+
+
+# -- the table and the proto service -------------------------------------------------------------
+
+
+def _proto_rpcs() -> dict[str, tuple[str, str, bool]]:
+    """rpc name -> (request message, response message, server stream), from the .proto text."""
+    text = re.sub(r"//[^\n]*", "", PROTO.read_text())
+    service = re.search(r"service\s+Controller\s*\{(.*?)\n\}", text, re.S)
+    assert service is not None
+    rpc = r"rpc\s+(\w+)\s*\(\s*(\w+)\s*\)\s*returns\s*\(\s*(stream\s+)?(\w+)\s*\)"
+    rpcs = re.findall(rpc, service.group(1))
+    return {name: (req, resp, bool(stream)) for name, req, stream, resp in rpcs}
+
+
+def test_every_rpc_of_the_proto_has_a_row_and_every_row_an_rpc() -> None:
+    rpcs = _proto_rpcs()
+    rows = {r.grpc_method: (r.request_type, r.response_type, r.streaming) for r in methods.METHODS}
+    assert rows == rpcs
+    assert [r.grpc_method for r in methods.METHODS] == list(rpcs)  # the proto's order
+    assert len(methods.BY_NAME) == len(methods.METHODS)
+
+
+def test_the_table_agrees_with_the_generated_service_descriptor() -> None:
+    from mqctl.v1 import controller_pb2 as pb
+
+    service = pb.DESCRIPTOR.services_by_name["Controller"]
+    assert service.full_name == methods.PROTO_SERVICE
+    described = {
+        m.name: (m.input_type.name, m.output_type.name, bool(m.server_streaming), bool(m.client_streaming))
+        for m in service.methods
+    }
+    assert described == {
+        r.grpc_method: (r.request_type, r.response_type, r.streaming, False) for r in methods.METHODS
+    }
+    for row in methods.METHODS:
+        request_cls, response_cls = row.types()
+        assert (request_cls.DESCRIPTOR.name, response_cls.DESCRIPTOR.name) == (
+            row.request_type,
+            row.response_type,
+        )
+        assert row.grpc_path == f"/mqctl.v1.Controller/{row.grpc_method}"
+
+
+def test_importing_the_table_imports_no_protobuf() -> None:
+    code = ("import sys, mqctl.methods; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'grpc')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+# -- RocketMQ's request codes --------------------------------------------------------------------
+
+
+def _rocketmq_request_codes() -> dict[str, int]:
+    """RequestCode's int constants, read from RocketMQ's compiled class with javap."""
+    javap = shutil.which("javap")
+    if javap is None or not ROCKETMQ_JAR.is_file():
+        pytest.skip(f"needs javap and RocketMQ's classes at {ROCKETMQ_JAR}")
+    out = subprocess.run(
+        [javap, "-constants", "-cp", str(ROCKETMQ_JAR), "org.apache.rocketmq.remoting.protocol.RequestCode"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    codes = {m[0]: int(m[1]) for m in re.findall(r"static final int (\w+) = (-?\d+);", out)}
+    assert len(codes) > 100, out[:500]
+    return codes
+
+
+def test_remoting_codes_are_rocketmq_s_request_codes() -> None:
+    codes = _rocketmq_request_codes()
+    with_code = [r for r in methods.METHODS if r.code is not None]
+    assert {r.code_name: r.code for r in with_code} == {r.code_name: codes[r.code_name] for r in with_code}
+    from mqctl.remoting import headers
+
+    assert headers.GET_BROKER_EPOCH_CACHE == codes["GET_BROKER_EPOCH_CACHE"]
+    assert {name: codes[name] for name in headers.REQUEST_CODES} == headers.REQUEST_CODES
+
+
+def test_remoting_door_serves_what_a_rocketmq_controller_serves() -> None:
+    assert set(methods.BY_REMOTING_CODE) == ROCKETMQ_CONTROLLER_CODES
+    if not REFERENCE.is_file():
+        pytest.skip(f"the RocketMQ reference is not at {REFERENCE}")
+    table = dict(re.findall(r"^\| (\d+) \| (\w+) \|", REFERENCE.read_text(), re.M))
+    for row in methods.METHODS:
+        if row.code is not None:
+            assert table[str(row.code)] == row.code_name, row.name
+
+
+# -- what is derived from the table ----------------------------------------------------------------
+
+
+def test_the_node_sets_are_the_table_s() -> None:
+    assert methods.WRITE_METHODS == {
+        "ApplyBrokerId", "RegisterBroker", "AlterSyncStateSet", "ElectMaster", "CleanBrokerData",
+        "UpdateConfig",
+    }
+    assert methods.FRESH_READ_METHODS == {"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData"}
+    assert methods.LOCAL_READ_METHODS == {"GetConfig"}
+    assert methods.NODE_METHODS == {"GetMetadata", "Heartbeat", "WatchRoleChanges", "ChangeQuorum"}
+    assert methods.names(Kind.WRITE) == methods.WRITE_METHODS
+    assert methods.names(entry=Entry.METADATA) == {"GetMetadata"}
+    assert methods.names(streaming=True) == {"WatchRoleChanges"}
+    from mqctl.controller import node
+
+    # node.py has its own copies until it takes them from the table: they must agree meanwhile
+    assert getattr(node, "WRITE_METHODS", methods.WRITE_METHODS) == methods.WRITE_METHODS
+    assert getattr(node, "FRESH_READ_METHODS", methods.FRESH_READ_METHODS) == methods.FRESH_READ_METHODS
+
+
+def test_transports_and_clients_derive_from_the_table() -> None:
+    from mqctl import api
+    from mqctl.controller import convert, grpc_server
+    from mqctl.remoting import headers
+
+    unary = {r.name for r in methods.METHODS if not r.streaming}
+    assert set(convert.RPC_TYPES) == unary
+    assert set(grpc_server.UNARY_METHODS) == {r.name for r in methods.METHODS if r.entry is Entry.CALL}
+    for row in methods.METHODS:  # a servicer method of its own for every RPC
+        assert row.grpc_method in grpc_server.ControllerServicer.__dict__, row.name
+    assert headers.METHOD_BY_CODE == {code: r.name for code, r in methods.BY_REMOTING_CODE.items()}
+    assert set(headers.REQUEST_HEADERS) >= {r.name for r in methods.BY_REMOTING_CODE.values()}
+    assert set(api.DECODERS) == unary
+    assert api.RETRY_ANY == methods.RETRY_ANY == {
+        "GetMetadata", "GetNextBrokerId", "Heartbeat", "GetReplicaInfo", "GetSyncStateData", "GetConfig",
+    }
+
+
+# -- the token policy ----------------------------------------------------------------------------------
+
+
+def test_every_mutating_admin_method_requires_the_token() -> None:
+    for row in methods.METHODS:
+        if row.mutating and row.caller is not Caller.BROKER:
+            assert row.token is not Token.NEVER, row.name
+        if row.token is not Token.NEVER:
+            assert row.mutating and row.caller is not Caller.BROKER, row.name
+    admin = {r.name for r in methods.METHODS if r.token is not Token.NEVER}
+    assert admin == {"CleanBrokerData", "UpdateConfig", "ChangeQuorum", "ElectMaster"}
+
+
+def test_requires_token_rule() -> None:
+    rt = methods.requires_token
+    assert rt("CleanBrokerData", {}) and rt("UpdateConfig", {"config": {}}) and rt("ChangeQuorum", {})
+    # designated ElectMaster is an operator's decision; a broker's own election is not
+    assert rt("ElectMaster", {"designate_elect": True, "broker_id": 2})
+    assert not rt("ElectMaster", {"designate_elect": False, "broker_id": 2})
+    assert not rt("ElectMaster", {"broker_id": 2})
+    for name in ("GetMetadata", "RegisterBroker", "Heartbeat", "AlterSyncStateSet", "GetConfig", "Nope"):
+        assert not rt(name, {"designate_elect": True})
+
+
+def test_check_token_asks_for_the_credential_of_admin_calls_only() -> None:
+    asked: list[str] = []
+
+    def token_ok() -> bool:
+        asked.append("x")
+        return False
+
+    assert methods.check_token("GetConfig", {}, token_ok, how="h") is None and asked == []
+    refused = methods.check_token("UpdateConfig", {}, token_ok, how="header T")
+    assert refused == {
+        "code": 2103,
+        "remark": "UpdateConfig is an admin call: this controller requires a token "
+        "(header T, client option --token)",
+    }
+    assert methods.check_token("UpdateConfig", {}, lambda: True, how="h") is None
+
+
+def test_rows_are_checked_when_built() -> None:
+    with pytest.raises(ValueError, match="must require the token"):
+        MethodSpec("Wipe", Kind.WRITE, Caller.ADMIN, Token.NEVER, "x")
+    with pytest.raises(ValueError, match="without a request code"):
+        MethodSpec("X", Kind.NODE, Caller.ANY, Token.NEVER, "x", remoting=True)
+    with pytest.raises(ValueError, match="RocketMQ name"):
+        MethodSpec("X", Kind.NODE, Caller.ANY, Token.NEVER, "x", code=7)
+    with pytest.raises(ValueError, match="designated"):
+        MethodSpec("X", Kind.WRITE, Caller.ADMIN, Token.DESIGNATED, "x")
+    row = MethodSpec("DoIt", Kind.WRITE, Caller.BROKER, Token.NEVER, "x", code=1, code_name="DO_IT")
+    assert (row.remoting_code, row.grpc_method, row.request_type, row.response_type, row.mutating) == (
+        1, "DoIt", "DoItRequest", "DoItResponse", True,
+    )
+    assert not row.retry_any and row.where.startswith("leader")
