@@ -150,10 +150,11 @@ class ControllerClient(ControllerApi):
 
     ``addresses``: the gRPC addresses of some or all controller nodes ("a:1;b:2", "a:1,b:2"
     or a list). ``token``: sent as ``authorization: Bearer <token>`` with the admin calls only
-    (``mqctl.methods.requires_token``; needed when the server has one). TLS is used when ``tls`` is true, or when it is None and any of
-    ``tls_ca``/``tls_cert``/``tls_key`` is given (``tls_ca`` None = system roots; cert+key =
-    mTLS). ``server_name`` overrides the name checked against the server certificate.
-    ``timeout``: overall deadline in seconds for each method, retries included.
+    (``mqctl.methods.requires_token``; needed when the server has one). TLS is used when ``tls``
+    is true, or when it is None and any of ``tls_ca``/``tls_cert``/``tls_key`` is given
+    (``tls_ca`` None = system roots; cert+key = mTLS). ``server_name`` overrides the name checked
+    against the server certificate. ``timeout``: overall deadline in seconds for each method,
+    retries included.
     """
 
     def __init__(
