@@ -1,7 +1,8 @@
 """The pure rule core of the mqctl controller (RocketMQ ReplicasInfoManager, plus extensions).
 
 No I/O, no clocks, no threads, no randomness. Time and broker liveness come in as a `Context`.
-`handle` decides and returns events; `ControllerState.apply` is the only way state changes.
+`handle` decides and returns typed records (mqctl.controller.records); `ControllerState.apply`
+is the only way state changes.
 The rules, codes and every deliberate difference from RocketMQ are in docs/controller-rules.md.
 """
 
@@ -15,6 +16,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqctl.controller import election
+from mqctl.controller.records import (
+    FEATURE_LEVELS,
+    MAX_FEATURE_LEVEL,
+    BrokerAddressUpdated,
+    BrokerDataCleaned,
+    BrokerIdApplied,
+    BrokerOptionsSet,
+    BrokerRegistered,
+    ConfigUpdated,
+    FeatureLevelSet,
+    MasterElected,
+    MetaSet,
+    Record,
+    SyncStateSetAltered,
+)
 from mqctl.errors import Code
 
 __all__ = [
@@ -131,7 +147,7 @@ class Result:
     code: int
     remark: str = ""
     response: dict[str, Any] = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.code = int(self.code)  # plain int, JSON-safe
@@ -297,42 +313,13 @@ class BrokerSet:
         )
 
 
-class _BadEvent(Exception):
-    pass
+class SnapshotVersionError(ValueError):
+    """A snapshot written by a newer mqctl: never guessed at."""
 
 
-def _ev_str(event: Mapping[str, Any], key: str) -> str:
-    v = event.get(key)
-    if not isinstance(v, str):
-        raise _BadEvent(key)
-    return v
-
-
-def _ev_int(event: Mapping[str, Any], key: str) -> int:
-    v = event.get(key)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _BadEvent(key)
-    return v
-
-
-def _ev_opt_int(event: Mapping[str, Any], key: str) -> int | None:
-    return None if event.get(key) is None else _ev_int(event, key)
-
-
-def _ev_int_list(event: Mapping[str, Any], key: str, *, nullable: bool = False) -> list[int] | None:
-    v = event.get(key)
-    if v is None and nullable:
-        return None
-    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
-        raise _BadEvent(key)
-    return list(v)
-
-
-def _ev_str_map(event: Mapping[str, Any], key: str) -> dict[str, str]:
-    v = event.get(key)
-    if not isinstance(v, Mapping) or not all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()):
-        raise _BadEvent(key)
-    return dict(v)
+class InconsistentRecord(Exception):
+    """A record that does not fit the state it is applied to: the logs of two nodes differ, or a
+    rule produced a bad record. The node must stop applying (as Kafka's replay throws)."""
 
 
 class ControllerState:
@@ -343,6 +330,7 @@ class ControllerState:
         self.broker_epoch: int = 0  # cluster-wide counter: last brokerEpoch handed out
         self.config: dict[str, str] = default_config(**dict(config or {}))
         self.meta: dict[str, Any] = {}
+        self.feature_level: int = 1  # records every member can read (records.FEATURE_LEVELS)
 
     # -- reading helpers
 
@@ -375,17 +363,30 @@ class ControllerState:
     # -- snapshot
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        doc = {
             "version": SNAPSHOT_VERSION,
             "broker_epoch": self.broker_epoch,
             "config": dict(sorted(self.config.items())),
             "meta": json.loads(json.dumps(self.meta, sort_keys=True)),
             "broker_sets": {name: bs.to_dict() for name, bs in sorted(self.broker_sets.items())},
         }
+        if self.feature_level > 1:  # absent at level 1: the same document (and hash) as mqctl 0.1
+            doc["feature_level"] = self.feature_level
+        return doc
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ControllerState:
+        """Raises SnapshotVersionError for a snapshot newer than this node can read."""
+        version = d.get("version", 1)
+        if not isinstance(version, int) or not 1 <= version <= SNAPSHOT_VERSION:
+            raise SnapshotVersionError(f"controller snapshot version {version!r} is not one this node reads "
+                                       f"(1..{SNAPSHOT_VERSION}): upgrade this node")
         st = cls()
+        level = d.get("feature_level", 1)
+        if not isinstance(level, int) or level not in FEATURE_LEVELS:
+            raise SnapshotVersionError(f"controller snapshot is at feature level {level!r}, this node speaks "
+                                       f"1..{MAX_FEATURE_LEVEL}: upgrade this node")
+        st.feature_level = level
         st.broker_epoch = int(d.get("broker_epoch", 0))
         st.config = {str(k): str(v) for k, v in (d.get("config") or {}).items()}
         for key, value in _DEFAULT_CONFIG.items():
@@ -403,127 +404,125 @@ class ControllerState:
     def copy(self) -> ControllerState:
         return ControllerState.from_dict(self.to_dict())
 
-    # -- events
+    # -- records
 
-    def apply(self, event: Mapping[str, Any]) -> None:
-        """Apply one event. Deterministic and total: a malformed event, or one for an unknown
-        broker set, is a no-op. Every field is read before anything is changed."""
-        if not isinstance(event, Mapping):
-            return
-        fn = self._APPLIERS.get(event.get("type"))  # type: ignore[arg-type]
-        if fn is None:
-            return
-        try:
-            fn(self, event)
-        except _BadEvent:
-            return
+    def apply(self, record: Record) -> None:
+        """Apply one record; the only way state changes. Deterministic on every node. Raises
+        InconsistentRecord (and changes nothing) when the record does not fit the state."""
+        applier = self._APPLIERS.get(type(record))
+        if applier is None:
+            raise InconsistentRecord(f"no applier for {type(record).__name__}")
+        applier(self, record)
 
-    def _apply_apply_broker_id(self, ev: Mapping[str, Any]) -> None:
-        cluster, name = _ev_str(ev, "cluster_name"), _ev_str(ev, "broker_name")
-        address, code = _ev_str(ev, "broker_address"), _ev_str(ev, "register_check_code")
-        bid = _ev_int(ev, "new_broker_id")
+    def _set(self, name: str, what: object) -> BrokerSet:
         bs = self.broker_sets.get(name)
         if bs is None:
-            bs = BrokerSet(cluster_name=cluster, broker_name=name)
-            bs.add_broker(bid, address, code)
-            self.broker_sets[name] = bs
-        elif bid not in bs.brokers:
-            bs.add_broker(bid, address, code)
+            raise InconsistentRecord(f"{type(what).__name__} for broker set {name!r}, which does not exist")
+        return bs
 
-    def _apply_alter_sync_state_set(self, ev: Mapping[str, Any]) -> None:
-        name = _ev_str(ev, "broker_name")
-        new_set = _ev_int_list(ev, "new_sync_state_set") or []
-        bs = self.broker_sets.get(name)
-        if bs is not None:
-            bs.sync_state_set = set(new_set)
-            bs.sync_state_set_epoch += 1
-
-    def _apply_elect_master(self, ev: Mapping[str, Any]) -> None:
-        name = _ev_str(ev, "broker_name")
-        elected = ev.get("new_master_elected")
-        if not isinstance(elected, bool):
-            raise _BadEvent("new_master_elected")
-        new_master = _ev_int(ev, "new_master_broker_id") if elected else None
-        bs = self.broker_sets.get(name)
+    def _apply_broker_id_applied(self, r: BrokerIdApplied) -> None:
+        bs = self.broker_sets.get(r.broker_name)
         if bs is None:
+            if r.new_broker_id != FIRST_BROKER_CONTROLLER_ID:
+                raise InconsistentRecord(f"broker set {r.broker_name!r} does not exist; a new one starts "
+                                         f"with id {FIRST_BROKER_CONTROLLER_ID}, not {r.new_broker_id}")
+            bs = BrokerSet(cluster_name=r.cluster_name, broker_name=r.broker_name)
+            bs.add_broker(r.new_broker_id, r.broker_address, r.register_check_code)
+            self.broker_sets[r.broker_name] = bs
             return
+        info = bs.brokers.get(r.new_broker_id)
+        if info is None:
+            bs.add_broker(r.new_broker_id, r.broker_address, r.register_check_code)
+        elif info.register_check_code != r.register_check_code:
+            raise InconsistentRecord(f"broker id {r.new_broker_id} of {r.broker_name!r} is already bound to "
+                                     "another registerCheckCode")
+
+    def _apply_sync_state_set_altered(self, r: SyncStateSetAltered) -> None:
+        bs = self._set(r.broker_name, r)
+        unknown = sorted(set(r.new_sync_state_set) - set(bs.brokers))
+        if unknown:
+            raise InconsistentRecord(f"SyncStateSet of {r.broker_name!r} names unknown broker ids {unknown}")
+        bs.sync_state_set = set(r.new_sync_state_set)
+        bs.sync_state_set_epoch += 1
+
+    def _apply_master_elected(self, r: MasterElected) -> None:
+        bs = self._set(r.broker_name, r)
+        new_master = r.new_master_broker_id
+        if new_master is not None and new_master not in bs.brokers:
+            raise InconsistentRecord(f"master {new_master} elected for {r.broker_name!r} is not one of its "
+                                     f"brokers {sorted(bs.brokers)}")
         bs.master_broker_id = new_master
         bs.master_epoch += 1
         if new_master is not None:
             bs.sync_state_set = {new_master}
             bs.sync_state_set_epoch += 1
 
-    def _apply_clean_broker_data(self, ev: Mapping[str, Any]) -> None:
-        name = _ev_str(ev, "broker_name")
-        ids = _ev_int_list(ev, "broker_id_set_to_clean", nullable=True)
-        if not ids:
-            self.broker_sets.pop(name, None)
+    def _apply_broker_data_cleaned(self, r: BrokerDataCleaned) -> None:
+        bs = self._set(r.broker_name, r)
+        if not r.broker_id_set_to_clean:
+            del self.broker_sets[r.broker_name]
             return
-        bs = self.broker_sets.get(name)
-        if bs is None:
-            return
-        for bid in ids:
+        for bid in r.broker_id_set_to_clean:
             bs.brokers.pop(bid, None)
             bs.sync_state_set.discard(bid)
         # RocketMQ drops BrokerReplicaInfo / SyncStateInfo when it becomes empty; a set exists only
         # while both do, so mqctl drops the whole set.
         if not bs.brokers or not bs.sync_state_set:
-            del self.broker_sets[name]
+            del self.broker_sets[r.broker_name]
 
-    def _apply_update_broker_address(self, ev: Mapping[str, Any]) -> None:
-        name, address = _ev_str(ev, "broker_name"), _ev_str(ev, "broker_address")
-        bid = _ev_int(ev, "broker_id")
-        bs = self.broker_sets.get(name)
-        if bs is not None and bid in bs.brokers:
-            bs.brokers[bid].address = address
+    def _broker(self, bs: BrokerSet, broker_id: int, what: object) -> BrokerInfo:
+        info = bs.brokers.get(broker_id)
+        if info is None:
+            raise InconsistentRecord(f"{type(what).__name__} for broker id {broker_id} of "
+                                     f"{bs.broker_name!r}, which is not registered")
+        return info
 
-    def _apply_register_broker(self, ev: Mapping[str, Any]) -> None:
-        name = _ev_str(ev, "broker_name")
-        bid, epoch = _ev_int(ev, "broker_id"), _ev_int(ev, "broker_epoch")
-        self.broker_epoch = max(self.broker_epoch, epoch)
-        bs = self.broker_sets.get(name)
-        if bs is not None and bid in bs.brokers:
-            bs.brokers[bid].broker_epoch = max(bs.brokers[bid].broker_epoch, epoch)
+    def _apply_broker_address_updated(self, r: BrokerAddressUpdated) -> None:
+        self._broker(self._set(r.broker_name, r), r.broker_id, r).address = r.broker_address
 
-    def _apply_set_broker_options(self, ev: Mapping[str, Any]) -> None:
-        name = _ev_str(ev, "broker_name")
-        options = _ev_str_map(ev, "options")
-        bs = self.broker_sets.get(name)
-        if bs is not None:
-            bs.options = dict(sorted(options.items()))
+    def _apply_broker_registered(self, r: BrokerRegistered) -> None:
+        info = self._broker(self._set(r.broker_name, r), r.broker_id, r)
+        if r.broker_epoch <= self.broker_epoch:
+            raise InconsistentRecord(f"brokerEpoch {r.broker_epoch} is not above the last one handed out "
+                                     f"({self.broker_epoch})")
+        self.broker_epoch = r.broker_epoch
+        info.broker_epoch = r.broker_epoch
 
-    def _apply_update_config(self, ev: Mapping[str, Any]) -> None:
-        updates = _ev_str_map(ev, "config")
+    def _apply_broker_options_set(self, r: BrokerOptionsSet) -> None:
+        self._set(r.broker_name, r).options = dict(sorted(r.options.items()))
+
+    def _apply_config_updated(self, r: ConfigUpdated) -> None:
         normalized: dict[str, str] = {}
-        for key, value in updates.items():
+        for key, value in r.config.items():
             try:
                 normalized[key] = _normalize_config_value(key, value)
-            except ValueError:
-                raise _BadEvent(key) from None
+            except ValueError as exc:
+                raise InconsistentRecord(str(exc)) from None
         self.config.update(normalized)
 
-    def _apply_set_meta(self, ev: Mapping[str, Any]) -> None:
-        key = _ev_str(ev, "key")
-        value = ev.get("value")
-        try:
-            value = json.loads(json.dumps(value, sort_keys=True))
-        except (TypeError, ValueError):
-            raise _BadEvent("value") from None
-        if value is None:
-            self.meta.pop(key, None)
+    def _apply_meta_set(self, r: MetaSet) -> None:
+        if r.value is None:
+            self.meta.pop(r.key, None)
         else:
-            self.meta[key] = value
+            self.meta[r.key] = json.loads(json.dumps(r.value, sort_keys=True))
 
-    _APPLIERS: dict[str, Callable[[ControllerState, Mapping[str, Any]], None]] = {
-        "ApplyBrokerId": _apply_apply_broker_id,
-        "AlterSyncStateSet": _apply_alter_sync_state_set,
-        "ElectMaster": _apply_elect_master,
-        "CleanBrokerData": _apply_clean_broker_data,
-        "UpdateBrokerAddress": _apply_update_broker_address,
-        "RegisterBroker": _apply_register_broker,
-        "SetBrokerOptions": _apply_set_broker_options,
-        "UpdateConfig": _apply_update_config,
-        "SetMeta": _apply_set_meta,
+    def _apply_feature_level_set(self, r: FeatureLevelSet) -> None:
+        if r.level < self.feature_level:
+            raise InconsistentRecord(f"feature level {r.level} is below the group's {self.feature_level}: "
+                                     "it is never lowered")
+        self.feature_level = r.level
+
+    _APPLIERS: dict[type, Callable[[ControllerState, Any], None]] = {
+        BrokerIdApplied: _apply_broker_id_applied,
+        SyncStateSetAltered: _apply_sync_state_set_altered,
+        MasterElected: _apply_master_elected,
+        BrokerDataCleaned: _apply_broker_data_cleaned,
+        BrokerAddressUpdated: _apply_broker_address_updated,
+        BrokerRegistered: _apply_broker_registered,
+        BrokerOptionsSet: _apply_broker_options_set,
+        ConfigUpdated: _apply_config_updated,
+        MetaSet: _apply_meta_set,
+        FeatureLevelSet: _apply_feature_level_set,
     }
 
 
@@ -642,13 +641,6 @@ def _sync_state_set_body(ids: set[int] | list[int], epoch: int) -> dict[str, Any
     return {"sync_state_set": sorted(ids), "sync_state_set_epoch": epoch}
 
 
-def _elect_event(broker_name: str, new_master: int | None) -> dict[str, Any]:
-    return {
-        "type": "ElectMaster",
-        "new_master_elected": new_master is not None,
-        "broker_name": broker_name,
-        "new_master_broker_id": new_master,
-    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -670,14 +662,8 @@ def _apply_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     code = _str(req, "register_check_code", required=True, max_len=2 * MAX_NAME_LEN)
     address = code.split(";")[0]
     response = {"cluster_name": cluster, "broker_name": name}
-    event = {
-        "type": "ApplyBrokerId",
-        "cluster_name": cluster,
-        "broker_name": name,
-        "broker_address": address,
-        "register_check_code": code,
-        "new_broker_id": bid,
-    }
+    record = BrokerIdApplied(cluster_name=cluster, broker_name=name, new_broker_id=bid,
+                             broker_address=address, register_check_code=code)
     bs = state.broker_sets.get(name)
     if bs is None:
         if bid != FIRST_BROKER_CONTROLLER_ID:
@@ -687,10 +673,12 @@ def _apply_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Contex
                 f"brokerId: {bid}",
                 response,
             )
-        return Result(Code.SUCCESS, "", response, [event])
+        return Result(Code.SUCCESS, "", response, [record])
     info = bs.brokers.get(bid)
-    if info is None or info.register_check_code == code:
-        return Result(Code.SUCCESS, "", response, [event])
+    if info is None:
+        return Result(Code.SUCCESS, "", response, [record])
+    if info.register_check_code == code:
+        return Result(Code.SUCCESS, "", response)  # the same broker again: nothing changes
     raise _Reject(Code.CONTROLLER_BROKER_ID_INVALID, f"Fail to apply brokerId: {bid} in broker-set: {name}",
                   response)
 
@@ -726,7 +714,7 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     if info is None:
         raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
                       f"BrokerId: {bid} hasn't been registered in broker-set: {name}")
-    events: list[dict[str, Any]] = []
+    records: list[Record] = []
     if options and bs.options is not None:
         diffs = _options_diff(bs.options, options)
         if diffs:
@@ -734,14 +722,11 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
                           f"Broker options of broker {bid} differ from broker-set {name}: "
                           + ", ".join(diffs))
     if info.address != address:
-        events.append({"type": "UpdateBrokerAddress", "cluster_name": cluster, "broker_name": name,
-                       "broker_address": address, "broker_id": bid})
+        records.append(BrokerAddressUpdated(cluster, name, bid, address))
     new_broker_epoch = state.broker_epoch + 1
-    events.append({"type": "RegisterBroker", "cluster_name": cluster, "broker_name": name,
-                   "broker_id": bid, "broker_epoch": new_broker_epoch})
+    records.append(BrokerRegistered(cluster, name, bid, new_broker_epoch))
     if options and bs.options is None:
-        events.append({"type": "SetBrokerOptions", "broker_name": name,
-                       "options": dict(sorted(options.items()))})
+        records.append(BrokerOptionsSet(name, dict(sorted(options.items()))))
 
     response: dict[str, Any] = {"cluster_name": cluster, "broker_name": name,
                                 "broker_epoch": new_broker_epoch}
@@ -764,7 +749,7 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
         candidates = {b for b in bs.sync_state_set if b != bid and ctx.is_alive(name, b)} | {bid}
         winner = election.freshest(candidates, live)
         if winner is not None and winner != bid:
-            events.append(_elect_event(name, winner))
+            records.append(MasterElected(name, winner))
             master, master_epoch = winner, bs.master_epoch + 1
             ss_set, ss_epoch = {winner}, bs.sync_state_set_epoch + 1
 
@@ -776,7 +761,7 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
             "sync_state_set_epoch": ss_epoch,
         })
     response["sync_state_set"] = _sync_state_set_body(ss_set, ss_epoch)
-    return Result(Code.SUCCESS, "", response, events)
+    return Result(Code.SUCCESS, "", response, records)
 
 
 def _heartbeat(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
@@ -843,7 +828,7 @@ def _alter_sync_state_set(state: ControllerState, req: Mapping[str, Any], ctx: C
     return Result(
         Code.SUCCESS, "",
         {"new_sync_state_set_epoch": new_epoch, "sync_state_set": _sync_state_set_body(new_set, new_epoch)},
-        [{"type": "AlterSyncStateSet", "broker_name": name, "new_sync_state_set": list(new_set)}],
+        [SyncStateSetAltered(name, tuple(sorted(new_set)))],
     )
 
 
@@ -917,14 +902,14 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
                     "broker_addrs": {b: i.address for b, i in sorted(bs.brokers.items())},
                 },
             },
-            [_elect_event(name, new_master)],
+            [MasterElected(name, new_master)],
         )
     if controller_trigger:
         # mqctl: before the first master (masterEpoch 0) there is nothing to clear; RocketMQ's
         # ElectMaster(false) would bump masterEpoch and so disable the brokers' first election.
-        events = [] if bs.master_epoch == 0 else [_elect_event(name, None)]
+        records: list[Record] = [] if bs.master_epoch == 0 else [MasterElected(name, None)]
         return Result(Code.CONTROLLER_MASTER_NOT_AVAILABLE,
-                      "Old master has down and failed to elect a new broker master", {}, events)
+                      "Old master has down and failed to elect a new broker master", {}, records)
     raise _Reject(Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master")
 
 
@@ -1034,7 +1019,7 @@ def _clean_broker_data(state: ControllerState, req: Mapping[str, Any], ctx: Cont
     if bs is None:
         raise _Reject(bad, f"Broker {name} is not existed,clean broker data failure.")
     return Result(Code.SUCCESS, "", {},
-                  [{"type": "CleanBrokerData", "broker_name": name, "broker_id_set_to_clean": ids or None}])
+                  [BrokerDataCleaned(name, tuple(ids) if ids else None)])
 
 
 def _get_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
@@ -1062,7 +1047,7 @@ def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context)
             raise _invalid(f"Invalid request: {e}") from None
     if not updates:
         return Result(Code.SUCCESS, "", {})
-    return Result(Code.SUCCESS, "", {}, [{"type": "UpdateConfig", "config": updates}])
+    return Result(Code.SUCCESS, "", {}, [ConfigUpdated(updates)])
 
 
 _Handler = Callable[[ControllerState, Mapping[str, Any], Context], Result]
@@ -1107,7 +1092,7 @@ def needs_controller_election(state: ControllerState, broker_name: str, ctx: Con
 
 
 def handle(state: ControllerState, method: str, request: Mapping[str, Any], ctx: Context) -> Result:
-    """Decide `request` against `state` (never mutated). The caller applies `result.events`."""
+    """Decide `request` against `state` (never mutated). The caller applies `result.records`."""
     fn = _HANDLERS.get(method) if isinstance(method, str) else None
     if fn is None:
         return Result(Code.REQUEST_CODE_NOT_SUPPORTED, f" request type {method} not supported")

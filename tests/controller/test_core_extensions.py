@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, default_config, handle
+from mqctl.controller.records import RecordError, decode, encode
 from mqctl.errors import Code
+
+
+def wire(r: Result) -> list[dict[str, Any]]:
+    """The records of a decision as the log holds them (without the version field)."""
+    return [{k: v for k, v in encode(x).items() if k != "v"} for x in r.records]
 
 C, S = "cluster-a", "broker-set-a"
 ADDR = {1: "127.0.0.1:9000", 2: "127.0.0.1:9001", 3: "127.0.0.1:9002"}
@@ -32,8 +38,8 @@ def call(state: ControllerState, method: str, req: dict[str, Any], c: Context | 
     before = state.state_hash()
     r = handle(state, method, req, c or Context(NOW))
     assert state.state_hash() == before
-    for e in r.events:
-        state.apply(e)
+    for e in wire(r):
+        state.apply(decode(e))
     return r
 
 
@@ -82,7 +88,7 @@ def test_register_assigns_strictly_increasing_cluster_wide_broker_epoch() -> Non
     epochs = [register(st, b).response["broker_epoch"] for b in (1, 2, 1, 1, 2)]
     assert epochs == [1, 2, 3, 4, 5]
     r = register(st, 2)
-    assert r.events[-1] == {"type": "RegisterBroker", "cluster_name": C, "broker_name": S, "broker_id": 2,
+    assert wire(r)[-1] == {"type": "RegisterBroker", "cluster_name": C, "broker_name": S, "broker_id": 2,
                             "broker_epoch": 6}
     view = st.broker_set_view(S)
     assert view is not None
@@ -126,7 +132,7 @@ def test_stale_broker_epoch_alter_sync_state_set() -> None:
 def test_stale_broker_epoch_broker_triggered_elect() -> None:
     st = three()
     r = elect(st, ALL, 2, broker_epoch=1)
-    assert r.code == Code.STALE_BROKER_EPOCH and r.events == []
+    assert r.code == Code.STALE_BROKER_EPOCH and wire(r) == []
     assert "broker 2" in r.remark and "registered brokerEpoch is 2" in r.remark
     assert elect(st, ALL, 2, broker_epoch=2).code == 0
     # controller and admin triggers carry no brokerEpoch check
@@ -142,8 +148,8 @@ def test_bounced_master_loses_to_fresher_alive_member() -> None:
     # broker 1 restarts with an empty disk while its old heartbeat row is still alive
     r = register(st, 1, c, epoch=-1, max_offset=-1)
     assert r.code == 0
-    assert [e["type"] for e in r.events] == ["RegisterBroker", "ElectMaster"]
-    assert r.events[1] == {"type": "ElectMaster", "new_master_elected": True, "broker_name": S,
+    assert [e["type"] for e in wire(r)] == ["RegisterBroker", "ElectMaster"]
+    assert wire(r)[1] == {"type": "ElectMaster", "new_master_elected": True, "broker_name": S,
                            "new_master_broker_id": 2}
     assert r.response["master_broker_id"] == 2 and r.response["master_address"] == ADDR[2]
     assert r.response["master_epoch"] == 2 and r.response["sync_state_set_epoch"] == 3
@@ -157,7 +163,7 @@ def test_bounced_master_with_most_data_keeps_role() -> None:
     st = m_fixture()
     c = ctx(alive=(1, 2, 3), info={1: (1, 500, 9), 2: (1, 480, 9), 3: (1, 400, 9)})
     r = register(st, 1, c, epoch=1, max_offset=510, election_priority=9)
-    assert r.code == 0 and [e["type"] for e in r.events] == ["RegisterBroker"]
+    assert r.code == 0 and [e["type"] for e in wire(r)] == ["RegisterBroker"]
     assert r.response["master_broker_id"] == 1 and r.response["master_epoch"] == 1
 
 
@@ -168,13 +174,13 @@ def test_bounced_master_ignores_dead_and_not_in_sync_members() -> None:
                                    "new_sync_state_set": [1, 2], "sync_state_set_epoch": 1}, ALL)
     c = ctx(alive=(1, 3), dead=(2,), info={2: (5, 999, 1), 3: (5, 999, 1)})
     r = register(st, 1, c)  # 2 is dead, 3 not in sync: 1 stays
-    assert [e["type"] for e in r.events] == ["RegisterBroker"] and r.response["master_broker_id"] == 1
+    assert [e["type"] for e in wire(r)] == ["RegisterBroker"] and r.response["master_broker_id"] == 1
 
 
 def test_register_of_master_with_expired_row_is_plain() -> None:
     st = m_fixture()
     r = register(st, 1, ctx(alive=(2, 3), dead=(1,), info={2: (9, 9, 9)}))
-    assert [e["type"] for e in r.events] == ["RegisterBroker"]
+    assert [e["type"] for e in wire(r)] == ["RegisterBroker"]
     assert "master_broker_id" not in r.response
 
 
@@ -184,7 +190,7 @@ def test_register_of_master_with_expired_row_is_plain() -> None:
 def test_wait_for_n_then_freshest_wins_not_the_asker() -> None:
     st = three(waitFor="3")
     r = elect(st, ctx(alive=(1,), dead=(2, 3)), 1)
-    assert r.code == Code.WAITING_FOR_REPLICAS and r.events == []
+    assert r.code == Code.WAITING_FOR_REPLICAS and wire(r) == []
     assert r.remark == "waiting for 3 replicas (1/3)"
     r = elect(st, ctx(alive=(1, 2)), 1)
     assert r.remark == "waiting for 3 replicas (2/3)"
@@ -216,19 +222,19 @@ def test_options_recorded_then_checked() -> None:
     for b in (1, 2, 3):
         apply_id(st, b)
     r = register(st, 1, options={"inSyncReplicas": "2", "allAckInSyncStateSet": "true"})
-    assert r.code == 0 and r.events[-1] == {"type": "SetBrokerOptions", "broker_name": S, "options": {
+    assert r.code == 0 and wire(r)[-1] == {"type": "SetBrokerOptions", "broker_name": S, "options": {
         "allAckInSyncStateSet": "true", "inSyncReplicas": "2"}}
     assert register(st, 2, options={"inSyncReplicas": "2", "allAckInSyncStateSet": "true"}).code == 0
     assert register(st, 3).code == 0  # no options: no check
     r = register(st, 3, options={"inSyncReplicas": "1", "extra": "x"})
-    assert r.code == Code.INCONSISTENT_BROKER_OPTIONS and r.events == []
+    assert r.code == Code.INCONSISTENT_BROKER_OPTIONS and wire(r) == []
     assert r.remark == (f"Broker options of broker 3 differ from broker-set {S}: "
                         "allAckInSyncStateSet (broker-set: 'true', request: <absent>), "
                         "extra (broker-set: <absent>, request: 'x'), "
                         "inSyncReplicas (broker-set: '2', request: '1')")
     # options are recorded once; the same registration does not re-record
     r = register(st, 2, options={"inSyncReplicas": "2", "allAckInSyncStateSet": "true"})
-    assert [e["type"] for e in r.events] == ["RegisterBroker"]
+    assert [e["type"] for e in wire(r)] == ["RegisterBroker"]
 
 
 # ---------------------------------------------------------------- config
@@ -254,7 +260,7 @@ def test_default_config_and_get() -> None:
 def test_update_config() -> None:
     st = ControllerState()
     r = call(st, "UpdateConfig", {"config": {"enableElectUncleanMaster": "TRUE", "waitFor": " 2"}})
-    assert r.code == 0 and r.events == [{"type": "UpdateConfig", "config": {
+    assert r.code == 0 and wire(r) == [{"type": "UpdateConfig", "config": {
         "enableElectUncleanMaster": "true", "waitFor": "2"}}]
     assert st.config["enableElectUncleanMaster"] == "true" and st.config["waitFor"] == "2"
     assert call(st, "UpdateConfig", {"config": {"notifyBrokerRoleChanged": "true"}}).code == 0
@@ -264,7 +270,7 @@ def test_update_config() -> None:
 def test_update_config_blacklist(key: str) -> None:
     st = ControllerState()
     r = call(st, "UpdateConfig", {"config": {"waitFor": "2", key: "x"}})
-    assert r.code == Code.NO_PERMISSION and r.events == []
+    assert r.code == Code.NO_PERMISSION and wire(r) == []
     assert r.remark == "Can not update config in black list."
     assert st.config["waitFor"] == "1"
 
@@ -282,7 +288,7 @@ def test_update_config_blacklist(key: str) -> None:
 def test_update_config_invalid(cfg: dict[str, Any], needle: str) -> None:
     st = ControllerState()
     r = call(st, "UpdateConfig", {"config": cfg})
-    assert r.code == Code.CONTROLLER_INVALID_REQUEST and needle in r.remark and r.events == []
+    assert r.code == Code.CONTROLLER_INVALID_REQUEST and needle in r.remark and wire(r) == []
 
 
 def test_unclean_via_update_config_takes_effect() -> None:
@@ -301,15 +307,15 @@ def test_unclean_via_update_config_takes_effect() -> None:
 def test_set_meta_event() -> None:
     st = ControllerState()
     h = st.state_hash()
-    st.apply({"type": "SetMeta", "key": "group_id", "value": "abc"})
-    st.apply({"type": "SetMeta", "key": "node/x", "value": {"grpc": "h:1"}})
+    st.apply(decode({"type": "SetMeta", "key": "group_id", "value": "abc"}))
+    st.apply(decode({"type": "SetMeta", "key": "node/x", "value": {"grpc": "h:1"}}))
     assert st.meta == {"group_id": "abc", "node/x": {"grpc": "h:1"}}
     assert st.state_hash() != h
     assert ControllerState.from_dict(st.to_dict()).meta == st.meta
-    st.apply({"type": "SetMeta", "key": "group_id", "value": None})
+    st.apply(decode({"type": "SetMeta", "key": "group_id", "value": None}))
     assert st.meta == {"node/x": {"grpc": "h:1"}}
-    st.apply({"type": "SetMeta", "key": "bad", "value": {1, 2}})  # not JSON-safe: ignored
-    assert "bad" not in st.meta
+    with pytest.raises(RecordError):  # not JSON-safe: unreadable
+        decode({"type": "SetMeta", "key": "bad", "value": {1, 2}})
 
 
 def test_first_election_of_an_unregistered_id_is_refused() -> None:
@@ -320,10 +326,10 @@ def test_first_election_of_an_unregistered_id_is_refused() -> None:
     res = core.handle(state, "ApplyBrokerId", {"cluster_name": "c", "broker_name": "b",
                                                "applied_broker_id": 1,
                                                "register_check_code": "127.0.0.1:9000;1"}, ctx)
-    for ev in res.events:
-        state.apply(ev)
+    for ev in wire(res):
+        state.apply(decode(ev))
     res = core.handle(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 7}, ctx)
-    assert res.code == 2010 and "BrokerId: 7" in res.remark and res.events == []
+    assert res.code == 2010 and "BrokerId: 7" in res.remark and wire(res) == []
     res = core.handle(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1}, ctx)
     assert res.code == 0 and res.response["master_address"] == "127.0.0.1:9000"
 
@@ -342,8 +348,8 @@ def test_needs_controller_election() -> None:
             r = core.handle(st, "ApplyBrokerId", {"cluster_name": "c", "broker_name": "b",
                                                   "applied_broker_id": i,
                                                   "register_check_code": f"h:{i};1"}, live())
-            for ev in r.events:
-                st.apply(ev)
+            for ev in wire(r):
+                st.apply(decode(ev))
         return st
 
     st = state()
@@ -352,16 +358,16 @@ def test_needs_controller_election() -> None:
     assert not core.needs_controller_election(st, "b", live(1, 2))        # first election: brokers ask
     assert core.needs_controller_election(state(wait_for=2), "b", live(1, 2))
     assert not core.needs_controller_election(state(wait_for=3), "b", live(1, 2))
-    for ev in core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1},
-                          live(1)).events:
-        st.apply(ev)
+    for ev in wire(core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1},
+                          live(1))):
+        st.apply(decode(ev))
     assert not core.needs_controller_election(st, "b", live(1, 2))        # master alive
     assert core.needs_controller_election(st, "b", live(2))               # master dead
-    for ev in core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": -1},
-                          live()).events:
-        st.apply(ev)                                                       # master cleared, set {1}
+    for ev in wire(core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": -1},
+                          live())):
+        st.apply(decode(ev))                                                       # master cleared, set {1}
     assert st.broker_sets["b"].master_broker_id is None
     assert not core.needs_controller_election(st, "b", live(2))           # only outside the set
     assert core.needs_controller_election(st, "b", live(1))
-    st.apply({"type": "UpdateConfig", "config": {"enableElectUncleanMaster": "true"}})
+    st.apply(decode({"type": "UpdateConfig", "config": {"enableElectUncleanMaster": "true"}}))
     assert core.needs_controller_election(st, "b", live(2))

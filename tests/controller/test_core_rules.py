@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, handle
+from mqctl.controller.records import decode, encode
 from mqctl.errors import Code
+
+
+def wire(r: Result) -> list[dict[str, Any]]:
+    """The records of a decision as the log holds them (without the version field)."""
+    return [{k: v for k, v in encode(x).items() if k != "v"} for x in r.records]
 
 C, S = "cluster-a", "broker-set-a"
 ADDR = {1: "127.0.0.1:9000", 2: "127.0.0.1:9001", 3: "127.0.0.1:9002"}
@@ -33,8 +39,8 @@ def call(state: ControllerState, method: str, req: dict[str, Any], c: Context | 
     before = state.state_hash()
     r = handle(state, method, req, c or Context(NOW))
     assert state.state_hash() == before, "handle must not mutate the state"
-    for e in r.events:
-        state.apply(e)
+    for e in wire(r):
+        state.apply(decode(e))
     return r
 
 
@@ -99,7 +105,7 @@ def test_01_first_election_broker_trigger() -> None:
     assert r.response["master_epoch"] == 1 and r.response["sync_state_set_epoch"] == 1
     assert r.response["sync_state_set"] == [1]
     assert r.response["broker_member_group"] == {"cluster": C, "broker_name": S, "broker_addrs": {1: ADDR[1]}}
-    assert r.events == [{"type": "ElectMaster", "new_master_elected": True, "broker_name": S,
+    assert wire(r) == [{"type": "ElectMaster", "new_master_elected": True, "broker_name": S,
                          "new_master_broker_id": 1}]
     info = replica_info(st)
     assert info["master_broker_id"] == 1 and info["master_address"] == ADDR[1] and info["master_epoch"] == 1
@@ -114,7 +120,7 @@ def test_02_second_elect_is_master_still_exist() -> None:
     before = st.state_hash()
     for b in (2, 3):
         r = elect(st, ALL, b)
-        assert r.code == Code.CONTROLLER_MASTER_STILL_EXIST and r.events == []
+        assert r.code == Code.CONTROLLER_MASTER_STILL_EXIST and wire(r) == []
         assert r.response == {"master_broker_id": 1, "master_address": ADDR[1], "master_epoch": 1,
                               "sync_state_set_epoch": 1, "sync_state_set": [1]}
     assert st.state_hash() == before
@@ -202,7 +208,7 @@ def test_11_admin_elect_dead_broker_no_fallback() -> None:
     other = ({2, 3} - {new}).pop()
     r = elect(st, ctx(alive=(2, 3), dead=(1,)), 1, designate=True)
     assert r.code == Code.CONTROLLER_ELECT_MASTER_FAILED and r.remark == "Failed to elect a new master"
-    assert r.events == [] and r.response == {}
+    assert wire(r) == [] and r.response == {}
     assert other != new
 
 
@@ -225,7 +231,7 @@ def after_14() -> ControllerState:
     r = elect(st, ctx(alive=(2, 3), dead=(1,)))
     assert r.code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
     assert r.remark == "Old master has down and failed to elect a new broker master"
-    assert r.events == [{"type": "ElectMaster", "new_master_elected": False, "broker_name": S,
+    assert wire(r) == [{"type": "ElectMaster", "new_master_elected": False, "broker_name": S,
                          "new_master_broker_id": None}]
     info = replica_info(st)
     assert "master_broker_id" not in info and info["master_address"] == "" and info["master_epoch"] == 2
@@ -240,7 +246,7 @@ def test_14_controller_trigger_no_candidate() -> None:
 def test_15_16_broker_trigger_after_no_master() -> None:
     st = after_14()
     r = elect(st, ctx(alive=(2, 3), dead=(1,)), 2)
-    assert r.code == Code.CONTROLLER_ELECT_MASTER_FAILED and r.events == []
+    assert r.code == Code.CONTROLLER_ELECT_MASTER_FAILED and wire(r) == []
     assert "master_broker_id" not in r.response and "master_address" not in r.response
     r = elect(st, ALL, 1)
     assert r.code == 0 and r.response["master_broker_id"] == 1 and r.response["master_epoch"] == 3
@@ -300,7 +306,7 @@ def test_clean_living_removes_whole_set_without_parsing_ids() -> None:
     st = fixture_m()
     r = call(st, "CleanBrokerData", {"broker_name": S, "broker_controller_ids_to_clean": "x;y",
                                      "is_clean_living_broker": True}, ALL)
-    assert r.code == 0 and r.events == [{"type": "CleanBrokerData", "broker_name": S,
+    assert r.code == 0 and wire(r) == [{"type": "CleanBrokerData", "broker_name": S,
                                          "broker_id_set_to_clean": None}]
     assert st.broker_sets == {}
     assert call(st, "GetNextBrokerId", {"cluster_name": C, "broker_name": S}).response["next_broker_id"] == 1
@@ -352,7 +358,7 @@ def test_next_broker_id_and_apply_rules() -> None:
     req = {"cluster_name": C, "broker_name": S, "applied_broker_id": 1, "register_check_code": "10.0.0.1:1;5"}
     r = call(st, "ApplyBrokerId", req)
     assert r.code == 0 and r.response == {"cluster_name": C, "broker_name": S}
-    assert r.events[0]["broker_address"] == "10.0.0.1:1"
+    assert wire(r)[0]["broker_address"] == "10.0.0.1:1"
     h = st.state_hash()
     r = call(st, "ApplyBrokerId", req)  # idempotent: same check code
     assert r.code == 0 and st.state_hash() == h
@@ -401,9 +407,9 @@ def test_register_address_update_event() -> None:
     r = call(st, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1,
                                     "broker_address": "10.9.9.9:1"})
     assert r.code == 0
-    assert r.events[0] == {"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": S,
+    assert wire(r)[0] == {"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": S,
                            "broker_address": "10.9.9.9:1", "broker_id": 1}
-    assert [e["type"] for e in r.events] == ["UpdateBrokerAddress", "RegisterBroker"]
+    assert [e["type"] for e in wire(r)] == ["UpdateBrokerAddress", "RegisterBroker"]
     view = st.broker_set_view(S)
     assert view is not None and view["brokers"][1]["address"] == "10.9.9.9:1"
     assert view["brokers"][1]["register_check_code"] == f"{ADDR[1]};1690000000000"
@@ -443,7 +449,7 @@ def test_alter_check_order() -> None:
     r = alter(st, ALL, [1, 3], 1, 1, 1)
     assert r.code == 0 and r.response == {"new_sync_state_set_epoch": 2, "sync_state_set": {
         "sync_state_set": [1, 3], "sync_state_set_epoch": 2}}
-    assert r.events == [{"type": "AlterSyncStateSet", "broker_name": S, "new_sync_state_set": [1, 3]}]
+    assert wire(r) == [{"type": "AlterSyncStateSet", "broker_name": S, "new_sync_state_set": [1, 3]}]
     assert replica_info(st)["sync_state_set"] == {"sync_state_set": [1, 3], "sync_state_set_epoch": 2}
 
 
@@ -464,7 +470,7 @@ def test_first_election_controller_trigger_uses_policy() -> None:
     r = elect(st, ALL)
     assert r.code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
     # mqctl: no ElectMaster(false) before the first master, so the brokers can still do the first election
-    assert r.events == [] and replica_info(st)["master_epoch"] == 0
+    assert wire(r) == [] and replica_info(st)["master_epoch"] == 0
     assert elect(st, ALL, 2).response["master_broker_id"] == 2
     # with unclean election the controller trigger elects among all registered replicas
     st2 = ControllerState(config={"enableElectUncleanMaster": "true"})
@@ -536,7 +542,7 @@ def test_get_sync_state_data_extension_fields() -> None:
 def test_unknown_method() -> None:
     r = handle(ControllerState(), "Nope", {}, Context(NOW))
     assert r.code == Code.REQUEST_CODE_NOT_SUPPORTED and r.remark == " request type Nope not supported"
-    assert r.events == []
+    assert wire(r) == []
 
 
 # ---------------------------------------------------------------- heartbeat (pure check)
@@ -548,7 +554,7 @@ def test_heartbeat_check() -> None:
     assert r.code == Code.CONTROLLER_INVALID_REQUEST and r.remark == "Heart beat with empty brokerId"
     r = call(st, "Heartbeat", {"cluster_name": C, "broker_name": S, "broker_addr": ADDR[1], "broker_id": 1,
                                "epoch": 1, "max_offset": 5})
-    assert r.code == 0 and r.remark == "Heart beat success" and r.events == [] and r.response == {}
+    assert r.code == 0 and r.remark == "Heart beat success" and wire(r) == [] and r.response == {}
     # unknown broker sets are fine (RocketMQ does not check registration)
     assert call(st, "Heartbeat", {"broker_name": "other", "broker_id": 4}).code == 0
 
@@ -599,7 +605,7 @@ def test_invalid_requests(method: str, req: dict[str, Any], field: str) -> None:
     st = fixture_m()
     r = call(st, method, req, ALL)
     assert r.code == Code.CONTROLLER_INVALID_REQUEST, (r.code, r.remark)
-    assert field in r.remark and r.events == []
+    assert field in r.remark and wire(r) == []
 
 
 def test_non_mapping_request() -> None:

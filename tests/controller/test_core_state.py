@@ -5,11 +5,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mqctl.controller.core import METHODS, Context, ControllerState, LiveInfo, Result, handle
+from mqctl.controller.core import (
+    METHODS,
+    Context,
+    ControllerState,
+    InconsistentRecord,
+    LiveInfo,
+    Result,
+    handle,
+)
+from mqctl.controller.records import FeatureLevelSet, MetaSet, RecordError, decode, encode
 from mqctl.errors import Code
+
+
+def wire(r: Result) -> list[dict[str, Any]]:
+    """The records of a decision as the log holds them (without the version field)."""
+    return [{k: v for k, v in encode(x).items() if k != "v"} for x in r.records]
 
 C = "cluster-a"
 NAMES = ["a", "b"]
@@ -17,9 +32,9 @@ NAMES = ["a", "b"]
 
 def run(state: ControllerState, method: str, req: dict[str, Any], ctx: Context) -> Result:
     r = handle(state, method, req, ctx)
-    for e in r.events:
+    for e in wire(r):
         json.dumps(e)  # JSON-safe
-        state.apply(e)
+        state.apply(decode(e))
     return r
 
 
@@ -57,11 +72,11 @@ def test_snapshot_round_trip_and_replay_on_two_copies() -> None:
     for method, req, ctx in scripted_events():
         r = run(one, method, req, ctx)
         assert r.code == 0, (method, r.remark)
-        events += r.events
-    one.apply({"type": "SetMeta", "key": "group_id", "value": "g"})
+        events += wire(r)
+    one.apply(MetaSet("group_id", "g"))
     events.append({"type": "SetMeta", "key": "group_id", "value": "g"})
     for e in json.loads(json.dumps(events)):
-        two.apply(e)
+        two.apply(decode(e))
     assert one.state_hash() == two.state_hash()
     snap = json.loads(json.dumps(one.to_dict()))
     back = ControllerState.from_dict(snap)
@@ -75,32 +90,100 @@ def test_snapshot_round_trip_and_replay_on_two_copies() -> None:
     assert back.broker_names() == ["a"] and back.cluster_of("a") == C and back.cluster_of("z") is None
 
 
-def test_apply_unknown_and_malformed_events_are_noops() -> None:
+def test_unreadable_records_are_refused() -> None:
+    for e in [
+        {}, {"type": "Nope"}, {"type": "ApplyBrokerId", "broker_name": "a"},
+        {"type": "ElectMaster", "broker_name": "a", "new_master_elected": "yes"},
+        {"type": "SetMeta", "key": 5, "value": 1},
+        {"type": "ElectMaster", "v": 2, "broker_name": "a", "new_master_elected": False},
+        {"type": "SetFeatureLevel", "level": 99}, {"type": "ElectMaster", "v": True},
+        [], None, "x",
+    ]:
+        with pytest.raises(RecordError):
+            decode(e)
+
+
+def test_inconsistent_records_raise_and_change_nothing() -> None:
     st_ = ControllerState()
+    st_.apply(decode({"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a", "broker_address": "h",
+                      "register_check_code": "h;1", "new_broker_id": 1}))
     h = st_.state_hash()
     for e in [
-        {}, {"type": "Nope"}, {"type": "ElectMaster", "broker_name": "zz", "new_master_elected": True,
-                               "new_master_broker_id": 1},
+        {"type": "ElectMaster", "broker_name": "zz", "new_master_elected": True, "new_master_broker_id": 1},
+        {"type": "ElectMaster", "broker_name": "a", "new_master_elected": True, "new_master_broker_id": 7},
         {"type": "AlterSyncStateSet", "broker_name": "zz", "new_sync_state_set": [1]},
-        {"type": "ApplyBrokerId", "broker_name": "a"},
+        {"type": "AlterSyncStateSet", "broker_name": "a", "new_sync_state_set": [1, 9]},
+        {"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "b", "broker_address": "h",
+         "register_check_code": "h;1", "new_broker_id": 2},
+        {"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a", "broker_address": "h",
+         "register_check_code": "other;1", "new_broker_id": 1},
         {"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": "zz", "broker_address": "x",
          "broker_id": 1},
+        {"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": "a", "broker_address": "x",
+         "broker_id": 4},
+        {"type": "RegisterBroker", "cluster_name": C, "broker_name": "a", "broker_id": 1, "broker_epoch": 0},
         {"type": "CleanBrokerData", "broker_name": "zz", "broker_id_set_to_clean": [1]},
         {"type": "SetBrokerOptions", "broker_name": "zz", "options": {"a": "b"}},
         {"type": "UpdateConfig", "config": {"waitFor": "0"}},
         {"type": "UpdateConfig", "config": {"nope": "1"}},
-        {"type": "ElectMaster", "broker_name": "a", "new_master_elected": "yes"},
-        {"type": "SetMeta", "key": 5, "value": 1},
-        [], None, "x",
     ]:
-        st_.apply(e)  # type: ignore[arg-type]
-    assert st_.state_hash() == h
+        with pytest.raises(InconsistentRecord):
+            st_.apply(decode(e))
+        assert st_.state_hash() == h, e
+    st_.apply(FeatureLevelSet(2))
+    with pytest.raises(InconsistentRecord):
+        st_.apply(FeatureLevelSet(1))
+
+
+def test_record_wire_format_is_stable() -> None:
+    """Entries written by mqctl 0.1 ({"events": [...]}, no "v") read as version 1; the encoding of
+    every record round-trips."""
+    from mqctl.controller.records import RECORD_TYPES, decode_entry, encode_entry, record_versions
+
+    old = {"events": [{"type": "SetMeta", "key": "groupId", "value": "g"}]}
+    assert decode_entry(old) == [MetaSet("groupId", "g")]
+    samples = [
+        decode({"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a", "broker_address": "h",
+                "register_check_code": "h;1", "new_broker_id": 1}),
+        decode({"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": "a", "broker_address": "x",
+                "broker_id": 1}),
+        decode({"type": "RegisterBroker", "cluster_name": C, "broker_name": "a", "broker_id": 1,
+                "broker_epoch": 3}),
+        decode({"type": "SetBrokerOptions", "broker_name": "a", "options": {"b": "2", "a": "1"}}),
+        decode({"type": "ElectMaster", "broker_name": "a", "new_master_elected": True,
+                "new_master_broker_id": 1}),
+        decode({"type": "ElectMaster", "broker_name": "a", "new_master_elected": False,
+                "new_master_broker_id": None}),
+        decode({"type": "AlterSyncStateSet", "broker_name": "a", "new_sync_state_set": [3, 1]}),
+        decode({"type": "CleanBrokerData", "broker_name": "a", "broker_id_set_to_clean": None}),
+        decode({"type": "CleanBrokerData", "broker_name": "a", "broker_id_set_to_clean": [2]}),
+        decode({"type": "UpdateConfig", "config": {"waitFor": "2"}}),
+        decode({"type": "SetMeta", "key": "k", "value": {"x": [1]}}),
+        decode({"type": "SetFeatureLevel", "v": 1, "level": 2}),
+    ]
+    assert {type(r).WIRE for r in samples} == set(RECORD_TYPES) == set(record_versions())
+    assert decode_entry(json.loads(encode_entry(samples))) == samples
+    assert encode(samples[4]) == {"type": "ElectMaster", "v": 1, "broker_name": "a",
+                                  "new_master_elected": True, "new_master_broker_id": 1}
+
+
+def test_snapshot_of_a_newer_version_or_feature_level_is_refused() -> None:
+    from mqctl.controller.core import SnapshotVersionError
+
+    doc = ControllerState().to_dict()
+    assert "feature_level" not in doc  # level 1: the same document (and hash) as mqctl 0.1
+    for bad in ({**doc, "version": 99}, {**doc, "feature_level": 99}):
+        with pytest.raises(SnapshotVersionError, match="upgrade this node"):
+            ControllerState.from_dict(bad)
+    st_ = ControllerState()
+    st_.apply(FeatureLevelSet(2))
+    assert ControllerState.from_dict(st_.to_dict()).feature_level == 2
 
 
 def test_handle_is_deterministic_and_json_safe_for_every_method() -> None:
     for method in METHODS:
         r = handle(ControllerState(), method, {}, Context(0))
-        json.dumps({"code": r.code, "remark": r.remark, "response": r.response, "events": r.events})
+        json.dumps({"code": r.code, "remark": r.remark, "response": r.response, "events": wire(r)})
         assert r.code != Code.SYSTEM_ERROR, (method, r.remark)
 
 
@@ -176,11 +259,11 @@ def test_random_sequences_replicate_identically(data: st.DataObject) -> None:
             req[data.draw(st.sampled_from(sorted(req) or ["k"]))] = data.draw(maybe)
         ctx = data.draw(ctx_st)
         # the log carries the request and context as JSON
-        wire = json.loads(json.dumps({"req": req, "ctx": ctx.to_dict()}))
+        logged = json.loads(json.dumps({"req": req, "ctx": ctx.to_dict()}))
         r1 = run(one, method, req, ctx)
-        r2 = run(two, method, wire["req"], Context.from_dict(wire["ctx"]))
+        r2 = run(two, method, logged["req"], Context.from_dict(logged["ctx"]))
         assert r1.code != Code.SYSTEM_ERROR, r1.remark
-        assert (r1.code, r1.remark, r1.events) == (r2.code, r2.remark, r2.events)
+        assert (r1.code, r1.remark, wire(r1)) == (r2.code, r2.remark, wire(r2))
         assert one.state_hash() == two.state_hash()
         back = ControllerState.from_dict(json.loads(json.dumps(one.to_dict())))
         assert back.state_hash() == one.state_hash()
@@ -207,14 +290,26 @@ event_st = st.fixed_dictionaries(
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(event_st, max_size=15))
-def test_apply_never_raises_and_is_deterministic(events: list[dict[str, Any]]) -> None:
+def test_a_record_is_read_and_applied_whole_or_refused_without_change(events: list[dict[str, Any]]) -> None:
+    """Replay throws on a record it cannot read or that does not fit (the node then stops), never
+    half-applies one and never skips one silently; every node reaches the same verdict."""
     one, two = ControllerState(), ControllerState()
-    one.apply({"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a", "broker_address": "h",
-               "register_check_code": "h;1", "new_broker_id": 1})
-    two.apply({"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a", "broker_address": "h",
-               "register_check_code": "h;1", "new_broker_id": 1})
+    for state in (one, two):
+        state.apply(decode({"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a",
+                            "broker_address": "h", "register_check_code": "h;1", "new_broker_id": 1}))
     for e in events:
-        one.apply(e)
-        two.apply(json.loads(json.dumps(e)))
+        verdicts = []
+        for state, doc in ((one, e), (two, json.loads(json.dumps(e)))):
+            before = state.state_hash()
+            try:
+                state.apply(decode(doc))
+                verdicts.append("applied")
+            except RecordError:
+                verdicts.append("unreadable")
+                assert state.state_hash() == before
+            except InconsistentRecord:
+                verdicts.append("inconsistent")
+                assert state.state_hash() == before
+        assert verdicts[0] == verdicts[1]
         assert one.state_hash() == two.state_hash()
         json.dumps(one.to_dict())

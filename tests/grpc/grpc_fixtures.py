@@ -100,8 +100,8 @@ class CoreNode:
             before = {name: self._role(name) for name in self.state.broker_sets}
             ctx = core.Context(now_ms=now_ms(), live={k: dict(v) for k, v in self.live.items()})
             result = core.handle(self.state, method, request, ctx)
-            for event in result.events:
-                self.state.apply(event)
+            for record in result.records:
+                self.state.apply(record)
             if result.code == 0 and method in ("RegisterBroker", "Heartbeat"):
                 self._beat(method, request, result.response)
             for name in self.state.broker_sets:
