@@ -8,17 +8,16 @@ appends it to the Raft log and returns what the core decided when the entry was 
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqctl.controller import core
+from mqctl.controller import core, records
 from mqctl.controller.liveness import HeartbeatTable
 from mqctl.errors import Code, MqctlError
 
@@ -143,6 +142,14 @@ class NodeStopped(Exception):
     pass
 
 
+class _Failed(Exception):
+    """A pysyncobj callback's FAIL_REASON, in the shape `_unavailable` reads."""
+
+    def __init__(self, reason: int) -> None:
+        super().__init__(f"reason {reason}")
+        self.errorCode = reason
+
+
 class ControllerNode:
     """Implements NodeAPI (docs/architecture.md) on top of ControllerSyncObj."""
 
@@ -158,7 +165,14 @@ class ControllerNode:
         self._leader_term = -1
         self._last_trigger_ms: dict[str, int] = {}
         self._last_scan_ms = 0
-        self.fatal_error: str | None = None
+        self._fatal_error: str | None = None
+        # Writes are decided one at a time against the applied state (as RocketMQ's controller
+        # does): `_decide_lock` is held while deciding and appending; `_resolved` is clear while
+        # the last appended entry has neither been applied nor dropped.
+        self._decide_lock = threading.Lock()
+        self._resolved = threading.Event()
+        self._resolved.set()
+        self._caught_up_term = -1
         conf = make_conf(settings.data_dir, secret=settings.cluster_secret)
         self.sync = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
                                       settings.initial_config(), on_apply=self._on_apply)
@@ -190,6 +204,26 @@ class ControllerNode:
     def state(self) -> core.ControllerState:
         return self.sync.state
 
+    def _meta(self, key: str, default: Any = None) -> Any:
+        """A replicated meta value, read under the state lock (never half an entry)."""
+        with self.sync.state_lock:
+            return self.state.meta.get(key, default)
+
+    @property
+    def fatal_error(self) -> str | None:
+        """Why this node must stop: set by the node (wrong group, options) or by the state
+        machine (a log entry or snapshot it cannot apply)."""
+        return self._fatal_error or self.sync.halted or None
+
+    @fatal_error.setter
+    def fatal_error(self, value: str | None) -> None:
+        self._fatal_error = value
+
+    @property
+    def fatal_exit_code(self) -> int:
+        """4 (controller data unreadable) when the log or snapshot stopped the node, else 2."""
+        return 4 if self.sync.halted and not self._fatal_error else 2
+
     def is_leader(self) -> bool:
         return bool(self.sync._isLeader())
 
@@ -203,12 +237,12 @@ class ControllerNode:
     def grpc_address_of(self, raft_address: str) -> str:
         if raft_address == self.settings.raft_address:
             return self.settings.grpc_address
-        return str(self.state.meta.get(META_NODE_PREFIX + raft_address, {}).get("grpc", ""))
+        return str(self._meta(META_NODE_PREFIX + raft_address, {}).get("grpc", ""))
 
     def remoting_address_of(self, raft_address: str) -> str:
         if raft_address == self.settings.raft_address:
             return self.settings.remoting_address
-        return str(self.state.meta.get(META_NODE_PREFIX + raft_address, {}).get("remoting", ""))
+        return str(self._meta(META_NODE_PREFIX + raft_address, {}).get("remoting", ""))
 
     def leader_grpc_address(self) -> str:
         leader = self.leader_raft_address()
@@ -266,7 +300,7 @@ class ControllerNode:
         return {
             "code": 0, "remark": "",
             "group": self.settings.group,
-            "group_id": str(self.state.meta.get(META_GROUP_ID, "")),
+            "group_id": str(self._meta(META_GROUP_ID, "")),
             "controller_leader_id": leader,
             "controller_leader_address": self.leader_grpc_address(),
             "is_leader": self.is_leader(),
@@ -391,7 +425,10 @@ class ControllerNode:
     def _broker_names_of(self, method: str, request: dict[str, Any]) -> list[str]:
         if method == "GetSyncStateData":
             names = list(request.get("broker_names") or [])
-            return names or sorted(self.state.broker_sets)
+            if names:
+                return names
+            with self.sync.state_lock:
+                return sorted(self.state.broker_sets)
         return [str(request.get("broker_name", ""))]
 
     def _local(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -416,23 +453,78 @@ class ControllerNode:
         }
 
     def _replicate(self, method: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        ctx = self._context(self._broker_names_of(method, request))
-        entry = json.dumps({"method": method, "request": request, "ctx": ctx.to_dict()},
-                           sort_keys=True)
+        names = self._broker_names_of(method, request)
+
+        def decide(state: core.ControllerState) -> core.Result:
+            return core.handle(state, method, request, self._context(names))
+
+        return self._decide_and_commit(decide, timeout)
+
+    def _decide_and_commit(self, decide: Callable[[core.ControllerState], core.Result],
+                           timeout: float) -> dict[str, Any]:
+        """Decide once, on the leader, against the applied state; append the records; answer when
+        they are applied here. Decisions are serialized, and none is made while an earlier entry
+        of this leader is unresolved or before the leader has applied everything of earlier terms,
+        so each decision sees every record that will precede it in the log."""
+        from pysyncobj import FAIL_REASON
+
+        deadline = time.monotonic() + timeout
+        if not self._decide_lock.acquire(timeout=max(0.0, timeout)):
+            return self._busy()
         try:
-            answer: dict[str, Any] = self.sync.execute(entry, sync=True, timeout=timeout)
-        except Exception as exc:
-            return self._unavailable(exc)
+            if not self._resolved.wait(max(0.0, deadline - time.monotonic())):
+                return self._busy()
+            if self.fatal_error:
+                return {"code": int(Code.SYSTEM_ERROR), "remark": f"this controller node stopped: "
+                                                                 f"{self.fatal_error}"}
+            if not self.is_leader():
+                return self._not_leader()
+            if not self._catch_up(max(0.01, deadline - time.monotonic())):
+                return {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),
+                        "remark": "the new leader has not applied the earlier entries yet; retry"}
+            with self.sync.state_lock:
+                result = decide(self.state)
+            answer = dict(result.response)
+            answer["code"] = int(result.code)
+            answer["remark"] = result.remark or ""
+            if not result.records:
+                return answer
+            done = threading.Event()
+            outcome: list[Any] = []
+
+            def committed(_res: Any, error: Any) -> None:
+                outcome.append(error)
+                self._resolved.set()
+                done.set()
+
+            self._resolved.clear()
+            try:
+                self.sync.execute(records.encode_entry(result.records), callback=committed)
+            except Exception as exc:  # not appended
+                self._resolved.set()
+                return self._unavailable(exc)
+        finally:
+            self._decide_lock.release()
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            return {"code": int(Code.SYSTEM_ERROR),
+                    "remark": "timed out waiting for the Raft commit; the outcome is unknown"}
+        if outcome[0] != FAIL_REASON.SUCCESS:
+            return self._unavailable(_Failed(outcome[0]))
         return answer
 
-    def _submit_events(self, events: list[dict[str, Any]], timeout: float = 5.0) -> bool:
-        try:
-            self.sync.execute(json.dumps({"events": events}, sort_keys=True), sync=True,
-                              timeout=timeout)
-            return True
-        except Exception as exc:
-            log.debug("internal events not committed: %s", exc)
+    def _busy(self) -> dict[str, Any]:
+        return {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),
+                "remark": "an earlier write of this leader is not committed yet; the outcome of this "
+                          "one is not decided, retry"}
+
+    def _commit_records(self, decide: Callable[[core.ControllerState], list[records.Record]],
+                        timeout: float = 5.0) -> bool:
+        """Node bookkeeping (group id, node addresses) through the same one decision path."""
+        answer = self._decide_and_commit(lambda st: core.Result(Code.SUCCESS, "", {}, decide(st)), timeout)
+        if answer["code"] != 0:
+            log.debug("node records not committed: %s", answer.get("remark"))
             return False
+        return True
 
     def _not_leader(self) -> dict[str, Any]:
         leader = self.leader_grpc_address()
@@ -461,7 +553,8 @@ class ControllerNode:
     def _heartbeat(self, request: dict[str, Any]) -> dict[str, Any]:
         # Accepted on every node (RocketMQ brokers beat to all controllers); each node keeps
         # its own table, so a follower that becomes leader already knows who is alive.
-        result = core.handle(self.state, "Heartbeat", request, core.Context(now_ms=now_ms(), live={}))
+        with self.sync.state_lock:
+            result = core.handle(self.state, "Heartbeat", request, core.Context(now_ms=now_ms(), live={}))
         if result.code == 0:
             with self._lock:
                 self.heartbeats.on_heartbeat(request, now_ms())
@@ -500,12 +593,11 @@ class ControllerNode:
             change["master_broker_id"] = int(resp["master_broker_id"])
         return change
 
-    def _on_apply(self, state: core.ControllerState, events: list[dict[str, Any]]) -> None:
+    def _on_apply(self, state: core.ControllerState, applied: list[records.Record]) -> None:
         """Runs on every node after an entry is applied: tell watchers about new masters."""
         if not self._watches:
             return
-        touched = sorted({str(e.get("broker_name")) for e in events
-                          if e.get("type") == "ElectMaster" and e.get("broker_name")})
+        touched = sorted({r.broker_name for r in applied if isinstance(r, records.MasterElected)})
         for name in touched:
             change = self._role_of(name)
             if change is None:
@@ -520,22 +612,19 @@ class ControllerNode:
     def _tick_loop(self) -> None:
         published = False
         checked_group = ""
-        caught_up_term = -1
         while not self._stop.wait(0.02):
             try:
                 if not self.sync.isReady():
                     continue
                 term = int(self.sync._getTerm())
-                if term != caught_up_term:
-                    # After a restart or an election, apply everything committed so far before acting
-                    # on the state: a new leader that has not yet applied the old entries would see no
-                    # group id and mint another, or miss a broker set.
-                    if not self._catch_up():
-                        continue
-                    caught_up_term = term
+                # After a restart or an election, apply everything committed so far before acting
+                # on the state: a new leader that has not yet applied the old entries would see no
+                # group id and mint another, or miss a broker set.
+                if not self._catch_up():
+                    continue
                 if not published:
                     published = self._publish_self()
-                group_id = str(self.state.meta.get(META_GROUP_ID) or "")
+                group_id = str(self._meta(META_GROUP_ID) or "")
                 if group_id and group_id != checked_group:
                     # checked again whenever it changes: a node started on another group's data
                     # first sees its own old group id, then this group's once it has caught up
@@ -556,29 +645,42 @@ class ControllerNode:
             except Exception:
                 log.exception("ticker error")
 
-    def _catch_up(self) -> bool:
-        try:
-            self.sync.barrier(sync=True, timeout=2.0)
+    def _catch_up(self, timeout: float = 2.0) -> bool:
+        """Apply everything committed in earlier terms (a barrier of this term), once per term."""
+        term = int(self.sync._getTerm())
+        if term == self._caught_up_term:
             return True
+        try:
+            self.sync.barrier(sync=True, timeout=timeout)
         except Exception as exc:  # no leader yet, or an election in progress
             log.debug("catch-up barrier not committed yet: %s", exc)
             return False
+        self._caught_up_term = term
+        return True
 
     def _publish_self(self) -> bool:
         key = META_NODE_PREFIX + self.settings.raft_address
-        mine = {"grpc": self.settings.grpc_address}
+        mine: dict[str, Any] = {"grpc": self.settings.grpc_address,
+                                "maxFeatureLevel": records.MAX_FEATURE_LEVEL}
         if self.settings.remoting_address:
             mine["remoting"] = self.settings.remoting_address
-        if self.state.meta.get(key) == mine:
+        if self._meta(key) == mine:
             return True
-        return self._submit_events([{"type": "SetMeta", "key": key, "value": mine}], timeout=2.0)
+        # A blind write of a key only this node writes and no rule reads: safe to append from any
+        # node (pysyncobj forwards it to the leader) without going through the leader's decisions.
+        try:
+            self.sync.execute(records.encode_entry([records.MetaSet(key, mine)]), sync=True, timeout=2.0)
+        except Exception as exc:
+            log.debug("node address not published yet: %s", exc)
+            return False
+        return True
 
     def _check_group(self) -> None:
         """Refuse to serve another group's data, or a group whose critical options differ."""
         from mqctl.controller.datadir import record_group_id
 
-        group_id = str(self.state.meta.get(META_GROUP_ID))
-        theirs = self.state.meta.get(META_GROUP_OPTIONS) or {}
+        group_id = str(self._meta(META_GROUP_ID))
+        theirs = self._meta(META_GROUP_OPTIONS) or {}
         mine = self.settings.critical_options()
         diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
         if diff:
@@ -594,11 +696,10 @@ class ControllerNode:
                 self.fatal_error = problem
 
     def _leader_work(self) -> None:
-        if not self.state.meta.get(META_GROUP_ID):
-            self._submit_events([
-                {"type": "SetMeta", "key": META_GROUP_ID, "value": uuid.uuid4().hex},
-                {"type": "SetMeta", "key": META_GROUP_OPTIONS, "value": self.settings.critical_options()},
-            ])
+        if not self._meta(META_GROUP_ID):
+            group_id, options = uuid.uuid4().hex, self.settings.critical_options()
+            self._commit_records(lambda st: [] if st.meta.get(META_GROUP_ID) else [
+                records.MetaSet(META_GROUP_ID, group_id), records.MetaSet(META_GROUP_OPTIONS, options)])
             return
         now = now_ms()
         timeout_ms = self._config_int("heartbeatTimeoutMillis", self.settings.heartbeat_timeout_ms)
@@ -613,12 +714,16 @@ class ControllerNode:
                 gone = self.heartbeats.expired(now)
             for cluster, name, broker_id in gone:
                 log.info("broker %s/%s id %s is not alive any more", cluster, name, broker_id)
-        for name in sorted(self.state.broker_sets):
+        with self.sync.state_lock:
+            names = sorted(self.state.broker_sets)
+        for name in names:
             self._maybe_elect(name, now)
 
     def _config_int(self, key: str, default: int) -> int:
+        with self.sync.state_lock:
+            value = self.state.config.get(key, default)
         try:
-            return int(self.state.config.get(key, default))
+            return int(value)
         except (TypeError, ValueError):
             return default
 
@@ -626,14 +731,16 @@ class ControllerNode:
         """Trigger a controller election the moment a master's lease ends (not a scan later)."""
         with self._lock:
             ctx = core.Context(now_ms=now, live={broker_name: self.heartbeats.snapshot(broker_name)})
-        if not core.needs_controller_election(self.state, broker_name, ctx):
-            return
-        bs = self.state.broker_set(broker_name)
-        assert bs is not None
+        with self.sync.state_lock:
+            if not core.needs_controller_election(self.state, broker_name, ctx):
+                return
+            bs = self.state.broker_set(broker_name)
+            assert bs is not None
+            cluster_name = bs.cluster_name
         if now - self._last_trigger_ms.get(broker_name, 0) < 1000:
             return
         self._last_trigger_ms[broker_name] = now
-        answer = self.call("ElectMaster", {"cluster_name": bs.cluster_name,
+        answer = self.call("ElectMaster", {"cluster_name": cluster_name,
                                            "broker_name": broker_name, "broker_id": -1})
         log.info("controller-triggered election for %s: code %s %s master %s", broker_name,
                  answer.get("code"), answer.get("remark", ""), answer.get("master_broker_id"))

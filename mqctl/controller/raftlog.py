@@ -1,8 +1,8 @@
 """The replicated state machine on pysyncobj, and its JSON snapshot.
 
-Every write is one log entry `(method, request, context)`; every node runs the pure core on
-apply, so decisions are made in log order and are identical on all nodes. The snapshot that
-pysyncobj writes at log compaction is JSON (the controller state plus the few Raft
+Every write is one log entry: the typed records (mqctl.controller.records) the leader decided;
+every node applies the same records, so a node never re-decides and cannot fork. The snapshot
+that pysyncobj writes at log compaction is JSON (the controller state plus the few Raft
 bookkeeping values pysyncobj needs), never pickle.
 """
 
@@ -26,13 +26,15 @@ from pysyncobj.node import TCPNode  # noqa: E402
 socket.inet_ntop = _INET_NTOP
 
 from mqctl.controller import core  # noqa: E402
+from mqctl.controller.records import Record, RecordError, decode_entry  # noqa: E402
+from mqctl.errors import Code  # noqa: E402
 
 log = logging.getLogger("mqctl.raft")
 
 SNAPSHOT_FORMAT = "mqctl-controller-snapshot/1"
 
-# Called after each applied entry with (before, after, events): lets the node notify watchers.
-ApplyHook = Callable[[core.ControllerState, list[dict[str, Any]]], None]
+# Called after each applied entry with (state, records): lets the node notify watchers.
+ApplyHook = Callable[[core.ControllerState, list[Record]], None]
 
 
 def _encode_entry(entry: Any) -> list[Any]:
@@ -53,6 +55,7 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         # Held while an entry is decided and applied, and by readers on other threads (gRPC
         # workers, the ticker): a reader sees each entry entirely or not at all.
         self.state_lock = threading.RLock()
+        self.halted = ""  # why this node stopped applying entries ("" while it applies them)
         self._initial_config = dict(initial_config)
         self._on_apply = on_apply
         conf.serializer = self._save_snapshot
@@ -76,33 +79,48 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
 
     @replicated
     def execute(self, entry_json: str) -> dict[str, Any]:
-        entry = json.loads(entry_json)
-        if "events" in entry:  # node-internal bookkeeping (group id, node addresses)
-            events = entry["events"]
-            with self.state_lock:
-                for event in events:
-                    self.state.apply(event)
-                self._after_apply(events)
-            return {"code": 0, "remark": ""}
-        ctx = core.Context.from_dict(entry["ctx"])
+        """Apply one log entry: the records a leader decided (or, from a 0.1 leader at feature
+        level 1, a command decided here as 0.1 did). An entry that cannot be read or does not fit
+        the state halts this node: it applies nothing more and `mqctl serve` exits (code 4)."""
+        if self.halted:
+            return {"code": int(Code.SYSTEM_ERROR), "remark": f"this controller node stopped: {self.halted}"}
         with self.state_lock:
-            result = core.handle(self.state, entry["method"], entry["request"], ctx)
-            for event in result.events:
-                self.state.apply(event)
-            self._after_apply(result.events)
+            try:
+                records, answer = self._decide_entry(entry_json)
+                for record in records:
+                    self.state.apply(record)
+            except (ValueError, KeyError, TypeError, core.InconsistentRecord) as exc:
+                self.halted = f"cannot apply a Raft log entry: {exc}"
+                log.error("%s; this node stops applying (the entry: %.300s)", self.halted, entry_json)
+                return {"code": int(Code.SYSTEM_ERROR), "remark": self.halted}
+            self._after_apply(records)
+        return answer
+
+    def _decide_entry(self, entry_json: str) -> tuple[list[Record], dict[str, Any]]:
+        doc = json.loads(entry_json)
+        if not isinstance(doc, dict):
+            raise RecordError("a log entry must be a JSON object")
+        if "events" in doc:
+            return decode_entry(doc), {"code": 0, "remark": ""}
+        if self.state.feature_level >= 2:
+            raise RecordError(f"a (method, request, context) command entry at feature level "
+                              f"{self.state.feature_level}: written by an mqctl 0.1 leader, which this "
+                              "group no longer admits; upgrade that node")
+        ctx = core.Context.from_dict(doc["ctx"])
+        result = core.handle(self.state, doc["method"], doc["request"], ctx)
         answer = dict(result.response)
         answer["code"] = int(result.code)
         answer["remark"] = result.remark or ""
-        return answer
+        return result.records, answer
 
     @replicated
     def barrier(self) -> bool:
         return True
 
-    def _after_apply(self, events: list[dict[str, Any]]) -> None:
-        if self._on_apply is not None and events:
+    def _after_apply(self, records: list[Record]) -> None:
+        if self._on_apply is not None and records:
             try:
-                self._on_apply(self.state, events)
+                self._on_apply(self.state, records)
             except Exception:  # a watcher problem must never stop the state machine
                 log.exception("apply hook failed")
 
@@ -132,8 +150,13 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         with open(filename, encoding="utf-8") as fh:
             doc = json.load(fh)
         if doc.get("format") != SNAPSHOT_FORMAT:
-            raise ValueError(f"{filename}: not an mqctl controller snapshot")
-        state = core.ControllerState.from_dict(doc["state"])
+            self.halted = f"{filename}: not an mqctl controller snapshot"
+            raise ValueError(self.halted)
+        try:
+            state = core.ControllerState.from_dict(doc["state"])
+        except core.SnapshotVersionError as exc:
+            self.halted = f"{filename}: {exc}"
+            raise
         with self.state_lock:
             self.state = state
         raft = doc["raft"]

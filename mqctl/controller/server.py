@@ -130,7 +130,7 @@ def run(cfg: ServeConfig) -> int:
             break
         if node.fatal_error:
             print(f"mqctl: error: {node.fatal_error}", file=sys.stderr, flush=True)
-            code = 2
+            code = node.fatal_exit_code
             break
     server.mqctl_health.enter_graceful_shutdown()  # health says NOT_SERVING first
     if remoting is not None:
