@@ -17,17 +17,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqctl import methods
 from mqctl.controller import core, records
 from mqctl.controller.liveness import HeartbeatTable
 from mqctl.errors import Code, MqctlError
 
 log = logging.getLogger("mqctl.node")
-
-WRITE_METHODS = frozenset({
-    "ApplyBrokerId", "RegisterBroker", "AlterSyncStateSet", "ElectMaster", "CleanBrokerData",
-    "UpdateConfig",
-})
-FRESH_READ_METHODS = frozenset({"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData"})
 
 RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 
@@ -255,14 +250,14 @@ class ControllerNode:
             return self._heartbeat(request)
         if method == "ChangeQuorum":
             return self._change_quorum(request, timeout)
-        if method == "GetConfig":
+        if method in methods.LOCAL_READ_METHODS:
             return self._local(method, request)
-        if method not in WRITE_METHODS and method not in FRESH_READ_METHODS:
+        if method not in methods.WRITE_METHODS and method not in methods.FRESH_READ_METHODS:
             return {"code": int(Code.REQUEST_CODE_NOT_SUPPORTED),
                     "remark": f" request type {method} not supported"}
         if not self.is_leader():
             return self._not_leader()
-        if method in FRESH_READ_METHODS:
+        if method in methods.FRESH_READ_METHODS:
             try:
                 self.sync.barrier(sync=True, timeout=timeout)
             except Exception as exc:
