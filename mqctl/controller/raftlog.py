@@ -18,8 +18,10 @@ from collections.abc import Callable
 from typing import Any
 
 _INET_NTOP = socket.inet_ntop
-from pysyncobj import SyncObj, SyncObjConf, replicated  # noqa: E402
+from pysyncobj import SyncObjConf  # noqa: E402
 from pysyncobj.node import TCPNode  # noqa: E402
+
+from mqctl.raft.syncobj import SyncObj, replicated  # noqa: E402 (mqctl's fork: durable log, FORK.md)
 
 # pysyncobj/win_inet_pton.py (imported by pysyncobj.tcp_connection) assigns a Windows-only
 # socket.inet_ntop on every OS; restore the real one for everything else in this process.
@@ -28,6 +30,8 @@ socket.inet_ntop = _INET_NTOP
 from mqctl.controller import core  # noqa: E402
 from mqctl.controller.records import Record, RecordError, decode_entry  # noqa: E402
 from mqctl.errors import Code  # noqa: E402
+from mqctl.raft.journal import JournalFactory  # noqa: E402
+from mqctl.raft.storage import Storage  # noqa: E402
 
 log = logging.getLogger("mqctl.raft")
 
@@ -58,22 +62,19 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         self.halted = ""  # why this node stopped applying entries ("" while it applies them)
         self._initial_config = dict(initial_config)
         self._on_apply = on_apply
+        if getattr(conf, "journalFactory", None) is None:  # not made by make_conf
+            conf.journalFactory = JournalFactory(Storage.from_env())
+        self._journal_factory: JournalFactory = conf.journalFactory
         conf.serializer = self._save_snapshot
         conf.deserializer = self._load_snapshot
         super().__init__(self_addr, partners, conf)
 
-    def _onTick(self, timeToWait: float = 0.0) -> None:  # noqa: N802,N803 (pysyncobj's names)
-        """A lone leader appends queued commands at the end of a tick, then waits autoTickPeriod
-        in poll before the next tick commits them. Skip that wait when commands are queued and
-        commit at once (single-node writes: ~11 ms -> well under 1 ms)."""
-        lone = not self._SyncObj__otherNodes
-        if lone and len(self._SyncObj__commandsQueue._FastQueue__queue):
-            before = self._SyncObj__getCurrentLogIndex()
-            super()._onTick(0.0)
-            if self._SyncObj__getCurrentLogIndex() != before:
-                super()._onTick(0.0)
-            return
-        super()._onTick(timeToWait)
+    @property
+    def storage_error(self) -> str:
+        """Why this node's Raft journal cannot store entries now ("" while it can). While set the
+        node acknowledges no entry and takes no term (docs/raft-safety.md)."""
+        journal = self._journal_factory.journal
+        return (journal.error if journal is not None else None) or ""
 
     # --- replicated methods (the log entries) ---------------------------------------------
 
@@ -190,4 +191,8 @@ def make_conf(data_dir: str | None, *, secret: str | None, fast: bool = True) ->
     if data_dir is not None:
         kwargs.update(journalFile=os.path.join(data_dir, "raft.journal"),
                       fullDumpFile=os.path.join(data_dir, "raft.snapshot.json"))
-    return SyncObjConf(**kwargs)
+    conf = SyncObjConf(**kwargs)
+    # mqctl's durable journal (mqctl/raft/journal.py) behind the file layer; the test-only crash
+    # simulator and fault injection (MQCTL_CRASH_SIM, MQCTL_FAULT_INJECT) are read here, at start
+    conf.journalFactory = JournalFactory(Storage.from_env())
+    return conf

@@ -54,26 +54,28 @@ except ImportError:  # python3
 
 import pysyncobj.pickle as pickle
 
-from .dns_resolver import globalDnsResolver
-from .poller import createPoller
+# mqctl: absolute imports: everything but this file comes from the pinned pysyncobj package
+from pysyncobj.dns_resolver import globalDnsResolver
+from pysyncobj.poller import createPoller
 
 try:
-    from .pipe_notifier import PipeNotifier
+    from pysyncobj.pipe_notifier import PipeNotifier
     PIPE_NOTIFIER_ENABLED = True
 except ImportError:
     PIPE_NOTIFIER_ENABLED = False
 
-from .serializer import Serializer, SERIALIZER_STATE
-from .node import Node, TCPNode
-from .transport import Transport, TCPTransport, TransportNotReadyError
-from .journal import createJournal
-from .config import SyncObjConf, FAIL_REASON
-from .encryptor import HAS_CRYPTO, getEncryptor
-from .version import VERSION
-from .fast_queue import FastQueue
-from .monotonic import monotonic as monotonicTime
+from pysyncobj.serializer import Serializer, SERIALIZER_STATE
+from pysyncobj.node import Node, TCPNode
+from pysyncobj.transport import Transport, TCPTransport, TransportNotReadyError
+from pysyncobj.config import SyncObjConf, FAIL_REASON
+from pysyncobj.encryptor import HAS_CRYPTO, getEncryptor
+from pysyncobj.version import VERSION
+from pysyncobj.fast_queue import FastQueue
+from pysyncobj.monotonic import monotonic as monotonicTime
 
-logger = logging.getLogger(__name__)
+from mqctl.raft.storage import StorageError, fsync_file_and_dir  # mqctl: durability (FORK.md)
+
+logger = logging.getLogger('pysyncobj.syncobj')  # mqctl: upstream's logger name, so its log settings apply
 
 
 class _RAFT_STATE:
@@ -90,32 +92,8 @@ class _COMMAND_TYPE:
 _bchr = functools.partial(struct.pack, 'B')
 
 
-class SyncObjException(Exception):
-    def __init__(self, errorCode, *args, **kwargs):
-        Exception.__init__(self, errorCode, *args, **kwargs)
-        self.errorCode = errorCode
-
-class SyncObjExceptionWrongVer(SyncObjException):
-    def __init__(self, ver):
-        SyncObjException.__init__(self, 'wrongVer')
-        self.ver = ver
-
-class SyncObjConsumer(object):
-    def __init__(self):
-        self._syncObj = None
-        self.__properies = set()
-        for key in self.__dict__:
-            self.__properies.add(key)
-
-    def _destroy(self):
-        self._syncObj = None
-
-    def _serialize(self):
-        return dict([(k, v) for k, v in iteritems(self.__dict__) if k not in self.__properies])
-
-    def _deserialize(self, data):
-        for k, v in iteritems(data):
-            self.__dict__[k] = v
+# mqctl: upstream's classes, not copies, so `except pysyncobj.SyncObjException` still catches them
+from pysyncobj.syncobj import SyncObjException, SyncObjExceptionWrongVer, SyncObjConsumer
 
 
 # https://github.com/bakwc/PySyncObj
@@ -191,7 +169,8 @@ class SyncObj(object):
         # Set while a leadership transfer (Raft 'TimeoutNow') is pending, to stop
         # the outgoing leader's heartbeats from postponing the forced election.
         self.__transferInProgress = False
-        self.__raftLog = createJournal(self.__conf.journalFile)
+        # mqctl: the journal comes from conf.journalFactory (mqctl.raft.journal), not createJournal
+        self.__raftLog = self.__conf.journalFactory(self.__conf.journalFile)
         if len(self.__raftLog) == 0:
             self.__raftLog.add(_bchr(_COMMAND_TYPE.NO_OP), 1, self.__raftCurrentTerm)
         # Restore raft persistent state (see raft paper §5 - currentTerm and votedFor
@@ -662,21 +641,31 @@ class SyncObj(object):
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None:
             if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():
                 self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
-                self.__transferInProgress = False
-                self.__raftLeader = None
-                self.__setState(_RAFT_STATE.CANDIDATE)
-                self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
-                self.__votesCount = 1
-                for node in self.__otherNodes:
-                    self.__transport.send(node, {
-                        'type': 'request_vote',
-                        'term': self.__raftCurrentTerm,
-                        'last_log_index': self.__getCurrentLogIndex(),
-                        'last_log_term': self.__getCurrentLogTerm(),
-                    })
-                self.__onLeaderChanged()
-                if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
-                    self.__onBecomeLeader()
+                try:  # mqctl: the new term and own vote are stored first: no election if they cannot be
+                    self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
+                except StorageError:
+                    pass
+                else:
+                    self.__transferInProgress = False
+                    self.__raftLeader = None
+                    self.__setState(_RAFT_STATE.CANDIDATE)
+                    self.__votesCount = 1
+                    for node in self.__otherNodes:
+                        self.__transport.send(node, {
+                            'type': 'request_vote',
+                            'term': self.__raftCurrentTerm,
+                            'last_log_index': self.__getCurrentLogIndex(),
+                            'last_log_term': self.__getCurrentLogTerm(),
+                        })
+                    self.__onLeaderChanged()
+                    if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
+                        self.__onBecomeLeader()
+
+        # mqctl: group commit: the leader's new entries are durable (one fdatasync per tick) before
+        # it counts its own log below; a leader whose storage fails steps down
+        if self.__raftState == _RAFT_STATE.LEADER and not self.__raftLog.sync():
+            self.__setState(_RAFT_STATE.FOLLOWER)
+            self.__raftLeader = None
 
         if self.__raftState == _RAFT_STATE.LEADER:
 
@@ -724,7 +713,13 @@ class SyncObj(object):
                 self.__conf.onReady()
             self.__onReadyCalled = True
 
+        lastLogIdx = self.__getCurrentLogIndex()  # mqctl
         self._checkCommandsToApply()
+        # mqctl: a leader without other nodes commits what it just appended in the next tick at
+        # once, not after waiting timeToWait in poll (~11 ms -> well under 1 ms per write)
+        if not self.__otherNodes and self.__raftState == _RAFT_STATE.LEADER and \
+                self.__getCurrentLogIndex() != lastLogIdx:
+            timeToWait = 0
         self.__tryLogCompaction()
 
         with self.__onTickCallbacksLock:
@@ -935,6 +930,14 @@ class SyncObj(object):
         return self._idToMethod[funcID](*args, **kwargs)
 
     def __onMessageReceived(self, node, message):
+        # mqctl: a message whose handling needs a term or vote that cannot be stored is dropped,
+        # as if lost on the network (StorageError is raised before anything changed)
+        try:
+            self.__handleMessage(node, message)
+        except StorageError:
+            pass
+
+    def __handleMessage(self, node, message):  # mqctl: upstream's __onMessageReceived
 
         if message['type'] == 'timeout_now' and self.__selfNode is not None:
             # Graceful leadership transfer (Raft 'TimeoutNow'): trigger an
@@ -1044,13 +1047,19 @@ class SyncObj(object):
                 if newEntries:
                     nextNodeIdx = newEntries[-1][1] + 1
 
-                self.__sendNextNodeIdx(node, nextNodeIdx=nextNodeIdx, success=True)
+                # mqctl: the entries are durable before the leader hears of them; if storage fails,
+                # answer without success (the leader sees this node alive but counts nothing)
+                if self.__raftLog.sync():
+                    self.__sendNextNodeIdx(node, nextNodeIdx=nextNodeIdx, success=True)
+                else:
+                    self.__sendNextNodeIdx(node, success=False, reset=False)
 
             # Install snapshot
             elif serialized is not None:
-                if self.__serializer.setTransmissionData(serialized):
+                if self.__serializer.setTransmissionData(serialized) and self.__syncDumpFile():  # mqctl
                     self.__loadDumpFile(clearJournal=True)
-                    self.__sendNextNodeIdx(node, success=True)
+                    if self.__raftLog.sync():  # mqctl: the reset journal is durable before success
+                        self.__sendNextNodeIdx(node, success=True)
 
             # If the log was truncated below the commit index, don't persist a commit
             # index covering entries that are no longer the committed ones.
@@ -1260,9 +1269,22 @@ class SyncObj(object):
         self.__sendAppendEntries()
 
     def __setCurrentTerm(self, term, votedForNodeId):
+        # mqctl: stored first; raises StorageError, changing nothing, if it cannot be stored
+        self.__raftLog.setCurrentTerm(term, votedForNodeId)
         self.__raftCurrentTerm = term
         self.__votedForNodeId = votedForNodeId
-        self.__raftLog.setCurrentTerm(term, votedForNodeId)
+
+    def __syncDumpFile(self):
+        # mqctl: a snapshot pysyncobj's serializer renamed into place is durable (file and
+        # directory) before the journal is cut or reset on the strength of it
+        if self.__conf.fullDumpFile is None:
+            return True
+        try:
+            fsync_file_and_dir(self.__conf.fullDumpFile)
+            return True
+        except OSError as e:
+            logger.warning('failed to sync full dump: %s', e)
+            return False
 
     def __setState(self, newState):
         oldState = self.__raftState
@@ -1452,8 +1474,9 @@ class SyncObj(object):
 
         if serializeState == SERIALIZER_STATE.SUCCESS:
             self.__lastSerializedTime = currTime
-            self.__deleteEntriesTo(serializeID)
-            self.__lastSerializedEntry = serializeID
+            if self.__syncDumpFile():  # mqctl: the renamed snapshot is durable before the journal is cut
+                self.__deleteEntriesTo(serializeID)
+                self.__lastSerializedEntry = serializeID
 
         if serializeState == SERIALIZER_STATE.FAILED:
             logger.warning('Failed to store full dump')
@@ -1514,7 +1537,12 @@ class SyncObj(object):
                 for i, consumer in enumerate(self.__consumers):
                     consumer._deserialize(consumersData[i])
 
-            if clearJournal or \
+            # mqctl: a journal that holds the snapshot's last two entries (a crash between writing
+            # the snapshot and compacting the journal) keeps the entries after them
+            held = self.__getEntries(data[2][1], 2)
+            if not clearJournal and len(held) == 2 and held[0] == data[2] and held[1] == data[1]:
+                self.__deleteEntriesTo(data[2][1])
+            elif clearJournal or \
                     len(self.__raftLog) < 2 or \
                     self.__raftLog[0] != data[2] or \
                     self.__raftLog[1] != data[1]:

@@ -1,0 +1,509 @@
+"""mqctl's Raft journal: pysyncobj's Journal interface on an append-only, checksummed file.
+
+File format (`raft.journal`, little-endian):
+
+    header (48 bytes): b"MQCTLWAL", format version (u32), 24 zero bytes, 0xFFFFFFFF (u32, where
+        pysyncobj's FileJournal keeps its last record offset: an older mqctl, which used that
+        journal, refuses this file instead of reading it as empty), CRC32 of the 40 bytes before
+        it (u32), 4 zero bytes
+    records: length of the body (u32), CRC32 of the length and the body (u32),
+        body = index (u64), term (u64), the pysyncobj command bytes
+
+Term, vote and a commit index hint live in `raft.journal.meta` (JSON), replaced atomically
+(temporary file, fsync, rename, fsync of the directory) before `setCurrentTerm` returns.
+
+Durability (docs/raft-safety.md): `add` writes to the page cache; `sync` fdatasyncs once for
+everything added since the last one (group commit); the fork of pysyncobj (mqctl/raft/syncobj.py)
+calls it before a follower acknowledges entries and before a leader counts its own log.
+Truncation is fsynced at once; compaction writes a new file and renames it. The commit index is
+stored at most once a second and never beyond what is durable here; it is clamped on load.
+
+On open, a torn or corrupt tail (what a crash leaves of an unfinished write) is cut at the last
+good record with one WARNING line; a corrupt record followed by intact ones raises
+JournalCorruptError (`mqctl serve` exits 4): the journal is never read past damage silently.
+
+A storage failure (disk full, read-only, I/O error, the file deleted) never raises out of `add`
+or `sync`: the journal keeps its entries in memory, `sync` answers False (so nothing is
+acknowledged), `error` says why in one line, and every later `sync` (and a probe once a second)
+retries until the disk accepts writes again. Only `setCurrentTerm` raises (StorageError): a
+term or vote that cannot be stored is not taken.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import json
+import logging
+import os
+import random
+import struct
+import zlib
+from typing import Any
+
+from pysyncobj.journal import Journal
+from pysyncobj.journal import MemoryJournal as _PysyncobjMemoryJournal
+
+from mqctl.errors import StoreError
+from mqctl.raft.storage import File, Storage, StorageError
+
+log = logging.getLogger("mqctl.raft.journal")
+
+MAGIC = b"MQCTLWAL"
+FORMAT_VERSION = 1
+HEADER_SIZE = 48
+META_FORMAT = "mqctl-raft-meta/1"
+MAX_RECORD = 256 * 1024 * 1024
+_LEN = struct.Struct("<I")
+_REC = struct.Struct("<II")    # body length, crc32
+_BODY = struct.Struct("<QQ")   # index, term
+_PYSYNCOBJ_MAGIC = b"PYSYNCOBJ"
+_TORN_MIN_ZEROS = 16           # an all-zero stretch this long in a sector: a write that never landed
+_SECTOR = 512
+
+Entry = tuple[bytes, int, int]
+
+
+class JournalCorruptError(StoreError):
+    """The journal (or its meta file) is damaged where it cannot be a crash's torn tail, or was
+    written by a newer format: the node must not start on it (exit 4, docs/codes.md)."""
+
+
+def header() -> bytes:
+    head = MAGIC + _LEN.pack(FORMAT_VERSION) + bytes(24) + _LEN.pack(0xFFFFFFFF)
+    return head + _LEN.pack(zlib.crc32(head)) + bytes(4)
+
+
+def encode_record(idx: int, term: int, command: bytes) -> bytes:
+    body = _BODY.pack(idx, term) + command
+    length = _LEN.pack(len(body))
+    return length + _LEN.pack(zlib.crc32(body, zlib.crc32(length))) + body
+
+
+def _parse_at(data: bytes | memoryview, off: int) -> tuple[int, int, bytes, int] | None:
+    """The intact record at `off` as (index, term, command, end offset), or None."""
+    n = len(data)
+    if off + 8 > n:
+        return None
+    length, crc = _REC.unpack_from(data, off)
+    if length < _BODY.size or length > MAX_RECORD or off + 8 + length > n:
+        return None
+    body = data[off + 8:off + 8 + length]
+    if zlib.crc32(body, zlib.crc32(data[off:off + 4])) != crc:
+        return None
+    idx, term = _BODY.unpack_from(body)
+    return idx, term, bytes(body[_BODY.size:]), off + 8 + length
+
+
+def _next_intact(data: bytes, start: int, prev: Entry | None) -> int | None:
+    """The offset of the first intact record after `start` that could follow `prev`, or None."""
+    n = len(data)
+    for p in range(start + 1, n - 8 - _BODY.size + 1):
+        length = _LEN.unpack_from(data, p)[0]
+        if length < _BODY.size or length > n - p - 8:
+            continue
+        idx, term = _BODY.unpack_from(data, p + 8)
+        if prev is not None and not (prev[1] < idx <= prev[1] + n and prev[2] <= term):
+            continue
+        if _parse_at(data, p) is not None:
+            return p
+    return None
+
+
+def _looks_torn(data: bytes, start: int, end: int) -> bool:
+    """A stretch of zeros (at least 16 bytes, within one 512-byte sector) in [start, end): a sector
+    of a write that never reached the disk, as a power loss leaves when the disk wrote a later
+    sector of the same unsynced write first (etcd's WAL makes the same call)."""
+    pos = start
+    while pos < end:
+        stop = min(end, (pos // _SECTOR + 1) * _SECTOR)
+        chunk = data[pos:stop]
+        if len(chunk) >= _TORN_MIN_ZEROS and not chunk.strip(b"\0"):
+            return True
+        pos = stop
+    return False
+
+
+def _errno_name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+
+
+def _read_pysyncobj_journal(path: str, data: bytes) -> list[Entry]:
+    """Entries of a journal written by pysyncobj's FileJournal (the format before mqctl's)."""
+    try:
+        last = _LEN.unpack_from(data, 36)[0]
+        off, entries = 40, []
+        while off < last:
+            size = _LEN.unpack_from(data, off)[0]
+            if size < 16 or off + 8 + size > len(data):
+                raise ValueError(f"record at offset {off} runs past the end")
+            idx, term = _BODY.unpack_from(data, off + 4)
+            entries.append((bytes(data[off + 20:off + 4 + size]), idx, term))
+            off += size + 8
+        return entries
+    except (struct.error, ValueError) as exc:
+        raise JournalCorruptError(f"{path}: pysyncobj journal is corrupt ({exc}); cannot convert it") from exc
+
+
+class DurableJournal(Journal):  # type: ignore[misc]
+    """pysyncobj's Journal on mqctl's file format, with `sync` (see the module docstring)."""
+
+    def __init__(self, path: str, storage: Storage | None = None) -> None:
+        self.path = path
+        self.meta_path = path + ".meta"
+        self.storage = storage or Storage()
+        self.error: str | None = None       # one line while storage fails, else None
+        self._entries: list[Entry] = []
+        self._offsets: list[int] = []       # file offset of each entry's record
+        self._end = HEADER_SIZE             # where the next record goes
+        self._good = HEADER_SIZE            # the file's first _good bytes are right (maybe not synced)
+        self._durable = HEADER_SIZE         # ... and its first _durable bytes are on stable storage
+        self._trim = False                  # the file may hold bytes past _good that must go
+        self._term = 0
+        self._voted: str | None = None
+        self._commit = 1                    # pysyncobj's commit index (a hint; stored clamped)
+        self._stored_commit = 1
+        self._meta_failed = False
+        self._file: File
+        self._load()
+
+    # --- pysyncobj's Journal interface ------------------------------------------------------
+
+    def add(self, command: bytes, idx: int, term: int) -> None:
+        command = bytes(command)
+        record = encode_record(idx, term, command)
+        offset = self._end
+        self._entries.append((command, idx, term))
+        self._offsets.append(offset)
+        self._end += len(record)
+        if self.error is None and self._good == offset:
+            try:
+                self._file.pwrite(record, offset)
+                self._good = self._end
+            except OSError as exc:
+                self._trim = True
+                self._fail("writing to", exc)
+
+    def clear(self) -> None:
+        self._entries, self._offsets = [], []
+        self._cut(HEADER_SIZE)
+
+    def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802,N803 (pysyncobj's names)
+        if entryFrom >= len(self._entries):
+            return
+        end = self._offsets[entryFrom]
+        del self._entries[entryFrom:]
+        del self._offsets[entryFrom:]
+        self._cut(end)
+
+    def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802,N803
+        """Log compaction (the snapshot covers the entries before `entryTo`): a new file with the
+        rest, fsynced, renamed over the old one, directory fsynced. If that fails, the old file
+        (a superset) stays in use."""
+        if entryTo <= 0:
+            return
+        del self._entries[:entryTo]
+        del self._offsets[:entryTo]
+        try:
+            self._rewrite()
+        except OSError as exc:
+            self._fail("compacting", exc)
+
+    def __getitem__(self, item: Any) -> Any:
+        return self._entries[item]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _destroy(self) -> None:
+        if self.error is None:
+            self.sync()
+        self._file.close()
+
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802,N803
+        self._commit = raftCommitIndex
+
+    def getRaftCommitIndex(self) -> int:  # noqa: N802
+        return min(self._commit, self._entries[-1][1]) if self._entries else self._commit
+
+    def setCurrentTerm(self, term: int, votedForNodeId: str | None) -> None:  # noqa: N802,N803
+        """Durable before it returns; raises StorageError (and changes nothing) if it cannot be."""
+        try:
+            self._write_meta(term, votedForNodeId, self._stored_commit)
+        except OSError as exc:
+            self._meta_failed = True
+            self._fail("storing the term and vote in", exc, self.meta_path)
+            raise StorageError(exc.errno, f"cannot store term {term}: {exc.strerror or exc}") from exc
+        self._term, self._voted = term, votedForNodeId
+
+    def getCurrentTerm(self) -> int:  # noqa: N802
+        return self._term
+
+    def getVotedForNodeId(self) -> str | None:  # noqa: N802
+        return self._voted
+
+    def onOneSecondTimer(self) -> None:  # noqa: N802
+        """Probe a failed storage; store the commit index hint (never beyond the durable log)."""
+        if self.error is not None and not self.sync():
+            return
+        hint = min(self._commit, self.durable_index())
+        if hint != self._stored_commit:
+            try:
+                self._write_meta(self._term, self._voted, hint)
+            except OSError as exc:
+                self._meta_failed = True
+                self._fail("storing the commit index in", exc, self.meta_path)
+
+    # --- durability ---------------------------------------------------------------------------
+
+    def sync(self) -> bool:
+        """Make every entry durable (one fdatasync for all of them). False, and nothing durable
+        that was not before, when storage fails; the next call retries."""
+        if self.error is None and self._durable == self._end and not self._trim:
+            return True
+        try:
+            self._flush()
+        except OSError as exc:
+            # After a failed fsync the kernel may have dropped the dirty pages: write again
+            # everything that is not known to be durable.
+            self._good = min(self._good, self._durable)
+            self._trim = True
+            self._fail("syncing", exc)
+            return False
+        return True
+
+    def durable_index(self) -> int:
+        """The index of the last entry known to be on stable storage (0 if none)."""
+        k = bisect.bisect_right(self._offsets, self._durable)
+        while k > 0:
+            end = self._offsets[k] if k < len(self._offsets) else self._end
+            if end <= self._durable:
+                return self._entries[k - 1][1]
+            k -= 1
+        return 0
+
+    @property
+    def healthy(self) -> bool:
+        return self.error is None
+
+    def _flush(self) -> None:
+        if self._file.deleted():
+            self._rewrite()  # the file (or its directory) was removed under us: write it anew
+        if self._trim:
+            self._file.truncate(self._good)
+        if self._good < self._end:
+            k = bisect.bisect_left(self._offsets, self._good)
+            data = b"".join(encode_record(idx, term, cmd) for cmd, idx, term in self._entries[k:])
+            self._file.pwrite(data, self._good)
+            self._good = self._end
+        self._file.sync()
+        self._trim = False
+        self._durable = self._end
+        if self._meta_failed:
+            self._write_meta(self._term, self._voted, self._stored_commit)
+        if self.error is not None:
+            log.info("raft journal %s: storage works again; every entry is durable", self.path)
+            self.error = None
+
+    def _cut(self, end: int) -> None:
+        """Truncate the log to `end` bytes, fsynced at once."""
+        self._end = end
+        self._good = min(self._good, end)
+        self._durable = min(self._durable, end)
+        try:
+            self._file.truncate(self._good)
+            self._file.sync()
+        except OSError as exc:
+            self._trim = True
+            self._fail("truncating", exc)
+            return
+        self._trim = False
+        self._durable = self._good
+
+    def _rewrite(self) -> None:
+        data = bytearray(header())
+        offsets = []
+        for cmd, idx, term in self._entries:
+            offsets.append(len(data))
+            data += encode_record(idx, term, cmd)
+        tmp = self.path + ".compact"
+        f = self.storage.open(tmp, create=True, truncate=True)
+        try:
+            f.pwrite(bytes(data), 0)
+            f.sync()
+            self.storage.rename(tmp, self.path)
+            self.storage.fsync_dir(os.path.dirname(self.path))
+        except OSError:
+            f.close()
+            self.storage.remove(tmp)
+            raise
+        old, self._file = self._file, f
+        old.close()
+        self._offsets = offsets
+        self._end = self._good = self._durable = len(data)
+        self._trim = False
+
+    def _fail(self, what: str, exc: OSError, path: str | None = None) -> None:
+        text = (f"{what} {path or self.path} failed: {exc.strerror or exc} ({_errno_name(exc)}); "
+                "this node acknowledges no Raft entry and takes no term until storage works again")
+        if self.error is None:
+            log.warning("raft journal: %s (retried every second)", text)
+        self.error = text
+
+    # --- meta file ----------------------------------------------------------------------------
+
+    def _write_meta(self, term: int, voted: str | None, commit: int) -> None:
+        doc = {"format": META_FORMAT, "term": term, "votedFor": voted, "commitIndex": commit}
+        self.storage.write_atomic(self.meta_path, json.dumps(doc, sort_keys=True).encode("utf-8"))
+        self._stored_commit = commit
+        self._meta_failed = False
+
+    def _parse_meta(self, raw: bytes | None) -> tuple[int, str | None, int]:
+        if raw is None:
+            return 0, None, 1
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+            if not isinstance(doc, dict) or doc.get("format") != META_FORMAT:
+                raise ValueError(f"format is not {META_FORMAT}")
+            voted = doc.get("votedFor")
+            return int(doc["term"]), (None if voted is None else str(voted)), int(doc["commitIndex"])
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            raise JournalCorruptError(f"{self.meta_path}: Raft term/vote file is corrupt ({exc}); "
+                                      "restore the data directory from a backup or remove this node "
+                                      "from the group and add it back empty") from exc
+
+    # --- opening ------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        meta_raw = self.storage.read(self.meta_path)
+        data = self.storage.read(self.path)
+        if data is not None and data.startswith(_PYSYNCOBJ_MAGIC):
+            self._convert(data, meta_raw)
+            meta_raw = self.storage.read(self.meta_path)
+            data = self.storage.read(self.path)
+        term, voted, commit = self._parse_meta(meta_raw)
+        if data is None:
+            self.storage.write_atomic(self.path, header())
+            data = header()
+        self._check_header(data)
+        end = self._scan(data)
+        self._file = self.storage.open(self.path)
+        if end < len(data):
+            self._file.truncate(end)
+            self._file.sync()
+        self._end = self._good = self._durable = end
+        self._term, self._voted = term, voted
+        self._stored_commit = commit
+        self._commit = min(commit, self._entries[-1][1]) if self._entries else commit
+
+    def _check_header(self, data: bytes) -> None:
+        if len(data) < HEADER_SIZE or data[:len(MAGIC)] != MAGIC:
+            raise JournalCorruptError(f"{self.path}: not an mqctl Raft journal (bad header); restore "
+                                      "the data directory from a backup or move it away")
+        version = _LEN.unpack_from(data, len(MAGIC))[0]
+        if zlib.crc32(data[:40]) != _LEN.unpack_from(data, 40)[0]:
+            raise JournalCorruptError(f"{self.path}: the journal header is corrupt (checksum mismatch)")
+        if version != FORMAT_VERSION:
+            raise JournalCorruptError(f"{self.path}: journal format {version}, this mqctl reads format "
+                                      f"{FORMAT_VERSION}; run a release that reads it")
+
+    def _scan(self, data: bytes) -> int:
+        """Read every record; return where the good ones end. Raises on damage in the middle."""
+        off = HEADER_SIZE
+        view = memoryview(data)
+        while off < len(data):
+            rec = _parse_at(view, off)
+            if rec is None:
+                break
+            idx, term, cmd, end = rec
+            if self._entries:
+                prev = self._entries[-1]
+                if idx != prev[1] + 1 or term < prev[2]:
+                    raise JournalCorruptError(
+                        f"{self.path}: entry at offset {off} has index {idx} term {term} after index "
+                        f"{prev[1]} term {prev[2]}; the journal is corrupt (restore the data directory "
+                        "from a backup, or remove this node from the group and add it back empty)")
+            self._entries.append((cmd, idx, term))
+            self._offsets.append(off)
+            off = end
+        if off >= len(data):
+            return off
+        last = self._entries[-1] if self._entries else None
+        following = _next_intact(data, off, last)
+        if following is not None and not _looks_torn(data, off, following):
+            after = f"after index {last[1]}" if last else "before the first entry"
+            raise JournalCorruptError(
+                f"{self.path}: corrupt record at offset {off} ({after}) with intact records after it "
+                f"(from offset {following}); refusing to skip them. Restore the data directory from a "
+                "backup, or remove this node from the group and add it back empty")
+        where = f"index {last[1]}" if last else "the header"
+        dropped = f"; it held intact records from offset {following}" if following is not None else ""
+        log.warning("raft journal %s: cut a torn or corrupt tail of %d bytes at offset %d after %s "
+                    "(a write a crash interrupted before it was synced%s)",
+                    self.path, len(data) - off, off, where, dropped)
+        return off
+
+    def _convert(self, data: bytes, meta_raw: bytes | None) -> None:
+        """A journal of pysyncobj's FileJournal (mqctl before the durable journal): rewrite it in
+        this format, keeping term, vote and commit index."""
+        from pysyncobj import pickle as pysyncobj_pickle
+
+        entries = _read_pysyncobj_journal(self.path, data)
+        try:
+            self._parse_meta(meta_raw)  # already converted (a crash between the two steps)?
+        except JournalCorruptError:
+            try:
+                old = pysyncobj_pickle.loads(meta_raw) if meta_raw else {}
+            except Exception:  # pysyncobj ignored an unreadable meta file too
+                old = {}
+            self._write_meta(int(old.get("currentTerm", 0)), old.get("votedForNodeId"),
+                             int(old.get("raftCommitIndex", 1)))
+        blob = bytearray(header())
+        for cmd, idx, term in entries:
+            blob += encode_record(idx, term, cmd)
+        self.storage.write_atomic(self.path, bytes(blob))
+        log.info("raft journal %s: converted pysyncobj's journal (%d entries) to mqctl's format",
+                 self.path, len(entries))
+
+
+class VolatileJournal(_PysyncobjMemoryJournal):  # type: ignore[misc]
+    """pysyncobj's in-memory journal (a node without a data directory), with `sync`."""
+
+    error: str | None = None
+    healthy = True
+
+    def sync(self) -> bool:
+        return True
+
+
+class JournalFactory:
+    """`conf.journalFactory` for the fork: builds the journal and keeps it for the node."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.journal: DurableJournal | VolatileJournal | None = None
+
+    def __call__(self, path: str | None) -> DurableJournal | VolatileJournal:
+        self.journal = DurableJournal(path, self.storage) if path else VolatileJournal()
+        return self.journal
+
+
+# --- test helpers ---------------------------------------------------------------------------------
+
+
+def tear_tail(path: str, rng: random.Random) -> str:
+    """Test helper for the crash simulator: after a simulated power loss, append what a torn last
+    write leaves: a proper prefix of a plausible next record, or random garbage. Returns which."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    last_idx, last_term, off = 0, 0, HEADER_SIZE
+    while (rec := _parse_at(data, off)) is not None:
+        last_idx, last_term, _, off = rec
+    if rng.random() < 0.5:
+        record = encode_record(last_idx + 1, last_term, rng.randbytes(rng.randint(8, 400)))
+        tail, kind = record[:rng.randint(1, len(record) - 1)], "prefix"
+    else:
+        tail, kind = rng.randbytes(rng.randint(1, 600)), "garbage"
+    with open(path, "ab") as fh:
+        fh.write(tail)
+    return kind
