@@ -65,6 +65,7 @@ class Peer:
     connected: bool = False
     match_index: int = 0
     next_index: int = 0
+    max_feature_level: int = 0  # 0: the node did not say (an older server)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,10 @@ class Metadata:
     state_hash: str = ""
     state: str = ""
     log_length: int = 0
+    feature_level: int = 0  # the group's; 0 from a server that does not report it
+    max_feature_level: int = 0  # the answering node's newest
+    record_versions: Mapping[str, int] = field(default_factory=dict)
+    problem: str = ""  # why the node stopped or takes no writes
     leader_address: str = ""
     remark: str = ""
     address: str = ""  # the address that answered
@@ -276,6 +281,7 @@ class ChangeQuorumResult:
     leader_id: str = ""
     leader_address: str = ""
     members: tuple[str, ...] = ()
+    feature_level: int = 0
     remark: str = ""
 
     @classmethod

@@ -375,11 +375,14 @@ class ControllerClient(ControllerApi):
             time.sleep(min(BACKOFF_MAX, max(0.0, deadline - time.monotonic())))
         raise self._unreachable(last)
 
-    def change_quorum(self, action: str, raft_address: str = "") -> ChangeQuorumResult:
+    def change_quorum(self, action: str, raft_address: str = "",
+                      feature_level: int = 0) -> ChangeQuorumResult:
         """Controller group membership or leadership (admin; needs the token when the server has one):
-        ``action`` "add" / "remove" a node by its Raft address, or "transfer" the leadership to it
-        ("" = the most caught-up follower). Runs on the leader and waits for the outcome."""
-        d = self._call("ChangeQuorum", {"action": action, "raft_address": raft_address})
+        ``action`` "add" / "remove" a node by its Raft address, "transfer" the leadership to it
+        ("" = the most caught-up follower), or "feature-level" to raise the group's feature level
+        once every member speaks it. Runs on the leader and waits for the outcome."""
+        d = self._call("ChangeQuorum", {"action": action, "raft_address": raft_address,
+                                        "feature_level": feature_level})
         if action == "transfer":
             self._leader = None  # the leader moved
         return ChangeQuorumResult.from_dict(d)

@@ -110,6 +110,9 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
     diverged = sorted(i for i, hashes in by_index.items() if len(hashes) > 1)
     for i in diverged:
         problems.append(f"state hashes differ between nodes at applied index {i}")
+    for v in up:
+        if v.meta is not None and v.meta.problem:
+            problems.append(f"{v.address}: {v.meta.problem}")
     comparable = len(by_index) == 1 and len(up) > 1
     states_agree: bool | None = (not diverged) if (comparable or diverged) else None
     leader_commit = lm.commit_index if lm is not None else None
@@ -129,6 +132,8 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
                     else None),
             "hasQuorum": m.has_quorum if m else None,
             "stateHash": m.state_hash if m else None,
+            "maxFeatureLevel": (m.max_feature_level or None) if m else None,
+            "problem": (m.problem or None) if m else None,
             "error": v.error,
         })
     peers = []
@@ -143,6 +148,7 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
                 "matchIndex": match,
                 "nextIndex": None if p.is_self else p.next_index,
                 "lag": max(0, lm.commit_index - match),
+                "maxFeatureLevel": p.max_feature_level or None,
             })
     return {
         "version": SCHEMA_VERSION,
@@ -154,6 +160,7 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
         "commitIndex": leader_commit,
         "hasQuorum": lm.has_quorum if lm else False,
         "statesAgree": states_agree,
+        "featureLevel": (lm.feature_level or None) if lm else None,
         "healthy": not problems,
         "problems": problems,
         "nodes": nodes,

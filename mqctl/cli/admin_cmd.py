@@ -414,13 +414,15 @@ def quorum_status(
             c.close()
 
 
-def _quorum_change(action: str, raft_address: str | None, conn: Conn, output: Output, no_color: bool) -> None:
+def _quorum_change(action: str, raft_address: str | None, conn: Conn, output: Output, no_color: bool,
+                   feature_level: int = 0) -> None:
     from mqctl.cli import render
 
     with conn.client() as client:
-        result = client.change_quorum(action, raft_address or "")
+        result = client.change_quorum(action, raft_address or "", feature_level)
         doc = {"version": 1, "action": action, "raftAddress": raft_address or None,
                "leaderId": result.leader_id or None, "members": list(result.members),
+               "featureLevel": result.feature_level or None,
                "message": result.remark or f"{action}: done"}
         render.emit(doc, output, render.message_table, no_color=no_color)
 
@@ -477,6 +479,25 @@ def quorum_transfer(
     """Hand the Raft leadership to another node (it must be caught up) and wait until it leads."""
     _quorum_change("transfer", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout), output,
                    no_color)
+
+
+@quorum_app.command("feature-level")
+def quorum_feature_level(
+    level: int = typer.Argument(..., metavar="LEVEL", help="the feature level to raise the group to"),
+    output: Output = _output_opt(),
+    addr: str = _addr_opt(),
+    token: str = _token_opt(),
+    tls_ca: str = _tls_ca_opt(),
+    tls_cert: str = _tls_cert_opt(),
+    tls_key: str = _tls_key_opt(),
+    timeout: float = _timeout_opt(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Raise the group's feature level (the records every member can read) once every node runs a
+    release that speaks it (`quorum status` shows each node's). It is never lowered: a node of an
+    older release cannot rejoin afterwards."""
+    _quorum_change("feature-level", None, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout), output,
+                   no_color, feature_level=level)
 
 
 # --- electMaster -------------------------------------------------------------------------------

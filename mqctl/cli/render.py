@@ -216,7 +216,7 @@ def quorum_table(doc: Doc) -> Any:
     head.append("healthy" if healthy else "UNHEALTHY", style="bold green" if healthy else "bold red")
     head.append(f"  group {_v(doc['group'])}  leader {_v(doc['leaderId'])} ({_v(doc['leaderAddress'])})"
                 f"  term {_v(doc['term'])}  commit index {_v(doc['commitIndex'])}"
-                f"  states agree {_v(doc['statesAgree'])}")
+                f"  states agree {_v(doc['statesAgree'])}  feature level {_v(doc.get('featureLevel'))}")
     nodes = _table("ENDPOINT", "RAFT ID", "STATE", "TERM", "COMMIT INDEX", "APPLIED INDEX", "LOG LENGTH",
                    "LAG", "STATE HASH", "ERRORS", title="endpoints")
     for n in doc["nodes"]:
@@ -226,10 +226,10 @@ def quorum_table(doc: Doc) -> Any:
     parts: list[Any] = [head, nodes]
     if doc["peers"]:
         rep = _table("RAFT ADDRESS", "GRPC ADDRESS", "STATUS", "CONNECTED", "MATCH INDEX", "NEXT INDEX",
-                     "LAG", title="replication (leader's view)")
+                     "LAG", "MAX FEATURE LEVEL", title="replication (leader's view)")
         for p in doc["peers"]:
             rep.add_row(p["raftAddress"], _v(p["grpcAddress"]), p["status"], _yes_no(p["connected"]),
-                        _v(p["matchIndex"]), _v(p["nextIndex"]), _v(p["lag"]))
+                        _v(p["matchIndex"]), _v(p["nextIndex"]), _v(p["lag"]), _v(p.get("maxFeatureLevel")))
         parts.append(rep)
     for problem in doc["problems"]:
         parts.append(Text(f"problem: {problem}", style="red"))

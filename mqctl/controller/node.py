@@ -291,7 +291,10 @@ class ControllerNode:
                               or status.get("partner_node_status_server_" + addr) == 2),
                 "match_index": int(status.get("match_idx_server_" + addr, 0) or 0),
                 "next_index": int(status.get("next_node_idx_server_" + addr, 0) or 0),
+                "max_feature_level": self._max_feature_level_of(addr),
             })
+        with self.sync.state_lock:
+            feature_level = self.state.feature_level
         return {
             "code": 0, "remark": "",
             "group": self.settings.group,
@@ -308,7 +311,50 @@ class ControllerNode:
             "state_hash": self._state_hash(),
             "state": RAFT_STATES.get(int(status.get("state", 0)), "unknown"),
             "log_length": int(status.get("log_len", 0)),
+            "feature_level": feature_level,
+            "max_feature_level": records.MAX_FEATURE_LEVEL,
+            "record_versions": records.record_versions(),
+            "problem": self.fatal_error or "",
         }
+
+    def _max_feature_level_of(self, raft_address: str) -> int:
+        """As the node published it; mqctl 0.1 nodes publish none and speak level 1."""
+        if raft_address == self.settings.raft_address:
+            return records.MAX_FEATURE_LEVEL
+        published = self._meta(META_NODE_PREFIX + raft_address, {})
+        level = published.get("maxFeatureLevel", 1) if isinstance(published, dict) else 1
+        return level if isinstance(level, int) and not isinstance(level, bool) else 1
+
+    def _raise_feature_level(self, level: int, timeout: float) -> dict[str, Any]:
+        """`mqctl quorum feature-level N`: once every member speaks N, the group writes N's records."""
+        members = sorted([self.settings.raft_address, *self.members()])
+
+        def decide(state: core.ControllerState) -> core.Result:
+            if level not in records.FEATURE_LEVELS:
+                return core.Result(Code.CONTROLLER_INVALID_REQUEST,
+                                   f"Invalid request: feature level {level} is not one of "
+                                   f"{sorted(records.FEATURE_LEVELS)}")
+            if level < state.feature_level:
+                return core.Result(Code.CONTROLLER_INVALID_REQUEST,
+                                   f"Invalid request: the group is at feature level {state.feature_level}; "
+                                   "a feature level is never lowered")
+            behind = [f"{m} (speaks {self._max_feature_level_of(m)})" for m in members
+                      if self._max_feature_level_of(m) < level]
+            if behind:
+                return core.Result(Code.CONTROLLER_INVALID_REQUEST,
+                                   f"not every member speaks feature level {level}: {', '.join(behind)}; "
+                                   "upgrade them first")
+            if level == state.feature_level:
+                return core.Result(Code.SUCCESS, f"the group is already at feature level {level}")
+            return core.Result(Code.SUCCESS, f"the group is at feature level {level} now", {},
+                               [records.FeatureLevelSet(level)])
+
+        answer = self._decide_and_commit(decide, timeout)
+        with self.sync.state_lock:
+            answer["feature_level"] = self.state.feature_level
+        answer.update(leader_id=self.leader_raft_address(), leader_address=self.leader_grpc_address(),
+                      members=members)
+        return answer
 
     def _state_hash(self) -> str:
         with self.sync.state_lock:
@@ -328,9 +374,11 @@ class ControllerNode:
 
         action = str(request.get("action", ""))
         target = str(request.get("raft_address", "") or "")
+        if action == "feature-level":
+            return self._raise_feature_level(int(request.get("feature_level") or 0), timeout)
         if action not in ("add", "remove", "transfer"):
-            return {"code": int(Code.CONTROLLER_INVALID_REQUEST),
-                    "remark": f"Invalid request: action must be add, remove or transfer, not {action!r}"}
+            return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": "Invalid request: action must "
+                    f"be add, remove, transfer or feature-level, not {action!r}"}
         if target:
             host, sep, port = target.rpartition(":")
             if not sep or not host or not port.isdigit():

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from mqctl.controller.config import ServeConfig
-from mqctl.errors import UsageError
+from mqctl.errors import StoreError, UsageError
 
 log = logging.getLogger("mqctl.serve")
 
@@ -61,7 +61,7 @@ def _check_port_free(address: str, what: str) -> None:
 
 def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
-    from mqctl.controller import datadir
+    from mqctl.controller import datadir, records
     from mqctl.controller.grpc_server import build_server
     from mqctl.controller.node import ControllerNode, NodeSettings
     from mqctl.security import TlsConfig
@@ -83,6 +83,8 @@ def run(cfg: ServeConfig) -> int:
     )
     try:
         node = ControllerNode(settings)
+    except StoreError:  # a damaged Raft journal: the message names the file and offset (exit 4)
+        raise
     except Exception as exc:  # a corrupt journal or snapshot
         raise UsageError(f"cannot load controller data from {data_dir}: {exc}") from exc
     try:
@@ -119,6 +121,9 @@ def run(cfg: ServeConfig) -> int:
     peers = ",".join(settings.partners) or "none (single node)"
     log.info("serving gRPC on %s, Raft on %s, peers %s, group %s", cfg.listen, cfg.raft, peers, cfg.group)
     print(f"mqctl controller: gRPC {cfg.listen} Raft {cfg.raft} peers {peers}", file=sys.stderr, flush=True)
+    versions = " ".join(f"{name}/v{v}" for name, v in records.record_versions().items())
+    print(f"mqctl controller: speaks feature levels 1..{records.MAX_FEATURE_LEVEL}, records {versions}",
+          file=sys.stderr, flush=True)
 
     # Set by mqctl.testing (tests, `mqctl sim`, `mqctl demo`) for the nodes it starts: when that
     # process dies, even by SIGKILL, this node is reparented and shuts down instead of lingering.

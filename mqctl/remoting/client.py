@@ -483,7 +483,7 @@ class RemotingControllerClient(ControllerApi):
         """GET_CONTROLLER_CONFIG (1010); mqadmin asks each address directly (any node answers)."""
         return super().get_config(address or self.addresses[0])
 
-    def change_quorum(self, action: str, raft_address: str = "") -> Any:
+    def change_quorum(self, action: str, raft_address: str = "", feature_level: int = 0) -> Any:
         raise UsageError("quorum changes are a gRPC-only mqctl extension: use --protocol grpc")
 
     def watch_role_changes(self, cluster_name: str, broker_name: str = "", *, reconnect: bool = True) -> Any:

@@ -19,7 +19,7 @@ class GetMetadataRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Peer(_message.Message):
-    __slots__ = ("raft_address", "grpc_address", "is_leader", "is_self", "connected", "match_index", "next_index")
+    __slots__ = ("raft_address", "grpc_address", "is_leader", "is_self", "connected", "match_index", "next_index", "max_feature_level")
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,7 @@ class Peer(_message.Message):
     CONNECTED_FIELD_NUMBER: _ClassVar[int]
     MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
     NEXT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MAX_FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     raft_address: str
     grpc_address: str
     is_leader: bool
@@ -34,10 +35,18 @@ class Peer(_message.Message):
     connected: bool
     match_index: int
     next_index: int
-    def __init__(self, raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., is_leader: _Optional[bool] = ..., is_self: _Optional[bool] = ..., connected: _Optional[bool] = ..., match_index: _Optional[int] = ..., next_index: _Optional[int] = ...) -> None: ...
+    max_feature_level: int
+    def __init__(self, raft_address: _Optional[str] = ..., grpc_address: _Optional[str] = ..., is_leader: _Optional[bool] = ..., is_self: _Optional[bool] = ..., connected: _Optional[bool] = ..., match_index: _Optional[int] = ..., next_index: _Optional[int] = ..., max_feature_level: _Optional[int] = ...) -> None: ...
 
 class GetMetadataResponse(_message.Message):
-    __slots__ = ("code", "remark", "leader_address", "group", "group_id", "controller_leader_id", "controller_leader_address", "is_leader", "self_id", "peers", "term", "commit_index", "last_applied", "has_quorum", "state_hash", "state", "log_length")
+    __slots__ = ("code", "remark", "leader_address", "group", "group_id", "controller_leader_id", "controller_leader_address", "is_leader", "self_id", "peers", "term", "commit_index", "last_applied", "has_quorum", "state_hash", "state", "log_length", "feature_level", "max_feature_level", "record_versions", "problem")
+    class RecordVersionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     CODE_FIELD_NUMBER: _ClassVar[int]
     REMARK_FIELD_NUMBER: _ClassVar[int]
     LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +64,10 @@ class GetMetadataResponse(_message.Message):
     STATE_HASH_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     LOG_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    MAX_FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    RECORD_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
     code: int
     remark: str
     leader_address: str
@@ -72,7 +85,11 @@ class GetMetadataResponse(_message.Message):
     state_hash: str
     state: str
     log_length: int
-    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., group: _Optional[str] = ..., group_id: _Optional[str] = ..., controller_leader_id: _Optional[str] = ..., controller_leader_address: _Optional[str] = ..., is_leader: _Optional[bool] = ..., self_id: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., state: _Optional[str] = ..., log_length: _Optional[int] = ...) -> None: ...
+    feature_level: int
+    max_feature_level: int
+    record_versions: _containers.ScalarMap[str, int]
+    problem: str
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., group: _Optional[str] = ..., group_id: _Optional[str] = ..., controller_leader_id: _Optional[str] = ..., controller_leader_address: _Optional[str] = ..., is_leader: _Optional[bool] = ..., self_id: _Optional[str] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., last_applied: _Optional[int] = ..., has_quorum: _Optional[bool] = ..., state_hash: _Optional[str] = ..., state: _Optional[str] = ..., log_length: _Optional[int] = ..., feature_level: _Optional[int] = ..., max_feature_level: _Optional[int] = ..., record_versions: _Optional[_Mapping[str, int]] = ..., problem: _Optional[str] = ...) -> None: ...
 
 class GetNextBrokerIdRequest(_message.Message):
     __slots__ = ("cluster_name", "broker_name")
@@ -492,23 +509,27 @@ class RoleChange(_message.Message):
     def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., sync_state_set: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ChangeQuorumRequest(_message.Message):
-    __slots__ = ("action", "raft_address")
+    __slots__ = ("action", "raft_address", "feature_level")
     ACTION_FIELD_NUMBER: _ClassVar[int]
     RAFT_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     action: str
     raft_address: str
-    def __init__(self, action: _Optional[str] = ..., raft_address: _Optional[str] = ...) -> None: ...
+    feature_level: int
+    def __init__(self, action: _Optional[str] = ..., raft_address: _Optional[str] = ..., feature_level: _Optional[int] = ...) -> None: ...
 
 class ChangeQuorumResponse(_message.Message):
-    __slots__ = ("code", "remark", "leader_address", "leader_id", "members")
+    __slots__ = ("code", "remark", "leader_address", "leader_id", "members", "feature_level")
     CODE_FIELD_NUMBER: _ClassVar[int]
     REMARK_FIELD_NUMBER: _ClassVar[int]
     LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
     code: int
     remark: str
     leader_address: str
     leader_id: str
     members: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...
+    feature_level: int
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[str]] = ..., feature_level: _Optional[int] = ...) -> None: ...
