@@ -6,7 +6,9 @@ data directory, talking Raft to the others and gRPC to the caller.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -44,6 +46,113 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: fl
                        + (f" (last error: {last_exc})" if last_exc else ""))
 
 
+# --- node logs: "A traceback in a node's log is a bug." ----------------------------------------
+#
+# Every node started here registers its log. Tests (tests/conftest.py) scan the logs after each test
+# and fail it on any traceback or logged exception. `Node.stop` and `Node.kill` also scan, so that what
+# a node logged is recorded even when the process that started it (`mqctl demo`, `mqctl sim`) removes its
+# directory afterwards: with NODE_LOG_REPORT_ENV set, every problem found, in any process, is appended to
+# that file as one JSON line; the test session reads it.
+
+NODE_LOG_REPORT_ENV = "MQCTL_NODE_LOG_REPORT"
+
+# What a Python traceback or a logged exception looks like in a node's log, in the text format and in
+# the JSON one (where the traceback is the "exc" field of the record).
+_PROBLEM = re.compile(r"Traceback \(most recent call last\)|^Exception in thread |^Exception ignored in"
+                      r"|^--- Logging error ---|\"exc\": \"")
+# A line that starts a new log record or a line of serve's own output: the end of an excerpt.
+_RECORD_START = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\{\"ts\"|mqctl[ :])")
+_EXCERPT_MAX_LINES = 60
+
+_log_lock = threading.Lock()
+_log_offsets: dict[str, int] = {}  # log path -> bytes already scanned (logs are only appended to)
+
+
+@dataclass(frozen=True)
+class LogProblem:
+    """A traceback or logged exception in a node's log: where, and the lines that show it."""
+
+    log_path: str
+    excerpt: str
+
+    def __str__(self) -> str:
+        return f"--- {self.log_path} ---\n{self.excerpt.rstrip()}"
+
+
+def find_log_problems(text: str) -> list[str]:
+    """Each traceback or logged exception in `text` as an excerpt: the log record before it (its
+    message) and the traceback up to the next log record. Chained tracebacks make one excerpt."""
+    lines = text.splitlines()
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        if not _PROBLEM.search(lines[i]):
+            i += 1
+            continue
+        # a traceback's first line follows the log record that logged it (its message): keep it
+        before = lines[i - 1] if i > 0 else ""
+        start = i
+        if not _RECORD_START.match(lines[i]) and _RECORD_START.match(before) and not _PROBLEM.search(before):
+            start = i - 1
+        end = i + 1
+        while end < len(lines) and end - start < _EXCERPT_MAX_LINES and not _RECORD_START.match(lines[end]):
+            end += 1
+        out.append("\n".join(lines[start:end]))
+        i = end
+    return out
+
+
+def watch_log(log_path: str) -> None:
+    """Scan `log_path` from now on (from its start if it is new to this process)."""
+    with _log_lock:
+        _log_offsets.setdefault(log_path, 0)
+
+
+def scan_log(log_path: str) -> list[LogProblem]:
+    """The problems logged to `log_path` since the last scan (complete lines only); also appended to
+    the file named by $MQCTL_NODE_LOG_REPORT when that is set."""
+    with _log_lock:
+        offset = _log_offsets.get(log_path, 0)
+        try:
+            with open(log_path, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except OSError:
+            return []
+        cut = data.rfind(b"\n") + 1
+        _log_offsets[log_path] = offset + cut
+    problems = [LogProblem(log_path, e) for e in find_log_problems(data[:cut].decode("utf-8", "replace"))]
+    report = os.environ.get(NODE_LOG_REPORT_ENV)
+    if problems and report:
+        lines = "".join(json.dumps({"log_path": p.log_path, "excerpt": p.excerpt}) + "\n" for p in problems)
+        fd = os.open(report, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, lines.encode("utf-8"))  # one write per scan: lines of processes do not mix
+        finally:
+            os.close(fd)
+    return problems
+
+
+def scan_watched_logs() -> list[LogProblem]:
+    """scan_log on every log this process watches (every node it started)."""
+    with _log_lock:
+        paths = list(_log_offsets)
+    return [p for path in paths for p in scan_log(path)]
+
+
+def read_log_report(path: str, offset: int = 0) -> tuple[list[LogProblem], int]:
+    """The problems recorded in a $MQCTL_NODE_LOG_REPORT file from `offset` on, and the next offset."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return [], offset
+    cut = data.rfind(b"\n") + 1
+    docs = [json.loads(line) for line in data[:cut].splitlines() if line.strip()]
+    return [LogProblem(d["log_path"], d["excerpt"]) for d in docs], offset + cut
+
+
 def metadata(address: str, timeout: float = 2.0) -> dict[str, Any]:
     """GetMetadata on one node, as a dict (uses the generated stub directly)."""
     import grpc
@@ -65,10 +174,12 @@ class Node:
     args: list[str]
     log_path: str
     proc: subprocess.Popen[bytes] | None = None
+    python: str = sys.executable  # another release's interpreter in a rolling-upgrade test
 
     def start(self, env: dict[str, str] | None = None) -> None:
+        watch_log(self.log_path)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "mqctl", "serve", *self.args],
+        self.proc = subprocess.Popen([self.python, "-m", "mqctl", "serve", *self.args],
                                      stdout=log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "MQCTL_PARENT_PID": str(os.getpid()), **(env or {})})
         log.close()
@@ -81,6 +192,7 @@ class Node:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
+        self._record_log_problems()
 
     def stop(self, timeout: float = 15.0) -> int | None:
         if self.proc is None:
@@ -92,7 +204,14 @@ class Node:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        self._record_log_problems()
         return self.proc.returncode
+
+    def _record_log_problems(self) -> None:
+        """Under a test session ($MQCTL_NODE_LOG_REPORT), record what this node logged before whoever
+        started it can remove the log."""
+        if os.environ.get(NODE_LOG_REPORT_ENV):
+            scan_log(self.log_path)
 
     def log_text(self) -> str:
         try:

@@ -1,0 +1,78 @@
+"""Session-wide checks for every test that starts `mqctl serve` nodes (mqctl.testing).
+
+A traceback in a node's log is a bug. After each test (its teardown included, so that what nodes
+log while they stop counts too) the logs of every node started since the last check are scanned,
+those of nodes started by child processes (`mqctl demo`, `mqctl sim`) included; a Python traceback
+or a logged exception fails the test with the excerpt and the log's path.
+
+The opt-out is explicit, rare and reviewed: a test that provokes a traceback on purpose says which
+one and why,
+
+    @pytest.mark.node_log_traceback(match=r"ValueError: the injected fault", reason="...")
+
+and only excerpts that match `match` (re.search) are then accepted; any other still fails it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Generator
+
+import pytest
+
+from mqctl import testing
+
+_report = {"path": "", "offset": 0}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "node_log_traceback(match, reason): this test expects a traceback matching `match` "
+        "in a node's log, because of `reason` (both required; see tests/conftest.py)")
+    fd, path = tempfile.mkstemp(prefix="mqctl-node-log-report-", suffix=".jsonl")
+    os.close(fd)
+    _report.update(path=path, offset=0)
+    os.environ[testing.NODE_LOG_REPORT_ENV] = path  # inherited by child processes (demo, sim)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _report["path"]:
+        os.environ.pop(testing.NODE_LOG_REPORT_ENV, None)
+        try:
+            os.unlink(str(_report["path"]))
+        except OSError:
+            pass
+
+
+def _allowed(item: pytest.Item) -> list[re.Pattern[str]]:
+    patterns = []
+    for mark in item.iter_markers("node_log_traceback"):
+        match, reason = mark.kwargs.get("match"), mark.kwargs.get("reason")
+        if mark.args or not match or not reason or not str(reason).strip():
+            pytest.fail(f"{item.nodeid}: node_log_traceback needs match=<regex> and "
+                        "reason=<why this traceback is expected>, and nothing else", pytrace=False)
+        patterns.append(re.compile(match))
+    return patterns
+
+
+def _node_log_problems() -> list[testing.LogProblem]:
+    testing.scan_watched_logs()  # appends what it finds to the report, with what child processes found
+    problems, _report["offset"] = testing.read_log_report(str(_report["path"]), int(_report["offset"]))
+    return problems
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    try:
+        return (yield)
+    finally:
+        found = _node_log_problems()
+        allowed = _allowed(item)
+        problems = [p for p in found if not any(a.search(p.excerpt) for a in allowed)]
+        if problems:
+            pytest.fail(
+                f"{len(problems)} traceback(s) or logged exception(s) in mqctl serve node logs (a traceback "
+                "in a node's log is a bug; an expected one needs @pytest.mark.node_log_traceback, see "
+                "tests/conftest.py):\n" + "\n".join(str(p) for p in problems), pytrace=False)
