@@ -174,12 +174,14 @@ class Node:
     args: list[str]
     log_path: str
     proc: subprocess.Popen[bytes] | None = None
-    python: str = sys.executable  # another release's interpreter in a rolling-upgrade test
+    # Another release's interpreter in a rolling-upgrade test; safe_path (-P) so that the current
+    # directory (a checkout of this release) does not shadow that release's package.
+    python: str = sys.executable
 
     def start(self, env: dict[str, str] | None = None) -> None:
         watch_log(self.log_path)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([self.python, "-m", "mqctl", "serve", *self.args],
+        self.proc = subprocess.Popen([self.python, "-P", "-m", "mqctl", "serve", *self.args],
                                      stdout=log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "MQCTL_PARENT_PID": str(os.getpid()), **(env or {})})
         log.close()

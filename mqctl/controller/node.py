@@ -338,7 +338,7 @@ class ControllerNode:
                 return core.Result(Code.CONTROLLER_INVALID_REQUEST,
                                    f"Invalid request: the group is at feature level {state.feature_level}; "
                                    "a feature level is never lowered")
-            behind = [f"{m} (speaks {self._max_feature_level_of(m)})" for m in members
+            behind = [f"{m} (speaks {self._max_feature_level_of(m)}, or has not said yet)" for m in members
                       if self._max_feature_level_of(m) < level]
             if behind:
                 return core.Result(Code.CONTROLLER_INVALID_REQUEST,
