@@ -44,3 +44,12 @@ def test_ruff_clean() -> None:
     proc = subprocess.run([ruff, "check", "mqctl", "tests", "bench"], capture_output=True, text=True,
                           cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_strict_on_the_controller() -> None:
+    """The controller, its records, the method table and the Raft layer are typed (`mypy --strict`)."""
+    pytest.importorskip("mypy")
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+                           "mqctl/controller", "mqctl/methods.py", "mqctl/raft"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -40,11 +40,13 @@ _INT_RANGES = {
 
 def _is_map(field: FieldDescriptor) -> bool:
     mt = field.message_type
-    return bool(field.is_repeated and mt is not None and mt.GetOptions().map_entry)
+    if not field.is_repeated or mt is None:
+        return False
+    return bool(mt.GetOptions().map_entry)
 
 
 def _is_message(field: FieldDescriptor) -> bool:
-    return field.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE
+    return bool(field.cpp_type == FieldDescriptor.CPPTYPE_MESSAGE)
 
 
 def message_to_dict(msg: Message) -> dict[str, Any]:
@@ -172,4 +174,5 @@ def dict_to_message(data: Mapping[str, Any], cls: type[M]) -> M:
     its value is the default (``{"broker_id": 0}`` sets ``broker_id`` to 0 with presence).
     Out-of-range integers raise ``ValueError`` naming the field.
     """
-    return fill_message(cls(), data)
+    msg: M = cls()
+    return fill_message(msg, data)

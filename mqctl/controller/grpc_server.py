@@ -76,7 +76,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
     # -- unary calls -------------------------------------------------------------------------
 
     def _node_timeout(self, context: grpc.ServicerContext) -> float:
-        remaining = context.time_remaining()
+        remaining: float | None = context.time_remaining()
         if remaining is None:
             return DEFAULT_CALL_TIMEOUT
         # Leave the client a little time to receive the answer.
@@ -194,7 +194,7 @@ if _missing:  # pragma: no cover - a row whose entry point has no handler here
     raise ImportError(f"grpc_server: no servicer method for {_missing}")
 
 
-class _Health(health.HealthServicer):
+class _Health(health.HealthServicer):  # type: ignore[misc]  # grpc_health ships no types
     """grpc.health.v1 reporting SERVING while ``node.is_serving()``, for "" and the controller."""
 
     SERVICES = ("", SERVICE_NAME)
@@ -275,7 +275,7 @@ def build_server(
         options=[("grpc.so_reuseport", 0)],
     )
     servicer = ControllerServicer(node, token=token, max_watches=max(1, max_workers // 2))
-    pb_grpc.add_ControllerServicer_to_server(servicer, server)
+    pb_grpc.add_ControllerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     health_servicer = _Health(node)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     try:
@@ -289,8 +289,8 @@ def build_server(
         server.stop(None)
         raise UsageError(_bind_error(listen))
     server.start()
-    server.mqctl_port = port  # type: ignore[attr-defined]
-    server.mqctl_health = health_servicer  # type: ignore[attr-defined]
+    server.mqctl_port = port
+    server.mqctl_health = health_servicer
 
     def refresh_health() -> None:
         # wait_for_termination returns True on timeout, False once the server has stopped.

@@ -15,13 +15,14 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 _INET_NTOP = socket.inet_ntop
 from pysyncobj import SyncObjConf  # noqa: E402
 from pysyncobj.node import TCPNode  # noqa: E402
 
-from mqctl.raft.syncobj import SyncObj, replicated  # noqa: E402 (mqctl's fork: durable log, FORK.md)
+from mqctl.raft.syncobj import SyncObj  # noqa: E402 (mqctl's fork: durable log, FORK.md)
+from mqctl.raft.syncobj import replicated as _replicated  # noqa: E402
 
 # pysyncobj/win_inet_pton.py (imported by pysyncobj.tcp_connection) assigns a Windows-only
 # socket.inet_ntop on every OS; restore the real one for everything else in this process.
@@ -32,6 +33,10 @@ from mqctl.controller.records import Record, RecordError, decode_entry  # noqa: 
 from mqctl.errors import Code  # noqa: E402
 from mqctl.raft.journal import JournalFactory  # noqa: E402
 from mqctl.raft.storage import Storage  # noqa: E402
+
+# pysyncobj's decorator, typed: the method becomes a call that appends a log entry (and takes
+# pysyncobj's sync=, timeout=, callback= keywords); it runs with the entry's arguments on apply
+replicated = cast(Callable[[Callable[..., Any]], Callable[..., Any]], _replicated)
 
 log = logging.getLogger("mqctl.raft")
 

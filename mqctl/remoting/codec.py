@@ -106,7 +106,7 @@ def parse_protocol_type(value: bytes) -> tuple[int, int]:
 
 def frame_length(prefix: bytes) -> int:
     """Validate the 4-byte length field; returns how many bytes follow it."""
-    (total,) = struct.unpack(">i", prefix)
+    total: int = struct.unpack(">i", prefix)[0]
     if total < 4:
         raise FrameError(f"bad frame length {total} (at least 4 needed for the header length field)")
     if total + 4 > MAX_FRAME:
