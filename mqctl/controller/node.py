@@ -314,7 +314,7 @@ class ControllerNode:
             "feature_level": feature_level,
             "max_feature_level": records.MAX_FEATURE_LEVEL,
             "record_versions": records.record_versions(),
-            "problem": self.fatal_error or "",
+            "problem": self.fatal_error or self.sync.storage_error or "",
         }
 
     def _max_feature_level_of(self, raft_address: str) -> int:

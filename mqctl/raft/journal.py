@@ -484,6 +484,9 @@ class JournalFactory:
         self.journal: DurableJournal | VolatileJournal | None = None
 
     def __call__(self, path: str | None) -> DurableJournal | VolatileJournal:
+        if self.storage.crash_sim or self.storage.fault_inject:
+            log.warning("raft journal: test-only mode (MQCTL_CRASH_SIM / MQCTL_FAULT_INJECT): %s; "
+                        "never use it in production", self.storage.describe())
         self.journal = DurableJournal(path, self.storage) if path else VolatileJournal()
         return self.journal
 

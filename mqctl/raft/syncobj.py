@@ -1019,6 +1019,16 @@ class SyncObj(object):
                 if prevEntries[0][2] != prevLogTerm:
                     self.__sendNextNodeIdx(node, nextNodeIdx = prevLogIdx, success = False, reset=True)
                     return
+                # mqctl: Raft's rule: entries held with the same index and term stay; only a conflicting
+                # entry and those after it go. Upstream deleted every entry after prevLogIdx and appended
+                # them again, which loses acknowledged entries on a power loss in between (FORK.md)
+                held = 0
+                while held < len(newEntries) and held + 1 < len(prevEntries) and \
+                        prevEntries[held + 1][2] == newEntries[held][2]:
+                    held += 1
+                prevLogIdx, prevEntries, newEntries = prevLogIdx + held, prevEntries[held:], newEntries[held:]
+                if not newEntries:
+                    prevEntries = prevEntries[:1]
                 if len(prevEntries) > 1:
                     # rollback cluster changes
                     if self.__conf.dynamicMembershipChange:
