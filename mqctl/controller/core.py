@@ -637,6 +637,11 @@ def _check_broker_epoch(bs: BrokerSet, broker_id: int, request_epoch: int | None
         )
 
 
+def _java(value: object) -> str:
+    """A value as Java's String.format prints it (null for None)."""
+    return "null" if value is None else str(value)
+
+
 def _sync_state_set_body(ids: set[int] | list[int], epoch: int) -> dict[str, Any]:
     return {"sync_state_set": sorted(ids), "sync_state_set_epoch": epoch}
 
@@ -706,14 +711,15 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     _int(req, "heartbeat_timeout_mills", lo=1, hi=INT64_MAX)
     options = _str_map(req, "options")
 
+    names = {"cluster_name": cluster, "broker_name": name}  # RocketMQ's header is built before any check
     bs = state.broker_sets.get(name)
     if bs is None:
         raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                      f"Broker-set: {name} hasn't been registered in controller")
+                      f"Broker-set: {name} hasn't been registered in controller", names)
     info = bs.brokers.get(bid)
     if info is None:
         raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                      f"BrokerId: {bid} hasn't been registered in broker-set: {name}")
+                      f"BrokerId: {bid} hasn't been registered in broker-set: {name}", names)
     records: list[Record] = []
     if options and bs.options is not None:
         diffs = _options_diff(bs.options, options)
@@ -794,36 +800,38 @@ def _alter_sync_state_set(state: ControllerState, req: Mapping[str, Any], ctx: C
     new_set = _id_list(req, "new_sync_state_set")
     broker_epoch = _opt_broker_epoch(req)
 
+    def refuse(code: int, remark: str) -> _Reject:
+        # RocketMQ's AlterSyncStateSetResponseHeader.newSyncStateSetEpoch is an int: 0 in a refusal
+        return _Reject(code, "Rejecting alter syncStateSet request because " + remark,
+                       {"new_sync_state_set_epoch": 0})
+
     fail = Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
     bs = state.broker_sets.get(name)
     if bs is None:
-        raise _Reject(fail, "Broker metadata is not existed")
+        raise _Reject(fail, "Broker metadata is not existed", {"new_sync_state_set_epoch": 0})
     if set(new_set) == bs.sync_state_set:
         raise _Reject(fail, "The newSyncStateSet is equal with oldSyncStateSet, "
-                            "no needed to update syncStateSet")
+                            "no needed to update syncStateSet", {"new_sync_state_set_epoch": 0})
+    # RocketMQ's remarks (ReplicasInfoManager.alterSyncStateSet) put the values in braces
     if bs.master_broker_id is None or bs.master_broker_id != req_master:
-        raise _Reject(Code.CONTROLLER_INVALID_MASTER,
-                      f"Rejecting alter syncStateSet request because the current leader is:"
-                      f"{bs.master_broker_id}, not {req_master}")
+        raise refuse(Code.CONTROLLER_INVALID_MASTER,
+                     f"the current leader is:{{{_java(bs.master_broker_id)}}}, not {{{req_master}}}")
     _check_broker_epoch(bs, req_master, broker_epoch)
     if req_master_epoch != bs.master_epoch:
-        raise _Reject(Code.CONTROLLER_FENCED_MASTER_EPOCH,
-                      f"Rejecting alter syncStateSet request because the current master epoch is:"
-                      f"{bs.master_epoch}, not {req_master_epoch}")
+        raise refuse(Code.CONTROLLER_FENCED_MASTER_EPOCH,
+                     f"the current master epoch is:{{{bs.master_epoch}}}, not {{{req_master_epoch}}}")
     if req_ss_epoch != bs.sync_state_set_epoch:
-        raise _Reject(Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
-                      f"Rejecting alter syncStateSet request because the current syncStateSet epoch is:"
-                      f"{bs.sync_state_set_epoch}, not {req_ss_epoch}")
+        raise refuse(Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+                     f"the current syncStateSet epoch is:{{{bs.sync_state_set_epoch}}}, "
+                     f"not {{{req_ss_epoch}}}")
     for replica in new_set:
         if replica not in bs.brokers:
-            raise _Reject(Code.CONTROLLER_INVALID_REPLICAS,
-                          f"Rejecting alter syncStateSet request because the replicas {replica} don't exist")
+            raise refuse(Code.CONTROLLER_INVALID_REPLICAS, f"the replicas {{{replica}}} don't exist")
         if not ctx.is_alive(name, replica):
-            raise _Reject(Code.CONTROLLER_BROKER_NOT_ALIVE,
-                          f"Rejecting alter syncStateSet request because the replicas {replica} don't alive")
+            raise refuse(Code.CONTROLLER_BROKER_NOT_ALIVE, f"the replicas {{{replica}}} don't alive")
     if bs.master_broker_id not in new_set:
-        raise _Reject(fail, f"Rejecting alter syncStateSet request because the newSyncStateSet don't "
-                            f"contains origin leader {bs.master_broker_id}")
+        raise refuse(fail, "the newSyncStateSet don't contains origin leader "
+                           f"{{{_java(bs.master_broker_id)}}}")
     new_epoch = bs.sync_state_set_epoch + 1
     return Result(
         Code.SUCCESS, "",

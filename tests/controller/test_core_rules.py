@@ -431,20 +431,32 @@ def test_alter_check_order() -> None:
     # 2. equal set is checked before everything else
     r = alter(st, ALL, [1], 2, 9, 9)
     assert r.code == fail and "equal with oldSyncStateSet" in r.remark
+    # RocketMQ's remarks byte for byte (ReplicasInfoManager.alterSyncStateSet: values in braces), and
+    # its header: newSyncStateSetEpoch is an int, 0 in a refusal
+    rejecting = "Rejecting alter syncStateSet request because "
+    invalid_master, invalid_replicas = Code.CONTROLLER_INVALID_MASTER, Code.CONTROLLER_INVALID_REPLICAS
+    not_alive = Code.CONTROLLER_BROKER_NOT_ALIVE
     # 3. wrong master
-    assert alter(st, ALL, [1, 2], 2, 9, 9).code == Code.CONTROLLER_INVALID_MASTER
+    r = alter(st, ALL, [1, 2], 2, 9, 9)
+    assert (r.code, r.remark) == (invalid_master, rejecting + "the current leader is:{1}, not {2}")
+    assert r.response == {"new_sync_state_set_epoch": 0}
     # 4. master epoch
-    assert alter(st, ALL, [1, 2], 1, 2, 9).code == Code.CONTROLLER_FENCED_MASTER_EPOCH
+    r = alter(st, ALL, [1, 2], 1, 2, 9)
+    assert (r.code, r.remark) == (Code.CONTROLLER_FENCED_MASTER_EPOCH,
+                                  rejecting + "the current master epoch is:{1}, not {2}")
     # 5. ss epoch
-    assert alter(st, ALL, [1, 2], 1, 1, 9).code == Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH
+    r = alter(st, ALL, [1, 2], 1, 1, 9)
+    assert (r.code, r.remark) == (Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+                                  rejecting + "the current syncStateSet epoch is:{1}, not {9}")
     # 6. unregistered (in sorted order, before a dead one with a larger id) / dead
-    assert alter(st, ALL, [1, 9, 2], 1, 1, 1).code == Code.CONTROLLER_INVALID_REPLICAS
+    r = alter(st, ALL, [1, 9, 2], 1, 1, 1)
+    assert (r.code, r.remark) == (invalid_replicas, rejecting + "the replicas {9} don't exist")
     r = alter(st, ctx(alive=(1,), dead=(2,)), [1, 2, 9], 1, 1, 1)
-    assert r.code == Code.CONTROLLER_BROKER_NOT_ALIVE
+    assert (r.code, r.remark) == (not_alive, rejecting + "the replicas {2} don't alive")
     assert alter(st, ctx(alive=(1, 3)), [1, 2], 1, 1, 1).code == Code.CONTROLLER_BROKER_NOT_ALIVE
     # 7. master not contained
     r = alter(st, ALL, [2, 3], 1, 1, 1)
-    assert r.code == fail and "origin leader 1" in r.remark
+    assert (r.code, r.remark) == (fail, rejecting + "the newSyncStateSet don't contains origin leader {1}")
     # 8. success
     r = alter(st, ALL, [1, 3], 1, 1, 1)
     assert r.code == 0 and r.response == {"new_sync_state_set_epoch": 2, "sync_state_set": {
