@@ -39,8 +39,9 @@ def setup_logging(cfg: ServeConfig) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(cfg.log_level.upper())
-    # pysyncobj logs its own chatter at INFO/WARNING; keep it out unless debugging.
-    logging.getLogger("pysyncobj").setLevel(logging.CRITICAL if cfg.log_level != "debug" else logging.DEBUG)
+    # pysyncobj logs its own chatter at INFO/WARNING; keep it out unless debugging, but never its
+    # errors: an exception it logs (a failed tick, a snapshot it cannot load) is a bug to see.
+    logging.getLogger("pysyncobj").setLevel(logging.ERROR if cfg.log_level != "debug" else logging.DEBUG)
 
 
 def _check_port_free(address: str, what: str) -> None:
