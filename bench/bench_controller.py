@@ -6,6 +6,8 @@ For each cluster size it starts a LocalCluster (one process per node, in a tempo
 and prints:
 
 * a baseline: the GetMetadata round trip through ControllerClient (no Raft, answered locally);
+* the disk's fdatasync latency: every write below is durable (fdatasync'd on a majority) before
+  it is acknowledged (docs/raft-safety.md), so this is part of each write's latency;
 * ApplyBrokerId and AlterSyncStateSet write latency (p50/p99) and throughput, one client and
   N concurrent clients (one ControllerClient and one thread each);
 * heartbeat throughput from a few threads;
@@ -310,15 +312,16 @@ def bench_size(size: int, base_dir: str, prof: Profile, clients: int, port0: int
             base_ms = base.pct(50)
             table.sample("GetMetadata round trip (baseline)", base, None)
 
-            # ApplyBrokerId: the first call creates the broker set, the rest re-apply id 1 with the
-            # same check code (the broker's retry path): a full Raft write each, state size constant.
+            # ApplyBrokerId: each call creates a new broker set (id 1), a full Raft write: a durable
+            # log entry. (Re-applying the same id with the same check code, a broker's retry path,
+            # is answered by the leader without a log entry.) Call -1 warms the channel.
             def apply_op(c: ControllerClient, name: str) -> Callable[[int], object]:
-                return lambda _i: c.apply_broker_id(CLUSTER, name, 1, "127.0.0.1:30000;1700000000000")
+                return lambda i: c.apply_broker_id(CLUSTER, f"{name}-{i}", 1, "127.0.0.1:30000;1700000000000")
 
             results = table.results
             try:
                 op = apply_op(client, "bench-apply-seq")
-                op(0)
+                op(-1)
                 results["apply1"] = s = timed(op, prof.writes_seq, deadline())
                 table.sample("ApplyBrokerId, 1 client", s, base_ms)
             except Exception as exc:
@@ -327,7 +330,7 @@ def bench_size(size: int, base_dir: str, prof: Profile, clients: int, port0: int
             try:
                 ops = [apply_op(c, f"bench-apply-{k}") for k, c in enumerate(extra)]
                 for o in ops:
-                    o(0)
+                    o(-1)
                 results["applyN"] = s = concurrent(ops, prof.writes_per_client, deadline())
                 table.sample(f"ApplyBrokerId, {clients} clients", s, base_ms)
             except Exception as exc:
@@ -523,6 +526,23 @@ def print_summary(tables: list[Table], clients: int) -> None:
                                                                                    strict=True)]))
 
 
+def fdatasync_ms(directory: str, count: int = 200) -> float:
+    """p50 of append + fdatasync of a journal-sized record in `directory` (the disk's share of a write)."""
+    path = os.path.join(directory, "fsync-probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    sample = Sample()
+    try:
+        for _ in range(count):
+            t = time.perf_counter()
+            os.write(fd, b"x" * 300)
+            os.fdatasync(fd)
+            sample.latencies.append(time.perf_counter() - t)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return sample.pct(50)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts, one repeat (under ~60 s)")
@@ -548,6 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"all processes on this machine, loopback only; {args.clients} concurrent clients = "
           f"{args.clients} ControllerClient instances in threads of this process", flush=True)
     base_dir = tempfile.mkdtemp(prefix="mqctl-bench-")
+    print(f"durability on: a write is acknowledged once its Raft entry is fdatasync'd on a majority "
+          f"(group commit); fdatasync of a small append here: {fdatasync_ms(base_dir):.2f} ms p50",
+          flush=True)
     start = time.monotonic()
     tables: list[Table] = []
     try:

@@ -1,7 +1,8 @@
 """A controller node's data directory: Raft journal, JSON snapshot, lock and group record.
 
 Layout (docs/serve.md):
-  raft.journal        pysyncobj's journal (log entries)
+  raft.journal        the Raft log, fsynced before a write is acknowledged (mqctl/raft/journal.py)
+  raft.journal.meta   Raft term, vote and a commit index hint (JSON, replaced atomically)
   raft.snapshot.json  the JSON snapshot written at log compaction
   node.json           {"format": ..., "groupId": ..., "raftAddress": ...}: whose data this is
   LOCK                held (flock) while a node runs on the directory

@@ -715,11 +715,14 @@ class SyncObj(object):
 
         lastLogIdx = self.__getCurrentLogIndex()  # mqctl
         self._checkCommandsToApply()
-        # mqctl: a leader without other nodes commits what it just appended in the next tick at
-        # once, not after waiting timeToWait in poll (~11 ms -> well under 1 ms per write)
-        if not self.__otherNodes and self.__raftState == _RAFT_STATE.LEADER and \
-                self.__getCurrentLogIndex() != lastLogIdx:
-            timeToWait = 0
+        if self.__raftState == _RAFT_STATE.LEADER and self.__getCurrentLogIndex() != lastLogIdx:
+            # mqctl: the leader's fsync of what it just appended (and sent) runs while the followers
+            # write theirs, not after their answers; the next tick counts it
+            self.__raftLog.sync()
+            # mqctl: a leader without other nodes commits it in the next tick at once, not after
+            # waiting timeToWait in poll (~11 ms -> well under 1 ms per write)
+            if not self.__otherNodes:
+                timeToWait = 0
         self.__tryLogCompaction()
 
         with self.__onTickCallbacksLock:
@@ -1019,16 +1022,15 @@ class SyncObj(object):
                 if prevEntries[0][2] != prevLogTerm:
                     self.__sendNextNodeIdx(node, nextNodeIdx = prevLogIdx, success = False, reset=True)
                     return
-                # mqctl: Raft's rule: entries held with the same index and term stay; only a conflicting
-                # entry and those after it go. Upstream deleted every entry after prevLogIdx and appended
-                # them again, which loses acknowledged entries on a power loss in between (FORK.md)
+                # mqctl: the entries of this message that this node holds already (same index and
+                # term) stay; only what follows them is deleted. Upstream deleted every entry after
+                # prevLogIdx and appended them again, which loses acknowledged entries on a power loss
+                # in between (FORK.md)
                 held = 0
                 while held < len(newEntries) and held + 1 < len(prevEntries) and \
                         prevEntries[held + 1][2] == newEntries[held][2]:
                     held += 1
                 prevLogIdx, prevEntries, newEntries = prevLogIdx + held, prevEntries[held:], newEntries[held:]
-                if not newEntries:
-                    prevEntries = prevEntries[:1]
                 if len(prevEntries) > 1:
                     # rollback cluster changes
                     if self.__conf.dynamicMembershipChange:
