@@ -8,7 +8,9 @@ from typing import Any
 from mqctl.recover.inspect import EMPTY, NO_STORE, StoreReport
 from mqctl.store.epochfile import end_offsets, find_consistent_point
 
-__all__ = ["Comparison", "compare_reports", "freshness"]
+__all__ = ["EQUAL", "Comparison", "compare_reports", "freshness"]
+
+EQUAL = "equal"  # Comparison.fresher when both stores are as fresh (same last epoch and max offset)
 
 
 def freshness(r: StoreReport) -> tuple[int, int]:
@@ -22,7 +24,8 @@ class Comparison:
     b: str
     same_set: bool
     reasons: list[str] = field(default_factory=list)     # why not the same set
-    fresher: str | None = None                           # path of the fresher store, None if equal
+    fresher: str | None = None                           # path of the fresher store, "equal", or None
+                                                         # when not compared (no store)
     consistent_point: int = -1
     a_beyond: int = 0
     b_beyond: int = 0
@@ -59,7 +62,7 @@ def compare_reports(a: StoreReport, b: StoreReport) -> Comparison:
     if sa and sb and sa.initial and sb.initial and sa.initial.id != sb.initial.id:
         c.reasons.append(f"initial signatures differ: {sa.initial.id[:12]} and {sb.initial.id[:12]}")
     fa, fb = freshness(a), freshness(b)
-    c.fresher = None if fa == fb else (a.path if fa > fb else b.path)
+    c.fresher = EQUAL if fa == fb else (a.path if fa > fb else b.path)
     if a.state == EMPTY or b.state == EMPTY:
         # an empty store joins any set: everything the other holds is beyond the start
         c.consistent_point = a.min_offset if a.state == EMPTY else b.min_offset

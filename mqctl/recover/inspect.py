@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqctl.errors import StoreError
+from mqctl.errors import MqctlError, StoreError
 from mqctl.store import abort as abort_mod
 from mqctl.store.checkpoint import StoreCheckpoint, read_checkpoint
 from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, ScanResult
@@ -32,7 +32,10 @@ CLEAN = "clean"
 _MARKERS = (COMMITLOG_DIR, IDENTITY_FILE, IDENTITY_FILE + "-temp", EPOCH_FILE, EPOCH_FILE + ".bak",
             "checkpoint", "abort", SIGNATURE_FILE, "consumequeue")
 
-__all__ = ["NO_STORE", "EMPTY", "DIRTY", "CLEAN", "StoreReport", "inspect_store"]
+__all__ = ["NO_STORE", "EMPTY", "DIRTY", "CLEAN", "ERROR", "StoreReport", "StoreFailure", "inspect_store",
+           "inspect_stores", "failures_error"]
+
+ERROR = "error"  # the state of an error row: the store could not be inspected
 
 
 @dataclass
@@ -193,6 +196,50 @@ def inspect_store(path: str | os.PathLike[str], *, deep: bool = False) -> StoreR
     rep.dirty_reasons = _dirty_reasons(rep)
     rep.state = DIRTY if rep.dirty_reasons else CLEAN
     return rep
+
+
+@dataclass
+class StoreFailure:
+    """The error row of a store that could not be inspected (missing, unreadable, corrupt)."""
+
+    path: str
+    error: str
+    exit_code: int = StoreError.exit_code
+    state: str = ERROR
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"store": self.path, "state": self.state, "error": self.error, "exitCode": self.exit_code}
+
+
+def inspect_stores(paths: list[str], *, deep: bool = False) -> list[StoreReport | StoreFailure]:
+    """inspect_store for each path, in order; a store that cannot be inspected is a StoreFailure row and
+    never stops the others. A path that does not exist is a failure (a missing store); an existing
+    directory without any of RocketMQ's store files is a NO_STORE report."""
+    out: list[StoreReport | StoreFailure] = []
+    for p in paths:
+        if not os.path.lexists(p):
+            out.append(StoreFailure(os.fspath(p), f"{p}: does not exist (no store directory here)"))
+            continue
+        try:
+            out.append(inspect_store(p, deep=deep))
+        except MqctlError as exc:
+            out.append(StoreFailure(os.fspath(p), str(exc), exc.exit_code))
+    return out
+
+
+def failures_error(results: list[StoreReport | StoreFailure]) -> MqctlError | None:
+    """One error for the failure rows (None when there are none), with the worst exit code."""
+    failed = [r for r in results if isinstance(r, StoreFailure)]
+    if not failed:
+        return None
+    if len(results) == 1:
+        err = StoreError(failed[0].error)
+    else:
+        what = "; ".join(f.error for f in failed[:3]) + (f"; and {len(failed) - 3} more" if len(failed) > 3
+                                                        else "")
+        err = StoreError(f"{len(failed)} of {len(results)} stores could not be inspected: {what}")
+    err.exit_code = max(f.exit_code for f in failed)
+    return err
 
 
 def _dirty_reasons(rep: StoreReport) -> list[str]:
