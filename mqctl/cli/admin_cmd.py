@@ -8,12 +8,13 @@ mqctl.cli.render; grpc is imported only when a command runs. Exit codes: docs/co
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
-from mqctl.cli import app
+from mqctl.cli import root_app, sub_app
 from mqctl.cli.render import Output
 from mqctl.errors import (
     MqctlError,
@@ -29,9 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CONTROLLER = "127.0.0.1:9878"
 
-quorum_app = typer.Typer(help="The controller group: status, membership and leadership.",
-                         no_args_is_help=True)
-app.add_typer(quorum_app, name="quorum")
+quorum_app = sub_app("quorum", "The controller group: status, membership and leadership.")
 
 
 # --- shared options ----------------------------------------------------------------------------
@@ -90,7 +89,7 @@ class Conn:
 
     def __init__(self, addr: str, token: str | None, tls_ca: str | None, tls_cert: str | None,
                  tls_key: str | None, timeout: float, protocol: str = "auto") -> None:
-        from mqctl.client import parse_addresses
+        from mqctl.api import parse_addresses
 
         self.addresses = parse_addresses(addr)
         self.token = token
@@ -103,18 +102,35 @@ class Conn:
         self.protocol = protocol
 
     def client(self, addresses: list[str] | None = None, timeout: float | None = None) -> ControllerClient:
-        from mqctl.client import ControllerClient
-
         targets = addresses or self.addresses
         seconds = timeout if timeout is not None else self.timeout
         if self.protocol == "auto":
-            self.protocol = _probe_protocol(targets, min(seconds, 3.0), self)
+            # the probe counts against the call's --timeout: an unreachable controller costs
+            # --timeout seconds, not the probe's plus the call's
+            started = time.monotonic()
+            probe = self._grpc(targets, min(seconds, 3.0))
+            try:
+                answered = _answers_grpc(probe, targets)
+            except BaseException:
+                probe.close()
+                raise
+            self.protocol = "grpc" if answered else "remoting"
+            seconds = max(0.001, seconds - (time.monotonic() - started))
+            if answered:  # the probe's channel is open: keep it
+                probe.timeout = seconds
+                return probe
+            probe.close()
         if self.protocol == "remoting":
             from mqctl.remoting.client import RemotingControllerClient
 
             # same methods and result types as ControllerClient (mqctl/remoting/client.py)
-            return cast(ControllerClient, RemotingControllerClient(targets, token=self.token,
-                                                                   timeout=seconds))
+            return cast("ControllerClient", RemotingControllerClient(targets, token=self.token,
+                                                                     timeout=seconds))
+        return self._grpc(targets, seconds)
+
+    def _grpc(self, targets: list[str], seconds: float) -> ControllerClient:
+        from mqctl.client import ControllerClient
+
         return ControllerClient(targets, token=self.token, tls_ca=self.tls_ca, tls_cert=self.tls_cert,
                                 tls_key=self.tls_key, timeout=seconds)
 
@@ -122,22 +138,15 @@ class Conn:
 PROTOCOLS = ("auto", "grpc", "remoting")
 
 
-def _probe_protocol(addresses: list[str], timeout: float, conn: Conn) -> str:
+def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
     """auto: gRPC when any address answers GetMetadata over gRPC, else RocketMQ remoting."""
-    from mqctl.client import ControllerClient
-
-    probe = ControllerClient(addresses, token=conn.token, tls_ca=conn.tls_ca, tls_cert=conn.tls_cert,
-                             tls_key=conn.tls_key, timeout=timeout)
-    try:
-        for address in addresses:
-            try:
-                probe.get_metadata(address)
-                return "grpc"
-            except MqctlError:
-                continue
-    finally:
-        probe.close()
-    return "remoting"
+    for address in addresses:
+        try:
+            probe.get_metadata(address)
+            return True
+        except MqctlError:
+            continue
+    return False
 
 
 def _run(fetch: Callable[[], dict[str, Any]], output: Output, table: Callable[[dict[str, Any]], Any],
@@ -149,9 +158,15 @@ def _run(fetch: Callable[[], dict[str, Any]], output: Output, table: Callable[[d
         render.watch(fetch, output, table, watch, no_color=no_color, title=title)
         return
     doc = fetch()
-    render.emit(doc, output, table, no_color=no_color)
+    problem: MqctlError | None = None
     if verdict is not None:
-        verdict(doc)
+        try:
+            verdict(doc)
+        except MqctlError as exc:
+            problem = exc
+    render.emit(doc, output, table, no_color=no_color, error=problem)
+    if problem is not None:
+        raise problem
 
 
 def _names(text: str | None) -> list[str]:
@@ -181,7 +196,7 @@ def _one_of(broker_name: str | None, cluster: str | None) -> None:
 def _command(name: str, alias: str, target: Any = None, **kw: Any) -> Callable[[Callable[..., Any]],
                                                                                Callable[..., Any]]:
     """Register a command under its mqadmin name and a hidden kebab-case alias."""
-    where = target or app
+    where = target or root_app
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         where.command(name, **kw)(fn)
@@ -285,7 +300,7 @@ def get_broker_epoch(
             raise UnreachableError("broker service not answering: " + "; ".join(bad))
 
     if broker_addr:
-        from mqctl.client import parse_addresses
+        from mqctl.api import parse_addresses
 
         direct: list[tuple[str, str, str, int | None]] = [
             ("", "", a, None) for a in parse_addresses(broker_addr)]
@@ -442,8 +457,8 @@ def quorum_add(
     """Add a controller node to the group, one at a time. Start the new node first, with --peers
     naming the current members (a group of two cannot commit the change without it); it catches up
     from the leader."""
-    _quorum_change("add", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout), output,
-                   no_color)
+    _quorum_change("add", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, "grpc"),
+                   output, no_color)
 
 
 @quorum_app.command("remove")
@@ -459,8 +474,8 @@ def quorum_remove(
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Remove a controller node from the group (not the leader: transfer leadership first)."""
-    _quorum_change("remove", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout), output,
-                   no_color)
+    _quorum_change("remove", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, "grpc"),
+                   output, no_color)
 
 
 @quorum_app.command("transfer")
@@ -477,8 +492,8 @@ def quorum_transfer(
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Hand the Raft leadership to another node (it must be caught up) and wait until it leads."""
-    _quorum_change("transfer", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout), output,
-                   no_color)
+    _quorum_change("transfer", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, "grpc"),
+                   output, no_color)
 
 
 @quorum_app.command("feature-level")
@@ -496,8 +511,8 @@ def quorum_feature_level(
     """Raise the group's feature level (the records every member can read) once every node runs a
     release that speaks it (`quorum status` shows each node's). It is never lowered: a node of an
     older release cannot rejoin afterwards."""
-    _quorum_change("feature-level", None, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout), output,
-                   no_color, feature_level=level)
+    _quorum_change("feature-level", None, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, "grpc"),
+                   output, no_color, feature_level=level)
 
 
 # --- electMaster -------------------------------------------------------------------------------
@@ -555,18 +570,18 @@ def elect_master(
             render.emit(doc, output, render.elect_table, no_color=no_color)
             return
         if plan["dataLoss"] and not accept_data_loss:
-            render.emit(doc, output, render.elect_table, no_color=no_color)
-            raise UsageError(f"broker {plan['predictedMasterId']} is outside the SyncStateSet of "
-                             f"{broker_name}: electing it loses the data only the SyncStateSet has; pass "
-                             "--accept-data-loss to do it anyway")
+            guard = UsageError(f"broker {plan['predictedMasterId']} is outside the SyncStateSet of "
+                               f"{broker_name}: electing it loses the data only the SyncStateSet has; pass "
+                               "--accept-data-loss to do it anyway")
+            render.emit(doc, output, render.elect_table, no_color=no_color, error=guard)
+            raise guard
         try:
             res = client.elect_master(cluster, broker_name, broker_id, designate_elect=broker_id is not None)
         except ControllerError as exc:
-            if output is Output.table:
-                render.emit(doc, output, render.elect_table, no_color=no_color)
             if exc.code == 2012 and broker_id is not None and not unclean and plan["dataLoss"]:
                 exc.args = (f"{exc.args[0]} (the controller's enableElectUncleanMaster is false; "
                             "updateControllerConfig -k enableElectUncleanMaster -v true allows it)",)
+            render.emit(doc, output, render.elect_table, no_color=no_color, error=exc)
             raise
         doc["result"] = {"masterBrokerId": res.master_broker_id, "masterAddress": res.master_address,
                          "masterEpoch": res.master_epoch, "syncStateSetEpoch": res.sync_state_set_epoch,

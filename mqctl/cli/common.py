@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
-
 from mqctl.errors import UsageError
 
 
@@ -17,10 +15,64 @@ def check_output(output: str) -> None:
         raise UsageError(f"-o/--output must be table or json, not {output!r}")
 
 
-def echo_json(doc: Any) -> None:
-    import json
+# Exit code -> the "code" of an error document that does not come from a controller (docs/admin.md).
+_ERROR_CODES = {1: "INTERNAL", 2: "USAGE", 3: "REFUSED", 4: "STORE", 5: "NOT_FOUND", 6: "UNREACHABLE",
+                7: "UNHEALTHY", 8: "TIMEOUT", 9: "MISSING_DEPENDENCY", 130: "INTERRUPTED"}
 
-    typer.echo(json.dumps(doc, indent=2))
+_printed = False
+
+
+def new_document() -> None:
+    """Start a command: no document printed yet (``mqctl.cli.run`` can run several in one process)."""
+    global _printed
+    _printed = False
+
+
+def document_printed() -> bool:
+    """Whether this process printed its JSON/YAML document already (an error then goes into the
+    document, or only to stderr, never into a second document)."""
+    return _printed
+
+
+def error_doc(message: str, exit_code: int, controller_code: int | None = None) -> dict[str, Any]:
+    """The ``"error"`` object of a JSON/YAML document: ``code`` is the controller's code name
+    (``CONTROLLER_ELECT_MASTER_FAILED``) when the controller refused, else the exit code's name."""
+    if controller_code is not None:
+        from mqctl.errors import code_name
+
+        doc: dict[str, Any] = {"code": code_name(controller_code), "controllerCode": controller_code}
+    else:
+        doc = {"code": _ERROR_CODES.get(exit_code, f"EXIT_{exit_code}")}
+    doc.update(message=message, exitCode=exit_code)
+    return doc
+
+
+def error_of(exc: BaseException) -> dict[str, Any]:
+    """error_doc of an exception (an MqctlError, or any other as an internal error)."""
+    from mqctl.errors import ControllerError, MqctlError
+
+    if isinstance(exc, MqctlError):
+        return error_doc(str(exc), exc.exit_code, exc.code if isinstance(exc, ControllerError) else None)
+    return error_doc(f"internal error: {type(exc).__name__}: {exc}", 1)
+
+
+def print_document(doc: Any, fmt: str = "json") -> None:
+    """Print the command's one JSON (indented) or YAML document on stdout."""
+    global _printed
+    import sys
+
+    from mqctl.admin.output import to_json, to_yaml
+
+    sys.stdout.write((to_yaml(doc) if fmt == "yaml" else to_json(doc)) + "\n")
+    sys.stdout.flush()
+    _printed = True
+
+
+def echo_json(doc: Any, error: BaseException | None = None) -> None:
+    """Print the command's JSON document; ``error`` (raised next by the caller) goes into it."""
+    if error is not None:
+        doc = {**doc, "error": error_of(error)}
+    print_document(doc, "json")
 
 
 def console() -> Any:

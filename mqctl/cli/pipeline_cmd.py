@@ -12,12 +12,11 @@ from typing import Any
 
 import typer
 
-from mqctl.cli import app
-from mqctl.cli.common import check_output, console
+from mqctl.cli import sub_app
+from mqctl.cli.common import check_output, console, echo_json
 from mqctl.cli.recover_cmd import recover_app
 
-analyze_app = typer.Typer(help="Analyse commitlogs across a fleet of stores (Spark).", no_args_is_help=True)
-app.add_typer(analyze_app, name="analyze")
+analyze_app = sub_app("analyze", "Analyse commitlogs across a fleet of stores (Spark).")
 
 _MASTER_HELP = ("Spark master URL (default: local[*], an in-process Spark; env MQCTL_SPARK_MASTER). With a "
                 "cluster, the executors must see the store paths and have mqctl[spark] installed.")
@@ -80,8 +79,7 @@ def salvage_cmd(
     with spark_session(master, app_name="mqctl recover salvage") as spark:
         doc = run_salvage(spark, inp, out, dry_run=dry_run)
     if output == "json":
-        import json
-        typer.echo(json.dumps(doc, indent=2))
+        echo_json(doc)
         return
     _render_salvage(doc)
 
@@ -149,8 +147,7 @@ def analyze_commitlog_cmd(
     with spark_session(master, app_name="mqctl analyze commitlog") as spark:
         doc = run_analyze(spark, inp, out)
     if output == "json":
-        import json
-        typer.echo(json.dumps(doc, indent=2))
+        echo_json(doc)
         return
     from rich.table import Table
 

@@ -10,12 +10,10 @@ from typing import Any
 
 import typer
 
-from mqctl.cli import app
+from mqctl.cli import sub_app
 from mqctl.cli.common import check_output, console, echo_json
 
-recover_app = typer.Typer(help="Inspect broker store directories and plan a manual recovery.",
-                          no_args_is_help=True)
-app.add_typer(recover_app, name="recover")
+recover_app = sub_app("recover", "Inspect broker store directories and plan a manual recovery.")
 
 _OUTPUT_HELP = "Output format: table or json."
 
@@ -48,11 +46,15 @@ def inspect_cmd(
 ) -> None:
     """Identity, state (clean, dirty, empty), epochs, max offset, confirm offset, files and problems."""
     check_output(output)
-    from mqctl.recover.inspect import inspect_store
+    from mqctl.recover.inspect import failures_error, inspect_stores
 
-    reports = [inspect_store(s, deep=deep).to_dict() for s in stores]
+    results = inspect_stores(stores, deep=deep)
+    problem = failures_error(results)
+    reports = [r.to_dict() for r in results]
     if output == "json":
-        echo_json({"stores": reports})
+        echo_json({"stores": reports}, error=problem)
+        if problem is not None:
+            raise problem
         return
     from rich.table import Table
 
@@ -63,6 +65,9 @@ def inspect_cmd(
         t.add_column(col, justify="right" if col in ("lastEpoch", "minOffset", "maxOffset", "confirmOffset",
                                                      "files", "problems") else "left")
     for r in reports:
+        if "error" in r:
+            t.add_row(r["store"], "[bold red]ERROR[/]", *["-"] * 8, "1")
+            continue
         ident = f"{r['clusterName']}/{r['brokerName']}#{r['brokerId']}" if r["clusterName"] else "-"
         cpm = {True: "ok", False: "MISMATCH", None: "-"}[r["checkpointMatches"]]
         t.add_row(r["store"], r["state"], ident, str(r["lastEpoch"]), str(r["minOffset"]),
@@ -70,6 +75,9 @@ def inspect_cmd(
                   str(r["fileCount"]), _size(r["totalBytes"]), str(len(r["problems"])))
     con.print(t)
     for r in reports:
+        if "error" in r:
+            con.print(f"{r['store']}: error: {r['error']}", markup=False)
+            continue
         if r["epochs"]:
             et = Table(title=f"epochs of {r['store']}")
             for col in ("epoch", "startOffset", "endOffset"):
@@ -81,6 +89,8 @@ def inspect_cmd(
             con.print(f"{r['store']}: dirty: {why}")
         for p in r["problems"]:
             con.print(f"{r['store']}: problem: {p}")
+    if problem is not None:
+        raise problem
 
 
 @recover_app.command("compare")
@@ -91,16 +101,30 @@ def compare_cmd(
 ) -> None:
     """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain."""
     check_output(output)
-    from mqctl.recover.compare import compare_reports
-    from mqctl.recover.inspect import inspect_store
+    from mqctl.recover.compare import Comparison, compare_reports
+    from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
 
-    a, b = inspect_store(store_a), inspect_store(store_b)
-    c = compare_reports(a, b)
-    doc = c.to_dict()
-    doc["aLastEpoch"], doc["aMaxOffset"] = a.last_epoch, a.max_offset
-    doc["bLastEpoch"], doc["bMaxOffset"] = b.last_epoch, b.max_offset
+    results = inspect_stores([store_a, store_b])
+    problem = failures_error(results)
+    a, b = results
+    if isinstance(a, StoreReport) and isinstance(b, StoreReport):
+        c = compare_reports(a, b)
+        doc = c.to_dict()
+        rows = [{"store": r.path, "state": r.state, "lastEpoch": r.last_epoch, "maxOffset": r.max_offset,
+                 "bytesBeyond": beyond} for r, beyond in ((a, c.a_beyond), (b, c.b_beyond))]
+    else:  # not comparable: each store's row, or its error row
+        doc = Comparison(a.path, b.path, False).to_dict()
+        doc.update(sameBrokerSet=None, consistentPoint=None, aBytesBeyond=None, bBytesBeyond=None)
+        rows = [r.to_dict() if not isinstance(r, StoreReport) else
+                {"store": r.path, "state": r.state, "lastEpoch": r.last_epoch, "maxOffset": r.max_offset,
+                 "bytesBeyond": None} for r in (a, b)]
+    doc["aLastEpoch"], doc["aMaxOffset"] = rows[0].get("lastEpoch"), rows[0].get("maxOffset")
+    doc["bLastEpoch"], doc["bMaxOffset"] = rows[1].get("lastEpoch"), rows[1].get("maxOffset")
+    doc["stores"] = rows
     if output == "json":
-        echo_json(doc)
+        echo_json(doc, error=problem)
+        if problem is not None:
+            raise problem
         return
     from rich.table import Table
 
@@ -108,15 +132,22 @@ def compare_cmd(
     t = Table(title="compare")
     for col in ("", "store", "state", "lastEpoch", "maxOffset", "bytesBeyond"):
         t.add_column(col)
-    t.add_row("A", a.path, a.state, str(a.last_epoch), str(a.max_offset), str(c.a_beyond))
-    t.add_row("B", b.path, b.state, str(b.last_epoch), str(b.max_offset), str(c.b_beyond))
+    for label, r in zip("AB", rows, strict=True):
+        state = "[bold red]ERROR[/]" if "error" in r else r["state"]
+        t.add_row(label, r["store"], state, *(("-" if r.get(k) is None else str(r[k]))
+                                              for k in ("lastEpoch", "maxOffset", "bytesBeyond")))
     con.print(t)
-    con.print(f"same broker set: {'yes' if c.same_set else 'no'}")
-    for why in c.reasons:
+    for r in rows:
+        if "error" in r:
+            con.print(f"{r['store']}: error: {r['error']}", markup=False)
+    if problem is not None:
+        raise problem
+    con.print(f"same broker set: {'yes' if doc['sameBrokerSet'] else 'no'}")
+    for why in doc["reasons"]:
         con.print(f"  {why}")
-    con.print(f"fresher: {c.fresher or 'equal'}")
-    con.print(f"consistent point: {c.consistent_point}")
-    for w in c.warnings:
+    con.print(f"fresher: {doc['fresher'] or '-'}")
+    con.print(f"consistent point: {doc['consistentPoint']}")
+    for w in doc["warnings"]:
         con.print(f"[bold red]WARNING: {w}[/bold red]")
 
 
@@ -130,16 +161,23 @@ def plan_cmd(
 ) -> None:
     """Group stores by broker set, pick each set's source, restart order, truncateTo and bytesToDrop."""
     check_output(output)
-    from mqctl.recover.inspect import inspect_store
+    from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
     from mqctl.recover.plan import make_plan
 
-    reports = [inspect_store(s, deep=deep) for s in stores]
+    results = inspect_stores(stores, deep=deep)
+    problem = failures_error(results)
+    reports = [r for r in results if isinstance(r, StoreReport)]
     plan = make_plan(reports)
+    # a store that could not be inspected is unmatched, with its error as the reason
+    plan["unmatched"] += [{"store": f.path, "state": f.state, "reason": f.error}
+                          for f in results if not isinstance(f, StoreReport)]
     if db:
         from mqctl.recover.db import write_db
         write_db(db, reports, plan)
     if output == "json":
-        echo_json(plan)
+        echo_json(plan, error=problem)
+        if problem is not None:
+            raise problem
         return
     from rich.table import Table
 
@@ -158,9 +196,11 @@ def plan_cmd(
         for w in s["warnings"]:
             con.print(f"[bold red]WARNING: {w}[/bold red]" if "SPLIT" in w else f"warning: {w}")
     for u in plan["unmatched"]:
-        con.print(f"unmatched: {u['store']} ({u['state']}): {u['reason']}")
+        con.print(f"unmatched: {u['store']} ({u['state']}): {u['reason']}", markup=False)
     if db:
         con.print(f"inventory written to {db}")
+    if problem is not None:
+        raise problem
 
 
 @recover_app.command("mark-clean")

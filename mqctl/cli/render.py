@@ -14,7 +14,6 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from mqctl.admin.output import to_json, to_yaml
 from mqctl.errors import MqctlError
 
 Doc = dict[str, Any]
@@ -38,15 +37,20 @@ def console(no_color: bool = False, stderr: bool = False) -> Any:
     return c
 
 
-def emit(doc: Doc, output: Output, table: Callable[[Doc], Any], *, no_color: bool = False) -> None:
-    """Print ``doc`` once in the chosen format."""
-    if output is Output.json:
-        sys.stdout.write(to_json(doc) + "\n")
-    elif output is Output.yaml:
-        sys.stdout.write(to_yaml(doc) + "\n")
-    else:
+def emit(doc: Doc, output: Output, table: Callable[[Doc], Any], *, no_color: bool = False,
+         error: BaseException | None = None) -> None:
+    """Print ``doc`` once in the chosen format. ``error``, raised next by the caller, goes into the
+    JSON or YAML document as ``"error"`` (the one document the command prints); a table is followed
+    by the error line on stderr alone."""
+    from mqctl.cli import common
+
+    if output is Output.table:
         console(no_color).print(table(doc))
-    sys.stdout.flush()
+        sys.stdout.flush()
+        return
+    if error is not None:
+        doc = {**doc, "error": common.error_of(error)}
+    common.print_document(doc, output.value)
 
 
 def watch(fetch: Callable[[], Doc], output: Output, table: Callable[[Doc], Any], interval: float, *,
@@ -62,6 +66,8 @@ def watch(fetch: Callable[[], Doc], output: Output, table: Callable[[Doc], Any],
         raise UsageError(f"-i/--watch needs a positive number of seconds, got {interval}")
     try:
         if output is not Output.table:
+            from mqctl.admin.output import to_json, to_yaml
+
             while True:
                 try:
                     doc = fetch()

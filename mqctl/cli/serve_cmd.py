@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from mqctl.cli import app
+from mqctl.cli import root_app
 
 
-@app.command("serve")
+@root_app.command("serve")
 def serve(
     listen: str = typer.Option(None, "--listen", help="gRPC HOST:PORT [default: 127.0.0.1:9878]"),
     advertise: str = typer.Option(None, "--advertise", help="gRPC HOST:PORT published to clients "

@@ -12,7 +12,6 @@ import contextlib
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from mqctl.cli import app
+from mqctl.cli import root_app
 
 if TYPE_CHECKING:
     from mqctl.sim.cluster import Report, Simulation
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
 def _workdir(base: str | None, keep: bool) -> Iterator[str]:
     """The run's directory (stores, controller data, sim.log); removed at the end unless kept or given."""
     import shutil
+    import tempfile
 
     from mqctl.errors import UsageError
 
@@ -195,7 +195,7 @@ def _plain_status(printer: _Printer, sim: Simulation) -> None:
 # mqctl demo
 
 
-@app.command("demo")
+@root_app.command("demo")
 def demo(
     keep: bool = typer.Option(False, "--keep", help="keep the run's directory (stores, controller data, "
                               "sim.log) and print where it is"),
@@ -263,7 +263,7 @@ def _keyboard(enabled: bool) -> Iterator[Callable[[], str | None]]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-@app.command("sim")
+@root_app.command("sim")
 def sim_command(
     controller_addr: str = typer.Option(None, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER",
                                         help="use this controller group ('h:p;h:p') instead of starting one "
@@ -294,8 +294,6 @@ def sim_command(
     inject faults from a seed or the keyboard, show every set live, and check the invariants at the end.
     Keys on a terminal: 1-9 select a set, k crash its master, s crash a slave, i isolate its master,
     r restart its brokers, c kill the controller leader, C restart controllers, h heal all, q stop."""
-    import json
-
     _quiet_grpc()
     from mqctl.errors import UnhealthyError
     from mqctl.sim.cluster import SimSettings, Simulation, set_names
@@ -361,8 +359,11 @@ def sim_command(
         finally:
             sim.close()
         assert report is not None
+        violated = UnhealthyError("an invariant did not hold (see the report)")
         if json_out:
-            typer.echo(json.dumps(report.to_dict(), indent=2))
+            from mqctl.cli.common import echo_json
+
+            echo_json(report.to_dict(), error=None if report.ok else violated)
         else:
             _print_report(printer, report)
             printer.line("all invariants hold" if report.ok else "INVARIANTS VIOLATED",
@@ -370,4 +371,4 @@ def sim_command(
             if work_dir or keep:
                 printer.line(f"run directory: {work}")
         if not report.ok:
-            raise UnhealthyError("an invariant did not hold (see the report)")
+            raise violated

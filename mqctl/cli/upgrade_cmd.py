@@ -12,17 +12,15 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from mqctl.cli import app
+from mqctl.cli import sub_app
 from mqctl.cli.common import check_output, console, echo_json
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient
     from mqctl.upgrade.backup import ClearPlan
 
-upgrade_app = typer.Typer(help="Upgrade to persistent broker ids (RocketMQ 5.1.1+): runbook, checks, "
-                               "clears with backups, restore, wait for the master.",
-                          no_args_is_help=True)
-app.add_typer(upgrade_app, name="upgrade")
+upgrade_app = sub_app("upgrade", "Upgrade to persistent broker ids (RocketMQ 5.1.1+): runbook, checks, "
+                               "clears with backups, restore, wait for the master.")
 
 _OUTPUT_HELP = "Output format: table or json."
 _ADDR_HELP = ("controller gRPC addresses, 'h:p;h:p' (TLS and token from MQCTL_TLS_CA, MQCTL_TLS_CERT, "
@@ -156,9 +154,12 @@ def check_cmd(
     results = checks(state, steps)
     nxt = next_step(steps)
     failed = [c for c in results if c.status == FAIL]
+    problem = UnhealthyError(f"{len(failed)} check(s) failed: " + "; ".join(f"{c.name} {c.subject}"
+                                                                           for c in failed[:4]))
     if output == "json":
         echo_json({"version": 1, "phase": phase_of(steps), "next": nxt.n if nxt else None,
-                    "ok": not failed, "checks": [c.to_dict() for c in results]})
+                    "ok": not failed, "checks": [c.to_dict() for c in results]},
+                  error=problem if failed else None)
     else:
         typer.echo(f"next step: {f'{nxt.n} {nxt.id}' if nxt else 'none (done)'}; checking what it expects")
         for c in results:
@@ -167,8 +168,7 @@ def check_cmd(
             for line in c.lines:
                 typer.echo(f"       {line}")
     if failed:
-        raise UnhealthyError(f"{len(failed)} check(s) failed: " + "; ".join(f"{c.name} {c.subject}"
-                                                                           for c in failed[:4]))
+        raise problem
 
 
 @upgrade_app.command("clear-epochs")

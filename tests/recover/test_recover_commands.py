@@ -45,7 +45,7 @@ def test_states(tmp_path: Path, cli) -> None:
     empty = build_store(tmp_path / "empty", history=[], max_offset=0)
     (tmp_path / "bare").mkdir()
     r = cli("recover", "inspect", str(clean), str(dirty), str(nosig), str(empty), str(tmp_path / "bare"),
-            str(tmp_path / "missing"), "-o", "json")
+            "-o", "json")
     assert r.code == 0, r.err
     got = {Path(d["store"]).name: (d["state"], d["dirtyReasons"]) for d in r.json()["stores"]}
     assert got == {
@@ -54,8 +54,62 @@ def test_states(tmp_path: Path, cli) -> None:
         "nosig": ("dirty", ["no final signature"]),
         "empty": ("empty", []),
         "bare": ("no store", []),
-        "missing": ("no store", []),
     }
+
+
+def test_a_missing_store_is_an_error_row_and_exit_4(tmp_path: Path, cli) -> None:
+    clean = build_store(tmp_path / "clean", history=H, max_offset=1200, clean=True)
+    missing = tmp_path / "missing"
+    r = cli("recover", "inspect", str(missing))
+    assert r.code == 4 and "ERROR" in r.out
+    assert r.err == f"mqctl: error: {missing}: does not exist (no store directory here)\n"
+    r = cli("recover", "inspect", str(clean), str(missing), "-o", "json")
+    assert r.code == 4
+    doc = r.json()
+    assert [d["state"] for d in doc["stores"]] == ["clean", "error"]
+    assert doc["stores"][1] == {"store": str(missing), "state": "error", "exitCode": 4,
+                                "error": f"{missing}: does not exist (no store directory here)"}
+    assert doc["error"] == {"code": "STORE", "exitCode": 4, "message": "1 of 2 stores could not be inspected: "
+                            f"{missing}: does not exist (no store directory here)"}
+
+
+def test_one_corrupt_store_does_not_abort_inspect_compare_or_plan(tmp_path: Path, cli) -> None:
+    a = build_store(tmp_path / "a", history=H, max_offset=1200, clean=True)
+    b = build_store(tmp_path / "b", history=H, max_offset=1100, broker_id=2)
+    bad = build_store(tmp_path / "bad", history=H, max_offset=1100, broker_id=3)
+    (bad / "checkpoint").write_bytes(b"short")
+    why = f"{bad / 'checkpoint'} offset 5: truncated: 5 bytes, need at least 40 (file is 4096 bytes)"
+    # inspect: a row per store, the corrupt one an error row; exit 4 (the worst)
+    for output in ("json", "table"):
+        r = cli("recover", "inspect", str(a), str(bad), str(b), "-o", output)
+        assert r.code == 4 and r.err == f"mqctl: error: 1 of 3 stores could not be inspected: {why}\n"
+    r = cli("recover", "inspect", str(a), str(bad), str(b), "-o", "json")
+    assert [(Path(d["store"]).name, d["state"]) for d in r.json()["stores"]] == [
+        ("a", "clean"), ("bad", "error"), ("b", "dirty")]
+    t = cli("recover", "inspect", str(a), str(bad), str(b))
+    assert "ERROR" in t.out and f"{bad}: error: {why}" in t.out.replace("\n", "")
+    # compare: both rows, the comparison is not made
+    r = cli("recover", "compare", str(a), str(bad), "-o", "json")
+    doc = r.json()
+    assert r.code == 4 and doc["sameBrokerSet"] is None and doc["fresher"] is None
+    assert [s["state"] for s in doc["stores"]] == ["clean", "error"] and doc["error"]["exitCode"] == 4
+    t = cli("recover", "compare", str(a), str(bad))
+    assert t.code == 4 and "ERROR" in t.out and "same broker set" not in t.out
+    # plan: the readable stores are planned, the corrupt one is unmatched with its error
+    r = cli("recover", "plan", str(a), str(bad), str(b), "-o", "json")
+    plan = r.json()
+    assert r.code == 4
+    assert [x["store"] for x in plan["brokerSets"][0]["replicas"]] == [str(a), str(b)]
+    assert plan["unmatched"] == [{"store": str(bad), "state": "error", "reason": why}]
+    t = cli("recover", "plan", str(a), str(bad), str(b))
+    assert t.code == 4 and "unmatched" in t.out and "source" in t.out
+
+
+def test_compare_says_equal_in_table_and_json(tmp_path: Path, cli) -> None:
+    a = build_store(tmp_path / "a", history=H, max_offset=1200)
+    b = build_store(tmp_path / "b", history=H, max_offset=1200, broker_id=2)
+    assert cli("recover", "compare", str(a), str(b), "-o", "json").json()["fresher"] == "equal"
+    assert "fresher: equal" in cli("recover", "compare", str(a), str(b)).out
 
 
 def test_final_signature_that_no_longer_matches_is_dirty(tmp_path: Path, cli) -> None:
