@@ -91,8 +91,14 @@ class HeartbeatTable:
     def on_register(self, cluster_name: str, broker_name: str, broker_id: int, address: str,
                     broker_epoch: int, epoch: int | None = None, max_offset: int | None = None,
                     confirm_offset: int | None = None, election_priority: int | None = None,
-                    timeout_ms: int | None = None, now_ms: int = 0) -> LiveInfo:
-        """A successful RegisterBroker: replace the row with the new incarnation."""
+                    timeout_ms: int | None = None, now_ms: int = 0) -> LiveInfo | None:
+        """A successful RegisterBroker: a new incarnation of a broker. As in RocketMQ, only a heartbeat
+        makes a broker alive: a row it has takes the new brokerEpoch and what the registration
+        reported, with its last heartbeat unchanged; without a row nothing is recorded (the
+        broker's first heartbeat creates it)."""
+        row = self._rows.get((broker_name, broker_id))
+        if row is None:
+            return None
         info = LiveInfo(
             broker_id=broker_id,
             broker_address=address,
@@ -101,7 +107,7 @@ class HeartbeatTable:
             max_offset=-1 if max_offset is None else max_offset,
             confirm_offset=-1 if confirm_offset is None else confirm_offset,
             election_priority=DEFAULT_ELECTION_PRIORITY if election_priority is None else election_priority,
-            last_heartbeat_ms=now_ms,
+            last_heartbeat_ms=row.info.last_heartbeat_ms,
             timeout_ms=self.default_timeout_ms if timeout_ms is None or timeout_ms <= 0 else timeout_ms,
         )
         self._rows[(broker_name, broker_id)] = _Row(cluster_name, info)

@@ -9,8 +9,11 @@ owns the sockets; node calls (which may wait for a Raft commit) run in a thread 
 
 A malformed frame (bad length, header longer than the frame, undecodable header, a frame over
 16 MiB) closes that connection only, with one log line. After a successful election the
-controller sends NOTIFY_BROKER_ROLE_CHANGED (1008) one-way to every alive replica of the
-broker set whose registration (1003) or heartbeat (904) came over remoting to this node.
+controller leader sends NOTIFY_BROKER_ROLE_CHANGED (1008) one-way to every alive replica of the
+broker set that it heard over remoting (a registration, 1003, or a heartbeat, 904), at the
+replica's registered address, on a new connection, as RocketMQ's ControllerManager does: a
+broker serves 1008 only where it listens. Failed deliveries are retried and logged; a newer
+masterEpoch supersedes an older pending one; nothing here waits for them.
 """
 
 from __future__ import annotations
@@ -37,7 +40,11 @@ DEFAULT_CALL_TIMEOUT = 5.0  # RocketMQ's processor waits 5 s for the controller'
 IDLE_TIMEOUT = 120.0  # serverChannelMaxIdleTimeSeconds
 MAX_IN_FLIGHT = 64  # requests being processed per connection
 MAX_REGISTRATIONS_PER_CONNECTION = 256
+MAX_REMEMBERED_BROKERS = 100_000
 WRITE_TIMEOUT = 10.0
+NOTIFY_TIMEOUT = 3.0  # RocketMQ's controller sends 1008 one-way with a 3000 ms timeout
+NOTIFY_ATTEMPTS = 3
+NOTIFY_RETRY_DELAY = 1.0
 
 
 TOKEN_HOW = f"header {headers.TOKEN_KEY}"
@@ -112,6 +119,10 @@ class RemotingServer:
         self._watcher: threading.Thread | None = None
         self._stopping = threading.Event()
         self.notifications_sent = 0
+        # brokers heard over remoting on this node (their 904s reach every controller), by
+        # (brokerName, brokerId): they listen for RocketMQ remoting at their registered address
+        self._remoting_brokers: set[tuple[str, int]] = set()
+        self._notify_epochs: dict[str, int] = {}  # address -> newest masterEpoch sent there
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -352,12 +363,14 @@ class RemotingServer:
         if old is not None and old.conn is not conn:
             old.conn.keys.discard(key)
         conn.keys.add(key)
+        if len(self._remoting_brokers) < MAX_REMEMBERED_BROKERS:
+            self._remoting_brokers.add((key[1], key[2]))
         self._registrations[key] = _Registration(
             conn, addr or (old.broker_addr if old else ""), int(time.time() * 1000), timeout
         )
 
     def _watch_roles(self) -> None:
-        """One NodeAPI watch of every broker set; each change is handed to the loop to send."""
+        """One NodeAPI watch of every broker set; each election is pushed from the loop."""
         while not self._stopping.is_set():
             try:
                 self._watch = self._node.watch("", "")
@@ -368,7 +381,9 @@ class RemotingServer:
                         continue
                     if not self._is_leader():
                         continue  # only the controller that decided notifies, as RocketMQ's leader
-                    self._loop.call_soon_threadsafe(self._notify, change)
+                    targets = self._notify_targets(change)
+                    if targets:
+                        self._loop.call_soon_threadsafe(self._notify, change, targets)
             except Exception:
                 log.exception("role watch failed; watching again")
             if self._stopping.wait(1.0):
@@ -380,10 +395,26 @@ class RemotingServer:
         except Exception:
             return False
 
-    def _notify(self, change: dict[str, Any]) -> None:
-        now = int(time.time() * 1000)
+    def _notify_targets(self, change: dict[str, Any]) -> list[tuple[int, str]]:
+        """(brokerId, registered address) of the set's alive replicas, as RocketMQ's
+        ControllerManager.notifyBrokerRoleChanged picks them from the BrokerMemberGroup; only
+        replicas heard over remoting (a gRPC broker reads the WatchRoleChanges stream instead)."""
         name = str(change.get("broker_name") or "")
-        cluster = str(change.get("cluster_name") or "")
+        answer = self._call("GetSyncStateData", {"broker_names": [name]})
+        info = (answer.get("replicas_info_table") or {}).get(name) if answer.get("code", 0) == 0 else None
+        if info is None:
+            log.warning("NOTIFY_BROKER_ROLE_CHANGED for %s not sent: cannot read its replicas: %s", name,
+                        answer.get("remark") or "the broker set is gone")
+            return []
+        replicas = [*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ())]
+        return [(int(r["broker_id"]), str(r.get("broker_address") or "")) for r in replicas
+                if r.get("alive") and (name, int(r["broker_id"])) in self._remoting_brokers]
+
+    def _notify(self, change: dict[str, Any], targets: list[tuple[int, str]]) -> None:
+        """One-way NOTIFY_BROKER_ROLE_CHANGED to each target's registered address (a new connection,
+        as RocketMQ's controller opens to the address where the broker listens)."""
+        name = str(change.get("broker_name") or "")
+        epoch = int(change.get("master_epoch") or 0)
         ext = headers.dict_to_header(
             headers.RESPONSE_HEADERS["NotifyBrokerRoleChanged"], change, skip_empty=True
         )
@@ -393,11 +424,11 @@ class RemotingServer:
                 "sync_state_set_epoch": change.get("sync_state_set_epoch", 0),
             }
         )
-        for (c, n, bid), reg in list(self._registrations.items()):
-            if n != name or (cluster and c and c != cluster):
+        for bid, address in targets:
+            if not address:
                 continue
-            if reg.conn.closed or now - reg.last_ms > reg.timeout_ms:
-                continue
+            # a newer masterEpoch supersedes a pending older notification to the same address
+            self._notify_epochs[address] = max(epoch, self._notify_epochs.get(address, epoch))
             cmd = RemotingCommand(
                 code=headers.NOTIFY_BROKER_ROLE_CHANGED,
                 opaque=next(self._opaque) & 0x7FFFFFFF,
@@ -406,17 +437,34 @@ class RemotingServer:
                 body=body,
                 serialize_type=self.serialize_type,
             )
-            log.info(
-                "NOTIFY_BROKER_ROLE_CHANGED to %s/%s id %s at %s: master %s epoch %s",
-                c,
-                n,
-                bid,
-                reg.conn.peer,
-                change.get("master_broker_id"),
-                change.get("master_epoch"),
-            )
+            self._loop.create_task(self._deliver(name, bid, address, epoch, cmd, change))
+
+    async def _deliver(self, name: str, bid: int, address: str, epoch: int, cmd: RemotingCommand,
+                       change: dict[str, Any]) -> None:
+        host, _, port = address.rpartition(":")
+        for attempt in range(1, NOTIFY_ATTEMPTS + 1):
+            if self._stopping.is_set() or self._notify_epochs.get(address, epoch) > epoch:
+                return
+            writer: asyncio.StreamWriter | None = None
+            try:
+                _, opened = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)),
+                                                   NOTIFY_TIMEOUT)
+                writer = opened
+                opened.write(codec.encode_frame(cmd))
+                await asyncio.wait_for(opened.drain(), NOTIFY_TIMEOUT)
+            except (OSError, ValueError, TimeoutError) as exc:
+                log.warning("NOTIFY_BROKER_ROLE_CHANGED to %s id %s at %s failed (attempt %d of %d): %s",
+                            name, bid, address, attempt, NOTIFY_ATTEMPTS, exc or "timeout")
+                if attempt < NOTIFY_ATTEMPTS:
+                    await asyncio.sleep(NOTIFY_RETRY_DELAY)
+                continue
+            finally:
+                if writer is not None:
+                    writer.close()
+            log.info("NOTIFY_BROKER_ROLE_CHANGED to %s id %s at %s: master %s epoch %s", name, bid, address,
+                     change.get("master_broker_id"), epoch)
             self.notifications_sent += 1
-            self._loop.create_task(self._write(reg.conn, cmd))
+            return
 
 
 def start_remoting_server(node: Any, listen: str, **kwargs: Any) -> RemotingServer:

@@ -42,8 +42,16 @@ def test_update_rule() -> None:
     assert info is not None and (info.epoch, info.max_offset) == (3, 10)
 
 
+def test_registration_alone_makes_nobody_alive() -> None:
+    """RocketMQ: only a heartbeat (904) makes a broker alive, never a registration."""
+    t = HeartbeatTable()
+    assert t.on_register("c", S, 1, "a:1", 5, epoch=3, max_offset=300, now_ms=0) is None
+    assert t.get(S, 1) is None and not t.is_alive(S, 1, 0) and len(t) == 0
+
+
 def test_broker_epoch_resets_or_ignores() -> None:
     t = HeartbeatTable()
+    t.on_heartbeat(hb(), 0)
     t.on_register("c", S, 1, "a:1", 5, epoch=3, max_offset=300, now_ms=0)
     assert t.on_heartbeat(hb(broker_epoch=4, epoch=9, max_offset=9), 10) is None  # older incarnation
     info = t.on_heartbeat(hb(epoch=1, max_offset=1), 10)  # no broker_epoch: RocketMQ broker, normal rule
@@ -57,8 +65,9 @@ def test_register_replaces_row_and_snapshot() -> None:
     t.on_heartbeat(hb(1, epoch=5, max_offset=500), 0)
     t.on_heartbeat(hb(2), 0)
     t.on_heartbeat({"broker_name": "other", "broker_id": 1}, 0)
-    t.on_register("c", S, 1, "z:9", 7, now_ms=10)
+    t.on_register("c", S, 1, "z:9", 7, now_ms=10)  # keeps the row's last heartbeat (0)
     snap = t.snapshot(S)
+    assert snap[1].last_heartbeat_ms == 0
     assert sorted(snap) == [1, 2]
     assert snap[1].broker_epoch == 7 and snap[1].epoch == -1 and snap[1].broker_address == "z:9"
     assert snap[1].timeout_ms == 3000

@@ -1,7 +1,8 @@
 """End to end over RocketMQ remoting against three real `mqctl serve --remoting-port` nodes: brokers
 register (1012/1013/1003), beat (904, one-way, to every controller), elect (1002), alter the
-SyncStateSet (1001) and fail over, with NOTIFY_BROKER_ROLE_CHANGED (1008) pushed to the registered
-connection; what remoting reads (1004, 1006, 1010) equals what gRPC reads."""
+SyncStateSet (1001) and fail over, with NOTIFY_BROKER_ROLE_CHANGED (1008) pushed to each alive
+replica's registered address (where a RocketMQ broker listens), also after a controller leader
+change; what remoting reads (1004, 1006, 1010) equals what gRPC reads."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from remoting_fixtures import start, with_remoting_ports
+from remoting_fixtures import BrokerListener, start, with_remoting_ports
 
 from mqctl.client import ControllerClient, RoleChange, SyncStateDataResult
 from mqctl.remoting import headers
@@ -24,11 +25,12 @@ pytestmark = pytest.mark.slow
 class RemotingBroker:
     """What a RocketMQ broker does towards its controllers, over remoting, on its own connections."""
 
-    def __init__(self, addresses: list[str], broker_name: str, address: str) -> None:
+    def __init__(self, addresses: list[str], broker_name: str) -> None:
         self.client = RemotingControllerClient(addresses, timeout=20)
         self.addresses = addresses
         self.broker_name = broker_name
-        self.address = address
+        self.listener = BrokerListener()  # the broker's own port: its registered address
+        self.address = self.listener.address
         self.broker_id = 0
         self.beating = threading.Event()
         self._stop = threading.Event()
@@ -68,21 +70,23 @@ class RemotingBroker:
                     pass
 
     def notifications(self) -> list[RoleChange]:
-        out = []
+        """The 1008s received where the broker listens; none may come over its own connections."""
         for addr in self.addresses:
             try:
-                conn = self.client.connection(addr)
+                assert self.client.connection(addr).next_incoming(0) is None
             except RemotingError:
                 continue
-            while (cmd := conn.next_incoming(0)) is not None:
-                assert cmd.code == headers.NOTIFY_BROKER_ROLE_CHANGED and cmd.is_oneway
-                out.append(role_change_of(cmd))
+        out = []
+        for cmd in self.listener.take():
+            assert cmd.code == headers.NOTIFY_BROKER_ROLE_CHANGED and cmd.is_oneway
+            out.append(role_change_of(cmd))
         return out
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(5)
         self.client.close()
+        self.listener.close()
 
 
 @pytest.fixture
@@ -92,6 +96,11 @@ def trio(tmp_path) -> Iterator[tuple[LocalCluster, list[str]]]:
     with cluster:
         start(cluster, addresses)
         yield cluster, addresses
+
+
+def _replicas(client: RemotingControllerClient) -> list[Any]:
+    info = client.get_sync_state_data(["broker-a"]).replicas_info_table["broker-a"]
+    return [*info.in_sync_replicas, *info.not_in_sync_replicas]
 
 
 def _no_age(result: SyncStateDataResult) -> dict[str, Any]:
@@ -158,19 +167,19 @@ def test_register_beat_elect_fail_over_and_read_the_same_state(trio: tuple[Local
 
         try:
             for i in range(2):
-                brokers.append(RemotingBroker(remoting, "broker-a", f"127.0.0.1:{9000 + i}"))
+                brokers.append(RemotingBroker(remoting, "broker-a"))
                 assert brokers[-1].register() == i + 1
             first, second = brokers
+            # only a heartbeat makes a broker alive (RocketMQ): wait for both to have beaten
+            wait_until(lambda: all(r.alive for r in _replicas(admin)), 10, what="both brokers alive")
             elected = first.client.elect_master(TEST_CLUSTER, "broker-a", 1)
             assert (elected.master_broker_id, elected.master_epoch, elected.sync_state_set_epoch) == (1, 1, 1)
             assert elected.broker_member_group is not None
-            assert elected.broker_member_group.broker_addrs == {1: "127.0.0.1:9000", 2: "127.0.0.1:9001"}
-            changes = wait_until(lambda: second.notifications(), 10, what="1008 after the first election")
-            assert (changes[0].master_broker_id, changes[0].master_address, changes[0].master_epoch) == (
-                1,
-                "127.0.0.1:9000",
-                1,
-            )
+            assert elected.broker_member_group.broker_addrs == {1: first.address, 2: second.address}
+            for broker in brokers:  # every alive replica, the new master included
+                changes = wait_until(broker.notifications, 10, what="1008 after the first election")
+                assert (changes[0].master_broker_id, changes[0].master_address, changes[0].master_epoch) == (
+                    1, first.address, 1)
             altered = first.client.alter_sync_state_set("broker-a", 1, 1, [1, 2], 1)
             assert (altered.new_sync_state_set_epoch, altered.sync_state_set) == (2, (1, 2))
 
@@ -183,7 +192,7 @@ def test_register_beat_elect_fail_over_and_read_the_same_state(trio: tuple[Local
             for node, address in zip(cluster.nodes, remoting, strict=True):
                 assert admin.get_config(address) == grpc_client.get_config(node.grpc_address)
 
-            # the master stops beating: the leader elects broker 2 and tells it over its connection
+            # the master stops beating: the leader elects broker 2 and tells it where it listens
             first.beating.clear()
 
             def notified_master_2() -> RoleChange | None:
@@ -191,7 +200,7 @@ def test_register_beat_elect_fail_over_and_read_the_same_state(trio: tuple[Local
 
             change = wait_until(notified_master_2, 20, what="1008 naming broker 2 master")
             assert (change.master_address, change.master_epoch, change.sync_state_set) == (
-                "127.0.0.1:9001",
+                second.address,
                 2,
                 (2,),
             )
@@ -201,6 +210,27 @@ def test_register_beat_elect_fail_over_and_read_the_same_state(trio: tuple[Local
                 grpc_client.get_sync_state_data(["broker-a"])
             )
             assert admin.get_metadata().state_hash == grpc_client.get_metadata().state_hash
+
+            # a controller leader change: the new leader never saw these brokers' registrations
+            # (only their heartbeats, sent to every controller) and still reaches them
+            first.beating.set()
+            wait_until(lambda: next(r for r in _replicas(admin) if r.broker_id == 1).alive, 10,
+                       what="broker 1 beating again")
+            now = admin.get_replica_info("broker-a")
+            second.client.alter_sync_state_set("broker-a", 2, now.master_epoch, [1, 2],
+                                               now.sync_state_set_epoch)
+            first.notifications()
+            old_leader = cluster.wait_for_leader()
+            old_leader.kill()
+            cluster.wait_for_leader(exclude=old_leader)
+            second.beating.clear()
+
+            def notified_master_1() -> RoleChange | None:
+                return next((c for c in first.notifications() if c.master_broker_id == 1), None)
+
+            change = wait_until(notified_master_1, 30, what="1008 from the new controller leader")
+            assert (change.master_address, change.master_epoch, change.sync_state_set) == (
+                first.address, now.master_epoch + 1, (1,))
         finally:
             for broker in brokers:
                 broker.close()
