@@ -83,6 +83,7 @@ messages = st.builds(
     born_timestamp=st.integers(0, 2**62), store_timestamp=st.integers(0, 2**62))
 
 
+@settings(deadline=None)
 @given(messages, st.integers(0, 2**50))
 def test_record_property_round_trip(m: Message, off: int) -> None:
     b = encode_record(m, off)

@@ -50,6 +50,7 @@ def test_identity_corrupt(tmp_path: Path, unchanged, content: bytes, msg: str) -
     assert str(ei.value) == f"{tmp_path / 'brokerIdentity'} {msg}"
 
 
+@settings(deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_characters="#\n\r", blacklist_categories=("Cs",)), min_size=1),  # noqa: E501
        st.text(alphabet=st.characters(blacklist_characters="#\n\r", blacklist_categories=("Cs",)), min_size=1),  # noqa: E501
        st.integers(min_value=0, max_value=2**63 - 1))
@@ -181,11 +182,13 @@ entries_st = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 2**40)), ma
                 zip(sorted({e for e, _ in xs}), sorted(s for _, s in xs), strict=False)])
 
 
+@settings(deadline=None)
 @given(entries_st)
 def test_epoch_file_property_round_trip(entries: list[EpochEntry]) -> None:
     assert epochfile.parse_epoch_file(epochfile.encode_epoch_file(entries)) == entries
 
 
+@settings(deadline=None)
 @given(entries_st, st.integers(0, 2**40))
 def test_truncate_suffix_property(entries: list[EpochEntry], off: int) -> None:
     kept = epochfile.truncate_suffix_by_offset(entries, off)
@@ -193,7 +196,7 @@ def test_truncate_suffix_property(entries: list[EpochEntry], off: int) -> None:
     assert kept == entries[:len(kept)]
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(st.binary(max_size=64))
 def test_epoch_file_garbage_never_crashes(data: bytes) -> None:
     try:
@@ -222,6 +225,7 @@ def test_checkpoint_truncated(tmp_path: Path, unchanged) -> None:
                             f"(file is 4096 bytes)"
 
 
+@settings(deadline=None)
 @given(st.lists(st.integers(0, 2**63 - 1), min_size=5, max_size=5))
 def test_checkpoint_property(vals: list[int]) -> None:
     cp = checkpoint.StoreCheckpoint(*vals)
