@@ -84,6 +84,11 @@ def __getattr__(name: str) -> Any:
 _debug = False
 
 
+def debug_enabled() -> bool:
+    """--debug (or MQCTL_DEBUG) was given."""
+    return _debug
+
+
 def _print_version(value: bool) -> None:
     if value:
         from mqctl import __version__

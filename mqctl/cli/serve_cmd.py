@@ -41,6 +41,15 @@ def serve(
                                "flags; flags > MQCTL_* env > file)"),
 ) -> None:
     """Run a controller node (single node on loopback by default)."""
+    import os
+
+    from mqctl.cli import debug_enabled
+
+    if not debug_enabled():
+        # gRPC's C core logs its own lines on stderr (add_port.cc on a busy port, next to mqctl's
+        # "cannot listen on ..."): only mqctl's lines, unless --debug or GRPC_VERBOSITY says otherwise.
+        # Read when grpc is first imported, which is below.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     from mqctl.controller import config as serve_config
     from mqctl.controller.server import run
 

@@ -35,6 +35,16 @@ def test_busy_grpc_port(tmp_path) -> None:
                      "--data-dir", str(tmp_path / "d"))
     assert proc.returncode == 2
     assert "address already in use" in error_line(proc)
+    # only mqctl's lines: not gRPC's own "add_port.cc ... Failed to add port" log (issue 16)
+    assert [ln.split(":")[0] for ln in proc.stderr.splitlines()] == ["mqctl controller", "mqctl"], proc.stderr
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        proc = subprocess.run([sys.executable, "-m", "mqctl", "--debug", "serve", "--listen",
+                               f"127.0.0.1:{port}", "--raft", f"127.0.0.1:{free_port()}", "--data-dir",
+                               str(tmp_path / "d2")], capture_output=True, text=True, timeout=30, env=env)
+    assert proc.returncode == 2 and "add_port" in proc.stderr  # --debug shows gRPC's lines again
 
 
 def test_busy_raft_port(tmp_path) -> None:
