@@ -33,6 +33,12 @@ def colours(out: bytes) -> set[int]:
     return found
 
 
+def default_sigint() -> None:
+    """In the child: Ctrl-C (SIGINT) ends it, also when the test run ignores SIGINT (a background job,
+    nohup, a CI runner): an ignored signal stays ignored across exec, and the test sends SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_pty(args: list[str], until: Callable[[bytes], bool], *, env: dict[str, str] | None = None,
             timeout: float = 30.0, interrupt: bool = True) -> tuple[int, bytes]:
     """Run mqctl on a pty (200x50) until ``until(output)``, then SIGINT; (exit code, output)."""
@@ -41,7 +47,8 @@ def run_pty(args: list[str], until: Callable[[bytes], bool], *, env: dict[str, s
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("MQCTL_") and k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES")}
     full_env.update({"TERM": "xterm-256color", **(env or {})})
-    proc = subprocess.Popen([MQCTL, *args], stdin=slave, stdout=slave, stderr=slave, env=full_env)
+    proc = subprocess.Popen([MQCTL, *args], stdin=slave, stdout=slave, stderr=slave, env=full_env,
+                            preexec_fn=default_sigint)
     os.close(slave)
     out = b""
 

@@ -77,8 +77,10 @@ def test_demo_exits_0_with_the_verdict_and_leaves_nothing(tmp_path) -> None:
 def test_demo_ctrl_c_cleans_up(tmp_path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
+    # SIGINT at its default in the child even when this run ignores it (background job, nohup, CI):
+    # an ignored signal stays ignored across exec, and the test sends SIGINT
     proc = subprocess.Popen([*MQCTL, "demo"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=_env(tmp))
+                            env=_env(tmp), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     lines = []
     try:
