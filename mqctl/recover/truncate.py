@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from mqctl.errors import StoreError, UsageError
 from mqctl.recover.inspect import NO_STORE, inspect_store
 from mqctl.store import abort as abort_mod
 from mqctl.store.checkpoint import CHECKPOINT_FILE, StoreCheckpoint, read_checkpoint, write_checkpoint
-from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog
+from mqctl.store.commitlog import BLANK_MAGIC, COMMITLOG_DIR, CommitLog
 from mqctl.store.epochfile import EPOCH_FILE, EpochEntry, truncate_suffix_by_offset, write_epoch_file
 
 __all__ = ["TruncatePlan", "plan_truncate", "apply_truncate", "default_backup_dir"]
@@ -88,6 +89,13 @@ def _data_end(path: Path, start: int, size: int) -> int:
     return start
 
 
+def _is_blank_marker(path: Path, pos: int) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(pos)
+        head = fh.read(8)
+    return len(head) == 8 and struct.unpack(">iI", head)[1] == BLANK_MAGIC
+
+
 def plan_truncate(store: str | os.PathLike[str], to: int) -> TruncatePlan:
     """What `truncate --to` would remove. UsageError for a refused offset (with the nearest boundaries)."""
     rep = inspect_store(store)
@@ -120,6 +128,8 @@ def plan_truncate(store: str | os.PathLike[str], to: int) -> TruncatePlan:
         pos = max(0, to - lf.start)
         whole = pos == 0 and lf.start > log.min_offset   # the first file stays, zeroed
         data_end = _data_end(lf.path, pos, lf.size)
+        if to == rep.max_offset and not whole and data_end == pos + 8 and _is_blank_marker(lf.path, pos):
+            continue   # RocketMQ's end-of-file marker right at the end of the data: not data, kept
         if whole:
             plan.cuts.append(FileCut(str(lf.path), lf.start, 0, lf.size, True))
         elif data_end > pos:

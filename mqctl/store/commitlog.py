@@ -441,7 +441,8 @@ class ScanResult:
     scanned_from: int
     bytes_scanned: int
     records: int
-    stop: str                   # "blank-eof" (ran off the last file), "zero", "eof", "corrupt"
+    stop: str                   # "blank-eof" (the last file ends with the blank marker), "zero", "eof",
+                                # "corrupt"
     problems: list[str] = field(default_factory=list)
     last_record_offset: int = -1
     last_store_timestamp: int = 0
@@ -476,6 +477,15 @@ class CommitLog:
             if not entry.is_file():
                 raise store_error(entry.path, "not a regular file")
             files.append(LogFile(int(entry.name), Path(entry.path), entry.stat().st_size))
+        if files and files[-1].size == 0:
+            # RocketMQ deletes an empty last file when it loads the commitlog (MappedFileQueue.doLoad:
+            # `file.length() == 0 && i == files.size() - 1`): it is not part of the log
+            empty = files.pop()
+            if not files:
+                raise store_error(self.directory, f"no commitlog files: only {empty.path.name}, an empty "
+                                                  f"file (0 bytes) that RocketMQ deletes when it loads them")
+            self.problems.append(f"{empty.path}: empty file (0 bytes) at the end of the commitlog; RocketMQ "
+                                 f"deletes it when it loads the commitlog")
         if not files:
             raise store_error(self.directory, "empty directory: no commitlog files")
         fs = file_size if file_size is not None else files[0].size
@@ -546,8 +556,10 @@ class CommitLog:
                     if i + 1 < nfiles:
                         i += 1
                         continue
+                    # no next file: RocketMQ's recovery (CommitLog.recoverNormally/recoverAbnormally)
+                    # gets size 0 for the marker (checkMessageAndReturnSize), finds no file to switch
+                    # to and keeps processOffset at the marker: the end of the last message
                     res.stop = "blank-eof"
-                    res.max_offset = lf.start + lf.size
                     break
                 if bs.stop == "eof":
                     if i + 1 < nfiles and lf.size == self.file_size:

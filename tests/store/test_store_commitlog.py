@@ -314,3 +314,76 @@ def test_parse_range_resync_property(bodies: list[bytes], data) -> None:
     cut = data.draw(st.integers(0, len(buf) - 1))
     got = [r.offset for r in parse_range(bytes(buf[cut:]), 10_000 + cut) if isinstance(r, Record)]
     assert got == [10_000 + o for o in offsets if o >= cut]
+
+
+# --------------------------------------------------------------------------- RocketMQ's recovery at the end
+# CommitLog.recoverNormally/recoverAbnormally: checkMessageAndReturnSize answers size 0 for the blank
+# marker and the recovery switches to the next file; with no next file it stops, and processOffset (the
+# max physical offset) stays at the marker, the end of the last message. tests/recover/
+# test_rocketmq_broker_store.py checks the same against a real RocketMQ broker.
+
+def _marker_store(tmp_path: Path) -> tuple[Path, int]:
+    """Files 0 and 1000 of a 1000-byte log; file 1000 ends with the blank marker after its records and
+    there is no file 2000 (as when it could not be created, or a slave's copy stopped at the file end)."""
+    d = _store(tmp_path, n=11)          # 5 records of 192 bytes per file, blank marker at 960
+    (d / file_name(2000)).unlink()      # the 11th record
+    return d, 1960
+
+
+def test_blank_marker_in_the_last_file_ends_the_log_at_the_marker(tmp_path: Path, unchanged) -> None:
+    d, marker = _marker_store(tmp_path)
+    assert sorted(x.name for x in d.iterdir()) == [file_name(0), file_name(1000)]
+    assert struct.unpack_from(">iI", (d / file_name(1000)).read_bytes(), 960) == (40, BLANK_MAGIC)
+    with unchanged(tmp_path):
+        log = CommitLog(d)
+        for deep in (False, True):
+            s = log.scan(deep=deep)
+            assert (s.max_offset, s.records, s.stop, s.problems, s.bytes_beyond) == \
+                (marker, 10, "blank-eof", [], 0)
+        assert s.last_record_offset == marker - 192
+        assert [r.offset for r in log.iter_records()][-1] == marker - 192
+        assert log.boundaries_around(marker, marker) == (marker, marker)
+        assert log.boundaries_around(1999, marker) == (marker, None)
+
+
+def test_empty_next_file_after_the_marker_counts_to_the_file_end(tmp_path: Path) -> None:
+    """A next file that exists (RocketMQ preallocates it) but holds no record: the recovery switches to
+    it and stops at its first byte, so the max offset is that file's start."""
+    d, _ = _marker_store(tmp_path)
+    (d / file_name(2000)).write_bytes(bytes(1000))
+    s = CommitLog(d).scan()
+    assert (s.max_offset, s.stop, s.problems) == (2000, "zero", [])
+
+
+def test_empty_last_file_is_not_part_of_the_log(tmp_path: Path, unchanged) -> None:
+    """RocketMQ deletes a 0-byte last file when it loads the commitlog (MappedFileQueue.doLoad): the file
+    before it is the last one, ending with its marker."""
+    d, marker = _marker_store(tmp_path)
+    (d / file_name(2000)).write_bytes(b"")
+    with unchanged(tmp_path):
+        log = CommitLog(d)
+        assert [f.start for f in log.files] == [0, 1000]
+        s = log.scan()
+        assert (s.max_offset, s.stop) == (marker, "blank-eof")
+        assert s.problems == [f"{d / file_name(2000)}: empty file (0 bytes) at the end of the commitlog; "
+                              f"RocketMQ deletes it when it loads the commitlog"]
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / file_name(0)).write_bytes(b"")
+    with pytest.raises(StoreError) as ei:
+        CommitLog(only)
+    assert str(ei.value) == (f"{only}: no commitlog files: only {file_name(0)}, an empty file (0 bytes) that "
+                             f"RocketMQ deletes when it loads them")
+
+
+def test_writer_resumes_at_the_marker_like_rocketmq(tmp_path: Path) -> None:
+    """RocketMQ's truncateDirtyFiles puts the write position at the recovered offset: the next message
+    overwrites the marker when it fits, else a new marker goes there and the message to the next file."""
+    d, marker = _marker_store(tmp_path)
+    with CommitLogWriter(d, 1000) as w:
+        assert w.offset == marker
+        small = w.append(Message("T", b"s"))          # 93 bytes: 93 + 8 > 40, so a new marker at 1960
+    assert small == 2000
+    log = CommitLog(d)
+    assert struct.unpack_from(">iI", (d / file_name(1000)).read_bytes(), 960) == (40, BLANK_MAGIC)
+    assert log.scan(deep=True).max_offset == 2093
