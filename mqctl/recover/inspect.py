@@ -22,7 +22,14 @@ from mqctl.store.identity import (
     read_identity,
     read_temp_identity,
 )
-from mqctl.store.signature import SIGNATURE_FILE, InitialSignature, Signature, derive_initial, read_signature
+from mqctl.store.signature import (
+    SIGNATURE_FILE,
+    FinalSignature,
+    InitialSignature,
+    Signature,
+    derive_initial,
+    read_signature,
+)
 
 NO_STORE = "no store"
 EMPTY = "empty"
@@ -125,8 +132,11 @@ class StoreReport:
 
 
 def _has_commitlog_files(d: Path) -> bool:
+    """A commitlog file with bytes in d. An empty (0-byte) last file does not count: RocketMQ deletes it
+    when it loads the commitlog (MappedFileQueue.doLoad), so a directory holding only that is empty."""
     try:
-        return any(len(e.name) == 20 and e.name.isdigit() for e in os.scandir(d))
+        return any(len(e.name) == 20 and e.name.isdigit() and not (e.is_file() and e.stat().st_size == 0)
+                   for e in os.scandir(d))
     except (FileNotFoundError, NotADirectoryError):
         return False
 
@@ -194,6 +204,10 @@ def inspect_store(path: str | os.PathLike[str], *, deep: bool = False) -> StoreR
         rep.state = EMPTY
         return rep
     rep.dirty_reasons = _dirty_reasons(rep)
+    fin = rep.signature.final if rep.signature else None
+    if fin is not None and rep.abort is None:
+        rep.problems += [f"{m}: the store changed after the final signature was written (RocketMQ does not "
+                         f"update it)" for m in _signature_mismatches(rep, fin)]
     rep.state = DIRTY if rep.dirty_reasons else CLEAN
     return rep
 
@@ -243,13 +257,22 @@ def failures_error(results: list[StoreReport | StoreFailure]) -> MqctlError | No
 
 
 def _dirty_reasons(rep: StoreReport) -> list[str]:
-    reasons = []
+    """RocketMQ's rule: a broker creates `abort` when it starts (DefaultMessageStore.start ->
+    createTempFile) and deletes it on a clean shutdown (shutdown -> deleteFile, kept when the store is not
+    writeable or dispatch is behind); the next start runs the abnormal recovery while it exists (load:
+    lastExitOK = !isTempFileExist()). So a store without `abort` was shut down cleanly, signed by mqctl
+    or not. An `abort` whose text a final signature recorded (mark-clean of mqctl 0.1, which left the
+    file in place) is acknowledged while that signature still matches the store."""
+    if rep.abort is None:
+        return []
     fin = rep.signature.final if rep.signature else None
-    if rep.abort is not None and (fin is None or fin.abort != rep.abort):
-        reasons.append(f"abort file present (pid {rep.abort}): not shut down cleanly")
-    if fin is None:
-        reasons.append("no final signature")
-        return reasons
+    if fin is not None and fin.abort == rep.abort:
+        return _signature_mismatches(rep, fin)
+    return [f"abort file present (pid {rep.abort}): not shut down cleanly"]
+
+
+def _signature_mismatches(rep: StoreReport, fin: FinalSignature) -> list[str]:
+    reasons = []
     last = rep.epochs[-1] if rep.epochs else None
     if last is None or (fin.last_epoch, fin.last_epoch_start_offset) != (last.epoch, last.start_offset):
         held = f"{last.epoch}-{last.start_offset}" if last else "none"

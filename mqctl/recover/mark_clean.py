@@ -1,6 +1,9 @@
-"""`mark-clean`: write the final signature that marks a store as the one to restart from (seed 002's
-manual recovery step). RocketMQ's own files are left as they are; an `abort` file is acknowledged by
-recording its text in the final signature (RocketMQ will still run its abnormal recovery on start)."""
+"""`mark-clean`: make a store the one to restart from (seed 002's manual recovery step), the way RocketMQ
+itself tells a clean store from a dirty one: remove its `abort` file, which a broker creates when it
+starts (DefaultMessageStore.start -> createTempFile) and deletes on a clean shutdown; while it exists the
+next start runs the abnormal recovery (DefaultMessageStore.load: lastExitOK = !isTempFileExist()). The
+final signature (last epoch, max offset, time, and the text of the removed `abort`) is written first,
+so an interruption in between leaves a store that is still counted clean (docs/recovery.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ __all__ = ["mark_clean"]
 
 def mark_clean(path: str | os.PathLike[str], *, dry_run: bool = False, now_ms: int | None = None,
                deep: bool = False) -> dict[str, Any]:
-    """Compute (and unless dry_run, write) the final signature; returns what was (or would be) written."""
+    """Compute (and unless dry_run, write the final signature and remove `abort`); returns what was (or
+    would be) done."""
     rep = inspect_store(path, deep=deep)
     if rep.state == NO_STORE:
         raise UsageError(f"{path}: no store here; refusing to mark it clean")
@@ -29,7 +33,8 @@ def mark_clean(path: str | os.PathLike[str], *, dry_run: bool = False, now_ms: i
                          f"stop it first")
     if rep.initial is None:
         why = "no brokerIdentity" if rep.identity is None else "no epoch entries"
-        raise UsageError(f"{path}: cannot derive an initial signature ({why})")
+        raise UsageError(f"{path}: cannot derive an initial signature ({why}: not a store of controller "
+                         f"mode); to have RocketMQ run its normal recovery, remove its abort file yourself")
     last = rep.epochs[-1] if rep.epochs else None
     if last is None:
         raise UsageError(f"{path}: no epoch entries; cannot record the last epoch")
@@ -39,8 +44,8 @@ def mark_clean(path: str | os.PathLike[str], *, dry_run: bool = False, now_ms: i
     sig = Signature(rep.initial, final)
     notes = []
     if rep.abort is not None:
-        notes.append(f"abort file (pid {rep.abort}) acknowledged; RocketMQ will still run its abnormal "
-                     f"recovery")
+        notes.append(f"abort file (pid {rep.abort}) {'would be ' if dry_run else ''}removed: RocketMQ runs "
+                     f"its normal recovery on the next start, not the abnormal one")
     if rep.scan and rep.scan.stop == "corrupt":
         notes.append(f"the commitlog has an invalid tail after {rep.max_offset}; RocketMQ's recovery "
                      f"drops it")
@@ -48,6 +53,8 @@ def mark_clean(path: str | os.PathLike[str], *, dry_run: bool = False, now_ms: i
     if not dry_run:
         with abort_mod.hold_lock(path):
             write_signature(path, sig)
+            abort_mod.remove_abort(path)
     return {"store": os.fspath(path), "dryRun": dry_run, "previousState": was,
             "file": os.path.join(os.fspath(path), SIGNATURE_FILE),
-            "initialSignature": rep.initial.to_dict(), "finalSignature": final.to_dict(), "notes": notes}
+            "initialSignature": rep.initial.to_dict(), "finalSignature": final.to_dict(),
+            "abortRemoved": rep.abort is not None and not dry_run, "notes": notes}

@@ -4,7 +4,8 @@ Rules (docs/recovery.md):
 * a set is (clusterName, brokerName) from brokerIdentity (or the stored initial signature);
 * the source is the freshest store by (last epoch, max offset) among the clean stores when there are
   any (a fresher dirty store is named in a warning with the bytes it would lose), else the freshest
-  store overall, and then `mark-clean` is needed;
+  store overall, and then `mark-clean` is needed. Clean is RocketMQ's rule: no `abort` file (a store
+  RocketMQ shut down cleanly needs no mqctl signature);
 * every other store must share a consistent epoch history with the source (RocketMQ's
   findConsistentPoint); its `truncateTo` is that point and `bytesToDrop` = maxOffset - truncateTo.
   Stores that conflict, or belong to no set, are listed in `unmatched` with the reason.
@@ -27,9 +28,10 @@ def _replica(r: StoreReport, truncate_to: int | None) -> dict[str, Any]:
             "bytesToDrop": 0 if truncate_to is None else r.max_offset - truncate_to}
 
 
-def _final_key(r: StoreReport) -> tuple[int, int, int] | None:
-    fin = r.signature.final if r.signature else None
-    return None if fin is None else (fin.last_epoch, fin.last_epoch_start_offset, fin.max_offset)
+def _final_key(r: StoreReport) -> tuple[int, int, int]:
+    """What a final signature of the store says (or would say): last epoch, its start, max offset."""
+    last = r.epochs[-1] if r.epochs else None
+    return (-1, -1, r.max_offset) if last is None else (last.epoch, last.start_offset, r.max_offset)
 
 
 def make_plan(reports: Sequence[StoreReport]) -> dict[str, Any]:
@@ -58,7 +60,7 @@ def make_plan(reports: Sequence[StoreReport]) -> dict[str, Any]:
             source = clean[0]
             keys = {_final_key(m) for m in clean}
             if len(keys) > 1:
-                warnings.append("clean stores have different final signatures: "
+                warnings.append("clean stores end differently (last epoch, its start, max offset): "
                                 + ", ".join(f"{m.path} {_final_key(m)}" for m in clean)
                                 + f"; using the freshest, {source.path}")
         else:

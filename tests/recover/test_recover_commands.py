@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from mqctl.recover.inspect import inspect_store
@@ -50,8 +51,10 @@ def test_states(tmp_path: Path, cli) -> None:
     got = {Path(d["store"]).name: (d["state"], d["dirtyReasons"]) for d in r.json()["stores"]}
     assert got == {
         "clean": ("clean", []),
-        "dirty": ("dirty", ["abort file present (pid 777): not shut down cleanly", "no final signature"]),
-        "nosig": ("dirty", ["no final signature"]),
+        "dirty": ("dirty", ["abort file present (pid 777): not shut down cleanly"]),
+        # no abort file: RocketMQ shut it down cleanly (DefaultMessageStore.shutdown deletes `abort`), with
+        # or without mqctl's signature
+        "nosig": ("clean", []),
         "empty": ("empty", []),
         "bare": ("no store", []),
     }
@@ -85,7 +88,7 @@ def test_one_corrupt_store_does_not_abort_inspect_compare_or_plan(tmp_path: Path
         assert r.code == 4 and r.err == f"mqctl: error: 1 of 3 stores could not be inspected: {why}\n"
     r = cli("recover", "inspect", str(a), str(bad), str(b), "-o", "json")
     assert [(Path(d["store"]).name, d["state"]) for d in r.json()["stores"]] == [
-        ("a", "clean"), ("bad", "error"), ("b", "dirty")]
+        ("a", "clean"), ("bad", "error"), ("b", "clean")]
     t = cli("recover", "inspect", str(a), str(bad), str(b))
     assert "ERROR" in t.out and f"{bad}: error: {why}" in t.out.replace("\n", "")
     # compare: both rows, the comparison is not made
@@ -112,15 +115,34 @@ def test_compare_says_equal_in_table_and_json(tmp_path: Path, cli) -> None:
     assert "fresher: equal" in cli("recover", "compare", str(a), str(b)).out
 
 
-def test_final_signature_that_no_longer_matches_is_dirty(tmp_path: Path, cli) -> None:
-    a = build_store(tmp_path / "a", history=H, max_offset=1200, clean=True)
+def test_final_signature_that_no_longer_matches(tmp_path: Path, cli) -> None:
+    """Without `abort` the store is clean whatever an older final signature says (a broker ran on it after
+    mark-clean and shut down cleanly; RocketMQ does not update mqctl's file): the mismatch is a problem.
+    An `abort` acknowledged by a signature (mqctl 0.1's mark-clean left the file) counts only while the
+    signature matches."""
+    from mqctl.store.abort import write_abort
     from mqctl.store.build import fill_to
     from mqctl.store.commitlog import CommitLogWriter
+    from mqctl.store.signature import Signature, read_signature, write_signature
+
+    a = build_store(tmp_path / "a", history=H, max_offset=1200, clean=True)
     with CommitLogWriter(a / "commitlog", 1 << 20) as w:
         fill_to(w, 1, 1300)
     d = cli("recover", "inspect", str(a), "-o", "json").json()["stores"][0]
-    assert d["state"] == "dirty"
-    assert d["dirtyReasons"] == ["final signature says max offset 1200, the store holds 1300"]
+    assert (d["state"], d["dirtyReasons"]) == ("clean", [])
+    assert d["problems"] == ["final signature says max offset 1200, the store holds 1300: the store changed "
+                             "after the final signature was written (RocketMQ does not update it)"]
+    sig = read_signature(a)
+    assert sig is not None and sig.final is not None
+    write_signature(a, Signature(sig.initial, replace(sig.final, abort="99")))
+    write_abort(a, 99)
+    d = cli("recover", "inspect", str(a), "-o", "json").json()["stores"][0]
+    assert (d["state"], d["dirtyReasons"]) == ("dirty", ["final signature says max offset 1200, the store "
+                                                         "holds 1300"])
+    write_abort(a, 100)
+    d = cli("recover", "inspect", str(a), "-o", "json").json()["stores"][0]
+    assert (d["state"], d["dirtyReasons"]) == ("dirty", ["abort file present (pid 100): not shut down "
+                                                         "cleanly"])
 
 
 def test_compare_split_brain_and_conflicts(tmp_path: Path, cli) -> None:
@@ -150,8 +172,8 @@ def test_plan_prefers_clean_and_lists_unmatched(tmp_path: Path, cli) -> None:
     c1 = build_store(tmp_path / "c1", history=H, max_offset=1100, clean=True)
     d1 = build_store(tmp_path / "d1", history=H, max_offset=1300, broker_id=2, abort=True)
     e1 = build_store(tmp_path / "e1", history=[], max_offset=0, broker_id=3)
-    x = build_store(tmp_path / "x", history=[(5, 0)], max_offset=300, broker_id=4)
-    other = build_store(tmp_path / "o", history=H, max_offset=1000, broker="broker-b")
+    x = build_store(tmp_path / "x", history=[(5, 0)], max_offset=300, broker_id=4, abort=True)
+    other = build_store(tmp_path / "o", history=H, max_offset=1000, broker="broker-b", abort=True)
     (tmp_path / "none").mkdir()
     stores = [str(p) for p in (c1, d1, e1, x, other, tmp_path / "none")]
     db = tmp_path / "inv.db"
@@ -202,7 +224,10 @@ def test_mark_clean(tmp_path: Path, cli, unchanged) -> None:
     fin = r.json()["finalSignature"]
     assert (fin["lastEpoch"], fin["lastEpochStartOffset"], fin["maxOffset"], fin["abort"], fin["manual"]) == \
         (1, 900, 1200, "4242", True)
-    assert (a / "abort").read_text() == "4242"           # RocketMQ's file is left alone
+    assert r.json()["abortRemoved"] is True
+    assert r.json()["notes"] == ["abort file (pid 4242) removed: RocketMQ runs its normal recovery on the next "
+                                 "start, not the abnormal one"]
+    assert not (a / "abort").exists()          # RocketMQ runs its abnormal recovery while it exists
     assert (a / "mqctl-signature.json").exists()
     assert inspect_store(a).state == "clean"
     e = build_store(tmp_path / "e", history=[], max_offset=0)
