@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 import typer
 
 from mqctl.cli import root_app, sub_app
+from mqctl.cli.common import output_option
 from mqctl.cli.render import Output
 from mqctl.errors import (
     MqctlError,
@@ -63,10 +64,6 @@ def _tls_key_opt() -> Any:
 def _timeout_opt() -> Any:
     return typer.Option(10.0, "--timeout", envvar="MQCTL_TIMEOUT", help="seconds per controller call, "
                         "retries included")
-
-
-def _output_opt() -> Any:
-    return typer.Option(Output.table, "-o", "--output", case_sensitive=False, help="output format")
 
 
 def _watch_opt() -> Any:
@@ -214,7 +211,7 @@ def get_sync_state_set(
     broker_name: str = typer.Option(None, "-b", "--broker-name", help="broker set name(s), comma separated"),
     cluster: str = typer.Option(None, "-c", "--cluster-name", help="every broker set of this cluster"),
     watch: float = _watch_opt(),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -251,7 +248,7 @@ def get_broker_epoch(
     broker_addr: str = typer.Option(None, "--broker-addr", help="ask these broker services directly "
                                     "(h:p, comma separated), without the controller"),
     watch: float = _watch_opt(),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -354,7 +351,7 @@ def _epoch_cache(address: str, protocol: str, timeout: float, tls_ca: str | None
 @_command("getControllerMetaData", "get-controller-metadata")
 def get_controller_metadata(
     watch: float = _watch_opt(),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -386,7 +383,7 @@ def get_controller_metadata(
 @quorum_app.command("status")
 def quorum_status(
     watch: float = _watch_opt(),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -445,7 +442,7 @@ def _quorum_change(action: str, raft_address: str | None, conn: Conn, output: Ou
 @quorum_app.command("add")
 def quorum_add(
     raft_address: str = typer.Argument(..., metavar="RAFT_ADDRESS", help="the new node's Raft HOST:PORT"),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -464,7 +461,7 @@ def quorum_add(
 @quorum_app.command("remove")
 def quorum_remove(
     raft_address: str = typer.Argument(..., metavar="RAFT_ADDRESS", help="the Raft HOST:PORT to remove"),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -482,7 +479,7 @@ def quorum_remove(
 def quorum_transfer(
     raft_address: str = typer.Argument(None, metavar="[RAFT_ADDRESS]",
                                        help="the node to lead (default: the most caught-up follower)"),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -499,7 +496,7 @@ def quorum_transfer(
 @quorum_app.command("feature-level")
 def quorum_feature_level(
     level: int = typer.Argument(..., metavar="LEVEL", help="the feature level to raise the group to"),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -529,7 +526,7 @@ def elect_master(
                                           "outside the SyncStateSet"),
     broker_epochs: bool = typer.Option(False, "--broker-epochs", help="ask each replica's broker service "
                                        "for its epoch cache: exact truncation points"),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -600,7 +597,7 @@ def clean_broker_metadata(
     cluster: str = typer.Option(None, "-c", "--cluster-name", help="cluster of the broker set"),
     clean_living: bool = typer.Option(False, "-l", "--clean-living-broker", help="clean brokers that are "
                                       "still alive too"),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -651,7 +648,7 @@ def clean_broker_metadata(
 
 @_command("getControllerConfig", "get-controller-config")
 def get_controller_config(
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),
@@ -689,7 +686,7 @@ def get_controller_config(
 def update_controller_config(
     key: str = typer.Option(..., "-k", "--key", help="config key, e.g. enableElectUncleanMaster"),
     value: str = typer.Option(..., "-v", "--value", help="new value"),
-    output: Output = _output_opt(),
+    output: Output = output_option(),
     addr: str = _addr_opt(),
     token: str = _token_opt(),
     tls_ca: str = _tls_ca_opt(),

@@ -1,4 +1,5 @@
-"""Small rendering helpers shared by the store-side commands (recover, upgrade, pipeline).
+"""What every command prints the same way: the -o/--output option, the one JSON or YAML document per
+command (errors included, docs/admin.md), and the rich console of the store-side tables.
 
 Kept light: rich and json are imported inside the functions, so `mqctl --help` stays fast.
 """
@@ -7,12 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from mqctl.errors import UsageError
 
+def output_option() -> Any:
+    """-o/--output table|json|yaml, the same on every command that prints state."""
+    import typer
 
-def check_output(output: str) -> None:
-    if output not in ("table", "json"):
-        raise UsageError(f"-o/--output must be table or json, not {output!r}")
+    from mqctl.cli.render import Output
+
+    return typer.Option(Output.table, "-o", "--output", case_sensitive=False,
+                        help="output format: a table for people, one JSON or YAML document for scripts")
 
 
 # Exit code -> the "code" of an error document that does not come from a controller (docs/admin.md).
@@ -68,11 +72,12 @@ def print_document(doc: Any, fmt: str = "json") -> None:
     _printed = True
 
 
-def echo_json(doc: Any, error: BaseException | None = None) -> None:
-    """Print the command's JSON document; ``error`` (raised next by the caller) goes into it."""
+def echo_doc(output: Any, doc: Any, error: BaseException | None = None) -> None:
+    """Print the command's document as ``output`` (Output.json or Output.yaml); ``error``, raised next
+    by the caller, goes into it."""
     if error is not None:
         doc = {**doc, "error": error_of(error)}
-    print_document(doc, "json")
+    print_document(doc, output.value)
 
 
 def console() -> Any:

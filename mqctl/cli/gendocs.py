@@ -217,7 +217,8 @@ def markdown(root: Any) -> str:
         if records:
             out += ["| option | description |", "|---|---|"]
             for opt, h in records:
-                out.append(f"| `{opt}` | {_md(' '.join(h.split()))} |")
+                cell = opt.replace("|", "\\|")  # GFM: a pipe inside a table cell, code spans too
+                out.append(f"| `{cell}` | {_md(' '.join(h.split()))} |")
             out.append("")
     return "\n".join(out)
 

@@ -13,8 +13,9 @@ from typing import Any
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import check_output, console, echo_json
+from mqctl.cli.common import console, echo_doc, output_option
 from mqctl.cli.recover_cmd import recover_app
+from mqctl.cli.render import Output
 
 analyze_app = sub_app("analyze", "Analyse commitlogs across a fleet of stores (Spark).")
 
@@ -61,10 +62,9 @@ def salvage_cmd(
     range_size: str = typer.Option("64M", "--range-size", metavar="SIZE", help=_RANGE_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Run the job and show what would be saved; write "
                                                           "nothing."),
-    output: str = typer.Option("table", "-o", "--output", help="Output format: table or json."),
+    output: Output = output_option(),
 ) -> None:
     """Save to Parquet every message that truncating the plan's replicas would drop and the source lacks."""
-    check_output(output)
     size = _parse_size(range_size)
     from pathlib import Path
 
@@ -78,8 +78,8 @@ def salvage_cmd(
     inp = prepare(stores, range_size=size, full_source=full_source)
     with spark_session(master, app_name="mqctl recover salvage") as spark:
         doc = run_salvage(spark, inp, out, dry_run=dry_run)
-    if output == "json":
-        echo_json(doc)
+    if output is not Output.table:
+        echo_doc(output, doc)
         return
     _render_salvage(doc)
 
@@ -129,10 +129,9 @@ def analyze_commitlog_cmd(
     master: str | None = typer.Option(None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER",
                                       help=_MASTER_HELP),
     range_size: str = typer.Option("64M", "--range-size", metavar="SIZE", help=_RANGE_HELP),
-    output: str = typer.Option("table", "-o", "--output", help="Output format: table or json."),
+    output: Output = output_option(),
 ) -> None:
     """Per topic and queue: messages, bytes, store times, offsets; every damaged record, file and position."""
-    check_output(output)
     size = _parse_size(range_size)
     from pathlib import Path
 
@@ -146,8 +145,8 @@ def analyze_commitlog_cmd(
     inp = prepare_analyze(stores, range_size=size)
     with spark_session(master, app_name="mqctl analyze commitlog") as spark:
         doc = run_analyze(spark, inp, out)
-    if output == "json":
-        echo_json(doc)
+    if output is not Output.table:
+        echo_doc(output, doc)
         return
     from rich.table import Table
 

@@ -11,11 +11,11 @@ from typing import Any
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import check_output, console, echo_json
+from mqctl.cli.common import console, echo_doc, output_option
+from mqctl.cli.render import Output
 
 recover_app = sub_app("recover", "Inspect broker store directories and plan a manual recovery.")
 
-_OUTPUT_HELP = "Output format: table or json."
 
 
 def _confirm(question: str) -> None:
@@ -42,17 +42,16 @@ def inspect_cmd(
                                        help="Store root directories (storePathRootDir)."),
     deep: bool = typer.Option(False, "--deep", help="Verify every record's CRC in every file, not only the "
                                                     "last three files."),
-    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+    output: Output = output_option(),
 ) -> None:
     """Identity, state (clean, dirty, empty), epochs, max offset, confirm offset, files and problems."""
-    check_output(output)
     from mqctl.recover.inspect import failures_error, inspect_stores
 
     results = inspect_stores(stores, deep=deep)
     problem = failures_error(results)
     reports = [r.to_dict() for r in results]
-    if output == "json":
-        echo_json({"stores": reports}, error=problem)
+    if output is not Output.table:
+        echo_doc(output, {"stores": reports}, error=problem)
         if problem is not None:
             raise problem
         return
@@ -97,10 +96,9 @@ def inspect_cmd(
 def compare_cmd(
     store_a: str = typer.Argument(..., metavar="STORE_A"),
     store_b: str = typer.Argument(..., metavar="STORE_B"),
-    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+    output: Output = output_option(),
 ) -> None:
     """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain."""
-    check_output(output)
     from mqctl.recover.compare import Comparison, compare_reports
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
 
@@ -121,8 +119,8 @@ def compare_cmd(
     doc["aLastEpoch"], doc["aMaxOffset"] = rows[0].get("lastEpoch"), rows[0].get("maxOffset")
     doc["bLastEpoch"], doc["bMaxOffset"] = rows[1].get("lastEpoch"), rows[1].get("maxOffset")
     doc["stores"] = rows
-    if output == "json":
-        echo_json(doc, error=problem)
+    if output is not Output.table:
+        echo_doc(output, doc, error=problem)
         if problem is not None:
             raise problem
         return
@@ -157,10 +155,9 @@ def plan_cmd(
     db: str | None = typer.Option(None, "--db", metavar="FILE", help="Also write stores, epochs and the plan "
                                                                      "into this SQLite file."),
     deep: bool = typer.Option(False, "--deep", help="Verify every record's CRC while inspecting."),
-    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+    output: Output = output_option(),
 ) -> None:
     """Group stores by broker set, pick each set's source, restart order, truncateTo and bytesToDrop."""
-    check_output(output)
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
     from mqctl.recover.plan import make_plan
 
@@ -174,8 +171,8 @@ def plan_cmd(
     if db:
         from mqctl.recover.db import write_db
         write_db(db, reports, plan)
-    if output == "json":
-        echo_json(plan, error=problem)
+    if output is not Output.table:
+        echo_doc(output, plan, error=problem)
         if problem is not None:
             raise problem
         return
@@ -208,10 +205,9 @@ def mark_clean_cmd(
     store: str = typer.Argument(..., metavar="STORE"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the final signature, write nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+    output: Output = output_option(),
 ) -> None:
     """Write the final signature that marks STORE as the one to restart from (manual recovery)."""
-    check_output(output)
     from mqctl.recover.mark_clean import mark_clean
 
     preview = mark_clean(store, dry_run=True)
@@ -222,8 +218,8 @@ def mark_clean_cmd(
         result = mark_clean(store, dry_run=False)
     else:
         result = preview
-    if output == "json":
-        echo_json(result)
+    if output is not Output.table:
+        echo_doc(output, result)
         return
     fin = result["finalSignature"]
     verb = "would write" if dry_run else "wrote"
@@ -242,10 +238,9 @@ def truncate_cmd(
                                           help="Where to save what is removed (default: beside the store)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed, change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+    output: Output = output_option(),
 ) -> None:
     """Cut the commitlog at OFFSET and correct the epoch file like a slave, after a backup."""
-    check_output(output)
     from mqctl.errors import UsageError
     from mqctl.recover.truncate import apply_truncate, default_backup_dir, plan_truncate
     from mqctl.store.abort import is_locked
@@ -261,8 +256,8 @@ def truncate_cmd(
                      f"backup to {bdir}?")
         apply_truncate(plan, bdir)
         doc["backupDir"] = bdir
-    if output == "json":
-        echo_json(doc)
+    if output is not Output.table:
+        echo_doc(output, doc)
         return
     if plan.nothing_to_do:
         typer.echo(f"{store}: nothing to truncate at {to} (max offset {plan.max_offset})")

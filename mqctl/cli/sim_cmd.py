@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from mqctl.cli import root_app
+from mqctl.cli.common import echo_doc, output_option
+from mqctl.cli.render import Output
 
 if TYPE_CHECKING:
     from mqctl.sim.cluster import Report, Simulation
@@ -288,7 +290,8 @@ def sim_command(
                                  "removed at the end]"),
     keep: bool = typer.Option(False, "--keep", help="keep the temporary run directory"),
     plain: bool = typer.Option(False, "--plain", help="plain progress lines even on a terminal"),
-    json_out: bool = typer.Option(False, "--json", help="print the final report as JSON on stdout"),
+    output: Output = output_option(),
+    json_out: bool = typer.Option(False, "--json", hidden=True, help="the same as -o json (older name)"),
 ) -> None:
     """Run S broker sets x R replicas (mqctl.broker agents) against a controller group, produce messages,
     inject faults from a seed or the keyboard, show every set live, and check the invariants at the end.
@@ -306,13 +309,15 @@ def sim_command(
     if duration < 0 or fault_interval <= 0:
         from mqctl.errors import UsageError
         raise UsageError("--duration must be 0 or more and --fault-interval positive")
-    tty = sys.stdout.isatty() and not plain and not json_out
+    document = json_out or output is not Output.table  # the report as one document, no progress lines
+    output = Output.json if json_out else output
+    tty = sys.stdout.isatty() and not plain and not document
     interactive = tty and sys.stdin.isatty()
     if duration == 0 and not interactive:
         from mqctl.errors import UsageError
         raise UsageError("--duration 0 runs until q or Ctrl-C, which needs a terminal; give a duration")
     printer = _Printer(live=tty)
-    out: Callable[[str], None] = (lambda t: None) if json_out else printer.line
+    out: Callable[[str], None] = (lambda t: None) if document else printer.line
     n_ctl = 0 if controller_addr else controllers
     plan = plan_faults(seed, duration, sets, replicas, n_ctl, interval=fault_interval) \
         if chaos and duration > 0 else []
@@ -349,7 +354,7 @@ def sim_command(
                         else:
                             threading.Thread(target=sim.perform, args=(action, selected[0]),
                                              daemon=True).start()
-                    if not tty and not json_out and time.monotonic() - last_status[0] >= 5:
+                    if not tty and not document and time.monotonic() - last_status[0] >= 5:
                         last_status[0] = time.monotonic()
                         _plain_status(printer, sim)
 
@@ -360,10 +365,8 @@ def sim_command(
             sim.close()
         assert report is not None
         violated = UnhealthyError("an invariant did not hold (see the report)")
-        if json_out:
-            from mqctl.cli.common import echo_json
-
-            echo_json(report.to_dict(), error=None if report.ok else violated)
+        if document:
+            echo_doc(output, report.to_dict(), error=None if report.ok else violated)
         else:
             _print_report(printer, report)
             printer.line("all invariants hold" if report.ok else "INVARIANTS VIOLATED",

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import check_output, console, echo_json
+from mqctl.cli.common import console, echo_doc, output_option
+from mqctl.cli.render import Output
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
 upgrade_app = sub_app("upgrade", "Upgrade to persistent broker ids (RocketMQ 5.1.1+): runbook, checks, "
                                "clears with backups, restore, wait for the master.")
 
-_OUTPUT_HELP = "Output format: table or json."
 _ADDR_HELP = ("controller gRPC addresses, 'h:p;h:p' (TLS and token from MQCTL_TLS_CA, MQCTL_TLS_CERT, "
               "MQCTL_TLS_KEY, MQCTL_TOKEN)")
 
@@ -96,10 +96,9 @@ def plan_cmd(
                                      "repeat for every store."),
     addr: str | None = typer.Option(None, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER",
                                     help=_ADDR_HELP),
-    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+    output: Output = output_option(),
 ) -> None:
     """The ordered runbook with the exact command and check of each step, marking steps already done."""
-    check_output(output)
     from mqctl.upgrade.runbook import next_step, runbook
     from mqctl.upgrade.state import gather
 
@@ -114,8 +113,8 @@ def plan_cmd(
                            "slaves": [s.path for s in bs.slaves], "aligned": bs.alignment.aligned,
                            "notes": bs.notes} for bs in state.sets],
            "steps": [s.to_dict() for s in steps], "next": nxt.n if nxt else None}
-    if output == "json":
-        echo_json(doc)
+    if output is not Output.table:
+        echo_doc(output, doc)
         return
     from rich.table import Table
     con = console()
@@ -141,10 +140,9 @@ def check_cmd(
     stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="A broker store; repeat for each."),
     addr: str | None = typer.Option(None, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER",
                                     help=_ADDR_HELP),
-    output: str = typer.Option("table", "-o", "--output", help=_OUTPUT_HELP),
+    output: Output = output_option(),
 ) -> None:
     """Pre-flight: brokers stopped, stores aligned, identity and epoch files, controller; exit 7 on a FAIL."""
-    check_output(output)
     from mqctl.errors import UnhealthyError
     from mqctl.upgrade.runbook import FAIL, checks, next_step, phase_of, runbook
     from mqctl.upgrade.state import gather
@@ -156,10 +154,10 @@ def check_cmd(
     failed = [c for c in results if c.status == FAIL]
     problem = UnhealthyError(f"{len(failed)} check(s) failed: " + "; ".join(f"{c.name} {c.subject}"
                                                                            for c in failed[:4]))
-    if output == "json":
-        echo_json({"version": 1, "phase": phase_of(steps), "next": nxt.n if nxt else None,
-                    "ok": not failed, "checks": [c.to_dict() for c in results]},
-                  error=problem if failed else None)
+    if output is not Output.table:
+        echo_doc(output, {"version": 1, "phase": phase_of(steps), "next": nxt.n if nxt else None,
+                          "ok": not failed, "checks": [c.to_dict() for c in results]},
+                 error=problem if failed else None)
     else:
         typer.echo(f"next step: {f'{nxt.n} {nxt.id}' if nxt else 'none (done)'}; checking what it expects")
         for c in results:

@@ -112,13 +112,28 @@ def _json_doc(out: str) -> dict:
 @pytest.mark.parametrize("path", sorted(_commands_with_output()), ids=" ".join)
 def test_usage_error_in_json_mode_is_one_json_document(path: tuple[str, ...],
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    flag = ["--json"] if path == ("sim",) else ["-o", "json"]
-    code, out, err = run_in(capsys, *path, *flag, "--no-such-flag")
+    code, out, err = run_in(capsys, *path, "-o", "json", "--no-such-flag")
     assert code == 2
     doc = _json_doc(out)
     assert doc == {"version": 1, "error": {"code": "USAGE", "message": "No such option: --no-such-flag",
                                            "exitCode": 2}}
     assert err.splitlines()[-1] == "mqctl: error: No such option: --no-such-flag"
+
+
+def test_the_simulators_json_flag_is_a_hidden_alias_of_o_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_in(capsys, "sim", "--json", "--no-such-flag")
+    assert code == 2 and _json_doc(out)["error"]["code"] == "USAGE"
+    code, out, _ = run_in(capsys, "sim", "--help")
+    assert "-o, --output" in out and "--json" not in out
+
+
+def test_yaml_everywhere_json_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-o yaml on the store-side commands too: the same document as JSON, as YAML."""
+    missing = str(tmp_path / "missing")
+    code, out, _ = run_in(capsys, "recover", "inspect", missing, "-o", "yaml")
+    assert code == 4 and out.startswith("stores:\n- store: ") and "\nerror:\n  code: STORE\n" in out
+    code, out, _ = run_in(capsys, "upgrade", "check", "--store", missing, "-o", "YAML")
+    assert code == 7 and "\nok: false\n" in out and "  code: UNHEALTHY\n" in out
 
 
 def _dead() -> str:

@@ -107,8 +107,8 @@ def test_sim_against_a_given_controller_json_report(tmp_path) -> None:
     with LocalCluster(str(tmp_path / "ctl"), size=1) as cluster:
         cluster.start()
         proc = subprocess.run([*MQCTL, "sim", "-a", cluster.addresses, "-s", "1", "-r", "3", "-d", "12",
-                               "--chaos", "--seed", "4", "--fault-interval", "2", "--rate", "30", "--json",
-                               "--peers", "local", "--dir", str(tmp_path / "run")],
+                               "--chaos", "--seed", "4", "--fault-interval", "2", "--rate", "30",
+                               "-o", "json", "--peers", "local", "--dir", str(tmp_path / "run")],
                               capture_output=True, text=True, timeout=180, env=_env(tmp_path))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         report = json.loads(proc.stdout)
