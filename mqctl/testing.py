@@ -66,6 +66,7 @@ _EXCERPT_MAX_LINES = 60
 
 _log_lock = threading.Lock()
 _log_offsets: dict[str, int] = {}  # log path -> bytes already scanned (logs are only appended to)
+_watched: set[str] = set()          # the logs of nodes started and not stopped since
 
 
 @dataclass(frozen=True)
@@ -103,9 +104,10 @@ def find_log_problems(text: str) -> list[str]:
 
 
 def watch_log(log_path: str) -> None:
-    """Scan `log_path` from now on (from its start if it is new to this process)."""
+    """Scan `log_path` in scan_watched_logs (from where the last scan ended, or its start)."""
     with _log_lock:
         _log_offsets.setdefault(log_path, 0)
+        _watched.add(log_path)
 
 
 def scan_log(log_path: str) -> list[LogProblem]:
@@ -134,9 +136,9 @@ def scan_log(log_path: str) -> list[LogProblem]:
 
 
 def scan_watched_logs() -> list[LogProblem]:
-    """scan_log on every log this process watches (every node it started)."""
+    """scan_log on every log this process watches (the nodes it started and has not stopped)."""
     with _log_lock:
-        paths = list(_log_offsets)
+        paths = sorted(_watched)
     return [p for path in paths for p in scan_log(path)]
 
 
@@ -214,6 +216,8 @@ class Node:
         started it can remove the log."""
         if os.environ.get(NODE_LOG_REPORT_ENV):
             scan_log(self.log_path)
+        with _log_lock:  # scanned for good: start() watches it again
+            _watched.discard(self.log_path)
 
     def log_text(self) -> str:
         try:
