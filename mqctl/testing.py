@@ -57,9 +57,10 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: fl
 NODE_LOG_REPORT_ENV = "MQCTL_NODE_LOG_REPORT"
 
 # What a Python traceback or a logged exception looks like in a node's log, in the text format and in
-# the JSON one (where the traceback is the "exc" field of the record).
+# the JSON one (where the traceback is the "exc" field of the record); also the interpreter's own
+# reports (an exception in a thread or a __del__, a failed log call, a fatal error at exit).
 _PROBLEM = re.compile(r"Traceback \(most recent call last\)|^Exception in thread |^Exception ignored in"
-                      r"|^--- Logging error ---|\"exc\": \"")
+                      r"|^--- Logging error ---|^Fatal Python error|\"exc\": \"")
 # A line that starts a new log record or a line of serve's own output: the end of an excerpt.
 _RECORD_START = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\{\"ts\"|mqctl[ :])")
 _EXCERPT_MAX_LINES = 60

@@ -41,6 +41,11 @@ def test_excerpts_in_the_text_format() -> None:
     assert found[1].startswith("2025-01-02 03:04:07,000 WARNING mqctl.node: an error that is no exception\n"
                                "Exception in thread Thread-3") and found[1].endswith("RuntimeError: c")
     assert testing.find_log_problems("2025-01-02 03:04:07,000 ERROR mqctl.node: no exception\n") == []
+    fatal = ("Fatal Python error: _enter_buffered_busy: could not acquire lock for <_io.BufferedWriter "
+             "name='<stderr>'> at interpreter shutdown, possibly due to daemon threads\n"
+             "Python runtime state: finalizing (tstate=0x1)\n\nThread 0x7f (most recent call first):\n"
+             "  File \"/x/node.py\", line 3 in _tick_loop\n")
+    assert testing.find_log_problems(fatal) == [fatal.rstrip("\n")]
 
 
 def test_excerpts_in_the_json_format() -> None:
