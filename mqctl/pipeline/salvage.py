@@ -75,27 +75,28 @@ def prepare(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE,
         inp.not_salvaged.append({"store": u["store"], "reason": u["reason"]})
     for s in plan["brokerSets"]:
         c, b = s["clusterName"], s["brokerName"]
-        if s["source"] is None:
-            continue
-        src = by_path[s["source"]]
+        src = by_path[s["source"]] if s["source"] is not None else None
         tts = [r["truncateTo"] for r in s["replicas"] if r["truncateTo"] is not None]
-        frm = src.min_offset if full_source else min(tts)
-        set_doc: dict[str, Any] = {"clusterName": c, "brokerName": b, "source": src.path, "comparedFrom": frm,
-                                   "comparedTo": src.max_offset, "replicas": []}
+        frm = None if src is None else src.min_offset if full_source else min(tts)
+        set_doc: dict[str, Any] = {"clusterName": c, "brokerName": b, "source": s["source"],
+                                   "comparedFrom": frm, "comparedTo": None if src is None else src.max_offset,
+                                   "replicas": []}
         inp.sets.append(set_doc)
+        # every replica of the plan is listed, also one with nothing to read (an empty commitlog, no
+        # commitlog directory, or a set where every store is empty: no source, no truncateTo)
         for rank, row in enumerate(s["replicas"]):
             rep = by_path[row["store"]]
             tt = row["truncateTo"]
-            if tt is None or rep.file_count == 0:
-                continue
-            meta = {"clusterName": c, "brokerName": b, "store": rep.path, "brokerId": rep.broker_id,
-                    "rank": rank, "epochs": [(e.start_offset, e.epoch) for e in rep.epochs]}
-            ranges = store_ranges(rep.path, from_offset=tt, range_size=range_size, meta=meta)
-            inp.candidates += ranges
+            ranges: list[ByteRange] = []
+            if tt is not None and rep.file_count:
+                meta = {"clusterName": c, "brokerName": b, "store": rep.path, "brokerId": rep.broker_id,
+                        "rank": rank, "epochs": [(e.start_offset, e.epoch) for e in rep.epochs]}
+                ranges = store_ranges(rep.path, from_offset=tt, range_size=range_size, meta=meta)
+                inp.candidates += ranges
             set_doc["replicas"].append({"store": rep.path, "brokerId": rep.broker_id, "state": rep.state,
                                         "truncateTo": tt, "maxOffset": rep.max_offset,
                                         "bytesRead": sum(r.limit - r.start for r in ranges if r.head_owned)})
-        if src.max_offset > frm:
+        if src is not None and frm is not None and src.max_offset > frm:
             inp.keys += store_ranges(src.path, from_offset=frm, to_offset=src.max_offset,
                                      range_size=range_size,
                                      meta={"clusterName": c, "brokerName": b, "store": src.path})
