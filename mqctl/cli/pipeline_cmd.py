@@ -89,8 +89,9 @@ def _render_salvage(doc: dict[str, Any]) -> None:
 
     con = console()
     for s in doc["brokerSets"]:
-        t = Table(title=f"{s['clusterName']}/{s['brokerName']}: source {s['source']}, compared over "
-                        f"[{s['comparedFrom']}, {s['comparedTo']})")
+        t = Table(title=f"{s['clusterName']}/{s['brokerName']}: " + (
+            f"source {s['source']}, compared over [{s['comparedFrom']}, {s['comparedTo']})"
+            if s["source"] is not None else "every store is empty, nothing to salvage"))
         for col in ("store", "brokerId", "truncateTo", "maxOffset", "records past", "on source",
                     "on other replica", "salvaged", "bytes"):
             t.add_column(col, justify="left" if col == "store" else "right")

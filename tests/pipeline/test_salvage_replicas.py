@@ -64,7 +64,7 @@ def test_prepare_lists_every_replica(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_summary_lists_every_replica(spark, tmp_path: Path) -> None:
+def test_summary_lists_every_replica(spark, cli, tmp_path: Path) -> None:
     from mqctl.pipeline.salvage import prepare, run_salvage
 
     s = stores(tmp_path / "stores")
@@ -84,3 +84,6 @@ def test_summary_lists_every_replica(spark, tmp_path: Path) -> None:
     assert (b["source"], b["messages"], b["topics"]) == (None, 0, [])
     assert [Path(r["store"]).name for r in b["replicas"]] == ["lone"]
     assert summary["notSalvaged"] == [] and summary["problems"] == []
+    r = cli("recover", "salvage", *(str(p) for p in s.values()), "--out", str(tmp_path / "dry"), "--dry-run")
+    assert r.code == 0, r.err
+    assert "cluster-a/broker-b: every store is empty, nothing to salvage" in r.out
