@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import typer
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from mqctl.client import ControllerClient, ReplicasInfo
 
 DEFAULT_CONTROLLER = "127.0.0.1:9878"
+F = TypeVar("F", bound=Callable[..., Any])
 
 quorum_app = sub_app("quorum", "The controller group: status, membership and leadership.")
 
@@ -59,11 +60,6 @@ def _tls_cert_opt() -> Any:
 
 def _tls_key_opt() -> Any:
     return typer.Option(None, "--tls-key", envvar="MQCTL_TLS_KEY", help="client private key (PEM) for mTLS")
-
-
-def _timeout_opt() -> Any:
-    return typer.Option(10.0, "--timeout", envvar="MQCTL_TIMEOUT", help="seconds per controller call, "
-                        "retries included")
 
 
 def _watch_opt() -> Any:
@@ -96,14 +92,13 @@ class Conn:
             raise UsageError(f"--timeout must be positive, got {timeout}")
         if protocol not in PROTOCOLS:
             raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
-        self.protocol = protocol
+        self.requested_protocol = protocol  # what --protocol said (for broker calls)
+        self.protocol = protocol  # auto becomes grpc or remoting at the first client()
 
     def client(self, addresses: list[str] | None = None, timeout: float | None = None) -> ControllerClient:
         targets = addresses or self.addresses
         seconds = timeout if timeout is not None else self.timeout
         if self.protocol == "auto":
-            # the probe counts against the call's --timeout: an unreachable controller costs
-            # --timeout seconds, not the probe's plus the call's
             started = time.monotonic()
             probe = self._grpc(targets, min(seconds, 3.0))
             try:
@@ -112,11 +107,13 @@ class Conn:
                 probe.close()
                 raise
             self.protocol = "grpc" if answered else "remoting"
-            seconds = max(0.001, seconds - (time.monotonic() - started))
-            if answered:  # the probe's channel is open: keep it
+            if answered:  # gRPC answered: keep the probe's open channel, with the whole --timeout
                 probe.timeout = seconds
                 return probe
             probe.close()
+            # gRPC did not answer: remoting gets what is left, so that a controller that does not
+            # answer at all costs --timeout seconds, not the probe's plus --timeout
+            seconds = max(0.001, seconds - (time.monotonic() - started))
         if self.protocol == "remoting":
             from mqctl.remoting.client import RemotingControllerClient
 
@@ -144,6 +141,45 @@ def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
         except MqctlError:
             continue
     return False
+
+
+_CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
+    "addr": (str, _addr_opt), "token": (str, _token_opt), "tls_ca": (str, _tls_ca_opt),
+    "tls_cert": (str, _tls_cert_opt), "tls_key": (str, _tls_key_opt), "protocol": (str, _protocol_opt),
+}
+
+
+def connected(*, protocol: bool = True, timeout: float = 10.0,
+              timeout_help: str = "seconds per controller call, retries included") -> Callable[[F], F]:
+    """The controller connection options, declared once here for every admin command: the command
+    takes one ``conn: Conn`` parameter and gets -a, --token, --tls-*, --protocol (unless
+    ``protocol`` is False: gRPC only) and --timeout, as patronictl passes one context to each
+    command. Typer sees the options in the command's signature (``__signature__``)."""
+    import functools
+    import inspect
+
+    def deco(fn: F) -> F:
+        options = {name: (kind, factory()) for name, (kind, factory) in _CONNECTION_OPTIONS.items()
+                   if protocol or name != "protocol"}
+        options["timeout"] = (float, typer.Option(timeout, "--timeout", envvar="MQCTL_TIMEOUT",
+                                                  help=timeout_help))
+        sig = inspect.signature(fn)
+        own = [p for p in sig.parameters.values() if p.name != "conn"]
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+                 for name, (kind, option) in options.items()]
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name) for name in options}
+            return fn(conn=Conn(**given, **({} if protocol else {"protocol": "grpc"})), **kwargs)
+
+        command.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added)
+        command.__annotations__ = {**{k: v for k, v in fn.__annotations__.items() if k != "conn"},
+                                   **{name: kind for name, (kind, _) in options.items()}}
+        return cast(F, command)
+
+    return deco
 
 
 def _run(fetch: Callable[[], dict[str, Any]], output: Output, table: Callable[[dict[str, Any]], Any],
@@ -207,18 +243,13 @@ def _command(name: str, alias: str, target: Any = None, **kw: Any) -> Callable[[
 
 
 @_command("getSyncStateSet", "get-sync-state-set")
+@connected()
 def get_sync_state_set(
+    conn: Conn,
     broker_name: str = typer.Option(None, "-b", "--broker-name", help="broker set name(s), comma separated"),
     cluster: str = typer.Option(None, "-c", "--cluster-name", help="every broker set of this cluster"),
     watch: float = _watch_opt(),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    protocol: str = _protocol_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Master, epochs and SyncStateSet of broker sets, with each replica's heartbeat age, offsets and lag.
@@ -228,7 +259,6 @@ def get_sync_state_set(
     from mqctl.cli import render
 
     _one_of(broker_name, cluster)
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         def fetch() -> dict[str, Any]:
             return sync_state_doc(_broker_sets(client, broker_name, cluster))
@@ -240,7 +270,9 @@ def get_sync_state_set(
 
 
 @_command("getBrokerEpoch", "get-broker-epoch")
+@connected()
 def get_broker_epoch(
+    conn: Conn,
     broker_name: str = typer.Option(None, "-b", "--broker-name", help="broker set name(s): ask each replica"),
     cluster: str = typer.Option(None, "-c", "--cluster-name", help="every broker set of this cluster"),
     store: str = typer.Option(None, "--store", metavar="DIR", help="read DIR/epochFileCheckpoint offline "
@@ -249,13 +281,6 @@ def get_broker_epoch(
                                     "(h:p, comma separated), without the controller"),
     watch: float = _watch_opt(),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    protocol: str = _protocol_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Epoch entries (epoch, startOffset, endOffset) and maxOffset of brokers (GetBrokerEpochCache).
@@ -281,7 +306,7 @@ def get_broker_epoch(
 
         def one(t: tuple[str, str, str, int | None]) -> EpochCache:
             cluster_name, name, address, bid = t
-            c = _epoch_cache(address, protocol, min(timeout, 5.0), tls_ca, tls_cert, tls_key)
+            c = _epoch_cache(address, conn)
             c.cluster_name = c.cluster_name or cluster_name
             c.broker_name = c.broker_name or name
             if c.broker_id is None:
@@ -304,7 +329,6 @@ def get_broker_epoch(
         _run(lambda: broker_epoch_doc(ask(direct)), output, render.broker_epoch_table, watch, no_color,
              "getBrokerEpoch", verdict)
         return
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         def fetch() -> dict[str, Any]:
             targets = []
@@ -316,14 +340,16 @@ def get_broker_epoch(
         _run(fetch, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch", verdict)
 
 
-def _epoch_cache(address: str, protocol: str, timeout: float, tls_ca: str | None, tls_cert: str | None,
-                 tls_key: str | None) -> Any:
-    """GetBrokerEpochCache from mqctl's Broker service (gRPC) or a RocketMQ broker (request 1007).
+def _epoch_cache(address: str, conn: Conn) -> Any:
+    """GetBrokerEpochCache from mqctl's Broker service (gRPC) or a RocketMQ broker (request 1007),
+    with the connection's --protocol and TLS options and at most 5 s.
 
     ``auto``: gRPC first; when it does not answer (fetch_epoch_cache reports that in ``.error``, it
     does not raise), request 1007 over remoting."""
     from mqctl.admin.epochs import fetch_epoch_cache
 
+    protocol, timeout = conn.requested_protocol, min(conn.timeout, 5.0)
+    tls_ca, tls_cert, tls_key = conn.tls_ca, conn.tls_cert, conn.tls_key
     grpc_error = ""
     if protocol in ("auto", "grpc"):
         try:
@@ -349,16 +375,11 @@ def _epoch_cache(address: str, protocol: str, timeout: float, tls_ca: str | None
 
 
 @_command("getControllerMetaData", "get-controller-metadata")
+@connected()
 def get_controller_metadata(
+    conn: Conn,
     watch: float = _watch_opt(),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    protocol: str = _protocol_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Controller group, leader id and address, term, commit index and peers (the leader's view).
@@ -367,7 +388,6 @@ def get_controller_metadata(
     from mqctl.admin.quorum import metadata_doc
     from mqctl.cli import render
 
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         def verdict(doc: dict[str, Any]) -> None:
             if not doc.get("controllerLeaderAddress"):
@@ -381,16 +401,11 @@ def get_controller_metadata(
 
 
 @quorum_app.command("status")
+@connected(timeout=2.0, timeout_help="seconds per node")
 def quorum_status(
+    conn: Conn,
     watch: float = _watch_opt(),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    protocol: str = _protocol_opt(),
-    timeout: float = typer.Option(2.0, "--timeout", envvar="MQCTL_TIMEOUT", help="seconds per node"),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Every controller node: state, term, commit and applied index, lag, state hash; the leader's
@@ -402,7 +417,6 @@ def quorum_status(
     from mqctl.cli import render
     from mqctl.client import Metadata
 
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     clients: dict[str, ControllerClient] = {}
 
     def fetch_one(address: str) -> Metadata:
@@ -440,83 +454,65 @@ def _quorum_change(action: str, raft_address: str | None, conn: Conn, output: Ou
 
 
 @quorum_app.command("add")
+@connected(protocol=False)
 def quorum_add(
+    conn: Conn,
     raft_address: str = typer.Argument(..., metavar="RAFT_ADDRESS", help="the new node's Raft HOST:PORT"),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Add a controller node to the group, one at a time. Start the new node first, with --peers
     naming the current members (a group of two cannot commit the change without it); it catches up
     from the leader."""
-    _quorum_change("add", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, "grpc"),
-                   output, no_color)
+    _quorum_change("add", raft_address, conn, output, no_color)
 
 
 @quorum_app.command("remove")
+@connected(protocol=False)
 def quorum_remove(
+    conn: Conn,
     raft_address: str = typer.Argument(..., metavar="RAFT_ADDRESS", help="the Raft HOST:PORT to remove"),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Remove a controller node from the group (not the leader: transfer leadership first)."""
-    _quorum_change("remove", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, "grpc"),
-                   output, no_color)
+    _quorum_change("remove", raft_address, conn, output, no_color)
 
 
 @quorum_app.command("transfer")
+@connected(protocol=False)
 def quorum_transfer(
+    conn: Conn,
     raft_address: str = typer.Argument(None, metavar="[RAFT_ADDRESS]",
                                        help="the node to lead (default: the most caught-up follower)"),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Hand the Raft leadership to another node (it must be caught up) and wait until it leads."""
-    _quorum_change("transfer", raft_address, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, "grpc"),
-                   output, no_color)
+    _quorum_change("transfer", raft_address, conn, output, no_color)
 
 
 @quorum_app.command("feature-level")
+@connected(protocol=False)
 def quorum_feature_level(
+    conn: Conn,
     level: int = typer.Argument(..., metavar="LEVEL", help="the feature level to raise the group to"),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Raise the group's feature level (the records every member can read) once every node runs a
     release that speaks it (`quorum status` shows each node's). It is never lowered: a node of an
     older release cannot rejoin afterwards."""
-    _quorum_change("feature-level", None, Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, "grpc"),
-                   output, no_color, feature_level=level)
+    _quorum_change("feature-level", None, conn, output, no_color, feature_level=level)
 
 
 # --- electMaster -------------------------------------------------------------------------------
 
 
 @_command("electMaster", "elect-master")
+@connected()
 def elect_master(
+    conn: Conn,
     cluster: str = typer.Option(..., "-c", "--cluster-name", help="cluster of the broker set"),
     broker_name: str = typer.Option(..., "-bn", "--broker-name", help="broker set name"),
     broker_id: int = typer.Option(None, "-b", "--broker-id", help="the broker to elect (default: the "
@@ -527,13 +523,6 @@ def elect_master(
     broker_epochs: bool = typer.Option(False, "--broker-epochs", help="ask each replica's broker service "
                                        "for its epoch cache: exact truncation points"),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    protocol: str = _protocol_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Elect a master: first shows every candidate (alive, in SyncStateSet, epoch, maxOffset,
@@ -544,7 +533,6 @@ def elect_master(
     from mqctl.cli import render
     from mqctl.errors import ControllerError
 
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         info = _broker_sets(client, broker_name, None)[broker_name]
         if cluster and info.cluster_name and cluster != info.cluster_name:
@@ -558,9 +546,7 @@ def elect_master(
         caches = None
         if broker_epochs:
             reps = (*info.in_sync_replicas, *info.not_in_sync_replicas)
-            caches = {r.broker_id: _epoch_cache(r.broker_address, protocol, min(timeout, 5.0), tls_ca,
-                                                tls_cert, tls_key)
-                      for r in reps}
+            caches = {r.broker_id: _epoch_cache(r.broker_address, conn) for r in reps}
         plan = elect_plan(cluster, broker_name, info, broker_id, unclean, caches)
         doc: dict[str, Any] = {"version": 1, "plan": plan, "dryRun": dry_run, "result": None}
         if dry_run:
@@ -590,7 +576,9 @@ def elect_master(
 
 
 @_command("cleanBrokerMetadata", "clean-broker-metadata")
+@connected()
 def clean_broker_metadata(
+    conn: Conn,
     broker_name: str = typer.Option(..., "-bn", "--broker-name", help="broker set name"),
     broker_ids: str = typer.Option(None, "-b", "--broker-controller-ids-to-clean", metavar="IDS",
                                    help="broker ids to clean, '1;2;3' (default: the whole broker set)"),
@@ -598,13 +586,6 @@ def clean_broker_metadata(
     clean_living: bool = typer.Option(False, "-l", "--clean-living-broker", help="clean brokers that are "
                                       "still alive too"),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    protocol: str = _protocol_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Remove broker ids (or a whole broker set) from the controller's metadata.
@@ -619,7 +600,6 @@ def clean_broker_metadata(
         except ValueError:
             raise UsageError(f"-b/--broker-controller-ids-to-clean: expected ids like '1;2;3', got "
                              f"{broker_ids!r}") from None
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         info = _broker_sets(client, broker_name, None)[broker_name]
         reps = {r.broker_id: r for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
@@ -647,15 +627,10 @@ def clean_broker_metadata(
 
 
 @_command("getControllerConfig", "get-controller-config")
+@connected()
 def get_controller_config(
+    conn: Conn,
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    protocol: str = _protocol_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """The configuration of each controller named with -a (replicated keys plus the node's own).
@@ -663,7 +638,6 @@ def get_controller_config(
     Alias: get-controller-config."""
     from mqctl.cli import render
 
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     controllers = []
     for address in conn.addresses:
         try:
@@ -683,17 +657,12 @@ def get_controller_config(
 
 
 @_command("updateControllerConfig", "update-controller-config")
+@connected()
 def update_controller_config(
+    conn: Conn,
     key: str = typer.Option(..., "-k", "--key", help="config key, e.g. enableElectUncleanMaster"),
     value: str = typer.Option(..., "-v", "--value", help="new value"),
     output: Output = output_option(),
-    addr: str = _addr_opt(),
-    token: str = _token_opt(),
-    tls_ca: str = _tls_ca_opt(),
-    tls_cert: str = _tls_cert_opt(),
-    tls_key: str = _tls_key_opt(),
-    protocol: str = _protocol_opt(),
-    timeout: float = _timeout_opt(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Change one controller config key; the change is replicated to every node.
@@ -701,7 +670,6 @@ def update_controller_config(
     Alias: update-controller-config."""
     from mqctl.cli import render
 
-    conn = Conn(addr, token, tls_ca, tls_cert, tls_key, timeout, protocol)
     with conn.client() as client:
         client.update_config({key: value})
         now = client.get_config().config.get(key, value)
