@@ -161,12 +161,11 @@ class ControllerNode:
         self._last_trigger_ms: dict[str, int] = {}
         self._last_scan_ms = 0
         self._fatal_error: str | None = None
-        # Writes are decided one at a time against the applied state (as RocketMQ's controller
-        # does): `_decide_lock` is held while deciding and appending; `_resolved` is clear while
-        # the last appended entry has neither been applied nor dropped.
+        # Writes are decided one at a time (`_decide_lock`, held while deciding and appending)
+        # against the leader's view: the applied state plus its appended, not yet applied records.
         self._decide_lock = threading.Lock()
-        self._resolved = threading.Event()
-        self._resolved.set()
+        self._view: core.ControllerState | None = None
+        self._view_term = -1
         self._caught_up_term = -1
         conf = make_conf(settings.data_dir, secret=settings.cluster_secret)
         self.sync = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
@@ -505,55 +504,82 @@ class ControllerNode:
 
     def _decide_and_commit(self, decide: Callable[[core.ControllerState], core.Result],
                            timeout: float) -> dict[str, Any]:
-        """Decide once, on the leader, against the applied state; append the records; answer when
-        they are applied here. Decisions are serialized, and none is made while an earlier entry
-        of this leader is unresolved or before the leader has applied everything of earlier terms,
-        so each decision sees every record that will precede it in the log."""
+        """Decide once, on the leader; append the records; answer when they are applied here.
+
+        Decisions are made one at a time against the leader's view: the applied state plus the
+        records of its entries not applied yet (Kafka's QuorumController), so writes pipeline and
+        share fsyncs while each decision still sees every record that will precede it in the log.
+        The view starts from the applied state after a barrier of the leader's term (every earlier
+        entry applied), and each entry is appended by this leader in this term or not at all
+        (`leaderTerm`, mqctl/raft/FORK.md change 11). A failure to append drops the view: the next
+        decision starts again from a barrier."""
         from pysyncobj import FAIL_REASON
 
         deadline = time.monotonic() + timeout
         if not self._decide_lock.acquire(timeout=max(0.0, timeout)):
             return self._busy()
         try:
-            if not self._resolved.wait(max(0.0, deadline - time.monotonic())):
-                return self._busy()
             if self.fatal_error:
                 return {"code": int(Code.SYSTEM_ERROR), "remark": f"this controller node stopped: "
                                                                  f"{self.fatal_error}"}
             if not self.is_leader():
                 return self._not_leader()
-            if not self._catch_up(max(0.01, deadline - time.monotonic())):
+            view = self._leader_view(deadline)
+            if view is None:
                 return {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),
                         "remark": "the new leader has not applied the earlier entries yet; retry"}
-            with self.sync.state_lock:
-                result = decide(self.state)
+            result = decide(view)
             answer = dict(result.response)
             answer["code"] = int(result.code)
             answer["remark"] = result.remark or ""
             if not result.records:
                 return answer
+            try:
+                for record in result.records:
+                    view.apply(record)
+            except core.InconsistentRecord as exc:  # a rule returned a record that does not fit: a bug
+                self._view = None
+                log.error("a decision did not fit the leader's view, nothing appended: %s", exc)
+                return {"code": int(Code.SYSTEM_ERROR), "remark": f"internal error: {exc}"}
             done = threading.Event()
             outcome: list[Any] = []
 
             def committed(_res: Any, error: Any) -> None:
                 outcome.append(error)
-                self._resolved.set()
                 done.set()
 
-            self._resolved.clear()
             try:
-                self.sync.execute(records.encode_entry(result.records), callback=committed)
+                self.sync.execute(records.encode_entry(result.records), callback=committed,
+                                  leaderTerm=self._view_term)
             except Exception as exc:  # not appended
-                self._resolved.set()
+                self._view = None
                 return self._unavailable(exc)
+            if outcome and outcome[0] != FAIL_REASON.SUCCESS:  # refused at once (queue full)
+                self._view = None
         finally:
             self._decide_lock.release()
         if not done.wait(max(0.0, deadline - time.monotonic())):
             return {"code": int(Code.SYSTEM_ERROR),
                     "remark": "timed out waiting for the Raft commit; the outcome is unknown"}
         if outcome[0] != FAIL_REASON.SUCCESS:
+            with self._decide_lock:
+                self._view = None
             return self._unavailable(_Failed(outcome[0]))
         return answer
+
+    def _leader_view(self, deadline: float) -> core.ControllerState | None:
+        """The state decisions are made against (under the decide lock); None if the barrier of
+        this term did not commit in time."""
+        term = int(self.sync._getTerm())
+        if self._view is not None and self._view_term == term:
+            return self._view
+        self._caught_up_term = -1  # a new view starts after a barrier of this very term
+        if not self._catch_up(max(0.01, deadline - time.monotonic())) or self._caught_up_term != term:
+            return None
+        with self.sync.state_lock:
+            self._view = self.state.copy()
+        self._view_term = term
+        return self._view
 
     def _busy(self) -> dict[str, Any]:
         return {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),

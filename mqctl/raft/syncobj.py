@@ -496,12 +496,14 @@ class SyncObj(object):
     def _getFuncName(self, funcName):
         return self.__currentVersionFuncNames[funcName]
 
-    def _applyCommand(self, command, callback, commandType = None):
+    def _applyCommand(self, command, callback, commandType = None, leaderTerm = None):
+        # mqctl: a command with leaderTerm is appended only by this node while it leads in that
+        # term, never forwarded to another leader (FORK.md, change 11)
         try:
             if commandType is None:
-                self.__commandsQueue.put_nowait((command, callback))
+                self.__commandsQueue.put_nowait((command, callback, leaderTerm))
             else:
-                self.__commandsQueue.put_nowait((_bchr(commandType) + command, callback))
+                self.__commandsQueue.put_nowait((_bchr(commandType) + command, callback, leaderTerm))
             if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED:
                 self.__pipeNotifier.notify()
         except Queue.Full:
@@ -514,9 +516,14 @@ class SyncObj(object):
             if self.__raftLeader is None and self.__conf.commandsWaitLeader:
                 break
             try:
-                command, callback = self.__commandsQueue.get_nowait()
+                command, callback, leaderTerm = self.__commandsQueue.get_nowait()
             except Queue.Empty:
                 break
+            # mqctl: a leader's decision is appended by that leader in its term, or not at all
+            if leaderTerm is not None and (self.__raftState != _RAFT_STATE.LEADER or
+                                           self.__raftCurrentTerm != leaderTerm):
+                self.__callErrCallback(FAIL_REASON.NOT_LEADER, callback)
+                continue
 
             requestNode, requestID = None, None
             if isinstance(callback, tuple):
@@ -1649,6 +1656,7 @@ def replicated(*decArgs, **decKwargs):
                     raise SyncObjException("Class should be inherited from SyncObj or SyncObjConsumer")
 
                 callback = kwargs.pop('callback', None)
+                leaderTerm = kwargs.pop('leaderTerm', None)  # mqctl: FORK.md, change 11
                 if kwargs:
                     cmd = (funcID, args, kwargs)
                 elif args and not kwargs:
@@ -1664,7 +1672,7 @@ def replicated(*decArgs, **decKwargs):
                     callback = asyncResult.onResult
 
                 timeout = kwargs.pop('timeout', None)
-                applier(pickle.dumps(cmd), callback, _COMMAND_TYPE.REGULAR)
+                applier(pickle.dumps(cmd), callback, _COMMAND_TYPE.REGULAR, leaderTerm)
 
                 if sync:
                     res = asyncResult.event.wait(timeout)

@@ -91,3 +91,55 @@ def test_fresh_reads_never_see_an_entry_half_applied(node: ControllerNode) -> No
         stop.set()
         writer.join(timeout=30)
     assert not errors, errors
+
+
+def test_a_decision_is_appended_only_in_the_term_it_was_made_in(node: ControllerNode) -> None:
+    """FORK.md change 11: with leaderTerm, a command is never appended in another term (nor
+    forwarded to another leader), so a decision never lands after entries it did not see."""
+    from pysyncobj import FAIL_REASON
+
+    from mqctl.controller import records
+
+    term = int(node.sync._getTerm())
+    entry = records.encode_entry([records.MetaSet("probe", "x")])
+    outcomes: list[int] = []
+    done = threading.Event()
+
+    def callback(_res: object, error: int) -> None:
+        outcomes.append(error)
+        done.set()
+
+    node.sync.execute(entry, callback=callback, leaderTerm=term + 1)
+    assert done.wait(10) and outcomes == [FAIL_REASON.NOT_LEADER]
+    assert "probe" not in node.state.meta
+    done.clear()
+    node.sync.execute(entry, callback=callback, leaderTerm=term)
+    assert done.wait(10) and outcomes[-1] == FAIL_REASON.SUCCESS
+    assert node.state.meta["probe"] == "x"
+
+
+def test_pipelined_decisions_keep_the_view_equal_to_the_applied_state(node: ControllerNode) -> None:
+    """Writes from many threads are decided against the leader's view (applied state + records
+    not applied yet); once they are all answered, the view is the applied state, and exactly one
+    of the conflicting ApplyBrokerId requests won."""
+    answers: list[dict] = []
+    lock = threading.Lock()
+
+    def writer(w: int) -> None:
+        for i in range(30):
+            a = node.call("ApplyBrokerId", {"cluster_name": "c", "broker_name": f"s{i}",
+                                            "applied_broker_id": 1,
+                                            "register_check_code": f"127.0.0.1:{w};{w}"})
+            with lock:
+                answers.append(a)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert all(a["code"] in (0, 2014) for a in answers), answers
+    assert sum(a["code"] == 0 for a in answers) == 30  # one winner per broker set
+    with node.sync.state_lock:
+        applied = node.state.state_hash()
+    assert node._view is not None and node._view.state_hash() == applied
