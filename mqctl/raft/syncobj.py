@@ -859,21 +859,23 @@ class SyncObj(object):
         status['state'] = self.__raftState
         status['leader'] = self.__raftLeader
         status['has_quorum'] = self.hasQuorum
+        # mqctl: getStatus runs on callers' threads (GetMetadata) while the tick thread changes these
+        # collections: iterate over copies (FORK.md, change 12)
         status['partner_nodes_count'] = len(self.__otherNodes)
-        for node in self.__otherNodes:
+        for node in list(self.__otherNodes):
             status['partner_node_status_server_' + node.id] = 2 if self.isNodeConnected(node) else 0
         status['readonly_nodes_count'] = len(self.__readonlyNodes)
-        for node in self.__readonlyNodes:
+        for node in list(self.__readonlyNodes):
             status['readonly_node_status_server_' + node.id] = 2 if self.isNodeConnected(node) else 0
         status['log_len'] = len(self.__raftLog)
         status['last_applied'] = self.raftLastApplied
         status['commit_idx'] = self.raftCommitIndex
         status['raft_term'] = self.raftCurrentTerm
         status['next_node_idx_count'] = len(self.__raftNextIndex)
-        for node, idx in iteritems(self.__raftNextIndex):
+        for node, idx in list(iteritems(self.__raftNextIndex)):
             status['next_node_idx_server_' + node.id] = idx
         status['match_idx_count'] = len(self.__raftMatchIndex)
-        for node, idx in iteritems(self.__raftMatchIndex):
+        for node, idx in list(iteritems(self.__raftMatchIndex)):
             status['match_idx_server_' + node.id] = idx
         status['leader_commit_idx'] = self.__leaderCommitIndex
         status['uptime'] = int(monotonicTime() - self.__startTime)

@@ -104,7 +104,8 @@ def test_commitlog_store_roll_read_replicate_truncate(tmp_path) -> None:
     at_start = next(o for o, _ in ends if o and o % size == 0)
     master.truncate(at_start)
     master.close()
-    assert CommitLogStore(tmp_path / "m", size).max_offset == at_start
+    # RocketMQ's recovery ends the log at the blank marker when the file after it is gone
+    assert CommitLogStore(tmp_path / "m", size).max_offset == max(e for _, e in ends if e <= at_start)
 
 
 def test_offsets_log_persists_max_offset(tmp_path) -> None:
