@@ -12,7 +12,7 @@ import shutil
 import pytest
 from admin_fixtures import CLUSTER, MAX_OFFSET, World, run
 
-from mqctl.testing import free_port
+from mqctl.testing import free_port, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -169,7 +169,9 @@ def test_get_controller_metadata_all_formats(world: World) -> None:
 
 
 def test_quorum_status_healthy(world: World) -> None:
-    doc = _json(world, "quorum", "status")
+    # a leader knows a follower's match index from its first answer after the election
+    doc = wait_until(lambda: (d := _json(world, "quorum", "status")) and all(
+        p["matchIndex"] > 0 for p in d["peers"]) and d, 30, what="every peer's match index")
     assert doc["healthy"] is True and doc["problems"] == [] and doc["statesAgree"] in (True, None)
     assert doc["leaderAddress"] == world.leader_address
     assert len(doc["nodes"]) == 3 and len(doc["peers"]) == 3
