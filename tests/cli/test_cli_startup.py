@@ -148,3 +148,15 @@ def test_completion_show_and_install(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("SHELL", "/bin/tcsh")
     assert run(["completion", "install"]) == 2
     assert "'tcsh' is not one of bash, zsh, fish" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_startup_benchmark_runs() -> None:
+    """bench/bench_startup.py prints the three ratios (figures, not asserted: timing is the machine's)."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, str(root / "bench/bench_startup.py"), "--runs", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("mqctl --help", "mqctl getSyncStateSet --help", "mqctl getSyncStateSet -o json"):
+        (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith(name + " ")]
+        assert "x " in line and ("ok" in line or "MISSED" in line)
