@@ -566,6 +566,31 @@ public class BrokerDriver {
             }
             case "elect":
                 return brokerElect(replica(a[2]));
+            // single requests with the fields given, for the controller's refusals
+            case "nextid": // nextid BROKER_NAME
+                return raw(replicas.get(0).invokeLeader(RemotingCommand.createRequestCommand(
+                    RequestCode.CONTROLLER_GET_NEXT_BROKER_ID, new GetNextBrokerIdRequestHeader(clusterName, a[2]))));
+            case "apply": { // apply REPLICA BROKER_ID [REGISTER_CHECK_CODE]
+                Replica r = replica(a[2]);
+                String code = a.length > 4 ? a[4] : r.address + ";" + System.currentTimeMillis();
+                return raw(r.invokeLeader(RemotingCommand.createRequestCommand(RequestCode.CONTROLLER_APPLY_BROKER_ID,
+                    new ApplyBrokerIdRequestHeader(clusterName, r.brokerName, Long.valueOf(a[3]), code))));
+            }
+            case "reg": { // reg REPLICA BROKER_ID
+                Replica r = replica(a[2]);
+                return raw(r.invokeLeader(RemotingCommand.createRequestCommand(RequestCode.CONTROLLER_REGISTER_BROKER,
+                    new RegisterBrokerToControllerRequestHeader(clusterName, r.brokerName, Long.valueOf(a[3]), r.address))));
+            }
+            case "electas": { // electas BROKER_NAME BROKER_ID: ElectMasterRequestHeader.ofBrokerTrigger
+                return raw(replicas.get(0).invokeLeader(RemotingCommand.createRequestCommand(RequestCode.CONTROLLER_ELECT_MASTER,
+                    ElectMasterRequestHeader.ofBrokerTrigger(clusterName, a[2], Long.valueOf(a[3])))));
+            }
+            case "alteras": { // alteras BROKER_NAME MASTER_ID MASTER_EPOCH IDS SYNC_STATE_SET_EPOCH
+                RemotingCommand request = RemotingCommand.createRequestCommand(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
+                    new AlterSyncStateSetRequestHeader(a[2], Long.valueOf(a[3]), Integer.parseInt(a[4])));
+                request.setBody(new SyncStateSet(ids(a[5]), Integer.parseInt(a[6])).encode());
+                return raw(replicas.get(0).invokeLeader(request));
+            }
             case "alter":
                 return alterSyncStateSet(replica(a[2]), ids(a[3]), a.length > 4 ? Integer.valueOf(a[4]) : null,
                     a.length > 5 ? Integer.valueOf(a[5]) : null);
