@@ -138,7 +138,8 @@ def _usage_line(exc: Exception) -> str:
     if ctx is None:
         return ""
     help_hint = f" (see '{ctx.command_path} {ctx.help_option_names[0]}')" if ctx.help_option_names else ""
-    return ctx.get_usage().strip().replace("Usage:", "usage:", 1) + help_hint
+    usage: str = ctx.get_usage()
+    return usage.strip().replace("Usage:", "usage:", 1) + help_hint
 
 
 def fail(message: str, exit_code: int, args: list[str], *, controller_code: int | None = None,
@@ -250,7 +251,7 @@ def run(argv: list[str] | None = None) -> int:
         shown = _help(get_command(_only(first) if known and first is not None else _overview()), args)
         if shown is not None:
             return shown
-    root = get_command(_only(first) if known else root_app)
+    root = get_command(_only(first) if known and first is not None else root_app)
     params.install(root)
     if completing:
         from typer._completion_classes import completion_init

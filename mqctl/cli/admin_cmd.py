@@ -170,8 +170,10 @@ def connected(*, protocol: bool = True, timeout: float = 10.0,
 
         @functools.wraps(fn)
         def command(**kwargs: Any) -> Any:
-            given = {name: kwargs.pop(name) for name in options}
-            return fn(conn=Conn(**given, **({} if protocol else {"protocol": "grpc"})), **kwargs)
+            given: dict[str, Any] = {name: kwargs.pop(name) for name in options}
+            if not protocol:
+                given["protocol"] = "grpc"
+            return fn(conn=Conn(**given), **kwargs)
 
         command.__signature__ = sig.replace(  # type: ignore[attr-defined]
             parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added)
@@ -306,7 +308,7 @@ def get_broker_epoch(
 
         def one(t: tuple[str, str, str, int | None]) -> EpochCache:
             cluster_name, name, address, bid = t
-            c = _epoch_cache(address, conn)
+            c: EpochCache = _epoch_cache(address, conn)
             c.cluster_name = c.cluster_name or cluster_name
             c.broker_name = c.broker_name or name
             if c.broker_id is None:

@@ -80,10 +80,11 @@ class _Plain(RuntimeParam):
     def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
         case_sensitive = bool(self.parameter_info.case_sensitive)
         try:
-            if get_origin(self.annotation) is list:
-                (item,) = get_args(self.annotation)
+            annotation: Any = self.annotation
+            if get_origin(annotation) is list:
+                (item,) = get_args(annotation)
                 return [_convert(item, v, case_sensitive) for v in value]
-            return _convert(self.annotation, value, case_sensitive)
+            return _convert(annotation, value, case_sensitive)
         except _Bad as exc:
             raise BadParameter(str(exc), ctx=ctx, param=param) from None
 

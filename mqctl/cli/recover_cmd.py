@@ -108,8 +108,9 @@ def compare_cmd(
     if isinstance(a, StoreReport) and isinstance(b, StoreReport):
         c = compare_reports(a, b)
         doc = c.to_dict()
-        rows = [{"store": r.path, "state": r.state, "lastEpoch": r.last_epoch, "maxOffset": r.max_offset,
-                 "bytesBeyond": beyond} for r, beyond in ((a, c.a_beyond), (b, c.b_beyond))]
+        rows: list[dict[str, Any]] = [
+            {"store": r.path, "state": r.state, "lastEpoch": r.last_epoch, "maxOffset": r.max_offset,
+             "bytesBeyond": beyond} for r, beyond in ((a, c.a_beyond), (b, c.b_beyond))]
     else:  # not comparable: each store's row, or its error row
         doc = Comparison(a.path, b.path, False).to_dict()
         doc.update(sameBrokerSet=None, consistentPoint=None, aBytesBeyond=None, bBytesBeyond=None)
