@@ -44,6 +44,11 @@ __all__ = [
     "default_config",
     "METHODS",
     "CONFIG_BLACKLIST",
+    "HONOURED_CONFIG_KEYS",
+    "ROCKETMQ_CONFIG",
+    "NODE_CONFIG_KEYS",
+    "NOT_HONOURED_KEY",
+    "NOT_HONOURED_CONFIG_KEYS",
 ]
 
 MAX_ID = 2**53
@@ -181,6 +186,78 @@ _DEFAULT_CONFIG: dict[str, str] = {
     "waitFor": "1",
 }
 _INT_RE = re.compile(r"^[+-]?[0-9]+$")
+
+# The keys an UpdateConfig changes: each changes what mqctl does (docs/controller-rules.md). The other
+# replicated keys above are kept for the snapshots and logs that hold them (their values are still
+# answered), but mqctl does not honour them, so an update leaves them alone.
+HONOURED_CONFIG_KEYS = frozenset({"enableElectUncleanMaster", "scanNotActiveBrokerInterval", "waitFor",
+                                  "heartbeatTimeoutMillis"})
+
+# RocketMQ's GET_CONTROLLER_CONFIG answer is ControllerManager's `new Configuration(log,
+# controllerConfig, nettyServerConfig)`: every non-null field of ControllerConfig and NettyServerConfig
+# as MixAll.object2Properties writes it (the value's toString()). These are RocketMQ 5.x's defaults
+# (tests/interop/test_controller_config_interop.py compares them with RocketMQ's own classes); the
+# node answers the keys of NODE_CONFIG_KEYS itself, and the replicated config (above) overrides.
+ROCKETMQ_CONFIG: dict[str, str] = {
+    # ControllerConfig
+    "configBlackList": "configBlackList;configStorePath",
+    "controllerRequestThreadPoolQueueCapacity": "50000",
+    "controllerThreadPoolNums": "16",
+    "controllerType": "DLedger",
+    "electMasterMaxRetryCount": "3",
+    "enableElectUncleanMaster": "false",
+    "isProcessReadEvent": "false",
+    "jraftConfig": "org.apache.rocketmq.common.JraftConfig@0",  # Object.toString() of a JraftConfig
+    "mappedFileSize": "1073741824",
+    "metricGrpcExporterIntervalInMills": "60000",
+    "metricGrpcExporterTimeOutInMills": "3000",
+    "metricLoggingExporterIntervalInMills": "10000",
+    "metricsExporterType": "DISABLE",
+    "metricsGrpcExporterHeader": "",
+    "metricsGrpcExporterTarget": "",
+    "metricsInDelta": "false",
+    "metricsLabel": "",
+    "metricsPromExporterHost": "",
+    "metricsPromExporterPort": "5557",
+    "notifyBrokerRoleChanged": "true",
+    "scanInactiveMasterInterval": "5000",
+    "scanNotActiveBrokerInterval": "5000",
+    # NettyServerConfig (mqctl binds to the host of --listen: listenAddress)
+    "bindAddress": "0.0.0.0",
+    "enableShutdownGracefully": "false",
+    "serverAsyncSemaphoreValue": "64",
+    "serverCallbackExecutorThreads": "0",
+    "serverChannelMaxIdleTimeSeconds": "120",
+    "serverNettyWorkerGroupEnable": "true",
+    "serverOnewaySemaphoreValue": "256",
+    "serverPooledByteBufAllocatorEnable": "true",
+    "serverSelectorThreads": "3",
+    "serverSocketBacklog": "1024",
+    "serverSocketRcvBufSize": "0",
+    "serverSocketSndBufSize": "0",
+    "serverWorkerThreads": "8",
+    "shutdownWaitTimeSeconds": "30",
+    "useEpollNativeSelector": "false",
+    "writeBufferHighWaterMark": "0",
+    "writeBufferLowWaterMark": "0",
+}
+# Keys whose values describe one node and its deployment: the node answers them
+# (ControllerNode._node_local_config). The first seven are RocketMQ's (ControllerConfig's rocketmqHome,
+# configStorePath, controllerStorePath and DLedger settings, NettyServerConfig's listenPort), the
+# others mqctl's own.
+NODE_CONFIG_KEYS: tuple[str, ...] = (
+    "rocketmqHome", "configStorePath", "controllerStorePath", "listenPort",
+    "controllerDLegerGroup", "controllerDLegerPeers", "controllerDLegerSelfId",
+    "controllerGroup", "raftAddress", "raftPeers", "listenAddress", "remotingAddress",
+)
+_MQCTL_NODE_KEYS = frozenset({"controllerGroup", "raftAddress", "raftPeers", "listenAddress",
+                              "remotingAddress"})
+# GetConfig's own key: RocketMQ's keys (and the replicated ones) that mqctl answers but does not
+# honour; an update of one of them is ignored (and named in the node's log), as of an unknown key.
+NOT_HONOURED_KEY = "mqctlNotHonoured"
+NOT_HONOURED_CONFIG_KEYS: tuple[str, ...] = tuple(sorted(
+    ({*ROCKETMQ_CONFIG, *NODE_CONFIG_KEYS, *_DEFAULT_CONFIG} - _MQCTL_NODE_KEYS)
+    - HONOURED_CONFIG_KEYS - CONFIG_BLACKLIST))
 
 
 def _normalize_config_value(key: str, value: object) -> str:
@@ -1031,7 +1108,10 @@ def _clean_broker_data(state: ControllerState, req: Mapping[str, Any], ctx: Cont
 
 
 def _get_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    return Result(Code.SUCCESS, "", {"config": dict(sorted(state.config.items()))})
+    """RocketMQ's keys with their defaults, the replicated config over them, and mqctlNotHonoured;
+    the node adds NODE_CONFIG_KEYS."""
+    config = {**ROCKETMQ_CONFIG, **state.config, NOT_HONOURED_KEY: ";".join(NOT_HONOURED_CONFIG_KEYS)}
+    return Result(Code.SUCCESS, "", {"config": dict(sorted(config.items()))})
 
 
 def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
@@ -1045,17 +1125,29 @@ def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context)
             raise _invalid(f"Invalid request: the value of config {key} must be a string")
     if any(k in CONFIG_BLACKLIST for k in raw):
         raise _Reject(Code.NO_PERMISSION, "Can not update config in black list.")
+    # RocketMQ's Configuration.update merges only the keys it has (mergeIfExist) and answers SUCCESS;
+    # mqctl also leaves alone the keys it does not honour. Both are answered in `ignored_config`
+    # (key -> why) for the node to log; only honoured keys reach the record.
     updates: dict[str, str] = {}
+    ignored: dict[str, str] = {}
     for key in sorted(raw):
-        if key not in _DEFAULT_CONFIG:
-            raise _invalid(f"Invalid request: unknown config key {key}")
-        try:
-            updates[key] = _normalize_config_value(key, raw[key])
-        except ValueError as e:
-            raise _invalid(f"Invalid request: {e}") from None
+        if key in HONOURED_CONFIG_KEYS:
+            try:
+                updates[key] = _normalize_config_value(key, raw[key])
+            except ValueError as e:
+                raise _invalid(f"Invalid request: {e}") from None
+        elif key in _MQCTL_NODE_KEYS:
+            ignored[key] = "set when the node starts"
+        elif key == NOT_HONOURED_KEY:
+            ignored[key] = "read only"
+        elif key in NOT_HONOURED_CONFIG_KEYS:
+            ignored[key] = "not honoured by mqctl"
+        else:
+            ignored[key] = "unknown key"
+    response: dict[str, Any] = {"ignored_config": ignored} if ignored else {}
     if not updates:
-        return Result(Code.SUCCESS, "", {})
-    return Result(Code.SUCCESS, "", {}, [ConfigUpdated(updates)])
+        return Result(Code.SUCCESS, "", response)
+    return Result(Code.SUCCESS, "", response, [ConfigUpdated(updates)])
 
 
 _Handler = Callable[[ControllerState, Mapping[str, Any], Context], Result]

@@ -9,6 +9,7 @@ appends it to the Raft log and returns what the core decided when the entry was 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
@@ -273,6 +274,10 @@ class ControllerNode:
         response = self._replicate(method, request, timeout)
         if method == "RegisterBroker" and response.get("code") == 0:
             self._note_registration(request, response)
+        if method == "UpdateConfig" and response.get("ignored_config"):
+            ignored = response.pop("ignored_config")
+            log.info("UpdateConfig: ignored %s",
+                     ", ".join(f"{key} ({why})" for key, why in sorted(ignored.items())))
         return response
 
     def metadata(self) -> dict[str, Any]:
@@ -481,17 +486,28 @@ class ControllerNode:
         answer["code"] = int(result.code)
         answer["remark"] = result.remark or ""
         if method == "GetConfig":
-            answer.setdefault("config", {}).update(self._node_local_config())
+            answer["config"] = dict(sorted({**answer.get("config", {}), **self._node_local_config()}.items()))
         return answer
 
     def _node_local_config(self) -> dict[str, str]:
+        """The values of core.NODE_CONFIG_KEYS: this node's deployment, RocketMQ's names where it
+        has them (docs/controller-rules.md)."""
         s = self.settings
+        members = sorted([s.raft_address, *self.members()])
+        port = (s.remoting_address or s.grpc_address).rpartition(":")[2]
         return {
+            "rocketmqHome": s.data_dir or "",
+            "configStorePath": os.path.join(s.data_dir, "raft.journal") if s.data_dir else "",
+            "controllerStorePath": s.data_dir or "",
+            "listenPort": port,
+            "controllerDLegerGroup": s.group,
+            "controllerDLegerPeers": ";".join(f"{m}-{m}" for m in members),
+            "controllerDLegerSelfId": s.raft_address,
             "controllerGroup": s.group,
             "raftAddress": s.raft_address,
             "raftPeers": ",".join(s.partners),
             "listenAddress": s.grpc_address,
-            "controllerStorePath": s.data_dir or "",
+            "remotingAddress": s.remoting_address,
         }
 
     def _replicate(self, method: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:

@@ -377,20 +377,50 @@ def metadata_view(meta: Mapping[str, Any]) -> dict[str, Any]:
     return view
 
 
-def parse_peers(text: str, leader_id: str) -> list[dict[str, Any]]:
-    """A RocketMQ controller's "n0:127.0.0.1:9878;n1:...;" -> peers (id as raft_address, the
-    address clients use as grpc_address, as the Peer dataclass names it)."""
+_PEER_ITEM = re.compile(r"(?:(?P<ident>.*):)?(?P<addr>(?:\[[^\]]*\]|[^:\[\]]*):[0-9]+)")
+
+
+def parse_peers(text: str, leader_id: str, leader_address: str = "") -> list[dict[str, Any]]:
+    """The ``peers`` text of a CONTROLLER_GET_METADATA_INFO (1005) answer -> peers (id as
+    raft_address, the address clients use as grpc_address, as the Peer dataclass names it).
+
+    Both of RocketMQ's controller modes:
+
+    - DLedger (DLedgerController.getControllerMetadata): ``id + ":" + address + ";"`` per member of
+      the DLedger peer map, ``n0:127.0.0.1:9878;n1:127.0.0.1:9868;``, and the leader's id
+      (``n0``) as controllerLeaderId (mqctl's own answer has Raft addresses as ids:
+      ``127.0.0.1:9880:127.0.0.1:9878;``);
+    - JRaft (JRaftController.getControllerMetadata): the controller RPC address of each peer of
+      the initial configuration, ``127.0.0.1:9770;127.0.0.1:9771;``, with the leader's PeerId (its
+      Raft endpoint, ``127.0.0.1:9880``, not in the list) as controllerLeaderId and its RPC address
+      as controllerLeaderAddress. A JRaft peer has no id here; the leader gets ``leader_id``.
+
+    The leader is the peer whose id is ``leader_id``, or, without ids, whose address is
+    ``leader_address``. An item without a HOST:PORT (JRaft writes ``null`` for a peer without an
+    RPC address; mqctl writes ``id:`` for a node without a remoting door) is an id without an
+    address.
+    """
     peers = []
-    for item in text.split(";"):
-        if not item.strip():
+    for raw in text.split(";"):
+        item = raw.strip()
+        if not item:
             continue
-        ident, _, addr = item.strip().partition(":")
+        m = _PEER_ITEM.fullmatch(item)
+        if m is None:  # "null", or mqctl's "id:" of a node without a remoting address
+            ident, addr = item[:-1] if item.endswith(":") else item, ""
+        else:
+            ident, addr = m.group("ident") or "", m.group("addr")
+        if ident:
+            is_leader = bool(leader_id) and ident == leader_id
+        else:
+            is_leader = bool(leader_address) and addr == leader_address
+            ident = leader_id if is_leader else ""
         peers.append(
             {
                 "raft_address": ident,
                 "grpc_address": addr,
                 "remoting_address": addr,
-                "is_leader": bool(leader_id) and ident == leader_id,
+                "is_leader": is_leader,
             }
         )
     return peers
@@ -449,7 +479,9 @@ def decode_request(code: int, ext: Mapping[str, str] | None, body: bytes) -> tup
         # mqctl: no body or an empty list = every broker set (RocketMQ answers code 1)
         request["broker_names"] = read_broker_names(body) if body else []
     elif method == "UpdateConfig":
-        request["config"] = properties_loads(body) if body else {}
+        # RocketMQ reads the body as new String(body, UTF-8): bytes that are not UTF-8 become U+FFFD
+        text = body.decode("utf-8", errors="replace").encode("utf-8")
+        request["config"] = properties_loads(text) if body else {}
     return method, request
 
 
@@ -505,7 +537,9 @@ def decode_response(method: str, ext: Mapping[str, str] | None, body: bytes) -> 
             out.update({k: v for k, v in detail.items() if k not in out or k == "peers"})
         else:
             out["peers"] = parse_peers(
-                str(out.get("peers") or ""), str(out.get("controller_leader_id") or "")
+                str(out.get("peers") or ""),
+                str(out.get("controller_leader_id") or ""),
+                str(out.get("controller_leader_address") or ""),
             )
     elif method in ("AlterSyncStateSet", "RegisterBroker", "GetReplicaInfo") and body:
         out["sync_state_set"] = read_sync_state_set(body)

@@ -64,8 +64,12 @@ def test_elect_master_guarded_then_refused_then_allowed(single: World) -> None:
 
 def test_update_controller_config_refusals(single: World) -> None:
     a = ["-a", single.cluster.addresses, "--token", "s3cret"]
-    proc = run("updateControllerConfig", *a, "-k", "noSuchKey", "-v", "1")
+    proc = run("updateControllerConfig", *a, "-k", "waitFor", "-v", "0")
     assert proc.returncode == 3 and "CONTROLLER_INVALID_REQUEST (2005)" in proc.stderr
+    # an unknown key is ignored, as RocketMQ's controller ignores it (Configuration.update)
+    proc = run("updateControllerConfig", *a, "-k", "noSuchKey", "-v", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "noSuchKey" not in single.client.get_config().config
     proc = run("update-controller-config", *a, "-k", "configStorePath", "-v", "/x")
     assert proc.returncode == 3 and "NO_PERMISSION (16)" in proc.stderr
     proc = run("updateControllerConfig", *a, "-k", "scanNotActiveBrokerInterval", "-v", "400")

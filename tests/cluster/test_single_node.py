@@ -167,7 +167,7 @@ def test_wait_for_n_elects_the_freshest(tmp_path) -> None:
     (lambda c: c.clean_broker_data(CLUSTER, "no-such-set", "1", True),
      Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA),
     (lambda c: c.update_config({"configStorePath": "/tmp"}), Code.NO_PERMISSION),
-    (lambda c: c.update_config({"noSuchKey": "1"}), Code.CONTROLLER_INVALID_REQUEST),
+    (lambda c: c.update_config({"noSuchKey": "1", "waitFor": "0"}), Code.CONTROLLER_INVALID_REQUEST),
 ])
 def test_bad_input_gets_a_code_and_the_server_stays_up(single: LocalCluster, call, code) -> None:
     with ControllerClient(single.addresses, timeout=20) as client:

@@ -263,7 +263,46 @@ def test_update_config() -> None:
     assert r.code == 0 and wire(r) == [{"type": "UpdateConfig", "config": {
         "enableElectUncleanMaster": "true", "waitFor": "2"}}]
     assert st.config["enableElectUncleanMaster"] == "true" and st.config["waitFor"] == "2"
-    assert call(st, "UpdateConfig", {"config": {"notifyBrokerRoleChanged": "true"}}).code == 0
+    r = call(st, "UpdateConfig", {"config": {"scanNotActiveBrokerInterval": "300",
+                                             "heartbeatTimeoutMillis": "+7"}})
+    assert wire(r) == [{"type": "UpdateConfig", "config": {
+        "heartbeatTimeoutMillis": "7", "scanNotActiveBrokerInterval": "300"}}]
+
+
+def test_update_config_ignores_unknown_and_not_honoured_keys() -> None:
+    """RocketMQ's Configuration.update merges only the keys it has and answers SUCCESS; mqctl also
+    leaves alone the keys it does not honour. The answer names them for the node's log; no record
+    ever carries them."""
+    st = ControllerState()
+    r = call(st, "UpdateConfig", {"config": {
+        "noSuchKey": "1", "mappedFileSize": "x", "notifyBrokerRoleChanged": "false", "controllerType": "zk",
+        "serverWorkerThreads": "1", "raftAddress": "1.2.3.4:5", "mqctlNotHonoured": "", "waitFor": "3"}})
+    assert (r.code, r.remark) == (Code.SUCCESS, "")
+    assert wire(r) == [{"type": "UpdateConfig", "config": {"waitFor": "3"}}]
+    assert r.response == {"ignored_config": {
+        "controllerType": "not honoured by mqctl", "mappedFileSize": "not honoured by mqctl",
+        "mqctlNotHonoured": "read only", "noSuchKey": "unknown key",
+        "notifyBrokerRoleChanged": "not honoured by mqctl", "raftAddress": "set when the node starts",
+        "serverWorkerThreads": "not honoured by mqctl"}}
+    only_ignored = call(st, "UpdateConfig", {"config": {"noSuchKey": "1"}})
+    assert only_ignored.code == Code.SUCCESS and wire(only_ignored) == []
+    assert call(st, "UpdateConfig", {"config": {}}).response == {}
+
+
+def test_get_config_has_rocketmq_s_keys_and_names_what_is_not_honoured() -> None:
+    from mqctl.controller import core
+
+    cfg = call(ControllerState(), "GetConfig", {}).response["config"]
+    assert cfg["mappedFileSize"] == "1073741824" and cfg["serverWorkerThreads"] == "8"
+    assert cfg["configBlackList"] == "configBlackList;configStorePath"
+    not_honoured = cfg.pop(core.NOT_HONOURED_KEY).split(";")
+    assert not_honoured == sorted(not_honoured) and "notifyBrokerRoleChanged" in not_honoured
+    # every key is honoured (an update changes it), black-listed, or listed as not honoured
+    keys = {*cfg, *core.NODE_CONFIG_KEYS}
+    assert not_honoured == list(core.NOT_HONOURED_CONFIG_KEYS)
+    assert keys - set(not_honoured) - core.CONFIG_BLACKLIST - core.HONOURED_CONFIG_KEYS == {
+        "controllerGroup", "raftAddress", "raftPeers", "listenAddress", "remotingAddress"}
+    assert core.HONOURED_CONFIG_KEYS <= set(cfg) and not core.HONOURED_CONFIG_KEYS & set(not_honoured)
 
 
 @pytest.mark.parametrize("key", ["configBlackList", "configStorePath", "rocketmqHome"])
@@ -276,13 +315,11 @@ def test_update_config_blacklist(key: str) -> None:
 
 
 @pytest.mark.parametrize("cfg,needle", [
-    ({"noSuchKey": "1"}, "noSuchKey"),
     ({"enableElectUncleanMaster": "yes"}, "enableElectUncleanMaster"),
     ({"waitFor": "0"}, "waitFor"),
     ({"waitFor": "1.5"}, "waitFor"),
     ({"heartbeatTimeoutMillis": "99999999999999999999999"}, "heartbeatTimeoutMillis"),
-    ({"electMasterMaxRetryCount": "-1"}, "electMasterMaxRetryCount"),
-    ({"controllerType": "zk"}, "controllerType"),
+    ({"scanNotActiveBrokerInterval": "-1", "noSuchKey": "1"}, "scanNotActiveBrokerInterval"),
     ({"waitFor": 2}, "waitFor"),
 ])
 def test_update_config_invalid(cfg: dict[str, Any], needle: str) -> None:
