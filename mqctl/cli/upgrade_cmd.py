@@ -34,8 +34,9 @@ def _client(addresses: str, timeout: float = 5.0) -> ControllerClient:
                             tls_cert=env("MQCTL_TLS_CERT"), tls_key=env("MQCTL_TLS_KEY"), timeout=timeout)
 
 
-def _confirm(question: str, yes: bool) -> None:
-    """Ask unless --yes; never prompt when stdin is not a terminal (a script would hang or guess)."""
+def _confirm(question: str, yes: bool, output: Output = Output.table) -> None:
+    """Ask unless --yes; never prompt when stdin is not a terminal (a script would hang or guess). The
+    question goes to stderr when stdout carries a JSON or YAML document."""
     from mqctl.errors import UsageError
     if yes:
         return
@@ -43,7 +44,7 @@ def _confirm(question: str, yes: bool) -> None:
         raise UsageError("stdin is not a terminal and --yes was not given: nothing was changed; pass --yes "
                          "to go ahead without the question")
     try:
-        ok = typer.confirm(question, default=False)
+        ok = typer.confirm(question, default=False, err=output is not Output.table)
     except (typer.Abort, EOFError):
         ok = False
     if not ok:
@@ -70,7 +71,12 @@ def _refuse_running_controller(data_dir: str) -> None:
                          f"again (nothing was changed)")
 
 
-def _show_clear(plan: ClearPlan, dry_run: bool, backup: str | None) -> None:
+def _show_clear(plan: ClearPlan, dry_run: bool, backup: str | None, output: Output = Output.table,
+                extra: dict[str, object] | None = None) -> None:
+    if output is not Output.table:
+        echo_doc(output, {"version": 1, **plan.to_dict(), **(extra or {}), "dryRun": dry_run,
+                          "backupDir": backup, "undo": f"mqctl upgrade restore {backup}" if backup else None})
+        return
     verb = "would remove" if dry_run else "removed"
     for r in plan.roots:
         if not r.items:
@@ -176,6 +182,7 @@ def clear_epochs_cmd(
                                           "first (default: a timestamped directory beside the first store)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    output: Output = output_option(),
 ) -> None:
     """Remove epochFileCheckpoint and epochFileCheckpoint.bak from stopped brokers' stores, after a backup."""
     from mqctl.upgrade.backup import apply_clear, default_backup_dir
@@ -184,14 +191,14 @@ def clear_epochs_cmd(
     plan = plan_clear_epochs(stores)
     _refuse_running_stores(stores, "clear-epochs")
     if dry_run or plan.nothing_to_do:
-        _show_clear(plan, dry_run, None)
+        _show_clear(plan, dry_run, None, output)
         return
     bdir = backup_dir or str(default_backup_dir(stores[0], "epochs"))
     n = sum(len(r.items) for r in plan.roots)
-    _confirm(f"Remove {n} epoch file(s) from {len(plan.roots)} store(s), backup to {bdir}?", yes)
+    _confirm(f"Remove {n} epoch file(s) from {len(plan.roots)} store(s), backup to {bdir}?", yes, output)
     manifest = apply_clear(plan, bdir,
                            refuse_if_running=lambda: _refuse_running_stores(stores, "clear-epochs"))
-    _show_clear(plan, False, manifest["backupDir"])
+    _show_clear(plan, False, manifest["backupDir"], output)
 
 
 @upgrade_app.command("clear-controller-data")
@@ -202,6 +209,7 @@ def clear_controller_data_cmd(
                                           "first (default: a timestamped directory beside DIR)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    output: Output = output_option(),
 ) -> None:
     """Remove a stopped controller's data (RocketMQ DLedger or mqctl), after a backup."""
     from mqctl.upgrade.backup import apply_clear, default_backup_dir
@@ -209,17 +217,18 @@ def clear_controller_data_cmd(
 
     plan, cd = plan_clear_controller_data(data_dir)
     _refuse_running_controller(data_dir)
-    if cd.node_ids:
+    extra: dict[str, object] = {"dledgerNodeIds": list(cd.node_ids)}
+    if cd.node_ids and output is Output.table:
         typer.echo(f"{data_dir}: RocketMQ DLedger controller data of node(s) {', '.join(cd.node_ids)}")
     if dry_run or plan.nothing_to_do:
-        _show_clear(plan, dry_run, None)
+        _show_clear(plan, dry_run, None, output, extra)
         return
     bdir = backup_dir or str(default_backup_dir(data_dir, "controller-data"))
     root = plan.roots[0]
     _confirm(f"Remove the controller data in {data_dir} ({len(root.items)} entries, {root.bytes} bytes), "
-             f"backup to {bdir}?", yes)
+             f"backup to {bdir}?", yes, output)
     manifest = apply_clear(plan, bdir, refuse_if_running=lambda: _refuse_running_controller(data_dir))
-    _show_clear(plan, False, manifest["backupDir"])
+    _show_clear(plan, False, manifest["backupDir"], output, extra)
 
 
 @upgrade_app.command("restore")
@@ -229,6 +238,7 @@ def restore_cmd(
     dry_run: bool = typer.Option(False, "--dry-run",
                                  help="Verify the backup and show what would be put back."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    output: Output = output_option(),
 ) -> None:
     """Put back exactly what a clear removed (bytes, modes, times), after verifying every sha256."""
     from mqctl.upgrade.backup import apply_restore, plan_restore
@@ -243,27 +253,40 @@ def restore_cmd(
                 _refuse_running_controller(r["path"])
 
     refuse()
+    table = output is Output.table
     verb = "would restore" if dry_run else "restoring"
-    for a in plan.actions:
+    for a in plan.actions if table else ():
         if a.action == "restore":
             typer.echo(f"{verb} {a.target}" + (f" ({a.detail})" if a.detail else ""))
         elif a.action == "present":
             typer.echo(f"already in place: {a.target}")
         else:
             typer.echo(f"CONFLICT {a.target}: {a.detail}")
+
+    def document(restored: int, error: BaseException | None = None) -> None:
+        echo_doc(output, {"version": 1, **plan.to_dict(), "dryRun": dry_run, "restored": restored}, error)
+
     if plan.conflicts:
         from mqctl.errors import UsageError
-        raise UsageError(f"refused: {len(plan.conflicts)} target(s) exist with other content; nothing was "
-                         f"restored (move them away first)")
-    if dry_run:
-        typer.echo("dry run: backup verified, nothing was changed")
-        return
-    if plan.nothing_to_do:
-        typer.echo("nothing to restore: everything in the backup is in place")
+        refused = UsageError(f"refused: {len(plan.conflicts)} target(s) exist with other content; nothing "
+                             f"was restored (move them away first)")
+        if not table:
+            document(0, refused)
+        raise refused
+    if dry_run or plan.nothing_to_do:
+        if not table:
+            document(0)
+        elif dry_run:
+            typer.echo("dry run: backup verified, nothing was changed")
+        else:
+            typer.echo("nothing to restore: everything in the backup is in place")
         return
     todo = sum(1 for a in plan.actions if a.action == "restore")
-    _confirm(f"Restore {todo} entr{'y' if todo == 1 else 'ies'} from {backup_dir}?", yes)
+    _confirm(f"Restore {todo} entr{'y' if todo == 1 else 'ies'} from {backup_dir}?", yes, output)
     n = apply_restore(plan, refuse_if_running=refuse)
+    if not table:
+        document(n)
+        return
     typer.echo(f"restored {n} entr{'y' if n == 1 else 'ies'} from {plan.backup_dir}")
 
 
@@ -273,6 +296,7 @@ def wait_master_cmd(
     broker_name: str = typer.Option(..., "-b", "--broker-name", help="The broker set's name."),
     broker_id: int = typer.Option(..., "--broker-id", help="The broker's id (its brokerIdentity)."),
     timeout: float = typer.Option(300.0, "--timeout", metavar="S", help="Give up after S seconds (exit 8)."),
+    output: Output = output_option(),
 ) -> None:
     """Block until the controller reports the broker as master; a progress line on stderr."""
     from mqctl.upgrade.wait import wait_master
@@ -294,5 +318,10 @@ def wait_master_cmd(
     finally:
         if tty:
             sys.stderr.write("\n")
+    if output is not Output.table:
+        echo_doc(output, {"version": 1, "brokerName": res.broker_name, "brokerId": res.broker_id,
+                          "masterEpoch": res.master_epoch, "masterAddress": res.master_address,
+                          "syncStateSet": list(res.sync_state_set), "waitedSeconds": round(res.waited, 3)})
+        return
     typer.echo(f"{res.broker_name}: brokerId {res.broker_id} is master, epoch {res.master_epoch}, "
                f"{res.master_address}, SyncStateSet {list(res.sync_state_set)}")

@@ -318,3 +318,29 @@ def test_mqctl_controller_data_dir_refused_while_serving(tmp_path: Path) -> None
     r = run_cli("upgrade", "restore", str(backup_of(r.out)), "--yes")
     assert r.code == 0, r.err
     assert file_bytes(data) == original
+
+
+def test_clear_and_restore_print_one_document_with_o_json(tmp_path: Path) -> None:
+    """-o json|yaml on the destructive commands too (issue 16): the plan, what was done, the backup."""
+    a, b = two_stores(tmp_path)
+    before = tree_hash(tmp_path)
+    r = run_cli("upgrade", "clear-epochs", "--store", str(a), "--store", str(b), "--dry-run", "-o", "json")
+    doc = r.json()
+    assert r.code == 0 and tree_hash(tmp_path) == before
+    assert (doc["version"], doc["what"], doc["dryRun"], doc["backupDir"]) == (1, "epochs", True, None)
+    assert {i["path"] for root in doc["roots"] for i in root["items"]} == {EPOCH_FILE, EPOCH_FILE + ".bak"}
+    r = run_cli("upgrade", "clear-epochs", "--store", str(a), "--store", str(b), "-y", "-o", "json",
+                "--backup-dir", str(tmp_path / "bk"))
+    doc = r.json()
+    assert r.code == 0 and doc["dryRun"] is False and doc["backupDir"] == str(tmp_path / "bk")
+    assert doc["undo"] == f"mqctl upgrade restore {tmp_path / 'bk'}"
+    r = run_cli("upgrade", "restore", str(tmp_path / "bk"), "--dry-run", "-o", "yaml")
+    assert r.code == 0 and "\ndryRun: true\nrestored: 0\n" in r.out
+    r = run_cli("upgrade", "restore", str(tmp_path / "bk"), "-y", "-o", "json")
+    doc = r.json()
+    assert r.code == 0 and doc["restored"] == 3 and {x["action"] for x in doc["actions"]} == {"restore"}
+    (tmp_path / "ctl").mkdir()
+    r = run_cli("upgrade", "clear-controller-data", str(tmp_path / "ctl"), "--dry-run", "-o", "json")
+    doc = r.json()
+    assert r.code == 0 and (doc["what"], doc["nothingToDo"], doc["dledgerNodeIds"]) == ("controller-data",
+                                                                                        True, [])

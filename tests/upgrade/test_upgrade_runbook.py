@@ -119,6 +119,10 @@ def test_full_runbook(tmp_path: Path) -> None:
             assert r.code == 0, r.err
             assert f"{NAME}: brokerId {m.broker_id} is master" in r.out
             assert "is master" in r.err            # the progress line went to stderr
+            r = run_cli("upgrade", "wait-master", "-a", addr, "-b", NAME, "--broker-id", str(m.broker_id),
+                        "--timeout", "30", "-o", "json")
+            assert r.code == 0 and (r.json()["brokerName"], r.json()["brokerId"]) == (NAME, m.broker_id)
+            assert r.json()["masterAddress"] == "127.0.0.1:30911"
             entries = read_epoch_file(master).entries
             assert len(entries) == 1 and entries[0].start_offset == 7000   # a fresh history
             doc = plan(stores, addr)
