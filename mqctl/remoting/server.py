@@ -307,7 +307,7 @@ class RemotingServer:
         if code == Code.SUCCESS and method in ("RegisterBroker", "Heartbeat"):
             self._remember(conn, method, request)
         try:
-            ext, body = headers.encode_response(method, result)
+            ext, body = headers.encode_response(method, rocketmq_nulls(method, result))
         except Exception as exc:
             log.exception("cannot encode the node's answer to %s: %r", method, result)
             return self._response(cmd, Code.SYSTEM_ERROR, f"internal error encoding {method}: {exc}"[:200])
@@ -467,6 +467,22 @@ class RemotingServer:
             return
 
 
+def rocketmq_nulls(method: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The core's answer with RocketMQ's nulls where the core has "": a broker set without a master
+    has masterAddress null in RocketMQ's BrokerReplicasInfo (ReplicasInfoManager.getSyncStateData,
+    fastjson leaves it out), which mqadmin getSyncStateSet prints as ``#MasterAddr\tnull``; an empty
+    string would print as nothing. (Response headers leave empty strings out already.)"""
+    if method != "GetSyncStateData":
+        return result
+    table = result.get("replicas_info_table")
+    if not isinstance(table, dict):
+        return result
+    fixed = {name: ({k: v for k, v in info.items() if not (k == "master_address" and v == "")}
+                    if isinstance(info, dict) else info)
+             for name, info in table.items()}
+    return {**result, "replicas_info_table": fixed}
+
+
 def start_remoting_server(node: Any, listen: str, **kwargs: Any) -> RemotingServer:
     """Parse ``HOST:PORT`` and start a RemotingServer (UsageError on a bad or busy address)."""
     host, sep, port = listen.rpartition(":")
@@ -475,4 +491,4 @@ def start_remoting_server(node: Any, listen: str, **kwargs: Any) -> RemotingServ
     return RemotingServer(node, host.strip("[]"), int(port), **kwargs).start()
 
 
-__all__ = ["RemotingServer", "start_remoting_server", "configured_serialize_type"]
+__all__ = ["RemotingServer", "start_remoting_server", "configured_serialize_type", "rocketmq_nulls"]
