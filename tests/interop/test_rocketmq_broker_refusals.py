@@ -1,9 +1,9 @@
-"""The controller's refusals as a RocketMQ broker reads them (issue 12): each request built with RocketMQ's
-header and body classes (java/BrokerDriver.java) against one `mqctl serve --remoting-port` node, and each
-answer's code, remark and header fields compared with what RocketMQ's controller answers
-(controller/.../impl/manager/ReplicasInfoManager.java at the reference commit: the remarks, and the
-response header a ControllerResult carries even on a refusal, which DLedgerController's
-createResponseCommandWithHeader writes out field by field, nulls left out).
+"""The controller's refusals (and RegisterBroker's answers) as a RocketMQ broker reads them (issue 12):
+each request built with RocketMQ's header and body classes (java/BrokerDriver.java) against one
+`mqctl serve --remoting-port` node, and each answer's code, remark and header fields compared with
+what RocketMQ's controller answers (controller/.../impl/manager/ReplicasInfoManager.java at the
+reference commit: the remarks, and the response header a ControllerResult carries even on a refusal,
+which DLedgerController's createResponseCommandWithHeader writes out field by field, nulls left out).
 """
 
 from __future__ import annotations
@@ -63,12 +63,20 @@ def _refusals(brokers: JavaBrokers) -> None:
         assert call("register", i)["brokerId"] == i
     assert _answer(call("reg", 1, 7)) == (
         2010, "BrokerId: 7 hasn't been registered in broker-set: broker-r", names)
+    # a broker that restarts before it wrote its metadata file applies again with the same code: idempotent
+    assert _answer(call("apply", 1, 1)) == (0, None, names)
     assert _answer(call("apply", 3, 1)) == (  # id 1 is taken, with another registerCheckCode
         2014, "Fail to apply brokerId: 1 in broker-set: broker-r", names)
 
     call("beat", 1, "on")
     call("beat", 2, "on")
     assert call("elect", 1)["code"] == 0  # master 1, masterEpoch 1, SyncStateSet {1} epoch 1
+    # RegisterBroker again (a broker restarting): the alive master in the header, the SyncStateSet in the body
+    again = call("reg", 2, 2)
+    master = {"masterBrokerId": "1", "masterAddress": brokers.state(1)["address"], "masterEpoch": "1",
+              "syncStateSetEpoch": "1"}
+    assert _answer(again) == (0, None, {**names, **master}), again
+    assert again["body"] == '{"syncStateSet":[1],"syncStateSetEpoch":1}', again
     prefix = "Rejecting alter syncStateSet request because the "
     for args, code, remark in [
         ((1, 1, "1", 1), 2013,
@@ -91,5 +99,7 @@ def _refusals(brokers: JavaBrokers) -> None:
     # a broker's own try with an id outside the SyncStateSet: no candidate, and not the controller's
     # trigger, so 2012 with no header field
     assert _answer(call("elect", 2)) == (2012, "Failed to elect a new master", {})
+    # without a master, RegisterBroker's header has no master fields
+    assert _answer(call("reg", 2, 2)) == (0, None, names)
     assert [e["masterEpoch"] for e in brokers.notifies(2)] == [1]  # no 1008 without a new master
     assert brokers.other_events() == []

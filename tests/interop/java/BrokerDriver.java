@@ -125,6 +125,7 @@ public class BrokerDriver {
         final String address;
         volatile boolean beating;
         volatile long lastBeatMillis;
+        volatile String registerCheckCode; // the temp metadata file's, kept for a re-apply
         // ReplicasManager's view
         Long brokerControllerId;
         Long masterBrokerId;
@@ -360,6 +361,7 @@ public class BrokerDriver {
         GetNextBrokerIdResponseHeader next = response.decodeCommandCustomHeader(GetNextBrokerIdResponseHeader.class);
         Long brokerId = next.getNextBrokerId();
         String registerCheckCode = r.address + ";" + System.currentTimeMillis();
+        r.registerCheckCode = registerCheckCode;
         request = RemotingCommand.createRequestCommand(RequestCode.CONTROLLER_APPLY_BROKER_ID,
             new ApplyBrokerIdRequestHeader(clusterName, r.brokerName, brokerId, registerCheckCode));
         response = r.invokeLeader(request);
@@ -570,9 +572,10 @@ public class BrokerDriver {
             case "nextid": // nextid BROKER_NAME
                 return raw(replicas.get(0).invokeLeader(RemotingCommand.createRequestCommand(
                     RequestCode.CONTROLLER_GET_NEXT_BROKER_ID, new GetNextBrokerIdRequestHeader(clusterName, a[2]))));
-            case "apply": { // apply REPLICA BROKER_ID [REGISTER_CHECK_CODE]
+            case "apply": { // apply REPLICA BROKER_ID [REGISTER_CHECK_CODE]: default its own, else a new one
                 Replica r = replica(a[2]);
-                String code = a.length > 4 ? a[4] : r.address + ";" + System.currentTimeMillis();
+                String code = a.length > 4 ? a[4]
+                    : r.registerCheckCode != null ? r.registerCheckCode : r.address + ";" + System.currentTimeMillis();
                 return raw(r.invokeLeader(RemotingCommand.createRequestCommand(RequestCode.CONTROLLER_APPLY_BROKER_ID,
                     new ApplyBrokerIdRequestHeader(clusterName, r.brokerName, Long.valueOf(a[3]), code))));
             }
