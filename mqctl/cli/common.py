@@ -81,9 +81,39 @@ def echo_doc(output: Any, doc: Any, error: BaseException | None = None) -> None:
 
 
 def console() -> Any:
-    """A rich console; 200 columns when stdout is not a terminal, so piped tables do not wrap."""
+    """The rich console of tables (mqctl.cli.render.console: colours as the terminal allows, 200 columns
+    when stdout is not a terminal, so that piped tables do not wrap)."""
+    from mqctl.cli.render import console as render_console
+
+    return render_console()
+
+
+def human_size(n: int) -> str:
+    """1536 -> '1.5 KiB' (bytes below 1 KiB as they are)."""
+    f = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(f) < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{f:.1f} {unit}"
+        f /= 1024
+    return str(n)
+
+
+def confirm(question: str, output: Any = None, *, terminal_only: bool = False) -> None:
+    """Ask; UsageError (exit 2, nothing changed) unless the answer is yes. ``terminal_only``: refuse
+    at once when stdin is not a terminal (a script would hang or guess). The question goes to stderr
+    when stdout carries a JSON or YAML document."""
     import sys
 
-    from rich.console import Console
+    import typer
 
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    from mqctl.errors import UsageError
+
+    if terminal_only and not sys.stdin.isatty():
+        raise UsageError("stdin is not a terminal and --yes was not given: nothing was changed; pass --yes "
+                         "to go ahead without the question")
+    try:
+        ok = typer.confirm(question, default=False, err=output is not None and output.value != "table")
+    except (typer.Abort, EOFError):
+        ok = False
+    if not ok:
+        raise UsageError("not confirmed; nothing was changed (use --yes to skip the question)")

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import console, echo_doc, output_option
+from mqctl.cli.common import console, echo_doc, human_size, output_option
 from mqctl.cli.recover_cmd import recover_app
 from mqctl.cli.render import Output
 
@@ -32,15 +32,6 @@ def _parse_size(text: str) -> int:
     if not m or int(m.group(1)) <= 0:
         raise UsageError(f"--range-size must be a positive size like 65536, 512K or 64M, not {text!r}")
     return int(m.group(1)) << (10 * " KMGT".index((m.group(2) or " ").upper()))
-
-
-def _size(n: int) -> str:
-    f = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(f) < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{f:.1f} {unit}"
-        f /= 1024
-    return str(n)
 
 
 def _time(ms: int | None) -> str:
@@ -98,14 +89,14 @@ def _render_salvage(doc: dict[str, Any]) -> None:
         for r in s["replicas"]:
             t.add_row(r["store"], str(r["brokerId"]), str(r["truncateTo"]), str(r["maxOffset"]),
                       str(r["recordsPastTruncateTo"]), str(r["alreadyOnSource"]),
-                      str(r["copiesOnOtherReplicas"]), str(r["salvaged"]), _size(r["salvagedBytes"]))
+                      str(r["copiesOnOtherReplicas"]), str(r["salvaged"]), human_size(r["salvagedBytes"]))
         con.print(t)
         if s["topics"]:
             tt = Table(title=f"salvaged from {s['clusterName']}/{s['brokerName']}")
             for col in ("topic", "messages", "bytes", "body bytes", "CRC errors"):
                 tt.add_column(col, justify="left" if col == "topic" else "right")
             for x in s["topics"]:
-                tt.add_row(x["topic"], str(x["messages"]), _size(x["bytes"]), _size(x["bodyBytes"]),
+                tt.add_row(x["topic"], str(x["messages"]), human_size(x["bytes"]), human_size(x["bodyBytes"]),
                            str(x["crcErrors"]))
             con.print(tt)
     for u in doc["notSalvaged"]:
@@ -113,7 +104,7 @@ def _render_salvage(doc: dict[str, Any]) -> None:
     for p in doc["problems"]:
         con.print(f"problem: {p['file']} position {p['position']} (offset {p['offset']}, "
                   f"{p['length']} bytes): {p['kind']}: {p['reason']}")
-    total = f"{doc['messages']} messages ({_size(doc['bytes'])})"
+    total = f"{doc['messages']} messages ({human_size(doc['bytes'])})"
     if doc["dryRun"]:
         con.print(f"dry run: would write {total} to {doc['out']}")
     else:
@@ -157,7 +148,7 @@ def analyze_commitlog_cmd(
                 "last store time (UTC)", "queue offsets", "physical offsets", "CRC errors"):
         t.add_column(col, justify="right" if col in ("queue", "messages", "bytes", "CRC errors") else "left")
     for q in doc["queues"]:
-        t.add_row(q["store"], q["topic"], str(q["queueId"]), str(q["messages"]), _size(q["bytes"]),
+        t.add_row(q["store"], q["topic"], str(q["queueId"]), str(q["messages"]), human_size(q["bytes"]),
                   _time(q["firstStoreTimestamp"]), _time(q["lastStoreTimestamp"]),
                   f"{q['minQueueOffset']}..{q['maxQueueOffset']}",
                   f"{q['minPhysicalOffset']}..{q['maxPhysicalOffset']}", str(q["crcErrors"]))

@@ -11,29 +11,11 @@ from typing import Any
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import console, echo_doc, output_option
+from mqctl.cli.common import confirm, console, echo_doc, human_size, output_option
 from mqctl.cli.render import Output
 
 recover_app = sub_app("recover", "Inspect broker store directories and plan a manual recovery.")
 
-
-
-def _confirm(question: str) -> None:
-    from mqctl.errors import UsageError
-    try:
-        ok = typer.confirm(question, default=False)
-    except (typer.Abort, EOFError):
-        ok = False
-    if not ok:
-        raise UsageError("not confirmed; nothing was changed (use --yes to skip the question)")
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return str(n)
 
 
 @recover_app.command("inspect")
@@ -71,7 +53,7 @@ def inspect_cmd(
         cpm = {True: "ok", False: "MISMATCH", None: "-"}[r["checkpointMatches"]]
         t.add_row(r["store"], r["state"], ident, str(r["lastEpoch"]), str(r["minOffset"]),
                   str(r["maxOffset"]), "-" if r["confirmOffset"] is None else str(r["confirmOffset"]), cpm,
-                  str(r["fileCount"]), _size(r["totalBytes"]), str(len(r["problems"])))
+                  str(r["fileCount"]), human_size(r["totalBytes"]), str(len(r["problems"])))
     con.print(t)
     for r in reports:
         if "error" in r:
@@ -215,7 +197,7 @@ def mark_clean_cmd(
     if not dry_run:
         if not yes:
             fin = preview["finalSignature"]
-            _confirm(f"Mark {store} clean at epoch {fin['lastEpoch']}, max offset {fin['maxOffset']}?")
+            confirm(f"Mark {store} clean at epoch {fin['lastEpoch']}, max offset {fin['maxOffset']}?", output)
         result = mark_clean(store, dry_run=False)
     else:
         result = preview
@@ -253,8 +235,8 @@ def truncate_cmd(
     if not dry_run and not plan.nothing_to_do:
         bdir = backup_dir or str(default_backup_dir(store))
         if not yes:
-            _confirm(f"Cut {store} at {to}, dropping {plan.bytes_to_drop} bytes ({plan.records} records); "
-                     f"backup to {bdir}?")
+            confirm(f"Cut {store} at {to}, dropping {plan.bytes_to_drop} bytes ({plan.records} records); "
+                    f"backup to {bdir}?", output)
         apply_truncate(plan, bdir)
         doc["backupDir"] = bdir
     if output is not Output.table:

@@ -33,7 +33,7 @@ def console(no_color: bool = False, stderr: bool = False) -> Any:
         kwargs["no_color"] = True
     c = Console(**kwargs)
     if not c.is_terminal and not os.environ.get("COLUMNS"):
-        c = Console(width=160, **kwargs)
+        c = Console(width=200, **kwargs)  # piped: wide enough that tables of paths do not wrap
     return c
 
 

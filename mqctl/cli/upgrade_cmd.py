@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import console, echo_doc, output_option
+from mqctl.cli.common import confirm, console, echo_doc, output_option
 from mqctl.cli.render import Output
 
 if TYPE_CHECKING:
@@ -35,20 +35,9 @@ def _client(addresses: str, timeout: float = 5.0) -> ControllerClient:
 
 
 def _confirm(question: str, yes: bool, output: Output = Output.table) -> None:
-    """Ask unless --yes; never prompt when stdin is not a terminal (a script would hang or guess). The
-    question goes to stderr when stdout carries a JSON or YAML document."""
-    from mqctl.errors import UsageError
-    if yes:
-        return
-    if not sys.stdin.isatty():
-        raise UsageError("stdin is not a terminal and --yes was not given: nothing was changed; pass --yes "
-                         "to go ahead without the question")
-    try:
-        ok = typer.confirm(question, default=False, err=output is not Output.table)
-    except (typer.Abort, EOFError):
-        ok = False
-    if not ok:
-        raise UsageError("not confirmed; nothing was changed (use --yes to skip the question)")
+    """Ask unless --yes; never prompt when stdin is not a terminal (a script would hang or guess)."""
+    if not yes:
+        confirm(question, output, terminal_only=True)
 
 
 def _refuse_running_stores(stores: list[str], what: str) -> None:
