@@ -1,4 +1,4 @@
-"""The README's examples run as shown, on one machine, on loopback (issue 16).
+"""The README's examples run as shown, on one machine, on loopback (issue 16); docs/broker.md's too.
 
 The code blocks are read from README.md itself, so an example that changes is tested as it reads. Two
 substitutions keep the test safe next to other runs: every port the README names becomes a free port
@@ -28,8 +28,8 @@ BIN = str(Path(sys.executable).parent)
 pytestmark = pytest.mark.slow
 
 
-def blocks(lang: str) -> list[str]:
-    text = (ROOT / "README.md").read_text()
+def blocks(lang: str, doc: str = "README.md") -> list[str]:
+    text = (ROOT / doc).read_text()
     return [b for lng, b in re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M) if lng == lang]
 
 
@@ -167,3 +167,19 @@ def test_three_node_group_on_one_machine(home: Path, nodes: Nodes) -> None:
     for n in range(3):
         assert (home / "mqctl" / f"n{n}").is_dir()
     check_python_and_admin_examples(address, ports, env)
+
+
+def test_broker_agent_example(home: Path, nodes: Nodes, tmp_path: Path) -> None:
+    """docs/broker.md: one agent against the README's one-node controller becomes master, takes a
+    message, is isolated and healed, crashes and stops."""
+    (code,) = [b for b in blocks("python", "docs/broker.md") if "BrokerAgent" in b]
+    listen, raft = free_port(), free_port()
+    env = environment(home, MQCTL_LISTEN=f"127.0.0.1:{listen}", MQCTL_RAFT=f"127.0.0.1:{raft}")
+    nodes.start("mqctl serve", env)
+    wait_for_leader(f"127.0.0.1:{listen}")
+    code = with_free_ports(code, {"9878": str(listen)}, new=False)
+    code = code.replace("/tmp/mqctl-broker", str(tmp_path / "broker"))  # a fresh store for this run
+    code += "\nassert r.ok, r\nprint('ok')\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr
+    assert (tmp_path / "broker" / "a1" / "store" / "brokerIdentity").is_file()
