@@ -27,6 +27,12 @@ or `sync`: the journal keeps its entries in memory, `sync` answers False (so not
 acknowledged), `error` says why in one line, and every later `sync` (and a probe once a second)
 retries until the disk accepts writes again. Only `setCurrentTerm` raises (StorageError): a
 term or vote that cannot be stored is not taken.
+
+A journal file removed under the node (its data directory deleted) is written anew, meta file
+first, once its directory exists again; a journal that no longer starts at index 1 (compacted)
+needs the snapshot it continues, so it waits for one (`needs_snapshot`: the fork then writes a
+snapshot, and compacting onto it writes the journal anew), never leaving a journal without the
+snapshot before it.
 """
 
 from __future__ import annotations
@@ -62,6 +68,10 @@ _TORN_MIN_ZEROS = 16           # an all-zero stretch this long in a sector: a wr
 _SECTOR = 512
 
 Entry = tuple[bytes, int, int]
+
+
+class _WaitingForSnapshot(OSError):
+    """The removed journal is written anew only after a snapshot (DurableJournal.needs_snapshot)."""
 
 
 class JournalCorruptError(StoreError):
@@ -164,6 +174,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._commit = 1                    # pysyncobj's commit index (a hint; stored clamped)
         self._stored_commit = 1
         self._meta_failed = False
+        self._removed = False               # the file lost its name: nothing of it is on disk
         self._file: File
         self._load()
 
@@ -200,14 +211,19 @@ class DurableJournal(Journal):  # type: ignore[misc]
         """Log compaction (the snapshot covers the entries before `entryTo`): a new file with the
         rest, fsynced, renamed over the old one, directory fsynced. If that fails, the old file
         (a superset) stays in use."""
-        if entryTo <= 0:
+        if entryTo <= 0 and not self._removed:
             return
-        del self._entries[:entryTo]
-        del self._offsets[:entryTo]
+        del self._entries[:max(entryTo, 0)]
+        del self._offsets[:max(entryTo, 0)]
         try:
+            if self._removed:  # the snapshot is back: the meta file first, then the journal
+                self._write_meta(self._term, self._voted, self._stored_commit)
             self._rewrite()
         except OSError as exc:
             self._fail("compacting", exc)
+            return
+        if self._removed:
+            self._recovered()
 
     def __getitem__(self, item: Any) -> Any:
         return self._entries[item]
@@ -243,7 +259,10 @@ class DurableJournal(Journal):  # type: ignore[misc]
         return self._voted
 
     def onOneSecondTimer(self) -> None:  # noqa: N802
-        """Probe a failed storage; store the commit index hint (never beyond the durable log)."""
+        """Probe a failed storage (and whether the file was removed, also while idle); store the
+        commit index hint (never beyond the durable log)."""
+        if self.error is None and self._file.deleted():
+            self._on_removed()
         if self.error is not None and not self.sync():
             return
         hint = min(self._commit, self.durable_index())
@@ -286,9 +305,32 @@ class DurableJournal(Journal):  # type: ignore[misc]
     def healthy(self) -> bool:
         return self.error is None
 
+    @property
+    def needs_snapshot(self) -> bool:
+        """The file was removed and the journal was compacted: it can be written anew only after
+        a snapshot (the fork forces one; `deleteEntriesTo` then writes the journal)."""
+        return self._removed and bool(self._entries) and self._entries[0][1] > 1
+
+    def _on_removed(self) -> None:
+        """The journal file has no name any more (its data directory was deleted, most likely):
+        nothing of it, nor of the meta file, is on disk now."""
+        if not self._removed:
+            self._removed = True
+            self._meta_failed = True
+            self._good = self._durable = HEADER_SIZE
+            self._trim = True
+            self._fail_removed()
+
     def _flush(self) -> None:
-        if self._file.deleted():
-            self._rewrite()  # the file (or its directory) was removed under us: write it anew
+        if self._removed or self._file.deleted():
+            self._on_removed()
+            directory = os.path.dirname(self.path) or "."
+            if not os.path.isdir(directory):
+                raise OSError(errno.ENOENT, "its directory does not exist", directory)
+            if self.needs_snapshot:
+                raise _WaitingForSnapshot(errno.ENOENT, "waiting for a snapshot", self.path)
+            self._write_meta(self._term, self._voted, self._stored_commit)  # term and vote first
+            self._rewrite()
         if self._trim:
             self._file.truncate(self._good)
         if self._good < self._end:
@@ -301,6 +343,14 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._durable = self._end
         if self._meta_failed:
             self._write_meta(self._term, self._voted, self._stored_commit)
+        self._recovered()
+
+    def _recovered(self) -> None:
+        if self._removed:
+            log.info("raft journal %s: written anew after it was removed; every entry is durable",
+                     self.path)
+            self._removed = False
+            self.error = None
         if self.error is not None:
             log.info("raft journal %s: storage works again; every entry is durable", self.path)
             self.error = None
@@ -344,11 +394,32 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._trim = False
 
     def _fail(self, what: str, exc: OSError, path: str | None = None) -> None:
+        if not self._removed and self._file_removed():
+            self._on_removed()  # what failed is a consequence: say the cause
+        if self._removed and (isinstance(exc, _WaitingForSnapshot)
+                              or not os.path.isdir(os.path.dirname(self.path) or ".")):
+            self._fail_removed()
+            return
         text = (f"{what} {path or self.path} failed: {exc.strerror or exc} ({_errno_name(exc)}); "
                 "this node acknowledges no Raft entry and takes no term until storage works again")
         if self.error is None:
             log.warning("raft journal: %s (retried every second)", text)
         self.error = text
+
+    def _file_removed(self) -> bool:
+        try:
+            return self._file.deleted()
+        except (OSError, AttributeError):  # not open (yet, or any more)
+            return False
+
+    def _fail_removed(self) -> None:
+        directory = os.path.dirname(self.path) or "."
+        text = (f"{self.path} was removed under this node (was {directory} deleted?); this node "
+                f"acknowledges no Raft entry and takes no term until {directory} exists again, "
+                "then writes its Raft state there anew")
+        if self.error != text:
+            log.warning("raft journal: %s (retried every second)", text)
+            self.error = text
 
     # --- meta file ----------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ import functools
 import struct
 import logging
 import copy
+import errno  # mqctl
 import types
 try:
     import Queue
@@ -76,6 +77,8 @@ from pysyncobj.monotonic import monotonic as monotonicTime
 from mqctl.raft.storage import StorageError, fsync_file_and_dir  # mqctl: durability (FORK.md)
 
 logger = logging.getLogger('pysyncobj.syncobj')  # mqctl: upstream's logger name, so its log settings apply
+_snapshotLogger = logging.getLogger('mqctl.raft.snapshot')  # mqctl: an operator's line, not pysyncobj's chatter
+_SNAPSHOT_RETRY = 2.0  # mqctl: seconds between attempts at a snapshot that could not be written
 
 
 class _RAFT_STATE:
@@ -202,10 +205,15 @@ class SyncObj(object):
         self.__numOneSecondDumps = 0
         globalDnsResolver().setTimeouts(self.__conf.dnsCacheTime, self.__conf.dnsFailCacheTime)
         globalDnsResolver().setPreferredAddrFamily(self.__conf.preferredAddrType)
+        # mqctl: a snapshot that cannot be written is logged once with its reason, retried every
+        # _SNAPSHOT_RETRY seconds, and is subject to fault injection (FORK.md, change 14)
+        self.__snapshotError = None
+        self.__snapshotFailing = False
+        self.__snapshotRetryTime = 0.0
         self.__serializer = Serializer(self.__conf.fullDumpFile,
                                        self.__conf.logCompactionBatchSize,
                                        self.__conf.useFork,
-                                       self.__conf.serializer,
+                                       self.__writeSnapshot if self.__conf.serializer is not None else None,
                                        self.__conf.deserializer,
                                        self.__conf.serializeChecker)
         self.__lastInitTryTime = 0
@@ -1304,8 +1312,42 @@ class SyncObj(object):
             fsync_file_and_dir(self.__conf.fullDumpFile)
             return True
         except OSError as e:
-            logger.warning('failed to sync full dump: %s', e)
+            self.__snapshotError = e
+            self.__onSnapshotFailed('syncing')
             return False
+
+    def __writeSnapshot(self, fileName, raftData):
+        # mqctl: conf.serializer behind fault injection; the reason of a failure is kept for the
+        # log line (pysyncobj's Serializer swallows it) and a partial file is not left behind
+        self.__snapshotError = None
+        try:
+            storage = getattr(self.__raftLog, 'storage', None)
+            if storage is not None:
+                storage.check(fileName)
+            self.__conf.serializer(fileName, raftData)
+        except Exception as e:
+            self.__snapshotError = e
+            try:
+                os.unlink(fileName)
+            except OSError:
+                pass
+            raise
+
+    def __onSnapshotFailed(self, what):
+        # mqctl: one line per failure streak, with its reason; the next attempt in _SNAPSHOT_RETRY s.
+        # Nothing while the journal fails too: its own line says why storage fails.
+        self.__snapshotRetryTime = monotonicTime() + _SNAPSHOT_RETRY
+        if self.__snapshotFailing or getattr(self.__raftLog, 'error', None):
+            return
+        self.__snapshotFailing = True
+        e = self.__snapshotError
+        if isinstance(e, OSError) and e.errno is not None:
+            reason = '%s (%s)' % (e.strerror or e, errno.errorcode.get(e.errno, e.errno))
+        else:
+            reason = str(e) if e is not None else 'renaming it into place failed'
+        _snapshotLogger.warning('raft snapshot: %s %s failed: %s; the journal is not compacted until '
+                                'a snapshot can be written (retried every %g s)', what,
+                                self.__conf.fullDumpFile, reason, _SNAPSHOT_RETRY)
 
     def __setState(self, newState):
         oldState = self.__raftState
@@ -1498,16 +1540,25 @@ class SyncObj(object):
             if self.__syncDumpFile():  # mqctl: the renamed snapshot is durable before the journal is cut
                 self.__deleteEntriesTo(serializeID)
                 self.__lastSerializedEntry = serializeID
+                if self.__snapshotFailing:  # mqctl
+                    self.__snapshotFailing = False
+                    _snapshotLogger.info('raft snapshot: %s written again', self.__conf.fullDumpFile)
 
         if serializeState == SERIALIZER_STATE.FAILED:
-            logger.warning('Failed to store full dump')
+            self.__onSnapshotFailed('writing')  # mqctl: instead of 'Failed to store full dump' every tick
 
         if serializeState != SERIALIZER_STATE.NOT_SERIALIZING:
             return
 
+        # mqctl: a journal removed under the node and compacted before is written anew only after a
+        # snapshot (mqctl.raft.journal.DurableJournal.needs_snapshot): force one
+        needSnapshot = getattr(self.__raftLog, 'needs_snapshot', False)
+        if currTime < self.__snapshotRetryTime:  # mqctl: after a failed snapshot
+            return
+
         if len(self.__raftLog) <= self.__conf.logCompactionMinEntries and \
                                 currTime - self.__lastSerializedTime <= self.__conf.logCompactionMinTime and \
-                not self.__forceLogCompaction:
+                not self.__forceLogCompaction and not needSnapshot:
             return
 
         if self.__conf.logCompactionSplit:
@@ -1525,7 +1576,8 @@ class SyncObj(object):
         self.__forceLogCompaction = False
 
         lastAppliedEntries = self.__getEntries(self.__raftLastApplied - 1, 2)
-        if len(lastAppliedEntries) < 2 or lastAppliedEntries[0][1] == self.__lastSerializedEntry:
+        if len(lastAppliedEntries) < 2 or (lastAppliedEntries[0][1] == self.__lastSerializedEntry
+                                           and not needSnapshot):  # mqctl
             self.__lastSerializedTime = currTime
             return
 

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import random
+import shutil
 
 import pytest
 
@@ -308,3 +309,50 @@ def test_pysyncobj_journal_is_converted_and_old_releases_refuse_the_new_one(path
         assert fh.read(8) == b"MQCTLWAL"
     with pytest.raises(Exception):   # noqa: B017 - pysyncobj's reader fails with struct.error
         FileJournal(path)
+
+
+def test_removed_data_directory_is_written_anew_once_it_exists_again(tmp_path, caplog) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    path = str(data / "raft.journal")
+    j = DurableJournal(path, SIM)
+    fill(j, 1, 10)
+    j.setCurrentTerm(3, "127.0.0.1:1")
+    assert j.sync()
+    shutil.rmtree(data)
+    j.onOneSecondTimer()                          # noticed while idle, by the probe
+    assert j.error and "was removed under this node" in j.error and str(data) in j.error
+    fill(j, 11, 12)                               # never raises
+    assert not j.sync() and not j.needs_snapshot
+    j.onOneSecondTimer()
+    assert len(warnings(caplog)) == 1             # one line, not one per retry
+    data.mkdir()
+    caplog.set_level(logging.INFO)
+    assert j.sync() and j.error is None           # meta file first, then the journal
+    assert any("written anew" in r.getMessage() for r in caplog.records)
+    power_loss(j)
+    k = DurableJournal(path, SIM)
+    assert [e[1] for e in entries(k)] == list(range(1, 13))
+    assert (k.getCurrentTerm(), k.getVotedForNodeId()) == (3, "127.0.0.1:1")
+
+
+def test_removed_compacted_journal_waits_for_a_snapshot(tmp_path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    path = str(data / "raft.journal")
+    j = DurableJournal(path, SIM)
+    fill(j, 1, 50)
+    j.setCurrentTerm(2, None)
+    assert j.sync()
+    j.deleteEntriesTo(40)                         # compacted: the journal continues a snapshot
+    shutil.rmtree(data)
+    fill(j, 51, 52)
+    assert not j.sync() and j.needs_snapshot
+    data.mkdir()
+    assert not j.sync() and j.needs_snapshot      # never a journal without its snapshot
+    assert not os.path.exists(path) and "was removed" in (j.error or "")
+    j.deleteEntriesTo(5)                          # the fork wrote a snapshot and compacts onto it
+    assert j.error is None and not j.needs_snapshot
+    power_loss(j)
+    k = DurableJournal(path, SIM)
+    assert [e[1] for e in entries(k)] == list(range(46, 53)) and k.getCurrentTerm() == 2
