@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 from typing import IO
 
 from mqctl.errors import UsageError
+from mqctl.raft.storage import Storage
+
+log = logging.getLogger("mqctl.controller.datadir")
 
 NODE_FILE = "node.json"
 LOCK_FILE = "LOCK"
@@ -35,6 +39,10 @@ def prepare(data_dir: str, raft_address: str | None = None) -> IO[str]:
         os.makedirs(data_dir, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create data directory {data_dir}: {exc.strerror}") from exc
+    if _read_only(data_dir):
+        raise UsageError(f"data directory {data_dir} is on a read-only file system; remount it "
+                         "read-write (after a file system error: unmount, fsck, mount) or choose another "
+                         "--data-dir")
     if not os.access(data_dir, os.R_OK | os.W_OK | os.X_OK):
         raise UsageError(f"data directory {data_dir} is not readable and writable by this user")
     try:
@@ -47,18 +55,31 @@ def prepare(data_dir: str, raft_address: str | None = None) -> IO[str]:
         lock.close()
         raise UsageError(f"data directory {data_dir} is in use by another running controller "
                          "(its LOCK is held); stop it or choose another --data-dir") from exc
-    lock.seek(0)
-    lock.truncate()
-    lock.write(str(os.getpid()))
-    lock.flush()
+    try:  # the pid is for people only: a full disk must not stop the node here
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+    except OSError:
+        pass
     try:
         doc = read_node_file(data_dir)  # fail early on a corrupt node.json
         if raft_address is not None:
             _check_raft_address(data_dir, doc, raft_address)
+    except OSError as exc:
+        lock.close()
+        raise UsageError(f"cannot write {os.path.join(data_dir, NODE_FILE)}: {exc.strerror or exc}") from exc
     except BaseException:
         lock.close()
         raise
     return lock
+
+
+def _read_only(data_dir: str) -> bool:
+    try:
+        return bool(os.statvfs(data_dir).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _check_raft_address(data_dir: str, doc: dict[str, str], raft_address: str) -> None:
@@ -73,12 +94,11 @@ def _check_raft_address(data_dir: str, doc: dict[str, str], raft_address: str) -
 
 
 def _write_node_file(data_dir: str, doc: dict[str, str]) -> None:
-    tmp = os.path.join(data_dir, NODE_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, os.path.join(data_dir, NODE_FILE))
+    """Replace node.json durably (temporary file, fsync, rename, fsync of the directory) through
+    the Raft journal's file layer, so the test-only crash simulator and fault injection
+    (MQCTL_CRASH_SIM, MQCTL_FAULT_INJECT) cover it too."""
+    data = json.dumps(doc, sort_keys=True).encode("utf-8")
+    Storage.from_env().write_atomic(os.path.join(data_dir, NODE_FILE), data)
 
 
 def is_locked(data_dir: str) -> bool:
@@ -118,5 +138,9 @@ def record_group_id(data_dir: str, group_id: str) -> str | None:
         return (f"data directory {data_dir} belongs to controller group {known}, but this node "
                 f"joined group {group_id}; use an empty --data-dir to join this group")
     if not known:
-        _write_node_file(data_dir, {**doc, "format": NODE_FORMAT, "groupId": group_id})
+        try:
+            _write_node_file(data_dir, {**doc, "format": NODE_FORMAT, "groupId": group_id})
+        except OSError as exc:  # disk full, read-only, the directory removed: not a reason to stop
+            log.warning("cannot record group %s in %s: %s; it is recorded at the next start",
+                        group_id, os.path.join(data_dir, NODE_FILE), exc.strerror or exc)
     return None
