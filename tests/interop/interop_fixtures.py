@@ -139,6 +139,16 @@ class JavaBrokers:
     def add(self, broker_name: str) -> str:
         return str(self.call("add", broker_name)["address"])
 
+    def wait_alive(self, broker_name: str, ids: set[int], timeout: float = 10.0) -> None:
+        """Until the controller counts these replicas alive (it has their heartbeats): an election
+        notifies only the replicas alive when it is decided, in RocketMQ as in mqctl."""
+        def alive() -> bool:
+            info = self.call("syncstatedata", broker_name)["replicasInfoTable"].get(broker_name) or {}
+            replicas = [*info.get("inSyncReplicas", []), *info.get("notInSyncReplicas", [])]
+            return ids <= {r["brokerId"] for r in replicas if r["alive"]}
+
+        wait_until(alive, timeout, what=f"replicas {sorted(ids)} of {broker_name} alive")
+
     def state(self, replica: int) -> dict[str, Any]:
         return self.call("state", replica)
 

@@ -94,6 +94,7 @@ def _scenario(cluster, remoting: list[str], brokers: JavaBrokers, serialize_type
     # --- only a heartbeat makes a replica alive: 1 and 2 beat, 3 does not yet ---------------------
     brokers.call("beat", 1, "on")
     brokers.call("beat", 2, "on")
+    brokers.wait_alive(NAME, {1, 2})
     elected = brokers.call("elect", 1)
     assert (elected["code"], elected.get("remark")) == (0, None), elected
     assert elected["ext"] == {"masterBrokerId": "1", "masterAddress": addr[1], "masterEpoch": "1",
@@ -124,8 +125,7 @@ def _scenario(cluster, remoting: list[str], brokers: JavaBrokers, serialize_type
     assert not brokers.notifies(3), "a replica that never beat got a 1008"
 
     brokers.call("beat", 3, "on")
-    wait_until(lambda: all(r["alive"] for r in brokers.call("syncstatedata", NAME)["replicasInfoTable"][NAME]
-                           ["notInSyncReplicas"]), 10, what="replica 3 alive")
+    brokers.wait_alive(NAME, {1, 2, 3})
     altered = brokers.call("alter", 1, "1,2,3")
     assert (altered["code"], altered["ext"], altered["syncStateSet"], altered["bodySyncStateSetEpoch"]) == (
         0, {"newSyncStateSetEpoch": "2"}, [1, 2, 3], 2), altered

@@ -68,8 +68,12 @@ def _refusals(brokers: JavaBrokers) -> None:
     assert _answer(call("apply", 3, 1)) == (  # id 1 is taken, with another registerCheckCode
         2014, "Fail to apply brokerId: 1 in broker-set: broker-r", names)
 
+    # a 904 sent with an answer expected (ControllerRequestProcessor.handleBrokerHeartbeat)
+    assert _answer(call("beatsync", 3, "noid")) == (2005, "Heart beat with empty brokerId", {})
+    assert _answer(call("beatsync", 1)) == (0, "Heart beat success", {})
     call("beat", 1, "on")
     call("beat", 2, "on")
+    brokers.wait_alive(NAME, {1, 2})
     assert call("elect", 1)["code"] == 0  # master 1, masterEpoch 1, SyncStateSet {1} epoch 1
     # RegisterBroker again (a broker restarting): the alive master in the header, the SyncStateSet in the body
     again = call("reg", 2, 2)

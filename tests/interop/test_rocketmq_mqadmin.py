@@ -85,6 +85,9 @@ def dep(request: pytest.FixtureRequest, java_classes: Path,
                 brokers.call("offset", i, offset)
             for i in addr:
                 brokers.call("beat", i, "on")
+            brokers.wait_alive("broker-a", {1, 2, 3})
+            brokers.wait_alive("broker-b", {1, 2})
+            brokers.wait_alive("broker-c", {1})
             for master, others in ((1, (2, 3)), (4, (5,))):
                 assert brokers.call("elect", master)["code"] == 0
                 for i in others:  # the slaves' own try: 2011, and they know the master epoch
@@ -258,4 +261,10 @@ def test_cleanBrokerMetadata(dep: Deployment) -> None:
     assert _ok(mqadmin("getSyncStateSet", "-a", dep.asked(), "-b", "broker-c")) == ""
     _failed(mqadmin("cleanBrokerMetadata", "-a", dep.asked(), "-bn", "broker-x", "-l"),
             2009, "Broker broker-x is not existed,clean broker data failure.")
+    # broker-a has a master: without ids nothing is cleaned; ids that do not parse are refused by the
+    # controller (mqadmin's own check of the format never runs: a Stream without a terminal operation)
+    a = ("cleanBrokerMetadata", "-a", dep.asked(), "-bn", "broker-a", "-c", CLUSTER)
+    _failed(mqadmin(*a), 2009, "Broker broker-a is still alive, clean up failure")
+    _failed(mqadmin(*a, "-b", "3;x"), 2009, "Please set the option <brokerControllerIdsToClean> according to "
+            'the format, exception: java.lang.NumberFormatException: For input string: "x"')
     assert b.other_events() == []

@@ -588,6 +588,18 @@ public class BrokerDriver {
                 return raw(replicas.get(0).invokeLeader(RemotingCommand.createRequestCommand(RequestCode.CONTROLLER_ELECT_MASTER,
                     ElectMasterRequestHeader.ofBrokerTrigger(clusterName, a[2], Long.valueOf(a[3])))));
             }
+            case "beatsync": { // beatsync REPLICA [noid]: one 904 as a request with an answer (brokers send it one-way)
+                Replica r = replica(a[2]);
+                BrokerHeartbeatRequestHeader header = new BrokerHeartbeatRequestHeader();
+                header.setClusterName(clusterName);
+                header.setBrokerAddr(r.address);
+                header.setBrokerName(r.brokerName);
+                header.setHeartbeatTimeoutMills(heartbeatTimeoutMillis);
+                if (a.length < 4) {
+                    header.setBrokerId(r.brokerControllerId);
+                }
+                return raw(r.invokeLeader(RemotingCommand.createRequestCommand(RequestCode.BROKER_HEARTBEAT, header)));
+            }
             case "alteras": { // alteras BROKER_NAME MASTER_ID MASTER_EPOCH IDS SYNC_STATE_SET_EPOCH
                 RemotingCommand request = RemotingCommand.createRequestCommand(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
                     new AlterSyncStateSetRequestHeader(a[2], Long.valueOf(a[3]), Integer.parseInt(a[4])));
