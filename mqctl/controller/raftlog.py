@@ -186,7 +186,8 @@ def make_conf(data_dir: str | None, *, secret: str | None, fast: bool = True) ->
         maxBindRetries=1,
         bindRetryTime=0.2,
         logCompactionMinEntries=5000,
-        logCompactionMinTime=60,
+        # test-only: MQCTL_COMPACTION_INTERVAL (seconds) snapshots sooner (docs/raft-safety.md)
+        logCompactionMinTime=float(os.environ.get("MQCTL_COMPACTION_INTERVAL") or 60),
         password=secret,
     )
     if fast:
