@@ -191,7 +191,7 @@ _INT_RE = re.compile(r"^[+-]?[0-9]+$")
 # replicated keys above are kept for the snapshots and logs that hold them (their values are still
 # answered), but mqctl does not honour them, so an update leaves them alone.
 HONOURED_CONFIG_KEYS = frozenset({"enableElectUncleanMaster", "scanNotActiveBrokerInterval", "waitFor",
-                                  "heartbeatTimeoutMillis"})
+                                  "heartbeatTimeoutMillis", "notifyBrokerRoleChanged"})
 
 # RocketMQ's GET_CONTROLLER_CONFIG answer is ControllerManager's `new Configuration(log,
 # controllerConfig, nettyServerConfig)`: every non-null field of ControllerConfig and NettyServerConfig

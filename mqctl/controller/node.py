@@ -687,6 +687,8 @@ class ControllerNode:
             change = self._role_of(name)
             if change is None:
                 continue
+            # the config in force when the election was applied decides whether brokers are told (1008)
+            change["notify_broker_role_changed"] = state.cfg_bool("notifyBrokerRoleChanged")
             with self._lock:
                 targets = [w for w in self._watches if w.matches(change["cluster_name"], name)]
             for watch in targets:

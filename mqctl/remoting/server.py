@@ -381,6 +381,8 @@ class RemotingServer:
                         continue
                     if not self._is_leader():
                         continue  # only the controller that decided notifies, as RocketMQ's leader
+                    if not change.get("notify_broker_role_changed", True):
+                        continue  # RocketMQ's notifyBrokerRoleChanged, as it was at the election
                     targets = self._notify_targets(change)
                     if targets:
                         self._loop.call_soon_threadsafe(self._notify, change, targets)

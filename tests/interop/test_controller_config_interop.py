@@ -133,11 +133,11 @@ def test_get_controller_config_has_rocketmq_s_keys_and_defaults(
     # what an update does not change, named; the rest is honoured or black-listed
     not_honoured = mqctl[core.NOT_HONOURED_KEY].split(";")
     assert not_honoured == sorted(not_honoured) and set(not_honoured) <= set(deployment)
-    assert {"controllerThreadPoolNums", "mappedFileSize", "serverWorkerThreads", "listenPort",
-            "notifyBrokerRoleChanged"} <= set(not_honoured)
+    assert {"controllerThreadPoolNums", "mappedFileSize", "serverWorkerThreads",
+            "listenPort"} <= set(not_honoured)
     rest = set(deployment) - set(not_honoured)
     assert rest == {"enableElectUncleanMaster", "scanNotActiveBrokerInterval", "configBlackList",
-                    "configStorePath", "rocketmqHome"}
+                    "configStorePath", "rocketmqHome", "notifyBrokerRoleChanged"}
 
 
 def test_update_controller_config_as_rocketmq(node: tuple[LocalCluster, str]) -> None:
@@ -158,13 +158,14 @@ def test_update_controller_config_as_rocketmq(node: tuple[LocalCluster, str]) ->
         client.update_config({"noSuchKey": "1", "mappedFileSize": "4096", "notifyBrokerRoleChanged": "false",
                               "controllerThreadPoolNums": "x", "scanNotActiveBrokerInterval": "4000"})
         after = client.get_config().config
-        assert after == {**before, "scanNotActiveBrokerInterval": "4000"}
+        assert after == {**before, "scanNotActiveBrokerInterval": "4000", "notifyBrokerRoleChanged": "false"}
+        client.update_config({"notifyBrokerRoleChanged": "true"})
         with pytest.raises(ControllerError) as err:  # a value mqctl cannot use: 2005 (controller-rules.md)
             client.update_config({"waitFor": "many"})
         assert err.value.code == Code.CONTROLLER_INVALID_REQUEST and "waitFor" in err.value.remark
         client.update_config({"scanNotActiveBrokerInterval": "5000"})
     logged = ("UpdateConfig: ignored controllerThreadPoolNums (not honoured by mqctl), mappedFileSize (not "
-              "honoured by mqctl), noSuchKey (unknown key), notifyBrokerRoleChanged (not honoured by mqctl)")
+              "honoured by mqctl), noSuchKey (unknown key)")
     wait_until(lambda: logged in cluster.nodes[0].log_text(), 10, what="the ignored keys in the node's log")
 
 

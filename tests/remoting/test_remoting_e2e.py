@@ -98,8 +98,8 @@ def trio(tmp_path) -> Iterator[tuple[LocalCluster, list[str]]]:
         yield cluster, addresses
 
 
-def _replicas(client: RemotingControllerClient) -> list[Any]:
-    info = client.get_sync_state_data(["broker-a"]).replicas_info_table["broker-a"]
+def _replicas(client: RemotingControllerClient, broker_name: str = "broker-a") -> list[Any]:
+    info = client.get_sync_state_data([broker_name]).replicas_info_table[broker_name]
     return [*info.in_sync_replicas, *info.not_in_sync_replicas]
 
 
@@ -234,3 +234,31 @@ def test_register_beat_elect_fail_over_and_read_the_same_state(trio: tuple[Local
         finally:
             for broker in brokers:
                 broker.close()
+
+
+def test_notify_broker_role_changed_false_stops_the_pushes(tmp_path) -> None:
+    """RocketMQ's notifyBrokerRoleChanged: with false the leader sends no 1008; with true it does."""
+    cluster = LocalCluster(str(tmp_path), size=1)
+    remoting = with_remoting_ports(cluster)
+    with cluster:
+        start(cluster, remoting)
+        brokers: list[RemotingBroker] = []
+        with RemotingControllerClient(remoting, timeout=20) as admin:
+            try:
+                quiet, told = RemotingBroker(remoting, "set-quiet"), RemotingBroker(remoting, "set-told")
+                brokers += [quiet, told]
+                for broker in brokers:
+                    broker.register()
+                wait_until(lambda: all(r.alive for b in brokers for r in _replicas(admin, b.broker_name)), 10,
+                           what="both brokers alive")
+                admin.update_config({"notifyBrokerRoleChanged": "false"})
+                quiet.client.elect_master(TEST_CLUSTER, "set-quiet", 1)
+                admin.update_config({"notifyBrokerRoleChanged": "true"})
+                told.client.elect_master(TEST_CLUSTER, "set-told", 1)
+                change = wait_until(told.notifications, 10, what="1008 once notifications are on")[0]
+                assert (change.master_broker_id, change.master_address) == (1, told.address)
+                # both elections were decided in this order by one leader: the first push would be there
+                assert quiet.notifications() == []
+            finally:
+                for broker in brokers:
+                    broker.close()

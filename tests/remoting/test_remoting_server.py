@@ -125,7 +125,7 @@ def test_config_codes_with_properties_bodies(node: tuple[LocalCluster, str]) -> 
         assert admin.get_config().config["enableElectUncleanMaster"] == "true"
         admin.update_config({"enableElectUncleanMaster": False})
         # RocketMQ ignores keys it does not have; mqctl also those it does not honour (mqctlNotHonoured)
-        admin.update_config({"noSuchKey": "1", "notifyBrokerRoleChanged": False})
+        admin.update_config({"noSuchKey": "1", "mappedFileSize": "1"})
         assert admin.get_config().config == before
         with pytest.raises(ControllerError) as err:
             admin.update_config({"configStorePath": "/tmp/x"})
