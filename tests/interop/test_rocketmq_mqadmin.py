@@ -227,9 +227,10 @@ def test_updateControllerConfig(dep: Deployment) -> None:
 
 
 def test_updateControllerConfig_black_list(dep: Deployment) -> None:
-    for key in ("configBlackList", "configStorePath", "rocketmqHome"):
-        _failed(mqadmin("updateControllerConfig", "-a", dep.leader_remoting(), "-k", key, "-v", "/tmp/x"),
-                16, "Can not update config in black list.")
+    """rocketmqHome: one of the keys ControllerRequestProcessor adds to configBlackList itself
+    (test_controller_config_interop.py tries configStorePath)."""
+    _failed(mqadmin("updateControllerConfig", "-a", dep.leader_remoting(), "-k", "rocketmqHome",
+                    "-v", "/tmp/x"), 16, "Can not update config in black list.")
 
 
 def test_electMaster(dep: Deployment) -> None:
