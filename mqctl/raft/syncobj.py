@@ -74,7 +74,7 @@ from pysyncobj.version import VERSION
 from pysyncobj.fast_queue import FastQueue
 from pysyncobj.monotonic import monotonic as monotonicTime
 
-from mqctl.raft.storage import StorageError, fsync_file_and_dir  # mqctl: durability (FORK.md)
+from mqctl.raft.storage import Storage, StorageError, fsync_file_and_dir  # mqctl: durability (FORK.md)
 
 logger = logging.getLogger('pysyncobj.syncobj')  # mqctl: upstream's logger name, so its log settings apply
 _snapshotLogger = logging.getLogger('mqctl.raft.snapshot')  # mqctl: an operator's line, not pysyncobj's chatter
@@ -210,6 +210,7 @@ class SyncObj(object):
         self.__snapshotError = None
         self.__snapshotFailing = False
         self.__snapshotRetryTime = 0.0
+        self.__incomingSnapshot = None  # mqctl: (file, bytes so far) of a snapshot being received
         self.__serializer = Serializer(self.__conf.fullDumpFile,
                                        self.__conf.logCompactionBatchSize,
                                        self.__conf.useFork,
@@ -1085,7 +1086,7 @@ class SyncObj(object):
 
             # Install snapshot
             elif serialized is not None:
-                if self.__serializer.setTransmissionData(serialized) and self.__syncDumpFile():  # mqctl
+                if self.__receiveSnapshot(serialized):  # mqctl: durable in place (FORK.md, change 14)
                     self.__loadDumpFile(clearJournal=True)
                     if self.__raftLog.sync():  # mqctl: the reset journal is durable before success
                         self.__sendNextNodeIdx(node, success=True)
@@ -1333,7 +1334,55 @@ class SyncObj(object):
                 pass
             raise
 
-    def __onSnapshotFailed(self, what):
+    def __receiveSnapshot(self, serialized):
+        # mqctl: a snapshot from the leader, chunk by chunk, written through the journal's file layer
+        # (crash simulation, fault injection) to a temporary file that is fsynced before it is
+        # renamed over the snapshot, and the directory fsynced after. Upstream's
+        # Serializer.setTransmissionData renamed it unsynced and logged a traceback for every chunk
+        # it could not write. True once a complete snapshot is durable in place.
+        if self.__conf.fullDumpFile is None:
+            return self.__serializer.setTransmissionData(serialized)
+        if serialized is None:
+            return False
+        data, isFirst, isLast = serialized
+        fileName = self.__conf.fullDumpFile
+        tmpFile = fileName + '.1.tmp'
+        storage = getattr(self.__raftLog, 'storage', None) or Storage()
+        try:
+            if isFirst:
+                self.__dropIncomingSnapshot()
+                self.__incomingSnapshot = (storage.open(tmpFile, create=True, truncate=True), 0)
+            elif self.__incomingSnapshot is None:
+                return False  # the start of this transmission was not stored: wait for the next one
+            f, size = self.__incomingSnapshot
+            if data:
+                f.pwrite(data, size)
+                self.__incomingSnapshot = (f, size + len(data))
+            if not isLast:
+                return False
+            f.sync()
+            self.__dropIncomingSnapshot()
+            storage.rename(tmpFile, fileName)
+            storage.fsync_dir(os.path.dirname(fileName))
+        except OSError as e:
+            self.__dropIncomingSnapshot()
+            try:
+                os.unlink(tmpFile)
+            except OSError:
+                pass
+            self.__snapshotError = e
+            self.__onSnapshotFailed('receiving', 'this node cannot take the leader\'s snapshot '
+                                    'until it can store it (the leader sends it again)')
+            return False
+        self.__onSnapshotStored('received')
+        return True
+
+    def __dropIncomingSnapshot(self):  # mqctl
+        if self.__incomingSnapshot is not None:
+            self.__incomingSnapshot[0].close()
+            self.__incomingSnapshot = None
+
+    def __onSnapshotFailed(self, what, consequence=None):
         # mqctl: one line per failure streak, with its reason; the next attempt in _SNAPSHOT_RETRY s.
         # Nothing while the journal fails too: its own line says why storage fails.
         self.__snapshotRetryTime = monotonicTime() + _SNAPSHOT_RETRY
@@ -1345,9 +1394,15 @@ class SyncObj(object):
             reason = '%s (%s)' % (e.strerror or e, errno.errorcode.get(e.errno, e.errno))
         else:
             reason = str(e) if e is not None else 'renaming it into place failed'
-        _snapshotLogger.warning('raft snapshot: %s %s failed: %s; the journal is not compacted until '
-                                'a snapshot can be written (retried every %g s)', what,
-                                self.__conf.fullDumpFile, reason, _SNAPSHOT_RETRY)
+        consequence = consequence or ('the journal is not compacted until a snapshot can be written '
+                                      '(retried every %g s)' % _SNAPSHOT_RETRY)
+        _snapshotLogger.warning('raft snapshot: %s %s failed: %s; %s', what, self.__conf.fullDumpFile,
+                                reason, consequence)
+
+    def __onSnapshotStored(self, what):  # mqctl: the end of a failure streak
+        if self.__snapshotFailing:
+            self.__snapshotFailing = False
+            _snapshotLogger.info('raft snapshot: %s %s again', self.__conf.fullDumpFile, what)
 
     def __setState(self, newState):
         oldState = self.__raftState
@@ -1540,9 +1595,7 @@ class SyncObj(object):
             if self.__syncDumpFile():  # mqctl: the renamed snapshot is durable before the journal is cut
                 self.__deleteEntriesTo(serializeID)
                 self.__lastSerializedEntry = serializeID
-                if self.__snapshotFailing:  # mqctl
-                    self.__snapshotFailing = False
-                    _snapshotLogger.info('raft snapshot: %s written again', self.__conf.fullDumpFile)
+                self.__onSnapshotStored('written')  # mqctl
 
         if serializeState == SERIALIZER_STATE.FAILED:
             self.__onSnapshotFailed('writing')  # mqctl: instead of 'Failed to store full dump' every tick
