@@ -1,5 +1,7 @@
 """The file layer of the Raft journal: every write, fsync, rename and truncate of the journal and
-its meta file goes through here.
+its meta file goes through here, and so do `node.json` (mqctl/controller/datadir.py) and a
+snapshot received from the leader (the fork, mqctl/raft/syncobj.py); writing a local snapshot is
+checked for fault injection (`Storage.check`) but written by its serializer.
 
 The mode is chosen once, when a node starts (`Storage.from_env`):
 
