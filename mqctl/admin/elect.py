@@ -12,6 +12,10 @@ Truncation estimate for replica Y if candidate X becomes master:
 * otherwise from the heartbeats: ``max(0, Y.maxOffset - X.maxOffset)``, a lower bound (a replica
   that wrote in an epoch X never saw loses more). Basis ``"maxOffset"``.
 * unknown (no heartbeat row): null.
+
+Who wins, or why there is no winner, is not guessed: ``controller_answer`` runs the controller's own
+ElectMaster rules (mqctl.controller.core) on the broker set rebuilt from GetSyncStateData's answer,
+so ``electMaster --dry-run`` gives the answer the real call gets.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mqctl.admin import SCHEMA_VERSION
+from mqctl.errors import Code
 
 if TYPE_CHECKING:
     from mqctl.admin.epochs import EpochCache
     from mqctl.client import ReplicaIdentity, ReplicasInfo
 
-__all__ = ["Candidate", "candidates_of", "truncate_bytes", "predict_master", "elect_plan"]
+__all__ = ["Candidate", "ElectAnswer", "candidates_of", "controller_answer", "truncate_bytes", "elect_plan"]
 
 DEFAULT_PRIORITY = 2**31 - 1
 
@@ -81,32 +86,71 @@ def truncate_bytes(replica: Candidate, master: Candidate,
     return max(0, replica.max_offset - master.max_offset), "maxOffset"
 
 
-class _LiveRow:
-    def __init__(self, c: Candidate) -> None:
-        self.epoch = c.epoch
-        self.max_offset = c.max_offset
-        self.election_priority = c.election_priority
+@dataclass(frozen=True)
+class ElectAnswer:
+    """What the controller would answer to ElectMaster: ``code`` 0 and the new master, or a refusal."""
+
+    code: int
+    remark: str = ""
+    master_broker_id: int | None = None
 
 
-def predict_master(cands: list[Candidate], old_master: int | None, designated: int | None,
-                   unclean: bool) -> int | None:
-    """The controller's choice (mqctl.controller.election.elect with alive = valid)."""
-    from mqctl.controller.election import elect
+def controller_answer(broker_name: str, info: ReplicasInfo, designated: int | None, unclean: bool,
+                      wait_for: int = 1) -> ElectAnswer:
+    """The answer of mqctl's controller rules (mqctl.controller.core, ElectMaster) to the call
+    `electMaster` makes (``designate_elect`` when ``designated`` is given), for the broker set as
+    GetSyncStateData showed it: the same function decides, on the state rebuilt from that answer.
 
-    live = {c.broker_id: _LiveRow(c) for c in cands if c.epoch >= 0 or c.max_offset >= 0}
-    alive = {c.broker_id for c in cands if c.alive}
-    sss = [c.broker_id for c in cands if c.in_sync]
-    everyone = [c.broker_id for c in cands] if unclean else None
-    return elect(sss, everyone, old_master, designated, lambda b: b in alive, live)
+    A replica is alive exactly when GetSyncStateData says so (only a heartbeat makes it alive); its
+    heartbeat row (epoch, maxOffset, priority) orders the candidates as on the controller.
+    """
+    from mqctl.controller import core
+
+    bs = core.BrokerSet(
+        cluster_name=info.cluster_name, broker_name=broker_name,
+        master_broker_id=info.master_broker_id, master_epoch=info.master_epoch,
+        sync_state_set={r.broker_id for r in info.in_sync_replicas},
+        sync_state_set_epoch=info.sync_state_set_epoch)
+    now_ms = 1 << 40
+    rows: dict[int, core.LiveInfo] = {}
+    for r in (*info.in_sync_replicas, *info.not_in_sync_replicas):
+        bs.brokers[r.broker_id] = core.BrokerInfo(r.broker_address, "", r.broker_epoch)
+        if r.alive or r.heartbeat_age_ms is not None or r.epoch is not None or r.max_offset is not None:
+            rows[r.broker_id] = core.LiveInfo(
+                broker_id=r.broker_id, broker_address=r.broker_address, broker_epoch=r.broker_epoch,
+                epoch=-1 if r.epoch is None else r.epoch,
+                max_offset=-1 if r.max_offset is None else r.max_offset,
+                confirm_offset=-1 if r.confirm_offset is None else r.confirm_offset,
+                election_priority=(DEFAULT_PRIORITY if r.election_priority is None
+                                   else r.election_priority),
+                last_heartbeat_ms=now_ms if r.alive else 0, timeout_ms=1)
+    state = core.ControllerState({"enableElectUncleanMaster": "true" if unclean else "false",
+                                  "waitFor": str(max(1, wait_for))})
+    state.broker_sets[broker_name] = bs
+    res = core.handle(state, "ElectMaster", {
+        "cluster_name": info.cluster_name, "broker_name": broker_name, "broker_id": designated,
+        "designate_elect": designated is not None, "broker_epoch": None,
+    }, core.Context(now_ms=now_ms, live={broker_name: rows}))
+    master = res.response.get("master_broker_id") if res.ok else None
+    return ElectAnswer(res.code, res.remark, None if master is None else int(master))
 
 
 def elect_plan(cluster_name: str, broker_name: str, info: ReplicasInfo, designated: int | None,
-               unclean: bool, caches: Mapping[int, EpochCache] | None = None) -> dict[str, Any]:
-    """The candidate table document (docs/admin.md, electMaster)."""
+               unclean: bool, caches: Mapping[int, EpochCache] | None = None,
+               wait_for: int = 1, answer: ElectAnswer | None = None) -> dict[str, Any]:
+    """The candidate table document (docs/admin.md, electMaster). ``answer``: the controller's
+    expected answer to this call (controller_answer), computed when not given."""
     cands = candidates_of(info)
     by_id = {c.broker_id: c for c in cands}
-    predicted = designated if designated is not None else predict_master(
-        cands, info.master_broker_id, None, unclean)
+    if answer is None:
+        answer = controller_answer(broker_name, info, designated, unclean, wait_for)
+    predicted = answer.master_broker_id if answer.code == 0 else None
+    target_id = designated if designated is not None else predicted
+
+    def electable(broker_id: int) -> bool:  # the controller would take it with -b (or it is the master)
+        code = controller_answer(broker_name, info, broker_id, unclean, wait_for).code
+        return code in (Code.SUCCESS, Code.CONTROLLER_MASTER_STILL_EXIST)
+
     rows = []
     bases: set[str] = set()
     for c in cands:
@@ -129,12 +173,12 @@ def elect_plan(cluster_name: str, broker_name: str, info: ReplicasInfo, designat
             "maxOffset": None if c.max_offset < 0 else c.max_offset,
             "confirmOffset": None if c.confirm_offset < 0 else c.confirm_offset,
             "electionPriority": c.election_priority,
-            "electable": c.alive and (c.in_sync or unclean),
+            "electable": electable(c.broker_id),
             "truncateBytes": per,
             "totalTruncateBytes": total,
         })
     bases.discard("self")
-    target = by_id.get(predicted) if predicted is not None else None
+    target = by_id.get(target_id) if target_id is not None else None
     return {
         "version": SCHEMA_VERSION,
         "clusterName": cluster_name or info.cluster_name,

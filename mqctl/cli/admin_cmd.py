@@ -18,6 +18,7 @@ from mqctl.cli import root_app, sub_app
 from mqctl.cli.common import output_option
 from mqctl.cli.render import Output
 from mqctl.errors import (
+    ControllerError,
     MqctlError,
     NotFoundError,
     RefusedError,
@@ -519,7 +520,8 @@ def elect_master(
     broker_name: str = typer.Option(..., "-bn", "--broker-name", help="broker set name"),
     broker_id: int = typer.Option(None, "-b", "--broker-id", help="the broker to elect (default: the "
                                   "controller chooses, as when a master dies)"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="show the candidates and stop"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="show the candidates and the answer the call "
+                                 "would get; change nothing"),
     accept_data_loss: bool = typer.Option(False, "--accept-data-loss", help="allow electing a broker "
                                           "outside the SyncStateSet"),
     broker_epochs: bool = typer.Option(False, "--broker-epochs", help="ask each replica's broker service "
@@ -531,9 +533,8 @@ def elect_master(
     confirmOffset) and the bytes each other replica would truncate under the result.
 
     Alias: elect-master."""
-    from mqctl.admin.elect import elect_plan
-    from mqctl.cli import render
-    from mqctl.errors import ControllerError
+    from mqctl.admin.elect import controller_answer, elect_plan
+    from mqctl.cli import common, render
 
     with conn.client() as client:
         info = _broker_sets(client, broker_name, None)[broker_name]
@@ -544,34 +545,53 @@ def elect_master(
         if broker_id is not None and broker_id not in ids:
             raise NotFoundError(f"broker id {broker_id} is not registered in broker set {broker_name} "
                                 f"(ids: {', '.join(map(str, sorted(ids))) or 'none'})")
-        unclean = client.get_config().config.get("enableElectUncleanMaster", "false").lower() == "true"
+        config = client.get_config().config
+        unclean = config.get("enableElectUncleanMaster", "false").lower() == "true"
+        try:
+            wait_for = int(config.get("waitFor", "1"))
+        except ValueError:
+            wait_for = 1
         caches = None
         if broker_epochs:
             reps = (*info.in_sync_replicas, *info.not_in_sync_replicas)
             caches = {r.broker_id: _epoch_cache(r.broker_address, conn) for r in reps}
-        plan = elect_plan(cluster, broker_name, info, broker_id, unclean, caches)
-        doc: dict[str, Any] = {"version": 1, "plan": plan, "dryRun": dry_run, "result": None}
+        answer = controller_answer(broker_name, info, broker_id, unclean, wait_for)
+        plan = elect_plan(cluster, broker_name, info, broker_id, unclean, caches, wait_for, answer)
+        expected: MqctlError | None = None
+        if plan["dataLoss"] and not accept_data_loss:
+            target = broker_id if broker_id is not None else plan["predictedMasterId"]
+            expected = UsageError(f"broker {target} is outside the SyncStateSet of {broker_name}: electing "
+                                  "it loses the data only the SyncStateSet has; pass --accept-data-loss to "
+                                  "do it anyway")
+        elif answer.code != 0:
+            expected = _elect_hint(ControllerError(answer.code, answer.remark), plan, unclean)
+        doc: dict[str, Any] = {"version": 1, "plan": plan, "dryRun": dry_run,
+                               "expectedError": None if expected is None else common.error_of(expected),
+                               "result": None}
         if dry_run:
             render.emit(doc, output, render.elect_table, no_color=no_color)
             return
-        if plan["dataLoss"] and not accept_data_loss:
-            guard = UsageError(f"broker {plan['predictedMasterId']} is outside the SyncStateSet of "
-                               f"{broker_name}: electing it loses the data only the SyncStateSet has; pass "
-                               "--accept-data-loss to do it anyway")
-            render.emit(doc, output, render.elect_table, no_color=no_color, error=guard)
-            raise guard
+        if isinstance(expected, UsageError):
+            render.emit(doc, output, render.elect_table, no_color=no_color, error=expected)
+            raise expected
         try:
             res = client.elect_master(cluster, broker_name, broker_id, designate_elect=broker_id is not None)
         except ControllerError as exc:
-            if exc.code == 2012 and broker_id is not None and not unclean and plan["dataLoss"]:
-                exc.args = (f"{exc.args[0]} (the controller's enableElectUncleanMaster is false; "
-                            "updateControllerConfig -k enableElectUncleanMaster -v true allows it)",)
+            _elect_hint(exc, plan, unclean)
             render.emit(doc, output, render.elect_table, no_color=no_color, error=exc)
             raise
         doc["result"] = {"masterBrokerId": res.master_broker_id, "masterAddress": res.master_address,
                          "masterEpoch": res.master_epoch, "syncStateSetEpoch": res.sync_state_set_epoch,
                          "syncStateSet": list(res.sync_state_set)}
         render.emit(doc, output, render.elect_table, no_color=no_color)
+
+
+def _elect_hint(exc: ControllerError, plan: dict[str, Any], unclean: bool) -> ControllerError:
+    """2012 for a designated broker outside the SyncStateSet: say which setting allows it."""
+    if exc.code == 2012 and plan["designatedBrokerId"] is not None and not unclean and plan["dataLoss"]:
+        exc.args = (f"{exc.args[0]} (the controller's enableElectUncleanMaster is false; "
+                    "updateControllerConfig -k enableElectUncleanMaster -v true allows it)",)
+    return exc
 
 
 # --- cleanBrokerMetadata -----------------------------------------------------------------------

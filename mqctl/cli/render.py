@@ -263,17 +263,22 @@ def elect_table(doc: Doc) -> Any:
                   "default" if prio == 2**31 - 1 else str(prio), _yes_no(c["electable"]), trunc)
     parts: list[Any] = [head, t]
     pred = plan["predictedMasterId"]
+    expected = doc.get("expectedError")
     if pred is None:
-        parts.append(Text("* no electable candidate: the controller would refuse", style="bold red"))
+        parts.append(Text("* no new master: the controller would refuse", style="bold red"))
     else:
         how = " (designated)" if plan["designatedBrokerId"] is not None else " (controller's choice)"
         note = Text(f"* expected new master: {pred}{how}; truncation estimated from {plan['estimateBasis']}")
         parts.append(note)
-        if plan["dataLoss"]:
-            parts.append(Text(f"  broker {pred} is outside the SyncStateSet: electing it loses data",
-                              style="bold red"))
+    if plan["dataLoss"]:
+        target = pred if pred is not None else plan["designatedBrokerId"]
+        parts.append(Text(f"  broker {target} is outside the SyncStateSet: electing it loses data",
+                          style="bold red"))
     result = doc.get("result")
     if doc.get("dryRun"):
+        if expected is not None:
+            parts.append(Text(f"without --dry-run: mqctl: error: {expected['message']} "
+                              f"(exit {expected['exitCode']})", style="bold red"))
         parts.append(Text("dry run: nothing was changed", style="yellow"))
     elif result is not None:
         parts.append(Text(f"elected: master {result['masterBrokerId']} ({result['masterAddress']}) "

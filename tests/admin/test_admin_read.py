@@ -216,7 +216,9 @@ def test_elect_master_dry_run_changes_nothing(world: World) -> None:
     # id 3 only has epoch 1 up to 3000: the others keep min(their end of epoch 1, 3000) = 3000
     assert three["truncateBytes"] == {"1": MAX_OFFSET[1] - 3000, "2": MAX_OFFSET[2] - 3000}
     proc = run("elect-master", "-a", world.follower_address, "-c", CLUSTER, "-bn", "broker-a", "--dry-run")
-    assert proc.returncode == 0 and "expected new master: 1" in proc.stdout and "dry run" in proc.stdout
+    # the controller's choice while master 1 is alive: the real call's refusal, not "1"
+    assert proc.returncode == 0 and "no new master" in proc.stdout and "dry run" in proc.stdout
+    assert "without --dry-run: mqctl: error: CONTROLLER_MASTER_STILL_EXIST (2011)" in proc.stdout
     proc = run("electMaster", "-a", world.follower_address, "-c", CLUSTER, "-bn", "broker-a", "-b", "2",
                "--dry-run", "-o", "yaml")
     assert proc.returncode == 0 and "predictedMasterId: 2" in proc.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.admin.elect import elect_plan, truncate_bytes
+from mqctl.admin.elect import ElectAnswer, controller_answer, elect_plan, truncate_bytes
 from mqctl.admin.epochs import Entry, EpochCache, entries_with_ends
 from mqctl.admin.output import to_json, to_yaml
 from mqctl.admin.quorum import NodeView, quorum_doc
@@ -45,7 +45,8 @@ def test_sync_state_doc_and_lag() -> None:
 
 def test_elect_plan_heartbeat_estimates_and_prediction() -> None:
     plan = elect_plan("c", "b", _info(), None, unclean=False)
-    assert plan["predictedMasterId"] == 1  # the old master is alive and in the SyncStateSet
+    assert plan["predictedMasterId"] is None  # the old master is alive and in the SyncStateSet: 2011
+    assert controller_answer("b", _info(), None, unclean=False).code == 2011
     assert plan["dataLoss"] is False and plan["estimateBasis"] == "maxOffset"
     by = {c["brokerId"]: c for c in plan["candidates"]}
     assert by[2]["truncateBytes"] == {"1": 50, "3": None, "4": 150}
@@ -54,6 +55,68 @@ def test_elect_plan_heartbeat_estimates_and_prediction() -> None:
     plan = elect_plan("c", "b", _info(), 4, unclean=True)
     assert plan["dataLoss"] is True and plan["predictedMasterId"] == 4
     assert {c["brokerId"]: c["electable"] for c in plan["candidates"]}[4] is True
+    assert elect_plan("c", "b", _info(), 2, unclean=False)["predictedMasterId"] == 2
+
+
+def test_elect_plan_of_a_dead_designated_broker_is_the_refusal() -> None:
+    """The designated broker is in the SyncStateSet but dead (registered, no heartbeat now)."""
+    dead = ReplicasInfo(
+        master_broker_id=1, master_address="a:1", master_epoch=3, sync_state_set_epoch=4, cluster_name="c",
+        in_sync_replicas=(ReplicaIdentity("b", 1, "a:1", True, 10, 3, 900, 800),
+                          ReplicaIdentity("b", 2, "a:2", False, 20000, 3, 900, 800)))
+    plan = elect_plan("c", "b", dead, 2, unclean=True)
+    assert plan["predictedMasterId"] is None and plan["dataLoss"] is False
+    assert {c["brokerId"]: c["electable"] for c in plan["candidates"]} == {1: True, 2: False}
+    assert controller_answer("b", dead, 2, unclean=True) == ElectAnswer(2012, "Failed to elect a new master")
+    # the first election (masterEpoch 0) takes the designated broker whether it is alive or not
+    first = ReplicasInfo(cluster_name="c", in_sync_replicas=(), not_in_sync_replicas=(
+        ReplicaIdentity("b", 1, "a:1", False), ReplicaIdentity("b", 2, "a:2", True, 5, 1, 10, 10)))
+    assert controller_answer("b", first, 1, unclean=False) == ElectAnswer(0, "", 1)
+    # waitFor 2 with one alive replica: the controller-triggered election waits
+    assert controller_answer("b", first, None, unclean=False, wait_for=2).code == 2102
+
+
+def test_controller_answer_is_the_controllers_answer() -> None:
+    """On random broker sets: the answer rebuilt from GetSyncStateData is ElectMaster's own answer."""
+    import random
+
+    from mqctl.client import SyncStateDataResult
+    from mqctl.controller import core
+
+    rng = random.Random(16)
+    for _ in range(3000):
+        ids = list(range(1, rng.randint(1, 4) + 1))
+        bs = core.BrokerSet("c", "b", brokers={i: core.BrokerInfo(f"127.0.0.1:{i}", "", i) for i in ids})
+        if rng.random() < 0.8:
+            bs.master_epoch = rng.randint(1, 5)
+            bs.sync_state_set = {i for i in ids if rng.random() < 0.6}
+            bs.sync_state_set_epoch = rng.randint(1, 5)
+            if rng.random() < 0.7 and bs.sync_state_set:
+                bs.master_broker_id = rng.choice(sorted(bs.sync_state_set))
+        now = 100_000
+        rows = {}
+        for i in ids:
+            kind = rng.choice(("none", "alive", "alive", "expired"))
+            if kind != "none":
+                rows[i] = core.LiveInfo(i, f"127.0.0.1:{i}", i, epoch=rng.choice((-1, 1, 2)),
+                                        max_offset=rng.choice((-1, 100, 200)),
+                                        election_priority=rng.choice((1, 2, 2**31 - 1)),
+                                        last_heartbeat_ms=now - (10 if kind == "alive" else 50_000),
+                                        timeout_ms=10_000)
+        unclean = rng.random() < 0.5
+        wait_for = rng.choice((1, 1, 2, 3))
+        state = core.ControllerState({"enableElectUncleanMaster": str(unclean).lower(), "waitFor": wait_for})
+        state.broker_sets["b"] = bs
+        ctx = core.Context(now_ms=now, live={"b": rows})
+        designated = rng.choice((None, *ids))
+        real = core.handle(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b",
+                                                   "broker_id": designated,
+                                                   "designate_elect": designated is not None}, ctx)
+        sync = core.handle(state, "GetSyncStateData", {"broker_names": ["b"]}, ctx)
+        info = SyncStateDataResult.from_dict(sync.response).replicas_info_table["b"]
+        got = controller_answer("b", info, designated, unclean, wait_for)
+        assert (got.code, got.remark) == (real.code, real.remark), (bs, rows, designated, unclean, wait_for)
+        assert got.master_broker_id == (real.response.get("master_broker_id") if real.ok else None)
 
 
 def test_truncation_from_epoch_caches() -> None:

@@ -62,6 +62,50 @@ def test_elect_master_guarded_then_refused_then_allowed(single: World) -> None:
     assert single.client.get_replica_info("broker-a").master_broker_id == 3
 
 
+def test_elect_master_dry_run_gives_the_real_calls_answer(single: World) -> None:
+    """Each dry run's expected answer (predictedMasterId, expectedError) is what the call then gives."""
+    a = ["-a", single.cluster.addresses, "--token", "s3cret", "-c", CLUSTER, "-bn", "broker-a", "-o", "json"]
+
+    def alive(bid: int) -> bool:
+        info = single.client.get_sync_state_data(["broker-a"]).replicas_info_table["broker-a"]
+        reps = (*info.in_sync_replicas, *info.not_in_sync_replicas)
+        return next(r.alive for r in reps if r.broker_id == bid)
+
+    def dry_then_real(*args: str, code: int) -> dict:
+        dry = run("electMaster", *a, *args, "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        real = run("electMaster", *a, *args)
+        assert real.returncode == code, real.stderr
+        d, r = json.loads(dry.stdout), json.loads(real.stdout)
+        assert d["expectedError"] == r.get("error") == r["expectedError"]
+        assert d["plan"]["predictedMasterId"] == (r["result"] or {}).get("masterBrokerId")
+        return d
+
+    # id 2 is in the SyncStateSet but dead: the controller refuses to elect it (the dry run said 2 before)
+    single.beater.silence("broker-a", 2)
+    wait_until(lambda: not alive(2), 15, what="id 2 dead")
+    doc = dry_then_real("-b", "2", code=3)
+    assert doc["expectedError"]["controllerCode"] == 2012 and doc["plan"]["dataLoss"] is False
+    assert {c["brokerId"]: c["electable"] for c in doc["plan"]["candidates"]} == {1: True, 2: False, 3: False}
+    proc = run("electMaster", *a[:-2], "-b", "2", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "without --dry-run: mqctl: error: CONTROLLER_ELECT_MASTER_FAILED (2012)" in proc.stdout
+    # the controller's choice while the master is alive: 2011
+    assert dry_then_real(code=3)["expectedError"]["controllerCode"] == 2011
+    # outside the SyncStateSet: mqctl's guard, then the controller's 2012 with the hint
+    single.beater.beat("broker-a", 3, single.addrs[3], epoch=1, max_offset=MAX_OFFSET[3])
+    wait_until(lambda: alive(3), 15, what="id 3 alive")
+    assert dry_then_real("-b", "3", code=2)["expectedError"]["code"] == "USAGE"
+    doc = dry_then_real("-b", "3", "--accept-data-loss", code=3)
+    assert "enableElectUncleanMaster" in doc["expectedError"]["message"]
+    # id 2 back: elected, as predicted
+    single.beater.beat("broker-a", 2, single.addrs[2], epoch=2, max_offset=MAX_OFFSET[2], confirm_offset=5000)
+    wait_until(lambda: alive(2), 15, what="id 2 alive")
+    doc = dry_then_real("-b", "2", code=0)
+    assert doc["expectedError"] is None and doc["plan"]["predictedMasterId"] == 2
+    assert single.client.get_replica_info("broker-a").master_broker_id == 2
+
+
 def test_update_controller_config_refusals(single: World) -> None:
     a = ["-a", single.cluster.addresses, "--token", "s3cret"]
     proc = run("updateControllerConfig", *a, "-k", "waitFor", "-v", "0")
