@@ -63,3 +63,32 @@ def test_wildcard_listen_needs_an_advertised_address() -> None:
     cfg = load({"listen": "0.0.0.0:9878", "advertise": "10.0.0.5:9878"}, None, {})
     assert cfg.advertise_address() == "10.0.0.5:9878"
     assert load({}, None, {}).advertise_address() == "127.0.0.1:9878"
+
+
+def test_raft_bind_apart_from_the_advertised_raft_address(tmp_path) -> None:
+    cfg = load({"raft": "127.0.0.1:9880"}, None, {})
+    assert (cfg.raft_bind, cfg.raft_bind_address()) == ("", "127.0.0.1:9880")
+    f = tmp_path / "c.toml"
+    f.write_text('raft-bind = "127.0.0.1:7001"\n')
+    assert load({}, str(f), {}).raft_bind_address() == "127.0.0.1:7001"
+    env = {"MQCTL_RAFT_BIND": "127.0.0.1:7002"}
+    assert load({}, str(f), env).raft_bind == "127.0.0.1:7002"
+    assert load({"raft_bind": "127.0.0.1:7003"}, str(f), env).raft_bind == "127.0.0.1:7003"
+    with pytest.raises(UsageError, match="bad --raft-bind address 'nowhere'"):
+        load({"raft_bind": "nowhere"}, None, {})
+    # Raft traffic is pickled: listening beyond loopback needs the secret, whatever peers dial
+    with pytest.raises(UsageError, match="0.0.0.0:9880 is not on loopback"):
+        load({"raft_bind": "0.0.0.0:9880"}, None, {})
+    cfg = load({"raft": "10.0.0.5:9880", "raft_bind": "0.0.0.0:9880", "cluster_secret": "x"}, None, {})
+    assert (cfg.raft, cfg.raft_bind_address()) == ("10.0.0.5:9880", "0.0.0.0:9880")
+
+
+def test_remoting_advertised_apart_from_its_port() -> None:
+    cfg = load({"remoting_port": "9878", "advertise_remoting": "broker-gw.example:19878"}, None, {})
+    assert (cfg.remoting_listen(), cfg.remoting_advertise()) == ("127.0.0.1:9878", "broker-gw.example:19878")
+    env = {"MQCTL_REMOTING_PORT": "9878", "MQCTL_ADVERTISE_REMOTING": "10.0.0.5:19878"}
+    assert load({}, None, env).remoting_advertise() == "10.0.0.5:19878"
+    with pytest.raises(UsageError, match="needs --remoting-port"):
+        load({"advertise_remoting": "10.0.0.5:19878"}, None, {})
+    with pytest.raises(UsageError, match="not an address clients can dial"):
+        load({"remoting_port": "9878", "advertise_remoting": "0.0.0.0:9878"}, None, {})

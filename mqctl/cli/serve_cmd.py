@@ -13,6 +13,8 @@ def serve(
     advertise: str = typer.Option(None, "--advertise", help="gRPC HOST:PORT published to clients "
                                   "and other nodes [default: --listen]"),
     raft: str = typer.Option(None, "--raft", help="this node's Raft HOST:PORT [default: 127.0.0.1:9880]"),
+    raft_bind: str = typer.Option(None, "--raft-bind", help="HOST:PORT the Raft port listens on, when "
+                                  "the other nodes reach it at another address (--raft) [default: --raft]"),
     peers: str = typer.Option(None, "--peers", help="the other nodes' Raft HOST:PORT,... (none: one node)"),
     data_dir: str = typer.Option(None, "--data-dir", help="data directory [default: "
                                  "~/.local/share/mqctl/controller-HOST-PORT]"),
@@ -37,6 +39,9 @@ def serve(
     remoting_port: int = typer.Option(None, "--remoting-port", help="also serve RocketMQ remoting "
                                       "(brokers, mqadmin) on this port of the --listen host; RocketMQ's "
                                       "default is 9878 [default: off]"),
+    advertise_remoting: str = typer.Option(None, "--advertise-remoting", help="remoting HOST:PORT "
+                                           "published to brokers and other nodes [default: the "
+                                           "--advertise host, the --remoting-port]"),
     config: str = typer.Option(None, "--config", "-c", help="TOML config file (keys as the long "
                                "flags; flags > MQCTL_* env > file)"),
 ) -> None:
@@ -53,10 +58,12 @@ def serve(
     from mqctl.controller import config as serve_config
     from mqctl.controller.server import run
 
-    flags = dict(listen=listen, advertise=advertise, raft=raft, peers=peers, data_dir=data_dir, group=group,
-                 wait_for=wait_for, token=token, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
+    flags = dict(listen=listen, advertise=advertise, raft=raft, raft_bind=raft_bind, peers=peers,
+                 data_dir=data_dir, group=group, wait_for=wait_for, token=token, tls_cert=tls_cert,
+                 tls_key=tls_key, tls_ca=tls_ca,
                  cluster_secret=cluster_secret, heartbeat_timeout=heartbeat_timeout,
                  scan_interval=scan_interval, enable_elect_unclean_master=enable_elect_unclean_master,
-                 log_level=log_level, log_format=log_format, remoting_port=remoting_port)
+                 log_level=log_level, log_format=log_format, remoting_port=remoting_port,
+                 advertise_remoting=advertise_remoting)
     cfg = serve_config.load(flags, config)
     raise typer.Exit(run(cfg))

@@ -19,7 +19,8 @@ from mqctl.errors import UsageError
 class ServeConfig:
     listen: str = "127.0.0.1:9878"
     advertise: str = ""                 # the gRPC address published to clients; default: listen
-    raft: str = "127.0.0.1:9880"
+    raft: str = "127.0.0.1:9880"        # this node's Raft address: its id, what the other nodes dial
+    raft_bind: str = ""                 # where the Raft port listens; default: raft
     peers: str = ""
     data_dir: str = ""
     group: str = "mqctl"
@@ -36,6 +37,7 @@ class ServeConfig:
     log_level: str = "info"
     log_format: str = "text"
     remoting_port: int = 0              # RocketMQ remoting front door on the --listen host; 0 = off
+    advertise_remoting: str = ""        # the remoting address published; default: advertised host, port
 
     def advertise_address(self) -> str:
         return self.advertise or self.listen
@@ -47,7 +49,12 @@ class ServeConfig:
         """The remoting address published to clients: the advertised host, the remoting port."""
         if not self.remoting_port:
             return ""
+        if self.advertise_remoting:
+            return self.advertise_remoting
         return f"{self.advertise_address().rpartition(':')[0]}:{self.remoting_port}"
+
+    def raft_bind_address(self) -> str:
+        return self.raft_bind or self.raft
 
     def peer_list(self) -> list[str]:
         return [p.strip() for p in re.split(r"[,;]", self.peers) if p.strip()]
@@ -156,11 +163,21 @@ def validate(cfg: ServeConfig) -> None:
         raise UsageError(f"--listen {cfg.listen} is not an address clients can dial; set --advertise "
                          "HOST:PORT to the address the other nodes and clients should use")
     raft_host, _ = parse_address(cfg.raft, "--raft address")
+    if cfg.raft_bind:
+        parse_address(cfg.raft_bind, "--raft-bind address")
+    if cfg.advertise_remoting:
+        host, _ = parse_address(cfg.advertise_remoting, "--advertise-remoting address")
+        if host in WILDCARDS:
+            raise UsageError(f"--advertise-remoting {cfg.advertise_remoting} is not an address "
+                             "clients can dial")
+        if not cfg.remoting_port:
+            raise UsageError("--advertise-remoting needs --remoting-port (remoting is off)")
     for peer in cfg.peer_list():
         parse_address(peer, "--peers entry")
     if cfg.raft in cfg.peer_list():
         raise UsageError(f"--peers lists this node's own Raft address {cfg.raft}; give only the others")
-    exposed = [a for a in [cfg.raft, *cfg.peer_list()] if not is_loopback(parse_address(a, "address")[0])]
+    exposed = [a for a in [cfg.raft, cfg.raft_bind_address(), *cfg.peer_list()]
+               if not is_loopback(parse_address(a, "address")[0])]
     if exposed and not cfg.cluster_secret:
         raise UsageError(
             f"Raft address {exposed[0]} is not on loopback: Raft traffic is pickled, so anyone who can "

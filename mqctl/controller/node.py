@@ -46,6 +46,7 @@ class NodeSettings:
     partners: list[str]
     grpc_address: str
     data_dir: str | None
+    raft_bind: str = ""                 # where the Raft port listens (--raft-bind); "" = raft_address
     remoting_address: str = ""          # RocketMQ remoting front door, published like grpc_address
     group: str = "mqctl"
     cluster_secret: str | None = None
@@ -168,7 +169,8 @@ class ControllerNode:
         self._view: core.ControllerState | None = None
         self._view_term = -1
         self._caught_up_term = -1
-        conf = make_conf(settings.data_dir, secret=settings.cluster_secret)
+        conf = make_conf(settings.data_dir, secret=settings.cluster_secret,
+                         bind_address=settings.raft_bind or settings.raft_address)
         self.sync = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
                                       settings.initial_config(), on_apply=self._on_apply)
         self._ticker = threading.Thread(target=self._tick_loop, name="mqctl-ticker", daemon=True)
@@ -182,7 +184,8 @@ class ControllerNode:
             self.sync.waitBinded()
         except SyncObjException as exc:
             self.sync.destroy()
-            raise OSError(f"cannot listen for Raft on {self.settings.raft_address}: "
+            bind = self.settings.raft_bind or self.settings.raft_address
+            raise OSError(f"cannot listen for Raft on {bind}: "
                           "address already in use or not available") from exc
         self._ticker.start()
 

@@ -170,7 +170,8 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         return (_decode_entry(raft["lastEntry"]), _decode_entry(raft["prevEntry"]), cluster)
 
 
-def make_conf(data_dir: str | None, *, secret: str | None, fast: bool = True) -> SyncObjConf:
+def make_conf(data_dir: str | None, *, secret: str | None, fast: bool = True,
+              bind_address: str | None = None) -> SyncObjConf:
     """pysyncobj settings: the low-latency profile of toolchain-notes.md section 3.
 
     appendEntriesUseBatch=False sends each write at once (sub-millisecond commits instead of
@@ -192,12 +193,17 @@ def make_conf(data_dir: str | None, *, secret: str | None, fast: bool = True) ->
     )
     if fast:
         kwargs.update(appendEntriesPeriod=0.03, raftMinTimeout=0.15, raftMaxTimeout=0.35,
-                      connectionTimeout=1.0, connectionRetryTime=0.5, autoTickPeriod=0.01,
-                      leaderFallbackTimeout=2.0)
+                      connectionTimeout=1.0, connectionRetryTime=0.5, autoTickPeriod=0.01)
     if data_dir is not None:
         kwargs.update(journalFile=os.path.join(data_dir, "raft.journal"),
                       fullDumpFile=os.path.join(data_dir, "raft.snapshot.json"))
     conf = SyncObjConf(**kwargs)
+    # CheckQuorum (mqctl/raft/FORK.md, change 13): a leader that has not heard from a majority for
+    # one election timeout steps down (pysyncobj's default is 30 s, mqctl 0.1 had 2 s)
+    conf.leaderFallbackTimeout = conf.raftMaxTimeout
+    # The Raft port listens there (`--raft-bind`, else the node's own address); without it pysyncobj
+    # would listen on every interface (0.0.0.0) at the port of the node's address
+    conf.bindAddress = bind_address
     # mqctl's durable journal (mqctl/raft/journal.py) behind the file layer; the test-only crash
     # simulator and fault injection (MQCTL_CRASH_SIM, MQCTL_FAULT_INJECT) are read here, at start
     conf.journalFactory = JournalFactory(Storage.from_env())

@@ -72,9 +72,10 @@ def run(cfg: ServeConfig) -> int:
     lock = datadir.prepare(data_dir, cfg.raft)
     print(f"mqctl controller: data directory {data_dir}", file=sys.stderr, flush=True)
 
-    _check_port_free(cfg.raft, "Raft")
+    _check_port_free(cfg.raft_bind_address(), "Raft")
     settings = NodeSettings(
-        raft_address=cfg.raft, partners=cfg.peer_list(), grpc_address=cfg.advertise_address(),
+        raft_address=cfg.raft, raft_bind=cfg.raft_bind, partners=cfg.peer_list(),
+        grpc_address=cfg.advertise_address(),
         remoting_address=cfg.remoting_advertise(),
         data_dir=data_dir, group=cfg.group, cluster_secret=cfg.cluster_secret or None,
         wait_for=cfg.wait_for, heartbeat_timeout_ms=cfg.heartbeat_timeout,
@@ -120,8 +121,9 @@ def run(cfg: ServeConfig) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     peers = ",".join(settings.partners) or "none (single node)"
-    log.info("serving gRPC on %s, Raft on %s, peers %s, group %s", cfg.listen, cfg.raft, peers, cfg.group)
-    print(f"mqctl controller: gRPC {cfg.listen} Raft {cfg.raft} peers {peers}", file=sys.stderr, flush=True)
+    raft = cfg.raft if not cfg.raft_bind else f"{cfg.raft} (listening on {cfg.raft_bind})"
+    log.info("serving gRPC on %s, Raft on %s, peers %s, group %s", cfg.listen, raft, peers, cfg.group)
+    print(f"mqctl controller: gRPC {cfg.listen} Raft {raft} peers {peers}", file=sys.stderr, flush=True)
     versions = " ".join(f"{name}/v{v}" for name, v in records.record_versions().items())
     print(f"mqctl controller: speaks feature levels 1..{records.MAX_FEATURE_LEVEL}, records {versions}",
           file=sys.stderr, flush=True)

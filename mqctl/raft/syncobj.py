@@ -172,6 +172,14 @@ class SyncObj(object):
         # Set while a leadership transfer (Raft 'TimeoutNow') is pending, to stop
         # the outgoing leader's heartbeats from postponing the forced election.
         self.__transferInProgress = False
+        # mqctl: PreVote and CheckQuorum (FORK.md, change 13): the term of this node's pre-vote round
+        # (None: none), the peers that granted it, when a leader was last heard from, which peers
+        # speak pre-vote (True) or run plain pysyncobj (False), when messages were last read
+        self.__preVoteTerm = None
+        self.__preVotes = set()
+        self.__lastLeaderContact = 0.0
+        self.__peerPreVote = {}
+        self.__lastPollTime = monotonicTime()
         # mqctl: the journal comes from conf.journalFactory (mqctl.raft.journal), not createJournal
         self.__raftLog = self.__conf.journalFactory(self.__conf.journalFile)
         if len(self.__raftLog) == 0:
@@ -655,13 +663,15 @@ class SyncObj(object):
             self.__raftLog.onOneSecondTimer()
 
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None:
-            if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():
+            if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone() and \
+                    self.__preVoteWon():  # mqctl: PreVote first (FORK.md, change 13)
                 self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
                 try:  # mqctl: the new term and own vote are stored first: no election if they cannot be
                     self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
                 except StorageError:
                     pass
                 else:
+                    transfer = self.__transferInProgress  # mqctl
                     self.__transferInProgress = False
                     self.__raftLeader = None
                     self.__setState(_RAFT_STATE.CANDIDATE)
@@ -672,6 +682,8 @@ class SyncObj(object):
                             'term': self.__raftCurrentTerm,
                             'last_log_index': self.__getCurrentLogIndex(),
                             'last_log_term': self.__getCurrentLogTerm(),
+                            'pre_vote': True,  # mqctl: this node speaks pre-vote (FORK.md, change 13)
+                            'transfer': transfer,  # mqctl: a leadership transfer: no lease applies
                         })
                     self.__onLeaderChanged()
                     if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
@@ -709,7 +721,9 @@ class SyncObj(object):
                 self.__raftLog.setRaftCommitIndex(self.__raftCommitIndex)
 
             self.__leaderCommitIndex = self.__raftCommitIndex
-            deadline = monotonicTime() - self.__conf.leaderFallbackTimeout
+            # mqctl: CheckQuorum counted up to the last time messages were read, not up to now: after
+            # a stall of this thread the answers waiting in the sockets are not held against the peers
+            deadline = self.__lastPollTime - self.__conf.leaderFallbackTimeout
             count = 1
             for node in self.__otherNodes:
                 if self.__lastResponseTime[node] > deadline:
@@ -745,6 +759,7 @@ class SyncObj(object):
             for callback in self.__onTickCallbacks:
                 callback()
 
+        self.__lastPollTime = monotonicTime()  # mqctl: CheckQuorum (FORK.md, change 13)
         self._poller.poll(timeToWait)
 
     def __applyLogEntries(self):
@@ -960,6 +975,42 @@ class SyncObj(object):
 
     def __handleMessage(self, node, message):  # mqctl: upstream's __onMessageReceived
 
+        # mqctl: PreVote (FORK.md, change 13). A pre-vote changes no term and no vote. It is granted
+        # to a candidate whose next term is above this node's and whose log is at least as up to
+        # date, unless this node leads or heard from a leader within the minimum election timeout.
+        # Plain pysyncobj ignores these two message types.
+        if message['type'] == 'pre_vote' and self.__selfNode is not None:
+            self.__peerPreVote[node] = True
+            granted = message['term'] > self.__raftCurrentTerm and not self.__inLease() and \
+                self.__logUpToDate(message['last_log_term'], message['last_log_index'])
+            self.__transport.send(node, {
+                'type': 'pre_vote_response',
+                'term': message['term'],
+                'granted': granted,
+                'current_term': self.__raftCurrentTerm,
+            })
+            return
+
+        if message['type'] == 'pre_vote_response':
+            self.__peerPreVote[node] = True
+            if self.__preVoteTerm is None or message['term'] != self.__preVoteTerm or \
+                    self.__preVoteTerm != self.__raftCurrentTerm + 1 or self.__raftState == _RAFT_STATE.LEADER:
+                return
+            if message['granted']:
+                self.__preVotes.add(node)
+                if self.__hasPreVoteMajority():
+                    self.__raftElectionDeadline = 0  # the election starts in the next tick
+            else:
+                self.__preVotes.discard(node)
+                if message['current_term'] > self.__raftCurrentTerm:
+                    # as etcd: a node whose term is behind takes the higher one, so that its next
+                    # pre-vote can be granted
+                    self.__preVoteTerm = None
+                    self.__setCurrentTerm(message['current_term'], None)
+                    self.__setState(_RAFT_STATE.FOLLOWER)
+                    self.__raftLeader = None
+            return
+
         if message['type'] == 'timeout_now' and self.__selfNode is not None:
             # Graceful leadership transfer (Raft 'TimeoutNow'): trigger an
             # immediate election, but only on request of the current leader.
@@ -968,6 +1019,14 @@ class SyncObj(object):
                 self.__transferInProgress = True
 
         if message['type'] == 'request_vote' and self.__selfNode is not None:
+            # mqctl: CheckQuorum's lease (FORK.md, change 13): a candidate of this release asks for
+            # votes only after a majority granted it pre-votes; while this node leads or heard from a
+            # leader within the minimum election timeout, it ignores such a request unless it is a
+            # leadership transfer. A request without 'pre_vote' (plain pysyncobj) is handled as
+            # upstream does, and tells that this peer answers no pre-vote.
+            self.__peerPreVote[node] = bool(message.get('pre_vote'))
+            if message.get('pre_vote') and not message.get('transfer') and self.__inLease():
+                return
 
             if message['term'] > self.__raftCurrentTerm:
                 self.__setCurrentTerm(message['term'], None)
@@ -1002,6 +1061,8 @@ class SyncObj(object):
                 # While a transfer is pending, ignore same-term heartbeats from
                 # the outgoing leader so they can't postpone the forced election.
                 self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+            self.__lastLeaderContact = monotonicTime()  # mqctl: PreVote's lease (FORK.md, change 13)
+            self.__preVoteTerm = None  # mqctl: a leader is there: no pre-vote round
             if self.__raftLeader != node:
                 self.__onLeaderChanged()
             self.__raftLeader = node
@@ -1171,6 +1232,46 @@ class SyncObj(object):
             'reset': reset,
             'success': success,
         })
+
+    def __preVoteWon(self):
+        # mqctl: PreVote (FORK.md, change 13). True when this node may start an election now: for a
+        # leadership transfer, or once a majority granted its pre-votes for its term + 1. Otherwise
+        # it asks every peer for a pre-vote at term + 1, changing no term, and waits for the answers
+        # (or one more election timeout). A peer known to run plain pysyncobj answers no pre-vote
+        # and is counted as granting it, so that this node can be elected in a mixed group
+        # (a rolling upgrade); a peer that never answered anything is not counted.
+        if self.__transferInProgress:
+            return True
+        if self.__preVoteTerm == self.__raftCurrentTerm + 1 and self.__hasPreVoteMajority():
+            self.__preVoteTerm = None
+            return True
+        self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+        self.__preVoteTerm = self.__raftCurrentTerm + 1
+        self.__preVotes = set(n for n in self.__otherNodes if self.__peerPreVote.get(n) is False)
+        for node in self.__otherNodes:
+            self.__transport.send(node, {
+                'type': 'pre_vote',
+                'term': self.__preVoteTerm,
+                'last_log_index': self.__getCurrentLogIndex(),
+                'last_log_term': self.__getCurrentLogTerm(),
+            })
+        if self.__hasPreVoteMajority():
+            self.__preVoteTerm = None
+            return True
+        return False
+
+    def __hasPreVoteMajority(self):  # mqctl: PreVote
+        return len(self.__preVotes & self.__otherNodes) + 1 > (len(self.__otherNodes) + 1) / 2
+
+    def __inLease(self):
+        # mqctl: CheckQuorum's lease: this node leads (and steps down once it has not heard from a
+        # majority for leaderFallbackTimeout), or heard from a leader within the minimum election timeout
+        return self.__raftState == _RAFT_STATE.LEADER or \
+            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout
+
+    def __logUpToDate(self, lastLogTerm, lastLogIdx):  # mqctl: Raft's rule, as for request_vote
+        return lastLogTerm > self.__getCurrentLogTerm() or \
+            (lastLogTerm == self.__getCurrentLogTerm() and lastLogIdx >= self.__getCurrentLogIndex())
 
     def __generateRaftTimeout(self):
         minTimeout = self.__conf.raftMinTimeout

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import signal
 import site
 import subprocess
 import sys
@@ -205,3 +206,39 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: st
             assert "Traceback" not in log, (node.name, log[-3000:])
             assert metadata(node.grpc_address).get("feature_level") == 1
     assert os.path.isdir(new1.data_dir)
+
+
+def test_a_node_of_this_release_is_elected_where_only_a_0_1_node_can_vote(tmp_path: Path,
+                                                                          old_python: str) -> None:
+    """PreVote in a mixed group (mqctl/raft/FORK.md, change 13): a 0.1 node ignores pre-votes, so a
+    node of this release counts it as granting once its plain request_vote showed what it is. Here
+    the 0.1 node's log is behind and it cannot win; the other survivor must still be elected."""
+    cluster = LocalCluster(str(tmp_path), size=3)
+    old = cluster.nodes[0]
+    old.python = old_python
+    with cluster, ControllerClient(cluster.addresses, timeout=10) as client:
+        for node in cluster.nodes[1:]:  # the new nodes elect one of them; then the 0.1 node joins
+            node.start()
+        leader = cluster.wait_for_leader(exclude=old)
+        old.start()
+        assert cluster.wait_for_leader() is leader
+        survivor = next(n for n in cluster.nodes if n is not old and n is not leader)
+        assert old.proc is not None
+        # stopped for longer than pysyncobj's connectionTimeout (1 s), the 0.1 node is disconnected:
+        # the writes never reach it, not even into its socket buffers
+        old.proc.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(1.5)
+            for i in range(5):
+                client.apply_broker_id(CLUSTER, f"mixed-{i}", 1, f"127.0.0.1:2000{i};x")
+            leader.kill()
+        finally:
+            old.proc.send_signal(signal.SIGCONT)
+        started = time.monotonic()
+        elected = wait_until(lambda: cluster.leader([old, survivor]), 30, interval=0.05,
+                             what="a leader among the 0.1 node and the node of this release")
+        assert elected is survivor, "the 0.1 node, whose log is behind, cannot have won"
+        print(f"elected after {time.monotonic() - started:.2f} s")
+        client.apply_broker_id(CLUSTER, "mixed-after", 1, "127.0.0.1:20010;x")
+        leader.start()
+        cluster.wait_for_same_hash(30)
