@@ -39,10 +39,24 @@ class StoreCheckpoint:
                 "confirmPhyOffset": self.confirm_phy_offset}
 
 
+_FIELDS = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
+           "confirmPhyOffset")
+
+
+def short_checkpoint_message(size: int) -> str:
+    """What is missing from a checkpoint of ``size`` (< 40) bytes, and what to do about it."""
+    cut = [name for i, name in enumerate(_FIELDS) if (i + 1) * 8 > size]
+    names = ", ".join(cut[:-1]) + " and " + cut[-1] if len(cut) > 1 else cut[0]
+    return (f"short checkpoint file: {size} bytes, but its {len(_FIELDS)} fields need {_USED} (RocketMQ "
+            f"writes {CHECKPOINT_SIZE}), so {names} {'are' if len(cut) > 1 else 'is'} cut off; "
+            "RocketMQ would read the missing bytes as zeros. Move the file out of the store (a broker "
+            "starts with a new, zeroed one and recovers from the commitlog itself) or put back a copy "
+            "from a backup")
+
+
 def parse_checkpoint(data: bytes, path: str = CHECKPOINT_FILE) -> StoreCheckpoint:
     if len(data) < _USED:
-        raise store_error(path, f"truncated: {len(data)} bytes, need at least {_USED} "
-                                f"(file is {CHECKPOINT_SIZE} bytes)", offset=len(data))
+        raise store_error(path, short_checkpoint_message(len(data)), offset=len(data))
     vals = struct.unpack_from(_FMT, data, 0)
     for i, v in enumerate(vals):
         if v < 0:

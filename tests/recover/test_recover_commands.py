@@ -11,6 +11,7 @@ from pathlib import Path
 
 from mqctl.recover.inspect import inspect_store
 from mqctl.store.build import build_store
+from mqctl.store.checkpoint import short_checkpoint_message
 from mqctl.store.commitlog import file_name
 
 MQCTL = str(Path(sys.executable).with_name("mqctl"))
@@ -81,7 +82,7 @@ def test_one_corrupt_store_does_not_abort_inspect_compare_or_plan(tmp_path: Path
     b = build_store(tmp_path / "b", history=H, max_offset=1100, broker_id=2)
     bad = build_store(tmp_path / "bad", history=H, max_offset=1100, broker_id=3)
     (bad / "checkpoint").write_bytes(b"short")
-    why = f"{bad / 'checkpoint'} offset 5: truncated: 5 bytes, need at least 40 (file is 4096 bytes)"
+    why = f"{bad / 'checkpoint'} offset 5: {short_checkpoint_message(5)}"
     # inspect: a row per store, the corrupt one an error row; exit 4 (the worst)
     for output in ("json", "table"):
         r = cli("recover", "inspect", str(a), str(bad), str(b), "-o", output)
