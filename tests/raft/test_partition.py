@@ -4,7 +4,8 @@ Each node listens for Raft on a port of its own (`--raft-bind`) and is known to 
 the proxy's address in front of it (`--raft`, their `--peers`): every Raft byte between two nodes
 passes the proxy, which can stop forwarding both ways on every connection of one node while keeping
 the connections open (a silent partition: TCP stays up, nothing arrives) or close them and every
-new one (a partition that resets connections).
+new one (a partition that resets connections). The proxy runs in a process of its own, so that
+the test's threads do not delay the traffic it forwards.
 
 5 cycles, writers running throughout: cut one node (the leader in 3 of them) for 2 s; a new leader
 is elected when the leader was cut, the old one steps down within one election timeout and
@@ -17,9 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import pickle
 import re
 import struct
+import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -41,8 +45,9 @@ pytestmark = pytest.mark.slow
 
 CLUSTER = "partition-cluster"
 ELECTION_TIMEOUT = 0.35  # raftMaxTimeout of mqctl's Raft settings (raftlog.make_conf)
-# what polling GetMetadata every 20 ms on a loaded 2-core machine adds to a step-down it observes
-OBSERVATION_SLACK = 0.3
+# what polling GetMetadata every 20 ms adds to a step-down it observes: 0.36 to 0.42 s observed in
+# all, up to 0.6 s with other test suites loading the 2 cores (load average 13)
+OBSERVATION_SLACK = 0.5
 
 
 # --- the proxy ----------------------------------------------------------------------------------
@@ -192,6 +197,61 @@ class RaftProxy:
             pass
         finally:
             self._close(conn)
+
+
+class ProxyProcess:
+    """RaftProxy in a process of its own, so that the test's threads (writers, probes, gRPC) do not
+    delay the Raft traffic it forwards; driven by one line per command on its stdin."""
+
+    def __init__(self, routes: dict[str, str]) -> None:
+        self.routes = routes
+        self.proc: subprocess.Popen[str] | None = None
+        self.connections = 0
+        self.sources: set[str] = set()
+
+    def __enter__(self) -> ProxyProcess:
+        self.proc = subprocess.Popen([sys.executable, __file__, json.dumps(self.routes)], text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._ask("stats")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.close()  # the proxy stops at the end of its input
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def cut(self, node: str, *, close: bool = False) -> None:
+        self._ask(f"cut {node} {int(close)}")
+
+    def heal(self, node: str) -> None:
+        self._ask(f"heal {node}")
+
+    def stats(self) -> ProxyProcess:
+        self._ask("stats")
+        return self
+
+    def _ask(self, command: str) -> None:
+        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline())
+        self.connections, self.sources = answer["connections"], set(answer["sources"])
+
+
+def _proxy_main(routes: dict[str, str]) -> None:
+    with RaftProxy(routes) as proxy:
+        for line in sys.stdin:
+            command = line.split()
+            if command[0] == "cut":
+                proxy.cut(command[1], close=command[2] == "1")
+            elif command[0] == "heal":
+                proxy.heal(command[1])
+            answer = {"connections": proxy.connections, "sources": sorted(proxy.sources)}
+            print(json.dumps(answer), flush=True)
 
 
 # --- the group ---------------------------------------------------------------------------------
@@ -382,7 +442,7 @@ def _stable(nodes: list[Node]) -> tuple[int, str] | None:
     return None
 
 
-def _cycle(cluster: LocalCluster, proxy: RaftProxy, writers: Writers, cycle: int,
+def _cycle(cluster: LocalCluster, proxy: ProxyProcess, writers: Writers, cycle: int,
            cut_leader: bool, close: bool) -> str:
     """One partition and its healing; returns what happened, for the test's output."""
     nodes = cluster.nodes
@@ -421,15 +481,15 @@ def _cycle(cluster: LocalCluster, proxy: RaftProxy, writers: Writers, cycle: int
     assert _stable(nodes) == (new_term, new_leader), \
         f"{what}: after healing {_group_view(nodes)}, before ({new_term}, {new_leader})"
     wait_until(lambda: writers.acks() > acked, 20, what=f"{what}: writes after healing")
-    return (f"{what}: term {term} -> {new_term}, new leader elected after {elected:.2f} s, "
-            f"old leader stepped down after {watch.stepped_down or 0:.2f} s, "
-            f"{probe.sent} probes refused")
+    led = (f"new leader elected after {elected:.2f} s, old leader stepped down after "
+           f"{watch.stepped_down or 0:.2f} s" if cut_leader else "leader unchanged")
+    return f"{what}: term {term} -> {new_term}, {led}, {probe.sent} probes refused"
 
 
 def test_partitions_through_a_proxy(tmp_path: Path) -> None:
     started = time.monotonic()
     cluster, routes = proxied_cluster(tmp_path)
-    with RaftProxy(routes) as proxy, cluster:
+    with ProxyProcess(routes) as proxy, cluster:
         cluster.start()
         wait_until(lambda: _stable(cluster.nodes), 20, what="a stable group")
         with Writers(cluster.addresses) as writers:
@@ -438,7 +498,7 @@ def test_partitions_through_a_proxy(tmp_path: Path) -> None:
             plan = [(True, False), (False, True), (True, True), (True, False), (False, False)]
             for cycle, (cut_leader, close) in enumerate(plan):
                 print(_cycle(cluster, proxy, writers, cycle, cut_leader, close))
-        assert proxy.connections >= 3
+        assert proxy.stats().connections >= 3
         digest = cluster.wait_for_same_hash(20)
         assert len(digest) == 64
         with ControllerClient(cluster.addresses, timeout=30) as client:
@@ -480,10 +540,10 @@ def test_raft_bind_apart_from_the_advertised_address(tmp_path: Path) -> None:
     proxied = min(cluster.nodes, key=lambda n: n.raft_address)
     bind = f"127.0.0.1:{free_port()}"
     proxied.args += ["--raft-bind", bind]
-    with RaftProxy({proxied.raft_address: bind}) as proxy, cluster:
+    with ProxyProcess({proxied.raft_address: bind}) as proxy, cluster:
         cluster.start()
         others = {n.raft_address for n in cluster.nodes if n is not proxied}
-        wait_until(lambda: proxy.sources == others, 20, what="both peers connected through the proxy")
+        wait_until(lambda: proxy.stats().sources == others, 20, what="both peers connected through the proxy")
         meta = metadata(proxied.grpc_address)
         assert meta["self_id"] == proxied.raft_address
         assert {p["raft_address"] for p in meta["peers"]} == {n.raft_address for n in cluster.nodes}
@@ -510,3 +570,7 @@ def _lead(client: ControllerClient, cluster: LocalCluster, node: Node) -> bool:
     with contextlib.suppress(ControllerError):
         client.change_quorum("transfer", node.raft_address)
     return cluster.leader() is node
+
+
+if __name__ == "__main__":  # the proxy's process (ProxyProcess)
+    _proxy_main(json.loads(sys.argv[1]))
