@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("grpc", "pysyncobj", "pyspark", "sqlite_utils")
+HEAVY = ("grpc", "pysyncobj", "pyspark", "sqlite_utils", "yaml")
 
 
 def test_help_imports_no_heavy_package() -> None:

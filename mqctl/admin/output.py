@@ -1,14 +1,17 @@
 """JSON and YAML text of the admin documents: stable key order, never coloured.
 
-The YAML emitter covers what the documents hold (mappings, sequences, strings, numbers, booleans,
-null) and quotes every string a YAML 1.1 or 1.2 reader could take for something else, so
-``yaml.safe_load(to_yaml(doc)) == doc``.
+YAML is PyYAML's safe dumper (``yaml.safe_dump``'s, the C one when PyYAML has libyaml), imported only
+when a YAML document is printed (``mqctl --help`` stays fast). The document is first made JSON-shaped
+(string keys, lists), so ``-o yaml`` prints the same document as ``-o json`` and
+``yaml.safe_load(to_yaml(doc)) == json.loads(to_json(doc))``. A string holding a line break (``\\n``,
+``\\r``, NEL ``\\x85``, ``\\u2028``, ``\\u2029``) is double-quoted, where each is an escape: one line,
+and no reader can fold it (PyYAML's pure-Python emitter writes NEL raw in single quotes, which reads
+back as a space).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 __all__ = ["to_json", "to_yaml"]
@@ -20,71 +23,33 @@ def to_json(doc: Any, *, compact: bool = False) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False)
 
 
-_PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@-]*$")
-_RESERVED = {"y", "n", "yes", "no", "true", "false", "on", "off", "null", "~"}
+_BREAKS = frozenset("\n\r\x85\u2028\u2029")
+_dumper: Any = None
 
 
-def _scalar(v: Any) -> str:
-    if v is None:
-        return "null"
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        return json.dumps(v)
-    s = str(v)
-    if _PLAIN.match(s) and s.lower() not in _RESERVED:
-        return s
-    return json.dumps(s, ensure_ascii=False)   # a JSON string is a valid YAML double-quoted scalar
+def _yaml_dumper() -> Any:
+    global _dumper
+    if _dumper is None:
+        import yaml
 
+        base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
-def _key(k: Any) -> str:
-    return _scalar(str(k))
+        class Dumper(base):  # type: ignore[misc,valid-type]
+            pass
 
+        def represent_str(dumper: Any, s: str) -> Any:
+            style = '"' if not _BREAKS.isdisjoint(s) else None
+            return dumper.represent_scalar("tag:yaml.org,2002:str", s, style=style)
 
-def _emit(v: Any, indent: int, out: list[str]) -> None:
-    pad = "  " * indent
-    if isinstance(v, dict):
-        for k, item in v.items():
-            if isinstance(item, dict) and item:
-                out.append(f"{pad}{_key(k)}:")
-                _emit(item, indent + 1, out)
-            elif isinstance(item, list) and item:
-                out.append(f"{pad}{_key(k)}:")
-                _emit(item, indent, out)
-            else:
-                out.append(f"{pad}{_key(k)}: {_inline(item)}")
-    elif isinstance(v, list):
-        for item in v:
-            if isinstance(item, dict) and item:
-                sub: list[str] = []
-                _emit(item, indent + 1, sub)
-                first = sub[0][len("  " * (indent + 1)):]
-                out.append(f"{pad}- {first}")
-                out.extend(sub[1:])
-            elif isinstance(item, list) and item:
-                sub = []
-                _emit(item, indent + 1, sub)
-                out.append(f"{pad}-")
-                out.extend(sub)
-            else:
-                out.append(f"{pad}- {_inline(item)}")
-    else:
-        out.append(f"{pad}{_inline(v)}")
-
-
-def _inline(v: Any) -> str:
-    if isinstance(v, dict):
-        return "{}"
-    if isinstance(v, list):
-        return "[]"
-    return _scalar(v)
+        Dumper.add_representer(str, represent_str)
+        _dumper = Dumper
+    return _dumper
 
 
 def to_yaml(doc: Any) -> str:
-    out: list[str] = []
-    _emit(doc, 0, out)
-    return "\n".join(out)
+    """``doc`` as one YAML document (no trailing newline)."""
+    import yaml
+
+    text: str = yaml.dump(json.loads(json.dumps(doc, default=str)), Dumper=_yaml_dumper(), sort_keys=False,
+                          allow_unicode=True, default_flow_style=False, width=2**31 - 1)
+    return text[:-1] if text.endswith("\n") else text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import filecmp
+import json
 import shutil
 import subprocess
 import sys
@@ -163,18 +164,20 @@ def test_quorum_doc_verdicts() -> None:
     assert none["leaderId"] is None and none["nodes"][0]["state"] == "unreachable"
 
 
-def test_yaml_emitter_quotes_what_yaml_would_misread() -> None:
-    doc = {"version": 1, "s": ["yes", "no", "1.5", "-3", "a b", "", "127.0.0.1:1", "plain", None, True],
-           "e": {}, "l": [], "n": [{"a": [{"b": 1}], "c": {"d": "x"}}], "ll": [[1], []]}
+def test_yaml_is_pyyaml_and_reads_back_as_the_json_document() -> None:
+    import yaml  # type: ignore[import-untyped,unused-ignore]
+
+    doc = {"version": 1, "s": ["yes", "no", "1.5", "-3", "a b", "", "127.0.0.1:1", "plain", None, True, "~"],
+           "e": {}, "l": [], "n": [{"a": [{"b": 1}], "c": {"d": "x"}}], "ll": [[1], []],
+           "nel": "a\x85b", "breaks": "l1\nl2\r\u2028\u2029", "u": "é 中文\ufeff", "t": (1, 2), 3: "int key",
+           "big": 2**70, "msg": "x" * 300}
     text = to_yaml(doc)
-    assert '- "yes"' in text and '- "1.5"' in text and '- "-3"' in text and '- ""' in text
-    assert "- plain" in text and "- null" in text and "- true" in text and "e: {}" in text and "l: []" in text
-    try:
-        import yaml  # type: ignore[import-untyped]
-    except ImportError:
-        return
-    assert yaml.safe_load(text) == doc
-    assert yaml.safe_load(to_json(doc)) == doc
+    assert yaml.safe_load(text) == json.loads(to_json(doc))
+    assert 'nel: "a\\Nb"' in text  # NEL escaped (the hand-written emitter wrote it raw)
+    assert 'breaks: "l1\\nl2\\r\\L\\P"' in text and 'u: "é 中文\\uFEFF"' in text
+    assert "- 'yes'" in text and "- '1.5'" in text and "- plain" in text and "e: {}" in text
+    assert "'3': int key" in text and "t:\n- 1\n- 2" in text and "x" * 300 + "\n" in text + "\n"
+    assert not text.endswith("\n") and text.startswith("version: 1\ns:\n- 'yes'\n")
 
 
 def test_exit_codes_of_controller_errors() -> None:
