@@ -19,153 +19,51 @@ is RocketmqStoreDriver.java beside this file, compiled here against ../shared/ro
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import re
-import select
-import shutil
 import signal
 import struct
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rocketmq_fixtures import (
+    LIB,
+    MQCTL,
+    Namespace,
+    broker_args,
+    broker_classpath,
+    broker_conf,
+    compile_java,
+    namesrv_args,
+    require_rocketmq,
+    rocketmq_env,
+)
 
 from mqctl.store.commitlog import BLANK_MAGIC, COMMITLOG_DIR, CommitLog
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"              # ../shared beside the repository (here and in CI)
-LIB = SHARED / "rocketmq-broker" / "lib"
 HERE = Path(__file__).resolve().parent
-MQCTL = str(Path(sys.executable).with_name("mqctl"))
 FILE_SIZE = 16384                            # mappedFileSizeCommitLog: markers after a few messages
 MESSAGES = 40                                # 600..3099 bytes of body each: about 86 KB, 6 files
 # ports inside the private network namespace, where nothing else listens: all free
 NAMESRV, BROKER, HA, CTL_GRPC, CTL_RAFT, CTL_REMOTING = 9876, 10911, 10912, 9878, 9880, 9868
-JOPTS = ["-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=512m",
-         "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-         "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
-         "--add-opens=java.base/java.util=ALL-UNNAMED", "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
-         "-Dtls.server.mode=disabled",
-         "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=info"]
-
-
-def _rocksdb_jar() -> Path | None:
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        return None
-    jars = sorted((Path(spec.origin).parent / "jars").glob("rocksdbjni-*.jar"))
-    return jars[0] if jars else None
-
-
-def _why_not() -> str | None:
-    for tool in ("java", "javac", "unshare", "nsenter", "ip"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not on PATH"
-    if not (LIB / "classpath.txt").is_file():
-        return f"{LIB} (RocketMQ's broker, ../shared/rocketmq-broker) is missing"
-    if _rocksdb_jar() is None:
-        return "RocksDB's jar (shipped with pyspark: pip install 'mqctl[spark]') is missing"
-    try:
-        p = subprocess.run(["unshare", "--net", "ip", "link", "set", "lo", "up"], capture_output=True,
-                           text=True, timeout=30)
-    except subprocess.TimeoutExpired:
-        return "unshare --net did not finish"
-    if p.returncode != 0:
-        return f"cannot make a private network namespace (unshare --net needs root): {p.stderr.strip()}"
-    return None
-
-
-class Namespace:
-    """A private network namespace (held by a `sleep`) and the processes started in it, by pid."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.holder = subprocess.Popen(["unshare", "--net", "sh", "-c", "ip link set lo up && echo up && "
-                                        "exec sleep 900"], stdout=subprocess.PIPE, text=True)
-        assert self.holder.stdout is not None
-        ready, _, _ = select.select([self.holder.stdout], [], [], 30)
-        line = self.holder.stdout.readline().strip() if ready else ""
-        if line != "up":
-            self.close()
-            raise AssertionError(f"the network namespace did not come up: {line!r}")
-
-    def cmd(self, *args: str) -> list[str]:
-        return ["nsenter", "--target", str(self.holder.pid), "--net", *args]
-
-    def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        with open(self.root / f"{name}.out", "wb") as out, open(self.root / f"{name}.err", "wb") as err:
-            p = subprocess.Popen(self.cmd(*args), stdout=out, stderr=err, env=env, cwd=self.root)
-        self.procs[name] = p
-        return p
-
-    def log(self, name: str) -> str:
-        return "".join((self.root / f"{name}.{s}").read_text(errors="replace")
-                       for s in ("out", "err") if (self.root / f"{name}.{s}").exists())
-
-    def wait_log(self, name: str, pattern: str, timeout: float, *, after: int = 0) -> re.Match[str]:
-        """The first match of pattern in the process's stdout+stderr at or after character `after`."""
-        deadline = time.monotonic() + timeout
-        rx = re.compile(pattern)
-        while True:
-            m = rx.search(self.log(name), after)
-            if m:
-                return m
-            p = self.procs[name]
-            if p.poll() is not None or time.monotonic() > deadline:
-                why = f"exited with {p.returncode}" if p.returncode is not None else f"not within {timeout} s"
-                raise AssertionError(f"{name}: {pattern!r} {why}; log tail:\n{self.log(name)[-3000:]}")
-            time.sleep(0.2)
-
-    def stop(self, name: str, sig: int, timeout: float) -> int:
-        p = self.procs.pop(name)
-        p.send_signal(sig)
-        try:
-            return p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
-            raise AssertionError(f"{name} did not stop within {timeout} s of signal {sig}") from None
-
-    def close(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.kill()
-            p.wait(10)
-        self.procs.clear()
-        self.holder.kill()
-        self.holder.wait(10)
 
 
 @pytest.fixture(scope="module")
 def rocketmq(tmp_path_factory) -> Iterator[tuple[Namespace, list[str], Path]]:
     """The namespace with `mqctl serve --remoting-port` and a RocketMQ name server running, the broker's
     class path, and the compiled driver's directory."""
-    why = _why_not()
-    if why:
-        pytest.skip(why)
+    require_rocketmq()
     root = tmp_path_factory.mktemp("rocketmq")
-    classes = root / "classes"
-    jars = [str(LIB / ln.strip()) for ln in (LIB / "classpath.txt").read_text().splitlines() if ln.strip()]
-    cp = [*jars, str(_rocksdb_jar())]
-    p = subprocess.run(["javac", "-nowarn", "-cp", str(LIB / "*"), "-d", str(classes),
-                        str(HERE / "RocketmqStoreDriver.java")], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
+    cp = broker_classpath()
+    classes = compile_java(root / "classes", HERE / "RocketmqStoreDriver.java")
     ns = Namespace(root)
     try:
         ns.start("controller", MQCTL, "serve", "--listen", f"127.0.0.1:{CTL_GRPC}", "--raft",
                  f"127.0.0.1:{CTL_RAFT}", "--remoting-port", str(CTL_REMOTING), "--data-dir",
                  str(root / "controller"))
-        (root / "namesrv.conf").write_text(f"listenPort={NAMESRV}\nbindAddress=127.0.0.1\n")
-        ns.start("namesrv", "java", *JOPTS, f"-Duser.home={root / 'namesrv-home'}", "-cp", ":".join(cp),
-                 "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(root / "namesrv.conf"),
-                 env={**os.environ, "ROCKETMQ_HOME": str(root / "home")})
+        ns.start("namesrv", *namesrv_args(ns, NAMESRV, cp), env=rocketmq_env(ns))
         ns.wait_log("controller", r"RocketMQ remoting listening", 60)
         ns.wait_log("namesrv", r"The Name Server boot success", 60)
         yield ns, cp, classes
@@ -174,24 +72,13 @@ def rocketmq(tmp_path_factory) -> Iterator[tuple[Namespace, list[str], Path]]:
 
 
 def start_broker(ns: Namespace, cp: list[str], name: str, store: Path) -> subprocess.Popen[bytes]:
-    """A broker of broker set broker-a in controller mode (keys as in RocketMQ's quick-start
-    broker-n0.conf) on `store`, with small commitlog files. timerWheelEnable=false and reviveQueueNum=1
-    only shorten its shutdown (no POP revive scans to wait for); maxIndexNum/maxHashSlotNum keep the
-    index file small."""
+    """A broker of broker set broker-a in controller mode (rocketmq_fixtures.broker_conf) on `store`, with
+    small commitlog files."""
     conf = ns.root / f"{name}.conf"
-    conf.write_text("\n".join([
-        "brokerClusterName = DefaultCluster", "brokerName = broker-a", "brokerId = -1", "brokerRole = SLAVE",
-        "enableControllerMode = true", f"controllerAddr = 127.0.0.1:{CTL_REMOTING}",
-        "fetchControllerAddrByDnsLookup = false", "allAckInSyncStateSet = true",
-        f"namesrvAddr = 127.0.0.1:{NAMESRV}", f"listenPort = {BROKER}", f"haListenPort = {HA}",
-        "brokerIP1 = 127.0.0.1", "brokerIP2 = 127.0.0.1", "bindAddress = 127.0.0.1",
-        f"storePathRootDir = {store}", f"storePathCommitLog = {store / COMMITLOG_DIR}",
-        f"storePathBrokerIdentity = {store / 'brokerIdentity'}", f"mappedFileSizeCommitLog = {FILE_SIZE}",
-        "autoCreateTopicEnable = true", "timerWheelEnable = false", "reviveQueueNum = 1",
-        "maxIndexNum = 10000", "maxHashSlotNum = 5000", ""]))
-    return ns.start(name, "java", *JOPTS, f"-Duser.home={ns.root / (name + '-home')}", "-cp", ":".join(cp),
-                    "org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf),
-                    env={**os.environ, "ROCKETMQ_HOME": str(ns.root / "home")})
+    conf.write_text(broker_conf(controllers=[f"127.0.0.1:{CTL_REMOTING}"], namesrv=f"127.0.0.1:{NAMESRV}",
+                                port=BROKER, ha_port=HA, store=store,
+                                extra={"mappedFileSizeCommitLog": FILE_SIZE}))
+    return ns.start(name, *broker_args(ns, name, conf, cp), env=rocketmq_env(ns))
 
 
 def recovered(ns: Namespace, name: str) -> tuple[str, int]:

@@ -1,0 +1,430 @@
+"""A real RocketMQ 5.3.3 broker set in controller mode behind a 3-node `mqctl serve --remoting-port` group
+(issue 19): RocketMQ's own name server and three brokers of broker set broker-a (../shared/rocketmq-broker,
+compiled unchanged), RocketMQ's DefaultMQProducer and DefaultMQPullConsumer (E2eDriver.java beside this
+file, compiled here), everything in a private network namespace with only loopback (RocketMQ's HA listener
+binds the wildcard address).
+
+One fixture for the whole module: the tests run in sequence on it, each starting from what the previous
+one left (ids, a master, messages, a failover, a rejoin, a controller leader failover).
+
+The brokers' lease is controllerHeartBeatTimeoutMills = LEASE_MS (the heartbeatTimeoutMills of their
+904s, every brokerHeartbeatInterval = 1 s); GetReplicaInfo, the poll that would also tell a slave it is
+the new master, runs every syncBrokerMetadataPeriod = 5 s (RocketMQ's default). A role change that comes
+from the 1008 push is logged by the thread of the broker's admin processor (`AdminBrokerThread_*`);
+one from the poll by `ReplicasManager_ScheduledService_*`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from rocketmq_fixtures import (
+    CLIENT_JOPTS,
+    LIB,
+    MQCTL,
+    Namespace,
+    broker_args,
+    broker_classpath,
+    broker_conf,
+    compile_java,
+    namesrv_args,
+    require_rocketmq,
+    rocketmq_env,
+)
+
+from mqctl import testing
+from mqctl.store.commitlog import CommitLog
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).resolve().parent
+LEASE_MS = 3000                 # the brokers' controllerHeartBeatTimeoutMills and mqctl's --heartbeat-timeout
+BROKER_SET = "broker-a"
+# ports inside the private network namespace, where nothing else listens: all free
+NAMESRV = "127.0.0.1:9876"
+CONTROLLERS = [{"grpc": f"127.0.0.1:{9870 + i}", "raft": f"127.0.0.1:{9880 + i}", "remoting": 9890 + i}
+               for i in range(3)]
+GRPC = ";".join(c["grpc"] for c in CONTROLLERS)
+BROKERS = {f"b{i}": {"port": 10911 + 10 * i, "ha": 10912 + 10 * i} for i in range(3)}
+LOG_ROOT: Path | None = None    # for conftest.py: where the logs are kept
+FAILOVERS: list[dict[str, object]] = []  # measured, printed at the end of the module
+
+
+@dataclass
+class BrokerSet:
+    ns: Namespace
+    cp: list[str]
+    classes: Path
+    acked: dict[str, int] = field(default_factory=dict)     # key -> commitlog offset, every SEND_OK
+    ids: dict[str, int] = field(default_factory=dict)       # broker -> its brokerId
+    killed: list[str] = field(default_factory=list)         # brokers killed, in order
+    grpc: str = GRPC                                        # the controller nodes alive
+
+    @property
+    def root(self) -> Path:
+        return self.ns.root
+
+    def store(self, broker: str) -> Path:
+        return self.root / broker / "store"
+
+    def address(self, broker: str) -> str:
+        return f"127.0.0.1:{BROKERS[broker]['port']}"
+
+    def err(self, name: str) -> str:
+        p = self.root / f"{name}.err"
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def mqctl(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return self.ns.run(MQCTL, *args, timeout=timeout)
+
+    def mqctl_json(self, *args: str) -> dict:
+        p = self.mqctl(*args, "-o", "json")
+        assert p.returncode == 0, f"mqctl {' '.join(args)}: exit {p.returncode}\n{p.stdout}{p.stderr}"
+        return json.loads(p.stdout)
+
+    def sync_state(self) -> dict:
+        doc = self.mqctl_json("getSyncStateSet", "-b", BROKER_SET, "-a", self.grpc)
+        return doc
+
+    def start_controller(self, i: int) -> None:
+        c = CONTROLLERS[i]
+        peers = ",".join(o["raft"] for j, o in enumerate(CONTROLLERS) if j != i)
+        name = f"controller{i}"
+        for p in self.ns.log_paths(name):
+            p.touch()
+            testing.watch_log(str(p))  # a traceback in a node's log fails the test (tests/conftest.py)
+        self.ns.start(name, MQCTL, "serve", "--listen", str(c["grpc"]), "--raft", str(c["raft"]), "--peers",
+                      peers, "--remoting-port", str(c["remoting"]), "--data-dir", str(self.root / name),
+                      "--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "1000")
+
+    def start_broker(self, broker: str) -> int:
+        """Starts the broker; the length of its stderr before, to read what it logs from there on."""
+        conf = self.root / f"{broker}.conf"
+        conf.write_text(broker_conf(
+            controllers=[f"127.0.0.1:{c['remoting']}" for c in CONTROLLERS], namesrv=NAMESRV,
+            port=int(BROKERS[broker]["port"]), ha_port=int(BROKERS[broker]["ha"]), store=self.store(broker),
+            extra={"controllerHeartBeatTimeoutMills": LEASE_MS, "mappedFileSizeCommitLog": 4194304}))
+        before = len(self.err(broker))
+        self.ns.start(broker, *broker_args(self.ns, broker, conf, self.cp), env=rocketmq_env(self.ns))
+        return before
+
+    def wait_broker_log(self, broker: str, pattern: str, timeout: float, after: int = 0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        rx = re.compile(pattern)
+        while True:
+            m = rx.search(self.err(broker), after)
+            if m:
+                return m
+            p = self.ns.procs.get(broker)
+            if p is None or p.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{broker}: {pattern!r} not found (within {timeout} s or before it "
+                                     f"exited); logs in {self.root}; stderr tail:\n"
+                                     f"{self.err(broker)[-3000:]}")
+            time.sleep(0.1)
+
+    def driver(self, *args: str, timeout: float = 120) -> list[str]:
+        p = self.ns.run("java", *CLIENT_JOPTS, f"-Drocketmq.client.logRoot={self.root / 'client-logs'}",
+                        "-cp", f"{self.classes}:{LIB / '*'}", "E2eDriver", *args, timeout=timeout)
+        assert p.returncode == 0, (f"E2eDriver {' '.join(args)}: exit {p.returncode}\n"
+                                   f"{p.stdout[-3000:]}{p.stderr[-3000:]}")
+        return p.stdout.splitlines()
+
+    def start_loop(self, name: str, prefix: str) -> Path:
+        stop = self.root / f"{name}.stop"
+        self.ns.start(name, "java", *CLIENT_JOPTS, f"-Drocketmq.client.logRoot={self.root / 'client-logs'}",
+                      "-cp", f"{self.classes}:{LIB / '*'}", "E2eDriver", "loop", NAMESRV, "E2eTopic", prefix,
+                      str(stop), "120")
+        return stop
+
+    def master(self) -> tuple[str, dict]:
+        """The broker (b0..b2) that the controller names master, and the broker set's document."""
+        doc = self.sync_state()
+        bs = one_set(doc)
+        addr = bs.get("masterAddress")
+        names = [b for b in BROKERS if self.address(b) == addr]
+        assert names, f"no master in {doc}"
+        return names[0], bs
+
+
+def one_set(doc: dict) -> dict:
+    (bs,) = [s for s in doc["brokers"] if s.get("brokerName") == BROKER_SET]
+    return bs
+
+
+def wait_for(what: str, fn, timeout: float, interval: float = 0.3):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            v = fn()
+        except AssertionError as e:
+            v, last = None, e
+        if v:
+            return v
+        time.sleep(interval)
+    raise AssertionError(f"not within {timeout} s: {what} (last: {last}); logs in {LOG_ROOT}")
+
+
+@pytest.fixture(scope="module")
+def broker_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerSet]:
+    global LOG_ROOT
+    require_rocketmq()
+    root = tmp_path_factory.mktemp("e2e")
+    LOG_ROOT = root
+    classes = compile_java(root / "classes", HERE / "E2eDriver.java")
+    ns = Namespace(root)
+    bs = BrokerSet(ns, broker_classpath(), classes)
+    try:
+        for i in range(len(CONTROLLERS)):
+            bs.start_controller(i)
+        ns.start("namesrv", *namesrv_args(ns, 9876, bs.cp), env=rocketmq_env(ns))
+        for i in range(len(CONTROLLERS)):
+            ns.wait_log(f"controller{i}", r"RocketMQ remoting listening", 60)
+        wait_for("a controller leader",
+                 lambda: bs.mqctl("getControllerMetaData", "-a", GRPC).returncode == 0, 60)
+        ns.wait_log("namesrv", r"The Name Server boot success", 60)
+        for b in BROKERS:
+            bs.start_broker(b)
+        for b in BROKERS:
+            ns.wait_log(b, r"boot success", 120)
+        yield bs
+    finally:
+        for p in ns.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for p in ns.procs.values():
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        ns.close()  # kill -9 what is left, by pid, and the namespace's holder
+        if FAILOVERS:
+            print("\nfailover figures (kill -9 of the master -> first acknowledged send):")
+            for f in FAILOVERS:
+                print(f"  {f}")
+
+
+def test_ids_applied_and_persisted(broker_set: BrokerSet) -> None:
+    ids = {}
+    for b in BROKERS:
+        path = broker_set.store(b) / "brokerIdentity"
+        text = wait_for(f"{path}", lambda p=path: p.exists() and p.read_text(), 60)
+        m = re.fullmatch(r"DefaultCluster#broker-a#(\d+)\s*", text)   # RocketMQ's BrokerIdentity file
+        assert m, text
+        ids[b] = int(m.group(1))
+    assert sorted(ids.values()) == [1, 2, 3], ids
+    bs = one_set(broker_set.sync_state())
+    replicas = bs["inSyncReplicas"] + bs["notInSyncReplicas"]
+    # the controller knows each broker by the id that the broker persisted, at its registered address
+    assert {r["brokerAddress"]: r["brokerId"] for r in replicas} == {
+        broker_set.address(b): i for b, i in ids.items()}
+    broker_set.ids = ids
+
+
+def test_one_master_and_sync_state_set_of_three(broker_set: BrokerSet) -> None:
+    """mqctl getSyncStateSet against the group: one master, and once the slaves have caught up (the
+    master's checkSyncStateSet, every 5 s) a SyncStateSet of 3; RocketMQ's own logs agree."""
+    def three() -> dict | None:
+        bs = one_set(broker_set.sync_state())
+        return bs if len(bs["inSyncReplicas"]) == 3 else None
+
+    bs = wait_for("a SyncStateSet of 3", three, 60, interval=1)
+    master, _ = broker_set.master()
+    assert bs["masterBrokerId"] == broker_set.ids[master]
+    assert [r["role"] for r in bs["inSyncReplicas"] if r["brokerId"] == bs["masterBrokerId"]] == ["master"]
+    assert all(r["alive"] for r in bs["inSyncReplicas"]) and bs["notInSyncReplicas"] == []
+    assert sorted(r["role"] for r in bs["inSyncReplicas"]) == ["master", "slave", "slave"]
+    assert bs["syncStateSetNums"] == 3
+    # RocketMQ's brokers agree: the master's last role change made it master at the controller's
+    # masterEpoch, each slave's names that master and epoch (under load a broker that has just started
+    # can miss its lease once: masterEpoch is then above 1, the same master elected again)
+    epoch = bs["masterEpoch"]
+    last = re.findall(r"Begin to change to master, brokerName:broker-a, replicas:[^,]*, new Epoch:(\d+)",
+                      broker_set.err(master))
+    assert last and int(last[-1]) == epoch, (last, epoch)
+    for b in BROKERS:
+        if b != master:
+            last = re.findall(r"Begin to change to slave, brokerName=broker-a, brokerId=(\d+), "
+                              r"newMasterBrokerId=(\d+), newMasterAddress=([^,]+), newMasterEpoch=(\d+)",
+                              broker_set.err(b))
+            assert last and last[-1] == (str(broker_set.ids[b]), str(broker_set.ids[master]),
+                                         broker_set.address(master), str(epoch)), (b, last)
+    # the epoch file each broker keeps, read by mqctl (getBrokerEpoch --store): the master's epoch from
+    # offset 0, open-ended
+    for b in BROKERS:
+        (doc,) = broker_set.mqctl_json("getBrokerEpoch", "--store", str(broker_set.store(b)))["brokers"]
+        assert (doc["clusterName"], doc["brokerName"], doc["brokerId"]) == (
+            "DefaultCluster", BROKER_SET, broker_set.ids[b])
+        assert doc["epochs"][-1] == {"epoch": epoch, "startOffset": 0, "endOffset": 2**63 - 1}, doc
+
+
+def records(store: Path) -> list[tuple[str, int]]:
+    """(KEYS, commitlog offset) of every message of E2eTopic in a store, read by mqctl (the broker may be
+    running: its files are mapped, what it appended is there)."""
+    log = CommitLog(store / "commitlog")
+    return [(r.properties_dict().get("KEYS", ""), r.offset) for r in log.iter_records(strict=False)
+            if r.topic == "E2eTopic"]
+
+
+def acked_lines(lines: list[str]) -> dict[str, int]:
+    return {ln.split()[1]: int(ln.split()[2]) for ln in lines if ln.startswith("ok ")}
+
+
+def test_messages_reach_every_replica(broker_set: BrokerSet) -> None:
+    """100 messages through RocketMQ's DefaultMQProducer: every one acknowledged (SEND_OK, with
+    allAckInSyncStateSet every SyncStateSet member had it), and every replica's commitlog holds each at
+    the offset the producer was told."""
+    acked = acked_lines(broker_set.driver("send", NAMESRV, "E2eTopic", "first", "100"))
+    assert len(acked) == 100
+    broker_set.acked.update(acked)
+    want = set(acked.items())
+    for b in BROKERS:
+        have = set(records(broker_set.store(b)))
+        assert want <= have, f"{b} misses {sorted(want - have)[:5]}"
+
+
+def fail_over(broker_set: BrokerSet, run: str) -> dict[str, object]:
+    """kill -9 the master while RocketMQ's producer sends one message after another (1 s timeout, no
+    retry): the new master's role change comes from the 1008 push (logged by the broker's admin
+    processor thread, not its GetReplicaInfo poll), and the time from the kill to the first
+    acknowledged send is measured."""
+    old, bs = broker_set.master()
+    epoch = bs["masterEpoch"]
+    others = [b for b in BROKERS if b != old and b in broker_set.ns.procs]
+    before = {b: len(broker_set.err(b)) for b in others}
+    loop = f"loop-{run}"
+    stop = broker_set.start_loop(loop, run)
+    out = broker_set.root / f"{loop}.out"
+
+    def oks() -> list[list[str]]:
+        text = out.read_text() if out.exists() else ""
+        return [ln.split() for ln in text.splitlines() if ln.startswith("ok ")]
+
+    wait_for("the producer's first acknowledged sends", lambda: len(oks()) >= 20, 60, interval=0.1)
+    kill_ms = time.time() * 1000
+    assert broker_set.ns.stop(old, signal.SIGKILL, 30) == -signal.SIGKILL
+    broker_set.killed.append(old)
+    rx = (r"\[([^\]]+)\] INFO RocketmqBroker - Begin to change to master, brokerName:broker-a, "
+          r"replicas:[^,]*, new Epoch:(\d+)")
+
+    def changed() -> tuple[str, re.Match[str]] | None:
+        for b in others:
+            m = re.compile(rx).search(broker_set.err(b), before[b])
+            if m:
+                return b, m
+        return None
+
+    new, m = wait_for("a new master's role change", changed, LEASE_MS / 1000 + 30, interval=0.05)
+    seen_ms = time.time() * 1000
+    port = str(BROKERS[new]["port"])
+
+    def by_new() -> list[float]:   # acknowledged sends stored by the new master (one acknowledged by the
+        return [float(o[3]) for o in oks() if o[4] == port]   # old one just before the kill is not it)
+
+    wait_for("an acknowledged send stored by the new master", by_new, 30, interval=0.1)
+    stop.touch()
+    assert broker_set.ns.procs[loop].wait(30) == 0, broker_set.ns.log(loop)[-3000:]
+    broker_set.ns.procs.pop(loop)
+    lines = out.read_text().splitlines()
+    broker_set.acked.update(acked_lines(lines))
+    first_ok = min(by_new())
+    assert all(float(o[3]) < first_ok for o in oks() if o[4] != port), "the old master acknowledged late"
+    thread, new_epoch = m.group(1), int(m.group(2))
+    figure = {"run": run, "leaseMs": LEASE_MS, "killToFirstAckMs": round(first_ok - kill_ms),
+              "killToRoleChangeSeenMs": round(seen_ms - kill_ms), "thread": thread,
+              "failedSends": sum(1 for ln in lines if ln.startswith("fail ")), "newMaster": new,
+              "masterEpoch": f"{epoch} -> {new_epoch}"}
+    FAILOVERS.append(figure)
+    print(figure)
+    # the push: RocketMQ's AdminBrokerProcessor serves NOTIFY_BROKER_ROLE_CHANGED on the admin executor
+    assert thread.startswith("AdminBrokerThread_"), (
+        f"{new} changed to master on {thread!r}, not on the thread that handles the 1008 push "
+        f"(ReplicasManager_ScheduledService_* is its GetReplicaInfo poll); logs in {broker_set.root}")
+    assert new_epoch > epoch
+    # the controller agrees, and the other survivor follows the new master at the new epoch
+    _, doc = wait_for("the controller to name the new master",
+                      lambda: (lambda r: r if r[0] == new else None)(broker_set.master()), 10)
+    assert doc["masterEpoch"] == new_epoch
+    for b in others:
+        if b != new:
+            broker_set.wait_broker_log(
+                b, rf"Begin to change to slave, brokerName=broker-a, brokerId={broker_set.ids[b]}, "
+                   rf"newMasterBrokerId={broker_set.ids[new]}, newMasterAddress={broker_set.address(new)}, "
+                   rf"newMasterEpoch={new_epoch}", 20, after=before[b])
+    # the 1008 that made it master, as the controller leader logged sending it
+    sent = f"NOTIFY_BROKER_ROLE_CHANGED to broker-a id {broker_set.ids[new]} at {broker_set.address(new)}: " \
+           f"master {broker_set.ids[new]} epoch {new_epoch}"
+    assert any(sent in broker_set.ns.log(f"controller{i}") for i in range(len(CONTROLLERS))), sent
+    assert figure["killToFirstAckMs"] <= LEASE_MS + 5000, figure  # type: ignore[operator]
+    return figure
+
+
+def test_master_kill_fails_over_by_push(broker_set: BrokerSet) -> None:
+    fail_over(broker_set, "failover1")
+
+
+def test_every_acknowledged_message_readable(broker_set: BrokerSet) -> None:
+    """RocketMQ's DefaultMQPullConsumer reads every queue of the topic from the new master: every message
+    that was ever acknowledged is there, at the offset the producer was told."""
+    lines = broker_set.driver("read", NAMESRV, "E2eTopic")
+    read = {ln.split()[1]: int(ln.split()[2]) for ln in lines if ln.startswith("msg ")}
+    missing = {k: v for k, v in broker_set.acked.items() if read.get(k) != v}
+    assert not missing, f"{len(missing)} acknowledged messages not read back: {sorted(missing.items())[:10]}"
+
+
+def test_old_master_rejoins_as_slave(broker_set: BrokerSet) -> None:
+    """The killed master restarted on its store: a slave of the new master at the new epoch, back in the
+    SyncStateSet, and its commitlog then the new master's, record for record (what it had written and was
+    never acknowledged is truncated: RocketMQ's AutoSwitchHAClient truncates to the epoch's end)."""
+    old = broker_set.killed[-1]
+    new, bs = broker_set.master()
+    unacked = [k for k, _ in records(broker_set.store(old)) if k not in broker_set.acked]
+    before = broker_set.start_broker(old)
+    broker_set.wait_broker_log(
+        old, rf"Begin to change to slave, brokerName=broker-a, brokerId={broker_set.ids[old]}, "
+             rf"newMasterBrokerId={broker_set.ids[new]}, newMasterAddress={broker_set.address(new)}, "
+             rf"newMasterEpoch={bs['masterEpoch']}", 120, after=before)
+
+    def in_sync() -> bool:
+        members = one_set(broker_set.sync_state())["inSyncReplicas"]
+        return broker_set.ids[old] in [r["brokerId"] for r in members]
+
+    wait_for("the old master back in the SyncStateSet", in_sync, 60, interval=1)
+    broker_set.acked.update(acked_lines(broker_set.driver("send", NAMESRV, "E2eTopic", "rejoined", "20")))
+
+    def same() -> bool:
+        want = records(broker_set.store(new))
+        return all(records(broker_set.store(b)) == want for b in BROKERS)
+
+    wait_for("every replica's commitlog to equal the new master's", same, 30, interval=0.5)
+    assert not set(unacked) & {k for k, _ in records(broker_set.store(old))} - set(
+        k for k, _ in records(broker_set.store(new))), unacked
+    print(f"{old} had {len(unacked)} message(s) never acknowledged: {unacked}")
+
+
+def test_controller_leader_kill_then_master_kill(broker_set: BrokerSet) -> None:
+    """kill -9 the controller leader; a new one is elected; then kill -9 the master: the failover still
+    comes from the 1008 push (sent by the new controller leader) within the same bound."""
+    leader = broker_set.mqctl_json("getControllerMetaData", "-a", broker_set.grpc)["controllerLeaderAddress"]
+    (i,) = [j for j, c in enumerate(CONTROLLERS) if c["grpc"] == leader]
+    assert broker_set.ns.stop(f"controller{i}", signal.SIGKILL, 30) == -signal.SIGKILL
+    broker_set.grpc = ";".join(c["grpc"] for j, c in enumerate(CONTROLLERS) if j != i)
+
+    def new_leader() -> str | None:
+        p = broker_set.mqctl("getControllerMetaData", "-a", broker_set.grpc, "-o", "json")
+        addr = json.loads(p.stdout).get("controllerLeaderAddress") if p.returncode == 0 else None
+        return addr if addr and addr != leader else None
+
+    wait_for("a new controller leader", new_leader, 30, interval=0.5)
+    wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 60,
+             interval=1)
+    fail_over(broker_set, "failover2")
