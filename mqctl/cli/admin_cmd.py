@@ -52,7 +52,7 @@ def _token_opt() -> Any:
 
 def _tls_ca_opt() -> Any:
     return typer.Option(None, "--tls-ca", envvar="MQCTL_TLS_CA", help="CA of the controller certificate "
-                        "(PEM); enables TLS")
+                        "(PEM); enables TLS (gRPC, and RocketMQ remoting as with tls.enable=true)")
 
 
 def _tls_cert_opt() -> Any:
@@ -61,6 +61,17 @@ def _tls_cert_opt() -> Any:
 
 def _tls_key_opt() -> Any:
     return typer.Option(None, "--tls-key", envvar="MQCTL_TLS_KEY", help="client private key (PEM) for mTLS")
+
+
+def _access_key_opt() -> Any:
+    return typer.Option(None, "--access-key", envvar="MQCTL_ACCESS_KEY",
+                        help="RocketMQ ACL AccessKey: sign remoting requests as RocketMQ's AclClientRPCHook "
+                             "(with --secret-key; not used over gRPC)")
+
+
+def _secret_key_opt() -> Any:
+    return typer.Option(None, "--secret-key", envvar="MQCTL_SECRET_KEY",
+                        help="RocketMQ ACL SecretKey of --access-key (prefer the environment variable)")
 
 
 def _watch_opt() -> Any:
@@ -82,12 +93,16 @@ class Conn:
     """How to reach the controllers named by -a: gRPC (mqctl) or RocketMQ remoting."""
 
     def __init__(self, addr: str, token: str | None, tls_ca: str | None, tls_cert: str | None,
-                 tls_key: str | None, timeout: float, protocol: str = "auto") -> None:
+                 tls_key: str | None, timeout: float, protocol: str = "auto", access_key: str | None = None,
+                 secret_key: str | None = None) -> None:
         from mqctl.api import parse_addresses
 
         self.addresses = parse_addresses(addr)
         self.token = token
         self.tls_ca, self.tls_cert, self.tls_key = tls_ca, tls_cert, tls_key
+        if bool(access_key) != bool(secret_key):
+            raise UsageError("--access-key and --secret-key go together (MQCTL_ACCESS_KEY, MQCTL_SECRET_KEY)")
+        self.access_key, self.secret_key = access_key or None, secret_key or None
         self.timeout = timeout
         if timeout <= 0:
             raise UsageError(f"--timeout must be positive, got {timeout}")
@@ -116,12 +131,17 @@ class Conn:
             # answer at all costs --timeout seconds, not the probe's plus --timeout
             seconds = max(0.001, seconds - (time.monotonic() - started))
         if self.protocol == "remoting":
-            from mqctl.remoting.client import RemotingControllerClient
-
             # same methods and result types as ControllerClient (mqctl/remoting/client.py)
-            return cast("ControllerClient", RemotingControllerClient(targets, token=self.token,
-                                                                     timeout=seconds))
+            return cast("ControllerClient", self.remoting(targets, seconds))
         return self._grpc(targets, seconds)
+
+    def remoting(self, targets: list[str], seconds: float) -> Any:
+        """A RemotingControllerClient with this connection's token, TLS and ACL options."""
+        from mqctl.remoting.client import RemotingControllerClient
+
+        return RemotingControllerClient(targets, token=self.token, timeout=seconds, tls_ca=self.tls_ca,
+                                        tls_cert=self.tls_cert, tls_key=self.tls_key,
+                                        access_key=self.access_key, secret_key=self.secret_key)
 
     def _grpc(self, targets: list[str], seconds: float) -> ControllerClient:
         from mqctl.client import ControllerClient
@@ -147,21 +167,24 @@ def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
 _CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
     "addr": (str, _addr_opt), "token": (str, _token_opt), "tls_ca": (str, _tls_ca_opt),
     "tls_cert": (str, _tls_cert_opt), "tls_key": (str, _tls_key_opt), "protocol": (str, _protocol_opt),
+    "access_key": (str, _access_key_opt), "secret_key": (str, _secret_key_opt),
 }
+_REMOTING_ONLY = ("protocol", "access_key", "secret_key")  # left out of the gRPC-only commands
 
 
 def connected(*, protocol: bool = True, timeout: float = 10.0,
               timeout_help: str = "seconds per controller call, retries included") -> Callable[[F], F]:
     """The controller connection options, declared once here for every admin command: the command
-    takes one ``conn: Conn`` parameter and gets -a, --token, --tls-*, --protocol (unless
-    ``protocol`` is False: gRPC only) and --timeout, as patronictl passes one context to each
-    command. Typer sees the options in the command's signature (``__signature__``)."""
+    takes one ``conn: Conn`` parameter and gets -a, --token, --tls-*, --protocol and
+    --access-key/--secret-key (unless ``protocol`` is False: gRPC only) and --timeout, as
+    patronictl passes one context to each command. Typer sees the options in the command's
+    signature (``__signature__``)."""
     import functools
     import inspect
 
     def deco(fn: F) -> F:
         options = {name: (kind, factory()) for name, (kind, factory) in _CONNECTION_OPTIONS.items()
-                   if protocol or name != "protocol"}
+                   if protocol or name not in _REMOTING_ONLY}
         options["timeout"] = (float, typer.Option(timeout, "--timeout", envvar="MQCTL_TIMEOUT",
                                                   help=timeout_help))
         sig = inspect.signature(fn)
@@ -365,9 +388,7 @@ def _epoch_cache(address: str, conn: Conn) -> Any:
             if protocol == "grpc" or cache.error is None:
                 return cache
             grpc_error = cache.error
-    from mqctl.remoting.client import RemotingControllerClient
-
-    with RemotingControllerClient([address], timeout=timeout) as client:
+    with conn.remoting([address], timeout) as client:
         cache = client.get_broker_epoch_cache(address, timeout=timeout)
     if grpc_error and cache.error is not None:
         cache.error = f"{grpc_error} (over remoting: {cache.error})"

@@ -38,6 +38,8 @@ class ServeConfig:
     log_format: str = "text"
     remoting_port: int = 0              # RocketMQ remoting front door on the --listen host; 0 = off
     advertise_remoting: str = ""        # the remoting address published; default: advertised host, port
+    # with tls_cert: RocketMQ's tls.server.mode of the remoting port (enforcing, permissive, disabled)
+    remoting_tls_mode: str = "enforcing"
 
     def advertise_address(self) -> str:
         return self.advertise or self.listen
@@ -189,6 +191,9 @@ def validate(cfg: ServeConfig) -> None:
     for f in (cfg.tls_cert, cfg.tls_key, cfg.tls_ca):
         if f and not os.path.isfile(f):
             raise UsageError(f"TLS file {f} does not exist")
+    if cfg.remoting_tls_mode not in ("enforcing", "permissive", "disabled"):
+        raise UsageError(f"bad remoting_tls_mode {cfg.remoting_tls_mode!r} (enforcing: TLS only, "
+                         "permissive: TLS or plaintext, disabled: plaintext)")
     if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise UsageError(f"bad --log-level {cfg.log_level!r} (debug, info, warning, error)")
     if cfg.log_format not in ("text", "json"):

@@ -60,6 +60,16 @@ def _check_port_free(address: str, what: str) -> None:
             raise UsageError(f"cannot listen for {what} on {address}: {exc.strerror}") from exc
 
 
+def _remoting_tls(cfg: ServeConfig) -> dict[str, Any]:
+    """--tls-cert/--tls-key/--tls-ca serve the remoting port too, in cfg.remoting_tls_mode."""
+    if not cfg.tls_cert or cfg.remoting_tls_mode == "disabled":
+        return {}
+    from mqctl.remoting.security import server_context
+
+    return {"tls": server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_ca or None),
+            "tls_mode": cfg.remoting_tls_mode}
+
+
 def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
     from mqctl.controller import datadir, records
@@ -106,7 +116,8 @@ def run(cfg: ServeConfig) -> int:
         from mqctl.remoting.server import start_remoting_server
 
         try:
-            remoting = start_remoting_server(node, cfg.remoting_listen(), token=cfg.token or None)
+            remoting = start_remoting_server(node, cfg.remoting_listen(), token=cfg.token or None,
+                                             **_remoting_tls(cfg))
         except Exception:
             server.stop(None)
             node.stop()

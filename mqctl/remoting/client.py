@@ -15,6 +15,11 @@ are retried on any transient failure until ``timeout``; writes only when they su
 executed (2007 NOT_LEADER, or the connection could not be opened). A non-SUCCESS answer raises
 ControllerError. ``RemotingConnection`` is the single-socket layer underneath; it also collects
 the one-way requests a controller sends (NOTIFY_BROKER_ROLE_CHANGED, 1008).
+
+TLS (RocketMQ's ``tls.enable``: TLS on the remoting port itself) and ACL signing (RocketMQ's
+AclClientRPCHook: AccessKey and Signature in every request) are off unless asked for:
+``tls_ca``/``tls_cert``/``tls_key`` (or ``tls=True``), ``access_key``/``secret_key``
+(mqctl.remoting.security, docs/remoting.md#tls-and-acl).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import logging
 import queue
 import random
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -46,6 +52,7 @@ from mqctl.api import (
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.remoting import codec, headers
 from mqctl.remoting.codec import FLAG_ONEWAY, FrameError, RemotingCommand
+from mqctl.remoting.security import AclCredentials, client_context
 
 log = logging.getLogger("mqctl.remoting.client")
 
@@ -70,9 +77,83 @@ def role_change_of(cmd: RemotingCommand) -> RoleChange:
     return RoleChange.from_dict(d)
 
 
+class _TlsStream:
+    """A TLS client stream over a connected socket, safe for one reader thread and any number of
+    writer threads: the TLS state (ssl.SSLObject over memory BIOs) is only touched under one lock,
+    and records leave in the order they were sealed."""
+
+    def __init__(self, sock: socket.socket, ctx: ssl.SSLContext, server_hostname: str | None,
+                 timeout: float) -> None:
+        self._sock = sock
+        self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._tls = ctx.wrap_bio(self._in, self._out, server_side=False, server_hostname=server_hostname)
+        self._lock = threading.Lock()
+        self._plain = bytearray()
+        self._eof = False
+        sock.settimeout(timeout)
+        while True:
+            try:
+                self._tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush()
+                data = sock.recv(1 << 16)
+                if not data:
+                    raise ConnectionError("closed by the server during the TLS handshake") from None
+                self._in.write(data)
+        self._flush()
+        sock.settimeout(None)
+
+    def _flush(self) -> None:
+        data = self._out.read()
+        if data:
+            self._sock.sendall(data)
+
+    def recv(self, n: int) -> bytes:
+        while not self._plain and not self._eof:
+            data = self._sock.recv(1 << 16)
+            with self._lock:
+                if data:
+                    self._in.write(data)
+                else:
+                    self._in.write_eof()
+                try:
+                    while True:
+                        chunk = self._tls.read(1 << 16)
+                        if not chunk:
+                            self._eof = True
+                            break
+                        self._plain += chunk
+                except ssl.SSLWantReadError:
+                    pass
+                except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                    self._eof = True
+                self._flush()  # a post-handshake message may want an answer
+            if not data:
+                self._eof = True
+        chunk = bytes(self._plain[:n])
+        del self._plain[:n]
+        return chunk
+
+    def sendall(self, data: bytes) -> None:
+        with self._lock:
+            self._tls.write(data)
+            self._flush()
+
+    def shutdown(self, how: int) -> None:
+        self._sock.shutdown(how)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
 class RemotingConnection:
     """One TCP connection: requests matched to responses by opaque; a reader thread collects
-    responses and the server's own requests (``incoming``, e.g. 1008 notifications)."""
+    responses and the server's own requests (``incoming``, e.g. 1008 notifications).
+
+    ``tls``: an ssl.SSLContext to speak TLS with (security.client_context; the server name checked
+    is the address's host, or ``server_hostname``). ``acl``: sign every request as RocketMQ's
+    AclClientRPCHook does."""
 
     _opaque = itertools.count(1)
 
@@ -83,6 +164,9 @@ class RemotingConnection:
         connect_timeout: float = 3.0,
         serialize_type: int = codec.JSON,
         language: str = "PYTHON",
+        tls: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        acl: AclCredentials | None = None,
     ) -> None:
         host, sep, port = address.rpartition(":")
         if not sep or not host or not port.isdigit():
@@ -90,12 +174,25 @@ class RemotingConnection:
         self.address = address
         self.serialize_type = serialize_type
         self.language = language
+        self.acl = acl
         try:
-            self._sock = socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout)
+            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout)
         except OSError as exc:
             raise RemotingError(f"{address}: cannot connect: {exc.strerror or exc}", sent=False) from None
-        self._sock.settimeout(None)
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(None)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock: socket.socket | _TlsStream = sock
+        if tls is not None:
+            try:
+                self._sock = _TlsStream(sock, tls, server_hostname or host.strip("[]"), connect_timeout)
+            except ssl.SSLCertVerificationError as exc:
+                sock.close()
+                raise RemotingError(f"{address}: TLS: the server's certificate was refused: "
+                                    f"{exc.verify_message or exc}", sent=False) from None
+            except (OSError, ConnectionError) as exc:
+                sock.close()
+                raise RemotingError(f"{address}: TLS handshake failed: {exc.strerror or exc} (is the "
+                                    "port serving TLS?)", sent=False) from None
         self._lock = threading.Lock()
         self._pending: dict[int, queue.Queue[RemotingCommand | None]] = {}
         self.incoming: queue.Queue[RemotingCommand] = queue.Queue(maxsize=10_000)
@@ -167,6 +264,8 @@ class RemotingConnection:
     def command(
         self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b"", flag: int = 0
     ) -> RemotingCommand:
+        if self.acl is not None:
+            ext_fields = self.acl.sign(ext_fields, body)
         return RemotingCommand(
             code=code,
             language=self.language,
@@ -230,6 +329,12 @@ class RemotingControllerClient(ControllerApi):
     in the ``mqctlToken`` header of admin calls (`mqctl serve --token`; RocketMQ ignores it).
     ``timeout``: overall deadline per method, retries included. ``serialize_type``: the header
     encoding of requests (codec.JSON or codec.ROCKETMQ).
+
+    TLS (off by default) is used when ``tls`` is true, or when it is None and any of
+    ``tls_ca``/``tls_cert``/``tls_key`` is given: the server certificate is checked against
+    ``tls_ca`` (the system roots when None) and the address's host (``server_name`` overrides it);
+    cert+key = mutual TLS. ``access_key``/``secret_key`` (off by default) sign every request as
+    RocketMQ's AclClientRPCHook does (``security_token``: its optional SecurityToken).
     """
 
     def __init__(
@@ -239,10 +344,23 @@ class RemotingControllerClient(ControllerApi):
         *,
         timeout: float = 10.0,
         serialize_type: int = codec.JSON,
+        tls_ca: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        tls: bool | None = None,
+        server_name: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
         self.addresses = parse_addresses(addresses)
         if timeout <= 0:
             raise UsageError(f"timeout must be positive, got {timeout}")
+        use_tls = tls if tls is not None else any(x is not None for x in (tls_ca, tls_cert, tls_key))
+        self._tls = client_context(tls_ca, tls_cert, tls_key) if use_tls else None
+        self._server_name = server_name
+        self._acl = (AclCredentials(access_key or "", secret_key or "", security_token)
+                     if access_key or secret_key else None)
         self.timeout = float(timeout)
         self.serialize_type = serialize_type
         self._token = token or None
@@ -267,7 +385,8 @@ class RemotingControllerClient(ControllerApi):
             if conn is not None and not conn.closed:
                 return conn
         conn = RemotingConnection(
-            address, connect_timeout=min(3.0, self.timeout), serialize_type=self.serialize_type
+            address, connect_timeout=min(3.0, self.timeout), serialize_type=self.serialize_type,
+            tls=self._tls, server_hostname=self._server_name, acl=self._acl,
         )
         with self._lock:
             old = self._conns.get(address)
@@ -502,7 +621,8 @@ class RemotingControllerClient(ControllerApi):
         wait = self.timeout if timeout is None else timeout
         try:
             with RemotingConnection(
-                broker_addr, connect_timeout=min(3.0, wait), serialize_type=self.serialize_type
+                broker_addr, connect_timeout=min(3.0, wait), serialize_type=self.serialize_type,
+                tls=self._tls, server_hostname=self._server_name, acl=self._acl,
             ) as conn:
                 answer = conn.invoke(headers.GET_BROKER_EPOCH_CACHE, None, b"", timeout=wait)
         except (RemotingError, FrameError) as exc:

@@ -23,6 +23,8 @@ import hmac
 import itertools
 import logging
 import os
+import socket
+import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -130,8 +132,17 @@ class RemotingServer:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def start(self) -> RemotingServer:
-        """Bind and serve; UsageError with one line when the address cannot be used."""
+    def start(self, tls: ssl.SSLContext | None = None, tls_mode: str = "enforcing") -> RemotingServer:
+        """Bind and serve; UsageError with one line when the address cannot be used.
+
+        ``tls`` (a server ssl.SSLContext, mqctl.remoting.security.server_context) with ``tls_mode``
+        as RocketMQ's tls.server.mode: "enforcing" (TLS only), "permissive" (TLS or plaintext,
+        decided by a connection's first byte, as NettyRemotingServer's TlsModeHandler does) or
+        "disabled" (plaintext; also what no ``tls`` means)."""
+        if tls_mode not in TLS_MODES:
+            raise UsageError(f"bad remoting TLS mode {tls_mode!r} ({', '.join(TLS_MODES)})")
+        self._tls = tls if tls_mode != "disabled" else None
+        self._tls_mode = tls_mode if self._tls is not None else "disabled"
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(self._listen(), self._loop)
         try:
@@ -144,16 +155,24 @@ class RemotingServer:
         self._watcher = threading.Thread(target=self._watch_roles, name="mqctl-remoting-notify", daemon=True)
         self._watcher.start()
         log.info(
-            "RocketMQ remoting listening on %s (responses in %s)",
+            "RocketMQ remoting listening on %s (responses in %s%s)",
             self.address,
             codec.SERIALIZE_TYPES[self.serialize_type],
+            "" if self._tls is None else f", TLS {self._tls_mode}",
         )
         return self
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(
-            self._serve_connection, self.host, self.port, limit=64 * 1024
-        )
+        if self._tls is not None and self._tls_mode == "permissive":
+            wait = min(self._idle_timeout, TLS_HANDSHAKE_TIMEOUT)
+            self._server = await self._loop.create_server(
+                lambda: _TlsSniffer(self._serve_connection, self._tls, wait), self.host, self.port
+            )
+        else:
+            self._server = await asyncio.start_server(
+                self._serve_connection, self.host, self.port, limit=64 * 1024, ssl=self._tls,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if self._tls is not None else None,
+            )
         sockets = list(self._server.sockets or [])
         if sockets and not self.port:
             self.port = int(sockets[0].getsockname()[1])
@@ -485,12 +504,102 @@ def rocketmq_nulls(method: str, result: dict[str, Any]) -> dict[str, Any]:
     return {**result, "replicas_info_table": fixed}
 
 
-def start_remoting_server(node: Any, listen: str, **kwargs: Any) -> RemotingServer:
-    """Parse ``HOST:PORT`` and start a RemotingServer (UsageError on a bad or busy address)."""
+TLS_MODES = ("enforcing", "permissive", "disabled")
+TLS_HANDSHAKE_TIMEOUT = 10.0
+TLS_RECORD_HANDSHAKE = 0x16  # the first byte of a TLS ClientHello (SslHandler.isEncrypted)
+
+
+class _TlsSniffer(asyncio.Protocol):
+    """tls_mode permissive: nothing is read until the connection's first byte has been peeked at;
+    0x16 (a TLS handshake record) -> the connection speaks TLS, anything else -> plaintext. Then the
+    connection is served as asyncio.start_server serves it (a StreamReader/StreamWriter pair)."""
+
+    def __init__(self, serve: Any, tls: ssl.SSLContext | None, timeout: float) -> None:
+        self._serve = serve
+        self._tls = tls
+        self._timeout = timeout
+        self._transport: asyncio.Transport | None = None
+        self._peek: socket.socket | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        transport.pause_reading()  # the transport reads nothing: its first bytes stay in the kernel
+        loop = asyncio.get_running_loop()
+        try:  # a duplicate descriptor of the same socket, watched apart from the transport's
+            self._peek = socket.socket(fileno=os.dup(transport.get_extra_info("socket").fileno()))
+            self._peek.setblocking(False)
+            loop.add_reader(self._peek.fileno(), self._decide)
+        except OSError as exc:
+            log.debug("remoting: cannot watch a new connection: %s", exc)
+            self._drop()
+            return
+        self._timer = loop.call_later(self._timeout, self._drop)
+
+    def _unwatch(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._peek is not None:
+            asyncio.get_running_loop().remove_reader(self._peek.fileno())
+            self._peek.close()
+            self._peek = None
+
+    def _drop(self) -> None:
+        self._unwatch()
+        if self._transport is not None:
+            self._transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._unwatch()
+
+    def _decide(self) -> None:
+        assert self._peek is not None and self._transport is not None
+        try:
+            first = self._peek.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return
+        except OSError:
+            first = b""
+        self._unwatch()
+        if not first:
+            self._transport.abort()
+            return
+        transport = self._transport
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=64 * 1024, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, self._serve, loop=loop)
+        if first[0] == TLS_RECORD_HANDSHAKE and self._tls is not None:
+            loop.create_task(self._upgrade(transport, protocol))
+        else:
+            transport.set_protocol(protocol)
+            protocol.connection_made(transport)
+            transport.resume_reading()
+
+    async def _upgrade(self, transport: asyncio.Transport, protocol: asyncio.StreamReaderProtocol) -> None:
+        assert self._tls is not None
+        try:
+            tls_transport = await asyncio.get_running_loop().start_tls(
+                transport, protocol, self._tls, server_side=True, ssl_handshake_timeout=self._timeout
+            )
+        except (OSError, TimeoutError, ConnectionError) as exc:
+            log.debug("remoting: TLS handshake failed: %s", exc)
+            transport.abort()
+            return
+        if tls_transport is None:  # pragma: no cover - closed during the handshake
+            transport.abort()
+            return
+        protocol.connection_made(tls_transport)
+
+
+def start_remoting_server(node: Any, listen: str, *, tls: ssl.SSLContext | None = None,
+                          tls_mode: str = "enforcing", **kwargs: Any) -> RemotingServer:
+    """Parse ``HOST:PORT`` and start a RemotingServer (UsageError on a bad or busy address);
+    ``tls``/``tls_mode``: RemotingServer.start."""
     host, sep, port = listen.rpartition(":")
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise UsageError(f"cannot listen for RocketMQ remoting on {listen!r}: expected HOST:PORT")
-    return RemotingServer(node, host.strip("[]"), int(port), **kwargs).start()
+    return RemotingServer(node, host.strip("[]"), int(port), **kwargs).start(tls=tls, tls_mode=tls_mode)
 
 
 __all__ = ["RemotingServer", "start_remoting_server", "configured_serialize_type", "rocketmq_nulls"]
