@@ -288,6 +288,13 @@ def completion(shell: str) -> str:
     return get_completion_script(prog_name=PROG, complete_var=COMPLETE_VAR, shell=shell).rstrip("\n") + "\n"
 
 
+def man_pages(root: Any = None) -> dict[str, str]:
+    """File name (``mqctl-getSyncStateSet.1``) -> text of every man page (`mqctl completion install`
+    writes them too: they need nothing but the CLI)."""
+    root = root if root is not None else root_command()
+    return {f"{'-'.join((PROG, *path))}.1": man_page(path, cmd, root) for path, cmd in walk(root)}
+
+
 def generate(repo: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """Relative path -> content of every generated file. The docs with a generated block are read
     from ``repo`` (the repository by default)."""
@@ -297,8 +304,7 @@ def generate(repo: str | os.PathLike[str] | None = None) -> dict[str, str]:
     ext = {"bash": "bash", "zsh": "zsh", "fish": "fish"}
     for shell in SHELLS:
         files[f"completions/{PROG}.{ext[shell]}"] = completion(shell)
-    for path, cmd in walk(root):
-        files[f"man/man1/{'-'.join((PROG, *path))}.1"] = man_page(path, cmd, root)
+    files.update({f"man/man1/{name}": text for name, text in man_pages(root).items()})
     files["docs/cli.md"] = markdown(root)
     for rel, (name, table) in SPLICED.items():
         files[rel] = splice((base / rel).read_text(encoding="utf-8"), name, table(), rel)

@@ -5,6 +5,7 @@ without pydantic, and nothing heavy is imported that the command does not use.""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -139,9 +140,32 @@ def test_completion_show_and_install(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     monkeypatch.setenv("SHELL", "/bin/bash")
+    prefix = tmp_path / "venv"  # as if this were <venv>/bin/mqctl
+    monkeypatch.setattr(sys, "argv", [str(prefix / "bin/mqctl"), "completion", "install"])
+    (prefix / "share/man/man1").mkdir(parents=True)
+    (prefix / "share/man/man1/mqctl-removedCommand.1").write_text("old")
     assert run(["completion", "install"]) == 0
+    out = capsys.readouterr().out
     target = tmp_path / ".local/share/bash-completion/completions/mqctl"
     assert target.read_text() == (root / "completions/mqctl.bash").read_text()
+    # the man pages (man/man1 in the repository, test_generated_docs.py) next to this mqctl: man finds
+    # them through $PATH; a page of a removed command is removed
+    man1 = prefix / "share/man/man1"
+    assert f"wrote the man pages to {man1}: man mqctl finds them while {prefix / 'bin'} is on $PATH" in out
+    pages = gendocs.man_pages()
+    assert {p.name: p.read_text() for p in man1.iterdir()} == pages
+    assert {"mqctl.1", "mqctl-electMaster.1", "mqctl-quorum-status.1"} <= set(pages)
+    man = shutil.which("man")
+    if man is not None:
+        (prefix / "bin").mkdir()
+        env = {"PATH": f"{prefix / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+        found = subprocess.run([man, "-w", "mqctl-electMaster"], capture_output=True, text=True, env=env)
+        assert found.stdout.strip() == str(man1 / "mqctl-electMaster.1"), found.stderr
+    # a prefix this user cannot write (a system-wide mqctl): ~/.local/share/man
+    monkeypatch.setattr(sys, "argv", ["/proc/mqctl-test/bin/mqctl"])
+    assert run(["completion", "install", "bash"]) == 0
+    assert (tmp_path / ".local/share/man/man1/mqctl.1").is_file()
+    assert f"{tmp_path / '.local/bin'} is on $PATH" in capsys.readouterr().out
     assert run(["completion", "install", "fish"]) == 0
     assert (tmp_path / ".config/fish/completions/mqctl.fish").is_file()
     capsys.readouterr()
