@@ -133,6 +133,16 @@ def test_readme_shows_only_loopback_addresses() -> None:
         a == "127.0.0.1" for a in re.findall(r"\b\d+\.\d+\.\d+\.\d+\b", text))
 
 
+def test_docs_show_only_loopback_addresses() -> None:
+    """docs/: every address is 127.0.0.1 (0.0.0.0 only as what it is, a wildcard to listen on; another
+    host is HOST), and no made-up host names such as h1:9878."""
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = page.read_text()
+        ips = set(re.findall(r"\b\d+\.\d+\.\d+\.\d+\b", text)) - {"127.0.0.1", "0.0.0.0"}
+        hosts = set(re.findall(r"\b(?:h|host|node|ctl|controller|broker)\d+:\d+\b", text))
+        assert not ips and not hosts, f"{page.relative_to(ROOT)}: {sorted(ips | hosts)}"
+
+
 def test_quick_start_one_node(home: Path, nodes: Nodes) -> None:
     first = block_with("sh", "pip install")
     serve = first.strip().split("&&")[-1].strip()
