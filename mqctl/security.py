@@ -35,10 +35,6 @@ class TlsConfig:
     key_file: str
     client_ca_file: str | None = None
 
-    @property
-    def require_client_cert(self) -> bool:
-        return self.client_ca_file is not None
-
 
 def read_pem(path: str | Path, what: str) -> bytes:
     """Read a PEM file or raise a one-line UsageError naming it."""

@@ -202,7 +202,6 @@ class BrokerAgent:
         self._slaves: dict[int, _Slave] = {}
         self._confirm = 0
         self._repl_gen = 0
-        self._master_since = 0.0
         self._log: BrokerLog | None = None
         self._epochs: EpochCache | None = None
         self._server: Any = None
@@ -656,7 +655,6 @@ class BrokerAgent:
         self.master_epoch = epoch
         self.master_id = self.broker_id
         self.master_address = self.address
-        self._master_since = time.monotonic()
         self._set_ss(ss or {self.broker_id}, ss_epoch)
         self.role = Role.MASTER     # last: a reader without the lock sees the epoch first
         log.info("%s: master at epoch %d, log end %d, SyncStateSet %s", self.name, epoch,

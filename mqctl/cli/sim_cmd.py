@@ -105,7 +105,6 @@ class _Printer:
         self.live = live
         self.console = Console(highlight=False, width=None if live else 200)
         self._lock = threading.Lock()
-        self.live_obj: Any = None
 
     def line(self, text: str, style: str = "") -> None:
         stamp = f"[{time.monotonic() - self.t0:6.1f}s] "

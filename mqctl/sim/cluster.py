@@ -160,9 +160,7 @@ class BrokerSet:
     replicas: list[Replica]
     acked: int = 0
     failed: int = 0
-    no_master: int = 0
     seq: int = 0
-    last_failure: str = ""
 
     def master(self) -> Replica | None:
         """The replica a producer writes to: alive, MASTER, highest masterEpoch (a cut-off old master
@@ -249,7 +247,6 @@ class Simulation:
         self._threads: list[threading.Thread] = []
         self._producers: list[threading.Thread] = []
         self._ctl_view: dict[str, ReplicasInfo] = {}
-        self._ctl_error = ""
         self._leader_name = ""
         self._lock = threading.Lock()
         self.faults_applied = 0        # crashes, isolations and controller kills, planned or not
@@ -405,10 +402,8 @@ class Simulation:
         while not self._stop.wait(0.3):
             try:
                 table = self.client.get_sync_state_data(names).replicas_info_table
-            except Exception as exc:  # a controller failover: the next poll retries
-                self._ctl_error = str(exc)
+            except Exception:  # a controller failover: the next poll retries
                 continue
-            self._ctl_error = ""
             for name, info in table.items():
                 old = self._ctl_view.get(name)
                 self._ctl_view[name] = info
@@ -465,7 +460,6 @@ class Simulation:
             m = bs.master()
             agent = m.agent if m is not None else None
             if agent is None:
-                bs.no_master += 1
                 continue
             seq = bs.seq
             bs.seq += 1
@@ -475,7 +469,6 @@ class Simulation:
                 self.history.ack(bs.name, AckedMessage(r.offset, r.end, self._body(bs, seq), r.master_epoch))
             else:
                 bs.failed += 1
-                bs.last_failure = r.status
 
     # ------------------------------------------------------------------ faults
 
