@@ -37,6 +37,8 @@ BROKER_HEARTBEAT = REQUEST_CODES["BROKER_HEARTBEAT"]
 NOTIFY_BROKER_ROLE_CHANGED = REQUEST_CODES["NOTIFY_BROKER_ROLE_CHANGED"]  # pushed one-way by the controller
 GET_BROKER_EPOCH_CACHE = 1007  # served by brokers (AdminBrokerProcessor), not by a controller
 REQUEST_CODES["GET_BROKER_EPOCH_CACHE"] = GET_BROKER_EPOCH_CACHE
+GET_BROKER_CLUSTER_INFO = 106  # served by name servers (mqadmin's -n), not by a controller
+REQUEST_CODES["GET_BROKER_CLUSTER_INFO"] = GET_BROKER_CLUSTER_INFO
 
 METHOD_BY_CODE: dict[int, str] = {code: s.name for code, s in methods.BY_REMOTING_CODE.items()}
 CODE_BY_METHOD = {m: c for c, m in METHOD_BY_CODE.items()}
@@ -461,6 +463,28 @@ def read_epoch_cache(body: bytes) -> dict[str, Any]:
         for e in _list(doc.get("epochList"), "epochList")
     ]
     return out
+
+
+def read_cluster_info(body: bytes) -> dict[str, Any]:
+    """ClusterInfo, a name server's answer to GET_BROKER_CLUSTER_INFO (106):
+    ``{"brokerAddrTable": {name: BrokerData}, "clusterAddrTable": {cluster: [names]}}``, BrokerData
+    ``{"cluster", "brokerName", "brokerAddrs": {id: address}}`` (fastjson writes the Long ids bare)
+    -> ``{"broker_addr_table": {name: {"cluster", "broker_name", "broker_addrs": {id: address}}},
+    "cluster_addr_table": {cluster: [names]}}``, in the body's order."""
+    doc = _obj(fastjson_loads(body), "the ClusterInfo body")
+    brokers: dict[str, Any] = {}
+    for name, data in _obj(doc.get("brokerAddrTable") or {}, "brokerAddrTable").items():
+        data = _obj(data, f"brokerAddrTable[{name!r}]")
+        addrs = _obj(data.get("brokerAddrs") or {}, "brokerAddrs")
+        brokers[str(name)] = {
+            "cluster": str(data.get("cluster") or ""),
+            "broker_name": str(data.get("brokerName") or name),
+            "broker_addrs": {_int(k, "brokerAddrs key"): str(v) for k, v in addrs.items()},
+        }
+    clusters: dict[str, list[str]] = {}
+    for cluster, names in _obj(doc.get("clusterAddrTable") or {}, "clusterAddrTable").items():
+        clusters[str(cluster)] = [str(n) for n in _list(names, f"clusterAddrTable[{cluster!r}]")]
+    return {"broker_addr_table": brokers, "cluster_addr_table": clusters}
 
 
 # ---------------------------------------------------------------------------------------------
