@@ -8,6 +8,7 @@ mqctl.cli.render; grpc is imported only when a command runs. Exit codes: docs/co
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -16,8 +17,9 @@ import typer
 
 from mqctl.cli import root_app, sub_app
 from mqctl.cli.common import output_option
-from mqctl.cli.render import Output
+from mqctl.cli.render import AdminOutput, Output
 from mqctl.errors import (
+    Code,
     ControllerError,
     MqctlError,
     NotFoundError,
@@ -40,7 +42,8 @@ quorum_app = sub_app("quorum", "The controller group: status, membership and lea
 
 
 def _addr_opt() -> Any:
-    return typer.Option(DEFAULT_CONTROLLER, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER",
+    return typer.Option(DEFAULT_CONTROLLER, "-a", "--controller-addr", "--controllerAddress",
+                        envvar="MQCTL_CONTROLLER",
                         help="controller gRPC addresses, 'h:p;h:p' or 'h:p,h:p' (any node: followers "
                              "forward to the leader)")
 
@@ -74,8 +77,15 @@ def _secret_key_opt() -> Any:
                         help="RocketMQ ACL SecretKey of --access-key (prefer the environment variable)")
 
 
+def _namesrv_opt(used: bool = False) -> Any:
+    why = ("with -c, asked for the cluster's broker sets (GET_BROKER_CLUSTER_INFO)" if used else
+           "accepted as mqadmin accepts it; this command does not need it")
+    return typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS",
+                        help=f"RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): {why}")
+
+
 def _watch_opt() -> Any:
-    return typer.Option(None, "-i", "--watch", metavar="SECONDS",
+    return typer.Option(None, "-i", "--watch", "--interval", metavar="SECONDS",
                         help="redraw every SECONDS until Ctrl-C (mqadmin's interval)")
 
 
@@ -208,11 +218,25 @@ def connected(*, protocol: bool = True, timeout: float = 10.0,
     return deco
 
 
-def _run(fetch: Callable[[], dict[str, Any]], output: Output, table: Callable[[dict[str, Any]], Any],
-         watch: float | None, no_color: bool, title: str,
-         verdict: Callable[[dict[str, Any]], None] | None = None) -> None:
+def _format(output: Output | AdminOutput) -> tuple[Output, bool]:
+    """-o as an Output for mqctl.cli.render, and whether it was -o mqadmin (then Output.table)."""
+    if output.value == AdminOutput.mqadmin.value:
+        return Output.table, True
+    return Output(output.value), False
+
+
+def _run(fetch: Callable[[], dict[str, Any]], output: Output | AdminOutput,
+         table: Callable[[dict[str, Any]], Any], watch: float | None, no_color: bool, title: str,
+         verdict: Callable[[dict[str, Any]], None] | None = None,
+         text: Callable[[dict[str, Any]], str] | None = None) -> None:
+    """Fetch and print the document (again every ``watch`` seconds); ``verdict`` raises the error
+    the command ends with after printing. ``text``: the document as mqadmin prints it (-o mqadmin)."""
     from mqctl.cli import render
 
+    output, mqadmin = _format(output)
+    if mqadmin and text is not None:
+        _run_mqadmin(fetch, text, watch, verdict)
+        return
     if watch is not None:
         render.watch(fetch, output, table, watch, no_color=no_color, title=title)
         return
@@ -226,6 +250,45 @@ def _run(fetch: Callable[[], dict[str, Any]], output: Output, table: Callable[[d
     render.emit(doc, output, table, no_color=no_color, error=problem)
     if problem is not None:
         raise problem
+
+
+def _run_mqadmin(fetch: Callable[[], dict[str, Any]], text: Callable[[dict[str, Any]], str],
+                 watch: float | None, verdict: Callable[[dict[str, Any]], None] | None) -> None:
+    """-o mqadmin: mqadmin's text on stdout. With -i, again every SECONDS as mqadmin's -i does (an
+    error is its one line on stderr and the loop goes on) until Ctrl-C (exit 0)."""
+    if watch is not None and watch <= 0:
+        raise UsageError(f"-i/--watch needs a positive number of seconds, got {watch}")
+    try:
+        while True:
+            try:
+                doc = fetch()
+                sys.stdout.write(text(doc))
+                sys.stdout.flush()
+                if verdict is not None:
+                    verdict(doc)
+            except MqctlError as exc:
+                if watch is None:
+                    raise
+                print(f"mqctl: error: {exc}", file=sys.stderr)
+            if watch is None:
+                return
+            time.sleep(watch)
+    except KeyboardInterrupt:
+        if watch is None:
+            raise
+
+
+def _emit(doc: dict[str, Any], output: Output | AdminOutput, table: Callable[[dict[str, Any]], Any],
+          no_color: bool, text: str) -> None:
+    """render.emit, or with -o mqadmin ``text``: what mqadmin prints for the same answer."""
+    from mqctl.cli import render
+
+    fmt, mqadmin = _format(output)
+    if mqadmin:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    render.emit(doc, fmt, table, no_color=no_color)
 
 
 def _names(text: str | None) -> list[str]:
@@ -272,24 +335,42 @@ def _command(name: str, alias: str, target: Any = None, **kw: Any) -> Callable[[
 @connected()
 def get_sync_state_set(
     conn: Conn,
-    broker_name: str = typer.Option(None, "-b", "--broker-name", help="broker set name(s), comma separated"),
-    cluster: str = typer.Option(None, "-c", "--cluster-name", help="every broker set of this cluster"),
+    broker_name: str = typer.Option(None, "-b", "--broker-name", "--brokerName",
+                                    help="broker set name(s), comma separated"),
+    cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
+                                help="every broker set of this cluster (with -n: the broker sets the name "
+                                     "server lists for it, as mqadmin)"),
+    namesrv: str = _namesrv_opt(used=True),
     watch: float = _watch_opt(),
-    output: Output = output_option(),
+    output: AdminOutput = output_option(mqadmin=True),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Master, epochs and SyncStateSet of broker sets, with each replica's heartbeat age, offsets and lag.
 
     Without -b or -c: every broker set. Alias: get-sync-state-set."""
+    from mqctl.admin.mqadmin_text import sync_state_text
     from mqctl.admin.syncstate import sync_state_doc
     from mqctl.cli import render
 
     _one_of(broker_name, cluster)
     with conn.client() as client:
         def fetch() -> dict[str, Any]:
+            if cluster and namesrv:
+                return sync_state_doc(_cluster_sets_from_namesrv(client, namesrv, cluster, conn.timeout))
             return sync_state_doc(_broker_sets(client, broker_name, cluster))
 
-        _run(fetch, output, render.sync_state_table, watch, no_color, "getSyncStateSet")
+        _run(fetch, output, render.sync_state_table, watch, no_color, "getSyncStateSet", text=sync_state_text)
+
+
+def _cluster_sets_from_namesrv(client: ControllerClient, namesrv: str, cluster: str,
+                               timeout: float) -> dict[str, ReplicasInfo]:
+    """-c CLUSTER with -n, as mqadmin: the cluster's broker set names from the name server, asked of
+    the controller; a set the controller does not know is left out (mqadmin prints nothing for it)."""
+    from mqctl.admin.namesrv import cluster_info
+
+    names = cluster_info(namesrv, min(timeout, 5.0)).broker_names(cluster)
+    table = client.get_sync_state_data(names).replicas_info_table
+    return {name: table[name] for name in sorted(names) if name in table}
 
 
 # --- getBrokerEpoch ----------------------------------------------------------------------------
@@ -299,21 +380,29 @@ def get_sync_state_set(
 @connected()
 def get_broker_epoch(
     conn: Conn,
-    broker_name: str = typer.Option(None, "-b", "--broker-name", help="broker set name(s): ask each replica"),
-    cluster: str = typer.Option(None, "-c", "--cluster-name", help="every broker set of this cluster"),
+    broker_name: str = typer.Option(None, "-b", "--broker-name", "--brokerName",
+                                    help="broker set name(s): ask each replica"),
+    cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
+                                help="every broker set of this cluster"),
+    namesrv: str = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS",
+                                help="RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): the brokers to ask "
+                                     "are the ones they list (GET_BROKER_CLUSTER_INFO), not the "
+                                     "controller's"),
     store: str = typer.Option(None, "--store", metavar="DIR", help="read DIR/epochFileCheckpoint offline "
                               "(.bak fallback, CRC checked) and the commitlog's max offset"),
     broker_addr: str = typer.Option(None, "--broker-addr", help="ask these broker services directly "
                                     "(h:p, comma separated), without the controller"),
     watch: float = _watch_opt(),
-    output: Output = output_option(),
+    output: AdminOutput = output_option(mqadmin=True),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Epoch entries (epoch, startOffset, endOffset) and maxOffset of brokers (GetBrokerEpochCache).
 
-    Live: the controller names each replica's address, where the broker serves mqctl.v1.Broker.
-    Offline: --store DIR. Alias: get-broker-epoch."""
+    Live: the controller names each replica's address (with -n: the name server, as mqadmin), where
+    the broker serves mqctl.v1.Broker or RocketMQ's request 1007. Offline: --store DIR.
+    Alias: get-broker-epoch."""
     from mqctl.admin.epochs import EpochCache, broker_epoch_doc, cache_from_store
+    from mqctl.admin.mqadmin_text import broker_epoch_text
     from mqctl.cli import render
 
     modes = sum(1 for x in (store, broker_addr, broker_name or cluster) if x)
@@ -324,7 +413,8 @@ def get_broker_epoch(
         def fetch_store() -> dict[str, Any]:
             return broker_epoch_doc([cache_from_store(store)])
 
-        _run(fetch_store, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch")
+        _run(fetch_store, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch",
+             text=broker_epoch_text)
         return
 
     def ask(targets: list[tuple[str, str, str, int | None]]) -> list[EpochCache]:
@@ -353,7 +443,26 @@ def get_broker_epoch(
         direct: list[tuple[str, str, str, int | None]] = [
             ("", "", a, None) for a in parse_addresses(broker_addr)]
         _run(lambda: broker_epoch_doc(ask(direct)), output, render.broker_epoch_table, watch, no_color,
-             "getBrokerEpoch", verdict)
+             "getBrokerEpoch", verdict, broker_epoch_text)
+        return
+    if namesrv:
+        def fetch_namesrv() -> dict[str, Any]:
+            from mqctl.admin.namesrv import cluster_info
+
+            info = cluster_info(namesrv, min(conn.timeout, 5.0))
+            names = _names(broker_name) or (info.broker_names(cluster) if cluster
+                                            else sorted(info.broker_addrs))
+            targets: list[tuple[str, str, str, int | None]] = [
+                (info.cluster_of.get(name, ""), name, address, bid)
+                for name in sorted(names) for bid, address in info.replicas(name)]
+            if not targets:
+                raise NotFoundError(f"the name server {info.answered_by} lists no broker of "
+                                    f"{'broker set' if broker_name else 'cluster'} "
+                                    f"{broker_name or cluster or '(any)'}")
+            return broker_epoch_doc(ask(targets))
+
+        _run(fetch_namesrv, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch", verdict,
+             broker_epoch_text)
         return
     with conn.client() as client:
         def fetch() -> dict[str, Any]:
@@ -363,7 +472,8 @@ def get_broker_epoch(
                     targets.append((info.cluster_name, name, r.broker_address, r.broker_id))
             return broker_epoch_doc(ask(sorted(targets, key=lambda t: (t[1], t[3] or 0))))
 
-        _run(fetch, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch", verdict)
+        _run(fetch, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch", verdict,
+             broker_epoch_text)
 
 
 def _epoch_cache(address: str, conn: Conn) -> Any:
@@ -402,13 +512,15 @@ def _epoch_cache(address: str, conn: Conn) -> Any:
 @connected()
 def get_controller_metadata(
     conn: Conn,
+    namesrv: str = _namesrv_opt(),
     watch: float = _watch_opt(),
-    output: Output = output_option(),
+    output: AdminOutput = output_option(mqadmin=True),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Controller group, leader id and address, term, commit index and peers (the leader's view).
 
     Exits 6 when the group has no leader. Alias: get-controller-metadata."""
+    from mqctl.admin.mqadmin_text import metadata_text
     from mqctl.admin.quorum import metadata_doc
     from mqctl.cli import render
 
@@ -417,8 +529,21 @@ def get_controller_metadata(
             if not doc.get("controllerLeaderAddress"):
                 raise UnreachableError(f"the controller group has no leader (asked {doc['answeredBy']})")
 
-        _run(lambda: metadata_doc(client.get_metadata()), output, render.metadata_table, watch, no_color,
-             "getControllerMetaData", verdict)
+        def fetch() -> dict[str, Any]:
+            meta = client.get_metadata()
+            doc = metadata_doc(meta)
+            if _format(output)[1] and conn.protocol == "remoting":
+                # -o mqadmin: the peers exactly as the answering node wrote them in its 1005 header
+                # (its remoting addresses; JRaft's bare addresses), which the document does not keep
+                from mqctl.remoting import headers
+
+                answer = cast(Any, client).connection(meta.address).invoke(
+                    headers.GET_METADATA_INFO, {}, b"", timeout=min(conn.timeout, 5.0))
+                doc["peersText"] = (answer.ext_fields or {}).get("peers") or ""
+            return doc
+
+        _run(fetch, output, render.metadata_table, watch, no_color, "getControllerMetaData", verdict,
+             metadata_text)
 
 
 # --- quorum ------------------------------------------------------------------------------------
@@ -537,25 +662,42 @@ def quorum_feature_level(
 @connected()
 def elect_master(
     conn: Conn,
-    cluster: str = typer.Option(..., "-c", "--cluster-name", help="cluster of the broker set"),
-    broker_name: str = typer.Option(..., "-bn", "--broker-name", help="broker set name"),
-    broker_id: int = typer.Option(None, "-b", "--broker-id", help="the broker to elect (default: the "
-                                  "controller chooses, as when a master dies)"),
+    cluster: str = typer.Option(..., "-c", "--cluster-name", "--clusterName",
+                                help="cluster of the broker set"),
+    broker_name: str = typer.Option(..., "-bn", "--broker-name", "--brokerName", help="broker set name"),
+    broker_id: int = typer.Option(None, "-b", "--broker-id", "--brokerId", help="the broker to elect "
+                                  "(default: the controller chooses, as when a master dies); the master "
+                                  "itself: nothing to do, exit 0"),
     dry_run: bool = typer.Option(False, "--dry-run", help="show the candidates and the answer the call "
                                  "would get; change nothing"),
     accept_data_loss: bool = typer.Option(False, "--accept-data-loss", help="allow electing a broker "
                                           "outside the SyncStateSet"),
     broker_epochs: bool = typer.Option(False, "--broker-epochs", help="ask each replica's broker service "
                                        "for its epoch cache: exact truncation points"),
-    output: Output = output_option(),
+    namesrv: str = _namesrv_opt(),
+    output: AdminOutput = output_option(mqadmin=True),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Elect a master: first shows every candidate (alive, in SyncStateSet, epoch, maxOffset,
     confirmOffset) and the bytes each other replica would truncate under the result.
 
-    Alias: elect-master."""
+    -b naming the broker that is already the master (and alive) changes nothing and exits 0, saying
+    so on stderr with the controller's answer (2011). Alias: elect-master."""
     from mqctl.admin.elect import controller_answer, elect_plan
+    from mqctl.admin.mqadmin_text import elect_text
     from mqctl.cli import common, render
+
+    fmt, mqadmin = _format(output)
+    if mqadmin and dry_run:
+        raise UsageError("--dry-run has no mqadmin text (mqadmin has no dry run): use -o table, json or yaml")
+
+    def show(doc: dict[str, Any], error: BaseException | None = None) -> None:
+        if mqadmin:  # mqadmin prints its lines after a successful election only
+            if doc["result"] is not None and not doc["result"].get("alreadyMaster"):
+                sys.stdout.write(elect_text(cluster, broker_name, doc["result"]))
+                sys.stdout.flush()
+            return
+        render.emit(doc, fmt, render.elect_table, no_color=no_color, error=error)
 
     with conn.client() as client:
         info = _broker_sets(client, broker_name, None)[broker_name]
@@ -578,33 +720,67 @@ def elect_master(
             caches = {r.broker_id: _epoch_cache(r.broker_address, conn) for r in reps}
         answer = controller_answer(broker_name, info, broker_id, unclean, wait_for)
         plan = elect_plan(cluster, broker_name, info, broker_id, unclean, caches, wait_for, answer)
+        already = _already_master(answer.code, broker_id, info.master_broker_id)
         expected: MqctlError | None = None
         if plan["dataLoss"] and not accept_data_loss:
             target = broker_id if broker_id is not None else plan["predictedMasterId"]
             expected = UsageError(f"broker {target} is outside the SyncStateSet of {broker_name}: electing "
                                   "it loses the data only the SyncStateSet has; pass --accept-data-loss to "
                                   "do it anyway")
-        elif answer.code != 0:
+        elif answer.code != 0 and not already:
             expected = _elect_hint(ControllerError(answer.code, answer.remark), plan, unclean)
         doc: dict[str, Any] = {"version": 1, "plan": plan, "dryRun": dry_run,
                                "expectedError": None if expected is None else common.error_of(expected),
-                               "result": None}
+                               "alreadyMaster": already, "result": None}
         if dry_run:
-            render.emit(doc, output, render.elect_table, no_color=no_color)
+            show(doc)
             return
         if isinstance(expected, UsageError):
-            render.emit(doc, output, render.elect_table, no_color=no_color, error=expected)
+            show(doc, expected)
             raise expected
         try:
             res = client.elect_master(cluster, broker_name, broker_id, designate_elect=broker_id is not None)
         except ControllerError as exc:
-            _elect_hint(exc, plan, unclean)
-            render.emit(doc, output, render.elect_table, no_color=no_color, error=exc)
-            raise
+            if not _already_master(exc.code, broker_id, _master_of(exc, info.master_broker_id)):
+                _elect_hint(exc, plan, unclean)
+                show(doc, exc)
+                raise
+            # -b names the master, alive: nothing to elect. mqadmin reports the controller's 2011 and
+            # (RocketMQ's MQAdminStartup) exits 0; so does mqctl, saying so on stderr
+            now = exc.response
+
+            def got(name: str, before: Any) -> Any:
+                value = getattr(now, name, None)
+                return before if value is None or value == "" else value
+
+            doc["alreadyMaster"] = True
+            doc["result"] = {
+                "masterBrokerId": got("master_broker_id", info.master_broker_id),
+                "masterAddress": got("master_address", info.master_address or None),
+                "masterEpoch": got("master_epoch", info.master_epoch),
+                "syncStateSetEpoch": got("sync_state_set_epoch", info.sync_state_set_epoch),
+                "syncStateSet": list(got("sync_state_set", ())
+                                     or [r.broker_id for r in info.in_sync_replicas]),
+                "alreadyMaster": True}
+            show(doc)
+            print(f"mqctl: broker {broker_id} is already the master of {broker_name}; nothing was changed "
+                  f"({exc})", file=sys.stderr)
+            return
         doc["result"] = {"masterBrokerId": res.master_broker_id, "masterAddress": res.master_address,
                          "masterEpoch": res.master_epoch, "syncStateSetEpoch": res.sync_state_set_epoch,
                          "syncStateSet": list(res.sync_state_set)}
-        render.emit(doc, output, render.elect_table, no_color=no_color)
+        show(doc)
+
+
+def _already_master(code: int, broker_id: int | None, master_id: int | None) -> bool:
+    """electMaster -b naming the master, which is alive: the controller answers 2011."""
+    return code == Code.CONTROLLER_MASTER_STILL_EXIST and broker_id is not None and broker_id == master_id
+
+
+def _master_of(exc: ControllerError, known: int | None) -> int | None:
+    """The master a 2011 names (its answer carries the current master), else the one known before."""
+    master = getattr(exc.response, "master_broker_id", None)
+    return known if master is None else int(master)
 
 
 def _elect_hint(exc: ControllerError, plan: dict[str, Any], unclean: bool) -> ControllerError:
@@ -622,18 +798,22 @@ def _elect_hint(exc: ControllerError, plan: dict[str, Any], unclean: bool) -> Co
 @connected()
 def clean_broker_metadata(
     conn: Conn,
-    broker_name: str = typer.Option(..., "-bn", "--broker-name", help="broker set name"),
-    broker_ids: str = typer.Option(None, "-b", "--broker-controller-ids-to-clean", metavar="IDS",
+    broker_name: str = typer.Option(..., "-bn", "--broker-name", "--brokerName", help="broker set name"),
+    broker_ids: str = typer.Option(None, "-b", "--broker-controller-ids-to-clean",
+                                   "--brokerControllerIdsToClean", metavar="IDS",
                                    help="broker ids to clean, '1;2;3' (default: the whole broker set)"),
-    cluster: str = typer.Option(None, "-c", "--cluster-name", help="cluster of the broker set"),
-    clean_living: bool = typer.Option(False, "-l", "--clean-living-broker", help="clean brokers that are "
-                                      "still alive too"),
-    output: Output = output_option(),
+    cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
+                                help="cluster of the broker set"),
+    clean_living: bool = typer.Option(False, "-l", "--clean-living-broker", "--cleanLivingBroker",
+                                      help="clean brokers that are still alive too"),
+    namesrv: str = _namesrv_opt(),
+    output: AdminOutput = output_option(mqadmin=True),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Remove broker ids (or a whole broker set) from the controller's metadata.
 
     Refuses live brokers unless -l, and names them. Alias: clean-broker-metadata."""
+    from mqctl.admin.mqadmin_text import clean_text
     from mqctl.cli import render
 
     ids: list[int] | None = None
@@ -663,7 +843,7 @@ def clean_broker_metadata(
         doc = {"version": 1, "brokerName": broker_name, "clusterName": cluster or info.cluster_name,
                "cleanedBrokerIds": targets, "wholeBrokerSet": ids is None,
                "message": f"clear broker {broker_name} metadata from controller success!"}
-        render.emit(doc, output, render.message_table, no_color=no_color)
+        _emit(doc, output, render.message_table, no_color, clean_text(broker_name))
 
 
 # --- controller config -------------------------------------------------------------------------
@@ -673,6 +853,7 @@ def clean_broker_metadata(
 @connected()
 def get_controller_config(
     conn: Conn,
+    namesrv: str = _namesrv_opt(),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -705,12 +886,14 @@ def update_controller_config(
     conn: Conn,
     key: str = typer.Option(..., "-k", "--key", help="config key, e.g. enableElectUncleanMaster"),
     value: str = typer.Option(..., "-v", "--value", help="new value"),
-    output: Output = output_option(),
+    namesrv: str = _namesrv_opt(),
+    output: AdminOutput = output_option(mqadmin=True),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Change one controller config key; the change is replicated to every node.
 
     Alias: update-controller-config."""
+    from mqctl.admin.mqadmin_text import update_config_text
     from mqctl.cli import render
 
     with conn.client() as client:
@@ -718,4 +901,4 @@ def update_controller_config(
         now = client.get_config().config.get(key, value)
     doc = {"version": 1, "key": key, "value": now, "controllers": conn.addresses,
            "message": f"update controller config success!{conn.addresses}\n{key} : {now}"}
-    render.emit(doc, output, render.message_table, no_color=no_color)
+    _emit(doc, output, render.message_table, no_color, update_config_text(conn.addresses, key, value))

@@ -9,12 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 
-def output_option() -> Any:
-    """-o/--output table|json|yaml, the same on every command that prints state."""
+def output_option(mqadmin: bool = False) -> Any:
+    """-o/--output table|json|yaml, the same on every command that prints state; ``mqadmin``: also
+    -o mqadmin (an AdminOutput), mqadmin's own text."""
     import typer
 
-    from mqctl.cli.render import Output
+    from mqctl.cli.render import AdminOutput, Output
 
+    if mqadmin:
+        return typer.Option(AdminOutput.table, "-o", "--output", case_sensitive=False,
+                            help="output format: a table for people, one JSON or YAML document for "
+                                 "scripts, or mqadmin's text exactly (mqadmin)")
     return typer.Option(Output.table, "-o", "--output", case_sensitive=False,
                         help="output format: a table for people, one JSON or YAML document for scripts")
 

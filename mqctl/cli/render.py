@@ -25,6 +25,16 @@ class Output(StrEnum):
     yaml = "yaml"
 
 
+class AdminOutput(StrEnum):
+    """-o of the admin commands whose output mqadmin prints too: Output's, plus ``mqadmin``, its
+    text exactly (mqctl.admin.mqadmin_text)."""
+
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+    mqadmin = "mqadmin"
+
+
 def console(no_color: bool = False, stderr: bool = False) -> Any:
     from rich.console import Console
 
@@ -264,7 +274,9 @@ def elect_table(doc: Doc) -> Any:
     parts: list[Any] = [head, t]
     pred = plan["predictedMasterId"]
     expected = doc.get("expectedError")
-    if pred is None:
+    if doc.get("alreadyMaster"):
+        parts.append(Text(f"* broker {plan['designatedBrokerId']} is already the master: nothing to elect"))
+    elif pred is None:
         parts.append(Text("* no new master: the controller would refuse", style="bold red"))
     else:
         how = " (designated)" if plan["designatedBrokerId"] is not None else " (controller's choice)"
@@ -280,6 +292,10 @@ def elect_table(doc: Doc) -> Any:
             parts.append(Text(f"without --dry-run: mqctl: error: {expected['message']} "
                               f"(exit {expected['exitCode']})", style="bold red"))
         parts.append(Text("dry run: nothing was changed", style="yellow"))
+    elif result is not None and result.get("alreadyMaster"):
+        parts.append(Text(f"nothing was changed: master {result['masterBrokerId']} "
+                          f"({result['masterAddress']}) masterEpoch {result['masterEpoch']} "
+                          f"syncStateSetEpoch {result['syncStateSetEpoch']}", style="bold green"))
     elif result is not None:
         parts.append(Text(f"elected: master {result['masterBrokerId']} ({result['masterAddress']}) "
                           f"masterEpoch {result['masterEpoch']} "

@@ -35,10 +35,20 @@ def test_elect_master_guarded_then_refused_then_allowed(single: World) -> None:
     doc = json.loads(proc.stdout)
     assert doc["result"]["masterBrokerId"] == 2 and doc["result"]["masterEpoch"] == 2
     assert doc["plan"]["candidates"][0]["truncateBytes"]["2"] == 0
-    # the current master again: the controller refuses (2011), code and remark printed, exit 3
-    proc = run("electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "2")
-    assert proc.returncode == 3
+    # the current master again: nothing to elect (the controller answers 2011): exit 0, saying so with
+    # the controller's code and remark, as mqadmin reports it; mqadmin's spellings of the options
+    proc = run("electMaster", *a, "--clusterName", CLUSTER, "--brokerName", "broker-a", "--brokerId", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "broker 2 is already the master of broker-a; nothing was changed" in proc.stderr
     assert "CONTROLLER_MASTER_STILL_EXIST (2011)" in proc.stderr and "still alive" in proc.stderr
+    assert "nothing was changed: master 2" in proc.stdout
+    doc = json.loads(run("electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "2", "-o", "json").stdout)
+    assert doc["alreadyMaster"] is True and doc["expectedError"] is None and "error" not in doc
+    assert doc["result"]["masterBrokerId"] == 2 and doc["result"]["masterEpoch"] == 2
+    proc = run("electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "2", "--dry-run")
+    assert proc.returncode == 0 and "broker 2 is already the master: nothing to elect" in proc.stdout
+    proc = run("electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "2", "-o", "mqadmin")
+    assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr  # mqadmin prints nothing either
     # outside the SyncStateSet: mqctl's guard (exit 2) ...
     single.beater.beat("broker-a", 3, single.addrs[3], epoch=1, max_offset=MAX_OFFSET[3])
     proc = run("elect-master", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "3")

@@ -17,11 +17,18 @@ electMaster, cleanBrokerMetadata, getControllerMetaData), and every node where i
 (getControllerConfig; updateControllerConfig with the leader's address, and with every address for the
 documented difference: followers refuse 1009). The tests of a module share one deployment per size and
 run in the order written (the later ones change broker-b and broker-c).
+
+After each mqadmin sub-command, mqctl's own command with mqadmin's spellings (camelCase long options,
+-n for the name server) and `-o mqadmin` is run on the same state, and its stdout compared with
+mqadmin's, byte for byte (docs/admin.md#mqadmin-compatibility).
 """
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +49,7 @@ from mqctl.testing import LocalCluster, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 
+MQCTL = str(Path(sys.executable).with_name("mqctl"))
 OFFSETS = {1: 1000, 2: 900, 3: 800}  # broker-a's replicas (driver replicas 1..3 = controller ids 1..3)
 
 
@@ -99,6 +107,21 @@ def dep(request: pytest.FixtureRequest, java_classes: Path,
             brokers.close()
 
 
+def mqctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """mqctl over RocketMQ remoting (as against a RocketMQ controller)."""
+    return subprocess.run([MQCTL, *args, "--protocol", "remoting"], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _same_as_mqadmin(mq: subprocess.CompletedProcess[str], mine: subprocess.CompletedProcess[str]) -> str:
+    """mqctl's -o mqadmin printed exactly what mqadmin printed (both succeeded)."""
+    assert mine.returncode == 0, f"mqctl exited {mine.returncode}\n{mine.stdout}\n{mine.stderr}"
+    expected = _ok(mq)
+    assert mine.stdout.splitlines() == expected.splitlines(), f"mqctl:\n{mine.stdout}\nmqadmin:\n{expected}"
+    assert mine.stdout == expected
+    return expected
+
+
 def _ok(p) -> str:
     assert p.returncode == 0, f"mqadmin exited {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     return str(p.stdout)
@@ -142,6 +165,12 @@ def test_getControllerMetaData(dep: Deployment) -> None:
         f"{n.raft_address}:{a}" for n, a in zip(dep.cluster.nodes, dep.remoting, strict=True)), out
 
 
+def test_mqctl_getControllerMetaData_as_mqadmin(dep: Deployment) -> None:
+    for asked in dict.fromkeys([dep.asked(), dep.leader_remoting()]):
+        _same_as_mqadmin(mqadmin("getControllerMetaData", "-a", asked),
+                         mqctl("getControllerMetaData", "--controllerAddress", asked, "-o", "mqadmin"))
+
+
 def test_getSyncStateSet(dep: Deployment) -> None:
     a = dep.addr
     broker_a = _sync_state_set_block("broker-a", 1, a[1], 1, 2, [(1, a[1], True), (2, a[2], True)],
@@ -154,6 +183,30 @@ def test_getSyncStateSet(dep: Deployment) -> None:
     out = _ok(mqadmin("getSyncStateSet", "-a", dep.asked(), "-c", CLUSTER, namesrv=dep.brokers.namesrv))
     expected = {"broker-a": broker_a, "broker-b": broker_b, "broker-c": broker_c}
     assert _blocks(out, "\n#brokerName\t") == expected, out
+
+
+def test_mqctl_getSyncStateSet_as_mqadmin(dep: Deployment) -> None:
+    """The same command lines, mqadmin's and mqctl's, print the same bytes; -c with -n reads the
+    cluster's broker sets from the name-server stand-in (RocketMQ's ClusterInfo), in Java's HashMap
+    order as mqadmin prints them."""
+    ns = dep.brokers.namesrv
+    for args in (["-a", dep.asked(), "-b", "broker-a"], ["-a", dep.asked(), "-b", "broker-c"],
+                 ["-a", dep.asked(), "-c", CLUSTER, "-n", ns],
+                 ["--controllerAddress", dep.all(), "--clusterName", CLUSTER, "--namesrvAddr", ns]):
+        mine = mqctl("getSyncStateSet", *args, "-o", "mqadmin")
+        if "-a" in args:
+            _same_as_mqadmin(mqadmin("getSyncStateSet", *args), mine)
+        else:  # mqadmin uses the first -a address only; mqctl any of them
+            _same_as_mqadmin(mqadmin("getSyncStateSet", "-a", dep.asked(), "-c", CLUSTER, "-n", ns), mine)
+    # -c from the name server, in mqctl's own JSON: the same broker sets as the controller's -c
+    doc = json.loads(mqctl("getSyncStateSet", "-a", dep.asked(), "-c", CLUSTER, "-n", ns, "-o", "json")
+                     .stdout)
+    own = json.loads(mqctl("getSyncStateSet", "-a", dep.asked(), "-c", CLUSTER, "-o", "json").stdout)
+    assert [b["brokerName"] for b in doc["brokers"]] == ["broker-a", "broker-b", "broker-c"]
+    assert [b["brokerName"] for b in own["brokers"]] == ["broker-a", "broker-b", "broker-c"]
+    # a cluster the name server does not know: mqadmin's words, exit 5 (not found)
+    p = mqctl("getSyncStateSet", "-a", dep.asked(), "-c", "no-such-cluster", "-n", ns)
+    assert p.returncode == 5 and "Make sure the specified clusterName exists" in p.stderr, p.stderr
 
 
 def test_getBrokerEpoch(dep: Deployment) -> None:
@@ -170,6 +223,18 @@ def test_getBrokerEpoch(dep: Deployment) -> None:
     blocks = {re.search(r"#brokerAddr\t(\S+)", p)[1]: "\n#clusterName\t" + p  # type: ignore[index]
               for p in parts[1:]}
     assert blocks == expected, out
+
+
+def test_mqctl_getBrokerEpoch_as_mqadmin(dep: Deployment) -> None:
+    """The brokers from the name server (-n), each asked with 1007, printed as mqadmin prints them
+    (its HashSet of addresses decides the order)."""
+    ns = dep.brokers.namesrv
+    for args in (["-b", "broker-a"], ["-c", CLUSTER]):
+        _same_as_mqadmin(mqadmin("getBrokerEpoch", *args, "-n", ns),
+                         mqctl("getBrokerEpoch", *args, "-n", ns, "-o", "mqadmin"))
+    _same_as_mqadmin(mqadmin("getBrokerEpoch", "-b", "broker-b", "-n", ns),
+                     mqctl("getBrokerEpoch", "--brokerName", "broker-b", "--namesrvAddr", ns,
+                           "-o", "mqadmin"))
 
 
 def _properties(out: str) -> dict[str, dict[str, str]]:
@@ -226,6 +291,13 @@ def test_updateControllerConfig(dep: Deployment) -> None:
             client.update_config({"enableElectUncleanMaster": "false"}, leader)
 
 
+def test_mqctl_updateControllerConfig_as_mqadmin(dep: Deployment) -> None:
+    leader = dep.leader_remoting()
+    args = ("-a", leader, "-k", "enableElectUncleanMaster", "-v", "false")
+    _same_as_mqadmin(mqadmin("updateControllerConfig", *args),
+                     mqctl("updateControllerConfig", *args, "-o", "mqadmin"))
+
+
 def test_updateControllerConfig_black_list(dep: Deployment) -> None:
     """rocketmqHome: one of the keys ControllerRequestProcessor adds to configBlackList itself
     (test_controller_config_interop.py tries configStorePath)."""
@@ -250,6 +322,42 @@ def test_electMaster(dep: Deployment) -> None:
             2012, "Failed to elect a new master")
     _failed(mqadmin("electMaster", "-a", dep.asked(), "-b", "1", "-bn", "broker-zz", "-c", CLUSTER),
             2010, "Broker hasn't been registered")
+
+
+def _elect_lines(broker_name: str, master_addr: str, master_epoch: int, ss_epoch: int) -> str:
+    """ReElectMasterSubCommand's lines (no "#Broker" lines: see test_electMaster)."""
+    return (f"\n#ClusterName\t{CLUSTER}\n#BrokerName\t{broker_name}\n#BrokerMasterAddr\t{master_addr}"
+            f"\n#MasterEpoch\t{master_epoch}\n#SyncStateSetEpoch\t{ss_epoch}\n")
+
+
+def test_mqctl_electMaster_as_mqadmin(dep: Deployment) -> None:
+    """After test_electMaster (broker-b: master 2, SyncStateSet {2}, epochs 2 and 3): mqctl elects 1
+    back with mqadmin's command line, then mqadmin elects 2 again; each prints the same lines for its
+    election. The master itself: mqctl exits 0 and says so, mqadmin's stdout is as empty as mqctl's."""
+    a, b = dep.addr, dep.brokers
+    assert b.call("alter", 5, "1,2")["code"] == 0  # the master takes 1 back in: SyncStateSet epoch 4
+    mine = mqctl("electMaster", "--controllerAddress", dep.asked(), "--brokerId", "1", "--brokerName",
+                 "broker-b", "--clusterName", CLUSTER, "-o", "mqadmin")
+    assert mine.returncode == 0, mine.stderr
+    assert mine.stdout == _elect_lines("broker-b", a[4], 3, 5), mine.stdout
+    b.wait_notify(4, lambda e: e["masterEpoch"] == 3, 10, "1008 after mqctl's electMaster")
+    assert b.call("alter", 4, "1,2")["code"] == 0  # SyncStateSet epoch 6
+    out = _ok(mqadmin("electMaster", "-a", dep.asked(), "-b", "2", "-bn", "broker-b", "-c", CLUSTER))
+    assert out == _elect_lines("broker-b", a[5], 4, 7), out
+    b.wait_notify(5, lambda e: e["masterEpoch"] == 4, 10, "1008 after mqadmin's electMaster")
+    # the master again: the controller answers 2011; mqadmin (RocketMQ's MQAdminStartup exits 0, this
+    # build 1) prints nothing on stdout; mqctl neither, and exits 0 saying so on stderr
+    again = ("-a", dep.asked(), "-b", "2", "-bn", "broker-b", "-c", CLUSTER)
+    _failed(mq := mqadmin("electMaster", *again), 2011,
+            "The old master 2 is still alive, not need to elect new master for broker broker-b")
+    mine = mqctl("electMaster", *again, "-o", "mqadmin")
+    assert (mine.returncode, mine.stdout, mq.stdout) == (0, "", ""), mine.stderr
+    assert "broker 2 is already the master of broker-b" in mine.stderr
+    assert ("CONTROLLER_MASTER_STILL_EXIST (2011): The old master 2 is still alive, not need to elect new "
+            "master for broker broker-b") in mine.stderr
+    doc = json.loads(mqctl("electMaster", *again, "-o", "json").stdout)
+    assert doc["alreadyMaster"] is True and doc["result"]["masterBrokerId"] == 2
+    assert (doc["result"]["masterAddress"], doc["result"]["masterEpoch"]) == (a[5], 4)
 
 
 def test_cleanBrokerMetadata(dep: Deployment) -> None:
