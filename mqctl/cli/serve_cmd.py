@@ -22,8 +22,9 @@ def serve(
     wait_for: int = typer.Option(None, "--wait-for", help="first election of a broker set waits for "
                                  "N alive replicas [default: 1]"),
     token: str = typer.Option(None, "--token", help="bearer token required by mutating admin calls"),
-    tls_cert: str = typer.Option(None, "--tls-cert", help="gRPC server certificate (PEM)"),
-    tls_key: str = typer.Option(None, "--tls-key", help="gRPC server private key (PEM)"),
+    tls_cert: str = typer.Option(None, "--tls-cert", help="server certificate (PEM) of the gRPC port and of "
+                                 "--remoting-port (remoting_tls_mode: enforcing, permissive, disabled)"),
+    tls_key: str = typer.Option(None, "--tls-key", help="server private key (PEM) of --tls-cert"),
     tls_ca: str = typer.Option(None, "--tls-ca", help="CA for client certificates (enables mTLS)"),
     cluster_secret: str = typer.Option(None, "--cluster-secret", help="Raft password; required "
                                        "when a Raft address is not on loopback"),
