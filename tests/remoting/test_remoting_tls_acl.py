@@ -107,6 +107,22 @@ def test_mqctl_client_over_tls_to_mqctl_serve(tls_node: str, pki: PkiFiles) -> N
 
 
 @pytest.mark.slow
+def test_one_tls_connection_many_threads(tls_node: str, pki: PkiFiles) -> None:
+    """The reader thread and any number of writers share one TLS connection (records sealed and
+    sent in order, responses matched by opaque)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with RemotingConnection(tls_node, tls=client_context(pki.ca), acl=AclCredentials("ak", "sk")) as conn:
+        def ask(i: int) -> tuple[int, str]:
+            answer = conn.invoke(headers.GET_METADATA_INFO, {"n": str(i)}, b"x" * (i * 997), timeout=20)
+            return answer.code, answer.ext_fields.get("controllerLeaderAddress", "")
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(ask, range(200)))
+    assert answers == [(0, tls_node)] * 200
+
+
+@pytest.mark.slow
 def test_enforcing_refuses_plaintext_and_unknown_certificates(tls_node: str, pki: PkiFiles) -> None:
     with pytest.raises(RemotingError):  # the server closes the connection on a plaintext frame
         with RemotingConnection(tls_node, connect_timeout=3) as plain:
