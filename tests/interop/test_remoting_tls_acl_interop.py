@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from interop_fixtures import SHARED
+from interop_fixtures import CLASSPATH, JVM_OPTS, SHARED
 from tls_pki import PkiFiles, write_pki
 
 from mqctl.remoting import codec, headers
@@ -158,6 +158,12 @@ def test_rocketmq_client_over_tls_to_mqctl_serve(driver: list[str], pki: PkiFile
         wrong_ca = [*_tls_client_props(pki)[:-1], f"-Dtls.client.trustCertPath={pki.other_ca}"]
         other = _java_client(driver, wrong_ca, address, headers.GET_METADATA_INFO)
         assert "error" in other, other
+        # RocketMQ's mqadmin (../shared/rocketmq-java, the develop branch) with the same properties
+        mqadmin = ["java", *JVM_OPTS, *_tls_client_props(pki), "-cp", CLASSPATH, "MQAdmin"]
+        p = subprocess.run([*mqadmin, "getControllerMetaData", "-a", address], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert f"#ControllerLeaderAddress\t{address}" in p.stdout, p.stdout
     finally:
         cluster.stop()
 
