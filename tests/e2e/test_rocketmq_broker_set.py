@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,6 +57,7 @@ CONTROLLERS = [{"grpc": f"127.0.0.1:{9870 + i}", "raft": f"127.0.0.1:{9880 + i}"
 GRPC = ";".join(c["grpc"] for c in CONTROLLERS)
 BROKERS = {f"b{i}": {"port": 10911 + 10 * i, "ha": 10912 + 10 * i} for i in range(3)}
 LOG_ROOT: Path | None = None    # for conftest.py: where the logs are kept
+FAILED = False                  # set by conftest.py when a test of this module failed: keep LOG_ROOT
 FAILOVERS: list[dict[str, object]] = []  # measured, printed at the end of the module
 
 
@@ -94,7 +97,7 @@ class BrokerSet:
         doc = self.mqctl_json("getSyncStateSet", "-b", BROKER_SET, "-a", self.grpc)
         return doc
 
-    def start_controller(self, i: int) -> None:
+    def start_controller(self, i: int, data_dir: Path | None = None) -> None:
         c = CONTROLLERS[i]
         peers = ",".join(o["raft"] for j, o in enumerate(CONTROLLERS) if j != i)
         name = f"controller{i}"
@@ -102,8 +105,9 @@ class BrokerSet:
             p.touch()
             testing.watch_log(str(p))  # a traceback in a node's log fails the test (tests/conftest.py)
         self.ns.start(name, MQCTL, "serve", "--listen", str(c["grpc"]), "--raft", str(c["raft"]), "--peers",
-                      peers, "--remoting-port", str(c["remoting"]), "--data-dir", str(self.root / name),
-                      "--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "1000")
+                      peers, "--remoting-port", str(c["remoting"]),
+                      "--data-dir", str(data_dir or self.root / name), "--heartbeat-timeout", str(LEASE_MS),
+                      "--scan-interval", "1000")
 
     def start_broker(self, broker: str) -> int:
         """Starts the broker; the length of its stderr before, to read what it logs from there on."""
@@ -174,14 +178,15 @@ def wait_for(what: str, fn, timeout: float, interval: float = 0.3):  # noqa: ANN
 
 
 @pytest.fixture(scope="module")
-def broker_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerSet]:
+def broker_set() -> Iterator[BrokerSet]:
     global LOG_ROOT
     require_rocketmq()
-    root = tmp_path_factory.mktemp("e2e")
+    root = Path(tempfile.mkdtemp(prefix="mqctl-e2e-"))
     LOG_ROOT = root
     classes = compile_java(root / "classes", HERE / "E2eDriver.java")
     ns = Namespace(root)
     bs = BrokerSet(ns, broker_classpath(), classes)
+    keep = False
     try:
         for i in range(len(CONTROLLERS)):
             bs.start_controller(i)
@@ -195,6 +200,10 @@ def broker_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerSet]:
             bs.start_broker(b)
         for b in BROKERS:
             ns.wait_log(b, r"boot success", 120)
+    except BaseException:
+        keep = True
+        raise
+    else:
         yield bs
     finally:
         for p in ns.procs.values():
@@ -207,6 +216,10 @@ def broker_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerSet]:
             except subprocess.TimeoutExpired:
                 pass
         ns.close()  # kill -9 what is left, by pid, and the namespace's holder
+        if FAILED or keep:
+            print(f"\ne2e logs kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
         if FAILOVERS:
             print("\nfailover figures (kill -9 of the master -> first acknowledged send):")
             for f in FAILOVERS:
@@ -258,13 +271,17 @@ def test_one_master_and_sync_state_set_of_three(broker_set: BrokerSet) -> None:
                               broker_set.err(b))
             assert last and last[-1] == (str(broker_set.ids[b]), str(broker_set.ids[master]),
                                          broker_set.address(master), str(epoch)), (b, last)
-    # the epoch file each broker keeps, read by mqctl (getBrokerEpoch --store): the master's epoch from
-    # offset 0, open-ended
+    # the epoch file each broker keeps, read by mqctl (getBrokerEpoch --store): the same on every replica,
+    # from offset 0, open-ended, no epoch above the controller's (an empty log keeps the first entry)
+    epochs = {}
     for b in BROKERS:
         (doc,) = broker_set.mqctl_json("getBrokerEpoch", "--store", str(broker_set.store(b)))["brokers"]
         assert (doc["clusterName"], doc["brokerName"], doc["brokerId"]) == (
             "DefaultCluster", BROKER_SET, broker_set.ids[b])
-        assert doc["epochs"][-1] == {"epoch": epoch, "startOffset": 0, "endOffset": 2**63 - 1}, doc
+        epochs[b] = doc["epochs"]
+        assert doc["epochs"][0]["startOffset"] == 0 and doc["epochs"][-1]["endOffset"] == 2**63 - 1, doc
+        assert 1 <= doc["epochs"][-1]["epoch"] <= epoch, doc
+    assert all(e == epochs[master] for e in epochs.values()), epochs
 
 
 def records(store: Path) -> list[tuple[str, int]]:
@@ -428,3 +445,63 @@ def test_controller_leader_kill_then_master_kill(broker_set: BrokerSet) -> None:
     wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 60,
              interval=1)
     fail_over(broker_set, "failover2")
+
+
+
+def test_switch_to_another_controller_group(broker_set: BrokerSet) -> None:
+    """The broker set moves to another controller group that has never seen it (docs/rocketmq-quickstart.md:
+    how an existing RocketMQ 5.x deployment comes to mqctl, and how it goes back to RocketMQ's own
+    controller): stop the brokers, move brokerIdentity and the epoch files aside (`mqctl upgrade
+    clear-epochs`), point controllerAddr at the other group, start the last master, then the slaves.
+    Kept as they are, the ids are refused: RocketMQ's broker retries RegisterBroker forever on 2010
+    `Broker-set: broker-a hasn't been registered in controller`."""
+    ns = broker_set.ns
+    # every replica running and caught up: the stores must be aligned (a slave behind the master finds no
+    # epoch entry for its offset once the epoch files are gone, and replication stops)
+    for b in broker_set.killed:
+        if b not in ns.procs:
+            broker_set.start_broker(b)
+    wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 90,
+             interval=1)
+    master, _ = broker_set.master()
+    stores = [broker_set.store(b) for b in BROKERS]
+    wait_for("every replica's commitlog to equal the master's",
+             lambda: all(records(s) == records(broker_set.store(master)) for s in stores), 30, interval=0.5)
+    # stop the slaves, then the master (kill -9: a slave's SIGTERM can take minutes; RocketMQ recovers)
+    for b in [*[b for b in BROKERS if b != master], master]:
+        assert ns.stop(b, signal.SIGKILL, 30) == -signal.SIGKILL
+    for i in range(len(CONTROLLERS)):
+        if f"controller{i}" in ns.procs:
+            ns.stop(f"controller{i}", signal.SIGTERM, 30)
+    # mqctl's pre-flight: every broker stopped, the stores aligned
+    doc = broker_set.mqctl_json("upgrade", "check", *[a for s in stores for a in ("--store", str(s))])
+    status = {(c["check"], c["subject"]): c["status"] for c in doc["checks"]}
+    assert [status[("stopped", str(s))] for s in stores] == ["ok"] * 3, doc
+    assert status[("aligned", "DefaultCluster/broker-a")] == "ok", doc
+    p = broker_set.mqctl("upgrade", "clear-epochs", *[a for s in stores for a in ("--store", str(s))],
+                         "--yes", "--backup-dir", str(broker_set.root / "epochs-backup"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    for s in stores:
+        assert not (s / "epochFileCheckpoint").exists()
+        (s / "brokerIdentity").rename(s / "brokerIdentity.old")
+    # the other group: new data directories (the same ports, so the brokers' controllerAddr holds)
+    for i in range(len(CONTROLLERS)):
+        broker_set.start_controller(i, data_dir=broker_set.root / f"other{i}")
+    broker_set.grpc = GRPC
+    wait_for("a controller leader",
+             lambda: broker_set.mqctl("getControllerMetaData", "-a", GRPC).returncode == 0, 60)
+    before = broker_set.start_broker(master)
+    broker_set.wait_broker_log(master, r"Begin to change to master, brokerName:broker-a", 120, after=before)
+    assert wait_for("the last master named master", lambda: broker_set.master()[0], 30) == master
+    for b in BROKERS:
+        if b != master:
+            broker_set.start_broker(b)
+    wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 90,
+             interval=1)
+    ids = {b: int((broker_set.store(b) / "brokerIdentity").read_text().rsplit("#", 1)[1]) for b in BROKERS}
+    assert ids[master] == 1 and sorted(ids.values()) == [1, 2, 3], ids
+    lines = broker_set.driver("read", NAMESRV, "E2eTopic")
+    read = {ln.split()[1]: int(ln.split()[2]) for ln in lines if ln.startswith("msg ")}
+    missing = {k: v for k, v in broker_set.acked.items() if read.get(k) != v}
+    assert not missing, f"{len(missing)} acknowledged messages not read back: {sorted(missing.items())[:10]}"
+    broker_set.acked.update(acked_lines(broker_set.driver("send", NAMESRV, "E2eTopic", "switched", "10")))
