@@ -66,6 +66,12 @@ def _tls_key_opt() -> Any:
     return typer.Option(None, "--tls-key", envvar="MQCTL_TLS_KEY", help="client private key (PEM) for mTLS")
 
 
+def _tls_server_name_opt() -> Any:
+    return typer.Option(None, "--tls-server-name", envvar="MQCTL_TLS_SERVER_NAME", metavar="NAME",
+                        help="the name the controller's certificate must carry (default: the host of -a), "
+                             "for certificates without the address dialled")
+
+
 def _access_key_opt() -> Any:
     return typer.Option(None, "--access-key", envvar="MQCTL_ACCESS_KEY",
                         help="RocketMQ ACL AccessKey: sign remoting requests as RocketMQ's AclClientRPCHook "
@@ -104,12 +110,13 @@ class Conn:
 
     def __init__(self, addr: str, token: str | None, tls_ca: str | None, tls_cert: str | None,
                  tls_key: str | None, timeout: float, protocol: str = "auto", access_key: str | None = None,
-                 secret_key: str | None = None) -> None:
+                 secret_key: str | None = None, tls_server_name: str | None = None) -> None:
         from mqctl.api import parse_addresses
 
         self.addresses = parse_addresses(addr)
         self.token = token
         self.tls_ca, self.tls_cert, self.tls_key = tls_ca, tls_cert, tls_key
+        self.tls_server_name = tls_server_name or None
         if bool(access_key) != bool(secret_key):
             raise UsageError("--access-key and --secret-key go together (MQCTL_ACCESS_KEY, MQCTL_SECRET_KEY)")
         self.access_key, self.secret_key = access_key or None, secret_key or None
@@ -145,19 +152,21 @@ class Conn:
             return cast("ControllerClient", self.remoting(targets, seconds))
         return self._grpc(targets, seconds)
 
-    def remoting(self, targets: list[str], seconds: float) -> Any:
-        """A RemotingControllerClient with this connection's token, TLS and ACL options."""
+    def remoting(self, targets: list[str], seconds: float, *, brokers: bool = False) -> Any:
+        """A RemotingControllerClient with this connection's token, TLS and ACL options (``brokers``:
+        for RocketMQ brokers, whose certificates do not carry --tls-server-name)."""
         from mqctl.remoting.client import RemotingControllerClient
 
         return RemotingControllerClient(targets, token=self.token, timeout=seconds, tls_ca=self.tls_ca,
                                         tls_cert=self.tls_cert, tls_key=self.tls_key,
+                                        server_name=None if brokers else self.tls_server_name,
                                         access_key=self.access_key, secret_key=self.secret_key)
 
     def _grpc(self, targets: list[str], seconds: float) -> ControllerClient:
         from mqctl.client import ControllerClient
 
         return ControllerClient(targets, token=self.token, tls_ca=self.tls_ca, tls_cert=self.tls_cert,
-                                tls_key=self.tls_key, timeout=seconds)
+                                tls_key=self.tls_key, server_name=self.tls_server_name, timeout=seconds)
 
 
 PROTOCOLS = ("auto", "grpc", "remoting")
@@ -177,7 +186,8 @@ def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
 _CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
     "addr": (str, _addr_opt), "token": (str, _token_opt), "tls_ca": (str, _tls_ca_opt),
     "tls_cert": (str, _tls_cert_opt), "tls_key": (str, _tls_key_opt), "protocol": (str, _protocol_opt),
-    "access_key": (str, _access_key_opt), "secret_key": (str, _secret_key_opt),
+    "tls_server_name": (str, _tls_server_name_opt), "access_key": (str, _access_key_opt),
+    "secret_key": (str, _secret_key_opt),
 }
 _REMOTING_ONLY = ("protocol", "access_key", "secret_key")  # left out of the gRPC-only commands
 
@@ -498,7 +508,7 @@ def _epoch_cache(address: str, conn: Conn) -> Any:
             if protocol == "grpc" or cache.error is None:
                 return cache
             grpc_error = cache.error
-    with conn.remoting([address], timeout) as client:
+    with conn.remoting([address], timeout, brokers=True) as client:
         cache = client.get_broker_epoch_cache(address, timeout=timeout)
     if grpc_error and cache.error is not None:
         cache.error = f"{grpc_error} (over remoting: {cache.error})"

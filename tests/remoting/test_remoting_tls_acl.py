@@ -164,6 +164,21 @@ def test_cli_over_tls_and_acl(tls_node: str, pki: PkiFiles) -> None:
 
 
 @pytest.mark.slow
+def test_cli_tls_server_name(tls_node: str, pki: PkiFiles) -> None:
+    """--tls-server-name (MQCTL_TLS_SERVER_NAME): the name checked in the certificate instead of the
+    host of -a (the test certificate has localhost and 127.0.0.1)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
+    cmd = [sys.executable, "-m", "mqctl", "getControllerMetaData", "-a", tls_node, "--protocol", "remoting",
+           "--tls-ca", pki.ca, "-o", "json"]
+    p = subprocess.run([*cmd, "--tls-server-name", "localhost", "--timeout", "20"], capture_output=True,
+                       text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([*cmd, "--timeout", "3"], capture_output=True, text=True, timeout=60,
+                       env={**env, "MQCTL_TLS_SERVER_NAME": "somebody.else"})
+    assert p.returncode == 6 and "certificate" in p.stderr, p.stderr
+
+
+@pytest.mark.slow
 def test_mutual_tls(tmp_path: Path, pki: PkiFiles) -> None:
     cluster, address = _serve(tmp_path, pki, mtls=True)
     try:
