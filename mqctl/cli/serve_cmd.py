@@ -23,7 +23,7 @@ def serve(
                                  "N alive replicas [default: 1]"),
     token: str = typer.Option(None, "--token", help="bearer token required by mutating admin calls"),
     tls_cert: str = typer.Option(None, "--tls-cert", help="server certificate (PEM) of the gRPC port and of "
-                                 "--remoting-port (remoting_tls_mode: enforcing, permissive, disabled)"),
+                                 "--remoting-port (see --remoting-tls-mode)"),
     tls_key: str = typer.Option(None, "--tls-key", help="server private key (PEM) of --tls-cert"),
     tls_ca: str = typer.Option(None, "--tls-ca", help="CA for client certificates (enables mTLS)"),
     cluster_secret: str = typer.Option(None, "--cluster-secret", help="Raft password; required "
@@ -40,6 +40,11 @@ def serve(
     remoting_port: int = typer.Option(None, "--remoting-port", help="also serve RocketMQ remoting "
                                       "(brokers, mqadmin) on this port of the --listen host; RocketMQ's "
                                       "default is 9878 [default: off]"),
+    remoting_tls_mode: str = typer.Option(None, "--remoting-tls-mode",
+                                          metavar="enforcing|permissive|disabled",
+                                          help="with --tls-cert, the remoting port's TLS as RocketMQ's "
+                                               "tls.server.mode: TLS only, TLS or plaintext, plaintext "
+                                               "[default: enforcing]"),
     advertise_remoting: str = typer.Option(None, "--advertise-remoting", help="remoting HOST:PORT "
                                            "published to brokers and other nodes [default: the "
                                            "--advertise host, the --remoting-port]"),
@@ -65,6 +70,6 @@ def serve(
                  cluster_secret=cluster_secret, heartbeat_timeout=heartbeat_timeout,
                  scan_interval=scan_interval, enable_elect_unclean_master=enable_elect_unclean_master,
                  log_level=log_level, log_format=log_format, remoting_port=remoting_port,
-                 advertise_remoting=advertise_remoting)
+                 advertise_remoting=advertise_remoting, remoting_tls_mode=remoting_tls_mode)
     cfg = serve_config.load(flags, config)
     raise typer.Exit(run(cfg))

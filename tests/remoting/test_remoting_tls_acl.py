@@ -212,3 +212,9 @@ def test_bad_tls_mode_is_a_usage_error() -> None:
 
     with pytest.raises(UsageError, match="remoting_tls_mode"):
         load({}, environ={"MQCTL_REMOTING_TLS_MODE": "sometimes"})
+    assert load({"remoting_tls_mode": "permissive"}, environ={}).remoting_tls_mode == "permissive"
+    assert load({}, environ={}).remoting_tls_mode == "enforcing"
+    p = subprocess.run([sys.executable, "-m", "mqctl", "serve", "--remoting-tls-mode", "sometimes"],
+                       capture_output=True, text=True, timeout=60,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")})
+    assert p.returncode == 2 and "bad remoting_tls_mode 'sometimes'" in p.stderr, p.stderr
