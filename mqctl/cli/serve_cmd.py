@@ -48,6 +48,50 @@ def serve(
     advertise_remoting: str = typer.Option(None, "--advertise-remoting", help="remoting HOST:PORT "
                                            "published to brokers and other nodes [default: the "
                                            "--advertise host, the --remoting-port]"),
+    # per-peer limits of the listeners (docs/serve.md#limits)
+    grpc_max_message_size: int = typer.Option(None, "--grpc-max-message-size", help="largest gRPC "
+                                              "request message, bytes [default: 1048576]"),
+    grpc_max_streams: int = typer.Option(None, "--grpc-max-streams", help="concurrent gRPC calls "
+                                         "per connection (HTTP/2 MAX_CONCURRENT_STREAMS) [default: 100]"),
+    grpc_max_connections: int = typer.Option(None, "--grpc-max-connections", help="open gRPC "
+                                             "connections [default: 1024]"),
+    grpc_max_watches: int = typer.Option(None, "--grpc-max-watches", help="watch streams on this "
+                                         "node [default: 256]"),
+    grpc_max_watches_per_connection: int = typer.Option(None, "--grpc-max-watches-per-connection",
+                                                        help="watch streams per connection, 0 = no "
+                                                        "limit [default: 16]"),
+    grpc_max_watches_per_address: int = typer.Option(None, "--grpc-max-watches-per-address",
+                                                     help="watch streams per client address, 0 = no "
+                                                     "limit [default: 64]"),
+    grpc_keepalive: str = typer.Option(None, "--grpc-keepalive", help="ping a gRPC connection with "
+                                       "calls this often, ms or e.g. 30s [default: 30000]"),
+    grpc_keepalive_timeout: str = typer.Option(None, "--grpc-keepalive-timeout", help="close a gRPC "
+                                               "connection whose ping is not answered in time "
+                                               "[default: 10000]"),
+    grpc_idle_timeout: str = typer.Option(None, "--grpc-idle-timeout", help="close a gRPC connection "
+                                          "without calls for this long [default: 300000]"),
+    grpc_handshake_timeout: str = typer.Option(None, "--grpc-handshake-timeout", help="close a new "
+                                               "gRPC connection whose handshake takes longer "
+                                               "[default: 10000]"),
+    grpc_max_stalled: int = typer.Option(None, "--grpc-max-stalled", help="gRPC calls whose request "
+                                         "message is over 1 s late (each holds a worker), 0 = no limit "
+                                         "[default: 8]"),
+    grpc_max_stalled_per_connection: int = typer.Option(None, "--grpc-max-stalled-per-connection",
+                                                        help="late gRPC calls of one connection, 0 = no "
+                                                        "limit [default: 2]"),
+    grpc_max_stalled_per_address: int = typer.Option(None, "--grpc-max-stalled-per-address",
+                                                     help="late gRPC calls of one client address, 0 = "
+                                                     "no limit [default: 4]"),
+    remoting_max_connections: int = typer.Option(None, "--remoting-max-connections", help="open "
+                                                 "remoting connections [default: 1024]"),
+    remoting_max_connections_per_address: int = typer.Option(
+        None, "--remoting-max-connections-per-address",
+        help="remoting connections per client address, 0 = no limit [default: 256]"),
+    remoting_max_in_flight: int = typer.Option(None, "--remoting-max-in-flight", help="requests of "
+                                               "one remoting connection processed at a time "
+                                               "[default: 64]"),
+    remoting_idle_timeout: str = typer.Option(None, "--remoting-idle-timeout", help="close a remoting "
+                                              "connection silent for this long [default: 120000]"),
     config: str = typer.Option(None, "--config", "-c", help="TOML config file (keys as the long "
                                "flags; flags > MQCTL_* env > file)"),
 ) -> None:
@@ -70,6 +114,17 @@ def serve(
                  cluster_secret=cluster_secret, heartbeat_timeout=heartbeat_timeout,
                  scan_interval=scan_interval, enable_elect_unclean_master=enable_elect_unclean_master,
                  log_level=log_level, log_format=log_format, remoting_port=remoting_port,
-                 advertise_remoting=advertise_remoting, remoting_tls_mode=remoting_tls_mode)
+                 advertise_remoting=advertise_remoting, remoting_tls_mode=remoting_tls_mode,
+                 grpc_max_message_size=grpc_max_message_size, grpc_max_streams=grpc_max_streams,
+                 grpc_max_connections=grpc_max_connections, grpc_max_watches=grpc_max_watches,
+                 grpc_max_watches_per_connection=grpc_max_watches_per_connection,
+                 grpc_max_watches_per_address=grpc_max_watches_per_address, grpc_keepalive=grpc_keepalive,
+                 grpc_keepalive_timeout=grpc_keepalive_timeout, grpc_idle_timeout=grpc_idle_timeout,
+                 grpc_handshake_timeout=grpc_handshake_timeout, grpc_max_stalled=grpc_max_stalled,
+                 grpc_max_stalled_per_connection=grpc_max_stalled_per_connection,
+                 grpc_max_stalled_per_address=grpc_max_stalled_per_address,
+                 remoting_max_connections=remoting_max_connections,
+                 remoting_max_connections_per_address=remoting_max_connections_per_address,
+                 remoting_max_in_flight=remoting_max_in_flight, remoting_idle_timeout=remoting_idle_timeout)
     cfg = serve_config.load(flags, config)
     raise typer.Exit(run(cfg))

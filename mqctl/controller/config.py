@@ -38,6 +38,24 @@ class ServeConfig:
     log_format: str = "text"
     remoting_port: int = 0              # RocketMQ remoting front door on the --listen host; 0 = off
     advertise_remoting: str = ""        # the remoting address published; default: advertised host, port
+    # Per-peer limits of the listeners (docs/serve.md#limits; GrpcLimits, RemotingServer)
+    grpc_max_message_size: int = 1 << 20   # bytes of one request message
+    grpc_max_streams: int = 100            # concurrent streams (calls) per connection
+    grpc_max_connections: int = 1024
+    grpc_max_watches: int = 256            # watch streams on this node
+    grpc_max_watches_per_connection: int = 16   # 0 = no limit
+    grpc_max_watches_per_address: int = 64      # 0 = no limit
+    grpc_keepalive: int = 30_000           # ms between the server's pings on a connection with calls
+    grpc_keepalive_timeout: int = 10_000   # ms for a ping's answer, else the connection is closed
+    grpc_idle_timeout: int = 300_000       # ms without calls, then the connection is closed
+    grpc_handshake_timeout: int = 10_000   # ms for a new connection's handshake
+    grpc_max_stalled: int = 8              # calls whose request message is over 1 s late
+    grpc_max_stalled_per_connection: int = 2    # 0 = no limit
+    grpc_max_stalled_per_address: int = 4       # 0 = no limit
+    remoting_max_connections: int = 1024
+    remoting_max_connections_per_address: int = 256  # 0 = no limit
+    remoting_max_in_flight: int = 64       # requests processed at a time per connection
+    remoting_idle_timeout: int = 120_000   # ms of silence, then the connection is closed
     # with tls_cert: RocketMQ's tls.server.mode of the remoting port (enforcing, permissive, disabled)
     remoting_tls_mode: str = "enforcing"
 
@@ -63,7 +81,15 @@ class ServeConfig:
 
 
 WILDCARDS = {"0.0.0.0", "::", ""}
-DURATION_KEYS = {"heartbeat_timeout", "scan_interval"}
+DURATION_KEYS = {"heartbeat_timeout", "scan_interval", "grpc_keepalive", "grpc_keepalive_timeout",
+                 "grpc_idle_timeout", "grpc_handshake_timeout", "remoting_idle_timeout"}
+# integer limits and their smallest value (0 = no limit where the minimum is 0)
+LIMIT_MINIMUMS = {
+    "grpc_max_message_size": 1024, "grpc_max_streams": 1, "grpc_max_connections": 1, "grpc_max_watches": 1,
+    "grpc_max_watches_per_connection": 0, "grpc_max_watches_per_address": 0, "remoting_max_connections": 1,
+    "remoting_max_connections_per_address": 0, "remoting_max_in_flight": 1, "grpc_max_stalled": 0,
+    "grpc_max_stalled_per_connection": 0, "grpc_max_stalled_per_address": 0,
+}
 MIN_DURATION_MS = 100
 
 
@@ -110,6 +136,10 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             raise UsageError(f"bad value for wait_for ({source}): {number} (expected 1 to 64)")
         if key == "remoting_port" and not 0 <= number <= 65535:
             raise UsageError(f"bad value for remoting_port ({source}): {number} (1 to 65535, 0 = off)")
+        if key in LIMIT_MINIMUMS and not LIMIT_MINIMUMS[key] <= number <= 2**31 - 1:
+            least = LIMIT_MINIMUMS[key]
+            raise UsageError(f"bad value for {key} ({source}): {number} (expected {least} or more"
+                             + (", 0 = no limit)" if least == 0 else ")"))
         return number
     if kind == "bool":
         if isinstance(value, bool):

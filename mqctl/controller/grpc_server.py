@@ -8,6 +8,26 @@ OK whenever this server answered; see docs/grpc-api.md.
 The unary methods that go through ``NodeAPI.call`` are generated from the method table
 (mqctl.methods); GetMetadata and WatchRoleChanges are written out below. Which calls need the
 token is the table's rule (``methods.check_token``); this module only reads the bearer metadata.
+
+Hostile clients (docs/serve.md#limits, ``GrpcLimits``):
+
+- every request deserializer is ``safe_deserializer``, which never raises (grpcio logs a six-line
+  traceback and keeps memory for each request whose deserializer raises): bytes that are not a
+  valid request message become an ``Undecodable`` marker, answered with INVALID_ARGUMENT and at
+  most one log line a minute per client address (``PeerLog``);
+- the handlers are registered request-streaming (``_handlers``; the wire is the same for the
+  clients), so that they see the peer before its request message arrives. A unary call's message
+  is read under a ``CallGuard``: a call whose message is late holds a worker thread, so only a
+  few may be late per connection, per client address and in total, the others are refused or
+  cancelled (``context.cancel()``). A watch stream (WatchRoleChanges, the health service's
+  Watch) takes its slot per connection, per client address and in total before its request is
+  read; watch streams run in their own thread pool, never on the unary workers;
+- message size, concurrent streams per connection, connections, keepalive pings, idle and
+  handshake timeouts are grpc core options; invalid UTF-8 in call metadata, which grpcio logs with
+  a traceback, is one warning a minute (``_MetadataEncodingFilter``).
+
+grpc.aio would hold no thread for a stalled call, but grpcio 1.85's aio server stops for good on a
+call whose path is not UTF-8 (``rpc_state.method().decode()`` in its main loop), one HEADERS frame.
 """
 
 from __future__ import annotations
@@ -16,15 +36,18 @@ import errno
 import logging
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, NoReturn, Protocol
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from mqctl import methods
 from mqctl.controller.convert import RPC_TYPES, dict_to_message, message_to_dict
+from mqctl.controller.peerlimits import CallGuard, PeerLog, PeerSlots, peer_address
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.security import TlsConfig, check_bearer, server_credentials
 from mqctl.v1 import controller_pb2 as pb
@@ -42,6 +65,97 @@ TOKEN_HOW = "metadata 'authorization: Bearer <token>'"
 
 DEFAULT_CALL_TIMEOUT = 5.0
 MAX_CALL_TIMEOUT = 30.0
+HEALTH_SERVICE = "grpc.health.v1.Health"
+WATCH_SPARE_THREADS = 4
+SWEEP_PERIOD = 0.2  # s between two looks at the calls whose request message is late
+
+
+@dataclass(frozen=True)
+class GrpcLimits:
+    """The gRPC door's per-peer limits: docs/serve.md#limits, the `mqctl serve` option in brackets."""
+
+    max_message_bytes: int = 1 << 20  # one request message (--grpc-max-message-size)
+    max_streams_per_connection: int = 100  # HTTP/2 MAX_CONCURRENT_STREAMS (--grpc-max-streams)
+    max_connections: int = 1024  # open connections (--grpc-max-connections)
+    watches_per_connection: int = 16  # watch streams of one connection (--grpc-max-watches-per-connection)
+    watches_per_address: int = 64  # ... of one client address (--grpc-max-watches-per-address)
+    max_watches: int = 256  # ... on this node (--grpc-max-watches)
+    keepalive_time: float = 30.0  # s between pings on a connection with calls (--grpc-keepalive)
+    keepalive_timeout: float = 10.0  # s for a ping's answer (--grpc-keepalive-timeout)
+    idle_timeout: float = 300.0  # s without calls, then the connection is closed (--grpc-idle-timeout)
+    handshake_timeout: float = 10.0  # s for a new connection's handshake (--grpc-handshake-timeout)
+    # calls whose request message is over stall_time late, each holding a unary worker
+    stalled_per_connection: int = 2  # (--grpc-max-stalled-per-connection)
+    stalled_per_address: int = 4  # (--grpc-max-stalled-per-address)
+    max_stalled: int = 8  # (--grpc-max-stalled)
+    stall_time: float = 1.0
+
+    def server_options(self) -> list[tuple[str, int]]:
+        """grpc core channel arguments for the server's ``options``."""
+
+        def ms(seconds: float) -> int:
+            return min(2**31 - 1, max(1, int(seconds * 1000)))
+
+        return [
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+            ("grpc.max_allowed_incoming_connections", self.max_connections),
+            ("grpc.keepalive_time_ms", ms(self.keepalive_time)),
+            ("grpc.keepalive_timeout_ms", ms(self.keepalive_timeout)),
+            # grpcio 1.85's server closes a connection whose keepalive ping is not acknowledged
+            # only with this one (keepalive_timeout_ms alone leaves it open: tests/grpc/test_grpc_limits.py)
+            ("grpc.http2.ping_timeout_ms", ms(self.keepalive_timeout)),
+            ("grpc.max_connection_idle_ms", ms(self.idle_timeout)),
+            ("grpc.server_handshake_timeout_ms", ms(self.handshake_timeout)),
+        ]
+
+    def call_guard(self) -> CallGuard:
+        return CallGuard(
+            per_connection=self.stalled_per_connection, per_address=self.stalled_per_address,
+            total=self.max_stalled, stall=self.stall_time,
+            options=("--grpc-max-stalled-per-connection", "--grpc-max-stalled-per-address",
+                     "--grpc-max-stalled"),
+        )
+
+    def watch_slots(self) -> PeerSlots:
+        return PeerSlots(
+            per_connection=self.watches_per_connection, per_address=self.watches_per_address,
+            total=self.max_watches, what="watch streams",
+            options=("--grpc-max-watches-per-connection", "--grpc-max-watches-per-address",
+                     "--grpc-max-watches"),
+        )
+
+
+class Undecodable:
+    """What ``safe_deserializer`` returns for bytes that are not a valid request message."""
+
+    __slots__ = ("error", "size", "type_name")
+
+    def __init__(self, type_name: str, size: int, error: str) -> None:
+        self.type_name = type_name
+        self.size = size
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"Undecodable({self.type_name}, {self.size} bytes, {self.error})"
+
+
+def safe_deserializer(cls: type[Any]) -> Callable[[bytes], Any]:
+    """``cls.FromString`` that never raises: an ``Undecodable`` instead of DecodeError (or any
+    other exception: a RecursionError, a MemoryError). grpcio logs a six-line traceback and keeps
+    memory for each request whose deserializer raises (issue 20); the servicer answers the marker
+    with INVALID_ARGUMENT."""
+    from_string = cls.FromString
+    type_name = str(cls.DESCRIPTOR.full_name)
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return from_string(data)
+        except Exception as exc:
+            return Undecodable(type_name, len(data), _short(exc, 160))
+
+    deserialize.__qualname__ = deserialize.__name__ = f"safe_{cls.__name__}_FromString"
+    return deserialize
 
 
 class NodeAPI(Protocol):
@@ -61,17 +175,111 @@ def _short(exc: BaseException, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, details: str) -> NoReturn:
+    """``context.abort``: ends the call with ``code`` (grpc sends the status, logs nothing)."""
+    context.abort(code, details)
+    raise AssertionError("context.abort returned")  # pragma: no cover
+
+
 def _error(code: int, remark: str, leader_address: str = "") -> dict[str, Any]:
     return {"code": int(code), "remark": remark, "leader_address": leader_address}
 
 
 class ControllerServicer(pb_grpc.ControllerServicer):
-    """gRPC servicer over a NodeAPI; one instance per server."""
+    """gRPC servicer over a NodeAPI; one instance per server.
 
-    def __init__(self, node: NodeAPI, *, token: str | None = None, max_watches: int = 8) -> None:
+    Its methods take the request message, as the generated ``add_ControllerServicer_to_server``
+    registers them; ``build_server`` registers them request-streaming instead (``_handlers``), with
+    the per-peer limits applied before the request message is read."""
+
+    def __init__(self, node: NodeAPI, *, token: str | None = None, limits: GrpcLimits | None = None,
+                 peer_log: PeerLog | None = None) -> None:
         self._node = node
         self._token = token or None
-        self._watch_slots = threading.BoundedSemaphore(max(1, max_watches))
+        self.limits = limits or GrpcLimits()
+        self.watch_slots = self.limits.watch_slots()
+        self.call_guard = self.limits.call_guard()
+        self.peer_log = peer_log or PeerLog(log)
+        # Watch streams block a thread each: their own pool, never the unary workers. A stream
+        # holds a thread only with its slot: the spare threads answer the refusals.
+        self.watch_pool = futures.ThreadPoolExecutor(
+            max_workers=max(1, self.limits.max_watches) + WATCH_SPARE_THREADS,
+            thread_name_prefix="mqctl-grpc-watch",
+        )
+
+    # -- hostile input -----------------------------------------------------------------------
+
+    def refuse_undecodable(
+        self, method: str, request: Undecodable, context: grpc.ServicerContext
+    ) -> NoReturn:
+        """Answer INVALID_ARGUMENT (raises, as ``context.abort`` does); at most one log line a
+        minute per client address."""
+        peer = str(context.peer())
+        self.peer_log.warning(
+            peer_address(peer), "undecodable %s request from %s (%d bytes: %s): answered INVALID_ARGUMENT",
+            method, peer, request.size, request.error,
+        )
+        _abort(
+            context,
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{method}: the request is not a valid {request.type_name} message ({request.error})",
+        )
+
+    def read_request(self, method: str, requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+        """The one request message of a unary call registered request-streaming, read under the
+        call guard: a call whose message is late holds this worker, so only a few may be late per
+        connection, per client address and in total; one more is refused with RESOURCE_EXHAUSTED,
+        and ``sweep`` cancels the late ones beyond the limits."""
+        peer = str(context.peer())
+        address = peer_address(peer)
+        token, refused = self.call_guard.enter(peer, address, context.cancel)
+        if refused is not None:
+            self.peer_log.warning(address, "refused a %s call from %s: %s", method, peer, refused)
+            _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+        try:
+            request = next(requests, None)
+        finally:
+            self.call_guard.leave(token)
+        if request is None:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{method}: the call carries no request "
+                   "message")
+        if isinstance(request, Undecodable):
+            self.refuse_undecodable(method, request, context)
+        return request
+
+    def sweep(self) -> None:
+        """Cancel the calls whose request message is late beyond the limits (``CallGuard``)."""
+        for address, count in self.call_guard.sweep().items():
+            self.peer_log.warning(
+                address, "cancelled %d call(s) from %s whose request message did not arrive within %.1f s "
+                "(at most %d per connection, %d per address, %d in total may wait)", count, address,
+                self.call_guard.stall, self.call_guard.per_connection, self.call_guard.per_address,
+                self.call_guard.total)
+
+    def take_watch_slot(
+        self, method: str, context: grpc.ServicerContext
+    ) -> tuple[str | None, Callable[[], None]]:
+        """A watch slot for this stream: (None, release) or (why it is refused, a no-op). The
+        release runs once, at the latest when the RPC ends (``context.add_callback``)."""
+        peer = str(context.peer())
+        address = peer_address(peer)
+        refusal = self.watch_slots.acquire(peer, address)
+        if refusal is not None:
+            self.peer_log.warning(address, "refused a %s stream from %s: %s", method, peer, refusal.message)
+            return refusal.message, lambda: None
+        lock = threading.Lock()
+        held = [True]
+
+        def release() -> None:
+            with lock:
+                if not held[0]:
+                    return
+                held[0] = False
+            self.watch_slots.release(peer, address)
+
+        if not context.add_callback(release):  # the RPC has already ended
+            release()
+        return None, release
 
     # -- unary calls -------------------------------------------------------------------------
 
@@ -84,6 +292,8 @@ class ControllerServicer(pb_grpc.ControllerServicer):
 
     def _answer(self, method: str, request: Any, context: grpc.ServicerContext) -> Any:
         response_cls = UNARY_METHODS[method][1]
+        if isinstance(request, Undecodable):
+            self.refuse_undecodable(method, request, context)
         req = message_to_dict(request)
         refused = methods.check_token(
             method, req, lambda: check_bearer(context.invocation_metadata(), self._token), how=TOKEN_HOW
@@ -117,6 +327,8 @@ class ControllerServicer(pb_grpc.ControllerServicer):
             )
 
     def GetMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        if isinstance(request, Undecodable):
+            self.refuse_undecodable("GetMetadata", request, context)
         try:
             result = self._node.metadata()
         except Exception as exc:
@@ -129,17 +341,28 @@ class ControllerServicer(pb_grpc.ControllerServicer):
     def WatchRoleChanges(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:  # noqa: N802
         """Stream RoleChange messages until the client cancels or the node ends the watch.
 
-        Each open stream holds one server worker thread, so at most ``max_watches`` streams
-        run at once; one more is answered with a single RoleChange carrying code 2 SYSTEM_BUSY.
-        """
-        if not self._watch_slots.acquire(blocking=False):
-            yield pb.RoleChange(
-                code=int(Code.SYSTEM_BUSY),
-                remark="too many WatchRoleChanges streams open on this controller; retry later",
-                cluster_name=request.cluster_name,
-                broker_name=request.broker_name,
-            )
-            return
+        Each open stream holds one thread (of the watch pool when served by ``build_server``). The
+        streams are limited per connection, per client address and in total (``GrpcLimits``); one
+        more is answered with a single RoleChange carrying code 2 SYSTEM_BUSY and the limit in the
+        remark."""
+        refused, release = self.take_watch_slot("WatchRoleChanges", context)
+        try:
+            if refused is not None:
+                yield self._busy(refused, request)
+                return
+            if isinstance(request, Undecodable):
+                self.refuse_undecodable("WatchRoleChanges", request, context)
+            yield from self.watch_role_changes(request, context)
+        finally:
+            release()
+
+    def _busy(self, refused: str, request: Any = None) -> Any:
+        names = {} if request is None or isinstance(request, Undecodable) else {
+            "cluster_name": request.cluster_name, "broker_name": request.broker_name}
+        return pb.RoleChange(code=int(Code.SYSTEM_BUSY), remark=refused, **names)
+
+    def watch_role_changes(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        """The stream of one watch, its slot already taken."""
         watch = None
         try:
             try:
@@ -171,7 +394,6 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                     close()
                 except Exception:  # pragma: no cover - best effort
                     log.debug("closing a role watch failed", exc_info=True)
-            self._watch_slots.release()
 
 
 def _unary(method: str) -> Any:
@@ -194,38 +416,159 @@ if _missing:  # pragma: no cover - a row whose entry point has no handler here
     raise ImportError(f"grpc_server: no servicer method for {_missing}")
 
 
-class _Health(health.HealthServicer):  # type: ignore[misc]  # grpc_health ships no types
-    """grpc.health.v1 reporting SERVING while ``node.is_serving()``, for "" and the controller."""
+class Health:
+    """grpc.health.v1 for "" and the controller: SERVING while ``node.is_serving()`` and until
+    ``enter_graceful_shutdown()``; an unknown service is NOT_FOUND (Check) or SERVICE_UNKNOWN
+    (Watch), as grpc's own health servicer answers. The status is refreshed on each Check, when a
+    Watch starts and every second; Watch streams count against the watch limits."""
 
     SERVICES = ("", SERVICE_NAME)
+    POLL = 0.2  # how often a Watch stream looks at the status
 
-    def __init__(self, node: NodeAPI) -> None:
-        super().__init__()
+    def __init__(self, node: NodeAPI, servicer: ControllerServicer) -> None:
         self._node = node
+        self._servicer = servicer
+        self._serving = False
+        self._shutdown = False
         self.refresh()
 
     def refresh(self) -> None:
         try:
-            serving = bool(self._node.is_serving())
+            self._serving = bool(self._node.is_serving())
         except Exception:
             log.exception("node.is_serving() failed")
-            serving = False
+            self._serving = False
+
+    def enter_graceful_shutdown(self) -> None:
+        """NOT_SERVING from now on (before the server stops)."""
+        self._shutdown = True
+
+    def status(self, service: str) -> int:
         resp = health_pb2.HealthCheckResponse
-        status = resp.SERVING if serving else resp.NOT_SERVING
+        if service not in self.SERVICES:
+            return int(resp.SERVICE_UNKNOWN)
+        return int(resp.SERVING if self._serving and not self._shutdown else resp.NOT_SERVING)
+
+    def Check(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Any:  # noqa: N802
+        request = self._servicer.read_request("Health.Check", requests, context)
+        if request.service not in self.SERVICES:
+            _abort(context, grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        self.refresh()
+        return health_pb2.HealthCheckResponse(status=self.status(request.service))
+
+    def List(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Any:  # noqa: N802
+        self._servicer.read_request("Health.List", requests, context)
+        answer = health_pb2.HealthListResponse()
         for service in self.SERVICES:
-            with self._lock:
-                changed = self._server_status.get(service) != status
-            if changed:
-                self.set(service, status)
+            answer.statuses[service].status = self.status(service)
+        return answer
 
-    def Check(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-        self.refresh()
-        return super().Check(request, context)
+    def Watch(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:  # noqa: N802
+        refused, release = self._servicer.take_watch_slot("Health.Watch", context)
+        try:
+            if refused is not None:
+                _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+            request: Any = next(requests, None)
+            if request is None:
+                _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "Health.Watch: the call carries no request")
+            if isinstance(request, Undecodable):
+                self._servicer.refuse_undecodable("Health.Watch", request, context)
+            self.refresh()
+            last = None
+            while context.is_active():
+                status = self.status(request.service)
+                if status != last:
+                    last = status
+                    yield health_pb2.HealthCheckResponse(status=status)
+                time.sleep(self.POLL)
+        finally:
+            release()
 
-    def Watch(self, request: Any, context: grpc.ServicerContext,  # noqa: N802
-              send_response_callback: Any = None) -> Any:
-        self.refresh()
-        return super().Watch(request, context, send_response_callback)
+
+def _handlers(servicer: ControllerServicer, health: Health) -> list[Any]:
+    """The generic handlers of mqctl.v1.Controller and grpc.health.v1.Health, registered
+    request-streaming (the clients' unary and server-streaming calls are the same on the wire),
+    every request deserializer a ``safe_deserializer``."""
+
+    def unary(name: str, behavior: Callable[[Any, grpc.ServicerContext], Any]) -> Any:
+        def rpc(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            return behavior(servicer.read_request(name, requests, context), context)
+
+        return rpc
+
+    def watch(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+        # the slot first: a stalled watch request counts as a watch of its connection and address
+        refused, release = servicer.take_watch_slot("WatchRoleChanges", context)
+        try:
+            if refused is not None:
+                yield servicer._busy(refused)
+                return
+            request = next(requests, None)
+            if request is None:
+                _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "WatchRoleChanges: the call carries no "
+                              "request message")
+            if isinstance(request, Undecodable):
+                servicer.refuse_undecodable("WatchRoleChanges", request, context)
+            yield from servicer.watch_role_changes(request, context)
+        finally:
+            release()
+
+    def in_watch_pool(behavior: Any) -> Any:
+        def stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            return behavior(requests, context)
+
+        stream.experimental_thread_pool = servicer.watch_pool  # type: ignore[attr-defined]
+        return stream
+
+    controller: dict[str, Any] = {}
+    for row in methods.METHODS:
+        request_cls, response_cls = row.types()
+        deserializer = safe_deserializer(request_cls)
+        if row.streaming:
+            controller[row.grpc_method] = grpc.stream_stream_rpc_method_handler(
+                in_watch_pool(watch), request_deserializer=deserializer,
+                response_serializer=response_cls.SerializeToString)
+        else:
+            controller[row.grpc_method] = grpc.stream_unary_rpc_method_handler(
+                unary(row.grpc_method, getattr(servicer, row.grpc_method)), request_deserializer=deserializer,
+                response_serializer=response_cls.SerializeToString)
+    req, resp = health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+    health_handlers = {
+        "Check": grpc.stream_unary_rpc_method_handler(
+            health.Check, request_deserializer=safe_deserializer(req),
+            response_serializer=resp.SerializeToString),
+        "List": grpc.stream_unary_rpc_method_handler(
+            health.List, request_deserializer=safe_deserializer(health_pb2.HealthListRequest),
+            response_serializer=health_pb2.HealthListResponse.SerializeToString),
+        "Watch": grpc.stream_stream_rpc_method_handler(
+            in_watch_pool(health.Watch), request_deserializer=safe_deserializer(req),
+            response_serializer=resp.SerializeToString),
+    }
+    return [
+        grpc.method_handlers_generic_handler(SERVICE_NAME, controller),
+        grpc.method_handlers_generic_handler(HEALTH_SERVICE, health_handlers),
+    ]
+
+
+class _MetadataEncodingFilter(logging.Filter):
+    """grpcio logs call metadata that is not UTF-8 with a traceback (``grpc._cython.cygrpc``:
+    "Invalid encoding on ..."; it reads it as latin-1 and goes on): one warning line a minute
+    instead, without the traceback."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._limit = PeerLog(log)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Invalid encoding on"):
+            return True
+        value = record.args[0] if isinstance(record.args, tuple) and record.args else record.args
+        self._limit.warning("metadata", "a client sent call metadata that is not UTF-8 (read as "
+                            "latin-1): %.60r", value)
+        return False
+
+
+_ENCODING_FILTER = _MetadataEncodingFilter()
 
 
 def _bind_error(listen: str) -> str:
@@ -254,13 +597,16 @@ def build_server(
     token: str | None = None,
     tls: TlsConfig | None = None,
     max_workers: int = 16,
+    limits: GrpcLimits | None = None,
 ) -> grpc.Server:
     """Build, bind and start the gRPC server for ``node`` on ``listen`` (HOST:PORT, port 0 = any).
 
-    The bound port is ``server.mqctl_port``, the health servicer ``server.mqctl_health``
-    (call ``server.mqctl_health.enter_graceful_shutdown()`` before stopping). A busy or
-    unusable address raises ``UsageError`` with one line, e.g.
-    "cannot listen on 127.0.0.1:9878: address already in use".
+    ``max_workers`` threads answer the unary calls; watch streams have their own threads, up to
+    ``limits.max_watches``. ``limits`` (default ``GrpcLimits()``) are the per-peer limits of
+    docs/serve.md#limits. The bound port is ``server.mqctl_port``, the health service
+    ``server.mqctl_health`` (call ``server.mqctl_health.enter_graceful_shutdown()`` before
+    stopping), the servicer ``server.mqctl_servicer``. A busy or unusable address raises
+    ``UsageError`` with one line, e.g. "cannot listen on 127.0.0.1:9878: address already in use".
     """
     host, sep, port_text = listen.rpartition(":")
     if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
@@ -268,16 +614,19 @@ def build_server(
     credentials = server_credentials(tls) if tls is not None else None
     if token and tls is None and host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
         log.warning("a token is set but TLS is not: the token crosses the network in clear text")
+    cygrpc_log = logging.getLogger("grpc._cython.cygrpc")
+    if _ENCODING_FILTER not in cygrpc_log.filters:
+        cygrpc_log.addFilter(_ENCODING_FILTER)
 
+    limits = limits or GrpcLimits()
+    servicer = ControllerServicer(node, token=token, limits=limits)
+    health = Health(node, servicer)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mqctl-grpc"),
-        # Without this, grpc sets SO_REUSEPORT and a second server could share a busy port.
-        options=[("grpc.so_reuseport", 0)],
+        handlers=_handlers(servicer, health),
+        # Without so_reuseport 0, grpc sets SO_REUSEPORT and a second server could share a busy port.
+        options=[("grpc.so_reuseport", 0), *limits.server_options()],
     )
-    servicer = ControllerServicer(node, token=token, max_watches=max(1, max_workers // 2))
-    pb_grpc.add_ControllerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
-    health_servicer = _Health(node)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     try:
         if credentials is not None:
             port = server.add_secure_port(listen, credentials)
@@ -287,17 +636,24 @@ def build_server(
         port = 0
     if not port:
         server.stop(None)
+        servicer.watch_pool.shutdown(wait=False)
         raise UsageError(_bind_error(listen))
     server.start()
     server.mqctl_port = port
-    server.mqctl_health = health_servicer
+    server.mqctl_health = health
+    server.mqctl_servicer = servicer
 
-    def refresh_health() -> None:
+    def housekeeping() -> None:
         # wait_for_termination returns True on timeout, False once the server has stopped.
-        while server.wait_for_termination(timeout=1.0):
-            health_servicer.refresh()
+        ticks = 0
+        while server.wait_for_termination(timeout=SWEEP_PERIOD):
+            servicer.sweep()
+            ticks += 1
+            if ticks % round(1.0 / SWEEP_PERIOD) == 0:
+                health.refresh()
+        servicer.watch_pool.shutdown(wait=False)
 
-    threading.Thread(target=refresh_health, name="mqctl-grpc-health", daemon=True).start()
+    threading.Thread(target=housekeeping, name="mqctl-grpc-housekeeping", daemon=True).start()
     log.info("gRPC API listening on %s:%d%s%s", host, port, " (TLS)" if tls else "",
              " (token required for admin calls)" if token else "")
     return server

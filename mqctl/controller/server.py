@@ -73,7 +73,7 @@ def _remoting_tls(cfg: ServeConfig) -> dict[str, Any]:
 def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
     from mqctl.controller import datadir, records
-    from mqctl.controller.grpc_server import build_server
+    from mqctl.controller.grpc_server import GrpcLimits, build_server
     from mqctl.controller.node import ControllerNode, NodeSettings
     from mqctl.security import TlsConfig
 
@@ -107,7 +107,17 @@ def run(cfg: ServeConfig) -> int:
     if cfg.tls_cert:
         tls = TlsConfig(cert_file=cfg.tls_cert, key_file=cfg.tls_key, client_ca_file=cfg.tls_ca or None)
     try:
-        server = build_server(node, cfg.listen, token=cfg.token or None, tls=tls)
+        limits = GrpcLimits(
+            max_message_bytes=cfg.grpc_max_message_size, max_streams_per_connection=cfg.grpc_max_streams,
+            max_connections=cfg.grpc_max_connections, max_watches=cfg.grpc_max_watches,
+            watches_per_connection=cfg.grpc_max_watches_per_connection,
+            watches_per_address=cfg.grpc_max_watches_per_address,
+            keepalive_time=cfg.grpc_keepalive / 1000, keepalive_timeout=cfg.grpc_keepalive_timeout / 1000,
+            idle_timeout=cfg.grpc_idle_timeout / 1000, handshake_timeout=cfg.grpc_handshake_timeout / 1000,
+            max_stalled=cfg.grpc_max_stalled, stalled_per_connection=cfg.grpc_max_stalled_per_connection,
+            stalled_per_address=cfg.grpc_max_stalled_per_address,
+        )
+        server = build_server(node, cfg.listen, token=cfg.token or None, tls=tls, limits=limits)
     except Exception:
         node.stop()
         raise
@@ -116,8 +126,13 @@ def run(cfg: ServeConfig) -> int:
         from mqctl.remoting.server import start_remoting_server
 
         try:
-            remoting = start_remoting_server(node, cfg.remoting_listen(), token=cfg.token or None,
-                                             **_remoting_tls(cfg))
+            remoting = start_remoting_server(
+                node, cfg.remoting_listen(), token=cfg.token or None,
+                max_connections=cfg.remoting_max_connections,
+                max_connections_per_address=cfg.remoting_max_connections_per_address,
+                max_in_flight=cfg.remoting_max_in_flight, idle_timeout=cfg.remoting_idle_timeout / 1000,
+                **_remoting_tls(cfg),
+            )
         except Exception:
             server.stop(None)
             node.stop()

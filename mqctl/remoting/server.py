@@ -8,7 +8,10 @@ need the token are the method table's (mqctl.methods). One asyncio loop in one t
 owns the sockets; node calls (which may wait for a Raft commit) run in a thread pool.
 
 A malformed frame (bad length, header longer than the frame, undecodable header, a frame over
-16 MiB) closes that connection only, with one log line. After a successful election the
+16 MiB) closes that connection only, with one log line (at most one a minute per client address, as
+for refused connections). Per-peer limits (docs/serve.md#limits): connections in total and per
+client address, requests processed at a time per connection (the connection is not read while
+they are all busy), and an idle timeout on every read. After a successful election the
 controller leader sends NOTIFY_BROKER_ROLE_CHANGED (1008) one-way to every alive replica of the
 broker set that it heard over remoting (a registration, 1003, or a heartbeat, 904), at the
 replica's registered address, on a new connection, as RocketMQ's ControllerManager does: a
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqctl import methods
+from mqctl.controller.peerlimits import PeerLog, PeerSlots, peer_address
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.remoting import codec, headers
 from mqctl.remoting.codec import FLAG_ONEWAY, FLAG_RESPONSE, BodyError, FrameError, RemotingCommand
@@ -41,6 +45,8 @@ log = logging.getLogger("mqctl.remoting")
 DEFAULT_CALL_TIMEOUT = 5.0  # RocketMQ's processor waits 5 s for the controller's future
 IDLE_TIMEOUT = 120.0  # serverChannelMaxIdleTimeSeconds
 MAX_IN_FLIGHT = 64  # requests being processed per connection
+MAX_CONNECTIONS = 1024
+MAX_CONNECTIONS_PER_ADDRESS = 256
 MAX_REGISTRATIONS_PER_CONNECTION = 256
 MAX_REMEMBERED_BROKERS = 100_000
 WRITE_TIMEOUT = 10.0
@@ -72,11 +78,12 @@ class _Registration:
 
 
 class _Connection:
-    def __init__(self, writer: asyncio.StreamWriter, peer: str) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, peer: str, max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self.writer = writer
         self.peer = peer
+        self.address = peer_address(peer)
         self.closed = False
-        self.slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self.slots = asyncio.Semaphore(max(1, max_in_flight))
         self.write_lock = asyncio.Lock()
         self.keys: set[tuple[str, str, int]] = set()
 
@@ -98,7 +105,9 @@ class RemotingServer:
         token: str | None = None,
         serialize_type: int | None = None,
         max_workers: int = 16,
-        max_connections: int = 1024,
+        max_connections: int = MAX_CONNECTIONS,
+        max_connections_per_address: int = MAX_CONNECTIONS_PER_ADDRESS,
+        max_in_flight: int = MAX_IN_FLIGHT,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
@@ -107,7 +116,13 @@ class RemotingServer:
         self.port = port
         self._token = token or None
         self.serialize_type = configured_serialize_type() if serialize_type is None else serialize_type
-        self._max_connections = max_connections
+        self._conn_slots = PeerSlots(
+            per_connection=0, per_address=max_connections_per_address, total=max_connections,
+            what="connections",
+            options=("", "--remoting-max-connections-per-address", "--remoting-max-connections"),
+        )
+        self._max_in_flight = max_in_flight
+        self._peer_log = PeerLog(log)
         self._call_timeout = call_timeout
         self._idle_timeout = idle_timeout
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mqctl-remoting")
@@ -210,9 +225,10 @@ class RemotingServer:
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
-        conn = _Connection(writer, peer)
-        if len(self._conns) >= self._max_connections:
-            log.warning("refusing connection from %s: %d connections open", peer, len(self._conns))
+        conn = _Connection(writer, peer, self._max_in_flight)
+        refused = self._conn_slots.acquire(peer, conn.address)
+        if refused is not None:
+            self._peer_log.warning(conn.address, "refusing connection from %s: %s", peer, refused.message)
             conn.close()
             return
         self._conns.add(conn)
@@ -225,15 +241,18 @@ class RemotingServer:
                     payload = await asyncio.wait_for(reader.readexactly(total), self._idle_timeout)
                     cmd = codec.decode_frame(payload)
                 except FrameError as exc:
-                    log.warning("closing connection from %s: malformed frame: %s", peer, exc)
+                    self._peer_log.warning(conn.address, "closing connection from %s: malformed frame: %s",
+                                           peer, exc)
                     break
                 except asyncio.IncompleteReadError as exc:
                     if exc.partial:
-                        log.warning("connection from %s closed in the middle of a frame", peer)
+                        self._peer_log.warning(conn.address, "connection from %s closed in the middle of a "
+                                               "frame", peer)
                     break
                 except TimeoutError:
-                    log.info(
-                        "closing connection from %s: idle for %.0f s", peer, self._idle_timeout
+                    self._peer_log.log(
+                        logging.INFO, conn.address, "closing connection from %s: idle for %.0f s", peer,
+                        self._idle_timeout,
                     )
                     break
                 if cmd.is_response:
@@ -247,6 +266,7 @@ class RemotingServer:
             log.debug("connection from %s failed: %s", peer, exc)
         finally:
             self._conns.discard(conn)
+            self._conn_slots.release(peer, conn.address)
             for key in conn.keys:
                 reg = self._registrations.get(key)
                 if reg is not None and reg.conn is conn:

@@ -243,12 +243,14 @@ class Served:
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., Served]]:
-    """serve(node, token=None, tls=None, port=0) -> Served; every server is stopped at teardown."""
+    """serve(node, token=None, tls=None, port=0, max_workers=16, limits=None) -> Served; every server
+    is stopped at teardown."""
     started: list[Served] = []
 
     def _serve(node: Any, *, token: str | None = None, tls: Any = None, port: int = 0,
-               max_workers: int = 16) -> Served:
-        server = build_server(node, f"127.0.0.1:{port}", token=token, tls=tls, max_workers=max_workers)
+               max_workers: int = 16, limits: Any = None) -> Served:
+        server = build_server(node, f"127.0.0.1:{port}", token=token, tls=tls, max_workers=max_workers,
+                              limits=limits)
         address = f"127.0.0.1:{server.mqctl_port}"
         if hasattr(node, "address") and not node.address:
             node.address = address

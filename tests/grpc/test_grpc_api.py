@@ -20,7 +20,7 @@ from mqctl.client import (
     RoleChange,
     parse_addresses,
 )
-from mqctl.controller.grpc_server import SERVICE_NAME, build_server
+from mqctl.controller.grpc_server import SERVICE_NAME, GrpcLimits, build_server
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
@@ -231,7 +231,11 @@ def test_watch_close_from_another_thread_unblocks_next(core_server: Any) -> None
 
 
 def test_watch_streams_are_bounded(serve: Any) -> None:
-    served = serve(CoreNode(), max_workers=4)  # at most 2 watch streams
+    """At most max_watches streams per node; one more gets a single SYSTEM_BUSY RoleChange naming the
+    limit. Watch streams have their own threads: with every unary worker's worth of watches open,
+    unary calls still get an answer (max_workers=1)."""
+    limits = GrpcLimits(max_watches=2, watches_per_connection=0, watches_per_address=0)
+    served = serve(CoreNode(), max_workers=1, limits=limits)
     with ControllerClient(served.address, timeout=2) as c:
         w1, w2 = c.watch_role_changes(C, "x"), c.watch_role_changes(C, "y")
         for w in (w1, w2):
@@ -240,11 +244,17 @@ def test_watch_streams_are_bounded(serve: Any) -> None:
         w3 = c.watch_role_changes(C, "z", reconnect=False)
         with pytest.raises(ControllerError) as e:
             next(w3)
-        assert e.value.code == Code.SYSTEM_BUSY
+        assert e.value.code == Code.SYSTEM_BUSY and "--grpc-max-watches" in e.value.remark
         # unary calls still get a worker
         assert c.get_next_broker_id(C, B).next_broker_id == 1
         w1.close()
         w2.close()
+        # a closed stream gives its slot back
+        wait_until(lambda: served.server.mqctl_servicer.watch_slots.count() == 0, what="the slots back")
+        w4 = c.watch_role_changes(C, "z")
+        w4._open(deadline=1e18)
+        wait_until(lambda: len(served.node.watches) == 1, what="a new watch")
+        w4.close()
 
 
 @pytest.mark.parametrize(

@@ -193,7 +193,10 @@ def test_fuzzed_frames_change_nothing(target: tuple[LocalCluster, str]) -> None:
     rss_after = _rss_kb(node.proc.pid)
     assert rss_after - rss_before < 64 * 1024, f"RSS grew from {rss_before} kB to {rss_after} kB"
     assert metadata(node.grpc_address)["state_hash"] == hash_before
-    assert "malformed frame" in node.log_text()
+    # a line for the bad frames, at most one a minute per client address (docs/serve.md#limits)
+    warnings = [line for line in node.log_text().splitlines() if "WARNING mqctl.remoting" in line]
+    assert 1 <= len(warnings) <= 2, warnings
+    assert "malformed frame" in warnings[0] or "in the middle of a frame" in warnings[0]
     assert headers.read_metadata_body(request_metadata(address))["is_leader"] is True
 
 
