@@ -15,9 +15,14 @@ answers, as RocketMQ's client moves to the next name server when one fails.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mqctl.errors import NotFoundError, UnreachableError
+
+if TYPE_CHECKING:
+    from mqctl.remoting.client import RemotingConnection
 
 __all__ = ["ClusterInfo", "cluster_info", "NO_CLUSTER"]
 
@@ -59,8 +64,12 @@ class ClusterInfo:
         return sorted(self.broker_addrs.get(broker_name, {}).items())
 
 
-def cluster_info(addresses: str | list[str], timeout: float = 5.0) -> ClusterInfo:
-    """GET_BROKER_CLUSTER_INFO (106) of the first name server of ``addresses`` that answers."""
+def cluster_info(addresses: str | list[str], timeout: float = 5.0,
+                 connect: Callable[[str], RemotingConnection] | None = None) -> ClusterInfo:
+    """GET_BROKER_CLUSTER_INFO (106) of the first name server of ``addresses`` that answers.
+    ``connect``: the connection to use for an address (a RemotingControllerClient's ``connection``,
+    with its TLS and ACL settings, as mqadmin's one client config serves the name server too; the
+    caller closes it); by default a plain connection, closed after the call."""
     from mqctl.api import parse_addresses
     from mqctl.remoting import codec, headers
     from mqctl.remoting.client import RemotingConnection, RemotingError
@@ -68,8 +77,11 @@ def cluster_info(addresses: str | list[str], timeout: float = 5.0) -> ClusterInf
     errors = []
     for address in parse_addresses(addresses):
         try:
-            with RemotingConnection(address, connect_timeout=min(3.0, timeout)) as conn:
-                answer = conn.invoke(headers.GET_BROKER_CLUSTER_INFO, None, b"", timeout=timeout)
+            if connect is not None:
+                answer = connect(address).invoke(headers.GET_BROKER_CLUSTER_INFO, None, b"", timeout=timeout)
+            else:
+                with RemotingConnection(address, connect_timeout=min(3.0, timeout)) as conn:
+                    answer = conn.invoke(headers.GET_BROKER_CLUSTER_INFO, None, b"", timeout=timeout)
         except (RemotingError, codec.FrameError) as exc:
             errors.append(str(exc))
             continue

@@ -366,19 +366,28 @@ def get_sync_state_set(
     with conn.client() as client:
         def fetch() -> dict[str, Any]:
             if cluster and namesrv:
-                return sync_state_doc(_cluster_sets_from_namesrv(client, namesrv, cluster, conn.timeout))
+                return sync_state_doc(_cluster_sets_from_namesrv(client, conn, namesrv, cluster))
             return sync_state_doc(_broker_sets(client, broker_name, cluster))
 
         _run(fetch, output, render.sync_state_table, watch, no_color, "getSyncStateSet", text=sync_state_text)
 
 
-def _cluster_sets_from_namesrv(client: ControllerClient, namesrv: str, cluster: str,
-                               timeout: float) -> dict[str, ReplicasInfo]:
+def _cluster_info(conn: Conn, namesrv: str) -> Any:
+    """The ClusterInfo of the -n name servers (mqctl.admin.namesrv), over remoting with the
+    connection's TLS and ACL options, as mqadmin's client reaches its name servers."""
+    from mqctl.admin.namesrv import cluster_info
+    from mqctl.api import parse_addresses
+
+    seconds = min(conn.timeout, 5.0)
+    with conn.remoting(parse_addresses(namesrv), seconds) as client:
+        return cluster_info(namesrv, seconds, connect=client.connection)
+
+
+def _cluster_sets_from_namesrv(client: ControllerClient, conn: Conn, namesrv: str,
+                               cluster: str) -> dict[str, ReplicasInfo]:
     """-c CLUSTER with -n, as mqadmin: the cluster's broker set names from the name server, asked of
     the controller; a set the controller does not know is left out (mqadmin prints nothing for it)."""
-    from mqctl.admin.namesrv import cluster_info
-
-    names = cluster_info(namesrv, min(timeout, 5.0)).broker_names(cluster)
+    names = _cluster_info(conn, namesrv).broker_names(cluster)
     table = client.get_sync_state_data(names).replicas_info_table
     return {name: table[name] for name in sorted(names) if name in table}
 
@@ -457,9 +466,7 @@ def get_broker_epoch(
         return
     if namesrv:
         def fetch_namesrv() -> dict[str, Any]:
-            from mqctl.admin.namesrv import cluster_info
-
-            info = cluster_info(namesrv, min(conn.timeout, 5.0))
+            info = _cluster_info(conn, namesrv)
             names = _names(broker_name) or (info.broker_names(cluster) if cluster
                                             else sorted(info.broker_addrs))
             targets: list[tuple[str, str, str, int | None]] = [

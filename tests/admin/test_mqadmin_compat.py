@@ -167,3 +167,31 @@ def test_mqadmin_spellings_against_a_controller(single: World) -> None:
     # a name server that does not answer: exit 6, saying which option it was
     p = run("getSyncStateSet", "-a", addr, "-c", CLUSTER, "-n", "127.0.0.1:1")
     assert p.returncode == 6 and "-n/--namesrvAddr" in p.stderr, p.stderr
+
+
+def test_o_mqadmin_with_interval_repeats_like_mqadmin(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """-o mqadmin -i S: the text again every S seconds (an error is one line on stderr and the loop
+    goes on), until Ctrl-C (exit 0); without -i an error is raised after the text."""
+    from mqctl.cli import admin_cmd
+    from mqctl.errors import UnreachableError
+
+    calls = iter([{"n": 1}, UnreachableError("controller gone"), {"n": 3}, KeyboardInterrupt()])
+
+    def fetch() -> dict[str, int]:
+        item = next(calls)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    monkeypatch.setattr(admin_cmd.time, "sleep", lambda s: None)
+    admin_cmd._run_mqadmin(fetch, lambda d: f"#n\t{d['n']}\n", 0.5, None)
+    out = capsys.readouterr()
+    assert out.out == "#n\t1\n#n\t3\n" and out.err == "mqctl: error: controller gone\n"
+
+    def verdict(doc: dict[str, int]) -> None:
+        raise UnreachableError("no leader")
+
+    with pytest.raises(UnreachableError):
+        admin_cmd._run_mqadmin(lambda: {"n": 7}, lambda d: f"#n\t{d['n']}\n", None, verdict)
+    assert capsys.readouterr().out == "#n\t7\n"

@@ -108,9 +108,10 @@ def dep(request: pytest.FixtureRequest, java_classes: Path,
 
 
 def mqctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """mqctl over RocketMQ remoting (as against a RocketMQ controller)."""
-    return subprocess.run([MQCTL, *args, "--protocol", "remoting"], capture_output=True, text=True,
-                          timeout=timeout)
+    """mqctl over RocketMQ remoting (as against a RocketMQ controller); --timeout rides out a
+    controller election on a busy machine."""
+    return subprocess.run([MQCTL, *args, "--protocol", "remoting", "--timeout", "30"], capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def _same_as_mqadmin(mq: subprocess.CompletedProcess[str], mine: subprocess.CompletedProcess[str]) -> str:
@@ -335,12 +336,19 @@ def test_mqctl_electMaster_as_mqadmin(dep: Deployment) -> None:
     back with mqadmin's command line, then mqadmin elects 2 again; each prints the same lines for its
     election. The master itself: mqctl exits 0 and says so, mqadmin's stdout is as empty as mqctl's."""
     a, b = dep.addr, dep.brokers
+
+    def leader_known() -> None:  # the replicas ask the leader they know of: the current one
+        wait_until(lambda: b.call("leader")["leader"] == dep.leader_remoting(), 30,
+                   what="1005 naming the leader's remoting address")
+
+    leader_known()
     assert b.call("alter", 5, "1,2")["code"] == 0  # the master takes 1 back in: SyncStateSet epoch 4
     mine = mqctl("electMaster", "--controllerAddress", dep.asked(), "--brokerId", "1", "--brokerName",
                  "broker-b", "--clusterName", CLUSTER, "-o", "mqadmin")
     assert mine.returncode == 0, mine.stderr
     assert mine.stdout == _elect_lines("broker-b", a[4], 3, 5), mine.stdout
     b.wait_notify(4, lambda e: e["masterEpoch"] == 3, 10, "1008 after mqctl's electMaster")
+    leader_known()
     assert b.call("alter", 4, "1,2")["code"] == 0  # SyncStateSet epoch 6
     out = _ok(mqadmin("electMaster", "-a", dep.asked(), "-b", "2", "-bn", "broker-b", "-c", CLUSTER))
     assert out == _elect_lines("broker-b", a[5], 4, 7), out
