@@ -8,10 +8,13 @@ One fixture for the whole module: the tests run in sequence on it, each starting
 one left (ids, a master, messages, a failover, a rejoin, a controller leader failover).
 
 The brokers' lease is controllerHeartBeatTimeoutMills = LEASE_MS (the heartbeatTimeoutMills of their
-904s, every brokerHeartbeatInterval = 1 s); GetReplicaInfo, the poll that would also tell a slave it is
-the new master, runs every syncBrokerMetadataPeriod = 5 s (RocketMQ's default). A role change that comes
-from the 1008 push is logged by the thread of the broker's admin processor (`AdminBrokerThread_*`);
-one from the poll by `ReplicasManager_ScheduledService_*`.
+904s, every brokerHeartbeatInterval = 1 s). GetReplicaInfo, the poll that would also tell a slave it is
+the new master, runs every syncBrokerMetadataPeriod = POLL_MS instead of RocketMQ's 5 s: with 5 s, a poll
+now and then falls between the election and the 1008 (seen once: the push sent 150 ms after the
+election was logged) and changes the role first, so a test of the push would be flaky; with 60 s a lost
+push makes the failover take up to a minute and the test fail. A role change that comes from the 1008
+push is logged by the thread of the broker's admin processor (`AdminBrokerThread_*`); one from the poll
+by `ReplicasManager_ScheduledService_*`.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
 LEASE_MS = 3000                 # the brokers' controllerHeartBeatTimeoutMills and mqctl's --heartbeat-timeout
+POLL_MS = 60000                 # the brokers' syncBrokerMetadataPeriod (GetReplicaInfo poll)
 BROKER_SET = "broker-a"
 # ports inside the private network namespace, where nothing else listens: all free
 NAMESRV = "127.0.0.1:9876"
@@ -115,7 +119,8 @@ class BrokerSet:
         conf.write_text(broker_conf(
             controllers=[f"127.0.0.1:{c['remoting']}" for c in CONTROLLERS], namesrv=NAMESRV,
             port=int(BROKERS[broker]["port"]), ha_port=int(BROKERS[broker]["ha"]), store=self.store(broker),
-            extra={"controllerHeartBeatTimeoutMills": LEASE_MS, "mappedFileSizeCommitLog": 4194304}))
+            extra={"controllerHeartBeatTimeoutMills": LEASE_MS, "syncBrokerMetadataPeriod": POLL_MS,
+                   "mappedFileSizeCommitLog": 4194304}))
         before = len(self.err(broker))
         self.ns.start(broker, *broker_args(self.ns, broker, conf, self.cp), env=rocketmq_env(self.ns))
         return before
@@ -426,6 +431,63 @@ def test_old_master_rejoins_as_slave(broker_set: BrokerSet) -> None:
     assert not set(unacked) & {k for k, _ in records(broker_set.store(old))} - set(
         k for k, _ in records(broker_set.store(new))), unacked
     print(f"{old} had {len(unacked)} message(s) never acknowledged: {unacked}")
+
+
+def test_unacknowledged_tail_truncated_on_rejoin(broker_set: BrokerSet) -> None:
+    """Both slaves stopped (SIGSTOP) while the producer sends: the master writes what it is sent but
+    acknowledges none of it. Then the master and the stopped slaves are killed (-9; what reached a stopped
+    slave's socket dies with it), and the slaves restarted: one is the new master, without that tail. The
+    old master restarted truncates it (RocketMQ's AutoSwitchHAClient, `Truncate slave log to N`) and then
+    holds what the new master holds, record for record."""
+    ns = broker_set.ns
+    wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 60,
+             interval=1)
+    old, _ = broker_set.master()
+    slaves = [b for b in BROKERS if b != old]
+    stop = broker_set.start_loop("loop-truncate", "truncate")
+    out = broker_set.root / "loop-truncate.out"
+
+    def lines() -> list[str]:
+        return out.read_text().splitlines() if out.exists() else []
+
+    wait_for("acknowledged sends", lambda: sum(ln.startswith("ok ") for ln in lines()) >= 10, 60,
+             interval=0.1)
+    for b in slaves:
+        ns.procs[b].send_signal(signal.SIGSTOP)
+    n = len(lines())
+    wait_for("a send not acknowledged", lambda: any(ln.startswith("fail ") for ln in lines()[n:]), 10,
+             interval=0.05)
+    for b in [old, *slaves]:
+        assert ns.stop(b, signal.SIGKILL, 30) == -signal.SIGKILL
+    broker_set.killed.append(old)
+    stop.touch()
+    assert ns.procs["loop-truncate"].wait(30) == 0
+    ns.procs.pop("loop-truncate")
+    broker_set.acked.update(acked_lines(lines()))
+    # the old master's store holds a tail that no slave has, none of it acknowledged
+    on_slaves = set(records(broker_set.store(slaves[0]))) | set(records(broker_set.store(slaves[1])))
+    tail = [(k, o) for k, o in records(broker_set.store(old)) if (k, o) not in on_slaves]
+    assert tail, "the old master should hold a tail that no slave has"
+    assert not {k for k, _ in tail} & set(broker_set.acked), tail
+    for b in slaves:
+        broker_set.start_broker(b)
+    new = wait_for("a new master among the slaves",
+                   lambda: (lambda m: m if m in slaves else None)(broker_set.master()[0]), 120, interval=0.5)
+    at = broker_set.start_broker(old)
+    broker_set.wait_broker_log(
+        old, rf"Begin to change to slave, brokerName=broker-a, brokerId={broker_set.ids[old]}, "
+             rf"newMasterBrokerId={broker_set.ids[new]}", 120, after=at)
+    m = broker_set.wait_broker_log(old, r"Truncate slave log to (\d+) success", 60, after=at)
+    assert int(m.group(1)) <= tail[0][1], (m.group(0), tail)
+    broker_set.acked.update(acked_lines(broker_set.driver("send", NAMESRV, "E2eTopic", "truncated", "10")))
+
+    def same() -> bool:
+        want = records(broker_set.store(new))
+        return all(records(broker_set.store(b)) == want for b in BROKERS)
+
+    wait_for("every replica's commitlog to equal the new master's", same, 60, interval=0.5)
+    assert not set(tail) & set(records(broker_set.store(old))), "the unacknowledged tail is still there"
+    print(f"{old} truncated {len(tail)} unacknowledged message(s) from offset {tail[0][1]} (to {m.group(1)})")
 
 
 def test_controller_leader_kill_then_master_kill(broker_set: BrokerSet) -> None:
