@@ -381,3 +381,12 @@ def register_broker(client: ControllerClient, broker_name: str, address: str,
     client.apply_broker_id(cluster_name, broker_name, nid, f"{address};1700000000000")
     reg = client.register_broker(cluster_name, broker_name, nid, address, **kw)
     return nid, reg.broker_epoch
+
+
+def with_default_sigint(argv: list[str]) -> list[str]:
+    """``argv`` run with SIGINT at its default, also when this process ignores it (a background job,
+    nohup, CI: an ignored signal stays ignored across exec) and a test sends SIGINT. A small exec
+    wrapper rather than ``preexec_fn``: Python code between fork and exec is unsafe in a process
+    with threads (grpc's fork handlers then run in the child and can leave it stuck)."""
+    return [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+            "os.execvp(sys.argv[1], sys.argv[1:])", *argv]

@@ -18,6 +18,8 @@ from collections.abc import Callable
 import pytest
 from admin_fixtures import CLUSTER, MQCTL, World
 
+from mqctl.testing import with_default_sigint
+
 pytestmark = pytest.mark.slow
 
 _SGR = re.compile(rb"\x1b\[([0-9;]*)m")
@@ -33,12 +35,6 @@ def colours(out: bytes) -> set[int]:
     return found
 
 
-def default_sigint() -> None:
-    """In the child: Ctrl-C (SIGINT) ends it, also when the test run ignores SIGINT (a background job,
-    nohup, a CI runner): an ignored signal stays ignored across exec, and the test sends SIGINT."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def run_pty(args: list[str], until: Callable[[bytes], bool], *, env: dict[str, str] | None = None,
             timeout: float = 30.0, interrupt: bool = True) -> tuple[int, bytes]:
     """Run mqctl on a pty (200x50) until ``until(output)``, then SIGINT; (exit code, output)."""
@@ -47,8 +43,8 @@ def run_pty(args: list[str], until: Callable[[bytes], bool], *, env: dict[str, s
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("MQCTL_") and k not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES")}
     full_env.update({"TERM": "xterm-256color", **(env or {})})
-    proc = subprocess.Popen([MQCTL, *args], stdin=slave, stdout=slave, stderr=slave, env=full_env,
-                            preexec_fn=default_sigint)
+    proc = subprocess.Popen(with_default_sigint([MQCTL, *args]), stdin=slave, stdout=slave, stderr=slave,
+                            env=full_env)
     os.close(slave)
     out = b""
 

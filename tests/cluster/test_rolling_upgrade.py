@@ -52,6 +52,11 @@ def old_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     # editable mqctl) for grpcio, pysyncobj and the rest
     ours = [p for p in site.getsitepackages() if p.endswith("site-packages")]
     Path(venv_site, "mqctl-previous-release.pth").write_text("\n".join([str(base / "src"), *ours]) + "\n")
+    # nothing in the environment (PYTHONPATH naming this checkout) may shadow that release's package
+    launcher = venv / "bin" / "python-previous-release"
+    launcher.write_text(f"#!/bin/sh\nunset PYTHONPATH PYTHONHOME\nexec {python} \"$@\"\n")
+    launcher.chmod(0o755)
+    python = launcher
     probe = subprocess.run([str(python), "-P", "-c", "import mqctl.controller.core as c, mqctl; "
                             "print(mqctl.__file__, hasattr(c, 'InconsistentRecord'))"],
                            capture_output=True, text=True, timeout=60, cwd=ROOT)

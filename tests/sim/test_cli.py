@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.testing import LocalCluster
+from mqctl.testing import LocalCluster, with_default_sigint
 
 pytestmark = pytest.mark.slow
 
@@ -79,8 +79,8 @@ def test_demo_ctrl_c_cleans_up(tmp_path) -> None:
     tmp.mkdir()
     # SIGINT at its default in the child even when this run ignores it (background job, nohup, CI):
     # an ignored signal stays ignored across exec, and the test sends SIGINT
-    proc = subprocess.Popen([*MQCTL, "demo"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=_env(tmp), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(with_default_sigint([*MQCTL, "demo"]), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=_env(tmp))
     assert proc.stdout is not None
     lines = []
     try:
