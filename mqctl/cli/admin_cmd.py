@@ -857,8 +857,13 @@ def clean_broker_metadata(
                                f"{'it' if one else 'them'} first, or pass -l to clean living brokers")
         client.clean_broker_data(cluster or info.cluster_name, broker_name,
                                  ids if ids is not None else None, clean_living)
+        whole = ids is None or clean_living
+        if ids is not None and clean_living:  # RocketMQ's rule (docs/controller-rules.md, CleanBrokerData)
+            print(f"mqctl: warning: with -l the controller ignores -b and cleans the whole broker set "
+                  f"{broker_name} (RocketMQ's rule), ids {', '.join(map(str, sorted(reps)))}",
+                  file=sys.stderr)
         doc = {"version": 1, "brokerName": broker_name, "clusterName": cluster or info.cluster_name,
-               "cleanedBrokerIds": targets, "wholeBrokerSet": ids is None,
+               "cleanedBrokerIds": sorted(reps) if whole else targets, "wholeBrokerSet": whole,
                "message": f"clear broker {broker_name} metadata from controller success!"}
         _emit(doc, output, render.message_table, no_color, clean_text(broker_name))
 

@@ -388,3 +388,19 @@ def test_cleanBrokerMetadata(dep: Deployment) -> None:
     _failed(mqadmin(*a, "-b", "3;x"), 2009, "Please set the option <brokerControllerIdsToClean> according to "
             'the format, exception: java.lang.NumberFormatException: For input string: "x"')
     assert b.other_events() == []
+
+
+def test_mqctl_cleanBrokerMetadata_as_mqadmin(dep: Deployment) -> None:
+    """mqctl with mqadmin's command line prints mqadmin's line, the one test_cleanBrokerMetadata got from
+    mqadmin. With -l the controller ignores the ids and cleans the whole set (RocketMQ's rule), which
+    mqctl's document and stderr say."""
+    mine = mqctl("cleanBrokerMetadata", "--controllerAddress", dep.asked(), "--brokerName", "broker-a",
+                 "--clusterName", CLUSTER, "--brokerControllerIdsToClean", "3", "--cleanLivingBroker",
+                 "-o", "mqadmin")
+    line = "clear broker broker-a metadata from controller success! \n"
+    assert (mine.returncode, mine.stdout) == (0, line), mine.stderr
+    assert "ignores -b and cleans the whole broker set broker-a" in mine.stderr
+    assert dep.brokers.call("replicainfo", "broker-a")["code"] == 2008  # gone, ids 1 and 2 too
+    doc = mqctl("cleanBrokerMetadata", "-a", dep.asked(), "-bn", "broker-b", "-b", "1", "-l", "-o", "json")
+    assert doc.returncode == 0, doc.stderr
+    assert json.loads(doc.stdout)["cleanedBrokerIds"] == [1, 2] and json.loads(doc.stdout)["wholeBrokerSet"]
