@@ -74,8 +74,12 @@ def why_not() -> str | None:
 
 
 def require_rocketmq() -> None:
-    """Skip (loudly) when RocketMQ's broker cannot run here; in CI ($CI set) fail instead: java, unshare,
-    root and ../shared are there, and these tests must not be skipped silently."""
+    """Fail when RocketMQ's classes are missing (../shared/rocketmq-broker, as tests/interop does for
+    rocketmq-java); skip (loudly) when java, unshare or root is missing, except in CI ($CI set), where
+    they are there and these tests must not be skipped: fail then."""
+    if not (LIB / "classpath.txt").is_file():
+        pytest.fail(f"RocketMQ's broker classes are missing: {LIB} (rocketmq-broker beside the repository, "
+                    "or $MQCTL_SHARED_DIR/rocketmq-broker)", pytrace=False)
     why = why_not()
     if why is None:
         return

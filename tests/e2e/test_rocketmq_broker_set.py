@@ -376,6 +376,9 @@ def fail_over(broker_set: BrokerSet, run: str) -> dict[str, object]:
     _, doc = wait_for("the controller to name the new master",
                       lambda: (lambda r: r if r[0] == new else None)(broker_set.master()), 10)
     assert doc["masterEpoch"] == new_epoch
+    # what mqctl reports of the replicas: the new master alive, the killed one not
+    alive = {r["brokerId"]: r["alive"] for r in doc["inSyncReplicas"] + doc["notInSyncReplicas"]}
+    assert alive[broker_set.ids[new]] and not alive[broker_set.ids[old]], alive
     for b in others:
         if b != new:
             broker_set.wait_broker_log(
