@@ -147,6 +147,16 @@ def _writes_while(load: Load, more: int = 5) -> None:
     wait_until(lambda: load.count() >= start + more, 60, what=f"{more} more acknowledged broker sets")
 
 
+def _same_state(cluster: LocalCluster, load: Load) -> None:
+    """Equal state hashes on every node: compared with the writers paused, since under load the
+    nodes are read at different applied indexes."""
+    load.paused.set()
+    try:
+        cluster.wait_for_same_hash()
+    finally:
+        load.paused.clear()
+
+
 def _restart(node: Node, python: str, *, fresh: bool = False) -> None:
     assert node.stop() == 0, node.log_text()[-3000:]
     if fresh:  # a downgraded node starts from an empty data directory and catches up
@@ -156,10 +166,9 @@ def _restart(node: Node, python: str, *, fresh: bool = False) -> None:
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "quarantined, not diagnosed (2026-11-24): in about one run in three since PreVote/CheckQuorum and "
-    "the snapshot changes, the node upgraded from 0.1 (its pysyncobj journal converted) does not reach "
-    "the group's state hash within 60 s, or a leadership transfer to a node of this release does not "
-    "complete; see the session note. Passes when it passes; a failure here is that open bug."))
+    "quarantined for a rare failure not yet diagnosed (1 run in about 30 on 2026-11-24, after the "
+    "frequent one, equal state hashes awaited while writers ran, was fixed by pausing them); a failure "
+    "here is that open bug, a pass is the test working"))
 def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: str) -> None:
     cluster = LocalCluster(str(tmp_path), size=3)
     old, new1, new2 = cluster.nodes
@@ -173,7 +182,7 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: st
             assert not metadata(old.grpc_address).get("max_feature_level")  # it is mqctl 0.1 indeed
             _writes_while(load)
             assert cluster.leader() is old
-            cluster.wait_for_same_hash()
+            _same_state(cluster, load)
             # the group cannot leave level 1 while a 0.1 node is a member (the 0.1 leader does not
             # know the action; a newer leader names the 0.1 node)
             with ControllerClient(cluster.addresses, timeout=10) as c, \
@@ -183,7 +192,7 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: st
             _restart(old, sys.executable)
             cluster.wait_for_leader()
             _writes_while(load)
-            cluster.wait_for_same_hash()
+            _same_state(cluster, load)
             # downgrade another node to 0.1 and let it lead (if it led, stopping it elects another)
             _restart(new1, old_python, fresh=True)
             cluster.wait_for_leader()
