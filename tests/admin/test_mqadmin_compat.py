@@ -77,45 +77,45 @@ def test_sync_state_text_as_mqadmin_prints_it() -> None:
     doc = {"brokers": [
         {"brokerName": "broker-c", "masterBrokerId": None, "masterAddress": None, "masterEpoch": 0,
          "syncStateSetEpoch": 0, "inSyncReplicas": [],
-         "notInSyncReplicas": [{"brokerId": 1, "brokerAddress": "10.0.0.3:10911", "alive": False}]},
-        {"brokerName": "broker-a", "masterBrokerId": 1, "masterAddress": "10.0.0.1:10911", "masterEpoch": 3,
-         "syncStateSetEpoch": 5, "inSyncReplicas": [{"brokerId": 1, "brokerAddress": "10.0.0.1:10911",
+         "notInSyncReplicas": [{"brokerId": 1, "brokerAddress": "127.0.0.1:10931", "alive": False}]},
+        {"brokerName": "broker-a", "masterBrokerId": 1, "masterAddress": "127.0.0.1:10911", "masterEpoch": 3,
+         "syncStateSetEpoch": 5, "inSyncReplicas": [{"brokerId": 1, "brokerAddress": "127.0.0.1:10911",
                                                      "alive": True}], "notInSyncReplicas": []}]}
-    block_a = ("\n#brokerName\tbroker-a\n#MasterBrokerId\t1\n#MasterAddr\t10.0.0.1:10911\n#MasterEpoch\t3\n"
+    block_a = ("\n#brokerName\tbroker-a\n#MasterBrokerId\t1\n#MasterAddr\t127.0.0.1:10911\n#MasterEpoch\t3\n"
                "#SyncStateSetEpoch\t5\n#SyncStateSetNums\t1\n"
                "\nInSyncReplica:\tReplicaIdentity{brokerName='broker-a', brokerId=1, "
-               "brokerAddress='10.0.0.1:10911', alive=true}\n")
+               "brokerAddress='127.0.0.1:10911', alive=true}\n")
     block_c = ("\n#brokerName\tbroker-c\n#MasterBrokerId\tnull\n#MasterAddr\tnull\n#MasterEpoch\t0\n"
                "#SyncStateSetEpoch\t0\n#SyncStateSetNums\t0\n"
                "\nNotInSyncReplica:\tReplicaIdentity{brokerName='broker-c', brokerId=1, "
-               "brokerAddress='10.0.0.3:10911', alive=false}\n")
+               "brokerAddress='127.0.0.1:10931', alive=false}\n")
     assert mt.sync_state_text(doc) == block_c + block_a  # Java's HashMap order: broker-c, broker-a
     assert mt.sync_state_text({"brokers": []}) == ""  # mqadmin prints nothing for an unknown broker set
 
 
 def test_broker_epoch_and_metadata_and_elect_text() -> None:
-    doc = {"brokers": [{"clusterName": "c", "brokerName": "b", "brokerAddr": "10.0.0.1:10911", "brokerId": 0,
+    doc = {"brokers": [{"clusterName": "c", "brokerName": "b", "brokerAddr": "127.0.0.1:10911", "brokerId": 0,
                         "epochs": [{"epoch": 1, "startOffset": 0, "endOffset": 100},
                                    {"epoch": 2, "startOffset": 100, "endOffset": 250}]},
-                       {"brokerAddr": "10.0.0.9:10911", "error": "down"}]}
+                       {"brokerAddr": "127.0.0.1:10991", "error": "down"}]}
     assert mt.broker_epoch_text(doc) == (
-        "\n#clusterName\tc\n#brokerName\tb\n#brokerAddr\t10.0.0.1:10911\n#brokerId\t0"
+        "\n#clusterName\tc\n#brokerName\tb\n#brokerAddr\t127.0.0.1:10911\n#brokerId\t0"
         "\n#Epoch: EpochEntry{epoch=1, startOffset=0, endOffset=100}"
         "\n#Epoch: EpochEntry{epoch=2, startOffset=100, endOffset=250}\n")
-    meta = {"group": "g", "controllerLeaderId": "n0", "controllerLeaderAddress": "10.0.0.1:9878",
-            "peers": [{"raftAddress": "n0", "grpcAddress": "10.0.0.1:9878"},
-                      {"raftAddress": "n1", "grpcAddress": "10.0.0.2:9878"}]}
-    head = "\n#ControllerGroup\tg\n#ControllerLeaderId\tn0\n#ControllerLeaderAddress\t10.0.0.1:9878"
-    assert mt.metadata_text(meta) == head + "\n#Peer:\tn0:10.0.0.1:9878\n#Peer:\tn1:10.0.0.2:9878\n"
+    meta = {"group": "g", "controllerLeaderId": "n0", "controllerLeaderAddress": "127.0.0.1:9878",
+            "peers": [{"raftAddress": "n0", "grpcAddress": "127.0.0.1:9878"},
+                      {"raftAddress": "n1", "grpcAddress": "127.0.0.1:9888"}]}
+    head = "\n#ControllerGroup\tg\n#ControllerLeaderId\tn0\n#ControllerLeaderAddress\t127.0.0.1:9878"
+    assert mt.metadata_text(meta) == head + "\n#Peer:\tn0:127.0.0.1:9878\n#Peer:\tn1:127.0.0.1:9888\n"
     # JRaft: bare RPC addresses (parse_peers names only the leader, with its PeerId)
-    jraft = {**meta, "peers": [{"raftAddress": "n0", "grpcAddress": "10.0.0.1:9878"},
-                               {"raftAddress": "", "grpcAddress": "10.0.0.2:9878"}]}
-    assert mt.metadata_text(jraft) == head + "\n#Peer:\t10.0.0.1:9878\n#Peer:\t10.0.0.2:9878\n"
+    jraft = {**meta, "peers": [{"raftAddress": "n0", "grpcAddress": "127.0.0.1:9878"},
+                               {"raftAddress": "", "grpcAddress": "127.0.0.1:9888"}]}
+    assert mt.metadata_text(jraft) == head + "\n#Peer:\t127.0.0.1:9878\n#Peer:\t127.0.0.1:9888\n"
     assert mt.metadata_text({**meta, "peersText": "x;;y;"}) == head + "\n#Peer:\tx\n#Peer:\t\n#Peer:\ty\n"
     assert mt.metadata_text({**meta, "peers": []}) == head + "\n"
-    result = {"masterAddress": "10.0.0.2:10911", "masterEpoch": 4, "syncStateSetEpoch": 7}
+    result = {"masterAddress": "127.0.0.1:10921", "masterEpoch": 4, "syncStateSetEpoch": 7}
     assert mt.elect_text("c", "b", result) == (
-        "\n#ClusterName\tc\n#BrokerName\tb\n#BrokerMasterAddr\t10.0.0.2:10911\n#MasterEpoch\t4\n"
+        "\n#ClusterName\tc\n#BrokerName\tb\n#BrokerMasterAddr\t127.0.0.1:10921\n#MasterEpoch\t4\n"
         "#SyncStateSetEpoch\t7\n")
     assert mt.clean_text("b") == "clear broker b metadata from controller success! \n"
     assert mt.update_config_text(["a:1", "b:2"], "k", "v") == (
@@ -124,12 +124,12 @@ def test_broker_epoch_and_metadata_and_elect_text() -> None:
 
 def test_cluster_info_body_as_a_name_server_writes_it() -> None:
     """fastjson's ClusterInfo: bare Long keys in brokerAddrs."""
-    body = (b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"10.0.0.1:10911",2:"10.0.0.2:10911"},'
+    body = (b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"127.0.0.1:10911",2:"127.0.0.1:10921"},'
             b'"brokerName":"broker-a","cluster":"cluster-a","enableActingMaster":false}},'
             b'"clusterAddrTable":{"cluster-a":["broker-a"]}}')
     info = ClusterInfo.from_dict(headers.read_cluster_info(body), answered_by="ns:9876")
     assert info.broker_names("cluster-a") == ["broker-a"]
-    assert info.replicas("broker-a") == [(0, "10.0.0.1:10911"), (2, "10.0.0.2:10911")]
+    assert info.replicas("broker-a") == [(0, "127.0.0.1:10911"), (2, "127.0.0.1:10921")]
     assert info.cluster_of == {"broker-a": "cluster-a"} and info.replicas("broker-z") == []
     with pytest.raises(NotFoundError, match="Make sure the specified clusterName exists"):
         info.broker_names("cluster-z")
