@@ -6,7 +6,7 @@ from mqctl.client import ControllerClient
 with ControllerClient("127.0.0.1:9878;127.0.0.1:9879", token=None) as c:
     bid = c.get_next_broker_id("DefaultCluster", "broker-a").next_broker_id
     c.apply_broker_id("DefaultCluster", "broker-a", bid, "check-code")
-    reg = c.register_broker("DefaultCluster", "broker-a", bid, "10.0.0.1:30911")
+    reg = c.register_broker("DefaultCluster", "broker-a", bid, "127.0.0.1:30911")
     print(reg.master_broker_id, reg.master_epoch, reg.broker_epoch)
 ```
 

@@ -1,7 +1,7 @@
 """Per-peer bookkeeping shared by the listeners (gRPC and RocketMQ remoting), docs/serve.md#limits.
 
 - ``peer_address``: the client address of a peer, without its port (gRPC's ``context.peer()``
-  ``ipv4:10.0.0.1:5555`` / ``ipv6:[::1]:5555``, or a remoting ``host:port``).
+  ``ipv4:127.0.0.1:5555`` / ``ipv6:[::1]:5555``, or a remoting ``host:port``).
 - ``PeerLog``: at most one log line per client address per interval for what a hostile or broken
   client can repeat at will (undecodable requests, malformed frames, refused connections); the
   next line says how many were not logged.
@@ -28,8 +28,8 @@ __all__ = ["CallGuard", "PeerLog", "PeerSlots", "Refusal", "peer_address"]
 
 
 def peer_address(peer: str) -> str:
-    """The client address of ``peer`` without the port: ``ipv4:10.0.0.1:5555`` -> ``10.0.0.1``,
-    ``ipv6:[::1]:5555`` -> ``::1``, ``10.0.0.1:5555`` -> ``10.0.0.1``; other forms (``unix:...``)
+    """The client address of ``peer`` without the port: ``ipv4:127.0.0.1:5555`` -> ``127.0.0.1``,
+    ``ipv6:[::1]:5555`` -> ``::1``, ``127.0.0.1:5555`` -> ``127.0.0.1``; other forms (``unix:...``)
     are returned as they are."""
     text = peer
     for scheme in ("ipv4:", "ipv6:"):

@@ -6,7 +6,7 @@ from mqctl.remoting.client import RemotingControllerClient
 
 with RemotingControllerClient("127.0.0.1:9878") as c:
     print(c.get_sync_state_data(["broker-a"]).replicas_info_table)
-    print(c.get_broker_epoch_cache("10.0.0.1:10911"))     # GET_BROKER_EPOCH_CACHE (1007) to a broker
+    print(c.get_broker_epoch_cache("127.0.0.1:10911"))     # GET_BROKER_EPOCH_CACHE (1007) to a broker
 ```
 
 Leader discovery is RocketMQ's: CONTROLLER_GET_METADATA_INFO (1005) to each address, the first

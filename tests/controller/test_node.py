@@ -55,7 +55,7 @@ def test_fresh_reads_never_see_an_entry_half_applied(node: ControllerNode) -> No
     ids = list(range(1, 41))
     for bid in ids:
         _ok(node.call("ApplyBrokerId", {"cluster_name": "c", "broker_name": "a", "applied_broker_id": bid,
-                                        "register_check_code": f"10.0.0.{bid}:30911;{bid}"}))
+                                        "register_check_code": f"127.0.0.1:{30910 + bid};{bid}"}))
     _ok(node.call("ElectMaster", {"cluster_name": "c", "broker_name": "a", "broker_id": 1}))
     clean = ";".join(str(b) for b in ids[1:])
     stop = threading.Event()
@@ -69,7 +69,7 @@ def test_fresh_reads_never_see_an_entry_half_applied(node: ControllerNode) -> No
                 for bid in ids[1:]:
                     _ok(node.call("ApplyBrokerId", {
                         "cluster_name": "c", "broker_name": "a", "applied_broker_id": bid,
-                        "register_check_code": f"10.0.0.{bid}:30911;{bid}"}))
+                        "register_check_code": f"127.0.0.1:{30910 + bid};{bid}"}))
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             errors.append(exc)
 
