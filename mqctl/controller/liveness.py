@@ -16,8 +16,8 @@ Update rule of an existing row (RocketMQ section 5, with mqctl changes marked):
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
 from typing import Any
 
 from mqctl.controller.core import DEFAULT_ELECTION_PRIORITY, DEFAULT_HEARTBEAT_TIMEOUT_MS, Context, LiveInfo
@@ -32,19 +32,52 @@ def _opt_int(request: Mapping[str, Any], key: str) -> int | None:
     return v
 
 
-@dataclass
 class _Row:
-    cluster_name: str
-    info: LiveInfo
+    __slots__ = ("cluster_name", "info", "scheduled")
+
+    def __init__(self, cluster_name: str, info: LiveInfo) -> None:
+        self.cluster_name = cluster_name
+        self.info = info
+        self.scheduled = False  # has an entry in the deadline heap
 
 
 class HeartbeatTable:
+    """Rows by broker set, then broker id: a heartbeat touches one row, a broker set's rows are one
+    lookup, whatever the size of the fleet. Expiry is driven by deadlines: each row has at most one
+    entry in a heap, pushed again with the row's current deadline when the old one comes due, so a
+    heartbeat costs no heap work and a tick looks only at rows whose time is up."""
+
     def __init__(self, default_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS) -> None:
         self.default_timeout_ms = default_timeout_ms
-        self._rows: dict[tuple[str, int], _Row] = {}
+        self._sets: dict[str, dict[int, _Row]] = {}
+        self._count = 0
+        self._heap: list[tuple[int, str, int]] = []  # (last heartbeat + timeout, broker_name, broker_id)
+        # broker sets whose liveness changed (a row created, come back to life or past its deadline)
+        # since `take_changed`: the ones the leader must look at for an election
+        self._changed: set[str] = set()
+        self._dead: set[tuple[str, int]] = set()  # rows past their deadline, not removed yet
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._count
+
+    def _put(self, name: str, info: LiveInfo, cluster: str, now_ms: int) -> _Row:
+        rows = self._sets.setdefault(name, {})
+        row = rows.get(info.broker_id)
+        if row is None:
+            row = rows[info.broker_id] = _Row(cluster, info)
+            self._count += 1
+            self._changed.add(name)
+        else:
+            if not row.info.is_alive(now_ms):
+                self._changed.add(name)  # back to life
+            row.info = info
+            if cluster:
+                row.cluster_name = cluster
+        if not row.scheduled:
+            row.scheduled = True
+            self._dead.discard((name, info.broker_id))
+            heapq.heappush(self._heap, (info.last_heartbeat_ms + info.timeout_ms, name, info.broker_id))
+        return row
 
     def on_heartbeat(self, request: Mapping[str, Any], now_ms: int) -> LiveInfo | None:
         """Record a Heartbeat request (proto field names). Returns the row, or None when the
@@ -69,23 +102,22 @@ class HeartbeatTable:
         timeout = self.default_timeout_ms if timeout is None or timeout <= 0 else timeout
         priority = DEFAULT_ELECTION_PRIORITY if priority is None else priority
 
-        key = (name, bid)
-        row = self._rows.get(key)
+        rows = self._sets.get(name)
+        row = rows.get(bid) if rows is not None else None
         if row is not None and broker_epoch is not None and broker_epoch < row.info.broker_epoch:
             return None
         if row is None or (broker_epoch is not None and broker_epoch > row.info.broker_epoch):
             info = LiveInfo(bid, address, broker_epoch or 0, epoch, max_offset, confirm_offset, priority,
                             now_ms, timeout)
-            self._rows[key] = _Row(cluster, info)
-            return info
-        old = row.info
-        info = replace(old, broker_address=address or old.broker_address, last_heartbeat_ms=now_ms,
-                       timeout_ms=timeout, election_priority=priority)
-        if epoch > old.epoch or (epoch == old.epoch and max_offset > old.max_offset):
-            info = replace(info, epoch=epoch, max_offset=max_offset, confirm_offset=confirm_offset)
-        row.info = info
-        if cluster:
-            row.cluster_name = cluster
+        else:
+            old = row.info
+            if epoch > old.epoch or (epoch == old.epoch and max_offset > old.max_offset):
+                offsets = (epoch, max_offset, confirm_offset)
+            else:
+                offsets = (old.epoch, old.max_offset, old.confirm_offset)
+            info = LiveInfo(bid, address or old.broker_address, old.broker_epoch, *offsets, priority, now_ms,
+                            timeout)
+        self._put(name, info, cluster, now_ms)
         return info
 
     def on_register(self, cluster_name: str, broker_name: str, broker_id: int, address: str,
@@ -96,7 +128,7 @@ class HeartbeatTable:
         makes a broker alive: a row it has takes the new brokerEpoch and what the registration
         reported, with its last heartbeat unchanged; without a row nothing is recorded (the
         broker's first heartbeat creates it)."""
-        row = self._rows.get((broker_name, broker_id))
+        row = self._sets.get(broker_name, {}).get(broker_id)
         if row is None:
             return None
         info = LiveInfo(
@@ -110,11 +142,11 @@ class HeartbeatTable:
             last_heartbeat_ms=row.info.last_heartbeat_ms,
             timeout_ms=self.default_timeout_ms if timeout_ms is None or timeout_ms <= 0 else timeout_ms,
         )
-        self._rows[(broker_name, broker_id)] = _Row(cluster_name, info)
+        self._put(broker_name, info, cluster_name, now_ms)
         return info
 
     def get(self, broker_name: str, broker_id: int) -> LiveInfo | None:
-        row = self._rows.get((broker_name, broker_id))
+        row = self._sets.get(broker_name, {}).get(broker_id)
         return None if row is None else row.info
 
     def is_alive(self, broker_name: str, broker_id: int, now_ms: int) -> bool:
@@ -123,41 +155,44 @@ class HeartbeatTable:
 
     def snapshot(self, broker_name: str) -> dict[int, LiveInfo]:
         """broker_id -> row for one broker set (rows may be expired)."""
-        return {bid: row.info for (name, bid), row in sorted(self._rows.items()) if name == broker_name}
-
-    def snapshot_all(self) -> dict[str, dict[int, LiveInfo]]:
-        out: dict[str, dict[int, LiveInfo]] = {}
-        for (name, bid), row in sorted(self._rows.items()):
-            out.setdefault(name, {})[bid] = row.info
-        return out
+        rows = self._sets.get(broker_name)
+        return {bid: rows[bid].info for bid in sorted(rows)} if rows else {}
 
     def context(self, now_ms: int, broker_names: Iterable[str] | None = None) -> Context:
         """A Context for the core: the given broker sets (all when None)."""
-        live = self.snapshot_all()
-        if broker_names is not None:
-            wanted = set(broker_names)
-            live = {n: rows for n, rows in live.items() if n in wanted}
-        return Context(now_ms=now_ms, live=live)
+        names = sorted(self._sets) if broker_names is None else broker_names
+        return Context(now_ms=now_ms, live={n: self.snapshot(n) for n in names if n in self._sets})
+
+    def take_changed(self, now_ms: int) -> set[str]:
+        """The broker sets whose liveness changed since the last call: rows created or back to life,
+        and rows whose deadline (last heartbeat + timeout) has passed by `now_ms`."""
+        heap = self._heap
+        while heap and heap[0][0] < now_ms:
+            _, name, bid = heapq.heappop(heap)
+            row = self._sets.get(name, {}).get(bid)
+            if row is None:
+                continue
+            deadline = row.info.last_heartbeat_ms + row.info.timeout_ms
+            if deadline < now_ms:
+                row.scheduled = False  # dead: the next heartbeat schedules it again
+                self._dead.add((name, bid))
+                self._changed.add(name)
+            else:
+                heapq.heappush(heap, (deadline, name, bid))
+        changed, self._changed = self._changed, set()
+        return changed
 
     def expired(self, now_ms: int) -> list[tuple[str, str, int]]:
-        """Remove and return (cluster, broker_name, broker_id) of rows with now - last > timeout."""
-        gone = [(row.cluster_name, name, bid) for (name, bid), row in sorted(self._rows.items())
-                if now_ms - row.info.last_heartbeat_ms > row.info.timeout_ms]
-        for _, name, bid in gone:
-            del self._rows[(name, bid)]
+        """Remove and return (cluster, broker_name, broker_id) of rows with now - last > timeout
+        (RocketMQ's scan of inactive brokers), found through the deadlines, not a scan of every row."""
+        self._changed |= self.take_changed(now_ms)
+        gone = []
+        for name, bid in sorted(self._dead):
+            rows = self._sets[name]
+            gone.append((rows[bid].cluster_name, name, bid))
+            del rows[bid]
+            if not rows:
+                del self._sets[name]
+        self._count -= len(gone)
+        self._dead.clear()
         return gone
-
-    def remove(self, broker_name: str, broker_ids: Iterable[int] | None = None) -> None:
-        """Forget rows of a broker set (all when broker_ids is None), e.g. after CleanBrokerData."""
-        if broker_ids is None:
-            for key in [k for k in self._rows if k[0] == broker_name]:
-                del self._rows[key]
-            return
-        for bid in broker_ids:
-            self._rows.pop((broker_name, bid), None)
-
-    def next_expiry_ms(self) -> int | None:
-        """The earliest last + timeout among rows (a row is dead strictly after it), None if empty."""
-        if not self._rows:
-            return None
-        return min(r.info.last_heartbeat_ms + r.info.timeout_ms for r in self._rows.values())

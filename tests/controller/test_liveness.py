@@ -76,24 +76,35 @@ def test_register_replaces_row_and_snapshot() -> None:
     assert sorted(t.context(20).live) == [S, "other"]
 
 
-def test_expiry_and_next_expiry() -> None:
+def test_expiry_by_deadline() -> None:
     t = HeartbeatTable()
-    assert t.next_expiry_ms() is None
     t.on_heartbeat(hb(1, heartbeat_timeout_mills=1000), 0)
     t.on_heartbeat(hb(2, heartbeat_timeout_mills=5000), 0)
-    assert t.next_expiry_ms() == 1000
+    t.on_heartbeat({"broker_name": "other", "broker_id": 1, "heartbeat_timeout_mills": 1000}, 0)
+    assert t.take_changed(0) == {S, "other"}  # new rows
     assert t.is_alive(S, 1, 1000) and not t.is_alive(S, 1, 1001)
-    assert t.expired(1000) == []  # last + timeout >= now is still alive
+    assert t.take_changed(1000) == set() and t.expired(1000) == []  # last + timeout >= now: alive
+    t.on_heartbeat({"broker_name": "other", "broker_id": 1, "heartbeat_timeout_mills": 1000}, 900)
+    assert t.take_changed(1001) == {S}  # broker 1 of S is past its deadline; "other" beat again
     assert t.expired(1001) == [("c", S, 1)]
-    assert t.next_expiry_ms() == 5000 and len(t) == 1
+    assert len(t) == 2 and sorted(t.snapshot(S)) == [2]
+    assert t.take_changed(1901) == {"other"} and t.take_changed(1902) == set()
 
 
-def test_remove() -> None:
+def test_a_dead_row_that_beats_again_is_not_removed() -> None:
     t = HeartbeatTable()
-    for b in (1, 2, 3):
-        t.on_heartbeat(hb(b), 0)
-    t.on_heartbeat({"broker_name": "x", "broker_id": 1}, 0)
-    t.remove(S, [1, 9])
-    assert sorted(t.snapshot(S)) == [2, 3]
-    t.remove(S)
-    assert t.snapshot(S) == {} and len(t) == 1
+    t.on_heartbeat(hb(1, heartbeat_timeout_mills=1000), 0)
+    t.take_changed(0)
+    assert t.take_changed(2000) == {S}  # dead
+    t.on_heartbeat(hb(1, heartbeat_timeout_mills=1000), 2500)
+    assert t.take_changed(2500) == {S}  # back to life
+    assert t.expired(2600) == [] and t.is_alive(S, 1, 2600)
+    assert t.take_changed(3501) == {S} and t.expired(3501) == [("c", S, 1)] and len(t) == 0
+
+
+def test_heartbeats_do_not_grow_the_deadline_heap() -> None:
+    t = HeartbeatTable()
+    for now in range(0, 100_000, 100):
+        t.on_heartbeat(hb(1), now)
+        t.take_changed(now)
+    assert len(t._heap) == 1
