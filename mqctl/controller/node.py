@@ -162,6 +162,10 @@ class ControllerNode:
         self._leader_term = -1
         self._last_trigger_ms: dict[str, int] = {}
         self._last_scan_ms = 0
+        self._hash_cache: tuple[int, str] = (-1, "")
+        # broker sets the leader must look at for an election: their liveness changed, a record
+        # touched them, or an election they need was not made yet (throttled, refused)
+        self._pending: set[str] = set()
         self._fatal_error: str | None = None
         # Writes are decided one at a time (`_decide_lock`, held while deciding and appending)
         # against the leader's view: the applied state plus its appended, not yet applied records.
@@ -364,8 +368,12 @@ class ControllerNode:
         return answer
 
     def _state_hash(self) -> str:
+        """Computed once per applied entry, not on every GetMetadata (callers poll it)."""
         with self.sync.state_lock:
-            return self.state.state_hash()
+            version = self.sync.state_version
+            if self._hash_cache[0] != version:
+                self._hash_cache = (version, self.state.state_hash())
+            return self._hash_cache[1]
 
     def members(self) -> list[str]:
         """The other nodes' Raft addresses as the Raft log has them now (membership changes included)."""
@@ -641,11 +649,15 @@ class ControllerNode:
     def _heartbeat(self, request: dict[str, Any]) -> dict[str, Any]:
         # Accepted on every node (RocketMQ brokers beat to all controllers); each node keeps
         # its own table, so a follower that becomes leader already knows who is alive.
-        with self.sync.state_lock:
-            result = core.handle(self.state, "Heartbeat", request, core.Context(now_ms=now_ms(), live={}))
+        # The hot path of a fleet: it reads the applied state without the state lock (the rule reads
+        # one broker set's brokerEpoch of one replica, a single attribute, and only for a heartbeat
+        # that carries a brokerEpoch; a heartbeat racing an apply is ordered before or after it, as on
+        # the wire), so a long holder of that lock (a snapshot, a large read) never delays it.
+        now = now_ms()
+        result = core.handle(self.state, "Heartbeat", request, core.Context(now_ms=now, live={}))
         if result.code == 0:
             with self._lock:
-                self.heartbeats.on_heartbeat(request, now_ms())
+                self.heartbeats.on_heartbeat(request, now)
         return {"code": int(result.code), "remark": result.remark or ""}
 
     def _note_registration(self, request: dict[str, Any], response: dict[str, Any]) -> None:
@@ -682,7 +694,11 @@ class ControllerNode:
         return change
 
     def _on_apply(self, state: core.ControllerState, applied: list[records.Record]) -> None:
-        """Runs on every node after an entry is applied: tell watchers about new masters."""
+        """Runs on every node after an entry is applied: the broker sets it touched are looked at
+        for an election on the next tick, and watchers hear about new masters."""
+        touched_sets = {name for r in applied if isinstance(name := getattr(r, "broker_name", None), str)}
+        with self._lock:
+            self._pending |= touched_sets
         if not self._watches:
             return
         touched = sorted({r.broker_name for r in applied if isinstance(r, records.MasterElected)})
@@ -726,6 +742,7 @@ class ControllerNode:
                         # may have been blocked in an election call): start the grace period again
                         self._leader_since_ms = now_ms()
                         self._leader_term = term
+                        self._last_scan_ms = 0  # every broker set is looked at when the grace ends
                         log.info("became leader (term %s)", term)
                     self._leader_work()
                 else:
@@ -798,16 +815,20 @@ class ControllerNode:
         # declaring anybody dead (its table may be empty or old).
         if self._leader_since_ms is None or now - self._leader_since_ms < timeout_ms:
             return
-        if now - self._last_scan_ms >= scan_ms:
+        # Only the broker sets whose liveness or state changed are looked at on a tick (deadlines in
+        # the heartbeat table, records in _on_apply); every broker set once per scan interval.
+        with self._lock:
+            names = self._pending | self.heartbeats.take_changed(now)
+            self._pending = set()
+            gone = self.heartbeats.expired(now) if now - self._last_scan_ms >= scan_ms else None
+        if gone is not None:
             self._last_scan_ms = now
-            with self._lock:
-                gone = self.heartbeats.expired(now)
             for cluster, name, broker_id in gone:
                 log.info("broker %s/%s id %s is not alive any more", cluster, name, broker_id)
-        with self.sync.state_lock:
-            names = sorted(self.state.broker_sets)
-        for name in names:
-            self._maybe_elect(name, now)
+            with self.sync.state_lock:
+                names = set(self.state.broker_sets)
+        if names:
+            self._elect_where_needed(sorted(names), now)
 
     def _config_int(self, key: str, default: int) -> int:
         with self.sync.state_lock:
@@ -817,20 +838,42 @@ class ControllerNode:
         except (TypeError, ValueError):
             return default
 
-    def _maybe_elect(self, broker_name: str, now: int) -> None:
-        """Trigger a controller election the moment a master's lease ends (not a scan later)."""
+    def _elect_where_needed(self, names: list[str], now: int) -> None:
+        """Trigger controller elections the moment masters' leases end (not a scan later): every
+        broker set that needs one in one Raft entry, so a mass failure is one round trip."""
         with self._lock:
-            ctx = core.Context(now_ms=now, live={broker_name: self.heartbeats.snapshot(broker_name)})
+            ctx = core.Context(now_ms=now, live={name: self.heartbeats.snapshot(name) for name in names})
+        due: list[tuple[str, str]] = []
         with self.sync.state_lock:
-            if not core.needs_controller_election(self.state, broker_name, ctx):
-                return
-            bs = self.state.broker_set(broker_name)
-            assert bs is not None
-            cluster_name = bs.cluster_name
-        if now - self._last_trigger_ms.get(broker_name, 0) < 1000:
+            for name in names:
+                if core.needs_controller_election(self.state, name, ctx):
+                    bs = self.state.broker_set(name)
+                    assert bs is not None
+                    due.append((bs.cluster_name, name))
+        if not due:
             return
-        self._last_trigger_ms[broker_name] = now
-        answer = self.call("ElectMaster", {"cluster_name": cluster_name,
-                                           "broker_name": broker_name, "broker_id": -1})
-        log.info("controller-triggered election for %s: code %s %s master %s", broker_name,
-                 answer.get("code"), answer.get("remark", ""), answer.get("master_broker_id"))
+        with self._lock:  # looked at again on the next ticks until elected (or no longer needed)
+            self._pending.update(name for _, name in due)
+        due = [(c, n) for c, n in due if now - self._last_trigger_ms.get(n, 0) >= 1000]
+        if not due:
+            return
+        for _, name in due:
+            self._last_trigger_ms[name] = now
+        answers: list[tuple[str, core.Result]] = []
+
+        def decide(state: core.ControllerState) -> core.Result:
+            answers.clear()
+            out: list[records.Record] = []
+            for cluster_name, name in due:
+                request = {"cluster_name": cluster_name, "broker_name": name, "broker_id": -1}
+                result = core.handle(state, "ElectMaster", request, self._context([name]))
+                answers.append((name, result))
+                out.extend(result.records)
+            return core.Result(Code.SUCCESS, "", {}, out)
+
+        answer = self._decide_and_commit(decide, 5.0)
+        for name, result in answers:
+            log.info("controller-triggered election for %s: code %s %s master %s", name,
+                     int(result.code) if answer["code"] == 0 else answer["code"],
+                     result.remark or "" if answer["code"] == 0 else answer.get("remark", ""),
+                     result.response.get("master_broker_id"))

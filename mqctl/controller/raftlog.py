@@ -65,6 +65,9 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         # workers, the ticker): a reader sees each entry entirely or not at all.
         self.state_lock = threading.RLock()
         self.halted = ""  # why this node stopped applying entries ("" while it applies them)
+        # counts applied entries and loaded snapshots (under state_lock): what a cache of a value
+        # derived from the state (its hash) is keyed by
+        self.state_version = 0
         self._initial_config = dict(initial_config)
         self._on_apply = on_apply
         if getattr(conf, "journalFactory", None) is None:  # not made by make_conf
@@ -95,6 +98,7 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
                 records, answer = self._decide_entry(entry_json)
                 for record in records:
                     self.state.apply(record)
+                self.state_version += 1
             except (ValueError, KeyError, TypeError, core.InconsistentRecord) as exc:
                 self.halted = f"cannot apply a Raft log entry: {exc}"
                 log.error("%s; this node stops applying (the entry: %.300s)", self.halted, entry_json)
@@ -165,6 +169,7 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
             raise
         with self.state_lock:
             self.state = state
+            self.state_version += 1
         raft = doc["raft"]
         cluster = {TCPNode(addr) for addr in raft["cluster"]}
         return (_decode_entry(raft["lastEntry"]), _decode_entry(raft["prevEntry"]), cluster)
