@@ -58,6 +58,16 @@ NOTIFY_RETRY_DELAY = 1.0
 TOKEN_HOW = f"header {headers.TOKEN_KEY}"
 
 
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where it is installed (a dependency on Linux): its transports cost a heartbeat about
+    half of asyncio's in CPU (bench/bench_scale.py); asyncio's loop otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def configured_serialize_type(environ: dict[str, str] | None = None) -> int:
     """RocketMQ's serializeTypeConfigInThisServer: -Drocketmq.serialize.type / ROCKETMQ_SERIALIZE_TYPE."""
     env = os.environ if environ is None else environ
@@ -86,6 +96,8 @@ class _Connection:
         self.slots = asyncio.Semaphore(max(1, max_in_flight))
         self.write_lock = asyncio.Lock()
         self.keys: set[tuple[str, str, int]] = set()
+        self.last_frame = asyncio.get_running_loop().time()
+        self.idle = False  # closed by the idle timeout
 
     def close(self) -> None:
         if not self.closed:
@@ -126,10 +138,11 @@ class RemotingServer:
         self._call_timeout = call_timeout
         self._idle_timeout = idle_timeout
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mqctl-remoting")
-        self._loop = asyncio.new_event_loop()
+        self._loop = _new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mqctl-remoting", daemon=True)
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[_Connection] = set()
+        self._idle_task: asyncio.Task[None] | None = None
         self._registrations: dict[tuple[str, str, int], _Registration] = {}
         self._opaque = itertools.count(1)
         self._watch: Any = None
@@ -232,31 +245,38 @@ class RemotingServer:
             conn.close()
             return
         self._conns.add(conn)
+        if self._idle_task is None:
+            self._idle_task = asyncio.create_task(self._close_idle())
         tasks: set[asyncio.Task[None]] = set()
+        loop = asyncio.get_running_loop()
         try:
             while not conn.closed:
                 try:
-                    prefix = await asyncio.wait_for(reader.readexactly(4), self._idle_timeout)
+                    # no timeout per read (a timer per frame costs more than the frame): _close_idle
+                    # closes a connection that has not completed a frame for the idle timeout
+                    prefix = await reader.readexactly(4)
                     total = codec.frame_length(prefix)
-                    payload = await asyncio.wait_for(reader.readexactly(total), self._idle_timeout)
+                    payload = await reader.readexactly(total)
+                    conn.last_frame = loop.time()
                     cmd = codec.decode_frame(payload)
                 except FrameError as exc:
                     self._peer_log.warning(conn.address, "closing connection from %s: malformed frame: %s",
                                            peer, exc)
                     break
                 except asyncio.IncompleteReadError as exc:
-                    if exc.partial:
+                    if exc.partial and not conn.idle:
                         self._peer_log.warning(conn.address, "connection from %s closed in the middle of a "
                                                "frame", peer)
                     break
-                except TimeoutError:
-                    self._peer_log.log(
-                        logging.INFO, conn.address, "closing connection from %s: idle for %.0f s", peer,
-                        self._idle_timeout,
-                    )
-                    break
                 if cmd.is_response:
                     log.debug("ignoring a response (opaque %s) from %s", cmd.opaque, peer)
+                    continue
+                if cmd.code == headers.BROKER_HEARTBEAT:
+                    # the fleet's hot path: answered here, in order, without a worker thread (the
+                    # node keeps heartbeats in memory and never waits for Raft on them)
+                    answer = self._answer_now(conn, cmd)
+                    if not cmd.is_oneway:
+                        await self._write(conn, answer)
                     continue
                 await conn.slots.acquire()
                 task = asyncio.create_task(self._process(conn, cmd))
@@ -272,6 +292,19 @@ class RemotingServer:
                 if reg is not None and reg.conn is conn:
                     del self._registrations[key]
             conn.close()
+
+    async def _close_idle(self) -> None:
+        """Close connections that completed no frame for the idle timeout (also half-sent frames)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(1.0, self._idle_timeout / 4))
+            now = loop.time()
+            for conn in list(self._conns):
+                if not conn.closed and now - conn.last_frame > self._idle_timeout:
+                    self._peer_log.log(logging.INFO, conn.address, "closing connection from %s: idle for "
+                                       "%.0f s", conn.peer, self._idle_timeout)
+                    conn.idle = True
+                    conn.close()
 
     async def _write(self, conn: _Connection, cmd: RemotingCommand) -> None:
         try:
@@ -289,9 +322,13 @@ class RemotingServer:
             )
         if conn.closed:
             return
+        # write() queues the whole frame at once, so frames never interleave; only a client that
+        # does not read (a full socket buffer) is waited for, and dropped after WRITE_TIMEOUT
+        conn.writer.write(frame)
+        if conn.writer.transport.get_write_buffer_size() == 0:
+            return
         async with conn.write_lock:
             try:
-                conn.writer.write(frame)
                 await asyncio.wait_for(conn.writer.drain(), WRITE_TIMEOUT)
             except (ConnectionError, OSError, TimeoutError) as exc:
                 log.info("closing connection to %s: cannot write: %s", conn.peer, exc or "timeout")
@@ -328,6 +365,24 @@ class RemotingServer:
         )
 
     async def _answer(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        decoded = self._decode(cmd)
+        if isinstance(decoded, RemotingCommand):
+            return decoded
+        method, request = decoded
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self._pool, self._call, method, request)
+        return self._reply(conn, cmd, method, request, result)
+
+    def _answer_now(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """A request the node answers from memory at once (Heartbeat), on the loop's thread."""
+        decoded = self._decode(cmd)
+        if isinstance(decoded, RemotingCommand):
+            return decoded
+        method, request = decoded
+        return self._reply(conn, cmd, method, request, self._call(method, request))
+
+    def _decode(self, cmd: RemotingCommand) -> tuple[str, dict[str, Any]] | RemotingCommand:
+        """The NodeAPI request of a frame, or the refusal to send back."""
         if cmd.code not in methods.BY_REMOTING_CODE:
             return self._response(
                 cmd, Code.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported"
@@ -340,8 +395,10 @@ class RemotingServer:
         refused = methods.check_token(method, request, lambda: self._token_ok(cmd), how=TOKEN_HOW)
         if refused is not None:
             return self._response(cmd, refused["code"], refused["remark"])
-        loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(self._pool, self._call, method, request)
+        return method, request
+
+    def _reply(self, conn: _Connection, cmd: RemotingCommand, method: str, request: dict[str, Any],
+               result: dict[str, Any]) -> RemotingCommand:
         code = int(result.get("code", 0))
         if code == Code.SUCCESS and method in ("RegisterBroker", "Heartbeat"):
             self._remember(conn, method, request)
