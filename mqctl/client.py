@@ -111,6 +111,12 @@ _NOT_SENT_MARKERS = ("failed to connect", "connection refused", "dns resolution 
                      "handshake", "no route to host", "name resolution")
 
 MAX_REDIRECTS = 5
+# A call that has not been answered for PROBE_AFTER seconds makes the client ask the other nodes
+# (each for at most PROBE_TIMEOUT) whether another one leads now; discovery asks every node at once
+# and waits at most DISCOVERY_TIMEOUT per round.
+PROBE_AFTER = 0.3
+PROBE_TIMEOUT = 0.3
+DISCOVERY_TIMEOUT = 1.0
 
 
 def _not_sent(err: grpc.RpcError) -> bool:
@@ -228,29 +234,61 @@ class ControllerClient(ControllerApi):
         resp = stub.GetMetadata(pb.GetMetadataRequest(), timeout=timeout)
         return message_to_dict(resp)
 
+    def _metadata_futures(self, addresses: list[str], timeout: float) -> dict[str, Any]:
+        """GetMetadata sent to every address at once; address -> grpc future."""
+        request = pb.GetMetadataRequest()
+        return {a: self._stub(a).GetMetadata.future(request, timeout=timeout) for a in addresses}
+
     def _discover(self, deadline: float) -> str:
-        """Find the leader's address or raise _Retry."""
+        """Find the leader's address or raise _Retry. Every node is asked at once, and a node that
+        says it leads is taken as soon as it answers: a stopped node (a paused process, a
+        partition with TCP open) costs nothing when another answers."""
+        timeout = max(0.05, min(deadline - time.monotonic(), DISCOVERY_TIMEOUT))
+        pending = self._metadata_futures(list(self.addresses), timeout)
+        done = threading.Event()
+        for future in pending.values():
+            future.add_done_callback(lambda _f: done.set())
         errors: list[str] = []
-        candidates = list(self.addresses)
-        for address in candidates:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
+        named = ""
+        while pending:
+            done.clear()
+            for address, future in list(pending.items()):
+                if not future.done():
+                    continue
+                del pending[address]
+                try:
+                    d = message_to_dict(future.result())
+                except grpc.RpcError as err:
+                    errors.append(_rpc_error_text(address, err))
+                    continue
+                if d.get("code", 0) != 0:
+                    errors.append(f"{address}: {d.get('code')}: {d.get('remark', '')}")
+                elif d.get("is_leader"):
+                    for other in pending.values():
+                        other.cancel()
+                    return address
+                elif d.get("controller_leader_address"):
+                    named = named or str(d["controller_leader_address"])
+                else:
+                    errors.append(f"{address}: no leader elected yet ({d.get('state') or 'unknown state'})")
+            if pending:
+                done.wait(0.05)
+        if named:
+            return named
+        raise _Retry("; ".join(errors[-3:]) or "deadline exceeded during leader discovery")
+
+    def _leader_elsewhere(self, target: str) -> str:
+        """Another node that says it leads ("" when none does): asked while a call to ``target``
+        is slow to answer, to tell a stopped leader from a busy one."""
+        others = [a for a in self.addresses if a != target]
+        for address, future in self._metadata_futures(others, PROBE_TIMEOUT).items():
             try:
-                d = self._metadata_of(address, min(remaining, max(1.0, self.timeout / 4)))
-            except grpc.RpcError as err:
-                errors.append(_rpc_error_text(address, err))
-                continue
-            if d.get("code", 0) != 0:
-                errors.append(f"{address}: {d.get('code')}: {d.get('remark', '')}")
+                d = message_to_dict(future.result())
+            except grpc.RpcError:
                 continue
             if d.get("is_leader"):
                 return address
-            leader = d.get("controller_leader_address") or ""
-            if leader:
-                return str(leader)
-            errors.append(f"{address}: no leader elected yet ({d.get('state') or 'unknown state'})")
-        raise _Retry("; ".join(errors[-3:]) or "deadline exceeded during leader discovery")
+        return ""
 
     def _call(
         self,
@@ -310,8 +348,28 @@ class ControllerClient(ControllerApi):
         stub = self._stub(target)
         rpc = getattr(stub, method)
         remaining = max(0.001, deadline - time.monotonic())
+        future = rpc.future(message, timeout=remaining, metadata=metadata)
         try:
-            resp = rpc(message, timeout=remaining, metadata=metadata)
+            while True:
+                try:
+                    resp = future.result(timeout=PROBE_AFTER)
+                    break
+                except grpc.FutureTimeoutError:
+                    pass
+                # no answer yet: a leader that stopped (paused, cut off) is waited for only until
+                # another node leads; a busy leader that the others still follow is waited for
+                leader = self._leader_elsewhere(target) if follow and len(self.addresses) > 1 else ""
+                if not leader:
+                    continue
+                future.cancel()
+                reason = f"{target} did not answer {method} and {leader} leads now"
+                if retry_any:
+                    raise _Retry(reason, target=leader, now=True)
+                self._leader = leader
+                raise ControllerError(
+                    Code.UNAVAILABLE,
+                    f"{method} outcome unknown ({reason}; check with a read before retrying)",
+                )
         except grpc.RpcError as err:
             text = _rpc_error_text(target, err)
             code = err.code()  # type: ignore[attr-defined]

@@ -119,6 +119,7 @@ class MethodSpec:
     entry: Entry = Entry.CALL
     streaming: bool = False  # server-streaming RPC
     mutating: bool | None = None  # changes controller state; default: kind is WRITE
+    idempotent: bool = False  # a repeat has the effect of one call for its caller: retried as a read
     where: str = ""  # who answers, for the docs; default from ``kind``
     grpc_method: str = ""  # default: ``name``
     request_type: str = ""  # message name in mqctl/v1/controller.proto; default NameRequest
@@ -152,9 +153,10 @@ class MethodSpec:
 
     @property
     def retry_any(self) -> bool:
-        """Clients retry it on any transient failure (it changes no controller state); mutating
-        calls are retried only when they surely were not executed."""
-        return not self.mutating
+        """Clients retry it on any transient failure (it changes no controller state, or a repeat
+        changes nothing more for its caller); other mutating calls are retried only when they surely
+        were not executed."""
+        return not self.mutating or self.idempotent
 
     @property
     def grpc_path(self) -> str:
@@ -186,12 +188,14 @@ METHODS: tuple[MethodSpec, ...] = (
         "ApplyBrokerId", Kind.WRITE, Caller.BROKER, Token.NEVER,
         "Claim a broker id for a broker (its registerCheckCode).",
         code=1013, code_name="CONTROLLER_APPLY_BROKER_ID",
+        idempotent=True,  # the same id with the same registerCheckCode succeeds again
     ),
     MethodSpec(
         "RegisterBroker", Kind.WRITE, Caller.BROKER, Token.NEVER,
         "Register a replica: a new brokerEpoch, the current master (elects one if there is none).",
         code=1003, code_name="CONTROLLER_REGISTER_BROKER",
         remoting_body="response: SyncStateSet",
+        idempotent=True,  # a repeat gives a newer brokerEpoch, which the broker keeps
     ),
     MethodSpec(
         "Heartbeat", Kind.NODE, Caller.BROKER, Token.NEVER,

@@ -105,10 +105,14 @@ def test_server_side_2104_retried_for_reads_not_for_writes(serve: Any) -> None:
         assert node.methods_called() == ["GetNextBrokerId"] * 4
         node.calls.clear()
         unavailable["left"] = 1
+        c.apply_broker_id(C, B, 1, "code")  # an idempotent write (methods.py): retried
+        assert node.methods_called() == ["ApplyBrokerId"] * 2
+        node.calls.clear()
+        unavailable["left"] = 1
         with pytest.raises(ControllerError) as e:
-            c.apply_broker_id(C, B, 1, "code")  # write: outcome unknown, not retried
+            c.elect_master(C, B, 1)  # write: outcome unknown, not retried
         assert e.value.code == Code.UNAVAILABLE
-        assert node.methods_called() == ["ApplyBrokerId"]
+        assert node.methods_called() == ["ElectMaster"]
 
 
 class _DroppingServicer(ControllerServicer):
@@ -154,13 +158,18 @@ def test_write_lost_after_sending_is_not_retried(dropping_server: Any) -> None:
     address, servicer = dropping_server(drops=1)
     with ControllerClient(address, timeout=5) as c:
         with pytest.raises(ControllerError) as e:
-            c.register_broker(C, B, 1, "10.0.0.1:30911")
+            c.elect_master(C, B, 1)
         assert e.value.code == Code.UNAVAILABLE and "outcome unknown" in e.value.remark
-        assert servicer.seen == ["RegisterBroker"]
+        assert servicer.seen == ["ElectMaster"]
+        # an idempotent write (a new brokerEpoch the broker keeps) in the same situation is retried
+        servicer.drops = 1
+        c.apply_broker_id(C, B, 1, "127.0.0.1:30911;1")
+        assert c.register_broker(C, B, 1, "127.0.0.1:30911").broker_epoch > 0
+        assert servicer.seen[1:] == ["ApplyBrokerId", "ApplyBrokerId", "RegisterBroker"]
         # a read in the same situation is retried
         servicer.drops = 2
-        assert c.get_next_broker_id(C, B).next_broker_id == 1
-        assert servicer.seen[1:] == ["GetNextBrokerId"] * 3
+        assert c.get_next_broker_id(C, B).next_broker_id == 2
+        assert servicer.seen[4:] == ["GetNextBrokerId"] * 3
 
 
 def test_transport_errors_that_are_not_transient_are_not_retried(dropping_server: Any) -> None:
