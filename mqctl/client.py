@@ -117,6 +117,7 @@ MAX_REDIRECTS = 5
 PROBE_AFTER = 0.3
 PROBE_TIMEOUT = 0.3
 DISCOVERY_TIMEOUT = 1.0
+ELECTION_POLL = 0.05
 
 
 def _not_sent(err: grpc.RpcError) -> bool:
@@ -144,11 +145,15 @@ def _rpc_error_text(address: str, err: grpc.RpcError) -> str:
 class _Retry(Exception):
     """Internal: try again (after a backoff unless ``now``)."""
 
-    def __init__(self, reason: str, target: str | None = None, now: bool = False) -> None:
+    def __init__(self, reason: str, target: str | None = None, now: bool = False,
+                 election: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.target = target
         self.now = now
+        # no leader yet (an election is running): asked again every ELECTION_POLL seconds, not after
+        # a growing backoff, so that the client sees the new leader within a poll of its election
+        self.election = election
 
 
 class ControllerClient(ControllerApi):
@@ -275,7 +280,8 @@ class ControllerClient(ControllerApi):
                 done.wait(0.05)
         if named:
             return named
-        raise _Retry("; ".join(errors[-3:]) or "deadline exceeded during leader discovery")
+        raise _Retry("; ".join(errors[-3:]) or "deadline exceeded during leader discovery",
+                     election=any("no leader elected yet" in e for e in errors))
 
     def _leader_elsewhere(self, target: str) -> str:
         """Another node that says it leads ("" when none does): asked while a call to ``target``
@@ -331,8 +337,11 @@ class ControllerClient(ControllerApi):
                         self._leader = None
                     target = address  # pinned address: keep it; otherwise rediscover
                     redirects = 0
-                delay = min(BACKOFF_MAX, BACKOFF_INITIAL * (2**attempt)) * random.uniform(0.5, 1.0)
-                attempt += 1
+                if r.election:
+                    delay = ELECTION_POLL * random.uniform(0.5, 1.0)
+                else:
+                    delay = min(BACKOFF_MAX, BACKOFF_INITIAL * (2**attempt)) * random.uniform(0.5, 1.0)
+                    attempt += 1
                 time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
     def _attempt(
@@ -376,7 +385,8 @@ class ControllerClient(ControllerApi):
             if code not in _TRANSIENT:
                 raise ControllerError(Code.SYSTEM_ERROR, f"gRPC call {method} failed: {text}") from None
             if retry_any or _not_sent(err):
-                raise _Retry(text) from None
+                # a node that refuses connections is down: its successor is polled for, no backoff
+                raise _Retry(text, election=_not_sent(err)) from None
             raise ControllerError(
                 Code.UNAVAILABLE,
                 f"{method} outcome unknown (the connection failed after the request was sent; "
@@ -391,7 +401,7 @@ class ControllerClient(ControllerApi):
             )
             if leader and leader != target:
                 raise _Retry(reason, target=leader, now=True)
-            raise _Retry(reason)
+            raise _Retry(reason, election=not leader)
         if code == Code.UNAVAILABLE and retry_any:
             raise _Retry(f"{target}: {d.get('remark', '')}")
         if code != Code.SUCCESS:

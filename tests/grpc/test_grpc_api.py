@@ -142,9 +142,9 @@ def test_bad_answer_from_the_node_becomes_system_error(core_server: Any) -> None
 def test_node_timeout_is_unavailable_and_not_retried_for_writes(core_server: Any) -> None:
     core_server.node.fail_with = TimeoutError("no quorum")
     with ControllerClient(core_server.address, timeout=3) as c, pytest.raises(ControllerError) as e:
-        c.apply_broker_id(C, B, 1, "x")
+        c.elect_master(C, B, 1)
     assert e.value.code == Code.UNAVAILABLE and "may still take effect" in e.value.remark
-    assert core_server.node.methods_called() == ["ApplyBrokerId"]
+    assert core_server.node.methods_called() == ["ElectMaster"]
 
 
 def test_busy_port_is_one_clear_line(core_server: Any) -> None:
