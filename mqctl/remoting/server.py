@@ -138,8 +138,8 @@ class RemotingServer:
         self._call_timeout = call_timeout
         self._idle_timeout = idle_timeout
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mqctl-remoting")
-        self._loop = _new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="mqctl-remoting", daemon=True)
+        self._loop = asyncio.new_event_loop()  # replaced by start() (uvloop where it can serve)
+        self._thread = threading.Thread(target=self._run_loop, name="mqctl-remoting", daemon=True)
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[_Connection] = set()
         self._idle_task: asyncio.Task[None] | None = None
@@ -171,6 +171,9 @@ class RemotingServer:
             raise UsageError(f"bad remoting TLS mode {tls_mode!r} ({', '.join(TLS_MODES)})")
         self._tls = tls if tls_mode != "disabled" else None
         self._tls_mode = tls_mode if self._tls is not None else "disabled"
+        if self._tls_mode != "permissive":  # the permissive sniffer needs asyncio's own transports
+            self._loop.close()
+            self._loop = _new_event_loop()
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(self._listen(), self._loop)
         try:
@@ -227,6 +230,9 @@ class RemotingServer:
                 log.debug("closing remoting connections failed", exc_info=True)
         self._shutdown_loop()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run_loop(self) -> None:
+        self._loop.run_forever()
 
     def _shutdown_loop(self) -> None:
         if self._thread.is_alive():
@@ -600,7 +606,7 @@ class _TlsSniffer(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        assert isinstance(transport, asyncio.Transport)  # asyncio's loop (start() does not use uvloop here)
         self._transport = transport
         transport.pause_reading()  # the transport reads nothing: its first bytes stay in the kernel
         loop = asyncio.get_running_loop()

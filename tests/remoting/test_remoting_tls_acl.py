@@ -77,8 +77,9 @@ def _serve(tmp_path: Path, pki: PkiFiles, *, mtls: bool = False,
 
 
 def _leader(client: RemotingControllerClient) -> str:
-    meta = wait_until(lambda: client.get_metadata(), 30, what="remoting metadata over TLS")
-    assert meta.is_leader
+    # the node answers before it has elected itself: wait for the answer that says it leads
+    meta = wait_until(lambda: (m := client.get_metadata()).is_leader and m, 30,
+                      what="remoting metadata over TLS from the leader")
     return meta.controller_leader_address
 
 
