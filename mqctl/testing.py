@@ -177,6 +177,7 @@ class Node:
     args: list[str]
     log_path: str
     proc: subprocess.Popen[bytes] | None = None
+    remoting_address: str = ""
     # Another release's interpreter in a rolling-upgrade test; safe_path (-P) so that the current
     # directory (a checkout of this release) does not shadow that release's package.
     python: str = sys.executable
@@ -236,6 +237,7 @@ class LocalCluster:
     size: int = 3
     extra_args: list[str] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
+    remoting: bool = False  # each node also serves RocketMQ remoting on a port of its own
 
     def __post_init__(self) -> None:
         os.makedirs(self.base_dir, exist_ok=True)
@@ -248,8 +250,13 @@ class LocalCluster:
                     "--heartbeat-timeout", "1500", "--scan-interval", "300", *self.extra_args]
             if peers:
                 args += ["--peers", peers]
+            remoting = ""
+            if self.remoting:
+                port = free_port()
+                args += ["--remoting-port", str(port)]
+                remoting = f"127.0.0.1:{port}"
             self.nodes.append(Node(f"node{i}", grpc_addr, rafts[i], data_dir, args,
-                                   os.path.join(self.base_dir, f"node{i}.log")))
+                                   os.path.join(self.base_dir, f"node{i}.log"), remoting_address=remoting))
 
     @property
     def addresses(self) -> str:

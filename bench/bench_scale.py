@@ -1,0 +1,872 @@
+"""Fleet scale: one controller leader and many RocketMQ brokers over remoting. Figures, not assertions.
+
+    .venv/bin/python bench/bench_scale.py [--quick] [--sets 100,1000,3334] [--window 60] [--procs 2]
+
+A three-node `mqctl serve` group on 127.0.0.1 (all three on this machine) and load generators: worker
+processes (this script with ``--worker``) that act as RocketMQ brokers over remoting. Each worker is
+one asyncio loop with pre-encoded JSON frames, many brokers per connection (opaque = the broker's
+index on its connection, so a frame is encoded once): it applies each broker's id (1013), registers
+it (1003), then sends BROKER_HEARTBEAT (904) for every broker once a second, spread evenly over the
+second, and times every answer. The brokers beat the leader only (a RocketMQ broker beats every
+controller node; each node keeps its own table, so in production the followers take the same load
+on their own machines).
+
+Printed, in one run:
+1. Registration: ApplyBrokerId + RegisterBroker for every broker, the time and writes per second
+   (then, as a RocketMQ broker does, replica 1 of each set asks for an election, 1002).
+2. Capacity and flat cost: the broker sets are added in steps (100, 1,000, 3,334 sets of three
+   replicas by default); at each step, over a window: heartbeats answered, round trip
+   p50/p99/max, the leader's CPU in microseconds per heartbeat (its idle CPU subtracted), the
+   workers' CPU, leader changes (polled every 100 ms) and elections during the window (a broker
+   wrongly declared dead would cause one).
+3. Memory: the leader's RSS per registered broker beyond the RSS before registration.
+4. Failover at scale: with the whole load running, 20 masters stop beating one after the other;
+   from each one's last heartbeat to the new master in the applied state (WatchRoleChanges on the
+   leader), beyond the lease: p50/p99. Then a mass failure: 100 masters at once. Then a kill -9 of
+   the controller leader with the fleet beating: the brokers follow the new leader, which must elect
+   no broker set (it waits one lease before it declares anybody dead).
+5. Capacity over gRPC: 3,000 brokers beating once a second (grpc.aio generators, pre-encoded).
+6. Controller leader kill -9 under write load (25 kills): to a new leader, to the next served write.
+7. Controller leader paused (SIGSTOP): a long-lived client's next write served after.
+8. Write throughput with 64 concurrent clients, latency against a GetMetadata round trip.
+
+The baseline for ratios is a GetMetadata round trip over remoting in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import platform
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+CLUSTER = "ScaleCluster"
+LEASE_MS = 10_000
+PER_CONNECTION = 100  # brokers per generator connection
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(round(p / 100 * len(ordered) + 0.5))))
+    return ordered[rank - 1]
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def proc_rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+# ------------------------------------------------------------------------------------------------
+# Worker: brokers over remoting
+
+
+def frame(code: int, opaque: int, ext: dict[str, str]) -> bytes:
+    header = json.dumps({"code": code, "extFields": ext, "flag": 0, "language": "JAVA", "opaque": opaque,
+                         "serializeTypeCurrentRPC": "JSON", "version": 475},
+                        separators=(",", ":")).encode()
+    return struct.pack(">ii", 4 + len(header), len(header)) + header
+
+
+_OPAQUE = re.compile(rb'"opaque":(-?\d+)')
+_CODE = re.compile(rb'"code":(-?\d+)')
+
+
+class Conn(asyncio.Protocol):
+    """One generator connection: frames out, answers matched by opaque."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.transport: asyncio.Transport | None = None
+        self.waiting: dict[int, tuple[float, asyncio.Future[int] | None]] = {}
+        self.latencies: dict[int, list[float]] = {}  # second -> round trips (ms)
+        self.errors = 0
+        self.lost = 0
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for _, fut in self.waiting.values():
+            if fut is not None and not fut.done():
+                fut.set_result(-1)
+        self.waiting.clear()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data
+        pos = 0
+        now = time.monotonic()
+        while len(buf) - pos >= 4:
+            (total,) = struct.unpack_from(">i", buf, pos)
+            if len(buf) - pos - 4 < total:
+                break
+            (hlen,) = struct.unpack_from(">i", buf, pos + 4)
+            header = buf[pos + 8 : pos + 8 + (hlen & 0xFFFFFF)]
+            pos += 4 + total
+            m = _OPAQUE.search(header)
+            if m is None:
+                continue
+            sent = self.waiting.pop(int(m.group(1)), None)
+            if sent is None:
+                continue
+            code = int(_CODE.search(header).group(1))  # type: ignore[union-attr]
+            started, fut = sent
+            if fut is not None:
+                if not fut.done():
+                    fut.set_result(code)
+            else:
+                if code != 0:
+                    self.errors += 1
+                self.latencies.setdefault(int(time.time()), []).append((now - started) * 1000)
+        self.buf = buf[pos:]
+
+    def send(self, opaque: int, data: bytes, fut: asyncio.Future[int] | None = None) -> None:
+        if self.closed or self.transport is None:
+            if fut is not None:
+                fut.set_result(-1)
+            return
+        if opaque in self.waiting and fut is None:
+            self.lost += 1  # the previous beat of this broker was never answered
+        self.waiting[opaque] = (time.monotonic(), fut)
+        self.transport.write(data)
+
+
+async def find_leader(addresses: list[str]) -> str:
+    """The remoting address of the node that says it leads (GET_METADATA_INFO, 1005)."""
+    while True:
+        for address in addresses:
+            host, port = address.rsplit(":", 1)
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 2)
+                writer.write(frame(1005, 1, {}))
+                (total,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 2))
+                payload = await asyncio.wait_for(reader.readexactly(total), 2)
+                writer.close()
+            except (OSError, TimeoutError, asyncio.IncompleteReadError):
+                continue
+            (hlen,) = struct.unpack_from(">i", payload, 0)
+            header = json.loads(payload[4 : 4 + (hlen & 0xFFFFFF)])
+            if (header.get("extFields") or {}).get("isLeader") == "true":
+                return address
+        await asyncio.sleep(0.1)
+
+
+class Fleet:
+    """Connections to the current controller leader; follows it when it changes, as a RocketMQ
+    broker does (it asks the controllers who leads on 2007 or a lost connection)."""
+
+    def __init__(self, addresses: list[str], count: int) -> None:
+        self.addresses = addresses
+        self.count = count
+        self.conns: list[Conn] = []
+        self.leader = ""
+        self.lock = asyncio.Lock()
+        self.stats = {"latencies": {}, "errors": 0, "lost": 0}  # of connections closed so far
+
+    async def follow(self, seen: list[Conn] | None = None) -> None:
+        async with self.lock:
+            if seen is not None and self.conns is not seen:
+                return  # somebody else followed already
+            for c in self.conns:
+                for sec, values in c.latencies.items():
+                    self.stats["latencies"].setdefault(sec, []).extend(values)  # type: ignore[attr-defined]
+                self.stats["errors"] += c.errors  # type: ignore[operator]
+                self.stats["lost"] += c.lost  # type: ignore[operator]
+                if c.transport is not None:
+                    c.transport.close()
+            self.leader = await find_leader(self.addresses)
+            host, port = self.leader.rsplit(":", 1)
+            loop = asyncio.get_running_loop()
+            conns = []
+            for _ in range(0, self.count, PER_CONNECTION):
+                _, proto = await loop.create_connection(Conn, host, int(port))
+                conns.append(proto)
+            self.conns = conns
+
+    def where(self, i: int) -> tuple[Conn, int]:
+        return self.conns[i // PER_CONNECTION], i % PER_CONNECTION
+
+
+async def worker_main(addresses: list[str], first: int, count: int) -> None:
+    loop = asyncio.get_running_loop()
+    brokers = [(f"scale-{(first + i) // 3:05d}", (first + i) % 3 + 1) for i in range(count)]
+    fleet = Fleet(addresses, count)
+    await fleet.follow()
+
+    async def call(i: int, code: int, ext: dict[str, str]) -> int:
+        while True:
+            conns = fleet.conns
+            conn, opaque = fleet.where(i)
+            fut: asyncio.Future[int] = loop.create_future()
+            conn.send(opaque, frame(code, opaque, ext), fut)
+            try:
+                answer = await asyncio.wait_for(fut, 30)
+            except TimeoutError:
+                answer = -1
+            if answer in (-1, 2007):  # connection lost, or not the leader: follow the leader
+                await fleet.follow(conns)
+                continue
+            return answer
+
+    async def register(i: int) -> None:
+        name, bid = brokers[i]
+        addr = f"127.0.0.1:{20000 + (first + i) % 40000}"
+        for code_, ext in ((1013, {"clusterName": CLUSTER, "brokerName": name, "appliedBrokerId": str(bid),
+                                   "registerCheckCode": f"{addr};1"}),
+                           (1003, {"clusterName": CLUSTER, "brokerName": name, "brokerId": str(bid),
+                                   "brokerAddress": addr})):
+            for _ in range(20):
+                code = await call(i, code_, ext)
+                if code == 0:
+                    break
+                await asyncio.sleep(0.5)
+            else:
+                raise RuntimeError(f"cannot register {name}/{bid} ({code_}): code {code}")
+
+    started = time.monotonic()
+    window = asyncio.Semaphore(256)
+
+    async def guarded(i: int) -> None:
+        async with window:
+            await register(i)
+
+    await asyncio.gather(*(guarded(i) for i in range(count)))
+    print(json.dumps({"registered": count, "seconds": time.monotonic() - started}), flush=True)
+
+    beats = []
+    for i, (name, bid) in enumerate(brokers):
+        beats.append(frame(904, i % PER_CONNECTION, {
+            "clusterName": CLUSTER, "brokerAddr": f"127.0.0.1:{20000 + (first + i) % 40000}",
+            "brokerName": name, "brokerId": str(bid), "epoch": "1", "maxOffset": "1000",
+            "confirmOffset": "1000", "heartbeatTimeoutMills": str(LEASE_MS), "electionPriority": "0"}))
+    silenced: set[int] = set()
+    last_sent: dict[int, float] = {}
+
+    def report() -> dict[str, Any]:
+        out: dict[str, Any] = {"latencies": {}, "errors": fleet.stats["errors"], "lost": fleet.stats["lost"],
+                               "cpu": proc_cpu_seconds(os.getpid()), "leader": fleet.leader,
+                               "last_sent": {str(first + i): t for i, t in last_sent.items()
+                                             if i in silenced}}
+        for sec, values in fleet.stats["latencies"].items():  # type: ignore[attr-defined]
+            out["latencies"].setdefault(str(sec), []).extend(values)
+        for c in fleet.conns:
+            for sec, values in c.latencies.items():
+                out["latencies"].setdefault(str(sec), []).extend(values)
+            out["errors"] += c.errors
+            out["lost"] += c.lost
+        return out
+
+    def commands() -> None:
+        for line in sys.stdin:
+            cmd = line.split()
+            if cmd and cmd[0] == "silence":
+                loop.call_soon_threadsafe(silenced.update, [int(t) - first for t in cmd[1:]])
+            elif cmd and cmd[0] == "report":
+                print(json.dumps(asyncio.run_coroutine_threadsafe(_async(report), loop).result()), flush=True)
+            elif cmd and cmd[0] == "quit":
+                os._exit(0)
+        os._exit(0)
+
+    threading.Thread(target=commands, daemon=True).start()
+
+    async def elect() -> None:
+        """As a RocketMQ broker does once registered and beating: with no master, ask for an
+        election (1002) -- here the replica with id 1 of each set, after its first beats."""
+        await asyncio.sleep(1.5)
+        sem = asyncio.Semaphore(64)
+
+        async def one(i: int) -> None:
+            name, bid = brokers[i]
+            async with sem:
+                await call(i, 1002, {"clusterName": CLUSTER, "brokerName": name, "brokerId": str(bid)})
+
+        await asyncio.gather(*(one(i) for i, (_, bid) in enumerate(brokers) if bid == 1))
+
+    electing = asyncio.create_task(elect())
+    tick = 0.01  # every broker once a second, spread evenly over the second
+    i = 0
+    owed = 0.0
+    next_at = time.monotonic()
+    while True:
+        if any(c.closed for c in fleet.conns):
+            await fleet.follow(fleet.conns)
+        owed += count * tick
+        while owed >= 1:
+            owed -= 1
+            if i not in silenced:
+                conn, opaque = fleet.where(i)
+                conn.send(opaque, beats[i])
+                last_sent[i] = time.time()
+            i = (i + 1) % count
+        next_at += tick
+        await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+    del electing
+
+
+async def _async(fn: Any) -> Any:
+    return fn()
+
+
+# ------------------------------------------------------------------------------------------------
+# Main
+
+
+class Worker:
+    def __init__(self, addresses: list[str], first: int, count: int) -> None:
+        self.first, self.count = first, count
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker", ",".join(addresses), str(first),
+                                      str(count)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        assert self.proc.stdout is not None
+        self.registered = json.loads(self.proc.stdout.readline())
+
+    def ask(self, line: str) -> dict[str, Any] | None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        if line.startswith("report"):
+            return json.loads(self.proc.stdout.readline())  # type: ignore[no-any-return]
+        return None
+
+    def report(self) -> dict[str, Any]:
+        out = self.ask("report")
+        assert out is not None
+        return out
+
+    def stop(self) -> None:
+        try:
+            self.ask("quit")
+        except (BrokenPipeError, OSError):
+            pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def remoting_call(address: str, code: int, ext: dict[str, str] | None = None) -> float:
+    import socket
+
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), 10) as s:
+        data = frame(code, 1, ext or {})
+        started = time.perf_counter()
+        s.sendall(data)
+        (total,) = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))
+        s.recv(total, socket.MSG_WAITALL)
+        return (time.perf_counter() - started) * 1000
+
+
+def leader_state(cluster: Any) -> tuple[Any, dict[str, Any]]:
+    from mqctl.testing import metadata
+
+    leader = cluster.wait_for_leader()
+    return leader, metadata(leader.grpc_address)
+
+
+def masters(address: str) -> dict[str, tuple[int | None, int]]:
+    from mqctl.client import ControllerClient
+
+    with ControllerClient(address, timeout=30) as c:
+        table = c.get_sync_state_data([]).replicas_info_table
+    return {name: (info.master_broker_id, info.master_epoch) for name, info in table.items()}
+
+
+class Leadership:
+    """Counts the controller leader changes (distinct (term, leader) seen), polled every 100 ms."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.seen: set[tuple[int, str]] = set()
+        self.stop = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        from mqctl.testing import metadata
+
+        while not self.stop.wait(0.1):
+            for node in self.cluster.nodes:
+                if not node.alive():
+                    continue
+                try:
+                    m = metadata(node.grpc_address, timeout=1)
+                except Exception:
+                    continue
+                if m.get("is_leader"):
+                    self.seen.add((int(m.get("term", 0)), node.name))
+
+    def changes(self) -> int:
+        return max(0, len(self.seen) - 1)
+
+
+def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float) -> list[Worker]:
+    """Remoting brokers added in steps; per step the heartbeat figures over a window."""
+    assert leader.proc is not None
+    pid = leader.proc.pid
+    everyone = [n.remoting_address for n in cluster.nodes]
+    rtts = [remoting_call(leader.remoting_address, 1005) for _ in range(200)]
+    base_ms = pct(rtts, 50)
+    rss0 = proc_rss_mib(pid)
+    idle0 = proc_cpu_seconds(pid)
+    time.sleep(5)
+    idle = (proc_cpu_seconds(pid) - idle0) / 5  # the leader's own work with no broker
+    print(f"baseline: GetMetadata over remoting p50 {base_ms:.2f} ms; leader RSS {rss0:.1f} MiB and CPU "
+          f"{100 * idle:.1f}% with no broker (subtracted from its CPU per heartbeat)")
+    print("\n1-3. capacity over remoting (904, brokers beat the leader once a second)")
+    print("sets brokers | register s  writes/s | beats/s answered/s  p50 ms  p99 ms  max ms  (p99/base) |"
+          " leader us/hb  leader CPU  gen CPU | lost err | leader changes elections")
+    workers: list[Worker] = []
+    brokers = 0
+    per_hb: dict[int, float] = {}
+    watch = Leadership(cluster)
+    for sets in [int(s) for s in args.sets.split(",")]:
+        target = sets * 3
+        if target <= brokers:
+            continue
+        reg_started = time.monotonic()
+        chunk = ((target - brokers + args.procs - 1) // args.procs + 2) // 3 * 3  # whole broker sets
+        new: list[Worker] = []
+        lock = threading.Lock()
+
+        def spawn(first: int, count: int, new: list[Worker] = new, lock: threading.Lock = lock) -> None:
+            w = Worker(everyone, first, count)
+            with lock:
+                new.append(w)
+
+        threads = [threading.Thread(target=spawn, args=(first, min(chunk, target - first)))
+                   for first in range(brokers, target, chunk)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        reg_s = time.monotonic() - reg_started
+        added = target - brokers
+        workers.extend(new)
+        brokers = target
+        time.sleep(4)  # every new broker beating, and its set's master elected
+        before = masters(leader.grpc_address)
+        changes0 = watch.changes()
+        cpu0 = proc_cpu_seconds(pid)
+        gen0 = sum(w.report()["cpu"] for w in workers)
+        t0 = time.time()
+        time.sleep(window)
+        t1 = time.time()
+        cpu1 = proc_cpu_seconds(pid)
+        reports = [w.report() for w in workers]
+        gen1 = sum(r["cpu"] for r in reports)
+        lat: list[float] = []
+        per_sec: dict[int, list[float]] = {}
+        for r in reports:
+            for sec, values in r["latencies"].items():
+                if t0 + 1 <= int(sec) < t1 - 1:
+                    lat.extend(values)
+                    per_sec.setdefault(int(sec), []).extend(values)
+        seconds = max(1.0, int(t1 - 1) - int(t0 + 1))
+        lost = sum(r["lost"] for r in reports)
+        errors = sum(r["errors"] for r in reports)
+        after = masters(cluster.wait_for_leader().grpc_address)
+        elections = sum(1 for name in after if before.get(name, (None, 0))[1] != after[name][1])
+        us = (cpu1 - cpu0 - idle * (t1 - t0)) / max(1.0, len(lat) * (t1 - t0) / seconds) * 1e6
+        per_hb[sets] = us
+        p99 = pct(lat, 99)
+        print(f"{sets:5d} {target:6d} | {reg_s:9.1f} {2 * added / reg_s:9.0f} | {brokers:7d} "
+              f"{len(lat) / seconds:10.0f} "
+              f"{pct(lat, 50):7.2f} {p99:7.2f} {max(lat or [0]):7.1f}  ({p99 / base_ms:6.1f}x) | "
+              f"{us:12.1f} {100 * (cpu1 - cpu0) / (t1 - t0):9.0f}% {100 * (gen1 - gen0) / (t1 - t0):6.0f}% | "
+              f"{lost:4d} {errors:3d} | {watch.changes():14d} {elections:9d}", flush=True)
+        if os.environ.get("BENCH_SCALE_SECONDS"):  # per-second p99/max, to find stalls
+            print("   per second p99/max ms: " + " ".join(f"{pct(v, 99):.0f}/{max(v):.0f}"
+                                                      for _, v in sorted(per_sec.items())))
+        del changes0
+    rss1 = proc_rss_mib(pid)
+    print(f"\nmemory: leader RSS {rss1:.1f} MiB with {brokers} brokers: "
+          f"{(rss1 - rss0) * 1024 * 1024 / max(1, brokers):.0f} bytes per broker beyond the empty process")
+    if per_hb:
+        small, large = per_hb[min(per_hb)], per_hb[max(per_hb)]
+        print(f"flat cost: leader CPU per heartbeat at {max(per_hb)} sets / at {min(per_hb)} sets = "
+              f"{large / small:.2f}")
+    print(f"controller leader changes while registering and beating: {watch.changes()}")
+    watch.stop.set()
+    return workers
+
+
+def failover(cluster: Any, workers: list[Worker], singles: int, mass: int) -> None:
+    """Masters stop beating; time from each one's last heartbeat to its set's new master applied."""
+    from mqctl.client import ControllerClient
+
+    leader = cluster.wait_for_leader()
+    table = masters(leader.grpc_address)
+    by_set = sorted(name for name, (mid, _) in table.items() if mid is not None)
+    done: dict[str, float] = {}
+    cond = threading.Condition()
+
+    def watch() -> None:
+        with ControllerClient(leader.grpc_address, timeout=3600) as c:
+            for change in c.watch_role_changes(CLUSTER, ""):
+                old = table.get(change.broker_name)
+                if old is not None and change.master_epoch > old[1]:
+                    with cond:
+                        done.setdefault(change.broker_name, time.time())
+                        cond.notify_all()
+
+    threading.Thread(target=watch, daemon=True).start()
+    time.sleep(1)
+
+    def owner(index: int) -> Worker:
+        return next(w for w in workers if w.first <= index < w.first + w.count)
+
+    def silence(names: list[str]) -> dict[str, float]:
+        indexes = {}
+        for name in names:
+            mid = table[name][0]
+            assert mid is not None
+            indexes[name] = int(name.split("-")[1]) * 3 + mid - 1
+        for idx in indexes.values():
+            owner(idx).ask(f"silence {idx}")
+        with cond:
+            cond.wait_for(lambda: all(n in done for n in names), timeout=LEASE_MS / 1000 * 3 + 30)
+        last: dict[str, float] = {}
+        for w in workers:
+            last.update(w.report()["last_sent"])
+        return {name: (done[name] - last[str(idx)]) * 1000 - LEASE_MS for name, idx in indexes.items()
+                if name in done and str(idx) in last}
+
+    singles_over: list[float] = []
+    for name in by_set[:singles]:
+        singles_over.extend(silence([name]).values())
+    print(f"\n4. failover at scale, the load running ({singles} masters one at a time, lease {LEASE_MS} ms): "
+          f"from the last heartbeat, beyond the lease p50 {pct(singles_over, 50):.0f} ms "
+          f"p99 {pct(singles_over, 99):.0f} ms ({len(singles_over)}/{singles} replaced)")
+    group = by_set[singles : singles + mass]
+    over = silence(group)
+    print(f"   mass failure ({len(group)} masters at once): beyond the lease p50 "
+          f"{pct(list(over.values()), 50):.0f} ms max {max(over.values() or [float('nan')]):.0f} ms "
+          f"({len(over)}/{len(group)} replaced)")
+
+
+def controller_kill_under_load(cluster: Any) -> None:
+    """kill -9 of the controller leader with the fleet beating: the brokers follow the new leader,
+    which waits one lease before it declares anybody dead; no broker set may get a new master."""
+    leader = cluster.wait_for_leader()
+    before = masters(leader.grpc_address)
+    t0 = time.monotonic()
+    leader.kill()
+    new = cluster.wait_for_leader(exclude=leader)
+    elected = time.monotonic() - t0
+    time.sleep(LEASE_MS / 1000 + 5)  # the new leader's grace period, then its first scans
+    after = masters(new.grpc_address)
+    elections = sum(1 for name in after if before.get(name, (None, 0))[1] != after[name][1])
+    print(f"\n   controller leader kill -9 with the fleet beating: new leader after {elected:.2f} s, "
+          f"broker elections in the next lease + 5 s: {elections} (expected 0)")
+    leader.start()
+
+
+def grpc_capacity(cluster: Any, brokers: int, window: float) -> None:
+    """Brokers beating over gRPC (pre-encoded HeartbeatRequest, grpc.aio in worker processes)."""
+    leader = cluster.wait_for_leader()
+    assert leader.proc is not None
+    pid = leader.proc.pid
+    procs = 2
+    per = brokers // procs
+    gens = [subprocess.Popen([sys.executable, __file__, "--grpc-worker", leader.grpc_address, str(i * per),
+                              str(per), str(window)], stdout=subprocess.PIPE, text=True)
+            for i in range(procs)]
+    time.sleep(3)
+    cpu0 = proc_cpu_seconds(pid)
+    t0 = time.monotonic()
+    outs = [json.loads(g.communicate(timeout=window + 120)[0].strip().splitlines()[-1]) for g in gens]
+    cpu1 = proc_cpu_seconds(pid)
+    lat = [x for o in outs for x in o["latencies"]]
+    elapsed = max(o["seconds"] for o in outs)
+    del t0
+    print(f"\n5. capacity over gRPC ({brokers} brokers beating once a second, {procs} generator processes): "
+          f"answered {len(lat) / elapsed:.0f}/s p50 {pct(lat, 50):.2f} ms p99 {pct(lat, 99):.2f} ms, "
+          f"errors {sum(o['errors'] for o in outs)}, leader CPU {100 * (cpu1 - cpu0) / elapsed:.0f}%, "
+          f"generators' CPU {sum(o['cpu'] for o in outs) / elapsed * 100:.0f}%")
+
+
+async def grpc_worker_main(address: str, first: int, count: int, window: float) -> None:
+    import grpc
+
+    from mqctl.v1 import controller_pb2 as pb
+
+    channel = grpc.aio.insecure_channel(address)
+    call = channel.unary_unary("/mqctl.v1.Controller/Heartbeat")  # bytes in, bytes out
+    frames = [pb.HeartbeatRequest(cluster_name=CLUSTER, broker_name=f"grpc-{(first + i) // 3:05d}",
+                                  broker_id=(first + i) % 3 + 1, broker_addr=f"127.0.0.1:{30000 + i % 30000}",
+                                  epoch=1, max_offset=1000, heartbeat_timeout_mills=LEASE_MS
+                                  ).SerializeToString()
+              for i in range(count)]
+    latencies: list[float] = []
+    errors = 0
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def beat(data: bytes) -> None:
+        nonlocal errors
+        started = time.monotonic()
+        try:
+            await call(data, timeout=10)
+            latencies.append((time.monotonic() - started) * 1000)
+        except grpc.RpcError:
+            errors += 1
+
+    cpu0 = proc_cpu_seconds(os.getpid())
+    started = time.monotonic()
+    tick = 0.01
+    owed = 0.0
+    i = 0
+    while time.monotonic() - started < window:
+        owed += count * tick
+        while owed >= 1:
+            owed -= 1
+            task = asyncio.create_task(beat(frames[i]))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            i = (i + 1) % count
+        await asyncio.sleep(max(0.0, started + tick * (1 + round((time.monotonic() - started) / tick))
+                                - time.monotonic()))
+    await asyncio.gather(*tasks)
+    print(json.dumps({"latencies": latencies, "errors": errors, "seconds": time.monotonic() - started,
+                      "cpu": proc_cpu_seconds(os.getpid()) - cpu0}), flush=True)
+    await channel.close()
+
+
+def leader_kills(cluster: Any, kills: int) -> None:
+    """A client writing as fast as it can (ApplyBrokerId, RegisterBroker, ElectMaster, AlterSyncStateSet);
+    the leader killed with SIGKILL: from the kill to a new leader, and to the client's next served write."""
+    from mqctl.client import ControllerClient
+    from mqctl.errors import ControllerError
+    from mqctl.testing import metadata
+
+    elected_ms: list[float] = []
+    served_ms: list[float] = []
+    with ControllerClient(cluster.addresses, timeout=30) as client:
+        stop = threading.Event()
+        last_ok = [0.0]
+        n = [0]
+
+        def write_loop() -> None:
+            while not stop.is_set():
+                n[0] += 1
+                name = f"kill-{n[0]}"
+                address = f"127.0.0.1:{40000 + n[0] % 20000}"
+                try:
+                    client.apply_broker_id(CLUSTER, name, 1, f"{address};1")
+                    last_ok[0] = time.monotonic()
+                    epoch = client.register_broker(CLUSTER, name, 1, address).broker_epoch
+                    last_ok[0] = time.monotonic()
+                    elected = client.elect_master(CLUSTER, name, 1, broker_epoch=epoch)
+                    last_ok[0] = time.monotonic()
+                    client.alter_sync_state_set(name, 1, elected.master_epoch or 0, [1],
+                                                elected.sync_state_set_epoch or 0, broker_epoch=epoch)
+                    last_ok[0] = time.monotonic()
+                except ControllerError:
+                    pass
+                except Exception as exc:  # a bug in the bench: say it, do not hide it
+                    print(f"writer: {exc!r}", file=sys.stderr)
+
+        writer = threading.Thread(target=write_loop, daemon=True)
+        writer.start()
+        for _ in range(kills):
+            leader = cluster.wait_for_leader()
+            others = [node for node in cluster.nodes if node is not leader]
+            time.sleep(0.5)
+            t0 = time.monotonic()
+            leader.kill()
+            elected = None
+            served = None
+            while time.monotonic() - t0 < 30 and (elected is None or served is None):
+                if elected is None:
+                    for node in others:
+                        try:
+                            if metadata(node.grpc_address, timeout=0.2).get("is_leader"):
+                                elected = time.monotonic()
+                        except Exception:
+                            pass
+                if served is None and last_ok[0] > t0:
+                    served = last_ok[0]
+                time.sleep(0.005)
+            if elected is not None:
+                elected_ms.append((elected - t0) * 1000)
+            if served is not None:
+                served_ms.append((served - t0) * 1000)
+            leader.start()
+            cluster.wait_for_same_hash(120)
+        stop.set()
+        writer.join(30)
+    print(f"\n6. controller leader kill -9 under write load ({kills} kills): a new leader after p50 "
+          f"{pct(elected_ms, 50):.0f} ms p99 {pct(elected_ms, 99):.0f} ms; writes served again after p50 "
+          f"{pct(served_ms, 50):.0f} ms p99 {pct(served_ms, 99):.0f} ms ({len(served_ms)}/{kills}); "
+          f"the client's part (served - elected) p50 "
+          f"{pct([s - e for s, e in zip(served_ms, elected_ms, strict=False)], 50):.0f} ms")
+
+
+def paused_leader(cluster: Any, pauses: int) -> None:
+    """SIGSTOP of the leader: a long-lived client's writes served again after ..., then SIGCONT."""
+    import signal
+
+    from mqctl.client import ControllerClient
+    from mqctl.errors import ControllerError
+
+    again: list[float] = []
+    with ControllerClient(cluster.addresses, timeout=30) as client:
+        for k in range(pauses):
+            leader = cluster.wait_for_leader()
+            # the client knows the leader
+            client.apply_broker_id(CLUSTER, f"pause-{k}", 1, "127.0.0.1:45000;1")
+            t0 = time.monotonic()
+            leader.proc.send_signal(signal.SIGSTOP)
+            try:
+                while time.monotonic() - t0 < 30:
+                    try:
+                        client.apply_broker_id(CLUSTER, f"pause-{k}-after", 1, "127.0.0.1:45001;1")
+                        again.append((time.monotonic() - t0) * 1000)
+                        break
+                    except ControllerError:
+                        continue
+            finally:
+                leader.proc.send_signal(signal.SIGCONT)
+            cluster.wait_for_same_hash(120)
+    print(f"\n7. controller leader paused (SIGSTOP, {pauses} times): a long-lived client's write served "
+          "after "
+          f"p50 {pct(again, 50):.0f} ms p99 {pct(again, 99):.0f} ms")
+
+
+def write_throughput(cluster: Any, clients: int, seconds: float) -> None:
+    """`clients` threads with a client each, writing as fast as they can; a GetMetadata baseline."""
+    from mqctl.client import ControllerClient
+
+    leader = cluster.wait_for_leader()
+    with ControllerClient(leader.grpc_address, timeout=30) as c:
+        base: list[float] = []
+        for _ in range(200):
+            t = time.perf_counter()
+            c.get_metadata(leader.grpc_address)
+            base.append((time.perf_counter() - t) * 1000)
+    lat: list[float] = []
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+
+    def run(k: int) -> None:
+        mine: list[float] = []
+        with ControllerClient(cluster.addresses, timeout=30) as client:
+            i = 0
+            while time.monotonic() < stop:
+                i += 1
+                t = time.perf_counter()
+                client.apply_broker_id(CLUSTER, f"tp-{k}-{i}", 1, "127.0.0.1:46000;1")
+                mine.append((time.perf_counter() - t) * 1000)
+        with lock:
+            lat.extend(mine)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    b = pct(base, 50)
+    print(f"\n8. write throughput, {clients} concurrent clients (ApplyBrokerId): {len(lat) / seconds:.0f} "
+          f"writes/s, p50 {pct(lat, 50):.1f} ms ({pct(lat, 50) / b:.1f}x) p99 {pct(lat, 99):.1f} ms "
+          f"({pct(lat, 99) / b:.1f}x) "
+          f"against a GetMetadata round trip of {b:.2f} ms")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--grpc-worker", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true",
+                    help="10 s windows, fewer failures, kills and pauses (under 5 minutes)")
+    ap.add_argument("--sets", default="100,1000,3334")
+    ap.add_argument("--window", type=float, default=60.0)
+    ap.add_argument("--procs", type=int, default=2, help="generator processes per step")
+    ap.add_argument("--grpc-brokers", type=int, default=3000)
+    ap.add_argument("--only", default="",
+                    help="comma-separated sections: capacity,failover,grpc,kills,pause,writes")
+    args = ap.parse_args()
+    if args.worker or args.grpc_worker:
+        try:
+            import uvloop
+
+            uvloop.install()
+        except ImportError:
+            pass
+        if args.worker:
+            asyncio.run(worker_main(args.worker[0].split(","), int(args.worker[1]), int(args.worker[2])))
+        else:
+            g = args.grpc_worker
+            asyncio.run(grpc_worker_main(g[0], int(g[1]), int(g[2]), float(g[3])))
+        return
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from mqctl.testing import LocalCluster
+
+    everything = {"capacity", "failover", "grpc", "kills", "pause", "writes"}
+    only = set(args.only.split(",")) if args.only else everything
+    window = 10.0 if args.quick else args.window
+    print(f"# bench_scale {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+          f"{os.cpu_count()} cores, Python {platform.python_version()}, load average "
+          f"{os.getloadavg()[0]:.1f} at the start")
+    started = time.monotonic()
+    base = tempfile.mkdtemp(prefix="mqctl-scale-")
+    cluster = LocalCluster(os.path.join(base, "remoting"), size=3, remoting=True,
+                           extra_args=["--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "5000"])
+    with cluster:
+        cluster.start()
+        leader, _ = leader_state(cluster)
+        workers: list[Worker] = []
+        try:
+            if "capacity" in only:
+                workers = capacity(args, cluster, leader, window)
+            if "failover" in only and workers:
+                failover(cluster, workers, 10 if args.quick else 20, 30 if args.quick else 100)
+                controller_kill_under_load(cluster)
+        finally:
+            for w in workers:
+                w.stop()
+    cluster = LocalCluster(os.path.join(base, "grpc"), size=3,
+                           extra_args=["--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "5000"])
+    with cluster:
+        cluster.start()
+        if "grpc" in only:
+            grpc_capacity(cluster, args.grpc_brokers, window)
+        if "kills" in only:
+            leader_kills(cluster, 5 if args.quick else 25)
+        if "pause" in only:
+            paused_leader(cluster, 3 if args.quick else 10)
+        if "writes" in only:
+            write_throughput(cluster, 64, 5 if args.quick else 15)
+    print(f"\n(run took {time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.1f} "
+          "at the end)")
+
+
+if __name__ == "__main__":
+    main()
