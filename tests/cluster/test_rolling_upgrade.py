@@ -165,10 +165,6 @@ def _restart(node: Node, python: str, *, fresh: bool = False) -> None:
     node.start()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "quarantined for a rare failure not yet diagnosed (1 run in about 30 on 2026-11-24, after the "
-    "frequent one, equal state hashes awaited while writers ran, was fixed by pausing them); a failure "
-    "here is that open bug, a pass is the test working"))
 def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: str) -> None:
     cluster = LocalCluster(str(tmp_path), size=3)
     old, new1, new2 = cluster.nodes
