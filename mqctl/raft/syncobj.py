@@ -528,6 +528,7 @@ class SyncObj(object):
 
     def _checkCommandsToApply(self):
         startTime = monotonicTime()
+        appended = False  # mqctl: one append_entries for all the commands taken here (FORK.md, 15)
 
         while monotonicTime() - startTime < self.__conf.appendEntriesPeriod:
             if self.__raftLeader is None and self.__conf.commandsWaitLeader:
@@ -568,8 +569,7 @@ class SyncObj(object):
                             'log_idx': idx,
                             'log_term': term,
                         })
-                    if not self.__conf.appendEntriesUseBatch:
-                        self.__sendAppendEntries()
+                    appended = True
                 else:
 
                     if requestNode is None:
@@ -603,6 +603,8 @@ class SyncObj(object):
                     })
             else:
                 self.__callErrCallback(FAIL_REASON.MISSING_LEADER, callback)
+        if appended and not self.__conf.appendEntriesUseBatch and self.__raftState == _RAFT_STATE.LEADER:
+            self.__sendAppendEntries()
 
     def _autoTickThread(self):
         try:
