@@ -67,7 +67,7 @@ SNAPSHOT_VERSION = 1
 # Context
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per broker in the leader's memory: slots keep it small
 class LiveInfo:
     """One heartbeat-table row, as the leader saw it."""
 
@@ -318,14 +318,14 @@ def _cfg_int(config: Mapping[str, str], key: str) -> int:
 # State
 
 
-@dataclass
+@dataclass(slots=True)
 class BrokerInfo:
     address: str
     register_check_code: str
     broker_epoch: int = 0  # 0 = never registered (RegisterBroker) since ApplyBrokerId
 
 
-@dataclass
+@dataclass(slots=True)
 class BrokerSet:
     """BrokerReplicaInfo + SyncStateInfo of one broker set (keyed by brokerName)."""
 

@@ -77,7 +77,7 @@ def configured_serialize_type(environ: dict[str, str] | None = None) -> int:
     return codec.SERIALIZE_TYPE_BY_NAME[name]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Registration:
     """Where to send 1008 for one replica: its connection, and when it was last heard of."""
 
@@ -461,15 +461,18 @@ class RemotingServer:
         if conn.closed or (key not in conn.keys and len(conn.keys) >= MAX_REGISTRATIONS_PER_CONNECTION):
             return
         addr = str(request.get("broker_address" if method == "RegisterBroker" else "broker_addr") or "")
+        now = int(time.time() * 1000)
         old = self._registrations.get(key)
-        if old is not None and old.conn is not conn:
+        if old is not None and old.conn is conn:  # the steady state: a heartbeat on the same channel
+            old.broker_addr = addr or old.broker_addr
+            old.last_ms, old.timeout_ms = now, timeout
+            return
+        if old is not None:
             old.conn.keys.discard(key)
         conn.keys.add(key)
         if len(self._remoting_brokers) < MAX_REMEMBERED_BROKERS:
             self._remoting_brokers.add((key[1], key[2]))
-        self._registrations[key] = _Registration(
-            conn, addr or (old.broker_addr if old else ""), int(time.time() * 1000), timeout
-        )
+        self._registrations[key] = _Registration(conn, addr or (old.broker_addr if old else ""), now, timeout)
 
     def _watch_roles(self) -> None:
         """One NodeAPI watch of every broker set; each election is pushed from the loop."""
