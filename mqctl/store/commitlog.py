@@ -356,18 +356,18 @@ def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool 
     PHYSICALOFFSET equal to the position, fields that add up; BODYCRC too with check_crc), -1 if none.
     The MAGICCODEs are found with the buffer's C `find`; shared by `parse_range` and the pipeline's
     vectorised parser (mqctl.pipeline.parser)."""
-    finder = buf if hasattr(buf, "find") else bytes(buf)
+    finder = bytes(buf) if isinstance(buf, memoryview) else buf
     n = len(buf)
     q = start + 4
-    i1 = finder.find(_MAGIC_V1_B, q)  # type: ignore[union-attr]
-    i2 = finder.find(_MAGIC_V2_B, q)  # type: ignore[union-attr]
+    i1 = finder.find(_MAGIC_V1_B, q)
+    i2 = finder.find(_MAGIC_V2_B, q)
     while i1 >= 0 or i2 >= 0:
         if i2 < 0 or 0 <= i1 < i2:
             i = i1
-            i1 = finder.find(_MAGIC_V1_B, i1 + 1)  # type: ignore[union-attr]
+            i1 = finder.find(_MAGIC_V1_B, i1 + 1)
         else:
             i = i2
-            i2 = finder.find(_MAGIC_V2_B, i2 + 1)  # type: ignore[union-attr]
+            i2 = finder.find(_MAGIC_V2_B, i2 + 1)
         p = i - 4
         if p + 36 > n:
             continue
