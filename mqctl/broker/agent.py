@@ -34,7 +34,6 @@ from mqctl.broker.config import AgentConfig
 from mqctl.broker.epochs import EpochCache, truncation_point
 from mqctl.broker.log import BrokerLog, StoredMessage, open_log
 from mqctl.broker.peers import (
-    EpochCacheView,
     FetchRequest,
     FetchResponse,
     GrpcPeers,
@@ -48,7 +47,7 @@ from mqctl.broker.registration import IdentityMismatch, Registrar, SimulatedCras
 from mqctl.errors import Code, ControllerError, MqctlError, UsageError
 from mqctl.store.abort import remove_abort, write_abort
 from mqctl.store.checkpoint import StoreCheckpoint, read_checkpoint, write_checkpoint
-from mqctl.store.epochfile import LONG_MAX
+from mqctl.store.epochfile import LONG_MAX, EpochCacheView
 
 log = logging.getLogger("mqctl.broker")
 
@@ -846,10 +845,9 @@ class BrokerAgent:
     def handle_epoch_cache(self) -> EpochCacheView:
         with self._lock:
             if self._log is None or self._epochs is None:
-                return EpochCacheView(int(Code.SYSTEM_ERROR), "broker stopped")
-            return EpochCacheView(0, "", self.config.cluster_name, self.config.broker_name,
-                                  -1 if self.broker_id is None else self.broker_id,
-                                  tuple(self._epochs.entries), self._log.max_offset)
+                return EpochCacheView(broker_addr=self.address, error="broker stopped")
+            return EpochCacheView(self.config.cluster_name, self.config.broker_name, self.broker_id,
+                                  list(self._epochs.entries), self._log.max_offset, broker_addr=self.address)
 
     def handle_fetch(self, req: FetchRequest) -> FetchResponse:
         """One FetchLog: record the slave's ack (its offset), maybe expand the SyncStateSet, long-poll for
@@ -969,9 +967,9 @@ class BrokerAgent:
     def _handshake(self, gen: int, master_id: int, master_address: str) -> bool:
         """AutoSwitchHAClient.doTruncate: compare epoch caches, cut at the consistent point."""
         view = self._peers.epoch_cache(master_address, self.config.controller_timeout)
-        if view.code != 0 or view.broker_id != master_id:
+        if view.error is not None or view.broker_id != master_id or view.max_offset is None:
             log.info("%s: %s is not broker %d yet (%s)", self.name, master_address, master_id,
-                     view.remark or f"id {view.broker_id}")
+                     view.error or f"id {view.broker_id}")
             return False
         with self._lock:
             if self._dead or gen != self._repl_gen or self._log is None or self._epochs is None:

@@ -53,6 +53,7 @@ from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.remoting import codec, headers
 from mqctl.remoting.codec import FLAG_ONEWAY, FrameError, RemotingCommand
 from mqctl.remoting.security import AclCredentials, client_context
+from mqctl.store.epochfile import EpochCacheView
 
 log = logging.getLogger("mqctl.remoting.client")
 
@@ -611,13 +612,11 @@ class RemotingControllerClient(ControllerApi):
             "brokers only); use --protocol grpc, or RemotingConnection.incoming"
         )
 
-    def get_broker_epoch_cache(self, broker_addr: str, *, timeout: float | None = None) -> Any:
-        """GET_BROKER_EPOCH_CACHE (1007) to a RocketMQ broker -> mqctl.admin.epochs.EpochCache.
+    def get_broker_epoch_cache(self, broker_addr: str, *, timeout: float | None = None) -> EpochCacheView:
+        """GET_BROKER_EPOCH_CACHE (1007) to a RocketMQ broker.
 
-        As ``fetch_epoch_cache``: a transport failure or a non-zero code comes back as ``.error``;
-        the last entry's endOffset is the broker's maxOffset (mqadmin getBrokerEpoch)."""
-        from mqctl.admin.epochs import EpochCache, cache_from_answer
-
+        As ``mqctl.admin.epochs.fetch_epoch_cache``: a transport failure or a non-zero code comes back
+        as ``.error``; the last entry's endOffset is the broker's maxOffset (mqadmin getBrokerEpoch)."""
         wait = self.timeout if timeout is None else timeout
         try:
             with RemotingConnection(
@@ -626,12 +625,11 @@ class RemotingControllerClient(ControllerApi):
             ) as conn:
                 answer = conn.invoke(headers.GET_BROKER_EPOCH_CACHE, None, b"", timeout=wait)
         except (RemotingError, FrameError) as exc:
-            return EpochCache(broker_addr=broker_addr, error=str(exc))
+            return EpochCacheView(broker_addr=broker_addr, error=str(exc))
         if answer.code != 0:
-            return EpochCache(
-                broker_addr=broker_addr, error=f"{broker_addr}: code {answer.code}: {answer.remark or ''}"
-            )
+            answered = {"code": answer.code, "remark": answer.remark or ""}
+            return EpochCacheView.from_answer(answered, broker_addr)
         try:
-            return cache_from_answer(headers.read_epoch_cache(answer.body), broker_addr)
+            return EpochCacheView.from_answer(headers.read_epoch_cache(answer.body), broker_addr)
         except codec.BodyError as exc:
-            return EpochCache(broker_addr=broker_addr, error=f"{broker_addr}: {exc}")
+            return EpochCacheView(broker_addr=broker_addr, error=f"{broker_addr}: {exc}")
