@@ -1,4 +1,5 @@
-"""Run one controller node: data directory, Raft node, gRPC front door, signals, logs."""
+"""Run one controller node: data directory, Raft node, its transports (gRPC, RocketMQ remoting), signals,
+logs. The process around the core: it imports the transports, which import the core, never the reverse."""
 
 from __future__ import annotations
 
