@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Self, TypeVar
 
 from mqctl import methods
+from mqctl.address import parse_address
 from mqctl.errors import UsageError
 
 __all__ = [
@@ -320,9 +321,7 @@ def parse_addresses(addresses: str | Iterable[str]) -> list[str]:
             addr = part.strip()
             if not addr:
                 continue
-            host, sep, port = addr.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise UsageError(f"bad controller address {addr!r}: expected HOST:PORT")
+            parse_address(addr, "controller address")
             if addr not in out:
                 out.append(addr)
     if not out:

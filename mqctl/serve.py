@@ -49,7 +49,7 @@ def _check_port_free(address: str, what: str) -> None:
     """pysyncobj retries a busy port in its own thread and logs a traceback; say it in one line."""
     import socket
 
-    from mqctl.controller.config import parse_address
+    from mqctl.address import parse_address
 
     host, port = parse_address(address, f"{what} address")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

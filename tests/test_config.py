@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mqctl.address import is_loopback, parse_address
 from mqctl.controller.config import ServeConfig, load, parse_duration_ms
 from mqctl.errors import UsageError
 
@@ -48,6 +49,18 @@ def test_durations() -> None:
         parse_duration_ms("99ms", "k")
     with pytest.raises(UsageError, match="expected milliseconds"):
         parse_duration_ms("soon", "k")
+
+
+def test_host_port() -> None:
+    assert parse_address("127.0.0.1:9878") == ("127.0.0.1", 9878)
+    assert parse_address("[::1]:9880") == ("::1", 9880)
+    assert parse_address("127.0.0.1:0", any_port=True) == ("127.0.0.1", 0)
+    for bad in ("127.0.0.1", ":9878", "127.0.0.1:", "127.0.0.1:x", "127.0.0.1:65536", "127.0.0.1:0"):
+        with pytest.raises(UsageError, match=f"^bad Raft address '{bad}': expected HOST:PORT with a port "
+                                             "from 1 to 65535$"):
+            parse_address(bad, "Raft address")
+    assert is_loopback("[::1]") and is_loopback("localhost") and is_loopback("127.0.0.2")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.invalid")
 
 
 def test_secret_only_needed_beyond_loopback() -> None:

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mqctl import methods
+from mqctl.address import parse_address
 from mqctl.api import (
     BACKOFF_INITIAL,
     BACKOFF_MAX,
@@ -169,15 +170,13 @@ class RemotingConnection:
         server_hostname: str | None = None,
         acl: AclCredentials | None = None,
     ) -> None:
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise UsageError(f"bad address {address!r}: expected HOST:PORT")
+        host, port = parse_address(address)
         self.address = address
         self.serialize_type = serialize_type
         self.language = language
         self.acl = acl
         try:
-            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout)
+            sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
             raise RemotingError(f"{address}: cannot connect: {exc.strerror or exc}", sent=False) from None
         sock.settimeout(None)
@@ -185,7 +184,7 @@ class RemotingConnection:
         self._sock: socket.socket | _TlsStream = sock
         if tls is not None:
             try:
-                self._sock = _TlsStream(sock, tls, server_hostname or host.strip("[]"), connect_timeout)
+                self._sock = _TlsStream(sock, tls, server_hostname or host, connect_timeout)
             except ssl.SSLCertVerificationError as exc:
                 sock.close()
                 raise RemotingError(f"{address}: TLS: the server's certificate was refused: "
