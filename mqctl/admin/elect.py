@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mqctl.admin import SCHEMA_VERSION
+from mqctl.controller.election import DEFAULT_ELECTION_PRIORITY
 from mqctl.errors import Code
 
 if TYPE_CHECKING:
@@ -32,9 +33,6 @@ if TYPE_CHECKING:
     from mqctl.store.epochfile import EpochCacheView
 
 __all__ = ["Candidate", "ElectAnswer", "candidates_of", "controller_answer", "truncate_bytes", "elect_plan"]
-
-DEFAULT_PRIORITY = 2**31 - 1
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -45,7 +43,7 @@ class Candidate:
     epoch: int          # -1 unknown
     max_offset: int     # -1 unknown
     confirm_offset: int  # -1 unknown
-    election_priority: int = DEFAULT_PRIORITY
+    election_priority: int = DEFAULT_ELECTION_PRIORITY
 
 
 def _row(r: ReplicaIdentity, in_sync: bool) -> Candidate:
@@ -54,7 +52,7 @@ def _row(r: ReplicaIdentity, in_sync: bool) -> Candidate:
 
     return Candidate(r.broker_id, r.broker_address, bool(r.alive), in_sync, v(r.epoch), v(r.max_offset),
                      v(r.confirm_offset),
-                     DEFAULT_PRIORITY if r.election_priority is None else int(r.election_priority))
+                     DEFAULT_ELECTION_PRIORITY if r.election_priority is None else int(r.election_priority))
 
 
 def candidates_of(info: ReplicasInfo) -> list[Candidate]:
@@ -119,7 +117,7 @@ def controller_answer(broker_name: str, info: ReplicasInfo, designated: int | No
                 epoch=-1 if r.epoch is None else r.epoch,
                 max_offset=-1 if r.max_offset is None else r.max_offset,
                 confirm_offset=-1 if r.confirm_offset is None else r.confirm_offset,
-                election_priority=(DEFAULT_PRIORITY if r.election_priority is None
+                election_priority=(DEFAULT_ELECTION_PRIORITY if r.election_priority is None
                                    else r.election_priority),
                 last_heartbeat_ms=now_ms if r.alive else 0, timeout_ms=1)
     state = core.ControllerState({"enableElectUncleanMaster": "true" if unclean else "false",
