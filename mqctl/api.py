@@ -364,6 +364,7 @@ class ControllerApi(ABC):
     addresses: list[str]
     timeout: float
     _leader: str | None
+    carries_broker_options = True   # RegisterBroker's ``options`` (a gRPC-only extension)
 
     @abstractmethod
     def _call(self, method: str, request: Mapping[str, Any], *, address: str | None = None) -> dict[str, Any]:
@@ -420,6 +421,8 @@ class ControllerApi(ABC):
     ) -> RegisterBrokerResult:
         """RegisterBroker (remoting: CONTROLLER_REGISTER_BROKER, 1003). ``options`` (values sent as
         text) are a gRPC-only extension: the remoting client refuses them."""
+        if options and not self.carries_broker_options:
+            raise UsageError("broker options are a gRPC-only extension; register over gRPC to check them")
         d = self._call("RegisterBroker", {
             "cluster_name": cluster_name,
             "broker_name": broker_name,

@@ -46,7 +46,6 @@ from mqctl.api import (
     ControllerApi,
     ElectMasterResult,
     Metadata,
-    RegisterBrokerResult,
     RoleChange,
     parse_addresses,
 )
@@ -337,6 +336,8 @@ class RemotingControllerClient(ControllerApi):
     RocketMQ's AclClientRPCHook does (``security_token``: its optional SecurityToken).
     """
 
+    carries_broker_options = False
+
     def __init__(
         self,
         addresses: str | list[str],
@@ -518,35 +519,6 @@ class RemotingControllerClient(ControllerApi):
                 return Metadata.from_dict(d, address=addr)
             time.sleep(min(BACKOFF_MAX, max(0.0, deadline - time.monotonic())))
         raise self._unreachable(last)
-
-    def register_broker(
-        self,
-        cluster_name: str,
-        broker_name: str,
-        broker_id: int,
-        broker_address: str,
-        *,
-        epoch: int | None = None,
-        max_offset: int | None = None,
-        confirm_offset: int | None = None,
-        election_priority: int | None = None,
-        options: Mapping[str, str] | None = None,
-        heartbeat_timeout_mills: int | None = None,
-    ) -> RegisterBrokerResult:
-        """CONTROLLER_REGISTER_BROKER (1003). ``options`` cannot travel over remoting (refused)."""
-        if options:
-            raise UsageError("broker options are a gRPC-only extension; register over gRPC to check them")
-        return super().register_broker(
-            cluster_name,
-            broker_name,
-            broker_id,
-            broker_address,
-            epoch=epoch,
-            max_offset=max_offset,
-            confirm_offset=confirm_offset,
-            election_priority=election_priority,
-            heartbeat_timeout_mills=heartbeat_timeout_mills,
-        )
 
     def heartbeat(
         self,

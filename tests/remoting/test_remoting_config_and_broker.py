@@ -189,3 +189,9 @@ def test_get_broker_epoch_auto_falls_back_to_remoting(netty_broker: str) -> None
     (doc,) = json.loads(proc.stdout)["brokers"]
     assert (doc["brokerName"], doc["brokerId"], doc["maxOffset"]) == ("broker-a", 0, 700)
     assert doc["epochs"][-1] == {"epoch": 2, "startOffset": 300, "endOffset": 700}
+
+
+def test_broker_options_are_refused_over_remoting() -> None:
+    with RemotingControllerClient("127.0.0.1:1", timeout=1) as client, \
+            pytest.raises(UsageError, match="^broker options are a gRPC-only extension"):
+        client.register_broker("DefaultCluster", "broker-a", 1, "127.0.0.1:10911", options={"k": "v"})
