@@ -178,7 +178,7 @@ def validate(cfg: ServeConfig) -> None:
     elif listen_host in WILDCARDS:
         raise UsageError(f"--listen {cfg.listen} is not an address clients can dial; set --advertise "
                          "HOST:PORT to the address the other nodes and clients should use")
-    raft_host, _ = parse_address(cfg.raft, "--raft address")
+    parse_address(cfg.raft, "--raft address")
     if cfg.raft_bind:
         parse_address(cfg.raft_bind, "--raft-bind address")
     if cfg.advertise_remoting:

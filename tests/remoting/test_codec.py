@@ -27,7 +27,6 @@ from mqctl.remoting.codec import (
     parse_protocol_type,
     properties_dumps,
     properties_loads,
-    split_frames,
 )
 
 # ----------------------------------------------------------------------------------------------
@@ -132,13 +131,6 @@ def test_utf8_text_survives(stype: int) -> None:
         code=1, remark="état ✓", ext_fields={"brokerName": "代理-a"}, body=b"\x00\xff", serialize_type=stype
     )
     assert decode_frame(encode_frame(cmd)[4:]) == cmd
-
-
-def test_split_frames_keeps_the_incomplete_tail() -> None:
-    a = encode_frame(RemotingCommand(code=1005, opaque=1))
-    b = encode_frame(RemotingCommand(code=1010, opaque=2, serialize_type=ROCKETMQ))
-    cmds, rest = split_frames(a + b + b[:7])
-    assert [c.opaque for c in cmds] == [1, 2] and rest == b[:7]
 
 
 # ----------------------------------------------------------------------------------------------
