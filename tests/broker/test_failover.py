@@ -161,7 +161,8 @@ def test_stale_notifications_are_ignored(controller, tmp_path) -> None:
     try:
         agent.wait_role(Role.MASTER, 30)
         epoch, bid = agent.master_epoch, agent.broker_id
-        other = RoleChange(broker_name="stale", master_broker_id=(bid or 0) + 7, master_address="10.0.0.9:1",
+        other = RoleChange(broker_name="stale", master_broker_id=(bid or 0) + 7,
+                           master_address="127.0.0.1:30919",
                            master_epoch=epoch + 5, sync_state_set_epoch=9, sync_state_set=((bid or 0) + 7,))
         before = agent.stats["ignored_notifications"]
         agent._post(_Event("role", other, agent.broker_epoch - 1))   # queued under an older registration

@@ -144,7 +144,7 @@ def test_identity_of_another_broker_is_refused_untouched(controller, tmp_path, w
     if which == "identity":
         write_identity(store, BrokerIdentity("other-cluster", "other-broker", 3))
     else:
-        write_temp_identity(store, TempBrokerIdentity(CLUSTER, "other-broker", 3, "10.0.0.1:1;1"))
+        write_temp_identity(store, TempBrokerIdentity(CLUSTER, "other-broker", 3, "127.0.0.1:30911;1"))
     (store / "epochFileCheckpoint").write_bytes(b"1\n0\n1-0\n")
     before = snapshot(store)
     agent = BrokerAgent(fast_config(store, controller.addresses, "reg-mismatch"))

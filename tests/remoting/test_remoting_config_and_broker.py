@@ -21,8 +21,8 @@ from mqctl.testing import free_port
 
 def test_remoting_port_is_off_by_default_and_follows_the_hosts() -> None:
     assert ServeConfig().remoting_port == 0 and ServeConfig().remoting_listen() == ""
-    cfg = load({"remoting_port": "9878", "listen": "0.0.0.0:9877", "advertise": "10.0.0.5:9877"}, environ={})
-    assert (cfg.remoting_listen(), cfg.remoting_advertise()) == ("0.0.0.0:9878", "10.0.0.5:9878")
+    cfg = load({"remoting_port": "9878", "listen": "0.0.0.0:9877", "advertise": "127.0.0.1:9877"}, environ={})
+    assert (cfg.remoting_listen(), cfg.remoting_advertise()) == ("0.0.0.0:9878", "127.0.0.1:9878")
     assert load({}, environ={"MQCTL_REMOTING_PORT": "9000"}).remoting_advertise() == "127.0.0.1:9000"
     with pytest.raises(UsageError, match="remoting_port"):
         load({"remoting_port": "70000"}, environ={})
