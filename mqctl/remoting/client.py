@@ -41,7 +41,6 @@ from mqctl.api import (
     BACKOFF_INITIAL,
     BACKOFF_MAX,
     DECODERS,
-    Ack,
     ConfigResult,
     ControllerApi,
     ElectMasterResult,
@@ -520,40 +519,16 @@ class RemotingControllerClient(ControllerApi):
             time.sleep(min(BACKOFF_MAX, max(0.0, deadline - time.monotonic())))
         raise self._unreachable(last)
 
-    def heartbeat(
-        self,
-        cluster_name: str,
-        broker_addr: str,
-        broker_name: str,
-        broker_id: int | None,
-        epoch: int | None = None,
-        max_offset: int | None = None,
-        confirm_offset: int | None = None,
-        heartbeat_timeout_mills: int | None = None,
-        election_priority: int | None = None,
-        *,
-        broker_epoch: int | None = None,
-        oneway: bool = False,
-    ) -> Ack:
-        """BROKER_HEARTBEAT (904). ``oneway=True`` sends it as brokers do (to the leader only here;
-        call it per address with ``connection(addr).oneway`` to beat to every controller)."""
-        if not oneway:
-            return super().heartbeat(
-                cluster_name, broker_addr, broker_name, broker_id, epoch, max_offset, confirm_offset,
-                heartbeat_timeout_mills, election_priority, broker_epoch=broker_epoch,
-            )
-        request = self._heartbeat_request(
-            cluster_name, broker_addr, broker_name, broker_id, epoch, max_offset, confirm_offset,
-            heartbeat_timeout_mills, election_priority, broker_epoch,
-        )
-        code, ext, body = headers.encode_request("Heartbeat", request)
+    def _send_oneway(self, method: str, request: Mapping[str, Any]) -> None:
+        """One-way, as brokers send BROKER_HEARTBEAT (904): to the leader only here; call
+        ``connection(addr).oneway`` per address to beat to every controller."""
+        code, ext, body = headers.encode_request(method, request)
         deadline = time.monotonic() + self.timeout
         try:
             target = self._leader or self._discover(deadline)
         except _Retry as r:
             raise self._unreachable(str(r)) from None
         self.connection(target).oneway(code, ext, body)
-        return Ack()
 
     def elect_master(
         self,
