@@ -27,16 +27,6 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 class Watch:
     """A node-side role watch: an iterator over a queue, ended by close()."""
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_fixtures import CoreNode, wait_until
+from grpc_fixtures import CoreNode
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mqctl.client import (
@@ -22,6 +22,7 @@ from mqctl.client import (
 )
 from mqctl.controller.grpc_server import SERVICE_NAME, GrpcLimits, build_server
 from mqctl.errors import Code, ControllerError, UsageError
+from mqctl.testing import wait_until
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 

@@ -9,11 +9,12 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_fixtures import CoreNode, FollowerNode, wait_until
+from grpc_fixtures import CoreNode, FollowerNode
 
 from mqctl.client import ControllerClient
 from mqctl.controller.grpc_server import ControllerServicer
 from mqctl.errors import Code, ControllerError
+from mqctl.testing import wait_until
 
 C, B = "DefaultCluster", "broker-a"
 
