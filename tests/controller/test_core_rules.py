@@ -406,13 +406,13 @@ def test_register_address_update_event() -> None:
     st = ControllerState()
     add_broker(st, 1)
     r = call(st, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1,
-                                    "broker_address": "10.9.9.9:1"})
+                                    "broker_address": "127.0.0.1:30919"})
     assert r.code == 0
     assert wire(r)[0] == {"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": S,
-                           "broker_address": "10.9.9.9:1", "broker_id": 1}
+                           "broker_address": "127.0.0.1:30919", "broker_id": 1}
     assert [e["type"] for e in wire(r)] == ["UpdateBrokerAddress", "RegisterBroker"]
     view = st.broker_set_view(S)
-    assert view is not None and view["brokers"][1]["address"] == "10.9.9.9:1"
+    assert view is not None and view["brokers"][1]["address"] == "127.0.0.1:30919"
     assert view["brokers"][1]["register_check_code"] == f"{ADDR[1]};1690000000000"
 
 
