@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Candidate", "ElectAnswer", "candidates_of", "controller_answer", "truncate_bytes", "elect_plan"]
 
+
 @dataclass(frozen=True)
 class Candidate:
     broker_id: int
