@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Self, TypeVar
 
 from mqctl import methods
+from mqctl.address import parse_address
 from mqctl.errors import UsageError
 
 __all__ = [
@@ -320,9 +321,7 @@ def parse_addresses(addresses: str | Iterable[str]) -> list[str]:
             addr = part.strip()
             if not addr:
                 continue
-            host, sep, port = addr.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise UsageError(f"bad controller address {addr!r}: expected HOST:PORT")
+            parse_address(addr, "controller address")
             if addr not in out:
                 out.append(addr)
     if not out:
@@ -365,6 +364,7 @@ class ControllerApi(ABC):
     addresses: list[str]
     timeout: float
     _leader: str | None
+    carries_broker_options = True   # RegisterBroker's ``options`` (a gRPC-only extension)
 
     @abstractmethod
     def _call(self, method: str, request: Mapping[str, Any], *, address: str | None = None) -> dict[str, Any]:
@@ -421,6 +421,8 @@ class ControllerApi(ABC):
     ) -> RegisterBrokerResult:
         """RegisterBroker (remoting: CONTROLLER_REGISTER_BROKER, 1003). ``options`` (values sent as
         text) are a gRPC-only extension: the remoting client refuses them."""
+        if options and not self.carries_broker_options:
+            raise UsageError("broker options are a gRPC-only extension; register over gRPC to check them")
         d = self._call("RegisterBroker", {
             "cluster_name": cluster_name,
             "broker_name": broker_name,
@@ -435,32 +437,6 @@ class ControllerApi(ABC):
         })
         return RegisterBrokerResult.from_dict(d)
 
-    @staticmethod
-    def _heartbeat_request(
-        cluster_name: str,
-        broker_addr: str,
-        broker_name: str,
-        broker_id: int | None,
-        epoch: int | None,
-        max_offset: int | None,
-        confirm_offset: int | None,
-        heartbeat_timeout_mills: int | None,
-        election_priority: int | None,
-        broker_epoch: int | None,
-    ) -> dict[str, Any]:
-        return {
-            "cluster_name": cluster_name,
-            "broker_addr": broker_addr,
-            "broker_name": broker_name,
-            "broker_id": broker_id,
-            "epoch": epoch,
-            "max_offset": max_offset,
-            "confirm_offset": confirm_offset,
-            "heartbeat_timeout_mills": heartbeat_timeout_mills,
-            "election_priority": election_priority,
-            "broker_epoch": broker_epoch,
-        }
-
     def heartbeat(
         self,
         cluster_name: str,
@@ -474,13 +450,29 @@ class ControllerApi(ABC):
         election_priority: int | None = None,
         *,
         broker_epoch: int | None = None,
+        oneway: bool = False,
     ) -> Ack:
-        """Heartbeat (remoting: BROKER_HEARTBEAT, 904)."""
-        request = self._heartbeat_request(
-            cluster_name, broker_addr, broker_name, broker_id, epoch, max_offset, confirm_offset,
-            heartbeat_timeout_mills, election_priority, broker_epoch,
-        )
+        """Heartbeat (remoting: BROKER_HEARTBEAT, 904). ``oneway=True`` sends it without waiting for
+        an answer, as brokers do over remoting (the remoting client only)."""
+        request = {
+            "cluster_name": cluster_name,
+            "broker_addr": broker_addr,
+            "broker_name": broker_name,
+            "broker_id": broker_id,
+            "epoch": epoch,
+            "max_offset": max_offset,
+            "confirm_offset": confirm_offset,
+            "heartbeat_timeout_mills": heartbeat_timeout_mills,
+            "election_priority": election_priority,
+            "broker_epoch": broker_epoch,
+        }
+        if oneway:
+            self._send_oneway("Heartbeat", request)
+            return Ack()
         return Ack.from_dict(self._call("Heartbeat", request))
+
+    def _send_oneway(self, method: str, request: Mapping[str, Any]) -> None:
+        raise UsageError(f"{method}: one-way requests are RocketMQ remoting's; use the remoting client")
 
     def alter_sync_state_set(
         self,

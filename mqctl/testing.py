@@ -6,6 +6,7 @@ data directory, talking Raft to the others and gRPC to the caller.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -15,7 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -397,3 +399,136 @@ def with_default_sigint(argv: list[str]) -> list[str]:
     with threads (grpc's fork handlers then run in the child and can leave it stuck)."""
     return [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
             "os.execvp(sys.argv[1], sys.argv[1:])", *argv]
+
+
+# --- writes under faults: what the controller group acknowledged --------------------------------
+
+@dataclass
+class Ledger:
+    """What a controller group acknowledged (code 0) to the writers of a fault test, and how the other
+    calls ended; ``check`` finds an acknowledged write that the final state lost."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    applied: list[tuple[str, int]] = field(default_factory=list)                   # (name, id)
+    registered: list[tuple[str, int, int]] = field(default_factory=list)           # (name, id, brokerEpoch)
+    elected: list[tuple[str, int, int]] = field(default_factory=list)              # (name, masterEpoch, id)
+    altered: list[tuple[str, int, tuple[int, ...]]] = field(default_factory=list)  # (name, ssEpoch, set)
+    refused: Counter[int] = field(default_factory=Counter)                         # code -> calls
+    unexpected: list[str] = field(default_factory=list)                            # client or test bugs
+    acks: int = 0
+
+    def attempt(self, op: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``op(*args, **kwargs)``, or None when it was not acknowledged (counted by code)."""
+        from mqctl.errors import ControllerError
+
+        try:
+            return op(*args, **kwargs)
+        except ControllerError as exc:  # refused, or the outcome is unknown
+            with self.lock:
+                self.refused[int(exc.code)] += 1
+        except Exception as exc:  # anything else is a bug in the client or the test
+            with self.lock:
+                self.unexpected.append(repr(exc))
+        return None
+
+    def ack(self, kind: list[Any], item: tuple[Any, ...]) -> None:
+        with self.lock:
+            kind.append(item)
+            self.acks += 1
+
+    def count(self) -> int:
+        with self.lock:
+            return self.acks
+
+    def names(self) -> list[str]:
+        with self.lock:
+            return sorted({name for name, _ in self.applied})
+
+    def check(self, table: dict[str, Any]) -> None:
+        """Every acknowledged write is in ``table`` (GetSyncStateData's replicasInfoTable of the final
+        state); no (brokerName, masterEpoch) has two masters among the acknowledged elections and the
+        final state. AssertionError naming the first ones lost."""
+        def replicas(name: str) -> dict[int, int]:
+            info = table[name]
+            return {r.broker_id: r.broker_epoch for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
+
+        lost: list[Any] = [a for a in self.applied if a[0] not in table or a[1] not in replicas(a[0])]
+        assert not lost, f"acknowledged ApplyBrokerId lost: {lost[:10]}"
+        lost = [r for r in self.registered if replicas(r[0]).get(r[1], -1) < r[2]]
+        assert not lost, f"acknowledged RegisterBroker lost: {lost[:10]}"
+        lost = [e for e in self.elected if table[e[0]].master_epoch < e[1]]
+        assert not lost, f"acknowledged ElectMaster lost (masterEpoch went back): {lost[:10]}"
+        lost = [a for a in self.altered if table[a[0]].sync_state_set_epoch < a[1]]
+        assert not lost, f"acknowledged AlterSyncStateSet lost (syncStateSetEpoch went back): {lost[:10]}"
+        masters: dict[tuple[str, int], set[int]] = {}
+        for name, epoch, master in self.elected:
+            masters.setdefault((name, epoch), set()).add(master)
+        for name, info in table.items():
+            if info.master_broker_id is not None:
+                masters.setdefault((name, info.master_epoch), set()).add(info.master_broker_id)
+        twice = {k: v for k, v in masters.items() if len(v) > 1}
+        assert not twice, f"two masters for one (brokerName, masterEpoch): {twice}"
+
+
+Step = Callable[["ControllerClient", Ledger, int, int], Any]
+
+
+class Writers:
+    """``count`` threads, each with its own client, calling ``step(client, ledger, writer, n)`` for
+    n = 0, 1, ... until the block ends (a step that returns False is followed by a short pause).
+    ``pause()`` holds them, with no write in flight, while its block runs (the nodes' state hashes can
+    then agree)."""
+
+    def __init__(self, addresses: str, step: Step, *, count: int = 3, timeout: float = 10.0,
+                 ledger: Ledger | None = None) -> None:
+        self.addresses = addresses
+        self.step = step
+        self.timeout = timeout
+        self.ledger = ledger if ledger is not None else Ledger()
+        self.stop = threading.Event()
+        self._paused = threading.Event()
+        self._lock = threading.Lock()
+        self._busy = 0
+        self.threads = [threading.Thread(target=self._run, args=(w,), daemon=True) for w in range(count)]
+
+    def __enter__(self) -> Writers:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in self.threads), "a writer did not stop"
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        self._paused.set()
+        try:
+            wait_until(lambda: self._busy == 0, 30, what="the writers to pause")
+            yield
+        finally:
+            self._paused.clear()
+
+    def _run(self, writer: int) -> None:
+        from mqctl.client import ControllerClient
+
+        with ControllerClient(self.addresses, timeout=self.timeout) as client:
+            n = 0
+            while not self.stop.is_set():
+                with self._lock:
+                    idle = self._paused.is_set()
+                    if not idle:
+                        self._busy += 1
+                if idle:
+                    time.sleep(0.02)
+                    continue
+                try:
+                    done = self.step(client, self.ledger, writer, n)
+                finally:
+                    with self._lock:
+                        self._busy -= 1
+                n += 1
+                if done is False:
+                    time.sleep(0.05)

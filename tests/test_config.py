@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from mqctl.address import is_loopback, parse_address
 from mqctl.controller.config import ServeConfig, load, parse_duration_ms
 from mqctl.errors import UsageError
 
@@ -50,18 +51,32 @@ def test_durations() -> None:
         parse_duration_ms("soon", "k")
 
 
+def test_host_port() -> None:
+    assert parse_address("127.0.0.1:9878") == ("127.0.0.1", 9878)
+    assert parse_address("[::1]:9880") == ("::1", 9880)
+    assert parse_address("127.0.0.1:0", any_port=True) == ("127.0.0.1", 0)
+    for bad in ("127.0.0.1", ":9878", "127.0.0.1:", "127.0.0.1:x", "127.0.0.1:65536", "127.0.0.1:0"):
+        with pytest.raises(UsageError, match=f"^bad Raft address '{bad}': expected HOST:PORT with a port "
+                                             "from 1 to 65535$"):
+            parse_address(bad, "Raft address")
+    assert is_loopback("[::1]") and is_loopback("localhost") and is_loopback("127.0.0.2")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.invalid")
+
+
 def test_secret_only_needed_beyond_loopback() -> None:
     assert load({"raft": "[::1]:9880", "peers": "localhost:9881"}, None, {}).raft == "[::1]:9880"
+    # a peer off loopback is the point here: 192.0.2.1 (TEST-NET-1, documentation only, never routed);
+    # load() only reads it, nothing dials it
     with pytest.raises(UsageError, match="not on loopback"):
-        load({"peers": "10.1.1.1:9880"}, None, {})
-    assert load({"peers": "10.1.1.1:9880", "cluster_secret": "x"}, None, {}).cluster_secret == "x"
+        load({"peers": "192.0.2.1:9880"}, None, {})
+    assert load({"peers": "192.0.2.1:9880", "cluster_secret": "x"}, None, {}).cluster_secret == "x"
 
 
 def test_wildcard_listen_needs_an_advertised_address() -> None:
     with pytest.raises(UsageError, match="--advertise"):
         load({"listen": "0.0.0.0:9878"}, None, {})
-    cfg = load({"listen": "0.0.0.0:9878", "advertise": "10.0.0.5:9878"}, None, {})
-    assert cfg.advertise_address() == "10.0.0.5:9878"
+    cfg = load({"listen": "0.0.0.0:9878", "advertise": "127.0.0.1:9878"}, None, {})
+    assert cfg.advertise_address() == "127.0.0.1:9878"
     assert load({}, None, {}).advertise_address() == "127.0.0.1:9878"
 
 
@@ -79,16 +94,16 @@ def test_raft_bind_apart_from_the_advertised_raft_address(tmp_path) -> None:
     # Raft traffic is pickled: listening beyond loopback needs the secret, whatever peers dial
     with pytest.raises(UsageError, match="0.0.0.0:9880 is not on loopback"):
         load({"raft_bind": "0.0.0.0:9880"}, None, {})
-    cfg = load({"raft": "10.0.0.5:9880", "raft_bind": "0.0.0.0:9880", "cluster_secret": "x"}, None, {})
-    assert (cfg.raft, cfg.raft_bind_address()) == ("10.0.0.5:9880", "0.0.0.0:9880")
+    cfg = load({"raft": "127.0.0.1:9881", "raft_bind": "0.0.0.0:9880", "cluster_secret": "x"}, None, {})
+    assert (cfg.raft, cfg.raft_bind_address()) == ("127.0.0.1:9881", "0.0.0.0:9880")
 
 
 def test_remoting_advertised_apart_from_its_port() -> None:
-    cfg = load({"remoting_port": "9878", "advertise_remoting": "broker-gw.example:19878"}, None, {})
-    assert (cfg.remoting_listen(), cfg.remoting_advertise()) == ("127.0.0.1:9878", "broker-gw.example:19878")
-    env = {"MQCTL_REMOTING_PORT": "9878", "MQCTL_ADVERTISE_REMOTING": "10.0.0.5:19878"}
-    assert load({}, None, env).remoting_advertise() == "10.0.0.5:19878"
+    cfg = load({"remoting_port": "9878", "advertise_remoting": "127.0.0.1:19878"}, None, {})
+    assert (cfg.remoting_listen(), cfg.remoting_advertise()) == ("127.0.0.1:9878", "127.0.0.1:19878")
+    env = {"MQCTL_REMOTING_PORT": "9878", "MQCTL_ADVERTISE_REMOTING": "127.0.0.1:19879"}
+    assert load({}, None, env).remoting_advertise() == "127.0.0.1:19879"
     with pytest.raises(UsageError, match="needs --remoting-port"):
-        load({"advertise_remoting": "10.0.0.5:19878"}, None, {})
+        load({"advertise_remoting": "127.0.0.1:19878"}, None, {})
     with pytest.raises(UsageError, match="not an address clients can dial"):
         load({"remoting_port": "9878", "advertise_remoting": "0.0.0.0:9878"}, None, {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import filecmp
 import os
 import shutil
@@ -46,20 +47,92 @@ def test_ruff_clean() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_mypy_strict_on_recover_and_the_cli() -> None:
-    """mqctl/recover and mqctl/cli are typed (`mypy --strict`; the modules they import are checked
-    by their own tests, hence --follow-imports=silent)."""
+def test_mypy_strict_on_the_stores_the_api_and_the_cli() -> None:
+    """mqctl/store, mqctl/recover, mqctl/api.py, mqctl/address.py and mqctl/cli are typed (`mypy
+    --strict`; the modules they import are checked by their own tests, hence --follow-imports=silent)."""
     pytest.importorskip("mypy")
     proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                           "--follow-imports=silent", "mqctl/recover", "mqctl/cli"],
+                           "--follow-imports=silent", "mqctl/store", "mqctl/recover", "mqctl/api.py",
+                           "mqctl/address.py", "mqctl/cli"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_mypy_strict_on_the_controller() -> None:
-    """The controller, its records, the method table and the Raft layer are typed (`mypy --strict`)."""
+    """The controller, its records, the method table, the Raft layer and the serve process are typed
+    (`mypy --strict`)."""
     pytest.importorskip("mypy")
     proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                           "mqctl/controller", "mqctl/methods.py", "mqctl/raft"],
+                           "mqctl/controller", "mqctl/methods.py", "mqctl/raft", "mqctl/serve.py"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _mqctl_imports() -> dict[str, dict[str, str]]:
+    """module -> {imported mqctl module: line}: every import, in functions too, but not those only for
+    type checking (``if TYPE_CHECKING:``)."""
+    out: dict[str, dict[str, str]] = {}
+    for path in sorted((ROOT / "mqctl").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        found: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] if node.module != "mqctl" else [f"mqctl.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.startswith("mqctl."):
+                    found.setdefault(name, f"{path.relative_to(ROOT)}:{node.lineno}")
+        out[module] = found
+    return out
+
+
+def _unit(module: str) -> str:
+    """mqctl.controller.core -> controller (a package), mqctl.serve -> serve (a top-level module)."""
+    return module.split(".")[1]
+
+
+def test_packages_import_each_other_without_a_cycle() -> None:
+    """Transports depend on the core, never the reverse: no cycle among mqctl's packages and top-level
+    modules (such as the one controller -> remoting -> admin -> controller was)."""
+    edges: dict[str, dict[str, str]] = {}
+    for module, imported in _mqctl_imports().items():
+        for name, where in imported.items():
+            if _unit(name) != _unit(module):
+                edges.setdefault(_unit(module), {}).setdefault(_unit(name), f"{module} ({where})")
+
+    def path_back(start: str, node: str, seen: list[str]) -> list[str] | None:
+        for nxt in edges.get(node, {}):
+            if nxt == start:
+                return [*seen, node]
+            if nxt not in seen and nxt != node:
+                found = path_back(start, nxt, [*seen, node])
+                if found:
+                    return found
+        return None
+
+    for unit in sorted(edges):
+        cycle = path_back(unit, unit, [])
+        assert cycle is None, "import cycle: " + " -> ".join(
+            f"{a} [{edges[a][b]}]" for a, b in zip(cycle, [*cycle[1:], unit], strict=True))
+
+
+def test_the_core_imports_no_transport() -> None:
+    """The controller's core (mqctl.controller apart from its gRPC transport) and the method table
+    import no transport (gRPC, remoting), client, admin, CLI or the process around them (mqctl.serve)."""
+    edge = ("mqctl.controller.grpc_server", "mqctl.controller.convert", "mqctl.remoting", "mqctl.client",
+            "mqctl.api", "mqctl.admin", "mqctl.cli", "mqctl.serve", "mqctl.sim", "mqctl.broker")
+    for module, imported in _mqctl_imports().items():
+        if not (module.startswith("mqctl.controller.") or module == "mqctl.methods") \
+                or module.startswith(edge[:2]):
+            continue
+        wrong = [f"{name} ({where})" for name, where in imported.items()
+                 if any(name == e or name.startswith(e + ".") for e in edge)]
+        assert not wrong, f"{module} imports {wrong}"

@@ -25,15 +25,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mqctl.admin import SCHEMA_VERSION
+from mqctl.controller.election import DEFAULT_ELECTION_PRIORITY
 from mqctl.errors import Code
 
 if TYPE_CHECKING:
-    from mqctl.admin.epochs import EpochCache
     from mqctl.client import ReplicaIdentity, ReplicasInfo
+    from mqctl.store.epochfile import EpochCacheView
 
 __all__ = ["Candidate", "ElectAnswer", "candidates_of", "controller_answer", "truncate_bytes", "elect_plan"]
-
-DEFAULT_PRIORITY = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class Candidate:
     epoch: int          # -1 unknown
     max_offset: int     # -1 unknown
     confirm_offset: int  # -1 unknown
-    election_priority: int = DEFAULT_PRIORITY
+    election_priority: int = DEFAULT_ELECTION_PRIORITY
 
 
 def _row(r: ReplicaIdentity, in_sync: bool) -> Candidate:
@@ -54,7 +53,7 @@ def _row(r: ReplicaIdentity, in_sync: bool) -> Candidate:
 
     return Candidate(r.broker_id, r.broker_address, bool(r.alive), in_sync, v(r.epoch), v(r.max_offset),
                      v(r.confirm_offset),
-                     DEFAULT_PRIORITY if r.election_priority is None else int(r.election_priority))
+                     DEFAULT_ELECTION_PRIORITY if r.election_priority is None else int(r.election_priority))
 
 
 def candidates_of(info: ReplicasInfo) -> list[Candidate]:
@@ -64,7 +63,7 @@ def candidates_of(info: ReplicasInfo) -> list[Candidate]:
 
 
 def truncate_bytes(replica: Candidate, master: Candidate,
-                   caches: Mapping[int, EpochCache] | None = None) -> tuple[int | None, str]:
+                   caches: Mapping[int, EpochCacheView] | None = None) -> tuple[int | None, str]:
     """(bytes ``replica`` would truncate if ``master`` wins, basis); see the module docstring."""
     if replica.broker_id == master.broker_id:
         return 0, "self"
@@ -72,11 +71,9 @@ def truncate_bytes(replica: Candidate, master: Candidate,
     mc = caches.get(master.broker_id) if caches else None
     if rc is not None and mc is not None and rc.error is None and mc.error is None \
             and rc.max_offset is not None and mc.max_offset is not None:
-        from mqctl.store.epochfile import EpochEntry, find_consistent_point
+        from mqctl.store.epochfile import find_consistent_point
 
-        mine = [EpochEntry(e.epoch, e.start_offset) for e in rc.entries]
-        theirs = [EpochEntry(e.epoch, e.start_offset) for e in mc.entries]
-        point = find_consistent_point(mine, rc.max_offset, theirs, mc.max_offset)
+        point = find_consistent_point(rc.entries, rc.max_offset, mc.entries, mc.max_offset)
         if point < 0:
             first = rc.entries[0].start_offset if rc.entries else 0
             return max(0, rc.max_offset - first), "epochCache"
@@ -121,7 +118,7 @@ def controller_answer(broker_name: str, info: ReplicasInfo, designated: int | No
                 epoch=-1 if r.epoch is None else r.epoch,
                 max_offset=-1 if r.max_offset is None else r.max_offset,
                 confirm_offset=-1 if r.confirm_offset is None else r.confirm_offset,
-                election_priority=(DEFAULT_PRIORITY if r.election_priority is None
+                election_priority=(DEFAULT_ELECTION_PRIORITY if r.election_priority is None
                                    else r.election_priority),
                 last_heartbeat_ms=now_ms if r.alive else 0, timeout_ms=1)
     state = core.ControllerState({"enableElectUncleanMaster": "true" if unclean else "false",
@@ -136,7 +133,7 @@ def controller_answer(broker_name: str, info: ReplicasInfo, designated: int | No
 
 
 def elect_plan(cluster_name: str, broker_name: str, info: ReplicasInfo, designated: int | None,
-               unclean: bool, caches: Mapping[int, EpochCache] | None = None,
+               unclean: bool, caches: Mapping[int, EpochCacheView] | None = None,
                wait_for: int = 1, answer: ElectAnswer | None = None) -> dict[str, Any]:
     """The candidate table document (docs/admin.md, electMaster). ``answer``: the controller's
     expected answer to this call (controller_answer), computed when not given."""

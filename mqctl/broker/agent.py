@@ -13,8 +13,9 @@ One agent = one replica of one broker set. Threads (all daemon, all stop with th
 
 Many agents run in one process: each has its own store directory, client and threads, and
 ``LocalPeers`` avoids one gRPC server per agent. ``crash()`` stops an agent without any cleanup (the
-abort file stays, nothing more is written), ``stop()`` is the clean shutdown, ``isolate()`` drops
-its controller and peer traffic both ways while it keeps running.
+abort file stays, nothing more is written), ``stop()`` is the clean shutdown. Faults (isolation, crashes
+at given steps) are injected from outside, through the controller client and peers it is given
+(mqctl.sim.inject).
 """
 
 from __future__ import annotations
@@ -34,25 +35,25 @@ from mqctl.broker.config import AgentConfig
 from mqctl.broker.epochs import EpochCache, truncation_point
 from mqctl.broker.log import BrokerLog, StoredMessage, open_log
 from mqctl.broker.peers import (
-    EpochCacheView,
     FetchRequest,
     FetchResponse,
     GrpcPeers,
     LocalPeers,
+    Peers,
     PeerUnavailable,
     register_local,
     serve_agent,
     unregister_local,
 )
-from mqctl.broker.registration import IdentityMismatch, Registrar, SimulatedCrash
+from mqctl.broker.registration import AgentStopped, IdentityMismatch, Registrar
 from mqctl.errors import Code, ControllerError, MqctlError, UsageError
 from mqctl.store.abort import remove_abort, write_abort
 from mqctl.store.checkpoint import StoreCheckpoint, read_checkpoint, write_checkpoint
-from mqctl.store.epochfile import LONG_MAX
+from mqctl.store.epochfile import LONG_MAX, EpochCacheView
 
 log = logging.getLogger("mqctl.broker")
 
-__all__ = ["BrokerAgent", "Role", "PutResult", "AgentStatus", "RoleWatchHub"]
+__all__ = ["BrokerAgent", "Role", "PutResult", "AgentStatus", "RoleWatchHub", "make_client"]
 
 _OPEN_STORES: set[str] = set()        # fcntl locks are per process: guard same-process reuse too
 _OPEN_LOCK = threading.Lock()
@@ -91,7 +92,6 @@ class AgentStatus:
     max_offset: int
     confirm_offset: int
     epochs: tuple[tuple[int, int], ...]
-    isolated: bool
     error: str | None
 
 
@@ -163,11 +163,14 @@ class RoleWatchHub:
 
 
 class BrokerAgent:
-    """See the module docstring. ``client``: a ControllerClient to share (default: its own);
-    ``hub``: a RoleWatchHub to share; ``fault``: crash-point hook (registration.FAULT_POINTS)."""
+    """See the module docstring. ``client``: a ControllerClient to share (default: its own, from
+    ``make_client(config)``, or ``client_factory()``, which the agent then owns and closes);
+    ``hub``: a RoleWatchHub to share; ``peers_factory``: how it reaches other agents (default from
+    ``config.peer_transport``)."""
 
     def __init__(self, config: AgentConfig, *, client: Any = None, hub: RoleWatchHub | None = None,
-                 fault: Callable[[str], None] | None = None, name: str | None = None) -> None:
+                 client_factory: Callable[[], Any] | None = None,
+                 peers_factory: Callable[[], Peers] | None = None, name: str | None = None) -> None:
         config.validate()
         self.config = config
         self.root = Path(config.store_dir)
@@ -176,13 +179,13 @@ class BrokerAgent:
         self._client = client
         self._hub = hub
         self._own_hub = False
-        self._fault = fault
+        self._client_factory = client_factory or (lambda: make_client(config))
+        self._peers_factory = peers_factory
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
         self._events: queue.Queue[_Event] = queue.Queue()
         self._stop = threading.Event()
         self._dead = False
-        self._isolated = False
         self._threads: list[threading.Thread] = []
         self.role = Role.STARTING
         self.error: str | None = None
@@ -239,17 +242,17 @@ class BrokerAgent:
             cp = read_checkpoint(self.root)
             self._confirm = min(cp.confirm_phy_offset, self._log.max_offset) if cp else 0
             if self._client is None:
-                self._client = self._make_client()
+                self._client = self._client_factory()
             if self.config.peer_transport == "local":
                 assert self.config.address
                 self.address = self.config.address
                 register_local(self.address, self)
-                self._peers = LocalPeers()
+                self._peers = self._peers_factory() if self._peers_factory else LocalPeers()
             else:
                 self._server = serve_agent(self, self.config.listen)
                 host = self.config.listen.rpartition(":")[0] or "127.0.0.1"
                 self.address = f"{host}:{self._server.port}"
-                self._peers = GrpcPeers()
+                self._peers = self._peers_factory() if self._peers_factory else GrpcPeers()
         except BaseException:
             self._release(clean=False)
             raise
@@ -374,20 +377,12 @@ class BrokerAgent:
             _OPEN_STORES.discard(self._store_key)
         self.finished.set()
 
-    def isolate(self, on: bool = True) -> None:
-        """Cut (or restore) this agent's controller and peer traffic, both directions."""
-        with self._lock:
-            self._isolated = on
-            self._cond.notify_all()
-        if not on:
-            self._post(_Event("poll"))
-
     @property
     def alive(self) -> bool:
         return not self._dead
 
     def reachable(self) -> bool:
-        return not self._dead and not self._isolated
+        return not self._dead
 
     def _fail(self, message: str) -> None:
         log.error("%s: %s", self.name, message)
@@ -400,10 +395,8 @@ class BrokerAgent:
     # ------------------------------------------------------------------ controller calls
 
     def _ctl(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
-        if self._isolated:
-            raise ControllerError(Code.UNAVAILABLE, f"{self.name} is isolated")
         if self._dead:
-            raise SimulatedCrash("agent stopped")
+            raise AgentStopped("agent stopped")
         return fn(*args, **kw)
 
     def _post(self, event: _Event) -> None:
@@ -411,7 +404,7 @@ class BrokerAgent:
 
     def _on_role_change(self, change: Any) -> None:
         """From the watch hub: tagged with the registration it arrived under."""
-        if self._isolated or self._dead:
+        if self._dead:
             return
         self._post(_Event("role", change, self.broker_epoch))
 
@@ -420,15 +413,13 @@ class BrokerAgent:
     def _control_loop(self) -> None:
         try:
             registrar = Registrar(self.root, self.config.cluster_name, self.config.broker_name, self.address,
-                                  call=self._ctl, client=self._client, fault=self._fault,
+                                  call=self._ctl, client=self._client,
                                   alive=lambda: not self._dead, stop=self._stop,
                                   retry_fast=self.config.register_retry_fast,
                                   retry_slow=self.config.register_retry_slow)
             bid = registrar.obtain_id()
             with self._lock:
                 self.broker_id = bid
-            if self._fault is not None:
-                self._fault("before_register")
             if self.config.watch_role_changes and self.config.controller_protocol == "grpc":
                 if self._hub is None:
                     self._hub = RoleWatchHub(self._client, self.config.cluster_name,
@@ -441,7 +432,7 @@ class BrokerAgent:
                 return
             self._spawn(self._heartbeat_loop, "heartbeat")
             self._run_events()
-        except SimulatedCrash:
+        except AgentStopped:
             self.crash()
         except (IdentityMismatch, MqctlError) as exc:
             if self._stop.is_set():
@@ -450,18 +441,6 @@ class BrokerAgent:
         except Exception as exc:  # a bug: stop loudly rather than limp on
             log.exception("%s: control thread failed", self.name)
             self._fail(f"internal error: {type(exc).__name__}: {exc}")
-
-    def _make_client(self) -> Any:
-        if self.config.controller_protocol == "remoting":
-            from mqctl.remoting.client import RemotingControllerClient
-
-            # same methods and results as ControllerClient; no WatchRoleChanges stream over
-            # remoting, so roles come from GetReplicaInfo polling (syncBrokerMetadataPeriod)
-            return RemotingControllerClient(self.config.controller_addresses,
-                                            timeout=self.config.controller_timeout)
-        from mqctl.client import ControllerClient
-
-        return ControllerClient(self.config.controller_addresses, timeout=self.config.controller_timeout)
 
     def _register(self) -> bool:
         """RegisterBroker with what the election policy needs; apply the role it answers."""
@@ -550,8 +529,6 @@ class BrokerAgent:
     def _poll(self) -> None:
         """GetReplicaInfo: the backstop for lost notifications; also settles an AlterSyncStateSet whose
         answer was lost and re-registers when the controller forgot the broker set."""
-        if self._isolated:
-            return
         try:
             r = self._ctl(self._client.get_replica_info, self.config.broker_name)
         except ControllerError as exc:
@@ -577,7 +554,7 @@ class BrokerAgent:
 
     def _elect(self) -> None:
         """Broker-triggered ElectMaster (an async learner never asks: it must never become master)."""
-        if self.config.async_learner or self._isolated or self.broker_id is None:
+        if self.config.async_learner or self.broker_id is None:
             return
         try:
             r = self._ctl(self._client.elect_master, self.config.cluster_name, self.config.broker_name,
@@ -780,7 +757,7 @@ class BrokerAgent:
     # ------------------------------------------------------------------ heartbeats
 
     def _send_heartbeat(self) -> None:
-        if self.broker_id is None or self._isolated or self._dead:
+        if self.broker_id is None or self._dead:
             return
         with self._lock:
             if self._log is None:
@@ -799,7 +776,7 @@ class BrokerAgent:
         while not self._stop.wait(self.config.heartbeat_interval):
             try:
                 self._send_heartbeat()
-            except SimulatedCrash:
+            except AgentStopped:
                 return
             except Exception:
                 log.exception("%s: heartbeat failed", self.name)
@@ -846,10 +823,9 @@ class BrokerAgent:
     def handle_epoch_cache(self) -> EpochCacheView:
         with self._lock:
             if self._log is None or self._epochs is None:
-                return EpochCacheView(int(Code.SYSTEM_ERROR), "broker stopped")
-            return EpochCacheView(0, "", self.config.cluster_name, self.config.broker_name,
-                                  -1 if self.broker_id is None else self.broker_id,
-                                  tuple(self._epochs.entries), self._log.max_offset)
+                return EpochCacheView(broker_addr=self.address, error="broker stopped")
+            return EpochCacheView(self.config.cluster_name, self.config.broker_name, self.broker_id,
+                                  list(self._epochs.entries), self._log.max_offset, broker_addr=self.address)
 
     def handle_fetch(self, req: FetchRequest) -> FetchResponse:
         """One FetchLog: record the slave's ack (its offset), maybe expand the SyncStateSet, long-poll for
@@ -897,7 +873,7 @@ class BrokerAgent:
                                  -1 if self.broker_id is None else self.broker_id)
 
     def _is_master_at(self, epoch: int) -> bool:
-        return (not self._dead and not self._isolated and self.role == Role.MASTER
+        return (not self._dead and self.role == Role.MASTER
                 and self.master_epoch == epoch)
 
     def _not_master(self, req: FetchRequest) -> FetchResponse:
@@ -916,9 +892,6 @@ class BrokerAgent:
             return not self._dead and not self._stop.is_set() and gen == self._repl_gen
 
         while current():
-            if self._isolated:
-                self._stop.wait(cfg.retry_interval)
-                continue
             try:
                 if not handshaken:
                     handshaken = self._handshake(gen, master_id, master_address)
@@ -943,8 +916,6 @@ class BrokerAgent:
                 with self._lock:
                     if not current() or self._log is None or self._epochs is None:
                         return
-                    if self._isolated:
-                        continue    # the answer never arrived
                     if resp.offset != self._log.max_offset:
                         handshaken = False
                         continue
@@ -969,9 +940,9 @@ class BrokerAgent:
     def _handshake(self, gen: int, master_id: int, master_address: str) -> bool:
         """AutoSwitchHAClient.doTruncate: compare epoch caches, cut at the consistent point."""
         view = self._peers.epoch_cache(master_address, self.config.controller_timeout)
-        if view.code != 0 or view.broker_id != master_id:
+        if view.error is not None or view.broker_id != master_id or view.max_offset is None:
             log.info("%s: %s is not broker %d yet (%s)", self.name, master_address, master_id,
-                     view.remark or f"id {view.broker_id}")
+                     view.error or f"id {view.broker_id}")
             return False
         with self._lock:
             if self._dead or gen != self._repl_gen or self._log is None or self._epochs is None:
@@ -1005,7 +976,7 @@ class BrokerAgent:
                                self.master_id, self.master_epoch, tuple(sorted(self.sync_state_set)),
                                self.sync_state_set_epoch,
                                self._log.max_offset if self._log is not None else -1,
-                               self._confirm_offset(), epochs, self._isolated, self.error)
+                               self._confirm_offset(), epochs, self.error)
 
     @property
     def max_offset(self) -> int:
@@ -1027,3 +998,17 @@ class BrokerAgent:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.name} is {self.role.value}, not {role.value}, after {timeout}s")
             time.sleep(0.02)
+
+
+def make_client(config: AgentConfig) -> Any:
+    """The agent's controller client: ControllerClient, or RemotingControllerClient when
+    ``config.controller_protocol`` is remoting."""
+    if config.controller_protocol == "remoting":
+        from mqctl.remoting.client import RemotingControllerClient
+
+        # same methods and results as ControllerClient; no WatchRoleChanges stream over
+        # remoting, so roles come from GetReplicaInfo polling (syncBrokerMetadataPeriod)
+        return RemotingControllerClient(config.controller_addresses, timeout=config.controller_timeout)
+    from mqctl.client import ControllerClient
+
+    return ControllerClient(config.controller_addresses, timeout=config.controller_timeout)

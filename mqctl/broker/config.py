@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mqctl.controller.election import DEFAULT_ELECTION_PRIORITY
 from mqctl.errors import UsageError
 
-__all__ = ["AgentConfig", "INT_MAX"]
-
-INT_MAX = 2**31 - 1
+__all__ = ["AgentConfig"]
 
 
 @dataclass
@@ -43,7 +42,7 @@ class AgentConfig:
     ha_max_time_slave_not_catchup: float = 15.0
     all_ack_in_sync_state_set: bool = False
     async_learner: bool = False
-    election_priority: int = INT_MAX          # brokerElectionPriority: lower wins
+    election_priority: int = DEFAULT_ELECTION_PRIORITY          # brokerElectionPriority: lower wins
     watch_role_changes: bool = True           # WatchRoleChanges stream (polling always runs)
     # replication
     fetch_max_bytes: int = 256 * 1024

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import logging
 import os
-from concurrent import futures
 from typing import Any
 
 import grpc
 
-from mqctl.admin.epochs import LONG_MAX, cache_from_store
-from mqctl.errors import Code, MqctlError, UsageError
+from mqctl.admin.epochs import cache_from_store
+from mqctl.broker.peers import serve_broker_service
+from mqctl.errors import Code, MqctlError
 from mqctl.v1 import broker_pb2 as pb
 from mqctl.v1 import broker_pb2_grpc as pb_grpc
 
@@ -50,34 +50,17 @@ class BrokerEpochServicer(pb_grpc.BrokerServicer):
             log.exception("GetBrokerEpochCache failed")
             return pb.GetBrokerEpochCacheResponse(code=int(Code.SYSTEM_ERROR),
                                                   remark=f"internal error: {type(exc).__name__}: {exc}")
-        broker_id = self.broker_id if self.broker_id is not None else cache.broker_id
-        return pb.GetBrokerEpochCacheResponse(
-            code=0,
-            remark="; ".join(cache.problems),
-            cluster_name=self.cluster_name or cache.cluster_name,
-            broker_name=self.broker_name or cache.broker_name,
-            broker_id=-1 if broker_id is None else broker_id,
-            epoch_list=[pb.EpochEntry(epoch=e.epoch, start_offset=e.start_offset,
-                                      end_offset=min(e.end_offset, LONG_MAX)) for e in cache.entries],
-            max_offset=-1 if cache.max_offset is None else cache.max_offset,
-        )
+        cache.cluster_name = self.cluster_name or cache.cluster_name
+        cache.broker_name = self.broker_name or cache.broker_name
+        cache.broker_id = self.broker_id if self.broker_id is not None else cache.broker_id
+        return pb.GetBrokerEpochCacheResponse(**cache.answer())
 
 
 def serve_epoch_cache(store_dir: str | os.PathLike[str], listen: str, *, max_workers: int = 4,
                       **identity: Any) -> grpc.Server:
     """Start a gRPC server with the Broker service for ``store_dir`` on ``listen`` (port 0 = any;
     the bound port is ``server.mqctl_port``). Stop it with ``server.stop(grace)``."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers,
-                                                    thread_name_prefix="mqctl-broker"),
-                         options=[("grpc.so_reuseport", 0)])
-    pb_grpc.add_BrokerServicer_to_server(BrokerEpochServicer(store_dir, **identity), server)
-    try:
-        port = server.add_insecure_port(listen)
-    except RuntimeError:
-        port = 0
-    if not port:
-        server.stop(None)
-        raise UsageError(f"cannot listen on {listen}")
-    server.start()
+    server, port = serve_broker_service(BrokerEpochServicer(store_dir, **identity), listen, max_workers,
+                                        "mqctl-broker")
     server.mqctl_port = port  # type: ignore[attr-defined]
     return server

@@ -71,13 +71,6 @@ class EpochCache:
             self.entries = kept
             self._save()
 
-    def truncate_suffix_by_epoch(self, epoch: int) -> None:
-        """Drop entries with epoch >= ``epoch``."""
-        kept = [e for e in self.entries if e.epoch < epoch]
-        if kept != self.entries:
-            self.entries = kept
-            self._save()
-
     def entry_for(self, offset: int, max_offset: int) -> tuple[EpochEntry, int] | None:
         """(entry, its end) for the epoch ``offset`` belongs to; the last entry's end is unbounded.
         An offset at the very end belongs to the last epoch."""

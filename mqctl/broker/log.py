@@ -24,8 +24,8 @@ from mqctl.store.commitlog import (
     MAGIC_V1,
     MAGIC_V2,
     CommitLog,
+    CommitLogWriter,
     Message,
-    encode_record,
     file_name,
 )
 
@@ -72,87 +72,40 @@ class BrokerLog(Protocol):
 
 
 class CommitLogStore:
-    """``<store>/commitlog``: 20-digit files of ``file_size`` bytes, RocketMQ records written with
-    mqctl.store's encoder, blank marker when ``size + 8 > remaining`` (CommitLog.doAppend). On open
-    the max offset is recovered the way RocketMQ does (mqctl.store's scan) and anything after it,
-    a torn write of a crash, is zeroed."""
+    """``<store>/commitlog`` written by mqctl.store's CommitLogWriter (RocketMQ's files, records and
+    blank markers, written at once). On open the max offset is recovered the way RocketMQ does
+    (mqctl.store's scan) and anything after it, a torn write of a crash, is zeroed."""
 
     def __init__(self, store_dir: str | os.PathLike[str], file_size: int) -> None:
         self.directory = Path(store_dir) / COMMITLOG_DIR
-        self.directory.mkdir(parents=True, exist_ok=True)
         self.file_size = file_size
-        self._fds: dict[int, int] = {}
-        self._max = 0
-        if any(p.name.isdigit() and len(p.name) == 20 for p in self.directory.iterdir()):
-            scan = CommitLog(self.directory, file_size).scan()
-            self._max = scan.max_offset
-            self._zero_after(self._max)
-
-    # -- files ------------------------------------------------------------------------------
-
-    def _fd(self, start: int) -> int:
-        fd = self._fds.get(start)
-        if fd is None:
-            path = self.directory / file_name(start)
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-                if os.fstat(fd).st_size < self.file_size:
-                    os.ftruncate(fd, self.file_size)  # preallocated (sparse), as RocketMQ maps it
-            except OSError as exc:
-                raise StoreError(f"{path}: cannot open: {exc.strerror or exc}") from None
-            self._fds[start] = fd
-        return fd
+        self._writer = CommitLogWriter(self.directory, file_size, buffer_bytes=0)
+        self._writer.truncate(self._writer.offset)
 
     def _file_start(self, offset: int) -> int:
         return offset - offset % self.file_size
-
-    def _zero_after(self, offset: int) -> None:
-        """Drop everything from ``offset``: zero the rest of its file, delete later files."""
-        start = self._file_start(offset)
-        for p in sorted(self.directory.iterdir()):
-            if not (p.name.isdigit() and len(p.name) == 20):
-                continue
-            fstart = int(p.name)
-            if fstart > start or (fstart == start and offset == start and start > 0):
-                fd = self._fds.pop(fstart, None)
-                if fd is not None:
-                    os.close(fd)
-                p.unlink()
-            elif fstart == start:
-                fd = self._fd(start)
-                pos = offset - start
-                os.ftruncate(fd, pos)          # cut, then re-extend with zeros (sparse)
-                os.ftruncate(fd, self.file_size)
 
     # -- BrokerLog ----------------------------------------------------------------------------
 
     @property
     def max_offset(self) -> int:
-        return self._max
+        return self._writer.offset
 
     def append(self, topic: str, body: bytes, store_host: tuple[str, int]) -> tuple[int, int]:
         now = int(time.time() * 1000)
         msg = Message(topic=topic, body=body, born_timestamp=now, store_timestamp=now, store_host=store_host)
-        size = len(encode_record(msg, 0))
-        if size + 8 > self.file_size:
-            raise StoreError(f"message of {size} bytes does not fit a commitlog file of {self.file_size}")
-        start = self._file_start(self._max)
-        remaining = self.file_size - (self._max - start)
-        if size + 8 > remaining:
-            os.pwrite(self._fd(start), _II.pack(remaining, BLANK_MAGIC), self._max - start)
-            self._max = start + self.file_size
-            start = self._max
-        offset = self._max
-        os.pwrite(self._fd(start), encode_record(msg, offset), offset - start)
-        self._max = offset + size
-        return offset, self._max
+        try:
+            offset = self._writer.append(msg)
+        except ValueError as exc:
+            raise StoreError(f"{self.directory}: {exc}") from None
+        return offset, self._writer.offset
 
     def read_chunk(self, offset: int, max_bytes: int, limit: int) -> tuple[bytes, int]:
         start = self._file_start(offset)
-        end = min(limit, self._max, start + self.file_size)
+        end = min(limit, self.max_offset, start + self.file_size)
         if end <= offset:
             return b"", 0
-        fd = self._fd(start)
+        fd = self._writer.file_fd(start)
         data = os.pread(fd, end - offset, offset - start)
         pos = 0
         n = len(data)
@@ -173,40 +126,30 @@ class CommitLogStore:
         return data[:pos], pos
 
     def write_chunk(self, offset: int, data: bytes, length: int) -> None:
-        if offset != self._max:
-            raise StoreError(f"{self.directory}: replicated data starts at {offset}, log ends at {self._max}")
+        if offset != self.max_offset:
+            raise StoreError(f"{self.directory}: replicated data starts at {offset}, log ends at "
+                             f"{self.max_offset}")
         if length != len(data):
             raise StoreError(f"{self.directory}: a commitlog replica needs the bytes (got {len(data)} "
                              f"of {length}); is the master offsets-only?")
-        if not data:
-            return
-        start = self._file_start(offset)
-        if offset + length > start + self.file_size:
-            raise StoreError(f"{self.directory}: a batch crosses a file end (file sizes differ?)")
-        os.pwrite(self._fd(start), data, offset - start)
-        self._max = offset + length
+        self._writer.write(data)
 
     def truncate(self, offset: int) -> None:
-        if offset >= self._max:
-            return
-        self._zero_after(offset)
-        self._max = offset
+        if offset < self.max_offset:
+            self._writer.truncate(offset)
 
     def flush(self) -> None:
-        for fd in self._fds.values():
-            os.fsync(fd)
+        self._writer.sync()
 
     def close(self) -> None:
-        fds, self._fds = self._fds, {}
-        for fd in fds.values():
-            os.close(fd)
+        self._writer.close()
 
     def messages(self, start: int = 0) -> Iterator[StoredMessage]:
-        if self._max == 0:
+        if self.max_offset == 0:
             return
         log = CommitLog(self.directory, self.file_size)
         for rec in log.iter_records(max(start, log.min_offset)):
-            if rec.offset >= self._max:
+            if rec.offset >= self.max_offset:
                 return
             yield StoredMessage(rec.offset, rec.size, rec.topic, rec.body)
 

@@ -11,30 +11,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mqctl.errors import UsageError
-from mqctl.store.epochfile import LONG_MAX, EpochEntry
+from mqctl.store.epochfile import EpochCacheView
 
 if TYPE_CHECKING:
     import grpc
 
-__all__ = ["EpochCacheView", "FetchRequest", "FetchResponse", "PeerUnavailable", "Peers", "GrpcPeers",
+__all__ = ["FetchRequest", "serve_broker_service", "FetchResponse", "PeerUnavailable", "Peers", "GrpcPeers",
            "LocalPeers", "LOCAL_AGENTS", "serve_agent"]
 
 
 class PeerUnavailable(Exception):  # noqa: N818
     """The peer could not be asked (down, isolated, unknown address)."""
-
-
-@dataclass(frozen=True)
-class EpochCacheView:
-    """What GetBrokerEpochCache answers: the epoch entries, the max offset and the broker's id."""
-
-    code: int
-    remark: str = ""
-    cluster_name: str = ""
-    broker_name: str = ""
-    broker_id: int = -1
-    entries: tuple[EpochEntry, ...] = ()
-    max_offset: int = -1
 
 
 @dataclass(frozen=True)
@@ -160,8 +147,9 @@ class GrpcPeers:
             r = self._stub(address).GetBrokerEpochCache(pb.GetBrokerEpochCacheRequest(), timeout=timeout)
         except grpc.RpcError as err:
             raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None  # type: ignore[attr-defined]
-        return EpochCacheView(r.code, r.remark, r.cluster_name, r.broker_name, r.broker_id,
-                              tuple(EpochEntry(e.epoch, e.start_offset) for e in r.epoch_list), r.max_offset)
+        from mqctl.controller.convert import message_to_dict
+
+        return EpochCacheView.from_answer(message_to_dict(r), address)
 
     def fetch(self, address: str, request: FetchRequest, timeout: float) -> FetchResponse:
         import grpc
@@ -202,15 +190,9 @@ def _servicer(handler: PeerHandler) -> Any:
             if not handler.reachable():
                 context.abort(grpc.StatusCode.UNAVAILABLE, "broker isolated or stopped")
             try:
-                v = handler.handle_epoch_cache()
+                return pb.GetBrokerEpochCacheResponse(**handler.handle_epoch_cache().answer())
             except Exception as exc:
                 return pb.GetBrokerEpochCacheResponse(code=int(Code.SYSTEM_ERROR), remark=str(exc))
-            ends = [e.start_offset for e in v.entries[1:]] + [v.max_offset if v.max_offset >= 0 else LONG_MAX]
-            return pb.GetBrokerEpochCacheResponse(
-                code=v.code, remark=v.remark, cluster_name=v.cluster_name, broker_name=v.broker_name,
-                broker_id=v.broker_id, max_offset=v.max_offset,
-                epoch_list=[pb.EpochEntry(epoch=e.epoch, start_offset=e.start_offset, end_offset=end)
-                            for e, end in zip(v.entries, ends, strict=True)])
 
         def FetchLog(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
             if not handler.reachable():
@@ -243,13 +225,22 @@ class AgentServer:
 
 def serve_agent(handler: PeerHandler, listen: str, max_workers: int = 8) -> AgentServer:
     """Start the agent's Broker service on ``listen`` (port 0 = any free port)."""
+    server, port = serve_broker_service(_servicer(handler), listen, max_workers, "mqctl-agent",
+                                        [("grpc.max_send_message_length", 64 << 20)])
+    return AgentServer(server, port)
+
+
+def serve_broker_service(servicer: Any, listen: str, max_workers: int, thread_name_prefix: str,
+                         options: list[tuple[str, Any]] | None = None) -> tuple[grpc.Server, int]:
+    """Start a gRPC server with ``servicer`` as the mqctl.v1.Broker service on ``listen`` (port 0 =
+    any free port): (server, bound port). UsageError when it cannot listen there."""
     import grpc
 
     from mqctl.v1 import broker_pb2_grpc as pb_grpc
 
-    pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mqctl-agent")
-    server = grpc.server(pool, options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 64 << 20)])
-    pb_grpc.add_BrokerServicer_to_server(_servicer(handler), server)
+    pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
+    server = grpc.server(pool, options=[("grpc.so_reuseport", 0), *(options or [])])
+    pb_grpc.add_BrokerServicer_to_server(servicer, server)
     try:
         port = server.add_insecure_port(listen)
     except RuntimeError:
@@ -258,4 +249,4 @@ def serve_agent(handler: PeerHandler, listen: str, max_workers: int = 8) -> Agen
         server.stop(None)
         raise UsageError(f"cannot listen on {listen}")
     server.start()
-    return AgentServer(server, port)
+    return server, port

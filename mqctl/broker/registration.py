@@ -14,8 +14,8 @@ The state comes from the files, never from memory, so a crash anywhere resumes c
 * a file whose clusterName or brokerName differs from the configuration: IdentityMismatch, and
   nothing is written or deleted.
 
-``fault(point)`` is called at each crash point of the design (FAULT_POINTS); a test hook raises
-SimulatedCrash there to kill the agent on the spot.
+A crash at any step (mqctl.sim.inject kills agents at the steps of this design) leaves files that the
+rules above resume from.
 """
 
 from __future__ import annotations
@@ -43,20 +43,11 @@ from mqctl.store.identity import (
 
 log = logging.getLogger("mqctl.broker")
 
-__all__ = ["FAULT_POINTS", "IdentityMismatch", "SimulatedCrash", "Registrar", "check_identity_files"]
-
-FAULT_POINTS = (
-    "before_temp_file",      # got nextBrokerId, the temp file is not written yet
-    "after_temp_file",       # temp file written, ApplyBrokerId not sent
-    "after_apply_refused",   # ApplyBrokerId answered 2014, the temp file not deleted yet
-    "after_apply_accepted",  # ApplyBrokerId answered SUCCESS, brokerIdentity not written yet
-    "after_identity_file",   # brokerIdentity written, the temp file not deleted yet
-    "before_register",       # both files settled, RegisterBroker not sent
-)
+__all__ = ["AgentStopped", "IdentityMismatch", "Registrar", "check_identity_files"]
 
 
-class SimulatedCrash(Exception):  # noqa: N818 - it is not an error: the agent dies here on purpose
-    """Raised by a fault hook: the agent stops on the spot without any cleanup."""
+class AgentStopped(Exception):  # noqa: N818 - not an error: the agent stops here
+    """The agent stopped (or was killed) under a call: the thread ends on the spot, without cleanup."""
 
 
 class IdentityMismatch(MqctlError):  # noqa: N818
@@ -116,7 +107,6 @@ class Registrar:
 
     def __init__(self, root: str | Path, cluster_name: str, broker_name: str, address: str, *,
                  call: Callable[..., Any], client: Any,
-                 fault: Callable[[str], None] | None = None,
                  alive: Callable[[], bool] = lambda: True,
                  stop: threading.Event | None = None,
                  retry_fast: int = 5, retry_slow: float = 5.0) -> None:
@@ -126,7 +116,6 @@ class Registrar:
         self.address = address
         self._call = call
         self._client = client
-        self._fault = fault or (lambda point: None)
         self._alive = alive
         self._stop = stop or threading.Event()
         self._retry_fast = retry_fast
@@ -135,24 +124,22 @@ class Registrar:
         self.last_error = ""
 
     def _point(self, name: str) -> None:
+        """Between two steps: a stopped agent goes no further."""
         if not self._alive():
-            raise SimulatedCrash(f"agent stopped before {name}")
-        self._fault(name)
-        if not self._alive():
-            raise SimulatedCrash(f"agent stopped at {name}")
+            raise AgentStopped(f"agent stopped before {name}")
 
     def _pause(self) -> None:
         """RocketMQ: 5 quick retries with a random sleep below 1 s, then every 5 s."""
         self.attempts += 1
         delay = random.uniform(0.05, 1.0) if self.attempts <= self._retry_fast else self._retry_slow
         if self._stop.wait(delay):
-            raise SimulatedCrash("agent stopped while registering")
+            raise AgentStopped("agent stopped while registering")
 
     def obtain_id(self) -> int:
         """Loop until ``brokerIdentity`` holds our id; returns it."""
         while True:
             if self._stop.is_set() or not self._alive():
-                raise SimulatedCrash("agent stopped while registering")
+                raise AgentStopped("agent stopped while registering")
             files = check_identity_files(self.root, self.cluster_name, self.broker_name)
             if files.identity is not None:
                 if files.temp is not None or files.temp_problem is not None:

@@ -31,6 +31,7 @@ from mqctl.errors import (
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient, ReplicasInfo
+    from mqctl.store.epochfile import EpochCacheView
 
 DEFAULT_CONTROLLER = "127.0.0.1:9878"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -420,7 +421,7 @@ def get_broker_epoch(
     Live: the controller names each replica's address (with -n: the name server, as mqadmin), where
     the broker serves mqctl.v1.Broker or RocketMQ's request 1007. Offline: --store DIR.
     Alias: get-broker-epoch."""
-    from mqctl.admin.epochs import EpochCache, broker_epoch_doc, cache_from_store
+    from mqctl.admin.epochs import broker_epoch_doc, cache_from_store
     from mqctl.admin.mqadmin_text import broker_epoch_text
     from mqctl.cli import render
 
@@ -436,12 +437,12 @@ def get_broker_epoch(
              text=broker_epoch_text)
         return
 
-    def ask(targets: list[tuple[str, str, str, int | None]]) -> list[EpochCache]:
+    def ask(targets: list[tuple[str, str, str, int | None]]) -> list[EpochCacheView]:
         from concurrent.futures import ThreadPoolExecutor
 
-        def one(t: tuple[str, str, str, int | None]) -> EpochCache:
+        def one(t: tuple[str, str, str, int | None]) -> EpochCacheView:
             cluster_name, name, address, bid = t
-            c: EpochCache = _epoch_cache(address, conn)
+            c = _epoch_cache(address, conn)
             c.cluster_name = c.cluster_name or cluster_name
             c.broker_name = c.broker_name or name
             if c.broker_id is None:
@@ -493,7 +494,7 @@ def get_broker_epoch(
              broker_epoch_text)
 
 
-def _epoch_cache(address: str, conn: Conn) -> Any:
+def _epoch_cache(address: str, conn: Conn) -> EpochCacheView:
     """GetBrokerEpochCache from mqctl's Broker service (gRPC) or a RocketMQ broker (request 1007),
     with the connection's --protocol and TLS options and at most 5 s.
 
@@ -516,10 +517,10 @@ def _epoch_cache(address: str, conn: Conn) -> Any:
                 return cache
             grpc_error = cache.error
     with conn.remoting([address], timeout, brokers=True) as client:
-        cache = client.get_broker_epoch_cache(address, timeout=timeout)
-    if grpc_error and cache.error is not None:
-        cache.error = f"{grpc_error} (over remoting: {cache.error})"
-    return cache
+        answer: EpochCacheView = client.get_broker_epoch_cache(address, timeout=timeout)
+    if grpc_error and answer.error is not None:
+        answer.error = f"{grpc_error} (over remoting: {answer.error})"
+    return answer
 
 
 # --- getControllerMetaData ---------------------------------------------------------------------

@@ -256,6 +256,8 @@ def elect_table(doc: Doc) -> Any:
     from rich.console import Group
     from rich.text import Text
 
+    from mqctl.controller.election import DEFAULT_ELECTION_PRIORITY
+
     plan = doc["plan"]
     head = Text()
     head.append(f"{plan['clusterName']}/{plan['brokerName']}", style="bold")
@@ -267,10 +269,10 @@ def elect_table(doc: Doc) -> Any:
     for c in plan["candidates"]:
         trunc = ", ".join(f"{k}: {_v(v)}" for k, v in c["truncateBytes"].items()) or "-"
         mark = " *" if c["brokerId"] == plan["predictedMasterId"] else ""
-        prio = c["electionPriority"]
+        prio = "default" if c["electionPriority"] == DEFAULT_ELECTION_PRIORITY else str(c["electionPriority"])
         t.add_row(f"{c['brokerId']}{mark}", c["brokerAddress"], c["role"], _yes_no(c["alive"]),
                   _yes_no(c["inSyncStateSet"]), _v(c["epoch"]), _v(c["maxOffset"]), _v(c["confirmOffset"]),
-                  "default" if prio == 2**31 - 1 else str(prio), _yes_no(c["electable"]), trunc)
+                  prio, _yes_no(c["electable"]), trunc)
     parts: list[Any] = [head, t]
     pred = plan["predictedMasterId"]
     expected = doc.get("expectedError")

@@ -1,4 +1,4 @@
-"""`mqctl serve`: start a controller node (see mqctl.controller.server)."""
+"""`mqctl serve`: start a controller node (see mqctl.serve)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def serve(
         # Read when grpc is first imported, which is below.
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     from mqctl.controller import config as serve_config
-    from mqctl.controller.server import run
+    from mqctl.serve import run
 
     flags = dict(listen=listen, advertise=advertise, raft=raft, raft_bind=raft_bind, peers=peers,
                  data_dir=data_dir, group=group, wait_for=wait_for, token=token, tls_cert=tls_cert,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -25,6 +25,10 @@ upgrade_app = sub_app("upgrade", "Upgrade to persistent broker ids (RocketMQ 5.1
 
 _ADDR_HELP = ("controller gRPC addresses, 'h:p;h:p' (TLS and token from MQCTL_TLS_CA, MQCTL_TLS_CERT, "
               "MQCTL_TLS_KEY, MQCTL_TOKEN)")
+
+
+def _addr_option(default: Any) -> Any:
+    return typer.Option(default, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER", help=_ADDR_HELP)
 
 
 def _client(addresses: str, timeout: float = 5.0) -> ControllerClient:
@@ -89,8 +93,7 @@ def _show_clear(plan: ClearPlan, dry_run: bool, backup: str | None, output: Outp
 def plan_cmd(
     stores: list[str] = typer.Option([], "--store", metavar="DIR", help="A broker store (storePathRootDir); "
                                      "repeat for every store."),
-    addr: str | None = typer.Option(None, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER",
-                                    help=_ADDR_HELP),
+    addr: str | None = _addr_option(None),
     output: Output = output_option(),
 ) -> None:
     """The ordered runbook with the exact command and check of each step, marking steps already done."""
@@ -133,8 +136,7 @@ def plan_cmd(
 @upgrade_app.command("check")
 def check_cmd(
     stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="A broker store; repeat for each."),
-    addr: str | None = typer.Option(None, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER",
-                                    help=_ADDR_HELP),
+    addr: str | None = _addr_option(None),
     output: Output = output_option(),
 ) -> None:
     """Pre-flight: brokers stopped, stores aligned, identity and epoch files, controller; exit 7 on a FAIL."""
@@ -281,7 +283,7 @@ def restore_cmd(
 
 @upgrade_app.command("wait-master")
 def wait_master_cmd(
-    addr: str = typer.Option(..., "-a", "--controller-addr", envvar="MQCTL_CONTROLLER", help=_ADDR_HELP),
+    addr: str = _addr_option(...),
     broker_name: str = typer.Option(..., "-b", "--broker-name", help="The broker set's name."),
     broker_id: int = typer.Option(..., "--broker-id", help="The broker's id (its brokerIdentity)."),
     timeout: float = typer.Option(300.0, "--timeout", metavar="S", help="Give up after S seconds (exit 8)."),

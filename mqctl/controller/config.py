@@ -5,13 +5,13 @@ Kept apart from the CLI so the precedence and validation can be tested without a
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import tomllib
 from dataclasses import dataclass, fields
 from typing import Any
 
+from mqctl.address import is_loopback, parse_address
 from mqctl.errors import UsageError
 
 
@@ -91,22 +91,6 @@ LIMIT_MINIMUMS = {
     "grpc_max_stalled_per_connection": 0, "grpc_max_stalled_per_address": 0,
 }
 MIN_DURATION_MS = 100
-
-
-def parse_address(value: str, what: str) -> tuple[str, int]:
-    host, sep, port_s = value.rpartition(":")
-    if not sep or not host or not port_s.isdigit() or not 0 < int(port_s) < 65536:
-        raise UsageError(f"bad {what} {value!r}: expected HOST:PORT with a port from 1 to 65535")
-    return host.strip("[]"), int(port_s)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_duration_ms(value: Any, key: str) -> int:
@@ -194,7 +178,7 @@ def validate(cfg: ServeConfig) -> None:
     elif listen_host in WILDCARDS:
         raise UsageError(f"--listen {cfg.listen} is not an address clients can dial; set --advertise "
                          "HOST:PORT to the address the other nodes and clients should use")
-    raft_host, _ = parse_address(cfg.raft, "--raft address")
+    parse_address(cfg.raft, "--raft address")
     if cfg.raft_bind:
         parse_address(cfg.raft_bind, "--raft-bind address")
     if cfg.advertise_remoting:

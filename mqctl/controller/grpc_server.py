@@ -46,6 +46,7 @@ import grpc
 from grpc_health.v1 import health_pb2
 
 from mqctl import methods
+from mqctl.address import is_loopback, parse_address
 from mqctl.controller.convert import RPC_TYPES, dict_to_message, message_to_dict
 from mqctl.controller.peerlimits import CallGuard, PeerLog, PeerSlots, peer_address
 from mqctl.errors import Code, ControllerError, UsageError
@@ -571,12 +572,10 @@ class _MetadataEncodingFilter(logging.Filter):
 _ENCODING_FILTER = _MetadataEncodingFilter()
 
 
-def _bind_error(listen: str) -> str:
+def _bind_error(listen: str, host: str, port: int) -> str:
     """Why binding ``listen`` failed, as one line (grpc only says "Failed to bind")."""
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]") or "0.0.0.0"
     try:
-        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, ValueError) as exc:
         return f"cannot listen on {listen}: bad address ({exc})"
     for family, stype, proto, _, addr in infos:
@@ -608,11 +607,9 @@ def build_server(
     stopping), the servicer ``server.mqctl_servicer``. A busy or unusable address raises
     ``UsageError`` with one line, e.g. "cannot listen on 127.0.0.1:9878: address already in use".
     """
-    host, sep, port_text = listen.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise UsageError(f"cannot listen on {listen!r}: expected HOST:PORT")
+    host, wanted_port = parse_address(listen, "listen address", any_port=True)
     credentials = server_credentials(tls) if tls is not None else None
-    if token and tls is None and host not in ("127.0.0.1", "localhost", "::1", "[::1]"):
+    if token and tls is None and not is_loopback(host):
         log.warning("a token is set but TLS is not: the token crosses the network in clear text")
     cygrpc_log = logging.getLogger("grpc._cython.cygrpc")
     if _ENCODING_FILTER not in cygrpc_log.filters:
@@ -637,7 +634,7 @@ def build_server(
     if not port:
         server.stop(None)
         servicer.watch_pool.shutdown(wait=False)
-        raise UsageError(_bind_error(listen))
+        raise UsageError(_bind_error(listen, host or "0.0.0.0", wanted_port))
     server.start()
     server.mqctl_port = port
     server.mqctl_health = health

@@ -36,16 +36,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from mqctl import methods
+from mqctl.address import parse_address
 from mqctl.api import (
     BACKOFF_INITIAL,
     BACKOFF_MAX,
     DECODERS,
-    Ack,
     ConfigResult,
     ControllerApi,
     ElectMasterResult,
     Metadata,
-    RegisterBrokerResult,
     RoleChange,
     parse_addresses,
 )
@@ -53,6 +52,7 @@ from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.remoting import codec, headers
 from mqctl.remoting.codec import FLAG_ONEWAY, FrameError, RemotingCommand
 from mqctl.remoting.security import AclCredentials, client_context
+from mqctl.store.epochfile import EpochCacheView
 
 log = logging.getLogger("mqctl.remoting.client")
 
@@ -168,15 +168,13 @@ class RemotingConnection:
         server_hostname: str | None = None,
         acl: AclCredentials | None = None,
     ) -> None:
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise UsageError(f"bad address {address!r}: expected HOST:PORT")
+        host, port = parse_address(address)
         self.address = address
         self.serialize_type = serialize_type
         self.language = language
         self.acl = acl
         try:
-            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=connect_timeout)
+            sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
             raise RemotingError(f"{address}: cannot connect: {exc.strerror or exc}", sent=False) from None
         sock.settimeout(None)
@@ -184,7 +182,7 @@ class RemotingConnection:
         self._sock: socket.socket | _TlsStream = sock
         if tls is not None:
             try:
-                self._sock = _TlsStream(sock, tls, server_hostname or host.strip("[]"), connect_timeout)
+                self._sock = _TlsStream(sock, tls, server_hostname or host, connect_timeout)
             except ssl.SSLCertVerificationError as exc:
                 sock.close()
                 raise RemotingError(f"{address}: TLS: the server's certificate was refused: "
@@ -336,6 +334,8 @@ class RemotingControllerClient(ControllerApi):
     cert+key = mutual TLS. ``access_key``/``secret_key`` (off by default) sign every request as
     RocketMQ's AclClientRPCHook does (``security_token``: its optional SecurityToken).
     """
+
+    carries_broker_options = False
 
     def __init__(
         self,
@@ -519,69 +519,16 @@ class RemotingControllerClient(ControllerApi):
             time.sleep(min(BACKOFF_MAX, max(0.0, deadline - time.monotonic())))
         raise self._unreachable(last)
 
-    def register_broker(
-        self,
-        cluster_name: str,
-        broker_name: str,
-        broker_id: int,
-        broker_address: str,
-        *,
-        epoch: int | None = None,
-        max_offset: int | None = None,
-        confirm_offset: int | None = None,
-        election_priority: int | None = None,
-        options: Mapping[str, str] | None = None,
-        heartbeat_timeout_mills: int | None = None,
-    ) -> RegisterBrokerResult:
-        """CONTROLLER_REGISTER_BROKER (1003). ``options`` cannot travel over remoting (refused)."""
-        if options:
-            raise UsageError("broker options are a gRPC-only extension; register over gRPC to check them")
-        return super().register_broker(
-            cluster_name,
-            broker_name,
-            broker_id,
-            broker_address,
-            epoch=epoch,
-            max_offset=max_offset,
-            confirm_offset=confirm_offset,
-            election_priority=election_priority,
-            heartbeat_timeout_mills=heartbeat_timeout_mills,
-        )
-
-    def heartbeat(
-        self,
-        cluster_name: str,
-        broker_addr: str,
-        broker_name: str,
-        broker_id: int | None,
-        epoch: int | None = None,
-        max_offset: int | None = None,
-        confirm_offset: int | None = None,
-        heartbeat_timeout_mills: int | None = None,
-        election_priority: int | None = None,
-        *,
-        broker_epoch: int | None = None,
-        oneway: bool = False,
-    ) -> Ack:
-        """BROKER_HEARTBEAT (904). ``oneway=True`` sends it as brokers do (to the leader only here;
-        call it per address with ``connection(addr).oneway`` to beat to every controller)."""
-        if not oneway:
-            return super().heartbeat(
-                cluster_name, broker_addr, broker_name, broker_id, epoch, max_offset, confirm_offset,
-                heartbeat_timeout_mills, election_priority, broker_epoch=broker_epoch,
-            )
-        request = self._heartbeat_request(
-            cluster_name, broker_addr, broker_name, broker_id, epoch, max_offset, confirm_offset,
-            heartbeat_timeout_mills, election_priority, broker_epoch,
-        )
-        code, ext, body = headers.encode_request("Heartbeat", request)
+    def _send_oneway(self, method: str, request: Mapping[str, Any]) -> None:
+        """One-way, as brokers send BROKER_HEARTBEAT (904): to the leader only here; call
+        ``connection(addr).oneway`` per address to beat to every controller."""
+        code, ext, body = headers.encode_request(method, request)
         deadline = time.monotonic() + self.timeout
         try:
             target = self._leader or self._discover(deadline)
         except _Retry as r:
             raise self._unreachable(str(r)) from None
         self.connection(target).oneway(code, ext, body)
-        return Ack()
 
     def elect_master(
         self,
@@ -611,13 +558,11 @@ class RemotingControllerClient(ControllerApi):
             "brokers only); use --protocol grpc, or RemotingConnection.incoming"
         )
 
-    def get_broker_epoch_cache(self, broker_addr: str, *, timeout: float | None = None) -> Any:
-        """GET_BROKER_EPOCH_CACHE (1007) to a RocketMQ broker -> mqctl.admin.epochs.EpochCache.
+    def get_broker_epoch_cache(self, broker_addr: str, *, timeout: float | None = None) -> EpochCacheView:
+        """GET_BROKER_EPOCH_CACHE (1007) to a RocketMQ broker.
 
-        As ``fetch_epoch_cache``: a transport failure or a non-zero code comes back as ``.error``;
-        the last entry's endOffset is the broker's maxOffset (mqadmin getBrokerEpoch)."""
-        from mqctl.admin.epochs import EpochCache, cache_from_answer
-
+        As ``mqctl.admin.epochs.fetch_epoch_cache``: a transport failure or a non-zero code comes back
+        as ``.error``; the last entry's endOffset is the broker's maxOffset (mqadmin getBrokerEpoch)."""
         wait = self.timeout if timeout is None else timeout
         try:
             with RemotingConnection(
@@ -626,12 +571,11 @@ class RemotingControllerClient(ControllerApi):
             ) as conn:
                 answer = conn.invoke(headers.GET_BROKER_EPOCH_CACHE, None, b"", timeout=wait)
         except (RemotingError, FrameError) as exc:
-            return EpochCache(broker_addr=broker_addr, error=str(exc))
+            return EpochCacheView(broker_addr=broker_addr, error=str(exc))
         if answer.code != 0:
-            return EpochCache(
-                broker_addr=broker_addr, error=f"{broker_addr}: code {answer.code}: {answer.remark or ''}"
-            )
+            answered = {"code": answer.code, "remark": answer.remark or ""}
+            return EpochCacheView.from_answer(answered, broker_addr)
         try:
-            return cache_from_answer(headers.read_epoch_cache(answer.body), broker_addr)
+            return EpochCacheView.from_answer(headers.read_epoch_cache(answer.body), broker_addr)
         except codec.BodyError as exc:
-            return EpochCache(broker_addr=broker_addr, error=f"{broker_addr}: {exc}")
+            return EpochCacheView(broker_addr=broker_addr, error=f"{broker_addr}: {exc}")

@@ -150,19 +150,6 @@ def decode_frame(payload: bytes) -> RemotingCommand:
     return cmd
 
 
-def split_frames(buffer: bytes) -> tuple[list[RemotingCommand], bytes]:
-    """Decode every complete frame at the start of ``buffer``; return them and the rest."""
-    out = []
-    pos = 0
-    while len(buffer) - pos >= 4:
-        total = frame_length(buffer[pos : pos + 4])
-        if len(buffer) - pos - 4 < total:
-            break
-        out.append(decode_frame(buffer[pos + 4 : pos + 4 + total]))
-        pos += 4 + total
-    return out, buffer[pos:]
-
-
 # ---------------------------------------------------------------------------------------------
 # JSON header (fastjson: getters in alphabetical order, nulls omitted)
 

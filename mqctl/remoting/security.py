@@ -79,14 +79,18 @@ def client_context(ca_file: str | None = None, cert_file: str | None = None,
         raise UsageError("a TLS client certificate needs both --tls-cert and --tls-key")
     ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     if ca_file:
-        ca = read_pem(ca_file, "TLS CA").decode("ascii", "replace")
-        try:
-            ctx.load_verify_locations(cadata=ca)
-        except ssl.SSLError as exc:
-            raise UsageError(f"unusable TLS CA {ca_file}: {exc}") from None
+        _load_ca(ctx, ca_file, "TLS CA")
     if cert_file and key_file:
         _load_chain(ctx, cert_file, key_file)
     return ctx
+
+
+def _load_ca(ctx: ssl.SSLContext, ca_file: str, what: str) -> None:
+    ca = read_pem(ca_file, what).decode("ascii", "replace")
+    try:
+        ctx.load_verify_locations(cadata=ca)
+    except ssl.SSLError as exc:
+        raise UsageError(f"unusable {what} {ca_file}: {exc}") from None
 
 
 def server_context(cert_file: str, key_file: str, client_ca_file: str | None = None) -> ssl.SSLContext:
@@ -95,11 +99,7 @@ def server_context(cert_file: str, key_file: str, client_ca_file: str | None = N
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     _load_chain(ctx, cert_file, key_file)
     if client_ca_file:
-        ca = read_pem(client_ca_file, "TLS client CA").decode("ascii", "replace")
-        try:
-            ctx.load_verify_locations(cadata=ca)
-        except ssl.SSLError as exc:
-            raise UsageError(f"unusable TLS client CA {client_ca_file}: {exc}") from None
+        _load_ca(ctx, client_ca_file, "TLS client CA")
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
 

@@ -35,6 +35,7 @@ from mqctl.broker.agent import AgentStatus, BrokerAgent, Role
 from mqctl.broker.config import AgentConfig
 from mqctl.errors import UsageError
 from mqctl.sim.faults import LEADER, MASTER, Fault, describe
+from mqctl.sim.inject import Network
 from mqctl.sim.invariants import (
     AckedMessage,
     Check,
@@ -103,10 +104,11 @@ class SimSettings:
 class Replica:
     """One replica slot of a set: its configuration and its current agent (a new one per restart)."""
 
-    def __init__(self, broker_set: str, index: int, config: AgentConfig) -> None:
+    def __init__(self, broker_set: str, index: int, config: AgentConfig, network: Network) -> None:
         self.broker_set = broker_set
         self.index = index
         self.config = config
+        self.network = network
         self.agent: BrokerAgent | None = None
         self.incarnation = 0
         self.last: AgentStatus | None = None       # last sampled status
@@ -127,7 +129,7 @@ class Replica:
             if self.agent is not None and self.agent.alive:
                 return self.agent
             self._fold_stats()
-            agent = BrokerAgent(self.config, name=self.name).start()
+            agent = self.network.agent(self.config, name=self.name).start()
             self.agent = agent
             self.incarnation += 1
             return agent
@@ -238,6 +240,7 @@ class Simulation:
         self.events: deque[tuple[float, str]] = deque(maxlen=500)
         self.history = History()
         self.cluster: LocalCluster | None = None
+        self.network = Network()
         self.client: ControllerClient | None = None
         self.sets: list[BrokerSet] = []
         self.base_dir = ""
@@ -296,7 +299,8 @@ class Simulation:
             self.event(f"controller group up: {leader.name} leads ({self.cluster.addresses})")
         self.client = ControllerClient(self.addresses, timeout=3.0)
         for name in set_names(s.sets):
-            replicas = [Replica(name, i, self._agent_config(name, i)) for i in range(s.replicas)]
+            replicas = [Replica(name, i, self._agent_config(name, i), self.network)
+                        for i in range(s.replicas)]
             self.sets.append(BrokerSet(name, replicas))
         self.event(f"starting {s.sets} broker set(s) x {s.replicas} replicas (cluster {s.cluster_name}, "
                    f"{s.storage} logs, allAckInSyncStateSet={'on' if s.all_ack else 'off'})")
@@ -489,7 +493,7 @@ class Simulation:
         a = replica.agent
         if a is None or not a.alive:
             return
-        a.isolate(on)
+        self.network.isolate(a, on)
         self.faults_applied += on
         self.event(f"{'isolate' if on else 'reconnect'} {replica.name} ({a.role.value}, "
                    f"masterEpoch {a.master_epoch})")
@@ -531,7 +535,7 @@ class Simulation:
         for bs in self.sets:
             for r in bs.replicas:
                 a = r.agent
-                if a is not None and a.alive and a.status().isolated:
+                if a is not None and a.alive and self.network.is_isolated(a):
                     self.isolate(r, False)
                 elif not r.alive:
                     self.restart(r)
@@ -632,9 +636,10 @@ class Simulation:
         if len(masters) != 1:
             return f"{len(masters)} masters"
         m = masters[0]
+        isolated = next((a.name for a in agents if a is not None and self.network.is_isolated(a)), None)
+        if isolated is not None:
+            return f"{isolated} is isolated"
         for st in statuses:
-            if st.isolated:
-                return f"{st.name} is isolated"
             if st is m:
                 continue
             if st.role != Role.SLAVE or st.master_id != m.broker_id or st.master_epoch != m.master_epoch:
@@ -724,7 +729,7 @@ class Simulation:
                 a = r.agent
                 if a is None or not a.alive:
                     state = a.role.value if a is not None else "down"
-                elif a.status().isolated:
+                elif self.network.is_isolated(a):
                     state = "isolated"
                 else:
                     state = "up"

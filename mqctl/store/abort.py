@@ -52,16 +52,23 @@ def is_locked(root: str | os.PathLike[str]) -> bool:
     except OSError as exc:
         raise store_error(path, f"cannot open: {exc.strerror}") from None
     try:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EAGAIN):
-                return True
-            raise store_error(path, f"cannot lock: {exc.strerror}") from None
+        if not _lock(fd, path):
+            return True
         fcntl.lockf(fd, fcntl.LOCK_UN)
         return False
     finally:
         os.close(fd)
+
+
+def _lock(fd: int, path: Path) -> bool:
+    """Take the lock without waiting: False when another process holds it."""
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EAGAIN):
+            return False
+        raise store_error(path, f"cannot lock: {exc.strerror}") from None
+    return True
 
 
 @contextmanager
@@ -78,13 +85,8 @@ def hold_lock(root: str | os.PathLike[str], *, create: bool = False) -> Iterator
     except OSError as exc:
         raise store_error(path, f"cannot open: {exc.strerror}") from None
     try:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EAGAIN):
-                raise UsageError(f"{path}: held by another process (is the broker running?); "
-                                 f"stop it first") from None
-            raise store_error(path, f"cannot lock: {exc.strerror}") from None
+        if not _lock(fd, path):
+            raise UsageError(f"{path}: held by another process (is the broker running?); stop it first")
         try:
             yield True
         finally:

@@ -26,11 +26,6 @@ class StoreCheckpoint:
     master_flushed_offset: int = 0
     confirm_phy_offset: int = 0
 
-    @property
-    def min_timestamp(self) -> int:
-        """StoreCheckpoint.getMinTimestamp: max(0, min(physic, logics) - 3000)."""
-        return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp) - 3000)
-
     def to_dict(self) -> dict[str, int]:
         return {"physicMsgTimestamp": self.physic_msg_timestamp,
                 "logicsMsgTimestamp": self.logics_msg_timestamp,

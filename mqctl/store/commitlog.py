@@ -356,18 +356,18 @@ def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool 
     PHYSICALOFFSET equal to the position, fields that add up; BODYCRC too with check_crc), -1 if none.
     The MAGICCODEs are found with the buffer's C `find`; shared by `parse_range` and the pipeline's
     vectorised parser (mqctl.pipeline.parser)."""
-    finder = buf if hasattr(buf, "find") else bytes(buf)
+    finder = bytes(buf) if isinstance(buf, memoryview) else buf
     n = len(buf)
     q = start + 4
-    i1 = finder.find(_MAGIC_V1_B, q)  # type: ignore[union-attr]
-    i2 = finder.find(_MAGIC_V2_B, q)  # type: ignore[union-attr]
+    i1 = finder.find(_MAGIC_V1_B, q)
+    i2 = finder.find(_MAGIC_V2_B, q)
     while i1 >= 0 or i2 >= 0:
         if i2 < 0 or 0 <= i1 < i2:
             i = i1
-            i1 = finder.find(_MAGIC_V1_B, i1 + 1)  # type: ignore[union-attr]
+            i1 = finder.find(_MAGIC_V1_B, i1 + 1)
         else:
             i = i2
-            i2 = finder.find(_MAGIC_V2_B, i2 + 1)  # type: ignore[union-attr]
+            i2 = finder.find(_MAGIC_V2_B, i2 + 1)
         p = i - 4
         if p + 36 > n:
             continue
@@ -677,10 +677,11 @@ def _has_data(lf: LogFile) -> bool:
 # --------------------------------------------------------------------------- writing
 
 class CommitLogWriter:
-    """Append records like RocketMQ's CommitLog: files named by start offset, preallocated to
-    `file_size` (sparse), and when `msgLen + 8 > remaining` an 8-byte blank marker (int32 remaining,
-    int32 BLANK_MAGIC) ends the file and the record goes to the next one. Resumes after the last valid
-    record of an existing directory."""
+    """The one commitlog writer (store builders, the broker agents): appends records like RocketMQ's
+    CommitLog: files named by start offset, preallocated to `file_size` (sparse), and when
+    `msgLen + 8 > remaining` an 8-byte blank marker (int32 remaining, int32 BLANK_MAGIC) ends the file
+    and the record goes to the next one. Resumes after the last valid record of an existing directory.
+    Up to `buffer_bytes` are kept in memory before they are written (0: written at once)."""
 
     def __init__(self, directory: str | os.PathLike[str], file_size: int = DEFAULT_FILE_SIZE, *,
                  start_offset: int = 0, buffer_bytes: int = 4 << 20) -> None:
@@ -691,8 +692,7 @@ class CommitLogWriter:
         self.file_size = file_size
         self._buffer_bytes = buffer_bytes
         self._buf = bytearray()
-        self._buf_pos = 0
-        self._fh: Any = None
+        self._fds: dict[int, int] = {}
         if any(_NAME_RE.match(p.name) for p in self.directory.iterdir()):
             log = CommitLog(self.directory, file_size)
             self.offset = log.scan().max_offset
@@ -700,25 +700,38 @@ class CommitLogWriter:
             if start_offset % file_size:
                 raise ValueError("start_offset must be a multiple of the file size")
             self.offset = start_offset
-        self._open_file(self.offset - self.offset % file_size)
+        self._buf_at = self.offset              # where the buffered bytes go
+        self.file_fd(self._file_start(self.offset))
 
-    def _open_file(self, start: int) -> None:
-        self._flush()
-        if self._fh is not None:
-            self._fh.close()
-        path = self.directory / file_name(start)
-        fh = open(path, "r+b" if path.exists() else "w+b")
-        if os.fstat(fh.fileno()).st_size < self.file_size:
-            fh.truncate(self.file_size)
-        self._fh = fh
-        self._file_start = start
-        self._buf_pos = self.offset - start
+    def _file_start(self, offset: int) -> int:
+        return offset - offset % self.file_size
+
+    def file_fd(self, start: int) -> int:
+        """The descriptor of the file that starts at `start`, created and preallocated if missing."""
+        fd = self._fds.get(start)
+        if fd is None:
+            path = self.directory / file_name(start)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                if os.fstat(fd).st_size < self.file_size:
+                    os.ftruncate(fd, self.file_size)
+            except OSError as exc:
+                raise StoreError(f"{path}: cannot open: {exc.strerror or exc}") from None
+            self._fds[start] = fd
+        return fd
 
     def _flush(self) -> None:
-        if self._buf and self._fh is not None:
-            os.pwrite(self._fh.fileno(), self._buf, self._buf_pos)
-            self._buf_pos += len(self._buf)
+        if self._buf:
+            start = self._file_start(self._buf_at)
+            os.pwrite(self.file_fd(start), self._buf, self._buf_at - start)
+            self._buf_at += len(self._buf)
             self._buf = bytearray()
+
+    def _buffer(self, data: bytes) -> None:
+        self._buf += data
+        self.offset += len(data)
+        if len(self._buf) >= self._buffer_bytes:
+            self._flush()
 
     def append(self, msg: Message) -> int:
         """Append one message; returns its physical offset."""
@@ -729,35 +742,70 @@ class CommitLogWriter:
         """Append a record of `size` bytes whose bytes `encode(physical_offset)` returns."""
         if size + 8 > self.file_size:
             raise ValueError(f"record of {size} bytes does not fit in a file of {self.file_size} bytes")
-        if size + 8 > self.file_size - (self.offset - self._file_start):
+        if size + 8 > self.file_size - (self.offset - self._file_start(self.offset)):
             self.roll()
-        data = encode(self.offset)
+        off = self.offset
+        data = encode(off)
         if len(data) != size:
             raise ValueError("encoded record size differs from the announced size")
-        self._buf += data
-        off = self.offset
-        self.offset += size
-        if len(self._buf) >= self._buffer_bytes:
-            self._flush()
+        self._buffer(data)
         return off
+
+    def write(self, data: bytes) -> None:
+        """Append bytes that are already records at these offsets (a replica copying its master,
+        blank markers included); they must not cross a file end."""
+        start = self._file_start(self.offset)
+        if self.offset + len(data) > start + self.file_size:
+            raise StoreError(f"{self.directory}: {len(data)} bytes at {self.offset} cross a file end "
+                             "(file sizes differ?)")
+        if self._buf and self._file_start(self._buf_at) != start:
+            self._flush()
+        self._buffer(data)
 
     def roll(self) -> None:
         """End the current file with the blank marker and continue in the next one."""
-        remaining = self.file_size - (self.offset - self._file_start)
-        self._buf += struct.pack(">iI", remaining, BLANK_MAGIC)
-        self.offset = self._file_start + self.file_size
-        self._open_file(self.offset)
+        start = self._file_start(self.offset)
+        self._buffer(struct.pack(">iI", self.file_size - (self.offset - start), BLANK_MAGIC))
+        self._flush()
+        os.close(self._fds.pop(start))         # a file is reopened when read or truncated
+        self.offset = self._buf_at = start + self.file_size
+        self.file_fd(self.offset)
+
+    def truncate(self, offset: int) -> None:
+        """Drop everything from `offset` on (a record boundary): zero the rest of its file (sparse),
+        delete the later files; the next record goes there."""
+        self._flush()
+        start = self._file_start(offset)
+        for p in sorted(self.directory.iterdir()):
+            if not _NAME_RE.match(p.name):
+                continue
+            fstart = int(p.name)
+            if fstart > start or (fstart == start and offset == start and start > 0):
+                fd = self._fds.pop(fstart, None)
+                if fd is not None:
+                    os.close(fd)
+                p.unlink()
+            elif fstart == start:
+                fd = self.file_fd(start)
+                os.ftruncate(fd, offset - start)          # cut, then re-extend with zeros
+                os.ftruncate(fd, self.file_size)
+        self.offset = self._buf_at = offset
 
     def flush(self) -> None:
+        """Write what is buffered."""
         self._flush()
-        if self._fh is not None:
-            self._fh.flush()
+
+    def sync(self) -> None:
+        """Write what is buffered and fsync the files."""
+        self._flush()
+        for fd in self._fds.values():
+            os.fsync(fd)
 
     def close(self) -> None:
         self._flush()
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
 
     def __enter__(self) -> CommitLogWriter:
         return self

@@ -19,6 +19,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mqctl.errors import StoreError
 from mqctl.store._util import crc32_masked, read_bytes, store_error, string_to_file
@@ -26,9 +27,9 @@ from mqctl.store._util import crc32_masked, read_bytes, store_error, string_to_f
 EPOCH_FILE = "epochFileCheckpoint"
 LONG_MAX = (1 << 63) - 1
 
-__all__ = ["EPOCH_FILE", "LONG_MAX", "EpochEntry", "EpochFileRead", "encode_epoch_file", "parse_epoch_file",
-           "read_epoch_file", "write_epoch_file", "epoch_path", "end_offsets", "find_consistent_point",
-           "truncate_suffix_by_offset", "find_entry_by_offset", "validate_entries"]
+__all__ = ["EPOCH_FILE", "LONG_MAX", "EpochEntry", "EpochCacheView", "EpochFileRead", "encode_epoch_file",
+           "parse_epoch_file", "read_epoch_file", "write_epoch_file", "epoch_path", "end_offsets",
+           "find_consistent_point", "truncate_suffix_by_offset", "find_entry_by_offset", "validate_entries"]
 
 
 @dataclass(frozen=True, order=True)
@@ -38,6 +39,57 @@ class EpochEntry:
 
     def line(self) -> str:
         return f"{self.epoch}-{self.start_offset}"
+
+
+@dataclass
+class EpochCacheView:
+    """A broker's epoch cache as GetBrokerEpochCache answers it (RocketMQ's GET_BROKER_EPOCH_CACHE,
+    1007, the same over remoting): the broker, its epoch entries and its commitlog's max offset; where it
+    was read (``broker_addr``, or ``store`` and the epoch file ``source``), what was wrong with it
+    (``problems``) or why it could not be read at all (``error``). One type for the broker agents, the
+    store's epoch service and the admin commands."""
+
+    cluster_name: str = ""
+    broker_name: str = ""
+    broker_id: int | None = None
+    entries: list[EpochEntry] = field(default_factory=list)
+    max_offset: int | None = None
+    broker_addr: str = ""
+    store: str | None = None
+    source: str | None = None
+    problems: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def ends(self) -> list[int]:
+        """Each entry's endOffset; the last one's is the max offset (mqadmin getBrokerEpoch,
+        the broker's setLastEpochEntryEndOffset), Long.MAX_VALUE when unknown."""
+        return end_offsets(self.entries, LONG_MAX if self.max_offset is None else self.max_offset)
+
+    def answer(self) -> dict[str, Any]:
+        """The answer's fields (snake_case, as mqctl.v1.Broker's GetBrokerEpochCacheResponse and the
+        1007 body of mqctl.remoting.headers): code 1 SYSTEM_ERROR with ``error``, else 0 with the
+        problems as the remark."""
+        if self.error is not None:
+            return {"code": 1, "remark": self.error}
+        return {"code": 0, "remark": "; ".join(self.problems), "cluster_name": self.cluster_name,
+                "broker_name": self.broker_name,
+                "broker_id": -1 if self.broker_id is None else self.broker_id,
+                "epoch_list": [{"epoch": e.epoch, "start_offset": e.start_offset, "end_offset": end}
+                               for e, end in zip(self.entries, self.ends(), strict=True)],
+                "max_offset": -1 if self.max_offset is None else self.max_offset}
+
+    @classmethod
+    def from_answer(cls, d: dict[str, Any], address: str) -> EpochCacheView:
+        """An answer (``answer()``'s keys, from gRPC or a 1007 body) from the broker at ``address``;
+        a non-zero code becomes ``error``."""
+        if int(d.get("code", 0)) != 0:
+            return cls(broker_addr=address, error=f"{address}: code {d.get('code')}: {d.get('remark', '')}")
+        bid, max_offset = int(d.get("broker_id", -1)), int(d.get("max_offset", -1))
+        return cls(cluster_name=str(d.get("cluster_name", "")), broker_name=str(d.get("broker_name", "")),
+                   broker_id=bid if bid >= 0 else None,
+                   entries=[EpochEntry(int(e.get("epoch", 0)), int(e.get("start_offset", 0)))
+                            for e in d.get("epoch_list", [])],
+                   max_offset=max_offset if max_offset >= 0 else None, broker_addr=address)
 
 
 @dataclass

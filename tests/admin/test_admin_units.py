@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from mqctl.admin.elect import ElectAnswer, controller_answer, elect_plan, truncate_bytes
-from mqctl.admin.epochs import Entry, EpochCache, entries_with_ends
 from mqctl.admin.output import to_json, to_yaml
 from mqctl.admin.quorum import NodeView, quorum_doc
 from mqctl.admin.syncstate import lag_bytes, select_broker_sets, sync_state_doc
 from mqctl.client import Metadata, Peer, ReplicaIdentity, ReplicasInfo
 from mqctl.errors import ControllerError
+from mqctl.store.epochfile import EpochCacheView, EpochEntry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,9 +121,12 @@ def test_controller_answer_is_the_controllers_answer() -> None:
 
 
 def test_truncation_from_epoch_caches() -> None:
-    a = EpochCache(entries=entries_with_ends([(1, 0), (2, 100), (3, 300)], 500), max_offset=500)
-    b = EpochCache(entries=entries_with_ends([(1, 0), (2, 100)], 250), max_offset=250)
-    c = EpochCache(entries=entries_with_ends([(5, 0)], 40), max_offset=40)
+    def cache(pairs: list[tuple[int, int]], max_offset: int) -> EpochCacheView:
+        return EpochCacheView(entries=[EpochEntry(*p) for p in pairs], max_offset=max_offset)
+
+    a = cache([(1, 0), (2, 100), (3, 300)], 500)
+    b = cache([(1, 0), (2, 100)], 250)
+    c = cache([(5, 0)], 40)
     info = _info()
     from mqctl.admin.elect import candidates_of
 
@@ -134,7 +137,7 @@ def test_truncation_from_epoch_caches() -> None:
     assert truncate_bytes(cands[2], cands[1], caches) == (0, "epochCache")
     # no common epoch: everything
     assert truncate_bytes(cands[1], cands[4], caches) == (500, "epochCache")
-    caches[2] = EpochCache(error="down")
+    caches[2] = EpochCacheView(error="down")
     assert truncate_bytes(cands[1], cands[2], caches)[1] == "maxOffset"
 
 
@@ -189,9 +192,22 @@ def test_exit_codes_of_controller_errors() -> None:
 
 
 def test_epoch_end_offsets() -> None:
-    assert entries_with_ends([(1, 0), (2, 10)], 30) == [Entry(1, 0, 10), Entry(2, 10, 30)]
-    assert entries_with_ends([(1, 0), (2, 10)], None)[-1].end_offset == (1 << 63) - 1
-    assert entries_with_ends([(1, 50)], 10)[-1].end_offset == (1 << 63) - 1
+    two = [EpochEntry(1, 0), EpochEntry(2, 10)]
+    assert EpochCacheView(entries=two, max_offset=30).ends() == [10, 30]
+    assert EpochCacheView(entries=two).ends()[-1] == (1 << 63) - 1
+    assert EpochCacheView(entries=[EpochEntry(1, 50)], max_offset=10).ends()[-1] == (1 << 63) - 1
+
+
+def test_epoch_cache_answer_round_trip() -> None:
+    """The answer the broker services send is what the admin commands and the agents read back."""
+    cache = EpochCacheView("c", "b", 2, [EpochEntry(1, 0), EpochEntry(3, 40)], 90, problems=["p"])
+    answer = cache.answer()
+    assert answer["epoch_list"][-1] == {"epoch": 3, "start_offset": 40, "end_offset": 90}
+    back = EpochCacheView.from_answer(answer, "127.0.0.1:10911")
+    assert (back.cluster_name, back.broker_name, back.broker_id, back.entries, back.max_offset) == (
+        "c", "b", 2, cache.entries, 90)
+    refused = EpochCacheView.from_answer(EpochCacheView(error="broker stopped").answer(), "127.0.0.1:10911")
+    assert refused.error == "127.0.0.1:10911: code 1: broker stopped"
 
 
 def test_generated_broker_grpc_code_is_up_to_date(tmp_path) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from mqctl.broker.agent import BrokerAgent
 from mqctl.broker.config import AgentConfig
+from mqctl.sim.inject import Network
 
 CLUSTER = "cluster-b"
 
@@ -25,8 +26,13 @@ def fast_config(store: str | os.PathLike[str], addresses: str, broker_name: str,
 
 
 def start_agent(store: str | os.PathLike[str], addresses: str, broker_name: str, *,
-                fault: Callable[[str], None] | None = None, **kw: Any) -> BrokerAgent:
-    return BrokerAgent(fast_config(store, addresses, broker_name, **kw), fault=fault).start()
+                network: Network | None = None, client_factory: Callable[[], Any] | None = None,
+                **kw: Any) -> BrokerAgent:
+    """A started agent; through ``network`` (mqctl.sim.inject) when faults are to be injected into it."""
+    config = fast_config(store, addresses, broker_name, **kw)
+    if network is not None:
+        return network.agent(config, client_factory=client_factory).start()
+    return BrokerAgent(config, client_factory=client_factory).start()
 
 
 def snapshot(directory: str | os.PathLike[str]) -> dict[str, tuple[bytes, int]]:

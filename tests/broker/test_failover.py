@@ -9,6 +9,7 @@ from broker_fixtures import start_agent
 
 from mqctl.broker.agent import BrokerAgent, Role
 from mqctl.client import ControllerClient
+from mqctl.sim.inject import Network
 from mqctl.store.commitlog import CommitLog
 from mqctl.store.epochfile import read_epoch_file
 from mqctl.testing import wait_until
@@ -42,7 +43,9 @@ def commitlog_bodies(agent: BrokerAgent) -> dict[int, bytes]:
 def test_failover_truncation_no_acked_message_lost(trio, tmp_path) -> None:
     name = "fo"
     addrs = trio.addresses
-    agents = [start_agent(tmp_path / f"b{i}", addrs, name, all_ack_in_sync_state_set=True) for i in range(3)]
+    net = Network()
+    agents = [start_agent(tmp_path / f"b{i}", addrs, name, network=net, all_ack_in_sync_state_set=True)
+              for i in range(3)]
     revived: BrokerAgent | None = None
     try:
         master = wait_until(lambda: one_master(agents), 30, what="one master, two slaves")
@@ -50,7 +53,7 @@ def test_failover_truncation_no_acked_message_lost(trio, tmp_path) -> None:
         acked: dict[int, bytes] = {}
         put_all(master, 0, 150, acked)
         # the master is cut off: what it takes now reaches no slave and is never acknowledged
-        master.isolate()
+        net.isolate(master)
         unacked = []
         for i in range(4):
             r = master.put(f"unacked-{i}".encode() * 8, timeout=0.3)
@@ -97,8 +100,10 @@ def test_failover_truncation_no_acked_message_lost(trio, tmp_path) -> None:
 def test_sync_state_set_shrinks_and_expands_learner_never_joins(controller, tmp_path) -> None:
     name = "sss"
     addrs = controller.addresses
-    agents = [start_agent(tmp_path / f"b{i}", addrs, name, all_ack_in_sync_state_set=True) for i in range(3)]
-    learner = start_agent(tmp_path / "learner", addrs, name, async_learner=True)
+    net = Network()
+    agents = [start_agent(tmp_path / f"b{i}", addrs, name, network=net, all_ack_in_sync_state_set=True)
+              for i in range(3)]
+    learner = start_agent(tmp_path / "learner", addrs, name, network=net, async_learner=True)
     every = agents + [learner]
     try:
         master = wait_until(lambda: one_master(every), 30, what="roles")
@@ -106,7 +111,7 @@ def test_sync_state_set_shrinks_and_expands_learner_never_joins(controller, tmp_
         wait_until(lambda: len(master.status().sync_state_set) == 3, 20, what="SyncStateSet of 3")
         put_all(master, 0, 30, {})
         slave = next(a for a in agents if a.role == Role.SLAVE)
-        slave.isolate()
+        net.isolate(slave)
         with ControllerClient(addrs) as client:
             def controller_set() -> set[int]:
                 return set(client.get_replica_info(name).sync_state_set)
@@ -115,7 +120,7 @@ def test_sync_state_set_shrinks_and_expands_learner_never_joins(controller, tmp_
             # the master applies the new set only once the controller answered: locally it follows
             wait_until(lambda: slave.broker_id not in master.status().sync_state_set, 10, what="local shrink")
             put_all(master, 30, 20, {})     # acked without the isolated slave
-            slave.isolate(False)
+            net.isolate(slave, False)
             wait_until(lambda: slave.broker_id in controller_set(), 20, what="expand after catch-up")
             wait_until(lambda: set(master.status().sync_state_set) == controller_set(), 10, what="local set")
             put_all(master, 50, 20, {})
@@ -161,7 +166,8 @@ def test_stale_notifications_are_ignored(controller, tmp_path) -> None:
     try:
         agent.wait_role(Role.MASTER, 30)
         epoch, bid = agent.master_epoch, agent.broker_id
-        other = RoleChange(broker_name="stale", master_broker_id=(bid or 0) + 7, master_address="10.0.0.9:1",
+        other = RoleChange(broker_name="stale", master_broker_id=(bid or 0) + 7,
+                           master_address="127.0.0.1:30919",
                            master_epoch=epoch + 5, sync_state_set_epoch=9, sync_state_set=((bid or 0) + 7,))
         before = agent.stats["ignored_notifications"]
         agent._post(_Event("role", other, agent.broker_epoch - 1))   # queued under an older registration

@@ -9,10 +9,11 @@ import threading
 import pytest
 from broker_fixtures import CLUSTER, fast_config, snapshot, start_agent
 
-from mqctl.broker.agent import BrokerAgent, Role
-from mqctl.broker.registration import FAULT_POINTS, IdentityMismatch, SimulatedCrash
+from mqctl.broker.agent import BrokerAgent, Role, make_client
+from mqctl.broker.registration import IdentityMismatch
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError
+from mqctl.sim.inject import CRASH_POINTS, CrashAt
 from mqctl.store.abort import read_abort
 from mqctl.store.identity import (
     BrokerIdentity,
@@ -37,14 +38,14 @@ EXPECTED_FILES = {
 }
 
 
-def crash_at(point: str):
-    fired = threading.Event()
-
-    def hook(where: str) -> None:
-        if where == point and not fired.is_set():
-            fired.set()
-            raise SimulatedCrash(point)
-    return hook
+def crash_at(point: str, store, addresses: str, name: str):
+    """The agent's controller client kills it at ``point``; "after_identity_file" (brokerIdentity
+    written, the temp file not deleted yet: no controller call between) is a crash before RegisterBroker
+    with the temp file put back, the files that crash leaves."""
+    def client():
+        real = make_client(fast_config(store, addresses, name))
+        return CrashAt("before_register" if point == "after_identity_file" else point, real)
+    return client
 
 
 def controller_ids(client: ControllerClient, broker_name: str) -> dict[int, str]:
@@ -59,7 +60,7 @@ def test_crash_at_every_registration_point(controller, tmp_path, seed: int) -> N
     addresses = controller.addresses
     first = start_agent(tmp_path / "b0", addresses, name)
     assert first.registered.wait(30), first.error
-    points = list(FAULT_POINTS)
+    points = [*CRASH_POINTS, "after_identity_file"]
     rng.shuffle(points)
     stores = {p: tmp_path / f"b-{p}" for p in points}
     for p, store in stores.items():
@@ -67,18 +68,19 @@ def test_crash_at_every_registration_point(controller, tmp_path, seed: int) -> N
             # a broker that died after its temp file while another broker took the id: its apply is refused
             store.mkdir()
             taken = first.broker_id or 1
-            write_temp_identity(store, TempBrokerIdentity(CLUSTER, name, taken, "10.9.9.9:1;1"))
+            write_temp_identity(store, TempBrokerIdentity(CLUSTER, name, taken, "127.0.0.1:30919;1"))
     racers = [tmp_path / f"r{i}" for i in range(2)]   # brokers without faults, racing for the same ids
     started: dict[str, BrokerAgent] = {}
     lock = threading.Lock()
 
-    def launch(key: str, store, fault) -> None:
+    def launch(key: str, store, client_factory) -> None:
         threading.Event().wait(rng.random() * 0.05)
-        agent = start_agent(store, addresses, name, fault=fault)
+        agent = start_agent(store, addresses, name, client_factory=client_factory)
         with lock:
             started[key] = agent
 
-    threads = [threading.Thread(target=launch, args=(p, stores[p], crash_at(p))) for p in points]
+    threads = [threading.Thread(target=launch, args=(p, stores[p], crash_at(p, stores[p], addresses, name)))
+               for p in points]
     threads += [threading.Thread(target=launch, args=(f"racer{i}", s, None)) for i, s in enumerate(racers)]
     rng.shuffle(threads)
     for t in threads:
@@ -91,6 +93,11 @@ def test_crash_at_every_registration_point(controller, tmp_path, seed: int) -> N
             agent = started[p]
             assert agent.finished.wait(30), f"{p}: the agent did not die"
             assert agent.role == Role.CRASHED, (p, agent.role, agent.error)
+            if p == "after_identity_file":
+                ident = read_identity(stores[p])
+                assert ident is not None
+                write_temp_identity(stores[p], TempBrokerIdentity(CLUSTER, name, ident.broker_id,
+                                                                  f"{agent.address};1"))
             has_temp = read_temp_identity(stores[p]) is not None
             has_ident = read_identity(stores[p]) is not None
             assert (has_temp, has_ident) == EXPECTED_FILES[p], p
@@ -144,7 +151,7 @@ def test_identity_of_another_broker_is_refused_untouched(controller, tmp_path, w
     if which == "identity":
         write_identity(store, BrokerIdentity("other-cluster", "other-broker", 3))
     else:
-        write_temp_identity(store, TempBrokerIdentity(CLUSTER, "other-broker", 3, "10.0.0.1:1;1"))
+        write_temp_identity(store, TempBrokerIdentity(CLUSTER, "other-broker", 3, "127.0.0.1:30911;1"))
     (store / "epochFileCheckpoint").write_bytes(b"1\n0\n1-0\n")
     before = snapshot(store)
     agent = BrokerAgent(fast_config(store, controller.addresses, "reg-mismatch"))

@@ -53,7 +53,7 @@ def test_epoch_cache_rules_and_file(tmp_path) -> None:
     assert cache.entry_for(400, 400)[0] == EpochEntry(5, 300)
     cache.truncate_suffix_by_offset(300)
     assert EpochCache(tmp_path).entries == E((1, 0), (2, 100))
-    cache.truncate_suffix_by_epoch(1)
+    cache.truncate_suffix_by_offset(0)
     assert cache.entries == []
     # RocketMQ would leave the old entries on disk; a restart must see the empty cache
     assert EpochCache(tmp_path).entries == []

@@ -16,14 +16,13 @@ import site
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from mqctl.client import ControllerClient, ControllerError
-from mqctl.testing import LocalCluster, Node, metadata, wait_until
+from mqctl.testing import Ledger, LocalCluster, Node, Writers, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -65,62 +64,26 @@ def old_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(python)
 
 
-class Load:
-    """Writers registering broker sets and electing their masters, keeping what was acknowledged."""
-
-    def __init__(self, addresses: str, writers: int = 3) -> None:
-        self.addresses = addresses
-        self.stop = threading.Event()
-        self.paused = threading.Event()
-        self.lock = threading.Lock()
-        self.applied: set[tuple[str, int]] = set()
-        self.epochs: dict[tuple[str, int], int] = {}
-        self.elected: dict[str, int] = {}  # broker set -> masterEpoch acknowledged
-        self.errors = 0
-        self.threads = [threading.Thread(target=self._run, args=(w,), daemon=True) for w in range(writers)]
-
-    def __enter__(self) -> Load:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(60)
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.elected)
-
-    def _run(self, writer: int) -> None:
-        with ControllerClient(self.addresses, timeout=10) as client:
-            n = 0
-            while not self.stop.is_set():
-                if self.paused.is_set():
-                    time.sleep(0.05)
-                    continue
-                n += 1
-                name = f"w{writer}-set{n}"
-                try:
-                    for bid in (1, 2):
-                        address = f"127.0.0.1:{20000 + bid}"
-                        client.apply_broker_id(CLUSTER, name, bid, f"{address};{writer}")
-                        with self.lock:
-                            self.applied.add((name, bid))
-                        reg = client.register_broker(CLUSTER, name, bid, address)
-                        with self.lock:
-                            self.epochs[(name, bid)] = reg.broker_epoch
-                    elected = client.elect_master(CLUSTER, name, 1)
-                    with self.lock:
-                        self.elected[name] = elected.master_epoch or 0
-                except ControllerError:
-                    with self.lock:
-                        self.errors += 1
-                    time.sleep(0.05)
+def _register_set(client: ControllerClient, ledger: Ledger, writer: int, n: int) -> bool:
+    """A broker set of two brokers and its master; False at the first call not acknowledged."""
+    name = f"w{writer}-set{n}"
+    for bid in (1, 2):
+        address = f"127.0.0.1:{20000 + bid}"
+        if ledger.attempt(client.apply_broker_id, CLUSTER, name, bid, f"{address};{writer}") is None:
+            return False
+        ledger.ack(ledger.applied, (name, bid))
+        reg = ledger.attempt(client.register_broker, CLUSTER, name, bid, address)
+        if reg is None:
+            return False
+        ledger.ack(ledger.registered, (name, bid, reg.broker_epoch))
+    elected = ledger.attempt(client.elect_master, CLUSTER, name, 1)
+    if elected is None:
+        return False
+    ledger.ack(ledger.elected, (name, elected.master_epoch or 0, elected.master_broker_id or 0))
+    return True
 
 
-def _lead(cluster: LocalCluster, node: Node, load: Load) -> None:
+def _lead(cluster: LocalCluster, node: Node, load: Writers) -> None:
     """Hand the leadership to `node`: the writers pause, since pysyncobj hands it only to a node
     that has every entry of the leader's log."""
     def led() -> bool:
@@ -134,27 +97,25 @@ def _lead(cluster: LocalCluster, node: Node, load: Load) -> None:
             pass
         return cluster.leader() is node
 
-    load.paused.set()
-    try:
+    with load.pause():
         wait_until(led, 60, interval=0.5, what=f"{node.name} to lead")
         cluster.wait_for_leader()
-    finally:
-        load.paused.clear()
 
 
-def _writes_while(load: Load, more: int = 5) -> None:
-    start = load.count()
-    wait_until(lambda: load.count() >= start + more, 60, what=f"{more} more acknowledged broker sets")
+def _writes_while(load: Writers, more: int = 5) -> None:
+    def sets() -> int:
+        with load.ledger.lock:
+            return len(load.ledger.elected)
+
+    start = sets()
+    wait_until(lambda: sets() >= start + more, 60, what=f"{more} more acknowledged broker sets")
 
 
-def _same_state(cluster: LocalCluster, load: Load) -> None:
+def _same_state(cluster: LocalCluster, load: Writers) -> None:
     """Equal state hashes on every node: compared with the writers paused, since under load the
     nodes are read at different applied indexes."""
-    load.paused.set()
-    try:
+    with load.pause():
         cluster.wait_for_same_hash()
-    finally:
-        load.paused.clear()
 
 
 def _restart(node: Node, python: str, *, fresh: bool = False) -> None:
@@ -171,7 +132,7 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: st
     old.python = old_python
     with cluster:
         cluster.start()
-        with Load(cluster.addresses) as load:
+        with Writers(cluster.addresses, _register_set) as load:
             _writes_while(load)
             # a 0.1 leader logs commands, which this release's nodes decide as 0.1 did
             _lead(cluster, old, load)
@@ -200,20 +161,13 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: st
             _writes_while(load)
         digest = cluster.wait_for_same_hash()
         assert len(digest) == 64
+        ledger = load.ledger
         with ControllerClient(cluster.addresses, timeout=30) as c:
-            names = sorted({name for name, _ in load.applied})
-            table = c.get_sync_state_data(names).replicas_info_table
-            for name, bid in load.applied:
-                info = table[name]
-                ids = {r.broker_id for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
-                assert bid in ids, (name, bid)
-            for (name, bid), epoch in load.epochs.items():
-                replicas = (*table[name].in_sync_replicas, *table[name].not_in_sync_replicas)
-                assert next(r.broker_epoch for r in replicas if r.broker_id == bid) >= epoch
-            for name, master_epoch in load.elected.items():
-                # the brokers never beat: the controller later clears the master it finds dead
-                assert table[name].master_broker_id in (1, None) and table[name].master_epoch >= master_epoch
-        assert len(load.elected) >= 25
+            table = c.get_sync_state_data(ledger.names()).replicas_info_table
+        ledger.check(table)
+        # the brokers never beat: the controller later clears the master it finds dead
+        assert all(table[name].master_broker_id in (1, None) for name, _, _ in ledger.elected)
+        assert len(ledger.elected) >= 25 and not ledger.unexpected, ledger.unexpected[:5]
         for node in cluster.nodes:
             log = node.log_text()
             assert "cannot apply a Raft log entry" not in log, (node.name, log[-3000:])

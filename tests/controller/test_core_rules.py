@@ -355,14 +355,15 @@ def test_next_broker_id_and_apply_rules() -> None:
     assert r.code == Code.CONTROLLER_BROKER_ID_INVALID
     assert r.remark == (f"Broker-set: {S} hasn't been registered in controller, "
                         "but broker try to apply brokerId: 2")
-    req = {"cluster_name": C, "broker_name": S, "applied_broker_id": 1, "register_check_code": "10.0.0.1:1;5"}
+    req = {"cluster_name": C, "broker_name": S, "applied_broker_id": 1,
+           "register_check_code": "127.0.0.1:30911;5"}
     r = call(st, "ApplyBrokerId", req)
     assert r.code == 0 and r.response == {"cluster_name": C, "broker_name": S}
-    assert wire(r)[0]["broker_address"] == "10.0.0.1:1"
+    assert wire(r)[0]["broker_address"] == "127.0.0.1:30911"
     h = st.state_hash()
     r = call(st, "ApplyBrokerId", req)  # idempotent: same check code
     assert r.code == 0 and st.state_hash() == h
-    r = call(st, "ApplyBrokerId", {**req, "register_check_code": "10.0.0.2:1;6"})
+    r = call(st, "ApplyBrokerId", {**req, "register_check_code": "127.0.0.1:30912;6"})
     assert r.code == Code.CONTROLLER_BROKER_ID_INVALID
     assert r.remark == f"Fail to apply brokerId: 1 in broker-set: {S}"
     # nothing checks the id against nextAssignBrokerId; the counter is +1 per added broker
@@ -376,12 +377,12 @@ def test_fifty_conflicting_apply_broker_id_exactly_one_wins() -> None:
     results = []
     for i in range(50):
         results.append(call(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": 1,
-                                                  "register_check_code": f"10.0.0.{i}:30911;{i}"}))
+                                                  "register_check_code": f"127.0.0.1:{30910 + i};{i}"}))
     assert [r.code for r in results].count(0) == 1
     assert results[0].code == 0
     assert all(r.code == Code.CONTROLLER_BROKER_ID_INVALID for r in results[1:])
     view = st.broker_set_view(S)
-    assert view is not None and view["brokers"][1]["address"] == "10.0.0.0:30911"
+    assert view is not None and view["brokers"][1]["address"] == "127.0.0.1:30910"
     assert view["next_assign_broker_id"] == 2
 
 
@@ -405,13 +406,13 @@ def test_register_address_update_event() -> None:
     st = ControllerState()
     add_broker(st, 1)
     r = call(st, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1,
-                                    "broker_address": "10.9.9.9:1"})
+                                    "broker_address": "127.0.0.1:30919"})
     assert r.code == 0
     assert wire(r)[0] == {"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": S,
-                           "broker_address": "10.9.9.9:1", "broker_id": 1}
+                           "broker_address": "127.0.0.1:30919", "broker_id": 1}
     assert [e["type"] for e in wire(r)] == ["UpdateBrokerAddress", "RegisterBroker"]
     view = st.broker_set_view(S)
-    assert view is not None and view["brokers"][1]["address"] == "10.9.9.9:1"
+    assert view is not None and view["brokers"][1]["address"] == "127.0.0.1:30919"
     assert view["brokers"][1]["register_check_code"] == f"{ADDR[1]};1690000000000"
 
 

@@ -8,8 +8,6 @@ controller follower: it answers every call with 2007 NOT_LEADER and the leader's
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tls_pki import PkiFiles, write_pki
 
 from mqctl.controller import core
 from mqctl.controller.grpc_server import build_server
@@ -26,16 +25,6 @@ from mqctl.errors import Code
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class Watch:
@@ -295,95 +284,13 @@ def dead_address() -> Callable[[], str]:
 # -- TLS material ------------------------------------------------------------------------------
 
 
-@dataclass
-class Pki:
-    ca: str
-    server_cert: str
-    server_key: str
-    client_cert: str
-    client_key: str
-    other_ca: str  # a CA that signed nothing we use
-
-
-def _write_pki(tmp: Path, server_names: list[str]) -> Pki:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-
-    def key() -> ec.EllipticCurvePrivateKey:
-        return ec.generate_private_key(ec.SECP256R1())
-
-    def name(cn: str) -> x509.Name:
-        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-    def ca_cert(k: ec.EllipticCurvePrivateKey, cn: str) -> x509.Certificate:
-        return (
-            x509.CertificateBuilder().subject_name(name(cn)).issuer_name(name(cn))
-            .public_key(k.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
-            .sign(k, hashes.SHA256())
-        )
-
-    def leaf(k: ec.EllipticCurvePrivateKey, cn: str, ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey,
-             sans: list[x509.GeneralName], usage: Any) -> x509.Certificate:
-        b = (
-            x509.CertificateBuilder().subject_name(name(cn)).issuer_name(ca.subject)
-            .public_key(k.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        )
-        if sans:
-            b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return b.sign(ca_key, hashes.SHA256())
-
-    def write(path: Path, obj: Any) -> str:
-        if isinstance(obj, x509.Certificate):
-            path.write_bytes(obj.public_bytes(serialization.Encoding.PEM))
-        else:
-            path.write_bytes(obj.private_bytes(serialization.Encoding.PEM,
-                                               serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
-        return str(path)
-
-    ca_key = key()
-    ca = ca_cert(ca_key, "mqctl test CA")
-    sans: list[x509.GeneralName] = []
-    for n in server_names:
-        try:
-            sans.append(x509.IPAddress(ipaddress.ip_address(n)))
-        except ValueError:
-            sans.append(x509.DNSName(n))
-    s_key, c_key, o_key = key(), key(), key()
-    s_cert = leaf(s_key, server_names[0], ca, ca_key, sans, ExtendedKeyUsageOID.SERVER_AUTH)
-    c_cert = leaf(c_key, "broker-a", ca, ca_key, [], ExtendedKeyUsageOID.CLIENT_AUTH)
-    return Pki(
-        ca=write(tmp / "ca.pem", ca),
-        server_cert=write(tmp / "server.pem", s_cert),
-        server_key=write(tmp / "server.key", s_key),
-        client_cert=write(tmp / "client.pem", c_cert),
-        client_key=write(tmp / "client.key", c_key),
-        other_ca=write(tmp / "other-ca.pem", ca_cert(o_key, "someone else")),
-    )
-
-
 @pytest.fixture
-def pki(tmp_path: Path) -> Pki:
+def pki(tmp_path: Path) -> PkiFiles:
     """A CA, a server cert for 127.0.0.1/localhost and a client cert, as PEM files."""
-    return _write_pki(tmp_path, ["localhost", "127.0.0.1"])
+    return write_pki(tmp_path, ["localhost", "127.0.0.1"])
 
 
 @pytest.fixture
-def pki_named(tmp_path: Path) -> Pki:
+def pki_named(tmp_path: Path) -> PkiFiles:
     """A server cert for the name mqctl.test only (reached through server_name=)."""
-    return _write_pki(tmp_path, ["mqctl.test"])
+    return write_pki(tmp_path, ["mqctl.test"])

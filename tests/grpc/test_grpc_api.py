@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_fixtures import CoreNode, wait_until
+from grpc_fixtures import CoreNode
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from mqctl.client import (
@@ -22,6 +22,7 @@ from mqctl.client import (
 )
 from mqctl.controller.grpc_server import SERVICE_NAME, GrpcLimits, build_server
 from mqctl.errors import Code, ControllerError, UsageError
+from mqctl.testing import wait_until
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 
@@ -33,8 +34,8 @@ def bring_up(client: ControllerClient, ids: int = 2) -> dict[int, RegisterBroker
     regs = {}
     for i in range(1, ids + 1):
         assert client.get_next_broker_id(C, B).next_broker_id == i
-        client.apply_broker_id(C, B, i, f"10.0.0.{i}:30911;code-{i}")
-        regs[i] = client.register_broker(C, B, i, f"10.0.0.{i}:30911", epoch=0, max_offset=0)
+        client.apply_broker_id(C, B, i, f"127.0.0.1:{30910 + i};code-{i}")
+        regs[i] = client.register_broker(C, B, i, f"127.0.0.1:{30910 + i}", epoch=0, max_offset=0)
     return regs
 
 
@@ -48,11 +49,11 @@ def test_broker_lifecycle_through_the_client(core_server: Any) -> None:
         elected = c.elect_master(C, B, 1, broker_epoch=regs[1].broker_epoch)
         assert isinstance(elected, ElectMasterResult)
         assert (elected.master_broker_id, elected.master_epoch, elected.sync_state_set) == (1, 1, (1,))
-        assert elected.master_address == "10.0.0.1:30911"
+        assert elected.master_address == "127.0.0.1:30911"
         assert elected.broker_member_group is not None
-        assert elected.broker_member_group.broker_addrs == {1: "10.0.0.1:30911", 2: "10.0.0.2:30911"}
+        assert elected.broker_member_group.broker_addrs == {1: "127.0.0.1:30911", 2: "127.0.0.1:30912"}
 
-        hb = c.heartbeat(C, "10.0.0.2:30911", B, 2, 1, 100, 100, 10_000, broker_epoch=regs[2].broker_epoch)
+        hb = c.heartbeat(C, "127.0.0.1:30912", B, 2, 1, 100, 100, 10_000, broker_epoch=regs[2].broker_epoch)
         assert isinstance(hb, Ack)
 
         altered = c.alter_sync_state_set(B, 1, 1, [1, 2], elected.sync_state_set_epoch or 0,
@@ -205,12 +206,12 @@ def test_watch_role_changes_delivers_the_current_role_then_changes(core_server: 
         wait_until(lambda: len(node.watches) == 1, what="the server-side watch")
 
         node.expire(B, 1)
-        c.heartbeat(C, "10.0.0.2:30911", B, 2, 0, 0, broker_epoch=regs[2].broker_epoch)
+        c.heartbeat(C, "127.0.0.1:30912", B, 2, 0, 0, broker_epoch=regs[2].broker_epoch)
         c.update_config({"enableElectUncleanMaster": "true"})
         c.elect_master(C, B)  # controller-triggered: 1 is dead, 2 takes over
         change = next(watch)
         assert (change.master_broker_id, change.master_epoch) == (2, 2)
-        assert change.master_address == "10.0.0.2:30911"
+        assert change.master_address == "127.0.0.1:30912"
         assert change.sync_state_set == (2,) and change.cluster_name == C
 
         watch.close()

@@ -9,11 +9,12 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_fixtures import CoreNode, FollowerNode, wait_until
+from grpc_fixtures import CoreNode, FollowerNode
 
 from mqctl.client import ControllerClient
 from mqctl.controller.grpc_server import ControllerServicer
 from mqctl.errors import Code, ControllerError
+from mqctl.testing import wait_until
 
 C, B = "DefaultCluster", "broker-a"
 
@@ -204,7 +205,7 @@ def test_watch_follows_not_leader_and_reconnects(serve: Any) -> None:
     stale = serve(FollowerNode(leader.address, claims_leader=True))
     with ControllerClient(leader.address) as setup:
         setup.apply_broker_id(C, B, 1, "x")
-        epoch = setup.register_broker(C, B, 1, "10.0.0.1:30911").broker_epoch
+        epoch = setup.register_broker(C, B, 1, "127.0.0.1:30911").broker_epoch
         setup.elect_master(C, B, 1, broker_epoch=epoch)
     with ControllerClient(stale.address, timeout=10) as c, c.watch_role_changes(C, B) as watch:
         assert next(watch).master_broker_id == 1  # found through the 2007 answer

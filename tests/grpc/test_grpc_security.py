@@ -20,8 +20,8 @@ TOKEN = "s3cret-token"
 
 
 def _setup_broker_set(c: ControllerClient) -> int:
-    c.apply_broker_id(C, B, 1, "10.0.0.1:30911;x")
-    return c.register_broker(C, B, 1, "10.0.0.1:30911").broker_epoch
+    c.apply_broker_id(C, B, 1, "127.0.0.1:30911;x")
+    return c.register_broker(C, B, 1, "127.0.0.1:30911").broker_epoch
 
 
 ADMIN_CALLS: dict[str, Callable[[ControllerClient], Any]] = {
@@ -60,7 +60,7 @@ def test_broker_calls_do_not_need_the_token(serve: Any) -> None:
         epoch = _setup_broker_set(c)
         # broker-triggered ElectMaster (designate_elect false) is not an admin call
         assert c.elect_master(C, B, 1, broker_epoch=epoch).master_broker_id == 1
-        c.heartbeat(C, "10.0.0.1:30911", B, 1)
+        c.heartbeat(C, "127.0.0.1:30911", B, 1)
         assert c.get_replica_info(B).master_broker_id == 1
         assert c.get_config().config
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from grpc_fixtures import Pki
+from tls_pki import PkiFiles
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError
@@ -12,7 +12,7 @@ from mqctl.testing import LocalCluster, wait_until
 pytestmark = pytest.mark.slow
 
 
-def test_serve_with_mutual_tls(tmp_path, pki: Pki) -> None:
+def test_serve_with_mutual_tls(tmp_path, pki: PkiFiles) -> None:
     args = ["--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--tls-ca", pki.ca]
     with LocalCluster(str(tmp_path / "c"), size=1, extra_args=args) as cluster:
         cluster.start(wait=False)

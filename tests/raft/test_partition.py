@@ -27,7 +27,6 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ import pytest
 from mqctl.client import ControllerClient
 from mqctl.controller.convert import message_to_dict
 from mqctl.errors import ControllerError
-from mqctl.testing import LocalCluster, Node, free_port, metadata, wait_until
+from mqctl.testing import Ledger, LocalCluster, Node, Writers, free_port, metadata, wait_until
 from mqctl.v1 import controller_pb2, controller_pb2_grpc
 
 pytestmark = pytest.mark.slow
@@ -276,74 +275,17 @@ def _meta(node: Node) -> dict[str, Any]:
         return {}
 
 
-class Writers:
-    """Broker sets registered through the group (ApplyBrokerId, RegisterBroker), what was acknowledged."""
-
-    def __init__(self, addresses: str, count: int = 3) -> None:
-        self.addresses = addresses
-        self.stop = threading.Event()
-        self.paused = threading.Event()
-        self.lock = threading.Lock()
-        self.busy = 0
-        self.applied: set[tuple[str, int]] = set()
-        self.registered: dict[tuple[str, int], int] = {}
-        self.errors = 0
-        self.threads = [threading.Thread(target=self._run, args=(w,), daemon=True) for w in range(count)]
-
-    def __enter__(self) -> Writers:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(30)
-
-    def acks(self) -> int:
-        with self.lock:
-            return len(self.applied) + len(self.registered)
-
-    @contextlib.contextmanager
-    def pause(self) -> Iterator[None]:
-        """No write in flight while the body runs (the state hashes of the nodes can then agree)."""
-        self.paused.set()
-        try:
-            wait_until(lambda: self.busy == 0, 20, what="the writers to pause")
-            yield
-        finally:
-            self.paused.clear()
-
-    def _run(self, writer: int) -> None:
-        with ControllerClient(self.addresses, timeout=8) as client:
-            n = 0
-            while not self.stop.is_set():
-                with self.lock:
-                    if self.paused.is_set():
-                        idle = True
-                    else:
-                        idle = False
-                        self.busy += 1
-                if idle:
-                    time.sleep(0.02)
-                    continue
-                n += 1
-                name = f"w{writer}-set{n}"
-                address = f"127.0.0.1:{30000 + writer}"
-                try:
-                    client.apply_broker_id(CLUSTER, name, 1, f"{address};{writer}")
-                    with self.lock:
-                        self.applied.add((name, 1))
-                    reg = client.register_broker(CLUSTER, name, 1, address)
-                    with self.lock:
-                        self.registered[(name, 1)] = reg.broker_epoch
-                except ControllerError:
-                    with self.lock:
-                        self.errors += 1
-                    time.sleep(0.05)
-                finally:
-                    with self.lock:
-                        self.busy -= 1
+def _register_broker(client: ControllerClient, ledger: Ledger, writer: int, n: int) -> bool:
+    """ApplyBrokerId and RegisterBroker of a new broker set; False at the first not acknowledged."""
+    name, address = f"w{writer}-set{n}", f"127.0.0.1:{30000 + writer}"
+    if ledger.attempt(client.apply_broker_id, CLUSTER, name, 1, f"{address};{writer}") is None:
+        return False
+    ledger.ack(ledger.applied, (name, 1))
+    reg = ledger.attempt(client.register_broker, CLUSTER, name, 1, address)
+    if reg is None:
+        return False
+    ledger.ack(ledger.registered, (name, 1, reg.broker_epoch))
+    return True
 
 
 class Probe:
@@ -473,14 +415,14 @@ def _cycle(cluster: LocalCluster, proxy: ProxyProcess, writers: Writers, cycle: 
     watch.close()
     assert probe.sent > 0 and not probe.succeeded, f"{what}: {probe.succeeded[:3]}"
     assert watch.terms == {term}, f"{what}: the cut-off node's terms {sorted(watch.terms)}"
-    acked = writers.acks()
+    acked = writers.ledger.count()
     proxy.heal(victim.raft_address)
     time.sleep(4 * ELECTION_TIMEOUT)
     with writers.pause():
         cluster.wait_for_same_hash(20)
     assert _stable(nodes) == (new_term, new_leader), \
         f"{what}: after healing {_group_view(nodes)}, before ({new_term}, {new_leader})"
-    wait_until(lambda: writers.acks() > acked, 20, what=f"{what}: writes after healing")
+    wait_until(lambda: writers.ledger.count() > acked, 20, what=f"{what}: writes after healing")
     led = (f"new leader elected after {elected:.2f} s, old leader stepped down after "
            f"{watch.stepped_down or 0:.2f} s" if cut_leader else "leader unchanged")
     return f"{what}: term {term} -> {new_term}, {led}, {probe.sent} probes refused"
@@ -492,8 +434,8 @@ def test_partitions_through_a_proxy(tmp_path: Path) -> None:
     with ProxyProcess(routes) as proxy, cluster:
         cluster.start()
         wait_until(lambda: _stable(cluster.nodes), 20, what="a stable group")
-        with Writers(cluster.addresses) as writers:
-            wait_until(lambda: writers.acks() >= 10, 30, what="10 acknowledged writes")
+        with Writers(cluster.addresses, _register_broker, timeout=8) as writers:
+            wait_until(lambda: writers.ledger.count() >= 10, 30, what="10 acknowledged writes")
             # (cut the leader?, close the connections?)
             plan = [(True, False), (False, True), (True, True), (True, False), (False, False)]
             for cycle, (cut_leader, close) in enumerate(plan):
@@ -501,18 +443,13 @@ def test_partitions_through_a_proxy(tmp_path: Path) -> None:
         assert proxy.stats().connections >= 3
         digest = cluster.wait_for_same_hash(20)
         assert len(digest) == 64
+        ledger = writers.ledger
         with ControllerClient(cluster.addresses, timeout=30) as client:
-            names = sorted({name for name, _ in writers.applied})
-            table = client.get_sync_state_data(names).replicas_info_table
-            for name, bid in writers.applied:
-                info = table[name]
-                ids = {r.broker_id for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
-                assert bid in ids, (name, bid)
-            for (name, bid), epoch in writers.registered.items():
-                replicas = (*table[name].in_sync_replicas, *table[name].not_in_sync_replicas)
-                assert next(r.broker_epoch for r in replicas if r.broker_id == bid) >= epoch
-        print(f"{len(writers.applied)} broker ids applied, {len(writers.registered)} registrations "
-              f"acknowledged, {writers.errors} writes not acknowledged")
+            table = client.get_sync_state_data(ledger.names()).replicas_info_table
+        ledger.check(table)
+        assert not ledger.unexpected, ledger.unexpected[:5]
+        print(f"{len(ledger.applied)} broker ids applied, {len(ledger.registered)} registrations "
+              f"acknowledged, {sum(ledger.refused.values())} writes not acknowledged")
         for node in cluster.nodes:
             log = node.log_text()
             assert "Traceback" not in log, (node.name, log[-3000:])

@@ -18,18 +18,15 @@ from __future__ import annotations
 import os
 import random
 import signal
-import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 
 import pytest
 
 from mqctl.client import ControllerClient
-from mqctl.errors import ControllerError
 from mqctl.raft.journal import tear_tail
 from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import LocalCluster, Node, wait_until
+from mqctl.testing import Ledger, LocalCluster, Node, Writers, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -40,54 +37,19 @@ WRITERS = 3
 RACE_SETS = 40
 
 
-@dataclass
-class Ledger:
-    """What the controller acknowledged (code 0), and how the other answers ended."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    applied: list[tuple[str, int]] = field(default_factory=list)
-    registered: list[tuple[str, int, int]] = field(default_factory=list)
-    elected: list[tuple[str, int, int]] = field(default_factory=list)
-    refused: Counter[int] = field(default_factory=Counter)
-    unexpected: list[str] = field(default_factory=list)
-    acks: int = 0
-
-    def ack(self, kind: list, item: tuple) -> None:  # type: ignore[type-arg]
-        with self.lock:
-            kind.append(item)
-            self.acks += 1
-
-
-def attempt(ledger: Ledger, op, *args):  # type: ignore[no-untyped-def]
-    try:
-        return op(*args)
-    except ControllerError as exc:       # refused, or the outcome is unknown: not acknowledged
-        with ledger.lock:
-            ledger.refused[int(exc.code)] += 1
-    except Exception as exc:  # noqa: BLE001 - anything else is a bug in the client or the test
-        with ledger.lock:
-            ledger.unexpected.append(repr(exc))
-    return None
-
-
-def writer(t: int, addresses: str, ledger: Ledger, stop: threading.Event) -> None:
-    with ControllerClient(addresses, timeout=20) as c:
-        k = 0
-        while not stop.is_set():
-            own, addr = f"pl-{t}-{k}", f"10.{t}.{k // 250}.{k % 250}:10911"
-            if attempt(ledger, c.apply_broker_id, CLUSTER, own, 1, f"{addr};{k}") is not None:
-                ledger.ack(ledger.applied, (own, 1))
-            reg = attempt(ledger, c.register_broker, CLUSTER, own, 1, addr)
-            if reg is not None:
-                ledger.ack(ledger.registered, (own, 1, reg.broker_epoch))
-            names = [own] + ([f"race-{k}"] if k < RACE_SETS else [])
-            for name in names:  # race-k: every writer tries to be its first master
-                bid = 1 if name == own else t + 1
-                res = attempt(ledger, c.elect_master, CLUSTER, name, bid)
-                if res is not None:
-                    ledger.ack(ledger.elected, (name, int(res.master_epoch or 0),
-                                                int(res.master_broker_id or 0)))
-            k += 1
+def step(c: ControllerClient, ledger: Ledger, t: int, k: int) -> None:
+    own, addr = f"pl-{t}-{k}", "127.0.0.1:10911"
+    if ledger.attempt(c.apply_broker_id, CLUSTER, own, 1, f"{addr};{k}") is not None:
+        ledger.ack(ledger.applied, (own, 1))
+    reg = ledger.attempt(c.register_broker, CLUSTER, own, 1, addr)
+    if reg is not None:
+        ledger.ack(ledger.registered, (own, 1, reg.broker_epoch))
+    names = [own] + ([f"race-{k}"] if k < RACE_SETS else [])
+    for name in names:  # race-k: every writer tries to be its first master
+        bid = 1 if name == own else t + 1
+        res = ledger.attempt(c.elect_master, CLUSTER, name, bid)
+        if res is not None:
+            ledger.ack(ledger.elected, (name, int(res.master_epoch or 0), int(res.master_broker_id or 0)))
 
 
 def power_loss(victims: list[Node]) -> None:
@@ -101,33 +63,11 @@ def power_loss(victims: list[Node]) -> None:
             node.proc.wait(10)
 
 
-def check(ledger: Ledger, table: dict) -> None:  # type: ignore[type-arg]
-    def members(name: str) -> dict[int, int]:
-        info = table[name]
-        return {r.broker_id: r.broker_epoch for r in info.in_sync_replicas + info.not_in_sync_replicas}
-
-    lost = [a for a in ledger.applied if a[0] not in table or a[1] not in members(a[0])]
-    assert not lost, f"acknowledged ApplyBrokerId lost: {lost[:10]}"
-    lost = [r for r in ledger.registered if members(r[0]).get(r[1], -1) < r[2]]
-    assert not lost, f"acknowledged RegisterBroker lost: {lost[:10]}"
-    masters: dict[tuple[str, int], set[int]] = {}
-    for name, epoch, master in ledger.elected:
-        masters.setdefault((name, epoch), set()).add(master)
-    for name, info in table.items():
-        if info.master_broker_id is not None:
-            masters.setdefault((name, info.master_epoch), set()).add(info.master_broker_id)
-    twice = {k: v for k, v in masters.items() if len(v) > 1}
-    assert not twice, f"two masters for one (brokerName, masterEpoch): {twice}"
-    behind = [e for e in ledger.elected if table[e[0]].master_epoch < e[1]]
-    assert not behind, f"acknowledged ElectMaster lost (masterEpoch went back): {behind[:10]}"
-
-
 @pytest.mark.timeout(240 + 8 * POINTS)
 def test_power_loss_points_lose_no_acknowledged_write(tmp_path) -> None:
     rng = random.Random(SEED)
     cluster = LocalCluster(str(tmp_path), size=3)
     ledger = Ledger()
-    stop = threading.Event()
     kinds: Counter[str] = Counter()
     tears: Counter[str] = Counter()
     started = time.monotonic()
@@ -138,15 +78,11 @@ def test_power_loss_points_lose_no_acknowledged_write(tmp_path) -> None:
         with ControllerClient(cluster.addresses, timeout=30) as c:
             for k in range(RACE_SETS):  # brokers 1..WRITERS of race-k, before the load
                 for b in range(1, WRITERS + 1):
-                    c.apply_broker_id(CLUSTER, f"race-{k}", b, f"10.9.{k}.{b}:10911;{b}")
-                    reg = c.register_broker(CLUSTER, f"race-{k}", b, f"10.9.{k}.{b}:10911")
+                    c.apply_broker_id(CLUSTER, f"race-{k}", b, f"127.0.0.1:{10910 + b};{b}")
+                    reg = c.register_broker(CLUSTER, f"race-{k}", b, f"127.0.0.1:{10910 + b}")
                     ledger.ack(ledger.applied, (f"race-{k}", b))
                     ledger.ack(ledger.registered, (f"race-{k}", b, reg.broker_epoch))
-        threads = [threading.Thread(target=writer, args=(t, cluster.addresses, ledger, stop), daemon=True)
-                   for t in range(WRITERS)]
-        for th in threads:
-            th.start()
-        try:
+        with Writers(cluster.addresses, step, count=WRITERS, timeout=20, ledger=ledger):
             wait_until(lambda: ledger.acks > WRITERS * RACE_SETS * 2 + 20, 60, what="writes under way")
             for _ in range(POINTS):
                 time.sleep(rng.uniform(0.05, 0.35))
@@ -168,11 +104,6 @@ def test_power_loss_points_lose_no_acknowledged_write(tmp_path) -> None:
                     before = ledger.acks
                     wait_until(lambda: ledger.acks > before, 90, interval=0.1,  # noqa: B023
                                what="an acknowledged write after the power loss")
-        finally:
-            stop.set()
-            for th in threads:
-                th.join(60)
-        assert not any(th.is_alive() for th in threads), "a writer did not stop"
         leader = cluster.wait_for_leader(timeout=90)
         digest = cluster.wait_for_same_hash(timeout=90)
         with ControllerClient(leader.grpc_address, timeout=30) as c:
@@ -184,7 +115,7 @@ def test_power_loss_points_lose_no_acknowledged_write(tmp_path) -> None:
           f"{time.monotonic() - started:.0f} s; state hash {digest[:12]}")
     assert not ledger.unexpected, ledger.unexpected[:5]
     assert ledger.elected and ledger.applied and ledger.registered
-    check(ledger, table)
+    ledger.check(table)
     cuts = sum(text.count("cut a torn or corrupt tail") for text in logs.values())
     assert cuts <= sum(tears.values()), f"{cuts} tails cut, {sum(tears.values())} torn"
     for name, text in logs.items():

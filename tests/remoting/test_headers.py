@@ -26,13 +26,13 @@ REQUESTS: list[tuple[str, int, dict[str, Any], dict[str, str], bytes]] = [
             "cluster_name": "c",
             "broker_name": "b",
             "applied_broker_id": 1,
-            "register_check_code": "10.0.0.1:30911;1",
+            "register_check_code": "127.0.0.1:30911;1",
         },
         {
             "clusterName": "c",
             "brokerName": "b",
             "appliedBrokerId": "1",
-            "registerCheckCode": "10.0.0.1:30911;1",
+            "registerCheckCode": "127.0.0.1:30911;1",
         },
         b"",
     ),
@@ -43,7 +43,7 @@ REQUESTS: list[tuple[str, int, dict[str, Any], dict[str, str], bytes]] = [
             "cluster_name": "c",
             "broker_name": "b",
             "broker_id": 2,
-            "broker_address": "10.0.0.2:30911",
+            "broker_address": "127.0.0.1:30912",
             "epoch": 3,
             "max_offset": 4096,
             "confirm_offset": 2048,
@@ -54,7 +54,7 @@ REQUESTS: list[tuple[str, int, dict[str, Any], dict[str, str], bytes]] = [
             "clusterName": "c",
             "brokerName": "b",
             "brokerId": "2",
-            "brokerAddress": "10.0.0.2:30911",
+            "brokerAddress": "127.0.0.1:30912",
             "epoch": "3",
             "maxOffset": "4096",
             "confirmOffset": "2048",
@@ -68,7 +68,7 @@ REQUESTS: list[tuple[str, int, dict[str, Any], dict[str, str], bytes]] = [
         904,
         {
             "cluster_name": "c",
-            "broker_addr": "10.0.0.1:30911",
+            "broker_addr": "127.0.0.1:30911",
             "broker_name": "b",
             "broker_id": 1,
             "epoch": -1,
@@ -80,7 +80,7 @@ REQUESTS: list[tuple[str, int, dict[str, Any], dict[str, str], bytes]] = [
         },
         {
             "clusterName": "c",
-            "brokerAddr": "10.0.0.1:30911",
+            "brokerAddr": "127.0.0.1:30911",
             "brokerName": "b",
             "brokerId": "1",
             "epoch": "-1",
@@ -205,14 +205,14 @@ ELECT_ANSWER = {
     "code": 0,
     "remark": "",
     "master_broker_id": 1,
-    "master_address": "10.0.0.1:30911",
+    "master_address": "127.0.0.1:30911",
     "master_epoch": 2,
     "sync_state_set_epoch": 3,
     "sync_state_set": [1],
     "broker_member_group": {
         "cluster": "c",
         "broker_name": "b",
-        "broker_addrs": {1: "10.0.0.1:30911", 2: "10.0.0.2:30911"},
+        "broker_addrs": {1: "127.0.0.1:30911", 2: "127.0.0.1:30912"},
     },
 }
 RESPONSES: list[tuple[str, dict[str, Any], dict[str, str], bytes, dict[str, Any]]] = [
@@ -237,7 +237,7 @@ RESPONSES: list[tuple[str, dict[str, Any], dict[str, str], bytes, dict[str, Any]
             "broker_name": "b",
             "broker_epoch": 5,
             "master_broker_id": 1,
-            "master_address": "10.0.0.1:30911",
+            "master_address": "127.0.0.1:30911",
             "master_epoch": 1,
             "sync_state_set_epoch": 2,
             "sync_state_set": {"sync_state_set": [1, 2], "sync_state_set_epoch": 2},
@@ -247,7 +247,7 @@ RESPONSES: list[tuple[str, dict[str, Any], dict[str, str], bytes, dict[str, Any]
             "brokerName": "b",
             "brokerEpoch": "5",
             "masterBrokerId": "1",
-            "masterAddress": "10.0.0.1:30911",
+            "masterAddress": "127.0.0.1:30911",
             "masterEpoch": "1",
             "syncStateSetEpoch": "2",
         },
@@ -257,7 +257,7 @@ RESPONSES: list[tuple[str, dict[str, Any], dict[str, str], bytes, dict[str, Any]
             "broker_name": "b",
             "broker_epoch": 5,
             "master_broker_id": 1,
-            "master_address": "10.0.0.1:30911",
+            "master_address": "127.0.0.1:30911",
             "master_epoch": 1,
             "sync_state_set_epoch": 2,
             "sync_state_set": {"sync_state_set": [1, 2], "sync_state_set_epoch": 2},
@@ -299,11 +299,11 @@ RESPONSES: list[tuple[str, dict[str, Any], dict[str, str], bytes, dict[str, Any]
         ELECT_ANSWER,
         {
             "masterBrokerId": "1",
-            "masterAddress": "10.0.0.1:30911",
+            "masterAddress": "127.0.0.1:30911",
             "masterEpoch": "2",
             "syncStateSetEpoch": "3",
         },
-        b'{"brokerMemberGroup":{"brokerAddrs":{1:"10.0.0.1:30911",2:"10.0.0.2:30911"},"brokerName":"b",'
+        b'{"brokerMemberGroup":{"brokerAddrs":{1:"127.0.0.1:30911",2:"127.0.0.1:30912"},"brokerName":"b",'
         b'"cluster":"c"},"syncStateSet":[1]}',
         {k: v for k, v in ELECT_ANSWER.items() if k not in ("code", "remark")},
     ),
@@ -318,15 +318,15 @@ RESPONSES: list[tuple[str, dict[str, Any], dict[str, str], bytes, dict[str, Any]
         "GetReplicaInfo",
         {
             "master_broker_id": 2,
-            "master_address": "10.0.0.2:30911",
+            "master_address": "127.0.0.1:30912",
             "master_epoch": 3,
             "sync_state_set": {"sync_state_set": [2], "sync_state_set_epoch": 5},
         },
-        {"masterBrokerId": "2", "masterAddress": "10.0.0.2:30911", "masterEpoch": "3"},
+        {"masterBrokerId": "2", "masterAddress": "127.0.0.1:30912", "masterEpoch": "3"},
         b'{"syncStateSet":[2],"syncStateSetEpoch":5}',
         {
             "master_broker_id": 2,
-            "master_address": "10.0.0.2:30911",
+            "master_address": "127.0.0.1:30912",
             "master_epoch": 3,
             "sync_state_set": {"sync_state_set": [2], "sync_state_set_epoch": 5},
         },
@@ -364,7 +364,7 @@ def test_elect_master_body_reads_into_the_client_dataclass() -> None:
     ext, body = h.encode_response("ElectMaster", ELECT_ANSWER)
     result = ElectMasterResult.from_dict(h.decode_response("ElectMaster", ext, body))
     assert result.broker_member_group is not None
-    assert result.broker_member_group.broker_addrs == {1: "10.0.0.1:30911", 2: "10.0.0.2:30911"}
+    assert result.broker_member_group.broker_addrs == {1: "127.0.0.1:30911", 2: "127.0.0.1:30912"}
     assert (result.master_broker_id, result.master_epoch, result.sync_state_set) == (1, 2, (1,))
 
 
@@ -373,7 +373,7 @@ def test_broker_replicas_info_body() -> None:
         "replicas_info_table": {
             "broker-a": {
                 "master_broker_id": 1,
-                "master_address": "10.0.0.1:30911",
+                "master_address": "127.0.0.1:30911",
                 "master_epoch": 1,
                 "sync_state_set_epoch": 2,
                 "cluster_name": "c",
@@ -381,7 +381,7 @@ def test_broker_replicas_info_body() -> None:
                     {
                         "broker_name": "broker-a",
                         "broker_id": 1,
-                        "broker_address": "10.0.0.1:30911",
+                        "broker_address": "127.0.0.1:30911",
                         "alive": True,
                         "broker_epoch": 3,
                         "heartbeat_age_ms": 12,
@@ -395,7 +395,7 @@ def test_broker_replicas_info_body() -> None:
                     {
                         "broker_name": "broker-a",
                         "broker_id": 2,
-                        "broker_address": "10.0.0.2:30911",
+                        "broker_address": "127.0.0.1:30912",
                         "alive": False,
                         "broker_epoch": 0,
                     }
@@ -407,10 +407,10 @@ def test_broker_replicas_info_body() -> None:
     assert ext == {}
     assert body == (
         b'{"replicasInfoTable":{"broker-a":{"clusterName":"c","inSyncReplicas":[{"alive":true,'
-        b'"brokerAddress":"10.0.0.1:30911","brokerEpoch":3,"brokerId":1,"brokerName":"broker-a",'
+        b'"brokerAddress":"127.0.0.1:30911","brokerEpoch":3,"brokerId":1,"brokerName":"broker-a",'
         b'"confirmOffset":90,"electionPriority":5,"epoch":1,"heartbeatAgeMs":12,"maxOffset":100}],'
-        b'"masterAddress":"10.0.0.1:30911","masterBrokerId":1,"masterEpoch":1,"notInSyncReplicas":[{"alive":false,'
-        b'"brokerAddress":"10.0.0.2:30911","brokerEpoch":0,"brokerId":2,"brokerName":"broker-a"}],'
+        b'"masterAddress":"127.0.0.1:30911","masterBrokerId":1,"masterEpoch":1,"notInSyncReplicas":[{"alive":false,'
+        b'"brokerAddress":"127.0.0.1:30912","brokerEpoch":0,"brokerId":2,"brokerName":"broker-a"}],'
         b'"syncStateSetEpoch":2}}}'
     )
     assert h.decode_response("GetSyncStateData", ext, body) == answer
@@ -515,14 +515,14 @@ def test_notify_broker_role_changed_header_and_body() -> None:
         "cluster_name": "c",
         "broker_name": "b",
         "master_broker_id": 2,
-        "master_address": "10.0.0.2:30911",
+        "master_address": "127.0.0.1:30912",
         "master_epoch": 3,
         "sync_state_set_epoch": 4,
         "sync_state_set": [2],
     }
     ext = h.dict_to_header(h.RESPONSE_HEADERS["NotifyBrokerRoleChanged"], change, skip_empty=True)
     assert ext == {
-        "masterAddress": "10.0.0.2:30911",
+        "masterAddress": "127.0.0.1:30912",
         "masterEpoch": "3",
         "syncStateSetEpoch": "4",
         "masterBrokerId": "2",

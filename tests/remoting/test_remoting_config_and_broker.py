@@ -21,8 +21,8 @@ from mqctl.testing import free_port
 
 def test_remoting_port_is_off_by_default_and_follows_the_hosts() -> None:
     assert ServeConfig().remoting_port == 0 and ServeConfig().remoting_listen() == ""
-    cfg = load({"remoting_port": "9878", "listen": "0.0.0.0:9877", "advertise": "10.0.0.5:9877"}, environ={})
-    assert (cfg.remoting_listen(), cfg.remoting_advertise()) == ("0.0.0.0:9878", "10.0.0.5:9878")
+    cfg = load({"remoting_port": "9878", "listen": "0.0.0.0:9877", "advertise": "127.0.0.1:9877"}, environ={})
+    assert (cfg.remoting_listen(), cfg.remoting_advertise()) == ("0.0.0.0:9878", "127.0.0.1:9878")
     assert load({}, environ={"MQCTL_REMOTING_PORT": "9000"}).remoting_advertise() == "127.0.0.1:9000"
     with pytest.raises(UsageError, match="remoting_port"):
         load({"remoting_port": "70000"}, environ={})
@@ -129,10 +129,8 @@ def test_get_broker_epoch_cache(broker: tuple[str, list[RemotingCommand]]) -> No
             700,
         )
         # mqadmin getBrokerEpoch: the last entry's endOffset is the broker's maxOffset
-        assert [(e.epoch, e.start_offset, e.end_offset) for e in cache.entries] == [
-            (1, 0, 300),
-            (2, 300, 700),
-        ]
+        assert [(e.epoch, e.start_offset) for e in cache.entries] == [(1, 0), (2, 300)]
+        assert cache.ends() == [300, 700]
         refused = client.get_broker_epoch_cache(address)
         assert refused.error == f"{address}: code 1: this request only for controllerMode "
         unreachable = client.get_broker_epoch_cache(f"127.0.0.1:{free_port()}")
@@ -191,3 +189,9 @@ def test_get_broker_epoch_auto_falls_back_to_remoting(netty_broker: str) -> None
     (doc,) = json.loads(proc.stdout)["brokers"]
     assert (doc["brokerName"], doc["brokerId"], doc["maxOffset"]) == ("broker-a", 0, 700)
     assert doc["epochs"][-1] == {"epoch": 2, "startOffset": 300, "endOffset": 700}
+
+
+def test_broker_options_are_refused_over_remoting() -> None:
+    with RemotingControllerClient("127.0.0.1:1", timeout=1) as client, \
+            pytest.raises(UsageError, match="^broker options are a gRPC-only extension"):
+        client.register_broker("DefaultCluster", "broker-a", 1, "127.0.0.1:10911", options={"k": "v"})

@@ -53,7 +53,7 @@ def _seed_frames() -> list[bytes]:
             904,
             {
                 "clusterName": "fuzz",
-                "brokerAddr": "10.9.9.9:1",
+                "brokerAddr": "127.0.0.1:30919",
                 "brokerName": "fuzz-b",
                 "brokerId": "7",
                 "epoch": "1",

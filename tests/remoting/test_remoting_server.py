@@ -13,7 +13,7 @@ from mqctl.errors import Code, ControllerError
 from mqctl.remoting import codec
 from mqctl.remoting.client import RemotingControllerClient
 from mqctl.remoting.codec import FLAG_ONEWAY, JSON, ROCKETMQ, RemotingCommand
-from mqctl.testing import LocalCluster
+from mqctl.testing import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -72,6 +72,23 @@ def test_one_way_requests_get_no_answer(node: tuple[LocalCluster, str]) -> None:
         # the same heartbeat without brokerId: the core's 2005, as over gRPC
         answer = request(sock, RemotingCommand(code=904, opaque=14, ext_fields={"brokerName": "lonely"}))
         assert (answer.code, answer.remark) == (2005, "Heart beat with empty brokerId")
+
+
+def test_the_client_s_one_way_heartbeat(node: tuple[LocalCluster, str]) -> None:
+    """heartbeat(oneway=True) goes as brokers send it, with no answer awaited, and is applied."""
+    _, address = node
+    with RemotingControllerClient(address, timeout=10) as c:
+        c.apply_broker_id("cluster-a", "one-way", 1, "127.0.0.1:9001;1")
+        c.register_broker("cluster-a", "one-way", 1, "127.0.0.1:9001")
+        c.heartbeat("cluster-a", "127.0.0.1:9001", "one-way", 1, 3, 700, heartbeat_timeout_mills=60_000,
+                    oneway=True)
+
+        def beat_seen() -> bool:
+            info = c.get_sync_state_data("one-way").replicas_info_table["one-way"]
+            r = (*info.in_sync_replicas, *info.not_in_sync_replicas)[0]
+            return r.alive and r.max_offset == 700
+
+        wait_until(beat_seen, 10, what="the one-way heartbeat applied")
 
 
 def test_metadata_names_the_remoting_leader(node: tuple[LocalCluster, str]) -> None:

@@ -36,7 +36,7 @@ def test_file_name() -> None:
 
 def test_v1_ipv4_layout() -> None:
     m = Message("TopicTest", b"hello", {"KEYS": "k1"}, queue_id=3, flag=7, queue_offset=11, born_timestamp=5,
-                born_host=("10.1.2.3", 5555), store_timestamp=6, store_host=("127.0.0.1", 10911),
+                born_host=("127.0.0.1", 5555), store_timestamp=6, store_host=("127.0.0.1", 10911),
                 reconsume_times=2, prepared_tx_offset=9)
     b = encode_record(m, 4096)
     props = b"KEYS\x01k1\x02"
@@ -44,13 +44,13 @@ def test_v1_ipv4_layout() -> None:
     total, magic, crc, qid, flag, qoff, phys, sysflag, born_ts = struct.unpack_from(">iIiiiqqiq", b)
     assert (total, magic, qid, flag, qoff, phys, sysflag, born_ts) == (len(b), MAGIC_V1, 3, 7, 11, 4096, 0, 5)
     assert crc == zlib.crc32(b"hello") & 0x7FFFFFFF
-    assert b[48:56] == bytes([10, 1, 2, 3]) + struct.pack(">i", 5555)
+    assert b[48:56] == bytes([127, 0, 0, 1]) + struct.pack(">i", 5555)
     assert b.endswith(b"\x09TopicTest" + struct.pack(">h", len(props)) + props)
     r = decode_record(b, 0, 4096)
     assert (r.offset, r.topic, r.body, r.born_host, r.store_host, r.queue_offset, r.version) == \
-        (4096, "TopicTest", b"hello", ("10.1.2.3", 5555), ("127.0.0.1", 10911), 11, 1)
+        (4096, "TopicTest", b"hello", ("127.0.0.1", 5555), ("127.0.0.1", 10911), 11, 1)
     assert r.properties_dict() == {"KEYS": "k1"}
-    assert r.to_dict()["bornHost"] == "10.1.2.3:5555"
+    assert r.to_dict()["bornHost"] == "127.0.0.1:5555"
 
 
 def test_v2_and_ipv6() -> None:

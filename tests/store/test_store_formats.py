@@ -26,9 +26,9 @@ def test_identity_round_trip_bytes(tmp_path: Path) -> None:
 
 
 def test_temp_identity_round_trip(tmp_path: Path) -> None:
-    t = identity.TempBrokerIdentity("c", "b", 2, "192.168.1.10:30911;1690000000000")
+    t = identity.TempBrokerIdentity("c", "b", 2, "127.0.0.1:30911;1690000000000")
     identity.write_temp_identity(tmp_path, t)
-    assert (tmp_path / "brokerIdentity-temp").read_bytes() == b"c#b#2#192.168.1.10:30911;1690000000000"
+    assert (tmp_path / "brokerIdentity-temp").read_bytes() == b"c#b#2#127.0.0.1:30911;1690000000000"
     assert identity.read_temp_identity(tmp_path) == t
 
 
@@ -214,7 +214,6 @@ def test_checkpoint_round_trip(tmp_path: Path) -> None:
     assert len(data) == 4096 and data[40:] == bytes(4056)
     assert data[32:40] == (8192).to_bytes(8, "big")
     assert checkpoint.read_checkpoint(tmp_path) == cp
-    assert cp.min_timestamp == 1700000000000 - 3000
 
 
 def test_checkpoint_truncated(tmp_path: Path, unchanged) -> None:

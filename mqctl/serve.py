@@ -1,4 +1,5 @@
-"""Run one controller node: data directory, Raft node, gRPC front door, signals, logs."""
+"""Run one controller node: data directory, Raft node, its transports (gRPC, RocketMQ remoting), signals,
+logs. The process around the core: it imports the transports, which import the core, never the reverse."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _check_port_free(address: str, what: str) -> None:
     """pysyncobj retries a busy port in its own thread and logs a traceback; say it in one line."""
     import socket
 
-    from mqctl.controller.config import parse_address
+    from mqctl.address import parse_address
 
     host, port = parse_address(address, f"{what} address")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
