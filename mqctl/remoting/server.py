@@ -16,7 +16,8 @@ controller leader sends NOTIFY_BROKER_ROLE_CHANGED (1008) one-way to every alive
 broker set that it heard over remoting (a registration, 1003, or a heartbeat, 904), at the
 replica's registered address, on a new connection, as RocketMQ's ControllerManager does: a
 broker serves 1008 only where it listens. Failed deliveries are retried and logged; a newer
-masterEpoch supersedes an older pending one; nothing here waits for them.
+masterEpoch supersedes an older pending one; the new master is sent its 1008 last, once the other
+replicas' (the old master's among them) are delivered or given up; nothing else waits for them.
 """
 
 from __future__ import annotations
@@ -528,6 +529,7 @@ class RemotingServer:
                 "sync_state_set_epoch": change.get("sync_state_set_epoch", 0),
             }
         )
+        deliveries: list[tuple[int, Any]] = []
         for bid, address in targets:
             if not address:
                 continue
@@ -541,7 +543,17 @@ class RemotingServer:
                 body=body,
                 serialize_type=self.serialize_type,
             )
-            self._loop.create_task(self._deliver(name, bid, address, epoch, cmd, change))
+            deliveries.append((bid, self._deliver(name, bid, address, epoch, cmd, change)))
+        self._loop.create_task(self._in_order(deliveries, change.get("master_broker_id")))
+
+    @staticmethod
+    async def _in_order(deliveries: list[tuple[int, Any]], master: object) -> None:
+        """The new master last: every other replica (the old master among them) has its 1008 on
+        the wire, or its attempts ran out, before the new master is told to take writes."""
+        await asyncio.gather(*(d for bid, d in deliveries if bid != master))
+        for bid, d in deliveries:
+            if bid == master:
+                await d
 
     async def _deliver(self, name: str, bid: int, address: str, epoch: int, cmd: RemotingCommand,
                        change: dict[str, Any]) -> None:
