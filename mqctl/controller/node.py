@@ -477,7 +477,7 @@ class ControllerNode:
 
     def _context(self, broker_names: list[str]) -> core.Context:
         with self._lock:
-            live = {name: self.heartbeats.snapshot(name) for name in broker_names if name}
+            live = {name: self.heartbeats.with_last(name) for name in broker_names if name}
         return core.Context(now_ms=now_ms(), live=live, term=int(self.sync._getTerm()))
 
     def _broker_names_of(self, method: str, request: dict[str, Any]) -> list[str]:
