@@ -568,6 +568,7 @@ class ControllerState:
         bs = self._set(r.broker_name, r)
         if not r.broker_id_set_to_clean:
             del self.broker_sets[r.broker_name]
+            self.failover_paused.pop(r.broker_name, None)  # a set registered anew starts unpaused
             return
         for bid in r.broker_id_set_to_clean:
             bs.brokers.pop(bid, None)
@@ -606,9 +607,7 @@ class ControllerState:
             except ValueError as exc:
                 raise InconsistentRecord(str(exc)) from None
         self.config.update(normalized)
-        excess = len(self.history) - self.cfg_int("historyMaxEntries")
-        if excess > 0:
-            del self.history[:excess]
+        self._trim_history()
 
     def _apply_meta_set(self, r: MetaSet) -> None:
         if r.value is None:
@@ -630,6 +629,9 @@ class ControllerState:
         if isinstance(loss, int) and not isinstance(loss, bool):
             name = str(entry.get("broker_name", ""))
             self.loss_total[name] = self.loss_total.get(name, 0) + loss
+        self._trim_history()
+
+    def _trim_history(self) -> None:
         excess = len(self.history) - self.cfg_int("historyMaxEntries")
         if excess > 0:
             del self.history[:excess]
@@ -1469,8 +1471,12 @@ def _why(method: str, req: Mapping[str, Any], bs: BrokerSet, new: int | None, po
     if method == "ElectMaster" and bs.master_epoch == 0 and isinstance(req.get("broker_id"), int) \
             and req["broker_id"] >= 0:
         return f"first election: the broker that asked ({new})"
-    where = ("alive SyncStateSet member" if new in bs.sync_state_set else
-             "alive replica outside the SyncStateSet (unclean: no SyncStateSet member was alive)")
+    if bs.master_epoch == 0:
+        where = "alive replica (first election, once waitFor replicas were alive)"
+    elif new in bs.sync_state_set:
+        where = "alive SyncStateSet member"
+    else:
+        where = "alive replica outside the SyncStateSet (unclean: no SyncStateSet member was alive)"
     others = pool - {new}
     runner = election.freshest(others, live)
     if runner is None:
@@ -1519,7 +1525,8 @@ def _election_note(state: ControllerState, bs: BrokerSet, method: str, req: Mapp
     new_offset = new_row.max_offset if new_row is not None else -1
     note: dict[str, Any] = {
         "candidates": candidates, "reason": _why(method, req, bs, new, pool, live),
-        "unclean": new is not None and new not in bs.sync_state_set, "master_epoch": bs.master_epoch + 1,
+        "unclean": new is not None and new not in bs.sync_state_set and bs.master_epoch > 0,
+        "master_epoch": bs.master_epoch + 1,
         "old_master_max_offset": old_offset, "new_master_max_offset": new_offset,
     }
     if old is not None:

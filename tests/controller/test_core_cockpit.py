@@ -239,3 +239,21 @@ def test_rebalance_moves_to_the_preferred_caught_up_replica() -> None:
     again = handle(st, "Rebalance", {}, ready).response["moves"][0]
     assert again["action"] == "none"
     assert handle(st, "Rebalance", {"cluster_name": "nope"}, ready).code == 2008
+
+
+def test_a_first_election_with_wait_for_names_the_freshest_and_a_cleaned_set_starts_unpaused() -> None:
+    st = state_at(3)
+    run(st, "UpdateConfig", {"config": {"waitFor": "2"}}, Context(0))
+    ctx = Context(10_000, rows({1: 100, 2: 300}), term=2)
+    for b in (1, 2):
+        run(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": B, "applied_broker_id": b,
+                                  "register_check_code": f"127.0.0.1:{b};1"}, ctx)
+    r = run(st, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, ctx)
+    assert r.ok and r.response["master_broker_id"] == 2
+    e = st.history[-1]["election"]
+    assert not e["unclean"] and "old_master_broker_id" not in e and "loss_bytes" not in e
+    assert e["reason"] == ("freshest alive replica (first election, once waitFor replicas were alive): "
+                           "higher maxOffset (300 > 100 of broker 1)")
+    run(st, "PauseFailover", {"broker_name": B, "paused": True}, ctx)
+    run(st, "CleanBrokerData", {"cluster_name": C, "broker_name": B, "is_clean_living_broker": True}, ctx)
+    assert st.failover_paused == {} and st.history[-1]["what"] == "data cleaned"
