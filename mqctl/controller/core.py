@@ -177,6 +177,7 @@ _INT_KEYS: dict[str, tuple[int, int]] = {
     "electMasterMaxRetryCount": (0, 1000),
     "waitFor": (1, 1000),
     "heartbeatTimeoutMillis": (1, 86_400_000),
+    "historyMaxEntries": (0, 1_000_000),
 }
 _ENUM_KEYS: dict[str, tuple[str, ...]] = {"controllerType": ("DLedger", "jRaft")}
 _DEFAULT_CONFIG: dict[str, str] = {
@@ -194,7 +195,6 @@ _INT_RE = re.compile(r"^[+-]?[0-9]+$")
 # Replicated keys of a later feature level: absent from the default config, so that the state (and its
 # hash) of a group below that level stays the one its older members compute.
 _LEVEL_KEYS: dict[str, tuple[int, str]] = {"historyMaxEntries": (HISTORY_LEVEL, "10000")}
-_INT_KEYS["historyMaxEntries"] = (0, 1_000_000)
 
 # The keys an UpdateConfig changes: each changes what mqctl does (docs/controller-rules.md). The other
 # replicated keys above are kept for the snapshots and logs that hold them (their values are still
@@ -425,6 +425,8 @@ class ControllerState:
         self.history_seq: int = 0
         self.loss_total: dict[str, int] = {}
         self.failover_paused: dict[str, dict[str, Any]] = {}
+        self._changes = 0  # records applied: the state_hash cache's key
+        self._hash_cache: tuple[int, str] = (-1, "")
 
     # -- reading helpers
 
@@ -471,7 +473,7 @@ class ControllerState:
         if self.feature_level > 1:  # absent at level 1: the same document (and hash) as mqctl 0.1
             doc["feature_level"] = self.feature_level
         if self.feature_level >= HISTORY_LEVEL:
-            doc["history"] = json.loads(json.dumps(self.history, sort_keys=True))
+            doc["history"] = list(self.history)  # entries are never changed once noted
             doc["history_seq"] = self.history_seq
             doc["loss_total"] = dict(sorted(self.loss_total.items()))
             doc["failover_paused"] = json.loads(json.dumps(self.failover_paused, sort_keys=True))
@@ -496,7 +498,7 @@ class ControllerState:
             st.config.setdefault(key, value)
         st.meta = json.loads(json.dumps(d.get("meta") or {}))
         st.broker_sets = {str(n): BrokerSet.from_dict(b) for n, b in (d.get("broker_sets") or {}).items()}
-        st.history = json.loads(json.dumps(d.get("history") or []))
+        st.history = list(d.get("history") or [])  # entries are never changed once noted
         st.history_seq = int(d.get("history_seq", 0))
         st.loss_total = {str(k): int(v) for k, v in (d.get("loss_total") or {}).items()}
         st.failover_paused = json.loads(json.dumps(d.get("failover_paused") or {}))
@@ -506,7 +508,11 @@ class ControllerState:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     def state_hash(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+        """Computed once per change (every GetMetadata asks; with a full history the document is MBs)."""
+        if self._hash_cache[0] != self._changes:
+            digest = hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+            self._hash_cache = (self._changes, digest)
+        return self._hash_cache[1]
 
     def copy(self) -> ControllerState:
         return ControllerState.from_dict(self.to_dict())
@@ -519,6 +525,7 @@ class ControllerState:
         applier = self._APPLIERS.get(type(record))
         if applier is None:
             raise InconsistentRecord(f"no applier for {type(record).__name__}")
+        self._changes += 1  # also when it raises: a record may have failed half-way checked
         applier(self, record)
 
     def _set(self, name: str, what: object) -> BrokerSet:
