@@ -425,8 +425,6 @@ class ControllerState:
         self.history_seq: int = 0
         self.loss_total: dict[str, int] = {}
         self.failover_paused: dict[str, dict[str, Any]] = {}
-        self._changes = 0  # records applied: the state_hash cache's key
-        self._hash_cache: tuple[int, str] = (-1, "")
 
     # -- reading helpers
 
@@ -508,11 +506,7 @@ class ControllerState:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     def state_hash(self) -> str:
-        """Computed once per change (every GetMetadata asks; with a full history the document is MBs)."""
-        if self._hash_cache[0] != self._changes:
-            digest = hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
-            self._hash_cache = (self._changes, digest)
-        return self._hash_cache[1]
+        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
 
     def copy(self) -> ControllerState:
         return ControllerState.from_dict(self.to_dict())
@@ -525,7 +519,6 @@ class ControllerState:
         applier = self._APPLIERS.get(type(record))
         if applier is None:
             raise InconsistentRecord(f"no applier for {type(record).__name__}")
-        self._changes += 1  # also when it raises: a record may have failed half-way checked
         applier(self, record)
 
     def _set(self, name: str, what: object) -> BrokerSet:

@@ -697,6 +697,8 @@ class ControllerNode:
         """Runs on every node after an entry is applied: the broker sets it touched are looked at
         for an election on the next tick, and watchers hear about new masters."""
         touched_sets = {name for r in applied if isinstance(name := getattr(r, "broker_name", None), str)}
+        if any(isinstance(r, records.FailoverPauseSet) and not r.broker_name for r in applied):
+            touched_sets |= set(state.broker_sets)  # every set resumed (or paused) at once
         with self._lock:
             self._pending |= touched_sets
         if not self._watches:
