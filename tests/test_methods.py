@@ -147,7 +147,7 @@ def test_transports_and_clients_derive_from_the_table() -> None:
     assert set(api.DECODERS) == unary
     assert api.RETRY_ANY == methods.RETRY_ANY == {
         "GetMetadata", "GetNextBrokerId", "Heartbeat", "GetReplicaInfo", "GetSyncStateData", "GetConfig",
-        "GetHistory",
+        "GetHistory", "ApplyBrokerId", "RegisterBroker",  # idempotent writes (issue 17)
     }
 
 
