@@ -1224,7 +1224,6 @@ def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context)
     return Result(Code.SUCCESS, "", response, [ConfigUpdated(updates)])
 
 
-
 # --------------------------------------------------------------------------------------------
 # Operator decisions (mqctl extensions, feature level 3 where they write new records)
 
