@@ -9,14 +9,15 @@ two cannot drift apart. No gRPC import here: the remoting client and the CLI imp
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Self, TypeVar
 
 from mqctl import methods
 from mqctl.address import parse_address
-from mqctl.errors import UsageError
+from mqctl.errors import Code, ControllerError, UsageError
 
 __all__ = [
     "Ack",
@@ -27,14 +28,18 @@ __all__ = [
     "ConfigResult",
     "ControllerApi",
     "ElectMasterResult",
+    "HistoryPage",
     "Metadata",
     "NextBrokerIdResult",
+    "PauseResult",
     "Peer",
     "RegisterBrokerResult",
     "ReplicaIdentity",
     "ReplicaInfoResult",
+    "RebalanceResult",
     "ReplicasInfo",
     "RoleChange",
+    "SwitchoverResult",
     "SyncStateDataResult",
     "parse_addresses",
 ]
@@ -245,6 +250,8 @@ class ReplicasInfo:
     in_sync_replicas: tuple[ReplicaIdentity, ...] = ()
     not_in_sync_replicas: tuple[ReplicaIdentity, ...] = ()
     cluster_name: str = ""
+    failover_paused: bool = False
+    failover_pause_reason: str = ""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ReplicasInfo:
@@ -308,6 +315,64 @@ class RoleChange:
         return _pick(cls, d, sync_state_set=_ids(d.get("sync_state_set")))
 
 
+@dataclass(frozen=True)
+class HistoryPage:
+    """GetHistory: entries (dicts with HistoryEntry's field names), oldest first."""
+
+    entries: tuple[dict[str, Any], ...] = ()
+    more: bool = False
+    last_seq: int = 0
+    history_max_entries: int = 0
+    loss_total: dict[str, int] = field(default_factory=dict)
+    failover_paused: dict[str, str] = field(default_factory=dict)  # broker set ("*": all) -> reason
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HistoryPage:
+        return _pick(cls, d, entries=tuple(dict(e) for e in d.get("entries", ())),
+                     loss_total=dict(d.get("loss_total") or {}),
+                     failover_paused=dict(d.get("failover_paused") or {}))
+
+
+@dataclass(frozen=True)
+class PauseResult:
+    failover_paused: dict[str, str] = field(default_factory=dict)
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PauseResult:
+        return _pick(cls, d, failover_paused=dict(d.get("failover_paused") or {}))
+
+
+@dataclass(frozen=True)
+class SwitchoverResult:
+    broker_name: str = ""
+    old_master_broker_id: int | None = None
+    new_master_broker_id: int | None = None
+    master_max_offset: int = -1
+    candidate_max_offset: int = -1
+    gap_bytes: int | None = None
+    caught_up: bool = False
+    master_epoch: int = 0
+    dry_run: bool = False
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SwitchoverResult:
+        return _pick(cls, d)
+
+
+@dataclass(frozen=True)
+class RebalanceResult:
+    moves: tuple[dict[str, Any], ...] = ()  # RebalanceMove's field names
+    dry_run: bool = False
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RebalanceResult:
+        return _pick(cls, d, moves=tuple(dict(m) for m in d.get("moves", ())))
+
+
 # ---------------------------------------------------------------------------------------------
 # The API
 
@@ -351,6 +416,10 @@ DECODERS: dict[str, Any] = {
     "GetConfig": ConfigResult.from_dict,
     "UpdateConfig": Ack.from_dict,
     "ChangeQuorum": ChangeQuorumResult.from_dict,
+    "GetHistory": HistoryPage.from_dict,
+    "PauseFailover": PauseResult.from_dict,
+    "Switchover": SwitchoverResult.from_dict,
+    "Rebalance": RebalanceResult.from_dict,
 }
 
 
@@ -554,3 +623,64 @@ class ControllerApi(ABC):
         (remoting: UPDATE_CONTROLLER_CONFIG, 1009, as a properties body)."""
         body = {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in config.items()}
         return Ack.from_dict(self._call("UpdateConfig", {"config": body}, address=address))
+
+    # -- operator cockpit (mqctl extensions, gRPC only) --------------------------------------------
+
+    def get_history(self, broker_name: str = "", since_ms: int = 0, after_seq: int = 0,
+                    limit: int = 0) -> HistoryPage:
+        """One page of the decision history (feature level 3), oldest first, from the asked node."""
+        return HistoryPage.from_dict(self._call("GetHistory", {
+            "broker_name": broker_name, "since_ms": since_ms, "after_seq": after_seq, "limit": limit}))
+
+    def history(self, broker_name: str = "", since_ms: int = 0) -> HistoryPage:
+        """The whole history (every page) of a broker set ("" = all) from ``since_ms``."""
+        page = self.get_history(broker_name, since_ms)
+        entries = list(page.entries)
+        while page.more and entries:
+            page = self.get_history(broker_name, since_ms, int(entries[-1]["seq"]))
+            entries.extend(page.entries)
+        return HistoryPage(tuple(entries), False, page.last_seq, page.history_max_entries, page.loss_total,
+                           page.failover_paused, page.remark)
+
+    def follow_history(self, broker_name: str = "", after_seq: int = 0,
+                       poll: float = 0.5) -> Iterator[dict[str, Any]]:
+        """New history entries as they are noted (after ``after_seq``), until the caller stops."""
+        while True:
+            page = self.get_history(broker_name, after_seq=after_seq)
+            for entry in page.entries:
+                after_seq = int(entry["seq"])
+                yield entry
+            if not page.more:
+                time.sleep(poll)
+
+    def pause_failover(self, broker_name: str = "", reason: str = "", *, paused: bool = True) -> PauseResult:
+        """Pause (or with ``paused=False`` resume) automatic failover of a broker set ("" = all);
+        admin, needs the token when the server has one."""
+        return PauseResult.from_dict(self._call("PauseFailover", {
+            "broker_name": broker_name, "paused": paused, "reason": reason}))
+
+    def switchover(self, broker_name: str, broker_id: int | None = None, *, force: bool = False,
+                   dry_run: bool = False, wait: float = 0.0, poll: float = 0.5) -> SwitchoverResult:
+        """Move the master (admin; token). While the new master has not caught up (2105), ask again
+        for up to ``wait`` seconds; then, with ``force``, move it anyway, else raise the 2105 error
+        with the numbers."""
+        deadline = time.monotonic() + max(0.0, wait)
+        request = {"broker_name": broker_name, "broker_id": broker_id, "dry_run": dry_run}
+        while True:
+            try:
+                return SwitchoverResult.from_dict(self._call("Switchover", {**request, "force": False}))
+            except ControllerError as exc:
+                if exc.code != Code.NOT_CAUGHT_UP:
+                    raise
+                if time.monotonic() + poll <= deadline:
+                    time.sleep(poll)
+                    continue
+                if not force:
+                    raise
+            return SwitchoverResult.from_dict(self._call("Switchover", {**request, "force": True}))
+
+    def rebalance(self, cluster_name: str = "", dry_run: bool = False) -> RebalanceResult:
+        """Preferred master election (admin; token): a switchover to each broker set's preferred
+        replica where it has caught up."""
+        return RebalanceResult.from_dict(self._call("Rebalance", {"cluster_name": cluster_name,
+                                                                  "dry_run": dry_run}))

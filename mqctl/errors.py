@@ -39,6 +39,8 @@ class Code(IntEnum):
     WAITING_FOR_REPLICAS = 2102
     UNAUTHENTICATED = 2103
     UNAVAILABLE = 2104
+    NOT_CAUGHT_UP = 2105
+    FEATURE_LEVEL_TOO_LOW = 2106
 
 
 def code_name(code: int) -> str:

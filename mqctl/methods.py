@@ -14,12 +14,13 @@ Adding a method is one row here plus its handler (the core/node, the proto messa
 method, and the remoting header translation in ``mqctl/remoting/headers.py`` when it has a code).
 
 **The token policy** (``requires_token``; the only copy): with ``mqctl serve --token``, the mutating
-admin calls need the token on every transport: ``CleanBrokerData``, ``UpdateConfig``, ``ChangeQuorum``
-always, and ``ElectMaster`` when ``designate_elect`` is true. A designated election names the new
-master by an operator's choice (RocketMQ's ``ElectMasterRequestHeader.ofAdminTrigger``) and is an
-admin action; an election a broker asks for itself (``designate_elect`` false, RocketMQ's
-``ofBrokerTrigger``, or the controller's own with broker id -1) is not: the core's election rules
-pick the master, and brokers cannot send the token (RocketMQ's brokers do not know it).
+admin calls need the token on every transport: ``CleanBrokerData``, ``UpdateConfig``, ``ChangeQuorum``,
+``PauseFailover``, ``Switchover``, ``Rebalance`` always, and ``ElectMaster`` when ``designate_elect`` is
+true. A designated election names the new master by an operator's choice (RocketMQ's
+``ElectMasterRequestHeader.ofAdminTrigger``) and is an admin action; an election a broker asks for
+itself (``designate_elect`` false, RocketMQ's ``ofBrokerTrigger``, or the controller's own with broker
+id -1) is not: the core's election rules pick the master, and brokers cannot send the token (RocketMQ's
+brokers do not know it).
 
 Importing this module is cheap (no grpc, no protobuf): the proto classes are looked up by name
 when ``MethodSpec.types()`` is called, so the CLI stays fast.
@@ -255,6 +256,24 @@ METHODS: tuple[MethodSpec, ...] = (
         "ChangeQuorum", Kind.NODE, Caller.ADMIN, Token.ALWAYS,
         "Add or remove a controller node, or transfer the leadership (mqctl extension).",
         mutating=True, where="leader",
+    ),
+    MethodSpec(
+        "GetHistory", Kind.LOCAL_READ, Caller.ADMIN, Token.NEVER,
+        "The decision history with loss accounting, one page at a time (mqctl extension; feature "
+        "level 3).",
+    ),
+    MethodSpec(
+        "PauseFailover", Kind.WRITE, Caller.ADMIN, Token.ALWAYS,
+        "Pause or resume automatic failover of a broker set or of every set (mqctl extension; "
+        "feature level 3).",
+    ),
+    MethodSpec(
+        "Switchover", Kind.WRITE, Caller.ADMIN, Token.ALWAYS,
+        "Move the master to a caught-up alive SyncStateSet member (mqctl extension).",
+    ),
+    MethodSpec(
+        "Rebalance", Kind.WRITE, Caller.ADMIN, Token.ALWAYS,
+        "A switchover to every broker set's preferred replica (mqctl extension).",
     ),
 )
 

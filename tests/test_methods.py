@@ -117,10 +117,10 @@ def test_remoting_door_serves_what_a_rocketmq_controller_serves() -> None:
 def test_the_node_sets_are_the_table_s() -> None:
     assert methods.WRITE_METHODS == {
         "ApplyBrokerId", "RegisterBroker", "AlterSyncStateSet", "ElectMaster", "CleanBrokerData",
-        "UpdateConfig",
+        "UpdateConfig", "PauseFailover", "Switchover", "Rebalance",
     }
     assert methods.FRESH_READ_METHODS == {"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData"}
-    assert methods.LOCAL_READ_METHODS == {"GetConfig"}
+    assert methods.LOCAL_READ_METHODS == {"GetConfig", "GetHistory"}
     assert methods.NODE_METHODS == {"GetMetadata", "Heartbeat", "WatchRoleChanges", "ChangeQuorum"}
     assert methods.names(Kind.WRITE) == methods.WRITE_METHODS
     assert methods.names(entry=Entry.METADATA) == {"GetMetadata"}
@@ -147,6 +147,7 @@ def test_transports_and_clients_derive_from_the_table() -> None:
     assert set(api.DECODERS) == unary
     assert api.RETRY_ANY == methods.RETRY_ANY == {
         "GetMetadata", "GetNextBrokerId", "Heartbeat", "GetReplicaInfo", "GetSyncStateData", "GetConfig",
+        "GetHistory", "ApplyBrokerId", "RegisterBroker",  # idempotent writes (issue 17)
     }
 
 
@@ -160,17 +161,21 @@ def test_every_mutating_admin_method_requires_the_token() -> None:
         if row.token is not Token.NEVER:
             assert row.mutating and row.caller is not Caller.BROKER, row.name
     admin = {r.name for r in methods.METHODS if r.token is not Token.NEVER}
-    assert admin == {"CleanBrokerData", "UpdateConfig", "ChangeQuorum", "ElectMaster"}
+    assert admin == {"CleanBrokerData", "UpdateConfig", "ChangeQuorum", "ElectMaster", "PauseFailover",
+                     "Switchover", "Rebalance"}
 
 
 def test_requires_token_rule() -> None:
     rt = methods.requires_token
     assert rt("CleanBrokerData", {}) and rt("UpdateConfig", {"config": {}}) and rt("ChangeQuorum", {})
+    assert rt("PauseFailover", {"paused": False}) and rt("Switchover", {"dry_run": True})
+    assert rt("Rebalance", {"dry_run": True})
     # designated ElectMaster is an operator's decision; a broker's own election is not
     assert rt("ElectMaster", {"designate_elect": True, "broker_id": 2})
     assert not rt("ElectMaster", {"designate_elect": False, "broker_id": 2})
     assert not rt("ElectMaster", {"broker_id": 2})
-    for name in ("GetMetadata", "RegisterBroker", "Heartbeat", "AlterSyncStateSet", "GetConfig", "Nope"):
+    for name in ("GetMetadata", "RegisterBroker", "Heartbeat", "AlterSyncStateSet", "GetConfig", "GetHistory",
+                 "Nope"):
         assert not rt(name, {"designate_elect": True})
 
 

@@ -66,6 +66,8 @@ def broker_set_doc(broker_name: str, info: ReplicasInfo) -> dict[str, Any]:
         "inSyncReplicas": [replica_doc(r, master_id, master_max, True) for r in info.in_sync_replicas],
         "notInSyncReplicas": [replica_doc(r, master_id, master_max, False)
                               for r in info.not_in_sync_replicas],
+        # mqctl failover pause: the reason ("" when none was given); None while not paused
+        "failoverPaused": info.failover_pause_reason if info.failover_paused else None,
     }
 
 

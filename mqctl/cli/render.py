@@ -169,6 +169,8 @@ def sync_state_table(doc: Doc) -> Any:
         head.append(f"  masterEpoch {b['masterEpoch']}  syncStateSetEpoch {b['syncStateSetEpoch']}"
                     f"  in sync {b['syncStateSetNums']}/"
                     f"{len(b['inSyncReplicas']) + len(b['notInSyncReplicas'])}")
+        if b.get("failoverPaused") is not None:
+            head.append(f"  failover paused: {b['failoverPaused'] or 'no reason given'}", style="bold yellow")
         t = _table("ID", "ADDRESS", "ROLE", "IN SYNC", "ALIVE", "HEARTBEAT AGE", "EPOCH", "MAX OFFSET",
                    "CONFIRM OFFSET", "LAG BYTES", "BROKER EPOCH")
         for r in [*b["inSyncReplicas"], *b["notInSyncReplicas"]]:
@@ -326,3 +328,74 @@ def message_table(doc: Doc) -> Any:
     from rich.text import Text
 
     return Text(str(doc.get("message", "")))
+
+
+def history_line(e: Doc) -> Any:
+    """One history entry on one line (``history --follow``)."""
+    from rich.text import Text
+
+    t = Text()
+    t.append(f"{e['time']}  term {e['term']}  {e['brokerName'] or '-'}  ")
+    t.append(e["what"], style="bold")
+    t.append(f"  {e['detail']}  cause: {e['cause']}")
+    el = e.get("election")
+    if el:
+        loss = el["lossBytes"]
+        t.append(f"  loss {'unknown' if loss is None else f'{loss} bytes'}",
+                 style="bold red" if loss else "green" if loss == 0 else "yellow")
+        t.append(f"  {el['reason']}")
+    return t
+
+
+def _candidates(el: Doc) -> str:
+    def one(c: Doc) -> str:
+        flags = ["alive" if c["alive"] else "dead", "in SyncStateSet" if c["inSyncStateSet"] else "outside"]
+        return (f"{c['brokerId']} (epoch {_v(c['epoch'])}, maxOffset {_v(c['maxOffset'])}, "
+                f"priority {_v(c['electionPriority'])}, {', '.join(flags)})")
+
+    return "; ".join(one(c) for c in el["candidates"])
+
+
+def history_table(doc: Doc) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    parts: list[Any] = []
+    paused = doc.get("failoverPaused") or {}
+    for name, reason in paused.items():
+        scope = "every broker set" if name == "*" else name
+        parts.append(Text(f"automatic failover of {scope} is paused: {reason or 'no reason given'}",
+                          style="bold yellow"))
+    if not doc["entries"]:
+        parts.append(Text("no entries"))
+    else:
+        t = _table("TIME", "TERM", "BROKER SET", "WHAT", "DETAIL", "CAUSE", "LOSS BYTES")
+        for e in doc["entries"]:
+            el = e.get("election")
+            detail = e["detail"]
+            loss: Any = "-"
+            if el:
+                detail += f"; {el['reason']}; old master {_v(el['oldMasterBrokerId'])} maxOffset " \
+                          f"{_v(el['oldMasterMaxOffset'])}, new {_v(el['newMasterBrokerId'])} maxOffset " \
+                          f"{_v(el['newMasterMaxOffset'])}; candidates {_candidates(el)}"
+                loss = Text("unknown", style="yellow") if el["lossBytes"] is None else Text(
+                    str(el["lossBytes"]), style="bold red" if el["lossBytes"] else "green")
+            t.add_row(e["time"], str(e["term"]), e["brokerName"] or "-", e["what"], detail, e["cause"], loss)
+        parts.append(t)
+    totals = doc.get("lossTotalBytes") or {}
+    if totals:
+        parts.append(Text("bytes elections may have lost: " + ", ".join(
+            f"{name} {n}" for name, n in totals.items()), style="bold"))
+    return Group(*parts)
+
+
+def rebalance_table(doc: Doc) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    t = _table("BROKER SET", "MASTER", "PREFERRED", "ACTION", "REASON")
+    for m in doc["moves"]:
+        action = Text(m["action"], style="bold green" if m["action"] == "move" else
+                      "yellow" if m["action"] == "skip" else "")
+        t.add_row(m["brokerName"], _v(m["masterBrokerId"]), _v(m["preferredBrokerId"]), action, m["reason"])
+    return Group(t, Text(doc["message"]))

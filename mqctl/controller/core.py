@@ -25,6 +25,8 @@ from mqctl.controller.records import (
     BrokerOptionsSet,
     BrokerRegistered,
     ConfigUpdated,
+    DecisionNoted,
+    FailoverPauseSet,
     FeatureLevelSet,
     MasterElected,
     MetaSet,
@@ -61,6 +63,8 @@ DEFAULT_HEARTBEAT_TIMEOUT_MS = 10000
 FIRST_BROKER_CONTROLLER_ID = 1
 CONFIG_BLACKLIST = frozenset({"configBlackList", "configStorePath", "rocketmqHome"})
 SNAPSHOT_VERSION = 1
+HISTORY_LEVEL = DecisionNoted.LEVEL  # the feature level from which decisions are noted and failover pauses
+ALL_BROKER_SETS = ""  # a failover pause of every broker set
 
 
 # --------------------------------------------------------------------------------------------
@@ -118,6 +122,7 @@ class Context:
 
     now_ms: int
     live: dict[str, dict[int, LiveInfo]] = field(default_factory=dict)  # rows may be expired
+    term: int = 0  # the leader's Raft term, for the history (not in to_dict: 0.1's commands have none)
 
     def rows(self, broker_name: str) -> dict[int, LiveInfo]:
         return self.live.get(broker_name, {})
@@ -172,6 +177,7 @@ _INT_KEYS: dict[str, tuple[int, int]] = {
     "electMasterMaxRetryCount": (0, 1000),
     "waitFor": (1, 1000),
     "heartbeatTimeoutMillis": (1, 86_400_000),
+    "historyMaxEntries": (0, 1_000_000),
 }
 _ENUM_KEYS: dict[str, tuple[str, ...]] = {"controllerType": ("DLedger", "jRaft")}
 _DEFAULT_CONFIG: dict[str, str] = {
@@ -186,12 +192,15 @@ _DEFAULT_CONFIG: dict[str, str] = {
     "waitFor": "1",
 }
 _INT_RE = re.compile(r"^[+-]?[0-9]+$")
+# Replicated keys of a later feature level: absent from the default config, so that the state (and its
+# hash) of a group below that level stays the one its older members compute.
+_LEVEL_KEYS: dict[str, tuple[int, str]] = {"historyMaxEntries": (HISTORY_LEVEL, "10000")}
 
 # The keys an UpdateConfig changes: each changes what mqctl does (docs/controller-rules.md). The other
 # replicated keys above are kept for the snapshots and logs that hold them (their values are still
 # answered), but mqctl does not honour them, so an update leaves them alone.
 HONOURED_CONFIG_KEYS = frozenset({"enableElectUncleanMaster", "scanNotActiveBrokerInterval", "waitFor",
-                                  "heartbeatTimeoutMillis", "notifyBrokerRoleChanged"})
+                                  "heartbeatTimeoutMillis", "notifyBrokerRoleChanged", "historyMaxEntries"})
 
 # RocketMQ's GET_CONTROLLER_CONFIG answer is ControllerManager's `new Configuration(log,
 # controllerConfig, nettyServerConfig)`: every non-null field of ControllerConfig and NettyServerConfig
@@ -262,7 +271,7 @@ NOT_HONOURED_CONFIG_KEYS: tuple[str, ...] = tuple(sorted(
 
 def _normalize_config_value(key: str, value: object) -> str:
     """The canonical string for a config value; raises ValueError with an operator-facing text."""
-    if key not in _DEFAULT_CONFIG:
+    if key not in _DEFAULT_CONFIG and key not in _LEVEL_KEYS:
         raise ValueError(f"Unknown config key: {key}")
     if isinstance(value, bool):
         text = "true" if value else "false"
@@ -308,10 +317,11 @@ def _cfg_bool(config: Mapping[str, str], key: str) -> bool:
 
 
 def _cfg_int(config: Mapping[str, str], key: str) -> int:
+    default = _DEFAULT_CONFIG[key] if key in _DEFAULT_CONFIG else _LEVEL_KEYS[key][1]
     try:
-        return int(config.get(key, _DEFAULT_CONFIG[key]))
+        return int(config.get(key, default))
     except ValueError:
-        return int(_DEFAULT_CONFIG[key])
+        return int(default)
 
 
 # --------------------------------------------------------------------------------------------
@@ -408,6 +418,13 @@ class ControllerState:
         self.config: dict[str, str] = default_config(**dict(config or {}))
         self.meta: dict[str, Any] = {}
         self.feature_level: int = 1  # records every member can read (records.FEATURE_LEVELS)
+        # From feature level 3 (HISTORY_LEVEL): the decision history, newest last, bounded by
+        # historyMaxEntries; the seq of the last entry ever noted; the bytes each broker set's elections
+        # may have lost in all; automatic failover paused per broker set ("" = every broker set).
+        self.history: list[dict[str, Any]] = []
+        self.history_seq: int = 0
+        self.loss_total: dict[str, int] = {}
+        self.failover_paused: dict[str, dict[str, Any]] = {}
 
     # -- reading helpers
 
@@ -437,6 +454,10 @@ class ControllerState:
     def cfg_int(self, key: str) -> int:
         return _cfg_int(self.config, key)
 
+    def pause_of(self, broker_name: str) -> dict[str, Any] | None:
+        """The failover pause that holds for this broker set (its own, else every set's), or None."""
+        return self.failover_paused.get(broker_name) or self.failover_paused.get(ALL_BROKER_SETS)
+
     # -- snapshot
 
     def to_dict(self) -> dict[str, Any]:
@@ -449,6 +470,11 @@ class ControllerState:
         }
         if self.feature_level > 1:  # absent at level 1: the same document (and hash) as mqctl 0.1
             doc["feature_level"] = self.feature_level
+        if self.feature_level >= HISTORY_LEVEL:
+            doc["history"] = list(self.history)  # entries are never changed once noted
+            doc["history_seq"] = self.history_seq
+            doc["loss_total"] = dict(sorted(self.loss_total.items()))
+            doc["failover_paused"] = json.loads(json.dumps(self.failover_paused, sort_keys=True))
         return doc
 
     @classmethod
@@ -470,6 +496,10 @@ class ControllerState:
             st.config.setdefault(key, value)
         st.meta = json.loads(json.dumps(d.get("meta") or {}))
         st.broker_sets = {str(n): BrokerSet.from_dict(b) for n, b in (d.get("broker_sets") or {}).items()}
+        st.history = list(d.get("history") or [])  # entries are never changed once noted
+        st.history_seq = int(d.get("history_seq", 0))
+        st.loss_total = {str(k): int(v) for k, v in (d.get("loss_total") or {}).items()}
+        st.failover_paused = json.loads(json.dumps(d.get("failover_paused") or {}))
         return st
 
     def canonical_json(self) -> str:
@@ -538,6 +568,7 @@ class ControllerState:
         bs = self._set(r.broker_name, r)
         if not r.broker_id_set_to_clean:
             del self.broker_sets[r.broker_name]
+            self.failover_paused.pop(r.broker_name, None)  # a set registered anew starts unpaused
             return
         for bid in r.broker_id_set_to_clean:
             bs.brokers.pop(bid, None)
@@ -576,12 +607,41 @@ class ControllerState:
             except ValueError as exc:
                 raise InconsistentRecord(str(exc)) from None
         self.config.update(normalized)
+        self._trim_history()
 
     def _apply_meta_set(self, r: MetaSet) -> None:
         if r.value is None:
             self.meta.pop(r.key, None)
         else:
             self.meta[r.key] = json.loads(json.dumps(r.value, sort_keys=True))
+
+    def _level(self, r: Record) -> None:
+        if self.feature_level < r.LEVEL:
+            raise InconsistentRecord(f"{type(r).__name__} needs feature level {r.LEVEL}; the group is at "
+                                     f"{self.feature_level}")
+
+    def _apply_decision_noted(self, r: DecisionNoted) -> None:
+        self._level(r)
+        self.history_seq += 1
+        entry = {**json.loads(json.dumps(r.entry)), "seq": self.history_seq}
+        self.history.append(entry)
+        loss = (entry.get("election") or {}).get("loss_bytes")
+        if isinstance(loss, int) and not isinstance(loss, bool):
+            name = str(entry.get("broker_name", ""))
+            self.loss_total[name] = self.loss_total.get(name, 0) + loss
+        self._trim_history()
+
+    def _trim_history(self) -> None:
+        excess = len(self.history) - self.cfg_int("historyMaxEntries")
+        if excess > 0:
+            del self.history[:excess]
+
+    def _apply_failover_pause_set(self, r: FailoverPauseSet) -> None:
+        self._level(r)
+        if r.paused:
+            self.failover_paused[r.broker_name] = {"reason": r.reason, "since_ms": r.since_ms}
+        else:
+            self.failover_paused.pop(r.broker_name, None)
 
     def _apply_feature_level_set(self, r: FeatureLevelSet) -> None:
         if r.level < self.feature_level:
@@ -600,6 +660,8 @@ class ControllerState:
         ConfigUpdated: _apply_config_updated,
         MetaSet: _apply_meta_set,
         FeatureLevelSet: _apply_feature_level_set,
+        DecisionNoted: _apply_decision_noted,
+        FailoverPauseSet: _apply_failover_pause_set,
     }
 
 
@@ -818,8 +880,9 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     master_epoch = bs.master_epoch
 
     # mqctl: a bounced master (re-registers while its old heartbeat row is still alive) does not keep
-    # the role by default: the alive SyncStateSet members compete with what it reports now.
-    if master == bid and ctx.is_alive(name, bid):
+    # the role by default: the alive SyncStateSet members compete with what it reports now (not while
+    # failover is paused).
+    if master == bid and ctx.is_alive(name, bid) and state.pause_of(name) is None:
         me = LiveInfo(
             broker_id=bid,
             broker_address=address,
@@ -933,6 +996,10 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
         raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
     if not designate and broker_id is not None:
         _check_broker_epoch(bs, broker_id, broker_epoch)
+    pause = state.pause_of(name)
+    if pause is not None and not designate:
+        # mqctl: `mqctl failover pause`; an operator's designated election (electMaster -b) still works
+        raise _Reject(Code.CONTROLLER_ELECT_MASTER_FAILED, _paused_text(name, pause))
 
     def is_alive(b: int) -> bool:
         return ctx.is_alive(name, b)
@@ -1058,6 +1125,10 @@ def _get_sync_state_data(state: ControllerState, req: Mapping[str, Any], ctx: Co
         }
         if bs.master_broker_id is not None:
             info["master_broker_id"] = bs.master_broker_id
+        pause = state.pause_of(name)
+        if pause is not None:
+            info["failover_paused"] = True
+            info["failover_pause_reason"] = str(pause.get("reason", ""))
         table[name] = info
     return Result(Code.SUCCESS, "", {"replicas_info_table": table})
 
@@ -1110,7 +1181,8 @@ def _clean_broker_data(state: ControllerState, req: Mapping[str, Any], ctx: Cont
 def _get_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
     """RocketMQ's keys with their defaults, the replicated config over them, and mqctlNotHonoured;
     the node adds NODE_CONFIG_KEYS."""
-    config = {**ROCKETMQ_CONFIG, **state.config, NOT_HONOURED_KEY: ";".join(NOT_HONOURED_CONFIG_KEYS)}
+    config = {**ROCKETMQ_CONFIG, **{k: v for k, (_, v) in _LEVEL_KEYS.items()}, **state.config,
+              NOT_HONOURED_KEY: ";".join(NOT_HONOURED_CONFIG_KEYS)}
     return Result(Code.SUCCESS, "", {"config": dict(sorted(config.items()))})
 
 
@@ -1131,6 +1203,8 @@ def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context)
     updates: dict[str, str] = {}
     ignored: dict[str, str] = {}
     for key in sorted(raw):
+        if key in _LEVEL_KEYS and state.feature_level < _LEVEL_KEYS[key][0]:
+            raise _needs_level(f"config {key}", _LEVEL_KEYS[key][0], state)
         if key in HONOURED_CONFIG_KEYS:
             try:
                 updates[key] = _normalize_config_value(key, raw[key])
@@ -1150,6 +1224,382 @@ def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context)
     return Result(Code.SUCCESS, "", response, [ConfigUpdated(updates)])
 
 
+# --------------------------------------------------------------------------------------------
+# Operator decisions (mqctl extensions, feature level 3 where they write new records)
+
+
+def _paused_text(broker_name: str, pause: Mapping[str, Any]) -> str:
+    reason = str(pause.get("reason") or "no reason given")
+    return (f"automatic failover of {broker_name} is paused ({reason}): `mqctl failover resume`, or elect "
+            "a master with `mqctl electMaster -b ID`")
+
+
+def _needs_level(what: str, level: int, state: ControllerState) -> _Reject:
+    return _Reject(Code.FEATURE_LEVEL_TOO_LOW,
+                   f"{what} needs feature level {level}; the group is at {state.feature_level}: raise it "
+                   f"with `mqctl quorum feature-level {level}` once every node runs a release that speaks it")
+
+
+HISTORY_PAGE = 500  # entries per GetHistory answer (a gRPC message stays far below 1 MiB)
+
+
+def _get_history(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    """The decision history, oldest first, after `after_seq` and from `since_ms`, one page at a time."""
+    name = _str(req, "broker_name")
+    since = _int(req, "since_ms", lo=0, hi=INT64_MAX) or 0
+    after = _int(req, "after_seq", lo=0, hi=INT64_MAX) or 0
+    limit = min(_int(req, "limit", lo=0, hi=INT64_MAX) or HISTORY_PAGE, HISTORY_PAGE)
+    if state.feature_level < HISTORY_LEVEL:
+        raise _needs_level("the decision history", HISTORY_LEVEL, state)
+    wanted = [e for e in state.history if int(e["seq"]) > after and int(e["time_ms"]) >= since
+              and (not name or e.get("broker_name") == name)]
+    return Result(Code.SUCCESS, "", {
+        "entries": wanted[:limit],
+        "more": len(wanted) > limit,
+        "last_seq": state.history_seq,
+        "history_max_entries": state.cfg_int("historyMaxEntries"),
+        "loss_total": {n: v for n, v in sorted(state.loss_total.items()) if not name or n == name},
+        "failover_paused": {(n or "*"): str(p.get("reason", ""))
+                            for n, p in sorted(state.failover_paused.items())
+                            if not name or n in (name, ALL_BROKER_SETS)},
+    })
+
+
+def _pause_failover(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    name = _str(req, "broker_name")
+    paused = _bool(req, "paused")
+    reason = _str(req, "reason", max_len=1024)
+    if state.feature_level < HISTORY_LEVEL:
+        raise _needs_level("failover pause and resume", HISTORY_LEVEL, state)
+    if name and name not in state.broker_sets:
+        raise _Reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST,
+                      f"broker set {name} is not known to the controller")
+    scope = name or "every broker set"
+    current = state.failover_paused.get(name)
+    after = dict(state.failover_paused)
+    if paused:
+        after[name] = {"reason": reason, "since_ms": ctx.now_ms}
+    else:
+        after.pop(name, None)
+    response = {"failover_paused": {(n or "*"): str(p.get("reason", "")) for n, p in sorted(after.items())}}
+    if not paused and current is None:
+        remark = f"automatic failover of {scope} was not paused"
+        if name and ALL_BROKER_SETS in state.failover_paused:
+            remark += " on its own; it stays paused by the pause of every broker set (resume without -b)"
+        return Result(Code.SUCCESS, remark, response)
+    if paused and current is not None and current.get("reason") == reason:
+        return Result(Code.SUCCESS, f"automatic failover of {scope} was already paused", response)
+    remark = f"automatic failover of {scope} {'paused' if paused else 'resumed'}"
+    if not paused and name and ALL_BROKER_SETS in state.failover_paused:
+        remark += "; it stays paused by the pause of every broker set (resume without -b)"
+    return Result(Code.SUCCESS, remark, response, [FailoverPauseSet(name, paused, reason, ctx.now_ms)])
+
+
+def _switchover_plan(bs: BrokerSet, ctx: Context, target: int | None) -> dict[str, Any]:
+    """Where a switchover of `bs` moves the master and how far the new one is behind (from the
+    heartbeats' maxOffset); raises _Reject when there is nowhere to move it."""
+    name, master = bs.broker_name, bs.master_broker_id
+    if master is None or not ctx.is_alive(name, master):
+        raise _Reject(Code.CONTROLLER_MASTER_NOT_AVAILABLE,
+                      f"{name} has no alive master: nothing to switch over (the controller elects one on its "
+                      "own, or `mqctl electMaster`)")
+    if target is None:
+        candidates = {b for b in bs.sync_state_set if b != master and ctx.is_alive(name, b)}
+        target = election.freshest(candidates, ctx.rows(name))
+        if target is None:
+            raise _Reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
+                          f"{name} has no alive SyncStateSet member besides the master {master} "
+                          f"(SyncStateSet {sorted(bs.sync_state_set)})")
+    elif target == master:
+        raise _Reject(Code.CONTROLLER_MASTER_STILL_EXIST, f"broker {target} is already the master of {name}",
+                      {"new_master_broker_id": target, "old_master_broker_id": master})
+    elif target not in bs.brokers:
+        raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                      f"BrokerId: {target} hasn't been registered in broker-set: {name}")
+    elif not ctx.is_alive(name, target):
+        raise _Reject(Code.CONTROLLER_BROKER_NOT_ALIVE, f"broker {target} of {name} is not alive")
+    elif target not in bs.sync_state_set:
+        raise _Reject(Code.CONTROLLER_INVALID_REPLICAS,
+                      f"broker {target} is not in the SyncStateSet {sorted(bs.sync_state_set)} of {name}: a "
+                      "switchover stays inside it (`mqctl electMaster --accept-data-loss` otherwise)")
+    master_row, target_row = ctx.row(name, master), ctx.row(name, target)
+    master_offset = master_row.max_offset if master_row is not None else -1
+    target_offset = target_row.max_offset if target_row is not None else -1
+    known = master_offset >= 0 and target_offset >= 0
+    plan: dict[str, Any] = {
+        "broker_name": name, "old_master_broker_id": master, "new_master_broker_id": target,
+        "master_max_offset": master_offset, "candidate_max_offset": target_offset,
+        "caught_up": known and target_offset >= master_offset, "master_epoch": bs.master_epoch,
+    }
+    if known:
+        plan["gap_bytes"] = max(0, master_offset - target_offset)
+    return plan
+
+
+def _not_caught_up(plan: Mapping[str, Any]) -> str:
+    gap = plan.get("gap_bytes")
+    behind = (f"{gap} bytes behind" if gap is not None else
+              "of unknown offset (no maxOffset in its heartbeats)")
+    return (f"broker {plan['new_master_broker_id']} of {plan['broker_name']} is {behind}: maxOffset "
+            f"{plan['candidate_max_offset']}, the master {plan['old_master_broker_id']} has "
+            f"{plan['master_max_offset']}; wait (--timeout) or force it (--force: it may lose those bytes)")
+
+
+def _switchover(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    name = _str(req, "broker_name", required=True)
+    target = _int(req, "broker_id", lo=0, hi=MAX_ID)
+    force, dry_run = _bool(req, "force"), _bool(req, "dry_run")
+    bs = state.broker_sets.get(name)
+    if bs is None:
+        raise _Reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
+    plan = _switchover_plan(bs, ctx, target)
+    if not plan["caught_up"] and not force:
+        raise _Reject(Code.NOT_CAUGHT_UP, _not_caught_up(plan), plan)
+    if dry_run:
+        return Result(Code.SUCCESS, "dry run: nothing changed", {**plan, "dry_run": True})
+    return Result(Code.SUCCESS, "", {**plan, "master_epoch": bs.master_epoch + 1},
+                  [MasterElected(name, plan["new_master_broker_id"])])
+
+
+def preferred_replica(bs: BrokerSet, ctx: Context) -> int | None:
+    """Kafka's preferred leader: the highest election priority (the lowest number, from the
+    heartbeats), then the lowest broker id, among every registered replica."""
+    def key(b: int) -> tuple[int, int]:
+        row = ctx.row(bs.broker_name, b)
+        return (row.election_priority if row is not None else DEFAULT_ELECTION_PRIORITY, b)
+
+    return min(bs.brokers, key=key) if bs.brokers else None
+
+
+def _rebalance(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    """A switchover to the preferred replica of every broker set (of a cluster) where it is an alive,
+    caught-up SyncStateSet member but not the master; the others are listed with the reason."""
+    cluster = _str(req, "cluster_name")
+    dry_run = _bool(req, "dry_run")
+    sets = [bs for _, bs in sorted(state.broker_sets.items()) if not cluster or bs.cluster_name == cluster]
+    if cluster and not sets:
+        raise _Reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"cluster {cluster} has no broker set")
+    moves: list[dict[str, Any]] = []
+    records: list[Record] = []
+    for bs in sets:
+        preferred = preferred_replica(bs, ctx)
+        move: dict[str, Any] = {"broker_name": bs.broker_name, "cluster_name": bs.cluster_name}
+        if bs.master_broker_id is not None:
+            move["master_broker_id"] = bs.master_broker_id
+        if preferred is not None:
+            move["preferred_broker_id"] = preferred
+        pause = state.pause_of(bs.broker_name)
+        if preferred is None or preferred == bs.master_broker_id:
+            move["action"], move["reason"] = "none", "the preferred replica is the master"
+        elif pause is not None:
+            move["action"], move["reason"] = "skip", f"failover paused ({pause.get('reason') or 'no reason'})"
+        elif not ctx.is_alive(bs.broker_name, preferred) or preferred not in bs.sync_state_set:
+            move["action"] = "skip"
+            move["reason"] = "the preferred replica is not an alive SyncStateSet member"
+        else:
+            try:
+                plan = _switchover_plan(bs, ctx, preferred)
+            except _Reject as r:
+                move["action"], move["reason"] = "skip", r.remark
+            else:
+                move.update({k: plan[k] for k in ("master_max_offset", "candidate_max_offset") if k in plan})
+                if plan.get("gap_bytes") is not None:
+                    move["gap_bytes"] = plan["gap_bytes"]
+                if plan["caught_up"]:
+                    move["action"], move["reason"] = "move", "the preferred replica has caught up"
+                    records.append(MasterElected(bs.broker_name, preferred))
+                else:
+                    move["action"], move["reason"] = "skip", _not_caught_up(plan)
+        moves.append(move)
+    return Result(Code.SUCCESS, "dry run: nothing changed" if dry_run else "",
+                  {"moves": moves, "dry_run": dry_run}, [] if dry_run else records)
+
+
+# --- the history: one entry per broker set a decision changed ------------------------------
+
+_WHAT: dict[type, str] = {
+    BrokerIdApplied: "broker id applied", BrokerAddressUpdated: "address changed",
+    BrokerRegistered: "registered", BrokerOptionsSet: "options set",
+    SyncStateSetAltered: "SyncStateSet altered", BrokerDataCleaned: "data cleaned",
+    ConfigUpdated: "config changed",
+}
+_ADMIN_METHODS = frozenset({"CleanBrokerData", "UpdateConfig", "PauseFailover"})
+
+
+def _cause(state: ControllerState, method: str, req: Mapping[str, Any], ctx: Context, name: str,
+           records: list[Record]) -> str:
+    bs = state.broker_sets.get(name)
+    if method == "Switchover":
+        return "switchover"
+    if method == "Rebalance":
+        return "rebalance"
+    if method in _ADMIN_METHODS or (method == "ElectMaster" and req.get("designate_elect")):
+        return "admin request"
+    if method == "ElectMaster" and req.get("broker_id") in (None, -1):
+        old = bs.master_broker_id if bs is not None else None
+        if old is not None and not ctx.is_alive(name, old):
+            return f"lease expired for broker {old}"
+        return "controller (no master)" if old is None else "controller"
+    if method == "RegisterBroker" and any(isinstance(r, MasterElected) for r in records):
+        return f"bounced master {req.get('broker_id')}"
+    for key in ("broker_id", "applied_broker_id", "master_broker_id"):
+        if isinstance(req.get(key), int):
+            return f"broker request (broker {req.get(key)})"
+    return "broker request"
+
+
+def _last_master(state: ControllerState, name: str) -> int | None:
+    for entry in reversed(state.history):
+        election_note = entry.get("election") or {}
+        if entry.get("broker_name") == name and election_note.get("new_master_broker_id") is not None:
+            return int(election_note["new_master_broker_id"])
+    return None
+
+
+def _why(method: str, req: Mapping[str, Any], bs: BrokerSet, new: int | None, pool: set[int],
+         live: Mapping[int, LiveInfo]) -> str:
+    if new is None:
+        return ("no alive candidate (no SyncStateSet member alive; unclean election disabled or no "
+                "replica alive)")
+    if method == "ElectMaster" and req.get("designate_elect"):
+        return f"designated by the admin request (electMaster -b {new})"
+    if method == "Switchover" and req.get("broker_id") is not None:
+        return f"the switchover's target (--to {new})"
+    if method == "Rebalance":
+        return "the preferred replica (highest election priority, then lowest id)"
+    if method == "ElectMaster" and bs.master_epoch == 0 and isinstance(req.get("broker_id"), int) \
+            and req["broker_id"] >= 0:
+        return f"first election: the broker that asked ({new})"
+    if bs.master_epoch == 0:
+        where = "alive replica (first election, once waitFor replicas were alive)"
+    elif new in bs.sync_state_set:
+        where = "alive SyncStateSet member"
+    else:
+        where = "alive replica outside the SyncStateSet (unclean: no SyncStateSet member was alive)"
+    others = pool - {new}
+    runner = election.freshest(others, live)
+    if runner is None:
+        return f"the only {where}"
+    kw, kr = election.election_key(new, live.get(new)), election.election_key(runner, live.get(runner))
+    if kw[0] != kr[0]:
+        by = f"higher epoch ({-kw[0]} > {-kr[0]} of broker {runner})"
+    elif kw[1] != kr[1]:
+        by = f"higher maxOffset ({-kw[1]} > {-kr[1]} of broker {runner})"
+    elif kw[2] != kr[2]:
+        by = f"higher election priority ({kw[2]} < {kr[2]} of broker {runner})"
+    else:
+        by = f"lower brokerId than broker {runner}"
+    return f"freshest {where}: {by}"
+
+
+def _election_note(state: ControllerState, bs: BrokerSet, method: str, req: Mapping[str, Any], ctx: Context,
+                   record: MasterElected) -> dict[str, Any]:
+    name = bs.broker_name
+    live: dict[int, LiveInfo] = dict(ctx.rows(name))
+    alive = {b for b in bs.brokers if ctx.is_alive(name, b)}
+    if method == "RegisterBroker":  # the bounced master competes with what it reports now
+        bid = int(req["broker_id"])
+        live[bid] = LiveInfo(bid, epoch=_opt(req, "epoch", -1), max_offset=_opt(req, "max_offset", -1),
+                             election_priority=_opt(req, "election_priority", DEFAULT_ELECTION_PRIORITY))
+    old = bs.master_broker_id if bs.master_broker_id is not None else _last_master(state, name)
+    new = record.new_master_broker_id
+    if method == "RegisterBroker":
+        pool = ({b for b in bs.sync_state_set if b in alive} | {int(req["broker_id"])})
+    elif new is not None and new not in bs.sync_state_set:
+        pool = alive
+    elif method == "Switchover":
+        pool = {b for b in bs.sync_state_set if b in alive} - {bs.master_broker_id}
+    else:
+        pool = {b for b in bs.sync_state_set if b in alive}
+    candidates = []
+    for b in sorted(bs.brokers):
+        row = live.get(b)
+        candidates.append({
+            "broker_id": b, "epoch": row.epoch if row else -1, "max_offset": row.max_offset if row else -1,
+            "election_priority": row.election_priority if row else DEFAULT_ELECTION_PRIORITY,
+            "alive": b in alive, "in_sync_state_set": b in bs.sync_state_set,
+        })
+    old_row, new_row = live.get(old) if old is not None else None, live.get(new) if new is not None else None
+    old_offset = old_row.max_offset if old_row is not None else -1
+    new_offset = new_row.max_offset if new_row is not None else -1
+    note: dict[str, Any] = {
+        "candidates": candidates, "reason": _why(method, req, bs, new, pool, live),
+        "unclean": new is not None and new not in bs.sync_state_set and bs.master_epoch > 0,
+        "master_epoch": bs.master_epoch + 1,
+        "old_master_max_offset": old_offset, "new_master_max_offset": new_offset,
+    }
+    if old is not None:
+        note["old_master_broker_id"] = old
+    if new is not None:
+        note["new_master_broker_id"] = new
+        if old is not None and old != new and old_offset >= 0 and new_offset >= 0:
+            note["loss_bytes"] = max(0, old_offset - new_offset)
+    return note
+
+
+def _opt(req: Mapping[str, Any], key: str, default: int) -> int:
+    v = req.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
+def _detail(state: ControllerState, r: Record) -> str:
+    bs = state.broker_sets.get(getattr(r, "broker_name", ""))
+    if isinstance(r, BrokerIdApplied):
+        return f"id {r.new_broker_id} at {r.broker_address}"
+    if isinstance(r, BrokerAddressUpdated):
+        return f"id {r.broker_id} now at {r.broker_address}"
+    if isinstance(r, BrokerRegistered):
+        return f"id {r.broker_id}, brokerEpoch {r.broker_epoch}"
+    if isinstance(r, BrokerOptionsSet):
+        return "options " + ", ".join(f"{k}={v}" for k, v in sorted(r.options.items()))
+    if isinstance(r, SyncStateSetAltered):
+        epoch = (bs.sync_state_set_epoch if bs is not None else 0) + 1
+        return f"SyncStateSet {list(r.new_sync_state_set)} (syncStateSetEpoch {epoch})"
+    if isinstance(r, BrokerDataCleaned):
+        ids = r.broker_id_set_to_clean
+        return f"ids {list(ids)}" if ids else "the whole broker set"
+    if isinstance(r, ConfigUpdated):
+        return ", ".join(f"{k}={v}" for k, v in sorted(r.config.items()))
+    if isinstance(r, MasterElected):
+        epoch = (bs.master_epoch if bs is not None else 0) + 1
+        if r.new_master_broker_id is None:
+            return f"no master (masterEpoch {epoch})"
+        return f"master {r.new_master_broker_id} (masterEpoch {epoch})"
+    if isinstance(r, FailoverPauseSet):
+        return r.reason
+    return ""
+
+
+def _history(state: ControllerState, method: str, req: Mapping[str, Any], ctx: Context,
+             records: list[Record]) -> list[Record]:
+    """The DecisionNoted records of a decision: one per broker set it changed ("" for config)."""
+    groups: dict[str, list[Record]] = {}
+    for r in records:
+        if not isinstance(r, (MetaSet, FeatureLevelSet, DecisionNoted)):
+            groups.setdefault(getattr(r, "broker_name", ""), []).append(r)
+    notes: list[Record] = []
+    for name, rs in groups.items():
+        bs = state.broker_sets.get(name)
+        whats: list[str] = []
+        entry: dict[str, Any] = {"time_ms": ctx.now_ms, "term": ctx.term, "broker_name": name,
+                                 "cluster_name": bs.cluster_name if bs is not None else
+                                 str(getattr(rs[0], "cluster_name", ""))}
+        for r in rs:
+            if isinstance(r, MasterElected):
+                whats.append("master elected" if r.new_master_elected else "master cleared")
+                if bs is not None:
+                    entry["election"] = _election_note(state, bs, method, req, ctx, r)
+            elif isinstance(r, FailoverPauseSet):
+                whats.append("failover paused" if r.paused else "failover resumed")
+            else:
+                whats.append(_WHAT[type(r)])
+        entry["what"] = ", ".join(dict.fromkeys(whats))
+        entry["detail"] = "; ".join(d for d in (_detail(state, r) for r in rs) if d)
+        entry["cause"] = _cause(state, method, req, ctx, name, rs)
+        notes.append(DecisionNoted(entry))
+    return notes
+
+
 _Handler = Callable[[ControllerState, Mapping[str, Any], Context], Result]
 
 _HANDLERS: dict[str, _Handler] = {
@@ -1164,6 +1614,10 @@ _HANDLERS: dict[str, _Handler] = {
     "CleanBrokerData": _clean_broker_data,
     "GetConfig": _get_config,
     "UpdateConfig": _update_config,
+    "GetHistory": _get_history,
+    "PauseFailover": _pause_failover,
+    "Switchover": _switchover,
+    "Rebalance": _rebalance,
 }
 
 METHODS: tuple[str, ...] = tuple(_HANDLERS)
@@ -1173,12 +1627,13 @@ def needs_controller_election(state: ControllerState, broker_name: str, ctx: Con
     """Should the leader trigger an election for this broker set now? (RocketMQ's
     scanNeedReelectBrokerSets, run on every leader tick instead of every 5 s.)
 
-    Yes when some registered replica is alive and: the master is dead; or there is no master after
+    Never while failover is paused for the set. Yes when some registered replica is alive and: the
+    master is dead; or there is no master after
     an earlier one (a SyncStateSet member, or any replica with unclean election, is alive); or, before
     the first master, `waitFor` > 1 replicas are alive (with waitFor 1 the brokers ask, as in RocketMQ).
     """
     bs = state.broker_sets.get(broker_name)
-    if bs is None:
+    if bs is None or state.pause_of(broker_name) is not None:
         return False
     alive = {b for b in bs.brokers if ctx.is_alive(broker_name, b)}
     if not alive:
@@ -1199,7 +1654,10 @@ def handle(state: ControllerState, method: str, request: Mapping[str, Any], ctx:
     if not isinstance(request, Mapping):
         return Result(Code.CONTROLLER_INVALID_REQUEST, "Invalid request: the request must be a map")
     try:
-        return fn(state, request, ctx)
+        result = fn(state, request, ctx)
+        if result.records and state.feature_level >= HISTORY_LEVEL:
+            result.records.extend(_history(state, method, request, ctx, result.records))
+        return result
     except _Reject as r:
         return Result(r.code, r.remark, dict(r.response), [])
     except Exception as e:  # noqa: BLE001 - a bug must not kill the apply loop; same answer everywhere

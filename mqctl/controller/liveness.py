@@ -56,6 +56,9 @@ class HeartbeatTable:
         # since `take_changed`: the ones the leader must look at for an election
         self._changed: set[str] = set()
         self._dead: set[tuple[str, int]] = set()  # rows past their deadline, not removed yet
+        # the last row of each broker whose row expired, until it has a row again: a dead master's last
+        # maxOffset for the history's loss figure, also when the election comes much later (a pause)
+        self._last: dict[str, dict[int, LiveInfo]] = {}
 
     def __len__(self) -> int:
         return self._count
@@ -66,6 +69,7 @@ class HeartbeatTable:
         if row is None:
             row = rows[info.broker_id] = _Row(cluster, info)
             self._count += 1
+            self._last.get(name, {}).pop(info.broker_id, None)
             self._changed.add(name)
         else:
             if not row.info.is_alive(now_ms):
@@ -163,6 +167,10 @@ class HeartbeatTable:
         names = sorted(self._sets) if broker_names is None else broker_names
         return Context(now_ms=now_ms, live={n: self.snapshot(n) for n in names if n in self._sets})
 
+    def with_last(self, broker_name: str) -> dict[int, LiveInfo]:
+        """``snapshot`` plus the last row of each broker of the set whose row expired."""
+        return {**self._last.get(broker_name, {}), **self.snapshot(broker_name)}
+
     def take_changed(self, now_ms: int) -> set[str]:
         """The broker sets whose liveness changed since the last call: rows created or back to life,
         and rows whose deadline (last heartbeat + timeout) has passed by `now_ms`."""
@@ -190,7 +198,7 @@ class HeartbeatTable:
         for name, bid in sorted(self._dead):
             rows = self._sets[name]
             gone.append((rows[bid].cluster_name, name, bid))
-            del rows[bid]
+            self._last.setdefault(name, {})[bid] = rows.pop(bid).info
             if not rows:
                 del self._sets[name]
         self._count -= len(gone)

@@ -477,11 +477,11 @@ class ControllerNode:
 
     def _context(self, broker_names: list[str]) -> core.Context:
         with self._lock:
-            live = {name: self.heartbeats.snapshot(name) for name in broker_names if name}
-        return core.Context(now_ms=now_ms(), live=live)
+            live = {name: self.heartbeats.with_last(name) for name in broker_names if name}
+        return core.Context(now_ms=now_ms(), live=live, term=int(self.sync._getTerm()))
 
     def _broker_names_of(self, method: str, request: dict[str, Any]) -> list[str]:
-        if method == "GetSyncStateData":
+        if method in ("GetSyncStateData", "Rebalance"):
             names = list(request.get("broker_names") or [])
             if names:
                 return names
@@ -697,6 +697,8 @@ class ControllerNode:
         """Runs on every node after an entry is applied: the broker sets it touched are looked at
         for an election on the next tick, and watchers hear about new masters."""
         touched_sets = {name for r in applied if isinstance(name := getattr(r, "broker_name", None), str)}
+        if any(isinstance(r, records.FailoverPauseSet) and not r.broker_name for r in applied):
+            touched_sets |= set(state.broker_sets)  # every set resumed (or paused) at once
         with self._lock:
             self._pending |= touched_sets
         if not self._watches:

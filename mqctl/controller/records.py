@@ -32,6 +32,8 @@ __all__ = [
     "ConfigUpdated",
     "MetaSet",
     "FeatureLevelSet",
+    "DecisionNoted",
+    "FailoverPauseSet",
     "Record",
     "RecordError",
     "RECORD_TYPES",
@@ -49,6 +51,8 @@ FEATURE_LEVELS: dict[int, str] = {
     1: "mqctl 0.1: nine record types in {\"events\": [...]} entries; 0.1 leaders still append "
        "(method, request, context) commands, which this release decides on apply as 0.1 did",
     2: "records only: a command entry is refused; adds FeatureLevelSet",
+    3: "adds DecisionNoted (the decision history, `mqctl history`) and FailoverPauseSet "
+       "(`mqctl failover pause|resume`)",
 }
 MAX_FEATURE_LEVEL = max(FEATURE_LEVELS)
 
@@ -270,14 +274,59 @@ class FeatureLevelSet:
         return cls(level)
 
 
+@dataclass(frozen=True)
+class DecisionNoted:
+    """One history entry: what a decision changed, why, when (the leader's clock) and in which term;
+    for an election every candidate and the bytes the new master may not have."""
+
+    WIRE: ClassVar[str] = "NoteDecision"
+    VERSION: ClassVar[int] = 1
+    LEVEL: ClassVar[int] = 3
+    entry: Mapping[str, Any]
+
+    def wire_fields(self) -> dict[str, Any]:
+        return {"entry": json.loads(json.dumps(self.entry, sort_keys=True))}
+
+    @classmethod
+    def from_wire(cls, d: Mapping[str, Any]) -> DecisionNoted:
+        entry = _need(d, "entry", Mapping)
+        for key, kind in (("time_ms", int), ("term", int), ("broker_name", str), ("what", str),
+                          ("cause", str)):
+            _need(entry, key, kind)
+        try:
+            entry = json.loads(json.dumps(entry, sort_keys=True))
+        except (TypeError, ValueError):
+            raise RecordError("field entry is not JSON") from None
+        return cls(entry)
+
+
+@dataclass(frozen=True)
+class FailoverPauseSet:
+    """Automatic failover paused (or resumed) for one broker set, or ("") for every broker set."""
+
+    WIRE: ClassVar[str] = "SetFailoverPause"
+    VERSION: ClassVar[int] = 1
+    LEVEL: ClassVar[int] = 3
+    broker_name: str
+    paused: bool
+    reason: str = ""
+    since_ms: int = 0
+
+    @classmethod
+    def from_wire(cls, d: Mapping[str, Any]) -> FailoverPauseSet:
+        return cls(_need(d, "broker_name", str), _need(d, "paused", bool), _need(d, "reason", str),
+                   _need(d, "since_ms", int))
+
+
 Record: TypeAlias = (BrokerIdApplied | BrokerAddressUpdated | BrokerRegistered | BrokerOptionsSet
                      | MasterElected | SyncStateSetAltered | BrokerDataCleaned | ConfigUpdated | MetaSet
-                     | FeatureLevelSet)
+                     | FeatureLevelSet | DecisionNoted | FailoverPauseSet)
 
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.WIRE: cls
     for cls in (BrokerIdApplied, BrokerAddressUpdated, BrokerRegistered, BrokerOptionsSet, MasterElected,
-                SyncStateSetAltered, BrokerDataCleaned, ConfigUpdated, MetaSet, FeatureLevelSet)
+                SyncStateSetAltered, BrokerDataCleaned, ConfigUpdated, MetaSet, FeatureLevelSet,
+                DecisionNoted, FailoverPauseSet)
 }
 
 

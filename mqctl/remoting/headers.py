@@ -304,6 +304,9 @@ REPLICAS_INFO_KEYS = (
     "master_epoch",
     "sync_state_set_epoch",
     "cluster_name",
+    # mqctl extensions, only while a set's failover is paused (`mqctl failover pause`)
+    "failover_paused",
+    "failover_pause_reason",
 )
 
 

@@ -16,7 +16,8 @@ controller leader sends NOTIFY_BROKER_ROLE_CHANGED (1008) one-way to every alive
 broker set that it heard over remoting (a registration, 1003, or a heartbeat, 904), at the
 replica's registered address, on a new connection, as RocketMQ's ControllerManager does: a
 broker serves 1008 only where it listens. Failed deliveries are retried and logged; a newer
-masterEpoch supersedes an older pending one; nothing here waits for them.
+masterEpoch supersedes an older pending one; an old master still alive (a switchover) is sent its
+1008 before the others are, once delivered or given up; nothing else waits for them.
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ class RemotingServer:
         # (brokerName, brokerId): they listen for RocketMQ remoting at their registered address
         self._remoting_brokers: set[tuple[str, int]] = set()
         self._notify_epochs: dict[str, int] = {}  # address -> newest masterEpoch sent there
+        self._masters: dict[str, int] = {}  # broker set -> the master its last 1008 named
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -531,6 +533,7 @@ class RemotingServer:
                 "sync_state_set_epoch": change.get("sync_state_set_epoch", 0),
             }
         )
+        deliveries: list[tuple[int, Any]] = []
         for bid, address in targets:
             if not address:
                 continue
@@ -544,7 +547,21 @@ class RemotingServer:
                 body=body,
                 serialize_type=self.serialize_type,
             )
-            self._loop.create_task(self._deliver(name, bid, address, epoch, cmd, change))
+            deliveries.append((bid, self._deliver(name, bid, address, epoch, cmd, change)))
+        master = int(change["master_broker_id"])
+        previous = self._masters.get(name)
+        self._masters[name] = master
+        self._loop.create_task(self._old_master_first(deliveries, previous if previous != master else None))
+
+    @staticmethod
+    async def _old_master_first(deliveries: list[tuple[int, Any]], old_master: int | None) -> None:
+        """An old master that is still alive (a switchover) is told its new role first: its 1008 is on
+        the wire, or its attempts ran out, before the new master and the others are told. A dead old
+        master is no target, so a failover waits for nobody."""
+        first = [d for bid, d in deliveries if bid == old_master]
+        for d in first:
+            await d
+        await asyncio.gather(*(d for bid, d in deliveries if bid != old_master))
 
     async def _deliver(self, name: str, bid: int, address: str, epoch: int, cmd: RemotingCommand,
                        change: dict[str, Any]) -> None:

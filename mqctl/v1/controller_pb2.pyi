@@ -372,7 +372,7 @@ class ReplicaIdentity(_message.Message):
     def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_address: _Optional[str] = ..., alive: _Optional[bool] = ..., heartbeat_age_ms: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., confirm_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
 
 class ReplicasInfo(_message.Message):
-    __slots__ = ("master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "in_sync_replicas", "not_in_sync_replicas", "cluster_name")
+    __slots__ = ("master_broker_id", "master_address", "master_epoch", "sync_state_set_epoch", "in_sync_replicas", "not_in_sync_replicas", "cluster_name", "failover_paused", "failover_pause_reason")
     MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     MASTER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -380,6 +380,8 @@ class ReplicasInfo(_message.Message):
     IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     NOT_IN_SYNC_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    FAILOVER_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    FAILOVER_PAUSE_REASON_FIELD_NUMBER: _ClassVar[int]
     master_broker_id: int
     master_address: str
     master_epoch: int
@@ -387,7 +389,9 @@ class ReplicasInfo(_message.Message):
     in_sync_replicas: _containers.RepeatedCompositeFieldContainer[ReplicaIdentity]
     not_in_sync_replicas: _containers.RepeatedCompositeFieldContainer[ReplicaIdentity]
     cluster_name: str
-    def __init__(self, master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., in_sync_replicas: _Optional[_Iterable[_Union[ReplicaIdentity, _Mapping]]] = ..., not_in_sync_replicas: _Optional[_Iterable[_Union[ReplicaIdentity, _Mapping]]] = ..., cluster_name: _Optional[str] = ...) -> None: ...
+    failover_paused: bool
+    failover_pause_reason: str
+    def __init__(self, master_broker_id: _Optional[int] = ..., master_address: _Optional[str] = ..., master_epoch: _Optional[int] = ..., sync_state_set_epoch: _Optional[int] = ..., in_sync_replicas: _Optional[_Iterable[_Union[ReplicaIdentity, _Mapping]]] = ..., not_in_sync_replicas: _Optional[_Iterable[_Union[ReplicaIdentity, _Mapping]]] = ..., cluster_name: _Optional[str] = ..., failover_paused: _Optional[bool] = ..., failover_pause_reason: _Optional[str] = ...) -> None: ...
 
 class GetSyncStateDataResponse(_message.Message):
     __slots__ = ("code", "remark", "leader_address", "replicas_info_table")
@@ -533,3 +537,224 @@ class ChangeQuorumResponse(_message.Message):
     members: _containers.RepeatedScalarFieldContainer[str]
     feature_level: int
     def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., leader_id: _Optional[str] = ..., members: _Optional[_Iterable[str]] = ..., feature_level: _Optional[int] = ...) -> None: ...
+
+class GetHistoryRequest(_message.Message):
+    __slots__ = ("broker_name", "since_ms", "after_seq", "limit")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    since_ms: int
+    after_seq: int
+    limit: int
+    def __init__(self, broker_name: _Optional[str] = ..., since_ms: _Optional[int] = ..., after_seq: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class HistoryCandidate(_message.Message):
+    __slots__ = ("broker_id", "epoch", "max_offset", "election_priority", "alive", "in_sync_state_set")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_STATE_SET_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    epoch: int
+    max_offset: int
+    election_priority: int
+    alive: bool
+    in_sync_state_set: bool
+    def __init__(self, broker_id: _Optional[int] = ..., epoch: _Optional[int] = ..., max_offset: _Optional[int] = ..., election_priority: _Optional[int] = ..., alive: _Optional[bool] = ..., in_sync_state_set: _Optional[bool] = ...) -> None: ...
+
+class HistoryElection(_message.Message):
+    __slots__ = ("candidates", "reason", "unclean", "master_epoch", "old_master_broker_id", "new_master_broker_id", "old_master_max_offset", "new_master_max_offset", "loss_bytes")
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    UNCLEAN_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OLD_MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    NEW_MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OLD_MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    NEW_MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    candidates: _containers.RepeatedCompositeFieldContainer[HistoryCandidate]
+    reason: str
+    unclean: bool
+    master_epoch: int
+    old_master_broker_id: int
+    new_master_broker_id: int
+    old_master_max_offset: int
+    new_master_max_offset: int
+    loss_bytes: int
+    def __init__(self, candidates: _Optional[_Iterable[_Union[HistoryCandidate, _Mapping]]] = ..., reason: _Optional[str] = ..., unclean: _Optional[bool] = ..., master_epoch: _Optional[int] = ..., old_master_broker_id: _Optional[int] = ..., new_master_broker_id: _Optional[int] = ..., old_master_max_offset: _Optional[int] = ..., new_master_max_offset: _Optional[int] = ..., loss_bytes: _Optional[int] = ...) -> None: ...
+
+class HistoryEntry(_message.Message):
+    __slots__ = ("seq", "time_ms", "term", "cluster_name", "broker_name", "what", "detail", "cause", "election")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    WHAT_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    time_ms: int
+    term: int
+    cluster_name: str
+    broker_name: str
+    what: str
+    detail: str
+    cause: str
+    election: HistoryElection
+    def __init__(self, seq: _Optional[int] = ..., time_ms: _Optional[int] = ..., term: _Optional[int] = ..., cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., what: _Optional[str] = ..., detail: _Optional[str] = ..., cause: _Optional[str] = ..., election: _Optional[_Union[HistoryElection, _Mapping]] = ...) -> None: ...
+
+class GetHistoryResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "entries", "more", "last_seq", "history_max_entries", "loss_total", "failover_paused")
+    class LossTotalEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class FailoverPausedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    LOSS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    FAILOVER_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    entries: _containers.RepeatedCompositeFieldContainer[HistoryEntry]
+    more: bool
+    last_seq: int
+    history_max_entries: int
+    loss_total: _containers.ScalarMap[str, int]
+    failover_paused: _containers.ScalarMap[str, str]
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[HistoryEntry, _Mapping]]] = ..., more: _Optional[bool] = ..., last_seq: _Optional[int] = ..., history_max_entries: _Optional[int] = ..., loss_total: _Optional[_Mapping[str, int]] = ..., failover_paused: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class PauseFailoverRequest(_message.Message):
+    __slots__ = ("broker_name", "paused", "reason")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    paused: bool
+    reason: str
+    def __init__(self, broker_name: _Optional[str] = ..., paused: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class PauseFailoverResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "failover_paused")
+    class FailoverPausedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    FAILOVER_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    failover_paused: _containers.ScalarMap[str, str]
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., failover_paused: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class SwitchoverRequest(_message.Message):
+    __slots__ = ("broker_name", "broker_id", "force", "dry_run")
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    broker_id: int
+    force: bool
+    dry_run: bool
+    def __init__(self, broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., force: _Optional[bool] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class SwitchoverResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "broker_name", "old_master_broker_id", "new_master_broker_id", "master_max_offset", "candidate_max_offset", "gap_bytes", "caught_up", "master_epoch", "dry_run")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    OLD_MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    NEW_MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    GAP_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    MASTER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    broker_name: str
+    old_master_broker_id: int
+    new_master_broker_id: int
+    master_max_offset: int
+    candidate_max_offset: int
+    gap_bytes: int
+    caught_up: bool
+    master_epoch: int
+    dry_run: bool
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., broker_name: _Optional[str] = ..., old_master_broker_id: _Optional[int] = ..., new_master_broker_id: _Optional[int] = ..., master_max_offset: _Optional[int] = ..., candidate_max_offset: _Optional[int] = ..., gap_bytes: _Optional[int] = ..., caught_up: _Optional[bool] = ..., master_epoch: _Optional[int] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class RebalanceRequest(_message.Message):
+    __slots__ = ("cluster_name", "dry_run")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    dry_run: bool
+    def __init__(self, cluster_name: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class RebalanceMove(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "master_broker_id", "preferred_broker_id", "action", "reason", "master_max_offset", "candidate_max_offset", "gap_bytes")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    MASTER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MASTER_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    GAP_BYTES_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    master_broker_id: int
+    preferred_broker_id: int
+    action: str
+    reason: str
+    master_max_offset: int
+    candidate_max_offset: int
+    gap_bytes: int
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., master_broker_id: _Optional[int] = ..., preferred_broker_id: _Optional[int] = ..., action: _Optional[str] = ..., reason: _Optional[str] = ..., master_max_offset: _Optional[int] = ..., candidate_max_offset: _Optional[int] = ..., gap_bytes: _Optional[int] = ...) -> None: ...
+
+class RebalanceResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "moves", "dry_run")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    MOVES_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    moves: _containers.RepeatedCompositeFieldContainer[RebalanceMove]
+    dry_run: bool
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., moves: _Optional[_Iterable[_Union[RebalanceMove, _Mapping]]] = ..., dry_run: _Optional[bool] = ...) -> None: ...

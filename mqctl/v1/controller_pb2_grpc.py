@@ -104,6 +104,26 @@ class ControllerStub:
                 request_serializer=mqctl_dot_v1_dot_controller__pb2.ChangeQuorumRequest.SerializeToString,
                 response_deserializer=mqctl_dot_v1_dot_controller__pb2.ChangeQuorumResponse.FromString,
                 _registered_method=True)
+        self.GetHistory = channel.unary_unary(
+                '/mqctl.v1.Controller/GetHistory',
+                request_serializer=mqctl_dot_v1_dot_controller__pb2.GetHistoryRequest.SerializeToString,
+                response_deserializer=mqctl_dot_v1_dot_controller__pb2.GetHistoryResponse.FromString,
+                _registered_method=True)
+        self.PauseFailover = channel.unary_unary(
+                '/mqctl.v1.Controller/PauseFailover',
+                request_serializer=mqctl_dot_v1_dot_controller__pb2.PauseFailoverRequest.SerializeToString,
+                response_deserializer=mqctl_dot_v1_dot_controller__pb2.PauseFailoverResponse.FromString,
+                _registered_method=True)
+        self.Switchover = channel.unary_unary(
+                '/mqctl.v1.Controller/Switchover',
+                request_serializer=mqctl_dot_v1_dot_controller__pb2.SwitchoverRequest.SerializeToString,
+                response_deserializer=mqctl_dot_v1_dot_controller__pb2.SwitchoverResponse.FromString,
+                _registered_method=True)
+        self.Rebalance = channel.unary_unary(
+                '/mqctl.v1.Controller/Rebalance',
+                request_serializer=mqctl_dot_v1_dot_controller__pb2.RebalanceRequest.SerializeToString,
+                response_deserializer=mqctl_dot_v1_dot_controller__pb2.RebalanceResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -196,6 +216,35 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetHistory(self, request, context):
+        """mqctl extensions (operator cockpit, feature level 3 for the history and pauses):
+        the decision history with loss accounting, newest last, one page at a time;
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseFailover(self, request, context):
+        """pause or resume automatic failover of a broker set or of all (admin; token);
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Switchover(self, request, context):
+        """move the master to a caught-up alive SyncStateSet member (admin; token);
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Rebalance(self, request, context):
+        """preferred master election: a switchover to each set's preferred replica (admin; token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -268,6 +317,26 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ChangeQuorum,
                     request_deserializer=mqctl_dot_v1_dot_controller__pb2.ChangeQuorumRequest.FromString,
                     response_serializer=mqctl_dot_v1_dot_controller__pb2.ChangeQuorumResponse.SerializeToString,
+            ),
+            'GetHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetHistory,
+                    request_deserializer=mqctl_dot_v1_dot_controller__pb2.GetHistoryRequest.FromString,
+                    response_serializer=mqctl_dot_v1_dot_controller__pb2.GetHistoryResponse.SerializeToString,
+            ),
+            'PauseFailover': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseFailover,
+                    request_deserializer=mqctl_dot_v1_dot_controller__pb2.PauseFailoverRequest.FromString,
+                    response_serializer=mqctl_dot_v1_dot_controller__pb2.PauseFailoverResponse.SerializeToString,
+            ),
+            'Switchover': grpc.unary_unary_rpc_method_handler(
+                    servicer.Switchover,
+                    request_deserializer=mqctl_dot_v1_dot_controller__pb2.SwitchoverRequest.FromString,
+                    response_serializer=mqctl_dot_v1_dot_controller__pb2.SwitchoverResponse.SerializeToString,
+            ),
+            'Rebalance': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rebalance,
+                    request_deserializer=mqctl_dot_v1_dot_controller__pb2.RebalanceRequest.FromString,
+                    response_serializer=mqctl_dot_v1_dot_controller__pb2.RebalanceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -648,6 +717,114 @@ class Controller:
             '/mqctl.v1.Controller/ChangeQuorum',
             mqctl_dot_v1_dot_controller__pb2.ChangeQuorumRequest.SerializeToString,
             mqctl_dot_v1_dot_controller__pb2.ChangeQuorumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqctl.v1.Controller/GetHistory',
+            mqctl_dot_v1_dot_controller__pb2.GetHistoryRequest.SerializeToString,
+            mqctl_dot_v1_dot_controller__pb2.GetHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseFailover(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqctl.v1.Controller/PauseFailover',
+            mqctl_dot_v1_dot_controller__pb2.PauseFailoverRequest.SerializeToString,
+            mqctl_dot_v1_dot_controller__pb2.PauseFailoverResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Switchover(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqctl.v1.Controller/Switchover',
+            mqctl_dot_v1_dot_controller__pb2.SwitchoverRequest.SerializeToString,
+            mqctl_dot_v1_dot_controller__pb2.SwitchoverResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rebalance(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqctl.v1.Controller/Rebalance',
+            mqctl_dot_v1_dot_controller__pb2.RebalanceRequest.SerializeToString,
+            mqctl_dot_v1_dot_controller__pb2.RebalanceResponse.FromString,
             options,
             channel_credentials,
             insecure,

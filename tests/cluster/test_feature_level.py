@@ -27,7 +27,7 @@ def test_feature_level_is_reported_raised_once_and_survives_restart(trio: LocalC
         meta = metadata(node.grpc_address)
         assert meta["feature_level"] == 1 and meta["max_feature_level"] == records.MAX_FEATURE_LEVEL
         assert meta["record_versions"] == records.record_versions() and not meta.get("problem")
-        assert "speaks feature levels 1..2" in node.log_text()
+        assert f"speaks feature levels 1..{records.MAX_FEATURE_LEVEL}" in node.log_text()
     out = _mqctl(trio, "quorum", "status")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)

@@ -160,6 +160,10 @@ def test_record_wire_format_is_stable() -> None:
         decode({"type": "UpdateConfig", "config": {"waitFor": "2"}}),
         decode({"type": "SetMeta", "key": "k", "value": {"x": [1]}}),
         decode({"type": "SetFeatureLevel", "v": 1, "level": 2}),
+        decode({"type": "NoteDecision", "v": 1, "entry": {"time_ms": 5, "term": 2, "broker_name": "a",
+                                                          "what": "master elected", "cause": "switchover"}}),
+        decode({"type": "SetFailoverPause", "v": 1, "broker_name": "", "paused": True, "reason": "r",
+                "since_ms": 5}),
     ]
     assert {type(r).WIRE for r in samples} == set(RECORD_TYPES) == set(record_versions())
     assert decode_entry(json.loads(encode_entry(samples))) == samples
@@ -239,7 +243,19 @@ def _req(method: str, name: str, bid: int, other: int, flag: bool, data: st.Data
     if method == "UpdateConfig":
         return {"config": data.draw(st.sampled_from([{"waitFor": "2"}, {"waitFor": "1"},
                                                      {"enableElectUncleanMaster": "true"},
-                                                     {"configStorePath": "x"}, {"waitFor": "-1"}]))}
+                                                     {"configStorePath": "x"}, {"waitFor": "-1"},
+                                                     {"historyMaxEntries": "3"}]))}
+    if method == "PauseFailover":
+        return {"broker_name": name, "paused": flag, "reason": data.draw(st.sampled_from(["", "upgrade"]))}
+    if method == "Switchover":
+        req = {"broker_name": name, "force": flag, "dry_run": data.draw(st.booleans())}
+        if bid >= 0:
+            req["broker_id"] = bid
+        return req
+    if method == "Rebalance":
+        return {"cluster_name": data.draw(st.sampled_from(["", C, "other"])), "dry_run": flag}
+    if method == "GetHistory":
+        return {"broker_name": name, "after_seq": data.draw(st.integers(0, 5))}
     return {}
 
 
@@ -247,6 +263,10 @@ def _req(method: str, name: str, bid: int, other: int, flag: bool, data: st.Data
 @given(st.data())
 def test_random_sequences_replicate_identically(data: st.DataObject) -> None:
     one, two = ControllerState(), ControllerState()
+    if data.draw(st.booleans()):  # at feature level 3: decisions noted in the history, failover pauses
+        for state in (one, two):
+            state.apply(FeatureLevelSet(2))
+            state.apply(FeatureLevelSet(3))
     if data.draw(st.booleans()):  # start from a registered broker set
         for method, req, ctx in scripted_events()[:data.draw(st.integers(1, 8))]:
             run(one, method, req, ctx)

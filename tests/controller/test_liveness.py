@@ -108,3 +108,18 @@ def test_heartbeats_do_not_grow_the_deadline_heap() -> None:
         t.on_heartbeat(hb(1), now)
         t.take_changed(now)
     assert len(t._heap) == 1
+
+
+def test_an_expired_row_is_kept_as_the_last_known_until_the_broker_beats_again() -> None:
+    t = HeartbeatTable()
+    t.on_heartbeat(hb(1, max_offset=900, heartbeat_timeout_mills=1000), 0)
+    t.on_heartbeat(hb(2, max_offset=800, heartbeat_timeout_mills=5000), 0)
+    assert t.expired(1001) == [("c", S, 1)]
+    assert sorted(t.snapshot(S)) == [2]
+    last = t.with_last(S)
+    assert last[1].max_offset == 900 and not last[1].is_alive(1001) and last[2].max_offset == 800
+    t.on_heartbeat(hb(1, max_offset=50, heartbeat_timeout_mills=1000), 2000)
+    assert t.with_last(S)[1].max_offset == 50 and t.with_last(S)[1].is_alive(2000)
+    assert t._last[S] == {}  # forgotten once it has a row again
+    assert t.expired(9000) == [("c", S, 1), ("c", S, 2)] and len(t) == 0
+    assert {b: r.max_offset for b, r in t.with_last(S).items()} == {1: 50, 2: 800}

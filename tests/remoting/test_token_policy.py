@@ -34,6 +34,9 @@ ADMIN_REQUESTS: dict[str, dict[str, Any]] = {
     "CleanBrokerData": {"cluster_name": C, "broker_name": B, "broker_controller_ids_to_clean": "1"},
     "UpdateConfig": {"config": {"enableElectUncleanMaster": "false"}},
     "ChangeQuorum": {"action": "not-an-action", "raft_address": ""},
+    "PauseFailover": {"broker_name": B, "paused": True, "reason": "r"},  # level 1: 2106
+    "Switchover": {"broker_name": B},
+    "Rebalance": {"cluster_name": C, "dry_run": True},
 }
 ADMIN = sorted(ADMIN_REQUESTS)
 REMOTING_ADMIN = sorted(m for m in ADMIN if methods.spec(m).remoting_code is not None)
@@ -43,9 +46,9 @@ def test_every_admin_method_of_the_table_is_covered_here() -> None:
     assert set(ADMIN_REQUESTS) == {r.name for r in methods.METHODS if r.token is not Token.NEVER}
     for name, req in ADMIN_REQUESTS.items():
         assert methods.requires_token(name, req)
-    # the one admin method without a RocketMQ code is not served over remoting at all
-    assert set(ADMIN) - set(REMOTING_ADMIN) == {"ChangeQuorum"}
-    assert "ChangeQuorum" not in headers.CODE_BY_METHOD
+    # the admin methods without a RocketMQ code (mqctl extensions) are not served over remoting at all
+    assert set(ADMIN) - set(REMOTING_ADMIN) == {"ChangeQuorum", "PauseFailover", "Switchover", "Rebalance"}
+    assert not {"ChangeQuorum", "PauseFailover", "Switchover", "Rebalance"} & set(headers.CODE_BY_METHOD)
 
 
 @pytest.fixture(scope="module")

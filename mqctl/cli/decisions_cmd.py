@@ -1,0 +1,180 @@
+"""The controller's decisions for an operator on call: ``history`` (with loss accounting),
+``failover pause|resume``, ``switchover`` and ``rebalance`` (docs/operations.md).
+
+The controller decides and records every one of them (docs/controller-rules.md); these commands
+ask and render. Exit codes: docs/codes.md.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import typer
+
+from mqctl.cli import root_app, sub_app
+from mqctl.cli.admin_cmd import Conn, _no_color_opt, connected
+from mqctl.cli.common import output_option
+from mqctl.cli.render import Output
+
+failover_app = sub_app("failover", "Pause or resume automatic failover (the controller's elections on "
+                                   "lease expiry).")
+
+
+@root_app.command("history")
+@connected(protocol=False)
+def history(
+    conn: Conn,
+    broker_name: str = typer.Option(None, "-b", "--broker-name", "--brokerName",
+                                    help="one broker set (default: every broker set and config changes)"),
+    since: str = typer.Option(None, "--since", metavar="WHEN",
+                              help="entries from WHEN: a duration back from now (90s, 15m, 1h, 2d, 1w) or an "
+                                   "ISO 8601 time (UTC unless it says otherwise)"),
+    follow: bool = typer.Option(False, "-f", "--follow", help="then print new entries as the controller "
+                                "notes them, until Ctrl-C (JSON: one entry per line; YAML: one document "
+                                "each)"),
+    output: Output = output_option(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Every decision the controller recorded, newest last: time (the leader's clock), Raft term,
+    broker set, what happened, why, and for an election every candidate, why the winner won and the
+    bytes the new master may not have (with the total per broker set).
+
+    The history is replicated controller state (feature level 3; the last historyMaxEntries entries,
+    10000 by default); any node answers."""
+    from mqctl.admin.cockpit import entry_doc, history_doc, since_ms
+    from mqctl.cli import render
+
+    start = since_ms(since, int(time.time() * 1000))
+    with conn.client() as client:
+        page = client.history(broker_name or "", start)
+        doc = history_doc(page, broker_name, start)
+        if not follow:
+            render.emit(doc, output, render.history_table, no_color=no_color)
+            return
+        last = page.last_seq
+        if output is Output.table:
+            render.console(no_color).print(render.history_table(doc))
+        else:
+            for entry in doc["entries"]:
+                _print_entry(entry, output)
+        try:
+            for entry in client.follow_history(broker_name or "", last):
+                shown = entry_doc(entry)
+                if output is Output.table:
+                    render.console(no_color).print(render.history_line(shown))
+                else:
+                    _print_entry(shown, output)
+        except KeyboardInterrupt:
+            return
+
+
+def _print_entry(entry: dict[str, Any], output: Output) -> None:
+    from mqctl.admin.output import to_json, to_yaml
+
+    text = to_json(entry, compact=True) + "\n" if output is Output.json else "---\n" + to_yaml(entry)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _pause(action: str, conn: Conn, broker_name: str | None, reason: str, dry_run: bool, output: Output,
+           no_color: bool) -> None:
+    from mqctl.admin.cockpit import pause_doc
+    from mqctl.cli import render
+
+    with conn.client() as client:
+        if dry_run:
+            current = client.get_history(broker_name or "", limit=1).failover_paused
+            doc = pause_doc(action, broker_name, reason, None, True, current)
+        else:
+            result = client.pause_failover(broker_name or "", reason, paused=action == "pause")
+            doc = pause_doc(action, broker_name, reason, result, False, {})
+    render.emit(doc, output, render.message_table, no_color=no_color)
+
+
+def _broker_opt(what: str) -> Any:
+    return typer.Option(None, "-b", "--broker-name", "--brokerName", help=f"one broker set (default: {what})")
+
+
+def _dry_run_opt() -> Any:
+    return typer.Option(False, "--dry-run", help="say what would change; change nothing")
+
+
+@failover_app.command("pause")
+@connected(protocol=False)
+def failover_pause(
+    conn: Conn,
+    broker_name: str = _broker_opt("every broker set"),
+    reason: str = typer.Option("", "--reason", metavar="TEXT",
+                               help="why (shown by getSyncStateSet and history)"),
+    dry_run: bool = _dry_run_opt(),
+    output: Output = output_option(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Stop the controller from electing a new master when a master's lease expires (a broker's own
+    election request is refused too) until `failover resume`; replicated. `electMaster -b ID` and
+    `switchover` still work. Needs feature level 3 and the token."""
+    _pause("pause", conn, broker_name, reason, dry_run, output, no_color)
+
+
+@failover_app.command("resume")
+@connected(protocol=False)
+def failover_resume(
+    conn: Conn,
+    broker_name: str = _broker_opt("the pause of every broker set"),
+    reason: str = typer.Option("", "--reason", metavar="TEXT", help="why (kept in the history)"),
+    dry_run: bool = _dry_run_opt(),
+    output: Output = output_option(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Let the controller elect on lease expiry again (at once: a master that died while paused is
+    replaced within a tick). A set stays paused while every set is."""
+    _pause("resume", conn, broker_name, reason, dry_run, output, no_color)
+
+
+@root_app.command("switchover")
+@connected(protocol=False, timeout_help="seconds to wait for the new master to catch up with the master "
+                                        "(offset equal in their heartbeats), and per controller call")
+def switchover(
+    conn: Conn,
+    broker_name: str = typer.Option(..., "-b", "--broker-name", "--brokerName", help="the broker set"),
+    to: int = typer.Option(None, "--to", metavar="ID",
+                           help="the new master (default: the freshest alive SyncStateSet member)"),
+    force: bool = typer.Option(False, "--force", help="move it after --timeout even when the new master has "
+                               "not caught up (it may not have the gap)"),
+    dry_run: bool = _dry_run_opt(),
+    output: Output = output_option(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Move the master of a broker set to an alive SyncStateSet member once it has caught up (maxOffset
+    equal to the master's), waiting up to --timeout; refused with the numbers otherwise (exit 3),
+    unless --force. The old master is sent its new role first. Needs the token."""
+    from mqctl.admin.cockpit import switchover_doc
+    from mqctl.cli import render
+
+    with conn.client() as client:
+        result = client.switchover(broker_name, to, force=force, dry_run=dry_run, wait=conn.timeout)
+    render.emit(switchover_doc(result, force), output, render.message_table, no_color=no_color)
+
+
+@root_app.command("rebalance")
+@connected(protocol=False)
+def rebalance(
+    conn: Conn,
+    cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
+                                help="the broker sets of this cluster (default: every broker set)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="list what would move; change nothing"),
+    output: Output = output_option(),
+    no_color: bool = _no_color_opt(),
+) -> None:
+    """Preferred master election (Kafka's preferred leader election): for every broker set whose
+    preferred replica (the highest election priority, then the lowest id) is an alive, caught-up
+    SyncStateSet member but not the master, a switchover to it; the others are listed with the
+    reason. Not for a paused set. Needs the token."""
+    from mqctl.admin.cockpit import rebalance_doc
+    from mqctl.cli import render
+
+    with conn.client() as client:
+        result = client.rebalance(cluster or "", dry_run)
+    render.emit(rebalance_doc(result, cluster), output, render.rebalance_table, no_color=no_color)
