@@ -367,6 +367,16 @@ class ControllerNode:
                       members=members)
         return answer
 
+    def sync_state_data(self) -> dict[str, Any]:
+        """GetSyncStateData of every broker set as this node sees it, without a barrier: for the
+        metrics and status page of `mqctl serve --metrics-address`, which must not wait on Raft."""
+        with self._lock:
+            ctx = self.heartbeats.context(now_ms())
+        with self.sync.state_lock:
+            table = core.handle(self.state, "GetSyncStateData", {}, ctx).response
+            lease = self.state.config.get("heartbeatTimeoutMillis", self.settings.heartbeat_timeout_ms)
+        return {"replicas_info_table": table.get("replicas_info_table", {}), "lease_ms": int(lease)}
+
     def _state_hash(self) -> str:
         """Computed once per applied entry, not on every GetMetadata (callers poll it)."""
         with self.sync.state_lock:
