@@ -17,7 +17,7 @@ RANK = {OK: 0, WARN: 1, CRIT: 2}  # also the exit status (Nagios)
 DEFAULT_MAX_LAG_BYTES = 16 << 20
 
 __all__ = ["CRIT", "DEFAULT_MAX_LAG_BYTES", "OK", "RANK", "WARN", "broker_set_health", "controller_health",
-           "doctor", "health_doc", "worst"]
+           "doctor", "doctor_replicas", "health_doc", "worst"]
 
 
 def worst(verdicts: Iterable[str]) -> str:
@@ -26,6 +26,18 @@ def worst(verdicts: Iterable[str]) -> str:
 
 def _replicas(info: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ())]
+
+
+def _lag(info: Mapping[str, Any], by_id: Mapping[int, Mapping[str, Any]], broker_id: int) -> int | None:
+    """Bytes a replica's reported maxOffset is behind the master's (None: unknown, or the master)."""
+    master = info.get("master_broker_id")
+    if master is None or int(master) == broker_id:
+        return None
+    master_offset = by_id.get(int(master), {}).get("max_offset")
+    offset = by_id.get(broker_id, {}).get("max_offset")
+    if master_offset is None or offset is None or int(master_offset) < 0 or int(offset) < 0:
+        return None
+    return int(master_offset) - int(offset)
 
 
 def _verdict(name: str, problems: list[tuple[str, str]], **extra: Any) -> dict[str, Any]:
@@ -64,14 +76,10 @@ def broker_set_health(name: str, info: Mapping[str, Any], lease_ms: int,
         if r.get("alive") and age is not None and int(age) * 2 > lease_ms:
             problems.append((WARN, f"the last heartbeat of broker {b} is {int(age) / 1000:.1f} s old "
                                    f"(lease {lease_ms / 1000:g} s)"))
-    master_offset = by_id.get(int(master), {}).get("max_offset") if master is not None else None
-    if master_offset is not None and int(master_offset) >= 0:
-        for b in alive:
-            offset = by_id[b].get("max_offset")
-            if b != master and offset is not None and int(offset) >= 0 \
-                    and int(master_offset) - int(offset) > max_lag_bytes:
-                problems.append((WARN, f"replica {b} lags the master by {int(master_offset) - int(offset)} "
-                                       f"bytes (more than {max_lag_bytes})"))
+    for b in alive:
+        lag = _lag(info, by_id, b)
+        if lag is not None and lag > max_lag_bytes:
+            problems.append((WARN, f"replica {b} lags the master by {lag} bytes (more than {max_lag_bytes})"))
     return _verdict(name, problems, kind="brokerSet", clusterName=info.get("cluster_name") or "",
                     masterBrokerId=master, masterEpoch=master_epoch,
                     syncStateSet=sorted(in_sync), replicasAlive=len(alive), replicas=len(by_id))
@@ -116,6 +124,26 @@ def health_doc(meta: Mapping[str, Any] | None, table: Mapping[str, Mapping[str, 
     return {"version": 1, "verdict": verdict, "summary": summary, "checks": checks}
 
 
+def doctor_replicas(table: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each replica: what the controller believes (role, SyncStateSet, masterEpoch) beside what the
+    broker's last heartbeat reported (epoch, maxOffset; its lag behind the master's maxOffset)."""
+    rows = []
+    for name in sorted(table):
+        info = table[name]
+        master = info.get("master_broker_id")
+        in_sync = {int(r["broker_id"]) for r in info.get("in_sync_replicas", ())}
+        by_id = {int(r["broker_id"]): r for r in _replicas(info)}
+        for b, r in sorted(by_id.items()):
+            rows.append({
+                "brokerName": name, "brokerId": b, "brokerAddress": r.get("broker_address") or "",
+                "controllerRole": "master" if b == master else "slave", "inSyncStateSet": b in in_sync,
+                "masterEpoch": int(info.get("master_epoch") or 0), "alive": bool(r.get("alive")),
+                "heartbeatAgeMs": r.get("heartbeat_age_ms"), "reportedEpoch": r.get("epoch"),
+                "reportedMaxOffset": r.get("max_offset"), "lagBytes": _lag(info, by_id, b),
+            })
+    return rows
+
+
 def doctor(table: Mapping[str, Mapping[str, Any]], addr: str = "ADDR") -> list[dict[str, Any]]:
     """What the controller believes against what each broker reports in its heartbeats, each finding
     with the command that fixes it (``addr``: the controller addresses to put in the commands)."""
@@ -135,8 +163,8 @@ def doctor(table: Mapping[str, Mapping[str, Any]], addr: str = "ADDR") -> list[d
             if r.get("broker_address"):
                 owners.setdefault(str(r["broker_address"]), []).append((name, b, bool(r.get("alive"))))
             if r.get("heartbeat_age_ms") is None and not r.get("alive"):
-                found(name, WARN, f"broker {b} ({r.get('broker_address')}) is registered but never sent "
-                      "this controller a heartbeat",
+                found(name, WARN, f"broker {b} ({r.get('broker_address')}) is registered but this controller "
+                      "has no heartbeat from it (it never sent one, or its last one expired)",
                       f"start it, or forget it: mqctl cleanBrokerMetadata -a {addr} -c {cluster} "
                       f"-bn {name} -b {b}")
                 continue
@@ -153,11 +181,15 @@ def doctor(table: Mapping[str, Mapping[str, Any]], addr: str = "ADDR") -> list[d
                 found(name, WARN, f"master {b} reports epoch {epoch}, the controller elected it at "
                       f"masterEpoch {master_epoch}: it has not taken the master role yet",
                       f"check the broker's log and its epoch file: mqctl getBrokerEpoch -a {addr} -bn {name}")
-        if master is not None and not any(int(r["broker_id"]) == int(master) and r.get("alive")
-                                          for r in _replicas(info)):
-            if any(r.get("alive") for r in _replicas(info)):
-                found(name, CRIT, f"master {master} is not alive but other replicas are",
-                      f"mqctl electMaster -a {addr} -c {cluster} -bn {name} --dry-run (then without)")
+        others_alive = any(r.get("alive") for r in _replicas(info))
+        elect = f"mqctl electMaster -a {addr} -c {cluster} -bn {name} --dry-run (then without --dry-run)"
+        if master is None:
+            found(name, CRIT, "no master" + ("" if others_alive else " and no replica alive to elect"),
+                  elect if others_alive else "start a replica: its registration and heartbeats elect it")
+        elif not any(int(r["broker_id"]) == int(master) and r.get("alive") for r in _replicas(info)):
+            found(name, CRIT, f"master {master} is not alive" + (", other replicas are" if others_alive else
+                                                                 " and no other replica is"),
+                  elect if others_alive else f"start broker {master} or another replica of {name}")
     for address, users in sorted(owners.items()):
         if len(users) > 1:
             where = ", ".join(f"{n} broker {b}" for n, b, _ in users)

@@ -46,27 +46,31 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def broker_set(client: ControllerClient, beater: Beater, name: str, alive: int, dead: int = 0,
-               elect: bool = True) -> list[int]:
-    """Register ``alive`` beating replicas and ``dead`` silent ones; elect the first, put every alive
-    replica in the SyncStateSet. -> the ids."""
-    ids = []
+               elect: bool = True, epochs: list[int] | None = None, max_offsets: list[int] | None = None,
+               addresses: list[str] | None = None) -> dict[int, str]:
+    """Register ``alive`` beating replicas (reporting ``epochs`` and ``max_offsets``, default 1 and
+    1000) and ``dead`` silent ones; elect the first, put every alive replica in the SyncStateSet.
+    -> broker id -> address."""
+    ids: dict[int, str] = {}
     for i in range(alive + dead):
-        address = f"127.0.0.1:{free_port()}"
+        address = addresses[i] if addresses else f"127.0.0.1:{free_port()}"
         bid, _ = register_broker(client, name, address, epoch=0, max_offset=0, heartbeat_timeout_mills=1500)
-        ids.append(bid)
+        ids[bid] = address
         if i < alive:
-            beater.beat(name, bid, address, epoch=1, max_offset=1000, confirm_offset=1000)
+            beater.beat(name, bid, address, epoch=(epochs or [1] * alive)[i],
+                        max_offset=(max_offsets or [1000] * alive)[i], confirm_offset=0)
+    first = next(iter(ids))
     if elect and alive:
         def elected() -> bool:
             try:  # the controller may have elected one of them already
-                client.elect_master(TEST_CLUSTER, name, ids[0], designate_elect=True)
+                client.elect_master(TEST_CLUSTER, name, first, designate_elect=True)
             except ControllerError:
                 pass
-            return client.get_replica_info(name).master_broker_id == ids[0]
+            return client.get_replica_info(name).master_broker_id == first
 
-        wait_until(elected, 20, what=f"{name}: broker {ids[0]} elected")
+        wait_until(elected, 20, what=f"{name}: broker {first} elected")
         info = client.get_replica_info(name)
         if alive > 1:
-            client.alter_sync_state_set(name, ids[0], info.master_epoch, ids[:alive],
+            client.alter_sync_state_set(name, first, info.master_epoch, list(ids)[:alive],
                                         info.sync_state_set_epoch)
     return ids

@@ -25,7 +25,7 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     client = ControllerClient(cluster.addresses)
     beater = Beater(client)
     try:
-        ids = broker_set(client, beater, "broker-a", alive=2, dead=1)
+        ids = list(broker_set(client, beater, "broker-a", alive=2, dead=1))
         yield {"cluster": cluster, "http": http, "client": client, "beater": beater, "ids": ids}
     finally:
         beater.stop()
