@@ -352,6 +352,7 @@ DECODERS: dict[str, Any] = {
     "GetConfig": ConfigResult.from_dict,
     "UpdateConfig": Ack.from_dict,
     "ChangeQuorum": ChangeQuorumResult.from_dict,
+    "GetSnapshot": dict,
 }
 
 
@@ -562,3 +563,9 @@ class ControllerApi(ABC):
         (remoting: UPDATE_CONTROLLER_CONFIG, 1009, as a properties body)."""
         body = {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in config.items()}
         return Ack.from_dict(self._call("UpdateConfig", {"config": body}, address=address))
+
+    def get_snapshot(self) -> dict[str, Any]:
+        """GetSnapshot (mqctl extension, admin): the
+        replicated state at one applied index, read on the leader after a barrier. The response
+        fields, with ``state_json`` the state as JSON (``mqctl snapshot save``)."""
+        return dict(self._call("GetSnapshot", {}))

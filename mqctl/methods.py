@@ -256,6 +256,11 @@ METHODS: tuple[MethodSpec, ...] = (
         "Add or remove a controller node, or transfer the leadership (mqctl extension).",
         mutating=True, where="leader",
     ),
+    MethodSpec(
+        "GetSnapshot", Kind.NODE, Caller.ADMIN, Token.NEVER,
+        "The replicated controller state at one applied index, after a read barrier (mqctl "
+        "snapshot save; mqctl extension).", where="leader, after a read barrier",
+    ),
 )
 
 BY_NAME: Mapping[str, MethodSpec] = {s.name: s for s in METHODS}

@@ -56,6 +56,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "upgrade": ("upgrade_cmd",),
     "completion": ("completion_cmd",),
     "health": ("health_cmd",),
+    "snapshot": ("snapshot_cmd",),
 }
 
 

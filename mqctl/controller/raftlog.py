@@ -73,6 +73,9 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         self._on_apply = on_apply
         # mqctl serve --metrics-address: told each entry's apply time, in seconds (None: no metrics)
         self.apply_observer: Callable[[float], None] | None = None
+        # the Raft index of the last entry applied to `state` (read with it under `state_lock`:
+        # pysyncobj counts an entry as applied only after `execute` returns)
+        self.applied_index = 0
         if getattr(conf, "journalFactory", None) is None:  # not made by make_conf
             conf.journalFactory = JournalFactory(Storage.from_env())
         self._journal_factory: JournalFactory = conf.journalFactory
@@ -107,6 +110,7 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
                 self.halted = f"cannot apply a Raft log entry: {exc}"
                 log.error("%s; this node stops applying (the entry: %.300s)", self.halted, entry_json)
                 return {"code": int(Code.SYSTEM_ERROR), "remark": self.halted}
+            self.applied_index = int(self.raftLastApplied) + 1
             self._after_apply(records)
         if self.apply_observer is not None:
             self.apply_observer(time.perf_counter() - started)
@@ -173,10 +177,11 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         except core.SnapshotVersionError as exc:
             self.halted = f"{filename}: {exc}"
             raise
+        raft = doc["raft"]
         with self.state_lock:
             self.state = state
             self.state_version += 1
-        raft = doc["raft"]
+            self.applied_index = int(raft["lastEntry"][1])
         cluster = {TCPNode(addr) for addr in raft["cluster"]}
         return (_decode_entry(raft["lastEntry"]), _decode_entry(raft["prevEntry"]), cluster)
 
