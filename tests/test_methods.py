@@ -148,7 +148,7 @@ def test_transports_and_clients_derive_from_the_table() -> None:
     assert set(api.DECODERS) == unary
     assert api.RETRY_ANY == methods.RETRY_ANY == {
         "GetMetadata", "GetNextBrokerId", "Heartbeat", "GetReplicaInfo", "GetSyncStateData", "GetConfig",
-        "GetSnapshot",
+        "ApplyBrokerId", "RegisterBroker", "GetSnapshot",
     }
 
 
