@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cockpit_fixtures import broker_set, cockpit_cluster, get, samples
+from cockpit_fixtures import LEASE_ARGS, LEASE_MS, broker_set, cockpit_cluster, get, samples
 
 from mqctl.client import ControllerClient
 from mqctl.testing import TEST_CLUSTER, Beater, LocalCluster, free_port, wait_until
@@ -21,9 +21,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    cluster, http = cockpit_cluster(tmp_path_factory.mktemp("cockpit"), 3)
+    cluster, http = cockpit_cluster(tmp_path_factory.mktemp("cockpit"), 3, LEASE_ARGS)
     client = ControllerClient(cluster.addresses)
-    beater = Beater(client)
+    beater = Beater(client, lease_ms=LEASE_MS)
     try:
         ids = list(broker_set(client, beater, "broker-a", alive=2, dead=1))
         yield {"cluster": cluster, "http": http, "client": client, "beater": beater, "ids": ids}
@@ -67,7 +67,7 @@ def test_metrics_of_the_leader(group: dict[str, Any]) -> None:
     assert got[("mqctl_broker_set_replicas", labels)] == 3
     assert got[("mqctl_broker_set_health", labels)] == 1  # WARN: replica 3 is not alive
     age = got[("mqctl_broker_heartbeat_age_seconds", (("broker_id", str(ids[0])), *labels))]
-    assert 0 <= age < 1.5
+    assert 0 <= age < LEASE_MS / 1000
     assert got[("mqctl_requests_total", (("code", "0"), ("method", "Heartbeat")))] > 0
     assert got[("mqctl_request_duration_seconds_count", (("method", "GetSyncStateData"),))] >= 1
     assert got[("mqctl_requests_total", (("code", "0"), ("method", "RegisterBroker")))] >= 3

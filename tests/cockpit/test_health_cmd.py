@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cockpit_fixtures import broker_set
+from cockpit_fixtures import LEASE_ARGS, LEASE_MS, broker_set
 
 from mqctl.client import ControllerClient
 from mqctl.testing import Beater, LocalCluster, wait_until
@@ -31,9 +31,9 @@ def mqctl(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    cluster = LocalCluster(str(tmp_path_factory.mktemp("health")), size=3).start()
+    cluster = LocalCluster(str(tmp_path_factory.mktemp("health")), size=3, extra_args=LEASE_ARGS).start()
     client = ControllerClient(cluster.addresses)
-    beater = Beater(client)
+    beater = Beater(client, lease_ms=LEASE_MS)
     try:
         sets = {
             "set-ok": broker_set(client, beater, "set-ok", alive=2),
@@ -52,7 +52,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             info = client.get_sync_state_data(["set-master-dead"]).replicas_info_table["set-master-dead"]
             return not any(r.alive for r in info.in_sync_replicas + info.not_in_sync_replicas)
 
-        wait_until(master_gone, 20, what="the lone master seen dead")
+        wait_until(master_gone, 30, what="the lone master seen dead")
         yield {"cluster": cluster, "client": client, "sets": sets}
     finally:
         beater.stop()

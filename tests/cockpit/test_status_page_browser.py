@@ -34,11 +34,11 @@ def _browser() -> tuple[str, str]:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     try:
         done = subprocess.run(["apt-get", "install", "-y", "-q", *PACKAGES], capture_output=True, text=True,
-                              timeout=900, env=env)
+                              timeout=600, env=env)
         if done.returncode != 0:  # an old package list: update once, then again
             subprocess.run(["apt-get", "update", "-q"], capture_output=True, timeout=300, env=env)
             done = subprocess.run(["apt-get", "install", "-y", "-q", *PACKAGES], capture_output=True,
-                                  text=True, timeout=900, env=env)
+                                  text=True, timeout=600, env=env)
     except subprocess.TimeoutExpired:
         pytest.skip("headless browser test: apt-get install chromium chromium-driver timed out")
     found = shutil.which("chromium"), shutil.which("chromedriver")
@@ -67,6 +67,7 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         browser.quit()
 
 
+@pytest.mark.timeout(1800)  # the first run may install chromium (apt-get) in its setup
 def test_status_page_in_a_browser(driver: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
