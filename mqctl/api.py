@@ -420,6 +420,7 @@ DECODERS: dict[str, Any] = {
     "PauseFailover": PauseResult.from_dict,
     "Switchover": SwitchoverResult.from_dict,
     "Rebalance": RebalanceResult.from_dict,
+    "GetSnapshot": dict,
 }
 
 
@@ -684,3 +685,8 @@ class ControllerApi(ABC):
         replica where it has caught up."""
         return RebalanceResult.from_dict(self._call("Rebalance", {"cluster_name": cluster_name,
                                                                   "dry_run": dry_run}))
+    def get_snapshot(self) -> dict[str, Any]:
+        """GetSnapshot (mqctl extension, admin): the
+        replicated state at one applied index, read on the leader after a barrier. The response
+        fields, with ``state_json`` the state as JSON (``mqctl snapshot save``)."""
+        return dict(self._call("GetSnapshot", {}))

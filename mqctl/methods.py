@@ -275,6 +275,11 @@ METHODS: tuple[MethodSpec, ...] = (
         "Rebalance", Kind.WRITE, Caller.ADMIN, Token.ALWAYS,
         "A switchover to every broker set's preferred replica (mqctl extension).",
     ),
+    MethodSpec(
+        "GetSnapshot", Kind.NODE, Caller.ADMIN, Token.NEVER,
+        "The replicated controller state at one applied index, after a read barrier (mqctl "
+        "snapshot save; mqctl extension).", where="leader, after a read barrier",
+    ),
 )
 
 BY_NAME: Mapping[str, MethodSpec] = {s.name: s for s in METHODS}

@@ -71,6 +71,29 @@ def _remoting_tls(cfg: ServeConfig) -> dict[str, Any]:
             "tls_mode": cfg.remoting_tls_mode}
 
 
+def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
+    """--metrics-address: the HTTP listener, and the NodeAPI the transports use (the node with
+    each request counted, once for every transport); (node, None) without it."""
+    if not cfg.metrics_address:
+        return node, None
+    from mqctl.address import parse_address
+    from mqctl.cockpit import Cockpit
+    from mqctl.metrics import Metrics
+
+    tls = None
+    if cfg.tls_cert:
+        from mqctl.remoting.security import server_context
+
+        tls = server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_ca or None)
+    metrics = Metrics(node)
+    try:
+        cockpit = Cockpit(node, metrics, parse_address(cfg.metrics_address, "--metrics-address"), tls)
+    except OSError as exc:
+        raise UsageError(f"cannot listen for HTTP on {cfg.metrics_address}: {exc.strerror}") from exc
+    cockpit.start()
+    return metrics.api, cockpit
+
+
 def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
     from mqctl.controller import datadir, records
@@ -104,6 +127,11 @@ def run(cfg: ServeConfig) -> int:
         node.start()
     except OSError as exc:
         raise UsageError(str(exc)) from exc
+    try:
+        api, cockpit = _start_cockpit(cfg, node)
+    except Exception:
+        node.stop()
+        raise
     tls = None
     if cfg.tls_cert:
         tls = TlsConfig(cert_file=cfg.tls_cert, key_file=cfg.tls_key, client_ca_file=cfg.tls_ca or None)
@@ -118,8 +146,10 @@ def run(cfg: ServeConfig) -> int:
             max_stalled=cfg.grpc_max_stalled, stalled_per_connection=cfg.grpc_max_stalled_per_connection,
             stalled_per_address=cfg.grpc_max_stalled_per_address,
         )
-        server = build_server(node, cfg.listen, token=cfg.token or None, tls=tls, limits=limits)
+        server = build_server(api, cfg.listen, token=cfg.token or None, tls=tls, limits=limits)
     except Exception:
+        if cockpit is not None:
+            cockpit.stop()
         node.stop()
         raise
     remoting = None
@@ -128,7 +158,7 @@ def run(cfg: ServeConfig) -> int:
 
         try:
             remoting = start_remoting_server(
-                node, cfg.remoting_listen(), token=cfg.token or None,
+                api, cfg.remoting_listen(), token=cfg.token or None,
                 max_connections=cfg.remoting_max_connections,
                 max_connections_per_address=cfg.remoting_max_connections_per_address,
                 max_in_flight=cfg.remoting_max_in_flight, idle_timeout=cfg.remoting_idle_timeout / 1000,
@@ -136,6 +166,8 @@ def run(cfg: ServeConfig) -> int:
             )
         except Exception:
             server.stop(None)
+            if cockpit is not None:
+                cockpit.stop()
             node.stop()
             raise
 
@@ -150,6 +182,10 @@ def run(cfg: ServeConfig) -> int:
     peers = ",".join(settings.partners) or "none (single node)"
     raft = cfg.raft if not cfg.raft_bind else f"{cfg.raft} (listening on {cfg.raft_bind})"
     log.info("serving gRPC on %s, Raft on %s, peers %s, group %s", cfg.listen, raft, peers, cfg.group)
+    if cockpit is not None:
+        scheme = "https" if cfg.tls_cert else "http"
+        print(f"mqctl controller: metrics, health and status page on {scheme}://{cfg.metrics_address}/",
+              file=sys.stderr, flush=True)
     print(f"mqctl controller: gRPC {cfg.listen} Raft {raft} peers {peers}", file=sys.stderr, flush=True)
     versions = " ".join(f"{name}/v{v}" for name, v in records.record_versions().items())
     print(f"mqctl controller: speaks feature levels 1..{records.MAX_FEATURE_LEVEL}, records {versions}",
@@ -168,6 +204,8 @@ def run(cfg: ServeConfig) -> int:
             code = node.fatal_exit_code
             break
     server.mqctl_health.enter_graceful_shutdown()  # health says NOT_SERVING first
+    if cockpit is not None:
+        cockpit.stop()
     if remoting is not None:
         remoting.stop()
     server.stop(grace=1.0).wait(2.0)

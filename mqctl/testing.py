@@ -337,11 +337,13 @@ TEST_CLUSTER = "cluster-a"
 
 
 class Beater:
-    """Sends heartbeats for some brokers every `period` seconds, as a live broker would."""
+    """Sends heartbeats for some brokers every `period` seconds, as a live broker would, each with a
+    lease of `lease_ms` (a longer one keeps a test's brokers alive when a loaded machine delays beats)."""
 
     def __init__(self, client: ControllerClient, period: float = 0.2,
-                 cluster_name: str = TEST_CLUSTER) -> None:
+                 cluster_name: str = TEST_CLUSTER, lease_ms: int = 1500) -> None:
         self.client = client
+        self.lease_ms = lease_ms
         self.cluster_name = cluster_name
         self.period = period
         self.brokers: dict[tuple[str, int], dict] = {}
@@ -367,7 +369,7 @@ class Beater:
         address = f.pop("address")
         try:
             self.client.heartbeat(self.cluster_name, address, broker_name, broker_id,
-                                  heartbeat_timeout_mills=1500, **f)
+                                  heartbeat_timeout_mills=self.lease_ms, **f)
         except Exception:
             pass  # a controller failover in progress; the next beat retries
 

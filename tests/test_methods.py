@@ -121,7 +121,8 @@ def test_the_node_sets_are_the_table_s() -> None:
     }
     assert methods.FRESH_READ_METHODS == {"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData"}
     assert methods.LOCAL_READ_METHODS == {"GetConfig", "GetHistory"}
-    assert methods.NODE_METHODS == {"GetMetadata", "Heartbeat", "WatchRoleChanges", "ChangeQuorum"}
+    assert methods.NODE_METHODS == {"GetMetadata", "Heartbeat", "WatchRoleChanges", "ChangeQuorum",
+                                    "GetSnapshot"}
     assert methods.names(Kind.WRITE) == methods.WRITE_METHODS
     assert methods.names(entry=Entry.METADATA) == {"GetMetadata"}
     assert methods.names(streaming=True) == {"WatchRoleChanges"}
@@ -148,6 +149,7 @@ def test_transports_and_clients_derive_from_the_table() -> None:
     assert api.RETRY_ANY == methods.RETRY_ANY == {
         "GetMetadata", "GetNextBrokerId", "Heartbeat", "GetReplicaInfo", "GetSyncStateData", "GetConfig",
         "GetHistory", "ApplyBrokerId", "RegisterBroker",  # idempotent writes (issue 17)
+        "GetSnapshot",
     }
 
 

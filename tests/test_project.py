@@ -59,11 +59,12 @@ def test_mypy_strict_on_the_stores_the_api_and_the_cli() -> None:
 
 
 def test_mypy_strict_on_the_controller() -> None:
-    """The controller, its records, the method table, the Raft layer and the serve process are typed
-    (`mypy --strict`)."""
+    """The controller, its records, the method table, the Raft layer and the serve process with its
+    metrics and HTTP listener are typed (`mypy --strict`)."""
     pytest.importorskip("mypy")
     proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                           "mqctl/controller", "mqctl/methods.py", "mqctl/raft", "mqctl/serve.py"],
+                           "mqctl/controller", "mqctl/methods.py", "mqctl/raft", "mqctl/serve.py",
+                           "mqctl/metrics.py", "mqctl/cockpit.py"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

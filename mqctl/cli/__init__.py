@@ -56,6 +56,8 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "upgrade": ("upgrade_cmd",),
     "completion": ("completion_cmd",),
     **{name: ("decisions_cmd",) for name in ("history", "failover", "switchover", "rebalance")},
+    "health": ("health_cmd",),
+    "snapshot": ("snapshot_cmd",),
 }
 
 

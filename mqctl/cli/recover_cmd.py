@@ -14,7 +14,8 @@ from mqctl.cli import sub_app
 from mqctl.cli.common import confirm, console, echo_doc, human_size, output_option
 from mqctl.cli.render import Output
 
-recover_app = sub_app("recover", "Inspect broker store directories and plan a manual recovery.")
+recover_app = sub_app("recover", "Inspect broker store directories, plan a manual recovery, reseed a lost "
+                      "controller.")
 
 
 
@@ -253,3 +254,75 @@ def truncate_cmd(
         typer.echo(f"confirmPhyOffset: {plan.confirm_before} -> {plan.confirm_after}")
     if doc["backupDir"]:
         typer.echo(f"backup: {doc['backupDir']}")
+
+
+@recover_app.command("reseed")
+def reseed_cmd(
+    stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="a broker's store root directory "
+                                     "(storePathRootDir); repeat it for every replica there is"),
+    data_dir: str = typer.Option(..., "--data-dir", metavar="DIR", help="the new controller node's data "
+                                 "directory (an existing one is moved to DIR.backup-TIME)"),
+    raft: str = typer.Option("127.0.0.1:9880", "--raft", help="the new node's Raft HOST:PORT (its --raft)"),
+    peers: str | None = typer.Option(None, "--peers", help="the other new nodes' Raft HOST:PORT,...; reseed "
+                                     "each of them from the same stores with the same --group-id"),
+    group_id: str | None = typer.Option(None, "--group-id", help="the new controller group's id (default: "
+                                        "a new one, printed; give it to the other nodes)"),
+    group: str = typer.Option("mqctl", "--group", help="the controller group name `mqctl serve --group` will "
+                              "use"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan, write nothing."),
+    output: Output = output_option(),
+) -> None:
+    """Rebuild a lost controller's state from the brokers' store directories: broker sets, ids,
+    masterEpoch from the epoch files, the freshest replicas as master candidates. Shows the plan,
+    then seeds DIR; `mqctl serve --data-dir DIR` starts from it and elects when the brokers return."""
+    import uuid
+
+    from mqctl.address import parse_address
+    from mqctl.controller import snapshot
+    from mqctl.errors import UsageError
+    from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
+    from mqctl.recover.reseed import reseed_plan
+
+    parse_address(raft, "--raft address")
+    others = [p.strip() for p in (peers or "").replace(";", ",").split(",") if p.strip()]
+    for peer in others:
+        parse_address(peer, "--peers entry")
+    results = inspect_stores(stores)
+    problem = failures_error(results)
+    if problem is not None:
+        raise problem
+    gid = group_id or uuid.uuid4().hex
+    plan = reseed_plan([r for r in results if isinstance(r, StoreReport)], gid, group)
+    if plan["conflicts"]:
+        raise UsageError("; ".join(plan["conflicts"]) + "; nothing was written")
+    if not plan["brokerSets"]:
+        raise UsageError("no store names a broker set (brokerIdentity); nothing was written")
+    seed = {"state": plan.pop("state"), "groupId": gid, "appliedIndex": 2, "featureLevel": 1}
+    target = snapshot.restore_plan(seed, data_dir, raft, others, gid)
+    if not dry_run:
+        snapshot.restore(target)
+    doc = {**{k: v for k, v in target.items() if k != "file"}, "dryRun": dry_run, **plan}
+    if output is not Output.table:
+        echo_doc(output, doc)
+        return
+    from rich.table import Table
+
+    con = console()
+    for s in plan["brokerSets"]:
+        t = Table(title=f"{s['clusterName']}/{s['brokerName']}: masterEpoch {s['masterEpoch']}, master "
+                        f"candidates {', '.join(map(str, s['masterCandidates']))}")
+        for col in ("brokerId", "store", "state", "lastEpoch", "maxOffset", "candidate"):
+            t.add_column(col, justify="left" if col in ("store", "state", "candidate") else "right")
+        for r in s["replicas"]:
+            t.add_row(str(r["brokerId"]), r["store"], r["state"], str(r["lastEpoch"]), str(r["maxOffset"]),
+                      "yes" if r["candidate"] else "")
+        con.print(t)
+    for u in plan["unmatched"]:
+        con.print(f"skipped: {u['store']} ({u['state']}): {u['reason']}", markup=False)
+    verb = "would seed" if dry_run else "seeded"
+    con.print(f"{verb} {data_dir}: {len(plan['brokerSets'])} broker set(s), group id {gid}, members "
+              f"{', '.join(target['members'])}", markup=False)
+    if target["backup"]:
+        moved = "would move" if dry_run else "moved"
+        con.print(f"the old directory {moved} to {target['backup']}", markup=False)
+    con.print(f"start it with: {target['start']}", markup=False)

@@ -399,3 +399,46 @@ def rebalance_table(doc: Doc) -> Any:
                       "yellow" if m["action"] == "skip" else "")
         t.add_row(m["brokerName"], _v(m["masterBrokerId"]), _v(m["preferredBrokerId"]), action, m["reason"])
     return Group(t, Text(doc["message"]))
+_VERDICT_STYLE = {"OK": "bold green", "WARN": "bold yellow", "CRIT": "bold red"}
+
+
+def health_table(doc: Doc) -> Any:
+    """`mqctl health`: the worst verdict in one line first, then one row per check (and the doctor's)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    verdict, rest = doc["summary"].split(": ", 1)
+    head = Text()
+    head.append(verdict, style=_VERDICT_STYLE[verdict])
+    head.append(f": {rest}")
+    checks = _table("CHECK", "VERDICT", "MASTER", "MASTER EPOCH", "SYNC STATE SET", "ALIVE", "REASONS")
+    for c in doc["checks"]:
+        if c["kind"] == "controller":
+            master, epoch, sss, alive = f"leader {_v(c['leader'])}", f"term {_v(c['term'])}", "", ""
+        else:
+            master, epoch = _v(c["masterBrokerId"]), _v(c["masterEpoch"])
+            sss = ",".join(map(str, c["syncStateSet"])) or "-"
+            alive = f"{c['replicasAlive']}/{c['replicas']}"
+        checks.add_row(c["name"], Text(c["verdict"], style=_VERDICT_STYLE[c["verdict"]]), master, epoch, sss,
+                       alive, "\n".join(r.split(": ", 1)[1] for r in c["reasons"]))
+    parts: list[Any] = [head, checks]
+    if "replicas" in doc:
+        rep = _table("SET", "ID", "ADDRESS", "CONTROLLER SAYS", "MASTER EPOCH", "ALIVE",
+                     "HEARTBEAT AGE", "REPORTED EPOCH", "REPORTED MAX OFFSET", "LAG",
+                     title="controller vs heartbeats")
+        for r in doc["replicas"]:
+            role = r["controllerRole"] + (", in SyncStateSet" if r["inSyncStateSet"] else "")
+            age = None if r["heartbeatAgeMs"] is None else f"{r['heartbeatAgeMs'] / 1000:.1f} s"
+            rep.add_row(r["brokerName"], str(r["brokerId"]), r["brokerAddress"], role, str(r["masterEpoch"]),
+                        _yes_no(r["alive"]), _v(age), _v(r["reportedEpoch"]), _v(r["reportedMaxOffset"]),
+                        _v(r["lagBytes"]))
+        parts.append(rep)
+    if "findings" in doc:
+        if not doc["findings"]:
+            parts.append(Text("doctor: nothing found"))
+        for f in doc["findings"]:
+            line = Text()
+            line.append(f["verdict"], style=_VERDICT_STYLE[f["verdict"]])
+            line.append(f" {f['brokerName']}: {f['finding']}\n  fix: {f['fix']}")
+            parts.append(line)
+    return Group(*parts)

@@ -48,6 +48,9 @@ def serve(
     advertise_remoting: str = typer.Option(None, "--advertise-remoting", help="remoting HOST:PORT "
                                            "published to brokers and other nodes [default: the "
                                            "--advertise host, the --remoting-port]"),
+    metrics_address: str = typer.Option(None, "--metrics-address", help="serve Prometheus /metrics, "
+                                        "/health, /ready and a status page over HTTP (HTTPS with "
+                                        "--tls-cert) on HOST:PORT [default: off]"),
     # per-peer limits of the listeners (docs/serve.md#limits)
     grpc_max_message_size: int = typer.Option(None, "--grpc-max-message-size", help="largest gRPC "
                                               "request message, bytes [default: 1048576]"),
@@ -115,6 +118,7 @@ def serve(
                  scan_interval=scan_interval, enable_elect_unclean_master=enable_elect_unclean_master,
                  log_level=log_level, log_format=log_format, remoting_port=remoting_port,
                  advertise_remoting=advertise_remoting, remoting_tls_mode=remoting_tls_mode,
+                 metrics_address=metrics_address,
                  grpc_max_message_size=grpc_max_message_size, grpc_max_streams=grpc_max_streams,
                  grpc_max_connections=grpc_max_connections, grpc_max_watches=grpc_max_watches,
                  grpc_max_watches_per_connection=grpc_max_watches_per_connection,

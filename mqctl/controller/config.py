@@ -58,6 +58,8 @@ class ServeConfig:
     remoting_idle_timeout: int = 120_000   # ms of silence, then the connection is closed
     # with tls_cert: RocketMQ's tls.server.mode of the remoting port (enforcing, permissive, disabled)
     remoting_tls_mode: str = "enforcing"
+    # HTTP /metrics, /health, /ready and the status page (docs/serve.md#metrics-and-health-over-http)
+    metrics_address: str = ""           # HOST:PORT; "" = off
 
     def advertise_address(self) -> str:
         return self.advertise or self.listen
@@ -188,6 +190,8 @@ def validate(cfg: ServeConfig) -> None:
                              "clients can dial")
         if not cfg.remoting_port:
             raise UsageError("--advertise-remoting needs --remoting-port (remoting is off)")
+    if cfg.metrics_address:
+        parse_address(cfg.metrics_address, "--metrics-address")
     for peer in cfg.peer_list():
         parse_address(peer, "--peers entry")
     if cfg.raft in cfg.peer_list():

@@ -257,6 +257,8 @@ class ControllerNode:
             return self._heartbeat(request)
         if method == "ChangeQuorum":
             return self._change_quorum(request, timeout)
+        if method == "GetSnapshot":
+            return self._snapshot(timeout)
         if method in methods.LOCAL_READ_METHODS:
             return self._local(method, request)
         if method not in methods.WRITE_METHODS and method not in methods.FRESH_READ_METHODS:
@@ -366,6 +368,36 @@ class ControllerNode:
         answer.update(leader_id=self.leader_raft_address(), leader_address=self.leader_grpc_address(),
                       members=members)
         return answer
+
+    def sync_state_data(self) -> dict[str, Any]:
+        """GetSyncStateData of every broker set as this node sees it, without a barrier: for the
+        metrics and status page of `mqctl serve --metrics-address`, which must not wait on Raft."""
+        with self._lock:
+            ctx = self.heartbeats.context(now_ms())
+        with self.sync.state_lock:
+            table = core.handle(self.state, "GetSyncStateData", {}, ctx).response
+            lease = self.state.config.get("heartbeatTimeoutMillis", self.settings.heartbeat_timeout_ms)
+        return {"replicas_info_table": table.get("replicas_info_table", {}), "lease_ms": int(lease)}
+
+    def _snapshot(self, timeout: float) -> dict[str, Any]:
+        """GetSnapshot: the leader's state after a read barrier, with the index it was applied at."""
+        import json
+
+        if not self.is_leader():
+            return self._not_leader()
+        try:
+            self.sync.barrier(sync=True, timeout=timeout)
+        except Exception:
+            return {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),
+                    "remark": "timed out waiting for the read barrier to commit"}
+        term = int(self.sync._getTerm())
+        with self.sync.state_lock:
+            state, index = self.state.to_dict(), self.sync.applied_index
+            state_hash, level = self._state_hash(), self.state.feature_level
+        return {"code": 0, "remark": "", "state_json": json.dumps(state, sort_keys=True),
+                "applied_index": index, "term": term, "group": self.settings.group,
+                "group_id": str(state.get("meta", {}).get(META_GROUP_ID, "")), "state_hash": state_hash,
+                "feature_level": level, "record_versions": records.record_versions()}
 
     def _state_hash(self) -> str:
         """Computed once per applied entry, not on every GetMetadata (callers poll it)."""

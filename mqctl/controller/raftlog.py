@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -70,6 +71,11 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         self.state_version = 0
         self._initial_config = dict(initial_config)
         self._on_apply = on_apply
+        # mqctl serve --metrics-address: told each entry's apply time, in seconds (None: no metrics)
+        self.apply_observer: Callable[[float], None] | None = None
+        # the Raft index of the last entry applied to `state` (read with it under `state_lock`:
+        # pysyncobj counts an entry as applied only after `execute` returns)
+        self.applied_index = 0
         if getattr(conf, "journalFactory", None) is None:  # not made by make_conf
             conf.journalFactory = JournalFactory(Storage.from_env())
         self._journal_factory: JournalFactory = conf.journalFactory
@@ -93,6 +99,7 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         the state halts this node: it applies nothing more and `mqctl serve` exits (code 4)."""
         if self.halted:
             return {"code": int(Code.SYSTEM_ERROR), "remark": f"this controller node stopped: {self.halted}"}
+        started = time.perf_counter()
         with self.state_lock:
             try:
                 records, answer = self._decide_entry(entry_json)
@@ -103,7 +110,10 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
                 self.halted = f"cannot apply a Raft log entry: {exc}"
                 log.error("%s; this node stops applying (the entry: %.300s)", self.halted, entry_json)
                 return {"code": int(Code.SYSTEM_ERROR), "remark": self.halted}
+            self.applied_index = int(self.raftLastApplied) + 1
             self._after_apply(records)
+        if self.apply_observer is not None:
+            self.apply_observer(time.perf_counter() - started)
         return answer
 
     def _decide_entry(self, entry_json: str) -> tuple[list[Record], dict[str, Any]]:
@@ -167,10 +177,11 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         except core.SnapshotVersionError as exc:
             self.halted = f"{filename}: {exc}"
             raise
+        raft = doc["raft"]
         with self.state_lock:
             self.state = state
             self.state_version += 1
-        raft = doc["raft"]
+            self.applied_index = int(raft["lastEntry"][1])
         cluster = {TCPNode(addr) for addr in raft["cluster"]}
         return (_decode_entry(raft["lastEntry"]), _decode_entry(raft["prevEntry"]), cluster)
 

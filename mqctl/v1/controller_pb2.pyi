@@ -758,3 +758,40 @@ class RebalanceResponse(_message.Message):
     moves: _containers.RepeatedCompositeFieldContainer[RebalanceMove]
     dry_run: bool
     def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., moves: _Optional[_Iterable[_Union[RebalanceMove, _Mapping]]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class GetSnapshotRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetSnapshotResponse(_message.Message):
+    __slots__ = ("code", "remark", "leader_address", "state_json", "applied_index", "term", "group", "group_id", "state_hash", "feature_level", "record_versions")
+    class RecordVersionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REMARK_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_HASH_FIELD_NUMBER: _ClassVar[int]
+    FEATURE_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    RECORD_VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    remark: str
+    leader_address: str
+    state_json: str
+    applied_index: int
+    term: int
+    group: str
+    group_id: str
+    state_hash: str
+    feature_level: int
+    record_versions: _containers.ScalarMap[str, int]
+    def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ..., state_json: _Optional[str] = ..., applied_index: _Optional[int] = ..., term: _Optional[int] = ..., group: _Optional[str] = ..., group_id: _Optional[str] = ..., state_hash: _Optional[str] = ..., feature_level: _Optional[int] = ..., record_versions: _Optional[_Mapping[str, int]] = ...) -> None: ...

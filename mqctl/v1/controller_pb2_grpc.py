@@ -124,6 +124,11 @@ class ControllerStub:
                 request_serializer=mqctl_dot_v1_dot_controller__pb2.RebalanceRequest.SerializeToString,
                 response_deserializer=mqctl_dot_v1_dot_controller__pb2.RebalanceResponse.FromString,
                 _registered_method=True)
+        self.GetSnapshot = channel.unary_unary(
+                '/mqctl.v1.Controller/GetSnapshot',
+                request_serializer=mqctl_dot_v1_dot_controller__pb2.GetSnapshotRequest.SerializeToString,
+                response_deserializer=mqctl_dot_v1_dot_controller__pb2.GetSnapshotResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -245,6 +250,14 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSnapshot(self, request, context):
+        """mqctl extension: the replicated controller state at one applied index, for
+        `mqctl snapshot save` (admin; a read like GetSyncStateData, no token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -337,6 +350,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.Rebalance,
                     request_deserializer=mqctl_dot_v1_dot_controller__pb2.RebalanceRequest.FromString,
                     response_serializer=mqctl_dot_v1_dot_controller__pb2.RebalanceResponse.SerializeToString,
+            ),
+            'GetSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSnapshot,
+                    request_deserializer=mqctl_dot_v1_dot_controller__pb2.GetSnapshotRequest.FromString,
+                    response_serializer=mqctl_dot_v1_dot_controller__pb2.GetSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -825,6 +843,33 @@ class Controller:
             '/mqctl.v1.Controller/Rebalance',
             mqctl_dot_v1_dot_controller__pb2.RebalanceRequest.SerializeToString,
             mqctl_dot_v1_dot_controller__pb2.RebalanceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mqctl.v1.Controller/GetSnapshot',
+            mqctl_dot_v1_dot_controller__pb2.GetSnapshotRequest.SerializeToString,
+            mqctl_dot_v1_dot_controller__pb2.GetSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,
