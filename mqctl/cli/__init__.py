@@ -54,6 +54,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "recover": ("recover_cmd", "pipeline_cmd"),
     "analyze": ("pipeline_cmd",),
     "upgrade": ("upgrade_cmd",),
+    "metadata": ("metadata_cmd",),
     "completion": ("completion_cmd",),
 }
 

@@ -76,14 +76,26 @@ def inspect_cmd(
 
 @recover_app.command("compare")
 def compare_cmd(
-    store_a: str = typer.Argument(..., metavar="STORE_A"),
-    store_b: str = typer.Argument(..., metavar="STORE_B"),
+    stores: list[str] = typer.Argument(..., metavar="STORE...",
+                                       help="Two store roots; with --metadata two or more."),
+    metadata: bool = typer.Option(False, "--metadata",
+                                  help="Compare topics, subscription groups, consumer and delay offsets (the "
+                                       "config/ files) within each broker set; exit 7 if they differ."),
     output: Output = output_option(),
 ) -> None:
-    """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain."""
+    """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain; with
+    --metadata, what each replica has that another lacks."""
+    from mqctl.errors import UsageError
+
+    if metadata:
+        _compare_metadata(stores, output)
+        return
+    if len(stores) != 2:
+        raise UsageError(f"recover compare takes two stores, got {len(stores)} (--metadata compares more)")
     from mqctl.recover.compare import Comparison, compare_reports
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
 
+    store_a, store_b = stores
     results = inspect_stores([store_a, store_b])
     problem = failures_error(results)
     a, b = results
@@ -130,6 +142,25 @@ def compare_cmd(
     con.print(f"consistent point: {doc['consistentPoint']}")
     for w in doc["warnings"]:
         con.print(f"[bold red]WARNING: {w}[/bold red]")
+
+
+def _compare_metadata(stores: list[str], output: Output) -> None:
+    from mqctl.cli.metadata_cmd import drift_verdict, print_drift
+    from mqctl.errors import UsageError
+    from mqctl.recover.metadata import compare, group_by_set, load_store
+
+    if len(stores) < 2:
+        raise UsageError("recover compare --metadata takes two or more stores")
+    sets = group_by_set(load_store(s) for s in stores)
+    per_set = [compare(rs) for rs in sets.values()]
+    doc: dict[str, Any] = {"brokerSets": per_set, "differs": any(s["differs"] for s in per_set)}
+    problem = drift_verdict(doc)
+    if output is not Output.table:
+        echo_doc(output, doc, error=problem)
+    else:
+        print_drift(doc)
+    if problem is not None:
+        raise problem
 
 
 @recover_app.command("plan")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -144,7 +144,7 @@ def _long_map(v: Any, where: str, path: str) -> dict[int, int]:
     return out
 
 
-def _extra(d: Mapping[str, Any], known: tuple[str, ...]) -> dict[str, Any]:
+def _extra(d: Mapping[str, Any], known: Collection[str]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k not in known}
 
 
@@ -157,7 +157,7 @@ class DataVersion:
     state_version: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KNOWN = ("counter", "timestamp", "stateVersion")
+    _KNOWN = frozenset(("counter", "timestamp", "stateVersion"))
 
     @classmethod
     def from_json(cls, v: Any, path: str) -> DataVersion:
@@ -201,8 +201,8 @@ class TopicConfig:
     attributes: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KNOWN = ("topicName", "readQueueNums", "writeQueueNums", "perm", "topicFilterType", "topicSysFlag",
-              "order", "attributes")
+    _KNOWN = frozenset(("topicName", "readQueueNums", "writeQueueNums", "perm", "topicFilterType",
+                        "topicSysFlag", "order", "attributes"))
 
     @classmethod
     def from_json(cls, name: str, v: Any, path: str) -> TopicConfig:
@@ -262,10 +262,10 @@ class SubscriptionGroupConfig:
     attributes: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KNOWN = ("groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable",
-              "consumeMessageOrderly", "retryQueueNums", "retryMaxTimes", "brokerId",
-              "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable", "groupSysFlag",
-              "consumeTimeoutMinute", "attributes")
+    _KNOWN = frozenset(("groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable",
+                        "consumeMessageOrderly", "retryQueueNums", "retryMaxTimes", "brokerId",
+                        "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable", "groupSysFlag",
+                        "consumeTimeoutMinute", "attributes"))
 
     @classmethod
     def from_json(cls, name: str, v: Any, path: str) -> SubscriptionGroupConfig:
