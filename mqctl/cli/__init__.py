@@ -55,6 +55,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "analyze": ("pipeline_cmd",),
     "upgrade": ("upgrade_cmd",),
     "metadata": ("metadata_cmd",),
+    "check": ("check_cmd",),
     "completion": ("completion_cmd",),
 }
 
