@@ -214,6 +214,44 @@ def plan_cmd(
         raise problem
 
 
+@recover_app.command("dump")
+def dump_cmd(
+    store: str = typer.Argument(..., metavar="STORE"),
+    start: int | None = typer.Option(None, "--from", metavar="OFFSET",
+                                     help="First record (a record boundary; default: the first)."),
+    to: int | None = typer.Option(None, "--to", metavar="OFFSET",
+                                  help="Stop before the record at or past OFFSET."),
+    max_bytes: int | None = typer.Option(None, "--max-bytes", metavar="N",
+                                         help="Stop after about N bytes of records."),
+    body: bool = typer.Option(False, "--body",
+                              help="Add each message body (UTF-8, undecodable bytes replaced)."),
+    output: Output = output_option(),
+) -> None:
+    """One line per commitlog record: offset, size, topic, queue, times, hosts, CRC, epoch (streams)."""
+    import sys
+    from datetime import UTC, datetime
+
+    from mqctl.cli.common import print_line
+    from mqctl.errors import UsageError
+    from mqctl.recover.dump import dump_records
+
+    if to is not None and max_bytes is not None:
+        raise UsageError("--to and --max-bytes: give one of them")
+    if output is Output.yaml:
+        raise UsageError("recover dump streams one line per record: -o table or -o json (JSON Lines)")
+    for d in dump_records(store, start=start, to=to, max_bytes=max_bytes, body=body):
+        if output is Output.json:
+            print_line(d)
+            continue
+        ts = datetime.fromtimestamp(d["storeTimestamp"] / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+        line = (f"{d['offset']} size={d['size']} topic={d['topic']} queue={d['queueId']} "
+                f"queueOffset={d['queueOffset']} store={ts}Z born={d['bornHost']} stored={d['storeHost']} "
+                f"crc={'ok' if d['crcOk'] else 'BAD'} epoch={'-' if d['epoch'] is None else d['epoch']}")
+        if body:
+            line += f" body={d['body']!r}"
+        sys.stdout.write(line + "\n")
+
+
 @recover_app.command("mark-clean")
 def mark_clean_cmd(
     store: str = typer.Argument(..., metavar="STORE"),
