@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -57,13 +58,14 @@ def generate(store: Path, topics: int, groups: int, offsets: int, lacking: bool)
     (cfg / "consumerOffset.json").write_text("{\n" + DV + '\t"offsetTable":{\n' + ",\n".join(rows) + "\n\t}\n}")
 
 
-def best(fn, repeat: int) -> float:
-    times = []
+def best(fn, repeat: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of the fastest of `repeat` runs: on a loaded machine the CPU time is the figure."""
+    runs = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        runs.append((time.perf_counter() - t0, time.process_time() - c0))
+    return min(runs)
 
 
 def main() -> None:
@@ -91,9 +93,9 @@ def main() -> None:
         reps = [load_store(str(s0)), load_store(str(s1))]
         cmp = best(lambda: compare(reps), a.repeat)
         doc = compare(reps)
-        print(f"baseline json.loads of the same documents: {base:.2f} s")
-        print(f"typed readers (both replicas):             {read:.2f} s = {read / base:.1f}x baseline")
-        print(f"comparison:                                {cmp:.2f} s = {cmp / base:.1f}x baseline")
+        print(f"baseline json.loads of the same documents: {base[0]:.2f} s wall, {base[1]:.2f} s CPU")
+        for what, (w, c) in (("typed readers (both replicas)", read), ("comparison", cmp)):
+            print(f"{what + ':':42} {w:.2f} s wall, {c:.2f} s CPU = {c / base[1]:.1f}x baseline CPU")
         print(f"  differences: {len(doc['topics'])} topics, {len(doc['subscriptionGroups'])} groups, "
               f"{len(doc['consumerOffsets'])} offsets")
         mqctl = str(Path(sys.executable).with_name("mqctl"))
@@ -104,8 +106,9 @@ def main() -> None:
         wall = time.perf_counter() - t0
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = ru.ru_utime + ru.ru_stime - before.ru_utime - before.ru_stime
-        print(f"mqctl recover compare --metadata -o json: {wall:.2f} s wall ({wall / base:.1f}x baseline), "
-              f"{cpu:.2f} s CPU, peak RSS {ru.ru_maxrss / 1024:.0f} MiB, exit {p.returncode}")
+        print(f"mqctl recover compare --metadata -o json: {wall:.2f} s wall, {cpu:.2f} s CPU "
+              f"({cpu / base[1]:.1f}x baseline CPU), peak RSS {ru.ru_maxrss / 1024:.0f} MiB, exit {p.returncode}")
+        print(f"load average during the run: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 def _strict(text: str) -> str:

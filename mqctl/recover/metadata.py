@@ -10,9 +10,9 @@ what to copy from one to another: never removing anything, never moving an offse
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from mqctl.store import metadata as md
 from mqctl.store.identity import BrokerIdentity
@@ -25,15 +25,15 @@ WHAT = ("topics", "groups", "offsets", "delay")
 
 @dataclass
 class ReplicaMetadata:
-    """One replica's metadata: `name` is its store path or broker address; topics and groups as RocketMQ's
-    JSON objects (every field, unknown ones too), offsets "topic@group" -> queueId -> offset, delay
+    """One replica's metadata: `name` is its store path or broker address; topics and groups typed (every
+    field kept, unknown ones too), offsets "topic@group" -> queueId -> offset, delay
     offsets level -> offset; `files` says which file each came from (store) or which request (online)."""
 
     name: str
     broker_set: str | None = None          # "clusterName/brokerName" (brokerIdentity), None if unknown
     broker_id: int | None = None
-    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
-    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    topics: dict[str, md.TopicConfig] = field(default_factory=dict)
+    groups: dict[str, md.SubscriptionGroupConfig] = field(default_factory=dict)
     offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     delay: dict[int, int] = field(default_factory=dict)
     files: dict[str, Any] = field(default_factory=dict)
@@ -67,8 +67,7 @@ def replica_of(store: str, f: StoreFiles) -> ReplicaMetadata:
     return ReplicaMetadata(
         os.fspath(store), f"{ident.cluster_name}/{ident.broker_name}" if ident else None,
         ident.broker_id if ident else None,
-        {k: v.to_json() for k, v in f.topics.topics.items()},
-        {k: v.to_json() for k, v in f.groups.groups.items()},
+        f.topics.topics, f.groups.groups,
         f.offsets.offsets, f.delay.offsets,
         {md.TOPICS: f.topics.source.to_dict(), md.SUBSCRIPTION_GROUPS: f.groups.source.to_dict(),
          md.CONSUMER_OFFSETS: f.offsets.source.to_dict(), md.DELAY_OFFSETS: f.delay.source.to_dict()})
@@ -81,8 +80,13 @@ def group_by_set(replicas: Iterable[ReplicaMetadata]) -> dict[str | None, list[R
     return out
 
 
-def _entries(kind: str, tables: Sequence[tuple[str, dict[str, dict[str, Any]]]]) -> list[dict[str, Any]]:
-    """Per name held by any replica and not the same everywhere: who lacks it, which fields differ."""
+class _Config(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def _entries(kind: str, tables: Sequence[tuple[str, Mapping[str, _Config]]]) -> list[dict[str, Any]]:
+    """Per name held by any replica and not the same everywhere: who lacks it, which fields differ (as
+    RocketMQ's JSON names them)."""
     names: dict[str, None] = {}
     for _, t in tables:
         names.update(dict.fromkeys(t))
@@ -93,9 +97,10 @@ def _entries(kind: str, tables: Sequence[tuple[str, dict[str, dict[str, Any]]]])
         first = have[0][1]
         if not missing and all(v == first for _, v in have[1:]):
             continue
+        docs = [(r, v.to_json()) for r, v in have]
         differs: dict[str, dict[str, Any]] = {}
-        for key in sorted({k for _, v in have for k in v}):
-            vals = {r: v.get(key) for r, v in have}
+        for key in sorted({k for _, v in docs for k in v}):
+            vals = {r: v.get(key) for r, v in docs}
             if len({_hashable(x) for x in vals.values()}) > 1:
                 differs[key] = vals
         out.append({kind: name, "missingFrom": missing, "heldBy": [r for r, _ in have], "differs": differs})
@@ -170,8 +175,8 @@ class SyncPlan:
     """What `metadata sync` puts into the target: added topics and groups, raised (or, with allow_rewind,
     lowered) offsets; `kept` lists what differs but is left as the target has it, with why."""
 
-    topics_added: dict[str, dict[str, Any]] = field(default_factory=dict)
-    groups_added: dict[str, dict[str, Any]] = field(default_factory=dict)
+    topics_added: dict[str, md.TopicConfig] = field(default_factory=dict)
+    groups_added: dict[str, md.SubscriptionGroupConfig] = field(default_factory=dict)
     offsets_set: list[dict[str, Any]] = field(default_factory=list)    # topic, group, queueId, from, to
     delay_set: list[dict[str, Any]] = field(default_factory=list)      # level, from, to
     kept: list[dict[str, Any]] = field(default_factory=list)
@@ -199,10 +204,10 @@ def plan_sync(src: ReplicaMetadata, dst: ReplicaMetadata, what: Sequence[str], *
             elif dst.topics[name] != cfg:
                 p.kept.append({"kind": "topic", "name": name, "why": _OTHER})
     if "groups" in what:
-        for name, cfg in sorted(src.groups.items()):
+        for name, gcfg in sorted(src.groups.items()):
             if name not in dst.groups:
-                p.groups_added[name] = cfg
-            elif dst.groups[name] != cfg:
+                p.groups_added[name] = gcfg
+            elif dst.groups[name] != gcfg:
                 p.kept.append({"kind": "group", "name": name, "why": _OTHER})
     if "offsets" in what:
         for key in sorted(src.offsets):

@@ -25,7 +25,6 @@ __all__ = ["PreparedSync", "prepare_sync", "apply_sync", "default_backup_dir"]
 class PreparedSync:
     src: str
     dst: str
-    src_files: StoreFiles
     dst_files: StoreFiles
     plan: SyncPlan
 
@@ -51,7 +50,7 @@ def prepare_sync(src: str, dst: str, what: Sequence[str], *, allow_rewind: bool 
         raise UsageError(f"{src} is a replica of {srep.broker_set} and {dst} of {drep.broker_set}: "
                          "metadata is copied within one broker set")
     plan = plan_sync(srep, drep, what, allow_rewind=allow_rewind)
-    return PreparedSync(src, dst, sf, df, plan)
+    return PreparedSync(src, dst, df, plan)
 
 
 def default_backup_dir(store: str, now: float | None = None) -> Path:
@@ -62,17 +61,17 @@ def default_backup_dir(store: str, now: float | None = None) -> Path:
 
 def apply_sync(prep: PreparedSync, backup_dir: str | None = None) -> tuple[list[str], str]:
     """Back up, then write the target's changed files; (the files written, the backup directory)."""
-    p, d, s = prep.plan, prep.dst_files, prep.src_files
+    p, d = prep.plan, prep.dst_files
     if is_locked(prep.dst):   # the broker may have started since the plan
         raise UsageError(f"{prep.dst}/lock: held by another process (is the broker running?); stop it first")
     dst = prep.dst
     changes: list[tuple[str, Callable[[], Path]]] = []
     if p.topics_added:
-        topics = {**d.topics.topics, **{n: s.topics.topics[n] for n in p.topics_added}}
+        topics = {**d.topics.topics, **p.topics_added}
         changes.append((md.TOPICS, partial(md.write_topics, dst, replace(
             d.topics, topics=topics, data_version=_next(d.topics.data_version)))))
     if p.groups_added:
-        groups = {**d.groups.groups, **{n: s.groups.groups[n] for n in p.groups_added}}
+        groups = {**d.groups.groups, **p.groups_added}
         changes.append((md.SUBSCRIPTION_GROUPS, partial(md.write_subscription_groups, dst, replace(
             d.groups, groups=groups, data_version=_next(d.groups.data_version)))))
     if p.offsets_set:
