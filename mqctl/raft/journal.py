@@ -155,6 +155,36 @@ def _read_pysyncobj_journal(path: str, data: bytes) -> list[Entry]:
         raise JournalCorruptError(f"{path}: pysyncobj journal is corrupt ({exc}); cannot convert it") from exc
 
 
+def read_entries(path: str) -> tuple[list[tuple[int, int, bytes]], str | None]:
+    """Read only: the intact entries of a journal file as (index, term, command), and what follows them
+    when something does (a torn tail `mqctl serve` would cut, or damage it would refuse); never writes,
+    never converts. JournalCorruptError for a file that is no mqctl journal of this format."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if data.startswith(_PYSYNCOBJ_MAGIC):
+        return [(i, t, c) for c, i, t in _read_pysyncobj_journal(path, data)], "pysyncobj's journal format"
+    if len(data) < HEADER_SIZE or data[:len(MAGIC)] != MAGIC \
+            or zlib.crc32(data[:40]) != _LEN.unpack_from(data, 40)[0]:
+        raise JournalCorruptError(f"{path}: not an mqctl Raft journal (bad header)")
+    version = _LEN.unpack_from(data, len(MAGIC))[0]
+    if version != FORMAT_VERSION:
+        raise JournalCorruptError(f"{path}: journal format {version}, this mqctl reads format "
+                                  f"{FORMAT_VERSION}")
+    out: list[tuple[int, int, bytes]] = []
+    off, view = HEADER_SIZE, memoryview(data)
+    while off < len(data):
+        rec = _parse_at(view, off)
+        if rec is None:
+            return out, (f"{len(data) - off} bytes at offset {off} are no intact record (a torn tail or "
+                         "damage)")
+        out.append(rec[:3])
+        off = rec[3]
+    return out, None
+
+
 class DurableJournal(Journal):  # type: ignore[misc]
     """pysyncobj's Journal on mqctl's file format, with `sync` (see the module docstring)."""
 
