@@ -346,6 +346,13 @@ CONSISTENT: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _norm(key: str, value: str) -> str:
+    """A list of addresses is the same in any order."""
+    if key == "controllerAddr":
+        return ";".join(sorted(a.strip() for a in value.split(";") if a.strip()))
+    return value.strip()
+
+
 def _consistency(brokers: Sequence[ConfigFile]) -> Iterable[Finding]:
     by_set: dict[str, list[ConfigFile]] = {}
     for f in brokers:
@@ -354,7 +361,7 @@ def _consistency(brokers: Sequence[ConfigFile]) -> Iterable[Finding]:
         if len(files) < 2:
             continue
         for key, (sev, default, why) in CONSISTENT.items():
-            vals = {f.name: (f.get(key) or default).strip() for f in files}
+            vals = {f.name: _norm(key, f.get(key) or default) for f in files}
             if len(set(vals.values())) > 1:
                 shown = ", ".join(f"{n}={v}" + ("" if key in files[i].props else " (default)")
                                   for i, (n, v) in enumerate(vals.items()))
