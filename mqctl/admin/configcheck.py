@@ -26,12 +26,15 @@ RULES = ("all-ack", "min-in-sync", "unclean-election", "ignored-role", "controll
 @dataclass(frozen=True)
 class ConfigFile:
     """One configuration: `name` (its path, or `broker 127.0.0.1:10911` when read online), its keys and
-    the line of each key, `kind` broker / controller / unknown, and the text (for version names)."""
+    the line of each key, `kind` broker / controller / unknown, and the text (for version names). The
+    live values of a running broker or controller skip the rules about what is configured but
+    overridden at run time (brokerRole, brokerId: the controller's; controllerStorePath)."""
 
     name: str
     props: dict[str, str]
     lines: dict[str, int] = field(default_factory=dict)
     text: str = ""
+    live: bool = False      # the running values (GET_BROKER_CONFIG, GetControllerConfig), not a file
 
     @property
     def kind(self) -> str:
@@ -196,7 +199,7 @@ def _unclean(controllers: Sequence[ConfigFile]) -> Iterable[Finding]:
 
 def _ignored_role(brokers: Sequence[ConfigFile]) -> Iterable[Finding]:
     for f in brokers:
-        if not f.flag("enableControllerMode", False):
+        if not f.flag("enableControllerMode", False) or f.live:
             continue
         role = (f.get("brokerRole") or "").strip().upper()
         if role in ("SYNC_MASTER", "ASYNC_MASTER"):
@@ -225,7 +228,9 @@ def _controller_addrs(f: ConfigFile) -> set[str]:
 
 
 def _controller_addr(brokers: Sequence[ConfigFile], controllers: Sequence[ConfigFile]) -> Iterable[Finding]:
-    groups = {f.name: _controller_addrs(f) for f in controllers if _controller_addrs(f)}
+    # a live controller's peer keys are its Raft peers (mqctl serve's are not the brokers' remoting
+    # addresses): the group is taken from files only
+    groups = {f.name: _controller_addrs(f) for f in controllers if not f.live and _controller_addrs(f)}
     if len({frozenset(g) for g in groups.values()}) > 1:
         yield Finding(CRIT, "controller-addr", sorted(groups),
                       ["controllerDLegerPeers", "jRaftControllerRPCAddr"],
@@ -298,7 +303,7 @@ def _store_paths(brokers: Sequence[ConfigFile]) -> Iterable[Finding]:
         for key, name in (("storePathEpochFile", "epochFileCheckpoint"), ("storePathBrokerIdentity",
                                                                           "brokerIdentity")):
             v = f.get(key)
-            if v is not None and root and v.rstrip("/") != f"{root}/{name}":
+            if v and root and v.rstrip("/") != f"{root}/{name}":
                 yield Finding(WARN, "store-paths", [f.name], [key],
                               f"{_where(f, key)}: {key}={v}, not {root}/{name}",
                               f"mqctl recover and mqctl upgrade read {name} in the store root "
@@ -311,7 +316,7 @@ def _store_paths(brokers: Sequence[ConfigFile]) -> Iterable[Finding]:
 def _controller_store_path(controllers: Sequence[ConfigFile]) -> Iterable[Finding]:
     for f in controllers:
         dledger = (f.get("controllerType") or "DLedger").lower() == "dledger"
-        if f.get("controllerStorePath") is None and dledger:
+        if f.get("controllerStorePath") is None and dledger and not f.live:
             yield Finding(WARN, "controller-store-path", [f.name], ["controllerStorePath"],
                           f"{f.name}: controllerStorePath not set",
                           "its default moved between releases (5.1.x ~/DledgerController, later "

@@ -145,22 +145,13 @@ def compare_cmd(
 
 
 def _compare_metadata(stores: list[str], output: Output) -> None:
-    from mqctl.cli.metadata_cmd import drift_verdict, print_drift
+    from mqctl.cli.metadata_cmd import emit_drift
     from mqctl.errors import UsageError
     from mqctl.recover.metadata import compare, group_by_set, load_store
 
     if len(stores) < 2:
         raise UsageError("recover compare --metadata takes two or more stores")
-    sets = group_by_set(load_store(s) for s in stores)
-    per_set = [compare(rs) for rs in sets.values()]
-    doc: dict[str, Any] = {"brokerSets": per_set, "differs": any(s["differs"] for s in per_set)}
-    problem = drift_verdict(doc)
-    if output is not Output.table:
-        echo_doc(output, doc, error=problem)
-    else:
-        print_drift(doc)
-    if problem is not None:
-        raise problem
+    emit_drift([compare(rs) for rs in group_by_set(load_store(s) for s in stores).values()], output)
 
 
 @recover_app.command("plan")

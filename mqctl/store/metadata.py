@@ -44,7 +44,8 @@ __all__ = ["TOPICS", "SUBSCRIPTION_GROUPS", "CONSUMER_OFFSETS", "LMQ_CONSUMER_OF
            "MessageRequestModeFile", "TimerCheckpoint", "read_topics", "read_subscription_groups",
            "read_consumer_offsets", "read_lmq_consumer_offsets", "read_delay_offsets", "read_consumer_filter",
            "read_consumer_order_info", "read_topic_queue_mapping", "read_message_request_mode",
-           "read_timer_checkpoint", "write_topics", "write_subscription_groups", "write_consumer_offsets",
+           "read_timer_checkpoint", "decode_topics", "decode_subscription_groups", "decode_consumer_offsets",
+           "decode_delay_offsets", "write_topics", "write_subscription_groups", "write_consumer_offsets",
            "write_delay_offsets"]
 
 TOPICS = "topics.json"
@@ -518,17 +519,24 @@ def _resourced(v: T, s: Source) -> T:
     return cast(T, replace(cast(Any, v), source=s))
 
 
+# the bodies of a broker's GET_ALL_* answers are what the managers persist: decoded the same way
+decode_topics = _decode_json(_parse_topics)
+decode_subscription_groups = _decode_json(_parse_groups)
+decode_consumer_offsets = _decode_json(_parse_offsets)
+decode_delay_offsets = _decode_json(_parse_delay)
+
+
 def read_topics(store: str | Path) -> TopicsFile:
-    return _load(store, TOPICS, _decode_json(_parse_topics), lambda s: TopicsFile(s, {}), _resourced)
+    return _load(store, TOPICS, decode_topics, lambda s: TopicsFile(s, {}), _resourced)
 
 
 def read_subscription_groups(store: str | Path) -> SubscriptionGroupsFile:
-    return _load(store, SUBSCRIPTION_GROUPS, _decode_json(_parse_groups),
+    return _load(store, SUBSCRIPTION_GROUPS, decode_subscription_groups,
                  lambda s: SubscriptionGroupsFile(s, {}), _resourced)
 
 
 def read_consumer_offsets(store: str | Path) -> ConsumerOffsetsFile:
-    return _load(store, CONSUMER_OFFSETS, _decode_json(_parse_offsets), lambda s: ConsumerOffsetsFile(s, {}),
+    return _load(store, CONSUMER_OFFSETS, decode_consumer_offsets, lambda s: ConsumerOffsetsFile(s, {}),
                  _resourced)
 
 
@@ -538,8 +546,7 @@ def read_lmq_consumer_offsets(store: str | Path) -> LmqConsumerOffsetsFile:
 
 
 def read_delay_offsets(store: str | Path) -> DelayOffsetsFile:
-    return _load(store, DELAY_OFFSETS, _decode_json(_parse_delay), lambda s: DelayOffsetsFile(s, {}),
-                 _resourced)
+    return _load(store, DELAY_OFFSETS, decode_delay_offsets, lambda s: DelayOffsetsFile(s, {}), _resourced)
 
 
 def read_consumer_filter(store: str | Path) -> ConsumerFilterFile:

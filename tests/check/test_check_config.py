@@ -95,3 +95,11 @@ def test_properties_as_java_reads_them() -> None:
                                     "g = a\\\\\n")
     assert props == {"a": "1", "b": "2", "c": "3", "d": "xy", "e": "A\tz", "f": "", "g": "a\\"}
     assert lines["d"] == 6 and lines["e"] == 8
+
+
+def test_usage() -> None:
+    code, _, err = run("check", "config")
+    assert (code, err) == (2, "mqctl: error: name the configuration files to check, or --online -n NAMESRV\n")
+    code, _, err = run("check", "config", "--online")
+    assert (code, err) == (2, "mqctl: error: --online needs -n/--namesrvAddr: the name servers that list the "
+                              "brokers\n")
