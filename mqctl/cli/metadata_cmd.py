@@ -111,29 +111,37 @@ def _broker_connect(conn: Conn, brokers: list[str]) -> Any:
 def diff_cmd(
     conn: Conn,
     broker_name: str = typer.Option(None, "-b", "--broker-name", "--brokerName",
-                                    help="broker set name(s), comma separated"),
+                                    help="broker set name(s), comma separated (default: every set)"),
     cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
                                 help="every broker set of this cluster"),
-    namesrv: str = typer.Option(..., "-n", "--namesrvAddr", metavar="ADDRS",
-                                help="name servers that list the brokers (host:port;host:port)"),
+    namesrv: str = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS",
+                                help="take the brokers from these name servers (default: the alive "
+                                     "replicas of each set, from the controller -a)"),
     output: Output = output_option(),
 ) -> None:
     """What each live replica has that another lacks: topics, groups, consumer and delay offsets (exit 7)."""
     from mqctl.admin.brokermeta import fetch_replica
-    from mqctl.cli.admin_cmd import _cluster_info, _one_of
-    from mqctl.errors import NotFoundError, UsageError
+    from mqctl.cli.admin_cmd import _broker_sets, _cluster_info, _one_of
+    from mqctl.errors import NotFoundError
     from mqctl.recover.metadata import compare
 
     _one_of(broker_name, cluster)
-    if not broker_name and not cluster:
-        raise UsageError("give -b/--broker-name or -c/--cluster-name")
-    info = _cluster_info(conn, namesrv)
-    names = [n.strip() for n in broker_name.split(",") if n.strip()] if broker_name else \
-        info.broker_names(cluster)
-    sets = {n: info.replicas(n) for n in names}
+    sets: dict[str, list[tuple[int, str]]]
+    if namesrv:
+        info = _cluster_info(conn, namesrv)
+        names = ([n.strip() for n in broker_name.split(",") if n.strip()] if broker_name else
+                 info.broker_names(cluster) if cluster else sorted(info.broker_addrs))
+        sets = {n: info.replicas(n) for n in names}
+    else:
+        with conn.client() as client:
+            table = _broker_sets(client, broker_name, cluster)
+        sets = {n: sorted((r.broker_id, r.broker_address)
+                          for r in (*i.in_sync_replicas, *i.not_in_sync_replicas) if r.alive)
+                for n, i in sorted(table.items())}
     missing = [n for n, reps in sets.items() if not reps]
-    if missing or not names:
-        raise NotFoundError(f"the name server lists no broker of {', '.join(missing) or cluster}")
+    if missing or not sets:
+        where = "the name server lists" if namesrv else "the controller knows"
+        raise NotFoundError(f"{where} no live broker of {', '.join(missing) or cluster or 'any set'}")
     per_set = []
     with _broker_connect(conn, [a for reps in sets.values() for _, a in reps]) as client:
         for name, reps in sets.items():

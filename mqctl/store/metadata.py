@@ -37,7 +37,7 @@ from mqctl.store._util import read_bytes, store_error, string_to_file
 
 __all__ = ["TOPICS", "SUBSCRIPTION_GROUPS", "CONSUMER_OFFSETS", "LMQ_CONSUMER_OFFSETS", "DELAY_OFFSETS",
            "CONSUMER_FILTER", "CONSUMER_ORDER_INFO", "TOPIC_QUEUE_MAPPING", "MESSAGE_REQUEST_MODE",
-           "TIMER_CHECK", "ALL_FILES", "config_dir", "Source", "DataVersion", "TopicConfig", "TopicsFile",
+           "TIMER_CHECK", "config_dir", "Source", "DataVersion", "TopicConfig", "TopicsFile",
            "SubscriptionGroupConfig", "SubscriptionGroupsFile", "ConsumerOffsetsFile",
            "LmqConsumerOffsetsFile",
            "DelayOffsetsFile", "ConsumerFilterFile", "ConsumerOrderInfoFile", "TopicQueueMappingFile",
@@ -58,8 +58,6 @@ CONSUMER_ORDER_INFO = "consumerOrderInfo.json"
 TOPIC_QUEUE_MAPPING = "topicQueueMapping.json"
 MESSAGE_REQUEST_MODE = "messageRequestMode.json"
 TIMER_CHECK = "timercheck"
-ALL_FILES = (TOPICS, SUBSCRIPTION_GROUPS, CONSUMER_OFFSETS, LMQ_CONSUMER_OFFSETS, DELAY_OFFSETS,
-             CONSUMER_FILTER, CONSUMER_ORDER_INFO, TOPIC_QUEUE_MAPPING, MESSAGE_REQUEST_MODE, TIMER_CHECK)
 
 T = TypeVar("T")
 
@@ -585,13 +583,6 @@ class TimerCheckpoint:
     last_timer_queue_offset: int = 0
     master_timer_queue_offset: int = 0
     data_version: DataVersion = field(default_factory=DataVersion)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"lastReadTimeMs": self.last_read_time_ms,
-                "lastTimerLogFlushPos": self.last_timer_log_flush_pos,
-                "lastTimerQueueOffset": self.last_timer_queue_offset,
-                "masterTimerQueueOffset": self.master_timer_queue_offset,
-                "dataVersion": self.data_version.to_json()}
 
 
 def _decode_timer(data: bytes, path: str) -> TimerCheckpoint:

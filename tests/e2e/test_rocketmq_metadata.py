@@ -147,7 +147,12 @@ def test_diff_of_live_replicas(broker_set: Set) -> None:
     assert {r["replica"] for r in s["replicas"]} == {f"127.0.0.1:{port}" for port in BROKERS.values()}
     assert all(r["topics"] > 0 and r["files"]["topics.json"]["request"] == 21 for r in s["replicas"])
     p = broker_set.mqctl("metadata", "diff", "-b", "broker-x", "-n", NAMESRV)
-    assert p.returncode == 5 and "lists no broker of broker-x" in p.stderr
+    assert p.returncode == 5 and "the name server lists no live broker of broker-x" in p.stderr
+    # the same replicas from the controller (its alive ones) instead of the name server
+    p = broker_set.mqctl("metadata", "diff", "-b", "broker-a", "-a", GRPC, "-o", "json")
+    doc = json.loads(p.stdout)
+    assert p.returncode in (0, 7) and {r["replica"] for r in doc["brokerSets"][0]["replicas"]} == \
+        {f"127.0.0.1:{port}" for port in BROKERS.values()}, p.stdout + p.stderr
 
 
 def test_check_config_online(broker_set: Set) -> None:
