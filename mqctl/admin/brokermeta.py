@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from mqctl.errors import UnreachableError
+from mqctl.errors import ControllerError, UnreachableError
 from mqctl.recover.metadata import ReplicaMetadata, SyncPlan
 from mqctl.store import metadata as md
 
@@ -65,9 +65,9 @@ def _ask(conn: _Connection, address: str, code: int, name: str, timeout: float,
         answer: _Answer = conn.invoke(code, fields, body, timeout=timeout)
     except (RemotingError, OSError) as exc:
         raise UnreachableError(f"broker {address}: {name}: {exc}") from None
-    if answer.code != 0:
-        raise UnreachableError(f"broker {address}: {name} ({code}) refused: code {answer.code}: "
-                               f"{answer.remark or ''}")
+    if answer.code != 0:   # refused: exit 3, as a controller's refusal
+        raise ControllerError(answer.code, f"broker {address} refused {name} (request {code}): "
+                                           f"{answer.remark or ''}")
     return answer.body or b""
 
 
@@ -107,7 +107,7 @@ def _topic_header(t: md.TopicConfig) -> dict[str, str]:
 def push_plan(connect: Connect, address: str, plan: SyncPlan, *, timeout: float = 5.0) -> list[str]:
     """Send what `plan` adds and sets to the broker at `address`, in order: topics, groups, offsets (an
     offset of a group the broker does not know yet would be refused). Returns what was done, one line
-    each; stops at the first refusal (UnreachableError naming the request)."""
+    each; stops at the first refusal (ControllerError naming the request)."""
     conn = _open(connect, address)
     done: list[str] = []
     for name, t in sorted(plan.topics_added.items()):

@@ -216,6 +216,14 @@ def test_sync_puts_back_what_the_new_master_lacks(broker_set: Set) -> None:
     assert (persisted.read_queue_nums, persisted.write_queue_nums, persisted.attributes) == \
         (4, 4, {"message.type": "NORMAL"})
     assert md.read_subscription_groups(broker_set.store(new)).groups["refund-service"].retry_max_times == 3
+    # a topic the broker refuses (an attribute RocketMQ does not know): exit 3, the broker's answer named
+    bogus = broker_set.ns.root / "bogus-store"
+    shutil.copytree(store / "config", bogus / "config")
+    t = md.read_topics(bogus)
+    t.topics["Bogus"] = md.TopicConfig("Bogus", 1, 1, 6, attributes={"no.such.attribute": "x"})
+    md.write_topics(bogus, t)
+    p = broker_set.mqctl("metadata", "sync", "--from", str(bogus), "--to", target, "--yes")
+    assert p.returncode == 3 and f"broker {target} refused topic Bogus (request 17)" in p.stderr, p.stderr
     # the old master comes back as a slave and copies them: the live replicas agree
     broker_set.start_broker(old)
     broker_set.ns.wait_log(old, r"boot success", 120)
