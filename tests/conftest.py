@@ -76,3 +76,11 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
                 f"{len(problems)} traceback(s) or logged exception(s) in mqctl serve node logs (a traceback "
                 "in a node's log is a bug; an expected one needs @pytest.mark.node_log_traceback, see "
                 "tests/conftest.py):\n" + "\n".join(str(p) for p in problems), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def rocketmq_config(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """rocketmq_fixtures.ConfigDriver: config/ files written and read by RocketMQ's own managers."""
+    from rocketmq_fixtures import config_driver
+
+    return config_driver(tmp_path_factory.mktemp("config-driver"))

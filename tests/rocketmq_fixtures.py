@@ -89,6 +89,19 @@ def require_rocketmq() -> None:
     pytest.skip(msg)
 
 
+def require_rocketmq_classes() -> None:
+    """For tests that only run RocketMQ's classes in a short JVM (no broker, no namespace): fail when the
+    classes are missing, skip (loudly) when java or javac is, except in CI ($CI set): fail then."""
+    if not (LIB / "classpath.txt").is_file():
+        pytest.fail(f"RocketMQ's broker classes are missing: {LIB}", pytrace=False)
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            msg = f"!!! the tests with RocketMQ's classes cannot run: {tool} is not on PATH !!!"
+            if os.environ.get("CI"):
+                pytest.fail(msg, pytrace=False)
+            pytest.skip(msg)
+
+
 def compile_java(out: Path, *sources: Path) -> Path:
     """javac the drivers against RocketMQ's classes into `out` (a directory for java -cp)."""
     p = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", str(LIB / "*"), "-d", str(out),
@@ -202,3 +215,32 @@ def broker_args(ns: Namespace, name: str, conf: Path, cp: list[str]) -> list[str
 
 def rocketmq_env(ns: Namespace) -> dict[str, str]:
     return {**os.environ, "ROCKETMQ_HOME": str(ns.root / "home")}
+
+
+class ConfigDriver:
+    """tests/store/RocketmqConfigDriver.java compiled: a broker's config/ files written and read back by
+    RocketMQ's own managers (TopicConfigManager, SubscriptionGroupManager, ConsumerOffsetManager, ...)."""
+
+    def __init__(self, classes: Path) -> None:
+        self.cp = f"{classes}:{LIB / '*'}"
+
+    def _java(self, *args: str, spec: str = "") -> str:
+        p = subprocess.run(["java", *CLIENT_JOPTS, "-cp", self.cp, "RocketmqConfigDriver", *args], input=spec,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return p.stdout
+
+    def write(self, store: Path, spec: str) -> Path:
+        """Apply SPEC (the driver's commands, one a line) to a fresh set of managers; returns store."""
+        out = self._java(str(store), spec=spec)
+        assert out.strip().endswith("ok"), out
+        return store
+
+    def dump(self, store: Path) -> list[str]:
+        """What RocketMQ's managers decode from the store's files, one sorted line an item."""
+        return [ln for ln in self._java(str(store), "dump").splitlines() if ln.strip()]
+
+
+def config_driver(out: Path) -> ConfigDriver:
+    require_rocketmq_classes()
+    return ConfigDriver(compile_java(out, REPO / "tests" / "store" / "RocketmqConfigDriver.java"))

@@ -54,6 +54,8 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "recover": ("recover_cmd", "pipeline_cmd"),
     "analyze": ("pipeline_cmd",),
     "upgrade": ("upgrade_cmd",),
+    "metadata": ("metadata_cmd",),
+    "check": ("check_cmd",),
     "completion": ("completion_cmd",),
     **{name: ("decisions_cmd",) for name in ("history", "failover", "switchover", "rebalance")},
     "health": ("health_cmd",),

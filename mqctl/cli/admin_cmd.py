@@ -673,6 +673,75 @@ def quorum_feature_level(
     _quorum_change("feature-level", None, conn, output, no_color, feature_level=level)
 
 
+@quorum_app.command("dump")
+def quorum_dump(
+    data_dir: str = typer.Argument(..., metavar="DATA_DIR", help="a controller node's --data-dir"),
+    force: bool = typer.Option(False, "--force", help="Read it even while a node runs on it (LOCK held)."),
+    output: Output = output_option(),
+) -> None:
+    """A stopped node's Raft journal (each entry's index, term, records) and snapshot, read only."""
+    from mqctl.cli.common import console, echo_doc
+    from mqctl.controller.dump import dump_data_dir
+
+    doc = dump_data_dir(data_dir, force=force)
+    if output is not Output.table:
+        echo_doc(output, doc)
+        return
+    _print_quorum_dump(doc, console())
+
+
+def _print_quorum_dump(doc: dict[str, Any], con: Any) -> None:
+    import json
+
+    from rich.table import Table
+
+    def compact(v: Any) -> str:
+        return json.dumps(v, separators=(",", ":"), sort_keys=True)
+
+    node, meta, j = doc["node"] or {}, doc.get("meta") or {}, doc["journal"]
+    con.print(f"{doc['dataDir']}: group {node.get('groupId', '-')}, Raft address "
+              f"{node.get('raftAddress', '-')}, term {meta.get('term', '-')}, voted for "
+              f"{meta.get('votedFor') or '-'}"
+              + (" (a node runs on it: read with --force)" if doc["running"] else ""), markup=False,
+              soft_wrap=True)
+    t = Table(title=f"journal {j['file'] or '(none)'}: {len(j['entries'])} entries")
+    for col in ("index", "term", "entry", "record", "v", "fields"):
+        t.add_column(col, justify="right" if col in ("index", "term", "v") else "left", overflow="fold")
+    for e in j["entries"]:
+        what = e["kind"]
+        if "error" in e:
+            t.add_row(str(e["index"]), str(e["term"]), what, "-", "-", f"[red]{e['error']}[/]")
+        elif what == "write":
+            for i, r in enumerate(e["records"]):
+                fields = {k: v for k, v in r.items() if k not in ("type", "v")}
+                t.add_row(str(e["index"]) if i == 0 else "", str(e["term"]) if i == 0 else "", what if i == 0
+                          else "", r.get("type", "?"), str(r.get("v", "")), compact(fields))
+        else:
+            extra = {k: v for k, v in e.items() if k not in ("index", "term", "kind")}
+            t.add_row(str(e["index"]), str(e["term"]), what, "-", "-", compact(extra) if extra else "")
+    con.print(t)
+    if j["tail"]:
+        con.print(f"journal tail: {j['tail']}", markup=False, soft_wrap=True)
+    snap = doc["snapshot"]
+    if snap is None:
+        con.print("no snapshot")
+        return
+    state = snap["state"]
+    st = Table(title=f"snapshot {snap['file']}: up to index {snap['lastIndex']} (term {snap['lastTerm']}), "
+                     f"cluster {', '.join(snap['cluster'] or [])}")
+    for col in ("broker set", "master", "masterEpoch", "syncStateSet", "syncStateSetEpoch", "brokers"):
+        st.add_column(col, overflow="fold")
+    for name, bs in sorted(state.get("broker_sets", {}).items()):
+        master = bs["master_broker_id"]
+        st.add_row(f"{bs['cluster_name']}/{name}", "-" if master is None else str(master),
+                   str(bs["master_epoch"]), ",".join(map(str, bs["sync_state_set"])),
+                   str(bs["sync_state_set_epoch"]),
+                   " ".join(f"{i}={b['address']}" for i, b in bs["brokers"].items()))
+    con.print(st)
+    con.print(f"brokerEpoch {state.get('broker_epoch')}, feature level {state.get('feature_level', 1)}, "
+              f"config {compact(state.get('config', {}))}", markup=False, soft_wrap=True)
+
+
 # --- electMaster -------------------------------------------------------------------------------
 
 

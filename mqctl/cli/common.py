@@ -77,6 +77,17 @@ def print_document(doc: Any, fmt: str = "json") -> None:
     _printed = True
 
 
+def print_line(doc: Any) -> None:
+    """One compact JSON line of a command that streams (JSON Lines); an error after it goes to stderr only."""
+    global _printed
+    import sys
+
+    from mqctl.admin.output import to_json
+
+    sys.stdout.write(to_json(doc, compact=True) + "\n")
+    _printed = True
+
+
 def echo_doc(output: Any, doc: Any, error: BaseException | None = None) -> None:
     """Print the command's document as ``output`` (Output.json or Output.yaml); ``error``, raised next
     by the caller, goes into it."""

@@ -77,14 +77,26 @@ def inspect_cmd(
 
 @recover_app.command("compare")
 def compare_cmd(
-    store_a: str = typer.Argument(..., metavar="STORE_A"),
-    store_b: str = typer.Argument(..., metavar="STORE_B"),
+    stores: list[str] = typer.Argument(..., metavar="STORE...",
+                                       help="Two store roots; with --metadata two or more."),
+    metadata: bool = typer.Option(False, "--metadata",
+                                  help="Compare topics, subscription groups, consumer and delay offsets (the "
+                                       "config/ files) within each broker set; exit 7 if they differ."),
     output: Output = output_option(),
 ) -> None:
-    """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain."""
+    """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain; with
+    --metadata, what each replica has that another lacks."""
+    from mqctl.errors import UsageError
+
+    if metadata:
+        _compare_metadata(stores, output)
+        return
+    if len(stores) != 2:
+        raise UsageError(f"recover compare takes two stores, got {len(stores)} (--metadata compares more)")
     from mqctl.recover.compare import Comparison, compare_reports
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
 
+    store_a, store_b = stores
     results = inspect_stores([store_a, store_b])
     problem = failures_error(results)
     a, b = results
@@ -131,6 +143,16 @@ def compare_cmd(
     con.print(f"consistent point: {doc['consistentPoint']}")
     for w in doc["warnings"]:
         con.print(f"[bold red]WARNING: {w}[/bold red]")
+
+
+def _compare_metadata(stores: list[str], output: Output) -> None:
+    from mqctl.cli.metadata_cmd import emit_drift
+    from mqctl.errors import UsageError
+    from mqctl.recover.metadata import compare, group_by_set, load_store
+
+    if len(stores) < 2:
+        raise UsageError("recover compare --metadata takes two or more stores")
+    emit_drift([compare(rs) for rs in group_by_set(load_store(s) for s in stores).values()], output)
 
 
 @recover_app.command("plan")
@@ -182,6 +204,44 @@ def plan_cmd(
         con.print(f"inventory written to {db}")
     if problem is not None:
         raise problem
+
+
+@recover_app.command("dump")
+def dump_cmd(
+    store: str = typer.Argument(..., metavar="STORE"),
+    start: int | None = typer.Option(None, "--from", metavar="OFFSET",
+                                     help="First record (a record boundary; default: the first)."),
+    to: int | None = typer.Option(None, "--to", metavar="OFFSET",
+                                  help="Stop before the record at or past OFFSET."),
+    max_bytes: int | None = typer.Option(None, "--max-bytes", metavar="N",
+                                         help="Stop after about N bytes of records."),
+    body: bool = typer.Option(False, "--body",
+                              help="Add each message body (UTF-8, undecodable bytes replaced)."),
+    output: Output = output_option(),
+) -> None:
+    """One line per commitlog record: offset, size, topic, queue, times, hosts, CRC, epoch (streams)."""
+    import sys
+    from datetime import UTC, datetime
+
+    from mqctl.cli.common import print_line
+    from mqctl.errors import UsageError
+    from mqctl.recover.dump import dump_records
+
+    if to is not None and max_bytes is not None:
+        raise UsageError("--to and --max-bytes: give one of them")
+    if output is Output.yaml:
+        raise UsageError("recover dump streams one line per record: -o table or -o json (JSON Lines)")
+    for d in dump_records(store, start=start, to=to, max_bytes=max_bytes, body=body):
+        if output is Output.json:
+            print_line(d)
+            continue
+        ts = datetime.fromtimestamp(d["storeTimestamp"] / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+        line = (f"{d['offset']} size={d['size']} topic={d['topic']} queue={d['queueId']} "
+                f"queueOffset={d['queueOffset']} store={ts}Z born={d['bornHost']} stored={d['storeHost']} "
+                f"crc={'ok' if d['crcOk'] else 'BAD'} epoch={'-' if d['epoch'] is None else d['epoch']}")
+        if body:
+            line += f" body={d['body']!r}"
+        sys.stdout.write(line + "\n")
 
 
 @recover_app.command("mark-clean")

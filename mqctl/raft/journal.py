@@ -155,6 +155,42 @@ def _read_pysyncobj_journal(path: str, data: bytes) -> list[Entry]:
         raise JournalCorruptError(f"{path}: pysyncobj journal is corrupt ({exc}); cannot convert it") from exc
 
 
+def _check_header(data: bytes, path: str) -> None:
+    if len(data) < HEADER_SIZE or data[:len(MAGIC)] != MAGIC:
+        raise JournalCorruptError(f"{path}: not an mqctl Raft journal (bad header); restore "
+                                  "the data directory from a backup or move it away")
+    version = _LEN.unpack_from(data, len(MAGIC))[0]
+    if zlib.crc32(data[:40]) != _LEN.unpack_from(data, 40)[0]:
+        raise JournalCorruptError(f"{path}: the journal header is corrupt (checksum mismatch)")
+    if version != FORMAT_VERSION:
+        raise JournalCorruptError(f"{path}: journal format {version}, this mqctl reads format "
+                                  f"{FORMAT_VERSION}; run a release that reads it")
+
+
+def read_entries(path: str) -> tuple[list[tuple[int, int, bytes]], str | None]:
+    """Read only: the intact entries of a journal file as (index, term, command), and what follows them
+    when something does (a torn tail `mqctl serve` would cut, or damage it would refuse); never writes,
+    never converts. JournalCorruptError for a file that is no mqctl journal of this format."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if data.startswith(_PYSYNCOBJ_MAGIC):
+        return [(i, t, c) for c, i, t in _read_pysyncobj_journal(path, data)], "pysyncobj's journal format"
+    _check_header(data, path)
+    out: list[tuple[int, int, bytes]] = []
+    off, view = HEADER_SIZE, memoryview(data)
+    while off < len(data):
+        rec = _parse_at(view, off)
+        if rec is None:
+            return out, (f"{len(data) - off} bytes at offset {off} are no intact record (a torn tail or "
+                         "damage)")
+        out.append(rec[:3])
+        off = rec[3]
+    return out, None
+
+
 class DurableJournal(Journal):  # type: ignore[misc]
     """pysyncobj's Journal on mqctl's file format, with `sync` (see the module docstring)."""
 
@@ -456,7 +492,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if data is None:
             self.storage.write_atomic(self.path, header())
             data = header()
-        self._check_header(data)
+        _check_header(data, self.path)
         end = self._scan(data)
         self._file = self.storage.open(self.path)
         if end < len(data):
@@ -466,17 +502,6 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._term, self._voted = term, voted
         self._stored_commit = commit
         self._commit = min(commit, self._entries[-1][1]) if self._entries else commit
-
-    def _check_header(self, data: bytes) -> None:
-        if len(data) < HEADER_SIZE or data[:len(MAGIC)] != MAGIC:
-            raise JournalCorruptError(f"{self.path}: not an mqctl Raft journal (bad header); restore "
-                                      "the data directory from a backup or move it away")
-        version = _LEN.unpack_from(data, len(MAGIC))[0]
-        if zlib.crc32(data[:40]) != _LEN.unpack_from(data, 40)[0]:
-            raise JournalCorruptError(f"{self.path}: the journal header is corrupt (checksum mismatch)")
-        if version != FORMAT_VERSION:
-            raise JournalCorruptError(f"{self.path}: journal format {version}, this mqctl reads format "
-                                      f"{FORMAT_VERSION}; run a release that reads it")
 
     def _scan(self, data: bytes) -> int:
         """Read every record; return where the good ones end. Raises on damage in the middle."""

@@ -1,0 +1,140 @@
+"""A live broker's metadata through RocketMQ's broker admin requests (AdminBrokerProcessor), and putting
+back what it lacks: the online side of `mqctl metadata diff` and `mqctl metadata sync`.
+
+Read: GET_ALL_TOPIC_CONFIG (21), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_ALL_CONSUMER_OFFSET (43) and
+GET_ALL_DELAY_OFFSET (45); their bodies are what the managers' encode() writes to config/, so the readers of
+mqctl.store.metadata decode them. Write: UPDATE_AND_CREATE_TOPIC (17, the topic in the header),
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200, SubscriptionGroupConfig as the JSON body) and
+UPDATE_CONSUMER_OFFSET (15). No request sets a delay offset: those are copied offline only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from mqctl.errors import ControllerError, UnreachableError
+from mqctl.recover.metadata import ReplicaMetadata, SyncPlan
+from mqctl.store import metadata as md
+
+__all__ = ["GET_ALL_TOPIC_CONFIG", "GET_ALL_SUBSCRIPTIONGROUP_CONFIG", "GET_ALL_CONSUMER_OFFSET",
+           "GET_ALL_DELAY_OFFSET", "UPDATE_AND_CREATE_TOPIC", "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
+           "UPDATE_CONSUMER_OFFSET", "GET_BROKER_CONFIG", "GET_BROKER_RUNTIME_INFO", "fetch_replica",
+           "push_plan", "fetch_broker_config"]
+
+UPDATE_CONSUMER_OFFSET = 15
+UPDATE_AND_CREATE_TOPIC = 17
+GET_ALL_TOPIC_CONFIG = 21
+GET_BROKER_CONFIG = 26
+GET_BROKER_RUNTIME_INFO = 28
+GET_ALL_CONSUMER_OFFSET = 43
+GET_ALL_DELAY_OFFSET = 45
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP = 200
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
+
+
+class _Answer(Protocol):
+    code: int
+    remark: str | None
+    body: bytes
+
+
+class _Connection(Protocol):
+    def invoke(self, code: int, ext_fields: Any = None, body: bytes = b"", *,
+               timeout: float = 5.0) -> Any: ...
+
+
+Connect = Callable[[str], _Connection]
+
+
+def _open(connect: Connect, address: str) -> _Connection:
+    from mqctl.remoting.client import RemotingError
+
+    try:
+        return connect(address)
+    except (RemotingError, OSError) as exc:
+        raise UnreachableError(f"broker {address}: {exc}") from None
+
+
+def _ask(conn: _Connection, address: str, code: int, name: str, timeout: float,
+         fields: dict[str, str] | None = None, body: bytes = b"") -> bytes:
+    from mqctl.remoting.client import RemotingError
+
+    try:
+        answer: _Answer = conn.invoke(code, fields, body, timeout=timeout)
+    except (RemotingError, OSError) as exc:
+        raise UnreachableError(f"broker {address}: {name}: {exc}") from None
+    if answer.code != 0:   # refused: exit 3, as a controller's refusal
+        raise ControllerError(answer.code, f"broker {address} refused {name} (request {code}): "
+                                           f"{answer.remark or ''}")
+    return answer.body or b""
+
+
+def fetch_replica(connect: Connect, address: str, *, broker_set: str | None = None,
+                  broker_id: int | None = None, timeout: float = 5.0) -> ReplicaMetadata:
+    """What the broker at `address` holds now (its tables in memory, as it would persist them)."""
+    conn = _open(connect, address)
+    got: dict[str, Any] = {}
+    for code, name, decode in ((GET_ALL_TOPIC_CONFIG, md.TOPICS, md.decode_topics),
+                               (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, md.SUBSCRIPTION_GROUPS,
+                                md.decode_subscription_groups),
+                               (GET_ALL_CONSUMER_OFFSET, md.CONSUMER_OFFSETS, md.decode_consumer_offsets),
+                               (GET_ALL_DELAY_OFFSET, md.DELAY_OFFSETS, md.decode_delay_offsets)):
+        body = _ask(conn, address, code, name, timeout)
+        got[name] = decode(body or b"{}", f"broker {address} ({name}, request {code})")
+    return ReplicaMetadata(address, broker_set, broker_id, got[md.TOPICS].topics,
+                           got[md.SUBSCRIPTION_GROUPS].groups, got[md.CONSUMER_OFFSETS].offsets,
+                           got[md.DELAY_OFFSETS].offsets,
+                           {name: {"request": code, "broker": address}
+                            for name, code in ((md.TOPICS, GET_ALL_TOPIC_CONFIG),
+                                               (md.SUBSCRIPTION_GROUPS, GET_ALL_SUBSCRIPTIONGROUP_CONFIG),
+                                               (md.CONSUMER_OFFSETS, GET_ALL_CONSUMER_OFFSET),
+                                               (md.DELAY_OFFSETS, GET_ALL_DELAY_OFFSET))})
+
+
+def _topic_header(t: md.TopicConfig) -> dict[str, str]:
+    """CreateTopicRequestHeader; attributes as AttributeParser.parseToString writes them (+key=value)."""
+    fields = {"topic": t.topic_name, "defaultTopic": "TBW102", "readQueueNums": str(t.read_queue_nums),
+              "writeQueueNums": str(t.write_queue_nums), "perm": str(t.perm),
+              "topicFilterType": t.topic_filter_type, "topicSysFlag": str(t.topic_sys_flag),
+              "order": "true" if t.order else "false"}
+    if t.attributes:
+        fields["attributes"] = ",".join(f"+{k}={v}" for k, v in sorted(t.attributes.items()))
+    return fields
+
+
+def push_plan(connect: Connect, address: str, plan: SyncPlan, *, timeout: float = 5.0) -> list[str]:
+    """Send what `plan` adds and sets to the broker at `address`, in order: topics, groups, offsets (an
+    offset of a group the broker does not know yet would be refused). Returns what was done, one line
+    each; stops at the first refusal (ControllerError naming the request)."""
+    conn = _open(connect, address)
+    done: list[str] = []
+    for name, t in sorted(plan.topics_added.items()):
+        _ask(conn, address, UPDATE_AND_CREATE_TOPIC, f"topic {name}", timeout, _topic_header(t))
+        done.append(f"added topic {name}")
+    for name, g in sorted(plan.groups_added.items()):
+        body = json.dumps(g.to_json(), separators=(",", ":")).encode()
+        _ask(conn, address, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, f"group {name}", timeout, None, body)
+        done.append(f"added group {name}")
+    for o in plan.offsets_set:
+        fields = {"consumerGroup": o["group"], "topic": o["topic"], "queueId": str(o["queueId"]),
+                  "commitOffset": str(o["to"])}
+        _ask(conn, address, UPDATE_CONSUMER_OFFSET, f"offset {o['topic']}@{o['group']} queue {o['queueId']}",
+             timeout, fields)
+        done.append(f"set offset {o['topic']}@{o['group']} queue {o['queueId']}: "
+                    f"{'-' if o['from'] is None else o['from']} -> {o['to']}")
+    return done
+
+
+def fetch_broker_config(connect: Connect, address: str, *, timeout: float = 5.0) -> tuple[str, str]:
+    """(its configuration as `key=value` lines, GET_BROKER_CONFIG; its version, brokerVersionDesc of
+    GET_BROKER_RUNTIME_INFO) of the broker at `address`."""
+    conn = _open(connect, address)
+    text = _ask(conn, address, GET_BROKER_CONFIG, "broker config", timeout).decode("utf-8", "replace")
+    info = _ask(conn, address, GET_BROKER_RUNTIME_INFO, "runtime info", timeout)
+    try:
+        table = json.loads(info.decode("utf-8", "replace")).get("table", {}) if info else {}
+    except ValueError:
+        table = {}
+    return text, str(table.get("brokerVersionDesc", ""))
