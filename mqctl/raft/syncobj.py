@@ -174,12 +174,14 @@ class SyncObj(object):
         self.__transferInProgress = False
         # mqctl: PreVote and CheckQuorum (FORK.md, change 13): the term of this node's pre-vote round
         # (None: none), the peers that granted it, when a leader was last heard from, which peers
-        # speak pre-vote (True) or run plain pysyncobj (False), when messages were last read
+        # speak pre-vote (True) or run plain pysyncobj (False), when messages were last read, and
+        # (on a leader) since when each peer has left its append_entries unanswered (FORK.md, change 15)
         self.__preVoteTerm = None
         self.__preVotes = set()
         self.__lastLeaderContact = 0.0
         self.__peerPreVote = {}
         self.__lastPollTime = monotonicTime()
+        self.__unansweredSince = {}
         # mqctl: the journal comes from conf.journalFactory (mqctl.raft.journal), not createJournal
         self.__raftLog = self.__conf.journalFactory(self.__conf.journalFile)
         if len(self.__raftLog) == 0:
@@ -663,7 +665,9 @@ class SyncObj(object):
             self.__raftLog.onOneSecondTimer()
 
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None:
-            if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone() and \
+            # mqctl: the election timeout counted up to the last time messages were read (FORK.md,
+            # change 15): a node whose own tick was late reads the leader's waiting messages first
+            if self.__raftElectionDeadline < self.__lastPollTime and self.__connectedToAnyone() and \
                     self.__preVoteWon():  # mqctl: PreVote first (FORK.md, change 13)
                 self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
                 try:  # mqctl: the new term and own vote are stored first: no election if they cannot be
@@ -721,12 +725,15 @@ class SyncObj(object):
                 self.__raftLog.setRaftCommitIndex(self.__raftCommitIndex)
 
             self.__leaderCommitIndex = self.__raftCommitIndex
-            # mqctl: CheckQuorum counted up to the last time messages were read, not up to now: after
-            # a stall of this thread the answers waiting in the sockets are not held against the peers
+            # mqctl: CheckQuorum (FORK.md, changes 13 and 15): a peer is silent once it has left an
+            # append_entries unanswered for leaderFallbackTimeout, counted from when this leader sent
+            # it up to the last time this leader read its sockets: neither a stall of this thread
+            # before it sent (a late heartbeat) nor one before it read (answers waiting in the
+            # sockets) is held against the peer
             deadline = self.__lastPollTime - self.__conf.leaderFallbackTimeout
             count = 1
             for node in self.__otherNodes:
-                if self.__lastResponseTime[node] > deadline:
+                if self.__unansweredSince.get(node, deadline + 1) > deadline:
                     count += 1
             if count <= (len(self.__otherNodes) + 1) / 2:
                 self.__setState(_RAFT_STATE.FOLLOWER)
@@ -1209,6 +1216,7 @@ class SyncObj(object):
                         self.__raftMatchIndex[node] = currentNodeIdx
                         self.__raftNextIndex[node] = nextNodeIdx
                 self.__lastResponseTime[node] = monotonicTime()
+                self.__unansweredSince.pop(node, None)  # mqctl: CheckQuorum (FORK.md, change 15)
 
     def __callErrCallback(self, err, callback):
         if callback is None:
@@ -1385,6 +1393,7 @@ class SyncObj(object):
         self.__setState(_RAFT_STATE.LEADER)
 
         self.__lastResponseTime.clear()
+        self.__unansweredSince.clear()  # mqctl: CheckQuorum (FORK.md, change 15)
         for node in self.__otherNodes | self.__readonlyNodes:
             self.__raftNextIndex[node] = self.__getCurrentLogIndex() + 1
             self.__raftMatchIndex[node] = 0
@@ -1525,6 +1534,9 @@ class SyncObj(object):
         batchSizeBytes = self.__conf.appendEntriesBatchSizeBytes
 
         for node in self.__otherNodes | self.__readonlyNodes:
+            # mqctl: CheckQuorum (FORK.md, change 15): the first append_entries a peer leaves
+            # unanswered, also one that cannot be sent (no connection)
+            self.__unansweredSince.setdefault(node, startTime)
             if node not in self.__connectedNodes:
                 self.__serializer.cancelTransmisstion(node)
                 continue
