@@ -565,6 +565,24 @@ class JournalFactory:
 # --- test helpers ---------------------------------------------------------------------------------
 
 
+def read_entries(path: str) -> list[Entry]:
+    """Every entry of a stopped node's journal file, (command, index, term), up to the first record
+    that is not intact, read without changing anything. For tests and debugging: after a clean stop,
+    the nodes' applied histories can be compared (tests/cluster/test_applied_history.py); a running
+    node's file may end in a record still being written."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if len(data) < HEADER_SIZE or not data.startswith(MAGIC):
+        raise JournalCorruptError(f"{path}: not an mqctl Raft journal (bad header)")
+    entries: list[Entry] = []
+    off = HEADER_SIZE
+    while (rec := _parse_at(data, off)) is not None:
+        idx, term, command, off = rec
+        entries.append((command, idx, term))
+    return entries
+
+
+
 def tear_tail(path: str, rng: random.Random) -> str:
     """Test helper for the crash simulator: after a simulated power loss, append what a torn last
     write leaves: a proper prefix of a plausible next record, or random garbage. Returns which."""
