@@ -23,8 +23,9 @@
 #   OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
 #   SOFTWARE.
 #
-# Only this file is forked; everything else comes from the pinned pysyncobj package. Every
-# change is marked with a "# mqctl:" comment and described in mqctl/raft/FORK.md.
+# Only this file, tcp_connection.py and tcp_server.py are forked; everything else comes from the
+# pinned pysyncobj package. Every change is marked with a "# mqctl:" comment and described in
+# mqctl/raft/FORK.md.
 
 import time
 import random

@@ -34,8 +34,9 @@ import struct
 import pysyncobj.pickle as pickle
 import pysyncobj.win_inet_pton
 
-from .poller import POLL_EVENT_TYPE
-from .monotonic import monotonic as monotonicTime
+# mqctl: absolute imports: everything but the forked files comes from the pinned pysyncobj package
+from pysyncobj.poller import POLL_EVENT_TYPE
+from pysyncobj.monotonic import monotonic as monotonicTime
 
 
 class CONNECTION_STATE:
@@ -90,6 +91,11 @@ class TcpConnection(object):
         self.recvRandKey = None
         self.recvLastTimestamp = 0
         self.encryptor = None
+        # mqctl: the largest frame accepted (None: no limit, as upstream), and why this connection was
+        # closed on bad input (None: it was not); FORK.md, changes T1 and T2
+        self.maxFrame = None
+        self.rejectReason = None
+        self.peerHost = None  # mqctl: the client's address of an accepted connection (change T3)
 
         self.__socket = socket
         self.__readBuffer = bytes()
@@ -281,7 +287,11 @@ class TcpConnection(object):
             return False
 
     def __tryReadBuffer(self):
-        while self.__processRead():
+        # mqctl: no more than one frame (and one recv) ahead of what is parsed: a sender faster than
+        # this node no longer grows the buffer without bound; the poller is level-triggered, so what
+        # is left in the socket is read in the next poll (FORK.md, change T1)
+        limit = None if self.maxFrame is None else self.maxFrame + 4
+        while (limit is None or len(self.__readBuffer) <= limit) and self.__processRead():
             pass
         self.__lastReadTime = monotonicTime()
 
@@ -305,26 +315,40 @@ class TcpConnection(object):
         if len(self.__readBuffer) < 4:
             return None
         l = struct.unpack('i', self.__readBuffer[:4])[0]
+        # mqctl: a length below zero or above the limit closes the connection before its bytes are
+        # awaited (upstream buffered up to 2 GiB for it); FORK.md, change T1
+        if l < 0 or (self.maxFrame is not None and l > self.maxFrame):
+            self.__reject('a frame of %d bytes (at most %d)' % (l, self.maxFrame or 0))
+            return None
         if len(self.__readBuffer) - 4 < l:
             return None
         data = self.__readBuffer[4:4 + l]
+        # mqctl: the reason of a rejected frame is kept for the transport's log line (FORK.md, T2)
+        what = 'a frame that is not a Raft message'
         try:
             if self.encryptor:
+                what = 'a frame that does not decrypt with this cluster secret (--cluster-secret)'
                 dataTimestamp = self.encryptor.extract_timestamp(data)
                 assert dataTimestamp >= self.recvLastTimestamp
                 self.recvLastTimestamp = dataTimestamp
                 # Unfortunately we can't get a timestamp and data in one go
                 data = self.encryptor.decrypt(data)
+                what = 'a frame that is not a Raft message'
             message = pickle.loads(zlib.decompress(data))
             if self.recvRandKey:
                 randKey, message = message
                 assert randKey == self.recvRandKey
         except:
             # Why no logging of security errors?
-            self.disconnect()
+            self.__reject(what)
             return None
         self.__readBuffer = self.__readBuffer[4 + l:]
         return message
+
+    def __reject(self, reason):
+        # mqctl: closed on bad input, with the reason (FORK.md, change T2)
+        self.rejectReason = reason
+        self.disconnect()
 
     @property
     def state(self):

@@ -27,8 +27,13 @@
 
 import socket
 
-from .poller import POLL_EVENT_TYPE
-from .tcp_connection import TcpConnection, _getAddrType
+# mqctl: absolute imports; the connections are mqctl's fork of pysyncobj's (FORK.md)
+from pysyncobj.poller import POLL_EVENT_TYPE
+from mqctl.raft.tcp_connection import TcpConnection, _getAddrType
+
+
+_BACKLOG = 128       # mqctl: connections the kernel queues before they are accepted (change T3)
+_ACCEPT_BATCH = 64   # mqctl: connections accepted per poll (change T3)
 
 
 class SERVER_STATE:
@@ -44,6 +49,7 @@ class TcpServer(object):
             recvBufferSize = 2 ** 13,
             connectionTimeout = 3.5,
             keepalive = None,
+            onAcceptError = None,
     ):
         self.__poller = poller
         self.__host = host
@@ -57,6 +63,7 @@ class TcpServer(object):
         self.__state = SERVER_STATE.UNBINDED
         self.__onNewConnectionCallback = onNewConnection
         self.__connectionTimeout = connectionTimeout
+        self.__onAcceptError = onAcceptError  # mqctl: FORK.md, change T3
 
     def bind(self):
         self.__socket = socket.socket(self.__hostAddrType, socket.SOCK_STREAM)
@@ -66,7 +73,7 @@ class TcpServer(object):
         self.__socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.__socket.setblocking(0)
         self.__socket.bind((self.__host, self.__port))
-        self.__socket.listen(5)
+        self.__socket.listen(_BACKLOG)  # mqctl: was 5 (change T3)
         self.__fileno = self.__socket.fileno()
         self.__poller.subscribe(self.__fileno,
                                 self.__onNewConnection,
@@ -83,26 +90,43 @@ class TcpServer(object):
 
     def __onNewConnection(self, descr, event):
         if event & POLL_EVENT_TYPE.READ:
-            try:
-                sock, addr = self.__socket.accept()
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.__sendBufferSize)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.__recvBufferSize)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.setblocking(0)
-                conn = TcpConnection(
-                    poller=self.__poller,
-                    socket=sock,
-                    timeout=self.__connectionTimeout,
-                    sendBufferSize=self.__sendBufferSize,
-                    recvBufferSize=self.__recvBufferSize,
-                    keepalive=self.__keepalive,
-                )
-                self.__onNewConnectionCallback(conn)
-            except socket.error as e:
-                if e.errno not in (socket.errno.EAGAIN, socket.errno.EWOULDBLOCK):
-                    self.unbind()
-                    return
+            # mqctl: up to _ACCEPT_BATCH waiting connections per poll, not one: with a backlog of 5,
+            # a burst of connections (a flood) delayed a peer's by SYN retransmissions (change T3)
+            for _ in range(_ACCEPT_BATCH):
+                if not self.__acceptOne():
+                    break
 
         if event & POLL_EVENT_TYPE.ERROR:
             self.unbind()
             return
+
+    def __acceptOne(self):
+        # mqctl: a failed accept (no file descriptor left: EMFILE, ENFILE; a connection reset
+        # before it was accepted) or a failed setsockopt on the new socket loses that connection
+        # only; upstream unbound the server for good, so that the node never listened again
+        # (FORK.md, change T3). False when nothing more is waiting.
+        try:
+            sock, addr = self.__socket.accept()
+        except socket.error as e:
+            if e.errno not in (socket.errno.EAGAIN, socket.errno.EWOULDBLOCK) and self.__onAcceptError:
+                self.__onAcceptError(e)
+            return False
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.__sendBufferSize)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.__recvBufferSize)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setblocking(0)
+            conn = TcpConnection(
+                poller=self.__poller,
+                socket=sock,
+                timeout=self.__connectionTimeout,
+                sendBufferSize=self.__sendBufferSize,
+                recvBufferSize=self.__recvBufferSize,
+                keepalive=self.__keepalive,
+            )
+        except socket.error:
+            sock.close()
+            return True
+        conn.peerHost = addr[0]  # mqctl: the client's address, for limits and log lines (T3)
+        self.__onNewConnectionCallback(conn)
+        return True
