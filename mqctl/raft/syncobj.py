@@ -182,6 +182,7 @@ class SyncObj(object):
         self.__lastLeaderContact = 0.0
         self.__peerPreVote = {}
         self.__lastPollTime = monotonicTime()
+        self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
         self.__unansweredSince = {}
         # mqctl: the journal comes from conf.journalFactory (mqctl.raft.journal), not createJournal
         self.__raftLog = self.__conf.journalFactory(self.__conf.journalFile)
@@ -769,6 +770,7 @@ class SyncObj(object):
 
         self.__lastPollTime = monotonicTime()  # mqctl: CheckQuorum (FORK.md, change 13)
         self._poller.poll(timeToWait)
+        self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
 
     def __applyLogEntries(self):
         needSendAppendEntries = False
@@ -1620,6 +1622,11 @@ class SyncObj(object):
 
     def __connectedToAnyone(self):
         return len(self.__connectedNodes) > 0 or len(self.__otherNodes) == 0
+
+    def _connectionClock(self):
+        # mqctl: the Raft connections' clock (FORK.md, change T4): when the last poll that ran to
+        # its end started; up to then a connection's silence was seen, not this node's lateness
+        return self.__lastCompletedPoll
 
     def _getConf(self):
         return self.__conf

@@ -86,7 +86,7 @@ class TcpConnection(object):
 
     def __init__(self, poller, onMessageReceived = None, onConnected = None, onDisconnected = None,
                  socket=None, timeout=10.0, sendBufferSize = 2 ** 13, recvBufferSize = 2 ** 13,
-                 keepalive=None):
+                 keepalive=None, clock=None):
         self.sendRandKey = None
         self.recvRandKey = None
         self.recvLastTimestamp = 0
@@ -96,6 +96,7 @@ class TcpConnection(object):
         self.maxFrame = None
         self.rejectReason = None
         self.peerHost = None  # mqctl: the client's address of an accepted connection (change T3)
+        self.__clock = clock or monotonicTime  # mqctl: what the timeout is measured to (change T4)
 
         self.__socket = socket
         self.__readBuffer = bytes()
@@ -258,7 +259,9 @@ class TcpConnection(object):
                     return
 
     def __processConnectionTimeout(self):
-        if monotonicTime() - self.__lastReadTime > self.__timeout:
+        # mqctl: silence up to the clock (the start of the owner's last complete poll), not up to
+        # now: after a stall of this node the bytes waiting in the socket are read first (change T4)
+        if self.__clock() - self.__lastReadTime > self.__timeout:
             self.disconnect()
             return
 

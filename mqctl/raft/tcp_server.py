@@ -50,6 +50,7 @@ class TcpServer(object):
             connectionTimeout = 3.5,
             keepalive = None,
             onAcceptError = None,
+            clock = None,
     ):
         self.__poller = poller
         self.__host = host
@@ -64,6 +65,7 @@ class TcpServer(object):
         self.__onNewConnectionCallback = onNewConnection
         self.__connectionTimeout = connectionTimeout
         self.__onAcceptError = onAcceptError  # mqctl: FORK.md, change T3
+        self.__clock = clock  # mqctl: the connections' clock (FORK.md, change T4)
 
     def bind(self):
         self.__socket = socket.socket(self.__hostAddrType, socket.SOCK_STREAM)
@@ -123,6 +125,7 @@ class TcpServer(object):
                 sendBufferSize=self.__sendBufferSize,
                 recvBufferSize=self.__recvBufferSize,
                 keepalive=self.__keepalive,
+                clock=self.__clock,  # mqctl: change T4
             )
         except socket.error:
             sock.close()

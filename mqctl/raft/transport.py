@@ -14,13 +14,17 @@ changes T1 to T3):
 - a node's frames are limited to 4 x appendEntriesBatchSizeBytes (32 MiB in mqctl);
 - read-only nodes and admin commands are refused (mqctl uses neither); so is a message that is
   not a pysyncobj message (a dict with a str 'type');
-- whatever is refused closes the connection, with at most one log line a minute per client address.
+- whatever is refused closes the connection, with at most one log line a minute per client address;
+- every connection's timeouts count the peer's silence up to the start of the node's last
+  complete poll, not up to now (FORK.md, change T4): a node whose tick thread was late reads what
+  its peers sent meanwhile instead of closing their connections.
 
 docs/serve.md#limits lists them; tests/raft/test_raft_listener.py attacks a real node's port.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -29,6 +33,7 @@ from pysyncobj.monotonic import monotonic
 from pysyncobj.transport import TCPTransport
 
 from mqctl.controller.peerlimits import PeerLog
+from mqctl.raft.tcp_connection import TcpConnection
 from mqctl.raft.tcp_server import TcpServer
 
 log = logging.getLogger("mqctl.raft.transport")
@@ -61,8 +66,25 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
                                  onNewConnection=self._onNewIncomingConnection,
                                  sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
                                  connectionTimeout=conf.connectionTimeout,
-                                 onAcceptError=self._on_accept_error)
+                                 onAcceptError=self._on_accept_error,
+                                 clock=self._syncObj._connectionClock)
         self._listening = bind
+
+    def addNode(self, node: Any) -> None:  # noqa: N802
+        """Upstream's, with mqctl's connection (its timeout on the node's clock, FORK.md T4) for the
+        connections this node opens."""
+        super().addNode(node)
+        if node not in self._connections:
+            return
+        conf = self._syncObj.conf
+        conn = TcpConnection(poller=self._syncObj._poller, timeout=conf.connectionTimeout,
+                             sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
+                             keepalive=conf.tcp_keepalive, clock=self._syncObj._connectionClock)
+        conn.encryptor = self._syncObj.encryptor
+        conn.setOnConnectedCallback(functools.partial(self._onOutgoingConnected, conn))
+        conn.setOnMessageReceivedCallback(functools.partial(self._onMessageReceived, node))
+        conn.setOnDisconnectedCallback(functools.partial(self._onDisconnected, conn))
+        self._connections[node] = conn
 
     def _on_accept_error(self, exc: OSError) -> None:
         self._peer_log.warning("accept", "raft port %s: could not accept a connection: %s",
@@ -113,7 +135,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
 
     def _onTick(self) -> None:  # noqa: N802
         super()._onTick()
-        now = monotonic()
+        now = self._syncObj._connectionClock()  # not this node's lateness (FORK.md, change T4)
         for conn, accepted in list(self._waiting.items()):
             if now - accepted <= HANDSHAKE_TIMEOUT:
                 break
