@@ -34,6 +34,7 @@ from mqctl.controller.records import Record, RecordError, decode_entry  # noqa: 
 from mqctl.errors import Code  # noqa: E402
 from mqctl.raft.journal import JournalFactory  # noqa: E402
 from mqctl.raft.storage import Storage  # noqa: E402
+from mqctl.raft.transport import GuardedTransport  # noqa: E402
 
 # pysyncobj's decorator, typed: the method becomes a call that appends a log entry (and takes
 # pysyncobj's sync=, timeout=, callback= keywords); it runs with the entry's arguments on apply
@@ -81,7 +82,8 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         self._journal_factory: JournalFactory = conf.journalFactory
         conf.serializer = self._save_snapshot
         conf.deserializer = self._load_snapshot
-        super().__init__(self_addr, partners, conf)
+        # the Raft port's limits for whoever connects (mqctl/raft/transport.py)
+        super().__init__(self_addr, partners, conf, transportClass=GuardedTransport)
 
     @property
     def storage_error(self) -> str:

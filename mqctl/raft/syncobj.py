@@ -23,8 +23,9 @@
 #   OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
 #   SOFTWARE.
 #
-# Only this file is forked; everything else comes from the pinned pysyncobj package. Every
-# change is marked with a "# mqctl:" comment and described in mqctl/raft/FORK.md.
+# Only this file, tcp_connection.py and tcp_server.py are forked; everything else comes from the
+# pinned pysyncobj package. Every change is marked with a "# mqctl:" comment and described in
+# mqctl/raft/FORK.md.
 
 import time
 import random
@@ -174,12 +175,15 @@ class SyncObj(object):
         self.__transferInProgress = False
         # mqctl: PreVote and CheckQuorum (FORK.md, change 13): the term of this node's pre-vote round
         # (None: none), the peers that granted it, when a leader was last heard from, which peers
-        # speak pre-vote (True) or run plain pysyncobj (False), when messages were last read
+        # speak pre-vote (True) or run plain pysyncobj (False), when messages were last read, and
+        # (on a leader) since when each peer has left its append_entries unanswered (FORK.md, change 15)
         self.__preVoteTerm = None
         self.__preVotes = set()
         self.__lastLeaderContact = 0.0
         self.__peerPreVote = {}
         self.__lastPollTime = monotonicTime()
+        self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
+        self.__unansweredSince = {}
         # mqctl: the journal comes from conf.journalFactory (mqctl.raft.journal), not createJournal
         self.__raftLog = self.__conf.journalFactory(self.__conf.journalFile)
         if len(self.__raftLog) == 0:
@@ -528,7 +532,7 @@ class SyncObj(object):
 
     def _checkCommandsToApply(self):
         startTime = monotonicTime()
-        appended = False  # mqctl: one append_entries for all the commands taken here (FORK.md, 15)
+        appended = False  # mqctl: one append_entries for all the commands taken here (FORK.md, 16)
 
         while monotonicTime() - startTime < self.__conf.appendEntriesPeriod:
             if self.__raftLeader is None and self.__conf.commandsWaitLeader:
@@ -665,7 +669,9 @@ class SyncObj(object):
             self.__raftLog.onOneSecondTimer()
 
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None:
-            if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone() and \
+            # mqctl: the election timeout counted up to the last time messages were read (FORK.md,
+            # change 15): a node whose own tick was late reads the leader's waiting messages first
+            if self.__raftElectionDeadline < self.__lastPollTime and self.__connectedToAnyone() and \
                     self.__preVoteWon():  # mqctl: PreVote first (FORK.md, change 13)
                 self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
                 try:  # mqctl: the new term and own vote are stored first: no election if they cannot be
@@ -723,12 +729,15 @@ class SyncObj(object):
                 self.__raftLog.setRaftCommitIndex(self.__raftCommitIndex)
 
             self.__leaderCommitIndex = self.__raftCommitIndex
-            # mqctl: CheckQuorum counted up to the last time messages were read, not up to now: after
-            # a stall of this thread the answers waiting in the sockets are not held against the peers
+            # mqctl: CheckQuorum (FORK.md, changes 13 and 15): a peer is silent once it has left an
+            # append_entries unanswered for leaderFallbackTimeout, counted from when this leader sent
+            # it up to the last time this leader read its sockets: neither a stall of this thread
+            # before it sent (a late heartbeat) nor one before it read (answers waiting in the
+            # sockets) is held against the peer
             deadline = self.__lastPollTime - self.__conf.leaderFallbackTimeout
             count = 1
             for node in self.__otherNodes:
-                if self.__lastResponseTime[node] > deadline:
+                if self.__unansweredSince.get(node, deadline + 1) > deadline:
                     count += 1
             if count <= (len(self.__otherNodes) + 1) / 2:
                 self.__setState(_RAFT_STATE.FOLLOWER)
@@ -763,6 +772,7 @@ class SyncObj(object):
 
         self.__lastPollTime = monotonicTime()  # mqctl: CheckQuorum (FORK.md, change 13)
         self._poller.poll(timeToWait)
+        self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
 
     def __applyLogEntries(self):
         needSendAppendEntries = False
@@ -1211,6 +1221,7 @@ class SyncObj(object):
                         self.__raftMatchIndex[node] = currentNodeIdx
                         self.__raftNextIndex[node] = nextNodeIdx
                 self.__lastResponseTime[node] = monotonicTime()
+                self.__unansweredSince.pop(node, None)  # mqctl: CheckQuorum (FORK.md, change 15)
 
     def __callErrCallback(self, err, callback):
         if callback is None:
@@ -1387,6 +1398,7 @@ class SyncObj(object):
         self.__setState(_RAFT_STATE.LEADER)
 
         self.__lastResponseTime.clear()
+        self.__unansweredSince.clear()  # mqctl: CheckQuorum (FORK.md, change 15)
         for node in self.__otherNodes | self.__readonlyNodes:
             self.__raftNextIndex[node] = self.__getCurrentLogIndex() + 1
             self.__raftMatchIndex[node] = 0
@@ -1527,6 +1539,9 @@ class SyncObj(object):
         batchSizeBytes = self.__conf.appendEntriesBatchSizeBytes
 
         for node in self.__otherNodes | self.__readonlyNodes:
+            # mqctl: CheckQuorum (FORK.md, change 15): the first append_entries a peer leaves
+            # unanswered, also one that cannot be sent (no connection)
+            self.__unansweredSince.setdefault(node, startTime)
             if node not in self.__connectedNodes:
                 self.__serializer.cancelTransmisstion(node)
                 continue
@@ -1609,6 +1624,11 @@ class SyncObj(object):
 
     def __connectedToAnyone(self):
         return len(self.__connectedNodes) > 0 or len(self.__otherNodes) == 0
+
+    def _connectionClock(self):
+        # mqctl: the Raft connections' clock (FORK.md, change T4): when the last poll that ran to
+        # its end started; up to then a connection's silence was seen, not this node's lateness
+        return self.__lastCompletedPoll
 
     def _getConf(self):
         return self.__conf

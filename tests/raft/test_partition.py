@@ -487,7 +487,9 @@ def test_raft_bind_apart_from_the_advertised_address(tmp_path: Path) -> None:
         assert f"Raft {proxied.raft_address} (listening on {bind})" in proxied.log_text()
         for node in cluster.nodes:
             port = int((bind if node is proxied else node.raft_address).rsplit(":", 1)[1])
-            assert _listening(port) == {"127.0.0.1"}, (node.name, _listening(port))
+            # polled: a read of /proc/net/tcp can miss a socket while other sockets come and go
+            wait_until(lambda p=port: _listening(p) == {"127.0.0.1"}, 5,
+                       what=f"{node.name} listening on 127.0.0.1:{port} only")
         with ControllerClient(cluster.addresses, timeout=20) as client:
             wait_until(lambda: _lead(client, cluster, proxied), 30, interval=0.3,
                        what=f"{proxied.name} to lead")

@@ -1,0 +1,135 @@
+# This file is a fork of pysyncobj/tcp_server.py from pysyncobj 0.3.17
+# (https://github.com/bakwc/PySyncObj), used under the MIT License:
+#
+#   The MIT License (MIT)
+#
+#   Copyright (c) 2016 Filipp Ozinov
+#
+#   Permission is hereby granted, free of charge, to any person obtaining a copy
+#   of this software and associated documentation files (the "Software"), to deal
+#   in the Software without restriction, including without limitation the rights
+#   to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+#   copies of the Software, and to permit persons to whom the Software is
+#   furnished to do so, subject to the following conditions:
+#
+#   The above copyright notice and this permission notice shall be included in all
+#   copies or substantial portions of the Software.
+#
+#   THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+#   IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+#   FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+#   AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+#   LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+#   OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+#   SOFTWARE.
+#
+# Every change is marked with a "# mqctl:" comment and described in mqctl/raft/FORK.md.
+
+import socket
+
+# mqctl: absolute imports; the connections are mqctl's fork of pysyncobj's (FORK.md)
+from pysyncobj.poller import POLL_EVENT_TYPE
+from mqctl.raft.tcp_connection import TcpConnection, _getAddrType
+
+
+_BACKLOG = 128       # mqctl: connections the kernel queues before they are accepted (change T3)
+_ACCEPT_BATCH = 64   # mqctl: connections accepted per poll (change T3)
+
+
+class SERVER_STATE:
+    UNBINDED = 0,
+    BINDED = 1
+
+
+class TcpServer(object):
+
+    def __init__(
+            self, poller, host, port, onNewConnection,
+            sendBufferSize = 2 ** 13,
+            recvBufferSize = 2 ** 13,
+            connectionTimeout = 3.5,
+            keepalive = None,
+            onAcceptError = None,
+            clock = None,
+    ):
+        self.__poller = poller
+        self.__host = host
+        self.__port = int(port)
+        self.__hostAddrType = _getAddrType(host)
+        self.__sendBufferSize = sendBufferSize
+        self.__recvBufferSize = recvBufferSize
+        self.__socket = None
+        self.__fileno = None
+        self.__keepalive = keepalive
+        self.__state = SERVER_STATE.UNBINDED
+        self.__onNewConnectionCallback = onNewConnection
+        self.__connectionTimeout = connectionTimeout
+        self.__onAcceptError = onAcceptError  # mqctl: FORK.md, change T3
+        self.__clock = clock  # mqctl: the connections' clock (FORK.md, change T4)
+
+    def bind(self):
+        self.__socket = socket.socket(self.__hostAddrType, socket.SOCK_STREAM)
+        self.__socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.__sendBufferSize)
+        self.__socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.__recvBufferSize)
+        self.__socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.__socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.__socket.setblocking(0)
+        self.__socket.bind((self.__host, self.__port))
+        self.__socket.listen(_BACKLOG)  # mqctl: was 5 (change T3)
+        self.__fileno = self.__socket.fileno()
+        self.__poller.subscribe(self.__fileno,
+                                self.__onNewConnection,
+                                POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR)
+        self.__state = SERVER_STATE.BINDED
+
+    def unbind(self):
+        self.__state = SERVER_STATE.UNBINDED
+        if self.__fileno is not None:
+            self.__poller.unsubscribe(self.__fileno)
+            self.__fileno = None
+        if self.__socket is not None:
+            self.__socket.close()
+
+    def __onNewConnection(self, descr, event):
+        if event & POLL_EVENT_TYPE.READ:
+            # mqctl: up to _ACCEPT_BATCH waiting connections per poll, not one: with a backlog of 5,
+            # a burst of connections (a flood) delayed a peer's by SYN retransmissions (change T3)
+            for _ in range(_ACCEPT_BATCH):
+                if not self.__acceptOne():
+                    break
+
+        if event & POLL_EVENT_TYPE.ERROR:
+            self.unbind()
+            return
+
+    def __acceptOne(self):
+        # mqctl: a failed accept (no file descriptor left: EMFILE, ENFILE; a connection reset
+        # before it was accepted) or a failed setsockopt on the new socket loses that connection
+        # only; upstream unbound the server for good, so that the node never listened again
+        # (FORK.md, change T3). False when nothing more is waiting.
+        try:
+            sock, addr = self.__socket.accept()
+        except socket.error as e:
+            if e.errno not in (socket.errno.EAGAIN, socket.errno.EWOULDBLOCK) and self.__onAcceptError:
+                self.__onAcceptError(e)
+            return False
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.__sendBufferSize)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.__recvBufferSize)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setblocking(0)
+            conn = TcpConnection(
+                poller=self.__poller,
+                socket=sock,
+                timeout=self.__connectionTimeout,
+                sendBufferSize=self.__sendBufferSize,
+                recvBufferSize=self.__recvBufferSize,
+                keepalive=self.__keepalive,
+                clock=self.__clock,  # mqctl: change T4
+            )
+        except socket.error:
+            sock.close()
+            return True
+        conn.peerHost = addr[0]  # mqctl: the client's address, for limits and log lines (T3)
+        self.__onNewConnectionCallback(conn)
+        return True
