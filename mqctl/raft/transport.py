@@ -32,7 +32,7 @@ from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.monotonic import monotonic
 from pysyncobj.transport import TCPTransport
 
-from mqctl.controller.peerlimits import PeerLog
+from mqctl.peerlimits import PeerLog
 from mqctl.raft.tcp_connection import TcpConnection
 from mqctl.raft.tcp_server import TcpServer
 

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqctl import methods
-from mqctl.controller.peerlimits import PeerLog, PeerSlots, peer_address
 from mqctl.errors import Code, ControllerError, UsageError
+from mqctl.peerlimits import PeerLog, PeerSlots, peer_address
 from mqctl.remoting import codec, headers
 from mqctl.remoting.codec import FLAG_ONEWAY, FLAG_RESPONSE, BodyError, FrameError, RemotingCommand
 

@@ -1,4 +1,4 @@
-"""Per-peer bookkeeping of the listeners (mqctl.controller.peerlimits) and the gRPC door's request
+"""Per-peer bookkeeping of the listeners (mqctl.peerlimits) and the gRPC door's request
 deserializers that never raise (issue 20). The real-process tests are tests/grpc/test_grpc_fuzz.py,
 tests/grpc/test_grpc_limits.py and tests/remoting/test_remoting_limits.py."""
 
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from mqctl import methods
 from mqctl.controller.grpc_server import Undecodable, safe_deserializer
-from mqctl.controller.peerlimits import CallGuard, PeerLog, PeerSlots, peer_address
+from mqctl.peerlimits import CallGuard, PeerLog, PeerSlots, peer_address
 
 
 class Clock:
