@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqctl import methods
+from mqctl.address import parse_address
 from mqctl.controller import core, records
+from mqctl.controller.election import DEFAULT_ELECTION_PRIORITY
 from mqctl.controller.liveness import HeartbeatTable
-from mqctl.errors import Code, MqctlError
+from mqctl.errors import Code, MqctlError, UsageError
 
 log = logging.getLogger("mqctl.node")
 
@@ -427,10 +429,10 @@ class ControllerNode:
             return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": "Invalid request: action must "
                     f"be add, remove, transfer or feature-level, not {action!r}"}
         if target:
-            host, sep, port = target.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                return {"code": int(Code.CONTROLLER_INVALID_REQUEST),
-                        "remark": f"Invalid request: bad Raft address {target!r}, expected HOST:PORT"}
+            try:
+                parse_address(target, "Raft address")
+            except UsageError as exc:
+                return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": f"Invalid request: {exc}"}
         elif action != "transfer":
             return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": "Invalid request: raft_address "
                     "is required"}
@@ -699,7 +701,7 @@ class ControllerNode:
                 int(request.get("broker_id", 0)), str(request.get("broker_address", "")),
                 int(response.get("broker_epoch", 0)), int(request.get("epoch", -1)),
                 int(request.get("max_offset", -1)), int(request.get("confirm_offset", -1)),
-                int(request.get("election_priority", 2**31 - 1)),
+                int(request.get("election_priority", DEFAULT_ELECTION_PRIORITY)),
                 int(request.get("heartbeat_timeout_mills", self.settings.heartbeat_timeout_ms)),
                 now_ms())
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqctl import methods
+from mqctl.address import parse_address
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.peerlimits import PeerLog, PeerSlots, peer_address
 from mqctl.remoting import codec, headers
@@ -699,10 +700,8 @@ def start_remoting_server(node: Any, listen: str, *, tls: ssl.SSLContext | None 
                           tls_mode: str = "enforcing", **kwargs: Any) -> RemotingServer:
     """Parse ``HOST:PORT`` and start a RemotingServer (UsageError on a bad or busy address);
     ``tls``/``tls_mode``: RemotingServer.start."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"cannot listen for RocketMQ remoting on {listen!r}: expected HOST:PORT")
-    return RemotingServer(node, host.strip("[]"), int(port), **kwargs).start(tls=tls, tls_mode=tls_mode)
+    host, port = parse_address(listen, "RocketMQ remoting listen address", any_port=True)
+    return RemotingServer(node, host, port, **kwargs).start(tls=tls, tls_mode=tls_mode)
 
 
 __all__ = ["RemotingServer", "start_remoting_server", "configured_serialize_type", "rocketmq_nulls"]
