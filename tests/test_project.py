@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,10 @@ def test_the_core_imports_no_transport() -> None:
         wrong = [f"{name} ({where})" for name, where in imported.items()
                  if any(name == e or name.startswith(e + ".") for e in edge)]
         assert not wrong, f"{module} imports {wrong}"
+
+
+def test_test_module_names_are_unique() -> None:
+    """The test directories are not packages: pytest imports each test module by its file name, and
+    stops collecting the whole suite at the second module of one name."""
+    names = Counter(p.name for p in (ROOT / "tests").rglob("test_*.py"))
+    assert [n for n, c in names.items() if c > 1] == []
