@@ -121,9 +121,9 @@ ELECTION_POLL = 0.05
 
 
 def _not_sent(err: grpc.RpcError) -> bool:
-    if err.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+    if err.code() != grpc.StatusCode.UNAVAILABLE:
         return False
-    details = (err.details() or "").lower()  # type: ignore[attr-defined]
+    details = (err.details() or "").lower()
     return any(m in details for m in _NOT_SENT_MARKERS)
 
 
@@ -131,8 +131,8 @@ _LAST_ERROR_RE = re.compile(r"last error: (?:[A-Z_]+: )?(?:(?:ipv[46]|unix):\S+:
 
 
 def _rpc_error_text(address: str, err: grpc.RpcError) -> str:
-    code = err.code()  # type: ignore[attr-defined]
-    details = (err.details() or "").strip()  # type: ignore[attr-defined]
+    code = err.code()
+    details = (err.details() or "").strip()
     # "failed to connect to all addresses; last error: UNKNOWN: ipv4:h:p: Connection refused"
     m = _LAST_ERROR_RE.search(details)
     if m and m.group(1).strip():
@@ -220,7 +220,7 @@ class ControllerClient(ControllerApi):
                     channel = grpc.secure_channel(address, self._credentials, options=self._options)
                 else:
                     channel = grpc.insecure_channel(address, options=self._options)
-                entry = (channel, pb_grpc.ControllerStub(channel))
+                entry = (channel, pb_grpc.ControllerStub(channel))  # type: ignore[no-untyped-call]
                 self._channels[address] = entry
             return entry[1]
 
@@ -381,7 +381,7 @@ class ControllerClient(ControllerApi):
                 )
         except grpc.RpcError as err:
             text = _rpc_error_text(target, err)
-            code = err.code()  # type: ignore[attr-defined]
+            code = err.code()
             if code not in _TRANSIENT:
                 raise ControllerError(Code.SYSTEM_ERROR, f"gRPC call {method} failed: {text}") from None
             if retry_any or _not_sent(err):
@@ -556,7 +556,7 @@ class RoleWatch(Iterator[RoleChange]):
                 if self._closed:
                     raise StopIteration from None
                 last_error = _rpc_error_text(self._target or "?", err)
-                if not self._reconnect or err.code() not in _TRANSIENT:  # type: ignore[attr-defined]
+                if not self._reconnect or err.code() not in _TRANSIENT:
                     self.close()
                     raise ControllerError(Code.UNAVAILABLE, f"role watch failed: {last_error}") from None
                 self._drop(forget_target=True)
