@@ -49,8 +49,9 @@ def test_ruff_clean() -> None:
 
 
 def test_mypy_strict_on_the_stores_the_api_and_the_cli() -> None:
-    """mqctl/store, mqctl/recover, mqctl/api.py, mqctl/client.py, mqctl/address.py and mqctl/cli are typed (`mypy
-    --strict`; the modules they import are checked by their own tests, hence --follow-imports=silent)."""
+    """mqctl/store, mqctl/recover, mqctl/api.py, mqctl/client.py, mqctl/address.py and mqctl/cli are
+    typed (`mypy --strict`; the modules they import are checked by their own tests, hence
+    --follow-imports=silent)."""
     pytest.importorskip("mypy")
     proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
                            "--follow-imports=silent", "mqctl/store", "mqctl/recover", "mqctl/api.py",
