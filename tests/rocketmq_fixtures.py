@@ -24,20 +24,17 @@ from pathlib import Path
 
 import pytest
 
+# the JVM options, broker.conf and RocketMQDriver.java that `mqctl demo --rocketmq-home` uses too
+from mqctl.sim.rocketmq import CLIENT_JOPTS as CLIENT_JOPTS
+from mqctl.sim.rocketmq import DRIVER as DRIVER
+from mqctl.sim.rocketmq import JOPTS
+from mqctl.sim.rocketmq import broker_conf as broker_conf
+
 REPO = Path(__file__).resolve().parents[1]
 # ../shared beside the repository, here and in CI ($MQCTL_SHARED_DIR elsewhere)
 SHARED = Path(os.environ.get("MQCTL_SHARED_DIR", REPO.parent / "shared"))
 LIB = SHARED / "rocketmq-broker" / "lib"
 MQCTL = str(Path(sys.executable).with_name("mqctl"))
-JOPTS = ["-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=512m",
-         "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-         "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
-         "--add-opens=java.base/java.util=ALL-UNNAMED", "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
-         "-Dtls.server.mode=disabled",
-         "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=info"]
-# a client JVM (producer, consumer): short-lived, quiet
-CLIENT_JOPTS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms32m", "-Xmx256m",
-                "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error"]
 
 
 def rocksdb_jar() -> Path | None:
@@ -187,24 +184,6 @@ def namesrv_args(ns: Namespace, port: int, cp: list[str]) -> list[str]:
     conf.write_text(f"listenPort={port}\nbindAddress=127.0.0.1\n")
     return ["java", *JOPTS, f"-Duser.home={ns.root / 'namesrv-home'}", "-cp", ":".join(cp),
             "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)]
-
-
-def broker_conf(*, controllers: list[str], namesrv: str, port: int, ha_port: int, store: Path,
-                broker_name: str = "broker-a", extra: dict[str, object] | None = None) -> str:
-    """broker.conf of a broker of a broker set in controller mode (keys as in RocketMQ's quick-start
-    distribution/conf/controller/quick-start/broker-n0.conf), everything on 127.0.0.1. timerWheelEnable=false
-    and reviveQueueNum=1 only shorten its shutdown (no POP revive scans to wait for); maxIndexNum and
-    maxHashSlotNum keep the index file small. `extra` adds or overrides keys."""
-    keys: dict[str, object] = {
-        "brokerClusterName": "DefaultCluster", "brokerName": broker_name, "brokerId": -1,
-        "brokerRole": "SLAVE", "enableControllerMode": "true", "controllerAddr": ";".join(controllers),
-        "fetchControllerAddrByDnsLookup": "false", "allAckInSyncStateSet": "true", "namesrvAddr": namesrv,
-        "listenPort": port, "haListenPort": ha_port, "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
-        "bindAddress": "127.0.0.1", "storePathRootDir": store, "storePathCommitLog": store / "commitlog",
-        "storePathBrokerIdentity": store / "brokerIdentity", "mappedFileSizeCommitLog": 67108864,
-        "autoCreateTopicEnable": "true", "timerWheelEnable": "false", "reviveQueueNum": 1,
-        "maxIndexNum": 10000, "maxHashSlotNum": 5000, **(extra or {})}
-    return "".join(f"{k} = {v}\n" for k, v in keys.items())
 
 
 def broker_args(ns: Namespace, name: str, conf: Path, cp: list[str]) -> list[str]:

@@ -203,11 +203,26 @@ def demo(
     pace: float = typer.Option(1.0, "--pace", min=0.0, max=10.0,
                                help="scale the pauses in which messages just flow (1: about a minute)"),
     plain: bool = typer.Option(False, "--plain", help="plain progress lines even on a terminal"),
+    rocketmq_home: str = typer.Option(None, "--rocketmq-home", metavar="DIR",
+                                      help="run the tour with the RocketMQ 5.x installation in DIR (its "
+                                           "lib/): its name server, three brokers, producer and consumer "
+                                           "(needs a JDK 11+)"),
+    host_network: bool = typer.Option(False, "--host-network",
+                                      help="with --rocketmq-home when no private network namespace can be "
+                                           "made: run on the host's loopback anyway, accepting that "
+                                           "RocketMQ's HA ports listen on every address"),
 ) -> None:
     """The newcomer's tour, no arguments needed: a three-node controller group, two broker sets of three
     replicas, a master killed, a new one elected and followed, the old one back as a slave after
-    truncation, and a verdict that no acknowledged message was lost (exit 0 only then)."""
+    truncation, and a verdict that no acknowledged message was lost (exit 0 only then). With
+    --rocketmq-home the same story with real RocketMQ brokers (one broker set)."""
     _quiet_grpc()
+    if rocketmq_home is not None:
+        _demo_rocketmq(rocketmq_home, host_network, keep, pace)
+        return
+    if host_network:
+        from mqctl.errors import UsageError
+        raise UsageError("--host-network goes with --rocketmq-home")
     from mqctl.errors import UnhealthyError
     from mqctl.sim.cluster import Simulation
     from mqctl.sim.demo import VERDICT_FAILED, demo_settings, run_demo
@@ -234,6 +249,55 @@ def demo(
             printer.line(f"kept {work} (stores, controller data and logs, sim.log)")
         if not result.ok:
             raise UnhealthyError("an invariant did not hold (see the report above)")
+
+
+def _demo_rocketmq(home: str, host_network: bool, keep: bool, pace: float) -> None:
+    """`mqctl demo --rocketmq-home`: checks first (installation, Java, the private network), then the tour
+    in plain lines (mqctl.sim.rocketmq decides, this renders)."""
+    from mqctl.errors import UnhealthyError, UsageError
+    from mqctl.sim.demo import VERDICT_FAILED
+    from mqctl.sim.rocketmq import (
+        RocketMQSet,
+        enter_private_network,
+        find_installation,
+        find_java,
+        run_rocketmq_demo,
+    )
+
+    install = find_installation(home)
+    java = find_java(install.class_file_java)
+    printer = _Printer(live=False)
+    if host_network:
+        network = "the host's loopback (RocketMQ's HA ports listen on every address: --host-network)"
+    else:
+        try:
+            network = enter_private_network()
+        except OSError as exc:
+            raise UsageError(f"cannot make a private network namespace for RocketMQ ({exc.strerror}), whose "
+                             "HA port listens on every address: run as root, allow unprivileged user "
+                             "namespaces, or accept it with --host-network") from None
+    with _sigterm_interrupts(), _workdir(None, keep) as work, _logs_to(os.path.join(work, "sim.log")):
+        printer.line("mqctl demo: real RocketMQ brokers with automatic failover by mqctl (a few minutes; "
+                     "Ctrl-C stops and cleans up)", style="bold")
+        printer.line(f"  . everything on 127.0.0.1 in {network}, files in {work}", style="dim")
+        from pathlib import Path
+
+        rs = RocketMQSet(install, java, Path(work), on_event=lambda t: printer.line("  . " + t, style="dim"))
+        try:
+            try:
+                result = run_rocketmq_demo(rs, lambda t: printer.line(t, style="bold"), pace=pace)
+            except (TimeoutError, RuntimeError) as exc:
+                printer.line(f"{VERDICT_FAILED}: {exc}", style="bold red")
+                raise UnhealthyError(f"the demo did not complete: {exc}"
+                                     + ("" if keep else " (rerun with --keep to keep the logs)")) from None
+        finally:
+            rs.close()
+        _print_report(printer, result.report)
+        printer.line(result.verdict, style="bold green" if result.ok else "bold red")
+        if keep:
+            printer.line(f"kept {work} (stores, controller data, logs/ of every process)")
+        if not result.ok:
+            raise UnhealthyError("a check did not hold (see the report above)")
 
 
 # ------------------------------------------------------------------------------------------------

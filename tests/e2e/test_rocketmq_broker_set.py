@@ -1,7 +1,7 @@
 """A real RocketMQ 5.3.3 broker set in controller mode behind a 3-node `mqctl serve --remoting-port` group
 (issue 19): RocketMQ's own name server and three brokers of broker set broker-a (../shared/rocketmq-broker,
-compiled unchanged), RocketMQ's DefaultMQProducer and DefaultMQPullConsumer (E2eDriver.java beside this
-file, compiled here), everything in a private network namespace with only loopback (RocketMQ's HA listener
+compiled unchanged), RocketMQ's DefaultMQProducer and DefaultMQPullConsumer (mqctl/sim/RocketMQDriver.java,
+compiled here), everything in a private network namespace with only loopback (RocketMQ's HA listener
 binds the wildcard address).
 
 One fixture for the whole module: the tests run in sequence on it, each starting from what the previous
@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 from rocketmq_fixtures import (
     CLIENT_JOPTS,
+    DRIVER,
     LIB,
     MQCTL,
     Namespace,
@@ -50,7 +51,6 @@ from mqctl.store.commitlog import CommitLog
 
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).resolve().parent
 LEASE_MS = 3000                 # the brokers' controllerHeartBeatTimeoutMills and mqctl's --heartbeat-timeout
 POLL_MS = 60000                 # the brokers' syncBrokerMetadataPeriod (GetReplicaInfo poll)
 BROKER_SET = "broker-a"
@@ -141,16 +141,16 @@ class BrokerSet:
 
     def driver(self, *args: str, timeout: float = 120) -> list[str]:
         p = self.ns.run("java", *CLIENT_JOPTS, f"-Drocketmq.client.logRoot={self.root / 'client-logs'}",
-                        "-cp", f"{self.classes}:{LIB / '*'}", "E2eDriver", *args, timeout=timeout)
-        assert p.returncode == 0, (f"E2eDriver {' '.join(args)}: exit {p.returncode}\n"
+                        "-cp", f"{self.classes}:{LIB / '*'}", "RocketMQDriver", *args, timeout=timeout)
+        assert p.returncode == 0, (f"RocketMQDriver {' '.join(args)}: exit {p.returncode}\n"
                                    f"{p.stdout[-3000:]}{p.stderr[-3000:]}")
         return p.stdout.splitlines()
 
     def start_loop(self, name: str, prefix: str) -> Path:
         stop = self.root / f"{name}.stop"
         self.ns.start(name, "java", *CLIENT_JOPTS, f"-Drocketmq.client.logRoot={self.root / 'client-logs'}",
-                      "-cp", f"{self.classes}:{LIB / '*'}", "E2eDriver", "loop", NAMESRV, "E2eTopic", prefix,
-                      str(stop), "120")
+                      "-cp", f"{self.classes}:{LIB / '*'}", "RocketMQDriver", "loop", NAMESRV, "E2eTopic",
+                      prefix, str(stop), "120")
         return stop
 
     def master(self) -> tuple[str, dict]:
@@ -188,7 +188,7 @@ def broker_set() -> Iterator[BrokerSet]:
     require_rocketmq()
     root = Path(tempfile.mkdtemp(prefix="mqctl-e2e-"))
     LOG_ROOT = root
-    classes = compile_java(root / "classes", HERE / "E2eDriver.java")
+    classes = compile_java(root / "classes", DRIVER)
     ns = Namespace(root)
     bs = BrokerSet(ns, broker_classpath(), classes)
     keep = False

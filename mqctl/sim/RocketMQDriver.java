@@ -1,7 +1,10 @@
 /*
- * RocketMQ's own producer and consumer for tests/e2e (compiled by the test against
- * ../shared/rocketmq-broker/lib). One line of output per event, flushed at once. Usage:
+ * RocketMQ's own producer and consumer, driven by `mqctl demo --rocketmq-home` and tests/e2e: compiled at
+ * run time (javac) against the installation's lib/ (../shared/rocketmq-broker/lib in the tests). One line
+ * of output per event, flushed at once. Usage:
  *
+ *   version
+ *       the RocketMQ version of the class path (MQVersion.CURRENT_VERSION), e.g. "V5_3_3".
  *   send NAMESRV TOPIC PREFIX COUNT
  *       COUNT messages, synchronously; a failed send is retried (the same key) until it is acknowledged
  *       or 60 s have passed. Prints "ok KEY COMMITLOG_OFFSET MILLIS PORT" per acknowledged message.
@@ -27,19 +30,20 @@ import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.MQVersion;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 
-public class E2eDriver {
+public class RocketMQDriver {
     static DefaultMQProducer producer(String namesrv, int timeoutMillis) throws Exception {
-        DefaultMQProducer p = new DefaultMQProducer("mqctl_e2e_producer");
+        DefaultMQProducer p = new DefaultMQProducer("mqctl_driver_producer");
         p.setNamesrvAddr(namesrv);
         p.setSendMsgTimeout(timeoutMillis);
         p.setRetryTimesWhenSendFailed(0);
         p.setPollNameServerInterval(200);  // a new master's route within 0.2 s of its registration
-        p.setInstanceName("e2e-" + ProcessHandle.current().pid());
+        p.setInstanceName("mqctl-" + ProcessHandle.current().pid());
         p.start();
         return p;
     }
@@ -64,6 +68,7 @@ public class E2eDriver {
 
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
+            case "version": System.out.println(MQVersion.getVersionDesc(MQVersion.CURRENT_VERSION)); break;
             case "send": send(args[1], args[2], args[3], Integer.parseInt(args[4])); break;
             case "loop": loop(args[1], args[2], args[3], new File(args[4]), Integer.parseInt(args[5])); break;
             case "read": read(args[1], args[2]); break;
@@ -126,9 +131,9 @@ public class E2eDriver {
     }
 
     static void read(String namesrv, String topic) throws Exception {
-        DefaultMQPullConsumer c = new DefaultMQPullConsumer("mqctl_e2e_reader");
+        DefaultMQPullConsumer c = new DefaultMQPullConsumer("mqctl_driver_reader");
         c.setNamesrvAddr(namesrv);
-        c.setInstanceName("e2e-" + ProcessHandle.current().pid());
+        c.setInstanceName("mqctl-" + ProcessHandle.current().pid());
         c.start();
         try {
             Set<MessageQueue> queues = c.fetchSubscribeMessageQueues(topic);
