@@ -277,16 +277,19 @@ def _demo_rocketmq(home: str, host_network: bool, keep: bool, pace: float) -> No
                              "HA port listens on every address: run as root, allow unprivileged user "
                              "namespaces, or accept it with --host-network") from None
     with _sigterm_interrupts(), _workdir(None, keep) as work, _logs_to(os.path.join(work, "sim.log")):
-        printer.line("mqctl demo: real RocketMQ brokers with automatic failover by mqctl (a few minutes; "
-                     "Ctrl-C stops and cleans up)", style="bold")
-        printer.line(f"  . everything on 127.0.0.1 in {network}, files in {work}", style="dim")
+        import subprocess
         from pathlib import Path
 
         rs = RocketMQSet(install, java, Path(work), on_event=lambda t: printer.line("  . " + t, style="dim"))
         try:
             try:
+                version = rs.compile_driver()
+                printer.line("mqctl demo: real RocketMQ brokers with automatic failover by mqctl (about a "
+                             "minute; Ctrl-C stops and cleans up)", style="bold")
+                printer.line(f"  . RocketMQ {version} at {install.home}, Java {java.release}; everything "
+                             f"on 127.0.0.1 in {network}, files in {work}", style="dim")
                 result = run_rocketmq_demo(rs, lambda t: printer.line(t, style="bold"), pace=pace)
-            except (TimeoutError, RuntimeError) as exc:
+            except (TimeoutError, RuntimeError, subprocess.SubprocessError) as exc:
                 printer.line(f"{VERDICT_FAILED}: {exc}", style="bold red")
                 raise UnhealthyError(f"the demo did not complete: {exc}"
                                      + ("" if keep else " (rerun with --keep to keep the logs)")) from None

@@ -17,7 +17,6 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 import zipfile
 from collections.abc import Callable
@@ -231,7 +230,7 @@ class RocketMQSet:
     ports: dict[str, tuple[int, int]] = field(default_factory=dict)   # broker -> (listenPort, haListenPort)
     namesrv: str = ""
     ids: dict[str, int] = field(default_factory=dict)                 # broker -> brokerId
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    version: str = ""                                                 # RocketMQ's, once compile_driver ran
 
     def __post_init__(self) -> None:
         from mqctl.testing import free_port
@@ -255,8 +254,7 @@ class RocketMQSet:
         with open(self.logs / f"{name}.log", "ab") as out:
             p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=self.work,
                                  env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
-        with self._lock:
-            self.procs[name] = p
+        self.procs[name] = p
 
     def _client_java(self, *args: str) -> list[str]:
         return [self.java.java, *CLIENT_JOPTS, f"-Drocketmq.client.logRoot={self.work / 'client-logs'}",
@@ -267,8 +265,9 @@ class RocketMQSet:
         p = subprocess.run(self._client_java(*args), capture_output=True, text=True, timeout=timeout,
                            cwd=self.work, stdin=subprocess.DEVNULL)
         if p.returncode != 0:
+            last = (p.stderr or p.stdout).strip().splitlines()
             raise RuntimeError(f"RocketMQ's client ({args[0]}) exited with {p.returncode}: "
-                               f"{(p.stderr or p.stdout).strip().splitlines()[-1:] or ''}")
+                               f"{last[-1] if last else '(nothing printed)'}")
         return p.stdout.splitlines()
 
     def wait_log(self, name: str, pattern: str, timeout: float, after: int = 0) -> re.Match[str]:
@@ -280,17 +279,24 @@ class RocketMQSet:
                 return m
             p = self.procs.get(name)
             if p is None or p.poll() is not None:
-                raise RuntimeError(f"{name} exited (log: {self.logs / (name + '.log')})")
+                raise RuntimeError(f"{name} exited: {self.last_words(name)}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{name}: no {pattern!r} within {timeout:.0f} s "
-                                   f"(log: {self.logs / (name + '.log')})")
+                raise TimeoutError(f"{name}: no {pattern!r} within {timeout:.0f} s; it last said: "
+                                   f"{self.last_words(name)}")
             time.sleep(0.1)
+
+    def last_words(self, name: str) -> str:
+        """The line of a process's log that most likely says what went wrong (the run's directory, and
+        the log with it, is removed at the end)."""
+        lines = [ln.strip() for ln in self.log(name).splitlines() if ln.strip()]
+        errors = [ln for ln in lines if re.search(r"Exception|Error|error:", ln) and not ln.startswith("at ")]
+        return (errors or lines or ["(nothing logged)"])[-1][:300]
 
     # -- start
 
     def compile_driver(self) -> str:
-        """javac RocketMQDriver against the installation; its RocketMQ version ("V5_3_3"), which must be
-        5.x (UsageError otherwise)."""
+        """javac RocketMQDriver against the installation; its RocketMQ version ("5.3.3"), which must be
+        5.x (UsageError otherwise). Before anything starts: a wrong installation fails fast."""
         self.classes.mkdir(exist_ok=True)
         p = subprocess.run([self.java.javac, "-nowarn", "-encoding", "UTF-8", "-cp", self.install.classpath,
                             "-d", str(self.classes), str(DRIVER)], capture_output=True, text=True,
@@ -304,7 +310,8 @@ class RocketMQSet:
             shown = version[1:].replace("_", ".") if version.startswith("V") else repr(version)
             raise UsageError(f"--rocketmq-home {self.install.home}: RocketMQ {shown}; the demo needs "
                              "RocketMQ 5.x (controller mode)")
-        return version[1:].replace("_", ".")
+        self.version = version[1:].replace("_", ".")
+        return self.version
 
     def start_controllers(self) -> str:
         from mqctl.client import ControllerClient
@@ -351,8 +358,7 @@ class RocketMQSet:
         return before
 
     def kill(self, name: str) -> None:
-        with self._lock:
-            p = self.procs.pop(name, None)
+        p = self.procs.pop(name, None)
         if p is not None and p.poll() is None:
             p.send_signal(signal.SIGKILL)
             p.wait(30)
@@ -390,16 +396,14 @@ class RocketMQSet:
 
     def stop_producer(self, stop: Path) -> None:
         stop.touch()
-        with self._lock:
-            p = self.procs.pop("producer")
-        if p.wait(60) != 0:
-            raise RuntimeError(f"RocketMQ's producer exited with {p.returncode} (log: {self.logs})")
+        code = self.procs["producer"].wait(60)      # not within 60 s: close() kills it
+        del self.procs["producer"]
+        if code != 0:
+            raise RuntimeError(f"RocketMQ's producer exited with {code}: {self.last_words('producer')}")
 
     def close(self) -> None:
         """kill -9 every RocketMQ process (their stores are thrown away), then stop the controller nodes."""
-        with self._lock:
-            names = list(self.procs)
-        for name in names:
+        for name in list(self.procs):
             self.kill(name)
         if self.client is not None:
             self.client.close()
@@ -445,7 +449,8 @@ def _wait(what: str, fn: Callable[[], T | None], timeout: float, interval: float
 
 
 def run_rocketmq_demo(rs: RocketMQSet, say: Callable[[str], None], pace: float = 1.0) -> DemoResult:
-    """The demo's six steps (mqctl.sim.demo's story) on real RocketMQ processes, not started yet."""
+    """The demo's six steps (mqctl.sim.demo's story) on real RocketMQ processes, not started yet (the
+    driver compiled)."""
     from mqctl.sim.cluster import Report
     from mqctl.sim.demo import VERDICT_FAILED, VERDICT_OK, DemoResult
 
@@ -454,9 +459,6 @@ def run_rocketmq_demo(rs: RocketMQSet, say: Callable[[str], None], pace: float =
 
     say("Step 1/6: a three-node controller group (mqctl serve with RocketMQ remoting), RocketMQ's name "
         "server and three RocketMQ brokers of broker set broker-a in controller mode")
-    rs.on_event("compiling the demo's producer and consumer against RocketMQ's client (javac)")
-    version = rs.compile_driver()
-    rs.on_event(f"RocketMQ {version} at {rs.install.home}, Java {rs.java.release}")
     leader = rs.start_controllers()
     rs.on_event(f"controller group up: {leader} leads (RocketMQ remoting at "
                 f"{';'.join(rs.controller_remoting)})")
@@ -575,7 +577,7 @@ def run_rocketmq_demo(rs: RocketMQSet, say: Callable[[str], None], pace: float =
                         "mqctl.store)"))
     report = Report(checks, {"acknowledged": len(acked), "failed sends": failed,
                              "kill to first acknowledged send": f"{seconds:.1f} s", "lease": f"{LEASE_MS} ms",
-                             "RocketMQ": version})
+                             "RocketMQ": rs.version})
     if report.ok:
         verdict = (f"{VERDICT_OK}: {len(acked)} acknowledged messages, every one read back by RocketMQ's "
                    f"consumer; {len(checks)} checks hold")

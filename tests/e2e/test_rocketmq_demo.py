@@ -21,8 +21,9 @@ from mqctl.testing import with_default_sigint
 MQCTL = [sys.executable, "-m", "mqctl"]
 
 
-def installation(root: Path) -> Path:
-    """RocketMQ's jars as an operator's installation has them: DIR/lib/*.jar (RocksDB's jar among them)."""
+def installation(root: Path, rocksdb: bool = True) -> Path:
+    """RocketMQ's jars as an operator's installation has them: DIR/lib/*.jar (RocksDB's jar among them
+    unless `rocksdb` is false)."""
     if not (LIB / "classpath.txt").is_file():
         pytest.fail(f"RocketMQ's broker classes are missing: {LIB}", pytrace=False)
     home = root / "rocketmq-5.3.3"
@@ -30,7 +31,7 @@ def installation(root: Path) -> Path:
     for jar in (LIB / "classpath.txt").read_text().split():
         (home / "lib" / jar).symlink_to(LIB / jar)
     rocks = rocksdb_jar()
-    if rocks is not None:
+    if rocks is not None and rocksdb:
         (home / "lib" / rocks.name).symlink_to(rocks)
     return home
 
@@ -141,6 +142,23 @@ def test_demo_with_rocketmq_ctrl_c_cleans_up(tmp_path: Path) -> None:
             proc.wait()
     assert proc.returncode == 130, "".join(lines) + rest
     assert not gone(started), "processes left behind"
+    assert list(tmp.iterdir()) == [], "the run directory is removed"
+
+
+@pytest.mark.slow
+def test_demo_with_brokers_that_cannot_start(tmp_path: Path) -> None:
+    """An installation whose broker cannot start (RocksDB's jar missing): exit 7, one line with the
+    broker's own reason, nothing left behind."""
+    require_rocketmq()
+    home = installation(tmp_path / "opt", rocksdb=False)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    p = subprocess.run([*MQCTL, "demo", "--rocketmq-home", str(home)], capture_output=True, text=True,
+                       timeout=240, env={**os.environ, "TMPDIR": str(tmp)})
+    assert p.returncode == 7, p.stdout + p.stderr
+    err = p.stderr.strip()
+    assert len(err.splitlines()) == 1 and "exited" in err and "org.rocksdb" in err, p.stderr
+    assert "Traceback" not in p.stdout + p.stderr
     assert list(tmp.iterdir()) == [], "the run directory is removed"
 
 
