@@ -1,5 +1,5 @@
 """`mqctl demo --rocketmq-home DIR`: the demo's story with Apache RocketMQ 5.x's own name server, brokers,
-producer and consumer instead of mqctl's broker agents (docs/sim.md#with-real-rocketmq-brokers).
+producer and consumer instead of mqctl's broker agents (docs/sim.md, "mqctl demo --rocketmq-home DIR").
 
 A 3-node `mqctl serve` group with RocketMQ remoting ports, RocketMQ's name server and three brokers of
 broker set broker-a in controller mode, all on 127.0.0.1 in a temporary directory; RocketMQ's producer and
@@ -96,7 +96,7 @@ class Installation:
 
 def find_installation(home: str) -> Installation:
     """The RocketMQ installation at `home` (its lib/ holds the broker, name server and client classes), or
-    a UsageError saying what is missing. The version is checked once Java runs (RocketMQSet.version)."""
+    a UsageError saying what is missing. Its version is checked once Java runs (compile_driver)."""
     root = Path(home).expanduser().resolve()
     if not root.is_dir():
         raise UsageError(f"--rocketmq-home {home}: no such directory")
@@ -475,7 +475,8 @@ def run_rocketmq_demo(rs: RocketMQSet, say: Callable[[str], None], pace: float =
         if name is not None:
             rs.ids[name] = r.broker_id
     old = rs.broker_at(info.master_address)
-    assert old is not None
+    if old is None:
+        raise RuntimeError(f"the controller names a master at {info.master_address}, none of the brokers")
     rs.on_event(f"{BROKER_SET}: master {old} (id {info.master_broker_id}) at masterEpoch "
                 f"{info.master_epoch}, SyncStateSet {sorted(r.broker_id for r in info.in_sync_replicas)}")
 
@@ -551,6 +552,7 @@ def run_rocketmq_demo(rs: RocketMQSet, say: Callable[[str], None], pace: float =
     checks = [Check("no acknowledged message lost", not missing and bool(acked),
                     f"{len(acked)} acknowledged, every one read back at its offset by RocketMQ's consumer"
                     if not missing else f"{len(missing)} of {len(acked)} not read back, e.g. {missing[:3]}")]
+
     def settled(i: ReplicasInfo) -> bool:
         return (rs.broker_at(i.master_address) == new and len(i.in_sync_replicas) == 3
                 and all(r.alive for r in i.in_sync_replicas))
