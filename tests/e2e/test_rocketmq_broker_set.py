@@ -582,10 +582,13 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     within the slaves' lease) and goes on acknowledging. Then it is killed and the slaves resumed:
     mqctl elects no master, since no SyncStateSet member is alive, and refuses to elect a slave (2012)
     until enableElectUncleanMaster is set (updateControllerConfig); then it elects one. The acknowledged
-    messages that only the old master held are lost, and `mqctl recover compare` on the two stores finds
-    them all past the point where their histories part. (Last in the module: it leaves acknowledged
-    messages lost on purpose.)"""
+    messages that only the old master held are lost: `mqctl recover compare` on the two stores finds them
+    all past the point where their histories part, and `mqctl history` notes the election as unclean with
+    the same number of bytes lost. (Last in the module: it leaves acknowledged messages lost on purpose.)"""
     ns = broker_set.ns
+    # the decision history (mqctl history) is written from feature level 3 on; a new group starts at 1
+    p = broker_set.mqctl("quorum", "feature-level", "3", "-a", broker_set.grpc)
+    assert p.returncode == 0, p.stdout + p.stderr
     # A stopped slave's HA connection stays open and takes what the master sends into its socket buffer:
     # the master drops the slave from the SyncStateSet only once it closes the connection, after
     # haHousekeepingInterval without a word from the slave (20 s by default; 3 s here, the slaves
@@ -622,11 +625,13 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
              == [broker_set.ids[old]], 30, interval=0.2)
     shrunk_at = len(oks())
     wait_for("sends acknowledged by the master alone", lambda: len(oks()) >= shrunk_at + 20, 30, interval=0.1)
-    assert ns.stop(old, signal.SIGKILL, 30) == -signal.SIGKILL
-    broker_set.killed.append(old)
     stop.touch()
     assert ns.procs["loop-unclean"].wait(60) == 0
     ns.procs.pop("loop-unclean")
+    # its last heartbeats (every second) carry its final maxOffset: what mqctl's history counts as lost
+    time.sleep(2.5)
+    assert ns.stop(old, signal.SIGKILL, 30) == -signal.SIGKILL
+    broker_set.killed.append(old)
     acked = {o[1]: int(o[2]) for o in oks()}
     assert len(acked) > stopped_at
     for b in slaves:
@@ -680,8 +685,14 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     # exactly the acknowledged messages past the point where the histories part are lost
     assert lost == {k: o for k, o in acked.items() if o >= point}, (point, sorted(lost.values())[:3])
     lost_bytes = old_end - point
-    # TODO(mqctl history): once `mqctl history` (branch decisions, issue 14) is on main, compare the loss
-    # figure of this unclean election in `mqctl history -b broker-a -o json` with lost_bytes (the bytes
-    # the old master held past the consistent point, what recover compare reports as aBytesBeyond).
+    # mqctl history: the election noted as unclean, with the bytes the new master does not have (the old
+    # master's last reported maxOffset minus the new master's), the same figure as the stores'
+    hist = broker_set.mqctl_json("history", "-b", BROKER_SET, "-a", broker_set.grpc)
+    (el,) = [e["election"] for e in hist["entries"] if (e.get("election") or {}).get("masterEpoch")
+             == doc["masterEpoch"]]
+    assert el["unclean"] and el["newMasterBrokerId"] == broker_set.ids[new], el
+    assert el["oldMasterBrokerId"] == broker_set.ids[old], el
+    assert (el["oldMasterMaxOffset"], el["newMasterMaxOffset"]) == (old_end, point), (el, old_end, point)
+    assert el["lossBytes"] == lost_bytes, (el, lost_bytes)
     print(f"unclean election: {old} -> {new}, masterEpoch {epoch} -> {doc['masterEpoch']}; {len(lost)} "
           f"acknowledged message(s) lost, {lost_bytes} bytes past the consistent point {point}")
