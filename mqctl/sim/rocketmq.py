@@ -103,7 +103,7 @@ def find_installation(home: str) -> Installation:
     jars = sorted((root / "lib").glob("*.jar"))
     if not jars:
         raise UsageError(f"--rocketmq-home {home}: not a RocketMQ installation (no lib/*.jar); give the "
-                         "directory that holds RocketMQ 5.x's lib/ and bin/")
+                         "directory that holds RocketMQ 5.x's lib/ (the one bin/ is beside)")
     missing = dict(REQUIRED_CLASSES)
     major = 0
     for jar in jars:
