@@ -87,8 +87,10 @@ def test_ok_exits_0(world: dict[str, Any]) -> None:
     doc = _expect(world, 0, "-b", "set-ok")
     assert doc["verdict"] == "OK" and [c["verdict"] for c in doc["checks"]] == ["OK", "OK"]
     assert _check(doc, "set-ok")["syncStateSet"] == [1, 2]
-    out = mqctl("health", "-a", world["cluster"].addresses, "-b", "set-ok")
-    assert out.returncode == 0 and out.stdout.splitlines()[0].startswith("OK: controller group and 1 broker")
+    addresses = world["cluster"].addresses
+    out = wait_until(lambda: (o := mqctl("health", "-a", addresses, "-b", "set-ok")).returncode == 0 and o,
+                     30, what="mqctl health -b set-ok exiting 0")
+    assert out.stdout.splitlines()[0].startswith("OK: controller group and 1 broker")
 
 
 @pytest.mark.parametrize("name, reason", [
@@ -98,8 +100,11 @@ def test_ok_exits_0(world: dict[str, Any]) -> None:
 def test_warn_exits_1(world: dict[str, Any], name: str, reason: str) -> None:
     doc = _expect(world, 1, "-b", name, reason=reason, check=name)
     assert doc["verdict"] == "WARN"
-    out = mqctl("health", "-a", world["cluster"].addresses, "-b", name)
-    assert out.returncode == 1 and out.stdout.splitlines()[0].startswith(f"WARN: {name}: ")
+    # the table form too, waited for as the document was (a late heartbeat of the test's beater)
+    addresses = world["cluster"].addresses
+    out = wait_until(lambda: (o := mqctl("health", "-a", addresses, "-b", name)).returncode == 1 and o, 30,
+                     what=f"mqctl health -b {name} exiting 1")
+    assert out.stdout.splitlines()[0].startswith(f"WARN: {name}: ")
 
 
 @pytest.mark.parametrize("name, reason", [

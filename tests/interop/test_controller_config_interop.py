@@ -57,7 +57,7 @@ VALUE_SHAPES: dict[str, str] = {
 }
 # mqctl's own keys, next to RocketMQ's
 MQCTL_KEYS = {"waitFor", "heartbeatTimeoutMillis", "controllerGroup", "raftAddress", "raftPeers",
-              "listenAddress", "remotingAddress", core.NOT_HONOURED_KEY}
+              "listenAddress", "remotingAddress", "historyMaxEntries", core.NOT_HONOURED_KEY}
 
 
 def rocketmq_config(classes: Path, *args: str) -> tuple[str, dict[str, str]]:
