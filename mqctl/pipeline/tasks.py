@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from mqctl.pipeline.parser import ParsedRange, Problem, message_key, parse_byte_range, property_value
 from mqctl.pipeline.ranges import ByteRange
 from mqctl.store.commitlog import decode_properties
+from mqctl.store.walker import ParsedRange, Problem, parse_byte_range
 
 __all__ = ["MESSAGE_COLUMNS", "KEY_COLUMNS", "QUEUE_COLUMNS", "PROBLEM_COLUMNS", "open_file", "parse_task",
-           "salvage_rows", "key_rows", "analyze_rows", "problem_row"]
+           "salvage_rows", "key_rows", "analyze_rows", "problem_row", "message_key", "property_value"]
 
 # one salvaged message (docs/pipeline.md); `rank` is internal (replica order in the plan) and dropped
 MESSAGE_COLUMNS = ("clusterName", "brokerName", "store", "brokerId", "epoch", "physicalOffset", "size",
@@ -34,6 +34,26 @@ QUEUE_COLUMNS = ("clusterName", "brokerName", "store", "topic", "queueId", "mess
                  "minPhysicalOffset", "maxPhysicalOffset", "crcErrors")
 PROBLEM_COLUMNS = ("clusterName", "brokerName", "store", "file", "position", "offset", "length", "kind",
                    "reason")
+
+
+def property_value(props: bytes, name: bytes) -> str | None:
+    """One property from the raw `k\\x01v\\x02` bytes without decoding them all (the dedupe hot path)."""
+    key = name + b"\x01"
+    i = props.find(key)
+    while i > 0 and props[i - 1] != 2:
+        i = props.find(key, i + 1)
+    if i < 0:
+        return None
+    j = props.find(b"\x02", i)
+    return props[i + len(key):j if j >= 0 else len(props)].decode("utf-8", errors="replace")
+
+
+def message_key(uniq_key: str | None, born_host: str, born_timestamp: int, body_crc: int) -> str:
+    """What makes two records the same message: the producer's UNIQ_KEY when it set one, else its born
+    host, born timestamp and the BODYCRC field (a retry of the same send repeats all three)."""
+    if uniq_key:
+        return f"uniq:{uniq_key}"
+    return f"born:{born_host}/{born_timestamp}/{body_crc}"
 
 
 @contextmanager
@@ -118,10 +138,7 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
     inside the task, so only a few rows per range reach Spark."""
     pr = parse_task(br)
     if len(pr):
-        names: dict[str, int] = {}
-        codes = np.fromiter((names.setdefault(t, len(names)) for t in pr.topics), dtype=np.int64,
-                            count=len(pr))
-        key = (codes << 32) | (pr.queue_id & 0xFFFFFFFF)
+        key = (pr.topic_codes << 32) | (pr.queue_id & 0xFFFFFFFF)
         uniq, inv = np.unique(key, return_inverse=True)
         order = np.argsort(inv, kind="stable")
         starts = np.flatnonzero(np.r_[True, inv[order][1:] != inv[order][:-1]])
@@ -136,7 +153,7 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
         min_q, max_q = red(np.minimum, pr.queue_offset), red(np.maximum, pr.queue_offset)
         offs = pr.offset
         min_p, max_p = red(np.minimum, offs), red(np.maximum, offs)
-        topic_of = {v: k for k, v in names.items()}
+        topic_of = pr.topic_names
         for i, k in enumerate(uniq.tolist()):
             qid = k & 0xFFFFFFFF
             qid = qid - (1 << 32) if qid >= 1 << 31 else qid

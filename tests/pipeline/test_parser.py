@@ -11,10 +11,17 @@ pytest.importorskip("numpy")
 
 from pipeline_fixtures import BORN6, FILE_SIZE, T_LONG, Fleet  # noqa: E402
 
-from mqctl.pipeline.parser import message_key, parse_byte_range, property_value  # noqa: E402
 from mqctl.pipeline.ranges import store_ranges  # noqa: E402
-from mqctl.pipeline.tasks import analyze_rows, open_file, parse_task, salvage_rows  # noqa: E402
+from mqctl.pipeline.tasks import (  # noqa: E402
+    analyze_rows,
+    message_key,
+    open_file,
+    parse_task,
+    property_value,
+    salvage_rows,
+)
 from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, decode_properties  # noqa: E402
+from mqctl.store.walker import parse_byte_range  # noqa: E402
 
 
 def parse_store(store: Path, range_size: int, **kw):

@@ -1,15 +1,24 @@
-"""Parse ONE byte range of ONE commitlog file into columns. Pure: a buffer in, numpy arrays out.
+"""THE commitlog record walker: every reader of commitlog records in mqctl walks them here.
 
-Why not `mqctl.store.commitlog.parse_range`: a Spark task maps the whole file and owns only [start, end),
-so it must (1) begin without copying anything, (2) read past `end` to finish its last record however
-large, and (3) agree with its neighbours on who reports damage. Record semantics are the store module's:
-the same MAGICCODE / TOTALSIZE / PHYSICALOFFSET / field-layout rules (`decode_record` gives the reasons).
+`parse_byte_range(buf, file_start, start, end)` walks the records whose first byte lies in
+buf[start:end), where buf is a whole commitlog file (an mmap: only touched pages are read) starting at
+absolute offset `file_start`, and returns their fields as numpy columns (`ParsedRange`) plus the damage
+it met (`Problem`: file position, absolute offset, length, kind, reason). Users:
 
-The walk is the only per-record Python loop (TOTALSIZE, MAGICCODE, PHYSICALOFFSET of each record); every
-fixed and variable field is then gathered for all records at once with numpy, the layout checked
-vectorised, and BODYCRC computed with zlib on memoryview slices.
+* `CommitLog.scan` / `scan_buffer` (`recover inspect`, `--deep`), `iter_records`, `boundaries_around`
+  (mqctl.store.commitlog) walk with `stop_at_damage=True`: RocketMQ's recovery stops at the first bad
+  record, so they do too;
+* the pipeline's tasks (`mqctl recover salvage`, `mqctl analyze commitlog`) walk byte ranges of a file
+  that resynchronise on a record boundary and report damage and go on;
+* the broker agent's replication (`mqctl.broker.log`) cuts chunks on record boundaries.
 
-Ownership, which makes the result independent of where ranges are cut:
+Record semantics are the store module's (`mqctl.store.commitlog.decode_record` gives the reasons): the
+same MAGICCODE / TOTALSIZE / PHYSICALOFFSET / field-layout rules. The only per-record Python loop reads
+TOTALSIZE and MAGICCODE; PHYSICALOFFSET, the field layout and every field are then checked and gathered
+for all records at once with numpy, and BODYCRC is computed on memoryview slices (ISA-L's crc32 when
+the `isal` package is there, zlib's otherwise).
+
+Ownership, which makes the pipeline's result independent of where ranges are cut:
 * a range that does not start where its region starts (`head_owned`), and whose first bytes are not a
   record head, silently skips to the first record boundary: the bytes before it belong to the record the
   previous range finished;
@@ -24,6 +33,7 @@ from __future__ import annotations
 import mmap
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,14 +47,25 @@ from mqctl.store.commitlog import (
     MIN_RECORD_SIZE,
     RecordError,
     decode_record,
+    find_boundary,
     ip_text,
 )
-from mqctl.store.commitlog import find_boundary as next_boundary  # noqa: F401 (re-exported)
 
-__all__ = ["Problem", "ParsedRange", "parse_byte_range", "next_boundary", "fmt_host", "property_value",
-           "message_key"]
+__all__ = ["Problem", "ParsedRange", "parse_byte_range", "find_boundary", "fmt_host", "crc32"]
 
 Buf = bytes | bytearray | mmap.mmap
+
+
+def _crc32_impl() -> Callable[[Any], int]:
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib.crc32
+    return isal_zlib.crc32  # type: ignore[no-any-return]
+
+
+crc32 = _crc32_impl()
+"""CRC-32 (java.util.zip.CRC32's): ISA-L's, about 8x zlib's on big buffers, when installed."""
 
 _II = struct.Struct(">iI").unpack_from
 _Q = struct.Struct(">q").unpack_from
@@ -85,13 +106,15 @@ class ParsedRange:
     reconsume_times: np.ndarray
     prepared_tx_offset: np.ndarray
     body_length: np.ndarray
-    topics: list[str]
+    topic_codes: np.ndarray         # int64 index into topic_names, per record
+    topic_names: list[str]          # the distinct topics of the range
     problems: list[Problem] = field(default_factory=list)
     # only when asked for (extract=...)
     bodies: list[bytes] | None = None
     properties: list[bytes] | None = None
     born_hosts: list[str] | None = None
     store_hosts: list[str] | None = None
+    walk_end: int = 0               # where the walk stopped: after the last record, or at the damage
 
     def __len__(self) -> int:
         return int(self.position.size)
@@ -100,32 +123,17 @@ class ParsedRange:
     def offset(self) -> np.ndarray:
         return self.position + self.file_start
 
+    @property
+    def topics(self) -> list[str]:
+        names = self.topic_names
+        return [names[c] for c in self.topic_codes.tolist()]
+
 
 def fmt_host(ip: bytes, port: int) -> str:
     """`1.2.3.4:10911` or `[::1]:10911`, the way RocketMQ prints socket addresses."""
     if len(ip) == 16:
         return f"[{ip_text(ip)}]:{port}"
     return f"{ip_text(ip)}:{port}"
-
-
-def property_value(props: bytes, name: bytes) -> str | None:
-    """One property from the raw `k\\x01v\\x02` bytes without decoding them all (the dedupe hot path)."""
-    key = name + b"\x01"
-    i = props.find(key)
-    while i > 0 and props[i - 1] != 2:
-        i = props.find(key, i + 1)
-    if i < 0:
-        return None
-    j = props.find(b"\x02", i)
-    return props[i + len(key):j if j >= 0 else len(props)].decode("utf-8", errors="replace")
-
-
-def message_key(uniq_key: str | None, born_host: str, born_timestamp: int, body_crc: int) -> str:
-    """What makes two records the same message: the producer's UNIQ_KEY when it set one, else its born
-    host, born timestamp and the BODYCRC field (a retry of the same send repeats all three)."""
-    if uniq_key:
-        return f"uniq:{uniq_key}"
-    return f"born:{born_host}/{born_timestamp}/{body_crc}"
 
 
 def _head(buf: Buf, n: int, base: int, pos: int) -> int:
@@ -137,6 +145,22 @@ def _head(buf: Buf, n: int, base: int, pos: int) -> int:
             or pos + total > n:
         return 0
     return total if _Q(buf, pos + 28)[0] == base + pos else 0
+
+
+def _chain(buf: Buf, n: int, pos: int, end: int, out: list[int]) -> int:
+    """Append the positions of the records chained from pos while pos < end, by MAGICCODE and TOTALSIZE
+    only (PHYSICALOFFSET is checked afterwards for all at once); returns where the chain stopped."""
+    append = out.append
+    unpack = _II
+    v1, v2, lo, hi = MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, MAX_RECORD_SIZE
+    stop = min(end, n - 35)
+    while pos < stop:
+        total, magic = unpack(buf, pos)
+        if (magic != v1 and magic != v2) or total < lo or total > hi or pos + total > n:
+            break
+        append(pos)
+        pos += total
+    return pos
 
 
 def _nonzero_end(u8: np.ndarray, pos: int, stop: int) -> int:
@@ -161,7 +185,7 @@ class _Walker:
         """Bytes at pos are not a record: report what they are (if anything), return the next boundary
         (or the buffer's end)."""
         buf, n, base = self.buf, self.n, self.base
-        q = next_boundary(buf, base, pos + 1)
+        q = find_boundary(buf, base, pos + 1)
         stop = q if q >= 0 else n
         magic = _II(buf, pos)[1] if pos + 8 <= n else None
         if magic == BLANK_MAGIC:
@@ -195,12 +219,15 @@ def _gather(u8: np.ndarray, idx: np.ndarray, dt: str) -> np.ndarray:
 
 
 def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: int | None = None,
-                     head_owned: bool | None = None, check_crc: bool = True,
-                     extract: tuple[str, ...] = ()) -> ParsedRange:
-    """Records whose first byte lies in buf[start:end), where buf is a WHOLE commitlog file starting at
-    absolute offset `file_start` (an mmap: only touched pages are read). `limit` (default: the file's
-    end) bounds the region of interest; `head_owned` (default: start == 0) says damage at `start` is
-    this range's to report. `extract` adds "bodies", "properties", "hosts" columns."""
+                     head_owned: bool | None = None, check_crc: bool = True, fields: bool = True,
+                     extract: tuple[str, ...] = (), stop_at_damage: bool = False) -> ParsedRange:
+    """Walk the records whose first byte lies in buf[start:end), where buf is a WHOLE commitlog file
+    starting at absolute offset `file_start`. `limit` (default: the file's end) bounds the region of
+    interest; `head_owned` (default: start == 0) says damage at `start` is this range's to report.
+    `fields=False` gathers only position, size, body length and BODYCRC (a scan); `extract` adds
+    "bodies", "properties", "hosts". `stop_at_damage`: the walk ends at the first bytes that are not a
+    record (`walk_end`; RocketMQ's recovery rule) instead of resynchronising, and reports nothing about
+    them; records whose layout or BODYCRC is bad are still reported (the caller stops at the first)."""
     n = len(buf)
     lim = n if limit is None else min(limit, n)
     end = min(end, lim)
@@ -208,33 +235,45 @@ def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: 
         head_owned = start == 0
     u8 = np.frombuffer(buf, dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
     try:
-        return _parse(buf, u8, file_start, start, end, lim, head_owned, check_crc, extract)
+        return _parse(buf, u8, file_start, start, end, lim, head_owned, check_crc, fields, extract,
+                      stop_at_damage)
     finally:
         del u8          # an exported buffer would keep the mmap from closing
 
 
-def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, head_owned: bool,
-           check_crc: bool, extract: tuple[str, ...]) -> ParsedRange:
-    n = len(buf)
-    w = _Walker(buf, base, u8)
-    positions: list[int] = []
-    append = positions.append
+def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, head_owned: bool,
+          stop_at_damage: bool) -> tuple[np.ndarray, int]:
+    n, base = len(buf), w.base
     pos = start
     if pos < end and not head_owned and not _head(buf, n, base, pos):
-        pos = next_boundary(buf, base, pos)
+        pos = find_boundary(buf, base, pos)
         if pos < 0:
             pos = n
+    parts: list[np.ndarray] = []
     while pos < end:
-        rsize = _head(buf, n, base, pos)
-        if rsize:
-            append(pos)
-            pos += rsize
-        else:
+        chain: list[int] = []
+        stopped = _chain(buf, n, pos, end, chain)
+        if chain:
+            p = np.asarray(chain, dtype=np.int64)
+            bad = np.flatnonzero(_gather(u8, p + 28, ">i8") != p + base)
+            if bad.size:                      # a PHYSICALOFFSET that is not the record's position
+                stopped = int(p[bad[0]])
+                p = p[:bad[0]]
+            parts.append(p)
+        pos = stopped
+        if pos < end:
+            if stop_at_damage:
+                break
             pos = w.region(pos)
-    if pos < lim and not _head(buf, n, base, pos):
+    if not stop_at_damage and pos < lim and not _head(buf, n, base, pos):
         w.region(pos)
+    return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), pos
 
-    P = np.asarray(positions, dtype=np.int64)
+
+def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, head_owned: bool,
+           check_crc: bool, fields: bool, extract: tuple[str, ...], stop_at_damage: bool) -> ParsedRange:
+    w = _Walker(buf, base, u8)
+    P, walk_end = _walk(buf, u8, w, start, end, lim, head_owned, stop_at_damage)
     total = _gather(u8, P, ">i4")
     magic = _gather(u8, P + 4, ">u4")
     sysflag = _gather(u8, P + 36, ">i4")
@@ -270,30 +309,25 @@ def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, 
         P, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen = (
             a[keep] for a in (P, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen))
     crc = _gather(u8, P + 8, ">i4")
-    body_at = (P + brel + 4).tolist()
-    blen_l = blen.tolist()
+    body_at = P + brel + 4
     crc_ok = np.ones(P.size, dtype=bool)
     mv = memoryview(buf)
     try:
-        if check_crc:
-            crc32 = zlib.crc32
-            got = [crc32(mv[a:a + b]) & _MASK for a, b in zip(body_at, blen_l, strict=True)]
-            crc_ok = np.asarray(got, dtype=np.int64) == crc if got else crc_ok
+        if check_crc and P.size:
+            c32 = crc32
+            got = np.fromiter((c32(mv[a:b]) for a, b in zip(body_at.tolist(), (body_at + blen).tolist(),
+                                                           strict=True)),
+                              dtype=np.int64, count=P.size) & _MASK
+            crc_ok = got == crc
             for i in np.flatnonzero(~crc_ok).tolist():
                 p = int(P[i])
                 w.problems.append(Problem(base + p, p, int(total[i]), "crc",
                                           f"BODYCRC mismatch: field says {int(crc[i])}, body gives {got[i]}"))
-        cache: dict[bytes, str] = {}
-        topics = []
-        for a, b in zip((P + tstart).tolist(), tlen.tolist(), strict=True):
-            raw = bytes(mv[a:a + b])
-            t = cache.get(raw)
-            if t is None:
-                t = cache[raw] = raw.decode("utf-8", errors="replace")
-            topics.append(t)
+        codes, names = _topics(u8, mv, P + tstart, tlen) if fields else (np.zeros(0, np.int64), [])
         extra: dict[str, Any] = {}
         if "bodies" in extract:
-            extra["bodies"] = [bytes(mv[a:a + b]) for a, b in zip(body_at, blen_l, strict=True)]
+            extra["bodies"] = [bytes(mv[a:a + b])
+                               for a, b in zip(body_at.tolist(), blen.tolist(), strict=True)]
         if "properties" in extract:
             extra["properties"] = [bytes(mv[a:a + b])
                                    for a, b in zip((P + prel + 2).tolist(), plen.tolist(), strict=True)]
@@ -303,14 +337,48 @@ def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, 
     finally:
         mv.release()
     w.problems.sort(key=lambda p: p.position)
+    empty = np.zeros(0, dtype=np.int64)
+
+    def col(at: np.ndarray, dt: str) -> np.ndarray:
+        return _gather(u8, at, dt) if fields else empty
+
     return ParsedRange(
         file_start=base, position=P, size=total, version=np.where(v1, 1, 2).astype(np.int8), body_crc=crc,
-        crc_ok=crc_ok, queue_id=_gather(u8, P + 12, ">i4"), flag=_gather(u8, P + 16, ">i4"),
-        queue_offset=_gather(u8, P + 20, ">i8"), physical_offset=_gather(u8, P + 28, ">i8"), sysflag=sysflag,
-        born_timestamp=_gather(u8, P + 40, ">i8"), store_timestamp=_gather(u8, P + 48 + bh, ">i8"),
-        reconsume_times=_gather(u8, P + 56 + bh + sh, ">i4"),
-        prepared_tx_offset=_gather(u8, P + 60 + bh + sh, ">i8"), body_length=blen, topics=topics,
-        problems=w.problems, **extra)
+        crc_ok=crc_ok, queue_id=col(P + 12, ">i4"), flag=col(P + 16, ">i4"),
+        queue_offset=col(P + 20, ">i8"), physical_offset=col(P + 28, ">i8"), sysflag=sysflag,
+        born_timestamp=col(P + 40, ">i8"), store_timestamp=col(P + 48 + bh, ">i8"),
+        reconsume_times=col(P + 56 + bh + sh, ">i4"),
+        prepared_tx_offset=col(P + 60 + bh + sh, ">i8"), body_length=blen, topic_codes=codes,
+        topic_names=names, problems=w.problems, walk_end=walk_end, **extra)
+
+
+def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Each record's topic as a code into the distinct names: the topic bytes of many records compared at
+    once as fixed-width rows (np.unique, in blocks of about 8 MiB), decoded once per distinct topic."""
+    names: dict[bytes, int] = {}
+    if not at.size:
+        return np.zeros(0, dtype=np.int64), []
+    width = int(tlen.max())
+    if width > 256:           # v2 topics this long are rare: one dict lookup per record
+        codes = np.fromiter((names.setdefault(bytes(mv[a:a + b]), len(names))
+                             for a, b in zip(at.tolist(), tlen.tolist(), strict=True)), dtype=np.int64,
+                            count=at.size)
+        return codes, [k.decode("utf-8", errors="replace") for k in names]
+    cols = np.arange(max(width, 1))
+    codes = np.empty(at.size, dtype=np.int64)
+    step = max(1, (8 << 20) // (width + 2))
+    for s in range(0, at.size, step):
+        a, ln = at[s:s + step], tlen[s:s + step]
+        rows = np.where(cols < ln[:, None], u8[np.minimum(a[:, None] + cols, u8.size - 1)], 0)
+        rows = rows.astype(np.uint8)
+        # the length too: a topic ending in NUL bytes differs from a shorter one
+        key = np.ascontiguousarray(np.concatenate([ln.astype(">u2").view(np.uint8).reshape(-1, 2), rows],
+                                                  axis=1))
+        uniq, inv = np.unique(key.view(f"V{key.shape[1]}").ravel(), return_inverse=True)
+        local = np.fromiter((names.setdefault(bytes(u)[2:2 + int.from_bytes(bytes(u)[:2], "big")], len(names))
+                             for u in uniq), dtype=np.int64, count=uniq.size)
+        codes[s:s + step] = local[inv.ravel()]
+    return codes, [k.decode("utf-8", errors="replace") for k in names]
 
 
 def _hosts(mv: memoryview, u8: np.ndarray, at: np.ndarray, width: np.ndarray) -> list[str]:
