@@ -18,7 +18,6 @@ from mqctl.pipeline.tasks import (  # noqa: E402
     open_file,
     parse_task,
     property_value,
-    salvage_rows,
 )
 from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, decode_properties  # noqa: E402
 from mqctl.store.walker import parse_byte_range  # noqa: E402
@@ -116,47 +115,53 @@ def test_task_rows_and_keys(fleet: Fleet) -> None:
     assert property_value(b"A\x01x\x02UNIQ_KEY\x01k1\x02", b"UNIQ_KEY") == "k1"
     assert property_value(b"XUNIQ_KEY\x01no\x02", b"UNIQ_KEY") is None
     assert message_key("k", "h:1", 5, 7) == "uniq:k" and message_key(None, "h:1", 5, 7) == "born:h:1/5/7"
-    ranges = store_ranges(fleet.stores["A"], from_offset=1000, range_size=300,
-                          meta={"clusterName": "c", "brokerName": "b", "store": "A", "brokerId": 1, "rank": 1,
-                                "epochs": [(0, 0), (1000, 1)]})
-    rows = [r for br in ranges for r in salvage_rows(br)]
-    msgs = [r[1] for r in rows if r[0] == "m"]
-    want = [fleet.offsets[k] for k in fleet.offsets if k.startswith("a") and k != "a6"]
-    assert [m[5] for m in msgs] == want
-    assert {m[4] for m in msgs} == {1}
-    a2 = next(m for m in msgs if m[5] == fleet.offsets["a2"])
-    assert a2[21] is None and a2[27] == f"born:[{BORN6[0]}]:{BORN6[1]}/5002/{a2[19]}"
     q = [r[1] for br in store_ranges(fleet.stores["C"], range_size=200) for r in analyze_rows(br)
          if r[0] == "q"]
     assert sum(x[5] for x in q) == 13
 
 
-def test_arrow_batches_hold_the_task_rows(fleet: Fleet) -> None:
-    """What Spark receives (`salvage_arrow`, `key_arrow`, sliced by `arrow_slices`) is exactly the plain
-    rows of `salvage_rows` / `key_rows`: same values, properties in the record's own order."""
+def test_salvage_passes_give_the_decoded_records(fleet: Fleet) -> None:
+    """Pass 1 (`candidate_keys`: one row per record, no body) and pass 2 (`message_batch`: the records
+    read back at their positions) hold exactly what the store module's decoder reads, whatever the
+    cut; properties in the record's own order; no epoch before the first epoch entry is a null."""
     pa = pytest.importorskip("pyarrow")
-    from mqctl.pipeline.tasks import MESSAGE_COLUMNS, arrow_slices, key_arrow, key_rows, salvage_arrow
+    from mqctl.pipeline.tasks import candidate_keys, key_arrow, key_rows, message_batch
+    from mqctl.store.commitlog import decode_record
+    from mqctl.store.walker import fmt_host
 
     meta = {"clusterName": "c", "brokerName": "b", "store": "A", "brokerId": 1, "rank": 1,
-            "epochs": [(1500, 1)]}          # records before 1500 have no epoch: a null, not a 0
+            "epochs": [(1500, 1)]}
+    want = [k for k in fleet.offsets if k.startswith("a") and k != "a6"]
     for size in (300, FILE_SIZE):
-        for br in store_ranges(fleet.stores["A"], from_offset=1000, range_size=size, meta=meta):
-            batch, probs = salvage_arrow(br)
-            rows = list(salvage_rows(br))
-            assert probs == [r[1] for r in rows if r[0] == "p"]
-            want = [r[1] for r in rows if r[0] == "m"]
-            got = [tuple(dict(v) if c == "properties" else v for c, v in zip(MESSAGE_COLUMNS, r.values(),
-                                                                               strict=True))
-                   for r in batch.to_pylist()]
-            assert got == want
-            assert all(list(dict(r["properties"])) == list(w[24]) for r, w in zip(batch.to_pylist(), want,
-                                                                                 strict=True))
-            # records are 140-300 bytes here: 200-byte slices hold one or two records each
-            parts = list(arrow_slices(batch, batch.column("size").to_numpy(), batch.schema, max_bytes=200))
-            assert all(0 < p.num_rows <= 2 for p in parts)
-            assert pa.Table.from_batches(parts, batch.schema).to_pylist() == batch.to_pylist()
+        ranges = store_ranges(fleet.stores["A"], from_offset=1000, range_size=size, meta=meta)
+        batches, probs = zip(*(candidate_keys(br) for br in ranges), strict=True)
+        cand = pa.Table.from_batches(batches)
+        assert cand.column("physicalOffset").to_pylist() == [fleet.offsets[k] for k in want], size
+        assert [(p[5], p[7]) for ps in probs for p in ps] == [(fleet.offsets["a5"], "crc"),
+                                                               (fleet.offsets["a6"], "corrupt")], size
+        kept = cand.append_column("copies", pa.array([2] * cand.num_rows, pa.int64()))
+        rows = pa.Table.from_batches([message_batch(b) for b in kept.to_batches(max_chunksize=3)]).to_pylist()
+        where = cand.select(["path", "fileStart"]).to_pylist()
+        for r, at in zip(rows, where, strict=True):
+            data = Path(at["path"]).read_bytes()
+            rec = decode_record(data, r["physicalOffset"] - at["fileStart"], at["fileStart"], check_crc=False)
+            assert (r["topic"], r["queueId"], r["queueOffset"], r["body"], r["rawProperties"], r["version"],
+                    r["bornTimestamp"], r["bodyCrc"], r["copies"]) == \
+                (rec.topic, rec.queue_id, rec.queue_offset, rec.body, rec.properties, rec.version,
+                 rec.born_timestamp, rec.body_crc, 2)
+            assert r["bornHost"] == fmt_host(*_packed(rec.born_host))
+            assert list(dict(r["properties"])) == list(decode_properties(rec.properties))
+            assert r["epoch"] == (1 if r["physicalOffset"] >= 1500 else None)
+            assert r["crcOk"] == rec.crc_ok() and r["uniqKey"] == rec.properties_dict().get("UNIQ_KEY")
+        for br in ranges:
             assert key_arrow(br).to_pylist() == [dict(zip(("clusterName", "brokerName", "messageKey"), k,
                                                           strict=True)) for k in key_rows(br)]
+
+
+def _packed(host: tuple[str, int]) -> tuple[bytes, int]:
+    import ipaddress
+
+    return ipaddress.ip_address(host[0]).packed, host[1]
 
 
 def test_output_digest_is_by_parquet_content_not_bytes(tmp_path) -> None:
