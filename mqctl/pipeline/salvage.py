@@ -511,7 +511,8 @@ def _summary(inp: SalvageInput, per_store: dict[str, dict[str, Any]], per_topic:
                    key=lambda d: (d["store"], d["offset"]))
     return {"kind": KIND, "layoutVersion": LAYOUT_VERSION,
             "layout": {"messages": f"{MESSAGES_DIR}/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet",
-                       "schema": SCHEMA_FILE, "sortedBy": list(SORT_COLUMNS)},
+                       "schema": SCHEMA_FILE, "partsBy": ["epoch", f"physicalOffset // {PART_BYTES}"],
+                       "sortedBy": list(SORT_COLUMNS)},
             "messages": total_m, "bytes": total_b, "brokerSets": sets,
             "notSalvaged": sorted(inp.not_salvaged, key=lambda d: d["store"]), "problems": probs,
             "digest": digest}
