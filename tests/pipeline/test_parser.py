@@ -164,22 +164,30 @@ def _packed(host: tuple[str, int]) -> tuple[bytes, int]:
     return ipaddress.ip_address(host[0]).packed, host[1]
 
 
-def test_output_digest_is_by_parquet_content_not_bytes(tmp_path) -> None:
-    """Spark's Parquet footers differ between JVM runs; two writes of the same rows must compare
-    equal, and different rows must not."""
+def test_parquet_writer_cuts_row_groups_by_the_rows_not_the_batches(tmp_path) -> None:
+    """The local engine and Spark's executors feed the same rows in different batches: the files must be
+    the same bytes (row groups cut every ROW_GROUP_ROWS rows or ROW_GROUP_BYTES of `size`)."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    from mqctl.pipeline.output import tree_digest
+    from mqctl.pipeline import output
+    from mqctl.pipeline.output import tree_digest, write_parquet
 
-    table = pa.table({"topic": ["T", "T"], "queueId": [0, 1], "body": [b"a", b"b"]})
-    options = {"a": {"compression": "snappy"}, "b": {"compression": "none", "use_dictionary": False}}
-    for name, kw in options.items():
-        (tmp_path / name / "messages").mkdir(parents=True)
-        pq.write_table(table, tmp_path / name / "messages" / "part-00000.parquet", **kw)
-        (tmp_path / name / "summary.json").write_text("{}")
-    a, b = (tmp_path / "a" / "messages" / "part-00000.parquet").read_bytes(), \
-        (tmp_path / "b" / "messages" / "part-00000.parquet").read_bytes()
-    assert a != b
+    table = pa.table({"size": pa.array(list(range(1, 101)), pa.int32()),
+                      "body": [b"x" * i for i in range(100)]})
+    schema = table.schema
+    for name, chunk in (("a", 7), ("b", 100), ("c", 1)):
+        (tmp_path / name).mkdir()
+        write_parquet(tmp_path / name / "p.parquet", schema, table.to_batches(max_chunksize=chunk), "size")
+    a = (tmp_path / "a" / "p.parquet").read_bytes()
+    assert a == (tmp_path / "b" / "p.parquet").read_bytes() == (tmp_path / "c" / "p.parquet").read_bytes()
     assert tree_digest(tmp_path / "a") == tree_digest(tmp_path / "b")
-    pq.write_table(table.slice(0, 1), tmp_path / "b" / "messages" / "part-00000.parquet")
+    # 64 MiB of `size` ends a row group as well as 32,768 rows
+    old = output.ROW_GROUP_BYTES
+    try:
+        output.ROW_GROUP_BYTES = 100
+        write_parquet(tmp_path / "a" / "p.parquet", schema, table.to_batches(max_chunksize=7), "size")
+    finally:
+        output.ROW_GROUP_BYTES = old
+    groups = pq.ParquetFile(tmp_path / "a" / "p.parquet").metadata
+    assert groups.num_row_groups > 1 and groups.row_group(0).num_rows == 14   # 1 + ... + 14 = 105 >= 100
     assert tree_digest(tmp_path / "a") != tree_digest(tmp_path / "b")
