@@ -237,6 +237,54 @@ def _binary(pa: Any, parts: list[bytes]) -> Any:
     return pa.Array.from_buffers(typ, len(parts), [None, pa.py_buffer(offs), pa.py_buffer(b"".join(parts))])
 
 
+def _properties(pa: Any, raw: Any) -> dict[str, Any] | None:
+    """The properties map and UNIQ_KEY / KEYS / TAGS of every record at once with Arrow's string kernels
+    (`decode_properties`' rules: entries split on \\x02, key and value on the first \\x01); None when a
+    record is not UTF-8 or repeats a key (then `_properties_py`)."""
+    import pyarrow.compute as pc
+
+    n = len(raw)
+    try:
+        text = raw.cast(pa.string())
+    except pa.ArrowInvalid:
+        return None
+    entries = pc.split_pattern(text, "\x02")
+    items = pc.list_flatten(entries)
+    parent = pc.list_parent_indices(entries).to_numpy()
+    keep = pc.not_equal(items, "").to_numpy(zero_copy_only=False)
+    items, parent = items.filter(pa.array(keep)), parent[keep]
+    keys = pc.replace_substring_regex(items, "(?s)\x01.*", "", max_replacements=1)
+    values = pc.replace_substring_regex(items, "^[^\x01]*\x01?", "", max_replacements=1)
+    if pa.table({"p": parent, "k": keys}).group_by(["p", "k"]).aggregate([]).num_rows != len(items):
+        return None
+    offs = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(parent, minlength=n), out=offs[1:])
+
+    def one(name: str) -> Any:
+        hit = pc.equal(keys, name).to_numpy(zero_copy_only=False)
+        at = np.full(n, -1, dtype=np.int64)
+        at[parent[hit]] = np.arange(int(hit.sum()))
+        return values.filter(pa.array(hit)).take(pa.array(at, mask=at < 0))
+
+    uniq = one("UNIQ_KEY")
+    return {"uniqKey": pc.if_else(pc.equal(uniq, ""), pa.scalar(None, pa.string()), uniq),
+            "keys": one("KEYS"), "tags": one("TAGS"),
+            "properties": pa.MapArray.from_arrays(pa.array(offs), keys, values)}
+
+
+def _properties_py(pa: Any, raws: list[bytes]) -> dict[str, Any]:
+    """`_properties` one record at a time with `decode_properties` (invalid UTF-8, repeated keys)."""
+    s = pa.string()
+    props = [decode_properties(r) for r in raws]
+    psz = np.zeros(len(props) + 1, dtype=np.int32)
+    np.cumsum([len(d) for d in props], out=psz[1:])
+    return {"uniqKey": pa.array([d.get("UNIQ_KEY") or None for d in props], s),
+            "keys": pa.array([d.get("KEYS") for d in props], s),
+            "tags": pa.array([d.get("TAGS") for d in props], s),
+            "properties": pa.MapArray.from_arrays(pa.array(psz), pa.array([k for d in props for k in d], s),
+                                                  pa.array([v for d in props for v in d.values()], s))}
+
+
 def message_batch(kept: Any) -> Any:
     """Pass 2 of salvage: the output rows (OUTPUT_FIELDS) of `kept`, candidate rows plus `copies`, in
     their order, read back from the commitlog files at their positions."""
@@ -264,13 +312,11 @@ def message_batch(kept: Any) -> Any:
             else pa.array([], typ)
 
     raws = [r for p in parts for r in (p.properties or [])]
-    props = [decode_properties(raws[i]) for i in inv.tolist()]
-    psz = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum([len(d) for d in props], out=psz[1:])
+    raw = _binary(pa, [raws[i] for i in inv.tolist()])
+    props = _properties(pa, raw) or _properties_py(pa, [raws[i] for i in inv.tolist()])
     s, i32, i64 = pa.string(), pa.int32(), pa.int64()
     bodies = [b for p in parts for b in (p.bodies or [])]
     col = kept.column
-    uniq = pa.array([d.get("UNIQ_KEY") or None for d in props], s)
     cols = {
         "clusterName": col("clusterName"), "brokerName": col("brokerName"), "store": col("store"),
         "brokerId": col("brokerId"), "epoch": col("epoch"), "physicalOffset": col("physicalOffset"),
@@ -282,12 +328,7 @@ def message_batch(kept: Any) -> Any:
         "storeTimestamp": cat(lambda p: p.store_timestamp, i64), "storeHost": cat(lambda p: p.store_hosts, s),
         "reconsumeTimes": cat(lambda p: p.reconsume_times.astype(np.int32), i32),
         "preparedTransactionOffset": cat(lambda p: p.prepared_tx_offset, i64),
-        "bodyCrc": cat(lambda p: p.body_crc, i64), "crcOk": col("crcOk"), "uniqKey": uniq,
-        "keys": pa.array([d.get("KEYS") for d in props], s),
-        "tags": pa.array([d.get("TAGS") for d in props], s),
-        "properties": pa.MapArray.from_arrays(pa.array(psz), pa.array([k for d in props for k in d], s),
-                                              pa.array([v for d in props for v in d.values()], s)),
-        "rawProperties": _binary(pa, [raws[i] for i in inv.tolist()]),
+        "bodyCrc": cat(lambda p: p.body_crc, i64), "crcOk": col("crcOk"), **props, "rawProperties": raw,
         "body": _binary(pa, [bodies[i] for i in inv.tolist()]),
         "messageKey": col("messageKey"), "copies": pc.cast(col("copies"), i64),
     }

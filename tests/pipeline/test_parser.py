@@ -191,3 +191,23 @@ def test_parquet_writer_cuts_row_groups_by_the_rows_not_the_batches(tmp_path) ->
     groups = pq.ParquetFile(tmp_path / "a" / "p.parquet").metadata
     assert groups.num_row_groups > 1 and groups.row_group(0).num_rows == 14   # 1 + ... + 14 = 105 >= 100
     assert tree_digest(tmp_path / "a") != tree_digest(tmp_path / "b")
+
+
+def test_properties_with_arrow_kernels_follow_decode_properties() -> None:
+    """Salvage's vectorised properties give what `decode_properties` gives; a record that is not UTF-8 or
+    repeats a key sends the batch to the per-record path, which is `decode_properties` itself."""
+    pa = pytest.importorskip("pyarrow")
+    from mqctl.pipeline.tasks import _properties, _properties_py
+
+    raws = [b"KEYS\x01k1 k2\x02UNIQ_KEY\x01u1\x02TAGS\x01t\x02", b"", b"A\x01\x02B\x02", b"X\x01a\x01b\x02",
+            b"UNIQ_KEY\x01\x02", b"Y\x01line\nbreak"]
+    fast = _properties(pa, pa.array(raws, pa.binary()))
+    slow = _properties_py(pa, raws)
+    assert fast is not None
+    for k in ("uniqKey", "keys", "tags", "properties"):
+        assert fast[k].to_pylist() == slow[k].to_pylist(), k
+    assert slow["properties"].to_pylist()[3] == [("X", "a\x01b")]
+    assert slow["uniqKey"].to_pylist() == ["u1", None, None, None, None, None]
+    assert _properties(pa, pa.array([b"K\x01a\x02K\x01b\x02"], pa.binary())) is None
+    assert _properties(pa, pa.array([b"K\x01\xff\x02"], pa.binary())) is None
+    assert _properties_py(pa, [b"K\x01a\x02K\x01b\x02"])["properties"].to_pylist() == [[("K", "b")]]
