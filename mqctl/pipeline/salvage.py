@@ -40,8 +40,7 @@ PROBLEM_COL = "_problem"
 BROADCAST_KEYS = 1_000_000      # source keys up to this many are broadcast to the join, else shuffled
 # the message columns of a problem row: its set and store (so it lands in its set's partition), else
 # these non-null placeholders (messageKey "" matches no message; the row is never written)
-_DEFAULTS: dict[str, Any] = {"string": "", "int64": 0, "int32": 0, "bool": False, "binary": b"",
-                             "map<string, string>": []}
+_DEFAULTS: dict[str, Any] = {"string": "", "int64": 0, "int32": 0, "bool": False}
 _PROBLEM_AT = {"clusterName": 0, "brokerName": 1, "store": 2}     # in PROBLEM_COLUMNS
 SORT_COLUMNS = ("clusterName", "brokerName", "topic", "queueId", "epoch", "physicalOffset", "store")
 
@@ -341,6 +340,9 @@ class _SparkJob(_Job):
         self.acc_bytes, self.acc_msgs = sc.accumulator(0), sc.accumulator(0)
         self.frames: list[Any] = []
         self.kept: Any = None
+        # the shuffles move small candidate rows: one partition per core, not Spark's default 200 tasks
+        self.shuffle = spark.conf.get("spark.sql.shuffle.partitions")
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
 
     def done(self) -> tuple[int, int]:
         return int(self.acc_bytes.value), int(self.acc_msgs.value)
@@ -348,6 +350,7 @@ class _SparkJob(_Job):
     def close(self) -> None:
         for f in self.frames:
             f.unpersist()
+        self.spark.conf.set("spark.sql.shuffle.partitions", self.shuffle)
 
     def dedupe(self) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
         from pyspark import StorageLevel
