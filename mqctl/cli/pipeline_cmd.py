@@ -145,6 +145,8 @@ def _render_salvage(doc: dict[str, Any]) -> None:
     for p in doc["problems"]:
         con.print(f"problem: {p['file']} position {p['position']} (offset {p['offset']}, "
                   f"{p['length']} bytes): {p['kind']}: {p['reason']}")
+    if doc["skippedBytes"]:
+        con.print(f"skipped {human_size(doc['skippedBytes'])} that are not records (see the problems)")
     total = f"{doc['messages']} messages ({human_size(doc['bytes'])})"
     if doc["dryRun"]:
         con.print(f"dry run: would write {total} to {doc['out']}")
@@ -212,6 +214,6 @@ def analyze_commitlog_cmd(
         con.print(f"not analyzed: {u['store']}: {u['reason']}")
     for s in doc["stores"]:
         con.print(f"{s['store']}: {s['messages']} messages in {s['queues']} queues of {s['topics']} topics, "
-                  f"{s['problems']} problems")
+                  f"{s['problems']} problems, {human_size(s['skippedBytes'])} skipped")
     if doc["out"]:
         con.print(f"wrote {doc['out']}")

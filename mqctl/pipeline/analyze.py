@@ -18,7 +18,7 @@ from typing import Any
 
 from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE, check_out_dir, install_output, tree_digest
 from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, ByteRange, store_ranges
-from mqctl.pipeline.tasks import PROBLEM_COLUMNS, QUEUE_COLUMNS
+from mqctl.pipeline.tasks import PROBLEM_COLUMNS, QUEUE_COLUMNS, skipped_bytes
 
 KIND = "mqctl-analyze"
 
@@ -168,12 +168,14 @@ def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | Non
 
 def _document(inp: AnalyzeInput, queues: list[dict[str, Any]], problems: list[dict[str, Any]],
               digest: str | None) -> dict[str, Any]:
+    skipped = skipped_bytes(problems)
     stores = []
     for s in inp.stores:
         mine = [q for q in queues if q["store"] == s["store"]]
         stores.append({**s, "messages": sum(q["messages"] for q in mine),
                        "messageBytes": sum(q["bytes"] for q in mine),
                        "topics": len({q["topic"] for q in mine}), "queues": len(mine),
-                       "problems": sum(1 for p in problems if p["store"] == s["store"])})
+                       "problems": sum(1 for p in problems if p["store"] == s["store"]),
+                       "skippedBytes": skipped.get(s["store"], 0)})
     return {"kind": KIND, "stores": stores, "queues": queues, "problems": problems,
             "notAnalyzed": inp.not_analyzed, "digest": digest}

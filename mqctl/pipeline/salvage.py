@@ -486,8 +486,11 @@ def _per_store_topic(rows: list[dict[str, Any]]) -> tuple[dict[str, dict[str, An
 
 def _summary(inp: SalvageInput, per_store: dict[str, dict[str, Any]], per_topic: list[dict[str, Any]],
              problems: list[tuple[Any, ...]], digest: str | None) -> dict[str, Any]:
-    from mqctl.pipeline.tasks import PROBLEM_COLUMNS
+    from mqctl.pipeline.tasks import PROBLEM_COLUMNS, skipped_bytes
 
+    probs = sorted((dict(zip(PROBLEM_COLUMNS, p, strict=True)) for p in problems),
+                   key=lambda d: (d["store"], d["offset"]))
+    skipped = skipped_bytes(probs)
     sets = []
     total_m = total_b = 0
     for s in inp.sets:
@@ -504,18 +507,17 @@ def _summary(inp: SalvageInput, per_store: dict[str, dict[str, Any]], per_topic:
             salv = int(st.get("salvaged") or 0)
             replicas.append({**rep, "recordsPastTruncateTo": records, "alreadyOnSource": on_src,
                              "copiesOnOtherReplicas": records - on_src - salv, "salvaged": salv,
-                             "salvagedBytes": int(st.get("salvagedBytes") or 0)})
+                             "salvagedBytes": int(st.get("salvagedBytes") or 0),
+                             "skippedBytes": skipped.get(rep["store"], 0)})
         m = sum(t["messages"] for t in topics)
         b = sum(t["bytes"] for t in topics)
         total_m += m
         total_b += b
         sets.append({**s, "replicas": replicas, "messages": m, "bytes": b, "topics": topics})
-    probs = sorted((dict(zip(PROBLEM_COLUMNS, p, strict=True)) for p in problems),
-                   key=lambda d: (d["store"], d["offset"]))
     return {"kind": KIND, "layoutVersion": LAYOUT_VERSION,
             "layout": {"messages": f"{MESSAGES_DIR}/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet",
                        "schema": SCHEMA_FILE, "partsBy": ["epoch", f"physicalOffset // {PART_BYTES}"],
                        "sortedBy": list(SORT_COLUMNS)},
-            "messages": total_m, "bytes": total_b, "brokerSets": sets,
+            "messages": total_m, "bytes": total_b, "skippedBytes": sum(skipped.values()), "brokerSets": sets,
             "notSalvaged": sorted(inp.not_salvaged, key=lambda d: d["store"]), "problems": probs,
             "digest": digest}

@@ -22,7 +22,7 @@ from mqctl.store.walker import ParsedRange, Problem, parse_byte_range, records_a
 __all__ = ["KEY_COLUMNS", "QUEUE_COLUMNS", "PROBLEM_COLUMNS", "CANDIDATE_FIELDS", "OUTPUT_FIELDS",
            "open_file", "parse_task", "key_rows", "analyze_rows", "problem_row", "message_key",
            "property_value", "candidate_schema", "output_schema", "candidate_keys", "key_arrow",
-           "message_batch"]
+           "message_batch", "skipped_bytes"]
 
 KEY_COLUMNS = ("clusterName", "brokerName", "messageKey")
 QUEUE_COLUMNS = ("clusterName", "brokerName", "store", "topic", "queueId", "messages", "bytes",
@@ -75,6 +75,16 @@ def parse_task(br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...
 
 def _m(br: ByteRange, key: str) -> Any:
     return br.meta.get(key)
+
+
+def skipped_bytes(problems: list[dict[str, Any]]) -> dict[str, int]:
+    """Bytes per store that are not records (corrupt, gap): the walk skipped them and went on. A record
+    with a bad BODYCRC is still read (crcOk false), so it does not count."""
+    out: dict[str, int] = {}
+    for p in problems:
+        if p["kind"] != "crc":
+            out[p["store"]] = out.get(p["store"], 0) + int(p["length"])
+    return out
 
 
 def problem_row(br: ByteRange, p: Problem) -> tuple[Any, ...]:
@@ -186,10 +196,24 @@ def _const(pa: Any, n: int, v: Any, t: Any) -> Any:
 
 
 def _message_keys(pa: Any, pr: ParsedRange) -> Any:
+    """`message_key` of every record, with Arrow's string kernels (per record only when the properties
+    of the range are not all UTF-8)."""
+    import pyarrow.compute as pc
+
     assert pr.properties is not None and pr.born_hosts is not None
-    return pa.array([message_key(property_value(raw, b"UNIQ_KEY"), born, ts, crc)
-                     for raw, born, ts, crc in zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(),
-                                                   pr.body_crc.tolist(), strict=True)], pa.string())
+    try:
+        text = _binary(pa, pr.properties).cast(pa.string())
+    except pa.ArrowInvalid:
+        rows = zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(), pr.body_crc.tolist(),
+                   strict=True)
+        return pa.array([message_key(property_value(raw, b"UNIQ_KEY"), born, ts, crc)
+                         for raw, born, ts, crc in rows], pa.string())
+    s = pa.string()
+    uniq = pc.struct_field(pc.extract_regex(text, "(?:^|\x02)UNIQ_KEY\x01(?P<v>[^\x02]*)"), [0])
+    ts, crc = pa.array(pr.born_timestamp).cast(s), pa.array(pr.body_crc).cast(s)
+    born = pc.binary_join_element_wise("born:", pa.array(pr.born_hosts, s), "/", ts, "/", crc, "")
+    has = pc.fill_null(pc.not_equal(uniq, ""), False)
+    return pc.if_else(has, pc.binary_join_element_wise("uniq:", uniq, ""), born)
 
 
 def candidate_keys(br: ByteRange) -> tuple[Any, list[tuple[Any, ...]]]:

@@ -337,23 +337,26 @@ def _stop_reason(buf: Buffer, base_offset: int, pos: int) -> tuple[str, RecordEr
     return "eof", None
 
 
-def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool = False) -> int:
+def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool = False,
+                  stop: int | None = None) -> int:
     """First position >= start where a whole valid record begins (MAGICCODE, TOTALSIZE inside buf,
-    PHYSICALOFFSET equal to the position, fields that add up; BODYCRC too with check_crc), -1 if none.
+    PHYSICALOFFSET equal to the position, fields that add up; BODYCRC too with check_crc), -1 if none
+    (before `stop` when given).
     The MAGICCODEs are found with the buffer's C `find`; the record walker (mqctl.store.walker)
     resynchronises with it."""
     finder = bytes(buf) if isinstance(buf, memoryview) else buf
     n = len(buf)
     q = start + 4
-    i1 = finder.find(_MAGIC_V1_B, q)
-    i2 = finder.find(_MAGIC_V2_B, q)
+    e = n if stop is None else min(n, stop + 8)      # only records that start before `stop`
+    i1 = finder.find(_MAGIC_V1_B, q, e)
+    i2 = finder.find(_MAGIC_V2_B, q, e)
     while i1 >= 0 or i2 >= 0:
         if i2 < 0 or 0 <= i1 < i2:
             i = i1
-            i1 = finder.find(_MAGIC_V1_B, i1 + 1)
+            i1 = finder.find(_MAGIC_V1_B, i1 + 1, e)
         else:
             i = i2
-            i2 = finder.find(_MAGIC_V2_B, i2 + 1)
+            i2 = finder.find(_MAGIC_V2_B, i2 + 1, e)
         p = i - 4
         if p + 36 > n:
             continue

@@ -181,11 +181,24 @@ class _Walker:
         self.buf, self.base, self.u8, self.n = buf, base, u8, len(buf)
         self.problems: list[Problem] = []
 
+    def next_boundary(self, pos: int) -> int:
+        """find_boundary from pos, window by window: a window of zero bytes (a preallocated file's
+        tail) is passed over with numpy instead of searched for a MAGICCODE."""
+        n, u8 = self.n, self.u8
+        while pos < n:
+            stop = min(n, pos + _CHUNK)
+            if u8[pos:min(n, stop + 8)].any():
+                q = find_boundary(self.buf, self.base, pos, stop=stop)
+                if q >= 0:
+                    return q
+            pos = stop
+        return -1
+
     def region(self, pos: int) -> int:
         """Bytes at pos are not a record: report what they are (if anything), return the next boundary
         (or the buffer's end)."""
         buf, n, base = self.buf, self.n, self.base
-        q = find_boundary(buf, base, pos + 1)
+        q = self.next_boundary(pos + 1)
         stop = q if q >= 0 else n
         magic = _II(buf, pos)[1] if pos + 8 <= n else None
         if magic == BLANK_MAGIC:
@@ -246,7 +259,7 @@ def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, 
     n, base = len(buf), w.base
     pos = start
     if pos < end and not head_owned and not _head(buf, n, base, pos):
-        pos = find_boundary(buf, base, pos)
+        pos = w.next_boundary(pos)
         if pos < 0:
             pos = n
     parts: list[np.ndarray] = []

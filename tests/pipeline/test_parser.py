@@ -211,3 +211,17 @@ def test_properties_with_arrow_kernels_follow_decode_properties() -> None:
     assert _properties(pa, pa.array([b"K\x01a\x02K\x01b\x02"], pa.binary())) is None
     assert _properties(pa, pa.array([b"K\x01\xff\x02"], pa.binary())) is None
     assert _properties_py(pa, [b"K\x01a\x02K\x01b\x02"])["properties"].to_pylist() == [[("K", "b")]]
+
+
+def test_message_keys_with_arrow_kernels_follow_message_key(fleet: Fleet) -> None:
+    """Pass 1's vectorised message keys are `message_key(property_value(...))` of every record."""
+    pa = pytest.importorskip("pyarrow")
+    from mqctl.pipeline.tasks import _message_keys
+
+    for store in ("A", "B", "C"):
+        for br in store_ranges(fleet.stores[store], range_size=700):
+            pr = parse_task(br, extract=("properties", "hosts"))
+            want = [message_key(property_value(raw, b"UNIQ_KEY"), born, ts, crc)
+                    for raw, born, ts, crc in zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(),
+                                                  pr.body_crc.tolist(), strict=True)]
+            assert _message_keys(pa, pr).to_pylist() == want

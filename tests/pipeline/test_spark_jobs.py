@@ -76,6 +76,7 @@ def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_pa
                      ("B", fleet.offsets["b4"], "crc")]
     a6 = s["problems"][1]
     assert a6["file"].endswith("/A/commitlog/00000000000000000000") and a6["position"] == fleet.offsets["a6"]
+    assert s["skippedBytes"] == ra["skippedBytes"] == a6["length"] > 0 and reps["C"]["skippedBytes"] == 0
 
     # one range per file: the same rows, byte for byte
     run_salvage(spark, prepare(stores, range_size=FILE_SIZE), tmp_path / "big", show_progress=False)
@@ -194,6 +195,8 @@ def test_analyze_cli(spark, fleet: Fleet, cli, tmp_path: Path) -> None:
                      ("A", "00000000000000000000", fleet.offsets["a6"], "corrupt")]
     assert {s["store"]: s["problems"] for s in doc["stores"]} == {str(fleet.stores["A"]): 2,
                                                                  str(fleet.stores["C"]): 0}
+    a6 = doc["problems"][1]
+    assert [s["skippedBytes"] for s in doc["stores"]] == [a6["length"], 0]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["kind"] == "mqctl-analyze" and summary["queues"] == doc["queues"]
     assert sorted(p.name for p in out.iterdir()) == ["problems", "queues", "summary.json"]
