@@ -99,7 +99,8 @@ class PartWriter:
         import pyarrow as pa
 
         if self._rows:
-            table = pa.Table.from_batches(self._pending, schema=self.schema)
+            # one contiguous chunk per column: Parquet pages break at chunk boundaries too
+            table = pa.Table.from_batches(self._pending, schema=self.schema).combine_chunks()
             self._w.write_table(table, row_group_size=table.num_rows)
             self.rows += table.num_rows
         self._pending, self._rows, self._bytes = [], 0, 0

@@ -172,8 +172,9 @@ def test_parquet_writer_cuts_row_groups_by_the_rows_not_the_batches(tmp_path) ->
     from mqctl.pipeline import output
     from mqctl.pipeline.output import tree_digest, write_parquet
 
+    # bodies of 30 KB: several Parquet data pages per row group, which must not break where batches did
     table = pa.table({"size": pa.array(list(range(1, 101)), pa.int32()),
-                      "body": [b"x" * i for i in range(100)]})
+                      "body": [bytes([i % 251, 7]) * (i * 150) for i in range(100)]})
     schema = table.schema
     for name, chunk in (("a", 7), ("b", 100), ("c", 1)):
         (tmp_path / name).mkdir()
