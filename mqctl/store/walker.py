@@ -53,7 +53,7 @@ from mqctl.store.commitlog import (
 
 __all__ = ["Problem", "ParsedRange", "parse_byte_range", "records_at", "find_boundary", "fmt_host", "crc32"]
 
-Buf = bytes | bytearray | mmap.mmap
+Buf = bytes | bytearray | memoryview | mmap.mmap
 
 
 def _crc32_impl() -> Callable[[Any], int]:
@@ -61,7 +61,7 @@ def _crc32_impl() -> Callable[[Any], int]:
         from isal import isal_zlib
     except ImportError:
         return zlib.crc32
-    return isal_zlib.crc32  # type: ignore[no-any-return]
+    return isal_zlib.crc32
 
 
 crc32 = _crc32_impl()
