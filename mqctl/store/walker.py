@@ -12,6 +12,11 @@ it met (`Problem`: file position, absolute offset, length, kind, reason). Users:
   that resynchronise on a record boundary and report damage and go on;
 * the broker agent's replication (`mqctl.broker.log`) cuts chunks on record boundaries.
 
+A new reader of records uses one of these and writes no loop of its own: `CommitLog.iter_records` for
+decoded `Record`s one by one across a store's files (a dump, a replay), `parse_byte_range` for the
+columns of many records at once (stop_at_damage=True for RocketMQ's view of where valid data ends,
+False to see past damage), `records_at` to read back records found earlier.
+
 Record semantics are the store module's (`mqctl.store.commitlog.decode_record` gives the reasons): the
 same MAGICCODE / TOTALSIZE / PHYSICALOFFSET / field-layout rules. The only per-record Python loop reads
 TOTALSIZE and MAGICCODE; PHYSICALOFFSET, the field layout and every field are then checked and gathered
