@@ -1,6 +1,7 @@
-"""The Spark side of the pipeline: dependency checks, the session, the progress bar.
+"""Where the pipeline runs: the engine choice (`choose_engine`: in this process up to LOCAL_MAX_BYTES,
+else Spark), range sizing, dependency checks, the Spark session, the progress bar.
 
-Local mode by default (in-process JVM, loopback only, UI off, small shuffle, quiet log4j2 config; see
+Spark's local mode by default (in-process JVM, loopback only, UI off, small shuffle, quiet log4j2 config; see
 toolchain-notes.md section 5); `--master URL` or MQCTL_SPARK_MASTER sends the same jobs to a cluster,
 whose executors must see the store paths and have mqctl installed (docs/pipeline.md).
 """
