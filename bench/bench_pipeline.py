@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 # ruff: noqa: E501
-"""Salvage and analyze throughput of the Spark pipeline, as ratios to `cat` and to a plain single-process
-Python reader of the same bytes in the same run; Spark's start-up cost reported apart (not a test).
+"""The pipeline's figures of issue 15 in one run, as ratios on the same bytes (not a test):
 
-    .venv/bin/python bench/bench_pipeline.py [--size 2G] [--file-size 256M] [--range-size 64M] [--master local[*]]
+    .venv/bin/python bench/bench_pipeline.py [--size 2G | --quick] [--master local[2]] [--profile]
 
 It generates a replica store of --size with tests/gen_large_store.py (one epoch) and a source store that
 shares only the first record and then leads epoch 2: the plan truncates the replica to that record's end,
 so salvage reads (and writes to Parquet) almost the whole replica, and analyze reads all of it.
-Rows: `cat` (page cache warm), the store module's sequential reader (`CommitLog.iter_records` with CRC,
-1 process), the pipeline's per-range parser without Spark (1 process), then Spark analyze and salvage,
-each the best of --repeat runs on one session.
+
+Rows, each the best of --repeat runs (page cache warm): `cat`; the plain single-process Python reader (a
+`decode_record` loop with zlib's CRC, the reader before the walker); `recover inspect --deep`
+(`inspect_store(deep=True)`: CRC of every message); the numpy range parser alone in one process (CRC on);
+analyze and salvage on the local engine (one process, no JVM) and on Spark (--master, default local[2]),
+Parquet output included. Spark's session start and first job are reported apart. Peak RSS: this Python
+process (the driver), the JVM (in local mode it is the driver and the executor) and the executor's Python
+workers (the sum over them, sampled every 0.1 s).
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +35,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from gen_large_store import generate, parse_size  # noqa: E402
 
-from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, CommitLogWriter, Message  # noqa: E402
+from mqctl.store.commitlog import (  # noqa: E402
+    BLANK_MAGIC,
+    COMMITLOG_DIR,
+    CommitLog,
+    CommitLogWriter,
+    Message,
+    decode_record,
+)
 from mqctl.store.epochfile import EpochEntry, write_epoch_file  # noqa: E402
 from mqctl.store.identity import BrokerIdentity, write_identity  # noqa: E402
 
@@ -45,14 +58,14 @@ def best(fn, repeat: int) -> float:
 
 def make_source(replica: Path, source: Path, file_size: int) -> int:
     """A source that holds the replica's first record (epoch 1) and leads epoch 2 after it."""
-    first = next(CommitLog(replica / COMMITLOG_DIR).iter_records())
+    with open(replica / COMMITLOG_DIR / f"{0:020d}", "rb") as fh:
+        head = fh.read(1 << 16)
+    first = decode_record(head, 0, 0)
     source.mkdir(parents=True)
     write_identity(source, BrokerIdentity("bench-cluster", "bench-broker", 2))
     (source / COMMITLOG_DIR).mkdir(parents=True)
-    with open(replica / COMMITLOG_DIR / f"{0:020d}", "rb") as fh:
-        head = fh.read(first.size)
     with open(source / COMMITLOG_DIR / f"{0:020d}", "wb") as fh:
-        fh.write(head)
+        fh.write(head[:first.size])
         fh.truncate(file_size)
     with CommitLogWriter(source / COMMITLOG_DIR, file_size) as w:
         for i in range(100):
@@ -61,94 +74,201 @@ def make_source(replica: Path, source: Path, file_size: int) -> int:
     return first.size
 
 
+def plain_reader(store: Path) -> int:
+    """The baseline: one Python loop over every file, decode_record with zlib's CRC per record."""
+    n = 0
+    for lf in CommitLog(store / COMMITLOG_DIR).files:
+        data = lf.path.read_bytes()
+        pos = 0
+        while pos + 8 <= len(data):
+            if int.from_bytes(data[pos + 4:pos + 8], "big") == BLANK_MAGIC or not any(data[pos:pos + 8]):
+                break
+            rec = decode_record(data, pos, lf.start, check_crc=False)
+            if (zlib.crc32(rec.body) & 0x7FFFFFFF) != rec.body_crc:
+                raise SystemExit(f"CRC error at {rec.offset}")
+            n += 1
+            pos += rec.size
+    return n
+
+
+class RssSampler:
+    """Peak RSS of this process (VmHWM), of each JVM among its descendants (VmHWM) and of the sum of
+    its Python worker descendants (sampled)."""
+
+    def __init__(self) -> None:
+        self.jvm = 0
+        self.workers = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    @staticmethod
+    def _status(pid: int) -> dict[str, str]:
+        try:
+            return dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                        if ":" in line)
+        except OSError:
+            return {}
+
+    def _run(self) -> None:
+        me = os.getpid()
+        while not self._stop.wait(0.1):
+            parent: dict[int, int] = {}
+            names: dict[int, str] = {}
+            for d in os.listdir("/proc"):
+                if d.isdigit():
+                    st = self._status(int(d))
+                    if st:
+                        parent[int(d)] = int(st.get("PPid", "0"))
+                        names[int(d)] = st.get("Name", "").strip()
+
+            def mine(p: int, parent: dict[int, int] = parent) -> bool:
+                while p > 1:
+                    p = parent.get(p, 0)
+                    if p == me:
+                        return True
+                return False
+
+            work = 0
+            for pid, name in names.items():
+                if not mine(pid):
+                    continue
+                st = self._status(pid)
+                if name == "java":
+                    self.jvm = max(self.jvm, int(st.get("VmHWM", "0 kB").split()[0]) << 10)
+                elif name.startswith("python"):
+                    work += int(st.get("VmRSS", "0 kB").split()[0]) << 10
+            self.workers = max(self.workers, work)
+
+    def driver(self) -> int:
+        return int(self._status(os.getpid()).get("VmHWM", "0 kB").split()[0]) << 10
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(timeout=2)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--size", default="1G")
+    ap.add_argument("--size", default="2G")
+    ap.add_argument("--quick", action="store_true", help="256 MiB instead of --size")
     ap.add_argument("--file-size", default="256M")
     ap.add_argument("--record-size", type=int, default=1024)
-    ap.add_argument("--range-size", default="64M")
-    ap.add_argument("--master", default=os.environ.get("MQCTL_SPARK_MASTER", "local[*]"))
+    ap.add_argument("--master", default=os.environ.get("MQCTL_SPARK_MASTER", "local[2]"))
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--profile", action="store_true", help="also print cProfile's top functions of the parser "
+                                                               "and of the local engine's salvage")
     ap.add_argument("--keep", action="store_true", help="keep the generated stores and output")
     a = ap.parse_args()
+    size = parse_size("256M" if a.quick else a.size)
 
     from mqctl.pipeline.analyze import prepare_analyze, run_analyze
-    from mqctl.pipeline.engine import spark_session
-    from mqctl.pipeline.ranges import store_ranges
+    from mqctl.pipeline.engine import range_size_for, spark_cores, spark_session
+    from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, store_ranges
     from mqctl.pipeline.salvage import prepare, run_salvage
     from mqctl.pipeline.tasks import parse_task
+    from mqctl.recover.inspect import inspect_store
 
     tmp = Path(tempfile.mkdtemp(prefix="mqctl-bench-pipeline-"))
-    replica, source, out = tmp / "replica", tmp / "source", tmp / "out"
-    fs, rs = parse_size(a.file_size), parse_size(a.range_size)
-    print(f"generating {a.size} in {replica} ...", file=sys.stderr)
-    gen = generate(replica, parse_size(a.size), fs, a.record_size, 1 << 62, quiet=True)
+    replica, source = tmp / "replica", tmp / "source"
+    fs = parse_size(a.file_size)
+    print(f"generating {size >> 20} MiB in {replica} ...", file=sys.stderr)
+    gen = generate(replica, size, fs, a.record_size, 1 << 62, quiet=True)
     cut = make_source(replica, source, fs)
-    log = CommitLog(replica / COMMITLOG_DIR)
-    files = [str(f.path) for f in log.files]
+    files = [str(f.path) for f in CommitLog(replica / COMMITLOG_DIR).files]
     data = gen["maxOffset"]
     mib = data / (1 << 20)
+    rss = RssSampler()
     subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)   # warm the page cache
 
     rows: list[tuple[str, float, str]] = []
     t_cat = best(lambda: subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True), a.repeat)
-    rows.append(("cat (all files)", t_cat, "files incl. preallocated tail"))
-
-    def plain() -> None:
-        n = 0
-        for r in CommitLog(replica / COMMITLOG_DIR).iter_records(check_crc=True, strict=False):
-            n += len(r.topic) + len(r.properties)
-        assert n
-
-    t_plain = best(plain, 1)
-    rows.append(("plain Python reader, 1 process", t_plain, "CommitLog.iter_records, CRC on"))
+    rows.append(("cat (all files)", t_cat, "incl. the zero tail of the last file"))
+    t_plain = best(lambda: plain_reader(replica), 1)
+    rows.append(("plain Python reader, 1 process", t_plain, "decode_record loop, zlib CRC"))
+    t_deep = best(lambda: inspect_store(replica, deep=True), a.repeat)
+    rows.append(("recover inspect --deep", t_deep, "the walker, CRC of every message"))
 
     def parser() -> None:
-        n = 0
-        for br in store_ranges(replica, range_size=rs):
-            n += len(parse_task(br))
+        n = sum(len(parse_task(br)) for br in store_ranges(replica, range_size=DEFAULT_RANGE_SIZE))
         assert n == gen["records"], (n, gen["records"])
 
     t_parse = best(parser, a.repeat)
-    rows.append(("pipeline parser, 1 process", t_parse, "per-range numpy parser, no Spark"))
+    rows.append(("numpy range parser, 1 process", t_parse, "parse_task over 64 MiB ranges, CRC on"))
+
+    def run_local_analyze() -> None:
+        doc = run_analyze(None, prepare_analyze([str(replica)]), tmp / "analyze-local", show_progress=False,
+                          overwrite=True)
+        assert sum(q["messages"] for q in doc["queues"]) == gen["records"]
+
+    t_la = best(run_local_analyze, a.repeat)
+    rows.append(("analyze, local engine", t_la, "1 process, no JVM, Parquet included"))
+
+    def run_local_salvage() -> None:
+        doc = run_salvage(None, prepare([str(replica), str(source)]), tmp / "salvage-local",
+                          show_progress=False, overwrite=True)
+        assert doc["messages"] == gen["records"] - 1, doc["messages"]
+
+    t_ls = best(run_local_salvage, 1)
+    rows.append(("salvage, local engine", t_ls, "1 process, no JVM, Parquet included"))
+    if a.profile:
+        import cProfile
+        import pstats
+
+        for what, fn in (("numpy range parser", parser), ("salvage, local engine", run_local_salvage)):
+            pr = cProfile.Profile()
+            pr.runcall(fn)
+            print(f"--- profile: {what}")
+            pstats.Stats(pr).sort_stats("tottime").print_stats(12)
 
     t0 = time.perf_counter()
     with spark_session(a.master, app_name="mqctl bench") as spark:
         t_start = time.perf_counter() - t0
         sc = spark.sparkContext
+        cores = spark_cores(spark)
         t0 = time.perf_counter()
-        sc.parallelize(range(sc.defaultParallelism), sc.defaultParallelism).map(lambda x: x).count()
+        sc.parallelize(range(cores), cores).map(lambda x: x).count()
         t_warm = time.perf_counter() - t0
-        ainp = prepare_analyze([str(replica)], range_size=rs)
-        doc: dict = {}
+        ainp = prepare_analyze([str(replica)])
+        ainp.cut(range_size_for(ainp.nbytes, cores))
 
-        def analyze() -> None:
-            doc.update(run_analyze(spark, ainp, None, show_progress=False))
+        def spark_analyze() -> None:
+            doc = run_analyze(spark, ainp, tmp / "analyze-spark", show_progress=False, overwrite=True)
+            assert sum(q["messages"] for q in doc["queues"]) == gen["records"]
 
-        t_an = best(analyze, a.repeat)
-        assert sum(q["messages"] for q in doc["queues"]) == gen["records"]
-        rows.append((f"Spark analyze ({len(ainp.ranges)} ranges)", t_an, f"{a.master}"))
-        sinp = prepare([str(replica), str(source)], range_size=rs)
-        sdoc: dict = {}
+        t_sa = best(spark_analyze, a.repeat)
+        rows.append((f"analyze, Spark ({len(ainp.ranges)} ranges)", t_sa, a.master))
+        sinp = prepare([str(replica), str(source)])
+        sinp.cut(range_size_for(sinp.nbytes, cores))
 
-        def salvage() -> None:
-            sdoc.update(run_salvage(spark, sinp, out, show_progress=False))
+        def spark_salvage() -> None:
+            doc = run_salvage(spark, sinp, tmp / "salvage-spark", show_progress=False, overwrite=True)
+            assert doc["messages"] == gen["records"] - 1, doc["messages"]
 
-        t_sv = best(salvage, a.repeat)
-        assert sdoc["messages"] == gen["records"] - 1, sdoc["messages"]
-        parquet = sum(p.stat().st_size for p in (out / "messages").rglob("*.parquet"))
-        rows.append((f"Spark salvage ({len(sinp.candidates)} ranges)", t_sv,
-                     f"writes {parquet / (1 << 20):.0f} MiB of Parquet"))
+        t_ss = best(spark_salvage, a.repeat)
+        parquet = sum(p.stat().st_size for p in (tmp / "salvage-spark" / "messages").rglob("*.parquet"))
+        rows.append((f"salvage, Spark ({len(sinp.candidates)} ranges)", t_ss,
+                     f"{a.master}, writes {parquet / (1 << 20):.0f} MiB of Parquet"))
+    rss.stop()
+    from mqctl.pipeline.output import tree_digest
 
+    same = tree_digest(tmp / "salvage-spark") == tree_digest(tmp / "salvage-local")
+
+    load = os.getloadavg()
     print(f"replica: {gen['records']} records of ~{a.record_size} B, {mib:.0f} MiB of data in {len(files)} "
-          f"files of {fs >> 20} MiB; salvage reads from offset {cut}; cores: {os.cpu_count()}")
+          f"files of {fs >> 20} MiB; salvage reads from offset {cut}; cores: {os.cpu_count()}; load average "
+          f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
     print(f"Spark start-up (not in the rows below): session {t_start:.2f} s, first job (Python workers) "
           f"{t_warm:.2f} s")
-    print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x plain':>8} {'x cat':>7}  note")
+    print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x plain':>8} {'x parser':>9} {'x cat':>7}  note")
     for name, t, note in rows:
-        print(f"{name:38} {t:8.3f} {mib / t:9.1f} {t_plain / t:8.2f} {t_cat / t:7.3f}  {note}")
-    print("MiB/s = record data (up to the max offset) / time; x plain, x cat = speed relative to those rows "
-          "(>1 = faster)")
+        print(f"{name:38} {t:8.3f} {mib / t:9.1f} {t_plain / t:8.2f} {t_parse / t:9.2f} {t_cat / t:7.3f}  {note}")
+    print("MiB/s = record data / time; x plain, x parser, x cat = speed relative to those rows (>1 = faster)")
+    print(f"goals: salvage Spark {t_plain / t_ss:.2f}x plain (>= 1.5), {t_parse / t_ss:.2f}x parser (>= 0.7); "
+          f"analyze Spark {t_parse / t_sa:.2f}x parser (>= 1.5); inspect --deep {t_cat / t_deep:.3f}x cat (>= 0.5)")
+    print(f"salvage output of the two engines identical: {same}")
+    print(f"peak RSS: driver (this Python process) {rss.driver() >> 20} MiB, JVM (driver + executor, "
+          f"spark.driver.memory 1g) {rss.jvm >> 20} MiB, executor Python workers (sum) {rss.workers >> 20} MiB")
     if a.keep:
         print(f"kept {tmp}")
     else:

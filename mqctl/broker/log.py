@@ -9,6 +9,7 @@ change) is a boundary too. Not thread-safe: the agent serialises calls under its
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 import time
@@ -107,22 +108,28 @@ class CommitLogStore:
             return b"", 0
         fd = self._writer.file_fd(start)
         data = os.pread(fd, end - offset, offset - start)
-        pos = 0
-        n = len(data)
-        while pos + 8 <= n:
+        from mqctl.store.walker import parse_byte_range
+
+        pr = parse_byte_range(data, offset, 0, len(data), head_owned=True, check_crc=False, fields=False,
+                              stop_at_damage=True)
+        if pr.problems:
+            raise StoreError(f"{self.directory / file_name(start)} offset {pr.problems[0].offset}: "
+                             f"{pr.problems[0].reason}")
+        ends = (pr.position + pr.size).tolist()
+        # whole records up to max_bytes (at least one)
+        k = max(1, bisect.bisect_right(ends, max_bytes)) if ends else 0
+        if k < len(ends):
+            return data[:ends[k - 1]], ends[k - 1]
+        pos, n = pr.walk_end, len(data)
+        if pos + 8 <= n:
             total, magic = _II.unpack_from(data, pos)
             if magic == BLANK_MAGIC:
                 # the rest of the file belongs to the blank marker
-                tail = start + self.file_size
-                if tail <= end:
+                if start + self.file_size <= end:
                     pos = n
-                break
-            if magic not in (MAGIC_V1, MAGIC_V2) or total <= 0:
+            elif magic not in (MAGIC_V1, MAGIC_V2) or total <= 0:
                 raise StoreError(f"{self.directory / file_name(start)} offset {offset + pos}: "
                                  f"not a record boundary")
-            if pos + total > n or (pos > 0 and pos + total > max_bytes):
-                break
-            pos += total
         return data[:pos], pos
 
     def write_chunk(self, offset: int, data: bytes, length: int) -> None:

@@ -1,8 +1,10 @@
-"""`mqctl recover salvage` and `mqctl analyze commitlog`: the Spark data pipeline (docs/pipeline.md).
+"""`mqctl recover salvage` and `mqctl analyze commitlog`: the data pipeline (docs/pipeline.md), on Spark
+or in this process (--engine).
 
-Only typer is imported here; pyspark, numpy, rich and the pipeline modules load inside the commands
-(`mqctl --help` never starts or imports Spark). The commands check for pyspark, numpy and java first and
-exit 8 with the install command when one is missing.
+Only typer is imported here; pyspark, numpy, pyarrow, rich and the pipeline modules load inside the
+commands (`mqctl --help` never starts or imports Spark). The commands check for what the chosen engine
+needs (numpy and pyarrow; pyspark, pandas and java for Spark) first and exit 9 with the install command
+when one is missing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ analyze_app = sub_app("analyze", "Analyse commitlogs across a fleet of stores (S
 
 _MASTER_HELP = ("Spark master URL (default: local[*], an in-process Spark; env MQCTL_SPARK_MASTER). With a "
                 "cluster, the executors must see the store paths and have mqctl[spark] installed.")
-_RANGE_HELP = "Bytes of commitlog per Spark task, e.g. 64M (default) or 512K."
+_RANGE_HELP = ("Bytes of commitlog per task, e.g. 64M or 512K (default: about 3 ranges per Spark core; "
+               "64M in process).")
+_ENGINE_HELP = ("auto (default): Spark for a cluster --master or more than 1 GiB to read, else in this "
+                "process without a JVM; local; spark. Both give the same files.")
+_QUIET_HELP = "No progress bar and no engine line on stderr."
+_OVERWRITE_HELP = "Replace a previous output in DIR (moved to DIR/.mqctl-backup-<UTC time> when it differs)."
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
 
 
@@ -32,6 +39,35 @@ def _parse_size(text: str) -> int:
     if not m or int(m.group(1)) <= 0:
         raise UsageError(f"--range-size must be a positive size like 65536, 512K or 64M, not {text!r}")
     return int(m.group(1)) << (10 * " KMGT".index((m.group(2) or " ").upper()))
+
+
+def _engine(engine: str) -> str:
+    from mqctl.errors import UsageError
+    from mqctl.pipeline.engine import ENGINES
+
+    if engine not in ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    return engine
+
+
+def _run(kind: str, inp: Any, run: Any, *, engine: str, master: str | None, range_size: int | None,
+         quiet: bool, **kw: Any) -> dict[str, Any]:
+    """Pick the engine (saying which on stderr), start Spark if it is Spark, size the ranges, run."""
+    from rich.console import Console
+
+    from mqctl.pipeline.engine import choose_engine, range_size_for, require_spark, spark_cores, spark_session
+
+    eng, why = choose_engine(engine, master, inp.nbytes)
+    if not quiet:
+        Console(stderr=True, highlight=False).print(f"mqctl: {kind} on engine {eng} ({why})")
+    progress = False if quiet else None
+    if eng == "local":
+        return run(None, inp, show_progress=progress, **kw)  # type: ignore[no-any-return]
+    require_spark()
+    with spark_session(master, app_name=f"mqctl {kind}") as spark:
+        if range_size is None:
+            inp.cut(range_size_for(inp.nbytes, spark_cores(spark)))
+        return run(spark, inp, show_progress=progress, **kw)  # type: ignore[no-any-return]
 
 
 def _time(ms: int | None) -> str:
@@ -50,25 +86,30 @@ def salvage_cmd(
                                       help=_MASTER_HELP),
     full_source: bool = typer.Option(False, "--full-source", help="Compare with every record the source "
                                      "keeps, not only those after the set's smallest truncateTo."),
-    range_size: str = typer.Option("64M", "--range-size", metavar="SIZE", help=_RANGE_HELP),
+    range_size: str | None = typer.Option(None, "--range-size", metavar="SIZE", help=_RANGE_HELP),
+    engine: str = typer.Option("auto", "--engine", metavar="auto|local|spark", help=_ENGINE_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Run the job and show what would be saved; write "
                                                           "nothing."),
     output: Output = output_option(),
 ) -> None:
     """Save to Parquet every message that truncating the plan's replicas would drop and the source lacks."""
-    size = _parse_size(range_size)
+    size = None if range_size is None else _parse_size(range_size)
+    eng = _engine(engine)
     from pathlib import Path
 
-    from mqctl.pipeline.engine import require_spark, spark_session
+    from mqctl.pipeline.engine import require_local
     from mqctl.pipeline.output import check_out_dir
+    from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
     from mqctl.pipeline.salvage import KIND, prepare, run_salvage
 
-    require_spark()
+    require_local()
     if not dry_run:
-        check_out_dir(Path(out).absolute(), KIND)
-    inp = prepare(stores, range_size=size, full_source=full_source)
-    with spark_session(master, app_name="mqctl recover salvage") as spark:
-        doc = run_salvage(spark, inp, out, dry_run=dry_run)
+        check_out_dir(Path(out).absolute(), KIND, overwrite=overwrite)
+    inp = prepare(stores, range_size=size or DEFAULT_RANGE_SIZE, full_source=full_source)
+    doc = _run("recover salvage", inp, run_salvage, engine=eng, master=master, range_size=size, quiet=quiet,
+               out=out, dry_run=dry_run, overwrite=overwrite)
     if output is not Output.table:
         echo_doc(output, doc)
         return
@@ -104,6 +145,8 @@ def _render_salvage(doc: dict[str, Any]) -> None:
     for p in doc["problems"]:
         con.print(f"problem: {p['file']} position {p['position']} (offset {p['offset']}, "
                   f"{p['length']} bytes): {p['kind']}: {p['reason']}")
+    if doc["skippedBytes"]:
+        con.print(f"skipped {human_size(doc['skippedBytes'])} that are not records (see the problems)")
     total = f"{doc['messages']} messages ({human_size(doc['bytes'])})"
     if doc["dryRun"]:
         con.print(f"dry run: would write {total} to {doc['out']}")
@@ -120,23 +163,29 @@ def analyze_commitlog_cmd(
                                                                       "and summary.json here."),
     master: str | None = typer.Option(None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER",
                                       help=_MASTER_HELP),
-    range_size: str = typer.Option("64M", "--range-size", metavar="SIZE", help=_RANGE_HELP),
+    range_size: str | None = typer.Option(None, "--range-size", metavar="SIZE", help=_RANGE_HELP),
+    engine: str = typer.Option("auto", "--engine", metavar="auto|local|spark", help=_ENGINE_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
     output: Output = output_option(),
 ) -> None:
     """Per topic and queue: messages, bytes, store times, offsets; every damaged record, file and position."""
-    size = _parse_size(range_size)
+    size = None if range_size is None else _parse_size(range_size)
+    eng = _engine(engine)
     from pathlib import Path
 
-    from mqctl.pipeline.analyze import KIND, prepare_analyze, run_analyze
-    from mqctl.pipeline.engine import require_spark, spark_session
-    from mqctl.pipeline.output import check_out_dir
+    from mqctl.pipeline.engine import require_local
 
-    require_spark()
+    require_local()
+    from mqctl.pipeline.analyze import KIND, prepare_analyze, run_analyze
+    from mqctl.pipeline.output import check_out_dir
+    from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
+
     if out is not None:
-        check_out_dir(Path(out).absolute(), KIND)
-    inp = prepare_analyze(stores, range_size=size)
-    with spark_session(master, app_name="mqctl analyze commitlog") as spark:
-        doc = run_analyze(spark, inp, out)
+        check_out_dir(Path(out).absolute(), KIND, overwrite=overwrite)
+    inp = prepare_analyze(stores, range_size=size or DEFAULT_RANGE_SIZE)
+    doc = _run("analyze commitlog", inp, run_analyze, engine=eng, master=master, range_size=size, quiet=quiet,
+               out=out, overwrite=overwrite)
     if output is not Output.table:
         echo_doc(output, doc)
         return
@@ -165,6 +214,6 @@ def analyze_commitlog_cmd(
         con.print(f"not analyzed: {u['store']}: {u['reason']}")
     for s in doc["stores"]:
         con.print(f"{s['store']}: {s['messages']} messages in {s['queues']} queues of {s['topics']} topics, "
-                  f"{s['problems']} problems")
+                  f"{s['problems']} problems, {human_size(s['skippedBytes'])} skipped")
     if doc["out"]:
         con.print(f"wrote {doc['out']}")

@@ -1,13 +1,15 @@
-"""The data pipeline: salvage and analysis of commitlogs on Spark (docs/pipeline.md).
+"""The data pipeline: salvage and analysis of commitlogs, on Spark or in this process (docs/pipeline.md).
 
 Layers, each importable on its own:
 
-* `ranges`: pure; cuts the commitlog files of a store into byte ranges (the Spark partitions).
-* `parser`: pure, numpy; parses ONE byte range into columns, resynchronising on a record boundary
-  (the PHYSICALOFFSET field). Plain functions: tests and the single-process baseline call them directly.
-* `tasks`: what one Spark task does with one range (message rows, dedupe keys, per-queue aggregates).
-* `engine`: the Spark session (quiet local settings or `--master`), dependency checks, progress bar.
+* `ranges`: pure; cuts the commitlog files of a store into byte ranges (the tasks).
+* `tasks`: what one task does with one range, on either engine: the record walker
+  (`mqctl.store.walker`) over it, then salvage's candidate rows and message batches (Arrow), the source's
+  keys, analyze's per-queue aggregates.
+* `engine`: the engine choice (--engine auto), range sizing, the Spark session (quiet local settings or
+  `--master`), dependency checks, the progress bar.
+* `output`: DIR's rules and the one Parquet writer both engines use.
 * `salvage`, `analyze`: the two jobs.
 
-Nothing here is imported by `mqctl --help`: pyspark and numpy load inside the commands.
+Nothing here is imported by `mqctl --help`: pyspark, numpy and pyarrow load inside the commands.
 """

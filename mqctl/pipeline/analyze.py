@@ -16,15 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqctl.pipeline.output import (
-    SUMMARY_FILE,
-    check_out_dir,
-    install_output,
-    normalise_spark_output,
-    tree_digest,
-)
+from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE, check_out_dir, install_output, tree_digest
 from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, ByteRange, store_ranges
-from mqctl.pipeline.tasks import PROBLEM_COLUMNS, QUEUE_COLUMNS
+from mqctl.pipeline.tasks import PROBLEM_COLUMNS, QUEUE_COLUMNS, skipped_bytes
 
 KIND = "mqctl-analyze"
 
@@ -36,6 +30,15 @@ class AnalyzeInput:
     ranges: list[ByteRange] = field(default_factory=list)
     stores: list[dict[str, Any]] = field(default_factory=list)
     not_analyzed: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(r.length for r in self.ranges)
+
+    def cut(self, range_size: int) -> None:
+        self.ranges = [r for s in self.stores for r in store_ranges(
+            s["store"], range_size=range_size,
+            meta={"clusterName": s["clusterName"], "brokerName": s["brokerName"], "store": s["store"]})]
 
 
 def prepare_analyze(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE) -> AnalyzeInput:
@@ -60,22 +63,17 @@ def prepare_analyze(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE) 
         inp.stores.append({"store": s, "clusterName": c, "brokerName": b,
                            "brokerId": ident.broker_id if ident else None, "files": len(log.files),
                            "fileSize": log.file_size, "totalBytes": log.total_bytes})
-        inp.ranges += store_ranges(s, range_size=range_size,
-                                   meta={"clusterName": c, "brokerName": b, "store": s})
+    inp.cut(range_size)
     return inp
 
 
 def _schemas() -> tuple[Any, Any]:
-    from pyspark.sql import types as T
+    import pyarrow as pa
 
-    s, i, ln = T.StringType(), T.IntegerType(), T.LongType()
-    q = T.StructType([T.StructField(n, t, True) for n, t in (
-        ("clusterName", s), ("brokerName", s), ("store", s), ("topic", s), ("queueId", i), ("messages", ln),
-        ("bytes", ln), ("firstStoreTimestamp", ln), ("lastStoreTimestamp", ln), ("minQueueOffset", ln),
-        ("maxQueueOffset", ln), ("minPhysicalOffset", ln), ("maxPhysicalOffset", ln), ("crcErrors", ln))])
-    p = T.StructType([T.StructField(n, t, True) for n, t in (
-        ("clusterName", s), ("brokerName", s), ("store", s), ("file", s), ("position", ln), ("offset", ln),
-        ("length", ln), ("kind", s), ("reason", s))])
+    s, i, ln = pa.string(), pa.int32(), pa.int64()
+    text = ("clusterName", "brokerName", "store", "topic")
+    q = pa.schema([(n, s if n in text else i if n == "queueId" else ln) for n in QUEUE_COLUMNS])
+    p = pa.schema([(n, ln if n in ("position", "offset", "length") else s) for n in PROBLEM_COLUMNS])
     return q, p
 
 
@@ -98,38 +96,68 @@ def _merge(a: tuple[str, tuple[Any, ...]], b: tuple[str, tuple[Any, ...]]) -> tu
 
 
 def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | None = None, *,
-                show_progress: bool | None = None) -> dict[str, Any]:
+                show_progress: bool | None = None, overwrite: bool = False) -> dict[str, Any]:
+    """On Spark (`spark`, a session) or in this process (`spark` None): the same partial aggregates per
+    range, merged by queue; the same files."""
     from mqctl.pipeline.engine import progress
     from mqctl.pipeline.tasks import analyze_rows
 
     outp = None if out is None else Path(out).absolute()
     if outp is not None:
-        check_out_dir(outp, KIND)
-    qschema, pschema = _schemas()
-    sc = spark.sparkContext
-    with progress(spark, "analyze", enabled=show_progress):
-        # one job: partial aggregates per range, merged by key in one shuffle; problems pass through
-        nparts = max(1, min(len(inp.ranges), sc.defaultParallelism))
-        merged = sc.parallelize(inp.ranges or [], max(1, len(inp.ranges))).flatMap(analyze_rows) \
-            .map(_keyed).reduceByKey(_merge, numPartitions=nparts).values().collect()
-        q_rows = sorted((dict(zip(QUEUE_COLUMNS, r[1], strict=True)) for r in merged if r[0] == "q"),
-                        key=lambda d: tuple("" if d[k] is None else d[k] for k in _QKEY))
-        p_rows = sorted((dict(zip(PROBLEM_COLUMNS, r[1], strict=True)) for r in merged if r[0] == "p"),
-                        key=lambda d: (d["store"], d["offset"]))
-        digest = None
-        if outp is not None:
-            outp.mkdir(parents=True, exist_ok=True)
-            tmp = outp / f".mqctl-tmp-{os.getpid()}"
-            if tmp.exists():
-                shutil.rmtree(tmp)
-            tmp.mkdir()
-            for name, rows, schema, cols in (("queues", q_rows, qschema, QUEUE_COLUMNS),
-                                             ("problems", p_rows, pschema, PROBLEM_COLUMNS)):
-                data = [tuple(r[c] for c in cols) for r in rows]
-                df = spark.createDataFrame(data, schema, verifySchema=False)
-                df.coalesce(1).write.mode("overwrite").parquet(str(tmp / name))
-                normalise_spark_output(tmp / name)
-            digest = tree_digest(tmp)
+        check_out_dir(outp, KIND, overwrite=overwrite)
+    counted = [0, 0]
+    if spark is None:
+        def done() -> tuple[int, int]:
+            return counted[0], counted[1]
+    else:
+        sc = spark.sparkContext
+        acc_b, acc_m = sc.accumulator(0), sc.accumulator(0)
+
+        def done() -> tuple[int, int]:
+            return int(acc_b.value), int(acc_m.value)
+
+    with progress("analyze", inp.nbytes, done, enabled=show_progress):
+        if spark is None:
+            acc: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}
+            for br in inp.ranges:
+                for k, v in map(_keyed, analyze_rows(br)):
+                    acc[k] = _merge(acc[k], v) if k in acc else v
+                    counted[1] += v[1][5] if v[0] == "q" else 0
+                counted[0] += br.length
+            merged = list(acc.values())
+        else:
+            ranges = inp.ranges
+
+            def rows(i: int) -> list[tuple[str, tuple[Any, ...]]]:
+                out_ = list(analyze_rows(ranges[i]))
+                acc_b.add(ranges[i].length)
+                acc_m.add(sum(r[1][5] for r in out_ if r[0] == "q"))
+                return out_
+
+            # one job: partial aggregates per range, merged by key in one shuffle; problems pass through
+            nparts = max(1, min(len(ranges), sc.defaultParallelism))
+            merged = sc.parallelize(range(len(ranges)), max(1, len(ranges))).flatMap(rows) \
+                .map(_keyed).reduceByKey(_merge, numPartitions=nparts).values().collect()
+    q_rows = sorted((dict(zip(QUEUE_COLUMNS, r[1], strict=True)) for r in merged if r[0] == "q"),
+                    key=lambda d: tuple("" if d[k] is None else d[k] for k in _QKEY))
+    p_rows = sorted((dict(zip(PROBLEM_COLUMNS, r[1], strict=True)) for r in merged if r[0] == "p"),
+                    key=lambda d: (d["store"], d["offset"]))
+    digest = None
+    if outp is not None:
+        import pyarrow as pa
+
+        from mqctl.pipeline.output import write_parquet
+
+        outp.mkdir(exist_ok=True)
+        tmp = outp / f"{HIDDEN}tmp-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        qschema, pschema = _schemas()
+        for name, data, schema in (("queues", q_rows, qschema), ("problems", p_rows, pschema)):
+            batch = pa.RecordBatch.from_pylist(data, schema=schema)
+            write_parquet(tmp / name / "part-00000.parquet", schema, [batch])
+        digest = tree_digest(tmp)
     doc = _document(inp, q_rows, p_rows, digest)
     if outp is not None:
         (tmp / SUMMARY_FILE).write_text(json.dumps(doc, indent=2) + "\n")
@@ -140,12 +168,14 @@ def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | Non
 
 def _document(inp: AnalyzeInput, queues: list[dict[str, Any]], problems: list[dict[str, Any]],
               digest: str | None) -> dict[str, Any]:
+    skipped = skipped_bytes(problems)
     stores = []
     for s in inp.stores:
         mine = [q for q in queues if q["store"] == s["store"]]
         stores.append({**s, "messages": sum(q["messages"] for q in mine),
                        "messageBytes": sum(q["bytes"] for q in mine),
                        "topics": len({q["topic"] for q in mine}), "queues": len(mine),
-                       "problems": sum(1 for p in problems if p["store"] == s["store"])})
+                       "problems": sum(1 for p in problems if p["store"] == s["store"]),
+                       "skippedBytes": skipped.get(s["store"], 0)})
     return {"kind": KIND, "stores": stores, "queues": queues, "problems": problems,
             "notAnalyzed": inp.not_analyzed, "digest": digest}

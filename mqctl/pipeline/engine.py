@@ -1,6 +1,7 @@
-"""The Spark side of the pipeline: dependency checks, the session, the progress bar.
+"""Where the pipeline runs: the engine choice (`choose_engine`: in this process up to LOCAL_MAX_BYTES,
+else Spark), range sizing, dependency checks, the Spark session, the progress bar.
 
-Local mode by default (in-process JVM, loopback only, UI off, small shuffle, quiet log4j2 config; see
+Spark's local mode by default (in-process JVM, loopback only, UI off, small shuffle, quiet log4j2 config; see
 toolchain-notes.md section 5); `--master URL` or MQCTL_SPARK_MASTER sends the same jobs to a cluster,
 whose executors must see the store paths and have mqctl installed (docs/pipeline.md).
 """
@@ -13,7 +14,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,9 @@ logger.sparkutils.name = org.apache.spark.util.Utils
 logger.sparkutils.level = error
 """
 
-__all__ = ["EXIT_MISSING_DEPENDENCY", "MissingDependencyError", "require_spark", "java_executable",
-           "spark_session", "spark_conf", "progress", "resolve_master"]
+__all__ = ["EXIT_MISSING_DEPENDENCY", "MissingDependencyError", "require_spark", "require_local",
+           "java_executable", "spark_session", "spark_conf", "progress", "resolve_master", "choose_engine",
+           "range_size_for", "spark_cores", "ENGINES", "LOCAL_MAX_BYTES"]
 
 
 class MissingDependencyError(MqctlError):
@@ -59,14 +61,27 @@ def java_executable() -> str | None:
     return shutil.which("java")
 
 
-def require_spark() -> None:
-    """Fail with one line saying exactly what to install, before anything slow starts."""
-    missing = []
-    for mod in ("pyspark", "numpy", "pyarrow", "pandas"):      # salvage sends Arrow batches (mapInArrow)
+def _missing(mods: tuple[str, ...]) -> list[str]:
+    out = []
+    for mod in mods:
         try:
             __import__(mod)
         except ImportError:
-            missing.append(mod)
+            out.append(mod)
+    return out
+
+
+def require_local() -> None:
+    """The local engine needs numpy (the walker) and pyarrow (Parquet): one line saying what to install."""
+    missing = _missing(("numpy", "pyarrow"))
+    if missing:
+        raise MissingDependencyError(f"this command needs {' and '.join(missing)} (not installed): "
+                                     f"{INSTALL_HINT} (or pip install 'numpy>=1.26' 'pyarrow>=18')")
+
+
+def require_spark() -> None:
+    """Fail with one line saying exactly what to install, before anything slow starts."""
+    missing = _missing(("pyspark", "numpy", "pyarrow", "pandas"))   # Arrow batches (mapInArrow)
     if missing:
         raise MissingDependencyError(f"this command needs {' and '.join(missing)} (not installed): "
                                      f"{INSTALL_HINT} (or pip install 'pyspark>=4.0' 'numpy>=1.26' "
@@ -149,43 +164,74 @@ def spark_session(master: str | None = None, *, log4j: str | None = None,
         spark.stop()
 
 
+ENGINES = ("auto", "local", "spark")
+LOCAL_MAX_BYTES = 1 << 30        # --engine auto: up to this many bytes to read, no JVM is started
+RANGES_PER_CORE = 3
+MIN_RANGE, MAX_RANGE = 4 << 20, 512 << 20
+
+
+def choose_engine(engine: str, master: str | None, nbytes: int) -> tuple[str, str]:
+    """(engine, why): auto picks Spark for a cluster URL or more than LOCAL_MAX_BYTES to read (a Spark
+    session costs seconds to start; below that one process is done sooner), else the local engine."""
+    if engine != "auto":
+        return engine, f"--engine {engine}"
+    url = master or os.environ.get(MASTER_ENV)
+    if url and not url.startswith("local"):
+        return "spark", f"--master {url}"
+    gib = f"{nbytes / (1 << 30):.2f} GiB to read"
+    if nbytes > LOCAL_MAX_BYTES:
+        return "spark", f"{gib}, more than {LOCAL_MAX_BYTES >> 30} GiB"
+    return "local", f"{gib}, at most {LOCAL_MAX_BYTES >> 30} GiB; --engine spark to use Spark"
+
+
+def range_size_for(nbytes: int, cores: int) -> int:
+    """About RANGES_PER_CORE ranges per core (whole MiB, within MIN_RANGE..MAX_RANGE): enough tasks to
+    even out the cores, few enough that a task's start-up stays small next to its work."""
+    per = -(-nbytes // max(1, cores * RANGES_PER_CORE))
+    return max(MIN_RANGE, min(MAX_RANGE, -(-per // (1 << 20)) << 20))
+
+
+def spark_cores(spark: Any) -> int:
+    return int(spark.sparkContext.defaultParallelism)
+
+
 @contextmanager
-def progress(spark: Any, description: str, *, enabled: bool | None = None) -> Iterator[None]:
-    """A rich progress bar on stderr over the tasks of every stage Spark runs meanwhile; off when stderr
-    is not a terminal. A thread polls the status tracker (py4j calls are thread-safe)."""
+def progress(description: str, total_bytes: int, done: Callable[[], tuple[int, int]], *,
+             enabled: bool | None = None) -> Iterator[None]:
+    """A progress bar on stderr (bytes read, messages, ETA) while the job runs, fed by `done()` ->
+    (bytes, messages) (Spark: accumulators the tasks add to as they finish; local: the loop's counters);
+    off when stderr is not a terminal or enabled is False (--quiet)."""
     if enabled is None:
         enabled = sys.stderr.isatty()
-    if not enabled:
+    if not enabled or total_bytes <= 0:
         yield
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    tracker = spark.sparkContext.statusTracker()
-    seen: dict[int, tuple[int, int]] = {}
     stop = threading.Event()
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"),
-                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
+                   TextColumn("{task.fields[messages]} messages"), TimeElapsedColumn(), TimeRemainingColumn(),
+                   console=Console(stderr=True), transient=True)
 
     def poll() -> None:
         while not stop.wait(0.2):
             try:
-                active = set(tracker.getActiveStageIds())
-                for sid in active:
-                    info = tracker.getStageInfo(sid)
-                    if info is not None:
-                        seen[sid] = (info.numTasks, info.numCompletedTasks)
-                for sid, (total, _done) in list(seen.items()):
-                    if sid not in active:
-                        seen[sid] = (total, total)
-                bar.update(task, total=max(1, sum(t for t, _ in seen.values())),
-                           completed=sum(d for _, d in seen.values()))
+                nbytes, msgs = done()
+                bar.update(task, completed=min(nbytes, total_bytes), messages=msgs)
             except Exception:  # the context is stopping: the bar just ends
                 return
 
     with bar:
-        task = bar.add_task(description, total=None)
-        th = threading.Thread(target=poll, name="mqctl-spark-progress", daemon=True)
+        task = bar.add_task(description, total=total_bytes, messages=0)
+        th = threading.Thread(target=poll, name="mqctl-progress", daemon=True)
         th.start()
         try:
             yield

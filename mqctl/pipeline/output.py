@@ -1,5 +1,6 @@
-"""Output directories of the pipeline commands: refuse foreign content, deterministic file names,
-replace a previous output only after moving it to a backup when its content differs."""
+"""Output directories of the pipeline commands: refuse what is not ours, write every Parquet file through
+one pyarrow writer (the same bytes from either engine), replace a previous output only with --overwrite
+and after moving it to a backup inside DIR when its content differs. Nothing is written outside DIR."""
 
 from __future__ import annotations
 
@@ -8,70 +9,130 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from mqctl.errors import UsageError
 
 SUMMARY_FILE = "summary.json"
+HIDDEN = ".mqctl-"                  # our own temporary and backup directories inside DIR
+ROW_GROUP_ROWS = 32768              # a row group ends after this many rows or ROW_GROUP_BYTES of records
+ROW_GROUP_BYTES = 64 << 20
 
-__all__ = ["SUMMARY_FILE", "check_out_dir", "tree_digest", "normalise_spark_output", "install_output"]
+__all__ = ["SUMMARY_FILE", "check_out_dir", "tree_digest", "install_output", "PartWriter", "write_parquet"]
 
 
-def check_out_dir(out: Path, kind: str) -> None:
-    """Refuse a DIR that holds anything but a previous output of the same command."""
+def check_out_dir(out: Path, kind: str, *, overwrite: bool = False) -> None:
+    """Refuse a DIR that is not a directory, whose parent does not exist, that holds anything without
+    --overwrite, or that holds anything but a previous output of the same command."""
+    what = kind.replace("mqctl-", "")
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out}: exists and is not a directory; choose a new or empty directory for --out")
-    if out.is_dir() and any(p for p in out.iterdir() if not p.name.startswith(".mqctl-tmp-")):
-        try:
-            prev = json.loads((out / SUMMARY_FILE).read_text())
-        except (OSError, ValueError):
-            prev = None
-        if not isinstance(prev, dict) or prev.get("kind") != kind:
-            what = kind.replace("mqctl-", "")
-            raise UsageError(f"{out}: not empty and not the output of a previous {what} (no {SUMMARY_FILE} "
-                             f"of kind {kind}); choose a new or empty directory for --out")
+    if not out.parent.is_dir():
+        raise UsageError(f"{out.parent}: no such directory; create it first (--out is created, its parents "
+                         f"are not)")
+    if not (out.is_dir() and any(p for p in out.iterdir() if not p.name.startswith(HIDDEN))):
+        return
+    try:
+        prev = json.loads((out / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        prev = None
+    if not isinstance(prev, dict) or prev.get("kind") != kind:
+        raise UsageError(f"{out}: not empty and not the output of a previous {what} (no {SUMMARY_FILE} of "
+                         f"kind {kind}); choose a new or empty directory for --out")
+    if not overwrite:
+        raise UsageError(f"{out}: holds a previous {what}; add --overwrite to replace it (a different result "
+                         f"is first moved to {out}/{HIDDEN}backup-<UTC time>) or choose another --out")
 
 
 def tree_digest(root: Path) -> str:
-    """Digest of an output tree by content: Parquet files by their decoded rows and schema, since
-    Spark's Parquet writer does not produce identical footers from one JVM to the next (the order of
-    the encodings list), so two runs over the same stores must compare equal."""
+    """sha256 over the names and bytes of an output tree, without our hidden directories (every file is
+    written by this module's writer: the same rows give the same bytes, on either engine)."""
     h = hashlib.sha256()
     for p in sorted(q for q in root.rglob("*") if q.is_file()):
-        h.update(f"{p.relative_to(root).as_posix()}\0".encode())
-        if p.suffix == ".parquet":
-            h.update(_parquet_content_digest(p))
-        else:
-            h.update(hashlib.sha256(p.read_bytes()).digest())
+        rel = p.relative_to(root)
+        if rel.parts[0].startswith(HIDDEN):
+            continue
+        h.update(f"{rel.as_posix()}\0".encode())
+        with open(p, "rb") as fh:
+            h.update(hashlib.file_digest(fh, "sha256").digest())
     return h.hexdigest()
 
 
-def _parquet_content_digest(path: Path) -> bytes:
+class PartWriter:
+    """One Parquet file from a stream of record batches, row groups cut by the rows themselves (every
+    ROW_GROUP_ROWS rows or ROW_GROUP_BYTES of `size`), never by how the batches arrived: the local engine
+    and Spark's executors feed the same rows in different batches and get the same file."""
+
+    def __init__(self, path: Path, schema: Any, size_column: str | None = None) -> None:
+        import pyarrow.parquet as pq
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.schema, self.size_column = schema, size_column
+        self._w = pq.ParquetWriter(str(path), schema, compression="snappy", write_statistics=True)
+        self._pending: list[Any] = []
+        self._rows = self._bytes = 0
+        self.rows = 0
+
+    def write(self, batch: Any) -> None:
+        import numpy as np
+
+        batch = _conform(batch, self.schema)
+        sizes = (batch.column(self.size_column).to_numpy(zero_copy_only=False).astype(np.int64)
+                 if self.size_column else np.zeros(batch.num_rows, dtype=np.int64))
+        i = 0
+        while i < batch.num_rows:
+            # rows up to the end of the current row group
+            room = ROW_GROUP_ROWS - self._rows
+            cum = np.cumsum(sizes[i:i + room])
+            j = int(np.searchsorted(cum, ROW_GROUP_BYTES - self._bytes, side="left")) + 1
+            take = min(room, j, batch.num_rows - i)
+            self._pending.append(batch.slice(i, take))
+            self._rows += take
+            self._bytes += int(cum[take - 1])
+            i += take
+            if self._rows >= ROW_GROUP_ROWS or self._bytes >= ROW_GROUP_BYTES:
+                self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._rows:
+            # one contiguous chunk per column: Parquet pages break at chunk boundaries too
+            table = pa.Table.from_batches(self._pending, schema=self.schema).combine_chunks()
+            self._w.write_table(table, row_group_size=table.num_rows)
+            self.rows += table.num_rows
+        self._pending, self._rows, self._bytes = [], 0, 0
+
+    def close(self) -> None:
+        self._flush()
+        self._w.close()
+
+
+def _conform(batch: Any, schema: Any) -> Any:
+    """The batch with exactly `schema`'s types and nullability (Spark's Arrow batches name map fields
+    and flag nullability its own way)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return hashlib.sha256(sink.getvalue().to_pybytes()).digest()
+    if batch.schema.equals(schema):
+        return batch
+    return pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in schema], schema=schema)
 
 
-def normalise_spark_output(root: Path) -> None:
-    """Spark names files part-<n>-<uuid>...: rename them part-00000.parquet, ... per directory (in
-    Spark's order) and drop the _SUCCESS / .crc side files, so reruns give identical trees."""
-    for d in sorted({p.parent for p in root.rglob("*")} | {root}):
-        for junk in list(d.glob(".*.crc")) + list(d.glob("_SUCCESS")) + list(d.glob("._SUCCESS.crc")):
-            junk.unlink()
-        parts = sorted(d.glob("part-*.parquet"))
-        for i, p in enumerate(parts):
-            p.rename(d / f".renaming-{i:05d}")
-        for i in range(len(parts)):
-            (d / f".renaming-{i:05d}").rename(d / f"part-{i:05d}.parquet")
+def write_parquet(path: Path, schema: Any, batches: Iterable[Any], size_column: str | None = None) -> int:
+    w = PartWriter(path, schema, size_column)
+    try:
+        for b in batches:
+            w.write(b)
+    finally:
+        w.close()
+    return w.rows
 
 
 def install_output(tmp: Path, out: Path, names: tuple[str, ...], digest: str) -> str | None:
-    """Move tmp/<names> into out. A previous output with another digest goes to a backup first."""
+    """Move tmp/<names> into out. A previous output with another digest goes to out/.mqctl-backup-<UTC
+    time> first (inside DIR: nothing is written outside it)."""
     backup: Path | None = None
     try:
         prev = json.loads((out / SUMMARY_FILE).read_text())
@@ -79,12 +140,12 @@ def install_output(tmp: Path, out: Path, names: tuple[str, ...], digest: str) ->
         prev = None
     if isinstance(prev, dict) and prev.get("digest") != digest:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        backup = out.parent / f"{out.name}.{prev.get('kind', 'mqctl').replace('mqctl-', '')}-backup-{stamp}"
+        backup = out / f"{HIDDEN}backup-{stamp}"
         n = 1
         while backup.exists():
             n += 1
-            backup = backup.with_name(f"{backup.name.split('~')[0]}~{n}")
-        backup.mkdir(parents=True)
+            backup = out / f"{HIDDEN}backup-{stamp}~{n}"
+        backup.mkdir()
         for name in names:
             if (out / name).exists():
                 os.replace(out / name, backup / name)

@@ -4,14 +4,17 @@ Inputs come from `make_plan` (docs/recovery.md): per broker set a source and, pe
 Candidates are every record at or after a replica's `truncateTo` up to the end of its files (past its
 max offset too: beyond a corrupt record, recovery drops those as well); the source itself contributes
 what lies beyond its own max offset. A candidate is dropped when the source keeps the same message
-(`parser.message_key`: UNIQ_KEY, else born host + born timestamp + BODYCRC) between the set's smallest
+(`tasks.message_key`: UNIQ_KEY, else born host + born timestamp + BODYCRC) between the set's smallest
 `truncateTo` (or its first record with `full_source`) and its max offset; the rest is deduplicated
 across replicas (one row per message: the copy of the replica first in the plan's order) and written.
 
-Output (docs/pipeline.md): `DIR/messages/clusterName=<c>/brokerName=<b>/part-00000.parquet` (rows
-sorted by topic, queueId, epoch, physicalOffset), `DIR/schema.json`, `DIR/summary.json`. No time in
-them: a rerun on the same stores gives byte-identical files. A previous salvage with another digest is
-moved to `DIR.salvage-backup-<UTC time>` first, never overwritten.
+Two passes over the replicas' ranges (`tasks.candidate_keys`, then `tasks.message_batch` for the kept
+records only), the same on Spark and in-process (the local engine): both write the same files, through
+pyarrow. Output (docs/pipeline.md): `DIR/messages/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet`
+(one part per epoch and PART_BYTES window of physical offsets, rows sorted by topic, queueId, epoch,
+physicalOffset, store), `DIR/schema.json`, `DIR/summary.json`. No time in them: a rerun on the same
+stores gives byte-identical files. A previous salvage is replaced only with --overwrite, and moved to
+`DIR/.mqctl-backup-<UTC time>` first when it differs.
 """
 
 from __future__ import annotations
@@ -19,45 +22,53 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqctl.pipeline.output import (
-    SUMMARY_FILE,
-    check_out_dir,
-    install_output,
-    normalise_spark_output,
-    tree_digest,
-)
+from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE, check_out_dir, install_output, tree_digest
 from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, ByteRange, store_ranges
 
 SCHEMA_FILE = "schema.json"
 MESSAGES_DIR = "messages"
 KIND = "mqctl-salvage"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2             # 2: parts per (epoch, PART_BYTES window), schema.json lists Arrow types
+PART_BYTES = 256 << 20
 PROBLEM_COL = "_problem"
 BROADCAST_KEYS = 1_000_000      # source keys up to this many are broadcast to the join, else shuffled
 # the message columns of a problem row: its set and store (so it lands in its set's partition), else
 # these non-null placeholders (messageKey "" matches no message; the row is never written)
-_DEFAULTS: dict[str, Any] = {"string": "", "int64": 0, "int32": 0, "bool": False, "binary": b"",
-                             "map<string, string>": []}
+_DEFAULTS: dict[str, Any] = {"string": "", "int64": 0, "int32": 0, "bool": False}
 _PROBLEM_AT = {"clusterName": 0, "brokerName": 1, "store": 2}     # in PROBLEM_COLUMNS
 SORT_COLUMNS = ("clusterName", "brokerName", "topic", "queueId", "epoch", "physicalOffset", "store")
 
-__all__ = ["SalvageInput", "prepare", "run_salvage", "message_schema"]
+__all__ = ["SalvageInput", "prepare", "run_salvage", "PART_BYTES"]
 
 
 @dataclass
 class SalvageInput:
-    """The plan turned into byte ranges: `candidates` (replica tails) and `keys` (what sources keep)."""
+    """The plan turned into byte ranges: `candidates` (replica tails) and `keys` (what sources keep);
+    `cut` cuts them again at another range size (the engine sizes ranges to its cores)."""
 
     plan: dict[str, Any]
     candidates: list[ByteRange] = field(default_factory=list)
     keys: list[ByteRange] = field(default_factory=list)
     sets: list[dict[str, Any]] = field(default_factory=list)
     not_salvaged: list[dict[str, Any]] = field(default_factory=list)
+    specs: list[tuple[str, str, int, int | None, dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the job reads."""
+        return sum(r.length for r in self.candidates) + sum(r.length for r in self.keys)
+
+    def cut(self, range_size: int) -> None:
+        self.candidates, self.keys = [], []
+        for kind, path, frm, to, meta in self.specs:
+            ranges = store_ranges(path, from_offset=frm, to_offset=to, range_size=range_size, meta=meta)
+            (self.candidates if kind == "candidate" else self.keys).extend(ranges)
 
 
 def prepare(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE,
@@ -92,108 +103,48 @@ def prepare(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE,
                 meta = {"clusterName": c, "brokerName": b, "store": rep.path, "brokerId": rep.broker_id,
                         "rank": rank, "epochs": [(e.start_offset, e.epoch) for e in rep.epochs]}
                 ranges = store_ranges(rep.path, from_offset=tt, range_size=range_size, meta=meta)
-                inp.candidates += ranges
+                inp.specs.append(("candidate", rep.path, tt, None, meta))
             set_doc["replicas"].append({"store": rep.path, "brokerId": rep.broker_id, "state": rep.state,
                                         "truncateTo": tt, "maxOffset": rep.max_offset,
                                         "bytesRead": sum(r.limit - r.start for r in ranges if r.head_owned)})
         if src is not None and frm is not None and src.max_offset > frm:
-            inp.keys += store_ranges(src.path, from_offset=frm, to_offset=src.max_offset,
-                                     range_size=range_size,
-                                     meta={"clusterName": c, "brokerName": b, "store": src.path})
+            inp.specs.append(("key", src.path, frm, src.max_offset,
+                              {"clusterName": c, "brokerName": b, "store": src.path}))
+    inp.cut(range_size)
     return inp
 
 
-def message_schema() -> Any:
-    from pyspark.sql import types as T
-
-    s, i, ln = T.StringType(), T.IntegerType(), T.LongType()
-    cols = [("clusterName", s, False), ("brokerName", s, False), ("store", s, False), ("brokerId", ln, True),
-            ("epoch", ln, True), ("physicalOffset", ln, False), ("size", i, False), ("version", i, False),
-            ("topic", s, False), ("queueId", i, False), ("queueOffset", ln, False), ("flag", i, False),
-            ("sysFlag", i, False), ("bornTimestamp", ln, False), ("bornHost", s, False),
-            ("storeTimestamp", ln, False), ("storeHost", s, False), ("reconsumeTimes", i, False),
-            ("preparedTransactionOffset", ln, False), ("bodyCrc", ln, False),
-            ("crcOk", T.BooleanType(), False),
-            ("uniqKey", s, True), ("keys", s, True), ("tags", s, True),
-            ("properties", T.MapType(s, s, True), False), ("rawProperties", T.BinaryType(), False),
-            ("body", T.BinaryType(), False), ("messageKey", s, False), ("rank", i, False)]
-    return T.StructType([T.StructField(n, t, nullable) for n, t, nullable in cols])
-
-
 def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | None, *,
-                dry_run: bool = False, show_progress: bool | None = None) -> dict[str, Any]:
-    """Run the job; write DIR unless dry_run (or out is None). Returns summary.json's document."""
-    from pyspark import StorageLevel
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
+                dry_run: bool = False, show_progress: bool | None = None, overwrite: bool = False
+                ) -> dict[str, Any]:
+    """Run the job on Spark (`spark`, a session) or in this process (`spark` None, the local engine);
+    write DIR unless dry_run (or out is None). Returns summary.json's document; both engines write the
+    same files."""
     from mqctl.pipeline.engine import progress
-    from mqctl.pipeline.tasks import KEY_COLUMNS
 
     outp = None if out is None else Path(out).absolute()
     writing = outp is not None and not dry_run
     if writing:
         assert outp is not None
-        check_out_dir(outp, KIND)
-    schema = message_schema()
-    with progress(spark, "salvage", enabled=show_progress):
-        msgs = _parsed(spark, inp.candidates, schema)
-        kschema = T.StructType([T.StructField(n, T.StringType(), False) for n in KEY_COLUMNS])
-        keys = _key_frame(spark, inp.keys, kschema).distinct().persist(StorageLevel.MEMORY_AND_DISK)
-        j = None
+        check_out_dir(outp, KIND, overwrite=overwrite)
+    job: _Job = _LocalJob(inp) if spark is None else _SparkJob(spark, inp)
+    digest = backup = None
+    with progress("salvage", inp.nbytes, job.done, enabled=show_progress):
         try:
-            group = ["clusterName", "brokerName", "messageKey"]
-            right = keys.withColumn("onSource", F.lit(True))
-            if keys.count() <= BROADCAST_KEYS:
-                right = F.broadcast(right)      # small: sent to every task, no shuffle of the messages
-            # one shuffle by broker set serves the window (a finer clustering) and the write (one file
-            # per set); with a broadcast join it is the only shuffle of the message rows. Problem rows
-            # ride along (messageKey "" matches nothing) and are counted apart below.
-            j = msgs.join(right, on=group, how="left").repartition("clusterName", "brokerName")
-            j = j.withColumn("onSource", F.coalesce("onSource", F.lit(False)))
-            w = Window.partitionBy(*group)
-            j = j.withColumn("copies", F.count(F.lit(1)).over(w)) \
-                 .withColumn("_n", F.row_number().over(w.orderBy("rank", "physicalOffset", "store")))
-            if writing:
-                j = j.persist(StorageLevel.MEMORY_AND_DISK)      # read twice: counts, then the write
-            is_msg = F.col(PROBLEM_COL).isNull()
-            kept = is_msg & (~F.col("onSource")) & (F.col("_n") == 1)
-
-            def when_kept(c: Any) -> Any:
-                return F.sum(F.when(kept, c).otherwise(0).cast("long"))
-
-            # every count of the summary in one small aggregate: per store and topic, plus one row per
-            # problem (its JSON is part of the key)
-            counts = j.groupBy("clusterName", "brokerName", "store", "topic", PROBLEM_COL).agg(
-                F.count(F.lit(1)).alias("records"), F.sum(F.col("onSource").cast("long")).alias("onSource"),
-                when_kept(F.lit(1)).alias("messages"), when_kept(F.col("size")).alias("bytes"),
-                when_kept(F.length("body")).alias("bodyBytes"),
-                when_kept((~F.col("crcOk")).cast("long")).alias("crcErrors")).collect()
-            problems = [tuple(json.loads(r[PROBLEM_COL])) for r in counts if r[PROBLEM_COL] is not None]
-            per_store, per_topic = _per_store_topic([r.asDict() for r in counts if r[PROBLEM_COL] is None])
-            final = j.filter(kept).drop("onSource", "_n", "rank", PROBLEM_COL)
-            digest = None
-            backup = None
+            counts, problems = job.dedupe()
             if writing:
                 assert outp is not None
-                outp.mkdir(parents=True, exist_ok=True)
-                tmp = outp / f".mqctl-tmp-{os.getpid()}"
+                outp.mkdir(exist_ok=True)
+                tmp = outp / f"{HIDDEN}tmp-{os.getpid()}"
                 if tmp.exists():
                     shutil.rmtree(tmp)
-                tmp.mkdir()
-                final.sortWithinPartitions(*SORT_COLUMNS) \
-                    .write.mode("overwrite").partitionBy("clusterName", "brokerName") \
-                    .parquet(str(tmp / MESSAGES_DIR))
-                (tmp / MESSAGES_DIR).mkdir(exist_ok=True)          # no rows: an empty directory
-                normalise_spark_output(tmp / MESSAGES_DIR)
-                (tmp / SCHEMA_FILE).write_text(json.dumps(json.loads(final.schema.json()), indent=1,
-                                                          sort_keys=True) + "\n")
+                (tmp / MESSAGES_DIR).mkdir(parents=True)
+                job.write(tmp / MESSAGES_DIR)
+                (tmp / SCHEMA_FILE).write_text(json.dumps(_schema_doc(), indent=1, sort_keys=True) + "\n")
                 digest = tree_digest(tmp)
         finally:
-            keys.unpersist()
-            if j is not None:
-                j.unpersist()
+            job.close()
+    per_store, per_topic = _per_store_topic(counts)
     doc = _summary(inp, per_store, per_topic, problems, digest)
     if writing:
         assert outp is not None
@@ -203,47 +154,314 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
     return {**doc, "out": None if outp is None else str(outp), "dryRun": not writing, "backup": backup}
 
 
-def _parsed(spark: Any, ranges: list[ByteRange], schema: Any) -> Any:
-    """Message rows of every range (mapInArrow over one id per range: the rows enter the JVM as Arrow
-    batches), plus one row per problem with PROBLEM_COL set (its PROBLEM_COLUMNS as JSON) and defaults
-    in the message columns."""
-    from pyspark.sql import types as T
+def _schema_doc() -> dict[str, Any]:
+    """schema.json: the columns of the message rows (name, Arrow type, nullable), to read an empty
+    result or check a reader against."""
+    from mqctl.pipeline.tasks import output_schema
 
-    from mqctl.pipeline.tasks import arrow_slices, salvage_arrow
+    return {"fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable}
+                       for f in output_schema()]}
 
-    out = T.StructType([*schema.fields, T.StructField(PROBLEM_COL, T.StringType(), True)])
 
-    def parse(batches: Iterator[Any]) -> Iterator[Any]:
+def _part_dir(c: str, b: str) -> str:
+    q = urllib.parse.quote
+    return f"clusterName={q(c, safe='')}/brokerName={q(b, safe='')}"
+
+
+def _part_paths(keys: list[tuple[str, str, int, int]]) -> dict[tuple[str, str, int, int], str]:
+    """part-NNNNN per broker set, numbered in (epoch, physical offset window) order."""
+    out: dict[tuple[str, str, int, int], str] = {}
+    n: dict[tuple[str, str], int] = {}
+    for k in sorted(keys):
+        i = n.get(k[:2], 0)
+        n[k[:2]] = i + 1
+        out[k] = f"{_part_dir(k[0], k[1])}/part-{i:05d}.parquet"
+    return out
+
+
+def _chunks(sizes: Any, max_bytes: int = 32 << 20) -> Iterator[tuple[int, int]]:
+    """[i, j) row spans of at most max_bytes of records (at least one row each)."""
+    import numpy as np
+
+    ends = np.cumsum(sizes, dtype=np.int64)
+    i, n = 0, len(ends)
+    while i < n:
+        base = int(ends[i - 1]) if i else 0
+        j = max(i + 1, int(np.searchsorted(ends, base + max_bytes, side="right")))
+        yield i, j
+        i = j
+
+
+def _write_runs(batches: Iterator[Any], root: Path, paths: dict[tuple[str, str, int, int], str]
+                ) -> Iterator[tuple[str, int]]:
+    """Write kept candidate rows, sorted by part then SORT_COLUMNS, into their part files (one writer
+    open at a time); yields (part path, rows) per part."""
+    from mqctl.pipeline.output import PartWriter
+    from mqctl.pipeline.tasks import message_batch, output_schema
+
+    schema = output_schema()
+    cur: tuple[str, str, int, int] | None = None
+    w: PartWriter | None = None
+    try:
+        for b in batches:
+            c, bn = b.column("clusterName").to_pylist(), b.column("brokerName").to_pylist()
+            ep, bk = b.column("partEpoch").to_pylist(), b.column("partBucket").to_pylist()
+            keys = list(zip(c, bn, ep, bk, strict=True))
+            i = 0
+            while i < len(keys):
+                j = i
+                while j < len(keys) and keys[j] == keys[i]:
+                    j += 1
+                if keys[i] != cur:
+                    if w is not None and cur is not None:
+                        w.close()
+                        yield paths[cur], w.rows
+                    cur = keys[i]
+                    w = PartWriter(root / paths[cur], schema, "size")
+                assert w is not None
+                run = b.slice(i, j - i)
+                for a, z in _chunks(run.column("size").to_numpy()):
+                    w.write(message_batch(run.slice(a, z - a)))
+                i = j
+        if w is not None and cur is not None:
+            w.close()
+            rows, w = w.rows, None
+            yield paths[cur], rows
+    finally:
+        if w is not None:
+            w.close()
+
+
+class _Job:
+    """One engine's way of running the two passes; `done()` -> (bytes, messages) read so far."""
+
+    def done(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def dedupe(self) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
+        raise NotImplementedError
+
+    def write(self, root: Path) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+_COUNT_COLS = ("records", "onSource", "messages", "bytes", "bodyBytes", "crcErrors")
+
+
+class _LocalJob(_Job):
+    """In this process, no JVM: the same tasks, the dedupe and sort with pyarrow."""
+
+    def __init__(self, inp: SalvageInput) -> None:
+        self.inp = inp
+        self.nbytes = self.nmsgs = 0
+        self.kept: Any = None
+
+    def done(self) -> tuple[int, int]:
+        return self.nbytes, self.nmsgs
+
+    def dedupe(self) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
+        import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
 
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                batch, probs = salvage_arrow(ranges[i])
-                target = pa.schema([pa.field(f.name, pa.binary() if f.type == pa.large_binary() else f.type)
-                                    for f in batch.schema] + [pa.field(PROBLEM_COL, pa.string())])
-                batch = batch.append_column(PROBLEM_COL, pa.nulls(batch.num_rows, pa.string()))
-                yield from arrow_slices(batch, batch.column("size").to_numpy(), target)
-                if probs:
-                    cols = [pa.array([p[_PROBLEM_AT[f.name]] or "" if f.name in _PROBLEM_AT
-                                      else _DEFAULTS[str(f.type)] for p in probs], f.type)
-                            for f in target if f.name != PROBLEM_COL]
-                    cols.append(pa.array([json.dumps(p) for p in probs], pa.string()))
-                    yield pa.RecordBatch.from_arrays(cols, schema=target)
+        from mqctl.pipeline.tasks import candidate_keys, candidate_schema, key_arrow
 
-    return spark.range(0, max(1, len(ranges)), 1, max(1, len(ranges))) \
-        .filter(f"id < {len(ranges)}").mapInArrow(parse, out)
+        src: dict[tuple[str, str], list[Any]] = {}
+        for br in self.inp.keys:
+            kb = key_arrow(br)
+            src.setdefault((str(br.meta["clusterName"]), str(br.meta["brokerName"])), []).append(kb.column(2))
+            self.nbytes += br.length
+        batches, problems = [], []
+        for br in self.inp.candidates:
+            cb, probs = candidate_keys(br)
+            batches.append(cb)
+            problems += probs
+            self.nbytes += br.length
+            self.nmsgs += cb.num_rows
+        t = pa.Table.from_batches(batches, schema=candidate_schema())
+        n = t.num_rows
+        on_src = np.zeros(n, dtype=bool)
+        for (c, b), arrs in src.items():
+            in_set = pc.and_(pc.equal(t.column("clusterName"), c), pc.equal(t.column("brokerName"), b))
+            hit = pc.and_(in_set, pc.is_in(t.column("messageKey"), value_set=pa.concat_arrays(arrs)))
+            on_src |= hit.to_numpy(zero_copy_only=False)
+        order = pc.sort_indices(t, sort_keys=[(k, "ascending") for k in (
+            "clusterName", "brokerName", "messageKey", "rank", "physicalOffset", "store")]).to_numpy()
+        new = np.zeros(n, dtype=bool)
+        new[:1] = True
+        for k in ("clusterName", "brokerName", "messageKey"):
+            s = t.column(k).take(order)
+            if n > 1:
+                new[1:] |= pc.not_equal(s.slice(1), s.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        gid = np.cumsum(new) - 1
+        copies, first = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
+        copies[order], first[order] = np.bincount(gid)[gid] if n else gid, new
+        kept = first & ~on_src
+        size = t.column("size").to_numpy().astype(np.int64)
+        crc_bad = ~t.column("crcOk").to_numpy(zero_copy_only=False)
+        c = t.select(["clusterName", "brokerName", "store", "topic"]).append_column(
+            "records", pa.array(np.ones(n, dtype=np.int64))).append_column(
+            "onSource", pa.array(on_src.astype(np.int64))).append_column(
+            "messages", pa.array(kept.astype(np.int64))).append_column(
+            "bytes", pa.array(np.where(kept, size, 0))).append_column(
+            "bodyBytes", pa.array(np.where(kept, t.column("bodyBytes").to_numpy(), 0))).append_column(
+            "crcErrors", pa.array((kept & crc_bad).astype(np.int64)))
+        agg = c.group_by(["clusterName", "brokerName", "store", "topic"]).aggregate(
+            [(k, "sum") for k in _COUNT_COLS])
+        counts = [{**{k: r[k] for k in ("clusterName", "brokerName", "store", "topic")},
+                   **{k: r[f"{k}_sum"] for k in _COUNT_COLS}} for r in agg.to_pylist()]
+        k = t.filter(pa.array(kept)).append_column("copies", pa.array(copies[kept]))
+        k = k.append_column("partEpoch", pc.fill_null(k.column("epoch"), -1)).append_column(
+            "partBucket", pa.array(k.column("physicalOffset").to_numpy() // PART_BYTES))
+        self.kept = k.take(pc.sort_indices(k, sort_keys=[(x, "ascending", "at_start") for x in _WRITE_ORDER]))
+        return counts, problems
+
+    def write(self, root: Path) -> None:
+        k = self.kept
+        keys = set(zip(*(k.column(x).to_pylist() for x in _PART_KEY), strict=True))
+        for _ in _write_runs(iter(k.to_batches(max_chunksize=8192)), root, _part_paths(list(keys))):
+            pass
 
 
-def _key_frame(spark: Any, ranges: list[ByteRange], schema: Any) -> Any:
-    from mqctl.pipeline.tasks import key_arrow
+_PART_KEY = ("clusterName", "brokerName", "partEpoch", "partBucket")
+_WRITE_ORDER = (*_PART_KEY, *SORT_COLUMNS[2:])
 
-    def keys(batches: Iterator[Any]) -> Iterator[Any]:
-        for b in batches:
-            for i in b.column(0).to_pylist():
-                yield key_arrow(ranges[i])
 
-    return spark.range(0, max(1, len(ranges)), 1, max(1, len(ranges))) \
-        .filter(f"id < {len(ranges)}").mapInArrow(keys, schema)
+class _SparkJob(_Job):
+    """On Spark: the passes are mapInArrow tasks over one id per range; the join with the source's keys,
+    the dedupe window, the counts and the sort run in the JVM over the small candidate rows."""
+
+    def __init__(self, spark: Any, inp: SalvageInput) -> None:
+        sc = spark.sparkContext
+        self.spark, self.inp = spark, inp
+        self.acc_bytes, self.acc_msgs = sc.accumulator(0), sc.accumulator(0)
+        self.frames: list[Any] = []
+        self.kept: Any = None
+        # the shuffles move small candidate rows: one partition per core, not Spark's default 200 tasks
+        self.shuffle = spark.conf.get("spark.sql.shuffle.partitions")
+        spark.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
+
+    def done(self) -> tuple[int, int]:
+        return int(self.acc_bytes.value), int(self.acc_msgs.value)
+
+    def close(self) -> None:
+        for f in self.frames:
+            f.unpersist()
+        self.spark.conf.set("spark.sql.shuffle.partitions", self.shuffle)
+
+    def dedupe(self) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
+        from pyspark import StorageLevel
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        from mqctl.pipeline.tasks import KEY_COLUMNS
+
+        msgs = self._candidates()
+        kschema = T.StructType([T.StructField(n, T.StringType(), False) for n in KEY_COLUMNS])
+        keys = self._keys(kschema).distinct().persist(StorageLevel.MEMORY_AND_DISK)
+        self.frames.append(keys)
+        group = ["clusterName", "brokerName", "messageKey"]
+        right = keys.withColumn("onSource", F.lit(True))
+        if keys.count() <= BROADCAST_KEYS:
+            right = F.broadcast(right)      # small: sent to every task, no shuffle of the candidates
+        j = msgs.join(right, on=group, how="left") \
+            .withColumn("onSource", F.coalesce("onSource", F.lit(False)))
+        w = Window.partitionBy(*group)
+        j = j.withColumn("copies", F.count(F.lit(1)).over(w)) \
+             .withColumn("_n", F.row_number().over(w.orderBy("rank", "physicalOffset", "store"))) \
+             .persist(StorageLevel.MEMORY_AND_DISK)       # read twice: the counts, then the write
+        self.frames.append(j)
+        is_msg = F.col(PROBLEM_COL).isNull()
+        kept = is_msg & (~F.col("onSource")) & (F.col("_n") == 1)
+
+        def when_kept(c: Any) -> Any:
+            return F.sum(F.when(kept, c).otherwise(0).cast("long"))
+
+        # every count of the summary in one small aggregate: per store and topic, plus one row per
+        # problem (its JSON is part of the key)
+        rows = j.groupBy("clusterName", "brokerName", "store", "topic", PROBLEM_COL).agg(
+            F.count(F.lit(1)).alias("records"), F.sum(F.col("onSource").cast("long")).alias("onSource"),
+            when_kept(F.lit(1)).alias("messages"), when_kept(F.col("size")).alias("bytes"),
+            when_kept(F.col("bodyBytes")).alias("bodyBytes"),
+            when_kept((~F.col("crcOk")).cast("long")).alias("crcErrors")).collect()
+        problems = [tuple(json.loads(r[PROBLEM_COL])) for r in rows if r[PROBLEM_COL] is not None]
+        counts = [{k: v for k, v in r.asDict().items() if k != PROBLEM_COL} for r in rows
+                  if r[PROBLEM_COL] is None]
+        self.kept = j.filter(kept).drop("onSource", "_n", PROBLEM_COL) \
+            .withColumn("partEpoch", F.coalesce(F.col("epoch"), F.lit(-1).cast("long"))) \
+            .withColumn("partBucket", F.floor(F.col("physicalOffset") / F.lit(PART_BYTES)).cast("long"))
+        return counts, problems
+
+    def write(self, root: Path) -> None:
+        from pyspark.sql import functions as F
+
+        parts = [tuple(r) for r in self.kept.select(*_PART_KEY).distinct().collect()]
+        if not parts:
+            return
+        paths = _part_paths(parts)
+        target = str(root)
+
+        def write(batches: Iterator[Any]) -> Iterator[Any]:
+            import pyarrow as pa
+
+            for path, rows in _write_runs(batches, Path(target), paths):
+                yield pa.RecordBatch.from_arrays([pa.array([path]), pa.array([rows], pa.int64())],
+                                                 names=["path", "rows"])
+
+        self.kept.repartition(len(parts), *_PART_KEY) \
+            .sortWithinPartitions(*[F.col(c).asc_nulls_first() for c in _WRITE_ORDER]) \
+            .mapInArrow(write, "path string, rows long").collect()
+
+    def _ids(self, n: int) -> Any:
+        return self.spark.range(0, max(1, n), 1, max(1, n)).filter(f"id < {n}")
+
+    def _candidates(self) -> Any:
+        """Candidate rows of every range, plus one row per problem with PROBLEM_COL set (its
+        PROBLEM_COLUMNS as JSON) and placeholders elsewhere (messageKey "" matches nothing)."""
+        from pyspark.sql import types as T
+
+        from mqctl.pipeline.tasks import CANDIDATE_FIELDS, candidate_keys
+
+        spark_t = {"string": T.StringType(), "int64": T.LongType(), "int32": T.IntegerType(),
+                   "bool": T.BooleanType()}
+        schema = T.StructType([T.StructField(n, spark_t[t], True) for n, t in CANDIDATE_FIELDS]
+                              + [T.StructField(PROBLEM_COL, T.StringType(), True)])
+        ranges, acc_b, acc_m = self.inp.candidates, self.acc_bytes, self.acc_msgs
+
+        def parse(batches: Iterator[Any]) -> Iterator[Any]:
+            import pyarrow as pa
+
+            for b in batches:
+                for i in b.column(0).to_pylist():
+                    batch, probs = candidate_keys(ranges[i])
+                    acc_b.add(ranges[i].length)
+                    acc_m.add(batch.num_rows)
+                    yield batch.append_column(PROBLEM_COL, pa.nulls(batch.num_rows, pa.string()))
+                    if probs:
+                        cols = [pa.array([p[_PROBLEM_AT[f.name]] or "" if f.name in _PROBLEM_AT
+                                          else _DEFAULTS[str(f.type)] for p in probs], f.type)
+                                for f in batch.schema]
+                        cols.append(pa.array([json.dumps(p) for p in probs], pa.string()))
+                        yield pa.RecordBatch.from_arrays(cols, names=[*batch.schema.names, PROBLEM_COL])
+
+        return self._ids(len(ranges)).mapInArrow(parse, schema)
+
+    def _keys(self, schema: Any) -> Any:
+        from mqctl.pipeline.tasks import key_arrow
+
+        ranges, acc_b = self.inp.keys, self.acc_bytes
+
+        def keys(batches: Iterator[Any]) -> Iterator[Any]:
+            for b in batches:
+                for i in b.column(0).to_pylist():
+                    acc_b.add(ranges[i].length)
+                    yield key_arrow(ranges[i])
+
+        return self._ids(len(ranges)).mapInArrow(keys, schema)
 
 
 def _per_store_topic(rows: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
@@ -253,23 +471,26 @@ def _per_store_topic(rows: list[dict[str, Any]]) -> tuple[dict[str, dict[str, An
     for r in rows:
         st = per_store.setdefault(r["store"], {"store": r["store"], "records": 0, "alreadyOnSource": 0,
                                                "salvaged": 0, "salvagedBytes": 0})
-        st["records"] += r["records"]
-        st["alreadyOnSource"] += r["onSource"]
-        st["salvaged"] += r["messages"]
-        st["salvagedBytes"] += r["bytes"]
+        st["records"] += int(r["records"] or 0)
+        st["alreadyOnSource"] += int(r["onSource"] or 0)
+        st["salvaged"] += int(r["messages"] or 0)
+        st["salvagedBytes"] += int(r["bytes"] or 0)
         if r["messages"]:
             k = (r["clusterName"], r["brokerName"], r["topic"])
             t = per_topic.setdefault(k, {"clusterName": k[0], "brokerName": k[1], "topic": k[2],
                                          "messages": 0, "bytes": 0, "bodyBytes": 0, "crcErrors": 0})
             for c in ("messages", "bytes", "bodyBytes", "crcErrors"):
-                t[c] += r[c]
+                t[c] += int(r[c] or 0)
     return per_store, list(per_topic.values())
 
 
 def _summary(inp: SalvageInput, per_store: dict[str, dict[str, Any]], per_topic: list[dict[str, Any]],
              problems: list[tuple[Any, ...]], digest: str | None) -> dict[str, Any]:
-    from mqctl.pipeline.tasks import PROBLEM_COLUMNS
+    from mqctl.pipeline.tasks import PROBLEM_COLUMNS, skipped_bytes
 
+    probs = sorted((dict(zip(PROBLEM_COLUMNS, p, strict=True)) for p in problems),
+                   key=lambda d: (d["store"], d["offset"]))
+    skipped = skipped_bytes(probs)
     sets = []
     total_m = total_b = 0
     for s in inp.sets:
@@ -286,17 +507,17 @@ def _summary(inp: SalvageInput, per_store: dict[str, dict[str, Any]], per_topic:
             salv = int(st.get("salvaged") or 0)
             replicas.append({**rep, "recordsPastTruncateTo": records, "alreadyOnSource": on_src,
                              "copiesOnOtherReplicas": records - on_src - salv, "salvaged": salv,
-                             "salvagedBytes": int(st.get("salvagedBytes") or 0)})
+                             "salvagedBytes": int(st.get("salvagedBytes") or 0),
+                             "skippedBytes": skipped.get(rep["store"], 0)})
         m = sum(t["messages"] for t in topics)
         b = sum(t["bytes"] for t in topics)
         total_m += m
         total_b += b
         sets.append({**s, "replicas": replicas, "messages": m, "bytes": b, "topics": topics})
-    probs = sorted((dict(zip(PROBLEM_COLUMNS, p, strict=True)) for p in problems),
-                   key=lambda d: (d["store"], d["offset"]))
     return {"kind": KIND, "layoutVersion": LAYOUT_VERSION,
             "layout": {"messages": f"{MESSAGES_DIR}/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet",
-                       "schema": SCHEMA_FILE, "sortedBy": list(SORT_COLUMNS)},
-            "messages": total_m, "bytes": total_b, "brokerSets": sets,
+                       "schema": SCHEMA_FILE, "partsBy": ["epoch", f"physicalOffset // {PART_BYTES}"],
+                       "sortedBy": list(SORT_COLUMNS)},
+            "messages": total_m, "bytes": total_b, "skippedBytes": sum(skipped.values()), "brokerSets": sets,
             "notSalvaged": sorted(inp.not_salvaged, key=lambda d: d["store"]), "problems": probs,
             "digest": digest}

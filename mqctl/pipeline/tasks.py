@@ -1,8 +1,8 @@
-"""What one Spark task does with one `ByteRange`: map the file, parse the range, emit plain tuples (or,
-for salvage on Spark, one Arrow record batch: `salvage_arrow`, `key_arrow`).
+"""What one task does with one `ByteRange`: map the file, walk the range, emit plain tuples (analyze's
+partial aggregates) or Arrow record batches (salvage).
 
-Plain functions of a range (no Spark here), so the single-process baseline and the tests run exactly
-the code the executors run. Row layouts are the `*_COLUMNS` tuples; the jobs attach Spark schemas.
+Plain functions of a range (no Spark here): the local engine runs them in-process, Spark's executors
+run the same code, and the tests call them directly.
 """
 
 from __future__ import annotations
@@ -15,25 +15,41 @@ from typing import Any
 
 import numpy as np
 
-from mqctl.pipeline.parser import ParsedRange, Problem, message_key, parse_byte_range, property_value
 from mqctl.pipeline.ranges import ByteRange
 from mqctl.store.commitlog import decode_properties
+from mqctl.store.walker import ParsedRange, Problem, parse_byte_range, records_at
 
-__all__ = ["MESSAGE_COLUMNS", "KEY_COLUMNS", "QUEUE_COLUMNS", "PROBLEM_COLUMNS", "open_file", "parse_task",
-           "salvage_rows", "key_rows", "analyze_rows", "problem_row"]
+__all__ = ["KEY_COLUMNS", "QUEUE_COLUMNS", "PROBLEM_COLUMNS", "CANDIDATE_FIELDS", "OUTPUT_FIELDS",
+           "open_file", "parse_task", "key_rows", "analyze_rows", "problem_row", "message_key",
+           "property_value", "candidate_schema", "output_schema", "candidate_keys", "key_arrow",
+           "message_batch", "skipped_bytes"]
 
-# one salvaged message (docs/pipeline.md); `rank` is internal (replica order in the plan) and dropped
-MESSAGE_COLUMNS = ("clusterName", "brokerName", "store", "brokerId", "epoch", "physicalOffset", "size",
-                   "version", "topic", "queueId", "queueOffset", "flag", "sysFlag", "bornTimestamp",
-                   "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes", "preparedTransactionOffset",
-                   "bodyCrc", "crcOk", "uniqKey", "keys", "tags", "properties", "rawProperties", "body",
-                   "messageKey", "rank")
 KEY_COLUMNS = ("clusterName", "brokerName", "messageKey")
 QUEUE_COLUMNS = ("clusterName", "brokerName", "store", "topic", "queueId", "messages", "bytes",
                  "firstStoreTimestamp", "lastStoreTimestamp", "minQueueOffset", "maxQueueOffset",
                  "minPhysicalOffset", "maxPhysicalOffset", "crcErrors")
 PROBLEM_COLUMNS = ("clusterName", "brokerName", "store", "file", "position", "offset", "length", "kind",
                    "reason")
+
+
+def property_value(props: bytes, name: bytes) -> str | None:
+    """One property from the raw `k\\x01v\\x02` bytes without decoding them all (the dedupe hot path)."""
+    key = name + b"\x01"
+    i = props.find(key)
+    while i > 0 and props[i - 1] != 2:
+        i = props.find(key, i + 1)
+    if i < 0:
+        return None
+    j = props.find(b"\x02", i)
+    return props[i + len(key):j if j >= 0 else len(props)].decode("utf-8", errors="replace")
+
+
+def message_key(uniq_key: str | None, born_host: str, born_timestamp: int, body_crc: int) -> str:
+    """What makes two records the same message: the producer's UNIQ_KEY when it set one, else its born
+    host, born timestamp and the BODYCRC field (a retry of the same send repeats all three)."""
+    if uniq_key:
+        return f"uniq:{uniq_key}"
+    return f"born:{born_host}/{born_timestamp}/{body_crc}"
 
 
 @contextmanager
@@ -61,46 +77,19 @@ def _m(br: ByteRange, key: str) -> Any:
     return br.meta.get(key)
 
 
+def skipped_bytes(problems: list[dict[str, Any]]) -> dict[str, int]:
+    """Bytes per store that are not records (corrupt, gap): the walk skipped them and went on. A record
+    with a bad BODYCRC is still read (crcOk false), so it does not count."""
+    out: dict[str, int] = {}
+    for p in problems:
+        if p["kind"] != "crc":
+            out[p["store"]] = out.get(p["store"], 0) + int(p["length"])
+    return out
+
+
 def problem_row(br: ByteRange, p: Problem) -> tuple[Any, ...]:
     return (_m(br, "clusterName"), _m(br, "brokerName"), _m(br, "store"), br.path, p.position, p.offset,
             p.length, p.kind, p.reason)
-
-
-def _epochs(br: ByteRange, offsets: np.ndarray) -> list[int | None]:
-    """The epoch whose [start, next start) holds each offset, from the replica's epoch file."""
-    entries = sorted(_m(br, "epochs") or [])           # [(startOffset, epoch)]
-    if not entries:
-        return [None] * int(offsets.size)
-    starts = np.asarray([s for s, _ in entries], dtype=np.int64)
-    idx = np.searchsorted(starts, offsets, side="right") - 1
-    eps = [e for _, e in entries]
-    return [eps[i] if i >= 0 else None for i in idx.tolist()]
-
-
-def salvage_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
-    """("m", message row) for every record of the range, ("p", problem row) for its damage. A record
-    whose body fails BODYCRC is still a message (crcOk false); structural damage cannot be."""
-    pr = parse_task(br, extract=("bodies", "properties", "hosts"))
-    assert pr.bodies is not None and pr.properties is not None
-    assert pr.born_hosts is not None and pr.store_hosts is not None
-    offs = pr.offset
-    epochs = _epochs(br, offs)
-    head = (_m(br, "clusterName"), _m(br, "brokerName"), _m(br, "store"), _m(br, "brokerId"))
-    rank = _m(br, "rank")
-    cols = [a.tolist() for a in (offs, pr.size, pr.version, pr.queue_id, pr.queue_offset, pr.flag, pr.sysflag,
-                                 pr.born_timestamp, pr.store_timestamp, pr.reconsume_times,
-                                 pr.prepared_tx_offset, pr.body_crc, pr.crc_ok)]
-    for i, (off, size, ver, qid, qoff, flag, sysflag, born_ts, store_ts, recons, prep, crc, ok) in \
-            enumerate(zip(*cols, strict=True)):
-        raw = pr.properties[i]
-        props = decode_properties(raw)
-        uniq = props.get("UNIQ_KEY") or None
-        born = pr.born_hosts[i]
-        yield "m", (*head, epochs[i], off, size, ver, pr.topics[i], qid, qoff, flag, sysflag, born_ts, born,
-                    store_ts, pr.store_hosts[i], recons, prep, crc, ok, uniq, props.get("KEYS"),
-                    props.get("TAGS"), props, raw, pr.bodies[i], message_key(uniq, born, born_ts, crc), rank)
-    for p in pr.problems:
-        yield "p", problem_row(br, p)
 
 
 def key_rows(br: ByteRange) -> Iterator[tuple[str, str, str]]:
@@ -118,10 +107,7 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
     inside the task, so only a few rows per range reach Spark."""
     pr = parse_task(br)
     if len(pr):
-        names: dict[str, int] = {}
-        codes = np.fromiter((names.setdefault(t, len(names)) for t in pr.topics), dtype=np.int64,
-                            count=len(pr))
-        key = (codes << 32) | (pr.queue_id & 0xFFFFFFFF)
+        key = (pr.topic_codes << 32) | (pr.queue_id & 0xFFFFFFFF)
         uniq, inv = np.unique(key, return_inverse=True)
         order = np.argsort(inv, kind="stable")
         starts = np.flatnonzero(np.r_[True, inv[order][1:] != inv[order][:-1]])
@@ -136,7 +122,7 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
         min_q, max_q = red(np.minimum, pr.queue_offset), red(np.maximum, pr.queue_offset)
         offs = pr.offset
         min_p, max_p = red(np.minimum, offs), red(np.maximum, offs)
-        topic_of = {v: k for k, v in names.items()}
+        topic_of = pr.topic_names
         for i, k in enumerate(uniq.tolist()):
             qid = k & 0xFFFFFFFF
             qid = qid - (1 << 32) if qid >= 1 << 31 else qid
@@ -147,10 +133,55 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
         yield "p", problem_row(br, p)
 
 
-# --------------------------------------------------------------------------- Arrow (the Spark path)
+# --------------------------------------------------------------------------- salvage (Arrow)
+# Salvage runs in two passes over the replicas' ranges, the same in both engines: `candidate_keys` walks
+# a range (CRC included) and gives one small row per record (identity, dedupe key, where it lies);
+# the engine drops what the source keeps and the extra copies, and sorts what is left; `message_batch`
+# then reads the kept records back at their positions (no walk) into the output rows. No body crosses
+# a shuffle, none reaches the driver.
+
+CANDIDATE_FIELDS = (("clusterName", "string"), ("brokerName", "string"), ("store", "string"),
+                    ("brokerId", "int64"), ("rank", "int32"), ("epoch", "int64"), ("physicalOffset", "int64"),
+                    ("size", "int32"), ("topic", "string"), ("queueId", "int32"), ("crcOk", "bool"),
+                    ("bodyBytes", "int64"), ("messageKey", "string"), ("path", "string"),
+                    ("fileStart", "int64"))
+OUTPUT_FIELDS = (("clusterName", "string", False), ("brokerName", "string", False),
+                 ("store", "string", False), ("brokerId", "int64", True), ("epoch", "int64", True),
+                 ("physicalOffset", "int64", False),
+                 ("size", "int32", False), ("version", "int32", False), ("topic", "string", False),
+                 ("queueId", "int32", False), ("queueOffset", "int64", False), ("flag", "int32", False),
+                 ("sysFlag", "int32", False), ("bornTimestamp", "int64", False),
+                 ("bornHost", "string", False),
+                 ("storeTimestamp", "int64", False), ("storeHost", "string", False),
+                 ("reconsumeTimes", "int32", False), ("preparedTransactionOffset", "int64", False),
+                 ("bodyCrc", "int64", False), ("crcOk", "bool", False), ("uniqKey", "string", True),
+                 ("keys", "string", True), ("tags", "string", True), ("properties", "map", False),
+                 ("rawProperties", "binary", False), ("body", "binary", False),
+                 ("messageKey", "string", False), ("copies", "int64", False))
+
+
+def _pa_type(pa: Any, name: str) -> Any:
+    if name == "map":
+        return pa.map_(pa.string(), pa.string())
+    return getattr(pa, {"bool": "bool_"}.get(name, name))()
+
+
+def candidate_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([pa.field(n, _pa_type(pa, t)) for n, t in CANDIDATE_FIELDS])
+
+
+def output_schema() -> Any:
+    """The Arrow schema of the salvaged message rows (docs/pipeline.md), as written to Parquet."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(n, _pa_type(pa, t), nullable) for n, t, nullable in OUTPUT_FIELDS])
+
 
 def _epoch_array(br: ByteRange, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`_epochs` as (values, valid mask) for an Arrow column."""
+    """The epoch whose [start, next start) holds each offset, from the replica's epoch file, as (values,
+    valid mask) for an Arrow column."""
     entries = sorted(_m(br, "epochs") or [])
     if not entries:
         return np.zeros(offsets.size, dtype=np.int64), np.zeros(offsets.size, dtype=bool)
@@ -160,99 +191,170 @@ def _epoch_array(br: ByteRange, offsets: np.ndarray) -> tuple[np.ndarray, np.nda
     return eps[np.maximum(idx, 0)], idx >= 0
 
 
-def _binary(pa: Any, parts: list[bytes]) -> Any:
-    """A binary Arrow array from one joined buffer and offsets (no per-item Python object in Arrow)."""
-    lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
-    offs = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum(lens, out=offs[1:])
-    if offs[-1] < 1 << 31:
-        typ, offs = pa.binary(), offs.astype(np.int32)
-    else:                                   # sliced and cast back to binary by `arrow_slices`
-        typ = pa.large_binary()
-    return pa.Array.from_buffers(typ, len(parts), [None, pa.py_buffer(offs), pa.py_buffer(b"".join(parts))])
+def _const(pa: Any, n: int, v: Any, t: Any) -> Any:
+    return pa.nulls(n, t) if v is None else pa.array([v], t).take(pa.array(np.zeros(n, dtype=np.int64)))
 
 
-def salvage_arrow(br: ByteRange) -> tuple[Any, list[tuple[Any, ...]]]:
-    """The rows of `salvage_rows` as ONE pyarrow RecordBatch (MESSAGE_COLUMNS, the types of
-    `salvage.message_schema`) plus the problem rows: columns are built from the parser's numpy arrays,
-    so the records cross into the JVM as Arrow, not as pickled tuples."""
+def _message_keys(pa: Any, pr: ParsedRange) -> Any:
+    """`message_key` of every record, with Arrow's string kernels (per record only when the properties
+    of the range are not all UTF-8)."""
+    import pyarrow.compute as pc
+
+    assert pr.properties is not None and pr.born_hosts is not None
+    try:
+        text = _binary(pa, pr.properties).cast(pa.string())
+    except pa.ArrowInvalid:
+        rows = zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(), pr.body_crc.tolist(),
+                   strict=True)
+        return pa.array([message_key(property_value(raw, b"UNIQ_KEY"), born, ts, crc)
+                         for raw, born, ts, crc in rows], pa.string())
+    s = pa.string()
+    uniq = pc.struct_field(pc.extract_regex(text, "(?:^|\x02)UNIQ_KEY\x01(?P<v>[^\x02]*)"), [0])
+    ts, crc = pa.array(pr.born_timestamp).cast(s), pa.array(pr.body_crc).cast(s)
+    born = pc.binary_join_element_wise("born:", pa.array(pr.born_hosts, s), "/", ts, "/", crc, "")
+    has = pc.fill_null(pc.not_equal(uniq, ""), False)
+    return pc.if_else(has, pc.binary_join_element_wise("uniq:", uniq, ""), born)
+
+
+def candidate_keys(br: ByteRange) -> tuple[Any, list[tuple[Any, ...]]]:
+    """Pass 1 of salvage over one replica range: a CANDIDATE_FIELDS batch (one row per record, no body)
+    and the problem rows of the range."""
     import pyarrow as pa
 
-    pr = parse_task(br, extract=("bodies", "properties", "hosts"))
-    assert pr.bodies is not None and pr.properties is not None
-    assert pr.born_hosts is not None and pr.store_hosts is not None
+    pr = parse_task(br, extract=("properties", "hosts"))
     n = len(pr)
     offs = pr.offset
     ep, ep_ok = _epoch_array(br, offs)
-    uniq: list[str | None] = []
-    keys: list[str | None] = []
-    tags: list[str | None] = []
-    mkeys: list[str] = []
-    pk: list[str] = []
-    pv: list[str] = []
-    psz = np.zeros(n + 1, dtype=np.int32)
-    for i, (raw, born, ts, crc) in enumerate(zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(),
-                                                  pr.body_crc.tolist(), strict=True)):
-        props = decode_properties(raw)
-        u = props.get("UNIQ_KEY") or None
-        uniq.append(u)
-        keys.append(props.get("KEYS"))
-        tags.append(props.get("TAGS"))
-        mkeys.append(message_key(u, born, ts, crc))
-        pk += props.keys()
-        pv += props.values()
-        psz[i + 1] = len(props)
-    i32, i64, s = pa.int32(), pa.int64(), pa.string()
-
-    def const(v: Any, t: Any) -> Any:
-        return pa.nulls(n, t) if v is None else pa.array(np.full(n, v), t) if t != s else pa.array([v] * n, t)
-
-    bid = _m(br, "brokerId")
-    cols = {
-        "clusterName": const(_m(br, "clusterName"), s), "brokerName": const(_m(br, "brokerName"), s),
-        "store": const(_m(br, "store"), s), "brokerId": const(bid, i64),
-        "epoch": pa.array(ep, i64, mask=~ep_ok), "physicalOffset": pa.array(offs, i64),
-        "size": pa.array(pr.size.astype(np.int32)), "version": pa.array(pr.version.astype(np.int32)),
-        "topic": pa.array(pr.topics, s), "queueId": pa.array(pr.queue_id.astype(np.int32)),
-        "queueOffset": pa.array(pr.queue_offset), "flag": pa.array(pr.flag.astype(np.int32)),
-        "sysFlag": pa.array(pr.sysflag.astype(np.int32)), "bornTimestamp": pa.array(pr.born_timestamp),
-        "bornHost": pa.array(pr.born_hosts, s), "storeTimestamp": pa.array(pr.store_timestamp),
-        "storeHost": pa.array(pr.store_hosts, s),
-        "reconsumeTimes": pa.array(pr.reconsume_times.astype(np.int32)),
-        "preparedTransactionOffset": pa.array(pr.prepared_tx_offset), "bodyCrc": pa.array(pr.body_crc),
-        "crcOk": pa.array(pr.crc_ok), "uniqKey": pa.array(uniq, s), "keys": pa.array(keys, s),
-        "tags": pa.array(tags, s),
-        "properties": pa.MapArray.from_arrays(pa.array(np.cumsum(psz, dtype=np.int32)), pa.array(pk, s),
-                                              pa.array(pv, s)),
-        "rawProperties": _binary(pa, pr.properties), "body": _binary(pa, pr.bodies),
-        "messageKey": pa.array(mkeys, s), "rank": const(_m(br, "rank"), i32),
-    }
-    assert tuple(cols) == MESSAGE_COLUMNS
-    return pa.RecordBatch.from_arrays(list(cols.values()), names=list(cols)), \
+    s, i32, i64 = pa.string(), pa.int32(), pa.int64()
+    cols = [_const(pa, n, _m(br, "clusterName"), s), _const(pa, n, _m(br, "brokerName"), s),
+            _const(pa, n, _m(br, "store"), s), _const(pa, n, _m(br, "brokerId"), i64),
+            _const(pa, n, _m(br, "rank"), i32), pa.array(ep, i64, mask=~ep_ok), pa.array(offs, i64),
+            pa.array(pr.size.astype(np.int32)),
+            pa.DictionaryArray.from_arrays(pa.array(pr.topic_codes.astype(np.int32)),
+                                           pa.array(pr.topic_names, s)).cast(s),
+            pa.array(pr.queue_id.astype(np.int32)), pa.array(pr.crc_ok), pa.array(pr.body_length),
+            _message_keys(pa, pr), _const(pa, n, br.path, s), _const(pa, n, br.file_start, i64)]
+    return pa.RecordBatch.from_arrays(cols, schema=candidate_schema()), \
         [problem_row(br, p) for p in pr.problems]
 
 
-def arrow_slices(batch: Any, sizes: np.ndarray, schema: Any, max_bytes: int = 128 << 20) -> Iterator[Any]:
-    """`batch` in slices of at most `max_bytes` of records (by TOTALSIZE, at least one row each), cast
-    to `schema` (a range larger than 2 GiB builds large_binary columns)."""
-    n = batch.num_rows
-    ends = np.cumsum(sizes, dtype=np.int64)
-    i = 0
-    while i < n:
-        base = int(ends[i - 1]) if i else 0
-        j = max(i + 1, int(np.searchsorted(ends, base + max_bytes, side="right")))
-        part = batch.slice(i, j - i)
-        yield part if part.schema.equals(schema) else part.cast(schema)
-        i = j
-
-
 def key_arrow(br: ByteRange) -> Any:
-    """`key_rows` of one range as a pyarrow RecordBatch (KEY_COLUMNS, strings)."""
+    """The message keys the source keeps in one range (KEY_COLUMNS, strings)."""
     import pyarrow as pa
 
     keys = [k for _, _, k in key_rows(br)]
     n = len(keys)
     s = pa.string()
-    return pa.RecordBatch.from_arrays([pa.array([_m(br, "clusterName")] * n, s),
-                                       pa.array([_m(br, "brokerName")] * n, s), pa.array(keys, s)],
+    return pa.RecordBatch.from_arrays([_const(pa, n, _m(br, "clusterName"), s),
+                                       _const(pa, n, _m(br, "brokerName"), s), pa.array(keys, s)],
                                       names=list(KEY_COLUMNS))
+
+
+def _binary(pa: Any, parts: list[bytes]) -> Any:
+    """A binary Arrow array from one joined buffer and offsets (no per-item Python object in Arrow)."""
+    lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+    offs = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offs[1:])
+    typ = pa.binary() if offs[-1] < 1 << 31 else pa.large_binary()
+    if typ == pa.binary():
+        offs = offs.astype(np.int32)
+    return pa.Array.from_buffers(typ, len(parts), [None, pa.py_buffer(offs), pa.py_buffer(b"".join(parts))])
+
+
+def _properties(pa: Any, raw: Any) -> dict[str, Any] | None:
+    """The properties map and UNIQ_KEY / KEYS / TAGS of every record at once with Arrow's string kernels
+    (`decode_properties`' rules: entries split on \\x02, key and value on the first \\x01); None when a
+    record is not UTF-8 or repeats a key (then `_properties_py`)."""
+    import pyarrow.compute as pc
+
+    n = len(raw)
+    try:
+        text = raw.cast(pa.string())
+    except pa.ArrowInvalid:
+        return None
+    entries = pc.split_pattern(text, "\x02")
+    items = pc.list_flatten(entries)
+    parent = pc.list_parent_indices(entries).to_numpy()
+    keep = pc.not_equal(items, "").to_numpy(zero_copy_only=False)
+    items, parent = items.filter(pa.array(keep)), parent[keep]
+    keys = pc.replace_substring_regex(items, "(?s)\x01.*", "", max_replacements=1)
+    values = pc.replace_substring_regex(items, "^[^\x01]*\x01?", "", max_replacements=1)
+    if pa.table({"p": parent, "k": keys}).group_by(["p", "k"]).aggregate([]).num_rows != len(items):
+        return None
+    offs = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(parent, minlength=n), out=offs[1:])
+
+    def one(name: str) -> Any:
+        hit = pc.equal(keys, name).to_numpy(zero_copy_only=False)
+        at = np.full(n, -1, dtype=np.int64)
+        at[parent[hit]] = np.arange(int(hit.sum()))
+        return values.filter(pa.array(hit)).take(pa.array(at, mask=at < 0))
+
+    uniq = one("UNIQ_KEY")
+    return {"uniqKey": pc.if_else(pc.equal(uniq, ""), pa.scalar(None, pa.string()), uniq),
+            "keys": one("KEYS"), "tags": one("TAGS"),
+            "properties": pa.MapArray.from_arrays(pa.array(offs), keys, values)}
+
+
+def _properties_py(pa: Any, raws: list[bytes]) -> dict[str, Any]:
+    """`_properties` one record at a time with `decode_properties` (invalid UTF-8, repeated keys)."""
+    s = pa.string()
+    props = [decode_properties(r) for r in raws]
+    psz = np.zeros(len(props) + 1, dtype=np.int32)
+    np.cumsum([len(d) for d in props], out=psz[1:])
+    return {"uniqKey": pa.array([d.get("UNIQ_KEY") or None for d in props], s),
+            "keys": pa.array([d.get("KEYS") for d in props], s),
+            "tags": pa.array([d.get("TAGS") for d in props], s),
+            "properties": pa.MapArray.from_arrays(pa.array(psz), pa.array([k for d in props for k in d], s),
+                                                  pa.array([v for d in props for v in d.values()], s))}
+
+
+def message_batch(kept: Any) -> Any:
+    """Pass 2 of salvage: the output rows (OUTPUT_FIELDS) of `kept`, candidate rows plus `copies`, in
+    their order, read back from the commitlog files at their positions."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = kept.num_rows
+    paths = kept.column("path").to_pylist()
+    starts = kept.column("fileStart").to_numpy()
+    pos = kept.column("physicalOffset").to_numpy() - starts
+    order: list[int] = []
+    parts: list[ParsedRange] = []
+    for path in dict.fromkeys(paths):
+        idx = [i for i, p in enumerate(paths) if p == path]
+        with open_file(path) as buf:
+            parts.append(records_at(buf, int(starts[idx[0]]), pos[idx],
+                                    extract=("bodies", "properties", "hosts")))
+        order += idx
+    inv = np.empty(n, dtype=np.int64)
+    inv[np.asarray(order, dtype=np.int64)] = np.arange(n)
+    take = pa.array(inv)
+
+    def cat(get: Any, typ: Any) -> Any:
+        return pa.concat_arrays([pa.array(get(p), typ) for p in parts]).take(take) if parts \
+            else pa.array([], typ)
+
+    raws = [r for p in parts for r in (p.properties or [])]
+    raw = _binary(pa, [raws[i] for i in inv.tolist()])
+    props = _properties(pa, raw) or _properties_py(pa, [raws[i] for i in inv.tolist()])
+    s, i32, i64 = pa.string(), pa.int32(), pa.int64()
+    bodies = [b for p in parts for b in (p.bodies or [])]
+    col = kept.column
+    cols = {
+        "clusterName": col("clusterName"), "brokerName": col("brokerName"), "store": col("store"),
+        "brokerId": col("brokerId"), "epoch": col("epoch"), "physicalOffset": col("physicalOffset"),
+        "size": col("size"), "version": cat(lambda p: p.version.astype(np.int32), i32),
+        "topic": col("topic"), "queueId": col("queueId"), "queueOffset": cat(lambda p: p.queue_offset, i64),
+        "flag": cat(lambda p: p.flag.astype(np.int32), i32),
+        "sysFlag": cat(lambda p: p.sysflag.astype(np.int32), i32),
+        "bornTimestamp": cat(lambda p: p.born_timestamp, i64), "bornHost": cat(lambda p: p.born_hosts, s),
+        "storeTimestamp": cat(lambda p: p.store_timestamp, i64), "storeHost": cat(lambda p: p.store_hosts, s),
+        "reconsumeTimes": cat(lambda p: p.reconsume_times.astype(np.int32), i32),
+        "preparedTransactionOffset": cat(lambda p: p.prepared_tx_offset, i64),
+        "bodyCrc": cat(lambda p: p.body_crc, i64), "crcOk": col("crcOk"), **props, "rawProperties": raw,
+        "body": _binary(pa, [bodies[i] for i in inv.tolist()]),
+        "messageKey": col("messageKey"), "copies": pc.cast(col("copies"), i64),
+    }
+    schema = output_schema()
+    return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)

@@ -3,11 +3,10 @@
 
 Layers, fastest first:
 
-* `scan_buffer(buf, base_offset, start)`: pure; walks records from a known boundary, checks each one's
-  structure, PHYSICALOFFSET field and (optionally) BODYCRC, and says why it stopped.
-* `decode_record` / `parse_range(buf, base_offset)`: pure; decode records from any byte range of one
-  file, resynchronising on a record boundary (MAGICCODE + a PHYSICALOFFSET that equals the record's
-  own position) when the range starts mid-record or after a corrupt record.
+* `decode_record(buf, pos)`: pure; one record, or RecordError with the reason.
+* `scan_buffer(buf, base_offset, start)`: pure; walks records from a known boundary with the one record
+  walker (`mqctl.store.walker`), checks each one's structure, PHYSICALOFFSET field and (optionally)
+  BODYCRC, and says why it stopped. `find_boundary`: the resynchronisation the walker uses.
 * `CommitLog(dir)`: the files of a store, `scan()` for the max offset (the end of the last valid
   record, as RocketMQ's recovery finds it), `iter_records()`, `boundaries_around()`. Never writes.
 * `CommitLogWriter(dir, file_size)`: appends records and rolls over with the blank marker exactly as
@@ -41,6 +40,7 @@ MAX_RECORD_SIZE = 1 << 30     # sanity bound for TOTALSIZE
 COMMITLOG_DIR = "commitlog"
 _MASK = 0x7FFFFFFF
 _NAME_RE = re.compile(r"^[0-9]{20}$")
+_ITER_CHUNK = 4 << 20         # iter_records walks this much ahead of what it yields
 
 _I = struct.Struct(">i").unpack_from
 _II = struct.Struct(">iI").unpack_from
@@ -54,9 +54,9 @@ _crc32 = zlib.crc32
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 __all__ = ["MAGIC_V1", "MAGIC_V2", "BLANK_MAGIC", "DEFAULT_FILE_SIZE", "COMMITLOG_DIR", "Message", "Record",
-           "Skipped", "RecordError", "BufferScan", "ScanResult", "LogFile", "file_name", "encode_record",
+           "RecordError", "BufferScan", "ScanResult", "LogFile", "file_name", "encode_record",
            "encode_properties", "decode_properties", "decode_record", "scan_buffer", "find_boundary",
-           "parse_range", "CommitLog", "CommitLogWriter"]
+           "CommitLog", "CommitLogWriter"]
 
 
 def file_name(offset: int) -> str:
@@ -192,15 +192,6 @@ def _fmt_host(h: tuple[str, int]) -> str:
     return f"[{h[0]}]:{h[1]}" if ":" in h[0] else f"{h[0]}:{h[1]}"
 
 
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    """Bytes `parse_range` skipped after a corrupt record to find the next boundary."""
-
-    offset: int
-    length: int
-    reason: str
-
-
 def ip_text(packed: bytes) -> str:
     """4 or 16 packed bytes as text. Not socket.inet_ntop: importing pysyncobj replaces it with a
     Windows-only version on every OS (pysyncobj/win_inet_pton.py), which then raises."""
@@ -308,66 +299,64 @@ class BufferScan:
 
 def scan_buffer(buf: Buffer, base_offset: int, start: int = 0, *, check_crc: bool = True) -> BufferScan:
     """Walk records from buf[start] (a record boundary) until the blank marker, TOTALSIZE 0, the end of
-    the buffer or the first invalid record. Pure and fast: structure and PHYSICALOFFSET always,
-    BODYCRC when check_crc. Never raises for bad data; the reason is in the result."""
+    the buffer or the first invalid record: structure and PHYSICALOFFSET always, BODYCRC when check_crc.
+    Pure; never raises for bad data, the reason is in the result."""
+    from mqctl.store.walker import parse_byte_range
+
+    pr = parse_byte_range(buf, base_offset, start, len(buf), head_owned=True, check_crc=check_crc,
+                          fields=False, stop_at_damage=True)
+    count = len(pr)
+    if pr.problems:            # a record whose layout or BODYCRC is bad: the valid data ends before it
+        bad = pr.problems[0]
+        count = int(pr.position.searchsorted(bad.position))
+        last = int(pr.position[count - 1]) if count else -1
+        return BufferScan(bad.position, count, "corrupt", RecordError(bad.offset, bad.reason), last)
+    last = int(pr.position[-1]) if count else -1
+    stop, err = _stop_reason(buf, base_offset, pr.walk_end)
+    return BufferScan(pr.walk_end, count, stop, err, last)
+
+
+def _stop_reason(buf: Buffer, base_offset: int, pos: int) -> tuple[str, RecordError | None]:
+    """Why a walk that stopped at pos (not a record) stopped: "blank", "zero", "eof" or "corrupt"."""
     n = len(buf)
-    pos = start
-    count = 0
-    last = -1
-    mv = memoryview(buf) if check_crc else None
-    try:
-        while pos + 8 <= n:
-            total, magic = _II(buf, pos)
-            if magic == MAGIC_V1 or magic == MAGIC_V2:
-                try:
-                    _check_head(buf, pos, n, base_offset)
-                    bpos, blen, _, _ = _layout(buf, pos, total, magic, base_offset)
-                except RecordError as exc:
-                    return BufferScan(pos, count, "corrupt", exc, last)
-                if mv is not None:
-                    crc = _I(buf, pos + 8)[0]
-                    got = _crc32(mv[bpos + 4:bpos + 4 + blen]) & _MASK
-                    if got != crc:
-                        return BufferScan(pos, count, "corrupt", RecordError(
-                            base_offset + pos, f"BODYCRC mismatch: field says {crc}, body gives {got}"), last)
-                count += 1
-                last = pos
-                pos += total
-            elif magic == BLANK_MAGIC:
-                return BufferScan(pos, count, "blank", None, last)
-            elif total == 0 and magic == 0:
-                return BufferScan(pos, count, "zero", None, last)
-            else:
-                return BufferScan(pos, count, "corrupt",
-                                  RecordError(base_offset + pos, f"bad MAGICCODE 0x{magic:08X}"), last)
-        if pos < n:
-            if any(bytes(buf[pos:n])):
-                return BufferScan(pos, count, "corrupt", RecordError(
-                    base_offset + pos, f"torn record: only {n - pos} bytes remain"), last)
-            return BufferScan(pos, count, "zero", None, last)
-        return BufferScan(pos, count, "eof", None, last)
-    finally:
-        if mv is not None:
-            mv.release()
+    if pos + 8 <= n:
+        total, magic = _II(buf, pos)
+        if magic == BLANK_MAGIC:
+            return "blank", None
+        if total == 0 and magic == 0:
+            return "zero", None
+        try:
+            decode_record(buf, pos, base_offset, check_crc=False)
+        except RecordError as exc:
+            return "corrupt", exc
+        return "corrupt", RecordError(base_offset + pos, "not a record boundary")   # pragma: no cover
+    if pos < n:
+        if any(bytes(buf[pos:n])):
+            return "corrupt", RecordError(base_offset + pos, f"torn record: only {n - pos} bytes remain")
+        return "zero", None
+    return "eof", None
 
 
-def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool = False) -> int:
+def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool = False,
+                  stop: int | None = None) -> int:
     """First position >= start where a whole valid record begins (MAGICCODE, TOTALSIZE inside buf,
-    PHYSICALOFFSET equal to the position, fields that add up; BODYCRC too with check_crc), -1 if none.
-    The MAGICCODEs are found with the buffer's C `find`; shared by `parse_range` and the pipeline's
-    vectorised parser (mqctl.pipeline.parser)."""
+    PHYSICALOFFSET equal to the position, fields that add up; BODYCRC too with check_crc), -1 if none
+    (before `stop` when given).
+    The MAGICCODEs are found with the buffer's C `find`; the record walker (mqctl.store.walker)
+    resynchronises with it."""
     finder = bytes(buf) if isinstance(buf, memoryview) else buf
     n = len(buf)
     q = start + 4
-    i1 = finder.find(_MAGIC_V1_B, q)
-    i2 = finder.find(_MAGIC_V2_B, q)
+    e = n if stop is None else min(n, stop + 8)      # only records that start before `stop`
+    i1 = finder.find(_MAGIC_V1_B, q, e)
+    i2 = finder.find(_MAGIC_V2_B, q, e)
     while i1 >= 0 or i2 >= 0:
         if i2 < 0 or 0 <= i1 < i2:
             i = i1
-            i1 = finder.find(_MAGIC_V1_B, i1 + 1)
+            i1 = finder.find(_MAGIC_V1_B, i1 + 1, e)
         else:
             i = i2
-            i2 = finder.find(_MAGIC_V2_B, i2 + 1)
+            i2 = finder.find(_MAGIC_V2_B, i2 + 1, e)
         p = i - 4
         if p + 36 > n:
             continue
@@ -381,48 +370,6 @@ def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool 
         except RecordError:
             pass
     return -1
-
-
-def parse_range(buf: Buffer, base_offset: int, *, limit: int | None = None, check_crc: bool = True,
-                ) -> Iterator[Record | Skipped]:
-    """Records whose first byte lies in buf[0:limit], where buf holds bytes of ONE commitlog file from
-    absolute offset `base_offset` (limit defaults to len(buf); bytes after limit are only read to
-    complete the last record, so give a range plus an overlap of the largest record). Pure.
-
-    The range may start anywhere: parsing begins at the first record boundary, found by a MAGICCODE whose
-    PHYSICALOFFSET field equals its own position and which decodes whole. After a corrupt record the
-    bytes up to the next boundary are reported as one `Skipped`. Stops at the blank marker, at
-    TOTALSIZE 0 and at a record that does not end inside buf."""
-    n = len(buf)
-    lim = n if limit is None else min(limit, n)
-    pos = 0
-    if n >= 8:
-        magic = _II(buf, 0)[1]
-        at_start = n >= 36 and magic in (MAGIC_V1, MAGIC_V2) and _Q(buf, 28)[0] == base_offset
-        if not at_start:
-            # not at a record: the bytes may still belong to the previous range's record (whose BODYCRC or
-            # QUEUEID can look like TOTALSIZE 0 or a blank marker), so only a found boundary counts
-            pos = find_boundary(buf, base_offset, 0, check_crc=check_crc)
-            if pos < 0:
-                return
-    while 0 <= pos < lim and pos + 8 <= n:
-        total, magic = _II(buf, pos)
-        if magic == BLANK_MAGIC or (total == 0 and magic == 0):
-            return
-        if magic in (MAGIC_V1, MAGIC_V2) and MIN_RECORD_SIZE <= total <= MAX_RECORD_SIZE and pos + total > n:
-            return  # ends past the buffer: the caller's next range (with overlap) owns it
-        try:
-            rec = decode_record(buf, pos, base_offset, check_crc=check_crc)
-        except RecordError as exc:
-            nxt = find_boundary(buf, base_offset, pos + 1, check_crc=check_crc)
-            stop = nxt if nxt >= 0 else n
-            yield Skipped(base_offset + pos, stop - pos, exc.reason)
-            if nxt < 0:
-                return
-            pos = nxt
-            continue
-        yield rec
-        pos += total
 
 
 # --------------------------------------------------------------------------- files
@@ -582,8 +529,11 @@ class CommitLog:
 
     def iter_records(self, start: int | None = None, *, check_crc: bool = True,
                      strict: bool = True) -> Iterator[Record]:
-        """Records from `start` (a record boundary; default the first). With strict, a corrupt record
-        raises StoreError naming the file and offset; otherwise iteration just ends there."""
+        """Records from `start` (a record boundary; default the first), walked a few MiB at a time. With
+        strict, a corrupt record raises StoreError naming the file and offset; otherwise iteration just
+        ends there."""
+        from mqctl.store.walker import parse_byte_range
+
         pos_abs = self.min_offset if start is None else start
         i = self.file_for(pos_abs)
         if i < 0:
@@ -596,26 +546,32 @@ class CommitLog:
                 return
             try:
                 pos = pos_abs - lf.start
-                while pos + 8 <= lf.size:
-                    total, magic = _II(mm, pos)
-                    if magic == BLANK_MAGIC:
-                        break
-                    if total == 0 and magic == 0:
-                        return
-                    try:
-                        rec = decode_record(mm, pos, lf.start, check_crc=check_crc)
-                    except RecordError as exc:
+                while True:
+                    chunk_end = min(pos + _ITER_CHUNK, lf.size)
+                    pr = parse_byte_range(mm, lf.start, pos, chunk_end, head_owned=True, check_crc=check_crc,
+                                          fields=False, stop_at_damage=True)
+                    bad = pr.problems[0] if pr.problems else None
+                    for p in pr.position.tolist():
+                        if bad is not None and p >= bad.position:
+                            break
+                        yield decode_record(mm, p, lf.start, check_crc=False)
+                    if bad is not None:
                         if strict:
-                            raise store_error(lf.path, exc.reason, offset=exc.offset) from None
+                            raise store_error(lf.path, bad.reason, offset=bad.offset)
                         return
-                    yield rec
-                    pos += total
-                else:
-                    if pos < lf.size and strict and any(mm[pos:lf.size]):
-                        raise store_error(lf.path, f"torn record: only {lf.size - pos} bytes remain",
-                                          offset=lf.start + pos)
-                    if i + 1 >= len(self.files) or lf.size != self.file_size:
-                        return
+                    pos = pr.walk_end
+                    if pos < chunk_end or pos >= lf.size:
+                        break
+                stop, err = _stop_reason(mm, lf.start, pos)
+                if stop == "zero" and pos + 8 <= lf.size:
+                    return
+                if stop == "corrupt":
+                    assert err is not None
+                    if strict:
+                        raise store_error(lf.path, err.reason, offset=err.offset)
+                    return
+                if stop != "blank" and (i + 1 >= len(self.files) or lf.size != self.file_size):
+                    return
             finally:
                 mm.close()
             i += 1
@@ -635,25 +591,34 @@ class CommitLog:
         mm = _open_map(lf)
         if mm is None:
             return lf.start, None
+        from mqctl.store.walker import parse_byte_range
+
         try:
-            pos = 0
-            while pos + 8 <= lf.size:
-                abs_pos = lf.start + pos
-                if abs_pos == offset:
-                    return offset, offset
-                if abs_pos > offset:
-                    after = abs_pos
-                    break
-                before = abs_pos
-                if abs_pos >= max_offset:
-                    break
-                total, magic = _II(mm, pos)
-                if magic not in (MAGIC_V1, MAGIC_V2) or total <= 0:
-                    after = lf.start + lf.size if i + 1 < len(self.files) else None
-                    break
-                pos += total
+            pr = parse_byte_range(mm, lf.start, 0, min(offset - lf.start + 1, lf.size), head_owned=True,
+                                  check_crc=False, fields=False, stop_at_damage=True)
         finally:
             mm.close()
+        heads = pr.position.tolist()
+        if pr.problems:
+            heads = heads[:int(pr.position.searchsorted(pr.problems[0].position))]
+            walk_end = pr.problems[0].position
+        else:
+            walk_end = pr.walk_end
+        for pos in [*heads, walk_end]:
+            if pos + 8 > lf.size:
+                break
+            abs_pos = lf.start + pos
+            if abs_pos == offset:
+                return offset, offset
+            if abs_pos > offset:
+                after = abs_pos
+                break
+            before = abs_pos
+            if abs_pos >= max_offset:
+                break
+            if pos == walk_end:         # not a record: the rest of the file is not data
+                after = lf.start + lf.size if i + 1 < len(self.files) else None
+                break
         if after is not None and after > max_offset:
             after = None
         return before, after

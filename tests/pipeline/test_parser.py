@@ -11,10 +11,16 @@ pytest.importorskip("numpy")
 
 from pipeline_fixtures import BORN6, FILE_SIZE, T_LONG, Fleet  # noqa: E402
 
-from mqctl.pipeline.parser import message_key, parse_byte_range, property_value  # noqa: E402
 from mqctl.pipeline.ranges import store_ranges  # noqa: E402
-from mqctl.pipeline.tasks import analyze_rows, open_file, parse_task, salvage_rows  # noqa: E402
+from mqctl.pipeline.tasks import (  # noqa: E402
+    analyze_rows,
+    message_key,
+    open_file,
+    parse_task,
+    property_value,
+)
 from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, decode_properties  # noqa: E402
+from mqctl.store.walker import parse_byte_range  # noqa: E402
 
 
 def parse_store(store: Path, range_size: int, **kw):
@@ -109,65 +115,114 @@ def test_task_rows_and_keys(fleet: Fleet) -> None:
     assert property_value(b"A\x01x\x02UNIQ_KEY\x01k1\x02", b"UNIQ_KEY") == "k1"
     assert property_value(b"XUNIQ_KEY\x01no\x02", b"UNIQ_KEY") is None
     assert message_key("k", "h:1", 5, 7) == "uniq:k" and message_key(None, "h:1", 5, 7) == "born:h:1/5/7"
-    ranges = store_ranges(fleet.stores["A"], from_offset=1000, range_size=300,
-                          meta={"clusterName": "c", "brokerName": "b", "store": "A", "brokerId": 1, "rank": 1,
-                                "epochs": [(0, 0), (1000, 1)]})
-    rows = [r for br in ranges for r in salvage_rows(br)]
-    msgs = [r[1] for r in rows if r[0] == "m"]
-    want = [fleet.offsets[k] for k in fleet.offsets if k.startswith("a") and k != "a6"]
-    assert [m[5] for m in msgs] == want
-    assert {m[4] for m in msgs} == {1}
-    a2 = next(m for m in msgs if m[5] == fleet.offsets["a2"])
-    assert a2[21] is None and a2[27] == f"born:[{BORN6[0]}]:{BORN6[1]}/5002/{a2[19]}"
     q = [r[1] for br in store_ranges(fleet.stores["C"], range_size=200) for r in analyze_rows(br)
          if r[0] == "q"]
     assert sum(x[5] for x in q) == 13
 
 
-def test_arrow_batches_hold_the_task_rows(fleet: Fleet) -> None:
-    """What Spark receives (`salvage_arrow`, `key_arrow`, sliced by `arrow_slices`) is exactly the plain
-    rows of `salvage_rows` / `key_rows`: same values, properties in the record's own order."""
+def test_salvage_passes_give_the_decoded_records(fleet: Fleet) -> None:
+    """Pass 1 (`candidate_keys`: one row per record, no body) and pass 2 (`message_batch`: the records
+    read back at their positions) hold exactly what the store module's decoder reads, whatever the
+    cut; properties in the record's own order; no epoch before the first epoch entry is a null."""
     pa = pytest.importorskip("pyarrow")
-    from mqctl.pipeline.tasks import MESSAGE_COLUMNS, arrow_slices, key_arrow, key_rows, salvage_arrow
+    from mqctl.pipeline.tasks import candidate_keys, key_arrow, key_rows, message_batch
+    from mqctl.store.commitlog import decode_record
+    from mqctl.store.walker import fmt_host
 
     meta = {"clusterName": "c", "brokerName": "b", "store": "A", "brokerId": 1, "rank": 1,
-            "epochs": [(1500, 1)]}          # records before 1500 have no epoch: a null, not a 0
+            "epochs": [(1500, 1)]}
+    want = [k for k in fleet.offsets if k.startswith("a") and k != "a6"]
     for size in (300, FILE_SIZE):
-        for br in store_ranges(fleet.stores["A"], from_offset=1000, range_size=size, meta=meta):
-            batch, probs = salvage_arrow(br)
-            rows = list(salvage_rows(br))
-            assert probs == [r[1] for r in rows if r[0] == "p"]
-            want = [r[1] for r in rows if r[0] == "m"]
-            got = [tuple(dict(v) if c == "properties" else v for c, v in zip(MESSAGE_COLUMNS, r.values(),
-                                                                               strict=True))
-                   for r in batch.to_pylist()]
-            assert got == want
-            assert all(list(dict(r["properties"])) == list(w[24]) for r, w in zip(batch.to_pylist(), want,
-                                                                                 strict=True))
-            # records are 140-300 bytes here: 200-byte slices hold one or two records each
-            parts = list(arrow_slices(batch, batch.column("size").to_numpy(), batch.schema, max_bytes=200))
-            assert all(0 < p.num_rows <= 2 for p in parts)
-            assert pa.Table.from_batches(parts, batch.schema).to_pylist() == batch.to_pylist()
+        ranges = store_ranges(fleet.stores["A"], from_offset=1000, range_size=size, meta=meta)
+        batches, probs = zip(*(candidate_keys(br) for br in ranges), strict=True)
+        cand = pa.Table.from_batches(batches)
+        assert cand.column("physicalOffset").to_pylist() == [fleet.offsets[k] for k in want], size
+        assert [(p[5], p[7]) for ps in probs for p in ps] == [(fleet.offsets["a5"], "crc"),
+                                                               (fleet.offsets["a6"], "corrupt")], size
+        kept = cand.append_column("copies", pa.array([2] * cand.num_rows, pa.int64()))
+        rows = pa.Table.from_batches([message_batch(b) for b in kept.to_batches(max_chunksize=3)]).to_pylist()
+        where = cand.select(["path", "fileStart"]).to_pylist()
+        for r, at in zip(rows, where, strict=True):
+            data = Path(at["path"]).read_bytes()
+            rec = decode_record(data, r["physicalOffset"] - at["fileStart"], at["fileStart"], check_crc=False)
+            assert (r["topic"], r["queueId"], r["queueOffset"], r["body"], r["rawProperties"], r["version"],
+                    r["bornTimestamp"], r["bodyCrc"], r["copies"]) == \
+                (rec.topic, rec.queue_id, rec.queue_offset, rec.body, rec.properties, rec.version,
+                 rec.born_timestamp, rec.body_crc, 2)
+            assert r["bornHost"] == fmt_host(*_packed(rec.born_host))
+            assert list(dict(r["properties"])) == list(decode_properties(rec.properties))
+            assert r["epoch"] == (1 if r["physicalOffset"] >= 1500 else None)
+            assert r["crcOk"] == rec.crc_ok() and r["uniqKey"] == rec.properties_dict().get("UNIQ_KEY")
+        for br in ranges:
             assert key_arrow(br).to_pylist() == [dict(zip(("clusterName", "brokerName", "messageKey"), k,
                                                           strict=True)) for k in key_rows(br)]
 
 
-def test_output_digest_is_by_parquet_content_not_bytes(tmp_path) -> None:
-    """Spark's Parquet footers differ between JVM runs; two writes of the same rows must compare
-    equal, and different rows must not."""
+def _packed(host: tuple[str, int]) -> tuple[bytes, int]:
+    import ipaddress
+
+    return ipaddress.ip_address(host[0]).packed, host[1]
+
+
+def test_parquet_writer_cuts_row_groups_by_the_rows_not_the_batches(tmp_path) -> None:
+    """The local engine and Spark's executors feed the same rows in different batches: the files must be
+    the same bytes (row groups cut every ROW_GROUP_ROWS rows or ROW_GROUP_BYTES of `size`)."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    from mqctl.pipeline.output import tree_digest
+    from mqctl.pipeline import output
+    from mqctl.pipeline.output import tree_digest, write_parquet
 
-    table = pa.table({"topic": ["T", "T"], "queueId": [0, 1], "body": [b"a", b"b"]})
-    options = {"a": {"compression": "snappy"}, "b": {"compression": "none", "use_dictionary": False}}
-    for name, kw in options.items():
-        (tmp_path / name / "messages").mkdir(parents=True)
-        pq.write_table(table, tmp_path / name / "messages" / "part-00000.parquet", **kw)
-        (tmp_path / name / "summary.json").write_text("{}")
-    a, b = (tmp_path / "a" / "messages" / "part-00000.parquet").read_bytes(), \
-        (tmp_path / "b" / "messages" / "part-00000.parquet").read_bytes()
-    assert a != b
+    # bodies of 30 KB: several Parquet data pages per row group, which must not break where batches did
+    table = pa.table({"size": pa.array(list(range(1, 101)), pa.int32()),
+                      "body": [bytes([i % 251, 7]) * (i * 150) for i in range(100)]})
+    schema = table.schema
+    for name, chunk in (("a", 7), ("b", 100), ("c", 1)):
+        (tmp_path / name).mkdir()
+        write_parquet(tmp_path / name / "p.parquet", schema, table.to_batches(max_chunksize=chunk), "size")
+    a = (tmp_path / "a" / "p.parquet").read_bytes()
+    assert a == (tmp_path / "b" / "p.parquet").read_bytes() == (tmp_path / "c" / "p.parquet").read_bytes()
     assert tree_digest(tmp_path / "a") == tree_digest(tmp_path / "b")
-    pq.write_table(table.slice(0, 1), tmp_path / "b" / "messages" / "part-00000.parquet")
+    # 64 MiB of `size` ends a row group as well as 32,768 rows
+    old = output.ROW_GROUP_BYTES
+    try:
+        output.ROW_GROUP_BYTES = 100
+        write_parquet(tmp_path / "a" / "p.parquet", schema, table.to_batches(max_chunksize=7), "size")
+    finally:
+        output.ROW_GROUP_BYTES = old
+    groups = pq.ParquetFile(tmp_path / "a" / "p.parquet").metadata
+    assert groups.num_row_groups > 1 and groups.row_group(0).num_rows == 14   # 1 + ... + 14 = 105 >= 100
     assert tree_digest(tmp_path / "a") != tree_digest(tmp_path / "b")
+
+
+def test_properties_with_arrow_kernels_follow_decode_properties() -> None:
+    """Salvage's vectorised properties give what `decode_properties` gives; a record that is not UTF-8 or
+    repeats a key sends the batch to the per-record path, which is `decode_properties` itself."""
+    pa = pytest.importorskip("pyarrow")
+    from mqctl.pipeline.tasks import _properties, _properties_py
+
+    raws = [b"KEYS\x01k1 k2\x02UNIQ_KEY\x01u1\x02TAGS\x01t\x02", b"", b"A\x01\x02B\x02", b"X\x01a\x01b\x02",
+            b"UNIQ_KEY\x01\x02", b"Y\x01line\nbreak"]
+    fast = _properties(pa, pa.array(raws, pa.binary()))
+    slow = _properties_py(pa, raws)
+    assert fast is not None
+    for k in ("uniqKey", "keys", "tags", "properties"):
+        assert fast[k].to_pylist() == slow[k].to_pylist(), k
+    assert slow["properties"].to_pylist()[3] == [("X", "a\x01b")]
+    assert slow["uniqKey"].to_pylist() == ["u1", None, None, None, None, None]
+    assert _properties(pa, pa.array([b"K\x01a\x02K\x01b\x02"], pa.binary())) is None
+    assert _properties(pa, pa.array([b"K\x01\xff\x02"], pa.binary())) is None
+    assert _properties_py(pa, [b"K\x01a\x02K\x01b\x02"])["properties"].to_pylist() == [[("K", "b")]]
+
+
+def test_message_keys_with_arrow_kernels_follow_message_key(fleet: Fleet) -> None:
+    """Pass 1's vectorised message keys are `message_key(property_value(...))` of every record."""
+    pa = pytest.importorskip("pyarrow")
+    from mqctl.pipeline.tasks import _message_keys
+
+    for store in ("A", "B", "C"):
+        for br in store_ranges(fleet.stores[store], range_size=700):
+            pr = parse_task(br, extract=("properties", "hosts"))
+            want = [message_key(property_value(raw, b"UNIQ_KEY"), born, ts, crc)
+                    for raw, born, ts, crc in zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(),
+                                                  pr.body_crc.tolist(), strict=True)]
+            assert _message_keys(pa, pr).to_pylist() == want

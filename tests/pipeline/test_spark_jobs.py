@@ -76,10 +76,15 @@ def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_pa
                      ("B", fleet.offsets["b4"], "crc")]
     a6 = s["problems"][1]
     assert a6["file"].endswith("/A/commitlog/00000000000000000000") and a6["position"] == fleet.offsets["a6"]
+    assert s["skippedBytes"] == ra["skippedBytes"] == a6["length"] > 0 and reps["C"]["skippedBytes"] == 0
 
     # one range per file: the same rows, byte for byte
     run_salvage(spark, prepare(stores, range_size=FILE_SIZE), tmp_path / "big", show_progress=False)
     assert tree_hash(tmp_path / "big") == tree_hash(tmp_path / "small")
+    # the local engine (no JVM): the same files, byte for byte, and the same summary
+    local = run_salvage(None, prepare(stores, range_size=300), tmp_path / "local", show_progress=False)
+    assert tree_hash(tmp_path / "local") == tree_hash(tmp_path / "small")
+    assert {k: v for k, v in local.items() if k != "out"} == {k: v for k, v in doc.items() if k != "out"}
 
     # more source keys than BROADCAST_KEYS: the shuffle join path (no automatic broadcast either) gives
     # the same files
@@ -105,12 +110,18 @@ def test_salvage_cli_rerun_backup_refusals(spark, fleet: Fleet, cli, tmp_path: P
     r = cli("recover", "salvage", *stores, "--out", str(out), "--range-size", "512")
     assert r.code == 0, r.err
     assert f"wrote {len(EXPECTED)} messages" in r.out and "broker-set-a" in r.out
+    assert "recover salvage on engine local (" in r.err      # auto, a small fleet: no JVM
     before = tree_hash(out)
-    r = cli("recover", "salvage", *stores, "--out", str(out), "--range-size", "1K", "-o", "json")
+    # a previous output is replaced only with --overwrite
+    r = cli("recover", "salvage", *stores, "--out", str(out))
+    assert r.code == 2 and "holds a previous salvage; add --overwrite" in r.err
+    r = cli("recover", "salvage", *stores, "--out", str(out), "--range-size", "1K", "-o", "json",
+            "--overwrite", "-q")
     assert r.code == 0, r.err
+    assert "engine" not in r.err
     doc = r.json()
     assert doc["backup"] is None and tree_hash(out) == before, "a rerun gives the same files"
-    assert not list(tmp_path.glob("salvage.*"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["salvage"], "nothing written beside DIR"
 
     # dry run: nothing written anywhere
     r = cli("recover", "salvage", *stores, "--out", str(tmp_path / "dry"), "--dry-run")
@@ -118,23 +129,29 @@ def test_salvage_cli_rerun_backup_refusals(spark, fleet: Fleet, cli, tmp_path: P
     assert f"dry run: would write {len(EXPECTED)} messages" in r.out
     assert not (tmp_path / "dry").exists()
 
-    # a different result never overwrites the previous one: it moves to a backup first
-    r = cli("recover", "salvage", *fleet.paths("A", "B"), "--out", str(out), "-o", "json")
+    # a different result never overwrites the previous one: it moves to a backup inside DIR first
+    r = cli("recover", "salvage", *fleet.paths("A", "B"), "--out", str(out), "-o", "json", "--overwrite")
     assert r.code == 0, r.err
     backup = Path(r.json()["backup"])
-    assert backup.parent == tmp_path and backup.name.startswith("salvage.salvage-backup-")
+    assert backup.parent == out and backup.name.startswith(".mqctl-backup-")
     assert json.loads((backup / "summary.json").read_text())["digest"] == doc["digest"]
     assert r.json()["digest"] != doc["digest"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["salvage"], "nothing written beside DIR"
 
-    # refusals: a foreign directory, a bad size
+    # refusals: a foreign directory (even with --overwrite), no parent, a bad size, a bad engine
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "keep.txt").write_text("mine")
-    r = cli("recover", "salvage", *stores, "--out", str(foreign))
-    assert r.code == 2 and "not empty and not the output of a previous salvage" in r.err
+    for extra in ((), ("--overwrite",)):
+        r = cli("recover", "salvage", *stores, "--out", str(foreign), *extra)
+        assert r.code == 2 and "not empty and not the output of a previous salvage" in r.err
     assert [p.name for p in foreign.iterdir()] == ["keep.txt"]
+    r = cli("recover", "salvage", *stores, "--out", str(tmp_path / "no" / "such"))
+    assert r.code == 2 and "no such directory" in r.err and not (tmp_path / "no").exists()
     r = cli("recover", "salvage", *stores, "--out", str(out), "--range-size", "lots")
     assert r.code == 2 and "--range-size" in r.err
+    r = cli("recover", "salvage", *stores, "--out", str(out), "--engine", "fast")
+    assert r.code == 2 and "--engine" in r.err
 
 
 def test_analyze_cli(spark, fleet: Fleet, cli, tmp_path: Path) -> None:
@@ -142,7 +159,7 @@ def test_analyze_cli(spark, fleet: Fleet, cli, tmp_path: Path) -> None:
 
     out = tmp_path / "analysis"
     r = cli("analyze", "commitlog", *fleet.paths("A", "C"), str(tmp_path / "nothing"), "--range-size", "300",
-            "--out", str(out), "-o", "json")
+            "--out", str(out), "-o", "json", "--engine", "spark")
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["notAnalyzed"] == [{"store": str(tmp_path / "nothing"), "reason": "no commitlog directory"}]
@@ -178,31 +195,39 @@ def test_analyze_cli(spark, fleet: Fleet, cli, tmp_path: Path) -> None:
                      ("A", "00000000000000000000", fleet.offsets["a6"], "corrupt")]
     assert {s["store"]: s["problems"] for s in doc["stores"]} == {str(fleet.stores["A"]): 2,
                                                                  str(fleet.stores["C"]): 0}
+    a6 = doc["problems"][1]
+    assert [s["skippedBytes"] for s in doc["stores"]] == [a6["length"], 0]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["kind"] == "mqctl-analyze" and summary["queues"] == doc["queues"]
     assert sorted(p.name for p in out.iterdir()) == ["problems", "queues", "summary.json"]
     assert spark.read.parquet(str(out / "queues")).count() == len(want)
+    # the local engine: the same files and document
+    r = cli("analyze", "commitlog", *fleet.paths("A", "C"), str(tmp_path / "nothing"), "--out",
+            str(tmp_path / "local"), "-o", "json", "--engine", "local")
+    assert r.code == 0, r.err
+    assert tree_hash(tmp_path / "local") == tree_hash(out)
+    assert {k: v for k, v in r.json().items() if k != "out"} == {k: v for k, v in doc.items() if k != "out"}
 
     r = cli("analyze", "commitlog", str(fleet.stores["A"]))
     assert r.code == 0, r.err
     assert "damaged records" in r.out and "PHYSICALOFFSET field says" in r.out
 
 
-def test_salvage_twice_in_separate_processes_is_the_same_result(spark, fleet: Fleet, tmp_path: Path) -> None:
-    """Two `mqctl recover salvage` processes (two JVMs) over the same stores: the second finds the
-    same result and moves nothing to a backup, although Spark's Parquet footers may differ."""
+def test_salvage_in_a_separate_process_is_the_same_result(spark, fleet: Fleet, tmp_path: Path) -> None:
+    """`mqctl recover salvage` as its own process (the local engine, --quiet: stderr stays empty) finds
+    the result the in-process Spark run wrote and moves nothing to a backup."""
     import os
     import subprocess
     import sys
 
+    from mqctl.pipeline.salvage import prepare, run_salvage
+
     out = tmp_path / "salvage"
-    cmd = [str(Path(sys.executable).with_name("mqctl")), "recover", "salvage", *fleet.paths("A", "B", "C"),
-           "--out", str(out), "-o", "json"]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert first.returncode == 0, first.stderr
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert second.returncode == 0, second.stderr
-    a, b = json.loads(first.stdout), json.loads(second.stdout)
-    assert b["backup"] is None and a["digest"] == b["digest"]
-    assert not list(tmp_path.glob("salvage.*"))
+    stores = fleet.paths("A", "B", "C")
+    first = run_salvage(spark, prepare(stores), out, show_progress=False)
+    cmd = [str(Path(sys.executable).with_name("mqctl")), "recover", "salvage", *stores, "--out", str(out),
+           "-o", "json", "--overwrite", "--quiet"]
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert second.returncode == 0 and second.stderr == "", second.stderr
+    b = json.loads(second.stdout)
+    assert b["backup"] is None and b["digest"] == first["digest"]

@@ -19,14 +19,18 @@ from mqctl.store.commitlog import (
     CommitLog,
     CommitLogWriter,
     Message,
-    Record,
-    Skipped,
     decode_record,
     encode_record,
     file_name,
-    parse_range,
     scan_buffer,
 )
+from mqctl.store.walker import parse_byte_range
+
+
+def walk(data: bytes, base: int, start: int = 0, end: int | None = None, **kw) -> list[int]:
+    """Absolute offsets of the records the one walker finds in data[start:end) (data: a whole file)."""
+    pr = parse_byte_range(data, base, start, len(data) if end is None else end, **kw)
+    return pr.offset.tolist()
 
 
 def test_file_name() -> None:
@@ -115,10 +119,10 @@ def test_writer_reader_property(tmp_path_factory, msgs: list[Message], file_size
         last = max((r for r in recs if r.offset < f.start + file_size), key=lambda r: r.offset)
         pos = last.end - f.start
         assert struct.unpack_from(">iI", data, pos) == (file_size - pos, BLANK_MAGIC)
-    # parse_range over each file gives the same records
+    # the walker over each file gives the same records
     again = []
     for f in log.files:
-        again += [r.offset for r in parse_range(f.path.read_bytes(), f.start) if isinstance(r, Record)]
+        again += walk(f.path.read_bytes(), f.start)
     assert again == offsets
 
 
@@ -270,27 +274,29 @@ def test_gap_between_files(tmp_path: Path, unchanged) -> None:
                              f"at 1000 (file size 1000)")
 
 
-def test_parse_range_resync_mid_record(tmp_path: Path) -> None:
+def test_walker_resyncs_mid_record(tmp_path: Path) -> None:
     d = _store(tmp_path)
     data = (d / file_name(0)).read_bytes()
-    got = list(parse_range(data[250:], 250))
-    assert [r.offset for r in got if isinstance(r, Record)] == [384, 576, 768]
-    # limit: only records starting before it, the last completed from the overlap
-    got = list(parse_range(data[0:500], 0, limit=400))
-    assert [r.offset for r in got if isinstance(r, Record)] == [0, 192]   # 384 ends past the buffer
-    got = list(parse_range(data[0:600], 0, limit=400))
-    assert [r.offset for r in got if isinstance(r, Record)] == [0, 192, 384]
+    assert walk(data, 0, 250) == [384, 576, 768]
+    # only records starting before `end`, the last one read past it
+    assert walk(data, 0, 0, 400) == [0, 192, 384]
 
 
-def test_parse_range_skips_corrupt_record(tmp_path: Path) -> None:
+def test_walker_skips_corrupt_record_and_reports_it(tmp_path: Path) -> None:
     d = _store(tmp_path)
     data = bytearray((d / file_name(0)).read_bytes())
     data[192 + 100] ^= 0xFF
-    got = list(parse_range(bytes(data), 0))
-    assert [type(x).__name__ for x in got] == ["Record", "Skipped", "Record", "Record", "Record"]
-    sk = got[1]
-    assert isinstance(sk, Skipped) and (sk.offset, sk.length) == (192, 192)
-    assert sk.reason.startswith("BODYCRC mismatch")
+    pr = parse_byte_range(bytes(data), 0, 0, len(data))
+    assert pr.offset.tolist() == [0, 192, 384, 576, 768] and pr.crc_ok.tolist() == [1, 0, 1, 1, 1]
+    (p,) = pr.problems
+    assert (p.offset, p.length, p.kind) == (192, 192, "crc") and p.reason.startswith("BODYCRC mismatch")
+    data[192 + 30] ^= 0xFF                      # PHYSICALOFFSET: not a record any more
+    pr = parse_byte_range(bytes(data), 0, 0, len(data))
+    assert pr.offset.tolist() == [0, 384, 576, 768]
+    assert [(p.offset, p.length, p.kind) for p in pr.problems] == [(192, 192, "corrupt")]
+    # stop_at_damage (RocketMQ's recovery rule): the walk ends there, nothing reported about it
+    pr = parse_byte_range(bytes(data), 0, 0, len(data), stop_at_damage=True)
+    assert (pr.offset.tolist(), pr.walk_end, pr.problems) == ([0], 192, [])
 
 
 def test_scan_buffer_pure() -> None:
@@ -304,7 +310,7 @@ def test_scan_buffer_pure() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.binary(max_size=200), min_size=1, max_size=30), st.data())
-def test_parse_range_resync_property(bodies: list[bytes], data) -> None:
+def test_walker_resync_property(bodies: list[bytes], data) -> None:
     buf = bytearray()
     offsets = []
     for b in bodies:
@@ -312,8 +318,7 @@ def test_parse_range_resync_property(bodies: list[bytes], data) -> None:
         buf += encode_record(Message("T", b, queue_offset=len(offsets)), 10_000 + len(buf))
     buf += bytes(16)
     cut = data.draw(st.integers(0, len(buf) - 1))
-    got = [r.offset for r in parse_range(bytes(buf[cut:]), 10_000 + cut) if isinstance(r, Record)]
-    assert got == [10_000 + o for o in offsets if o >= cut]
+    assert walk(bytes(buf), 10_000, cut, head_owned=False) == [10_000 + o for o in offsets if o >= cut]
 
 
 # --------------------------------------------------------------------------- RocketMQ's recovery at the end

@@ -1,0 +1,454 @@
+"""THE commitlog record walker: every reader of commitlog records in mqctl walks them here.
+
+`parse_byte_range(buf, file_start, start, end)` walks the records whose first byte lies in
+buf[start:end), where buf is a whole commitlog file (an mmap: only touched pages are read) starting at
+absolute offset `file_start`, and returns their fields as numpy columns (`ParsedRange`) plus the damage
+it met (`Problem`: file position, absolute offset, length, kind, reason). Users:
+
+* `CommitLog.scan` / `scan_buffer` (`recover inspect`, `--deep`), `iter_records`, `boundaries_around`
+  (mqctl.store.commitlog) walk with `stop_at_damage=True`: RocketMQ's recovery stops at the first bad
+  record, so they do too;
+* the pipeline's tasks (`mqctl recover salvage`, `mqctl analyze commitlog`) walk byte ranges of a file
+  that resynchronise on a record boundary and report damage and go on;
+* the broker agent's replication (`mqctl.broker.log`) cuts chunks on record boundaries.
+
+A new reader of records uses one of these and writes no loop of its own: `CommitLog.iter_records` for
+decoded `Record`s one by one across a store's files (a dump, a replay), `parse_byte_range` for the
+columns of many records at once (stop_at_damage=True for RocketMQ's view of where valid data ends,
+False to see past damage), `records_at` to read back records found earlier.
+
+Record semantics are the store module's (`mqctl.store.commitlog.decode_record` gives the reasons): the
+same MAGICCODE / TOTALSIZE / PHYSICALOFFSET / field-layout rules. The only per-record Python loop reads
+TOTALSIZE and MAGICCODE; PHYSICALOFFSET, the field layout and every field are then checked and gathered
+for all records at once with numpy, and BODYCRC is computed on memoryview slices (ISA-L's crc32 when
+the `isal` package is there, zlib's otherwise).
+
+Ownership, which makes the pipeline's result independent of where ranges are cut:
+* a range that does not start where its region starts (`head_owned`), and whose first bytes are not a
+  record head, silently skips to the first record boundary: the bytes before it belong to the record the
+  previous range finished;
+* damage found by a range's walk is reported by that range, including at the position where the walk
+  lands past `end` (the next range cannot see it: it starts inside the previous record);
+* zero bytes (TOTALSIZE 0) and the blank end-of-file marker end the data; if records follow them in the
+  same file, they are read and the gap is reported (RocketMQ's recovery would stop there).
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mqctl.store.commitlog import (
+    BLANK_MAGIC,
+    MAGIC_V1,
+    MAGIC_V2,
+    MAX_RECORD_SIZE,
+    MIN_RECORD_SIZE,
+    RecordError,
+    decode_record,
+    find_boundary,
+    ip_text,
+)
+
+__all__ = ["Problem", "ParsedRange", "parse_byte_range", "records_at", "find_boundary", "fmt_host", "crc32"]
+
+Buf = bytes | bytearray | memoryview | mmap.mmap
+
+
+def _crc32_impl() -> Callable[[Any], int]:
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib.crc32
+    return isal_zlib.crc32
+
+
+crc32 = _crc32_impl()
+"""CRC-32 (java.util.zip.CRC32's): ISA-L's, about 8x zlib's on big buffers, when installed."""
+
+_II = struct.Struct(">iI").unpack_from
+_Q = struct.Struct(">q").unpack_from
+_MASK = 0x7FFFFFFF
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Damage at absolute `offset` (= file start + `position`), `length` bytes up to the next record (or
+    the last non-zero byte). kind: "corrupt" (structure, PHYSICALOFFSET, torn), "crc" (BODYCRC differs:
+    the record is still read), "gap" (zero bytes or a blank marker with records after them)."""
+
+    offset: int
+    position: int
+    length: int
+    kind: str
+    reason: str
+
+
+@dataclass
+class ParsedRange:
+    """Columns of the valid records of one range (ordered by position), plus the damage it owns."""
+
+    file_start: int
+    position: np.ndarray            # int64, within the file
+    size: np.ndarray                # int64 TOTALSIZE
+    version: np.ndarray             # int8: 1 or 2
+    body_crc: np.ndarray            # int64 (the BODYCRC field)
+    crc_ok: np.ndarray              # bool (True when not checked)
+    queue_id: np.ndarray            # int64
+    flag: np.ndarray
+    queue_offset: np.ndarray
+    physical_offset: np.ndarray
+    sysflag: np.ndarray
+    born_timestamp: np.ndarray
+    store_timestamp: np.ndarray
+    reconsume_times: np.ndarray
+    prepared_tx_offset: np.ndarray
+    body_length: np.ndarray
+    topic_codes: np.ndarray         # int64 index into topic_names, per record
+    topic_names: list[str]          # the distinct topics of the range
+    problems: list[Problem] = field(default_factory=list)
+    # only when asked for (extract=...)
+    bodies: list[bytes] | None = None
+    properties: list[bytes] | None = None
+    born_hosts: list[str] | None = None
+    store_hosts: list[str] | None = None
+    walk_end: int = 0               # where the walk stopped: after the last record, or at the damage
+
+    def __len__(self) -> int:
+        return int(self.position.size)
+
+    @property
+    def offset(self) -> np.ndarray:
+        return self.position + self.file_start
+
+    @property
+    def topics(self) -> list[str]:
+        names = self.topic_names
+        return [names[c] for c in self.topic_codes.tolist()]
+
+
+def fmt_host(ip: bytes, port: int) -> str:
+    """`1.2.3.4:10911` or `[::1]:10911`, the way RocketMQ prints socket addresses."""
+    if len(ip) == 16:
+        return f"[{ip_text(ip)}]:{port}"
+    return f"{ip_text(ip)}:{port}"
+
+
+def _head(buf: Buf, n: int, base: int, pos: int) -> int:
+    """TOTALSIZE of a plausible record head at pos (magic, size bounds, fits, PHYSICALOFFSET), else 0."""
+    if pos + 36 > n:
+        return 0
+    total, magic = _II(buf, pos)
+    if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < MIN_RECORD_SIZE or total > MAX_RECORD_SIZE \
+            or pos + total > n:
+        return 0
+    return total if _Q(buf, pos + 28)[0] == base + pos else 0
+
+
+def _chain(buf: Buf, n: int, pos: int, end: int, out: list[int]) -> int:
+    """Append the positions of the records chained from pos while pos < end, by MAGICCODE and TOTALSIZE
+    only (PHYSICALOFFSET is checked afterwards for all at once); returns where the chain stopped."""
+    append = out.append
+    unpack = _II
+    v1, v2, lo, hi = MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, MAX_RECORD_SIZE
+    stop = min(end, n - 35)
+    while pos < stop:
+        total, magic = unpack(buf, pos)
+        if (magic != v1 and magic != v2) or total < lo or total > hi or pos + total > n:
+            break
+        append(pos)
+        pos += total
+    return pos
+
+
+def _nonzero_end(u8: np.ndarray, pos: int, stop: int) -> int:
+    """Position after the last non-zero byte in [pos, stop), or pos when all are zero (chunked: no
+    index array over a huge zero tail)."""
+    b = stop
+    while b > pos:
+        a = max(pos, b - _CHUNK)
+        chunk = u8[a:b]
+        if chunk.any():
+            return a + int(np.flatnonzero(chunk)[-1]) + 1
+        b = a
+    return pos
+
+
+class _Walker:
+    def __init__(self, buf: Buf, base: int, u8: np.ndarray) -> None:
+        self.buf, self.base, self.u8, self.n = buf, base, u8, len(buf)
+        self.problems: list[Problem] = []
+
+    def next_boundary(self, pos: int) -> int:
+        """find_boundary from pos, window by window: a window of zero bytes (a preallocated file's
+        tail) is passed over with numpy instead of searched for a MAGICCODE."""
+        n, u8 = self.n, self.u8
+        while pos < n:
+            stop = min(n, pos + _CHUNK)
+            if u8[pos:min(n, stop + 8)].any():
+                q = find_boundary(self.buf, self.base, pos, stop=stop)
+                if q >= 0:
+                    return q
+            pos = stop
+        return -1
+
+    def region(self, pos: int) -> int:
+        """Bytes at pos are not a record: report what they are (if anything), return the next boundary
+        (or the buffer's end)."""
+        buf, n, base = self.buf, self.n, self.base
+        q = self.next_boundary(pos + 1)
+        stop = q if q >= 0 else n
+        magic = _II(buf, pos)[1] if pos + 8 <= n else None
+        if magic == BLANK_MAGIC:
+            if q >= 0:
+                self.problems.append(Problem(
+                    base + pos, pos, q - pos, "gap",
+                    f"records after the end-of-file blank marker, next at {base + q}"))
+            return stop
+        nz = _nonzero_end(self.u8, pos, stop)
+        if nz == pos:
+            if q >= 0:
+                self.problems.append(Problem(base + pos, pos, q - pos, "gap",
+                                             f"{q - pos} zero bytes before the record at {base + q}"))
+            return stop
+        if pos + 8 > n:
+            reason = f"torn record: only {n - pos} bytes remain"
+        else:
+            try:
+                decode_record(buf, pos, base, check_crc=False)
+                reason = "not a record boundary"      # pragma: no cover (a decodable record was rejected)
+            except RecordError as exc:
+                reason = exc.reason
+        self.problems.append(Problem(base + pos, pos, (q if q >= 0 else nz) - pos, "corrupt", reason))
+        return stop
+
+
+def _gather(u8: np.ndarray, idx: np.ndarray, dt: str) -> np.ndarray:
+    """Big-endian field of dtype `dt` at every index, as int64 (one fancy-index copy per field)."""
+    w = np.dtype(dt).itemsize
+    return u8[idx[:, None] + np.arange(w)].view(dt)[:, 0].astype(np.int64)
+
+
+def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: int | None = None,
+                     head_owned: bool | None = None, check_crc: bool = True, fields: bool = True,
+                     extract: tuple[str, ...] = (), stop_at_damage: bool = False) -> ParsedRange:
+    """Walk the records whose first byte lies in buf[start:end), where buf is a WHOLE commitlog file
+    starting at absolute offset `file_start`. `limit` (default: the file's end) bounds the region of
+    interest; `head_owned` (default: start == 0) says damage at `start` is this range's to report.
+    `fields=False` gathers only position, size, body length and BODYCRC (a scan); `extract` adds
+    "bodies", "properties", "hosts". `stop_at_damage`: the walk ends at the first bytes that are not a
+    record (`walk_end`; RocketMQ's recovery rule) instead of resynchronising, and reports nothing about
+    them; records whose layout or BODYCRC is bad are still reported (the caller stops at the first)."""
+    n = len(buf)
+    lim = n if limit is None else min(limit, n)
+    end = min(end, lim)
+    if head_owned is None:
+        head_owned = start == 0
+    u8 = np.frombuffer(buf, dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
+    try:
+        return _parse(buf, u8, file_start, start, end, lim, head_owned, check_crc, fields, extract,
+                      stop_at_damage)
+    finally:
+        del u8          # an exported buffer would keep the mmap from closing
+
+
+def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, head_owned: bool,
+          stop_at_damage: bool) -> tuple[np.ndarray, int]:
+    n, base = len(buf), w.base
+    pos = start
+    if pos < end and not head_owned and not _head(buf, n, base, pos):
+        pos = w.next_boundary(pos)
+        if pos < 0:
+            pos = n
+    parts: list[np.ndarray] = []
+    while pos < end:
+        chain: list[int] = []
+        stopped = _chain(buf, n, pos, end, chain)
+        if chain:
+            p = np.asarray(chain, dtype=np.int64)
+            bad = np.flatnonzero(_gather(u8, p + 28, ">i8") != p + base)
+            if bad.size:                      # a PHYSICALOFFSET that is not the record's position
+                stopped = int(p[bad[0]])
+                p = p[:bad[0]]
+            parts.append(p)
+        pos = stopped
+        if pos < end:
+            if stop_at_damage:
+                break
+            pos = w.region(pos)
+    if not stop_at_damage and pos < lim and not _head(buf, n, base, pos):
+        w.region(pos)
+    return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), pos
+
+
+def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tuple[str, ...] = ()
+               ) -> ParsedRange:
+    """The fields of the records at known `positions` of a whole file (found by an earlier walk), in that
+    order, without walking: how salvage reads back the messages it keeps. BODYCRC is not checked again;
+    a position that is no longer a record raises RecordError."""
+    n = len(buf)
+    u8 = np.frombuffer(buf, dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
+    try:
+        P = np.asarray(positions, dtype=np.int64)
+        if P.size and (P.min() < 0 or int(P.max()) + 36 > n):
+            raise RecordError(file_start + int(P.max()), "position outside the file")
+        bad = np.flatnonzero(_gather(u8, P + 28, ">i8") != P + file_start)
+        if bad.size:
+            raise RecordError(file_start + int(P[bad[0]]), "not a record any more (the file changed?)")
+        w = _Walker(buf, file_start, u8)
+        pr = _columns(buf, u8, w, P, n, False, True, extract)
+        if pr.problems or len(pr) != P.size:
+            p = w.problems[0]
+            raise RecordError(p.offset, p.reason)
+        return pr
+    finally:
+        del u8
+
+
+def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, head_owned: bool,
+           check_crc: bool, fields: bool, extract: tuple[str, ...], stop_at_damage: bool) -> ParsedRange:
+    w = _Walker(buf, base, u8)
+    P, walk_end = _walk(buf, u8, w, start, end, lim, head_owned, stop_at_damage)
+    return _columns(buf, u8, w, P, walk_end, check_crc, fields, extract)
+
+
+def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int, check_crc: bool,
+             fields: bool, extract: tuple[str, ...]) -> ParsedRange:
+    """Check the layout of the records at P and gather their fields (all records at once)."""
+    base = w.base
+    total = _gather(u8, P, ">i4")
+    magic = _gather(u8, P + 4, ">u4")
+    sysflag = _gather(u8, P + 36, ">i4")
+    bh = np.where(sysflag & 0x10, 20, 8)
+    sh = np.where(sysflag & 0x20, 20, 8)
+    # variable layout: body length, topic length, properties length; each index clamped to the record
+    # head (position 0) where an earlier check already failed, so no read leaves the record
+    brel = 68 + bh + sh
+    ok = brel + 4 <= total
+    blen = _gather(u8, P + np.where(ok, brel, 0), ">i4")
+    ok &= (blen >= 0) & (brel + 4 + blen <= total)
+    trel = np.where(ok, brel + 4 + blen, 0)
+    v1 = magic == MAGIC_V1
+    ok &= trel + np.where(v1, 1, 2) <= total
+    tl1 = u8[P + np.where(ok, trel, 0)].astype(np.int64)
+    tl2 = _gather(u8, P + np.where(ok & ~v1, trel, 0), ">u2")
+    ok &= ~v1 | (tl1 <= 127)
+    tlen = np.where(v1, tl1, tl2)
+    tstart = trel + np.where(v1, 1, 2)
+    prel = tstart + tlen
+    ok &= prel + 2 <= total
+    plen = _gather(u8, P + np.where(ok, prel, 0), ">u2")
+    ok &= prel + 2 + plen == total
+    if not ok.all():
+        for p in P[~ok].tolist():
+            try:
+                decode_record(buf, p, base, check_crc=False)
+                reason = "bad field layout"            # pragma: no cover
+            except RecordError as exc:
+                reason = exc.reason
+            w.problems.append(Problem(base + p, p, int(_II(buf, p)[0]), "corrupt", reason))
+        keep = ok
+        P, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen = (
+            a[keep] for a in (P, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen))
+    crc = _gather(u8, P + 8, ">i4")
+    body_at = P + brel + 4
+    crc_ok = np.ones(P.size, dtype=bool)
+    mv = memoryview(buf)
+    try:
+        if check_crc and P.size:
+            c32 = crc32
+            got = np.fromiter((c32(mv[a:b]) for a, b in zip(body_at.tolist(), (body_at + blen).tolist(),
+                                                           strict=True)),
+                              dtype=np.int64, count=P.size) & _MASK
+            crc_ok = got == crc
+            for i in np.flatnonzero(~crc_ok).tolist():
+                p = int(P[i])
+                w.problems.append(Problem(base + p, p, int(total[i]), "crc",
+                                          f"BODYCRC mismatch: field says {int(crc[i])}, body gives {got[i]}"))
+        codes, names = _topics(u8, mv, P + tstart, tlen) if fields else (np.zeros(0, np.int64), [])
+        extra: dict[str, Any] = {}
+        if "bodies" in extract:
+            extra["bodies"] = [bytes(mv[a:a + b])
+                               for a, b in zip(body_at.tolist(), blen.tolist(), strict=True)]
+        if "properties" in extract:
+            extra["properties"] = [bytes(mv[a:a + b])
+                                   for a, b in zip((P + prel + 2).tolist(), plen.tolist(), strict=True)]
+        if "hosts" in extract:
+            extra["born_hosts"] = _hosts(mv, u8, P + 48, bh)
+            extra["store_hosts"] = _hosts(mv, u8, P + 56 + bh, sh)
+    finally:
+        mv.release()
+    w.problems.sort(key=lambda p: p.position)
+    empty = np.zeros(0, dtype=np.int64)
+
+    def col(at: np.ndarray, dt: str) -> np.ndarray:
+        return _gather(u8, at, dt) if fields else empty
+
+    return ParsedRange(
+        file_start=base, position=P, size=total, version=np.where(v1, 1, 2).astype(np.int8), body_crc=crc,
+        crc_ok=crc_ok, queue_id=col(P + 12, ">i4"), flag=col(P + 16, ">i4"),
+        queue_offset=col(P + 20, ">i8"), physical_offset=col(P + 28, ">i8"), sysflag=sysflag,
+        born_timestamp=col(P + 40, ">i8"), store_timestamp=col(P + 48 + bh, ">i8"),
+        reconsume_times=col(P + 56 + bh + sh, ">i4"),
+        prepared_tx_offset=col(P + 60 + bh + sh, ">i8"), body_length=blen, topic_codes=codes,
+        topic_names=names, problems=w.problems, walk_end=walk_end, **extra)
+
+
+def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Each record's topic as a code into the distinct names: the topic bytes of many records compared at
+    once as fixed-width rows (np.unique, in blocks of about 8 MiB), decoded once per distinct topic."""
+    names: dict[bytes, int] = {}
+    if not at.size:
+        return np.zeros(0, dtype=np.int64), []
+    width = int(tlen.max())
+    if width > 256:           # v2 topics this long are rare: one dict lookup per record
+        codes = np.fromiter((names.setdefault(bytes(mv[a:a + b]), len(names))
+                             for a, b in zip(at.tolist(), tlen.tolist(), strict=True)), dtype=np.int64,
+                            count=at.size)
+        return codes, [k.decode("utf-8", errors="replace") for k in names]
+    cols = np.arange(max(width, 1))
+    codes = np.empty(at.size, dtype=np.int64)
+    step = max(1, (8 << 20) // (width + 2))
+    for s in range(0, at.size, step):
+        a, ln = at[s:s + step], tlen[s:s + step]
+        rows = np.where(cols < ln[:, None], u8[np.minimum(a[:, None] + cols, u8.size - 1)], 0)
+        rows = rows.astype(np.uint8)
+        # the length too: a topic ending in NUL bytes differs from a shorter one
+        key = np.ascontiguousarray(np.concatenate([ln.astype(">u2").view(np.uint8).reshape(-1, 2), rows],
+                                                  axis=1))
+        uniq, inv = np.unique(key.view(f"V{key.shape[1]}").ravel(), return_inverse=True)
+        local = np.fromiter((names.setdefault(bytes(u)[2:2 + int.from_bytes(bytes(u)[:2], "big")], len(names))
+                             for u in uniq), dtype=np.int64, count=uniq.size)
+        codes[s:s + step] = local[inv.ravel()]
+    return codes, [k.decode("utf-8", errors="replace") for k in names]
+
+
+def _hosts(mv: memoryview, u8: np.ndarray, at: np.ndarray, width: np.ndarray) -> list[str]:
+    """`ip:port` of every record, formatted once per distinct address (a few hosts send most messages);
+    the addresses compared as fixed-width rows in blocks of about 8 MiB."""
+    names: dict[bytes, str] = {}
+    out: list[str] = []
+    cols = np.arange(20)
+    step = 1 << 18
+    for s in range(0, at.size, step):
+        a, w = at[s:s + step], width[s:s + step]
+        rows = np.where(cols < w[:, None], u8[np.minimum(a[:, None] + cols, u8.size - 1)], 0).astype(np.uint8)
+        key = np.ascontiguousarray(np.concatenate([w.astype(np.uint8)[:, None], rows], axis=1))
+        uniq, inv = np.unique(key.view("V21").ravel(), return_inverse=True)
+        text = []
+        for u in uniq:
+            raw = bytes(u)
+            t = names.get(raw)
+            if t is None:
+                n = raw[0]
+                t = names[raw] = fmt_host(raw[1:n - 3], int.from_bytes(raw[n - 3:n + 1], "big", signed=True))
+            text.append(t)
+        out += [text[k] for k in inv.ravel().tolist()]
+    return out
