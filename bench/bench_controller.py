@@ -78,7 +78,7 @@ class Sample:
         if not self.latencies:
             return float("nan")
         ordered = sorted(self.latencies)
-        rank = max(1, min(len(ordered), int(round(p / 100 * len(ordered) + 0.5))))
+        rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
         return ordered[rank - 1] * 1000
 
     @property

@@ -42,7 +42,7 @@ def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    rank = max(1, min(len(ordered), int(round(p / 100 * len(ordered) + 0.5))))
+    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
     return ordered[rank - 1]
 
 
@@ -154,7 +154,7 @@ class Worker:
     def __init__(self, index: int, addresses: str, base: str, replicas: int) -> None:
         d = os.path.join(base, f"worker{index}")
         os.makedirs(d, exist_ok=True)
-        self.log = open(os.path.join(base, f"worker{index}.log"), "wb")
+        self.log = open(os.path.join(base, f"worker{index}.log"), "wb")  # noqa: SIM115 (the child's; closed on stop)
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", "--addresses",
                                       addresses, "--dir", d, "--replicas", str(replicas)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,

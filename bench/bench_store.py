@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from gen_large_store import generate, parse_size  # noqa: E402
+from gen_large_store import generate, parse_size
 
-from mqctl.recover.inspect import inspect_store  # noqa: E402
-from mqctl.store.commitlog import CommitLog  # noqa: E402
+from mqctl.recover.inspect import inspect_store
+from mqctl.store.commitlog import CommitLog
 
 
 def best(fn, repeat: int) -> float:

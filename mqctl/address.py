@@ -6,7 +6,7 @@ import ipaddress
 
 from mqctl.errors import UsageError
 
-__all__ = ["parse_address", "is_loopback"]
+__all__ = ["is_loopback", "parse_address"]
 
 
 def parse_address(value: str, what: str = "address", *, any_port: bool = False) -> tuple[str, int]:

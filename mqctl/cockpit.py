@@ -135,13 +135,13 @@ class _Handler(BaseHTTPRequestHandler):
     def version_string(self) -> str:
         return "mqctl"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._route(body=False)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._route(body=True)
 
     def _route(self, body: bool) -> None:

@@ -186,7 +186,7 @@ class Node:
 
     def start(self, env: dict[str, str] | None = None) -> None:
         watch_log(self.log_path)
-        log = open(self.log_path, "ab")
+        log = open(self.log_path, "ab")  # noqa: SIM115 (the child's stdout; closed below)
         self.proc = subprocess.Popen([self.python, "-P", "-m", "mqctl", "serve", *self.args],
                                      stdout=log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "MQCTL_PARENT_PID": str(os.getpid()), **(env or {})})

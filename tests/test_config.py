@@ -92,7 +92,7 @@ def test_raft_bind_apart_from_the_advertised_raft_address(tmp_path) -> None:
     with pytest.raises(UsageError, match="bad --raft-bind address 'nowhere'"):
         load({"raft_bind": "nowhere"}, None, {})
     # Raft traffic is pickled: listening beyond loopback needs the secret, whatever peers dial
-    with pytest.raises(UsageError, match="0.0.0.0:9880 is not on loopback"):
+    with pytest.raises(UsageError, match=r"0.0.0.0:9880 is not on loopback"):
         load({"raft_bind": "0.0.0.0:9880"}, None, {})
     cfg = load({"raft": "127.0.0.1:9881", "raft_bind": "0.0.0.0:9880", "cluster_secret": "x"}, None, {})
     assert (cfg.raft, cfg.raft_bind_address()) == ("127.0.0.1:9881", "0.0.0.0:9880")

@@ -37,7 +37,7 @@ def test_another_nodes_raft_log_is_refused(tmp_path) -> None:
     datadir.prepare(str(tmp_path), "127.0.0.1:9880").close()
     (tmp_path / "raft.journal").write_bytes(b"x")
     datadir.prepare(str(tmp_path), "127.0.0.1:9880").close()       # same node: fine
-    with pytest.raises(UsageError, match="holds the Raft log of the node at 127.0.0.1:9880"):
+    with pytest.raises(UsageError, match=r"holds the Raft log of the node at 127.0.0.1:9880"):
         datadir.prepare(str(tmp_path), "127.0.0.1:7777")
     assert json.loads((tmp_path / "node.json").read_text())["raftAddress"] == "127.0.0.1:9880"
     assert not datadir.is_locked(str(tmp_path))

@@ -97,7 +97,7 @@ def test_remoting_codes_are_rocketmq_s_request_codes() -> None:
     assert {r.code_name: r.code for r in with_code} == {r.code_name: codes[r.code_name] for r in with_code}
     from mqctl.remoting import headers
 
-    assert headers.GET_BROKER_EPOCH_CACHE == codes["GET_BROKER_EPOCH_CACHE"]
+    assert codes["GET_BROKER_EPOCH_CACHE"] == headers.GET_BROKER_EPOCH_CACHE
     assert {name: codes[name] for name in headers.REQUEST_CODES} == headers.REQUEST_CODES
 
 
@@ -115,14 +115,14 @@ def test_remoting_door_serves_what_a_rocketmq_controller_serves() -> None:
 
 
 def test_the_node_sets_are_the_table_s() -> None:
-    assert methods.WRITE_METHODS == {
+    assert {
         "ApplyBrokerId", "RegisterBroker", "AlterSyncStateSet", "ElectMaster", "CleanBrokerData",
         "UpdateConfig", "PauseFailover", "Switchover", "Rebalance",
-    }
-    assert methods.FRESH_READ_METHODS == {"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData"}
-    assert methods.LOCAL_READ_METHODS == {"GetConfig", "GetHistory"}
-    assert methods.NODE_METHODS == {"GetMetadata", "Heartbeat", "WatchRoleChanges", "ChangeQuorum",
-                                    "GetSnapshot"}
+    } == methods.WRITE_METHODS
+    assert {"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData"} == methods.FRESH_READ_METHODS
+    assert {"GetConfig", "GetHistory"} == methods.LOCAL_READ_METHODS
+    assert {"GetMetadata", "Heartbeat", "WatchRoleChanges", "ChangeQuorum",
+                                    "GetSnapshot"} == methods.NODE_METHODS
     assert methods.names(Kind.WRITE) == methods.WRITE_METHODS
     assert methods.names(entry=Entry.METADATA) == {"GetMetadata"}
     assert methods.names(streaming=True) == {"WatchRoleChanges"}
@@ -143,7 +143,7 @@ def test_transports_and_clients_derive_from_the_table() -> None:
     assert set(grpc_server.UNARY_METHODS) == {r.name for r in methods.METHODS if r.entry is Entry.CALL}
     for row in methods.METHODS:  # a servicer method of its own for every RPC
         assert row.grpc_method in grpc_server.ControllerServicer.__dict__, row.name
-    assert headers.METHOD_BY_CODE == {code: r.name for code, r in methods.BY_REMOTING_CODE.items()}
+    assert {code: r.name for code, r in methods.BY_REMOTING_CODE.items()} == headers.METHOD_BY_CODE
     assert set(headers.REQUEST_HEADERS) >= {r.name for r in methods.BY_REMOTING_CODE.values()}
     assert set(api.DECODERS) == unary
     assert api.RETRY_ANY == methods.RETRY_ANY == {

@@ -18,10 +18,20 @@ from mqctl.errors import ControllerError, UnreachableError
 from mqctl.recover.metadata import ReplicaMetadata, SyncPlan
 from mqctl.store import metadata as md
 
-__all__ = ["GET_ALL_TOPIC_CONFIG", "GET_ALL_SUBSCRIPTIONGROUP_CONFIG", "GET_ALL_CONSUMER_OFFSET",
-           "GET_ALL_DELAY_OFFSET", "UPDATE_AND_CREATE_TOPIC", "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
-           "UPDATE_CONSUMER_OFFSET", "GET_BROKER_CONFIG", "GET_BROKER_RUNTIME_INFO", "fetch_replica",
-           "push_plan", "fetch_broker_config"]
+__all__ = [
+    "GET_ALL_CONSUMER_OFFSET",
+    "GET_ALL_DELAY_OFFSET",
+    "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+    "GET_ALL_TOPIC_CONFIG",
+    "GET_BROKER_CONFIG",
+    "GET_BROKER_RUNTIME_INFO",
+    "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
+    "UPDATE_AND_CREATE_TOPIC",
+    "UPDATE_CONSUMER_OFFSET",
+    "fetch_broker_config",
+    "fetch_replica",
+    "push_plan",
+]
 
 UPDATE_CONSUMER_OFFSET = 15
 UPDATE_AND_CREATE_TOPIC = 17

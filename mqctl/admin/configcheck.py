@@ -13,8 +13,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["WARN", "CRIT", "RULES", "ConfigFile", "Finding", "parse_properties", "config_file",
-           "check", "verdict"]
+__all__ = [
+    "CRIT",
+    "RULES",
+    "WARN",
+    "ConfigFile",
+    "Finding",
+    "check",
+    "config_file",
+    "parse_properties",
+    "verdict",
+]
 
 WARN, CRIT = "WARN", "CRIT"
 _RANK = {WARN: 1, CRIT: 2}

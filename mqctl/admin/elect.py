@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from mqctl.client import ReplicaIdentity, ReplicasInfo
     from mqctl.store.epochfile import EpochCacheView
 
-__all__ = ["Candidate", "ElectAnswer", "candidates_of", "controller_answer", "truncate_bytes", "elect_plan"]
+__all__ = ["Candidate", "ElectAnswer", "candidates_of", "controller_answer", "elect_plan", "truncate_bytes"]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 from mqctl.admin import SCHEMA_VERSION
 from mqctl.store.epochfile import EpochCacheView
 
-__all__ = ["cache_from_store", "fetch_epoch_cache", "broker_epoch_doc", "cache_doc"]
+__all__ = ["broker_epoch_doc", "cache_doc", "cache_from_store", "fetch_epoch_cache"]
 
 
 def cache_from_store(store_dir: str | os.PathLike[str]) -> EpochCacheView:

@@ -16,8 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-__all__ = ["java_string_hash", "java_long_hash", "hash_map_order", "java_split", "sync_state_text",
-           "broker_epoch_text", "metadata_text", "elect_text", "clean_text", "update_config_text"]
+__all__ = [
+    "broker_epoch_text",
+    "clean_text",
+    "elect_text",
+    "hash_map_order",
+    "java_long_hash",
+    "java_split",
+    "java_string_hash",
+    "metadata_text",
+    "sync_state_text",
+    "update_config_text",
+]
 
 K = TypeVar("K")
 

@@ -24,7 +24,7 @@ from mqctl.errors import NotFoundError, UnreachableError
 if TYPE_CHECKING:
     from mqctl.remoting.client import RemotingConnection
 
-__all__ = ["ClusterInfo", "cluster_info", "NO_CLUSTER"]
+__all__ = ["NO_CLUSTER", "ClusterInfo", "cluster_info"]
 
 # CommandUtil.ERROR_MESSAGE, what mqadmin says of a cluster the name server does not know
 NO_CLUSTER = "Make sure the specified clusterName exists or the name server connected to is correct."

@@ -18,7 +18,7 @@ from mqctl.admin import SCHEMA_VERSION
 if TYPE_CHECKING:
     from mqctl.client import Metadata
 
-__all__ = ["NodeView", "collect", "quorum_doc", "metadata_doc"]
+__all__ = ["NodeView", "collect", "metadata_doc", "quorum_doc"]
 
 
 @dataclass(frozen=True)

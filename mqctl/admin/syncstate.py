@@ -15,7 +15,7 @@ from mqctl.admin import SCHEMA_VERSION
 if TYPE_CHECKING:
     from mqctl.client import ReplicaIdentity, ReplicasInfo
 
-__all__ = ["replica_doc", "broker_set_doc", "sync_state_doc", "select_broker_sets", "lag_bytes"]
+__all__ = ["broker_set_doc", "lag_bytes", "replica_doc", "select_broker_sets", "sync_state_doc"]
 
 
 def _known(value: int | None) -> int | None:

@@ -53,7 +53,7 @@ from mqctl.store.epochfile import LONG_MAX, EpochCacheView
 
 log = logging.getLogger("mqctl.broker")
 
-__all__ = ["BrokerAgent", "Role", "PutResult", "AgentStatus", "RoleWatchHub", "make_client"]
+__all__ = ["AgentStatus", "BrokerAgent", "PutResult", "Role", "RoleWatchHub", "make_client"]
 
 _OPEN_STORES: set[str] = set()        # fcntl locks are per process: guard same-process reuse too
 _OPEN_LOCK = threading.Lock()
@@ -919,12 +919,12 @@ class BrokerAgent:
                     if resp.offset != self._log.max_offset:
                         handshaken = False
                         continue
-                    if resp.epoch != self._epochs.last_epoch and resp.epoch >= 0:
-                        if not self._epochs.append(resp.epoch, resp.epoch_start_offset):
-                            log.warning("%s: epoch %d-%d does not follow %s: handshake again", self.name,
-                                        resp.epoch, resp.epoch_start_offset, self._epochs.entries)
-                            handshaken = False
-                            continue
+                    if (resp.epoch != self._epochs.last_epoch and resp.epoch >= 0
+                            and not self._epochs.append(resp.epoch, resp.epoch_start_offset)):
+                        log.warning("%s: epoch %d-%d does not follow %s: handshake again", self.name,
+                                    resp.epoch, resp.epoch_start_offset, self._epochs.entries)
+                        handshaken = False
+                        continue
                     if resp.length:
                         self._log.write_chunk(resp.offset, resp.data, resp.length)
                     self._confirm = min(resp.confirm_offset, self._log.max_offset)

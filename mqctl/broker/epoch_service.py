@@ -41,7 +41,7 @@ class BrokerEpochServicer(pb_grpc.BrokerServicer):
         self.broker_name = broker_name
         self.broker_id = broker_id
 
-    def GetBrokerEpochCache(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def GetBrokerEpochCache(self, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             cache = cache_from_store(self.store_dir)
         except MqctlError as exc:

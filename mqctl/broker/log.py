@@ -30,7 +30,7 @@ from mqctl.store.commitlog import (
     file_name,
 )
 
-__all__ = ["BrokerLog", "CommitLogStore", "OffsetsLog", "StoredMessage", "open_log", "OFFSETS_FILE"]
+__all__ = ["OFFSETS_FILE", "BrokerLog", "CommitLogStore", "OffsetsLog", "StoredMessage", "open_log"]
 
 OFFSETS_FILE = "offsetsLog"
 _II = struct.Struct(">iI")

@@ -16,11 +16,20 @@ from mqctl.store.epochfile import EpochCacheView
 if TYPE_CHECKING:
     import grpc
 
-__all__ = ["FetchRequest", "serve_broker_service", "FetchResponse", "PeerUnavailable", "Peers", "GrpcPeers",
-           "LocalPeers", "LOCAL_AGENTS", "serve_agent"]
+__all__ = [
+    "LOCAL_AGENTS",
+    "FetchRequest",
+    "FetchResponse",
+    "GrpcPeers",
+    "LocalPeers",
+    "PeerUnavailable",
+    "Peers",
+    "serve_agent",
+    "serve_broker_service",
+]
 
 
-class PeerUnavailable(Exception):  # noqa: N818
+class PeerUnavailable(Exception):
     """The peer could not be asked (down, isolated, unknown address)."""
 
 
@@ -186,7 +195,7 @@ def _servicer(handler: PeerHandler) -> Any:
     class AgentServicer(pb_grpc.BrokerServicer):  # type: ignore[misc]
         """Translates only: the agent decides."""
 
-        def GetBrokerEpochCache(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def GetBrokerEpochCache(self, request: Any, context: grpc.ServicerContext) -> Any:
             if not handler.reachable():
                 context.abort(grpc.StatusCode.UNAVAILABLE, "broker isolated or stopped")
             try:
@@ -194,7 +203,7 @@ def _servicer(handler: PeerHandler) -> Any:
             except Exception as exc:
                 return pb.GetBrokerEpochCacheResponse(code=int(Code.SYSTEM_ERROR), remark=str(exc))
 
-        def FetchLog(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def FetchLog(self, request: Any, context: grpc.ServicerContext) -> Any:
             if not handler.reachable():
                 context.abort(grpc.StatusCode.UNAVAILABLE, "broker isolated or stopped")
             req = FetchRequest(request.cluster_name, request.broker_name, request.broker_id,

@@ -46,11 +46,11 @@ log = logging.getLogger("mqctl.broker")
 __all__ = ["AgentStopped", "IdentityMismatch", "Registrar", "check_identity_files"]
 
 
-class AgentStopped(Exception):  # noqa: N818 - not an error: the agent stops here
+class AgentStopped(Exception):
     """The agent stopped (or was killed) under a call: the thread ends on the spot, without cleanup."""
 
 
-class IdentityMismatch(MqctlError):  # noqa: N818
+class IdentityMismatch(MqctlError):
     """The store's identity files belong to another cluster or broker set."""
 
     exit_code = 3

@@ -44,11 +44,11 @@ def sub_app(name: str, help: str) -> typer.Typer:
 # a name missing here makes `run` import every module, and tests/cli checks the table is complete.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "serve": ("serve_cmd",),
-    **{name: ("admin_cmd",) for name in (
+    **dict.fromkeys((
         "getSyncStateSet", "get-sync-state-set", "getBrokerEpoch", "get-broker-epoch",
         "getControllerMetaData", "get-controller-metadata", "electMaster", "elect-master",
         "cleanBrokerMetadata", "clean-broker-metadata", "getControllerConfig", "get-controller-config",
-        "updateControllerConfig", "update-controller-config", "quorum")},
+        "updateControllerConfig", "update-controller-config", "quorum"), ("admin_cmd",)),
     "demo": ("sim_cmd",),
     "sim": ("sim_cmd",),
     "recover": ("recover_cmd", "pipeline_cmd"),
@@ -57,7 +57,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "metadata": ("metadata_cmd",),
     "check": ("check_cmd",),
     "completion": ("completion_cmd",),
-    **{name: ("decisions_cmd",) for name in ("history", "failover", "switchover", "rebalance")},
+    **dict.fromkeys(("history", "failover", "switchover", "rebalance"), ("decisions_cmd",)),
     "health": ("health_cmd",),
     "snapshot": ("snapshot_cmd",),
 }

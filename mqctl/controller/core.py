@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from mqctl.controller import election
 from mqctl.controller.records import (
@@ -36,21 +36,21 @@ from mqctl.controller.records import (
 from mqctl.errors import Code
 
 __all__ = [
-    "LiveInfo",
-    "Context",
-    "Result",
-    "BrokerInfo",
-    "BrokerSet",
-    "ControllerState",
-    "handle",
-    "default_config",
-    "METHODS",
     "CONFIG_BLACKLIST",
     "HONOURED_CONFIG_KEYS",
-    "ROCKETMQ_CONFIG",
+    "METHODS",
     "NODE_CONFIG_KEYS",
-    "NOT_HONOURED_KEY",
     "NOT_HONOURED_CONFIG_KEYS",
+    "NOT_HONOURED_KEY",
+    "ROCKETMQ_CONFIG",
+    "BrokerInfo",
+    "BrokerSet",
+    "Context",
+    "ControllerState",
+    "LiveInfo",
+    "Result",
+    "default_config",
+    "handle",
 ]
 
 MAX_ID = 2**53
@@ -649,7 +649,7 @@ class ControllerState:
                                      "it is never lowered")
         self.feature_level = r.level
 
-    _APPLIERS: dict[type, Callable[[ControllerState, Any], None]] = {
+    _APPLIERS: ClassVar[dict[type, Callable[[ControllerState, Any], None]]] = {
         BrokerIdApplied: _apply_broker_id_applied,
         SyncStateSetAltered: _apply_sync_state_set_altered,
         MasterElected: _apply_master_elected,
@@ -1660,5 +1660,5 @@ def handle(state: ControllerState, method: str, request: Mapping[str, Any], ctx:
         return result
     except _Reject as r:
         return Result(r.code, r.remark, dict(r.response), [])
-    except Exception as e:  # noqa: BLE001 - a bug must not kill the apply loop; same answer everywhere
+    except Exception as e:
         return Result(Code.SYSTEM_ERROR, f"internal error: {type(e).__name__}: {e}")

@@ -46,7 +46,7 @@ def prepare(data_dir: str, raft_address: str | None = None) -> IO[str]:
     if not os.access(data_dir, os.R_OK | os.W_OK | os.X_OK):
         raise UsageError(f"data directory {data_dir} is not readable and writable by this user")
     try:
-        lock = open(os.path.join(data_dir, LOCK_FILE), "a+", encoding="utf-8")
+        lock = open(os.path.join(data_dir, LOCK_FILE), "a+", encoding="utf-8")  # noqa: SIM115 (held while serving)
     except OSError as exc:
         raise UsageError(f"cannot open {os.path.join(data_dir, LOCK_FILE)}: {exc.strerror}") from exc
     try:

@@ -23,7 +23,7 @@ from mqctl.controller.records import RecordError, decode, encode
 from mqctl.errors import StoreError, UsageError
 from mqctl.raft.journal import read_entries
 
-__all__ = ["JOURNAL_FILE", "SNAPSHOT_FILE", "is_running", "dump_data_dir", "decode_command"]
+__all__ = ["JOURNAL_FILE", "SNAPSHOT_FILE", "decode_command", "dump_data_dir", "is_running"]
 
 JOURNAL_FILE = "raft.journal"
 SNAPSHOT_FILE = "raft.snapshot.json"
@@ -85,7 +85,7 @@ def decode_command(command: bytes) -> dict[str, Any]:
         if kind != _REGULAR:
             return {"kind": "unknown", "error": f"command type {kind}"}
         cmd = _unpickle(body)
-    except Exception as exc:  # noqa: BLE001 (anything a damaged pickle raises is reported, not raised)
+    except Exception as exc:
         return {"kind": "unknown", "error": f"undecodable command: {type(exc).__name__}: {exc}"}
     args = cmd[1] if isinstance(cmd, tuple) and len(cmd) > 1 else ()
     if not args:

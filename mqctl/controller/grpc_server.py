@@ -327,7 +327,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                 code=int(Code.SYSTEM_ERROR), remark=f"internal error encoding {method}: {_short(exc)}"
             )
 
-    def GetMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def GetMetadata(self, request: Any, context: grpc.ServicerContext) -> Any:
         if isinstance(request, Undecodable):
             self.refuse_undecodable("GetMetadata", request, context)
         try:
@@ -339,7 +339,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
 
     # -- the role-change stream --------------------------------------------------------------
 
-    def WatchRoleChanges(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:  # noqa: N802
+    def WatchRoleChanges(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         """Stream RoleChange messages until the client cancels or the node ends the watch.
 
         Each open stream holds one thread (of the watch pool when served by ``build_server``). The
@@ -450,21 +450,21 @@ class Health:
             return int(resp.SERVICE_UNKNOWN)
         return int(resp.SERVING if self._serving and not self._shutdown else resp.NOT_SERVING)
 
-    def Check(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def Check(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
         request = self._servicer.read_request("Health.Check", requests, context)
         if request.service not in self.SERVICES:
             _abort(context, grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
         self.refresh()
         return health_pb2.HealthCheckResponse(status=self.status(request.service))
 
-    def List(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Any:  # noqa: N802
+    def List(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
         self._servicer.read_request("Health.List", requests, context)
         answer = health_pb2.HealthListResponse()
         for service in self.SERVICES:
             answer.statuses[service].status = self.status(service)
         return answer
 
-    def Watch(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:  # noqa: N802
+    def Watch(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
         refused, release = self._servicer.take_watch_slot("Health.Watch", context)
         try:
             if refused is not None:

@@ -40,9 +40,22 @@ logger.sparkutils.name = org.apache.spark.util.Utils
 logger.sparkutils.level = error
 """
 
-__all__ = ["EXIT_MISSING_DEPENDENCY", "MissingDependencyError", "require_spark", "require_local",
-           "java_executable", "spark_session", "spark_conf", "progress", "resolve_master", "choose_engine",
-           "range_size_for", "spark_cores", "ENGINES", "LOCAL_MAX_BYTES"]
+__all__ = [
+    "ENGINES",
+    "EXIT_MISSING_DEPENDENCY",
+    "LOCAL_MAX_BYTES",
+    "MissingDependencyError",
+    "choose_engine",
+    "java_executable",
+    "progress",
+    "range_size_for",
+    "require_local",
+    "require_spark",
+    "resolve_master",
+    "spark_conf",
+    "spark_cores",
+    "spark_session",
+]
 
 
 class MissingDependencyError(MqctlError):

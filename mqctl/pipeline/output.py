@@ -20,7 +20,7 @@ HIDDEN = ".mqctl-"                  # our own temporary and backup directories i
 ROW_GROUP_ROWS = 32768              # a row group ends after this many rows or ROW_GROUP_BYTES of records
 ROW_GROUP_BYTES = 64 << 20
 
-__all__ = ["SUMMARY_FILE", "check_out_dir", "tree_digest", "install_output", "PartWriter", "write_parquet"]
+__all__ = ["SUMMARY_FILE", "PartWriter", "check_out_dir", "install_output", "tree_digest", "write_parquet"]
 
 
 def check_out_dir(out: Path, kind: str, *, overwrite: bool = False) -> None:

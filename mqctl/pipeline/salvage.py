@@ -44,7 +44,7 @@ _DEFAULTS: dict[str, Any] = {"string": "", "int64": 0, "int32": 0, "bool": False
 _PROBLEM_AT = {"clusterName": 0, "brokerName": 1, "store": 2}     # in PROBLEM_COLUMNS
 SORT_COLUMNS = ("clusterName", "brokerName", "topic", "queueId", "epoch", "physicalOffset", "store")
 
-__all__ = ["SalvageInput", "prepare", "run_salvage", "PART_BYTES"]
+__all__ = ["PART_BYTES", "SalvageInput", "prepare", "run_salvage"]
 
 
 @dataclass

@@ -19,10 +19,26 @@ from mqctl.pipeline.ranges import ByteRange
 from mqctl.store.commitlog import decode_properties
 from mqctl.store.walker import ParsedRange, Problem, parse_byte_range, records_at
 
-__all__ = ["KEY_COLUMNS", "QUEUE_COLUMNS", "PROBLEM_COLUMNS", "CANDIDATE_FIELDS", "OUTPUT_FIELDS",
-           "open_file", "parse_task", "key_rows", "analyze_rows", "problem_row", "message_key",
-           "property_value", "candidate_schema", "output_schema", "candidate_keys", "key_arrow",
-           "message_batch", "skipped_bytes"]
+__all__ = [
+    "CANDIDATE_FIELDS",
+    "KEY_COLUMNS",
+    "OUTPUT_FIELDS",
+    "PROBLEM_COLUMNS",
+    "QUEUE_COLUMNS",
+    "analyze_rows",
+    "candidate_keys",
+    "candidate_schema",
+    "key_arrow",
+    "key_rows",
+    "message_batch",
+    "message_key",
+    "open_file",
+    "output_schema",
+    "parse_task",
+    "problem_row",
+    "property_value",
+    "skipped_bytes",
+]
 
 KEY_COLUMNS = ("clusterName", "brokerName", "messageKey")
 QUEUE_COLUMNS = ("clusterName", "brokerName", "store", "topic", "queueId", "messages", "bytes",

@@ -235,7 +235,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._entries, self._offsets = [], []
         self._cut(HEADER_SIZE)
 
-    def deleteEntriesFrom(self, entryFrom: int) -> None:  # noqa: N802,N803 (pysyncobj's names)
+    def deleteEntriesFrom(self, entryFrom: int) -> None:
         if entryFrom >= len(self._entries):
             return
         end = self._offsets[entryFrom]
@@ -243,7 +243,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         del self._offsets[entryFrom:]
         self._cut(end)
 
-    def deleteEntriesTo(self, entryTo: int) -> None:  # noqa: N802,N803
+    def deleteEntriesTo(self, entryTo: int) -> None:
         """Log compaction (the snapshot covers the entries before `entryTo`): a new file with the
         rest, fsynced, renamed over the old one, directory fsynced. If that fails, the old file
         (a superset) stays in use."""
@@ -272,13 +272,13 @@ class DurableJournal(Journal):  # type: ignore[misc]
             self.sync()
         self._file.close()
 
-    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:  # noqa: N802,N803
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
         self._commit = raftCommitIndex
 
-    def getRaftCommitIndex(self) -> int:  # noqa: N802
+    def getRaftCommitIndex(self) -> int:
         return min(self._commit, self._entries[-1][1]) if self._entries else self._commit
 
-    def setCurrentTerm(self, term: int, votedForNodeId: str | None) -> None:  # noqa: N802,N803
+    def setCurrentTerm(self, term: int, votedForNodeId: str | None) -> None:
         """Durable before it returns; raises StorageError (and changes nothing) if it cannot be."""
         try:
             self._write_meta(term, votedForNodeId, self._stored_commit)
@@ -288,13 +288,13 @@ class DurableJournal(Journal):  # type: ignore[misc]
             raise StorageError(exc.errno, f"cannot store term {term}: {exc.strerror or exc}") from exc
         self._term, self._voted = term, votedForNodeId
 
-    def getCurrentTerm(self) -> int:  # noqa: N802
+    def getCurrentTerm(self) -> int:
         return self._term
 
-    def getVotedForNodeId(self) -> str | None:  # noqa: N802
+    def getVotedForNodeId(self) -> str | None:
         return self._voted
 
-    def onOneSecondTimer(self) -> None:  # noqa: N802
+    def onOneSecondTimer(self) -> None:
         """Probe a failed storage (and whether the file was removed, also while idle); store the
         commit index hint (never beyond the durable log)."""
         if self.error is None and self._file.deleted():

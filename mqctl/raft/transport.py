@@ -47,14 +47,14 @@ NODE_FRAME_BATCHES = 4           # a node's frames: this many appendEntriesBatch
 class GuardedTransport(TCPTransport):  # type: ignore[misc]
     """TCPTransport whose incoming connections are limited as the module says."""
 
-    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:  # noqa: N803 (pysyncobj's names)
+    def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
         self._peer_log = PeerLog(log)
         self._waiting: dict[Any, float] = {}   # incoming connection -> accepted at, oldest first
         super().__init__(syncObj, selfNode, otherNodes)
 
     # --- the listener -------------------------------------------------------------------------
 
-    def _createServer(self) -> None:  # noqa: N802 - upstream's, with mqctl's server
+    def _createServer(self) -> None:
         conf = self._syncObj.conf
         bind = conf.bindAddress or self._selfNode.address
         host, port = bind.rsplit(":", 1)
@@ -70,7 +70,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
                                  clock=self._syncObj._connectionClock)
         self._listening = bind
 
-    def addNode(self, node: Any) -> None:  # noqa: N802
+    def addNode(self, node: Any) -> None:
         """Upstream's, with mqctl's connection (its timeout on the node's clock, FORK.md T4) for the
         connections this node opens."""
         super().addNode(node)
@@ -90,7 +90,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         self._peer_log.warning("accept", "raft port %s: could not accept a connection: %s",
                                self._listening, exc)
 
-    def _onNewIncomingConnection(self, conn: Any) -> None:  # noqa: N802
+    def _onNewIncomingConnection(self, conn: Any) -> None:
         if len(self._waiting) >= MAX_HANDSHAKES:
             self._refuse(next(iter(self._waiting)), f"{MAX_HANDSHAKES} connections waited to say which "
                          "node they are; the oldest is closed")
@@ -98,7 +98,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         conn.maxFrame = HANDSHAKE_FRAME
         self._waiting[conn] = monotonic()
 
-    def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:  # noqa: N802
+    def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
         """A message on a connection that has not yet said which node it is."""
         if self._syncObj.encryptor and not conn.sendRandKey:
             valid = isinstance(message, bytes)  # the other side's key
@@ -115,7 +115,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
             self._waiting.pop(conn, None)
             conn.maxFrame = NODE_FRAME_BATCHES * self._syncObj.conf.appendEntriesBatchSizeBytes
 
-    def _onMessageReceived(self, node: Any, message: Any) -> None:  # noqa: N802
+    def _onMessageReceived(self, node: Any, message: Any) -> None:
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             conn = self._connections.get(node)
             if conn is not None:
@@ -123,7 +123,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
             return
         super()._onMessageReceived(node, message)
 
-    def _onDisconnected(self, conn: Any) -> None:  # noqa: N802
+    def _onDisconnected(self, conn: Any) -> None:
         self._waiting.pop(conn, None)
         reason = getattr(conn, "rejectReason", None)
         if reason:
@@ -133,7 +133,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
                                    self._listening, host, reason)
         super()._onDisconnected(conn)
 
-    def _onTick(self) -> None:  # noqa: N802
+    def _onTick(self) -> None:
         super()._onTick()
         now = self._syncObj._connectionClock()  # not this node's lateness (FORK.md, change T4)
         for conn, accepted in list(self._waiting.items()):

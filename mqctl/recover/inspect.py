@@ -39,8 +39,18 @@ CLEAN = "clean"
 _MARKERS = (COMMITLOG_DIR, IDENTITY_FILE, IDENTITY_FILE + "-temp", EPOCH_FILE, EPOCH_FILE + ".bak",
             "checkpoint", "abort", SIGNATURE_FILE, "consumequeue")
 
-__all__ = ["NO_STORE", "EMPTY", "DIRTY", "CLEAN", "ERROR", "StoreReport", "StoreFailure", "inspect_store",
-           "inspect_stores", "failures_error"]
+__all__ = [
+    "CLEAN",
+    "DIRTY",
+    "EMPTY",
+    "ERROR",
+    "NO_STORE",
+    "StoreFailure",
+    "StoreReport",
+    "failures_error",
+    "inspect_store",
+    "inspect_stores",
+]
 
 ERROR = "error"  # the state of an error row: the store could not be inspected
 

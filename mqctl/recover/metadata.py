@@ -17,8 +17,18 @@ from typing import Any, Protocol
 from mqctl.store import metadata as md
 from mqctl.store.identity import BrokerIdentity
 
-__all__ = ["WHAT", "ReplicaMetadata", "StoreFiles", "read_store_files", "replica_of", "load_store",
-           "group_by_set", "compare", "SyncPlan", "plan_sync"]
+__all__ = [
+    "WHAT",
+    "ReplicaMetadata",
+    "StoreFiles",
+    "SyncPlan",
+    "compare",
+    "group_by_set",
+    "load_store",
+    "plan_sync",
+    "read_store_files",
+    "replica_of",
+]
 
 WHAT = ("topics", "groups", "offsets", "delay")
 

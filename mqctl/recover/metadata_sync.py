@@ -18,7 +18,7 @@ from mqctl.recover.metadata import StoreFiles, SyncPlan, plan_sync, read_store_f
 from mqctl.store import metadata as md
 from mqctl.store.abort import is_locked
 
-__all__ = ["PreparedSync", "prepare_sync", "apply_sync", "default_backup_dir"]
+__all__ = ["PreparedSync", "apply_sync", "default_backup_dir", "prepare_sync"]
 
 
 @dataclass(frozen=True)

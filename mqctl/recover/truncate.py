@@ -30,7 +30,7 @@ from mqctl.store.checkpoint import CHECKPOINT_FILE, StoreCheckpoint, read_checkp
 from mqctl.store.commitlog import BLANK_MAGIC, COMMITLOG_DIR, CommitLog
 from mqctl.store.epochfile import EPOCH_FILE, EpochEntry, truncate_suffix_by_offset, write_epoch_file
 
-__all__ = ["TruncatePlan", "plan_truncate", "apply_truncate", "default_backup_dir"]
+__all__ = ["TruncatePlan", "apply_truncate", "default_backup_dir", "plan_truncate"]
 
 _CHUNK = 8 << 20
 

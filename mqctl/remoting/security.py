@@ -28,8 +28,15 @@ ACCESS_KEY = "AccessKey"
 SECURITY_TOKEN = "SecurityToken"
 SIGNATURE = "Signature"
 
-__all__ = ["AclCredentials", "client_context", "server_context", "signature", "ACCESS_KEY", "SIGNATURE",
-           "SECURITY_TOKEN"]
+__all__ = [
+    "ACCESS_KEY",
+    "SECURITY_TOKEN",
+    "SIGNATURE",
+    "AclCredentials",
+    "client_context",
+    "server_context",
+    "signature",
+]
 
 
 def _java_order(key: str) -> list[int]:

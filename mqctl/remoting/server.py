@@ -613,6 +613,9 @@ TLS_HANDSHAKE_TIMEOUT = 10.0
 TLS_RECORD_HANDSHAKE = 0x16  # the first byte of a TLS ClientHello (SslHandler.isEncrypted)
 
 
+_UPGRADES: set[asyncio.Task[None]] = set()  # TLS handshakes under way (permissive mode)
+
+
 class _TlsSniffer(asyncio.Protocol):
     """tls_mode permissive: nothing is read until the connection's first byte has been peeked at;
     0x16 (a TLS handshake record) -> the connection speaks TLS, anything else -> plaintext. Then the
@@ -674,7 +677,9 @@ class _TlsSniffer(asyncio.Protocol):
         reader = asyncio.StreamReader(limit=64 * 1024, loop=loop)
         protocol = asyncio.StreamReaderProtocol(reader, self._serve, loop=loop)
         if first[0] == TLS_RECORD_HANDSHAKE and self._tls is not None:
-            loop.create_task(self._upgrade(transport, protocol))
+            task = loop.create_task(self._upgrade(transport, protocol))
+            _UPGRADES.add(task)  # the loop keeps only a weak reference to a task
+            task.add_done_callback(_UPGRADES.discard)
         else:
             transport.set_protocol(protocol)
             protocol.connection_made(transport)
@@ -704,4 +709,4 @@ def start_remoting_server(node: Any, listen: str, *, tls: ssl.SSLContext | None 
     return RemotingServer(node, host, port, **kwargs).start(tls=tls, tls_mode=tls_mode)
 
 
-__all__ = ["RemotingServer", "start_remoting_server", "configured_serialize_type", "rocketmq_nulls"]
+__all__ = ["RemotingServer", "configured_serialize_type", "rocketmq_nulls", "start_remoting_server"]

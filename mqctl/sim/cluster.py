@@ -55,8 +55,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mqctl.sim")
 
-__all__ = ["SimSettings", "Simulation", "Replica", "BrokerSet", "SetView", "ReplicaView", "Report",
-           "set_names"]
+__all__ = [
+    "BrokerSet",
+    "Replica",
+    "ReplicaView",
+    "Report",
+    "SetView",
+    "SimSettings",
+    "Simulation",
+    "set_names",
+]
 
 
 def set_names(count: int) -> list[str]:

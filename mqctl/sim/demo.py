@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from mqctl.broker.agent import Role
 from mqctl.sim.cluster import Report, SimSettings, Simulation
 
-__all__ = ["DemoResult", "run_demo", "demo_settings", "VERDICT_OK", "VERDICT_FAILED"]
+__all__ = ["VERDICT_FAILED", "VERDICT_OK", "DemoResult", "demo_settings", "run_demo"]
 
 VERDICT_OK = "VERDICT: no acknowledged message was lost"
 VERDICT_FAILED = "VERDICT: FAILED"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-__all__ = ["Fault", "KINDS", "KEYS", "plan_faults", "describe"]
+__all__ = ["KEYS", "KINDS", "Fault", "describe", "plan_faults"]
 
 # kind -> what is done at ``at`` / at ``at + duration``
 KINDS = {

@@ -10,12 +10,23 @@ would not go away by itself (nothing fences it but a newer epoch), so sampling f
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Check", "History", "LogView", "check_one_master", "check_epochs_monotonic",
-           "check_state_hashes", "check_acked", "check_prefix", "check_epoch_files", "AckedMessage"]
+__all__ = [
+    "AckedMessage",
+    "Check",
+    "History",
+    "LogView",
+    "check_acked",
+    "check_epoch_files",
+    "check_epochs_monotonic",
+    "check_one_master",
+    "check_prefix",
+    "check_state_hashes",
+]
 
 
 @dataclass(frozen=True)
@@ -116,7 +127,7 @@ def check_epoch_files(logs: Mapping[str, Sequence[LogView]]) -> Check:
     for name, views in sorted(logs.items()):
         for v in views:
             e = list(v.epochs)
-            if any(b[0] <= a[0] or b[1] < a[1] for a, b in zip(e, e[1:], strict=False)):
+            if any(b[0] <= a[0] or b[1] < a[1] for a, b in itertools.pairwise(e)):
                 bad.append(f"{name}/{v.name}: {e}")
     if bad:
         return Check("epoch files ordered", False, f"{len(bad)} out of order, e.g. {bad[0]}")

@@ -34,8 +34,19 @@ if TYPE_CHECKING:
     from mqctl.sim.demo import DemoResult
     from mqctl.testing import LocalCluster
 
-__all__ = ["DRIVER", "JOPTS", "CLIENT_JOPTS", "Installation", "Java", "RocketMQSet", "broker_conf",
-           "find_installation", "find_java", "enter_private_network", "run_rocketmq_demo"]
+__all__ = [
+    "CLIENT_JOPTS",
+    "DRIVER",
+    "JOPTS",
+    "Installation",
+    "Java",
+    "RocketMQSet",
+    "broker_conf",
+    "enter_private_network",
+    "find_installation",
+    "find_java",
+    "run_rocketmq_demo",
+]
 
 T = TypeVar("T")
 DRIVER = Path(__file__).with_name("RocketMQDriver.java")

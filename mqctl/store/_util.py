@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mqctl.errors import StoreError
 
-__all__ = ["crc32_masked", "store_error", "read_bytes", "string_to_file", "write_bytes_synced"]
+__all__ = ["crc32_masked", "read_bytes", "store_error", "string_to_file", "write_bytes_synced"]
 
 
 def crc32_masked(data: bytes | bytearray | memoryview) -> int:

@@ -20,8 +20,15 @@ from mqctl.store._util import read_bytes, store_error, string_to_file
 ABORT_FILE = "abort"
 LOCK_FILE = "lock"
 
-__all__ = ["ABORT_FILE", "LOCK_FILE", "read_abort", "write_abort", "remove_abort", "is_locked",
-           "hold_lock"]
+__all__ = [
+    "ABORT_FILE",
+    "LOCK_FILE",
+    "hold_lock",
+    "is_locked",
+    "read_abort",
+    "remove_abort",
+    "write_abort",
+]
 
 
 def read_abort(root: str | os.PathLike[str]) -> str | None:

@@ -14,8 +14,15 @@ CHECKPOINT_SIZE = 4096
 _FMT = ">qqqqq"
 _USED = struct.calcsize(_FMT)  # 40
 
-__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_SIZE", "StoreCheckpoint", "parse_checkpoint", "encode_checkpoint",
-           "read_checkpoint", "write_checkpoint"]
+__all__ = [
+    "CHECKPOINT_FILE",
+    "CHECKPOINT_SIZE",
+    "StoreCheckpoint",
+    "encode_checkpoint",
+    "parse_checkpoint",
+    "read_checkpoint",
+    "write_checkpoint",
+]
 
 
 @dataclass(frozen=True)

@@ -53,10 +53,28 @@ _crc32 = zlib.crc32
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
-__all__ = ["MAGIC_V1", "MAGIC_V2", "BLANK_MAGIC", "DEFAULT_FILE_SIZE", "COMMITLOG_DIR", "Message", "Record",
-           "RecordError", "BufferScan", "ScanResult", "LogFile", "file_name", "encode_record",
-           "encode_properties", "decode_properties", "decode_record", "scan_buffer", "find_boundary",
-           "CommitLog", "CommitLogWriter"]
+__all__ = [
+    "BLANK_MAGIC",
+    "COMMITLOG_DIR",
+    "DEFAULT_FILE_SIZE",
+    "MAGIC_V1",
+    "MAGIC_V2",
+    "BufferScan",
+    "CommitLog",
+    "CommitLogWriter",
+    "LogFile",
+    "Message",
+    "Record",
+    "RecordError",
+    "ScanResult",
+    "decode_properties",
+    "decode_record",
+    "encode_properties",
+    "encode_record",
+    "file_name",
+    "find_boundary",
+    "scan_buffer",
+]
 
 
 def file_name(offset: int) -> str:
@@ -276,10 +294,7 @@ def decode_record(buf: Buffer, pos: int, base_offset: int = 0, *, check_crc: boo
     hpos += 20 if store6 else 8
     reconsume = _I(buf, hpos)[0]
     prepared = _Q(buf, hpos + 4)[0]
-    if magic == MAGIC_V1:
-        topic = bytes(buf[tpos + 1:ppos])
-    else:
-        topic = bytes(buf[tpos + 2:ppos])
+    topic = bytes(buf[tpos + 1:ppos]) if magic == MAGIC_V1 else bytes(buf[tpos + 2:ppos])
     props = bytes(buf[ppos + 2:pos + total])
     return Record(base_offset + pos, total, 1 if magic == MAGIC_V1 else 2, crc, queue_id, flag, qoff, phys,
                   sysflag, born_ts, born, store_ts, store, reconsume, prepared, body,

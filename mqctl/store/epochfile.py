@@ -15,6 +15,7 @@ previous content goes to `.bak`, then the file is replaced.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,9 +28,23 @@ from mqctl.store._util import crc32_masked, read_bytes, store_error, string_to_f
 EPOCH_FILE = "epochFileCheckpoint"
 LONG_MAX = (1 << 63) - 1
 
-__all__ = ["EPOCH_FILE", "LONG_MAX", "EpochEntry", "EpochCacheView", "EpochFileRead", "encode_epoch_file",
-           "parse_epoch_file", "read_epoch_file", "write_epoch_file", "epoch_path", "end_offsets",
-           "find_consistent_point", "truncate_suffix_by_offset", "find_entry_by_offset", "validate_entries"]
+__all__ = [
+    "EPOCH_FILE",
+    "LONG_MAX",
+    "EpochCacheView",
+    "EpochEntry",
+    "EpochFileRead",
+    "encode_epoch_file",
+    "end_offsets",
+    "epoch_path",
+    "find_consistent_point",
+    "find_entry_by_offset",
+    "parse_epoch_file",
+    "read_epoch_file",
+    "truncate_suffix_by_offset",
+    "validate_entries",
+    "write_epoch_file",
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -229,7 +244,7 @@ def write_epoch_file(root: str | os.PathLike[str], entries: Sequence[EpochEntry]
 def validate_entries(entries: Sequence[EpochEntry], *, strict: bool = False) -> list[str]:
     """Problems with the order of entries (RocketMQ's appendEntry rule: epoch and startOffset ascend)."""
     problems = []
-    for prev, cur in zip(entries, entries[1:], strict=False):
+    for prev, cur in itertools.pairwise(entries):
         if cur.epoch <= prev.epoch or cur.start_offset < prev.start_offset:
             problems.append(f"entry {cur.line()} does not follow {prev.line()} "
                             f"(epochs and offsets must ascend)")

@@ -14,7 +14,7 @@ from typing import Any
 
 from mqctl.store._util import store_error
 
-__all__ = ["loads", "dumps"]
+__all__ = ["dumps", "loads"]
 
 # a string literal (kept as it is) or an unquoted integer key after '{' or ','
 _KEY = re.compile(r'("(?:[^"\\]|\\.)*")|([{,]\s*)(-?\d+)(\s*:)')

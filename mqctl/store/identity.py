@@ -16,9 +16,19 @@ from mqctl.store._util import read_bytes, store_error, write_bytes_synced
 IDENTITY_FILE = "brokerIdentity"
 TEMP_SUFFIX = "-temp"
 
-__all__ = ["IDENTITY_FILE", "BrokerIdentity", "TempBrokerIdentity", "parse_identity", "parse_temp_identity",
-           "encode_identity", "encode_temp_identity", "read_identity", "read_temp_identity",
-           "write_identity", "write_temp_identity"]
+__all__ = [
+    "IDENTITY_FILE",
+    "BrokerIdentity",
+    "TempBrokerIdentity",
+    "encode_identity",
+    "encode_temp_identity",
+    "parse_identity",
+    "parse_temp_identity",
+    "read_identity",
+    "read_temp_identity",
+    "write_identity",
+    "write_temp_identity",
+]
 
 
 @dataclass(frozen=True)

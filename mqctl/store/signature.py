@@ -37,8 +37,18 @@ from mqctl.store._util import read_bytes, store_error, string_to_file
 SIGNATURE_FILE = "mqctl-signature.json"
 FORMAT = 1
 
-__all__ = ["SIGNATURE_FILE", "InitialSignature", "FinalSignature", "Signature", "derive_initial",
-           "make_final", "parse_signature", "encode_signature", "read_signature", "write_signature"]
+__all__ = [
+    "SIGNATURE_FILE",
+    "FinalSignature",
+    "InitialSignature",
+    "Signature",
+    "derive_initial",
+    "encode_signature",
+    "make_final",
+    "parse_signature",
+    "read_signature",
+    "write_signature",
+]
 
 
 def _sha(text: str) -> str:
@@ -104,7 +114,7 @@ def encode_signature(sig: Signature) -> bytes:
 
 def _req(d: dict[str, Any], key: str, typ: type, path: str, where: str) -> Any:
     v = d.get(key)
-    if not isinstance(v, typ) or isinstance(v, bool) and typ is int:
+    if not isinstance(v, typ) or (isinstance(v, bool) and typ is int):
         raise store_error(path, f"{where}.{key}: expected {typ.__name__}, found {v!r}")
     return v
 

@@ -56,7 +56,7 @@ from mqctl.store.commitlog import (
     ip_text,
 )
 
-__all__ = ["Problem", "ParsedRange", "parse_byte_range", "records_at", "find_boundary", "fmt_host", "crc32"]
+__all__ = ["ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host", "parse_byte_range", "records_at"]
 
 Buf = bytes | bytearray | memoryview | mmap.mmap
 

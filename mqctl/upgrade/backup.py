@@ -34,8 +34,21 @@ DATA_DIR = "data"
 FORMAT = "mqctl-upgrade-backup/1"
 _CHUNK = 4 << 20
 
-__all__ = ["MANIFEST", "FORMAT", "Item", "Root", "ClearPlan", "apply_clear", "default_backup_dir",
-           "RestoreAction", "RestorePlan", "plan_restore", "apply_restore", "read_manifest", "sha256_file"]
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "ClearPlan",
+    "Item",
+    "RestoreAction",
+    "RestorePlan",
+    "Root",
+    "apply_clear",
+    "apply_restore",
+    "default_backup_dir",
+    "plan_restore",
+    "read_manifest",
+    "sha256_file",
+]
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ _DLEDGER_PARTS = {"data", "index", "snapshot", "currterm", "checkpoint", "currte
 _MQCTL_PREFIXES = ("raft.journal", "raft.snapshot.json", "node.json")
 _MQCTL_KEEP = "LOCK"
 
-__all__ = ["ROCKETMQ", "MQCTL", "EMPTY", "ControllerDir", "detect", "plan_clear_controller_data"]
+__all__ = ["EMPTY", "MQCTL", "ROCKETMQ", "ControllerDir", "detect", "plan_clear_controller_data"]
 
 
 @dataclass

@@ -18,7 +18,7 @@ EPOCH_FILES = (EPOCH_FILE, EPOCH_FILE + ".bak")
 _STORE_MARKERS = ("commitlog", "checkpoint", "lock", "abort", "consumequeue", "config", "brokerIdentity",
                   EPOCH_FILE, EPOCH_FILE + ".bak")
 
-__all__ = ["EPOCH_FILES", "plan_clear_epochs", "looks_like_store"]
+__all__ = ["EPOCH_FILES", "looks_like_store", "plan_clear_epochs"]
 
 
 def looks_like_store(path: Path) -> bool:

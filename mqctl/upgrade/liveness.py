@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["ProcessUse", "Usage", "processes_using", "store_usage", "controller_dir_usage"]
+__all__ = ["ProcessUse", "Usage", "controller_dir_usage", "processes_using", "store_usage"]
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,22 @@ from mqctl.upgrade.state import BrokerSet, StoreState, UpgradeState
 DONE, PENDING, UNKNOWN, UNCHECKED = "done", "pending", "unknown", "unchecked"
 OK, FAIL, WARN, SKIP = "ok", "FAIL", "warn", "skip"
 
-__all__ = ["Step", "Check", "runbook", "next_step", "checks", "phase_of",
-           "DONE", "PENDING", "UNKNOWN", "UNCHECKED", "OK", "FAIL", "WARN", "SKIP"]
+__all__ = [
+    "DONE",
+    "FAIL",
+    "OK",
+    "PENDING",
+    "SKIP",
+    "UNCHECKED",
+    "UNKNOWN",
+    "WARN",
+    "Check",
+    "Step",
+    "checks",
+    "next_step",
+    "phase_of",
+    "runbook",
+]
 
 
 @dataclass

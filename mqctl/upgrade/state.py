@@ -22,7 +22,7 @@ from mqctl.upgrade.liveness import Usage, store_usage
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient, ReplicasInfo
 
-__all__ = ["StoreState", "ControllerState", "BrokerSet", "UpgradeState", "gather", "group_sets"]
+__all__ = ["BrokerSet", "ControllerState", "StoreState", "UpgradeState", "gather", "group_sets"]
 
 
 @dataclass

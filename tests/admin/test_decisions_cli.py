@@ -91,7 +91,7 @@ def test_unclean_election_is_in_history_with_the_gap(group) -> None:
         (1, False, True, 6000), (2, True, False, 3500)]
     assert el["reason"].startswith("the only alive replica outside the SyncStateSet")
     assert doc["lossTotalBytes"] == {name: 2500}
-    first = [e for e in doc["entries"] if e["what"] == "master elected"][0]
+    first = next(e for e in doc["entries"] if e["what"] == "master elected")
     assert first["election"]["reason"] == "first election: the broker that asked (1)"
     assert [e["seq"] for e in doc["entries"]] == sorted(e["seq"] for e in doc["entries"])
     table = mq(cluster, "history", "-b", name, "--since", "1h", token=False)

@@ -69,5 +69,5 @@ def test_method_tables_list_every_method() -> None:
     begin = "<!-- BEGIN GENERATED x: tools/gen-docs writes this from mqctl/methods.py -->"
     end = "<!-- END GENERATED x -->"
     assert gendocs.splice(f"a\n{begin}\nold\n{end}\nb", "x", "new") == f"a\n{begin}\nnew\n{end}\nb"
-    with pytest.raises(ValueError, match="no .*BEGIN GENERATED y"):
+    with pytest.raises(ValueError, match=r"no .*BEGIN GENERATED y"):
         gendocs.splice("no markers", "y", "new")

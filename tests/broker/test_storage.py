@@ -13,7 +13,7 @@ from mqctl.store.commitlog import CommitLog
 from mqctl.store.epochfile import EpochEntry, read_epoch_file
 
 
-def E(*pairs: tuple[int, int]) -> list[EpochEntry]:  # noqa: N802
+def E(*pairs: tuple[int, int]) -> list[EpochEntry]:
     return [EpochEntry(e, s) for e, s in pairs]
 
 

@@ -246,12 +246,12 @@ SLACK = 0.5  # the issue's tolerance
 @pytest.mark.parametrize("kind", ["refused", "silent"])
 def test_timeout_is_honoured(kind: str, protocol: str, silent_port: int,
                              capsys: pytest.CaptureFixture[str]) -> None:
-    import mqctl.client  # noqa: F401  (import time is not the timeout's)
+    import mqctl.client
     import mqctl.remoting.client  # noqa: F401
 
     port = free_port() if kind == "refused" else silent_port
     t0 = time.monotonic()
-    code, out, err = run_in(capsys, "getSyncStateSet", "-a", f"127.0.0.1:{port}", "--timeout", str(TIMEOUT),
+    code, _out, err = run_in(capsys, "getSyncStateSet", "-a", f"127.0.0.1:{port}", "--timeout", str(TIMEOUT),
                             "--protocol", protocol)
     elapsed = time.monotonic() - t0
     assert code == 6, err

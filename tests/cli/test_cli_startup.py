@@ -96,7 +96,7 @@ def test_plain_conversion(capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     # an int, a float, a bool from the environment, a case-insensitive choice, a list
     monkeypatch.setenv("MQCTL_DEBUG", "0")
     code = run(["getSyncStateSet", "-a", f"127.0.0.1:{free_port()}", "--timeout", "0.2", "-o", "JSON"])
-    out, err = capsys.readouterr()
+    out, _err = capsys.readouterr()
     assert code == 6 and json.loads(out)["error"]["exitCode"] == 6
     assert run(["getSyncStateSet", "--timeout", "1e-1x"]) == 2
     assert "'1e-1x' is not a valid number." in capsys.readouterr().err

@@ -128,7 +128,7 @@ def _restart(node: Node, python: str, *, fresh: bool = False) -> None:
 
 def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: str) -> None:
     cluster = LocalCluster(str(tmp_path), size=3)
-    old, new1, new2 = cluster.nodes
+    old, new1, _new2 = cluster.nodes
     old.python = old_python
     with cluster:
         cluster.start()

@@ -80,7 +80,7 @@ def test_a_follower_exports_the_replicated_state_but_no_liveness(group: dict[str
     cluster: LocalCluster = group["cluster"]
     leader = cluster.wait_for_leader()
     follower = next(n for n in cluster.nodes if n is not leader)
-    status, _, text = get(f"http://{group['http'][follower.name]}/metrics")
+    _status, _, text = get(f"http://{group['http'][follower.name]}/metrics")
     got = samples(text)
     labels = (("broker_name", "broker-a"), ("cluster", TEST_CLUSTER))
     assert got[("mqctl_raft_role", (("role", "follower"),))] == 1

@@ -301,11 +301,10 @@ event_st = st.fixed_dictionaries(
     {"type": st.sampled_from(["ApplyBrokerId", "AlterSyncStateSet", "ElectMaster", "CleanBrokerData",
                               "UpdateBrokerAddress", "RegisterBroker", "SetBrokerOptions", "UpdateConfig",
                               "SetMeta", "Nope"])},
-    optional={k: event_values for k in ["cluster_name", "broker_name", "broker_address",
-                                        "register_check_code",
-                                        "new_broker_id", "new_sync_state_set", "new_master_elected",
-                                        "new_master_broker_id", "broker_id_set_to_clean", "broker_id",
-                                        "broker_epoch", "options", "config", "key", "value"]})
+    optional=dict.fromkeys(["cluster_name", "broker_name", "broker_address", "register_check_code",
+                            "new_broker_id", "new_sync_state_set", "new_master_elected",
+                            "new_master_broker_id", "broker_id_set_to_clean", "broker_id",
+                            "broker_epoch", "options", "config", "key", "value"], event_values))
 
 
 @settings(max_examples=300, deadline=None)

@@ -70,7 +70,7 @@ def test_fresh_reads_never_see_an_entry_half_applied(node: ControllerNode) -> No
                     _ok(node.call("ApplyBrokerId", {
                         "cluster_name": "c", "broker_name": "a", "applied_broker_id": bid,
                         "register_check_code": f"127.0.0.1:{30910 + bid};{bid}"}))
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:
             errors.append(exc)
 
     old_interval = sys.getswitchinterval()

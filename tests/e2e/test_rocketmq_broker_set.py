@@ -170,7 +170,7 @@ def one_set(doc: dict) -> dict:
     return bs
 
 
-def wait_for(what: str, fn, timeout: float, interval: float = 0.3):  # noqa: ANN001, ANN201
+def wait_for(what: str, fn, timeout: float, interval: float = 0.3):
     deadline = time.monotonic() + timeout
     last: object = None
     while time.monotonic() < deadline:
@@ -433,8 +433,8 @@ def test_old_master_rejoins_as_slave(broker_set: BrokerSet) -> None:
         return all(records(broker_set.store(b)) == want for b in BROKERS)
 
     wait_for("every replica's commitlog to equal the new master's", same, 30, interval=0.5)
-    assert not set(unacked) & {k for k, _ in records(broker_set.store(old))} - set(
-        k for k, _ in records(broker_set.store(new))), unacked
+    assert not set(unacked) & {k for k, _ in records(broker_set.store(old))} - {
+        k for k, _ in records(broker_set.store(new))}, unacked
     print(f"{old} had {len(unacked)} message(s) never acknowledged: {unacked}")
 
 

@@ -73,7 +73,7 @@ class Set:
         return next((b for b, port in BROKERS.items() if addr == f"127.0.0.1:{port}"), None)
 
 
-def wait_for(what: str, fn, timeout: float, interval: float = 0.5):  # noqa: ANN001, ANN201
+def wait_for(what: str, fn, timeout: float, interval: float = 0.5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = fn()

@@ -137,7 +137,7 @@ def test_bad_tls_files_are_one_line_usage_errors(tmp_path: Any, pki: Any) -> Non
     from mqctl.controller.grpc_server import build_server
 
     missing = str(tmp_path / "nope.pem")
-    with pytest.raises(UsageError, match="cannot read TLS certificate .*nope.pem"):
+    with pytest.raises(UsageError, match=r"cannot read TLS certificate .*nope.pem"):
         build_server(CoreNode(), "127.0.0.1:0", tls=TlsConfig(missing, pki.server_key))
     junk = tmp_path / "junk.pem"
     junk.write_text("hello")

@@ -83,7 +83,7 @@ class JavaBrokers:
     def __init__(self, classes: Path, controllers: list[str], log_dir: Path,
                  env: dict[str, str] | None = None) -> None:
         self.log_path = log_dir / f"broker-driver-{time.monotonic_ns()}.err"
-        self._err = open(self.log_path, "wb")
+        self._err = open(self.log_path, "wb")  # noqa: SIM115 (the child's stderr; closed on stop)
         self.proc = subprocess.Popen(
             ["java", *JVM_OPTS, "-cp", f"{classes}{os.pathsep}{CLASSPATH}", "BrokerDriver",
              ";".join(controllers), CLUSTER, str(HEARTBEAT_INTERVAL_MS), str(HEARTBEAT_TIMEOUT_MS)],

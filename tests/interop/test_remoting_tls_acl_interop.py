@@ -210,7 +210,7 @@ class JavaServer:
                       f"-Dtls.server.trustCertPath={pki.ca}"]
         else:
             props += ["-Dtls.server.need.client.auth=none"]
-        self._err = open(log, "wb")
+        self._err = open(log, "wb")  # noqa: SIM115 (the child's stderr; closed on stop)
         self.proc = subprocess.Popen(
             [*driver[:-2], *props, *driver[-2:], "TlsAclDriver", "server", str(free_port()),
              *(f"{k}:{v}" for k, v in users.items())],

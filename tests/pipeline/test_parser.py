@@ -9,18 +9,18 @@ import pytest
 
 pytest.importorskip("numpy")
 
-from pipeline_fixtures import BORN6, FILE_SIZE, T_LONG, Fleet  # noqa: E402
+from pipeline_fixtures import BORN6, FILE_SIZE, T_LONG, Fleet
 
-from mqctl.pipeline.ranges import store_ranges  # noqa: E402
-from mqctl.pipeline.tasks import (  # noqa: E402
+from mqctl.pipeline.ranges import store_ranges
+from mqctl.pipeline.tasks import (
     analyze_rows,
     message_key,
     open_file,
     parse_task,
     property_value,
 )
-from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, decode_properties  # noqa: E402
-from mqctl.store.walker import parse_byte_range  # noqa: E402
+from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, decode_properties
+from mqctl.store.walker import parse_byte_range
 
 
 def parse_store(store: Path, range_size: int, **kw):

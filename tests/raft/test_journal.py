@@ -287,7 +287,7 @@ def test_corrupt_meta_is_refused(path) -> None:
     DurableJournal(path)._destroy()
     with open(path + ".meta", "w") as fh:
         fh.write("{broken")
-    with pytest.raises(JournalCorruptError, match="raft.journal.meta: Raft term/vote file is corrupt"):
+    with pytest.raises(JournalCorruptError, match=r"raft.journal.meta: Raft term/vote file is corrupt"):
         DurableJournal(path)
 
 

@@ -79,7 +79,7 @@ def test_upstreams_clock_closes_on_its_own_lateness() -> None:
 
 def test_a_silent_peer_still_times_out() -> None:
     loop = Loop()
-    server_side, client, received = _pair(loop, loop.clock)
+    server_side, client, _received = _pair(loop, loop.clock)
     loop.poll(1.5 * TIMEOUT)         # polling all along: the client really sends nothing
     server_side.send({"type": "anyone there?"})
     assert server_side.state == CONNECTION_STATE.DISCONNECTED

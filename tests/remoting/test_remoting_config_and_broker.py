@@ -193,5 +193,5 @@ def test_get_broker_epoch_auto_falls_back_to_remoting(netty_broker: str) -> None
 
 def test_broker_options_are_refused_over_remoting() -> None:
     with RemotingControllerClient("127.0.0.1:1", timeout=1) as client, \
-            pytest.raises(UsageError, match="^broker options are a gRPC-only extension"):
+            pytest.raises(UsageError, match=r"^broker options are a gRPC-only extension"):
         client.register_broker("DefaultCluster", "broker-a", 1, "127.0.0.1:10911", options={"k": "v"})
