@@ -289,6 +289,16 @@ def test_one_master_and_sync_state_set_of_three(broker_set: BrokerSet) -> None:
         assert doc["epochs"][0]["startOffset"] == 0 and doc["epochs"][-1]["endOffset"] == 2**63 - 1, doc
         assert 1 <= doc["epochs"][-1]["epoch"] <= epoch, doc
     assert all(e == epochs[master] for e in epochs.values()), epochs
+    # mqctl health reads the same from the brokers' heartbeats: the set OK, its master the brokers'
+    # master, every replica alive (exit 0, the Nagios convention)
+    def healthy() -> dict | None:
+        p = broker_set.mqctl("health", "-b", BROKER_SET, "-a", broker_set.grpc, "-o", "json")
+        return json.loads(p.stdout) if p.returncode == 0 else None
+
+    doc = wait_for("mqctl health OK", healthy, 30, interval=1)
+    (check,) = [c for c in doc["checks"] if c["name"] == BROKER_SET]
+    assert check["verdict"] == "OK" and check["masterBrokerId"] == broker_set.ids[master], check
+    assert (check["replicasAlive"], check["replicas"]) == (3, 3), check
 
 
 def records(store: Path) -> list[tuple[str, int]]:
