@@ -55,6 +55,7 @@ WRITE_TIMEOUT = 10.0
 NOTIFY_TIMEOUT = 3.0  # RocketMQ's controller sends 1008 one-way with a 3000 ms timeout
 NOTIFY_ATTEMPTS = 3
 NOTIFY_RETRY_DELAY = 1.0
+NOTIFY_LOG_BUDGET = 20  # 1008 lines logged a second, over all brokers
 
 
 TOKEN_HOW = f"header {headers.TOKEN_KEY}"
@@ -137,6 +138,7 @@ class RemotingServer:
         )
         self._max_in_flight = max_in_flight
         self._peer_log = PeerLog(log)
+        self._notify_log = PeerLog(log, interval=1.0, budget=NOTIFY_LOG_BUDGET)
         self._call_timeout = call_timeout
         self._idle_timeout = idle_timeout
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="mqctl-remoting")
@@ -329,7 +331,7 @@ class RemotingServer:
                     serialize_type=cmd.serialize_type,
                 )
             )
-        if conn.closed:
+        if conn.closed or conn.writer.transport.is_closing():  # the client went away meanwhile
             return
         # write() queues the whole frame at once, so frames never interleave; only a client that
         # does not read (a full socket buffer) is waited for, and dropped after WRITE_TIMEOUT
@@ -578,16 +580,23 @@ class RemotingServer:
                 opened.write(codec.encode_frame(cmd))
                 await asyncio.wait_for(opened.drain(), NOTIFY_TIMEOUT)
             except (OSError, ValueError, TimeoutError) as exc:
-                log.warning("NOTIFY_BROKER_ROLE_CHANGED to %s id %s at %s failed (attempt %d of %d): %s",
-                            name, bid, address, attempt, NOTIFY_ATTEMPTS, exc or "timeout")
+                # a mass election pushes to thousands of brokers: the last attempt's failure is a
+                # warning, at most NOTIFY_LOG_BUDGET push lines a second in all (the rest are counted)
+                failed = ("NOTIFY_BROKER_ROLE_CHANGED to %s id %s at %s failed (attempt %d of %d): %s", name,
+                          bid, address, attempt, NOTIFY_ATTEMPTS, exc or "timeout")
+                if attempt < NOTIFY_ATTEMPTS:
+                    log.debug(*failed)
+                else:
+                    self._notify_log.warning(f"{address}#{epoch}", *failed)
                 if attempt < NOTIFY_ATTEMPTS:
                     await asyncio.sleep(NOTIFY_RETRY_DELAY)
                 continue
             finally:
                 if writer is not None:
                     writer.close()
-            log.info("NOTIFY_BROKER_ROLE_CHANGED to %s id %s at %s: master %s epoch %s", name, bid, address,
-                     change.get("master_broker_id"), epoch)
+            self._notify_log.log(logging.INFO, f"{address}#{epoch}", "NOTIFY_BROKER_ROLE_CHANGED to %s id "
+                                 "%s at %s: master %s epoch %s", name, bid, address,
+                                 change.get("master_broker_id"), epoch)
             self.notifications_sent += 1
             return
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 from remoting_fixtures import raw, request, start, with_remoting_ports
 
-from mqctl.remoting.codec import RemotingCommand
-from mqctl.testing import LocalCluster
+from mqctl.remoting.codec import RemotingCommand, encode_frame
+from mqctl.testing import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -82,3 +82,26 @@ def test_idle_and_half_sent_frames_are_closed(address: tuple[LocalCluster, str])
         for i in range(8):
             assert _metadata_ok(busy, i)
             time.sleep(0.5)
+
+
+def test_a_client_gone_before_its_answers_costs_no_traceback(address: tuple[LocalCluster, str]) -> None:
+    """A client that sends more requests than are processed at a time on its connection (64, so the
+    door stops reading it) and closes: the answers meet a closed transport (uvloop raises where
+    asyncio's loop ignored the write). No traceback, and the door serves on."""
+    cluster, addr = address
+    node = cluster.nodes[0]
+    for i in range(10):
+        frames = b"".join(
+            encode_frame(RemotingCommand(code=code, opaque=k, ext_fields={
+                "brokerName": f"gone-{i}-{k}", "brokerId": "1", "clusterName": "c", "appliedBrokerId": "1",
+                "registerCheckCode": f"127.0.0.1:{20000 + k};1"}))
+            for k in range(150) for code in (1013, 904))
+        with raw(addr) as gone:
+            gone.sendall(frames)
+
+    def serves() -> bool:  # once the closed connections have given their places back (3 per address)
+        with raw(addr) as still:
+            return _metadata_ok(still)
+
+    wait_until(serves, 20, what="the remoting door to serve again")
+    assert "Traceback" not in node.log_text()
