@@ -94,6 +94,9 @@ def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
     return metrics.api, cockpit
 
 
+RAFT_SWITCH_INTERVAL = 0.001
+
+
 def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
     from mqctl.controller import datadir, records
@@ -102,6 +105,11 @@ def run(cfg: ServeConfig) -> int:
     from mqctl.security import TlsConfig
 
     setup_logging(cfg)
+    # The Raft tick thread must run within its election timeout (0.15-0.35 s) whatever the request
+    # threads do: a thread waiting for the GIL gets it after 1 ms instead of Python's 5 ms, so a
+    # busy leader's heartbeats to its followers are not held back behind its own request handling
+    # (a registration burst of 10,000 brokers cost the leadership otherwise; bench/bench_scale.py).
+    sys.setswitchinterval(RAFT_SWITCH_INTERVAL)
     data_dir = cfg.data_dir or datadir.default_data_dir(cfg.raft)
     lock = datadir.prepare(data_dir, cfg.raft)
     print(f"mqctl controller: data directory {data_dir}", file=sys.stderr, flush=True)

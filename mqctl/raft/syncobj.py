@@ -744,6 +744,8 @@ class SyncObj(object):
                 self.__raftLeader = None
 
         needSendAppendEntries = self.__applyLogEntries()
+        if self.__raftCommitIndex > self.__raftLastApplied:
+            timeToWait = 0  # mqctl: more committed entries to apply: the next tick goes on at once
 
         if self.__raftState == _RAFT_STATE.LEADER:
             if monotonicTime() > self.__newAppendEntriesTime or needSendAppendEntries:
@@ -780,7 +782,11 @@ class SyncObj(object):
         if self.__raftCommitIndex > self.__raftLastApplied:
             count = self.__raftCommitIndex - self.__raftLastApplied
             entries = self.__getEntries(self.__raftLastApplied + 1, count)
+            # mqctl: at most half an appendEntriesPeriod of applying per tick (FORK.md, change 17)
+            applyUntil = monotonicTime() + self.__conf.appendEntriesPeriod / 2
             for entry in entries:
+                if monotonicTime() > applyUntil:
+                    break
                 try:
                     currentTermID = entry[2]
                     subscribers = self.__commandsWaitingCommit.pop(entry[1], [])
