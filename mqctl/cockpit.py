@@ -26,6 +26,7 @@ from mqctl.metrics import Metrics, node_status
 log = logging.getLogger("mqctl.http")
 
 READY_MAX_LAG = 100  # entries a ready node may be behind its commit index
+PAGE_HISTORY = 20  # history entries on the status page, newest first (`mqctl history` has them all)
 
 
 def health_answer(meta: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -64,8 +65,9 @@ def _verdict(v: str) -> str:
     return f'<span class="{_e(v)}">{_e(v)}</span>'
 
 
-def status_page(meta: dict[str, Any], data: dict[str, Any], now: float) -> str:
-    """The read-only status page: plain HTML, every value escaped, no script, no external asset."""
+def status_page(meta: dict[str, Any], data: dict[str, Any], history: dict[str, Any], now: float) -> str:
+    """The read-only status page: plain HTML, every value escaped, no script, no external asset.
+    ``history``: the node's history_view (the recent decisions, from feature level 3)."""
     leader = bool(meta.get("is_leader"))
     table = data["replicas_info_table"]
     doc = health.health_doc(meta, table if leader else None, int(data["lease_ms"]))
@@ -112,8 +114,44 @@ def status_page(meta: dict[str, Any], data: dict[str, Any], now: float) -> str:
     out.append("</table>")
     if not table:
         out.append('<p class="note">No broker set is registered.</p>')
+    out.extend(_history_section(history))
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _history_section(view: dict[str, Any]) -> list[str]:
+    from mqctl.admin.cockpit import iso
+    from mqctl.controller.core import HISTORY_LEVEL
+
+    out = ["<h2>Recent history</h2>"]
+    if view["feature_level"] < HISTORY_LEVEL:
+        return [*out, f'<p class="note" id="history-off">The decision history starts at feature level '
+                      f"{HISTORY_LEVEL}; this group is at {_e(view['feature_level'])}. Once every member "
+                      f"runs a version that speaks it, <code>mqctl quorum feature-level "
+                      f"{HISTORY_LEVEL}</code> raises it (it is never lowered).</p>"]
+    entries = view["entries"]
+    if not entries:
+        return [*out, '<p class="note" id="history-empty">No decision has been recorded yet.</p>']
+    out.append(f'<p class="note">The last {len(entries)} decisions, newest first; <code>mqctl history</code> '
+               "lists them all.</p>")
+    out.append('<table id="history"><tr><th>time</th><th>term</th><th>brokerName</th><th>what</th>'
+               "<th>detail</th><th>cause</th><th>loss bytes</th></tr>")
+    for e in reversed(entries):
+        el = e.get("election") or {}
+        detail = _e(e.get("detail"))
+        if el:
+            detail += f"<br>{_e(el.get('reason'))}"
+        loss = el.get("loss_bytes", "unknown") if el.get("new_master_broker_id") is not None else "-"
+        # unknown: a replica's maxOffset was not known; "-": no election, or no master came of it
+        out.append(f"<tr><td>{_e(iso(int(e.get('time_ms', 0))))}</td><td>{_e(e.get('term'))}</td>"
+                   f"<td>{_e(e.get('broker_name'))}</td><td>{_e(e.get('what'))}</td><td>{detail}</td>"
+                   f"<td>{_e(e.get('cause'))}</td><td>{_e(loss)}</td></tr>")
+    out.append("</table>")
+    totals = {n: v for n, v in sorted(view["loss_total"].items()) if v}
+    if totals:
+        out.append("<p>bytes elections may have lost: "
+                   + ", ".join(f"{_e(n)} {_e(v)}" for n, v in totals.items()) + "</p>")
+    return out
 
 
 def _replica(r: dict[str, Any], leader: bool) -> str:
@@ -156,7 +194,8 @@ class _Handler(BaseHTTPRequestHandler):
                 code, doc = answer(node_status(node))
                 self._send(code, (json.dumps(doc, indent=1) + "\n").encode(), "application/json", body)
             elif path in ("/", "/index.html"):
-                page = status_page(node_status(node), node.sync_state_data(), time.time())
+                page = status_page(node_status(node), node.sync_state_data(), node.history_view(PAGE_HISTORY),
+                                   time.time())
                 self._send(200, page.encode(), "text/html; charset=utf-8", body)
             else:
                 self._send(404, b"not found: try /, /metrics, /health or /ready\n", "text/plain", body)

@@ -7,7 +7,8 @@ Imported only by `mqctl serve` when the metrics address is set. Two kinds of met
   increment and no histogram), and the Raft apply time of each entry;
 * read at scrape time (``StateCollector``): the node's Raft status and, from one short read of
   the replicated state and the heartbeat table, each broker set's master, epochs and replicas,
-  and the health verdicts of mqctl.admin.health. Liveness-derived values (replicas alive,
+  the health verdicts of mqctl.admin.health, and (feature level 3) the elections and loss the
+  replicated history counted. Liveness-derived values (replicas alive,
   heartbeat ages, verdicts) come only from the leader, the one node brokers beat to and the one
   whose view elections use.
 """
@@ -19,11 +20,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.process_collector import ProcessCollector
 
 from mqctl.admin import health
+from mqctl.controller.core import HISTORY_LEVEL
 from mqctl.controller.node import RAFT_STATES
 
 REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -123,6 +125,27 @@ class StateCollector:
         g.add_metric([], float(health.RANK[verdict["verdict"]]))
         yield g
         yield from self._broker_sets(leader)
+        yield from self._elections()
+
+    def _elections(self) -> Iterator[Metric]:
+        """Counted in the replicated state as each history entry is applied (feature level 3), so every
+        node exports the same values and trimming the history never lowers them."""
+        view = self._node.history_view(0)
+        if view["feature_level"] < HISTORY_LEVEL:
+            return
+        clusters = view["clusters"]
+        elections = CounterMetricFamily("mqctl_elections", "master elections of each broker set by cause "
+                                        "(a master cleared for want of a candidate included)",
+                                        labels=["cluster", "broker_name", "cause"])
+        for name, counts in sorted(view["elections"].items()):
+            for cause, n in sorted(counts.items()):
+                elections.add_metric([clusters.get(name, ""), name, cause], float(n))
+        loss = CounterMetricFamily("mqctl_election_loss_bytes", "bytes the new masters of each broker set's "
+                                   "elections may not have had (old master's maxOffset minus the new one's)",
+                                   labels=["cluster", "broker_name"])
+        for name in sorted(view["elections"].keys() | view["loss_total"].keys()):  # 0 is a figure too
+            loss.add_metric([clusters.get(name, ""), name], float(view["loss_total"].get(name, 0)))
+        yield from (elections, loss)
 
     def _broker_sets(self, leader: bool) -> Iterator[Metric]:
         data = self._node.sync_state_data()

@@ -420,10 +420,13 @@ class ControllerState:
         self.feature_level: int = 1  # records every member can read (records.FEATURE_LEVELS)
         # From feature level 3 (HISTORY_LEVEL): the decision history, newest last, bounded by
         # historyMaxEntries; the seq of the last entry ever noted; the bytes each broker set's elections
-        # may have lost in all; automatic failover paused per broker set ("" = every broker set).
+        # may have lost in all, and how many elections each had by cause (election_cause: counted at
+        # apply, as the loss, so that trimming the history never lowers them); automatic failover
+        # paused per broker set ("" = every broker set).
         self.history: list[dict[str, Any]] = []
         self.history_seq: int = 0
         self.loss_total: dict[str, int] = {}
+        self.elections: dict[str, dict[str, int]] = {}
         self.failover_paused: dict[str, dict[str, Any]] = {}
 
     # -- reading helpers
@@ -474,6 +477,7 @@ class ControllerState:
             doc["history"] = list(self.history)  # entries are never changed once noted
             doc["history_seq"] = self.history_seq
             doc["loss_total"] = dict(sorted(self.loss_total.items()))
+            doc["elections"] = {n: dict(sorted(c.items())) for n, c in sorted(self.elections.items())}
             doc["failover_paused"] = json.loads(json.dumps(self.failover_paused, sort_keys=True))
         return doc
 
@@ -499,6 +503,11 @@ class ControllerState:
         st.history = list(d.get("history") or [])  # entries are never changed once noted
         st.history_seq = int(d.get("history_seq", 0))
         st.loss_total = {str(k): int(v) for k, v in (d.get("loss_total") or {}).items()}
+        if "elections" in d:
+            st.elections = {str(n): {str(k): int(v) for k, v in c.items()} for n, c in d["elections"].items()}
+        else:  # a level-3 snapshot of a build that did not count them: what its retained history says
+            for entry in st.history:
+                st._count_election(entry)
         st.failover_paused = json.loads(json.dumps(d.get("failover_paused") or {}))
         return st
 
@@ -629,7 +638,14 @@ class ControllerState:
         if isinstance(loss, int) and not isinstance(loss, bool):
             name = str(entry.get("broker_name", ""))
             self.loss_total[name] = self.loss_total.get(name, 0) + loss
+        self._count_election(entry)
         self._trim_history()
+
+    def _count_election(self, entry: Mapping[str, Any]) -> None:
+        if entry.get("election") is not None:
+            counts = self.elections.setdefault(str(entry.get("broker_name", "")), {})
+            kind = election_cause(str(entry.get("cause", "")))
+            counts[kind] = counts.get(kind, 0) + 1
 
     def _trim_history(self) -> None:
         excess = len(self.history) - self.cfg_int("historyMaxEntries")
@@ -1446,6 +1462,18 @@ def _cause(state: ControllerState, method: str, req: Mapping[str, Any], ctx: Con
         if isinstance(req.get(key), int):
             return f"broker request (broker {req.get(key)})"
     return "broker request"
+
+
+# What `_cause` says, as the few values of a metric label (mqctl_elections_total's cause).
+ELECTION_CAUSES: tuple[tuple[str, str], ...] = (
+    ("lease expired", "lease_expired"), ("bounced master", "bounced_master"), ("switchover", "switchover"),
+    ("rebalance", "rebalance"), ("admin request", "admin"), ("controller", "controller"),
+    ("broker request", "broker_request"))
+
+
+def election_cause(cause: str) -> str:
+    """The kind of a history entry's cause (ELECTION_CAUSES), "other" for none of them."""
+    return next((kind for prefix, kind in ELECTION_CAUSES if cause.startswith(prefix)), "other")
 
 
 def _last_master(state: ControllerState, name: str) -> int | None:

@@ -381,6 +381,18 @@ class ControllerNode:
             lease = self.state.config.get("heartbeatTimeoutMillis", self.settings.heartbeat_timeout_ms)
         return {"replicas_info_table": table.get("replicas_info_table", {}), "lease_ms": int(lease)}
 
+    def history_view(self, last: int) -> dict[str, Any]:
+        """The replicated history as this node has applied it, without a barrier: its feature level, the
+        last ``last`` entries, each broker set's elections by cause and loss in all, for the metrics
+        and status page (the same on every node once applied)."""
+        with self.sync.state_lock:
+            st = self.state
+            return {"feature_level": st.feature_level,
+                    "entries": list(st.history[-last:]) if last > 0 else [],
+                    "elections": {n: dict(c) for n, c in st.elections.items()},
+                    "loss_total": dict(st.loss_total),
+                    "clusters": {n: bs.cluster_name for n, bs in st.broker_sets.items()}}
+
     def _snapshot(self, timeout: float) -> dict[str, Any]:
         """GetSnapshot: the leader's state after a read barrier, with the index it was applied at."""
         import json
