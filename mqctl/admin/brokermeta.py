@@ -11,11 +11,11 @@ UPDATE_CONSUMER_OFFSET (15). No request sets a delay offset: those are copied of
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from mqctl.errors import ControllerError, UnreachableError
-from mqctl.recover.metadata import ReplicaMetadata, SyncPlan
+from mqctl.errors import ControllerError, RefusedError, UnreachableError
+from mqctl.recover.metadata import ReplicaMetadata, SyncPlan, compare
 from mqctl.store import metadata as md
 
 __all__ = [
@@ -28,9 +28,13 @@ __all__ = [
     "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
     "UPDATE_AND_CREATE_TOPIC",
     "UPDATE_CONSUMER_OFFSET",
+    "drift_of_sets",
     "fetch_broker_config",
     "fetch_replica",
+    "lacks",
+    "live_drift",
     "push_plan",
+    "require_metadata",
 ]
 
 UPDATE_CONSUMER_OFFSET = 15
@@ -101,6 +105,64 @@ def fetch_replica(connect: Connect, address: str, *, broker_set: str | None = No
                                                (md.SUBSCRIPTION_GROUPS, GET_ALL_SUBSCRIPTIONGROUP_CONFIG),
                                                (md.CONSUMER_OFFSETS, GET_ALL_CONSUMER_OFFSET),
                                                (md.DELAY_OFFSETS, GET_ALL_DELAY_OFFSET))})
+
+
+def live_drift(connect: Connect, broker_set: str, replicas: Sequence[tuple[int, str]], *,
+               timeout: float = 5.0) -> dict[str, Any]:
+    """The drift of a broker set from its live replicas ((brokerId, address) each): mqctl.recover.metadata's
+    compare of what each broker answers, the one comparer of `metadata diff`, `health --doctor` and
+    `switchover --require-metadata`."""
+    return compare([fetch_replica(connect, address, broker_set=broker_set, broker_id=bid, timeout=timeout)
+                    for bid, address in replicas])
+
+
+def drift_of_sets(connect: Connect, table: Mapping[str, Mapping[str, Any]], *,
+                  timeout: float = 5.0) -> dict[str, dict[str, Any]]:
+    """`health --doctor`'s metadata check: the live_drift of each set of a GetSyncStateData table (as
+    dicts) from its alive replicas; a set with fewer than two is left out, one whose brokers do not
+    answer (or refuse) is {"error": why}."""
+    from mqctl.errors import MqctlError
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, info in sorted(table.items()):
+        alive = sorted((int(r["broker_id"]), str(r["broker_address"]))
+                       for r in (*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ()))
+                       if r.get("alive") and r.get("broker_address"))
+        if len(alive) < 2:
+            continue
+        try:
+            out[name] = live_drift(connect, name, alive, timeout=timeout)
+        except MqctlError as exc:
+            out[name] = {"error": str(exc)}
+    return out
+
+
+LACKS = (("topicsMissing", "topics"), ("groupsMissing", "subscription groups"),
+         ("offsetsMissing", "consumer offsets"))
+
+
+def lacks(drift: Mapping[str, Any], replica: str) -> dict[str, int]:
+    """What ``replica`` (its address) lacks that another replica of the drift has, by kind (LACKS), the
+    kinds it lacks nothing of left out. A consumer offset that is only behind is not lacking: a slave
+    copies its master's every few seconds, and one behind costs redelivery, not a skip."""
+    row = next((r for r in drift["replicas"] if r["replica"] == replica), None)
+    if row is None:
+        return {}
+    return {what: int(row[key]) for key, what in LACKS if row[key]}
+
+
+def require_metadata(connect: Connect, broker_set: str, master: tuple[int, str], candidate: tuple[int, str],
+                     *, timeout: float = 5.0) -> None:
+    """`switchover --require-metadata`: refuse (RefusedError, exit 3) while the candidate ((brokerId,
+    address)) lacks topics, subscription groups or consumer offsets the master has, with the sync that
+    puts them back; a broker that does not answer refuses too (UnreachableError): nothing was checked."""
+    drift = live_drift(connect, broker_set, [master, candidate], timeout=timeout)
+    missing = lacks(drift, candidate[1])
+    if missing:
+        what = ", ".join(f"{n} {kind}" for kind, n in missing.items())
+        raise RefusedError(f"broker {candidate[0]} of {broker_set} lacks {what} that the master {master[0]} "
+                           f"has: put them back first (mqctl metadata sync --from {master[1]} --to "
+                           f"{candidate[1]}), or switch over without --require-metadata")
 
 
 def _topic_header(t: md.TopicConfig) -> dict[str, str]:

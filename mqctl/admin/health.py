@@ -197,3 +197,38 @@ def doctor(table: Mapping[str, Mapping[str, Any]], addr: str = "ADDR") -> list[d
             found(stale[0], CRIT, f"address {address} is registered by {where}",
                   f"forget the stale one: mqctl cleanBrokerMetadata -a {addr} -bn {stale[0]} -b {stale[1]}")
     return findings
+
+
+def metadata_findings(table: Mapping[str, Mapping[str, Any]],
+                      drifts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """From mqctl.admin.brokermeta.drift_of_sets: each alive replica that lacks topics, subscription
+    groups or consumer offsets another replica of its set has (brokermeta.lacks), with the `metadata
+    sync` that puts them back: from the master into a slave, or into the master from the replica
+    that has the most of what it lacks (a failover to a slave that had not copied them)."""
+    from mqctl.admin.brokermeta import lacks
+
+    findings = []
+    for name, drift in sorted(drifts.items()):
+        if "error" in drift:
+            continue
+        info = table[name]
+        master = info.get("master_broker_id")
+        ids = {r["replica"]: r["brokerId"] for r in drift["replicas"]}
+        master_addr = next((a for a, b in ids.items() if b == master), None)
+        for replica, bid in ids.items():
+            missing = lacks(drift, replica)
+            if not missing:
+                continue
+            if replica != master_addr and master_addr is not None:
+                source = master_addr
+            else:
+                source = min((a for a in ids if a != replica), key=lambda a: sum(lacks(drift, a).values()))
+            role = "master" if replica == master_addr else "slave"
+            what = ", ".join(f"{n} {kind}" for kind, n in missing.items())
+            findings.append({
+                "brokerName": name, "verdict": WARN,
+                "finding": f"{role} {bid} ({replica}) lacks {what} that broker {ids[source]} ({source}) has"
+                           + (": a failover to it would lose them" if role == "slave" else ""),
+                "fix": f"mqctl metadata sync --from {source} --to {replica} --dry-run (then without "
+                       "--dry-run)"})
+    return findings

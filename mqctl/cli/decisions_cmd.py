@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -17,6 +17,9 @@ from mqctl.cli import root_app, sub_app
 from mqctl.cli.admin_cmd import Conn, _no_color_opt, connected
 from mqctl.cli.common import output_option
 from mqctl.cli.render import Output
+
+if TYPE_CHECKING:
+    from mqctl.client import ControllerClient
 
 failover_app = sub_app("failover", "Pause or resume automatic failover (the controller's elections on "
                                    "lease expiry).")
@@ -143,19 +146,46 @@ def switchover(
                            help="the new master (default: the freshest alive SyncStateSet member)"),
     force: bool = typer.Option(False, "--force", help="move it after --timeout even when the new master has "
                                "not caught up (it may not have the gap)"),
+    require_metadata: bool = typer.Option(False, "--require-metadata", help="first ask the master and "
+                                          "the new master for their topics, subscription groups and "
+                                          "consumer offsets (as `metadata diff`) and refuse while the new "
+                                          "master lacks any the master has (needs the brokers' remoting "
+                                          "ports)"),
     dry_run: bool = _dry_run_opt(),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Move the master of a broker set to an alive SyncStateSet member once it has caught up (maxOffset
     equal to the master's), waiting up to --timeout; refused with the numbers otherwise (exit 3),
-    unless --force. The old master is sent its new role first. Needs the token."""
+    unless --force. With --require-metadata also refused (exit 3) while the new master lacks topics,
+    groups or consumer offsets the master has. The old master is sent its new role first. Needs the
+    token."""
     from mqctl.admin.cockpit import switchover_doc
     from mqctl.cli import render
 
     with conn.client() as client:
+        if require_metadata:  # the candidate the controller would pick, checked, then pinned
+            to = _metadata_checked(conn, client, broker_name, to)
         result = client.switchover(broker_name, to, force=force, dry_run=dry_run, wait=conn.timeout)
     render.emit(switchover_doc(result, force), output, render.message_table, no_color=no_color)
+
+
+def _metadata_checked(conn: Conn, client: ControllerClient, broker_name: str, to: int | None) -> int:
+    from mqctl.admin.brokermeta import require_metadata
+    from mqctl.errors import RefusedError
+
+    plan = client.switchover(broker_name, to, force=True, dry_run=True)
+    info = client.get_sync_state_data([broker_name]).replicas_info_table[broker_name]
+    address = {r.broker_id: r.broker_address for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
+    master, candidate = plan.old_master_broker_id, plan.new_master_broker_id
+    if master is None or candidate is None or not address.get(master) or not address.get(candidate):
+        raise RefusedError(f"{broker_name}: --require-metadata needs a master and a candidate with addresses "
+                           f"(master {master}, candidate {candidate})")
+    seconds = min(conn.timeout, 10.0)
+    with conn.remoting([address[master], address[candidate]], seconds, brokers=True) as brokers:
+        require_metadata(brokers.connection, broker_name, (master, address[master]),
+                         (candidate, address[candidate]), timeout=seconds)
+    return candidate
 
 
 @root_app.command("rebalance")

@@ -36,7 +36,8 @@ EXIT_CODES = [
     (2, "usage error, or an operation refused before it starts (bad flag, missing --accept-data-loss, "
         "busy port)"),
     (3, "refused by the controller (its code and remark are printed), or by mqctl's guard "
-        "(cleanBrokerMetadata of a live broker without -l)"),
+        "(cleanBrokerMetadata of a live broker without -l, switchover --require-metadata to a replica "
+        "that lacks metadata)"),
     (4, "a store file is missing or corrupt (the message names the file and offset)"),
     (5, "not found: the broker set, cluster or broker id does not exist"),
     (6, "controller unreachable or no leader, or a broker service that does not answer"),

@@ -3,6 +3,7 @@ decides; this module asks the controller and renders). Exit status 0, 1 or 2 (Na
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,10 @@ def _metadata(client: ControllerClient) -> tuple[dict[str, Any] | None, str]:
 
 
 def collect(client: ControllerClient, broker_name: str | None, cluster: str | None, max_lag: int,
-            doctor: bool, addresses: str) -> dict[str, Any]:
+            doctor: bool, addresses: str, brokers: Callable[[list[str]], Any] | None = None,
+            broker_timeout: float = 5.0) -> dict[str, Any]:
+    """``brokers``: opens remoting connections to brokers (Conn.remoting) for the doctor's metadata
+    check; without it the doctor does not ask the brokers."""
     from mqctl.admin import health
     from mqctl.admin.syncstate import select_broker_sets
 
@@ -57,7 +61,28 @@ def collect(client: ControllerClient, broker_name: str | None, cluster: str | No
     if doctor and table is not None:
         doc["replicas"] = health.doctor_replicas(table)
         doc["findings"] = health.doctor(table, addr=addresses)
+        if brokers is not None:
+            doc["metadata"] = _metadata_drift(brokers, table, broker_timeout)
+            doc["findings"] += health.metadata_findings(table, doc["metadata"])
     return doc
+
+
+def _metadata_drift(brokers: Callable[[list[str]], Any], table: dict[str, dict[str, Any]],
+                    timeout: float) -> dict[str, dict[str, Any]]:
+    from mqctl.admin.brokermeta import drift_of_sets
+
+    addresses = [str(r["broker_address"]) for info in table.values()
+                 for r in (*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ()))
+                 if r.get("alive") and r.get("broker_address")]
+    if not addresses:
+        return {}
+    with brokers(addresses) as client:
+        drifts = drift_of_sets(client.connection, table, timeout=timeout)
+    # each replica's counts; what exactly differs is `mqctl metadata diff -b SET -o json`'s
+    return {name: d if "error" in d else
+            {"differs": d["differs"], "replicas": [{k: v for k, v in r.items() if k != "files"}
+                                                   for r in d["replicas"]]}
+            for name, d in drifts.items()}
 
 
 @root_app.command("health")
@@ -69,7 +94,9 @@ def health_command(
     cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
                                 help="only the broker sets of this cluster"),
     doctor: bool = typer.Option(False, "--doctor", help="also compare what the controller believes with "
-                                "what each broker reports in its heartbeats, each finding with its fix"),
+                                "what each broker reports in its heartbeats, and the metadata (topics, "
+                                "groups, consumer offsets) of the alive replicas of each set, each finding "
+                                "with its fix"),
     max_lag: int = typer.Option(16 << 20, "--max-lag", metavar="BYTES", help="a replica further behind "
                                 "the master's maxOffset is lagging (WARN)"),
     output: Output = output_option(),
@@ -82,12 +109,16 @@ def health_command(
     a replica not alive or lagging, a heartbeat older than half the lease, a controller peer
     unreachable. Exit status 0 (OK), 1 (WARN) or 2 (CRIT), as Nagios checks; --doctor adds the
     cross-layer findings (registered but never heartbeating, address conflicts, epochs ahead of
-    the controller) with the command that fixes each."""
+    the controller, a replica lacking topics, groups or consumer offsets another replica has, asked
+    of the brokers with `metadata diff`'s requests) with the command that fixes each."""
     from mqctl.admin.health import RANK
     from mqctl.cli import render
 
     _one_of(broker_name, cluster)
+    seconds = min(conn.timeout, 5.0)
     with conn.client() as client:
-        doc = collect(client, broker_name, cluster, max_lag, doctor, ";".join(conn.addresses))
+        doc = collect(client, broker_name, cluster, max_lag, doctor, ";".join(conn.addresses),
+                      brokers=(lambda addrs: conn.remoting(addrs, seconds, brokers=True)) if doctor else None,
+                      broker_timeout=seconds)
     render.emit(doc, output, render.health_table, no_color=no_color)
     raise typer.Exit(RANK[doc["verdict"]])

@@ -120,10 +120,9 @@ def diff_cmd(
     output: Output = output_option(),
 ) -> None:
     """What each live replica has that another lacks: topics, groups, consumer and delay offsets (exit 7)."""
-    from mqctl.admin.brokermeta import fetch_replica
+    from mqctl.admin.brokermeta import live_drift
     from mqctl.cli.admin_cmd import _broker_sets, _cluster_info, _one_of
     from mqctl.errors import NotFoundError
-    from mqctl.recover.metadata import compare
 
     _one_of(broker_name, cluster)
     sets: dict[str, list[tuple[int, str]]]
@@ -142,12 +141,9 @@ def diff_cmd(
     if missing or not sets:
         where = "the name server lists" if namesrv else "the controller knows"
         raise NotFoundError(f"{where} no live broker of {', '.join(missing) or cluster or 'any set'}")
-    per_set = []
     with _broker_connect(conn, [a for reps in sets.values() for _, a in reps]) as client:
-        for name, reps in sets.items():
-            replicas = [fetch_replica(client.connection, addr, broker_set=name, broker_id=bid,
-                                      timeout=min(conn.timeout, 10.0)) for bid, addr in reps]
-            per_set.append(compare(replicas))
+        per_set = [live_drift(client.connection, name, reps, timeout=min(conn.timeout, 10.0))
+                   for name, reps in sets.items()]
     emit_drift(per_set, output)
 
 

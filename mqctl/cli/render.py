@@ -433,6 +433,9 @@ def health_table(doc: Doc) -> Any:
                         _yes_no(r["alive"]), _v(age), _v(r["reportedEpoch"]), _v(r["reportedMaxOffset"]),
                         _v(r["lagBytes"]))
         parts.append(rep)
+    for name, drift in (doc.get("metadata") or {}).items():
+        if "error" in drift:
+            parts.append(Text(f"metadata of {name} not compared: {drift['error']}", style="yellow"))
     if "findings" in doc:
         if not doc["findings"]:
             parts.append(Text("doctor: nothing found"))

@@ -3,13 +3,18 @@ with an HTTP listener each, brokers registered and beating with the Python clien
 
 from __future__ import annotations
 
+import socket
 import ssl
+import struct
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
+from mqctl.remoting import codec
+from mqctl.remoting.codec import FLAG_RESPONSE, RemotingCommand
 from mqctl.testing import TEST_CLUSTER, Beater, LocalCluster, free_port, register_broker, wait_until
 
 # The lease of the brokers of the tests that look at verdicts (mqctl.testing's 1500 ms default would let a
@@ -80,3 +85,60 @@ def broker_set(client: ControllerClient, beater: Beater, name: str, alive: int, 
             client.alter_sync_state_set(name, first, info.master_epoch, list(ids)[:alive],
                                         info.sync_state_set_epoch)
     return ids
+
+
+
+class AdminBroker:
+    """The admin port of a broker whose metadata is the config/ files of ``store`` (written by RocketMQ's
+    own managers, rocketmq_fixtures.ConfigDriver): it answers GET_ALL_TOPIC_CONFIG,
+    GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET and GET_ALL_DELAY_OFFSET with those files, as
+    a broker answers them with what its managers' encode() writes there; anything else with code 3.
+    It stands in for a live broker held with metadata its master lacks, which a real slave keeps only
+    until its next copy from the master (seconds); the real broker's answers are
+    tests/e2e/test_rocketmq_metadata.py's."""
+
+    FILES = {21: "topics.json", 201: "subscriptionGroup.json", 43: "consumerOffset.json",
+             45: "delayOffset.json"}
+
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.2)
+        self.address = f"127.0.0.1:{self._server.getsockname()[1]}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        conn.settimeout(10.0)
+        with conn:
+            while not self._stop.is_set():
+                try:
+                    prefix = conn.recv(4, socket.MSG_WAITALL)
+                    if len(prefix) < 4:
+                        return
+                    cmd = codec.decode_frame(conn.recv(struct.unpack(">i", prefix)[0], socket.MSG_WAITALL))
+                except (OSError, ValueError):
+                    return
+                name = self.FILES.get(cmd.code)
+                if name is None:
+                    answer = RemotingCommand(code=3, opaque=cmd.opaque, flag=FLAG_RESPONSE,
+                                             remark=f"request {cmd.code} not supported")
+                else:
+                    path = self.store / "config" / name
+                    answer = RemotingCommand(code=0, opaque=cmd.opaque, flag=FLAG_RESPONSE,
+                                             body=path.read_bytes() if path.exists() else b"")
+                conn.sendall(codec.encode_frame(answer))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._server.close()
+        self._thread.join(5)
