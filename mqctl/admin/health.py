@@ -203,8 +203,8 @@ def metadata_findings(table: Mapping[str, Mapping[str, Any]],
                       drifts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """From mqctl.admin.brokermeta.drift_of_sets: each alive replica that lacks topics, subscription
     groups or consumer offsets another replica of its set has (brokermeta.lacks), with the `metadata
-    sync` that puts them back: from the master into a slave, or into the master from the replica
-    that has the most of what it lacks (a failover to a slave that had not copied them)."""
+    sync` that puts them back: from the master into a slave, or into the master (a failover to a
+    slave that had not copied them) from the other replica that lacks the least."""
     from mqctl.admin.brokermeta import lacks
 
     findings = []
