@@ -10,6 +10,7 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import ClassVar
 
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
@@ -97,8 +98,8 @@ class AdminBroker:
     until its next copy from the master (seconds); the real broker's answers are
     tests/e2e/test_rocketmq_metadata.py's."""
 
-    FILES = {21: "topics.json", 201: "subscriptionGroup.json", 43: "consumerOffset.json",
-             45: "delayOffset.json"}
+    FILES: ClassVar[dict[int, str]] = {21: "topics.json", 201: "subscriptionGroup.json",
+                                       43: "consumerOffset.json", 45: "delayOffset.json"}
 
     def __init__(self, store: Path) -> None:
         self.store = store

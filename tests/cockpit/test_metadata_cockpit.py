@@ -45,7 +45,7 @@ def mq(addresses: str, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=90)
 
 
-def _store(driver, root: Path, spec: str, broker: str, broker_id: int) -> Path:  # noqa: ANN001
+def _store(driver, root: Path, spec: str, broker: str, broker_id: int) -> Path:
     store = driver.write(root, spec)
     write_identity(store, BrokerIdentity(TEST_CLUSTER, broker, broker_id))
     return store
