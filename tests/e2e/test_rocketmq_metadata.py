@@ -154,6 +154,18 @@ def test_diff_of_live_replicas(broker_set: Set) -> None:
     assert p.returncode in (0, 7) and {r["replica"] for r in doc["brokerSets"][0]["replicas"]} == \
         {f"127.0.0.1:{port}" for port in BROKERS.values()}, p.stdout + p.stderr
 
+    # `health --doctor` asks the same live replicas with the same comparer: nothing lacking (issue 14)
+    def doctor_quiet() -> dict | None:
+        p = broker_set.mqctl("health", "--doctor", "-a", GRPC, "-b", "broker-a", "-o", "json")
+        doc = json.loads(p.stdout)
+        drift = doc.get("metadata", {}).get("broker-a")
+        lacking = [f for f in doc.get("findings", []) if "lacks" in f["finding"]]
+        return doc if drift and "error" not in drift and not lacking else None
+
+    doc = wait_for("the doctor's metadata check of the live replicas", doctor_quiet, 60, interval=2)
+    assert {r["replica"] for r in doc["metadata"]["broker-a"]["replicas"]} == \
+        {f"127.0.0.1:{port}" for port in BROKERS.values()}
+
 
 def test_check_config_online(broker_set: Set) -> None:
     """The live values of both brokers (GET_BROKER_CONFIG, brokerVersionDesc) and of the controller
