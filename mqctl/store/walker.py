@@ -66,7 +66,8 @@ def _crc32_impl() -> Callable[[Any], int]:
         from isal import isal_zlib
     except ImportError:
         return zlib.crc32
-    return isal_zlib.crc32
+    fast: Callable[[Any], int] = isal_zlib.crc32  # typed here whether or not isal ships its types
+    return fast
 
 
 crc32 = _crc32_impl()
