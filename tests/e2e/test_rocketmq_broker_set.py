@@ -632,7 +632,7 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     # the master drops the stopped slaves from the SyncStateSet and the controller records it
     wait_for("a SyncStateSet of the master alone",
              lambda: [r["brokerId"] for r in one_set(broker_set.sync_state())["inSyncReplicas"]]
-             == [broker_set.ids[old]], 30, interval=0.2)
+             == [broker_set.ids[old]], 60, interval=0.2)  # one shrink per slave, each after housekeeping
     shrunk_at = len(oks())
     wait_for("sends acknowledged by the master alone", lambda: len(oks()) >= shrunk_at + 20, 30, interval=0.1)
     stop.touch()
