@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 PER_CONNECTION = 100  # brokers per connection
+CALL_OPAQUE = 1_000_000  # a broker's requests use its heartbeat opaque plus this
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -178,6 +179,7 @@ async def worker_main(addresses: list[str], first: int, count: int, cluster: str
         while True:
             conns = fleet.conns
             conn, opaque = fleet.where(i)
+            opaque += CALL_OPAQUE  # apart from the broker's heartbeats, which may be in flight too
             fut: asyncio.Future[int] = loop.create_future()
             conn.send(opaque, frame(code, opaque, ext), fut)
             try:
