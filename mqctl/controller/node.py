@@ -371,13 +371,15 @@ class ControllerNode:
                       members=members)
         return answer
 
-    def sync_state_data(self) -> dict[str, Any]:
-        """GetSyncStateData of every broker set as this node sees it, without a barrier: for the
-        metrics and status page of `mqctl serve --metrics-address`, which must not wait on Raft."""
+    def sync_state_data(self, broker_names: list[str] | None = None) -> dict[str, Any]:
+        """GetSyncStateData of some broker sets (every one when None) as this node sees it, without a
+        barrier: for what must not wait on Raft (the metrics and status page of `mqctl serve
+        --metrics-address`; the 1008 push after an election this node has just applied)."""
         with self._lock:
-            ctx = self.heartbeats.context(now_ms())
+            ctx = self.heartbeats.context(now_ms(), broker_names)
+        request = {"broker_names": broker_names} if broker_names else {}
         with self.sync.state_lock:
-            table = core.handle(self.state, "GetSyncStateData", {}, ctx).response
+            table = core.handle(self.state, "GetSyncStateData", request, ctx).response
             lease = self.state.config.get("heartbeatTimeoutMillis", self.settings.heartbeat_timeout_ms)
         return {"replicas_info_table": table.get("replicas_info_table", {}), "lease_ms": int(lease)}
 

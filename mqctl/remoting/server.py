@@ -503,7 +503,7 @@ class RemotingServer:
 
     def _is_leader(self) -> bool:
         try:
-            return bool(self._node.metadata().get("is_leader"))
+            return bool(self._node.is_leader())
         except Exception:
             return False
 
@@ -512,11 +512,11 @@ class RemotingServer:
         ControllerManager.notifyBrokerRoleChanged picks them from the BrokerMemberGroup; only
         replicas heard over remoting (a gRPC broker reads the WatchRoleChanges stream instead)."""
         name = str(change.get("broker_name") or "")
-        answer = self._call("GetSyncStateData", {"broker_names": [name]})
-        info = (answer.get("replicas_info_table") or {}).get(name) if answer.get("code", 0) == 0 else None
+        # read here, without a barrier: this leader has just applied the election it pushes (a
+        # barrier per election made a mass election wait on as many Raft round trips)
+        info = (self._node.sync_state_data([name]).get("replicas_info_table") or {}).get(name)
         if info is None:
-            log.warning("NOTIFY_BROKER_ROLE_CHANGED for %s not sent: cannot read its replicas: %s", name,
-                        answer.get("remark") or "the broker set is gone")
+            log.warning("NOTIFY_BROKER_ROLE_CHANGED for %s not sent: the broker set is gone", name)
             return []
         replicas = [*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ())]
         return [(int(r["broker_id"]), str(r.get("broker_address") or "")) for r in replicas
