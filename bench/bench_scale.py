@@ -365,8 +365,11 @@ async def grpc_worker_main(address: str, first: int, count: int, window: float) 
 
     from mqctl.v1 import controller_pb2 as pb
 
-    channel = grpc.aio.insecure_channel(address)
-    call = channel.unary_unary("/mqctl.v1.Controller/Heartbeat")  # bytes in, bytes out
+    # a channel (one HTTP/2 connection) per 100 brokers: real brokers share nothing, and one
+    # connection carries at most 100 concurrent streams (docs/serve.md#limits)
+    channels = [grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+                for _ in range(max(1, count // 100))]
+    calls = [ch.unary_unary("/mqctl.v1.Controller/Heartbeat") for ch in channels]  # bytes in, bytes out
     frames = [pb.HeartbeatRequest(cluster_name=CLUSTER, broker_name=f"grpc-{(first + i) // 3:05d}",
                                   broker_id=(first + i) % 3 + 1, broker_addr=f"127.0.0.1:{30000 + i % 30000}",
                                   epoch=1, max_offset=1000, heartbeat_timeout_mills=LEASE_MS
@@ -376,11 +379,11 @@ async def grpc_worker_main(address: str, first: int, count: int, window: float) 
     errors = 0
     tasks: set[asyncio.Task[None]] = set()
 
-    async def beat(data: bytes) -> None:
+    async def beat(k: int) -> None:
         nonlocal errors
         started = time.monotonic()
         try:
-            await call(data, timeout=10)
+            await calls[k % len(calls)](frames[k], timeout=10)
             latencies.append((time.monotonic() - started) * 1000)
         except grpc.RpcError:
             errors += 1
@@ -394,7 +397,7 @@ async def grpc_worker_main(address: str, first: int, count: int, window: float) 
         owed += count * tick
         while owed >= 1:
             owed -= 1
-            task = asyncio.create_task(beat(frames[i]))
+            task = asyncio.create_task(beat(i))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             i = (i + 1) % count
@@ -403,7 +406,8 @@ async def grpc_worker_main(address: str, first: int, count: int, window: float) 
     await asyncio.gather(*tasks)
     print(json.dumps({"latencies": latencies, "errors": errors, "seconds": time.monotonic() - started,
                       "cpu": proc_cpu_seconds(os.getpid()) - cpu0}), flush=True)
-    await channel.close()
+    for ch in channels:
+        await ch.close()
 
 
 def leader_kills(cluster: Any, kills: int) -> None:
