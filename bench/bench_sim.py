@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from mqctl.sim.fleet import proc_cpu_seconds
+
 CLUSTER = "BenchSimCluster"
 P99_LIMIT_MS = 50.0
 
@@ -44,16 +46,6 @@ def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
     return ordered[rank - 1]
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc (Linux)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return float("nan")
 
 
 # ------------------------------------------------------------------------------------------------
