@@ -117,7 +117,7 @@ MAX_REDIRECTS = 5
 PROBE_AFTER = 0.3
 PROBE_TIMEOUT = 0.3
 DISCOVERY_TIMEOUT = 1.0
-ELECTION_POLL = 0.05
+ELECTION_POLL = 0.02
 
 
 def _not_sent(err: grpc.RpcError) -> bool:
@@ -403,7 +403,9 @@ class ControllerClient(ControllerApi):
                 raise _Retry(reason, target=leader, now=True)
             raise _Retry(reason, election=not leader)
         if code == Code.UNAVAILABLE and retry_any:
-            raise _Retry(f"{target}: {d.get('remark', '')}")
+            # a leader that names itself has just been elected and is applying its predecessor's
+            # entries: asked again at the election's pace, not after a backoff
+            raise _Retry(f"{target}: {d.get('remark', '')}", election=d.get("leader_address") == target)
         if code != Code.SUCCESS:
             decoder = DECODERS[method]
             try:
