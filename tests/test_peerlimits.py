@@ -24,10 +24,10 @@ class Clock:
 
 
 @pytest.mark.parametrize(("peer", "address"), [
-    ("ipv4:10.0.0.1:5555", "10.0.0.1"),
+    ("ipv4:127.0.0.1:5555", "127.0.0.1"),
     ("ipv6:[::1]:5555", "::1"),
     ("ipv6:[2001:db8::7]:80", "2001:db8::7"),
-    ("10.0.0.1:5555", "10.0.0.1"),
+    ("127.0.0.1:5555", "127.0.0.1"),
     ("unix:/tmp/sock", "unix:/tmp/sock"),
     ("garbage", "garbage"),
 ])
@@ -39,22 +39,22 @@ def test_peer_log_one_line_a_minute_per_address(caplog: pytest.LogCaptureFixture
     clock = Clock()
     plog = PeerLog(logging.getLogger("t.peerlog"), interval=60, clock=clock)
     caplog.set_level(logging.INFO, logger="t.peerlog")
-    assert plog.warning("10.0.0.1", "bad request from %s", "10.0.0.1:1")
+    assert plog.warning("127.0.0.1", "bad request from %s", "127.0.0.1:1")
     for i in range(100):
-        assert not plog.warning("10.0.0.1", "bad request from %s", f"10.0.0.1:{i}")
-    assert plog.warning("10.0.0.2", "bad request from %s", "10.0.0.2:1")  # another address: its own line
+        assert not plog.warning("127.0.0.1", "bad request from %s", f"127.0.0.1:{i}")
+    assert plog.warning("127.0.0.2", "bad request from %s", "127.0.0.2:1")  # another address: its own line
     clock.now += 61
-    assert plog.warning("10.0.0.1", "bad request from %s", "10.0.0.1:2")
+    assert plog.warning("127.0.0.1", "bad request from %s", "127.0.0.1:2")
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == ["bad request from 10.0.0.1:1", "bad request from 10.0.0.2:1",
-                     "bad request from 10.0.0.1:2 (100 more from 10.0.0.1 not logged)"]
+    assert lines == ["bad request from 127.0.0.1:1", "bad request from 127.0.0.2:1",
+                     "bad request from 127.0.0.1:2 (100 more from 127.0.0.1 not logged)"]
 
 
 def test_peer_log_budget_and_memory_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     plog = PeerLog(logging.getLogger("t.budget"), interval=60, budget=5, max_peers=10, clock=clock)
     caplog.set_level(logging.INFO, logger="t.budget")
-    logged = sum(plog.warning(f"10.0.1.{i}", "x") for i in range(1000))  # many addresses at once
+    logged = sum(plog.warning(f"127.0.1.{i}", "x") for i in range(1000))  # many addresses at once
     assert logged == 5 and len(caplog.records) == 5
     assert len(plog._peers) == 10
 

@@ -78,7 +78,7 @@ class Fleet:
 
 
 def msg(topic: str, body: bytes, *, key: str | None = None, qid: int = 0, qoff: int = 0, born_ts: int = 0,
-        born: tuple[str, int] = ("10.0.0.1", 40000), store: tuple[str, int] = ("10.0.0.100", 10911),
+        born: tuple[str, int] = ("127.0.0.1", 40000), store: tuple[str, int] = ("127.0.0.100", 10911),
         extra: dict[str, str] | None = None, version: int | None = None) -> Message:
     props = dict(extra or {})
     if key:
@@ -134,7 +134,7 @@ def build_fleet(root: Path) -> Fleet:
         ("a1", msg("orders", b"order-1" * 5, key="K-a1", qid=2, qoff=11, born_ts=5001)),
         ("a2", msg("orders", b"no key, born over IPv6", qid=1, qoff=12, born_ts=5002, born=BORN6,
                    store=("fd00::100", 10911))),
-        ("a3", msg("payments", b"pay-3" * 9, qid=0, qoff=0, born_ts=5003, born=("10.0.0.9", 5555))),
+        ("a3", msg("payments", b"pay-3" * 9, qid=0, qoff=0, born_ts=5003, born=("127.0.0.9", 5555))),
         ("a4", msg(T_LONG, b"v2 record", key="K-a4", qid=3, qoff=1, born_ts=5004,
                    extra={"KEYS": "order-4 order-44", "TAGS": "tagA"})),
         ("a5", msg("orders", b"body damaged later", key="K-a5", qid=1, qoff=13, born_ts=5005)),
@@ -148,7 +148,7 @@ def build_fleet(root: Path) -> Fleet:
     b = [
         ("b0", msg("orders", b"new master", key="K-b0", qid=1, qoff=10, born_ts=6000)),
         ("b1", msg("orders", b"order-0 retried", key="K-a0", qid=1, qoff=11, born_ts=6001)),
-        ("b2", msg("payments", b"pay-3" * 9, qid=0, qoff=0, born_ts=5003, born=("10.0.0.9", 5555))),
+        ("b2", msg("payments", b"pay-3" * 9, qid=0, qoff=0, born_ts=5003, born=("127.0.0.9", 5555))),
         ("b3", msg("orders", b"more", key="K-b3", qid=2, qoff=12, born_ts=6003)),
         ("b4", msg("orders", b"source tail, damaged", key="K-b4", qid=2, qoff=13, born_ts=6004)),
     ]
