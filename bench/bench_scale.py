@@ -218,7 +218,6 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
             time.sleep(1)
         time.sleep(2)
         before = masters(leader.grpc_address)
-        changes0 = watch.changes()
         cpu0 = proc_cpu_seconds(pid)
         first = [w.report() for w in workers]
         gen0 = sum(r["cpu"] for r in first)
@@ -252,7 +251,6 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
         if os.environ.get("BENCH_SCALE_SECONDS"):  # per-second p99/max, to find stalls
             print("   per second p99/max ms: " + " ".join(f"{pct(v, 99):.0f}/{max(v):.0f}"
                                                       for _, v in sorted(per_sec.items())))
-        del changes0
     rss1 = proc_rss_mib(pid)
     print(f"\nmemory: leader RSS {rss1:.1f} MiB with {brokers} brokers: "
           f"{(rss1 - rss0) * 1024 * 1024 / max(1, brokers):.0f} bytes per broker beyond the empty process")
@@ -348,12 +346,10 @@ def grpc_capacity(cluster: Any, brokers: int, window: float) -> None:
             for i in range(procs)]
     time.sleep(3)
     cpu0 = proc_cpu_seconds(pid)
-    t0 = time.monotonic()
     outs = [json.loads(g.communicate(timeout=window + 120)[0].strip().splitlines()[-1]) for g in gens]
     cpu1 = proc_cpu_seconds(pid)
     lat = [x for o in outs for x in o["latencies"]]
     elapsed = max(o["seconds"] for o in outs)
-    del t0
     print(f"\n5. capacity over gRPC ({brokers} brokers beating once a second, {procs} generator processes): "
           f"answered {len(lat) / elapsed:.0f}/s p50 {pct(lat, 50):.2f} ms p99 {pct(lat, 99):.2f} ms, "
           f"errors {sum(o['errors'] for o in outs)}, leader CPU {100 * (cpu1 - cpu0) / elapsed:.0f}%, "
