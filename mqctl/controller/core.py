@@ -348,6 +348,9 @@ class BrokerSet:
     sync_state_set: set[int] = field(default_factory=set)
     sync_state_set_epoch: int = 0
     options: dict[str, str] | None = None  # None: no registration has carried options yet
+    # Derived, not in the snapshot: the last master this set had (the old master in the note of an
+    # election after the master was cleared); rebuilt from the history when a snapshot is loaded.
+    last_master_broker_id: int | None = None
 
     def address_of(self, broker_id: int | None) -> str:
         if broker_id is None:
@@ -358,6 +361,14 @@ class BrokerSet:
     def add_broker(self, broker_id: int, address: str, register_check_code: str) -> None:
         self.brokers[broker_id] = BrokerInfo(address, register_check_code)
         self.next_assign_broker_id += 1  # RocketMQ: +1, not id+1; never decremented
+
+    def copy(self) -> BrokerSet:
+        return BrokerSet(self.cluster_name, self.broker_name, self.next_assign_broker_id,
+                         {bid: BrokerInfo(b.address, b.register_check_code, b.broker_epoch)
+                          for bid, b in self.brokers.items()},
+                         self.master_broker_id, self.master_epoch, set(self.sync_state_set),
+                         self.sync_state_set_epoch, None if self.options is None else dict(self.options),
+                         self.last_master_broker_id)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -428,6 +439,10 @@ class ControllerState:
         self.loss_total: dict[str, int] = {}
         self.elections: dict[str, dict[str, int]] = {}
         self.failover_paused: dict[str, dict[str, Any]] = {}
+        # A decision view (decision_view) shares these broker sets with the state it was made from
+        # until it changes them, and keeps no history entries.
+        self._borrowed: set[str] = set()
+        self._keeps_history = True
 
     # -- reading helpers
 
@@ -508,6 +523,11 @@ class ControllerState:
         else:  # a level-3 snapshot of a build that did not count them: what its retained history says
             for entry in st.history:
                 st._count_election(entry)
+        for entry in st.history:
+            bs = st.broker_sets.get(str(entry.get("broker_name", "")))
+            last = (entry.get("election") or {}).get("new_master_broker_id")
+            if bs is not None and last is not None:
+                bs.last_master_broker_id = int(last)
         st.failover_paused = json.loads(json.dumps(d.get("failover_paused") or {}))
         return st
 
@@ -520,6 +540,27 @@ class ControllerState:
     def copy(self) -> ControllerState:
         return ControllerState.from_dict(self.to_dict())
 
+    def decision_view(self) -> ControllerState:
+        """What the leader decides against (mqctl.controller.node): this state plus the records of
+        entries not applied yet. Its broker sets are this state's until the view changes one (then
+        copied), and it keeps the history's counts but not its entries, which no decision reads: a
+        leader of 10,000 brokers holds one state, not two, and a new term does not copy them all.
+        Sharing is safe because every record this state applies in the view's term has been applied
+        to the view first, which copied the set it changed."""
+        view = ControllerState()
+        view.broker_sets = dict(self.broker_sets)
+        view._borrowed = set(self.broker_sets)
+        view._keeps_history = False
+        view.broker_epoch = self.broker_epoch
+        view.config = dict(self.config)
+        view.meta = json.loads(json.dumps(self.meta))
+        view.feature_level = self.feature_level
+        view.history_seq = self.history_seq
+        view.loss_total = dict(self.loss_total)
+        view.elections = {n: dict(c) for n, c in self.elections.items()}
+        view.failover_paused = json.loads(json.dumps(self.failover_paused))
+        return view
+
     # -- records
 
     def apply(self, record: Record) -> None:
@@ -530,14 +571,22 @@ class ControllerState:
             raise InconsistentRecord(f"no applier for {type(record).__name__}")
         applier(self, record)
 
-    def _set(self, name: str, what: object) -> BrokerSet:
+    def _own(self, name: str) -> BrokerSet | None:
+        """The broker set to change (a decision view's copy of a shared one), None if unknown."""
         bs = self.broker_sets.get(name)
+        if bs is not None and name in self._borrowed:
+            self._borrowed.discard(name)
+            bs = self.broker_sets[name] = bs.copy()
+        return bs
+
+    def _set(self, name: str, what: object) -> BrokerSet:
+        bs = self._own(name)
         if bs is None:
             raise InconsistentRecord(f"{type(what).__name__} for broker set {name!r}, which does not exist")
         return bs
 
     def _apply_broker_id_applied(self, r: BrokerIdApplied) -> None:
-        bs = self.broker_sets.get(r.broker_name)
+        bs = self._own(r.broker_name)
         if bs is None:
             if r.new_broker_id != FIRST_BROKER_CONTROLLER_ID:
                 raise InconsistentRecord(f"broker set {r.broker_name!r} does not exist; a new one starts "
@@ -567,6 +616,8 @@ class ControllerState:
         if new_master is not None and new_master not in bs.brokers:
             raise InconsistentRecord(f"master {new_master} elected for {r.broker_name!r} is not one of its "
                                      f"brokers {sorted(bs.brokers)}")
+        if bs.master_broker_id is not None:
+            bs.last_master_broker_id = bs.master_broker_id
         bs.master_broker_id = new_master
         bs.master_epoch += 1
         if new_master is not None:
@@ -632,8 +683,10 @@ class ControllerState:
     def _apply_decision_noted(self, r: DecisionNoted) -> None:
         self._level(r)
         self.history_seq += 1
-        entry = {**json.loads(json.dumps(r.entry)), "seq": self.history_seq}
-        self.history.append(entry)
+        entry = r.entry
+        if self._keeps_history:
+            entry = {**json.loads(json.dumps(r.entry)), "seq": self.history_seq}
+            self.history.append(entry)
         loss = (entry.get("election") or {}).get("loss_bytes")
         if isinstance(loss, int) and not isinstance(loss, bool):
             name = str(entry.get("broker_name", ""))
@@ -1476,14 +1529,6 @@ def election_cause(cause: str) -> str:
     return next((kind for prefix, kind in ELECTION_CAUSES if cause.startswith(prefix)), "other")
 
 
-def _last_master(state: ControllerState, name: str) -> int | None:
-    for entry in reversed(state.history):
-        election_note = entry.get("election") or {}
-        if entry.get("broker_name") == name and election_note.get("new_master_broker_id") is not None:
-            return int(election_note["new_master_broker_id"])
-    return None
-
-
 def _why(method: str, req: Mapping[str, Any], bs: BrokerSet, new: int | None, pool: set[int],
          live: Mapping[int, LiveInfo]) -> str:
     if new is None:
@@ -1529,7 +1574,7 @@ def _election_note(state: ControllerState, bs: BrokerSet, method: str, req: Mapp
         bid = int(req["broker_id"])
         live[bid] = LiveInfo(bid, epoch=_opt(req, "epoch", -1), max_offset=_opt(req, "max_offset", -1),
                              election_priority=_opt(req, "election_priority", DEFAULT_ELECTION_PRIORITY))
-    old = bs.master_broker_id if bs.master_broker_id is not None else _last_master(state, name)
+    old = bs.master_broker_id if bs.master_broker_id is not None else bs.last_master_broker_id
     new = record.new_master_broker_id
     if method == "RegisterBroker":
         pool = ({b for b in bs.sync_state_set if b in alive} | {int(req["broker_id"])})

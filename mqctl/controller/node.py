@@ -652,7 +652,7 @@ class ControllerNode:
         if not self._catch_up(max(0.01, deadline - time.monotonic())) or self._caught_up_term != term:
             return None
         with self.sync.state_lock:
-            self._view = self.state.copy()
+            self._view = self.state.decision_view()
         self._view_term = term
         return self._view
 

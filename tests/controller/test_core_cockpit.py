@@ -117,6 +117,29 @@ def test_unclean_election_counts_the_gap_and_the_total_per_broker_set() -> None:
                                                  if x.get("election", {}).get("loss_bytes")] == [2000, 500]
 
 
+def test_an_election_after_the_master_was_cleared_names_the_old_master_and_its_loss() -> None:
+    """Broker 1 dies alone: the master is cleared. When 2 comes back (unclean allowed) its election
+    names 1 as the old master, whether decided on this state, on a leader's decision view, or on a
+    state loaded from a snapshot (where the old master comes from the history)."""
+    st = state_at(3)
+    broker_set(st, {1: 5000, 2: 3000}, ids=(1, 2))
+    run(st, "AlterSyncStateSet", {"broker_name": B, "master_broker_id": 1, "master_epoch": 1,
+                                  "sync_state_set_epoch": 2, "new_sync_state_set": [1]},
+        Context(10_000, rows({1: 5000, 2: 3000})))
+    run(st, "UpdateConfig", {"config": {"enableElectUncleanMaster": "true"}}, Context(10_000))
+    nobody = Context(10_000, rows({1: 5000, 2: 3000}, dead=(1, 2)), term=6)
+    assert run(st, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, nobody).code != 0
+    bs = st.broker_sets[B]
+    assert bs.master_broker_id is None and st.history[-1]["what"] == "master cleared"
+    back = Context(10_000, rows({1: 5000, 2: 3000}, dead=(1,)), term=7)
+    loaded = ControllerState.from_dict(json.loads(st.canonical_json()))
+    for where in (st.decision_view(), loaded, st):
+        r = handle(where, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, back)
+        assert r.ok and r.response["master_broker_id"] == 2
+        note = next(x for x in r.records if isinstance(x, DecisionNoted)).entry["election"]
+        assert (note["old_master_broker_id"], note["new_master_broker_id"], note["loss_bytes"]) == (1, 2, 2000)
+
+
 def test_history_is_bounded_and_paged_and_part_of_the_state_hash() -> None:
     st = state_at(3)
     broker_set(st, {1: 1, 2: 1, 3: 1})

@@ -38,6 +38,35 @@ def run(state: ControllerState, method: str, req: dict[str, Any], ctx: Context) 
     return r
 
 
+def test_decision_view_decides_like_a_copy_and_never_changes_its_state() -> None:
+    """The leader's view shares broker sets with the applied state until it changes one: records
+    applied to the view leave the state alone, and the state that applies them after ends where
+    the view did (but for the history entries, which the view does not keep)."""
+    from mqctl.controller.core import MAX_FEATURE_LEVEL
+
+    state = ControllerState()
+    state.apply(FeatureLevelSet(MAX_FEATURE_LEVEL))
+    steps = scripted_events()
+    for method, req, ctx in steps[:6]:  # set "a": ids and registrations, applied
+        assert run(state, method, req, ctx).code == 0
+    assert run(state, "ApplyBrokerId", {"cluster_name": C, "broker_name": "b", "applied_broker_id": 1,
+                                        "register_check_code": "h:9;1"}, steps[0][2]).code == 0
+    view = state.decision_view()
+    before = state.state_hash()
+    pending: list[dict[str, Any]] = []
+    for method, req, ctx in steps[6:]:
+        pending += wire(run(view, method, req, ctx))
+        assert state.state_hash() == before  # nothing the view did reached the state
+    assert view.broker_sets["b"] is state.broker_sets["b"]  # untouched: shared, not copied
+    assert view.broker_sets["a"] is not state.broker_sets["a"]
+    for e in pending:
+        state.apply(decode(e))
+    got, want = view.to_dict(), state.to_dict()
+    assert want["history"] and got.pop("history") == []
+    want.pop("history")
+    assert got == want
+
+
 def test_context_round_trip_restores_int_keys() -> None:
     ctx = Context(5000, {"a": {1: LiveInfo(1, "h:1", 3, 2, 100, 90, 7, 4000, 1000)}, "b": {}})
     d = json.loads(json.dumps(ctx.to_dict()))
