@@ -397,7 +397,6 @@ class ControllerNode:
 
     def _snapshot(self, timeout: float) -> dict[str, Any]:
         """GetSnapshot: the leader's state after a read barrier, with the index it was applied at."""
-        import json
 
         if not self.is_leader():
             return self._not_leader()
@@ -408,11 +407,12 @@ class ControllerNode:
                     "remark": "timed out waiting for the read barrier to commit"}
         term = int(self.sync._getTerm())
         with self.sync.state_lock:
-            state, index = self.state.to_dict(), self.sync.applied_index
+            state_json, index = self.state.canonical_json(), self.sync.applied_index
             state_hash, level = self._state_hash(), self.state.feature_level
-        return {"code": 0, "remark": "", "state_json": json.dumps(state, sort_keys=True),
+            group_id = str(self.state.meta.get(META_GROUP_ID, ""))
+        return {"code": 0, "remark": "", "state_json": state_json,
                 "applied_index": index, "term": term, "group": self.settings.group,
-                "group_id": str(state.get("meta", {}).get(META_GROUP_ID, "")), "state_hash": state_hash,
+                "group_id": group_id, "state_hash": state_hash,
                 "feature_level": level, "record_versions": records.record_versions()}
 
     def _state_hash(self) -> str:

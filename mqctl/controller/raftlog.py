@@ -148,23 +148,20 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
 
     # --- snapshot (JSON) ------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, Any]:
-        with self.state_lock:
-            return self.state.to_dict()
-
     def _save_snapshot(self, filename: str, raft_data: tuple[Any, ...]) -> None:
+        """{"format", "raft", "state"}: the state as its canonical text (made a broker set at a
+        time, mqctl.controller.core), not a tree of the whole state built to be dumped."""
         last_entry, prev_entry, cluster = raft_data
-        doc = {
-            "format": SNAPSHOT_FORMAT,
-            "state": self.state_dict(),
-            "raft": {
-                "lastEntry": _encode_entry(last_entry),
-                "prevEntry": _encode_entry(prev_entry),
-                "cluster": sorted(node.id for node in cluster),
-            },
+        raft = {
+            "lastEntry": _encode_entry(last_entry),
+            "prevEntry": _encode_entry(prev_entry),
+            "cluster": sorted(node.id for node in cluster),
         }
+        with self.state_lock:
+            state = self.state.canonical_json()
         with open(filename, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, sort_keys=True)
+            head = json.dumps({"format": SNAPSHOT_FORMAT, "raft": raft}, sort_keys=True)
+            fh.write(f'{head[:-1]}, "state": {state}}}')
             fh.flush()
             os.fsync(fh.fileno())
 

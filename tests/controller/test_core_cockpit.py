@@ -8,7 +8,7 @@ from typing import Any
 
 from mqctl.controller import core
 from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, handle
-from mqctl.controller.records import DecisionNoted, FailoverPauseSet, FeatureLevelSet, decode, encode
+from mqctl.controller.records import DecisionNoted, FailoverPauseSet, FeatureLevelSet, MetaSet, decode, encode
 from mqctl.errors import Code
 
 C, B = "c1", "broker-a"
@@ -137,7 +137,24 @@ def test_an_election_after_the_master_was_cleared_names_the_old_master_and_its_l
         r = handle(where, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, back)
         assert r.ok and r.response["master_broker_id"] == 2
         note = next(x for x in r.records if isinstance(x, DecisionNoted)).entry["election"]
-        assert (note["old_master_broker_id"], note["new_master_broker_id"], note["loss_bytes"]) == (1, 2, 2000)
+        assert (note["old_master_broker_id"], note["new_master_broker_id"], note["loss_bytes"]) == (
+            1, 2, 2000)
+
+
+def test_the_canonical_text_is_json_dumps_of_the_state_byte_for_byte() -> None:
+    """The hash every node compares (and an older release computes from json.dumps of the whole
+    state) is made a broker set at a time with the kept history texts spliced in: same bytes,
+    whatever the names and the meta hold."""
+    st = state_at(3)
+    broker_set(st, {1: 900, 2: 900, 3: 700})
+    for name in ("history", "broker_sets", "é\u0001", '"history":[]'):
+        run(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": name, "applied_broker_id": 1,
+                                  "register_check_code": "127.0.0.1:9;1"}, Context(10_000))
+    st.apply(MetaSet("history", []))
+    st.apply(MetaSet("x", "\u0001broker_sets\u0001"))
+    want = json.dumps(st.to_dict(), sort_keys=True, separators=(",", ":"))
+    assert len(st.history) > 8 and st.canonical_json() == want
+    assert json.loads(want)["meta"] == {"history": [], "x": "\u0001broker_sets\u0001"}
 
 
 def test_history_is_bounded_and_paged_and_part_of_the_state_hash() -> None:
