@@ -646,6 +646,10 @@ class ControllerState:
             raise InconsistentRecord(f"no applier for {type(record).__name__}")
         applier(self, record)
 
+    def copied_sets(self) -> int:
+        """How many broker sets a decision view has copied (changed) so far."""
+        return len(self.broker_sets) - len(self._borrowed)
+
     def _own(self, name: str) -> BrokerSet | None:
         """The broker set to change (a decision view's copy of a shared one), None if unknown."""
         bs = self.broker_sets.get(name)

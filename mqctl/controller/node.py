@@ -38,6 +38,9 @@ META_GROUP_OPTIONS = "groupOptions"
 META_NODE_PREFIX = "node/"
 
 
+VIEW_REFORK_SETS = 256  # broker sets a decision view may hold copies of before it is made anew
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -174,6 +177,10 @@ class ControllerNode:
         self._decide_lock = threading.Lock()
         self._view: core.ControllerState | None = None
         self._view_term = -1
+        # entries appended through the view and those resolved (applied or failed): when equal, the
+        # applied state holds everything the view does, and the view may be made anew from it
+        self._view_appended = 0
+        self._view_resolved = 0
         self._caught_up_term = -1
         conf = make_conf(settings.data_dir, secret=settings.cluster_secret,
                          bind_address=settings.raft_bind or settings.raft_address)
@@ -621,6 +628,7 @@ class ControllerNode:
 
             def committed(_res: Any, error: Any) -> None:
                 outcome.append(error)
+                self._view_resolved += 1  # only the Raft thread writes it
                 done.set()
 
             try:
@@ -629,6 +637,7 @@ class ControllerNode:
             except Exception as exc:  # not appended
                 self._view = None
                 return self._unavailable(exc)
+            self._view_appended += 1
             if outcome and outcome[0] != FAIL_REASON.SUCCESS:  # refused at once (queue full)
                 self._view = None
         finally:
@@ -647,6 +656,11 @@ class ControllerNode:
         this term did not commit in time."""
         term = int(self.sync._getTerm())
         if self._view is not None and self._view_term == term:
+            if self._view.copied_sets() > VIEW_REFORK_SETS and self._view_resolved >= self._view_appended:
+                # every entry of the view applied: its copies of the broker sets it changed equal the
+                # state's, so share them again (a leader that registered a fleet would hold it twice)
+                with self.sync.state_lock:
+                    self._view = self.state.decision_view()
             return self._view
         self._caught_up_term = -1  # a new view starts after a barrier of this very term
         if not self._catch_up(max(0.01, deadline - time.monotonic())) or self._caught_up_term != term:

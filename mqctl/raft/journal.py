@@ -70,6 +70,21 @@ _SECTOR = 512
 Entry = tuple[bytes, int, int]
 
 
+TRIM_AFTER_ENTRIES = 1000  # a compaction that drops this many entries gives free heap back to the OS
+
+
+def _release_free_heap() -> None:
+    """glibc keeps the pages of freed memory; after a compaction dropped thousands of entries (a
+    fleet registering), hand them back (malloc_trim, about 10 ms for a 250 MiB heap) so that the
+    node's RSS follows what it holds. Nothing to do elsewhere than glibc."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 class _WaitingForSnapshot(OSError):
     """The removed journal is written anew only after a snapshot (DurableJournal.needs_snapshot)."""
 
@@ -260,6 +275,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
             return
         if self._removed:
             self._recovered()
+        if entryTo >= TRIM_AFTER_ENTRIES:
+            _release_free_heap()
 
     def __getitem__(self, item: Any) -> Any:
         return self._entries[item]

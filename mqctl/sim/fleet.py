@@ -12,7 +12,8 @@ leader as a broker does (on 2007 or a lost connection it asks every node, 1005, 
 
 prints one JSON line once every broker is registered, then reads commands on stdin: ``report``
 (prints one JSON line: round trips per second, errors, lost beats, its CPU, the leader it beats),
-``silence INDEX...`` (those brokers stop beating), ``quit``.
+``silence INDEX...`` (those brokers stop beating), ``quit``. Each broker listens at its registered
+address (127.0.0.1, a port of its own) and the report says when its last 1008 came.
 """
 
 from __future__ import annotations
@@ -113,6 +114,48 @@ class Conn(asyncio.Protocol):
         self.transport.write(data)
 
 
+class PushSink(asyncio.Protocol):
+    """A broker's own listening address, where the controller pushes NOTIFY_BROKER_ROLE_CHANGED (1008):
+    the time of the last one is kept, by broker index."""
+
+    def __init__(self, pushed: dict[int, float], index: int) -> None:
+        self.pushed, self.index, self.buf = pushed, index, b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while len(self.buf) >= 8:
+            (total,) = struct.unpack_from(">i", self.buf, 0)
+            if len(self.buf) - 4 < total:
+                return
+            (hlen,) = struct.unpack_from(">i", self.buf, 4)
+            m = _CODE.search(self.buf[8 : 8 + (hlen & 0xFFFFFF)])
+            if m is not None and int(m.group(1)) == 1008:
+                self.pushed[self.index] = time.time()
+            self.buf = self.buf[4 + total :]
+
+
+async def listen(count: int) -> tuple[list[str], dict[int, float]]:
+    """One listening socket on 127.0.0.1 per broker, as a real broker has (its registered address),
+    when the file limit allows (raised as far as needed); else addresses nobody listens at, whose
+    1008s fail as they would for dead brokers."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = count + 1024
+    if soft < want and (hard == resource.RLIM_INFINITY or want <= hard):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        soft = want
+    pushed: dict[int, float] = {}
+    if soft < want:
+        return [f"127.0.0.1:{20000 + i % 40000}" for i in range(count)], pushed
+    loop = asyncio.get_running_loop()
+    addresses = []
+    for i in range(count):
+        server = await loop.create_server(lambda i=i: PushSink(pushed, i), "127.0.0.1", 0)  # type: ignore[misc]
+        addresses.append(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    return addresses, pushed
+
+
 async def find_leader(addresses: list[str]) -> str:
     """The remoting address of the node that says it leads (GET_METADATA_INFO, 1005)."""
     while True:
@@ -173,6 +216,7 @@ async def worker_main(addresses: list[str], first: int, count: int, cluster: str
     loop = asyncio.get_running_loop()
     brokers = [(f"scale-{(first + i) // 3:05d}", (first + i) % 3 + 1) for i in range(count)]
     fleet = Fleet(addresses, count)
+    own, pushed = await listen(count)
     await fleet.follow()
 
     async def call(i: int, code: int, ext: dict[str, str]) -> int:
@@ -193,7 +237,7 @@ async def worker_main(addresses: list[str], first: int, count: int, cluster: str
 
     async def register(i: int) -> None:
         name, bid = brokers[i]
-        addr = f"127.0.0.1:{20000 + (first + i) % 40000}"
+        addr = own[i]
         for code_, ext in ((1013, {"clusterName": cluster, "brokerName": name, "appliedBrokerId": str(bid),
                                    "registerCheckCode": f"{addr};1"}),
                            (1003, {"clusterName": cluster, "brokerName": name, "brokerId": str(bid),
@@ -219,7 +263,7 @@ async def worker_main(addresses: list[str], first: int, count: int, cluster: str
     beats = []
     for i, (name, bid) in enumerate(brokers):
         beats.append(frame(904, i % PER_CONNECTION, {
-            "clusterName": cluster, "brokerAddr": f"127.0.0.1:{20000 + (first + i) % 40000}",
+            "clusterName": cluster, "brokerAddr": own[i],
             "brokerName": name, "brokerId": str(bid), "epoch": "1", "maxOffset": "1000",
             "confirmOffset": "1000", "heartbeatTimeoutMills": str(lease_ms), "electionPriority": "0"}))
     silenced: set[int] = set()
@@ -229,7 +273,8 @@ async def worker_main(addresses: list[str], first: int, count: int, cluster: str
         out: dict[str, Any] = {"latencies": {}, "errors": fleet.stats["errors"], "lost": fleet.stats["lost"],
                                "cpu": proc_cpu_seconds(os.getpid()), "leader": fleet.leader,
                                "last_sent": {str(first + i): t for i, t in last_sent.items()
-                                             if i in silenced}}
+                                             if i in silenced},
+                               "pushed": {str(first + i): t for i, t in pushed.items()}}
         for sec, values in fleet.stats["latencies"].items():  # type: ignore[attr-defined]
             out["latencies"].setdefault(str(sec), []).extend(values)
         for c in fleet.conns:
