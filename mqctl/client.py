@@ -115,6 +115,7 @@ MAX_REDIRECTS = 5
 # (each for at most PROBE_TIMEOUT) whether another one leads now; discovery asks every node at once
 # and waits at most DISCOVERY_TIMEOUT per round.
 PROBE_AFTER = 0.3
+PROBE_AGAIN = 0.1  # while no other node leads yet: an election takes 0.15-0.35 s to start
 PROBE_TIMEOUT = 0.3
 DISCOVERY_TIMEOUT = 1.0
 ELECTION_POLL = 0.02
@@ -255,7 +256,13 @@ class ControllerClient(ControllerApi):
             future.add_done_callback(lambda _f: done.set())
         errors: list[str] = []
         named = ""
+        majority = len(self.addresses) // 2 + 1
         while pending:
+            if len(self.addresses) - len(pending) >= majority:
+                # a majority answered and none leads: the election is still running (or the leader
+                # is among the silent ones, then asked again within ELECTION_POLL); not waiting for
+                # a dead node's connection attempt, which can take a reconnect backoff
+                break
             done.clear()
             for address, future in list(pending.items()):
                 if not future.done():
@@ -359,12 +366,13 @@ class ControllerClient(ControllerApi):
         remaining = max(0.001, deadline - time.monotonic())
         future = rpc.future(message, timeout=remaining, metadata=metadata)
         try:
+            wait = PROBE_AFTER
             while True:
                 try:
-                    resp = future.result(timeout=PROBE_AFTER)
+                    resp = future.result(timeout=wait)
                     break
                 except grpc.FutureTimeoutError:
-                    pass
+                    wait = PROBE_AGAIN
                 # no answer yet: a leader that stopped (paused, cut off) is waited for only until
                 # another node leads; a busy leader that the others still follow is waited for
                 leader = self._leader_elsewhere(target) if follow and len(self.addresses) > 1 else ""
@@ -385,8 +393,9 @@ class ControllerClient(ControllerApi):
             if code not in _TRANSIENT:
                 raise ControllerError(Code.SYSTEM_ERROR, f"gRPC call {method} failed: {text}") from None
             if retry_any or _not_sent(err):
-                # a node that refuses connections is down: its successor is polled for, no backoff
-                raise _Retry(text, election=_not_sent(err)) from None
+                # a node that refuses or drops connections is down (or restarting): its successor is
+                # polled for, no backoff (that is for an overloaded node: RESOURCE_EXHAUSTED, timeouts)
+                raise _Retry(text, election=code == grpc.StatusCode.UNAVAILABLE) from None
             raise ControllerError(
                 Code.UNAVAILABLE,
                 f"{method} outcome unknown (the connection failed after the request was sent; "
