@@ -17,7 +17,7 @@ from mqctl.cli import root_app, sub_app
 from mqctl.cli.admin_cmd import Conn, _no_color_opt, connected
 from mqctl.cli.common import output_option
 from mqctl.cli.render import Output
-from mqctl.errors import UsageError
+from mqctl.errors import MqctlError, UsageError
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient
@@ -95,7 +95,6 @@ def _replica_metadata(conn: Conn, client: ControllerClient, doc: dict[str, Any],
     from dataclasses import asdict
 
     from mqctl.admin.brokermeta import replica_drift
-    from mqctl.errors import MqctlError
 
     names = sorted({e["brokerName"] for e in doc["entries"] if e["brokerName"]})
     if not names:

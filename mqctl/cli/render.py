@@ -433,7 +433,7 @@ def _lacks_cell(r: Doc) -> Any:
         return ", ".join(shown[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
 
     lacks = "; ".join(f"{label} {names(kind)}" for kind, label in _LACKS if kind in r["lacks"])
-    return Text(f"lacks {lacks} (held by {r['syncFrom']})\nfix: {r['fix']}", style="bold red")
+    return Text(f"lacks {lacks}\nfix: {r['fix']}", style="bold red")
 
 
 def rebalance_table(doc: Doc) -> Any:

@@ -190,9 +190,8 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
         assert "lease expired for broker 1" in table.stdout
         lines = table.stdout.splitlines()
         a2_line = next(i for i, line in enumerate(lines) if f" {a2} " in line and " lacks " in line)
-        assert "master" in lines[a2_line] and (
-            f"lacks topics TopicNew; subscription groups GNew; consumer offsets of TopicNew@GNew (held by "
-            f"{a1})") in lines[a2_line]
+        lacks = "lacks topics TopicNew; subscription groups GNew; consumer offsets of TopicNew@GNew"
+        assert "master" in lines[a2_line] and lacks in lines[a2_line]
         assert f"fix: {fix}" in lines[a2_line + 1]
         assert sum("lacks nothing" in line for line in lines) == 3  # set-a's old master, set-b's two
         assert any(f" {dead} " in line and f"unreachable: broker {dead}: " in line for line in lines)
