@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -139,9 +140,10 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
     lacking = _store(rocketmq_config, tmp_path / "lacking", SLAVE, "broker-a", 2)
     # set-a: its master has what its slave lacks, then fails over to that slave (its lease ends while its
     # admin port still answers, as a master cut off from the controller); set-b: no drift; set-c: one
-    # replica beats but its admin port does not answer
+    # replica beats but nothing listens on its admin port, another's accepts and never answers
     brokers = {k: AdminBroker(store) for k, store in (("a1", full), ("a2", lacking), ("b1", full),
                                                       ("b2", full), ("c1", full))}
+    mute = socket.create_server(("127.0.0.1", 0))
     cluster, _ = cockpit_cluster(tmp_path / "ctl", 1)
     client = ControllerClient(cluster.addresses, timeout=30)
     beater = Beater(client, lease_ms=6000)
@@ -149,14 +151,15 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
         client.change_quorum("feature-level", feature_level=3)
         a1, a2, b1, b2, c1 = (brokers[k].address for k in ("a1", "a2", "b1", "b2", "c1"))
         dead = f"127.0.0.1:{free_port()}"
+        silent = f"127.0.0.1:{mute.getsockname()[1]}"
         _set(client, beater, "set-a", [a1, a2])
         _set(client, beater, "set-b", [b1, b2])
-        _set(client, beater, "set-c", [c1, dead])
+        _set(client, beater, "set-c", [c1, dead, silent])
         beater.silence("set-a", 1)
         wait_until(lambda: client.get_replica_info("set-a").master_broker_id == 2, 60,
                    what="set-a's slave elected when its master's lease ends")
 
-        out = mq(cluster.addresses, "history", "-o", "json")
+        out = mq(cluster.addresses, "history", "-o", "json", "--broker-timeout", "1")
         assert out.returncode == 0, out.stderr
         doc = json.loads(out.stdout)
         election = [e for e in doc["entries"] if e["brokerName"] == "set-a" and e["what"] == "master elected"]
@@ -181,8 +184,9 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
         assert (rows[1]["status"], rows[1]["lacks"]) == ("answered", None)
         assert meta["set-c"]["replicasCompared"] == 0
         assert rows[2]["status"] == "unreachable" and rows[2]["error"].startswith(f"broker {dead}: "), rows[2]
+        assert rows[3]["status"] == "unreachable" and "within 1.0 s" in rows[3]["error"], rows[3]
         assert brokers["a1"].requests == 4  # one of each request; -o yaml says the same
-        yaml_out = mq(cluster.addresses, "history", "-o", "yaml")
+        yaml_out = mq(cluster.addresses, "history", "-o", "yaml", "--broker-timeout", "1")
         assert yaml_out.returncode == 0 and yaml.safe_load(yaml_out.stdout)["metadata"] == meta
 
         table = mq(cluster.addresses, "history")
@@ -212,9 +216,13 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
         assert table.returncode == 0 and "lease expired for broker 1" in table.stdout
         assert "lacks" not in table.stdout
         assert {k: (b.connections, b.requests) for k, b in brokers.items()} == before
+        bad = mq(cluster.addresses, "history", "--broker-timeout", "0")
+        assert bad.returncode == 2
+        assert bad.stderr == "mqctl: error: --broker-timeout must be positive, got 0.0\n"
     finally:
         beater.stop()
         client.close()
         cluster.stop()
+        mute.close()
         for b in brokers.values():
             b.close()
