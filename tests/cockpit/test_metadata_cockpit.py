@@ -184,10 +184,14 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
         assert (rows[1]["status"], rows[1]["lacks"]) == ("answered", None)
         assert meta["set-c"]["replicasCompared"] == 0
         assert rows[2]["status"] == "unreachable" and rows[2]["error"].startswith(f"broker {dead}: "), rows[2]
-        assert rows[3]["status"] == "unreachable" and "within 1.0 s" in rows[3]["error"], rows[3]
-        assert brokers["a1"].requests == 4  # one of each request; -o yaml says the same
+        assert rows[3]["status"] == "unreachable" and "no answer" in rows[3]["error"], rows[3]
+        assert brokers["a1"].requests == 4  # one of each request
+        # -o yaml: the same document (set-c's error texts aside: what a timeout had left varies)
         yaml_out = mq(cluster.addresses, "history", "-o", "yaml", "--broker-timeout", "1")
-        assert yaml_out.returncode == 0 and yaml.safe_load(yaml_out.stdout)["metadata"] == meta
+        assert yaml_out.returncode == 0, yaml_out.stderr
+        in_yaml = yaml.safe_load(yaml_out.stdout)["metadata"]
+        assert {k: in_yaml[k] for k in ("set-a", "set-b")} == {k: meta[k] for k in ("set-a", "set-b")}
+        assert [r["status"] for r in in_yaml["set-c"]["replicas"]] == ["answered", *["unreachable"] * 2]
 
         table = mq(cluster.addresses, "history")
         assert table.returncode == 0, table.stderr
