@@ -11,10 +11,11 @@ UPDATE_CONSUMER_OFFSET (15). No request sets a delay offset: those are copied of
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from mqctl.errors import ControllerError, RefusedError, UnreachableError
+from mqctl.errors import ControllerError, MqctlError, RefusedError, UnreachableError
 from mqctl.recover.metadata import ReplicaMetadata, SyncPlan, compare
 from mqctl.store import metadata as md
 
@@ -31,10 +32,14 @@ __all__ = [
     "drift_of_sets",
     "fetch_broker_config",
     "fetch_replica",
+    "lacking",
     "lacks",
     "live_drift",
     "push_plan",
+    "replica_drift",
     "require_metadata",
+    "sync_fix",
+    "sync_source",
 ]
 
 UPDATE_CONSUMER_OFFSET = 15
@@ -86,8 +91,10 @@ def _ask(conn: _Connection, address: str, code: int, name: str, timeout: float,
 
 
 def fetch_replica(connect: Connect, address: str, *, broker_set: str | None = None,
-                  broker_id: int | None = None, timeout: float = 5.0) -> ReplicaMetadata:
-    """What the broker at `address` holds now (its tables in memory, as it would persist them)."""
+                  broker_id: int | None = None, timeout: float = 5.0,
+                  deadline: float | None = None) -> ReplicaMetadata:
+    """What the broker at `address` holds now (its tables in memory, as it would persist them): each
+    request answered within `timeout` seconds and, with a `deadline` (time.monotonic()), all by then."""
     conn = _open(connect, address)
     got: dict[str, Any] = {}
     for code, name, decode in ((GET_ALL_TOPIC_CONFIG, md.TOPICS, md.decode_topics),
@@ -95,7 +102,10 @@ def fetch_replica(connect: Connect, address: str, *, broker_set: str | None = No
                                 md.decode_subscription_groups),
                                (GET_ALL_CONSUMER_OFFSET, md.CONSUMER_OFFSETS, md.decode_consumer_offsets),
                                (GET_ALL_DELAY_OFFSET, md.DELAY_OFFSETS, md.decode_delay_offsets)):
-        body = _ask(conn, address, code, name, timeout)
+        wait = timeout if deadline is None else min(timeout, deadline - time.monotonic())
+        if wait <= 0:
+            raise UnreachableError(f"broker {address}: {name}: no answer in time")
+        body = _ask(conn, address, code, name, wait)
         got[name] = decode(body or b"{}", f"broker {address} ({name}, request {code})")
     return ReplicaMetadata(address, broker_set, broker_id, got[md.TOPICS].topics,
                            got[md.SUBSCRIPTION_GROUPS].groups, got[md.CONSUMER_OFFSETS].offsets,
@@ -121,8 +131,6 @@ def drift_of_sets(connect: Connect, table: Mapping[str, Mapping[str, Any]], *,
     """`health --doctor`'s metadata check: the live_drift of each set of a GetSyncStateData table (as
     dicts) from its alive replicas; a set with fewer than two is left out, one whose brokers do not
     answer (or refuse) is {"error": why}."""
-    from mqctl.errors import MqctlError
-
     out: dict[str, dict[str, Any]] = {}
     for name, info in sorted(table.items()):
         alive = sorted((int(r["broker_id"]), str(r["broker_address"]))
@@ -149,6 +157,73 @@ def lacks(drift: Mapping[str, Any], replica: str) -> dict[str, int]:
     if row is None:
         return {}
     return {what: int(row[key]) for key, what in LACKS if row[key]}
+
+
+def lacking(drift: Mapping[str, Any], replica: str) -> dict[str, list[str]]:
+    """What ``replica`` lacks that another replica of the drift has, by name: topics,
+    subscriptionGroups and consumerOffsets ("topic@group", once however many queues), the kinds it
+    lacks nothing of left out (lacks counts them)."""
+    out = {"topics": sorted(e["topic"] for e in drift["topics"] if replica in e["missingFrom"]),
+           "subscriptionGroups": sorted(e["group"] for e in drift["subscriptionGroups"]
+                                        if replica in e["missingFrom"]),
+           "consumerOffsets": sorted({f"{e['topic']}@{e['group']}" for e in drift["consumerOffsets"]
+                                      if replica in e["missingFrom"]})}
+    return {kind: names for kind, names in out.items() if names}
+
+
+def sync_source(drift: Mapping[str, Any], replica: str, master: str | None) -> str:
+    """The replica (address) `metadata sync` takes what ``replica`` lacks from: the master (its address,
+    if compared) for a slave; for the master (a failover to a slave that had not copied them) the other
+    replica that lacks the least."""
+    names = [str(r["replica"]) for r in drift["replicas"]]
+    if master is not None and master in names and replica != master:
+        return master
+    return min((a for a in names if a != replica), key=lambda a: sum(lacks(drift, a).values()))
+
+
+def sync_fix(source: str, replica: str) -> str:
+    return f"mqctl metadata sync --from {source} --to {replica} --dry-run (then without --dry-run)"
+
+
+def replica_drift(connect: Connect, info: Mapping[str, Any], *, broker_set: str | None = None,
+                  timeout: float = 3.0) -> dict[str, Any]:
+    """`history`'s metadata of one set (a GetSyncStateData row, as a dict), replica by replica. Every
+    registered replica is asked, the controller's alive flag aside (an old master that lost its lease
+    may still answer, and only it may have what the new master lacks), at most ``timeout`` seconds each;
+    one that does not answer is "unreachable" (refuses: "refused"; answers what cannot be read:
+    "unreadable") and the others are still compared, with live_drift's comparer. Each replica that
+    answered says what it lacks by name (lacking), and where from to sync it when it lacks anything."""
+    replicas = sorted((int(r["broker_id"]), str(r["broker_address"]), bool(r.get("alive")), insync)
+                      for insync, rows in ((True, info.get("in_sync_replicas", ())),
+                                           (False, info.get("not_in_sync_replicas", ())))
+                      for r in rows if r.get("broker_address"))
+    master = info.get("master_broker_id")
+    answered: list[ReplicaMetadata] = []
+    rows: list[dict[str, Any]] = []
+    for bid, address, alive, insync in replicas:
+        row: dict[str, Any] = {"brokerId": bid, "address": address,
+                               "role": "master" if bid == master else "slave", "alive": alive,
+                               "inSyncStateSet": insync, "status": "answered", "error": None}
+        try:
+            answered.append(fetch_replica(connect, address, broker_set=broker_set, broker_id=bid,
+                                          timeout=timeout, deadline=time.monotonic() + timeout))
+        except MqctlError as exc:
+            row["status"] = ("unreachable" if isinstance(exc, UnreachableError) else
+                             "refused" if isinstance(exc, ControllerError) else "unreadable")
+            row["error"] = str(exc)
+        rows.append(row)
+    drift = compare(answered) if len(answered) > 1 else None
+    master_address = next((a for b, a, *_ in replicas if b == master), None)
+    for row in rows:
+        row["lacks"] = row["syncFrom"] = row["fix"] = None
+        if drift is None or row["status"] != "answered":
+            continue
+        row["lacks"] = lacking(drift, row["address"])
+        if row["lacks"]:
+            row["syncFrom"] = sync_source(drift, row["address"], master_address)
+            row["fix"] = sync_fix(row["syncFrom"], row["address"])
+    return {"masterBrokerId": master, "replicasCompared": len(answered) if drift else 0,
+            "differs": drift["differs"] if drift else None, "replicas": rows}
 
 
 def require_metadata(connect: Connect, broker_set: str, master: tuple[int, str], candidate: tuple[int, str],

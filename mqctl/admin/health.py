@@ -205,7 +205,7 @@ def metadata_findings(table: Mapping[str, Mapping[str, Any]],
     groups or consumer offsets another replica of its set has (brokermeta.lacks), with the `metadata
     sync` that puts them back: from the master into a slave, or into the master (a failover to a
     slave that had not copied them) from the other replica that lacks the least."""
-    from mqctl.admin.brokermeta import lacks
+    from mqctl.admin.brokermeta import lacks, sync_fix, sync_source
 
     findings = []
     for name, drift in sorted(drifts.items()):
@@ -219,16 +219,12 @@ def metadata_findings(table: Mapping[str, Mapping[str, Any]],
             missing = lacks(drift, replica)
             if not missing:
                 continue
-            if replica != master_addr and master_addr is not None:
-                source = master_addr
-            else:
-                source = min((a for a in ids if a != replica), key=lambda a: sum(lacks(drift, a).values()))
+            source = sync_source(drift, replica, master_addr)
             role = "master" if replica == master_addr else "slave"
             what = ", ".join(f"{n} {kind}" for kind, n in missing.items())
             findings.append({
                 "brokerName": name, "verdict": WARN,
                 "finding": f"{role} {bid} ({replica}) lacks {what} that broker {ids[source]} ({source}) has"
                            + (": a failover to it would lose them" if role == "slave" else ""),
-                "fix": f"mqctl metadata sync --from {source} --to {replica} --dry-run (then without "
-                       "--dry-run)"})
+                "fix": sync_fix(source, replica)})
     return findings

@@ -193,19 +193,20 @@ _CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
 _REMOTING_ONLY = ("protocol", "access_key", "secret_key")  # left out of the gRPC-only commands
 
 
-def connected(*, protocol: bool = True, timeout: float = 10.0,
+def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool = False,
               timeout_help: str = "seconds per controller call, retries included") -> Callable[[F], F]:
     """The controller connection options, declared once here for every admin command: the command
     takes one ``conn: Conn`` parameter and gets -a, --token, --tls-*, --protocol and
-    --access-key/--secret-key (unless ``protocol`` is False: gRPC only) and --timeout, as
-    patronictl passes one context to each command. Typer sees the options in the command's
-    signature (``__signature__``)."""
+    --access-key/--secret-key (unless ``protocol`` is False: gRPC only; ``broker_acl`` keeps the keys
+    for a gRPC-only command that also asks brokers) and --timeout, as patronictl passes one context to
+    each command. Typer sees the options in the command's signature (``__signature__``)."""
     import functools
     import inspect
 
     def deco(fn: F) -> F:
+        left_out = () if protocol else ("protocol",) if broker_acl else _REMOTING_ONLY
         options = {name: (kind, factory()) for name, (kind, factory) in _CONNECTION_OPTIONS.items()
-                   if protocol or name not in _REMOTING_ONLY}
+                   if name not in left_out}
         options["timeout"] = (float, typer.Option(timeout, "--timeout", envvar="MQCTL_TIMEOUT",
                                                   help=timeout_help))
         sig = inspect.signature(fn)

@@ -17,6 +17,7 @@ from mqctl.cli import root_app, sub_app
 from mqctl.cli.admin_cmd import Conn, _no_color_opt, connected
 from mqctl.cli.common import output_option
 from mqctl.cli.render import Output
+from mqctl.errors import MqctlError, UsageError
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient
@@ -26,7 +27,7 @@ failover_app = sub_app("failover", "Pause or resume automatic failover (the cont
 
 
 @root_app.command("history")
-@connected(protocol=False)
+@connected(protocol=False, broker_acl=True)
 def history(
     conn: Conn,
     broker_name: str = typer.Option(None, "-b", "--broker-name", "--brokerName",
@@ -37,6 +38,11 @@ def history(
     follow: bool = typer.Option(False, "-f", "--follow", help="then print new entries as the controller "
                                 "notes them, until Ctrl-C (JSON: one entry per line; YAML: one document "
                                 "each)"),
+    no_metadata: bool = typer.Option(False, "--no-metadata", help="do not ask the brokers for their "
+                                     "metadata (four requests to each registered replica of each set "
+                                     "listed, up to --broker-timeout each); --follow never does"),
+    broker_timeout: float = typer.Option(3.0, "--broker-timeout", metavar="SECONDS",
+                                         help="at most this long for each broker's metadata"),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -44,15 +50,24 @@ def history(
     broker set, what happened, why, and for an election every candidate, why the winner won and the
     bytes the new master may not have (with the total per broker set).
 
+    Then, for each broker set listed, what each replica lacks now of the topics, subscription groups
+    and consumer offsets another replica has (after a failover: what the new master lacks), asked of
+    the brokers at the addresses they registered, with `metadata diff`'s requests and comparer, and
+    the `metadata sync` that puts it back; a broker that does not answer is shown unreachable.
+
     The history is replicated controller state (feature level 3; the last historyMaxEntries entries,
     10000 by default); any node answers."""
     from mqctl.admin.cockpit import entry_doc, history_doc, since_ms
     from mqctl.cli import render
 
+    if broker_timeout <= 0:
+        raise UsageError(f"--broker-timeout must be positive, got {broker_timeout}")
     start = since_ms(since, int(time.time() * 1000))
     with conn.client() as client:
         page = client.history(broker_name or "", start)
         doc = history_doc(page, broker_name, start)
+        if not follow and not no_metadata:
+            doc["metadata"] = _replica_metadata(conn, client, doc, broker_timeout)
         if not follow:
             render.emit(doc, output, render.history_table, no_color=no_color)
             return
@@ -71,6 +86,33 @@ def history(
                     _print_entry(shown, output)
         except KeyboardInterrupt:
             return
+
+
+def _replica_metadata(conn: Conn, client: ControllerClient, doc: dict[str, Any],
+                      timeout: float) -> dict[str, dict[str, Any]]:
+    """brokermeta.replica_drift of each broker set the history lists, from the registrations the
+    controller has now; {"error": why} for a set it cannot be asked of."""
+    from dataclasses import asdict
+
+    from mqctl.admin.brokermeta import replica_drift
+
+    names = sorted({e["brokerName"] for e in doc["entries"] if e["brokerName"]})
+    if not names:
+        return {}
+    try:
+        table = {n: asdict(i) for n, i in client.get_sync_state_data(names).replicas_info_table.items()}
+    except MqctlError as exc:
+        return {n: {"error": f"cannot read its replicas from the controller: {exc}"} for n in names}
+    addresses = {n: [str(r["broker_address"]) for r in (*i["in_sync_replicas"], *i["not_in_sync_replicas"])
+                     if r["broker_address"]] for n, i in table.items()}
+    out = {n: {"error": "no replica of it is registered on the controller"}
+           for n in names if not addresses.get(n)}
+    asked = [n for n in names if n not in out]
+    if asked:
+        with conn.remoting([a for n in asked for a in addresses[n]], timeout, brokers=True) as brokers:
+            out.update((n, replica_drift(brokers.connection, table[n], broker_set=n, timeout=timeout))
+                       for n in asked)
+    return dict(sorted(out.items()))
 
 
 def _print_entry(entry: dict[str, Any], output: Output) -> None:
@@ -137,8 +179,9 @@ def failover_resume(
 
 
 @root_app.command("switchover")
-@connected(protocol=False, timeout_help="seconds to wait for the new master to catch up with the master "
-                                        "(offset equal in their heartbeats), and per controller call")
+@connected(protocol=False, broker_acl=True,
+           timeout_help="seconds to wait for the new master to catch up with the master (offset equal in "
+                        "their heartbeats), and per controller call")
 def switchover(
     conn: Conn,
     broker_name: str = typer.Option(..., "-b", "--broker-name", "--brokerName", help="the broker set"),

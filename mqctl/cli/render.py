@@ -386,7 +386,54 @@ def history_table(doc: Doc) -> Any:
     if totals:
         parts.append(Text("bytes elections may have lost: " + ", ".join(
             f"{name} {n}" for name, n in totals.items()), style="bold"))
+    if "metadata" in doc:
+        parts.extend(_replica_metadata(doc["metadata"]))
     return Group(*parts)
+
+
+_LACKS = (("topics", "topics"), ("subscriptionGroups", "subscription groups"),
+          ("consumerOffsets", "consumer offsets of"))
+_SHOWN = 5  # names per kind in a cell; -o json has them all
+
+
+def _replica_metadata(per_set: Doc) -> list[Any]:
+    """`history`'s metadata of each replica now (brokermeta.replica_drift)."""
+    from rich.text import Text
+
+    out: list[Any] = []
+    t = _table("SET", "ID", "ADDRESS", "ROLE", "CONTROLLER", "METADATA",
+               title="what each replica lacks now that another has (mqctl metadata diff -b SET for every "
+                     "difference)")
+    for name, d in per_set.items():
+        if "error" in d:
+            out.append(Text(f"metadata of {name} not compared: {d['error']}", style="yellow"))
+            continue
+        for r in d["replicas"]:
+            controller = ("alive" if r["alive"] else "not alive") + (
+                ", in SyncStateSet" if r["inSyncStateSet"] else "")
+            t.add_row(name, str(r["brokerId"]), r["address"], r["role"], controller, _lacks_cell(r))
+    if t.row_count:
+        out.insert(0, t)
+    return out
+
+
+def _lacks_cell(r: Doc) -> Any:
+    from rich.text import Text
+
+    if r["status"] != "answered":
+        return Text(f"{r['status']}: {r['error']}", style="yellow")
+    if r["lacks"] is None:
+        return Text("answered; no other replica did, nothing to compare with", style="yellow")
+    if not r["lacks"]:
+        return Text("lacks nothing", style="green")
+
+    def names(kind: str) -> str:
+        shown = r["lacks"][kind]
+        more = len(shown) - _SHOWN
+        return ", ".join(shown[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+    lacks = "; ".join(f"{label} {names(kind)}" for kind, label in _LACKS if kind in r["lacks"])
+    return Text(f"lacks {lacks}\nfix: {r['fix']}", style="bold red")
 
 
 def rebalance_table(doc: Doc) -> Any:

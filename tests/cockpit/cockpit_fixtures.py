@@ -106,6 +106,8 @@ class AdminBroker:
         self._server = socket.create_server(("127.0.0.1", 0))
         self._server.settimeout(0.2)
         self.address = f"127.0.0.1:{self._server.getsockname()[1]}"
+        self.connections = 0  # accepted, and requests answered: a test that must not ask sees none
+        self.requests = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
@@ -116,6 +118,7 @@ class AdminBroker:
                 conn, _ = self._server.accept()
             except OSError:
                 continue
+            self.connections += 1
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
@@ -129,6 +132,7 @@ class AdminBroker:
                     cmd = codec.decode_frame(conn.recv(struct.unpack(">i", prefix)[0], socket.MSG_WAITALL))
                 except (OSError, ValueError):
                     return
+                self.requests += 1
                 name = self.FILES.get(cmd.code)
                 if name is None:
                     answer = RemotingCommand(code=3, opaque=cmd.opaque, flag=FLAG_RESPONSE,

@@ -1,22 +1,26 @@
 """Metadata drift in the cockpit (issues 14 and 21): `mqctl health --doctor` reports a live replica that
 lacks topics, subscription groups or consumer offsets another replica of its set has, with the `metadata
-sync` that puts them back, and `mqctl switchover --require-metadata` refuses while the new master lacks
-what the master has; both through `metadata diff`'s comparer, against a real `mqctl serve` and brokers'
-admin ports serving config/ files written by RocketMQ's own managers (cockpit_fixtures.AdminBroker)."""
+sync` that puts them back, `mqctl switchover --require-metadata` refuses while the new master lacks
+what the master has, and `mqctl history` shows after a failover what the new master lacks, by name; all
+through `metadata diff`'s comparer, against a real `mqctl serve` and brokers' admin ports serving
+config/ files written by RocketMQ's own managers (cockpit_fixtures.AdminBroker)."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from cockpit_fixtures import AdminBroker, cockpit_cluster
 
 from mqctl.client import ControllerClient
 from mqctl.store.identity import BrokerIdentity, write_identity
-from mqctl.testing import TEST_CLUSTER, Beater, free_port, register_broker
+from mqctl.testing import TEST_CLUSTER, Beater, free_port, register_broker, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +45,9 @@ persist
 
 
 def mq(addresses: str, *args: str) -> subprocess.CompletedProcess[str]:
+    # wide enough that no table cell wraps (the fix lines are long)
     return subprocess.run([sys.executable, "-m", "mqctl", *args, "-a", addresses], capture_output=True,
-                          text=True, timeout=90)
+                          text=True, timeout=90, env={**os.environ, "COLUMNS": "400"})
 
 
 def _store(driver, root: Path, spec: str, broker: str, broker_id: int) -> Path:
@@ -126,5 +131,102 @@ def test_doctor_and_switchover_see_what_a_replica_lacks(rocketmq_config, tmp_pat
         beater.stop()
         client.close()
         cluster.stop()
+        for b in brokers.values():
+            b.close()
+
+
+def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path) -> None:
+    full = _store(rocketmq_config, tmp_path / "full", MASTER, "broker-a", 1)
+    lacking = _store(rocketmq_config, tmp_path / "lacking", SLAVE, "broker-a", 2)
+    # set-a: its master has what its slave lacks, then fails over to that slave (its lease ends while its
+    # admin port still answers, as a master cut off from the controller); set-b: no drift; set-c: one
+    # replica beats but nothing listens on its admin port, another's accepts and never answers
+    brokers = {k: AdminBroker(store) for k, store in (("a1", full), ("a2", lacking), ("b1", full),
+                                                      ("b2", full), ("c1", full))}
+    mute = socket.create_server(("127.0.0.1", 0))
+    cluster, _ = cockpit_cluster(tmp_path / "ctl", 1)
+    client = ControllerClient(cluster.addresses, timeout=30)
+    beater = Beater(client, lease_ms=6000)
+    try:
+        client.change_quorum("feature-level", feature_level=3)
+        a1, a2, b1, b2, c1 = (brokers[k].address for k in ("a1", "a2", "b1", "b2", "c1"))
+        dead = f"127.0.0.1:{free_port()}"
+        silent = f"127.0.0.1:{mute.getsockname()[1]}"
+        _set(client, beater, "set-a", [a1, a2])
+        _set(client, beater, "set-b", [b1, b2])
+        _set(client, beater, "set-c", [c1, dead, silent])
+        beater.silence("set-a", 1)
+        wait_until(lambda: client.get_replica_info("set-a").master_broker_id == 2, 60,
+                   what="set-a's slave elected when its master's lease ends")
+
+        out = mq(cluster.addresses, "history", "-o", "json", "--broker-timeout", "1")
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        election = [e for e in doc["entries"] if e["brokerName"] == "set-a" and e["what"] == "master elected"]
+        assert election[-1]["cause"] == "lease expired for broker 1"
+        assert election[-1]["election"]["newMasterBrokerId"] == 2
+        meta = doc["metadata"]
+        assert sorted(meta) == ["set-a", "set-b", "set-c"]
+        fix = f"mqctl metadata sync --from {a1} --to {a2} --dry-run (then without --dry-run)"
+        rows = {r["brokerId"]: r for r in meta["set-a"]["replicas"]}
+        assert rows[2] == {"brokerId": 2, "address": a2, "role": "master", "alive": True,
+                           "inSyncStateSet": True, "status": "answered", "error": None,
+                           "lacks": {"topics": ["TopicNew"], "subscriptionGroups": ["GNew"],
+                                     "consumerOffsets": ["TopicNew@GNew"]}, "syncFrom": a1, "fix": fix}
+        assert (rows[1]["role"], rows[1]["alive"], rows[1]["status"], rows[1]["lacks"]) == (
+            "slave", False, "answered", {})
+        set_a = meta["set-a"]
+        assert (set_a["masterBrokerId"], set_a["replicasCompared"], set_a["differs"]) == (2, 2, True)
+        assert meta["set-b"]["differs"] is False
+        assert [(r["address"], r["lacks"], r["fix"]) for r in meta["set-b"]["replicas"]] == [
+            (b1, {}, None), (b2, {}, None)]
+        rows = {r["brokerId"]: r for r in meta["set-c"]["replicas"]}
+        assert (rows[1]["status"], rows[1]["lacks"]) == ("answered", None)
+        assert meta["set-c"]["replicasCompared"] == 0
+        assert rows[2]["status"] == "unreachable" and rows[2]["error"].startswith(f"broker {dead}: "), rows[2]
+        assert rows[3]["status"] == "unreachable" and "no answer" in rows[3]["error"], rows[3]
+        assert brokers["a1"].requests == 4  # one of each request
+        # -o yaml: the same document (set-c's error texts aside: what a timeout had left varies)
+        yaml_out = mq(cluster.addresses, "history", "-o", "yaml", "--broker-timeout", "1")
+        assert yaml_out.returncode == 0, yaml_out.stderr
+        in_yaml = yaml.safe_load(yaml_out.stdout)["metadata"]
+        assert {k: in_yaml[k] for k in ("set-a", "set-b")} == {k: meta[k] for k in ("set-a", "set-b")}
+        assert [r["status"] for r in in_yaml["set-c"]["replicas"]] == ["answered", *["unreachable"] * 2]
+
+        table = mq(cluster.addresses, "history")
+        assert table.returncode == 0, table.stderr
+        assert "lease expired for broker 1" in table.stdout
+        lines = table.stdout.splitlines()
+        a2_line = next(i for i, line in enumerate(lines) if f" {a2} " in line and " lacks " in line)
+        lacks = "lacks topics TopicNew; subscription groups GNew; consumer offsets of TopicNew@GNew"
+        assert "master" in lines[a2_line] and lacks in lines[a2_line]
+        assert f"fix: {fix}" in lines[a2_line + 1]
+        assert sum("lacks nothing" in line for line in lines) == 3  # set-a's old master, set-b's two
+        assert any(f" {dead} " in line and f"unreachable: broker {dead}: " in line for line in lines)
+        assert any(f" {c1} " in line and "nothing to compare with" in line for line in lines)
+
+        # one set: only its brokers are asked; --no-metadata: none is
+        asked = {k: b.requests for k, b in brokers.items()}
+        out = mq(cluster.addresses, "history", "-b", "set-b", "-o", "json")
+        assert out.returncode == 0 and sorted(json.loads(out.stdout)["metadata"]) == ["set-b"]
+        assert {k: b.requests - asked[k] for k, b in brokers.items()} == {
+            "a1": 0, "a2": 0, "b1": 4, "b2": 4, "c1": 0}
+        before = {k: (b.connections, b.requests) for k, b in brokers.items()}
+        out = mq(cluster.addresses, "history", "--no-metadata", "-o", "json")
+        assert out.returncode == 0, out.stderr
+        skipped = json.loads(out.stdout)
+        assert "metadata" not in skipped and skipped["entries"] == doc["entries"]
+        table = mq(cluster.addresses, "history", "--no-metadata")
+        assert table.returncode == 0 and "lease expired for broker 1" in table.stdout
+        assert "lacks" not in table.stdout
+        assert {k: (b.connections, b.requests) for k, b in brokers.items()} == before
+        bad = mq(cluster.addresses, "history", "--broker-timeout", "0")
+        assert bad.returncode == 2
+        assert bad.stderr == "mqctl: error: --broker-timeout must be positive, got 0.0\n"
+    finally:
+        beater.stop()
+        client.close()
+        cluster.stop()
+        mute.close()
         for b in brokers.values():
             b.close()
