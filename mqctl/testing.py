@@ -306,6 +306,19 @@ class LocalCluster:
         leader: Node = wait_until(ready, timeout, what="a controller leader")
         return leader
 
+    def raise_feature_level(self, client: Any, level: int, timeout: float = 60.0) -> None:
+        """`mqctl quorum feature-level LEVEL` once every member has published that it speaks it (a
+        node publishes its level through the log soon after it starts, later on a loaded machine)."""
+
+        def published() -> bool:
+            leader = self.wait_for_leader(timeout)
+            peers = metadata(leader.grpc_address).get("peers") or []
+            return len(peers) == len(self.nodes) and all(
+                int(p.get("max_feature_level", 0)) >= level for p in peers)
+
+        wait_until(published, timeout, what=f"every node to publish feature level {level}")
+        client.change_quorum("feature-level", feature_level=level)
+
     def hashes(self) -> dict[str, str]:
         out = {}
         for node in self.nodes:

@@ -34,7 +34,7 @@ def group(
         client = ControllerClient(cluster.addresses, token=TOKEN, timeout=30)
         beater = Beater(client)
         try:
-            client.change_quorum("feature-level", feature_level=3)
+            cluster.raise_feature_level(client, 3)
             yield cluster, client, beater
         finally:
             beater.stop()

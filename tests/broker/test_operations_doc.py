@@ -90,7 +90,7 @@ def test_maintenance_window_and_lost_controller_as_documented(tmp_path: Path) ->
     try:
         cluster.start()
         client = ControllerClient(cluster.addresses, token=TOKEN, timeout=30)
-        client.change_quorum("feature-level", feature_level=3)
+        cluster.raise_feature_level(client, 3)
         agent("broker-a-0").wait_role(Role.MASTER, 30)  # broker 1, the preferred replica (lowest id)
         agent("broker-a-1")
         agent("broker-b-0").wait_role(Role.MASTER, 30)

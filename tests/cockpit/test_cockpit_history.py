@@ -33,7 +33,7 @@ def test_elections_by_cause_and_the_history_on_the_page(tmp_path: Path) -> None:
         assert 'id="history-off"' in page and "this group is at 1" in page
         assert "mqctl quorum feature-level 3" in page
         assert "mqctl_elections_total" not in get(f"{url}/metrics")[2]  # no history, no counter
-        client.change_quorum("feature-level", feature_level=3)
+        cluster.raise_feature_level(client, 3)
         wait_until(lambda: 'id="history-empty"' in get(f"{url}/")[2], 20, what="the page at level 3")
 
         # two replicas, 1 master with 6000 bytes, 2 outside the SyncStateSet with 3500; unclean election on

@@ -81,7 +81,7 @@ def test_doctor_and_switchover_see_what_a_replica_lacks(rocketmq_config, tmp_pat
     client = ControllerClient(cluster.addresses, timeout=30)
     beater = Beater(client, lease_ms=6000)
     try:
-        client.change_quorum("feature-level", feature_level=3)
+        cluster.raise_feature_level(client, 3)
         _set(client, beater, "set-a", [brokers["a1"].address, brokers["a2"].address])
         _set(client, beater, "set-b", [brokers["b1"].address, brokers["b2"].address])
         _set(client, beater, "set-c", [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"])
@@ -148,7 +148,7 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
     client = ControllerClient(cluster.addresses, timeout=30)
     beater = Beater(client, lease_ms=6000)
     try:
-        client.change_quorum("feature-level", feature_level=3)
+        cluster.raise_feature_level(client, 3)
         a1, a2, b1, b2, c1 = (brokers[k].address for k in ("a1", "a2", "b1", "b2", "c1"))
         dead = f"127.0.0.1:{free_port()}"
         silent = f"127.0.0.1:{mute.getsockname()[1]}"

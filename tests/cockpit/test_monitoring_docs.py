@@ -53,7 +53,7 @@ def test_every_metric_in_the_dashboard_and_the_alerts_exists(tmp_path: Path) -> 
     client = ControllerClient(cluster.addresses)
     beater = Beater(client)
     try:
-        client.change_quorum("feature-level", feature_level=3)  # the history's counters
+        cluster.raise_feature_level(client, 3)  # the history's counters
         broker_set(client, beater, "broker-a", alive=2)  # every labelled family has a series now
         client.get_sync_state_data()
         _, _, text = get(f"http://{http['node0']}/metrics")
