@@ -17,6 +17,7 @@ Update rule of an existing row (RocketMQ section 5, with mqctl changes marked):
 from __future__ import annotations
 
 import heapq
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -90,10 +91,13 @@ class HeartbeatTable:
         bid = _opt_int(request, "broker_id")
         if not isinstance(name, str) or not name or bid is None:
             return None
+        # interned: the rows, the deadline heap and the state share one object per name and
+        # address instead of keeping the one each heartbeat brought
+        name = sys.intern(name)
         cluster = request.get("cluster_name")
-        cluster = cluster if isinstance(cluster, str) else ""
+        cluster = sys.intern(cluster) if isinstance(cluster, str) else ""
         address = request.get("broker_addr")
-        address = address if isinstance(address, str) else ""
+        address = sys.intern(address) if isinstance(address, str) else ""
         broker_epoch = _opt_int(request, "broker_epoch")
         epoch = _opt_int(request, "epoch")
         max_offset = _opt_int(request, "max_offset")
@@ -135,6 +139,7 @@ class HeartbeatTable:
         row = self._sets.get(broker_name, {}).get(broker_id)
         if row is None:
             return None
+        broker_name, address = sys.intern(broker_name), sys.intern(address)
         info = LiveInfo(
             broker_id=broker_id,
             broker_address=address,

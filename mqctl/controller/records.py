@@ -15,6 +15,7 @@ this node does not know (`RecordError`) rather than guess; older versions are up
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeAlias
@@ -71,6 +72,10 @@ def _need(d: Mapping[str, Any], key: str, kind: type | tuple[type, ...], *, null
         raise RecordError(f"field {key} must be an integer, not {v!r}")
     if not isinstance(v, kind):
         raise RecordError(f"field {key} has the wrong type ({type(v).__name__})")
+    if isinstance(v, str) and len(v) <= 255:
+        # names and addresses: one object per name in the whole node (state, heartbeat table,
+        # registrations), not one per record that carried it
+        return sys.intern(v)
     return v
 
 

@@ -29,6 +29,7 @@ import logging
 import os
 import socket
 import ssl
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -455,9 +456,9 @@ class RemotingServer:
     def _remember(self, conn: _Connection, method: str, request: dict[str, Any]) -> None:
         """Keep the channel of a replica registered (1003) or beating (904) over remoting."""
         try:
-            key = (
-                str(request.get("cluster_name") or ""),
-                str(request.get("broker_name") or ""),
+            key = (  # interned: one object per name in the node (mqctl.controller.liveness)
+                sys.intern(str(request.get("cluster_name") or "")),
+                sys.intern(str(request.get("broker_name") or "")),
                 int(request.get("broker_id", "")),
             )
             timeout = int(request.get("heartbeat_timeout_mills") or 10_000)
@@ -466,6 +467,7 @@ class RemotingServer:
         if conn.closed or (key not in conn.keys and len(conn.keys) >= MAX_REGISTRATIONS_PER_CONNECTION):
             return
         addr = str(request.get("broker_address" if method == "RegisterBroker" else "broker_addr") or "")
+        addr = sys.intern(addr)
         now = int(time.time() * 1000)
         old = self._registrations.get(key)
         if old is not None and old.conn is conn:  # the steady state: a heartbeat on the same channel
