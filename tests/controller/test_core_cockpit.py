@@ -94,13 +94,20 @@ def test_clean_election_on_lease_expiry_loses_nothing_and_names_every_candidate(
     assert st.loss_total == {B: 0}
 
 
-def test_unclean_election_counts_the_gap_and_the_total_per_broker_set() -> None:
+def unclean_pair() -> ControllerState:
+    """Brokers 1 (master, maxOffset 5000) and 2 (3000) of a set whose SyncStateSet is {1}; unclean
+    elections enabled."""
     st = state_at(3)
     broker_set(st, {1: 5000, 2: 3000}, ids=(1, 2))
     run(st, "AlterSyncStateSet", {"broker_name": B, "master_broker_id": 1, "master_epoch": 1,
                                   "sync_state_set_epoch": 2, "new_sync_state_set": [1]},
         Context(10_000, rows({1: 5000, 2: 3000})))
     run(st, "UpdateConfig", {"config": {"enableElectUncleanMaster": "true"}}, Context(10_000))
+    return st
+
+
+def test_unclean_election_counts_the_gap_and_the_total_per_broker_set() -> None:
+    st = unclean_pair()
     ctx = Context(10_000, rows({1: 5000, 2: 3000}, dead=(1,)), term=6)
     assert run(st, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, ctx).ok
     e = st.history[-1]["election"]
@@ -121,12 +128,7 @@ def test_an_election_after_the_master_was_cleared_names_the_old_master_and_its_l
     """Broker 1 dies alone: the master is cleared. When 2 comes back (unclean allowed) its election
     names 1 as the old master, whether decided on this state, on a leader's decision view, or on a
     state loaded from a snapshot (where the old master comes from the history)."""
-    st = state_at(3)
-    broker_set(st, {1: 5000, 2: 3000}, ids=(1, 2))
-    run(st, "AlterSyncStateSet", {"broker_name": B, "master_broker_id": 1, "master_epoch": 1,
-                                  "sync_state_set_epoch": 2, "new_sync_state_set": [1]},
-        Context(10_000, rows({1: 5000, 2: 3000})))
-    run(st, "UpdateConfig", {"config": {"enableElectUncleanMaster": "true"}}, Context(10_000))
+    st = unclean_pair()
     nobody = Context(10_000, rows({1: 5000, 2: 3000}, dead=(1, 2)), term=6)
     assert run(st, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, nobody).code != 0
     bs = st.broker_sets[B]
