@@ -614,10 +614,28 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     for b in BROKERS:   # the new keys take effect on a restart (a kill -9: RocketMQ recovers)
         if b in ns.procs:
             assert ns.stop(b, signal.SIGKILL, 30) == -signal.SIGKILL
+
+    # Restarted once the controller holds them all dead and names no master: a master back within its
+    # lease is master again at the same masterEpoch (RegisterBroker, as in RocketMQ), and RocketMQ's
+    # broker then moves that epoch's start in its epoch file to its current end
+    # (AutoSwitchHAService.changeToMaster); with the single epoch that the switch to another group
+    # left, its slaves find no consistent point with it and never rejoin. (And a SyncStateSet of 3
+    # seen before the controller noticed the kills is the old one.)
+    def all_dead() -> bool:
+        doc = one_set(broker_set.sync_state())
+        return not doc.get("masterAddress") and not any(
+            r["alive"] for r in doc["inSyncReplicas"] + doc["notInSyncReplicas"])
+
+    wait_for("the controller to hold every broker dead and no master", all_dead, 30, interval=0.5)
     for b in BROKERS:
         broker_set.start_broker(b)
-    wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 120,
-             interval=1)
+
+    def three() -> dict | None:
+        doc = one_set(broker_set.sync_state())
+        ins = doc["inSyncReplicas"]
+        return doc if doc.get("masterAddress") and len(ins) == 3 and all(r["alive"] for r in ins) else None
+
+    wait_for("a master and a SyncStateSet of 3, all alive", three, 120, interval=1)
     old, bs = broker_set.master()
     epoch = bs["masterEpoch"]
     # the ids this test names the brokers by are the controller's (another group gave new ones)
