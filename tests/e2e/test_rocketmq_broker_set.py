@@ -20,6 +20,7 @@ by `ReplicasManager_ScheduledService_*`.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -140,6 +141,24 @@ class BrokerSet:
                                      f"exited); logs in {self.root}; stderr tail:\n"
                                      f"{self.err(broker)[-3000:]}")
             time.sleep(0.1)
+
+    def pause(self, broker: str) -> None:
+        """SIGSTOP the broker and wait until every thread of it has stopped (the signal is delivered
+        later: a store read just after the kill(2) may still grow)."""
+        pid = self.ns.procs[broker].pid     # the JVM itself (nsenter execs it)
+        os.kill(pid, signal.SIGSTOP)
+
+        def stopped() -> bool:
+            for t in Path(f"/proc/{pid}/task").iterdir():
+                try:
+                    state = (t / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                except FileNotFoundError:   # a thread that has just ended
+                    continue
+                if state not in ("T", "t"):
+                    return False
+            return True
+
+        wait_for(f"{broker} (pid {pid}) stopped", stopped, 30, interval=0.02)
 
     def driver(self, *args: str, timeout: float = 120) -> list[str]:
         p = self.ns.run("java", *CLIENT_JOPTS, f"-Drocketmq.client.logRoot={self.root / 'client-logs'}",
@@ -468,7 +487,7 @@ def test_unacknowledged_tail_truncated_on_rejoin(broker_set: BrokerSet) -> None:
     wait_for("acknowledged sends", lambda: sum(ln.startswith("ok ") for ln in lines()) >= 10, 60,
              interval=0.1)
     for b in slaves:
-        ns.procs[b].send_signal(signal.SIGSTOP)
+        broker_set.pause(b)
     stopped = set(records(broker_set.store(slaves[0]))) | set(records(broker_set.store(slaves[1])))
     # the master has written what no stopped slave has (a send's failing is not enough: under load the
     # producer's 1 s timeout can pass before the master has written it, and the kill then finds no tail)
@@ -611,16 +630,17 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     broker_set.conf = {"allAckInSyncStateSet": "false", "haMaxTimeSlaveNotCatchup": 2000,
                        "checkSyncStateSetPeriod": 1000, "haHousekeepingInterval": 3000,
                        "haSendHeartbeatInterval": 1000, "controllerHeartBeatTimeoutMills": lease_ms}
-    # The new keys take effect on a restart (a kill -9: RocketMQ recovers). The master comes back last,
-    # once the controller has elected another: back while the controller still names it master (it does
-    # while no broker of the set is alive, as RocketMQ's does), it is master again at the same
-    # masterEpoch, and RocketMQ's broker then moves that epoch's start in its epoch file to its current
-    # end (AutoSwitchHAService.changeToMaster); with the single epoch that the switch to another group
-    # left, its slaves find no consistent point with it and never rejoin.
+    # The new keys take effect on a restart (a kill -9: RocketMQ recovers). The master is killed first
+    # (alive, it drops killed slaves from the SyncStateSet at once, and then none is electable) and comes
+    # back last, once the controller has elected another: back while the controller still names it
+    # master (it does while no broker of the set is alive, as RocketMQ's does), it is master again at
+    # the same masterEpoch, and RocketMQ's broker then moves that epoch's start in its epoch file to its
+    # current end (AutoSwitchHAService.changeToMaster); with the single epoch that the switch to another
+    # group left, its slaves find no consistent point with it and never rejoin.
     wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 60,
              interval=1)
     prev, _ = broker_set.master()
-    for b in BROKERS:
+    for b in [prev, *(b for b in BROKERS if b != prev)]:
         if b in ns.procs:
             assert ns.stop(b, signal.SIGKILL, 30) == -signal.SIGKILL
     for b in BROKERS:
@@ -650,7 +670,7 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
 
     wait_for("acknowledged sends", lambda: len(oks()) >= 10, 60, interval=0.1)
     for b in slaves:
-        ns.procs[b].send_signal(signal.SIGSTOP)
+        broker_set.pause(b)
     stopped_at = len(oks())
     # the master drops the stopped slaves from the SyncStateSet and the controller records it
     wait_for("a SyncStateSet of the master alone",
