@@ -196,27 +196,32 @@ def _write_runs(batches: Iterator[Any], root: Path, paths: dict[tuple[str, str, 
                 ) -> Iterator[tuple[str, int]]:
     """Write kept candidate rows, sorted by part then SORT_COLUMNS, into their part files (one writer
     open at a time); yields (part path, rows) per part."""
+    import numpy as np
+    import pyarrow.compute as pc
+
     from mqctl.pipeline.output import PartWriter
     from mqctl.pipeline.tasks import message_batch, output_schema
 
     schema = output_schema()
-    cur: tuple[str, str, int, int] | None = None
+    cur: tuple[Any, ...] | None = None
     w: PartWriter | None = None
     try:
         for b in batches:
-            c, bn = b.column("clusterName").to_pylist(), b.column("brokerName").to_pylist()
-            ep, bk = b.column("partEpoch").to_pylist(), b.column("partBucket").to_pylist()
-            keys = list(zip(c, bn, ep, bk, strict=True))
-            i = 0
-            while i < len(keys):
-                j = i
-                while j < len(keys) and keys[j] == keys[i]:
-                    j += 1
-                if keys[i] != cur:
+            n = b.num_rows
+            new = np.zeros(n, dtype=bool)
+            new[:1] = True
+            for x in _PART_KEY:
+                col = b.column(x)
+                if n > 1:
+                    new[1:] |= pc.not_equal(col.slice(1), col.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            at = np.flatnonzero(new).tolist()
+            for i, j in zip(at, [*at[1:], n], strict=True):
+                key = tuple(b.column(x)[i].as_py() for x in _PART_KEY)
+                if key != cur:
                     if w is not None and cur is not None:
                         w.close()
                         yield paths[cur], w.rows
-                    cur = keys[i]
+                    cur = key
                     w = PartWriter(root / paths[cur], schema, "size")
                 assert w is not None
                 run = b.slice(i, j - i)
@@ -321,8 +326,9 @@ class _LocalJob(_Job):
 
     def write(self, root: Path) -> None:
         k = self.kept
-        keys = set(zip(*(k.column(x).to_pylist() for x in _PART_KEY), strict=True))
-        for _ in _write_runs(iter(k.to_batches(max_chunksize=8192)), root, _part_paths(list(keys))):
+        keys = k.select(list(_PART_KEY)).group_by(list(_PART_KEY)).aggregate([]).to_pylist()
+        parts = _part_paths([tuple(r[x] for x in _PART_KEY) for r in keys])
+        for _ in _write_runs(iter(k.combine_chunks().to_batches()), root, parts):
             pass
 
 
