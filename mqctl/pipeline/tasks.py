@@ -379,7 +379,7 @@ def message_batch(kept: Any) -> Any:
 
     raw = blobs(lambda p: p.properties_blob)
     props = _properties(pa, raw) or _properties_py(pa, raw.to_pylist())
-    s, i32, i64 = pa.string(), pa.int32(), pa.int64()
+    i32, i64 = pa.int32(), pa.int64()
     col = kept.column
     cols = {
         "clusterName": col("clusterName"), "brokerName": col("brokerName"), "store": col("store"),

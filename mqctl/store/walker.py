@@ -35,6 +35,7 @@ Ownership, which makes the pipeline's result independent of where ranges are cut
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import struct
 import zlib
@@ -56,7 +57,8 @@ from mqctl.store.commitlog import (
     ip_text,
 )
 
-__all__ = ["Blob", "ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host", "parse_byte_range", "records_at"]
+__all__ = ["Blob", "ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host", "parse_byte_range",
+           "records_at"]
 
 Buf = bytes | bytearray | memoryview | mmap.mmap
 
@@ -101,8 +103,8 @@ class Blob:
     data: bytes
 
     def items(self) -> list[bytes]:
-        o, d = self.offsets.tolist(), self.data
-        return [d[a:b] for a, b in zip(o[:-1], o[1:], strict=True)]
+        d = self.data
+        return [d[a:b] for a, b in itertools.pairwise(self.offsets.tolist())]
 
 
 def _blob(mv: memoryview, at: np.ndarray, length: np.ndarray) -> Blob:
@@ -156,11 +158,13 @@ class ParsedRange:
 
     @property
     def born_hosts(self) -> list[str] | None:
-        return None if self.born_host_codes is None else [self.host_names[c] for c in self.born_host_codes.tolist()]
+        codes, names = self.born_host_codes, self.host_names
+        return None if codes is None else [names[c] for c in codes.tolist()]
 
     @property
     def store_hosts(self) -> list[str] | None:
-        return None if self.store_host_codes is None else [self.host_names[c] for c in self.store_host_codes.tolist()]
+        codes, names = self.store_host_codes, self.host_names
+        return None if codes is None else [names[c] for c in codes.tolist()]
 
     @property
     def offset(self) -> np.ndarray:
