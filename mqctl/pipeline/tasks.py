@@ -362,20 +362,20 @@ def message_batch(kept: Any) -> Any:
             parts.append(records_at(buf, int(starts[idx[0]]), pos[idx],
                                     extract=("bodies", "properties", "hosts")))
 
-    def arr(a: Any) -> Any:
+    def arr(arrays: list[Any], typ: Any) -> Any:
+        if not arrays:
+            return pa.array([], typ)
+        a = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
         return a if take is None else a.take(take)
 
     def cat(get: Any, typ: Any) -> Any:
-        return arr(pa.concat_arrays([pa.array(get(p), typ) for p in parts])) if parts \
-            else pa.array([], typ)
+        return arr([pa.array(get(p), typ) for p in parts], typ)
 
     def blobs(get: Any) -> Any:
-        return arr(pa.concat_arrays([_binary(pa, get(p)) for p in parts])) if parts \
-            else pa.array([], pa.binary())
+        return arr([_binary(pa, get(p)) for p in parts], pa.binary())
 
     def hosts(get: Any) -> Any:
-        return arr(pa.concat_arrays([_hosts_arrow(pa, get(p), p.host_names) for p in parts])) if parts \
-            else pa.array([], pa.string())
+        return arr([_hosts_arrow(pa, get(p), p.host_names) for p in parts], pa.string())
 
     raw = blobs(lambda p: p.properties_blob)
     props = _properties(pa, raw) or _properties_py(pa, raw.to_pylist())
