@@ -46,13 +46,20 @@ from mqctl.store.commitlog import (  # noqa: E402
 from mqctl.store.epochfile import EpochEntry, write_epoch_file  # noqa: E402
 from mqctl.store.identity import BrokerIdentity, write_identity  # noqa: E402
 
+CPU: dict[int, float] = {}
+
 
 def best(fn, repeat: int) -> float:
-    times = []
+    """The best wall time of `repeat` runs; this process's CPU time (user + sys) of the same runs, the
+    least, in CPU[id(fn)]: on a loaded machine the wall time says more about the others than about us."""
+    times, cpus = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        c0, t0 = os.times(), time.perf_counter()
         fn()
+        c1 = os.times()
         times.append(time.perf_counter() - t0)
+        cpus.append(c1.user - c0.user + c1.system - c0.system)
+    CPU[id(fn)] = min(cpus)
     return min(times)
 
 
@@ -156,7 +163,7 @@ def main() -> None:
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--master", default=os.environ.get("MQCTL_SPARK_MASTER", "local[2]"))
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--profile", action="store_true", help="also print cProfile's top functions of the parser "
+    ap.add_argument("--profile", action="store_true", help="also print cProfile's top functions (CPU time) of the parser "
                                                                "and of the local engine's salvage")
     ap.add_argument("--keep", action="store_true", help="keep the generated stores and output")
     a = ap.parse_args()
@@ -181,20 +188,27 @@ def main() -> None:
     rss = RssSampler()
     subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)   # warm the page cache
 
-    rows: list[tuple[str, float, str]] = []
+    rows: list[tuple[str, float, str, float | None]] = []
     t_cat = best(lambda: subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True), a.repeat)
-    rows.append(("cat (all files)", t_cat, "incl. the zero tail of the last file"))
-    t_plain = best(lambda: plain_reader(replica), 1)
-    rows.append(("plain Python reader, 1 process", t_plain, "decode_record loop, zlib CRC"))
-    t_deep = best(lambda: inspect_store(replica, deep=True), a.repeat)
-    rows.append(("recover inspect --deep", t_deep, "the walker, CRC of every message"))
+    rows.append(("cat (all files)", t_cat, "incl. the zero tail of the last file", None))
+    def plain() -> None:
+        plain_reader(replica)
+
+    def deep() -> None:
+        inspect_store(replica, deep=True)
+
+    t_plain = best(plain, 1)
+    rows.append(("plain Python reader, 1 process", t_plain, "decode_record loop, zlib CRC", CPU[id(plain)]))
+    t_deep = best(deep, a.repeat)
+    rows.append(("recover inspect --deep", t_deep, "the walker, CRC of every message", CPU[id(deep)]))
 
     def parser() -> None:
         n = sum(len(parse_task(br)) for br in store_ranges(replica, range_size=DEFAULT_RANGE_SIZE))
         assert n == gen["records"], (n, gen["records"])
 
     t_parse = best(parser, a.repeat)
-    rows.append(("numpy range parser, 1 process", t_parse, "parse_task over 64 MiB ranges, CRC on"))
+    rows.append(("numpy range parser, 1 process", t_parse, "parse_task over 64 MiB ranges, CRC on",
+                 CPU[id(parser)]))
 
     def run_local_analyze() -> None:
         doc = run_analyze(None, prepare_analyze([str(replica)]), tmp / "analyze-local", show_progress=False,
@@ -202,7 +216,7 @@ def main() -> None:
         assert sum(q["messages"] for q in doc["queues"]) == gen["records"]
 
     t_la = best(run_local_analyze, a.repeat)
-    rows.append(("analyze, local engine", t_la, "1 process, no JVM, Parquet included"))
+    rows.append(("analyze, local engine", t_la, "1 process, no JVM, Parquet included", CPU[id(run_local_analyze)]))
 
     def run_local_salvage() -> None:
         doc = run_salvage(None, prepare([str(replica), str(source)]), tmp / "salvage-local",
@@ -210,13 +224,13 @@ def main() -> None:
         assert doc["messages"] == gen["records"] - 1, doc["messages"]
 
     t_ls = best(run_local_salvage, 1)
-    rows.append(("salvage, local engine", t_ls, "1 process, no JVM, Parquet included"))
+    rows.append(("salvage, local engine", t_ls, "1 process, no JVM, Parquet included", CPU[id(run_local_salvage)]))
     if a.profile:
         import cProfile
         import pstats
 
         for what, fn in (("numpy range parser", parser), ("salvage, local engine", run_local_salvage)):
-            pr = cProfile.Profile()
+            pr = cProfile.Profile(time.process_time)   # CPU time: the load of others stays out
             pr.runcall(fn)
             print(f"--- profile: {what}")
             pstats.Stats(pr).sort_stats("tottime").print_stats(12)
@@ -237,7 +251,7 @@ def main() -> None:
             assert sum(q["messages"] for q in doc["queues"]) == gen["records"]
 
         t_sa = best(spark_analyze, a.repeat)
-        rows.append((f"analyze, Spark ({len(ainp.ranges)} ranges)", t_sa, a.master))
+        rows.append((f"analyze, Spark ({len(ainp.ranges)} ranges)", t_sa, a.master, None))
         sinp = prepare([str(replica), str(source)])
         sinp.cut(range_size_for(sinp.nbytes, cores))
 
@@ -248,7 +262,7 @@ def main() -> None:
         t_ss = best(spark_salvage, a.repeat)
         parquet = sum(p.stat().st_size for p in (tmp / "salvage-spark" / "messages").rglob("*.parquet"))
         rows.append((f"salvage, Spark ({len(sinp.candidates)} ranges)", t_ss,
-                     f"{a.master}, writes {parquet / (1 << 20):.0f} MiB of Parquet"))
+                     f"{a.master}, writes {parquet / (1 << 20):.0f} MiB of Parquet", None))
     rss.stop()
     from mqctl.pipeline.output import tree_digest
 
@@ -260,10 +274,14 @@ def main() -> None:
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
     print(f"Spark start-up (not in the rows below): session {t_start:.2f} s, first job (Python workers) "
           f"{t_warm:.2f} s")
-    print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x plain':>8} {'x parser':>9} {'x cat':>7}  note")
-    for name, t, note in rows:
-        print(f"{name:38} {t:8.3f} {mib / t:9.1f} {t_plain / t:8.2f} {t_parse / t:9.2f} {t_cat / t:7.3f}  {note}")
-    print("MiB/s = record data / time; x plain, x parser, x cat = speed relative to those rows (>1 = faster)")
+    print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x plain':>8} {'x parser':>9} {'x cat':>7} {'cpu s':>7} "
+          f"{'cpu x parser':>12}  note")
+    cpu_parse = CPU[id(parser)]
+    for name, t, note, cpu in rows:
+        c = f"{cpu:7.3f} {cpu_parse / cpu:12.2f}" if cpu else f"{'-':>7} {'-':>12}"
+        print(f"{name:38} {t:8.3f} {mib / t:9.1f} {t_plain / t:8.2f} {t_parse / t:9.2f} {t_cat / t:7.3f} {c}  {note}")
+    print("MiB/s = record data / time; x plain, x parser, x cat = speed relative to those rows (>1 = faster); cpu s "
+          "= this process's CPU time (in-process rows only), cpu x parser = the parser's CPU time / the row's")
     print(f"goals: salvage Spark {t_plain / t_ss:.2f}x plain (>= 1.5), {t_parse / t_ss:.2f}x parser (>= 0.7); "
           f"analyze Spark {t_parse / t_sa:.2f}x parser (>= 1.5); inspect --deep {t_cat / t_deep:.3f}x cat (>= 0.5)")
     print(f"salvage output of the two engines identical: {same}")

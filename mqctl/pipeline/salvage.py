@@ -196,27 +196,32 @@ def _write_runs(batches: Iterator[Any], root: Path, paths: dict[tuple[str, str, 
                 ) -> Iterator[tuple[str, int]]:
     """Write kept candidate rows, sorted by part then SORT_COLUMNS, into their part files (one writer
     open at a time); yields (part path, rows) per part."""
+    import numpy as np
+    import pyarrow.compute as pc
+
     from mqctl.pipeline.output import PartWriter
     from mqctl.pipeline.tasks import message_batch, output_schema
 
     schema = output_schema()
-    cur: tuple[str, str, int, int] | None = None
+    cur: tuple[Any, ...] | None = None
     w: PartWriter | None = None
     try:
         for b in batches:
-            c, bn = b.column("clusterName").to_pylist(), b.column("brokerName").to_pylist()
-            ep, bk = b.column("partEpoch").to_pylist(), b.column("partBucket").to_pylist()
-            keys = list(zip(c, bn, ep, bk, strict=True))
-            i = 0
-            while i < len(keys):
-                j = i
-                while j < len(keys) and keys[j] == keys[i]:
-                    j += 1
-                if keys[i] != cur:
+            n = b.num_rows
+            new = np.zeros(n, dtype=bool)
+            new[:1] = True
+            for x in _PART_KEY:
+                col = b.column(x)
+                if n > 1:
+                    new[1:] |= pc.not_equal(col.slice(1), col.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            at = np.flatnonzero(new).tolist()
+            for i, j in zip(at, [*at[1:], n], strict=True):
+                key = tuple(b.column(x)[i].as_py() for x in _PART_KEY)
+                if key != cur:
                     if w is not None and cur is not None:
                         w.close()
                         yield paths[cur], w.rows
-                    cur = keys[i]
+                    cur = key
                     w = PartWriter(root / paths[cur], schema, "size")
                 assert w is not None
                 run = b.slice(i, j - i)
@@ -288,14 +293,16 @@ class _LocalJob(_Job):
             in_set = pc.and_(pc.equal(t.column("clusterName"), c), pc.equal(t.column("brokerName"), b))
             hit = pc.and_(in_set, pc.is_in(t.column("messageKey"), value_set=pa.concat_arrays(arrs)))
             on_src |= hit.to_numpy(zero_copy_only=False)
-        order = pc.sort_indices(t, sort_keys=[(k, "ascending") for k in (
-            "clusterName", "brokerName", "messageKey", "rank", "physicalOffset", "store")]).to_numpy()
+        # the dedupe order (set, messageKey, then rank, physicalOffset, store) as one lexsort of integer
+        # codes: no sort of strings, no reordered copy of the columns
+        cn, bn, st = (_codes(t.column(x), ordered=True) for x in ("clusterName", "brokerName", "store"))
+        key = _codes(t.column("messageKey"), ordered=False)
+        off = t.column("physicalOffset").to_numpy()
+        order = np.lexsort((st, off, t.column("rank").to_numpy(), key, bn, cn))
         new = np.zeros(n, dtype=bool)
         new[:1] = True
-        for k in ("clusterName", "brokerName", "messageKey"):
-            s = t.column(k).take(order)
-            if n > 1:
-                new[1:] |= pc.not_equal(s.slice(1), s.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+        for a in (cn, bn, key):
+            new[1:] |= a[order][1:] != a[order][:-1]
         gid = np.cumsum(new) - 1
         copies, first = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
         copies[order], first[order] = np.bincount(gid)[gid] if n else gid, new
@@ -316,14 +323,38 @@ class _LocalJob(_Job):
         k = t.filter(pa.array(kept)).append_column("copies", pa.array(copies[kept]))
         k = k.append_column("partEpoch", pc.fill_null(k.column("epoch"), -1)).append_column(
             "partBucket", pa.array(k.column("physicalOffset").to_numpy() // PART_BYTES))
-        self.kept = k.take(pc.sort_indices(k, sort_keys=[(x, "ascending", "at_start") for x in _WRITE_ORDER]))
+        # _WRITE_ORDER (nulls first) as a lexsort of integer codes; the rows are taken only when they are
+        # not in that order already (pass 1 gives them in offset order, often the write order)
+        epoch = k.column("epoch")
+        sort_keys = [cn[kept], bn[kept], k.column("partEpoch").to_numpy(), k.column("partBucket").to_numpy(),
+                     _codes(k.column("topic"), ordered=True), k.column("queueId").to_numpy(),
+                     pc.is_valid(epoch).to_numpy(zero_copy_only=False),
+                     pc.fill_null(epoch, 0).to_numpy(), k.column("physicalOffset").to_numpy(), st[kept]]
+        order = np.lexsort(sort_keys[::-1])
+        self.kept = k if bool((order == np.arange(order.size)).all()) else k.take(pa.array(order))
         return counts, problems
 
     def write(self, root: Path) -> None:
         k = self.kept
-        keys = set(zip(*(k.column(x).to_pylist() for x in _PART_KEY), strict=True))
-        for _ in _write_runs(iter(k.to_batches(max_chunksize=8192)), root, _part_paths(list(keys))):
+        keys = k.select(list(_PART_KEY)).group_by(list(_PART_KEY)).aggregate([]).to_pylist()
+        parts = _part_paths([tuple(r[x] for x in _PART_KEY) for r in keys])
+        for _ in _write_runs(iter(k.combine_chunks().to_batches()), root, parts):
             pass
+
+
+def _codes(col: Any, *, ordered: bool) -> Any:
+    """A string column as integer codes (numpy), equal where the strings are; with ordered=True the
+    codes follow the strings' (bytewise) order, as Arrow's sort does."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    d = pc.dictionary_encode(col).combine_chunks()
+    codes = d.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    if not ordered or not len(d.dictionary):
+        return codes
+    rank = np.empty(len(d.dictionary), dtype=np.int64)
+    rank[pc.sort_indices(d.dictionary).to_numpy()] = np.arange(len(d.dictionary))
+    return rank[codes]
 
 
 _PART_KEY = ("clusterName", "brokerName", "partEpoch", "partBucket")

@@ -17,7 +17,7 @@ import numpy as np
 
 from mqctl.pipeline.ranges import ByteRange
 from mqctl.store.commitlog import decode_properties
-from mqctl.store.walker import ParsedRange, Problem, parse_byte_range, records_at
+from mqctl.store.walker import Blob, ParsedRange, Problem, parse_byte_range, records_at
 
 __all__ = [
     "CANDIDATE_FIELDS",
@@ -211,15 +211,22 @@ def _const(pa: Any, n: int, v: Any, t: Any) -> Any:
     return pa.nulls(n, t) if v is None else pa.array([v], t).take(pa.array(np.zeros(n, dtype=np.int64)))
 
 
+def _hosts_arrow(pa: Any, codes: np.ndarray, names: list[str]) -> Any:
+    """Host codes and their names (`ParsedRange.host_names`) as a string array."""
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(names, pa.string())) \
+        .cast(pa.string())
+
+
 def _message_keys(pa: Any, pr: ParsedRange) -> Any:
     """`message_key` of every record, with Arrow's string kernels (per record only when the properties
     of the range are not all UTF-8)."""
     import pyarrow.compute as pc
 
-    assert pr.properties is not None and pr.born_hosts is not None
+    assert pr.properties_blob is not None and pr.born_host_codes is not None
     try:
-        text = _binary(pa, pr.properties).cast(pa.string())
+        text = _binary(pa, pr.properties_blob).cast(pa.string())
     except pa.ArrowInvalid:
+        assert pr.properties is not None and pr.born_hosts is not None
         rows = zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(), pr.body_crc.tolist(),
                    strict=True)
         return pa.array([message_key(property_value(raw, b"UNIQ_KEY"), born, ts, crc)
@@ -227,7 +234,8 @@ def _message_keys(pa: Any, pr: ParsedRange) -> Any:
     s = pa.string()
     uniq = pc.struct_field(pc.extract_regex(text, "(?:^|\x02)UNIQ_KEY\x01(?P<v>[^\x02]*)"), [0])
     ts, crc = pa.array(pr.born_timestamp).cast(s), pa.array(pr.body_crc).cast(s)
-    born = pc.binary_join_element_wise("born:", pa.array(pr.born_hosts, s), "/", ts, "/", crc, "")
+    born = pc.binary_join_element_wise("born:", _hosts_arrow(pa, pr.born_host_codes, pr.host_names), "/", ts,
+                                       "/", crc, "")
     has = pc.fill_null(pc.not_equal(uniq, ""), False)
     return pc.if_else(has, pc.binary_join_element_wise("uniq:", uniq, ""), born)
 
@@ -266,15 +274,13 @@ def key_arrow(br: ByteRange) -> Any:
                                       names=list(KEY_COLUMNS))
 
 
-def _binary(pa: Any, parts: list[bytes]) -> Any:
-    """A binary Arrow array from one joined buffer and offsets (no per-item Python object in Arrow)."""
-    lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
-    offs = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum(lens, out=offs[1:])
+def _binary(pa: Any, blob: Blob) -> Any:
+    """A binary Arrow array over a walker's Blob (no per-item Python object)."""
+    offs = blob.offsets
     typ = pa.binary() if offs[-1] < 1 << 31 else pa.large_binary()
     if typ == pa.binary():
         offs = offs.astype(np.int32)
-    return pa.Array.from_buffers(typ, len(parts), [None, pa.py_buffer(offs), pa.py_buffer(b"".join(parts))])
+    return pa.Array.from_buffers(typ, offs.size - 1, [None, pa.py_buffer(offs), pa.py_buffer(blob.data)])
 
 
 def _properties(pa: Any, raw: Any) -> dict[str, Any] | None:
@@ -327,35 +333,53 @@ def _properties_py(pa: Any, raws: list[bytes]) -> dict[str, Any]:
 
 def message_batch(kept: Any) -> Any:
     """Pass 2 of salvage: the output rows (OUTPUT_FIELDS) of `kept`, candidate rows plus `copies`, in
-    their order, read back from the commitlog files at their positions."""
+    their order, read back from the commitlog files at their positions (one read per run of rows in
+    the same file; reordered only when a file's rows are not in one run)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     n = kept.num_rows
-    paths = kept.column("path").to_pylist()
+    path_col = kept.column("path")
     starts = kept.column("fileStart").to_numpy()
     pos = kept.column("physicalOffset").to_numpy() - starts
-    order: list[int] = []
+    cut = np.flatnonzero(pc.not_equal(path_col.slice(1), path_col.slice(0, n - 1))
+                         .to_numpy(zero_copy_only=False)) + 1 if n > 1 else np.zeros(0, dtype=np.int64)
+    bounds = [0, *cut.tolist(), n] if n else []
+    run_path = [path_col[i].as_py() for i in bounds[:-1]]
+    take = None
+    if len(set(run_path)) == len(run_path):     # every file's rows in one run: read them in order
+        runs = [(p, np.arange(a, b)) for p, a, b in zip(run_path, bounds[:-1], bounds[1:], strict=True)]
+    else:
+        paths = path_col.to_pylist()
+        runs = [(p, np.asarray([i for i, q in enumerate(paths) if q == p], dtype=np.int64))
+                for p in dict.fromkeys(paths)]
+        inv = np.empty(n, dtype=np.int64)
+        inv[np.concatenate([idx for _, idx in runs])] = np.arange(n)
+        take = pa.array(inv)
     parts: list[ParsedRange] = []
-    for path in dict.fromkeys(paths):
-        idx = [i for i, p in enumerate(paths) if p == path]
+    for path, idx in runs:
         with open_file(path) as buf:
             parts.append(records_at(buf, int(starts[idx[0]]), pos[idx],
                                     extract=("bodies", "properties", "hosts")))
-        order += idx
-    inv = np.empty(n, dtype=np.int64)
-    inv[np.asarray(order, dtype=np.int64)] = np.arange(n)
-    take = pa.array(inv)
+
+    def arr(arrays: list[Any], typ: Any) -> Any:
+        if not arrays:
+            return pa.array([], typ)
+        a = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+        return a if take is None else a.take(take)
 
     def cat(get: Any, typ: Any) -> Any:
-        return pa.concat_arrays([pa.array(get(p), typ) for p in parts]).take(take) if parts \
-            else pa.array([], typ)
+        return arr([pa.array(get(p), typ) for p in parts], typ)
 
-    raws = [r for p in parts for r in (p.properties or [])]
-    raw = _binary(pa, [raws[i] for i in inv.tolist()])
-    props = _properties(pa, raw) or _properties_py(pa, [raws[i] for i in inv.tolist()])
-    s, i32, i64 = pa.string(), pa.int32(), pa.int64()
-    bodies = [b for p in parts for b in (p.bodies or [])]
+    def blobs(get: Any) -> Any:
+        return arr([_binary(pa, get(p)) for p in parts], pa.binary())
+
+    def hosts(get: Any) -> Any:
+        return arr([_hosts_arrow(pa, get(p), p.host_names) for p in parts], pa.string())
+
+    raw = blobs(lambda p: p.properties_blob)
+    props = _properties(pa, raw) or _properties_py(pa, raw.to_pylist())
+    i32, i64 = pa.int32(), pa.int64()
     col = kept.column
     cols = {
         "clusterName": col("clusterName"), "brokerName": col("brokerName"), "store": col("store"),
@@ -364,12 +388,14 @@ def message_batch(kept: Any) -> Any:
         "topic": col("topic"), "queueId": col("queueId"), "queueOffset": cat(lambda p: p.queue_offset, i64),
         "flag": cat(lambda p: p.flag.astype(np.int32), i32),
         "sysFlag": cat(lambda p: p.sysflag.astype(np.int32), i32),
-        "bornTimestamp": cat(lambda p: p.born_timestamp, i64), "bornHost": cat(lambda p: p.born_hosts, s),
-        "storeTimestamp": cat(lambda p: p.store_timestamp, i64), "storeHost": cat(lambda p: p.store_hosts, s),
+        "bornTimestamp": cat(lambda p: p.born_timestamp, i64),
+        "bornHost": hosts(lambda p: p.born_host_codes),
+        "storeTimestamp": cat(lambda p: p.store_timestamp, i64),
+        "storeHost": hosts(lambda p: p.store_host_codes),
         "reconsumeTimes": cat(lambda p: p.reconsume_times.astype(np.int32), i32),
         "preparedTransactionOffset": cat(lambda p: p.prepared_tx_offset, i64),
         "bodyCrc": cat(lambda p: p.body_crc, i64), "crcOk": col("crcOk"), **props, "rawProperties": raw,
-        "body": _binary(pa, [bodies[i] for i in inv.tolist()]),
+        "body": blobs(lambda p: p.body_blob),
         "messageKey": col("messageKey"), "copies": pc.cast(col("copies"), i64),
     }
     schema = output_schema()

@@ -35,6 +35,7 @@ Ownership, which makes the pipeline's result independent of where ranges are cut
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import struct
 import zlib
@@ -56,7 +57,8 @@ from mqctl.store.commitlog import (
     ip_text,
 )
 
-__all__ = ["ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host", "parse_byte_range", "records_at"]
+__all__ = ["Blob", "ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host", "parse_byte_range",
+           "records_at"]
 
 Buf = bytes | bytearray | memoryview | mmap.mmap
 
@@ -92,6 +94,25 @@ class Problem:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Blob:
+    """Byte strings of many records in one buffer: item i is data[offsets[i]:offsets[i + 1]] (what an
+    Arrow binary array is made of)."""
+
+    offsets: np.ndarray             # int64, len(items) + 1
+    data: bytes
+
+    def items(self) -> list[bytes]:
+        d = self.data
+        return [d[a:b] for a, b in itertools.pairwise(self.offsets.tolist())]
+
+
+def _blob(mv: memoryview, at: np.ndarray, length: np.ndarray) -> Blob:
+    offs = np.zeros(at.size + 1, dtype=np.int64)
+    np.cumsum(length, out=offs[1:])
+    return Blob(offs, b"".join([mv[a:b] for a, b in zip(at.tolist(), (at + length).tolist(), strict=True)]))
+
+
 @dataclass
 class ParsedRange:
     """Columns of the valid records of one range (ordered by position), plus the damage it owns."""
@@ -115,15 +136,35 @@ class ParsedRange:
     topic_codes: np.ndarray         # int64 index into topic_names, per record
     topic_names: list[str]          # the distinct topics of the range
     problems: list[Problem] = field(default_factory=list)
-    # only when asked for (extract=...)
-    bodies: list[bytes] | None = None
-    properties: list[bytes] | None = None
-    born_hosts: list[str] | None = None
-    store_hosts: list[str] | None = None
+    # only when asked for (extract=...): bodies and properties as one joined buffer with offsets (no
+    # object per record), hosts as codes into the distinct `host_names`
+    body_blob: Blob | None = None
+    properties_blob: Blob | None = None
+    born_host_codes: np.ndarray | None = None
+    store_host_codes: np.ndarray | None = None
+    host_names: list[str] = field(default_factory=list)
     walk_end: int = 0               # where the walk stopped: after the last record, or at the damage
 
     def __len__(self) -> int:
         return int(self.position.size)
+
+    @property
+    def bodies(self) -> list[bytes] | None:
+        return None if self.body_blob is None else self.body_blob.items()
+
+    @property
+    def properties(self) -> list[bytes] | None:
+        return None if self.properties_blob is None else self.properties_blob.items()
+
+    @property
+    def born_hosts(self) -> list[str] | None:
+        codes, names = self.born_host_codes, self.host_names
+        return None if codes is None else [names[c] for c in codes.tolist()]
+
+    @property
+    def store_hosts(self) -> list[str] | None:
+        codes, names = self.store_host_codes, self.host_names
+        return None if codes is None else [names[c] for c in codes.tolist()]
 
     @property
     def offset(self) -> np.ndarray:
@@ -376,14 +417,15 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
         codes, names = _topics(u8, mv, P + tstart, tlen) if fields else (np.zeros(0, np.int64), [])
         extra: dict[str, Any] = {}
         if "bodies" in extract:
-            extra["bodies"] = [bytes(mv[a:a + b])
-                               for a, b in zip(body_at.tolist(), blen.tolist(), strict=True)]
+            extra["body_blob"] = _blob(mv, body_at, blen)
         if "properties" in extract:
-            extra["properties"] = [bytes(mv[a:a + b])
-                                   for a, b in zip((P + prel + 2).tolist(), plen.tolist(), strict=True)]
+            extra["properties_blob"] = _blob(mv, P + prel + 2, plen)
         if "hosts" in extract:
-            extra["born_hosts"] = _hosts(mv, u8, P + 48, bh)
-            extra["store_hosts"] = _hosts(mv, u8, P + 56 + bh, sh)
+            hosts: dict[bytes, int] = {}
+            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts)
+            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts)
+            extra["host_names"] = [fmt_host(k[1:k[0] - 3], int.from_bytes(k[k[0] - 3:k[0] + 1], "big",
+                                                                          signed=True)) for k in hosts]
     finally:
         mv.release()
     w.problems.sort(key=lambda p: p.position)
@@ -431,11 +473,18 @@ def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) ->
     return codes, [k.decode("utf-8", errors="replace") for k in names]
 
 
-def _hosts(mv: memoryview, u8: np.ndarray, at: np.ndarray, width: np.ndarray) -> list[str]:
-    """`ip:port` of every record, formatted once per distinct address (a few hosts send most messages);
-    the addresses compared as fixed-width rows in blocks of about 8 MiB."""
-    names: dict[bytes, str] = {}
-    out: list[str] = []
+def _hosts(u8: np.ndarray, at: np.ndarray, width: np.ndarray, names: dict[bytes, int]) -> np.ndarray:
+    """Each record's `ip:port` as a code into `names` (the distinct raw addresses, added to as met; a
+    few hosts send most messages): the addresses compared as fixed-width rows in blocks of about 8 MiB."""
+    codes = np.empty(at.size, dtype=np.int32)
+    if at.size and bool((width == 8).all()):    # IPv4 only: each address and port is one 8-byte integer
+        uniq, inv = np.unique(_gather(u8, at, ">u8"), return_inverse=True)
+        pad = bytes(12)
+        local = np.fromiter((names.setdefault(b"\x08" + (v & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big") + pad,
+                                              len(names)) for v in uniq.tolist()), dtype=np.int32,
+                            count=uniq.size)
+        codes[:] = local[inv.ravel()]
+        return codes
     cols = np.arange(20)
     step = 1 << 18
     for s in range(0, at.size, step):
@@ -443,13 +492,7 @@ def _hosts(mv: memoryview, u8: np.ndarray, at: np.ndarray, width: np.ndarray) ->
         rows = np.where(cols < w[:, None], u8[np.minimum(a[:, None] + cols, u8.size - 1)], 0).astype(np.uint8)
         key = np.ascontiguousarray(np.concatenate([w.astype(np.uint8)[:, None], rows], axis=1))
         uniq, inv = np.unique(key.view("V21").ravel(), return_inverse=True)
-        text = []
-        for u in uniq:
-            raw = bytes(u)
-            t = names.get(raw)
-            if t is None:
-                n = raw[0]
-                t = names[raw] = fmt_host(raw[1:n - 3], int.from_bytes(raw[n - 3:n + 1], "big", signed=True))
-            text.append(t)
-        out += [text[k] for k in inv.ravel().tolist()]
-    return out
+        local = np.fromiter((names.setdefault(bytes(u), len(names)) for u in uniq), dtype=np.int32,
+                            count=uniq.size)
+        codes[s:s + step] = local[inv.ravel()]
+    return codes
