@@ -277,7 +277,9 @@ def failover(cluster: Any, workers: list[Worker], singles: int, mass: int) -> No
         with ControllerClient(leader.grpc_address, timeout=3600) as c:
             for change in c.watch_role_changes(CLUSTER, ""):
                 old = table.get(change.broker_name)
-                if old is not None and change.master_epoch > old[1]:
+                # a new master, not the master cleared (no SyncStateSet member left to elect)
+                if old is not None and change.master_epoch > old[1] and change.master_broker_id not in (
+                        None, old[0]):
                     with cond:
                         done.setdefault(change.broker_name, time.time())
                         cond.notify_all()

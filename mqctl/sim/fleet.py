@@ -42,11 +42,11 @@ def proc_cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
-def frame(code: int, opaque: int, ext: dict[str, str]) -> bytes:
+def frame(code: int, opaque: int, ext: dict[str, str], body: bytes = b"") -> bytes:
     header = json.dumps({"code": code, "extFields": ext, "flag": 0, "language": "JAVA", "opaque": opaque,
                          "serializeTypeCurrentRPC": "JSON", "version": 475},
                         separators=(",", ":")).encode()
-    return struct.pack(">ii", 4 + len(header), len(header)) + header
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
 
 
 _OPAQUE = re.compile(rb'"opaque":(-?\d+)')
@@ -219,13 +219,13 @@ async def worker_main(addresses: list[str], first: int, count: int, cluster: str
     own, pushed = await listen(count)
     await fleet.follow()
 
-    async def call(i: int, code: int, ext: dict[str, str]) -> int:
+    async def call(i: int, code: int, ext: dict[str, str], body: bytes = b"") -> int:
         while True:
             conns = fleet.conns
             conn, opaque = fleet.where(i)
             opaque += CALL_OPAQUE  # apart from the broker's heartbeats, which may be in flight too
             fut: asyncio.Future[int] = loop.create_future()
-            conn.send(opaque, frame(code, opaque, ext), fut)
+            conn.send(opaque, frame(code, opaque, ext, body), fut)
             try:
                 answer = await asyncio.wait_for(fut, 30)
             except TimeoutError:
@@ -299,14 +299,21 @@ async def worker_main(addresses: list[str], first: int, count: int, cluster: str
 
     async def elect() -> None:
         """As a RocketMQ broker does once registered and beating: with no master, ask for an
-        election (1002) -- here the replica with id 1 of each set, after its first beats."""
+        election (1002) -- here the replica with id 1 of each set, after its first beats; then, as
+        its master does once the slaves have caught up, widen the SyncStateSet to the three (1001),
+        so that a master that stops beating has a slave to be replaced by."""
         await asyncio.sleep(1.5)
         sem = asyncio.Semaphore(64)
 
         async def one(i: int) -> None:
             name, bid = brokers[i]
             async with sem:
-                await call(i, 1002, {"clusterName": cluster, "brokerName": name, "brokerId": str(bid)})
+                elect_ext = {"clusterName": cluster, "brokerName": name, "brokerId": str(bid)}
+                if await call(i, 1002, elect_ext) != 0:
+                    return
+                # the set's first election: master 1 at masterEpoch 1, SyncStateSet {1} at epoch 1
+                await call(i, 1001, {"clusterName": cluster, "brokerName": name, "masterBrokerId": "1",
+                                     "masterEpoch": "1"}, b'{"syncStateSet":[1,2,3],"syncStateSetEpoch":1}')
 
         await asyncio.gather(*(one(i) for i, (_, bid) in enumerate(brokers) if bid == 1))
 
