@@ -11,6 +11,11 @@ one and why,
     @pytest.mark.node_log_traceback(match=r"ValueError: the injected fault", reason="...")
 
 and only excerpts that match `match` (re.search) are then accepted; any other still fails it.
+
+In parallel (pytest-xdist; tools/test runs `-n 4 --dist loadgroup`): the tests of one file run on one
+worker in their order (its module-scoped fixtures start once), files that share a session fixture run on
+one worker too (XDIST_GROUPS), and the longest files are handed out first (LONGEST_FIRST) so that none of
+them starts last. Each worker has its own node-log report (pytest_configure runs in each).
 """
 
 from __future__ import annotations
@@ -26,11 +31,36 @@ from mqctl import testing
 
 _report = {"path": "", "offset": 0}
 
+# files that share a session-scoped fixture: one worker runs them all (one Spark session, not one per worker)
+XDIST_GROUPS = {
+    "tests/pipeline/test_engine_choice.py": "spark-session",
+    "tests/pipeline/test_salvage_replicas.py": "spark-session",
+    "tests/pipeline/test_spark_jobs.py": "spark-session",
+}
+# the files (or groups) that take longest, longest first (serial run on the 2-core machine, 2026-11-27):
+# handed to the workers first, so that the run does not end waiting for one of them
+LONGEST_FIRST = [
+    "tests/e2e/test_rocketmq_broker_set.py",
+    "spark-session",
+    "tests/pipeline/test_standalone_cluster.py",
+    "tests/e2e/test_rocketmq_demo.py",
+    "tests/interop/test_rocketmq_mqadmin.py",
+    "tests/raft/test_small_fs.py",
+    "tests/cluster/test_leader_kills.py",
+    "tests/interop/test_remoting_tls_acl_interop.py",
+    "tests/raft/test_power_loss.py",
+    "tests/sim/test_chaos.py",
+    "tests/recover/test_rocketmq_broker_store.py",
+    "tests/e2e/test_rocketmq_metadata.py",
+]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "node_log_traceback(match, reason): this test expects a traceback matching `match` "
         "in a node's log, because of `reason` (both required; see tests/conftest.py)")
+    config.addinivalue_line("markers", "xdist_group(name): run on the worker that runs this group "
+                            "(pytest-xdist; every test has one, see pytest_collection_modifyitems)")
     fd, path = tempfile.mkstemp(prefix="mqctl-node-log-report-", suffix=".jsonl")
     os.close(fd)
     _report.update(path=path, offset=0)
@@ -44,6 +74,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.unlink(str(_report["path"]))
         except OSError:
             pass
+
+
+def _group(item: pytest.Item) -> str:
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return ""
+    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test gets an xdist_group: its file's, or its file's XDIST_GROUPS entry (an explicit mark
+    wins). On a worker the groups of LONGEST_FIRST go first, in that order, each file's tests keeping
+    theirs (the scheduler hands out groups in the order of their first test: --no-loadscope-reorder)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            path = item.nodeid.split("::", 1)[0]
+            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(path, path)))
+    if hasattr(config, "workerinput"):
+        rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(_group(item), len(rank)))
 
 
 def _allowed(item: pytest.Item) -> list[re.Pattern[str]]:
