@@ -61,6 +61,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "in a node's log, because of `reason` (both required; see tests/conftest.py)")
     config.addinivalue_line("markers", "xdist_group(name): run on the worker that runs this group "
                             "(pytest-xdist; every test has one, see pytest_collection_modifyitems)")
+    if hasattr(config, "workerinput"):
+        # an xdist worker starts with COLUMNS=80 and LINES=24 in its environment; without them the CLI's
+        # tables are as wide as when piped, here as in a serial run (and in the mqctl it starts)
+        for var in ("COLUMNS", "LINES"):
+            os.environ.pop(var, None)
     fd, path = tempfile.mkstemp(prefix="mqctl-node-log-report-", suffix=".jsonl")
     os.close(fd)
     _report.update(path=path, offset=0)
