@@ -12,7 +12,7 @@ one and why,
 
 and only excerpts that match `match` (re.search) are then accepted; any other still fails it.
 
-In parallel (pytest-xdist; tools/test runs `-n 4 --dist loadgroup`): the tests of one file run on one
+In parallel (pytest-xdist; tools/test runs `-n 4 --dist loadfile`): the tests of one file run on one
 worker in their order (its module-scoped fixtures start once), files that share a session fixture run on
 one worker too (XDIST_GROUPS), and the longest files are handed out first (LONGEST_FIRST) so that none of
 them starts last. Each worker has its own node-log report (pytest_configure runs in each).
@@ -59,8 +59,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "node_log_traceback(match, reason): this test expects a traceback matching `match` "
         "in a node's log, because of `reason` (both required; see tests/conftest.py)")
-    config.addinivalue_line("markers", "xdist_group(name): run on the worker that runs this group "
-                            "(pytest-xdist; every test has one, see pytest_collection_modifyitems)")
     if hasattr(config, "workerinput"):
         # an xdist worker starts with COLUMNS=80 and LINES=24 in its environment; without them the CLI's
         # tables are as wide as when piped, here as in a serial run (and in the mqctl it starts)
@@ -81,25 +79,32 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             pass
 
 
-def _group(item: pytest.Item) -> str:
-    mark = item.get_closest_marker("xdist_group")
-    if mark is None:
-        return ""
-    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+def _group(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return XDIST_GROUPS.get(path, path)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """--dist loadfile, with the files of an XDIST_GROUPS entry as one unit. (pytest-xdist's own
+    loadgroup marks do not group under pytest 9, which no longer reads the node ids xdist rewrites.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return FileGroups(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test gets an xdist_group: its file's, or its file's XDIST_GROUPS entry (an explicit mark
-    wins). On a worker the groups of LONGEST_FIRST go first, in that order, each file's tests keeping
-    theirs (the scheduler hands out groups in the order of their first test: --no-loadscope-reorder)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            path = item.nodeid.split("::", 1)[0]
-            item.add_marker(pytest.mark.xdist_group(XDIST_GROUPS.get(path, path)))
+    """On an xdist worker the groups of LONGEST_FIRST go first, in that order, each file's tests keeping
+    theirs (the scheduler hands out units in the order of their first test: --no-loadscope-reorder)."""
     if hasattr(config, "workerinput"):
         rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-        items.sort(key=lambda item: rank.get(_group(item), len(rank)))
+        items.sort(key=lambda item: rank.get(_group(item.nodeid), len(rank)))
 
 
 def _allowed(item: pytest.Item) -> list[re.Pattern[str]]:
