@@ -18,8 +18,8 @@ def test_serve_with_mutual_tls(tmp_path, pki: PkiFiles) -> None:
         cluster.start(wait=False)
         with ControllerClient(cluster.addresses, tls_ca=pki.ca, tls_cert=pki.client_cert,
                               tls_key=pki.client_key, timeout=20) as client:
-            meta = wait_until(lambda: client.get_metadata(), 30, what="TLS metadata")
-            assert meta.is_leader
+            # the node answers over TLS before it has elected itself: wait for the election
+            wait_until(lambda: client.get_metadata().is_leader, 30, what="TLS metadata of a leader")
             wait_until(lambda: client.get_metadata().group_id, 30, what="group id")
             assert client.get_next_broker_id("c", "b").next_broker_id == 1
         with ControllerClient(cluster.addresses, tls_ca=pki.ca, timeout=3) as no_cert:

@@ -105,7 +105,7 @@ public class TlsAclDriver {
         client.start();
         try {
             RemotingCommand request = RemotingCommand.createRequestCommand(Integer.parseInt(args[2]), null);
-            RemotingCommand response = client.invokeSync(args[1], request, 5000);
+            RemotingCommand response = client.invokeSync(args[1], request, 20000);
             Map<String, Object> doc = new LinkedHashMap<>();
             doc.put("tls", config.isUseTLS());
             doc.put("code", response.getCode());
