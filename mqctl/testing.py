@@ -306,9 +306,10 @@ class LocalCluster:
         leader: Node = wait_until(ready, timeout, what="a controller leader")
         return leader
 
-    def raise_feature_level(self, client: Any, level: int, timeout: float = 60.0) -> None:
-        """`mqctl quorum feature-level LEVEL` once every member has published that it speaks it (a
-        node publishes its level through the log soon after it starts, later on a loaded machine)."""
+    def wait_for_members_speaking(self, level: int, timeout: float = 60.0) -> None:
+        """Until every member has published that it speaks feature `level`: a node publishes it
+        through the log soon after it starts (later on a loaded machine), and until then `mqctl
+        quorum feature-level` refuses."""
 
         def published() -> bool:
             leader = self.wait_for_leader(timeout)
@@ -317,6 +318,10 @@ class LocalCluster:
                 int(p.get("max_feature_level", 0)) >= level for p in peers)
 
         wait_until(published, timeout, what=f"every node to publish feature level {level}")
+
+    def raise_feature_level(self, client: Any, level: int, timeout: float = 60.0) -> None:
+        """`mqctl quorum feature-level LEVEL` once every member speaks it."""
+        self.wait_for_members_speaking(level, timeout)
         client.change_quorum("feature-level", feature_level=level)
 
     def hashes(self) -> dict[str, str]:

@@ -26,6 +26,7 @@ def mq(trio: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def level_3(trio: LocalCluster) -> None:
+    trio.wait_for_members_speaking(3)
     out = mq(trio, "quorum", "feature-level", "3")
     assert out.returncode == 0, out.stderr
 
