@@ -451,9 +451,6 @@ class History:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (json.loads(t) for t in self._texts)
 
-    def __reversed__(self) -> Iterator[dict[str, Any]]:
-        return (json.loads(t) for t in reversed(self._texts))
-
     def __eq__(self, other: object) -> bool:
         if isinstance(other, History):
             return other._texts == self._texts
