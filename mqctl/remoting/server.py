@@ -91,22 +91,167 @@ class _Registration:
     timeout_ms: int
 
 
-class _Connection:
-    def __init__(self, writer: asyncio.StreamWriter, peer: str, max_in_flight: int = MAX_IN_FLIGHT) -> None:
-        self.writer = writer
-        self.peer = peer
-        self.address = peer_address(peer)
+_BUSY, _BLOCKED = 1, 2  # why a connection is not read: its requests are all busy / its client does not read
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection. Frames are cut from what arrives as it arrives (no coroutine per
+    frame); heartbeats are answered at once, in order, and the answers to one read go out in one
+    write; other requests run as tasks, at most ``max_in_flight`` at a time, and the connection is
+    not read while they are all busy or while its client does not read its answers."""
+
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.peer = ""
+        self.address = ""
         self.closed = False
-        self.slots = asyncio.Semaphore(max(1, max_in_flight))
-        self.write_lock = asyncio.Lock()
-        self.keys: set[tuple[str, str, int]] = set()
-        self.last_frame = asyncio.get_running_loop().time()
         self.idle = False  # closed by the idle timeout
+        self.accepted = False
+        self.keys: set[tuple[str, str, int]] = set()
+        self.last_frame = 0.0
+        self.in_flight = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._paused = 0  # _BUSY | _BLOCKED
+        self._chunks: list[bytes] = []  # what is left of a frame not complete yet
+        self._have = 0
+        self._need = 4  # bytes the next frame needs before it can be cut
+        self._write_timer: asyncio.TimerHandle | None = None
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is no asyncio.Transport subclass
+        peername = transport.get_extra_info("peername")
+        self.peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        self.address = peer_address(self.peer)
+        self.last_frame = asyncio.get_running_loop().time()
+        self.accepted = self.server._accept(self)
+        if not self.accepted:
+            self.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self._chunks:
+            self._chunks.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return
+            data = b"".join(self._chunks)
+            self._chunks = []
+        self._cut(data)
+
+    def eof_received(self) -> bool | None:
+        return None  # close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+        if self.accepted:
+            self.server._forget(self)
+            if self._have and self._need and not self.idle:
+                self.server._peer_log.warning(self.address, "connection from %s closed in the middle of a "
+                                              "frame", self.peer)
+        if exc is not None:
+            log.debug("connection from %s failed: %s", self.peer, exc)
+
+    def pause_writing(self) -> None:
+        self._pause(_BLOCKED)
+        self._write_timer = asyncio.get_running_loop().call_later(WRITE_TIMEOUT, self._write_timeout)
+
+    def resume_writing(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+        self._resume(_BLOCKED)
+
+    # frames
+
+    def _cut(self, buf: bytes) -> None:
+        """Serve every complete frame of ``buf``; keep the rest for the next read."""
+        server = self.server
+        pos, size, need = 0, len(buf), 4
+        answers: list[bytes] = []
+        try:
+            while not self._paused and not self.closed:
+                if size - pos < 4:
+                    break
+                end = pos + 4 + codec.frame_length(buf[pos : pos + 4])
+                if end > size:
+                    need = end - pos
+                    break
+                cmd = codec.decode_frame(buf[pos + 4 : end])
+                pos = end
+                if cmd.is_response:
+                    log.debug("ignoring a response (opaque %s) from %s", cmd.opaque, self.peer)
+                elif cmd.code == headers.BROKER_HEARTBEAT:
+                    # the fleet's hot path: answered here, in order, without a worker thread (the
+                    # node keeps heartbeats in memory and never waits for Raft on them)
+                    answer = server._answer_now(self, cmd)
+                    if not cmd.is_oneway:
+                        answers.append(server._frame(self, answer))
+                else:
+                    self.in_flight += 1
+                    if self.in_flight >= server._max_in_flight:
+                        self._pause(_BUSY)
+                    task = asyncio.get_running_loop().create_task(server._process(self, cmd))
+                    self.tasks.add(task)
+                    task.add_done_callback(self.tasks.discard)
+        except FrameError as exc:
+            server._peer_log.warning(self.address, "closing connection from %s: malformed frame: %s",
+                                     self.peer, exc)
+            self.close()
+        if pos:
+            self.last_frame = asyncio.get_running_loop().time()
+        if answers:
+            self.write(b"".join(answers))
+        if pos < size and not self.closed:
+            self._chunks = [buf[pos:] if pos else buf]
+            self._have = size - pos
+            self._need = 0 if self._paused else need
+        else:
+            self._have = 0
+
+    def done(self) -> None:
+        """A request task has answered: read again if its slot was what the connection waited for."""
+        self.in_flight -= 1
+        if self._paused & _BUSY and self.in_flight < self.server._max_in_flight:
+            self._resume(_BUSY)
+
+    def _pause(self, why: int) -> None:
+        if not self._paused and self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+        self._paused |= why
+
+    def _resume(self, why: int) -> None:
+        if not self._paused & why:
+            return
+        self._paused &= ~why
+        if self._paused or self.closed:
+            return
+        if self._chunks:  # frames read before the pause
+            data = b"".join(self._chunks)
+            self._chunks = []
+            self._cut(data)
+        if not self._paused and not self.closed and self.transport is not None:
+            self.transport.resume_reading()
+
+    def _write_timeout(self) -> None:
+        log.info("closing connection to %s: cannot write: timeout", self.peer)
+        self.close()
+
+    def write(self, data: bytes) -> None:
+        """Queue a whole answer (frames never interleave); a client that does not read is not read
+        from either (pause_writing) and is dropped after WRITE_TIMEOUT."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return  # the client went away meanwhile
+        self.transport.write(data)
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.writer.close()
+            if self.transport is not None:
+                self.transport.close()
 
 
 class RemotingServer:
@@ -203,11 +348,11 @@ class RemotingServer:
         if self._tls is not None and self._tls_mode == "permissive":
             wait = min(self._idle_timeout, TLS_HANDSHAKE_TIMEOUT)
             self._server = await self._loop.create_server(
-                lambda: _TlsSniffer(self._serve_connection, self._tls, wait), self.host, self.port
+                lambda: _TlsSniffer(lambda: _Connection(self), self._tls, wait), self.host, self.port
             )
         else:
-            self._server = await asyncio.start_server(
-                self._serve_connection, self.host, self.port, limit=64 * 1024, ssl=self._tls,
+            self._server = await self._loop.create_server(
+                lambda: _Connection(self), self.host, self.port, ssl=self._tls,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if self._tls is not None else None,
             )
         sockets = list(self._server.sockets or [])
@@ -247,63 +392,26 @@ class RemotingServer:
 
     # --- connections --------------------------------------------------------------------
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
-        conn = _Connection(writer, peer, self._max_in_flight)
-        refused = self._conn_slots.acquire(peer, conn.address)
+    def _accept(self, conn: _Connection) -> bool:
+        """Count a new connection against the limits; False = refused (it is closed)."""
+        refused = self._conn_slots.acquire(conn.peer, conn.address)
         if refused is not None:
-            self._peer_log.warning(conn.address, "refusing connection from %s: %s", peer, refused.message)
-            conn.close()
-            return
+            self._peer_log.warning(conn.address, "refusing connection from %s: %s", conn.peer,
+                                   refused.message)
+            return False
         self._conns.add(conn)
         if self._idle_task is None:
-            self._idle_task = asyncio.create_task(self._close_idle())
-        tasks: set[asyncio.Task[None]] = set()
-        loop = asyncio.get_running_loop()
-        try:
-            while not conn.closed:
-                try:
-                    # no timeout per read (a timer per frame costs more than the frame): _close_idle
-                    # closes a connection that has not completed a frame for the idle timeout
-                    prefix = await reader.readexactly(4)
-                    total = codec.frame_length(prefix)
-                    payload = await reader.readexactly(total)
-                    conn.last_frame = loop.time()
-                    cmd = codec.decode_frame(payload)
-                except FrameError as exc:
-                    self._peer_log.warning(conn.address, "closing connection from %s: malformed frame: %s",
-                                           peer, exc)
-                    break
-                except asyncio.IncompleteReadError as exc:
-                    if exc.partial and not conn.idle:
-                        self._peer_log.warning(conn.address, "connection from %s closed in the middle of a "
-                                               "frame", peer)
-                    break
-                if cmd.is_response:
-                    log.debug("ignoring a response (opaque %s) from %s", cmd.opaque, peer)
-                    continue
-                if cmd.code == headers.BROKER_HEARTBEAT:
-                    # the fleet's hot path: answered here, in order, without a worker thread (the
-                    # node keeps heartbeats in memory and never waits for Raft on them)
-                    answer = self._answer_now(conn, cmd)
-                    if not cmd.is_oneway:
-                        await self._write(conn, answer)
-                    continue
-                await conn.slots.acquire()
-                task = asyncio.create_task(self._process(conn, cmd))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-        except (ConnectionError, OSError) as exc:
-            log.debug("connection from %s failed: %s", peer, exc)
-        finally:
-            self._conns.discard(conn)
-            self._conn_slots.release(peer, conn.address)
-            for key in conn.keys:
-                reg = self._registrations.get(key)
-                if reg is not None and reg.conn is conn:
-                    del self._registrations[key]
-            conn.close()
+            self._idle_task = asyncio.get_running_loop().create_task(self._close_idle())
+        return True
+
+    def _forget(self, conn: _Connection) -> None:
+        """A closed connection: its slot, and the registrations that named it for 1008."""
+        self._conns.discard(conn)
+        self._conn_slots.release(conn.peer, conn.address)
+        for key in conn.keys:
+            reg = self._registrations.get(key)
+            if reg is not None and reg.conn is conn:
+                del self._registrations[key]
 
     async def _close_idle(self) -> None:
         """Close connections that completed no frame for the idle timeout (also half-sent frames)."""
@@ -318,12 +426,12 @@ class RemotingServer:
                     conn.idle = True
                     conn.close()
 
-    async def _write(self, conn: _Connection, cmd: RemotingCommand) -> None:
+    def _frame(self, conn: _Connection, cmd: RemotingCommand) -> bytes:
         try:
-            frame = codec.encode_frame(cmd)
+            return codec.encode_frame(cmd)
         except ValueError as exc:
             log.error("cannot encode the answer to %s (code %s): %s", conn.peer, cmd.code, exc)
-            frame = codec.encode_frame(
+            return codec.encode_frame(
                 RemotingCommand(
                     code=int(Code.SYSTEM_ERROR),
                     remark=f"cannot encode the answer: {exc}"[:200],
@@ -332,19 +440,6 @@ class RemotingServer:
                     serialize_type=cmd.serialize_type,
                 )
             )
-        if conn.closed or conn.writer.transport.is_closing():  # the client went away meanwhile
-            return
-        # write() queues the whole frame at once, so frames never interleave; only a client that
-        # does not read (a full socket buffer) is waited for, and dropped after WRITE_TIMEOUT
-        conn.writer.write(frame)
-        if conn.writer.transport.get_write_buffer_size() == 0:
-            return
-        async with conn.write_lock:
-            try:
-                await asyncio.wait_for(conn.writer.drain(), WRITE_TIMEOUT)
-            except (ConnectionError, OSError, TimeoutError) as exc:
-                log.info("closing connection to %s: cannot write: %s", conn.peer, exc or "timeout")
-                conn.close()
 
     # --- requests -----------------------------------------------------------------------
 
@@ -352,11 +447,11 @@ class RemotingServer:
         try:
             answer = await self._answer(conn, cmd)
             if answer is not None and not cmd.is_oneway:
-                await self._write(conn, answer)
+                conn.write(self._frame(conn, answer))
         except Exception:
             log.exception("request code %s from %s failed", cmd.code, conn.peer)
         finally:
-            conn.slots.release()
+            conn.done()
 
     def _response(
         self,
@@ -630,7 +725,7 @@ _UPGRADES: set[asyncio.Task[None]] = set()  # TLS handshakes under way (permissi
 class _TlsSniffer(asyncio.Protocol):
     """tls_mode permissive: nothing is read until the connection's first byte has been peeked at;
     0x16 (a TLS handshake record) -> the connection speaks TLS, anything else -> plaintext. Then the
-    connection is served as asyncio.start_server serves it (a StreamReader/StreamWriter pair)."""
+    connection is served by the protocol ``serve`` makes, as a listener without TLS serves it."""
 
     def __init__(self, serve: Any, tls: ssl.SSLContext | None, timeout: float) -> None:
         self._serve = serve
@@ -685,8 +780,7 @@ class _TlsSniffer(asyncio.Protocol):
             return
         transport = self._transport
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=64 * 1024, loop=loop)
-        protocol = asyncio.StreamReaderProtocol(reader, self._serve, loop=loop)
+        protocol = self._serve()
         if first[0] == TLS_RECORD_HANDSHAKE and self._tls is not None:
             task = loop.create_task(self._upgrade(transport, protocol))
             _UPGRADES.add(task)  # the loop keeps only a weak reference to a task
@@ -696,7 +790,7 @@ class _TlsSniffer(asyncio.Protocol):
             protocol.connection_made(transport)
             transport.resume_reading()
 
-    async def _upgrade(self, transport: asyncio.Transport, protocol: asyncio.StreamReaderProtocol) -> None:
+    async def _upgrade(self, transport: asyncio.Transport, protocol: asyncio.Protocol) -> None:
         assert self._tls is not None
         try:
             tls_transport = await asyncio.get_running_loop().start_tls(
