@@ -168,6 +168,8 @@ def to_text(value: Any) -> str:
 def from_text(kind: str, text: str) -> Any:
     """Parse a header value as RocketMQ does (Long.parseLong, Boolean.parseBoolean)."""
     if kind == INT:
+        if text.isdigit() and text.isascii():  # the usual header: ASCII digits only
+            return int(text)
         return int(text) if _JAVA_LONG.match(text) else text  # unparsable: the core answers 2005
     if kind == BOOL:
         return text.lower() == "true"
