@@ -170,14 +170,17 @@ class Leadership:
 def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float) -> list[Worker]:
     """Remoting brokers added in steps; per step the heartbeat figures over a window."""
     assert leader.proc is not None
-    pid = leader.proc.pid
+    # every node's process: leadership may move (it should not), and then the figures are read
+    # off the node that leads when a window starts (CPU) or ends (memory), not the first leader
+    pids = {node.name: node.proc.pid for node in cluster.nodes if node.proc is not None}
     everyone = [n.remoting_address for n in cluster.nodes]
     rtts = [remoting_call(leader.remoting_address, 1005) for _ in range(200)]
     base_ms = pct(rtts, 50)
-    rss0 = proc_rss_mib(pid)
-    idle0 = proc_cpu_seconds(pid)
+    rss0s = {name: proc_rss_mib(p) for name, p in pids.items()}
+    rss0 = rss0s[leader.name]
+    idle0 = proc_cpu_seconds(pids[leader.name])
     time.sleep(5)
-    idle = (proc_cpu_seconds(pid) - idle0) / 5  # the leader's own work with no broker
+    idle = (proc_cpu_seconds(pids[leader.name]) - idle0) / 5  # the leader's own work with no broker
     print(f"baseline: GetMetadata over remoting p50 {base_ms:.2f} ms; leader RSS {rss0:.1f} MiB and CPU "
           f"{100 * idle:.1f}% with no broker (subtracted from its CPU per heartbeat)")
     print("\n1-3. capacity over remoting (904, brokers beat the leader once a second)")
@@ -217,6 +220,9 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
                 1 for mid, _ in masters(leader.grpc_address).values() if mid is not None) < sets:
             time.sleep(1)
         time.sleep(2)
+        leader = cluster.wait_for_leader()
+        pid = pids[leader.name]
+        changes0 = watch.changes()
         before = masters(leader.grpc_address)
         cpu0 = proc_cpu_seconds(pid)
         first = [w.report() for w in workers]
@@ -247,13 +253,18 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
               f"{len(lat) / seconds:10.0f} "
               f"{pct(lat, 50):7.2f} {p99:7.2f} {max(lat or [0]):7.1f}  ({p99 / base_ms:6.1f}x) | "
               f"{us:12.1f} {100 * (cpu1 - cpu0) / (t1 - t0):9.0f}% {100 * (gen1 - gen0) / (t1 - t0):6.0f}% | "
-              f"{lost:4d} {errors:3d} | {watch.changes():14d} {elections:9d}", flush=True)
+              f"{lost:4d} {errors:3d} | {watch.changes():14d} {elections:9d}"
+              + ("  (the leader changed during the window: its CPU is not the leader's alone)"
+                 if watch.changes() != changes0 else ""), flush=True)
         if os.environ.get("BENCH_SCALE_SECONDS"):  # per-second p99/max, to find stalls
             print("   per second p99/max ms: " + " ".join(f"{pct(v, 99):.0f}/{max(v):.0f}"
                                                       for _, v in sorted(per_sec.items())))
-    rss1 = proc_rss_mib(pid)
-    print(f"\nmemory: leader RSS {rss1:.1f} MiB with {brokers} brokers: "
-          f"{(rss1 - rss0) * 1024 * 1024 / max(1, brokers):.0f} bytes per broker beyond the empty process")
+    last = cluster.wait_for_leader()
+    rss1 = proc_rss_mib(pids[last.name])
+    print(f"\nmemory: leader ({last.name}) RSS {rss1:.1f} MiB with {brokers} brokers: "
+          f"{(rss1 - rss0s[last.name]) * 1024 * 1024 / max(1, brokers):.0f} bytes per broker beyond its "
+          "empty process; every node: " + ", ".join(f"{name} {proc_rss_mib(p):.1f} MiB"
+                                                    for name, p in pids.items()))
     if per_hb:
         small, large = per_hb[min(per_hb)], per_hb[max(per_hb)]
         print(f"flat cost: leader CPU per heartbeat at {max(per_hb)} sets / at {min(per_hb)} sets = "

@@ -31,9 +31,7 @@ import socket
 import ssl
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from mqctl import methods
@@ -50,7 +48,6 @@ IDLE_TIMEOUT = 120.0  # serverChannelMaxIdleTimeSeconds
 MAX_IN_FLIGHT = 64  # requests being processed per connection
 MAX_CONNECTIONS = 1024
 MAX_CONNECTIONS_PER_ADDRESS = 256
-MAX_REGISTRATIONS_PER_CONNECTION = 256
 MAX_REMEMBERED_BROKERS = 100_000
 WRITE_TIMEOUT = 10.0
 NOTIFY_TIMEOUT = 3.0  # RocketMQ's controller sends 1008 one-way with a 3000 ms timeout
@@ -81,16 +78,6 @@ def configured_serialize_type(environ: dict[str, str] | None = None) -> int:
     return codec.SERIALIZE_TYPE_BY_NAME[name]
 
 
-@dataclass(slots=True)
-class _Registration:
-    """Where to send 1008 for one replica: its connection, and when it was last heard of."""
-
-    conn: _Connection
-    broker_addr: str
-    last_ms: int
-    timeout_ms: int
-
-
 _BUSY, _BLOCKED = 1, 2  # why a connection is not read: its requests are all busy / its client does not read
 
 
@@ -108,7 +95,6 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.idle = False  # closed by the idle timeout
         self.accepted = False
-        self.keys: set[tuple[str, str, int]] = set()
         self.last_frame = 0.0
         self.in_flight = 0
         self.tasks: set[asyncio.Task[None]] = set()
@@ -187,7 +173,7 @@ class _Connection(asyncio.Protocol):
                 elif cmd.code == headers.BROKER_HEARTBEAT:
                     # the fleet's hot path: answered here, in order, without a worker thread (the
                     # node keeps heartbeats in memory and never waits for Raft on them)
-                    answer = server._answer_now(self, cmd)
+                    answer = server._answer_now(cmd)
                     if not cmd.is_oneway:
                         answers.append(server._frame(self, answer))
                 else:
@@ -293,7 +279,6 @@ class RemotingServer:
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[_Connection] = set()
         self._idle_task: asyncio.Task[None] | None = None
-        self._registrations: dict[tuple[str, str, int], _Registration] = {}
         self._opaque = itertools.count(1)
         self._watch: Any = None
         self._watcher: threading.Thread | None = None
@@ -405,13 +390,9 @@ class RemotingServer:
         return True
 
     def _forget(self, conn: _Connection) -> None:
-        """A closed connection: its slot, and the registrations that named it for 1008."""
+        """A closed connection gives back its slot."""
         self._conns.discard(conn)
         self._conn_slots.release(conn.peer, conn.address)
-        for key in conn.keys:
-            reg = self._registrations.get(key)
-            if reg is not None and reg.conn is conn:
-                del self._registrations[key]
 
     async def _close_idle(self) -> None:
         """Close connections that completed no frame for the idle timeout (also half-sent frames)."""
@@ -445,7 +426,7 @@ class RemotingServer:
 
     async def _process(self, conn: _Connection, cmd: RemotingCommand) -> None:
         try:
-            answer = await self._answer(conn, cmd)
+            answer = await self._answer(cmd)
             if answer is not None and not cmd.is_oneway:
                 conn.write(self._frame(conn, answer))
         except Exception:
@@ -471,22 +452,22 @@ class RemotingServer:
             serialize_type=self.serialize_type,
         )
 
-    async def _answer(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+    async def _answer(self, cmd: RemotingCommand) -> RemotingCommand | None:
         decoded = self._decode(cmd)
         if isinstance(decoded, RemotingCommand):
             return decoded
         method, request = decoded
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(self._pool, self._call, method, request)
-        return self._reply(conn, cmd, method, request, result)
+        return self._reply(cmd, method, request, result)
 
-    def _answer_now(self, conn: _Connection, cmd: RemotingCommand) -> RemotingCommand:
+    def _answer_now(self, cmd: RemotingCommand) -> RemotingCommand:
         """A request the node answers from memory at once (Heartbeat), on the loop's thread."""
         decoded = self._decode(cmd)
         if isinstance(decoded, RemotingCommand):
             return decoded
         method, request = decoded
-        return self._reply(conn, cmd, method, request, self._call(method, request))
+        return self._reply(cmd, method, request, self._call(method, request))
 
     def _decode(self, cmd: RemotingCommand) -> tuple[str, dict[str, Any]] | RemotingCommand:
         """The NodeAPI request of a frame, or the refusal to send back."""
@@ -504,11 +485,11 @@ class RemotingServer:
             return self._response(cmd, refused["code"], refused["remark"])
         return method, request
 
-    def _reply(self, conn: _Connection, cmd: RemotingCommand, method: str, request: dict[str, Any],
+    def _reply(self, cmd: RemotingCommand, method: str, request: dict[str, Any],
                result: dict[str, Any]) -> RemotingCommand:
         code = int(result.get("code", 0))
         if code == Code.SUCCESS and method in ("RegisterBroker", "Heartbeat"):
-            self._remember(conn, method, request)
+            self._remember(request)
         try:
             ext, body = headers.encode_response(method, rocketmq_nulls(method, result))
         except Exception as exc:
@@ -548,33 +529,15 @@ class RemotingServer:
 
     # --- NOTIFY_BROKER_ROLE_CHANGED -----------------------------------------------------
 
-    def _remember(self, conn: _Connection, method: str, request: dict[str, Any]) -> None:
-        """Keep the channel of a replica registered (1003) or beating (904) over remoting."""
-        try:
-            key = (  # interned: one object per name in the node (mqctl.controller.liveness)
-                sys.intern(str(request.get("cluster_name") or "")),
-                sys.intern(str(request.get("broker_name") or "")),
-                int(request.get("broker_id", "")),
-            )
-            timeout = int(request.get("heartbeat_timeout_mills") or 10_000)
-        except (TypeError, ValueError):
+    def _remember(self, request: dict[str, Any]) -> None:
+        """Note a replica registered (1003) or beating (904) over remoting: it listens for RocketMQ
+        remoting at its registered address, where its 1008s go."""
+        name, bid = request.get("broker_name"), request.get("broker_id")
+        if not isinstance(name, str) or not isinstance(bid, int) or (name, bid) in self._remoting_brokers:
             return
-        if conn.closed or (key not in conn.keys and len(conn.keys) >= MAX_REGISTRATIONS_PER_CONNECTION):
-            return
-        addr = str(request.get("broker_address" if method == "RegisterBroker" else "broker_addr") or "")
-        addr = sys.intern(addr)
-        now = int(time.time() * 1000)
-        old = self._registrations.get(key)
-        if old is not None and old.conn is conn:  # the steady state: a heartbeat on the same channel
-            old.broker_addr = addr or old.broker_addr
-            old.last_ms, old.timeout_ms = now, timeout
-            return
-        if old is not None:
-            old.conn.keys.discard(key)
-        conn.keys.add(key)
         if len(self._remoting_brokers) < MAX_REMEMBERED_BROKERS:
-            self._remoting_brokers.add((key[1], key[2]))
-        self._registrations[key] = _Registration(conn, addr or (old.broker_addr if old else ""), now, timeout)
+            # interned: one object per name in the node (mqctl.controller.liveness)
+            self._remoting_brokers.add((sys.intern(name), bid))
 
     def _watch_roles(self) -> None:
         """One NodeAPI watch of every broker set; each election is pushed from the loop."""
