@@ -79,6 +79,7 @@ from mqctl.raft.storage import Storage, StorageError, fsync_file_and_dir  # mqct
 
 logger = logging.getLogger('pysyncobj.syncobj')  # mqctl: upstream's logger name, so its log settings apply
 _snapshotLogger = logging.getLogger('mqctl.raft.snapshot')  # mqctl: an operator's line, not pysyncobj's chatter
+_electionLogger = logging.getLogger('mqctl.raft.election')  # mqctl: why leadership moved (FORK.md, change 18)
 _SNAPSHOT_RETRY = 2.0  # mqctl: seconds between attempts at a snapshot that could not be written
 
 
@@ -682,6 +683,11 @@ class SyncObj(object):
                     transfer = self.__transferInProgress  # mqctl
                     self.__transferInProgress = False
                     self.__raftLeader = None
+                    _electionLogger.info(
+                        'raft: starting an election for term %s: %s', self.__raftCurrentTerm,
+                        'a leadership transfer' if transfer else 'no leader heard yet' if not self.__lastLeaderContact
+                        else 'no append_entries from a leader for %.0f ms'
+                        % ((self.__lastPollTime - self.__lastLeaderContact) * 1000))
                     self.__setState(_RAFT_STATE.CANDIDATE)
                     self.__votesCount = 1
                     for node in self.__otherNodes:
@@ -740,6 +746,12 @@ class SyncObj(object):
                 if self.__unansweredSince.get(node, deadline + 1) > deadline:
                     count += 1
             if count <= (len(self.__otherNodes) + 1) / 2:
+                _electionLogger.warning(
+                    'raft: stepping down as leader of term %s: %s', self.__raftCurrentTerm,
+                    ', '.join('%s left append_entries unanswered for %.0f ms' % (
+                        node.id, (self.__lastPollTime - since) * 1000)
+                        for node, since in sorted(self.__unansweredSince.items(), key=lambda kv: kv[0].id)
+                        if since <= deadline) or 'no majority')
                 self.__setState(_RAFT_STATE.FOLLOWER)
                 self.__raftLeader = None
 
