@@ -60,6 +60,7 @@ class HeartbeatTable:
         # the last row of each broker whose row expired, until it has a row again: a dead master's last
         # maxOffset for the history's loss figure, also when the election comes much later (a pause)
         self._last: dict[str, dict[int, LiveInfo]] = {}
+        self._ints: dict[int, int] = {}
 
     def __len__(self) -> int:
         return self._count
@@ -107,7 +108,7 @@ class HeartbeatTable:
         epoch = -1 if epoch is None else epoch
         max_offset = -1 if max_offset is None else max_offset
         confirm_offset = -1 if confirm_offset is None else confirm_offset
-        timeout = self.default_timeout_ms if timeout is None or timeout <= 0 else timeout
+        timeout = self.default_timeout_ms if timeout is None or timeout <= 0 else self._shared(timeout)
         priority = DEFAULT_ELECTION_PRIORITY if priority is None else priority
 
         rows = self._sets.get(name)
@@ -127,6 +128,15 @@ class HeartbeatTable:
                             timeout)
         self._put(name, info, cluster, now_ms)
         return info
+
+    def _shared(self, value: int) -> int:
+        """One int object per heartbeat timeout in use (a fleet has one or a few), not one per row."""
+        shared = self._ints.get(value)
+        if shared is None:
+            shared = value
+            if len(self._ints) < 256:
+                self._ints[value] = value
+        return shared
 
     def on_register(self, cluster_name: str, broker_name: str, broker_id: int, address: str,
                     broker_epoch: int, epoch: int | None = None, max_offset: int | None = None,
