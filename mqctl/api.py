@@ -539,7 +539,11 @@ class ControllerApi(ABC):
         if oneway:
             self._send_oneway("Heartbeat", request)
             return Ack()
-        return Ack.from_dict(self._call("Heartbeat", request))
+        return Ack.from_dict(self._beat(request))
+
+    def _beat(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """One heartbeat as a call; a transport with a cheaper way (gRPC's stream) overrides it."""
+        return self._call("Heartbeat", request)
 
     def _send_oneway(self, method: str, request: Mapping[str, Any]) -> None:
         raise UsageError(f"{method}: one-way requests are RocketMQ remoting's; use the remoting client")

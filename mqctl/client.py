@@ -25,18 +25,28 @@ when they surely were not executed: on NOT_LEADER, or on a connection failure be
 request was sent. A write whose outcome is unknown (connection lost after sending, deadline
 exceeded, 2104 from the server) raises ControllerError(2104) saying so; check with a read.
 
+Heartbeats go on one HeartbeatStream call to the leader per client (``HeartbeatStream``), shared
+by its threads: a beat's cost on the node is a message, not a call. A node without that method, or
+one that refuses more streams, gets unary Heartbeat calls instead.
+
 The typed methods and result types are ``mqctl.api``'s (shared with the remoting client); this
-module adds the gRPC transport, GetMetadata's leader lookup, ChangeQuorum and WatchRoleChanges.
+module adds the gRPC transport, GetMetadata's leader lookup, ChangeQuorum, WatchRoleChanges and the
+heartbeat stream.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import queue
 import random
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import grpc
@@ -85,6 +95,7 @@ __all__ = [
     "ConfigResult",
     "ControllerClient",
     "ElectMasterResult",
+    "HeartbeatStream",
     "Metadata",
     "NextBrokerIdResult",
     "Peer",
@@ -119,6 +130,9 @@ PROBE_AGAIN = 0.1  # while no other node leads yet: an election takes 0.15-0.35 
 PROBE_TIMEOUT = 0.3
 DISCOVERY_TIMEOUT = 1.0
 ELECTION_POLL = 0.02
+# A node that refuses a heartbeat stream (RESOURCE_EXHAUSTED: its stream limits) is sent unary
+# Heartbeat calls for this long before a stream is tried again.
+STREAM_RETRY_AFTER = 30.0
 
 
 def _not_sent(err: grpc.RpcError) -> bool:
@@ -200,6 +214,7 @@ class ControllerClient(ControllerApi):
         self._channels: dict[str, tuple[grpc.Channel, pb_grpc.ControllerStub]] = {}
         self._leader: str | None = None
         self._closed = False
+        self._heartbeats = HeartbeatStream(self)
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -208,6 +223,7 @@ class ControllerClient(ControllerApi):
         with self._lock:
             self._closed = True
             channels, self._channels = self._channels, {}
+        self._heartbeats.close()
         for channel, _ in channels.values():
             channel.close()
 
@@ -427,6 +443,9 @@ class ControllerClient(ControllerApi):
 
     # -- the API: the typed methods are ControllerApi's; here what only gRPC has -----------------
 
+    def _beat(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        return self._heartbeats.beat(request)
+
     def get_metadata(self, address: str | None = None) -> Metadata:
         """GetMetadata from ``address`` (any node), or from the leader when None (any node if none)."""
         if address is not None:
@@ -597,3 +616,175 @@ class RoleWatch(Iterator[RoleChange]):
             attempt += 1
             time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
+
+
+class _Stream:
+    """One HeartbeatStream call: the messages sent and not yet answered, in order."""
+
+    def __init__(self, target: str, stub: pb_grpc.ControllerStub) -> None:
+        self.target = target
+        self.lock = threading.Lock()
+        self.pending: deque[Future[list[Any]]] = deque()
+        self.dead = False
+        self.requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.call = stub.HeartbeatStream(iter(self.requests.get, None))
+        threading.Thread(target=self._read, name="mqctl-heartbeat-stream", daemon=True).start()
+
+    def send(self, message: Any) -> Future[list[Any]]:
+        future: Future[list[Any]] = Future()
+        with self.lock:
+            if self.dead:
+                raise _Retry(f"{self.target}: the heartbeat stream ended")
+            self.pending.append(future)
+            self.requests.put(message)
+        return future
+
+    def _read(self) -> None:
+        error: BaseException = _Retry(f"{self.target}: the heartbeat stream ended")
+        try:
+            for message in self.call:
+                with self.lock:
+                    future = self.pending.popleft() if self.pending else None
+                if future is not None:
+                    future.set_result(list(message.answers))
+        except grpc.RpcError as err:
+            error = err
+        finally:
+            self.close()
+            with self.lock:
+                left = list(self.pending)
+                self.pending.clear()
+            for future in left:
+                future.set_exception(error)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.dead:
+                return
+            self.dead = True
+        self.requests.put(None)  # ends the request iterator grpc reads in its own thread
+        self.call.cancel()
+
+
+class HeartbeatStream:
+    """The heartbeats of a ``ControllerClient``: one HeartbeatStream call to the leader, shared by
+    every thread of the client, each beat answered in order on it (``beat`` waits for its answer).
+
+    The stream is opened at the first beat and moved when the client learns of another leader, when
+    it breaks (the leader died: rediscovered as any call does) and when the leader stops answering
+    while another node leads. Beats are retried on any transient failure until the client's timeout,
+    as unary heartbeats are. A node without the method (UNIMPLEMENTED) gets unary Heartbeat calls
+    from then on; one that refuses the stream (RESOURCE_EXHAUSTED) for ``STREAM_RETRY_AFTER``."""
+
+    def __init__(self, client: ControllerClient) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self._stream: _Stream | None = None
+        self._unary_until = 0.0
+
+    def close(self) -> None:
+        with self._lock:
+            stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+
+    def _open(self, deadline: float) -> _Stream:
+        client = self._client
+        with self._lock:
+            stream = self._stream
+            if stream is not None and not stream.dead and client._leader in (None, stream.target):
+                return stream
+            if stream is not None:
+                stream.close()
+            target = client._leader or client._discover(deadline)
+            client._leader = target
+            self._stream = _Stream(target, client._stub(target))
+            return self._stream
+
+    def _drop(self, stream: _Stream, forget_target: bool) -> None:
+        stream.close()
+        if forget_target and self._client._leader == stream.target:
+            self._client._leader = None
+
+    def beat(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Send one heartbeat; the SUCCESS answer as a dict, or ControllerError."""
+        client = self._client
+        if time.monotonic() < self._unary_until:
+            return client._call("Heartbeat", request)
+        message = pb.HeartbeatStreamRequest(beats=[dict_to_message(request, pb.HeartbeatRequest)])
+        deadline = time.monotonic() + client.timeout
+        last_error = ""
+        attempt = 0
+        while True:
+            stream = None
+            election = False  # no leader, or it died: polled at the election's pace, no backoff
+            try:
+                stream = self._open(deadline)
+                answer = message_to_dict(self._wait(stream, stream.send(message), deadline)[0])
+            except _Retry as r:
+                last_error = r.reason
+                election = r.election
+                if stream is not None:
+                    self._drop(stream, forget_target=r.target is None)
+                    if r.target is not None:
+                        client._leader = r.target
+                        continue
+            except grpc.RpcError as err:
+                code = err.code()
+                if code in (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.RESOURCE_EXHAUSTED):
+                    assert stream is not None
+                    self._drop(stream, forget_target=False)
+                    pause = math.inf if code == grpc.StatusCode.UNIMPLEMENTED else STREAM_RETRY_AFTER
+                    self._unary_until = time.monotonic() + pause
+                    log.info("heartbeats as unary calls (%s)", _rpc_error_text(stream.target, err))
+                    return client._call("Heartbeat", request)
+                assert stream is not None
+                last_error = _rpc_error_text(stream.target, err)
+                if code not in _TRANSIENT and code != grpc.StatusCode.CANCELLED:
+                    self._drop(stream, forget_target=False)
+                    raise ControllerError(Code.SYSTEM_ERROR, f"heartbeat stream failed: {last_error}") \
+                        from None
+                election = code == grpc.StatusCode.UNAVAILABLE
+                self._drop(stream, forget_target=True)
+            else:
+                code = int(answer.get("code", 0))
+                if code == Code.SUCCESS:
+                    return answer
+                leader = str(answer.get("leader_address") or "")
+                if code == Code.CONTROLLER_NOT_LEADER and leader and leader != stream.target:
+                    client._leader = leader
+                    continue
+                if code not in (Code.CONTROLLER_NOT_LEADER, Code.UNAVAILABLE):
+                    raise ControllerError(code, str(answer.get("remark", "")), response=Ack.from_dict(answer),
+                                          leader_address=leader)
+                last_error = f"{stream.target}: {answer.get('remark', '')}"
+                self._drop(stream, forget_target=True)
+            if time.monotonic() >= deadline:
+                raise client._unreachable(last_error)
+            if election:
+                delay = ELECTION_POLL * random.uniform(0.5, 1.0)
+            else:
+                delay = min(BACKOFF_MAX, BACKOFF_INITIAL * (2**attempt)) * random.uniform(0.5, 1.0)
+                attempt += 1
+            time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+
+    def _wait(self, stream: _Stream, future: Future[list[Any]], deadline: float) -> list[Any]:
+        """The answers to one message. A leader that does not answer is waited for only until another
+        node leads (a paused process, a partition), as a unary call is."""
+        client = self._client
+        wait = PROBE_AFTER
+        while True:
+            try:
+                answers = future.result(timeout=max(0.001, min(wait, deadline - time.monotonic())))
+            except FutureTimeout:
+                if time.monotonic() >= deadline:
+                    raise _Retry(f"{stream.target} did not answer a heartbeat") from None
+                wait = PROBE_AGAIN
+                leader = client._leader_elsewhere(stream.target) if len(client.addresses) > 1 else ""
+                if leader:
+                    raise _Retry(f"{stream.target} did not answer a heartbeat and {leader} leads now",
+                                 target=leader, now=True) from None
+                continue
+            if len(answers) != 1:
+                raise _Retry(f"{stream.target}: {len(answers)} answers to one heartbeat")
+            return answers

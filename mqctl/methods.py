@@ -92,7 +92,7 @@ class Token(enum.Enum):
 class Entry(enum.Enum):
     """The NodeAPI entry point that answers (docs/architecture.md)."""
 
-    CALL = "call"  # NodeAPI.call(method, request)
+    CALL = "call"  # NodeAPI.call(method, request); HeartbeatStream: call("Heartbeat", beat) per beat
     METADATA = "metadata"  # NodeAPI.metadata()
     WATCH = "watch"  # NodeAPI.watch(cluster_name, broker_name), a stream
 
@@ -119,6 +119,7 @@ class MethodSpec:
     # when it has a code
     entry: Entry = Entry.CALL
     streaming: bool = False  # server-streaming RPC
+    client_streaming: bool = False  # ... and client-streaming too (bidirectional)
     mutating: bool | None = None  # changes controller state; default: kind is WRITE
     idempotent: bool = False  # a repeat has the effect of one call for its caller: retried as a read
     where: str = ""  # who answers, for the docs; default from ``kind``
@@ -144,6 +145,8 @@ class MethodSpec:
             raise ValueError(f"{self.name}: request code {self.code} without its RocketMQ name")
         if self.mutating and self.caller is not Caller.BROKER and self.token is Token.NEVER:
             raise ValueError(f"{self.name}: a mutating admin method must require the token")
+        if self.client_streaming and not self.streaming:
+            raise ValueError(f"{self.name}: a client stream is answered by a stream (bidirectional)")
         if self.token is Token.DESIGNATED and self.name != "ElectMaster":
             raise ValueError(f"{self.name}: only ElectMaster has a designated (admin) form")
 
@@ -203,6 +206,12 @@ METHODS: tuple[MethodSpec, ...] = (
         "A broker's liveness beat, kept in each node's memory (not replicated).",
         code=904, code_name="BROKER_HEARTBEAT", where="every node (kept in memory)",
         remoting_body="usually one-way",
+    ),
+    MethodSpec(
+        "HeartbeatStream", Kind.NODE, Caller.BROKER, Token.NEVER,
+        "Heartbeats on one long-lived stream, one or more beats per message, each answered in order "
+        "as Heartbeat answers it (mqctl extension).",
+        where="every node (kept in memory)", streaming=True, client_streaming=True,
     ),
     MethodSpec(
         "AlterSyncStateSet", Kind.WRITE, Caller.BROKER, Token.NEVER,

@@ -11,6 +11,8 @@
 - ``CallGuard``: the calls whose request message is late, each holding a server thread (a
   slowloris), limited per connection, per client address and in total; the ones beyond are
   refused or cancelled.
+- ``IdleStreams``: long-lived streams that must keep moving (the gRPC heartbeat streams); one that
+  neither reads a message nor gets its answer taken for ``idle`` seconds is cancelled.
 
 Pure Python, thread-safe, bounded memory: no grpc import.
 """
@@ -24,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["CallGuard", "PeerLog", "PeerSlots", "Refusal", "peer_address"]
+__all__ = ["CallGuard", "IdleStreams", "PeerLog", "PeerSlots", "Refusal", "peer_address"]
 
 
 def peer_address(peer: str) -> str:
@@ -287,3 +289,58 @@ class CallGuard:
         self._on_probation.move_to_end(key)
         while len(self._on_probation) > self._max_remembered:
             self._on_probation.popitem(last=False)
+
+
+class _Stream:
+    __slots__ = ("address", "cancel", "last")
+
+    def __init__(self, address: str, cancel: Callable[[], None], now: float) -> None:
+        self.address = address
+        self.cancel = cancel
+        self.last = now
+
+
+class IdleStreams:
+    """Open streams and when each last moved. A stream holds a server thread while it waits for the
+    client's next message, or for the client to take an answer (HTTP/2 flow control): ``sweep`` (run
+    every fraction of a second) cancels the ones that have not moved for ``idle`` seconds, so a
+    client that opens streams and goes quiet, or never reads, gives their threads back."""
+
+    def __init__(self, idle: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.idle = idle
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._streams: set[_Stream] = set()
+
+    def enter(self, address: str, cancel: Callable[[], None]) -> _Stream:
+        stream = _Stream(address, cancel, self._clock())
+        with self._lock:
+            self._streams.add(stream)
+        return stream
+
+    def touch(self, stream: _Stream) -> None:
+        """The stream moved (the hot path: one attribute, no lock)."""
+        stream.last = self._clock()
+
+    def leave(self, stream: _Stream) -> None:
+        with self._lock:
+            self._streams.discard(stream)
+
+    def open(self) -> int:
+        with self._lock:
+            return len(self._streams)
+
+    def sweep(self) -> dict[str, int]:
+        """Cancel the streams idle for ``idle`` seconds; how many were cancelled per client address."""
+        cutoff = self._clock() - self.idle
+        with self._lock:
+            idle = [s for s in self._streams if s.last <= cutoff]
+            self._streams.difference_update(idle)
+        cancelled: dict[str, int] = {}
+        for stream in idle:
+            cancelled[stream.address] = cancelled.get(stream.address, 0) + 1
+            try:
+                stream.cancel()
+            except Exception:  # pragma: no cover - the call ended meanwhile
+                pass
+        return cancelled

@@ -28,19 +28,22 @@ ROCKETMQ_CONTROLLER_CODES = {1001, 1002, 1003, 1004, 1005, 1006, 904, 1009, 1010
 # -- the table and the proto service -------------------------------------------------------------
 
 
-def _proto_rpcs() -> dict[str, tuple[str, str, bool]]:
-    """rpc name -> (request message, response message, server stream), from the .proto text."""
+def _proto_rpcs() -> dict[str, tuple[str, str, bool, bool]]:
+    """rpc name -> (request message, response message, server stream, client stream), from the
+    .proto text."""
     text = re.sub(r"//[^\n]*", "", PROTO.read_text())
     service = re.search(r"service\s+Controller\s*\{(.*?)\n\}", text, re.S)
     assert service is not None
-    rpc = r"rpc\s+(\w+)\s*\(\s*(\w+)\s*\)\s*returns\s*\(\s*(stream\s+)?(\w+)\s*\)"
+    rpc = r"rpc\s+(\w+)\s*\(\s*(stream\s+)?(\w+)\s*\)\s*returns\s*\(\s*(stream\s+)?(\w+)\s*\)"
     rpcs = re.findall(rpc, service.group(1))
-    return {name: (req, resp, bool(stream)) for name, req, stream, resp in rpcs}
+    return {name: (req, resp, bool(stream), bool(client_stream))
+            for name, client_stream, req, stream, resp in rpcs}
 
 
 def test_every_rpc_of_the_proto_has_a_row_and_every_row_an_rpc() -> None:
     rpcs = _proto_rpcs()
-    rows = {r.grpc_method: (r.request_type, r.response_type, r.streaming) for r in methods.METHODS}
+    rows = {r.grpc_method: (r.request_type, r.response_type, r.streaming, r.client_streaming)
+            for r in methods.METHODS}
     assert rows == rpcs
     assert [r.grpc_method for r in methods.METHODS] == list(rpcs)  # the proto's order
     assert len(methods.BY_NAME) == len(methods.METHODS)
@@ -56,7 +59,8 @@ def test_the_table_agrees_with_the_generated_service_descriptor() -> None:
         for m in service.methods
     }
     assert described == {
-        r.grpc_method: (r.request_type, r.response_type, r.streaming, False) for r in methods.METHODS
+        r.grpc_method: (r.request_type, r.response_type, r.streaming, r.client_streaming)
+        for r in methods.METHODS
     }
     for row in methods.METHODS:
         request_cls, response_cls = row.types()
@@ -121,11 +125,11 @@ def test_the_node_sets_are_the_table_s() -> None:
     } == methods.WRITE_METHODS
     assert {"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData"} == methods.FRESH_READ_METHODS
     assert {"GetConfig", "GetHistory"} == methods.LOCAL_READ_METHODS
-    assert {"GetMetadata", "Heartbeat", "WatchRoleChanges", "ChangeQuorum",
+    assert {"GetMetadata", "Heartbeat", "HeartbeatStream", "WatchRoleChanges", "ChangeQuorum",
                                     "GetSnapshot"} == methods.NODE_METHODS
     assert methods.names(Kind.WRITE) == methods.WRITE_METHODS
     assert methods.names(entry=Entry.METADATA) == {"GetMetadata"}
-    assert methods.names(streaming=True) == {"WatchRoleChanges"}
+    assert methods.names(streaming=True) == {"WatchRoleChanges", "HeartbeatStream"}
     from mqctl.controller import node
 
     # node.py has its own copies until it takes them from the table: they must agree meanwhile
@@ -140,7 +144,8 @@ def test_transports_and_clients_derive_from_the_table() -> None:
 
     unary = {r.name for r in methods.METHODS if not r.streaming}
     assert set(convert.RPC_TYPES) == unary
-    assert set(grpc_server.UNARY_METHODS) == {r.name for r in methods.METHODS if r.entry is Entry.CALL}
+    assert set(grpc_server.UNARY_METHODS) == {
+        r.name for r in methods.METHODS if r.entry is Entry.CALL and not r.streaming}
     for row in methods.METHODS:  # a servicer method of its own for every RPC
         assert row.grpc_method in grpc_server.ControllerServicer.__dict__, row.name
     assert {code: r.name for code, r in methods.BY_REMOTING_CODE.items()} == headers.METHOD_BY_CODE

@@ -228,7 +228,8 @@ def markdown(root: Any) -> str:
 
 
 def _rpc_cell(row: Any) -> str:
-    return f"`{row.grpc_method}`" + (" (server stream)" if row.streaming else "")
+    kind = " (bidirectional stream)" if row.client_streaming else " (server stream)" if row.streaming else ""
+    return f"`{row.grpc_method}`{kind}"
 
 
 def _code_cell(row: Any) -> str:
@@ -244,7 +245,8 @@ def grpc_methods_table() -> str:
     out = ["| RPC | RocketMQ request code | answered by | sent by | token | retried | what it does |",
            "|---|---|---|---|---|---|---|"]
     for row in methods.METHODS:
-        retried = "resubscribes" if row.streaming else ("yes" if row.retry_any else "if surely not sent")
+        retried = ("each beat: yes" if row.client_streaming else "resubscribes" if row.streaming
+                   else "yes" if row.retry_any else "if surely not sent")
         out.append(f"| {_rpc_cell(row)} | {_code_cell(row)} | {row.where} | {row.caller.value} | "
                    f"{row.token.value} | {retried} | {_md(row.doc)} |")
     return "\n".join(out)

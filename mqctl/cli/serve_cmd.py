@@ -66,6 +66,19 @@ def serve(
     grpc_max_watches_per_address: int = typer.Option(None, "--grpc-max-watches-per-address",
                                                      help="watch streams per client address, 0 = no "
                                                      "limit [default: 64]"),
+    grpc_max_heartbeat_streams: int = typer.Option(None, "--grpc-max-heartbeat-streams",
+                                                   help="HeartbeatStream streams on this node "
+                                                   "[default: 256]"),
+    grpc_max_heartbeat_streams_per_connection: int = typer.Option(
+        None, "--grpc-max-heartbeat-streams-per-connection",
+        help="heartbeat streams per connection, 0 = no limit [default: 16]"),
+    grpc_max_heartbeat_streams_per_address: int = typer.Option(
+        None, "--grpc-max-heartbeat-streams-per-address",
+        help="heartbeat streams per client address, 0 = no limit [default: 64]"),
+    grpc_heartbeat_stream_idle: str = typer.Option(None, "--grpc-heartbeat-stream-idle",
+                                                   help="cancel a heartbeat stream that sends no message "
+                                                   "and takes no answer for this long, ms or e.g. 30s "
+                                                   "[default: 30000]"),
     grpc_keepalive: str = typer.Option(None, "--grpc-keepalive", help="ping a gRPC connection with "
                                        "calls this often, ms or e.g. 30s [default: 30000]"),
     grpc_keepalive_timeout: str = typer.Option(None, "--grpc-keepalive-timeout", help="close a gRPC "
@@ -122,7 +135,11 @@ def serve(
                  grpc_max_message_size=grpc_max_message_size, grpc_max_streams=grpc_max_streams,
                  grpc_max_connections=grpc_max_connections, grpc_max_watches=grpc_max_watches,
                  grpc_max_watches_per_connection=grpc_max_watches_per_connection,
-                 grpc_max_watches_per_address=grpc_max_watches_per_address, grpc_keepalive=grpc_keepalive,
+                 grpc_max_watches_per_address=grpc_max_watches_per_address,
+                 grpc_max_heartbeat_streams=grpc_max_heartbeat_streams,
+                 grpc_max_heartbeat_streams_per_connection=grpc_max_heartbeat_streams_per_connection,
+                 grpc_max_heartbeat_streams_per_address=grpc_max_heartbeat_streams_per_address,
+                 grpc_heartbeat_stream_idle=grpc_heartbeat_stream_idle, grpc_keepalive=grpc_keepalive,
                  grpc_keepalive_timeout=grpc_keepalive_timeout, grpc_idle_timeout=grpc_idle_timeout,
                  grpc_handshake_timeout=grpc_handshake_timeout, grpc_max_stalled=grpc_max_stalled,
                  grpc_max_stalled_per_connection=grpc_max_stalled_per_connection,

@@ -45,6 +45,10 @@ class ServeConfig:
     grpc_max_watches: int = 256            # watch streams on this node
     grpc_max_watches_per_connection: int = 16   # 0 = no limit
     grpc_max_watches_per_address: int = 64      # 0 = no limit
+    grpc_max_heartbeat_streams: int = 256  # HeartbeatStream streams on this node
+    grpc_max_heartbeat_streams_per_connection: int = 16   # 0 = no limit
+    grpc_max_heartbeat_streams_per_address: int = 64      # 0 = no limit
+    grpc_heartbeat_stream_idle: int = 30_000  # ms without a message or an answer taken, then cancelled
     grpc_keepalive: int = 30_000           # ms between the server's pings on a connection with calls
     grpc_keepalive_timeout: int = 10_000   # ms for a ping's answer, else the connection is closed
     grpc_idle_timeout: int = 300_000       # ms without calls, then the connection is closed
@@ -84,13 +88,16 @@ class ServeConfig:
 
 WILDCARDS = {"0.0.0.0", "::", ""}
 DURATION_KEYS = {"heartbeat_timeout", "scan_interval", "grpc_keepalive", "grpc_keepalive_timeout",
-                 "grpc_idle_timeout", "grpc_handshake_timeout", "remoting_idle_timeout"}
+                 "grpc_idle_timeout", "grpc_handshake_timeout", "grpc_heartbeat_stream_idle",
+                 "remoting_idle_timeout"}
 # integer limits and their smallest value (0 = no limit where the minimum is 0)
 LIMIT_MINIMUMS = {
     "grpc_max_message_size": 1024, "grpc_max_streams": 1, "grpc_max_connections": 1, "grpc_max_watches": 1,
     "grpc_max_watches_per_connection": 0, "grpc_max_watches_per_address": 0, "remoting_max_connections": 1,
     "remoting_max_connections_per_address": 0, "remoting_max_in_flight": 1, "grpc_max_stalled": 0,
     "grpc_max_stalled_per_connection": 0, "grpc_max_stalled_per_address": 0,
+    "grpc_max_heartbeat_streams": 1, "grpc_max_heartbeat_streams_per_connection": 0,
+    "grpc_max_heartbeat_streams_per_address": 0,
 }
 MIN_DURATION_MS = 100
 

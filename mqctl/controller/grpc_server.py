@@ -22,6 +22,11 @@ Hostile clients (docs/serve.md#limits, ``GrpcLimits``):
   cancelled (``context.cancel()``). A watch stream (WatchRoleChanges, the health service's
   Watch) takes its slot per connection, per client address and in total before its request is
   read; watch streams run in their own thread pool, never on the unary workers;
+- a heartbeat stream (HeartbeatStream) likewise takes a slot of its own kind (a broker's liveness
+  must not wait for watchers) and runs in its own pool; one more is refused with
+  RESOURCE_EXHAUSTED, an undecodable message ends the stream with INVALID_ARGUMENT, and a stream
+  that neither sends a message nor takes its answers for ``heartbeat_stream_idle`` is cancelled
+  (``IdleStreams``);
 - message size, concurrent streams per connection, connections, keepalive pings, idle and
   handshake timeouts are grpc core options; invalid UTF-8 in call metadata, which grpcio logs with
   a traceback, is one warning a minute (``_MetadataEncodingFilter``).
@@ -49,7 +54,7 @@ from mqctl import methods
 from mqctl.address import is_loopback, parse_address
 from mqctl.controller.convert import RPC_TYPES, dict_to_message, message_to_dict
 from mqctl.errors import Code, ControllerError, UsageError
-from mqctl.peerlimits import CallGuard, PeerLog, PeerSlots, peer_address
+from mqctl.peerlimits import CallGuard, IdleStreams, PeerLog, PeerSlots, peer_address
 from mqctl.security import TlsConfig, check_bearer, server_credentials
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
@@ -81,6 +86,11 @@ class GrpcLimits:
     watches_per_connection: int = 16  # watch streams of one connection (--grpc-max-watches-per-connection)
     watches_per_address: int = 64  # ... of one client address (--grpc-max-watches-per-address)
     max_watches: int = 256  # ... on this node (--grpc-max-watches)
+    # HeartbeatStream streams (--grpc-max-heartbeat-streams-per-connection, ...-per-address, ...)
+    heartbeat_streams_per_connection: int = 16
+    heartbeat_streams_per_address: int = 64
+    max_heartbeat_streams: int = 256
+    heartbeat_stream_idle: float = 30.0  # s without a message or answer taken (--grpc-heartbeat-stream-idle)
     keepalive_time: float = 30.0  # s between pings on a connection with calls (--grpc-keepalive)
     keepalive_timeout: float = 10.0  # s for a ping's answer (--grpc-keepalive-timeout)
     idle_timeout: float = 300.0  # s without calls, then the connection is closed (--grpc-idle-timeout)
@@ -124,6 +134,15 @@ class GrpcLimits:
             total=self.max_watches, what="watch streams",
             options=("--grpc-max-watches-per-connection", "--grpc-max-watches-per-address",
                      "--grpc-max-watches"),
+        )
+
+    def heartbeat_slots(self) -> PeerSlots:
+        return PeerSlots(
+            per_connection=self.heartbeat_streams_per_connection,
+            per_address=self.heartbeat_streams_per_address, total=self.max_heartbeat_streams,
+            what="heartbeat streams",
+            options=("--grpc-max-heartbeat-streams-per-connection",
+                     "--grpc-max-heartbeat-streams-per-address", "--grpc-max-heartbeat-streams"),
         )
 
 
@@ -199,6 +218,8 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         self._token = token or None
         self.limits = limits or GrpcLimits()
         self.watch_slots = self.limits.watch_slots()
+        self.heartbeat_slots = self.limits.heartbeat_slots()
+        self.heartbeat_streams = IdleStreams(self.limits.heartbeat_stream_idle)
         self.call_guard = self.limits.call_guard()
         self.peer_log = peer_log or PeerLog(log)
         # Watch streams block a thread each: their own pool, never the unary workers. A stream
@@ -206,6 +227,10 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         self.watch_pool = futures.ThreadPoolExecutor(
             max_workers=max(1, self.limits.max_watches) + WATCH_SPARE_THREADS,
             thread_name_prefix="mqctl-grpc-watch",
+        )
+        self.heartbeat_pool = futures.ThreadPoolExecutor(
+            max_workers=max(1, self.limits.max_heartbeat_streams) + WATCH_SPARE_THREADS,
+            thread_name_prefix="mqctl-grpc-heartbeat",
         )
 
     # -- hostile input -----------------------------------------------------------------------
@@ -249,22 +274,34 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         return request
 
     def sweep(self) -> None:
-        """Cancel the calls whose request message is late beyond the limits (``CallGuard``)."""
+        """Cancel the calls whose request message is late beyond the limits (``CallGuard``) and
+        the idle heartbeat streams (``IdleStreams``)."""
         for address, count in self.call_guard.sweep().items():
             self.peer_log.warning(
                 address, "cancelled %d call(s) from %s whose request message did not arrive within %.1f s "
                 "(at most %d per connection, %d per address, %d in total may wait)", count, address,
                 self.call_guard.stall, self.call_guard.per_connection, self.call_guard.per_address,
                 self.call_guard.total)
+        for address, count in self.heartbeat_streams.sweep().items():
+            self.peer_log.warning(
+                address, "cancelled %d heartbeat stream(s) from %s that sent no message and took no "
+                "answer for %.1f s (--grpc-heartbeat-stream-idle)", count, address,
+                self.heartbeat_streams.idle)
 
     def take_watch_slot(
         self, method: str, context: grpc.ServicerContext
     ) -> tuple[str | None, Callable[[], None]]:
-        """A watch slot for this stream: (None, release) or (why it is refused, a no-op). The
-        release runs once, at the latest when the RPC ends (``context.add_callback``)."""
+        """A watch slot for this stream: (None, release) or (why it is refused, a no-op)."""
+        return self.take_slot(self.watch_slots, method, context)
+
+    def take_slot(
+        self, slots: PeerSlots, method: str, context: grpc.ServicerContext
+    ) -> tuple[str | None, Callable[[], None]]:
+        """A slot of ``slots`` for this stream: (None, release) or (why it is refused, a no-op).
+        The release runs once, at the latest when the RPC ends (``context.add_callback``)."""
         peer = str(context.peer())
         address = peer_address(peer)
-        refusal = self.watch_slots.acquire(peer, address)
+        refusal = slots.acquire(peer, address)
         if refusal is not None:
             self.peer_log.warning(address, "refused a %s stream from %s: %s", method, peer, refusal.message)
             return refusal.message, lambda: None
@@ -276,7 +313,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                 if not held[0]:
                     return
                 held[0] = False
-            self.watch_slots.release(peer, address)
+            slots.release(peer, address)
 
         if not context.add_callback(release):  # the RPC has already ended
             release()
@@ -301,20 +338,23 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         )
         if refused is not None:
             return response_cls(**refused)
+        return self._to_message(method, self._call_node(method, req, context), response_cls)
+
+    def _call_node(self, method: str, req: dict[str, Any], context: grpc.ServicerContext) -> Any:
+        """The node's answer to one request; its exceptions become answers."""
         try:
-            result = self._node.call(method, req, timeout=self._node_timeout(context))
+            return self._node.call(method, req, timeout=self._node_timeout(context))
         except ControllerError as exc:
-            result = _error(exc.code, exc.remark, exc.leader_address)
+            return _error(exc.code, exc.remark, exc.leader_address)
         except TimeoutError as exc:
-            result = _error(
+            return _error(
                 Code.UNAVAILABLE,
                 f"timed out waiting for the controller group ({exc or 'no quorum?'}); "
                 "the request may still take effect",
             )
         except Exception as exc:
             log.exception("%s failed in the node", method)
-            result = _error(Code.SYSTEM_ERROR, f"internal error in {method}: {_short(exc)}")
-        return self._to_message(method, result, response_cls)
+            return _error(Code.SYSTEM_ERROR, f"internal error in {method}: {_short(exc)}")
 
     def _to_message(self, method: str, result: Any, response_cls: type[Any]) -> Any:
         try:
@@ -336,6 +376,40 @@ class ControllerServicer(pb_grpc.ControllerServicer):
             log.exception("GetMetadata failed in the node")
             result = _error(Code.SYSTEM_ERROR, f"internal error in GetMetadata: {_short(exc)}")
         return self._to_message("GetMetadata", result, pb.GetMetadataResponse)
+
+    # -- the heartbeat stream ------------------------------------------------------------------
+
+    def HeartbeatStream(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+        """Answer each message's beats in order, one message for each, as Heartbeat answers them.
+
+        The stream holds a thread of the heartbeat pool: it takes its slot (per connection, per
+        client address, in total) before it reads a message, and one more is refused with
+        RESOURCE_EXHAUSTED. It ends when the client ends it, with INVALID_ARGUMENT at an
+        undecodable message, and is cancelled when idle (``sweep``)."""
+        refused, release = self.take_slot(self.heartbeat_slots, "HeartbeatStream", context)
+        try:
+            if refused is not None:
+                _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+            token_refused = methods.check_token(
+                "HeartbeatStream", {}, lambda: check_bearer(context.invocation_metadata(), self._token),
+                how=TOKEN_HOW)
+            if token_refused is not None:
+                _abort(context, grpc.StatusCode.UNAUTHENTICATED, token_refused["remark"])
+            stream = self.heartbeat_streams.enter(peer_address(str(context.peer())), context.cancel)
+            try:
+                for message in requests:
+                    self.heartbeat_streams.touch(stream)
+                    if isinstance(message, Undecodable):
+                        self.refuse_undecodable("HeartbeatStream", message, context)
+                    answers = [self._call_node("Heartbeat", message_to_dict(beat), context)
+                               for beat in message.beats]
+                    yield self._to_message("HeartbeatStream", {"answers": answers},
+                                           pb.HeartbeatStreamResponse)
+                    self.heartbeat_streams.touch(stream)
+            finally:
+                self.heartbeat_streams.leave(stream)
+        finally:
+            release()
 
     # -- the role-change stream --------------------------------------------------------------
 
@@ -514,20 +588,24 @@ def _handlers(servicer: ControllerServicer, health: Health) -> list[Any]:
         finally:
             release()
 
-    def in_watch_pool(behavior: Any) -> Any:
+    def in_pool(behavior: Any, pool: futures.ThreadPoolExecutor) -> Any:
         def stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
             return behavior(requests, context)
 
-        stream.experimental_thread_pool = servicer.watch_pool  # type: ignore[attr-defined]
+        stream.experimental_thread_pool = pool  # type: ignore[attr-defined]
         return stream
 
     controller: dict[str, Any] = {}
     for row in methods.METHODS:
         request_cls, response_cls = row.types()
         deserializer = safe_deserializer(request_cls)
-        if row.streaming:
+        if row.client_streaming:
             controller[row.grpc_method] = grpc.stream_stream_rpc_method_handler(
-                in_watch_pool(watch), request_deserializer=deserializer,
+                in_pool(getattr(servicer, row.grpc_method), servicer.heartbeat_pool),
+                request_deserializer=deserializer, response_serializer=response_cls.SerializeToString)
+        elif row.streaming:
+            controller[row.grpc_method] = grpc.stream_stream_rpc_method_handler(
+                in_pool(watch, servicer.watch_pool), request_deserializer=deserializer,
                 response_serializer=response_cls.SerializeToString)
         else:
             controller[row.grpc_method] = grpc.stream_unary_rpc_method_handler(
@@ -542,7 +620,7 @@ def _handlers(servicer: ControllerServicer, health: Health) -> list[Any]:
             health.List, request_deserializer=safe_deserializer(health_pb2.HealthListRequest),
             response_serializer=health_pb2.HealthListResponse.SerializeToString),
         "Watch": grpc.stream_stream_rpc_method_handler(
-            in_watch_pool(health.Watch), request_deserializer=safe_deserializer(req),
+            in_pool(health.Watch, servicer.watch_pool), request_deserializer=safe_deserializer(req),
             response_serializer=resp.SerializeToString),
     }
     return [
@@ -634,6 +712,7 @@ def build_server(
     if not port:
         server.stop(None)
         servicer.watch_pool.shutdown(wait=False)
+        servicer.heartbeat_pool.shutdown(wait=False)
         raise UsageError(_bind_error(listen, host or "0.0.0.0", wanted_port))
     server.start()
     server.mqctl_port = port
@@ -649,6 +728,7 @@ def build_server(
             if ticks % round(1.0 / SWEEP_PERIOD) == 0:
                 health.refresh()
         servicer.watch_pool.shutdown(wait=False)
+        servicer.heartbeat_pool.shutdown(wait=False)
 
     threading.Thread(target=housekeeping, name="mqctl-grpc-housekeeping", daemon=True).start()
     log.info("gRPC API listening on %s:%d%s%s", host, port, " (TLS)" if tls else "",

@@ -232,6 +232,18 @@ class HeartbeatResponse(_message.Message):
     leader_address: str
     def __init__(self, code: _Optional[int] = ..., remark: _Optional[str] = ..., leader_address: _Optional[str] = ...) -> None: ...
 
+class HeartbeatStreamRequest(_message.Message):
+    __slots__ = ("beats",)
+    BEATS_FIELD_NUMBER: _ClassVar[int]
+    beats: _containers.RepeatedCompositeFieldContainer[HeartbeatRequest]
+    def __init__(self, beats: _Optional[_Iterable[_Union[HeartbeatRequest, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatStreamResponse(_message.Message):
+    __slots__ = ("answers",)
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    answers: _containers.RepeatedCompositeFieldContainer[HeartbeatResponse]
+    def __init__(self, answers: _Optional[_Iterable[_Union[HeartbeatResponse, _Mapping]]] = ...) -> None: ...
+
 class AlterSyncStateSetRequest(_message.Message):
     __slots__ = ("broker_name", "master_broker_id", "master_epoch", "new_sync_state_set", "sync_state_set_epoch", "broker_epoch", "cluster_name")
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]

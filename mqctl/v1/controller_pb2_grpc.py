@@ -59,6 +59,11 @@ class ControllerStub:
                 request_serializer=mqctl_dot_v1_dot_controller__pb2.HeartbeatRequest.SerializeToString,
                 response_deserializer=mqctl_dot_v1_dot_controller__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
+        self.HeartbeatStream = channel.stream_stream(
+                '/mqctl.v1.Controller/HeartbeatStream',
+                request_serializer=mqctl_dot_v1_dot_controller__pb2.HeartbeatStreamRequest.SerializeToString,
+                response_deserializer=mqctl_dot_v1_dot_controller__pb2.HeartbeatStreamResponse.FromString,
+                _registered_method=True)
         self.AlterSyncStateSet = channel.unary_unary(
                 '/mqctl.v1.Controller/AlterSyncStateSet',
                 request_serializer=mqctl_dot_v1_dot_controller__pb2.AlterSyncStateSetRequest.SerializeToString,
@@ -160,6 +165,16 @@ class ControllerServicer:
 
     def Heartbeat(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def HeartbeatStream(self, request_iterator, context):
+        """mqctl extension: heartbeats on one long-lived stream (etcd's LeaseKeepAlive), the call's cost
+        paid once, not per beat. Each message carries one or more beats (one broker's, or those of
+        the many brokers an agent process hosts that are due at once) and is answered by one message
+        with one answer per beat, in order, each what Heartbeat answers.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -285,6 +300,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.Heartbeat,
                     request_deserializer=mqctl_dot_v1_dot_controller__pb2.HeartbeatRequest.FromString,
                     response_serializer=mqctl_dot_v1_dot_controller__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'HeartbeatStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.HeartbeatStream,
+                    request_deserializer=mqctl_dot_v1_dot_controller__pb2.HeartbeatStreamRequest.FromString,
+                    response_serializer=mqctl_dot_v1_dot_controller__pb2.HeartbeatStreamResponse.SerializeToString,
             ),
             'AlterSyncStateSet': grpc.unary_unary_rpc_method_handler(
                     servicer.AlterSyncStateSet,
@@ -492,6 +512,33 @@ class Controller:
             '/mqctl.v1.Controller/Heartbeat',
             mqctl_dot_v1_dot_controller__pb2.HeartbeatRequest.SerializeToString,
             mqctl_dot_v1_dot_controller__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HeartbeatStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/mqctl.v1.Controller/HeartbeatStream',
+            mqctl_dot_v1_dot_controller__pb2.HeartbeatStreamRequest.SerializeToString,
+            mqctl_dot_v1_dot_controller__pb2.HeartbeatStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,
