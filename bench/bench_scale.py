@@ -24,7 +24,8 @@ Printed, in one run:
    leader), beyond the lease: p50/p99. Then a mass failure: 100 masters at once. Then a kill -9 of
    the controller leader with the fleet beating: the brokers follow the new leader, which must elect
    no broker set (it waits one lease before it declares anybody dead).
-5. Capacity over gRPC: 3,000 brokers beating once a second (grpc.aio generators, pre-encoded).
+5. Capacity over gRPC: 3,000 brokers beating once a second on HeartbeatStream streams (grpc.aio
+   generators, pre-encoded; the beats due on a stream at once share a message).
 6. Controller leader kill -9 under write load (25 kills): to a new leader, to the next served write.
 7. Controller leader paused (SIGSTOP): a long-lived client's next write served after.
 8. Write throughput with 64 concurrent clients, latency against a GetMetadata round trip.
@@ -38,6 +39,7 @@ import argparse
 import asyncio
 import datetime
 import json
+import math
 import os
 import platform
 import struct
@@ -378,74 +380,145 @@ def controller_kill_under_load(cluster: Any) -> None:
     leader.start()
 
 
-def grpc_capacity(cluster: Any, brokers: int, window: float) -> None:
-    """Brokers beating over gRPC (pre-encoded HeartbeatRequest, grpc.aio in worker processes)."""
+def grpc_capacity(cluster: Any, brokers: int, window: float, configs: list[int]) -> None:
+    """Brokers beating over gRPC (grpc.aio worker processes, pre-encoded), one window per entry of
+    ``configs``: N > 0 HeartbeatStream streams, 0 unary Heartbeat calls (the baseline)."""
     leader = cluster.wait_for_leader()
     assert leader.proc is not None
     pid = leader.proc.pid
     procs = 2
     per = brokers // procs
-    gens = [subprocess.Popen([sys.executable, __file__, "--grpc-worker", leader.grpc_address, str(i * per),
-                              str(per), str(window)], stdout=subprocess.PIPE, text=True)
-            for i in range(procs)]
-    time.sleep(3)
-    cpu0 = proc_cpu_seconds(pid)
-    outs = [json.loads(g.communicate(timeout=window + 120)[0].strip().splitlines()[-1]) for g in gens]
-    cpu1 = proc_cpu_seconds(pid)
-    lat = [x for o in outs for x in o["latencies"]]
-    elapsed = max(o["seconds"] for o in outs)
-    print(f"\n5. capacity over gRPC ({brokers} brokers beating once a second, {procs} generator processes): "
-          f"answered {len(lat) / elapsed:.0f}/s p50 {pct(lat, 50):.2f} ms p99 {pct(lat, 99):.2f} ms, "
-          f"errors {sum(o['errors'] for o in outs)}, leader CPU {100 * (cpu1 - cpu0) / elapsed:.0f}%, "
-          f"generators' CPU {sum(o['cpu'] for o in outs) / elapsed * 100:.0f}%")
+    print(f"\n5. capacity over gRPC: {brokers} brokers beating once a second, {procs} generator processes")
+    baseline = None
+    for streams in configs:
+        gens = [subprocess.Popen([sys.executable, __file__, "--grpc-worker", leader.grpc_address,
+                                  str(i * per), str(per), str(window), str(streams // procs)],
+                                 stdout=subprocess.PIPE, text=True)
+                for i in range(procs)]
+        time.sleep(3)
+        cpu0 = proc_cpu_seconds(pid)
+        outs = [json.loads(g.communicate(timeout=window + 120)[0].strip().splitlines()[-1]) for g in gens]
+        cpu1 = proc_cpu_seconds(pid)
+        lat = [x for o in outs for x in o["latencies"]]
+        seconds = max(o["seconds"] for o in outs)
+        sent = sum(o["sent"] for o in outs)
+        us = 1e6 * (cpu1 - cpu0) / max(1, len(lat))
+        if streams:
+            messages = sum(o["messages"] for o in outs)
+            how = f"{streams} HeartbeatStream streams, {len(lat) / max(1, messages):.1f} beats a message"
+        else:
+            how = "unary Heartbeat calls (the baseline), a connection per 100 brokers"
+            baseline = us
+        print(f"   {how}: sent {sent / seconds:.0f}/s, answered {len(lat)} of {sent}, "
+              f"p50 {pct(lat, 50):.2f} ms p99 {pct(lat, 99):.2f} ms max {max(lat, default=math.nan):.1f} ms, "
+              f"errors {sum(o['errors'] for o in outs)}, leader CPU {100 * (cpu1 - cpu0) / seconds:.0f}% "
+              f"({us:.0f} us a beat{f', {us / baseline:.2f}x unary' if baseline and streams else ''}), "
+              f"generators' CPU {sum(o['cpu'] for o in outs) / seconds * 100:.0f}%")
 
 
-async def grpc_worker_main(address: str, first: int, count: int, window: float) -> None:
+async def grpc_worker_main(address: str, first: int, count: int, window: float, streams: int) -> None:
+    """``count`` brokers on ``streams`` HeartbeatStream streams, one channel (HTTP/2 connection) each;
+    every 10 ms, the beats due on a stream go in one message, with those that came due while its last
+    write was going (HeartbeatStreamRequest is the beats' encodings, each behind its field tag and
+    length, so the message is their concatenation). ``streams`` 0: a unary Heartbeat call per beat,
+    a channel per 100 brokers."""
     import grpc
 
     from mqctl.v1 import controller_pb2 as pb
 
-    # a channel (one HTTP/2 connection) per 100 brokers: real brokers share nothing, and one
-    # connection carries at most 100 concurrent streams (docs/serve.md#limits)
+    def field(data: bytes) -> bytes:
+        n, out = len(data), bytearray(b"\x0a")
+        while n >= 0x80:
+            out.append(n & 0x7F | 0x80)
+            n >>= 7
+        out.append(n)
+        return bytes(out) + data
+
+    beats = [pb.HeartbeatRequest(
+        cluster_name=CLUSTER, broker_name=f"grpc-{(first + i) // 3:05d}", broker_id=(first + i) % 3 + 1,
+        broker_addr=f"127.0.0.1:{30000 + i % 30000}", epoch=1, max_offset=1000,
+        heartbeat_timeout_mills=LEASE_MS).SerializeToString() for i in range(count)]
     channels = [grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
-                for _ in range(max(1, count // 100))]
-    calls = [ch.unary_unary("/mqctl.v1.Controller/Heartbeat") for ch in channels]  # bytes in, bytes out
-    frames = [pb.HeartbeatRequest(cluster_name=CLUSTER, broker_name=f"grpc-{(first + i) // 3:05d}",
-                                  broker_id=(first + i) % 3 + 1, broker_addr=f"127.0.0.1:{30000 + i % 30000}",
-                                  epoch=1, max_offset=1000, heartbeat_timeout_mills=LEASE_MS
-                                  ).SerializeToString()
-              for i in range(count)]
+                for _ in range(streams or max(1, count // 100))]
     latencies: list[float] = []
-    errors = 0
+    errors = sent_beats = messages = 0
+    decode = pb.HeartbeatStreamResponse.FromString
+    calls = [ch.stream_stream("/mqctl.v1.Controller/HeartbeatStream")() for ch in channels] if streams else []
+    unary = [ch.unary_unary("/mqctl.v1.Controller/Heartbeat") for ch in channels]  # bytes in, bytes out
+    sent: list[list[tuple[float, int]]] = [[] for _ in calls]  # per stream: (sent at, beats), in order
     tasks: set[asyncio.Task[None]] = set()
+
+    async def read(k: int) -> None:
+        nonlocal errors
+        try:
+            async for raw in calls[k]:
+                at, n = sent[k].pop(0)
+                ms = (time.monotonic() - at) * 1000
+                ok = sum(1 for a in decode(raw).answers if a.code == 0)
+                latencies.extend([ms] * ok)
+                errors += n - ok
+        except grpc.RpcError:
+            errors += sum(n for _, n in sent[k])
 
     async def beat(k: int) -> None:
         nonlocal errors
-        started = time.monotonic()
+        at = time.monotonic()
         try:
-            await calls[k % len(calls)](frames[k], timeout=10)
-            latencies.append((time.monotonic() - started) * 1000)
+            await unary[k % len(unary)](beats[k], timeout=10)
+            latencies.append((time.monotonic() - at) * 1000)
         except grpc.RpcError:
             errors += 1
 
+    async def write(k: int) -> None:
+        # one write at a time on a stream (grpc.aio); the beats that came due meanwhile go together
+        while True:
+            frames = [await queues[k].get()]
+            while not queues[k].empty():
+                frames.append(queues[k].get_nowait())
+            if frames[-1] is None:
+                frames.pop()
+                if frames:
+                    await send(k, frames)
+                return
+            await send(k, frames)
+
+    async def send(k: int, frames: list[bytes]) -> None:
+        nonlocal messages
+        sent[k].append((time.monotonic(), len(frames)))
+        messages += 1
+        try:
+            await calls[k].write(b"".join(frames))
+        except grpc.RpcError:
+            pass  # its reader counts the beats not answered
+
+    queues: list[asyncio.Queue[bytes | None]] = [asyncio.Queue() for _ in calls]
+    readers = [asyncio.create_task(read(k)) for k in range(len(calls))]
+    writers = [asyncio.create_task(write(k)) for k in range(len(calls))]
+    framed = [field(b) for b in beats] if streams else []
     cpu0 = proc_cpu_seconds(os.getpid())
     started = time.monotonic()
     tick = 0.01
-    owed = 0.0
-    i = 0
-    while time.monotonic() - started < window:
-        owed += count * tick
-        while owed >= 1:
-            owed -= 1
-            task = asyncio.create_task(beat(i))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            i = (i + 1) % count
-        await asyncio.sleep(max(0.0, started + tick * (1 + round((time.monotonic() - started) / tick))
-                                - time.monotonic()))
-    await asyncio.gather(*tasks)
-    print(json.dumps({"latencies": latencies, "errors": errors, "seconds": time.monotonic() - started,
-                      "cpu": proc_cpu_seconds(os.getpid()) - cpu0}), flush=True)
+    while (elapsed := time.monotonic() - started) < window:
+        # as many beats as are due by now (a late tick catches up): count a second, evenly spread
+        for _ in range(int(elapsed * count) - sent_beats):
+            i = sent_beats % count
+            sent_beats += 1
+            if streams:
+                queues[i % streams].put_nowait(framed[i])
+            else:
+                task = asyncio.create_task(beat(i))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+        await asyncio.sleep(tick - elapsed % tick)
+    seconds = time.monotonic() - started
+    for q in queues:
+        q.put_nowait(None)
+    await asyncio.gather(*writers)
+    for call in calls:
+        await call.done_writing()
+    await asyncio.gather(*readers, *tasks)
+    print(json.dumps({"latencies": latencies, "errors": errors, "seconds": seconds, "sent": sent_beats,
+                      "messages": messages, "cpu": proc_cpu_seconds(os.getpid()) - cpu0}), flush=True)
     for ch in channels:
         await ch.close()
 
@@ -592,13 +665,17 @@ def write_throughput(cluster: Any, clients: int, seconds: float) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--grpc-worker", nargs=4, help=argparse.SUPPRESS)
+    ap.add_argument("--grpc-worker", nargs=5, help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true",
                     help="10 s windows, fewer failures, kills and pauses (under 5 minutes)")
     ap.add_argument("--sets", default="100,1000,3334")
     ap.add_argument("--window", type=float, default=60.0)
     ap.add_argument("--procs", type=int, default=2, help="generator processes per step")
     ap.add_argument("--grpc-brokers", type=int, default=3000)
+    ap.add_argument("--grpc-streams", default="0,30,3",
+                    help="one window per entry: 0 unary Heartbeat calls (the baseline, first for the "
+                    "ratios), N HeartbeatStream streams carry the gRPC brokers' beats (30: one beat a "
+                    "message)")
     ap.add_argument("--only", default="",
                     help="comma-separated sections: capacity,failover,grpc,kills,pause,writes")
     args = ap.parse_args()
@@ -610,7 +687,7 @@ def main() -> None:
         except ImportError:
             pass
         g = args.grpc_worker
-        asyncio.run(grpc_worker_main(g[0], int(g[1]), int(g[2]), float(g[3])))
+        asyncio.run(grpc_worker_main(g[0], int(g[1]), int(g[2]), float(g[3]), int(g[4])))
         return
 
     from mqctl.testing import LocalCluster
@@ -643,7 +720,7 @@ def main() -> None:
     with cluster:
         cluster.start()
         if "grpc" in only:
-            grpc_capacity(cluster, args.grpc_brokers, window)
+            grpc_capacity(cluster, args.grpc_brokers, window, [int(x) for x in args.grpc_streams.split(",")])
         if "kills" in only:
             leader_kills(cluster, 5 if args.quick else 25)
         if "pause" in only:

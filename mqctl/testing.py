@@ -25,10 +25,22 @@ if TYPE_CHECKING:
     from mqctl.client import ControllerClient
 
 
+_ports_given: set[int] = set()
+_ports_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free on 127.0.0.1 now, never one this process was given before: the kernel may hand
+    a just-closed port out again at once (a LocalCluster once got one port for a node's Raft and
+    gRPC addresses, and that node could not listen)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        with _ports_lock:
+            if port not in _ports_given:
+                _ports_given.add(port)
+                return port
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05,
