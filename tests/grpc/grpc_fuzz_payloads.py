@@ -91,6 +91,10 @@ def random_message(request_cls: Any, rng: random.Random) -> Any:
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             for _ in range(rng.randint(0, 3)):
                 getattr(msg, name)[_random_text(rng)] = _random_text(rng)
+        elif field.is_repeated and ct == FieldDescriptor.CPPTYPE_MESSAGE:  # HeartbeatStream's beats
+            for _ in range(rng.randint(0, 3)):
+                item = getattr(msg, name).add()
+                item.CopyFrom(random_message(type(item), rng))
         elif field.is_repeated and ct == FieldDescriptor.CPPTYPE_STRING:
             getattr(msg, name).extend("fuzz-" + _random_text(rng) for _ in range(rng.randint(0, 4)))
         elif field.is_repeated:

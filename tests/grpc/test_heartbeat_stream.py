@@ -184,17 +184,26 @@ def test_the_client_beats_on_one_stream_and_follows_a_new_leader(group: Any) -> 
         assert _alive(client, "broker-a")
 
 
-@pytest.fixture(scope="module")
-def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One node: at most 2 heartbeat streams, 1 per connection, idle ones cancelled after 1 s."""
-    cluster = LocalCluster(str(tmp_path_factory.mktemp("heartbeat-limits")), size=1, extra_args=[
-        "--grpc-max-heartbeat-streams", "2", "--grpc-max-heartbeat-streams-per-connection", "1",
-        "--grpc-heartbeat-stream-idle", "1s"])
+def _single_node(base: str, *args: str) -> Iterator[Any]:
+    cluster = LocalCluster(base, size=1, extra_args=list(args))
     with cluster:
         cluster.start()
         with ControllerClient(cluster.addresses, timeout=20) as client:
             register_broker(client, "broker-a", "127.0.0.1:9000")
         yield cluster.nodes[0]
+
+
+@pytest.fixture
+def limited(tmp_path: Any) -> Iterator[Any]:
+    """One node: at most 2 heartbeat streams, 1 per connection."""
+    yield from _single_node(str(tmp_path), "--grpc-max-heartbeat-streams", "2",
+                            "--grpc-max-heartbeat-streams-per-connection", "1")
+
+
+@pytest.fixture
+def impatient(tmp_path: Any) -> Iterator[Any]:
+    """One node that cancels a heartbeat stream idle for 1 s."""
+    yield from _single_node(str(tmp_path), "--grpc-heartbeat-stream-idle", "1s")
 
 
 def test_stream_limits_refuse_with_resource_exhausted(limited: Any) -> None:
@@ -237,11 +246,11 @@ def test_stream_limits_refuse_with_resource_exhausted(limited: Any) -> None:
             ch.close()
 
 
-def test_an_idle_stream_is_cancelled(limited: Any) -> None:
+def test_an_idle_stream_is_cancelled(impatient: Any) -> None:
     """A stream that sends nothing for the idle time (1 s here) is cancelled (and logged, at most a
     line a minute per client address); a ControllerClient whose stream went idle beats again on a
     new one."""
-    channel = _own_connection(limited.grpc_address)
+    channel = _own_connection(impatient.grpc_address)
     stream = RawStream(channel)
     try:
         assert [a.code for a in stream.beats(_beat("broker-a", 1, None))] == [0]
@@ -251,7 +260,7 @@ def test_an_idle_stream_is_cancelled(limited: Any) -> None:
     finally:
         stream.close()
         channel.close()
-    with ControllerClient(limited.grpc_address, timeout=10) as client:
+    with ControllerClient(impatient.grpc_address, timeout=10) as client:
         client.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1, heartbeat_timeout_mills=LEASE_MS)
         first = client._heartbeats._stream
         assert first is not None
