@@ -617,7 +617,6 @@ class RoleWatch(Iterator[RoleChange]):
             time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
 
-
 class _Stream:
     """One HeartbeatStream call: the messages sent and not yet answered, in order."""
 
@@ -757,6 +756,7 @@ class HeartbeatStream:
                 if code not in (Code.CONTROLLER_NOT_LEADER, Code.UNAVAILABLE):
                     raise ControllerError(code, str(answer.get("remark", "")), response=Ack.from_dict(answer),
                                           leader_address=leader)
+                election = not leader or leader == stream.target  # an election, or a leader just elected
                 last_error = f"{stream.target}: {answer.get('remark', '')}"
                 self._drop(stream, forget_target=True)
             if time.monotonic() >= deadline:

@@ -72,7 +72,7 @@ TOKEN_HOW = "metadata 'authorization: Bearer <token>'"
 DEFAULT_CALL_TIMEOUT = 5.0
 MAX_CALL_TIMEOUT = 30.0
 HEALTH_SERVICE = "grpc.health.v1.Health"
-WATCH_SPARE_THREADS = 4
+STREAM_SPARE_THREADS = 4
 SWEEP_PERIOD = 0.2  # s between two looks at the calls whose request message is late
 
 
@@ -222,14 +222,15 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         self.heartbeat_streams = IdleStreams(self.limits.heartbeat_stream_idle)
         self.call_guard = self.limits.call_guard()
         self.peer_log = peer_log or PeerLog(log)
-        # Watch streams block a thread each: their own pool, never the unary workers. A stream
-        # holds a thread only with its slot: the spare threads answer the refusals.
+        # Watch streams block a thread each: their own pool, never the unary workers; heartbeat
+        # streams another pool (beats never wait for a watcher's thread). A stream holds a thread
+        # only with its slot: the spare threads answer the refusals.
         self.watch_pool = futures.ThreadPoolExecutor(
-            max_workers=max(1, self.limits.max_watches) + WATCH_SPARE_THREADS,
+            max_workers=max(1, self.limits.max_watches) + STREAM_SPARE_THREADS,
             thread_name_prefix="mqctl-grpc-watch",
         )
         self.heartbeat_pool = futures.ThreadPoolExecutor(
-            max_workers=max(1, self.limits.max_heartbeat_streams) + WATCH_SPARE_THREADS,
+            max_workers=max(1, self.limits.max_heartbeat_streams) + STREAM_SPARE_THREADS,
             thread_name_prefix="mqctl-grpc-heartbeat",
         )
 
