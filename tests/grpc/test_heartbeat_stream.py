@@ -285,3 +285,40 @@ def test_idle_streams_bookkeeping() -> None:
     idle.leave(b)
     now[0] = 5.0
     assert idle.sweep() == {} and cancelled == ["a"] and idle.open() == 0
+
+
+def test_a_node_without_the_stream_gets_unary_heartbeats() -> None:
+    """A node of a release before HeartbeatStream (a real gRPC server that serves GetMetadata and
+    Heartbeat only, over the real core) answers the stream UNIMPLEMENTED: the client's beats go as
+    unary calls from then on, without an error."""
+    from concurrent import futures
+
+    from grpc_fixtures import CoreNode
+
+    from mqctl.controller.grpc_server import SERVICE_NAME, ControllerServicer
+
+    node = CoreNode()
+    servicer = ControllerServicer(node)
+    old = {name: grpc.unary_unary_rpc_method_handler(
+        getattr(servicer, name), request_deserializer=request.FromString,
+        response_serializer=response.SerializeToString)
+        for name, request, response in (("GetMetadata", pb.GetMetadataRequest, pb.GetMetadataResponse),
+                                        ("Heartbeat", pb.HeartbeatRequest, pb.HeartbeatResponse))}
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4),
+                         handlers=[grpc.method_handlers_generic_handler(SERVICE_NAME, old)],
+                         options=[("grpc.so_reuseport", 0)])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    node.address = f"127.0.0.1:{port}"
+    try:
+        with ControllerClient(node.address, timeout=10) as client:
+            for _ in range(3):
+                ack = client.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1,
+                                       heartbeat_timeout_mills=LEASE_MS)
+                assert ack.remark == "Heart beat success"
+            assert client._heartbeats._unary_until == float("inf")
+        assert node.methods_called() == ["Heartbeat"] * 3
+    finally:
+        server.stop(None)
+        servicer.watch_pool.shutdown(wait=False)
+        servicer.heartbeat_pool.shutdown(wait=False)
