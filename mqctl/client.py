@@ -133,6 +133,7 @@ ELECTION_POLL = 0.02
 # A node that refuses a heartbeat stream (RESOURCE_EXHAUSTED: its stream limits) is sent unary
 # Heartbeat calls for this long before a stream is tried again.
 STREAM_RETRY_AFTER = 30.0
+MAX_BEATS_A_MESSAGE = 1000  # about 100 KiB, a tenth of the node's largest request message
 
 
 def _not_sent(err: grpc.RpcError) -> bool:
@@ -618,34 +619,58 @@ class RoleWatch(Iterator[RoleChange]):
 
 
 class _Stream:
-    """One HeartbeatStream call: the messages sent and not yet answered, in order."""
+    """One HeartbeatStream call. The beats sent and not yet answered wait in order; the beats that
+    queue up while grpc is busy sending go together in the next message (many brokers of one
+    process, one message), and each answer resolves the oldest beat waiting."""
 
     def __init__(self, target: str, stub: pb_grpc.ControllerStub) -> None:
         self.target = target
         self.lock = threading.Lock()
-        self.pending: deque[Future[list[Any]]] = deque()
+        self.pending: deque[Future[Any]] = deque()
         self.dead = False
-        self.requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.call = stub.HeartbeatStream(iter(self.requests.get, None))
+        self.beats: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.call = stub.HeartbeatStream(self._messages())
         threading.Thread(target=self._read, name="mqctl-heartbeat-stream", daemon=True).start()
 
-    def send(self, message: Any) -> Future[list[Any]]:
-        future: Future[list[Any]] = Future()
+    def send(self, beat: Any) -> Future[Any]:
+        """Queue one HeartbeatRequest; its future gets its HeartbeatResponse."""
+        future: Future[Any] = Future()
         with self.lock:
             if self.dead:
                 raise _Retry(f"{self.target}: the heartbeat stream ended")
             self.pending.append(future)
-            self.requests.put(message)
+            self.beats.put(beat)
         return future
+
+    def _messages(self) -> Iterator[Any]:
+        """The request messages (grpc reads them in a thread of its own): every beat queued."""
+        while True:
+            beat = self.beats.get()
+            if beat is None:
+                return
+            beats = [beat]
+            while len(beats) < MAX_BEATS_A_MESSAGE:
+                try:
+                    beat = self.beats.get_nowait()
+                except queue.Empty:
+                    break
+                if beat is None:
+                    yield pb.HeartbeatStreamRequest(beats=beats)
+                    return
+                beats.append(beat)
+            yield pb.HeartbeatStreamRequest(beats=beats)
 
     def _read(self) -> None:
         error: BaseException = _Retry(f"{self.target}: the heartbeat stream ended")
         try:
             for message in self.call:
                 with self.lock:
-                    future = self.pending.popleft() if self.pending else None
-                if future is not None:
-                    future.set_result(list(message.answers))
+                    if len(message.answers) > len(self.pending):
+                        error = _Retry(f"{self.target}: more heartbeat answers than beats")
+                        break
+                    futures = [self.pending.popleft() for _ in message.answers]
+                for future, answer in zip(futures, message.answers, strict=True):
+                    future.set_result(answer)
         except grpc.RpcError as err:
             error = err
         finally:
@@ -661,13 +686,14 @@ class _Stream:
             if self.dead:
                 return
             self.dead = True
-        self.requests.put(None)  # ends the request iterator grpc reads in its own thread
+        self.beats.put(None)  # ends the request messages
         self.call.cancel()
 
 
 class HeartbeatStream:
     """The heartbeats of a ``ControllerClient``: one HeartbeatStream call to the leader, shared by
-    every thread of the client, each beat answered in order on it (``beat`` waits for its answer).
+    every thread of the client, each beat answered in order on it (``beat`` waits for its answer);
+    beats sent at once by many threads share messages.
 
     The stream is opened at the first beat and moved when the client learns of another leader, when
     it breaks (the leader died: rediscovered as any call does) and when the leader stops answering
@@ -710,7 +736,7 @@ class HeartbeatStream:
         client = self._client
         if time.monotonic() < self._unary_until:
             return client._call("Heartbeat", request)
-        message = pb.HeartbeatStreamRequest(beats=[dict_to_message(request, pb.HeartbeatRequest)])
+        beat = dict_to_message(request, pb.HeartbeatRequest)
         deadline = time.monotonic() + client.timeout
         last_error = ""
         attempt = 0
@@ -719,7 +745,7 @@ class HeartbeatStream:
             election = False  # no leader, or it died: polled at the election's pace, no backoff
             try:
                 stream = self._open(deadline)
-                answer = message_to_dict(self._wait(stream, stream.send(message), deadline)[0])
+                answer = message_to_dict(self._wait(stream, stream.send(beat), deadline))
             except _Retry as r:
                 last_error = r.reason
                 election = r.election
@@ -768,14 +794,14 @@ class HeartbeatStream:
                 attempt += 1
             time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
-    def _wait(self, stream: _Stream, future: Future[list[Any]], deadline: float) -> list[Any]:
-        """The answers to one message. A leader that does not answer is waited for only until another
+    def _wait(self, stream: _Stream, future: Future[Any], deadline: float) -> Any:
+        """The answer to one beat. A leader that does not answer is waited for only until another
         node leads (a paused process, a partition), as a unary call is."""
         client = self._client
         wait = PROBE_AFTER
         while True:
             try:
-                answers = future.result(timeout=max(0.001, min(wait, deadline - time.monotonic())))
+                return future.result(timeout=max(0.001, min(wait, deadline - time.monotonic())))
             except FutureTimeout:
                 if time.monotonic() >= deadline:
                     raise _Retry(f"{stream.target} did not answer a heartbeat") from None
@@ -784,7 +810,3 @@ class HeartbeatStream:
                 if leader:
                     raise _Retry(f"{stream.target} did not answer a heartbeat and {leader} leads now",
                                  target=leader, now=True) from None
-                continue
-            if len(answers) != 1:
-                raise _Retry(f"{stream.target}: {len(answers)} answers to one heartbeat")
-            return answers

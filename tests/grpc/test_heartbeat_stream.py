@@ -159,6 +159,39 @@ def test_an_undecodable_message_ends_the_stream_with_invalid_argument(group: Any
         channel.close()
 
 
+def test_threads_share_the_client_s_stream_each_beat_gets_its_own_answer(group: Any) -> None:
+    """Eight threads beat at once on one client (their beats share messages): every beat gets its own
+    answer, success or 2100 for the ones sent with a stale brokerEpoch, all on one stream."""
+    from mqctl.errors import ControllerError
+
+    cluster, epochs = group
+    with ControllerClient(cluster.addresses, timeout=20) as client:
+        wrong: list[str] = []
+
+        def beats(thread: int) -> None:
+            name = ("broker-a", "broker-b")[thread % 2]
+            for i in range(40):
+                stale = (thread + i) % 3 == 0
+                try:
+                    client.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", name, 1, 1, 100,
+                                     heartbeat_timeout_mills=60_000,
+                                     broker_epoch=epochs[name] - 1 if stale else epochs[name])
+                    if stale:
+                        wrong.append(f"thread {thread} beat {i}: a stale beat succeeded")
+                except ControllerError as exc:
+                    if not stale or exc.code != Code.STALE_BROKER_EPOCH:
+                        wrong.append(f"thread {thread} beat {i}: {exc}")
+
+        threads = [threading.Thread(target=beats, args=(t,)) for t in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not wrong, wrong[:5]
+        stream = client._heartbeats._stream
+        assert stream is not None and not stream.dead and not stream.pending
+
+
 def test_the_client_beats_on_one_stream_and_follows_a_new_leader(group: Any) -> None:
     """ControllerClient.heartbeat sends every beat on one stream to the leader; the leader is killed:
     the next beat is answered by the new leader, on a new stream there, which keeps broker-a alive."""
