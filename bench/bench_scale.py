@@ -390,9 +390,12 @@ def grpc_capacity(cluster: Any, brokers: int, window: float, configs: list[int])
     per = brokers // procs
     print(f"\n5. capacity over gRPC: {brokers} brokers beating once a second, {procs} generator processes")
     baseline = None
-    for streams in configs:
+    for asked in configs:
+        # the streams split between the generators, at least one each (0: unary calls)
+        split = [max(1, asked // procs + (i < asked % procs)) if asked else 0 for i in range(procs)]
+        streams = sum(split)
         gens = [subprocess.Popen([sys.executable, __file__, "--grpc-worker", leader.grpc_address,
-                                  str(i * per), str(per), str(window), str(streams // procs)],
+                                  str(i * per), str(per), str(window), str(split[i])],
                                  stdout=subprocess.PIPE, text=True)
                 for i in range(procs)]
         time.sleep(3)
@@ -678,7 +681,7 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=60.0)
     ap.add_argument("--procs", type=int, default=2, help="generator processes per step")
     ap.add_argument("--grpc-brokers", type=int, default=3000)
-    ap.add_argument("--grpc-streams", default="0,30,3",
+    ap.add_argument("--grpc-streams", default="0,30,4",
                     help="one window per entry: 0 unary Heartbeat calls (the baseline, first for the "
                     "ratios), N HeartbeatStream streams carry the gRPC brokers' beats (30: one beat a "
                     "message)")
