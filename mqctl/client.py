@@ -773,9 +773,11 @@ class HeartbeatStream:
                 self._drop(stream, forget_target=True)
             else:
                 code = int(answer.get("code", 0))
-                if code == Code.SUCCESS:
-                    return answer
                 leader = str(answer.get("leader_address") or "")
+                if code == Code.SUCCESS:
+                    if leader and leader != stream.target:
+                        client._leader = leader  # a follower took the beat: the next one goes there
+                    return answer
                 if code == Code.CONTROLLER_NOT_LEADER and leader and leader != stream.target:
                     client._leader = leader
                     continue

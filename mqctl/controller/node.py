@@ -720,7 +720,12 @@ class ControllerNode:
         if result.code == 0:
             with self._lock:
                 self.heartbeats.on_heartbeat(request, now)
-        return {"code": int(result.code), "remark": result.remark or ""}
+        answer = {"code": int(result.code), "remark": result.remark or ""}
+        if not self.is_leader():
+            # accepted here all the same; the leader's address tells a broker that beats one node
+            # only where the beats count (the gRPC client moves its heartbeat stream there)
+            answer["leader_address"] = self.leader_grpc_address()
+        return answer
 
     def _note_registration(self, request: dict[str, Any], response: dict[str, Any]) -> None:
         with self._lock:

@@ -112,7 +112,8 @@ def test_beats_on_one_stream_keep_a_broker_alive(group: Any) -> None:
 
 def test_answers_in_order_as_the_unary_call_answers(group: Any) -> None:
     """One message with four beats: four answers, in order, each what Heartbeat answers for it, on
-    the leader and on a follower (a follower keeps its own table and accepts beats)."""
+    the leader and on a follower (a follower keeps its own table and accepts beats, and names the
+    leader in ``leader_address``)."""
     cluster, epochs = group
     leader = cluster.wait_for_leader()
     follower = next(n for n in cluster.nodes if n is not leader)
@@ -128,9 +129,13 @@ def test_answers_in_order_as_the_unary_call_answers(group: Any) -> None:
         try:
             answers = stream.beats(*beats)
             unary = [pb_grpc.ControllerStub(channel).Heartbeat(b, timeout=10) for b in beats]
-            assert [(a.code, a.remark) for a in answers] == [(u.code, u.remark) for u in unary]
+            assert [(a.code, a.remark, a.leader_address) for a in answers] == [
+                (u.code, u.remark, u.leader_address) for u in unary]
             assert [a.code for a in answers] == [
                 0, Code.STALE_BROKER_EPOCH, Code.CONTROLLER_INVALID_REQUEST, 0]
+            # a follower names the leader, where the beats count
+            expected = "" if node is leader else leader.grpc_address
+            assert {a.leader_address for a in answers} == {expected}
             assert stream.beats() == []  # no beats: a keep-alive, answered with no answers
         finally:
             stream.close()
@@ -190,6 +195,29 @@ def test_threads_share_the_client_s_stream_each_beat_gets_its_own_answer(group: 
         assert not wrong, wrong[:5]
         stream = client._heartbeats._stream
         assert stream is not None and not stream.dead and not stream.pending
+
+
+def test_the_client_s_stream_follows_a_leadership_transfer(group: Any) -> None:
+    """The leadership moves while the old leader lives on as a follower: it still takes the beats
+    but names the new leader, and the client's next beat goes there on a new stream."""
+    cluster, epochs = group
+    leader = cluster.wait_for_leader()
+    other = next(n for n in cluster.nodes if n is not leader)
+    with ControllerClient(cluster.addresses, timeout=20) as beater, \
+            ControllerClient(cluster.addresses, timeout=20) as admin:
+
+        def beat() -> None:
+            beater.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1, 1, 100,
+                             heartbeat_timeout_mills=LEASE_MS, broker_epoch=epochs["broker-a"])
+
+        beat()
+        first = beater._heartbeats._stream
+        assert first is not None and first.target == leader.grpc_address
+        admin.change_quorum("transfer", other.raft_address)
+        wait_until(lambda: cluster.leader() is other, what="the leadership transferred")
+        wait_until(lambda: beat() or beater._heartbeats._stream.target == other.grpc_address,
+                   what="the client's stream at the new leader")
+        assert first.dead
 
 
 def test_the_client_beats_on_one_stream_and_follows_a_new_leader(group: Any) -> None:
