@@ -268,12 +268,11 @@ def make_follower() -> Callable[..., FollowerNode]:
 
 
 def closed_port() -> int:
-    """A loopback port with nothing listening on it."""
-    import socket
+    """A loopback port with nothing listening on it, never the same twice (two dead addresses were
+    once one: the kernel hands a just-closed port out again)."""
+    from mqctl.testing import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_port()
 
 
 @pytest.fixture
