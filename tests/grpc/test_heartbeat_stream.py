@@ -1,10 +1,11 @@
 """HeartbeatStream on real `mqctl serve` processes (issue 17): many beats on one long-lived stream,
 each message's beats answered in order with exactly what a unary Heartbeat answers; its slots,
-its idle timeout, undecodable messages; ControllerClient's heartbeats on it, and after a leader kill.
+its idle timeout, undecodable messages; ControllerClient's heartbeats on it, after a leadership
+transfer and after a leader kill.
 
 Heartbeats are accepted on every node (each keeps its own table, so that a new leader already knows
 who is alive, docs/serve.md#liveness-and-elections): a follower answers a beat as the unary call
-does, with success, not CONTROLLER_NOT_LEADER.
+does, with success and the leader's address, not CONTROLLER_NOT_LEADER.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def _own_connection(address: str) -> grpc.Channel:
 
 class RawStream:
     """A HeartbeatStream call driven message by message (bytes on the wire, as a hostile client may
-    send them); ``answer`` waits for the next response message."""
+    send them); ``beats`` sends one message and waits for its answer."""
 
     def __init__(self, channel: grpc.Channel) -> None:
         self._out: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -65,7 +66,7 @@ def _beat(name: str, broker_id: int, epoch: int | None,
 
 @pytest.fixture(scope="module")
 def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, dict[str, int]]]:
-    """Three nodes; broker-a (one replica, master) and broker-b registered: name -> brokerEpoch."""
+    """Three nodes; broker-a and broker-b (one replica each) registered: name -> brokerEpoch."""
     cluster = LocalCluster(str(tmp_path_factory.mktemp("heartbeat-stream")), size=3)
     with cluster:
         cluster.start()
