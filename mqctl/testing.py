@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -27,12 +28,41 @@ if TYPE_CHECKING:
 
 _ports_given: set[int] = set()
 _ports_lock = threading.Lock()
+_ports_random = random.Random()
+
+
+def _below_ephemeral() -> tuple[int, int] | None:
+    """Ports the kernel never hands to an outgoing connection: below its ephemeral range."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            first = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (max(1024, first - 12_000), first - 1) if first > 2048 else None
 
 
 def free_port() -> int:
-    """A port free on 127.0.0.1 now, never one this process was given before: the kernel may hand
-    a just-closed port out again at once (a LocalCluster once got one port for a node's Raft and
-    gRPC addresses, and that node could not listen)."""
+    """A port free on 127.0.0.1 now, never one this process was given before, and below the
+    kernel's ephemeral range where there is one: a node killed and started again on its port found
+    it taken by another test's outgoing connection (parallel test workers), and the kernel may hand
+    a just-closed ephemeral port out again at once (a LocalCluster once got one port for a node's
+    Raft and gRPC addresses)."""
+    window = _below_ephemeral()
+    for _ in range(200 if window else 0):
+        assert window is not None
+        port = _ports_random.randint(*window)
+        with _ports_lock:
+            if port in _ports_given:
+                continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        with _ports_lock:
+            if port not in _ports_given:
+                _ports_given.add(port)
+                return port
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
