@@ -151,9 +151,11 @@ def _has_commitlog_files(d: Path) -> bool:
         return False
 
 
-def inspect_store(path: str | os.PathLike[str], *, deep: bool = False) -> StoreReport:
+def inspect_store(path: str | os.PathLike[str], *, deep: bool = False,
+                  keep_chains: bool = False) -> StoreReport:
     """Read everything mqctl knows about one store; StoreError when a file is unreadable or corrupt
-    beyond what RocketMQ itself would recover from (a torn commitlog tail is a problem, not an error)."""
+    beyond what RocketMQ itself would recover from (a torn commitlog tail is a problem, not an error).
+    keep_chains: the scan's records kept in `scan.chains` (salvage reads them again)."""
     root = Path(path)
     rep = StoreReport(os.fspath(path), NO_STORE, deep=deep)
     if not root.exists():
@@ -176,7 +178,7 @@ def inspect_store(path: str | os.PathLike[str], *, deep: bool = False) -> StoreR
     cl_dir = root / COMMITLOG_DIR
     if _has_commitlog_files(cl_dir):
         log = CommitLog(cl_dir)
-        scan = log.scan(deep=deep)
+        scan = log.scan(deep=deep, keep_chains=keep_chains)
         rep.scan = scan
         rep.min_offset, rep.max_offset = scan.min_offset, scan.max_offset
         rep.file_size, rep.file_count, rep.total_bytes = log.file_size, len(log.files), log.total_bytes

@@ -24,10 +24,13 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqctl.errors import StoreError
 from mqctl.store._util import store_error
+
+if TYPE_CHECKING:
+    from mqctl.store.walker import Chain
 
 MAGIC_V1 = 0xDAA320A7
 MAGIC_V2 = 0xDAA320AB
@@ -310,13 +313,16 @@ class BufferScan:
     stop: str                  # "blank" | "zero" | "eof" | "corrupt"
     error: RecordError | None = None
     last_record: int = -1      # buffer position of the last valid record, -1 if none
+    chain: Chain | None = None  # the valid records (with keep_chain, from position 0)
 
 
-def scan_buffer(buf: Buffer, base_offset: int, start: int = 0, *, check_crc: bool = True) -> BufferScan:
+def scan_buffer(buf: Buffer, base_offset: int, start: int = 0, *, check_crc: bool = True,
+                keep_chain: bool = False) -> BufferScan:
     """Walk records from buf[start] (a record boundary) until the blank marker, TOTALSIZE 0, the end of
     the buffer or the first invalid record: structure and PHYSICALOFFSET always, BODYCRC when check_crc.
-    Pure; never raises for bad data, the reason is in the result."""
-    from mqctl.store.walker import parse_byte_range
+    Pure; never raises for bad data, the reason is in the result. keep_chain (start 0): the valid
+    records' positions, for a later walk of the same file to reuse."""
+    from mqctl.store.walker import Chain, parse_byte_range
 
     pr = parse_byte_range(buf, base_offset, start, len(buf), head_owned=True, check_crc=check_crc,
                           fields=False, stop_at_damage=True)
@@ -324,11 +330,13 @@ def scan_buffer(buf: Buffer, base_offset: int, start: int = 0, *, check_crc: boo
     if pr.problems:            # a record whose layout or BODYCRC is bad: the valid data ends before it
         bad = pr.problems[0]
         count = int(pr.position.searchsorted(bad.position))
-        last = int(pr.position[count - 1]) if count else -1
-        return BufferScan(bad.position, count, "corrupt", RecordError(bad.offset, bad.reason), last)
-    last = int(pr.position[-1]) if count else -1
-    stop, err = _stop_reason(buf, base_offset, pr.walk_end)
-    return BufferScan(pr.walk_end, count, stop, err, last)
+        end, stop, err = bad.position, "corrupt", RecordError(bad.offset, bad.reason)
+    else:
+        end = pr.walk_end
+        stop, err = _stop_reason(buf, base_offset, end)
+    last = int(pr.position[count - 1]) if count else -1
+    chain = Chain(pr.position[:count], end, check_crc) if keep_chain and start == 0 else None
+    return BufferScan(end, count, stop, err, last, chain)
 
 
 def _stop_reason(buf: Buffer, base_offset: int, pos: int) -> tuple[str, RecordError | None]:
@@ -409,6 +417,7 @@ class ScanResult:
     last_record_offset: int = -1
     last_store_timestamp: int = 0
     bytes_beyond: int = 0       # bytes in later files that recovery would drop (files after the end)
+    chains: dict[str, Chain] = field(default_factory=dict)   # file path -> its valid records (keep_chains)
 
 
 def _open_map(lf: LogFile) -> mmap.mmap | None:
@@ -485,10 +494,12 @@ class CommitLog:
             return len(self.files) - 1 if offset == self.files[-1].start + self.files[-1].size else -1
         return i
 
-    def scan(self, *, deep: bool = False, from_file: int | None = None, check_crc: bool = True) -> ScanResult:
+    def scan(self, *, deep: bool = False, from_file: int | None = None, check_crc: bool = True,
+             keep_chains: bool = False) -> ScanResult:
         """Find the max offset like RocketMQ's recovery: from the third-last file (or `from_file`; all
         files with deep=True), every record's structure, PHYSICALOFFSET and BODYCRC, stopping at the
-        first invalid one. Later files after the end are counted in `bytes_beyond`."""
+        first invalid one. Later files after the end are counted in `bytes_beyond`. keep_chains: each
+        scanned file's valid records in `chains`, so that a later walk need not find them again."""
         nfiles = len(self.files)
         start_i = 0 if deep else (max(0, nfiles - 3) if from_file is None else from_file)
         res = ScanResult(self.min_offset, self.files[start_i].start, self.files[start_i].start, 0, 0, "eof",
@@ -502,7 +513,9 @@ class CommitLog:
                 res.stop = "zero"
                 break
             try:
-                bs = scan_buffer(mm, lf.start, 0, check_crc=check_crc)
+                bs = scan_buffer(mm, lf.start, 0, check_crc=check_crc, keep_chain=keep_chains)
+                if bs.chain is not None:
+                    res.chains[str(lf.path)] = bs.chain
                 res.bytes_scanned += bs.end
                 res.records += bs.records
                 if bs.last_record >= 0:
