@@ -10,7 +10,7 @@ so salvage reads (and writes to Parquet) almost the whole replica, and analyze r
 
 Rows, each the best of --repeat runs (page cache warm): `cat`; the plain single-process Python reader (a
 `decode_record` loop with zlib's CRC, the reader before the walker); `recover inspect --deep`
-(`inspect_store(deep=True)`: CRC of every message); the numpy range parser alone in one process (CRC on);
+(`inspect_stores(deep=True)`: CRC of every message, a walker process per core); the numpy range parser alone in one process (CRC on);
 analyze and salvage on the local engine (one process, no JVM) and on Spark (--master, default local[2]),
 Parquet output included. Spark's session start and first job are reported apart. Peak RSS: this Python
 process (the driver), the JVM (in local mode it is the driver and the executor) and the executor's Python
@@ -201,7 +201,7 @@ def main() -> None:
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, store_ranges
     from mqctl.pipeline.salvage import prepare, run_salvage
     from mqctl.pipeline.tasks import parse_task
-    from mqctl.recover.inspect import inspect_store
+    from mqctl.recover.inspect import inspect_stores
 
     tmp = Path(tempfile.mkdtemp(prefix="mqctl-bench-pipeline-"))
     replica, source = tmp / "replica", tmp / "source"
@@ -225,12 +225,13 @@ def main() -> None:
         plain_reader(replica)
 
     def deep() -> None:
-        inspect_store(replica, deep=True)
+        inspect_stores([str(replica)], deep=True)        # what `recover inspect --deep` runs
 
     t_plain = best(plain, 1)
     rows.append(("plain Python reader, 1 process", t_plain, "decode_record loop, zlib CRC", CPU[id(plain)]))
     t_deep = best(deep, a.repeat)
-    rows.append(("recover inspect --deep", t_deep, "the walker, CRC of every message", CPU[id(deep)]))
+    rows.append(("recover inspect --deep", t_deep, f"the walker, CRC of every message, {os.cpu_count()} processes",
+                 CPU[id(deep)]))
 
     def parser() -> None:
         n = sum(len(parse_task(br)) for br in store_ranges(replica, range_size=DEFAULT_RANGE_SIZE))

@@ -268,6 +268,7 @@ class _Job:
 
 
 _COUNT_COLS = ("records", "onSource", "messages", "bytes", "bodyBytes", "crcErrors")
+_DEDUPE_ONLY = ("keyHi", "keyLo", "rank", "bodyBytes")     # candidate columns pass 2 does not read
 
 
 def _named(rows: list[dict[str, Any]], ranges: list[ByteRange]) -> list[dict[str, Any]]:
@@ -349,7 +350,8 @@ class _LocalJob(_Job):
         counts = _named([{"rangeId": r["rangeId"], "topic": r["topic"],
                           **{k: r[f"{k}_sum"] for k in _COUNT_COLS}} for r in agg.to_pylist()],
                         self.inp.candidates)
-        k = t.filter(pa.array(kept)).append_column("copies", pa.array(copies[kept]))
+        k = t.drop_columns(list(_DEDUPE_ONLY)).filter(pa.array(kept)).append_column("copies",
+                                                                                  pa.array(copies[kept]))
         k = k.append_column("partEpoch", pc.fill_null(k.column("epoch"), -1)).append_column(
             "partBucket", pa.array(k.column("physicalOffset").to_numpy() // PART_BYTES))
         # _WRITE_ORDER (nulls first) as a lexsort of integer codes; the rows are taken only when they are
@@ -401,6 +403,7 @@ class _SparkJob(_Job):
         self.acc_bytes, self.acc_msgs = sc.accumulator(0), sc.accumulator(0)
         self.frames: list[Any] = []
         self.kept: Any = None
+        self.parts: list[tuple[int, int, int]] = []
         # the shuffles move small candidate rows: one partition per core, not Spark's default 200 tasks
         self.shuffle = spark.conf.get("spark.sql.shuffle.partitions")
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
@@ -436,6 +439,8 @@ class _SparkJob(_Job):
         # row_number first: its sort (key, rank, physicalOffset, storeId) also serves the count, one sort
         j = j.withColumn("_n", F.row_number().over(w.orderBy("rank", "physicalOffset", "storeId"))) \
              .withColumn("copies", F.count(F.lit(1)).over(w)) \
+             .withColumn("partEpoch", F.coalesce(F.col("epoch"), F.lit(-1).cast("long"))) \
+             .withColumn("partBucket", F.floor(F.col("physicalOffset") / F.lit(PART_BYTES)).cast("long")) \
              .persist(StorageLevel.MEMORY_AND_DISK)       # read twice: the counts, then the write
         self.frames.append(j)
         is_msg = F.col(PROBLEM_COL).isNull()
@@ -444,24 +449,25 @@ class _SparkJob(_Job):
         def when_kept(c: Any) -> Any:
             return F.sum(F.when(kept, c).otherwise(0).cast("long"))
 
-        # every count of the summary in one small aggregate: per range and topic, plus one row per
-        # problem (its JSON is part of the key)
-        rows = j.groupBy("rangeId", "topic", PROBLEM_COL).agg(
+        # every count of the summary in one small aggregate: per range, topic and part (the parts to
+        # write are those with messages), plus one row per problem (its JSON is part of the key)
+        rows = j.groupBy("rangeId", "topic", "partEpoch", "partBucket", PROBLEM_COL).agg(
             F.count(F.lit(1)).alias("records"), F.sum(F.col("onSource").cast("long")).alias("onSource"),
             when_kept(F.lit(1)).alias("messages"), when_kept(F.col("size")).alias("bytes"),
             when_kept(F.col("bodyBytes")).alias("bodyBytes"),
             when_kept((~F.col("crcOk")).cast("long")).alias("crcErrors")).collect()
         problems = [tuple(json.loads(r[PROBLEM_COL])) for r in rows if r[PROBLEM_COL] is not None]
-        counts = _named([r.asDict() for r in rows if r[PROBLEM_COL] is None], self.inp.candidates)
-        self.kept = j.filter(kept).drop("onSource", "_n", PROBLEM_COL) \
-            .withColumn("partEpoch", F.coalesce(F.col("epoch"), F.lit(-1).cast("long"))) \
-            .withColumn("partBucket", F.floor(F.col("physicalOffset") / F.lit(PART_BYTES)).cast("long"))
+        ranges = self.inp.candidates
+        counts = _named([r.asDict() for r in rows if r[PROBLEM_COL] is None], ranges)
+        self.parts = sorted({(int(ranges[r["rangeId"]].meta["setId"]), r["partEpoch"], r["partBucket"])
+                             for r in rows if r[PROBLEM_COL] is None and r["messages"]})
+        self.kept = j.filter(kept).drop("onSource", "_n", PROBLEM_COL, *_DEDUPE_ONLY)
         return counts, problems
 
     def write(self, root: Path) -> None:
         from pyspark.sql import functions as F
 
-        parts = [tuple(r) for r in self.kept.select(*_PART_KEY).distinct().collect()]
+        parts = self.parts
         if not parts:
             return
         paths = _part_paths(parts, self.inp.sets)
