@@ -389,7 +389,8 @@ def _codes(col: Any) -> Any:
 
 
 _PART_KEY = ("setId", "partEpoch", "partBucket")
-_WRITE_ORDER = (*_PART_KEY, "topic", "queueId", "epoch", "physicalOffset", "storeId")     # SORT_COLUMNS
+# SORT_COLUMNS within a part, the set and store by their ordinals (which follow their names)
+_WRITE_ORDER = (*_PART_KEY, "topic", "queueId", "epoch", "physicalOffset", "storeId")
 
 
 class _SparkJob(_Job):
