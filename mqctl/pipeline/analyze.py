@@ -2,9 +2,9 @@
 store time, queue and physical offset ranges; every damaged record with its file and position.
 
 Same engine as salvage: every byte of every commitlog file, cut into ranges; each task aggregates its
-range with numpy (`tasks.analyze_rows`), Spark merges the partial aggregates. Output with `--out DIR`:
-`DIR/queues/part-00000.parquet`, `DIR/problems/part-00000.parquet`, `DIR/summary.json` (kind
-mqctl-analyze; the same document `-o json` prints). Reading only: the stores are never written.
+range with numpy (`tasks.analyze_rows`), the driver merges the few partial aggregates. Output with
+`--out DIR`: `DIR/queues/part-00000.parquet`, `DIR/problems/part-00000.parquet`, `DIR/summary.json`
+(kind mqctl-analyze; the same document `-o json` prints). Reading only: the stores are never written.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ _QKEY = ("clusterName", "brokerName", "store", "topic", "queueId")
 
 
 def _keyed(t: tuple[str, tuple[Any, ...]]) -> tuple[tuple[Any, ...], tuple[str, tuple[Any, ...]]]:
-    """Shuffle key: the queue for aggregates, the position for problems (unique)."""
+    """Merge key: the queue for aggregates, the position for problems (unique)."""
     kind, row = t
     return ((kind, *row[:5]) if kind == "q" else (kind, row[2], row[5])), t
 
@@ -118,13 +119,14 @@ def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | Non
 
     with progress("analyze", inp.nbytes, done, enabled=show_progress):
         if spark is None:
-            acc: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}
-            for br in inp.ranges:
-                for k, v in map(_keyed, analyze_rows(br)):
-                    acc[k] = _merge(acc[k], v) if k in acc else v
-                    counted[1] += v[1][5] if v[0] == "q" else 0
-                counted[0] += br.length
-            merged = list(acc.values())
+            def local() -> Iterator[tuple[str, tuple[Any, ...]]]:
+                for br in inp.ranges:
+                    for r in analyze_rows(br):
+                        counted[1] += r[1][5] if r[0] == "q" else 0
+                        yield r
+                    counted[0] += br.length
+
+            found: Iterable[tuple[str, tuple[Any, ...]]] = local()
         else:
             ranges = inp.ranges
 
@@ -134,10 +136,13 @@ def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | Non
                 acc_m.add(sum(r[1][5] for r in out_ if r[0] == "q"))
                 return out_
 
-            # one job: partial aggregates per range, merged by key in one shuffle; problems pass through
-            nparts = max(1, min(len(ranges), sc.defaultParallelism))
-            merged = sc.parallelize(range(len(ranges)), max(1, len(ranges))).flatMap(rows) \
-                .map(_keyed).reduceByKey(_merge, numPartitions=nparts).values().collect()
+            # one stage: a task per range gives a few rows per queue it saw (no shuffle, no second stage
+            # of Python workers); the driver merges them
+            found = sc.parallelize(range(len(ranges)), max(1, len(ranges))).flatMap(rows).collect()
+        acc: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}
+        for k, v in map(_keyed, found):
+            acc[k] = _merge(acc[k], v) if k in acc else v
+        merged = list(acc.values())
     q_rows = sorted((dict(zip(QUEUE_COLUMNS, r[1], strict=True)) for r in merged if r[0] == "q"),
                     key=lambda d: tuple("" if d[k] is None else d[k] for k in _QKEY))
     p_rows = sorted((dict(zip(PROBLEM_COLUMNS, r[1], strict=True)) for r in merged if r[0] == "p"),

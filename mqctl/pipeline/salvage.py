@@ -26,10 +26,13 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE, check_out_dir, install_output, tree_digest
 from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, ByteRange, store_ranges
+
+if TYPE_CHECKING:
+    from mqctl.store.walker import Chain
 
 SCHEMA_FILE = "schema.json"
 MESSAGES_DIR = "messages"
@@ -38,10 +41,10 @@ LAYOUT_VERSION = 2             # 2: parts per (epoch, PART_BYTES window), schema
 PART_BYTES = 256 << 20
 PROBLEM_COL = "_problem"
 BROADCAST_KEYS = 1_000_000      # source keys up to this many are broadcast to the join, else shuffled
-# the message columns of a problem row: its set and store (so it lands in its set's partition), else
-# these non-null placeholders (messageKey "" matches no message; the row is never written)
-_DEFAULTS: dict[str, Any] = {"string": "", "int64": 0, "int32": 0, "bool": False}
-_PROBLEM_AT = {"clusterName": 0, "brokerName": 1, "store": 2}     # in PROBLEM_COLUMNS
+# the message columns of a problem row: its range, set and store, else these placeholders (a null
+# key matches no message; the row is never written)
+_DEFAULTS: dict[str, Any] = {"string": "", "int64": 0, "int32": 0, "bool": False, "keyHi": None,
+                             "keyLo": None}
 SORT_COLUMNS = ("clusterName", "brokerName", "topic", "queueId", "epoch", "physicalOffset", "store")
 
 __all__ = ["PART_BYTES", "SalvageInput", "prepare", "run_salvage"]
@@ -58,6 +61,9 @@ class SalvageInput:
     sets: list[dict[str, Any]] = field(default_factory=list)
     not_salvaged: list[dict[str, Any]] = field(default_factory=list)
     specs: list[tuple[str, str, int, int | None, dict[str, Any]]] = field(default_factory=list)
+    # file path -> the records the plan's recovery scan found there: the local engine's pass 1 takes them
+    # instead of walking those bytes again (Spark's executors walk their ranges themselves)
+    chains: dict[str, Chain] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
@@ -78,13 +84,18 @@ def prepare(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE,
     from mqctl.recover.plan import make_plan
 
     paths = list(dict.fromkeys(os.path.abspath(s) for s in stores))
-    reports = [inspect_store(p) for p in paths]
+    store_id = {p: i for i, p in enumerate(sorted(paths))}      # the order of their names
+    reports = [inspect_store(p, keep_chains=True) for p in paths]
     by_path = {r.path: r for r in reports}
     plan = make_plan(reports)
     inp = SalvageInput(plan)
+    for r in reports:
+        if r.scan is not None:
+            inp.chains.update(r.scan.chains)
+            r.scan.chains = {}
     for u in plan["unmatched"]:
         inp.not_salvaged.append({"store": u["store"], "reason": u["reason"]})
-    for s in plan["brokerSets"]:
+    for set_id, s in enumerate(plan["brokerSets"]):      # sorted by (clusterName, brokerName)
         c, b = s["clusterName"], s["brokerName"]
         src = by_path[s["source"]] if s["source"] is not None else None
         tts = [r["truncateTo"] for r in s["replicas"] if r["truncateTo"] is not None]
@@ -101,7 +112,8 @@ def prepare(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE,
             ranges: list[ByteRange] = []
             if tt is not None and rep.file_count:
                 meta = {"clusterName": c, "brokerName": b, "store": rep.path, "brokerId": rep.broker_id,
-                        "rank": rank, "epochs": [(e.start_offset, e.epoch) for e in rep.epochs]}
+                        "rank": rank, "epochs": [(e.start_offset, e.epoch) for e in rep.epochs],
+                        "setId": set_id, "storeId": store_id[rep.path]}
                 ranges = store_ranges(rep.path, from_offset=tt, range_size=range_size, meta=meta)
                 inp.specs.append(("candidate", rep.path, tt, None, meta))
             set_doc["replicas"].append({"store": rep.path, "brokerId": rep.broker_id, "state": rep.state,
@@ -109,7 +121,7 @@ def prepare(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE,
                                         "bytesRead": sum(r.limit - r.start for r in ranges if r.head_owned)})
         if src is not None and frm is not None and src.max_offset > frm:
             inp.specs.append(("key", src.path, frm, src.max_offset,
-                              {"clusterName": c, "brokerName": b, "store": src.path}))
+                              {"clusterName": c, "brokerName": b, "store": src.path, "setId": set_id}))
     inp.cut(range_size)
     return inp
 
@@ -168,14 +180,16 @@ def _part_dir(c: str, b: str) -> str:
     return f"clusterName={q(c, safe='')}/brokerName={q(b, safe='')}"
 
 
-def _part_paths(keys: list[tuple[str, str, int, int]]) -> dict[tuple[str, str, int, int], str]:
-    """part-NNNNN per broker set, numbered in (epoch, physical offset window) order."""
-    out: dict[tuple[str, str, int, int], str] = {}
-    n: dict[tuple[str, str], int] = {}
+def _part_paths(keys: list[tuple[int, int, int]], sets: list[dict[str, Any]]
+                ) -> dict[tuple[int, int, int], str]:
+    """part-NNNNN per broker set (setId: its place in `sets`), numbered in (epoch, physical offset
+    window) order."""
+    out: dict[tuple[int, int, int], str] = {}
+    n: dict[int, int] = {}
     for k in sorted(keys):
-        i = n.get(k[:2], 0)
-        n[k[:2]] = i + 1
-        out[k] = f"{_part_dir(k[0], k[1])}/part-{i:05d}.parquet"
+        i = n.get(k[0], 0)
+        n[k[0]] = i + 1
+        out[k] = f"{_part_dir(sets[k[0]]['clusterName'], sets[k[0]]['brokerName'])}/part-{i:05d}.parquet"
     return out
 
 
@@ -192,8 +206,8 @@ def _chunks(sizes: Any, max_bytes: int = 32 << 20) -> Iterator[tuple[int, int]]:
         i = j
 
 
-def _write_runs(batches: Iterator[Any], root: Path, paths: dict[tuple[str, str, int, int], str]
-                ) -> Iterator[tuple[str, int]]:
+def _write_runs(batches: Iterator[Any], root: Path, paths: dict[tuple[int, int, int], str],
+                ranges: list[ByteRange]) -> Iterator[tuple[str, int]]:
     """Write kept candidate rows, sorted by part then SORT_COLUMNS, into their part files (one writer
     open at a time); yields (part path, rows) per part."""
     import numpy as np
@@ -226,7 +240,7 @@ def _write_runs(batches: Iterator[Any], root: Path, paths: dict[tuple[str, str, 
                 assert w is not None
                 run = b.slice(i, j - i)
                 for a, z in _chunks(run.column("size").to_numpy()):
-                    w.write(message_batch(run.slice(a, z - a)))
+                    w.write(message_batch(run.slice(a, z - a), ranges))
                 i = j
         if w is not None and cur is not None:
             w.close()
@@ -254,6 +268,22 @@ class _Job:
 
 
 _COUNT_COLS = ("records", "onSource", "messages", "bytes", "bodyBytes", "crcErrors")
+_DEDUPE_ONLY = ("keyHi", "keyLo", "rank", "bodyBytes")     # candidate columns pass 2 does not read
+
+
+def _named(rows: list[dict[str, Any]], ranges: list[ByteRange]) -> list[dict[str, Any]]:
+    """Count rows per (rangeId, topic) with the range's set and store names instead of its number."""
+    return [{**{k: ranges[r["rangeId"]].meta[k] for k in ("clusterName", "brokerName", "store")},
+             "topic": r["topic"], **{k: r[k] for k in _COUNT_COLS}} for r in rows]
+
+
+def _key16(pa: Any, hi: Any, lo: Any) -> Any:
+    """(keyHi, keyLo) as one 16-byte value per row (what `is_in` compares)."""
+    import numpy as np
+
+    data = np.column_stack([np.asarray(hi, dtype=np.int64), np.asarray(lo, dtype=np.int64)])
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(data),
+                                                [None, pa.py_buffer(data.tobytes())])
 
 
 class _LocalJob(_Job):
@@ -274,62 +304,64 @@ class _LocalJob(_Job):
 
         from mqctl.pipeline.tasks import candidate_keys, candidate_schema, key_arrow
 
-        src: dict[tuple[str, str], list[Any]] = {}
+        src: dict[int, list[Any]] = {}
+        chains, self.inp.chains = self.inp.chains, {}        # read once, then let go
         for br in self.inp.keys:
-            kb = key_arrow(br)
-            src.setdefault((str(br.meta["clusterName"]), str(br.meta["brokerName"])), []).append(kb.column(2))
+            kb = key_arrow(br, chains.get(br.path))
+            src.setdefault(int(br.meta["setId"]), []).append(_key16(pa, kb.column(1), kb.column(2)))
             self.nbytes += br.length
         batches, problems = [], []
-        for br in self.inp.candidates:
-            cb, probs = candidate_keys(br)
+        for i, br in enumerate(self.inp.candidates):
+            cb, probs = candidate_keys(br, i, chains.get(br.path))
             batches.append(cb)
             problems += probs
             self.nbytes += br.length
             self.nmsgs += cb.num_rows
-        t = pa.Table.from_batches(batches, schema=candidate_schema())
+        t = pa.Table.from_batches(batches, schema=candidate_schema()).combine_chunks()
         n = t.num_rows
+        col = {x: t.column(x).to_numpy() for x in ("setId", "storeId", "rank", "physicalOffset", "keyHi",
+                                                    "keyLo")}
+        sid, hi, lo = col["setId"], col["keyHi"], col["keyLo"]
         on_src = np.zeros(n, dtype=bool)
-        for (c, b), arrs in src.items():
-            in_set = pc.and_(pc.equal(t.column("clusterName"), c), pc.equal(t.column("brokerName"), b))
-            hit = pc.and_(in_set, pc.is_in(t.column("messageKey"), value_set=pa.concat_arrays(arrs)))
-            on_src |= hit.to_numpy(zero_copy_only=False)
-        # the dedupe order (set, messageKey, then rank, physicalOffset, store) as one lexsort of integer
-        # codes: no sort of strings, no reordered copy of the columns
-        cn, bn, st = (_codes(t.column(x), ordered=True) for x in ("clusterName", "brokerName", "store"))
-        key = _codes(t.column("messageKey"), ordered=False)
-        off = t.column("physicalOffset").to_numpy()
-        order = np.lexsort((st, off, t.column("rank").to_numpy(), key, bn, cn))
+        for set_id, arrs in src.items():
+            in_set = np.flatnonzero(sid == set_id)
+            on_src[in_set] = pc.is_in(_key16(pa, hi[in_set], lo[in_set]), value_set=pa.concat_arrays(arrs)
+                                      ).to_numpy(zero_copy_only=False)
+        # the dedupe order (set, messageKey, then rank, physicalOffset, store): one lexsort of integers
+        order = np.lexsort((col["storeId"], col["physicalOffset"], col["rank"], lo, hi, sid))
         new = np.zeros(n, dtype=bool)
         new[:1] = True
-        for a in (cn, bn, key):
-            new[1:] |= a[order][1:] != a[order][:-1]
+        for x in (sid, hi, lo):
+            new[1:] |= x[order][1:] != x[order][:-1]
         gid = np.cumsum(new) - 1
         copies, first = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
         copies[order], first[order] = np.bincount(gid)[gid] if n else gid, new
         kept = first & ~on_src
         size = t.column("size").to_numpy().astype(np.int64)
         crc_bad = ~t.column("crcOk").to_numpy(zero_copy_only=False)
-        c = t.select(["clusterName", "brokerName", "store", "topic"]).append_column(
+        c = t.select(["rangeId", "topic"]).append_column(
             "records", pa.array(np.ones(n, dtype=np.int64))).append_column(
             "onSource", pa.array(on_src.astype(np.int64))).append_column(
             "messages", pa.array(kept.astype(np.int64))).append_column(
             "bytes", pa.array(np.where(kept, size, 0))).append_column(
             "bodyBytes", pa.array(np.where(kept, t.column("bodyBytes").to_numpy(), 0))).append_column(
             "crcErrors", pa.array((kept & crc_bad).astype(np.int64)))
-        agg = c.group_by(["clusterName", "brokerName", "store", "topic"]).aggregate(
-            [(k, "sum") for k in _COUNT_COLS])
-        counts = [{**{k: r[k] for k in ("clusterName", "brokerName", "store", "topic")},
-                   **{k: r[f"{k}_sum"] for k in _COUNT_COLS}} for r in agg.to_pylist()]
-        k = t.filter(pa.array(kept)).append_column("copies", pa.array(copies[kept]))
+        agg = c.group_by(["rangeId", "topic"]).aggregate([(k, "sum") for k in _COUNT_COLS])
+        counts = _named([{"rangeId": r["rangeId"], "topic": r["topic"],
+                          **{k: r[f"{k}_sum"] for k in _COUNT_COLS}} for r in agg.to_pylist()],
+                        self.inp.candidates)
+        k = t.drop_columns(list(_DEDUPE_ONLY)).filter(pa.array(kept)).append_column("copies",
+                                                                                  pa.array(copies[kept]))
         k = k.append_column("partEpoch", pc.fill_null(k.column("epoch"), -1)).append_column(
             "partBucket", pa.array(k.column("physicalOffset").to_numpy() // PART_BYTES))
         # _WRITE_ORDER (nulls first) as a lexsort of integer codes; the rows are taken only when they are
         # not in that order already (pass 1 gives them in offset order, often the write order)
         epoch = k.column("epoch")
-        sort_keys = [cn[kept], bn[kept], k.column("partEpoch").to_numpy(), k.column("partBucket").to_numpy(),
-                     _codes(k.column("topic"), ordered=True), k.column("queueId").to_numpy(),
+        sort_keys = [sid[kept], k.column("partEpoch").to_numpy(), k.column("partBucket").to_numpy(),
+                     _codes(k.column("topic")), k.column("queueId").to_numpy(),
                      pc.is_valid(epoch).to_numpy(zero_copy_only=False),
-                     pc.fill_null(epoch, 0).to_numpy(), k.column("physicalOffset").to_numpy(), st[kept]]
+                     pc.fill_null(epoch, 0).to_numpy(), k.column("physicalOffset").to_numpy(),
+                     col["storeId"][kept]]
         order = np.lexsort(sort_keys[::-1])
         self.kept = k if bool((order == np.arange(order.size)).all()) else k.take(pa.array(order))
         return counts, problems
@@ -337,28 +369,28 @@ class _LocalJob(_Job):
     def write(self, root: Path) -> None:
         k = self.kept
         keys = k.select(list(_PART_KEY)).group_by(list(_PART_KEY)).aggregate([]).to_pylist()
-        parts = _part_paths([tuple(r[x] for x in _PART_KEY) for r in keys])
-        for _ in _write_runs(iter(k.combine_chunks().to_batches()), root, parts):
+        parts = _part_paths([tuple(r[x] for x in _PART_KEY) for r in keys], self.inp.sets)
+        for _ in _write_runs(iter(k.combine_chunks().to_batches()), root, parts, self.inp.candidates):
             pass
 
 
-def _codes(col: Any, *, ordered: bool) -> Any:
-    """A string column as integer codes (numpy), equal where the strings are; with ordered=True the
-    codes follow the strings' (bytewise) order, as Arrow's sort does."""
+def _codes(col: Any) -> Any:
+    """A string column as integer codes (numpy) in the strings' (bytewise) order, as Arrow's sort."""
     import numpy as np
     import pyarrow.compute as pc
 
     d = pc.dictionary_encode(col).combine_chunks()
     codes = d.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    if not ordered or not len(d.dictionary):
+    if not len(d.dictionary):
         return codes
     rank = np.empty(len(d.dictionary), dtype=np.int64)
     rank[pc.sort_indices(d.dictionary).to_numpy()] = np.arange(len(d.dictionary))
     return rank[codes]
 
 
-_PART_KEY = ("clusterName", "brokerName", "partEpoch", "partBucket")
-_WRITE_ORDER = (*_PART_KEY, *SORT_COLUMNS[2:])
+_PART_KEY = ("setId", "partEpoch", "partBucket")
+# SORT_COLUMNS within a part, the set and store by their ordinals (which follow their names)
+_WRITE_ORDER = (*_PART_KEY, "topic", "queueId", "epoch", "physicalOffset", "storeId")
 
 
 class _SparkJob(_Job):
@@ -368,9 +400,11 @@ class _SparkJob(_Job):
     def __init__(self, spark: Any, inp: SalvageInput) -> None:
         sc = spark.sparkContext
         self.spark, self.inp = spark, inp
+        inp.chains.clear()          # the executors walk their ranges themselves
         self.acc_bytes, self.acc_msgs = sc.accumulator(0), sc.accumulator(0)
         self.frames: list[Any] = []
         self.kept: Any = None
+        self.parts: list[tuple[int, int, int]] = []
         # the shuffles move small candidate rows: one partition per core, not Spark's default 200 tasks
         self.shuffle = spark.conf.get("spark.sql.shuffle.partitions")
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
@@ -392,18 +426,22 @@ class _SparkJob(_Job):
         from mqctl.pipeline.tasks import KEY_COLUMNS
 
         msgs = self._candidates()
-        kschema = T.StructType([T.StructField(n, T.StringType(), False) for n in KEY_COLUMNS])
+        kschema = T.StructType([T.StructField(n, T.IntegerType() if n == "setId" else T.LongType(), False)
+                                for n in KEY_COLUMNS])
         keys = self._keys(kschema).distinct().persist(StorageLevel.MEMORY_AND_DISK)
         self.frames.append(keys)
-        group = ["clusterName", "brokerName", "messageKey"]
+        group = list(KEY_COLUMNS)
         right = keys.withColumn("onSource", F.lit(True))
         if keys.count() <= BROADCAST_KEYS:
             right = F.broadcast(right)      # small: sent to every task, no shuffle of the candidates
         j = msgs.join(right, on=group, how="left") \
             .withColumn("onSource", F.coalesce("onSource", F.lit(False)))
         w = Window.partitionBy(*group)
-        j = j.withColumn("copies", F.count(F.lit(1)).over(w)) \
-             .withColumn("_n", F.row_number().over(w.orderBy("rank", "physicalOffset", "store"))) \
+        # row_number first: its sort (key, rank, physicalOffset, storeId) also serves the count, one sort
+        j = j.withColumn("_n", F.row_number().over(w.orderBy("rank", "physicalOffset", "storeId"))) \
+             .withColumn("copies", F.count(F.lit(1)).over(w)) \
+             .withColumn("partEpoch", F.coalesce(F.col("epoch"), F.lit(-1).cast("long"))) \
+             .withColumn("partBucket", F.floor(F.col("physicalOffset") / F.lit(PART_BYTES)).cast("long")) \
              .persist(StorageLevel.MEMORY_AND_DISK)       # read twice: the counts, then the write
         self.frames.append(j)
         is_msg = F.col(PROBLEM_COL).isNull()
@@ -412,34 +450,34 @@ class _SparkJob(_Job):
         def when_kept(c: Any) -> Any:
             return F.sum(F.when(kept, c).otherwise(0).cast("long"))
 
-        # every count of the summary in one small aggregate: per store and topic, plus one row per
-        # problem (its JSON is part of the key)
-        rows = j.groupBy("clusterName", "brokerName", "store", "topic", PROBLEM_COL).agg(
+        # every count of the summary in one small aggregate: per range, topic and part (the parts to
+        # write are those with messages), plus one row per problem (its JSON is part of the key)
+        rows = j.groupBy("rangeId", "topic", "partEpoch", "partBucket", PROBLEM_COL).agg(
             F.count(F.lit(1)).alias("records"), F.sum(F.col("onSource").cast("long")).alias("onSource"),
             when_kept(F.lit(1)).alias("messages"), when_kept(F.col("size")).alias("bytes"),
             when_kept(F.col("bodyBytes")).alias("bodyBytes"),
             when_kept((~F.col("crcOk")).cast("long")).alias("crcErrors")).collect()
         problems = [tuple(json.loads(r[PROBLEM_COL])) for r in rows if r[PROBLEM_COL] is not None]
-        counts = [{k: v for k, v in r.asDict().items() if k != PROBLEM_COL} for r in rows
-                  if r[PROBLEM_COL] is None]
-        self.kept = j.filter(kept).drop("onSource", "_n", PROBLEM_COL) \
-            .withColumn("partEpoch", F.coalesce(F.col("epoch"), F.lit(-1).cast("long"))) \
-            .withColumn("partBucket", F.floor(F.col("physicalOffset") / F.lit(PART_BYTES)).cast("long"))
+        ranges = self.inp.candidates
+        counts = _named([r.asDict() for r in rows if r[PROBLEM_COL] is None], ranges)
+        self.parts = sorted({(int(ranges[r["rangeId"]].meta["setId"]), r["partEpoch"], r["partBucket"])
+                             for r in rows if r[PROBLEM_COL] is None and r["messages"]})
+        self.kept = j.filter(kept).drop("onSource", "_n", PROBLEM_COL, *_DEDUPE_ONLY)
         return counts, problems
 
     def write(self, root: Path) -> None:
         from pyspark.sql import functions as F
 
-        parts = [tuple(r) for r in self.kept.select(*_PART_KEY).distinct().collect()]
+        parts = self.parts
         if not parts:
             return
-        paths = _part_paths(parts)
-        target = str(root)
+        paths = _part_paths(parts, self.inp.sets)
+        target, ranges = str(root), self.inp.candidates
 
         def write(batches: Iterator[Any]) -> Iterator[Any]:
             import pyarrow as pa
 
-            for path, rows in _write_runs(batches, Path(target), paths):
+            for path, rows in _write_runs(batches, Path(target), paths, ranges):
                 yield pa.RecordBatch.from_arrays([pa.array([path]), pa.array([rows], pa.int64())],
                                                  names=["path", "rows"])
 
@@ -452,7 +490,7 @@ class _SparkJob(_Job):
 
     def _candidates(self) -> Any:
         """Candidate rows of every range, plus one row per problem with PROBLEM_COL set (its
-        PROBLEM_COLUMNS as JSON) and placeholders elsewhere (messageKey "" matches nothing)."""
+        PROBLEM_COLUMNS as JSON), its range, set and store, and placeholders elsewhere."""
         from pyspark.sql import types as T
 
         from mqctl.pipeline.tasks import CANDIDATE_FIELDS, candidate_keys
@@ -468,13 +506,15 @@ class _SparkJob(_Job):
 
             for b in batches:
                 for i in b.column(0).to_pylist():
-                    batch, probs = candidate_keys(ranges[i])
+                    batch, probs = candidate_keys(ranges[i], i)
                     acc_b.add(ranges[i].length)
                     acc_m.add(batch.num_rows)
                     yield batch.append_column(PROBLEM_COL, pa.nulls(batch.num_rows, pa.string()))
                     if probs:
-                        cols = [pa.array([p[_PROBLEM_AT[f.name]] or "" if f.name in _PROBLEM_AT
-                                          else _DEFAULTS[str(f.type)] for p in probs], f.type)
+                        m = ranges[i].meta
+                        at = {"rangeId": i, "setId": m["setId"], "storeId": m["storeId"]}
+                        cols = [pa.array([at[f.name] if f.name in at else
+                                          _DEFAULTS.get(f.name, _DEFAULTS[str(f.type)])] * len(probs), f.type)
                                 for f in batch.schema]
                         cols.append(pa.array([json.dumps(p) for p in probs], pa.string()))
                         yield pa.RecordBatch.from_arrays(cols, names=[*batch.schema.names, PROBLEM_COL])

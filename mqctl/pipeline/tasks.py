@@ -7,8 +7,9 @@ run the same code, and the tests call them directly.
 
 from __future__ import annotations
 
+import itertools
 import mmap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import numpy as np
 
 from mqctl.pipeline.ranges import ByteRange
 from mqctl.store.commitlog import decode_properties
-from mqctl.store.walker import Blob, ParsedRange, Problem, parse_byte_range, records_at
+from mqctl.store.walker import Blob, Chain, ParsedRange, Problem, parse_byte_range, records_at
 
 __all__ = [
     "CANDIDATE_FIELDS",
@@ -29,7 +30,7 @@ __all__ = [
     "candidate_keys",
     "candidate_schema",
     "key_arrow",
-    "key_rows",
+    "key_hashes",
     "message_batch",
     "message_key",
     "open_file",
@@ -40,7 +41,7 @@ __all__ = [
     "skipped_bytes",
 ]
 
-KEY_COLUMNS = ("clusterName", "brokerName", "messageKey")
+KEY_COLUMNS = ("setId", "keyHi", "keyLo")
 QUEUE_COLUMNS = ("clusterName", "brokerName", "store", "topic", "queueId", "messages", "bytes",
                  "firstStoreTimestamp", "lastStoreTimestamp", "minQueueOffset", "maxQueueOffset",
                  "minPhysicalOffset", "maxPhysicalOffset", "crcErrors")
@@ -83,10 +84,11 @@ def open_file(path: str) -> Iterator[bytes | mmap.mmap]:
             mm.close()
 
 
-def parse_task(br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...] = ()) -> ParsedRange:
+def parse_task(br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...] = (),
+               known: Chain | None = None) -> ParsedRange:
     with open_file(br.path) as buf:
         return parse_byte_range(buf, br.file_start, br.start, br.end, limit=br.limit,
-                                head_owned=br.head_owned, check_crc=check_crc, extract=extract)
+                                head_owned=br.head_owned, check_crc=check_crc, extract=extract, known=known)
 
 
 def _m(br: ByteRange, key: str) -> Any:
@@ -106,16 +108,6 @@ def skipped_bytes(problems: list[dict[str, Any]]) -> dict[str, int]:
 def problem_row(br: ByteRange, p: Problem) -> tuple[Any, ...]:
     return (_m(br, "clusterName"), _m(br, "brokerName"), _m(br, "store"), br.path, p.position, p.offset,
             p.length, p.kind, p.reason)
-
-
-def key_rows(br: ByteRange) -> Iterator[tuple[str, str, str]]:
-    """The message keys of the records the source keeps (dedupe side): no bodies are copied."""
-    pr = parse_task(br, check_crc=False, extract=("properties", "hosts"))
-    assert pr.properties is not None and pr.born_hosts is not None
-    c, b = _m(br, "clusterName"), _m(br, "brokerName")
-    for raw, born, ts, crc in zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(),
-                                  pr.body_crc.tolist(), strict=True):
-        yield c, b, message_key(property_value(raw, b"UNIQ_KEY"), born, ts, crc)
 
 
 def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
@@ -154,13 +146,15 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
 # a range (CRC included) and gives one small row per record (identity, dedupe key, where it lies);
 # the engine drops what the source keeps and the extra copies, and sorts what is left; `message_batch`
 # then reads the kept records back at their positions (no walk) into the output rows. No body crosses
-# a shuffle, none reaches the driver.
+# a shuffle, none reaches the driver. A candidate row is integers and its topic only: the range it was
+# read from (`rangeId`, the job's candidate ranges, whose meta names its store, set and file), the
+# set's and store's ordinals (setId, storeId: their names' order, for the sorts) and the messageKey as
+# 128 bits (`key_hashes`), so the engines sort and keep about 60 bytes a row instead of 300.
 
-CANDIDATE_FIELDS = (("clusterName", "string"), ("brokerName", "string"), ("store", "string"),
-                    ("brokerId", "int64"), ("rank", "int32"), ("epoch", "int64"), ("physicalOffset", "int64"),
-                    ("size", "int32"), ("topic", "string"), ("queueId", "int32"), ("crcOk", "bool"),
-                    ("bodyBytes", "int64"), ("messageKey", "string"), ("path", "string"),
-                    ("fileStart", "int64"))
+CANDIDATE_FIELDS = (("rangeId", "int32"), ("setId", "int32"), ("storeId", "int32"), ("rank", "int32"),
+                    ("epoch", "int64"), ("physicalOffset", "int64"), ("size", "int32"), ("topic", "string"),
+                    ("queueId", "int32"), ("crcOk", "bool"), ("bodyBytes", "int64"), ("keyHi", "int64"),
+                    ("keyLo", "int64"))
 OUTPUT_FIELDS = (("clusterName", "string", False), ("brokerName", "string", False),
                  ("store", "string", False), ("brokerId", "int64", True), ("epoch", "int64", True),
                  ("physicalOffset", "int64", False),
@@ -207,10 +201,6 @@ def _epoch_array(br: ByteRange, offsets: np.ndarray) -> tuple[np.ndarray, np.nda
     return eps[np.maximum(idx, 0)], idx >= 0
 
 
-def _const(pa: Any, n: int, v: Any, t: Any) -> Any:
-    return pa.nulls(n, t) if v is None else pa.array([v], t).take(pa.array(np.zeros(n, dtype=np.int64)))
-
-
 def _hosts_arrow(pa: Any, codes: np.ndarray, names: list[str]) -> Any:
     """Host codes and their names (`ParsedRange.host_names`) as a string array."""
     return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(names, pa.string())) \
@@ -240,38 +230,76 @@ def _message_keys(pa: Any, pr: ParsedRange) -> Any:
     return pc.if_else(has, pc.binary_join_element_wise("uniq:", uniq, ""), born)
 
 
-def candidate_keys(br: ByteRange) -> tuple[Any, list[tuple[Any, ...]]]:
-    """Pass 1 of salvage over one replica range: a CANDIDATE_FIELDS batch (one row per record, no body)
-    and the problem rows of the range."""
+_SEEDS = (0x243F6A8885A308D3, 0x13198A2E03707344)
+_ODD = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _fmix(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer (a bijection: every input bit flips about half the output bits)."""
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def key_hashes(keys: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each string of an Arrow string array as 128 bits, two int64 (hi, lo): the length, then the bytes
+    8 at a time, mixed into two lanes with different seeds. The dedupe compares these instead of the
+    messageKey text; two different keys of a job share them with a probability of about n^2 / 2^129
+    (2 million keys: 1 in 10^26)."""
+    n = len(keys)
+    offs = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset:keys.offset + n + 1].astype(np.int64)
+    data = keys.buffers()[2]
+    u8 = np.frombuffer(data, dtype=np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
+    hi, lo = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.uint64)
+    step = 1 << 15
+    for s in range(0, n, step):
+        at, ln = offs[s:s + step + 1][:-1], np.diff(offs[s:s + step + 1])
+        width = max(8, -(-int(ln.max()) // 8) * 8)
+        cols = np.arange(width)
+        rows = np.where(cols < ln[:, None], u8[np.minimum(at[:, None] + cols, u8.size - 1)], 0)
+        words = np.ascontiguousarray(rows.astype(np.uint8)).view("<u8")
+        h1 = _fmix(ln.astype(np.uint64) ^ np.uint64(_SEEDS[0]))
+        h2 = _fmix(ln.astype(np.uint64) ^ np.uint64(_SEEDS[1]))
+        for j in range(words.shape[1]):       # a row's words only: not the block's padding
+            w, more = words[:, j], ln > 8 * j
+            h1 = np.where(more, _fmix(h1 ^ w), h1)
+            h2 = np.where(more, _fmix(h2 ^ (w * _ODD)), h2)
+        hi[s:s + step], lo[s:s + step] = h1, h2
+    return hi.view(np.int64), lo.view(np.int64)
+
+
+def candidate_keys(br: ByteRange, range_id: int, known: Chain | None = None
+                   ) -> tuple[Any, list[tuple[Any, ...]]]:
+    """Pass 1 of salvage over one replica range, the job's candidate range number `range_id`: a
+    CANDIDATE_FIELDS batch (one row per record, no body) and the problem rows of the range; `known`:
+    the records of its file an earlier walk found."""
     import pyarrow as pa
 
-    pr = parse_task(br, extract=("properties", "hosts"))
+    pr = parse_task(br, extract=("properties", "hosts"), known=known)
     n = len(pr)
     offs = pr.offset
     ep, ep_ok = _epoch_array(br, offs)
-    s, i32, i64 = pa.string(), pa.int32(), pa.int64()
-    cols = [_const(pa, n, _m(br, "clusterName"), s), _const(pa, n, _m(br, "brokerName"), s),
-            _const(pa, n, _m(br, "store"), s), _const(pa, n, _m(br, "brokerId"), i64),
-            _const(pa, n, _m(br, "rank"), i32), pa.array(ep, i64, mask=~ep_ok), pa.array(offs, i64),
-            pa.array(pr.size.astype(np.int32)),
-            pa.DictionaryArray.from_arrays(pa.array(pr.topic_codes.astype(np.int32)),
-                                           pa.array(pr.topic_names, s)).cast(s),
-            pa.array(pr.queue_id.astype(np.int32)), pa.array(pr.crc_ok), pa.array(pr.body_length),
-            _message_keys(pa, pr), _const(pa, n, br.path, s), _const(pa, n, br.file_start, i64)]
+    hi, lo = key_hashes(_message_keys(pa, pr))
+    i32 = np.int32
+    cols = [pa.array(np.full(n, range_id, i32)), pa.array(np.full(n, _m(br, "setId"), i32)),
+            pa.array(np.full(n, _m(br, "storeId"), i32)), pa.array(np.full(n, _m(br, "rank"), i32)),
+            pa.array(ep, pa.int64(), mask=~ep_ok), pa.array(offs), pa.array(pr.size.astype(i32)),
+            pa.DictionaryArray.from_arrays(pa.array(pr.topic_codes.astype(i32)),
+                                           pa.array(pr.topic_names, pa.string())).cast(pa.string()),
+            pa.array(pr.queue_id.astype(i32)), pa.array(pr.crc_ok), pa.array(pr.body_length),
+            pa.array(hi), pa.array(lo)]
     return pa.RecordBatch.from_arrays(cols, schema=candidate_schema()), \
         [problem_row(br, p) for p in pr.problems]
 
 
-def key_arrow(br: ByteRange) -> Any:
-    """The message keys the source keeps in one range (KEY_COLUMNS, strings)."""
+def key_arrow(br: ByteRange, known: Chain | None = None) -> Any:
+    """The message keys the source keeps in one range (KEY_COLUMNS: its set, the key's 128 bits)."""
     import pyarrow as pa
 
-    keys = [k for _, _, k in key_rows(br)]
-    n = len(keys)
-    s = pa.string()
-    return pa.RecordBatch.from_arrays([_const(pa, n, _m(br, "clusterName"), s),
-                                       _const(pa, n, _m(br, "brokerName"), s), pa.array(keys, s)],
-                                      names=list(KEY_COLUMNS))
+    pr = parse_task(br, check_crc=False, extract=("properties", "hosts"), known=known)
+    hi, lo = key_hashes(_message_keys(pa, pr))
+    return pa.RecordBatch.from_arrays([pa.array(np.full(hi.size, _m(br, "setId"), np.int32)), pa.array(hi),
+                                       pa.array(lo)], names=list(KEY_COLUMNS))
 
 
 def _binary(pa: Any, blob: Blob) -> Any:
@@ -331,34 +359,36 @@ def _properties_py(pa: Any, raws: list[bytes]) -> dict[str, Any]:
                                                   pa.array([v for d in props for v in d.values()], s))}
 
 
-def message_batch(kept: Any) -> Any:
+def message_batch(kept: Any, ranges: Sequence[ByteRange]) -> Any:
     """Pass 2 of salvage: the output rows (OUTPUT_FIELDS) of `kept`, candidate rows plus `copies`, in
     their order, read back from the commitlog files at their positions (one read per run of rows in
-    the same file; reordered only when a file's rows are not in one run)."""
+    the same file; reordered only when a file's rows are not in one run); `ranges` are the job's
+    candidate ranges (what a row's rangeId points at)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     n = kept.num_rows
-    path_col = kept.column("path")
-    starts = kept.column("fileStart").to_numpy()
+    rid = kept.column("rangeId").to_numpy()
+    files: dict[str, int] = {}
+    file_of = np.asarray([files.setdefault(r.path, len(files)) for r in ranges], dtype=np.int64)
+    fid = file_of[rid]
+    starts = np.asarray([r.file_start for r in ranges], dtype=np.int64)[rid]
     pos = kept.column("physicalOffset").to_numpy() - starts
-    cut = np.flatnonzero(pc.not_equal(path_col.slice(1), path_col.slice(0, n - 1))
-                         .to_numpy(zero_copy_only=False)) + 1 if n > 1 else np.zeros(0, dtype=np.int64)
-    bounds = [0, *cut.tolist(), n] if n else []
-    run_path = [path_col[i].as_py() for i in bounds[:-1]]
+    bounds = [0, *(np.flatnonzero(fid[1:] != fid[:-1]) + 1).tolist(), n] if n else []
+    run_file = fid[bounds[:-1]].tolist()
     take = None
-    if len(set(run_path)) == len(run_path):     # every file's rows in one run: read them in order
-        runs = [(p, np.arange(a, b)) for p, a, b in zip(run_path, bounds[:-1], bounds[1:], strict=True)]
+    if len(set(run_file)) == len(run_file):     # every file's rows in one run: read them in order
+        runs = [np.arange(a, b) for a, b in itertools.pairwise(bounds)]
     else:
-        paths = path_col.to_pylist()
-        runs = [(p, np.asarray([i for i, q in enumerate(paths) if q == p], dtype=np.int64))
-                for p in dict.fromkeys(paths)]
+        order = np.argsort(fid, kind="stable")
+        runs = np.split(order, np.flatnonzero(np.diff(fid[order])) + 1)
         inv = np.empty(n, dtype=np.int64)
-        inv[np.concatenate([idx for _, idx in runs])] = np.arange(n)
+        inv[order] = np.arange(n)
         take = pa.array(inv)
+    path_of = list(files)
     parts: list[ParsedRange] = []
-    for path, idx in runs:
-        with open_file(path) as buf:
+    for idx in runs:
+        with open_file(path_of[fid[idx[0]]]) as buf:
             parts.append(records_at(buf, int(starts[idx[0]]), pos[idx],
                                     extract=("bodies", "properties", "hosts")))
 
@@ -377,13 +407,17 @@ def message_batch(kept: Any) -> Any:
     def hosts(get: Any) -> Any:
         return arr([_hosts_arrow(pa, get(p), p.host_names) for p in parts], pa.string())
 
+    def of_range(key: str, typ: Any) -> Any:
+        return pa.array([r.meta.get(key) for r in ranges], typ).take(pa.array(rid))
+
     raw = blobs(lambda p: p.properties_blob)
     props = _properties(pa, raw) or _properties_py(pa, raw.to_pylist())
-    i32, i64 = pa.int32(), pa.int64()
+    i32, i64, s = pa.int32(), pa.int64(), pa.string()
     col = kept.column
     cols = {
-        "clusterName": col("clusterName"), "brokerName": col("brokerName"), "store": col("store"),
-        "brokerId": col("brokerId"), "epoch": col("epoch"), "physicalOffset": col("physicalOffset"),
+        "clusterName": of_range("clusterName", s), "brokerName": of_range("brokerName", s),
+        "store": of_range("store", s), "brokerId": of_range("brokerId", i64), "epoch": col("epoch"),
+        "physicalOffset": col("physicalOffset"),
         "size": col("size"), "version": cat(lambda p: p.version.astype(np.int32), i32),
         "topic": col("topic"), "queueId": col("queueId"), "queueOffset": cat(lambda p: p.queue_offset, i64),
         "flag": cat(lambda p: p.flag.astype(np.int32), i32),
@@ -396,7 +430,7 @@ def message_batch(kept: Any) -> Any:
         "preparedTransactionOffset": cat(lambda p: p.prepared_tx_offset, i64),
         "bodyCrc": cat(lambda p: p.body_crc, i64), "crcOk": col("crcOk"), **props, "rawProperties": raw,
         "body": blobs(lambda p: p.body_blob),
-        "messageKey": col("messageKey"), "copies": pc.cast(col("copies"), i64),
+        "messageKey": arr([_message_keys(pa, p) for p in parts], s), "copies": pc.cast(col("copies"), i64),
     }
     schema = output_schema()
     return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)

@@ -24,10 +24,13 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqctl.errors import StoreError
 from mqctl.store._util import store_error
+
+if TYPE_CHECKING:
+    from mqctl.store.walker import Chain
 
 MAGIC_V1 = 0xDAA320A7
 MAGIC_V2 = 0xDAA320AB
@@ -37,6 +40,7 @@ STOREHOST_V6_FLAG = 0x20
 DEFAULT_FILE_SIZE = 1073741824
 MIN_RECORD_SIZE = 91          # v1, IPv4 hosts, empty body, topic and properties
 MAX_RECORD_SIZE = 1 << 30     # sanity bound for TOTALSIZE
+PIECE_BYTES = 64 << 20        # a worker's share of a parallel scan (`scan_chains`)
 COMMITLOG_DIR = "commitlog"
 _MASK = 0x7FFFFFFF
 _NAME_RE = re.compile(r"^[0-9]{20}$")
@@ -74,6 +78,7 @@ __all__ = [
     "file_name",
     "find_boundary",
     "scan_buffer",
+    "scan_chains",
 ]
 
 
@@ -310,25 +315,91 @@ class BufferScan:
     stop: str                  # "blank" | "zero" | "eof" | "corrupt"
     error: RecordError | None = None
     last_record: int = -1      # buffer position of the last valid record, -1 if none
+    chain: Chain | None = None  # the valid records (with keep_chain, from position 0)
 
 
-def scan_buffer(buf: Buffer, base_offset: int, start: int = 0, *, check_crc: bool = True) -> BufferScan:
+def scan_buffer(buf: Buffer, base_offset: int, start: int = 0, *, check_crc: bool = True,
+                keep_chain: bool = False, known: Chain | None = None) -> BufferScan:
     """Walk records from buf[start] (a record boundary) until the blank marker, TOTALSIZE 0, the end of
     the buffer or the first invalid record: structure and PHYSICALOFFSET always, BODYCRC when check_crc.
-    Pure; never raises for bad data, the reason is in the result."""
-    from mqctl.store.walker import parse_byte_range
+    Pure; never raises for bad data, the reason is in the result. keep_chain (start 0): the valid
+    records' positions, for a later walk of the same file to reuse; known (start 0): such a chain,
+    found earlier (`scan_chains`): the walk goes on from its end."""
+    import numpy as np
 
+    from mqctl.store.walker import Chain, parse_byte_range
+
+    head = None
+    if known is not None and start == 0 and (known.crc_checked or not check_crc):
+        head, start = known.positions, known.end
     pr = parse_byte_range(buf, base_offset, start, len(buf), head_owned=True, check_crc=check_crc,
                           fields=False, stop_at_damage=True)
-    count = len(pr)
+    pos = pr.position if head is None else np.concatenate([head, pr.position])
+    count = pos.size
+    err: RecordError | None
     if pr.problems:            # a record whose layout or BODYCRC is bad: the valid data ends before it
         bad = pr.problems[0]
-        count = int(pr.position.searchsorted(bad.position))
-        last = int(pr.position[count - 1]) if count else -1
-        return BufferScan(bad.position, count, "corrupt", RecordError(bad.offset, bad.reason), last)
-    last = int(pr.position[-1]) if count else -1
-    stop, err = _stop_reason(buf, base_offset, pr.walk_end)
-    return BufferScan(pr.walk_end, count, stop, err, last)
+        count = int(pos.searchsorted(bad.position))
+        end, stop, err = bad.position, "corrupt", RecordError(bad.offset, bad.reason)
+    else:
+        end = pr.walk_end
+        stop, err = _stop_reason(buf, base_offset, end)
+    last = int(pos[count - 1]) if count else -1
+    chain = Chain(pos[:count], end, check_crc) if keep_chain and (start == 0 or head is not None) else None
+    return BufferScan(end, count, stop, err, last, chain)
+
+
+def _scan_piece(job: tuple[str, int, int, int, bool]) -> tuple[Any, int, int]:
+    """A worker's share of `scan_chains`: the valid records whose first byte lies in [start, end) of one
+    file (resynchronised on the first record boundary unless start is 0), where the walk stopped, and
+    the position of the first record with a bad layout or BODYCRC (-1: none)."""
+    from mqctl.store.walker import parse_byte_range
+
+    path, file_start, start, end, check_crc = job
+    with open(path, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        pr = parse_byte_range(mm, file_start, start, end, head_owned=start == 0, check_crc=check_crc,
+                              fields=False, stop_at_damage=True)
+        return pr.position, pr.walk_end, pr.problems[0].position if pr.problems else -1
+    finally:
+        mm.close()
+
+
+def scan_chains(files: list[LogFile], *, check_crc: bool = True, workers: int = 2,
+                piece: int = PIECE_BYTES) -> dict[str, Chain]:
+    """The valid records of each file from its start, found by `workers` processes walking pieces of
+    `piece` bytes at once (`scan_buffer(known=...)` then goes on where they stop, so the result is the
+    sequential walk's): a piece's records count only if the first of them is where the previous piece's
+    walk ended; the chain of a file stops at its first damage or mismatch."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import numpy as np
+
+    from mqctl.store.walker import Chain
+
+    jobs = [(str(lf.path), lf.start, s, min(s + piece, lf.size), check_crc) for lf in files
+            for s in range(0, lf.size, piece)]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+        results = list(ex.map(_scan_piece, jobs))
+    nxt: dict[str, int] = {}                    # per file: where its next record must start
+    stopped: set[str] = set()
+    parts: dict[str, list[Any]] = {}
+    for (path, _, s, e, _), (pos, walk_end, bad) in zip(jobs, results, strict=True):
+        at = nxt.setdefault(path, 0)
+        found = parts.setdefault(path, [])
+        if path in stopped or at >= e:          # the chain ended, or this piece lies inside a record
+            continue
+        if s > 0 and (not pos.size or int(pos[0]) != at):
+            stopped.add(path)                   # the pieces disagree: the sequential walk goes on at `at`
+            continue
+        found.append(pos if bad < 0 else pos[pos < bad])
+        nxt[path] = walk_end if bad < 0 else bad
+        if bad >= 0 or walk_end < e:            # damage, zero bytes, the blank marker
+            stopped.add(path)
+    return {path: Chain(np.concatenate(ps) if ps else np.zeros(0, dtype=np.int64), nxt[path], check_crc)
+            for path, ps in parts.items()}
 
 
 def _stop_reason(buf: Buffer, base_offset: int, pos: int) -> tuple[str, RecordError | None]:
@@ -409,6 +480,7 @@ class ScanResult:
     last_record_offset: int = -1
     last_store_timestamp: int = 0
     bytes_beyond: int = 0       # bytes in later files that recovery would drop (files after the end)
+    chains: dict[str, Chain] = field(default_factory=dict)   # file path -> its valid records (keep_chains)
 
 
 def _open_map(lf: LogFile) -> mmap.mmap | None:
@@ -485,15 +557,21 @@ class CommitLog:
             return len(self.files) - 1 if offset == self.files[-1].start + self.files[-1].size else -1
         return i
 
-    def scan(self, *, deep: bool = False, from_file: int | None = None, check_crc: bool = True) -> ScanResult:
+    def scan(self, *, deep: bool = False, from_file: int | None = None, check_crc: bool = True,
+             keep_chains: bool = False, workers: int = 1) -> ScanResult:
         """Find the max offset like RocketMQ's recovery: from the third-last file (or `from_file`; all
         files with deep=True), every record's structure, PHYSICALOFFSET and BODYCRC, stopping at the
-        first invalid one. Later files after the end are counted in `bytes_beyond`."""
+        first invalid one. Later files after the end are counted in `bytes_beyond`. keep_chains: each
+        scanned file's valid records in `chains`, so that a later walk need not find them again.
+        workers > 1: the files are walked by that many processes first (`scan_chains`), same result."""
         nfiles = len(self.files)
         start_i = 0 if deep else (max(0, nfiles - 3) if from_file is None else from_file)
         res = ScanResult(self.min_offset, self.files[start_i].start, self.files[start_i].start, 0, 0, "eof",
                          list(self.problems))
         i = start_i
+        known = {}
+        if workers > 1 and sum(f.size for f in self.files[i:]) > PIECE_BYTES:     # else one piece
+            known = scan_chains(self.files[i:], check_crc=check_crc, workers=workers, piece=PIECE_BYTES)
         while i < nfiles:
             lf = self.files[i]
             mm = _open_map(lf)
@@ -502,7 +580,10 @@ class CommitLog:
                 res.stop = "zero"
                 break
             try:
-                bs = scan_buffer(mm, lf.start, 0, check_crc=check_crc)
+                bs = scan_buffer(mm, lf.start, 0, check_crc=check_crc, keep_chain=keep_chains,
+                                 known=known.get(str(lf.path)))
+                if bs.chain is not None:
+                    res.chains[str(lf.path)] = bs.chain
                 res.bytes_scanned += bs.end
                 res.records += bs.records
                 if bs.last_record >= 0:

@@ -57,8 +57,8 @@ from mqctl.store.commitlog import (
     ip_text,
 )
 
-__all__ = ["Blob", "ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host", "parse_byte_range",
-           "records_at"]
+__all__ = ["Blob", "Chain", "ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host",
+           "parse_byte_range", "records_at"]
 
 Buf = bytes | bytearray | memoryview | mmap.mmap
 
@@ -105,6 +105,18 @@ class Blob:
     def items(self) -> list[bytes]:
         d = self.data
         return [d[a:b] for a, b in itertools.pairwise(self.offsets.tolist())]
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """The records an earlier walk of a whole file found valid from position 0 up to `end` (structure,
+    PHYSICALOFFSET, layout, and BODYCRC when `crc_checked`): a later walk of the same unchanged file
+    takes them as they are instead of chaining and checking them again (salvage reuses the plan's
+    recovery scan so that it walks the store once)."""
+
+    positions: np.ndarray           # int64, ascending, all < end
+    end: int
+    crc_checked: bool
 
 
 def _blob(mv: memoryview, at: np.ndarray, length: np.ndarray) -> Blob:
@@ -280,14 +292,16 @@ def _gather(u8: np.ndarray, idx: np.ndarray, dt: str) -> np.ndarray:
 
 def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: int | None = None,
                      head_owned: bool | None = None, check_crc: bool = True, fields: bool = True,
-                     extract: tuple[str, ...] = (), stop_at_damage: bool = False) -> ParsedRange:
+                     extract: tuple[str, ...] = (), stop_at_damage: bool = False,
+                     known: Chain | None = None) -> ParsedRange:
     """Walk the records whose first byte lies in buf[start:end), where buf is a WHOLE commitlog file
     starting at absolute offset `file_start`. `limit` (default: the file's end) bounds the region of
     interest; `head_owned` (default: start == 0) says damage at `start` is this range's to report.
     `fields=False` gathers only position, size, body length and BODYCRC (a scan); `extract` adds
     "bodies", "properties", "hosts". `stop_at_damage`: the walk ends at the first bytes that are not a
     record (`walk_end`; RocketMQ's recovery rule) instead of resynchronising, and reports nothing about
-    them; records whose layout or BODYCRC is bad are still reported (the caller stops at the first)."""
+    them; records whose layout or BODYCRC is bad are still reported (the caller stops at the first).
+    `known`: what an earlier walk of this file found (`Chain`), taken instead of walking it again."""
     n = len(buf)
     lim = n if limit is None else min(limit, n)
     end = min(end, lim)
@@ -296,20 +310,31 @@ def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: 
     u8 = np.frombuffer(buf, dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
     try:
         return _parse(buf, u8, file_start, start, end, lim, head_owned, check_crc, fields, extract,
-                      stop_at_damage)
+                      stop_at_damage, known)
     finally:
         del u8          # an exported buffer would keep the mmap from closing
 
 
 def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, head_owned: bool,
-          stop_at_damage: bool) -> tuple[np.ndarray, int]:
+          stop_at_damage: bool, known: Chain | None) -> tuple[np.ndarray, int, int]:
     n, base = len(buf), w.base
     pos = start
-    if pos < end and not head_owned and not _head(buf, n, base, pos):
+    parts: list[np.ndarray] = []
+    taken = 0
+    if known is not None and pos < min(end, known.end):
+        K = known.positions
+        i = int(K.searchsorted(pos))
+        # a resynchronising walk lands on the next record of the chain; a walk whose region starts here
+        # takes the chain only if a record starts right here (else it reports the bytes, below)
+        if not head_owned or (i < K.size and K[i] == pos):
+            j = int(K.searchsorted(end))
+            parts.append(K[i:j])
+            taken = j - i
+            pos = int(K[j]) if j < K.size else known.end
+    if pos < end and not parts and not head_owned and not _head(buf, n, base, pos):
         pos = w.next_boundary(pos)
         if pos < 0:
             pos = n
-    parts: list[np.ndarray] = []
     while pos < end:
         chain: list[int] = []
         stopped = _chain(buf, n, pos, end, chain)
@@ -327,7 +352,7 @@ def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, 
             pos = w.region(pos)
     if not stop_at_damage and pos < lim and not _head(buf, n, base, pos):
         w.region(pos)
-    return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), pos
+    return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), pos, taken
 
 
 def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tuple[str, ...] = ()
@@ -345,7 +370,7 @@ def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tup
         if bad.size:
             raise RecordError(file_start + int(P[bad[0]]), "not a record any more (the file changed?)")
         w = _Walker(buf, file_start, u8)
-        pr = _columns(buf, u8, w, P, n, False, True, extract)
+        pr = _columns(buf, u8, w, P, n, False, True, extract, 0)
         if pr.problems or len(pr) != P.size:
             p = w.problems[0]
             raise RecordError(p.offset, p.reason)
@@ -355,15 +380,18 @@ def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tup
 
 
 def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, head_owned: bool,
-           check_crc: bool, fields: bool, extract: tuple[str, ...], stop_at_damage: bool) -> ParsedRange:
+           check_crc: bool, fields: bool, extract: tuple[str, ...], stop_at_damage: bool,
+           known: Chain | None) -> ParsedRange:
     w = _Walker(buf, base, u8)
-    P, walk_end = _walk(buf, u8, w, start, end, lim, head_owned, stop_at_damage)
-    return _columns(buf, u8, w, P, walk_end, check_crc, fields, extract)
+    P, walk_end, taken = _walk(buf, u8, w, start, end, lim, head_owned, stop_at_damage, known)
+    return _columns(buf, u8, w, P, walk_end, check_crc, fields, extract,
+                    taken if known is not None and known.crc_checked else 0)
 
 
 def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int, check_crc: bool,
-             fields: bool, extract: tuple[str, ...]) -> ParsedRange:
-    """Check the layout of the records at P and gather their fields (all records at once)."""
+             fields: bool, extract: tuple[str, ...], crc_known: int) -> ParsedRange:
+    """Check the layout of the records at P and gather their fields (all records at once); BODYCRC is
+    not computed again for the first `crc_known` (taken from a `Chain` that found it right)."""
     base = w.base
     total = _gather(u8, P, ">i4")
     magic = _gather(u8, P + 4, ">u4")
@@ -404,11 +432,13 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
     crc_ok = np.ones(P.size, dtype=bool)
     mv = memoryview(buf)
     try:
-        if check_crc and P.size:
+        k = crc_known
+        if check_crc and P.size > k:
             c32 = crc32
-            got = np.fromiter((c32(mv[a:b]) for a, b in zip(body_at.tolist(), (body_at + blen).tolist(),
-                                                           strict=True)),
-                              dtype=np.int64, count=P.size) & _MASK
+            got = crc.copy()
+            got[k:] = np.fromiter((c32(mv[a:b]) for a, b in zip(body_at[k:].tolist(),
+                                                                (body_at + blen)[k:].tolist(), strict=True)),
+                                  dtype=np.int64, count=P.size - k) & _MASK
             crc_ok = got == crc
             for i in np.flatnonzero(~crc_ok).tolist():
                 p = int(P[i])

@@ -23,10 +23,10 @@ from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, decode_properties
 from mqctl.store.walker import parse_byte_range
 
 
-def parse_store(store: Path, range_size: int, **kw):
+def parse_store(store: Path, range_size: int, chains=None, **kw):
     recs, problems = [], []
     for br in store_ranges(store, range_size=range_size, **kw):
-        pr = parse_task(br, extract=("bodies", "properties", "hosts"))
+        pr = parse_task(br, extract=("bodies", "properties", "hosts"), known=(chains or {}).get(br.path))
         recs += list(zip(pr.offset.tolist(), pr.topics, pr.bodies, pr.properties, pr.born_hosts,
                          pr.store_hosts, pr.version.tolist(), pr.crc_ok.tolist(), pr.queue_offset.tolist(),
                          strict=True))
@@ -111,6 +111,43 @@ def test_a_range_region_starting_at_damage_reports_it(fleet: Fleet) -> None:
     assert [p[0] for p in problems] == [o["a6"]]
 
 
+@pytest.mark.parametrize("name", ["A", "B", "C"])
+def test_a_walk_that_reuses_the_recovery_scan_finds_the_same(fleet: Fleet, name: str) -> None:
+    # salvage's pass 1 takes the records the plan's recovery scan found (up to its first damage: A's
+    # a5 has a bad BODYCRC) and walks on from there itself: same records, crcOk and problems
+    store = fleet.stores[name]
+    scan = CommitLog(store / COMMITLOG_DIR).scan(deep=True, keep_chains=True)
+    assert scan.chains and all(c.crc_checked for c in scan.chains.values())
+    if name == "A":
+        assert next(iter(scan.chains.values())).end == fleet.offsets["a5"]
+    for cut in CUTS:
+        for frm in (None, fleet.offsets["a1"], fleet.offsets["a6"]):
+            assert parse_store(store, cut, scan.chains, from_offset=frm) == \
+                parse_store(store, cut, from_offset=frm), (cut, frm)
+
+
+@pytest.mark.parametrize("name", ["A", "B", "C"])
+def test_a_scan_in_pieces_by_two_processes_is_the_sequential_scan(fleet: Fleet, name: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # `recover inspect --deep` walks pieces of the files in worker processes, then goes on sequentially
+    # from where the stitched chain ends (A: a5's bad BODYCRC): the same scan as one process's
+    from mqctl.store import commitlog
+    from mqctl.store.commitlog import scan_buffer, scan_chains
+
+    log = CommitLog(fleet.stores[name] / COMMITLOG_DIR)
+    for piece in (64, 100, 333, 1000, FILE_SIZE):
+        chains = scan_chains(log.files, workers=2, piece=piece)
+        for lf in log.files:
+            data = lf.path.read_bytes()
+            one, two = scan_buffer(data, lf.start), scan_buffer(data, lf.start, known=chains[str(lf.path)])
+            assert (two.end, two.records, two.stop, str(two.error), two.last_record) == \
+                (one.end, one.records, one.stop, str(one.error), one.last_record), (piece, lf.path)
+        monkeypatch.setattr(commitlog, "PIECE_BYTES", piece)
+        assert log.scan(deep=True, workers=2) == log.scan(deep=True), piece
+    if name == "A":
+        assert chains[str(log.files[0].path)].end == fleet.offsets["a5"]
+
+
 def test_task_rows_and_keys(fleet: Fleet) -> None:
     assert property_value(b"A\x01x\x02UNIQ_KEY\x01k1\x02", b"UNIQ_KEY") == "k1"
     assert property_value(b"XUNIQ_KEY\x01no\x02", b"UNIQ_KEY") is None
@@ -125,26 +162,34 @@ def test_salvage_passes_give_the_decoded_records(fleet: Fleet) -> None:
     read back at their positions) hold exactly what the store module's decoder reads, whatever the
     cut; properties in the record's own order; no epoch before the first epoch entry is a null."""
     pa = pytest.importorskip("pyarrow")
-    from mqctl.pipeline.tasks import candidate_keys, key_arrow, key_rows, message_batch
+    from mqctl.pipeline.tasks import candidate_keys, key_arrow, key_hashes, message_batch, message_key
     from mqctl.store.commitlog import decode_record
     from mqctl.store.walker import fmt_host
 
     meta = {"clusterName": "c", "brokerName": "b", "store": "A", "brokerId": 1, "rank": 1,
-            "epochs": [(1500, 1)]}
+            "epochs": [(1500, 1)], "setId": 3, "storeId": 5}
     want = [k for k in fleet.offsets if k.startswith("a") and k != "a6"]
     for size in (300, FILE_SIZE):
         ranges = store_ranges(fleet.stores["A"], from_offset=1000, range_size=size, meta=meta)
-        batches, probs = zip(*(candidate_keys(br) for br in ranges), strict=True)
+        batches, probs = zip(*(candidate_keys(br, i) for i, br in enumerate(ranges)), strict=True)
         cand = pa.Table.from_batches(batches)
         assert cand.column("physicalOffset").to_pylist() == [fleet.offsets[k] for k in want], size
         assert [(p[5], p[7]) for ps in probs for p in ps] == [(fleet.offsets["a5"], "crc"),
                                                                (fleet.offsets["a6"], "corrupt")], size
+        assert set(cand.column("setId").to_pylist()) == {3} and set(cand.column("storeId").to_pylist()) == {5}
         kept = cand.append_column("copies", pa.array([2] * cand.num_rows, pa.int64()))
-        rows = pa.Table.from_batches([message_batch(b) for b in kept.to_batches(max_chunksize=3)]).to_pylist()
-        where = cand.select(["path", "fileStart"]).to_pylist()
-        for r, at in zip(rows, where, strict=True):
-            data = Path(at["path"]).read_bytes()
-            rec = decode_record(data, r["physicalOffset"] - at["fileStart"], at["fileStart"], check_crc=False)
+        rows = pa.Table.from_batches([message_batch(b, ranges)
+                                      for b in kept.to_batches(max_chunksize=3)]).to_pylist()
+        keys = []
+        for r, rid in zip(rows, cand.column("rangeId").to_pylist(), strict=True):
+            at = ranges[rid]
+            data = Path(at.path).read_bytes()
+            rec = decode_record(data, r["physicalOffset"] - at.file_start, at.file_start, check_crc=False)
+            key = message_key(rec.properties_dict().get("UNIQ_KEY"), fmt_host(*_packed(rec.born_host)),
+                              rec.born_timestamp, rec.body_crc)
+            keys.append(key)
+            assert (r["clusterName"], r["brokerName"], r["store"], r["brokerId"], r["messageKey"]) == \
+                ("c", "b", "A", 1, key)
             assert (r["topic"], r["queueId"], r["queueOffset"], r["body"], r["rawProperties"], r["version"],
                     r["bornTimestamp"], r["bodyCrc"], r["copies"]) == \
                 (rec.topic, rec.queue_id, rec.queue_offset, rec.body, rec.properties, rec.version,
@@ -153,9 +198,37 @@ def test_salvage_passes_give_the_decoded_records(fleet: Fleet) -> None:
             assert list(dict(r["properties"])) == list(decode_properties(rec.properties))
             assert r["epoch"] == (1 if r["physicalOffset"] >= 1500 else None)
             assert r["crcOk"] == rec.crc_ok() and r["uniqKey"] == rec.properties_dict().get("UNIQ_KEY")
-        for br in ranges:
-            assert key_arrow(br).to_pylist() == [dict(zip(("clusterName", "brokerName", "messageKey"), k,
-                                                          strict=True)) for k in key_rows(br)]
+        # the 128 bits the dedupe compares: the same for the same key, on either side
+        hi, lo = key_hashes(pa.array(keys))
+        assert list(zip(hi.tolist(), lo.tolist(), strict=True)) == list(zip(
+            cand.column("keyHi").to_pylist(), cand.column("keyLo").to_pylist(), strict=True))
+        assert len(set(zip(hi.tolist(), lo.tolist(), strict=True))) == len(set(keys))
+        src = pa.Table.from_batches([key_arrow(br) for br in ranges])
+        assert src.column("setId").to_pylist() == [3] * len(keys)
+        assert src.column("keyHi").to_pylist() == hi.tolist()
+        assert src.column("keyLo").to_pylist() == lo.tolist()
+
+
+def test_key_hashes_differ_for_different_keys_and_follow_the_bytes() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from mqctl.pipeline.tasks import key_hashes
+
+    keys = ["", "a", "a\x00", "uniq:7F0000010B5C1B6D1F0F5F3A2C3E0000",
+            "uniq:7F0000010B5C1B6D1F0F5F3A2C3E0001", "born:127.0.0.1:40000/5/7", "born:127.0.0.1:40000/5/8",
+            "x" * 300, "x" * 299 + "y", "ü" * 9]
+    keys += [f"uniq:{i:032X}" for i in range(100_000)]
+    arr = pa.array(keys)
+    hi, lo = key_hashes(arr)
+    pairs = list(zip(hi.tolist(), lo.tolist(), strict=True))
+    assert len(set(pairs)) == len(keys)
+    assert len(set(hi.tolist())) == len(keys) and len(set(lo.tolist())) == len(keys)
+    # a slice of an array, and the same strings in another array, hash the same
+    h2, l2 = key_hashes(arr.slice(3, 7))
+    assert list(zip(h2.tolist(), l2.tolist(), strict=True)) == pairs[3:10]
+    h3, l3 = key_hashes(pa.array(list(reversed(keys[:10]))))
+    assert list(zip(h3.tolist(), l3.tolist(), strict=True))[::-1] == pairs[:10]
+    alone = key_hashes(pa.array(["a"]))          # not padded to the longest key of its block
+    assert (int(alone[0][0]), int(alone[1][0])) == pairs[1]
 
 
 def _packed(host: tuple[str, int]) -> tuple[bytes, int]:

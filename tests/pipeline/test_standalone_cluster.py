@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,6 +62,12 @@ def cluster(tmp_path_factory) -> Iterator[str]:
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
         _wait_for(lambda: _log_has(mlog, "I have been elected leader"), "the master did not start",
                   [mlog])
+        # the port the master bound: another process may have taken the free one meanwhile (Spark then
+        # binds the next port)
+        text = mlog.read_text(errors="replace")
+        m = re.search(r"Starting Spark master at (spark://127\.0\.0\.1:\d+)", text)
+        assert m, text[-3000:]
+        url = m.group(1)
         with open(wlog, "wb") as out:
             procs.append(subprocess.Popen(
                 [str(spark_class), "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
