@@ -44,6 +44,7 @@ import logging
 import os
 import random
 import struct
+import time
 import zlib
 from typing import Any
 
@@ -70,6 +71,8 @@ _SECTOR = 512
 Entry = tuple[bytes, int, int]
 
 
+SLOW_SYNC = 0.1  # seconds: an fdatasync this long is logged (the election timeout is 0.15-0.35 s)
+SLOW_SYNC_LOG_INTERVAL = 10.0
 TRIM_AFTER_ENTRIES = 1000  # a compaction that drops this many entries gives free heap back to the OS
 
 
@@ -226,6 +229,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._stored_commit = 1
         self._meta_failed = False
         self._removed = False               # the file lost its name: nothing of it is on disk
+        self._slow_logged = -SLOW_SYNC_LOG_INTERVAL  # when a slow fdatasync was last logged
         self._file: File
         self._load()
 
@@ -391,7 +395,15 @@ class DurableJournal(Journal):  # type: ignore[misc]
             data = b"".join(encode_record(idx, term, cmd) for cmd, idx, term in self._entries[k:])
             self._file.pwrite(data, self._good)
             self._good = self._end
+        started = time.monotonic()
         self._file.sync()
+        took = time.monotonic() - started
+        if took >= SLOW_SYNC and started - self._slow_logged >= SLOW_SYNC_LOG_INTERVAL:
+            # etcd's "slow fdatasync": a sync near the election timeout holds the leader's
+            # heartbeats back (its tick waits for it) and its followers may elect another
+            self._slow_logged = started
+            log.warning("raft journal: fdatasync of %s took %.0f ms (a disk this slow can cost the "
+                        "leadership; give the data directory a disk of its own)", self.path, took * 1000)
         self._trim = False
         self._durable = self._end
         if self._meta_failed:
