@@ -543,11 +543,18 @@ def leader_kills(cluster: Any, kills: int) -> None:
     served_ms: list[float] = []
     with ControllerClient(cluster.addresses, timeout=30) as client:
         stop = threading.Event()
+        writing = threading.Event()  # cleared while the nodes' state hashes are compared
+        writing.set()
+        idle = threading.Event()  # the writer is between writes, waiting for `writing`
         last_ok = [0.0]
         n = [0]
 
         def write_loop() -> None:
             while not stop.is_set():
+                if not writing.is_set():
+                    idle.set()
+                    writing.wait()
+                    idle.clear()
                 n[0] += 1
                 name = f"kill-{n[0]}"
                 address = f"127.0.0.1:{40000 + n[0] % 20000}"
@@ -568,33 +575,43 @@ def leader_kills(cluster: Any, kills: int) -> None:
 
         writer = threading.Thread(target=write_loop, daemon=True)
         writer.start()
-        for _ in range(kills):
-            leader = cluster.wait_for_leader()
-            others = [node for node in cluster.nodes if node is not leader]
-            time.sleep(0.5)
-            t0 = time.monotonic()
-            leader.kill()
-            elected = None
-            served = None
-            while time.monotonic() - t0 < 30 and (elected is None or served is None):
-                if elected is None:
-                    for node in others:
-                        try:
-                            if metadata(node.grpc_address, timeout=0.2).get("is_leader"):
-                                elected = time.monotonic()
-                        except Exception:
-                            pass
-                if served is None and last_ok[0] > t0:
-                    served = last_ok[0]
-                time.sleep(0.005)
-            if elected is not None:
-                elected_ms.append((elected - t0) * 1000)
-            if served is not None:
-                served_ms.append((served - t0) * 1000)
-            leader.start()
-            cluster.wait_for_same_hash(120)
-        stop.set()
-        writer.join(30)
+        try:
+            for _ in range(kills):
+                leader = cluster.wait_for_leader()
+                others = [node for node in cluster.nodes if node is not leader]
+                time.sleep(0.5)
+                t0 = time.monotonic()
+                leader.kill()
+                elected = None
+                served = None
+                while time.monotonic() - t0 < 30 and (elected is None or served is None):
+                    if elected is None:
+                        for node in others:
+                            try:
+                                if metadata(node.grpc_address, timeout=0.2).get("is_leader"):
+                                    elected = time.monotonic()
+                            except Exception:
+                                pass
+                    if served is None and last_ok[0] > t0:
+                        served = last_ok[0]
+                    time.sleep(0.005)
+                if elected is not None:
+                    elected_ms.append((elected - t0) * 1000)
+                if served is not None:
+                    served_ms.append((served - t0) * 1000)
+                leader.start()
+                # the hashes are compared with no write under way: a write applied on one node and not
+                # yet on another is not a divergence (with writes going on, equal hashes were rare)
+                writing.clear()
+                idle.wait(60)
+                try:
+                    cluster.wait_for_same_hash(120)
+                finally:
+                    writing.set()
+        finally:
+            stop.set()
+            writing.set()
+            writer.join(30)
     print(f"\n6. controller leader kill -9 under write load ({kills} kills): a new leader after p50 "
           f"{pct(elected_ms, 50):.0f} ms p99 {pct(elected_ms, 99):.0f} ms; writes served again after p50 "
           f"{pct(served_ms, 50):.0f} ms p99 {pct(served_ms, 99):.0f} ms ({len(served_ms)}/{kills}); "
