@@ -38,7 +38,21 @@ def _below_ephemeral() -> tuple[int, int] | None:
             first = int(fh.read().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    return (max(1024, first - 12_000), first - 1) if first > 2048 else None
+    if first <= 2048:
+        return None
+    low, high = max(1024, first - 12_000), first - 1
+    # parallel test workers (pytest-xdist) each draw from a share of their own: a port one worker
+    # was given but has not bound yet is never another's
+    try:
+        worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+        workers = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    except ValueError:
+        return low, high
+    share = (high - low + 1) // workers
+    if share < 256:
+        return low, high
+    start = low + worker % workers * share
+    return start, start + share - 1
 
 
 def free_port() -> int:
