@@ -537,24 +537,19 @@ def leader_kills(cluster: Any, kills: int) -> None:
     the leader killed with SIGKILL: from the kill to a new leader, and to the client's next served write."""
     from mqctl.client import ControllerClient
     from mqctl.errors import ControllerError
-    from mqctl.testing import metadata
+    from mqctl.testing import Gate, metadata
 
     elected_ms: list[float] = []
     served_ms: list[float] = []
     with ControllerClient(cluster.addresses, timeout=30) as client:
         stop = threading.Event()
-        writing = threading.Event()  # cleared while the nodes' state hashes are compared
-        writing.set()
-        idle = threading.Event()  # the writer is between writes, waiting for `writing`
+        gate = Gate()  # the state hashes are compared with no write under way
         last_ok = [0.0]
         n = [0]
 
         def write_loop() -> None:
             while not stop.is_set():
-                if not writing.is_set():
-                    idle.set()
-                    writing.wait()
-                    idle.clear()
+                gate.pass_through()
                 n[0] += 1
                 name = f"kill-{n[0]}"
                 address = f"127.0.0.1:{40000 + n[0] % 20000}"
@@ -600,17 +595,10 @@ def leader_kills(cluster: Any, kills: int) -> None:
                 if served is not None:
                     served_ms.append((served - t0) * 1000)
                 leader.start()
-                # the hashes are compared with no write under way: a write applied on one node and not
-                # yet on another is not a divergence (with writes going on, equal hashes were rare)
-                writing.clear()
-                idle.wait(60)
-                try:
+                with gate.held():
                     cluster.wait_for_same_hash(120)
-                finally:
-                    writing.set()
         finally:
             stop.set()
-            writing.set()
             writer.join(30)
     print(f"\n6. controller leader kill -9 under write load ({kills} kills): a new leader after p50 "
           f"{pct(elected_ms, 50):.0f} ms p99 {pct(elected_ms, 99):.0f} ms; writes served again after p50 "

@@ -388,11 +388,20 @@ class LocalCluster:
         return out
 
     def wait_for_same_hash(self, timeout: float = 60.0) -> str:
+        """The state hash once every node has the same. Writes under way keep the nodes a few entries
+        apart at any instant: hold the writers first (``Gate``)."""
+        seen: dict[str, str] = {}
+
         def same() -> str | None:
-            hashes = set(self.hashes().values())
+            seen.clear()
+            seen.update(self.hashes())
+            hashes = set(seen.values())
             return hashes.pop() if len(hashes) == 1 else None
 
-        result: str = wait_until(same, timeout, what="all nodes to reach the same state hash")
+        try:
+            result: str = wait_until(same, timeout, what="all nodes to reach the same state hash")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; the last hashes seen: {seen or 'none'}") from None
         return result
 
     def stop(self) -> None:
@@ -466,6 +475,32 @@ def register_broker(client: ControllerClient, broker_name: str, address: str,
     client.apply_broker_id(cluster_name, broker_name, nid, f"{address};1700000000000")
     reg = client.register_broker(cluster_name, broker_name, nid, address, **kw)
     return nid, reg.broker_epoch
+
+
+class Gate:
+    """Holds a writer thread between two writes: state hashes are compared with no write under way
+    (with writes going on, the nodes are a few entries apart at any instant). The writer calls
+    ``pass_through()`` before each write; ``with gate.held(): ...`` holds it meanwhile."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._open.set()
+        self._waiting = threading.Event()
+
+    def pass_through(self) -> None:
+        if not self._open.is_set():
+            self._waiting.set()
+            self._open.wait()
+            self._waiting.clear()
+
+    @contextlib.contextmanager
+    def held(self, timeout: float = 60.0) -> Iterator[None]:
+        self._open.clear()
+        self._waiting.wait(timeout)  # the write under way, if any, has ended
+        try:
+            yield
+        finally:
+            self._open.set()
 
 
 def with_default_sigint(argv: list[str]) -> list[str]:

@@ -108,9 +108,9 @@ def test_json_on_a_terminal_is_never_coloured(world: World) -> None:
 
 def test_watch_json_prints_one_document_per_line(world: World) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
-    proc = subprocess.Popen([MQCTL, "getBrokerEpoch", "-b", "broker-a", "-i", "0.2", "-o", "json",
-                             "-a", world.follower_address], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env)
+    proc = subprocess.Popen(with_default_sigint([MQCTL, "getBrokerEpoch", "-b", "broker-a", "-i", "0.2", "-o",
+                                                 "json", "-a", world.follower_address]),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         assert proc.stdout is not None
         lines = [proc.stdout.readline() for _ in range(3)]

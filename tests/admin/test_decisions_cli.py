@@ -17,7 +17,7 @@ import pytest
 from admin_fixtures import CLUSTER, MQCTL, register, run
 
 from mqctl.client import ControllerClient
-from mqctl.testing import Beater, LocalCluster, wait_until
+from mqctl.testing import Beater, LocalCluster, wait_until, with_default_sigint
 
 pytestmark = pytest.mark.slow
 
@@ -193,7 +193,8 @@ def _priority(client: ControllerClient, name: str, bid: int) -> int | None:
 
 def test_follow_streams_new_entries(group) -> None:
     cluster, client, _ = group
-    proc = subprocess.Popen([MQCTL, "history", "--follow", "-o", "json", "-a", cluster.addresses],
+    proc = subprocess.Popen(with_default_sigint([MQCTL, "history", "--follow", "-o", "json", "-a",
+                                                 cluster.addresses]),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines: list[dict] = []

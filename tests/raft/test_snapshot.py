@@ -17,7 +17,7 @@ import pytest
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
 from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import LocalCluster, wait_until
+from mqctl.testing import Gate, LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -43,11 +43,13 @@ def test_follower_behind_the_compaction_catches_up_from_a_durable_snapshot(tmp_p
         snapshot = os.path.join(follower.data_dir, "raft.snapshot.json")
         acked: list[str] = []
         stop = threading.Event()
+        gate = Gate()
 
         def write() -> None:
             with ControllerClient(cluster.addresses, timeout=10) as client:
                 i = 0
                 while not stop.is_set():
+                    gate.pass_through()
                     name = f"c-{i}"
                     i += 1
                     try:
@@ -66,7 +68,8 @@ def test_follower_behind_the_compaction_catches_up_from_a_durable_snapshot(tmp_p
             wait_until(lambda: len(acked) >= n + 100, 60, what="writes while the follower is down")
             stop.wait(2.5)                          # the other two compact past its log
             follower.start(env=ENV)                 # no compaction of its own for 60 s now
-            cluster.wait_for_same_hash()
+            with gate.held():
+                cluster.wait_for_same_hash()
             assert snapshot_index(snapshot) > own + 100   # so this one is the leader's
             follower.kill()                         # a power loss once it caught up
             follower.start(env=ENV)
