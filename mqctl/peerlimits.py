@@ -23,8 +23,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["CallGuard", "IdleStreams", "PeerLog", "PeerSlots", "Refusal", "peer_address"]
 
@@ -275,20 +276,25 @@ class CallGuard:
                     continue
                 by_connection[w.connection], by_address[w.address] = c + 1, a + 1
                 kept += 1
-        cancelled: dict[str, int] = {}
-        for w in victims:
-            cancelled[w.address] = cancelled.get(w.address, 0) + 1
-            try:
-                w.cancel()
-            except Exception:  # pragma: no cover - the call ended meanwhile
-                pass
-        return cancelled
+        return _cancel(victims)
 
     def _remember(self, key: tuple[str, str], until: float) -> None:
         self._on_probation[key] = until
         self._on_probation.move_to_end(key)
         while len(self._on_probation) > self._max_remembered:
             self._on_probation.popitem(last=False)
+
+
+def _cancel(victims: Iterable[Any]) -> dict[str, int]:
+    """Cancel each stream (its ``cancel()``); how many were cancelled per client address."""
+    cancelled: dict[str, int] = {}
+    for victim in victims:
+        cancelled[victim.address] = cancelled.get(victim.address, 0) + 1
+        try:
+            victim.cancel()
+        except Exception:  # pragma: no cover - the call ended meanwhile
+            pass
+    return cancelled
 
 
 class _Stream:
@@ -336,11 +342,4 @@ class IdleStreams:
         with self._lock:
             idle = [s for s in self._streams if s.last <= cutoff]
             self._streams.difference_update(idle)
-        cancelled: dict[str, int] = {}
-        for stream in idle:
-            cancelled[stream.address] = cancelled.get(stream.address, 0) + 1
-            try:
-                stream.cancel()
-            except Exception:  # pragma: no cover - the call ended meanwhile
-                pass
-        return cancelled
+        return _cancel(idle)

@@ -336,12 +336,12 @@ def test_idle_streams_bookkeeping() -> None:
     now = [0.0]
     cancelled: list[str] = []
     idle = IdleStreams(1.0, clock=lambda: now[0])
-    a = idle.enter("10.0.0.1", lambda: cancelled.append("a"))
-    b = idle.enter("10.0.0.2", lambda: cancelled.append("b"))
+    a = idle.enter("127.0.0.1:50001", lambda: cancelled.append("a"))
+    b = idle.enter("127.0.0.1:50002", lambda: cancelled.append("b"))
     now[0] = 0.6
     idle.touch(b)
     now[0] = 1.2
-    assert idle.sweep() == {"10.0.0.1": 1} and cancelled == ["a"]
+    assert idle.sweep() == {"127.0.0.1:50001": 1} and cancelled == ["a"]
     assert idle.sweep() == {} and idle.open() == 1
     idle.leave(a)  # leaving after being cancelled is harmless
     idle.leave(b)
