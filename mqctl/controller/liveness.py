@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import heapq
 import sys
+from array import array
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mqctl.controller.core import DEFAULT_ELECTION_PRIORITY, DEFAULT_HEARTBEAT_TIMEOUT_MS, Context, LiveInfo
 
 __all__ = ["HeartbeatTable"]
+
+GRAIN_MS = 64  # width of a deadline bucket
 
 
 def _opt_int(request: Mapping[str, Any], key: str) -> int | None:
@@ -33,67 +36,124 @@ def _opt_int(request: Mapping[str, Any], key: str) -> int | None:
     return v
 
 
-class _Row:
-    __slots__ = ("cluster_name", "info", "scheduled")
-
-    def __init__(self, cluster_name: str, info: LiveInfo) -> None:
-        self.cluster_name = cluster_name
-        self.info = info
-        self.scheduled = False  # has an entry in the deadline heap
+def _column() -> array[int]:
+    return array("q")
 
 
 class HeartbeatTable:
     """Rows by broker set, then broker id: a heartbeat touches one row, a broker set's rows are one
-    lookup, whatever the size of the fleet. Expiry is driven by deadlines: each row has at most one
-    entry in a heap, pushed again with the row's current deadline when the old one comes due, so a
-    heartbeat costs no heap work and a tick looks only at rows whose time is up."""
+    lookup, whatever the size of the fleet.
+
+    A row is a slot in columns of machine integers, written in place: a heartbeat leaves no object
+    behind (a new object per beat, kept until the next, scattered the process's memory over
+    allocator pages that a large read's garbage then could not give back). Rows are made into
+    `LiveInfo`s only when a decision reads them.
+
+    Expiry is driven by deadlines: each row is in at most one bucket of a timer wheel (buckets of
+    GRAIN_MS, their starts in a heap), put again under the row's current deadline when the old one
+    comes due, so a heartbeat costs no wheel work and a tick looks only at rows whose time is up."""
 
     def __init__(self, default_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS) -> None:
         self.default_timeout_ms = default_timeout_ms
-        self._sets: dict[str, dict[int, _Row]] = {}
+        self._sets: dict[str, dict[int, int]] = {}  # broker_name -> broker_id -> slot
         self._count = 0
-        self._heap: list[tuple[int, str, int]] = []  # (last heartbeat + timeout, broker_name, broker_id)
+        # the columns, one entry per slot
+        self._name: list[str] = []
+        self._bid: list[int] = []
+        self._cluster: list[str] = []
+        self._address: list[str] = []
+        self._broker_epoch, self._epoch, self._max_offset = _column(), _column(), _column()
+        self._confirm_offset, self._priority, self._last_ms = _column(), _column(), _column()
+        self._timeout, self._scheduled = _column(), array("b")
+        self._free: list[int] = []  # slots of removed rows
+        self._wheel: dict[int, list[int]] = {}  # deadline // GRAIN_MS -> slots
+        self._buckets: list[int] = []  # the wheel's keys, a heap
         # broker sets whose liveness changed (a row created, come back to life or past its deadline)
         # since `take_changed`: the ones the leader must look at for an election
         self._changed: set[str] = set()
-        self._dead: set[tuple[str, int]] = set()  # rows past their deadline, not removed yet
+        self._dead: set[int] = set()  # slots past their deadline, not removed yet
         # the last row of each broker whose row expired, until it has a row again: a dead master's last
         # maxOffset for the history's loss figure, also when the election comes much later (a pause)
         self._last: dict[str, dict[int, LiveInfo]] = {}
-        self._ints: dict[int, int] = {}
 
     def __len__(self) -> int:
         return self._count
 
-    def _put(self, name: str, info: LiveInfo, cluster: str, now_ms: int) -> _Row:
-        rows = self._sets.setdefault(name, {})
-        row = rows.get(info.broker_id)
-        if row is None:
-            row = rows[info.broker_id] = _Row(cluster, info)
-            self._count += 1
-            self._last.get(name, {}).pop(info.broker_id, None)
-            self._changed.add(name)
-        else:
-            if not row.info.is_alive(now_ms):
-                self._changed.add(name)  # back to life
-            row.info = info
-            if cluster:
-                row.cluster_name = cluster
-        if not row.scheduled:
-            row.scheduled = True
-            self._dead.discard((name, info.broker_id))
-            heapq.heappush(self._heap, (info.last_heartbeat_ms + info.timeout_ms, name, info.broker_id))
-        return row
+    # --- rows ---------------------------------------------------------------------------
 
-    def on_heartbeat(self, request: Mapping[str, Any], now_ms: int) -> LiveInfo | None:
-        """Record a Heartbeat request (proto field names). Returns the row, or None when the
-        heartbeat was ignored (no broker_id or broker_name, or an older broker_epoch)."""
+    def _new_slot(self, name: str, bid: int) -> int:
+        self._count += 1
+        self._last.get(name, {}).pop(bid, None)
+        self._changed.add(name)
+        if self._free:
+            slot = self._free.pop()
+            self._name[slot], self._bid[slot] = name, bid
+            return slot
+        slot = len(self._name)
+        self._name.append(name)
+        self._bid.append(bid)
+        self._cluster.append("")
+        self._address.append("")
+        for column in (self._broker_epoch, self._epoch, self._max_offset, self._confirm_offset,
+                       self._priority, self._last_ms, self._timeout):
+            column.append(0)
+        self._scheduled.append(0)
+        return slot
+
+    def _info(self, slot: int) -> LiveInfo:
+        return LiveInfo(self._bid[slot], self._address[slot], self._broker_epoch[slot], self._epoch[slot],
+                        self._max_offset[slot], self._confirm_offset[slot], self._priority[slot],
+                        self._last_ms[slot], self._timeout[slot])
+
+    def _is_alive(self, slot: int, now_ms: int) -> bool:
+        return self._last_ms[slot] + self._timeout[slot] >= now_ms
+
+    def _schedule(self, slot: int) -> None:
+        """Put a row in the bucket of its deadline (it is in none)."""
+        self._scheduled[slot] = 1
+        self._dead.discard(slot)
+        bucket = (self._last_ms[slot] + self._timeout[slot]) // GRAIN_MS
+        slots = self._wheel.get(bucket)
+        if slots is None:
+            slots = self._wheel[bucket] = []
+            heapq.heappush(self._buckets, bucket)
+        slots.append(slot)
+
+    def _put(self, name: str, bid: int, cluster: str, address: str, broker_epoch: int, epoch: int,
+             max_offset: int, confirm_offset: int, priority: int, last_ms: int, timeout: int,
+             now_ms: int) -> None:
+        rows = self._sets.get(name)
+        if rows is None:
+            rows = self._sets[name] = {}
+        slot = rows.get(bid)
+        if slot is None:
+            slot = rows[bid] = self._new_slot(name, bid)
+            self._cluster[slot] = cluster
+        else:
+            if not self._is_alive(slot, now_ms):
+                self._changed.add(name)  # back to life
+            if cluster:
+                self._cluster[slot] = cluster
+        self._address[slot] = address
+        self._broker_epoch[slot] = broker_epoch
+        self._epoch[slot] = epoch
+        self._max_offset[slot] = max_offset
+        self._confirm_offset[slot] = confirm_offset
+        self._priority[slot] = priority
+        self._last_ms[slot] = last_ms
+        self._timeout[slot] = timeout
+        if not self._scheduled[slot]:
+            self._schedule(slot)
+
+    def on_heartbeat(self, request: Mapping[str, Any], now_ms: int) -> bool:
+        """Record a Heartbeat request (proto field names). False when the heartbeat was ignored (no
+        broker_id or broker_name, or an older broker_epoch)."""
         name = request.get("broker_name")
         bid = _opt_int(request, "broker_id")
         if not isinstance(name, str) or not name or bid is None:
-            return None
-        # interned: the rows, the deadline heap and the state share one object per name and
-        # address instead of keeping the one each heartbeat brought
+            return False
+        # interned: the rows and the state share one object per name and address instead of
+        # keeping the one each heartbeat brought
         name = sys.intern(name)
         cluster = request.get("cluster_name")
         cluster = sys.intern(cluster) if isinstance(cluster, str) else ""
@@ -108,74 +168,59 @@ class HeartbeatTable:
         epoch = -1 if epoch is None else epoch
         max_offset = -1 if max_offset is None else max_offset
         confirm_offset = -1 if confirm_offset is None else confirm_offset
-        timeout = self.default_timeout_ms if timeout is None or timeout <= 0 else self._shared(timeout)
+        timeout = self.default_timeout_ms if timeout is None or timeout <= 0 else timeout
         priority = DEFAULT_ELECTION_PRIORITY if priority is None else priority
 
         rows = self._sets.get(name)
-        row = rows.get(bid) if rows is not None else None
-        if row is not None and broker_epoch is not None and broker_epoch < row.info.broker_epoch:
-            return None
-        if row is None or (broker_epoch is not None and broker_epoch > row.info.broker_epoch):
-            info = LiveInfo(bid, address, broker_epoch or 0, epoch, max_offset, confirm_offset, priority,
-                            now_ms, timeout)
-        else:
-            old = row.info
-            if epoch > old.epoch or (epoch == old.epoch and max_offset > old.max_offset):
-                offsets = (epoch, max_offset, confirm_offset)
-            else:
-                offsets = (old.epoch, old.max_offset, old.confirm_offset)
-            info = LiveInfo(bid, address or old.broker_address, old.broker_epoch, *offsets, priority, now_ms,
-                            timeout)
-        self._put(name, info, cluster, now_ms)
-        return info
-
-    def _shared(self, value: int) -> int:
-        """One int object per heartbeat timeout in use (a fleet has one or a few), not one per row."""
-        shared = self._ints.get(value)
-        if shared is None:
-            shared = value
-            if len(self._ints) < 256:
-                self._ints[value] = value
-        return shared
+        slot = rows.get(bid) if rows is not None else None
+        if slot is None or (broker_epoch is not None and broker_epoch > self._broker_epoch[slot]):
+            self._put(name, bid, cluster, address, broker_epoch or 0, epoch, max_offset, confirm_offset,
+                      priority, now_ms, timeout, now_ms)
+            return True
+        if broker_epoch is not None and broker_epoch < self._broker_epoch[slot]:
+            return False
+        old_epoch = self._epoch[slot]
+        if not (epoch > old_epoch or (epoch == old_epoch and max_offset > self._max_offset[slot])):
+            epoch, max_offset, confirm_offset = old_epoch, self._max_offset[slot], self._confirm_offset[slot]
+        self._put(name, bid, cluster, address or self._address[slot], self._broker_epoch[slot], epoch,
+                  max_offset, confirm_offset, priority, now_ms, timeout, now_ms)
+        return True
 
     def on_register(self, cluster_name: str, broker_name: str, broker_id: int, address: str,
                     broker_epoch: int, epoch: int | None = None, max_offset: int | None = None,
                     confirm_offset: int | None = None, election_priority: int | None = None,
-                    timeout_ms: int | None = None, now_ms: int = 0) -> LiveInfo | None:
+                    timeout_ms: int | None = None, now_ms: int = 0) -> bool:
         """A successful RegisterBroker: a new incarnation of a broker. As in RocketMQ, only a heartbeat
         makes a broker alive: a row it has takes the new brokerEpoch and what the registration
         reported, with its last heartbeat unchanged; without a row nothing is recorded (the
-        broker's first heartbeat creates it)."""
-        row = self._sets.get(broker_name, {}).get(broker_id)
-        if row is None:
-            return None
-        broker_name, address = sys.intern(broker_name), sys.intern(address)
-        info = LiveInfo(
-            broker_id=broker_id,
-            broker_address=address,
-            broker_epoch=broker_epoch,
-            epoch=-1 if epoch is None else epoch,
-            max_offset=-1 if max_offset is None else max_offset,
-            confirm_offset=-1 if confirm_offset is None else confirm_offset,
-            election_priority=DEFAULT_ELECTION_PRIORITY if election_priority is None else election_priority,
-            last_heartbeat_ms=row.info.last_heartbeat_ms,
-            timeout_ms=self.default_timeout_ms if timeout_ms is None or timeout_ms <= 0 else timeout_ms,
-        )
-        self._put(broker_name, info, cluster_name, now_ms)
-        return info
+        broker's first heartbeat creates it). False when nothing was recorded."""
+        slot = self._sets.get(broker_name, {}).get(broker_id)
+        if slot is None:
+            return False
+        self._put(sys.intern(broker_name), broker_id, cluster_name, sys.intern(address), broker_epoch,
+                  -1 if epoch is None else epoch,
+                  -1 if max_offset is None else max_offset,
+                  -1 if confirm_offset is None else confirm_offset,
+                  DEFAULT_ELECTION_PRIORITY if election_priority is None else election_priority,
+                  self._last_ms[slot],
+                  self.default_timeout_ms if timeout_ms is None or timeout_ms <= 0 else timeout_ms,
+                  now_ms)
+        return True
+
+    # --- reads --------------------------------------------------------------------------
 
     def get(self, broker_name: str, broker_id: int) -> LiveInfo | None:
-        row = self._sets.get(broker_name, {}).get(broker_id)
-        return None if row is None else row.info
+        slot = self._sets.get(broker_name, {}).get(broker_id)
+        return None if slot is None else self._info(slot)
 
     def is_alive(self, broker_name: str, broker_id: int, now_ms: int) -> bool:
-        info = self.get(broker_name, broker_id)
-        return info is not None and info.is_alive(now_ms)
+        slot = self._sets.get(broker_name, {}).get(broker_id)
+        return slot is not None and self._is_alive(slot, now_ms)
 
     def snapshot(self, broker_name: str) -> dict[int, LiveInfo]:
         """broker_id -> row for one broker set (rows may be expired)."""
         rows = self._sets.get(broker_name)
-        return {bid: rows[bid].info for bid in sorted(rows)} if rows else {}
+        return {bid: self._info(rows[bid]) for bid in sorted(rows)} if rows else {}
 
     def context(self, now_ms: int, broker_names: Iterable[str] | None = None) -> Context:
         """A Context for the core: the given broker sets (all when None)."""
@@ -186,22 +231,31 @@ class HeartbeatTable:
         """``snapshot`` plus the last row of each broker of the set whose row expired."""
         return {**self._last.get(broker_name, {}), **self.snapshot(broker_name)}
 
+    # --- expiry -------------------------------------------------------------------------
+
     def take_changed(self, now_ms: int) -> set[str]:
         """The broker sets whose liveness changed since the last call: rows created or back to life,
         and rows whose deadline (last heartbeat + timeout) has passed by `now_ms`."""
-        heap = self._heap
-        while heap and heap[0][0] < now_ms:
-            _, name, bid = heapq.heappop(heap)
-            row = self._sets.get(name, {}).get(bid)
-            if row is None:
-                continue
-            deadline = row.info.last_heartbeat_ms + row.info.timeout_ms
-            if deadline < now_ms:
-                row.scheduled = False  # dead: the next heartbeat schedules it again
-                self._dead.add((name, bid))
-                self._changed.add(name)
-            else:
-                heapq.heappush(heap, (deadline, name, bid))
+        buckets, wheel = self._buckets, self._wheel
+        while buckets and buckets[0] * GRAIN_MS <= now_ms:
+            bucket = buckets[0]
+            waiting = []  # rows of this bucket not due yet
+            for slot in wheel[bucket]:
+                deadline = self._last_ms[slot] + self._timeout[slot]
+                if deadline < now_ms:
+                    self._scheduled[slot] = 0  # dead: the next heartbeat schedules it again
+                    self._dead.add(slot)
+                    self._changed.add(self._name[slot])
+                elif deadline // GRAIN_MS == bucket:
+                    waiting.append(slot)
+                else:
+                    self._scheduled[slot] = 0
+                    self._schedule(slot)
+            if waiting:  # now is inside this bucket: no later bucket is due either
+                wheel[bucket] = waiting
+                break
+            del wheel[bucket]
+            heapq.heappop(buckets)
         changed, self._changed = self._changed, set()
         return changed
 
@@ -210,12 +264,15 @@ class HeartbeatTable:
         (RocketMQ's scan of inactive brokers), found through the deadlines, not a scan of every row."""
         self._changed |= self.take_changed(now_ms)
         gone = []
-        for name, bid in sorted(self._dead):
+        for slot in sorted(self._dead, key=lambda s: (self._name[s], self._bid[s])):
+            name, bid = self._name[slot], self._bid[slot]
+            gone.append((self._cluster[slot], name, bid))
+            self._last.setdefault(name, {})[bid] = self._info(slot)
             rows = self._sets[name]
-            gone.append((rows[bid].cluster_name, name, bid))
-            self._last.setdefault(name, {})[bid] = rows.pop(bid).info
+            del rows[bid]
             if not rows:
                 del self._sets[name]
+            self._free.append(slot)
         self._count -= len(gone)
         self._dead.clear()
         return gone

@@ -13,13 +13,14 @@ def hb(bid: int = 1, **kw: object) -> dict[str, object]:
 
 def test_defaults_and_new_row() -> None:
     t = HeartbeatTable()
-    info = t.on_heartbeat(hb(), 100)
+    assert t.on_heartbeat(hb(), 100)
+    info = t.get(S, 1)
     assert info is not None
     assert (info.epoch, info.max_offset, info.confirm_offset) == (-1, -1, -1)
     assert info.timeout_ms == 10_000 and info.election_priority == 2**31 - 1
     assert info.last_heartbeat_ms == 100 and info.broker_address == "a:1" and info.broker_epoch == 0
-    assert t.on_heartbeat({"broker_name": S}, 100) is None
-    assert t.on_heartbeat({"broker_id": 1}, 100) is None
+    assert not t.on_heartbeat({"broker_name": S}, 100)
+    assert not t.on_heartbeat({"broker_id": 1}, 100)
 
 
 def test_update_rule() -> None:
@@ -27,25 +28,29 @@ def test_update_rule() -> None:
     t.on_heartbeat(hb(epoch=2, max_offset=100, confirm_offset=90, election_priority=3,
                       heartbeat_timeout_mills=5000), 0)
     # older epoch: offsets kept, time/timeout/priority always updated, address updated (mqctl)
-    info = t.on_heartbeat(hb(epoch=1, max_offset=999, confirm_offset=999, broker_addr="b:2"), 50)
+    assert t.on_heartbeat(hb(epoch=1, max_offset=999, confirm_offset=999, broker_addr="b:2"), 50)
+    info = t.get(S, 1)
     assert info is not None and (info.epoch, info.max_offset, info.confirm_offset) == (2, 100, 90)
     assert info.last_heartbeat_ms == 50 and info.timeout_ms == 10_000
     assert info.election_priority == 2**31 - 1 and info.broker_address == "b:2"
     # equal epoch, smaller offset: kept
-    info = t.on_heartbeat(hb(epoch=2, max_offset=50), 60)
+    assert t.on_heartbeat(hb(epoch=2, max_offset=50), 60)
+    info = t.get(S, 1)
     assert info is not None and info.max_offset == 100
     # equal epoch, larger offset: taken
-    info = t.on_heartbeat(hb(epoch=2, max_offset=150, confirm_offset=140), 70)
+    assert t.on_heartbeat(hb(epoch=2, max_offset=150, confirm_offset=140), 70)
+    info = t.get(S, 1)
     assert info is not None and (info.max_offset, info.confirm_offset) == (150, 140)
     # newer epoch with a smaller offset: taken
-    info = t.on_heartbeat(hb(epoch=3, max_offset=10), 80)
+    assert t.on_heartbeat(hb(epoch=3, max_offset=10), 80)
+    info = t.get(S, 1)
     assert info is not None and (info.epoch, info.max_offset) == (3, 10)
 
 
 def test_registration_alone_makes_nobody_alive() -> None:
     """RocketMQ: only a heartbeat (904) makes a broker alive, never a registration."""
     t = HeartbeatTable()
-    assert t.on_register("c", S, 1, "a:1", 5, epoch=3, max_offset=300, now_ms=0) is None
+    assert not t.on_register("c", S, 1, "a:1", 5, epoch=3, max_offset=300, now_ms=0)
     assert t.get(S, 1) is None and not t.is_alive(S, 1, 0) and len(t) == 0
 
 
@@ -53,10 +58,12 @@ def test_broker_epoch_resets_or_ignores() -> None:
     t = HeartbeatTable()
     t.on_heartbeat(hb(), 0)
     t.on_register("c", S, 1, "a:1", 5, epoch=3, max_offset=300, now_ms=0)
-    assert t.on_heartbeat(hb(broker_epoch=4, epoch=9, max_offset=9), 10) is None  # older incarnation
-    info = t.on_heartbeat(hb(epoch=1, max_offset=1), 10)  # no broker_epoch: RocketMQ broker, normal rule
+    assert not t.on_heartbeat(hb(broker_epoch=4, epoch=9, max_offset=9), 10)  # older incarnation
+    assert t.on_heartbeat(hb(epoch=1, max_offset=1), 10)  # no broker_epoch: RocketMQ broker, normal rule
+    info = t.get(S, 1)
     assert info is not None and (info.epoch, info.max_offset, info.last_heartbeat_ms) == (3, 300, 10)
-    info = t.on_heartbeat(hb(broker_epoch=6, epoch=1, max_offset=1), 20)  # new incarnation: reset
+    assert t.on_heartbeat(hb(broker_epoch=6, epoch=1, max_offset=1), 20)  # new incarnation: reset
+    info = t.get(S, 1)
     assert info is not None and (info.epoch, info.max_offset, info.broker_epoch) == (1, 1, 6)
 
 
@@ -102,12 +109,24 @@ def test_a_dead_row_that_beats_again_is_not_removed() -> None:
     assert t.take_changed(3501) == {S} and t.expired(3501) == [("c", S, 1)] and len(t) == 0
 
 
-def test_heartbeats_do_not_grow_the_deadline_heap() -> None:
+def test_heartbeats_do_not_grow_the_deadline_wheel() -> None:
     t = HeartbeatTable()
     for now in range(0, 100_000, 100):
         t.on_heartbeat(hb(1), now)
+        t.on_heartbeat(hb(2, heartbeat_timeout_mills=3000), now)
         t.take_changed(now)
-    assert len(t._heap) == 1
+    assert sorted(s for slots in t._wheel.values() for s in slots) == [0, 1]
+    assert len(t._buckets) == len(t._wheel) <= 2
+
+
+def test_removed_rows_free_their_slot_for_the_next_broker() -> None:
+    t = HeartbeatTable()
+    t.on_heartbeat(hb(1, max_offset=7, heartbeat_timeout_mills=1000), 0)
+    assert t.expired(1001) == [("c", S, 1)]
+    t.on_heartbeat({"broker_name": "other", "broker_id": 3, "cluster_name": "d"}, 2000)
+    assert len(t._name) == 1 and t.expired(12_001) == [("d", "other", 3)]
+    assert t.get("other", 3) is None and t.with_last("other")[3].last_heartbeat_ms == 2000
+    assert t.with_last(S)[1].max_offset == 7
 
 
 def test_an_expired_row_is_kept_as_the_last_known_until_the_broker_beats_again() -> None:
