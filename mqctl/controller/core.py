@@ -433,8 +433,14 @@ class History:
         if len(self._texts) > keep:
             del self._texts[:len(self._texts) - keep]
 
-    def json_array(self) -> str:
-        return "[" + ",".join(self._texts) + "]"
+    def json_parts(self) -> Iterator[str]:
+        """The JSON array of the entries, in pieces."""
+        yield "["
+        sep = ""
+        for text in self._texts:
+            yield sep + text
+            sep = ","
+        yield "]"
 
     def __len__(self) -> int:
         return len(self._texts)
@@ -596,18 +602,32 @@ class ControllerState:
 
     def canonical_json(self) -> str:
         """json.dumps(to_dict(), sort_keys=True, separators=(",", ":")), byte for byte (the hash
-        every node compares), made a broker set at a time with the history spliced in as kept: no
-        tree of the whole state in memory at once."""
-        sets = ",".join(f"{_canonical(name)}:{_canonical(bs.to_dict())}"
-                        for name, bs in sorted(self.broker_sets.items()))
+        every node compares)."""
+        return "".join(self.canonical_parts())
+
+    def canonical_parts(self) -> Iterator[str]:
+        """canonical_json's text in pieces, a broker set or a history entry a piece: no tree of the
+        whole state in memory at once, and no text of it either for the hash (callers poll the hash,
+        and a large short-lived text left the leader's memory in pieces it could not give back)."""
         text = _canonical(self._doc(_SETS_MARK, _HISTORY_MARK))
-        text = text.replace(_canonical(_SETS_MARK), "{" + sets + "}", 1)
+        head, tail = text.split(_canonical(_SETS_MARK), 1)
+        yield head + "{"
+        sep = ""
+        for name, bs in sorted(self.broker_sets.items()):
+            yield f"{sep}{_canonical(name)}:{_canonical(bs.to_dict())}"
+            sep = ","
+        yield "}"
         if self.feature_level >= HISTORY_LEVEL:
-            text = text.replace(_canonical(_HISTORY_MARK), self.history.json_array(), 1)
-        return text
+            between, tail = tail.split(_canonical(_HISTORY_MARK), 1)
+            yield between
+            yield from self.history.json_parts()
+        yield tail
 
     def state_hash(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
+        digest = hashlib.sha256()
+        for part in self.canonical_parts():
+            digest.update(part.encode("utf-8"))
+        return digest.hexdigest()
 
     def copy(self) -> ControllerState:
         return ControllerState.from_dict(self.to_dict())

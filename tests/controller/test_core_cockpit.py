@@ -3,6 +3,7 @@ pauses, switchover and rebalance; new records only at feature level 3."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -156,6 +157,7 @@ def test_the_canonical_text_is_json_dumps_of_the_state_byte_for_byte() -> None:
     st.apply(MetaSet("x", "\u0001broker_sets\u0001"))
     want = json.dumps(st.to_dict(), sort_keys=True, separators=(",", ":"))
     assert len(st.history) > 8 and st.canonical_json() == want
+    assert st.state_hash() == hashlib.sha256(want.encode("utf-8")).hexdigest()  # streamed, same bytes
     assert json.loads(want)["meta"] == {"history": [], "x": "\u0001broker_sets\u0001"}
 
 
