@@ -39,6 +39,7 @@ META_NODE_PREFIX = "node/"
 
 
 VIEW_REFORK_SETS = 256  # broker sets a decision view may hold copies of before it is made anew
+SYNC_STATE_PART = 256  # broker sets a GetSyncStateData reads under one hold of the state lock
 
 
 def now_ms() -> int:
@@ -382,13 +383,31 @@ class ControllerNode:
         """GetSyncStateData of some broker sets (every one when None) as this node sees it, without a
         barrier: for what must not wait on Raft (the metrics and status page of `mqctl serve
         --metrics-address`; the 1008 push after an election this node has just applied)."""
-        with self._lock:
-            ctx = self.heartbeats.context(now_ms(), broker_names)
-        request = {"broker_names": broker_names} if broker_names else {}
+        answer = self._sync_state_table({"broker_names": broker_names} if broker_names else {})
         with self.sync.state_lock:
-            table = core.handle(self.state, "GetSyncStateData", request, ctx).response
             lease = self.state.config.get("heartbeatTimeoutMillis", self.settings.heartbeat_timeout_ms)
-        return {"replicas_info_table": table.get("replicas_info_table", {}), "lease_ms": int(lease)}
+        return {"replicas_info_table": answer.get("replicas_info_table", {}), "lease_ms": int(lease)}
+
+    def _sync_state_table(self, request: dict[str, Any]) -> dict[str, Any]:
+        """GetSyncStateData a few hundred broker sets at a time, each part with its own heartbeat
+        rows and its own hold of the state lock, as RocketMQ reads one broker set at a time: a read
+        of a whole fleet neither holds the lock that writes wait for nor builds every row of the
+        heartbeat table at once (what it builds at its peak the process keeps)."""
+        names = request.get("broker_names") or []
+        if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+            return self._answer("GetSyncStateData", request)  # the core's refusal
+        if not names:
+            with self.sync.state_lock:
+                names = list(self.state.broker_sets)
+        names = sorted(set(names))
+        table: dict[str, Any] = {}
+        answer: dict[str, Any] = {"code": 0, "remark": "", "replicas_info_table": table}
+        for at in range(0, max(1, len(names)), SYNC_STATE_PART):
+            part = self._answer("GetSyncStateData", {"broker_names": names[at:at + SYNC_STATE_PART]})
+            if part["code"] != 0:
+                return part
+            table.update(part.get("replicas_info_table") or {})
+        return answer
 
     def history_view(self, last: int) -> dict[str, Any]:
         """The replicated history as this node has applied it, without a barrier: its feature level, the
@@ -545,14 +564,20 @@ class ControllerNode:
         return [str(request.get("broker_name", ""))]
 
     def _local(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
+        if method == "GetSyncStateData":
+            return self._sync_state_table(request)
+        answer = self._answer(method, request)
+        if method == "GetConfig":
+            answer["config"] = dict(sorted({**answer.get("config", {}), **self._node_local_config()}.items()))
+        return answer
+
+    def _answer(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
         ctx = self._context(self._broker_names_of(method, request))
         with self.sync.state_lock:  # not while pysyncobj's thread is half-way through an entry
             result = core.handle(self.state, method, request, ctx)
         answer = dict(result.response)
         answer["code"] = int(result.code)
         answer["remark"] = result.remark or ""
-        if method == "GetConfig":
-            answer["config"] = dict(sorted({**answer.get("config", {}), **self._node_local_config()}.items()))
         return answer
 
     def _node_local_config(self) -> dict[str, str]:
