@@ -14,9 +14,11 @@ Term, vote and a commit index hint live in `raft.journal.meta` (JSON), replaced 
 
 Durability (docs/raft-safety.md): `add` writes to the page cache; `sync` fdatasyncs once for
 everything added since the last one (group commit); the fork of pysyncobj (mqctl/raft/syncobj.py)
-calls it before a follower acknowledges entries and before a leader counts its own log.
+calls it before a follower acknowledges entries. A leader calls `sync_soon` instead: the journal's
+sync thread fdatasyncs, and the leader counts its own log only up to `durable_index`.
 Truncation is fsynced at once; compaction writes a new file and renames it. The commit index is
-stored at most once a second and never beyond what is durable here; it is clamped on load.
+stored at most once a second (on the sync thread) and never beyond what is durable here; it is
+clamped on load.
 
 On open, a torn or corrupt tail (what a crash leaves of an unfinished write) is cut at the last
 good record with one WARNING line; a corrupt record followed by intact ones raises
@@ -44,8 +46,10 @@ import logging
 import os
 import random
 import struct
+import threading
 import time
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from pysyncobj.journal import Journal
@@ -231,6 +235,12 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self._removed = False               # the file lost its name: nothing of it is on disk
         self._slow_logged = -SLOW_SYNC_LOG_INTERVAL  # when a slow fdatasync was last logged
         self._file: File
+        # `sync_soon`: the fdatasync a leader does not wait for, on a thread of its own
+        self._gen = 0                       # bumped whenever the file or _durable goes back
+        self._syncer: _Syncer | None = None
+        self._meta_lock = threading.RLock()
+        self._hint_error: OSError | None = None  # the sync thread's failure to store the hint
+        self.on_durable: Callable[[], None] | None = None  # called on that thread after each sync
         self._load()
 
     # --- pysyncobj's Journal interface ------------------------------------------------------
@@ -289,6 +299,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         return len(self._entries)
 
     def _destroy(self) -> None:
+        self.drain()
         if self.error is None:
             self.sync()
         self._file.close()
@@ -301,13 +312,14 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     def setCurrentTerm(self, term: int, votedForNodeId: str | None) -> None:
         """Durable before it returns; raises StorageError (and changes nothing) if it cannot be."""
-        try:
-            self._write_meta(term, votedForNodeId, self._stored_commit)
-        except OSError as exc:
-            self._meta_failed = True
-            self._fail("storing the term and vote in", exc, self.meta_path)
-            raise StorageError(exc.errno, f"cannot store term {term}: {exc.strerror or exc}") from exc
-        self._term, self._voted = term, votedForNodeId
+        with self._meta_lock:  # the sync thread's commit hint never stores an older term or vote
+            try:
+                self._write_meta(term, votedForNodeId, self._stored_commit)
+            except OSError as exc:
+                self._meta_failed = True
+                self._fail("storing the term and vote in", exc, self.meta_path)
+                raise StorageError(exc.errno, f"cannot store term {term}: {exc.strerror or exc}") from exc
+            self._term, self._voted = term, votedForNodeId
 
     def getCurrentTerm(self) -> int:
         return self._term
@@ -320,15 +332,25 @@ class DurableJournal(Journal):  # type: ignore[misc]
         commit index hint (never beyond the durable log)."""
         if self.error is None and self._file.deleted():
             self._on_removed()
+        failed, self._hint_error = self._hint_error, None
+        if failed is not None:  # the sync thread could not store the last hint: said here
+            self._fail("storing the commit index in", failed, self.meta_path)
         if self.error is not None and not self.sync():
             return
         hint = min(self._commit, self.durable_index())
         if hint != self._stored_commit:
+            # stored on the sync thread: a slow disk never holds this thread (a leader's tick)
+            self._sync_thread().request_hint(hint)
+
+    def _store_hint(self, hint: int) -> None:
+        """On the sync thread. A failure is left to this node's own thread, which says it (the next
+        `onOneSecondTimer`) and writes the meta file again (`_meta_failed`)."""
+        with self._meta_lock:
             try:
                 self._write_meta(self._term, self._voted, hint)
             except OSError as exc:
                 self._meta_failed = True
-                self._fail("storing the commit index in", exc, self.meta_path)
+                self._hint_error = exc
 
     # --- durability ---------------------------------------------------------------------------
 
@@ -340,13 +362,57 @@ class DurableJournal(Journal):  # type: ignore[misc]
         try:
             self._flush()
         except OSError as exc:
-            # After a failed fsync the kernel may have dropped the dirty pages: write again
-            # everything that is not known to be durable.
-            self._good = min(self._good, self._durable)
-            self._trim = True
-            self._fail("syncing", exc)
-            return False
+            return self._sync_failed(exc)
         return True
+
+    def sync_soon(self) -> bool:
+        """A leader's group commit without waiting: what was added is fdatasynced on a thread of its
+        own (at most one fdatasync at a time; what was added meanwhile goes with the next), and
+        `durable_index` moves when it is done. The leader keeps sending heartbeats through a slow
+        disk and counts its own vote only up to `durable_index`, as etcd's leader writes its log in
+        parallel with sending it. False when storage fails (the leader steps down); recovering
+        from a failure is done by the blocking `sync`."""
+        syncer = self._syncer
+        if syncer is not None:
+            done = syncer.take()
+            if done is not None and done[0] == self._gen:
+                _, end, exc = done
+                if exc is not None:
+                    return self._sync_failed(exc)
+                self._durable = max(self._durable, end)
+        if self.error is not None or self._removed or self._trim or self._meta_failed \
+                or self._good < self._end:
+            return self.sync()
+        if self._durable < self._end:
+            self._sync_thread().request_sync(self._file, self._end, self._gen)
+        return True
+
+    def drain(self) -> None:
+        """Wait until the sync thread has done what it was asked (the commit hint included) and
+        stop it; the next `sync_soon` or hint starts it again."""
+        syncer, self._syncer = self._syncer, None
+        if syncer is not None:
+            syncer.stop()
+            done = syncer.take()
+            if done is not None and done[0] == self._gen:
+                if done[2] is not None:
+                    self._sync_failed(done[2])
+                else:
+                    self._durable = max(self._durable, done[1])
+
+    def _sync_thread(self) -> _Syncer:
+        if self._syncer is None:
+            self._syncer = _Syncer(self)
+        return self._syncer
+
+    def _sync_failed(self, exc: OSError) -> bool:
+        # After a failed fsync the kernel may have dropped the dirty pages: write again everything
+        # that is not known to be durable.
+        self._good = min(self._good, self._durable)
+        self._trim = True
+        self._gen += 1
+        self._fail("syncing", exc)
+        return False
 
     def durable_index(self) -> int:
         """The index of the last entry known to be on stable storage (0 if none)."""
@@ -374,6 +440,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if not self._removed:
             self._removed = True
             self._meta_failed = True
+            self._gen += 1
             self._good = self._durable = HEADER_SIZE
             self._trim = True
             self._fail_removed()
@@ -395,20 +462,24 @@ class DurableJournal(Journal):  # type: ignore[misc]
             data = b"".join(encode_record(idx, term, cmd) for cmd, idx, term in self._entries[k:])
             self._file.pwrite(data, self._good)
             self._good = self._end
-        started = time.monotonic()
-        self._file.sync()
-        took = time.monotonic() - started
-        if took >= SLOW_SYNC and started - self._slow_logged >= SLOW_SYNC_LOG_INTERVAL:
-            # etcd's "slow fdatasync": a sync near the election timeout holds the leader's
-            # heartbeats back (its tick waits for it) and its followers may elect another
-            self._slow_logged = started
-            log.warning("raft journal: fdatasync of %s took %.0f ms (a disk this slow can cost the "
-                        "leadership; give the data directory a disk of its own)", self.path, took * 1000)
+        self._timed_sync(self._file)
         self._trim = False
         self._durable = self._end
         if self._meta_failed:
             self._write_meta(self._term, self._voted, self._stored_commit)
         self._recovered()
+
+    def _timed_sync(self, file: File) -> None:
+        started = time.monotonic()
+        file.sync()
+        took = time.monotonic() - started
+        if took >= SLOW_SYNC and started - self._slow_logged >= SLOW_SYNC_LOG_INTERVAL:
+            # etcd's "slow fdatasync": a follower acknowledges only after it, and a leader's
+            # commits wait for it (or for both followers)
+            self._slow_logged = started
+            log.warning("raft journal: fdatasync of %s took %.0f ms (a disk this slow slows every write "
+                        "and, on a follower, can cost the leadership; give the data directory a disk of "
+                        "its own)", self.path, took * 1000)
 
     def _recovered(self) -> None:
         if self._removed:
@@ -422,6 +493,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     def _cut(self, end: int) -> None:
         """Truncate the log to `end` bytes, fsynced at once."""
+        self._gen += 1
         self._end = end
         self._good = min(self._good, end)
         self._durable = min(self._durable, end)
@@ -453,6 +525,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
             self.storage.remove(tmp)
             raise
         old, self._file = self._file, f
+        self._gen += 1
         old.close()
         self._offsets = offsets
         self._end = self._good = self._durable = len(data)
@@ -490,9 +563,10 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     def _write_meta(self, term: int, voted: str | None, commit: int) -> None:
         doc = {"format": META_FORMAT, "term": term, "votedFor": voted, "commitIndex": commit}
-        self.storage.write_atomic(self.meta_path, json.dumps(doc, sort_keys=True).encode("utf-8"))
-        self._stored_commit = commit
-        self._meta_failed = False
+        with self._meta_lock:
+            self.storage.write_atomic(self.meta_path, json.dumps(doc, sort_keys=True).encode("utf-8"))
+            self._stored_commit = commit
+            self._meta_failed = False
 
     def _parse_meta(self, raw: bytes | None) -> tuple[int, str | None, int]:
         if raw is None:
@@ -591,14 +665,88 @@ class DurableJournal(Journal):  # type: ignore[misc]
                  self.path, len(entries))
 
 
+class _Syncer:
+    """The journal's sync thread (`DurableJournal.sync_soon`, the commit hint): what a node's own
+    thread asks for is done one at a time, the latest ask of each kind; the journal takes a sync's
+    result on its own thread, where it checks that the file is still the one asked for (`_gen`)."""
+
+    def __init__(self, journal: DurableJournal) -> None:
+        self._journal = journal
+        self._cond = threading.Condition()
+        self._sync: tuple[File, int, int] | None = None  # (file, end offset, generation)
+        self._hint: int | None = None
+        self._done: tuple[int, int, OSError | None] | None = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="raft-journal-sync", daemon=True)
+        self._thread.start()
+
+    def request_sync(self, file: File, end: int, gen: int) -> None:
+        with self._cond:
+            self._sync = (file, end, gen)
+            self._cond.notify()
+
+    def request_hint(self, hint: int) -> None:
+        with self._cond:
+            self._hint = hint
+            self._cond.notify()
+
+    def take(self) -> tuple[int, int, OSError | None] | None:
+        """(generation, end offset, error) of the last sync done, once."""
+        with self._cond:
+            done, self._done = self._done, None
+            return done
+
+    def stop(self) -> None:
+        """Stop once what was asked is done, and wait for that."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _run(self) -> None:
+        journal = self._journal
+        while True:
+            with self._cond:
+                while self._sync is None and self._hint is None and not self._stopped:
+                    self._cond.wait()
+                if self._sync is None and self._hint is None:
+                    return
+                sync, hint, self._sync, self._hint = self._sync, self._hint, None, None
+            if sync is not None:
+                file, end, gen = sync
+                error: OSError | None = None
+                try:
+                    journal._timed_sync(file)
+                except OSError as exc:
+                    error = exc
+                with self._cond:
+                    kept = self._done  # a failure not taken yet stays: later syncs do not cover it
+                    if kept is None or kept[2] is None or kept[0] != gen:
+                        self._done = (gen, end, error)
+                if journal.on_durable is not None:
+                    try:
+                        journal.on_durable()
+                    except OSError:  # a wake-up pipe already full wakes the node all the same
+                        pass
+            if hint is not None:
+                journal._store_hint(hint)
+
+
 class VolatileJournal(_PysyncobjMemoryJournal):  # type: ignore[misc]
     """pysyncobj's in-memory journal (a node without a data directory), with `sync`."""
 
     error: str | None = None
     healthy = True
+    on_durable: Callable[[], None] | None = None
 
     def sync(self) -> bool:
         return True
+
+    def sync_soon(self) -> bool:
+        return True
+
+    def durable_index(self) -> int:
+        return int(self[-1][1]) if len(self) else 0
 
 
 class JournalFactory:

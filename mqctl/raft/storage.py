@@ -14,7 +14,8 @@ The mode is chosen once, when a node starts (`Storage.from_env`):
 * **fault injection**, `MQCTL_FAULT_INJECT=1` (test-only): before every mutating operation the
   layer looks for a file named `fault-inject` in the directory concerned. While it exists the
   operation fails with the errno its content names: `ENOSPC` (also when it is empty), `EROFS` or
-  `EIO`. Disk-full behaviour can be tested without a small filesystem.
+  `EIO`. Disk-full behaviour can be tested without a small filesystem. `SLOW <ms>` instead makes
+  every fsync there take that much longer (a disk shared with other work) and fails nothing.
 
 The two test modes can be combined. Neither is for production: both are read from the
 environment of `mqctl serve` only (docs/raft-safety.md).
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
+import time
 from typing import Any
 
 CRASH_SIM_ENV = "MQCTL_CRASH_SIM"
@@ -81,8 +84,15 @@ class File:
         os.ftruncate(self.fd, size)
 
     def sync(self) -> None:
-        self.storage.check(self.path)
+        self.storage.check(self.path, sync=True)
+        self._check_open()
         os.fdatasync(self.fd)
+
+    def _check_open(self) -> None:
+        """A file closed under the journal's sync thread (compacted, written anew): an OSError it
+        reports like any failed sync, not a ValueError for fd -1."""
+        if self.fd < 0:
+            raise OSError(errno.EBADF, "closed (replaced by a compaction)", self.path)
 
     def deleted(self) -> bool:
         """True when the file has no name any more (its directory was removed under us)."""
@@ -101,28 +111,34 @@ class SimFile(File):
     def __init__(self, storage: Storage, path: str, fd: int) -> None:
         super().__init__(storage, path, fd)
         self._pending: list[tuple[str, int, bytes]] = []
+        self._lock = threading.Lock()  # the journal's sync thread replays while its node writes
 
     def pwrite(self, data: bytes, offset: int) -> None:
         self.storage.check(self.path)
-        self._pending.append(("w", offset, bytes(data)))
+        with self._lock:
+            self._pending.append(("w", offset, bytes(data)))
 
     def truncate(self, size: int) -> None:
         self.storage.check(self.path)
-        self._pending.append(("t", size, b""))
+        with self._lock:
+            self._pending.append(("t", size, b""))
 
     def sync(self) -> None:
-        self.storage.check(self.path)
-        for op, offset, data in self._pending:
-            if op == "t":
-                os.ftruncate(self.fd, offset)
-            else:
-                File.pwrite(self, data, offset)
-        self._pending.clear()
-        os.fsync(self.fd)
+        self.storage.check(self.path, sync=True)
+        with self._lock:
+            self._check_open()
+            for op, offset, data in self._pending:
+                if op == "t":
+                    os.ftruncate(self.fd, offset)
+                else:
+                    File.pwrite(self, data, offset)
+            self._pending.clear()
+            os.fsync(self.fd)
 
     def close(self) -> None:
-        self._pending.clear()  # never synced: lost, as on a power loss
-        super().close()
+        with self._lock:
+            self._pending.clear()  # never synced: lost, as on a power loss
+            super().close()
 
 
 class Storage:
@@ -142,8 +158,9 @@ class Storage:
                                  ("fault injection", self.fault_inject)) if on]
         return " and ".join(modes) or "real"
 
-    def check(self, path: str, *, directory: bool = False) -> None:
-        """Fault injection: raise while `fault-inject` exists next to `path`."""
+    def check(self, path: str, *, directory: bool = False, sync: bool = False) -> None:
+        """Fault injection: raise while `fault-inject` exists next to `path`; for `SLOW <ms>`,
+        make a sync (`sync=True`) wait that long instead."""
         if not self.fault_inject:
             return
         trigger = os.path.join(path if directory else os.path.dirname(path), FAULT_FILE)
@@ -151,6 +168,11 @@ class Storage:
             with open(trigger, encoding="ascii", errors="replace") as fh:
                 name = fh.read().strip().upper() or "ENOSPC"
         except OSError:
+            return
+        if name.startswith("SLOW"):
+            ms = name[4:].strip()
+            if sync:
+                time.sleep(int(ms) / 1000 if ms.isdigit() else 0.5)
             return
         code = _FAULT_ERRNOS.get(name, errno.ENOSPC)
         raise OSError(code, f"{os.strerror(code)} (injected by {trigger})", path)
@@ -179,7 +201,7 @@ class Storage:
         os.rename(src, dst)
 
     def fsync_dir(self, directory: str) -> None:
-        self.check(directory, directory=True)
+        self.check(directory, directory=True, sync=True)
         fsync_dir(directory)
 
     def remove(self, path: str) -> None:

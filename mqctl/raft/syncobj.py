@@ -291,6 +291,8 @@ class SyncObj(object):
         self.__commandsQueue = FastQueue(self.__conf.commandsQueueSize)
         if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED:
             self.__pipeNotifier = PipeNotifier(self._poller)
+            # mqctl: a leader's journal sync done on its own thread wakes the tick (FORK.md, change 19)
+            self.__raftLog.on_durable = self.__pipeNotifier.notify
         self.__needLoadDumpFile = True
 
         self.__lastReadonlyCheck = 0
@@ -703,9 +705,10 @@ class SyncObj(object):
                     if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
                         self.__onBecomeLeader()
 
-        # mqctl: group commit: the leader's new entries are durable (one fdatasync per tick) before
-        # it counts its own log below; a leader whose storage fails steps down
-        if self.__raftState == _RAFT_STATE.LEADER and not self.__raftLog.sync():
+        # mqctl: group commit without waiting (FORK.md, changes 5 and 19): the leader's new entries
+        # are fdatasynced on the journal's own thread, and it counts its own log below only up to
+        # what is durable; a leader whose storage fails steps down
+        if self.__raftState == _RAFT_STATE.LEADER and not self.__raftLog.sync_soon():
             self.__setState(_RAFT_STATE.FOLLOWER)
             self.__raftLeader = None
 
@@ -713,10 +716,11 @@ class SyncObj(object):
 
             commitIdx = self.__raftCommitIndex
             nextCommitIdx = self.__raftCommitIndex
+            durableIdx = self.__raftLog.durable_index()  # mqctl
 
             while commitIdx < self.__getCurrentLogIndex():
                 commitIdx += 1
-                count = 1
+                count = 1 if commitIdx <= durableIdx else 0  # mqctl: its own vote once durable
                 for node in self.__otherNodes:
                     if self.__raftMatchIndex[node] >= commitIdx:
                         count += 1
@@ -772,8 +776,8 @@ class SyncObj(object):
         self._checkCommandsToApply()
         if self.__raftState == _RAFT_STATE.LEADER and self.__getCurrentLogIndex() != lastLogIdx:
             # mqctl: the leader's fsync of what it just appended (and sent) runs while the followers
-            # write theirs, not after their answers; the next tick counts it
-            self.__raftLog.sync()
+            # write theirs, not after their answers; a tick counts it once done
+            self.__raftLog.sync_soon()
             # mqctl: a leader without other nodes commits it in the next tick at once, not after
             # waiting timeToWait in poll (~11 ms -> well under 1 ms per write)
             if not self.__otherNodes:

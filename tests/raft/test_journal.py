@@ -14,6 +14,7 @@ from mqctl.errors import EXIT_STORE
 from mqctl.raft import journal as jmod
 from mqctl.raft.journal import HEADER_SIZE, DurableJournal, JournalCorruptError, encode_record, tear_tail
 from mqctl.raft.storage import FAULT_FILE, Storage, StorageError
+from mqctl.testing import wait_until
 
 SIM = Storage(crash_sim=True)
 
@@ -227,6 +228,7 @@ def test_commit_index_never_stored_beyond_the_durable_log_and_clamped_on_load(pa
     fill(j, 11, 20)
     j.setRaftCommitIndex(18)                 # known committed (on other nodes), not durable here
     j.onOneSecondTimer()
+    j.drain()                                # the hint is stored on the journal's sync thread
     with open(path + ".meta") as fh:
         assert json.load(fh)["commitIndex"] == 10
     power_loss(j)
@@ -356,3 +358,60 @@ def test_removed_compacted_journal_waits_for_a_snapshot(tmp_path) -> None:
     power_loss(j)
     k = DurableJournal(path, SIM)
     assert [e[1] for e in entries(k)] == list(range(46, 53)) and k.getCurrentTerm() == 2
+
+
+def test_sync_soon_makes_entries_durable_on_its_own_thread(path) -> None:
+    """A leader's group commit without waiting (FORK.md change 19): durable_index moves once the
+    sync thread is done, and what it reported durable survives a power loss."""
+    woken = []
+    j = DurableJournal(path, SIM)
+    j.on_durable = lambda: woken.append(1)
+    fill(j, 1, 30)
+    assert j.durable_index() == 0
+    assert j.sync_soon()
+    j.drain()                                   # the thread's fdatasync is done
+    assert j.durable_index() == 30 and woken
+    fill(j, 31, 40)                             # added, never synced
+    power_loss(j)
+    k = DurableJournal(path, SIM)
+    assert [e[1] for e in entries(k)] == list(range(1, 31))
+
+
+def sync_done(j: DurableJournal) -> None:
+    """Wait until the sync thread has finished the sync asked for (its result not taken yet)."""
+    wait_until(lambda: j._syncer is not None and j._syncer._done is not None, 10, what="the sync thread")
+
+
+def test_a_failed_sync_on_the_sync_thread_is_reported_and_counts_nothing(path, tmp_path) -> None:
+    storage = Storage(crash_sim=True, fault_inject=True)
+    j = DurableJournal(path, storage)
+    fill(j, 1, 5)
+    assert j.sync()
+    fill(j, 6, 9)
+    (tmp_path / FAULT_FILE).write_text("EIO")
+    assert j.sync_soon()                        # asked; the thread fails
+    sync_done(j)
+    assert not j.sync_soon() and "EIO" in (j.error or "")
+    assert j.durable_index() == 5
+    (tmp_path / FAULT_FILE).unlink()
+    assert j.sync_soon()                        # the blocking sync recovers: written again
+    assert j.durable_index() == 9 and j.error is None
+
+
+def test_a_sync_finished_before_the_log_was_cut_counts_nothing_after(path, tmp_path) -> None:
+    """The thread's result names the file as it was (its generation): entries written anew at the
+    same offsets after a cut are not durable because of it."""
+    j = DurableJournal(path, Storage(crash_sim=True, fault_inject=True))
+    fill(j, 1, 5)
+    assert j.sync()
+    fill(j, 6, 9)
+    assert j.sync_soon()
+    sync_done(j)                                # through index 9 of term 1, not taken yet
+    j.deleteEntriesFrom(6)                      # a new leader's log: 7..9 cut (fsynced at once) ...
+    fill(j, 7, 9, term=2)                       # ... and written again, same sizes, same offsets
+    (tmp_path / FAULT_FILE).write_text("SLOW 2000")
+    assert j.sync_soon()                        # takes the old result: another generation
+    assert j.durable_index() == 6
+    (tmp_path / FAULT_FILE).unlink()
+    j.drain()
+    assert j.durable_index() == 9 and [e[2] for e in entries(j)][-3:] == [2, 2, 2]

@@ -1,0 +1,52 @@
+"""A leader on a slow disk keeps its leadership (issue 17; FORK.md change 19).
+
+The leader's journal is fdatasynced on a thread of its own and the leader counts its own vote
+only up to what is durable there: its ticks (the heartbeats its followers wait for) go on through
+a slow fdatasync, and writes commit on the followers' durable copies meanwhile. With the sync on
+the tick thread, each write held the heartbeats for as long as the disk took, longer than the
+followers' election timeout (0.15-0.35 s), and they elected another leader.
+
+MQCTL_FAULT_INJECT=1 and `SLOW <ms>` in `<data dir>/fault-inject` make every fsync of that node
+take that much longer (mqctl/raft/storage.py); MQCTL_CRASH_SIM=1 makes a SIGKILL a power loss.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from mqctl.client import ControllerClient
+from mqctl.raft.storage import FAULT_FILE
+from mqctl.testing import TEST_CLUSTER as CLUSTER
+from mqctl.testing import LocalCluster, metadata
+
+pytestmark = pytest.mark.slow
+
+ENV = {"MQCTL_FAULT_INJECT": "1", "MQCTL_CRASH_SIM": "1"}
+
+
+def test_a_leader_whose_fsync_takes_longer_than_the_election_timeout_keeps_leading(tmp_path) -> None:
+    cluster = LocalCluster(str(tmp_path), size=3)
+    with cluster:
+        for node in cluster.nodes:
+            node.start(env=ENV)
+        leader = cluster.wait_for_leader()
+        term = metadata(leader.grpc_address)["term"]
+        with open(os.path.join(leader.data_dir, FAULT_FILE), "w") as fh:
+            fh.write("SLOW 600")
+        names = [f"slow-{i}" for i in range(12)]
+        with ControllerClient(cluster.addresses, timeout=30) as client:
+            for name in names:  # each a Raft entry the leader fsyncs for 0.6 s or more
+                client.apply_broker_id(CLUSTER, name, 1, f"127.0.0.1:{10911 + len(name)};1")
+        seen = {n.name: (metadata(n.grpc_address)["term"], metadata(n.grpc_address)["is_leader"])
+                for n in cluster.nodes}  # no node moved to a new term (an election)
+        assert seen == {n.name: (term, n is leader) for n in cluster.nodes}, seen
+        os.unlink(os.path.join(leader.data_dir, FAULT_FILE))
+        leader.kill()  # a power loss: what the leader acknowledged is on the followers' disks
+        new = cluster.wait_for_leader()
+        with ControllerClient(new.grpc_address, timeout=30) as client:
+            table = client.get_sync_state_data([]).replicas_info_table
+        assert sorted(n for n in table if n.startswith("slow-")) == sorted(names)
+        leader.start(env=ENV)
+        cluster.wait_for_same_hash()
