@@ -415,3 +415,28 @@ def test_a_sync_finished_before_the_log_was_cut_counts_nothing_after(path, tmp_p
     (tmp_path / FAULT_FILE).unlink()
     j.drain()
     assert j.durable_index() == 9 and [e[2] for e in entries(j)][-3:] == [2, 2, 2]
+
+
+def test_entries_kept_in_one_buffer_read_as_a_list_would() -> None:
+    """The journal keeps its entries as a buffer and integer columns (no object per entry): what
+    pysyncobj reads (items, slices, iteration) after appends and cuts at either end is what a list
+    of (command, index, term) tuples gives."""
+    rng = random.Random(7)
+    kept, want = jmod._Entries(), []
+    for i in range(1, 400):
+        entry = (rng.randbytes(rng.randrange(0, 60)), i, i // 10)
+        kept.append(entry)
+        want.append(entry)
+        if rng.random() < 0.05:
+            k = rng.randrange(len(want) + 1)
+            kept.keep_first(k)
+            del want[k:]
+        if rng.random() < 0.05:
+            k = rng.randrange(len(want) + 1)
+            kept.drop_first(k)
+            del want[:k]
+        assert len(kept) == len(want) and list(kept) == want and kept[2:7] == want[2:7]
+        if want:
+            assert kept[-1] == want[-1] and kept.index(0) == want[0][1] and kept.index(-1) == want[-1][1]
+    with pytest.raises(IndexError):
+        kept[len(want)]
