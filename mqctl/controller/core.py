@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, overload
@@ -65,6 +66,7 @@ CONFIG_BLACKLIST = frozenset({"configBlackList", "configStorePath", "rocketmqHom
 SNAPSHOT_VERSION = 1
 HISTORY_LEVEL = DecisionNoted.LEVEL  # the feature level from which decisions are noted and failover pauses
 ALL_BROKER_SETS = ""  # a failover pause of every broker set
+HISTORY_CHUNK = 256  # history entries per buffer (History)
 
 
 # --------------------------------------------------------------------------------------------
@@ -416,34 +418,68 @@ def _canonical(doc: object) -> str:
 
 
 class History:
-    """The retained decision history, oldest first. Each entry is kept as its canonical JSON text, a
-    quarter of a dict's memory (10,000 entries: about 2.5 MB instead of 10) and what the state hash
-    and the snapshot are made of anyway; reading an entry decodes it. Entries never change."""
+    """The retained decision history, oldest first. Each entry is kept as its canonical JSON text
+    (what the state hash and the snapshot are made of anyway; reading an entry decodes it), in
+    chunks of HISTORY_CHUNK entries: a buffer of the texts, each followed by a comma, and the
+    offsets where they end. No Python object per entry: a fleet registering adds and drops
+    thousands of entries, and as objects they left the allocator's pages full of holes among the
+    state's own small objects. Entries never change."""
 
-    __slots__ = ("_texts",)
+    __slots__ = ("_chunks", "_count", "_first")
 
     def __init__(self, entries: Iterable[Mapping[str, Any]] = ()) -> None:
-        self._texts = [_canonical(e) for e in entries]
+        self._chunks: list[tuple[bytes | bytearray, array[int]]] = []
+        self._first = 0  # entries of the first chunk trimmed away
+        self._count = 0
+        for entry in entries:
+            self.append(entry)
 
     def append(self, entry: Mapping[str, Any]) -> None:
-        self._texts.append(_canonical(entry))
+        if not self._chunks or len(self._chunks[-1][1]) == HISTORY_CHUNK:
+            if self._chunks:  # full: its exact size, not what a growing buffer holds in reserve
+                self._chunks[-1] = (bytes(self._chunks[-1][0]), self._chunks[-1][1])
+            self._chunks.append((bytearray(), array("q")))
+        buf, ends = self._chunks[-1]
+        assert isinstance(buf, bytearray)
+        buf += _canonical(entry).encode("ascii")  # json.dumps escapes everything else
+        buf += b","
+        ends.append(len(buf))
+        self._count += 1
 
     def trim(self, keep: int) -> None:
         """Keep the newest `keep` entries."""
-        if len(self._texts) > keep:
-            del self._texts[:len(self._texts) - keep]
+        drop = self._count - max(0, keep)
+        while drop > 0:
+            left = len(self._chunks[0][1]) - self._first
+            if drop < left:
+                self._first += drop
+                self._count -= drop
+                return
+            self._chunks.pop(0)
+            self._first = 0
+            self._count -= left
+            drop -= left
+
+    def _text(self, i: int) -> str:
+        at = i + self._first
+        buf, ends = self._chunks[at // HISTORY_CHUNK]
+        k = at % HISTORY_CHUNK
+        return buf[ends[k - 1] if k else 0:ends[k] - 1].decode("ascii")
+
+    def _texts(self) -> Iterator[str]:
+        return (self._text(i) for i in range(self._count))
 
     def json_parts(self) -> Iterator[str]:
-        """The JSON array of the entries, in pieces."""
+        """The JSON array of the entries, in pieces (a chunk a piece)."""
         yield "["
-        sep = ""
-        for text in self._texts:
-            yield sep + text
-            sep = ","
+        last = len(self._chunks) - 1
+        for n, (buf, ends) in enumerate(self._chunks):
+            start = ends[self._first - 1] if n == 0 and self._first else 0
+            yield buf[start:len(buf) - (n == last)].decode("ascii")  # no comma after the last
         yield "]"
 
     def __len__(self) -> int:
-        return len(self._texts)
+        return self._count
 
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
@@ -451,15 +487,17 @@ class History:
     def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
     def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(i, slice):
-            return [json.loads(t) for t in self._texts[i]]
-        return json.loads(self._texts[i])  # type: ignore[no-any-return]
+            return [json.loads(self._text(k)) for k in range(*i.indices(self._count))]
+        if not -self._count <= i < self._count:
+            raise IndexError("history index out of range")
+        return json.loads(self._text(i % self._count))  # type: ignore[no-any-return]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (json.loads(t) for t in self._texts)
+        return (json.loads(t) for t in self._texts())
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, History):
-            return other._texts == self._texts
+            return list(other._texts()) == list(self._texts())
         if isinstance(other, list):
             return list(self) == other
         return NotImplemented
@@ -467,7 +505,7 @@ class History:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"History({len(self._texts)} entries)"
+        return f"History({self._count} entries)"
 
 
 # Stand-ins spliced out of the canonical JSON text (ControllerState.canonical_json): control

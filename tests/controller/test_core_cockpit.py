@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from typing import Any
 
 from mqctl.controller import core
@@ -301,3 +302,27 @@ def test_a_first_election_with_wait_for_names_the_freshest_and_a_cleaned_set_sta
     run(st, "PauseFailover", {"broker_name": B, "paused": True}, ctx)
     run(st, "CleanBrokerData", {"cluster_name": C, "broker_name": B, "is_clean_living_broker": True}, ctx)
     assert st.failover_paused == {} and st.history[-1]["what"] == "data cleaned"
+
+
+def test_history_in_chunks_reads_as_the_list_of_its_entries() -> None:
+    """History keeps its texts in chunked buffers (no object per entry); appends and trims at any
+    point read back, index, slice and serialize as the plain list would."""
+    from mqctl.controller.core import HISTORY_CHUNK, History
+
+    rng = random.Random(11)
+    history, want = History(), []
+    for i in range(4 * HISTORY_CHUNK + 50):
+        entry = {"seq": i, "what": "é" * rng.randrange(3), "detail": [1, {"b": None}]}
+        history.append(entry)
+        want.append(entry)
+        if rng.random() < 0.2:
+            keep = rng.randrange(0, 2 * HISTORY_CHUNK)
+            history.trim(keep)
+            want = want[len(want) - keep:] if keep < len(want) else want
+        assert len(history) == len(want)
+        if i % 37 == 0 or i == 4 * HISTORY_CHUNK + 49:
+            assert list(history) == want and history[2:9] == want[2:9]
+            assert "".join(history.json_parts()) == json.dumps(want, sort_keys=True, separators=(",", ":"))
+            if want:
+                assert history[-1] == want[-1] and history[0] == want[0]
+    assert history == History(want) and repr(history) == f"History({len(want)} entries)"
