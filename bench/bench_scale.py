@@ -134,10 +134,10 @@ def leader_state(cluster: Any) -> tuple[Any, dict[str, Any]]:
     return leader, metadata(leader.grpc_address)
 
 
-def masters(address: str) -> dict[str, tuple[int | None, int]]:
+def masters(addresses: str) -> dict[str, tuple[int | None, int]]:
     from mqctl.client import ControllerClient
 
-    with ControllerClient(address, timeout=30) as c:
+    with ControllerClient(addresses, timeout=30) as c:
         table = c.get_sync_state_data([]).replicas_info_table
     return {name: (info.master_broker_id, info.master_epoch) for name, info in table.items()}
 
@@ -219,13 +219,13 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
         # every new broker beating, and its set's master elected (the brokers ask, 1002)
         wait_masters = time.monotonic() + 60
         while time.monotonic() < wait_masters and sum(
-                1 for mid, _ in masters(leader.grpc_address).values() if mid is not None) < sets:
+                1 for mid, _ in masters(cluster.addresses).values() if mid is not None) < sets:
             time.sleep(1)
         time.sleep(2)
         leader = cluster.wait_for_leader()
         pid = pids[leader.name]
         changes0 = watch.changes()
-        before = masters(leader.grpc_address)
+        before = masters(cluster.addresses)
         cpu0 = proc_cpu_seconds(pid)
         first = [w.report() for w in workers]
         gen0 = sum(r["cpu"] for r in first)
@@ -245,7 +245,7 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
         seconds = max(1.0, int(t1 - 1) - int(t0 + 1))
         lost = sum(r["lost"] for r in reports) - sum(r["lost"] for r in first)  # within the window
         errors = sum(r["errors"] for r in reports) - sum(r["errors"] for r in first)
-        after = masters(cluster.wait_for_leader().grpc_address)
+        after = masters(cluster.addresses)
         # a set whose first master came during the window is not counted: only re-elections are
         elections = sum(1 for name in after if before.get(name, (None, 0))[1] not in (0, after[name][1]))
         us = (cpu1 - cpu0 - idle * (t1 - t0)) / max(1.0, len(lat) * (t1 - t0) / seconds) * 1e6
@@ -268,11 +268,15 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
         return rss, (rss - rss0s[last.name]) * 1024 * 1024 / max(1, brokers)
 
     rss1, held = per_broker()
-    # the registrations' Raft entries stay in memory until the first log compaction (5,000 entries
-    # and 60 s): the steady state is after it
+    # the registrations' Raft entries stay in memory until the next log compaction (5,000 entries
+    # and 60 s since the last one): the steady state is after it
     from mqctl.testing import metadata
     compacted = time.monotonic() + 90
-    while time.monotonic() < compacted and int(metadata(last.grpc_address).get("log_length", 0)) > 5000:
+    def log_length() -> int:
+        return int(metadata(last.grpc_address).get("log_length", 0))
+
+    log0 = log_length()
+    while time.monotonic() < compacted and log_length() >= log0 > 100:
         time.sleep(1)
     rss2, steady = per_broker()
     print(f"\nmemory: leader ({last.name}) RSS {rss1:.1f} MiB with {brokers} brokers: {held:.0f} bytes per "
@@ -293,7 +297,7 @@ def failover(cluster: Any, workers: list[Worker], singles: int, mass: int) -> No
     from mqctl.client import ControllerClient
 
     leader = cluster.wait_for_leader()
-    table = masters(leader.grpc_address)
+    table = masters(cluster.addresses)
     by_set = sorted(name for name, (mid, _) in table.items() if mid is not None)
     done: dict[str, float] = {}
     cond = threading.Condition()
