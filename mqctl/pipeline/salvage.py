@@ -192,19 +192,6 @@ def _part_paths(keys: list[tuple[int, int, int]], sets: list[dict[str, Any]]
     return out
 
 
-def _chunks(sizes: Any, max_bytes: int = 32 << 20) -> Iterator[tuple[int, int]]:
-    """[i, j) row spans of at most max_bytes of records (at least one row each)."""
-    import numpy as np
-
-    ends = np.cumsum(sizes, dtype=np.int64)
-    i, n = 0, len(ends)
-    while i < n:
-        base = int(ends[i - 1]) if i else 0
-        j = max(i + 1, int(np.searchsorted(ends, base + max_bytes, side="right")))
-        yield i, j
-        i = j
-
-
 # The dedupe's groups, the same in both engines (Spark's JVM groups by these three columns): a message
 # not on the source is its (setId, key); the candidates whose key the source keeps are only counted, per
 # replica: (-1 - setId, rank, 0). Each group gives min(ord) (the copy to keep) and its size (copies).
@@ -225,7 +212,7 @@ def write_groups(groups: Any, ranges: list[ByteRange], target: str | None) -> li
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from mqctl.pipeline.output import PartWriter
+    from mqctl.pipeline.output import PartWriter, row_groups
     from mqctl.pipeline.tasks import kept_rows, message_batch, output_schema
 
     g = groups.column("gSet").to_numpy()
@@ -257,7 +244,7 @@ def write_groups(groups: Any, ranges: list[ByteRange], target: str | None) -> li
         w = PartWriter(Path(target) / _tmp_part(*key), schema, "size")
         try:
             run = k.slice(i, j - i).combine_chunks()
-            for a, z in _chunks(run.column("size").to_numpy()):
+            for a, z in row_groups(run.column("size").to_numpy()):    # a batch per row group: no copy
                 w.write(message_batch(run.slice(a, z - a).to_batches()[0], ranges))
         finally:
             w.close()
@@ -419,7 +406,7 @@ class _SparkJob(_Job):
                         for b in range(r.offset // PART_BYTES, (r.offset + r.length - 1) // PART_BYTES + 1)})
         n = max(1, len(parts))
         value = self._partition_values(n)
-        keymap = F.create_map(*[F.lit(x) for i, (s, b) in enumerate(parts)
+        keymap = F.create_map(*[F.lit(x).cast("long") for i, (s, b) in enumerate(parts)
                                 for x in ((s << 20) | b, value[i])])
         bucket = F.shiftright(F.shiftright("ord", 1).bitwiseAND(F.lit((1 << ORD_OFFSET_BITS) - 1)),
                               PART_BYTES.bit_length() - 1)
@@ -436,7 +423,9 @@ class _SparkJob(_Job):
                 yield pa.RecordBatch.from_arrays([pa.array([json.dumps(r) for r in res], pa.string())],
                                                  names=["r"])
 
-        res = groups.withColumn("_p", F.coalesce(where, F.lit(value[0]))).repartition(n, "_p").drop("_p") \
+        # `_p` a long, as the values were hashed (an int hashes differently)
+        res = groups.withColumn("_p", F.coalesce(where, F.lit(value[0])).cast("long")).repartition(n, "_p") \
+            .drop("_p") \
             .mapInArrow(write, "r string").collect()
         return [json.loads(r["r"]) for r in res], dict(self.acc_ranges.value)
 

@@ -290,6 +290,34 @@ def _gather(u8: np.ndarray, idx: np.ndarray, dt: str) -> np.ndarray:
     return u8[idx[:, None] + np.arange(w)].view(dt)[:, 0].astype(np.int64)
 
 
+HEAD = 112      # a record's bytes up to its body length field, with IPv6 hosts: every fixed field
+
+
+def _heads(u8: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """The first HEAD bytes of the records at P as the rows of one array (zeros past the buffer's end):
+    one copy that touches each record once, instead of a gather over all records per field."""
+    n = u8.size
+    out = np.zeros((P.size, HEAD), dtype=np.uint8)
+    whole = n - HEAD >= P
+    if n >= HEAD:
+        out[whole] = np.lib.stride_tricks.sliding_window_view(u8, HEAD)[P[whole]]
+    for i in np.flatnonzero(~whole).tolist():
+        row = u8[int(P[i]):int(P[i]) + HEAD]
+        out[i, :row.size] = row
+    return out
+
+
+def _field(H: np.ndarray, at: int | np.ndarray, dt: str) -> np.ndarray:
+    """Big-endian field of dtype `dt` at `at` (one place for all, or one per record) of the rows of H,
+    as int64."""
+    w = np.dtype(dt).itemsize
+    if isinstance(at, int):
+        cols = H[:, at:at + w]
+    else:
+        cols = H[np.arange(H.shape[0])[:, None], at[:, None] + np.arange(w)]
+    return np.ascontiguousarray(cols).view(dt)[:, 0].astype(np.int64)
+
+
 def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: int | None = None,
                      head_owned: bool | None = None, check_crc: bool = True, fields: bool = True,
                      extract: tuple[str, ...] = (), stop_at_damage: bool = False,
@@ -393,16 +421,17 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
     """Check the layout of the records at P and gather their fields (all records at once); BODYCRC is
     not computed again for the first `crc_known` (taken from a `Chain` that found it right)."""
     base = w.base
-    total = _gather(u8, P, ">i4")
-    magic = _gather(u8, P + 4, ">u4")
-    sysflag = _gather(u8, P + 36, ">i4")
+    H = _heads(u8, P)
+    total = _field(H, 0, ">i4")
+    magic = _field(H, 4, ">u4")
+    sysflag = _field(H, 36, ">i4")
     bh = np.where(sysflag & 0x10, 20, 8)
     sh = np.where(sysflag & 0x20, 20, 8)
     # variable layout: body length, topic length, properties length; each index clamped to the record
     # head (position 0) where an earlier check already failed, so no read leaves the record
     brel = 68 + bh + sh
     ok = brel + 4 <= total
-    blen = _gather(u8, P + np.where(ok, brel, 0), ">i4")
+    blen = _field(H, brel, ">i4")
     ok &= (blen >= 0) & (brel + 4 + blen <= total)
     trel = np.where(ok, brel + 4 + blen, 0)
     v1 = magic == MAGIC_V1
@@ -425,9 +454,9 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
                 reason = exc.reason
             w.problems.append(Problem(base + p, p, int(_II(buf, p)[0]), "corrupt", reason))
         keep = ok
-        P, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen = (
-            a[keep] for a in (P, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen))
-    crc = _gather(u8, P + 8, ">i4")
+        P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen = (
+            a[keep] for a in (P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen))
+    crc = _field(H, 8, ">i4")
     body_at = P + brel + 4
     crc_ok = np.ones(P.size, dtype=bool)
     mv = memoryview(buf)
@@ -452,8 +481,8 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
             extra["properties_blob"] = _blob(mv, P + prel + 2, plen)
         if "hosts" in extract:
             hosts: dict[bytes, int] = {}
-            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts)
-            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts)
+            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts, H, 48)
+            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
             extra["host_names"] = [fmt_host(k[1:k[0] - 3], int.from_bytes(k[k[0] - 3:k[0] + 1], "big",
                                                                           signed=True)) for k in hosts]
     finally:
@@ -461,16 +490,16 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
     w.problems.sort(key=lambda p: p.position)
     empty = np.zeros(0, dtype=np.int64)
 
-    def col(at: np.ndarray, dt: str) -> np.ndarray:
-        return _gather(u8, at, dt) if fields else empty
+    def col(at: int | np.ndarray, dt: str) -> np.ndarray:
+        return _field(H, at, dt) if fields else empty
 
     return ParsedRange(
         file_start=base, position=P, size=total, version=np.where(v1, 1, 2).astype(np.int8), body_crc=crc,
-        crc_ok=crc_ok, queue_id=col(P + 12, ">i4"), flag=col(P + 16, ">i4"),
-        queue_offset=col(P + 20, ">i8"), physical_offset=col(P + 28, ">i8"), sysflag=sysflag,
-        born_timestamp=col(P + 40, ">i8"), store_timestamp=col(P + 48 + bh, ">i8"),
-        reconsume_times=col(P + 56 + bh + sh, ">i4"),
-        prepared_tx_offset=col(P + 60 + bh + sh, ">i8"), body_length=blen, topic_codes=codes,
+        crc_ok=crc_ok, queue_id=col(12, ">i4"), flag=col(16, ">i4"),
+        queue_offset=col(20, ">i8"), physical_offset=col(28, ">i8"), sysflag=sysflag,
+        born_timestamp=col(40, ">i8"), store_timestamp=col(48 + bh, ">i8"),
+        reconsume_times=col(56 + bh + sh, ">i4"),
+        prepared_tx_offset=col(60 + bh + sh, ">i8"), body_length=blen, topic_codes=codes,
         topic_names=names, problems=w.problems, walk_end=walk_end, **extra)
 
 
@@ -503,12 +532,15 @@ def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) ->
     return codes, [k.decode("utf-8", errors="replace") for k in names]
 
 
-def _hosts(u8: np.ndarray, at: np.ndarray, width: np.ndarray, names: dict[bytes, int]) -> np.ndarray:
+def _hosts(u8: np.ndarray, at: np.ndarray, width: np.ndarray, names: dict[bytes, int], H: np.ndarray,
+           rel: int | np.ndarray) -> np.ndarray:
     """Each record's `ip:port` as a code into `names` (the distinct raw addresses, added to as met; a
-    few hosts send most messages): the addresses compared as fixed-width rows in blocks of about 8 MiB."""
+    few hosts send most messages): the addresses compared as fixed-width rows in blocks of about 8 MiB.
+    H, rel: the records' heads (`_heads`) and where the address starts in them."""
     codes = np.empty(at.size, dtype=np.int32)
     if at.size and bool((width == 8).all()):    # IPv4 only: each address and port is one 8-byte integer
-        uniq, inv = np.unique(_gather(u8, at, ">u8"), return_inverse=True)
+        uniq, inv = np.unique(_field(H, rel if isinstance(rel, int) else rel.astype(np.int64), ">u8"),
+                              return_inverse=True)
         pad = bytes(12)
         local = np.fromiter((names.setdefault(b"\x08" + (v & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big") + pad,
                                               len(names)) for v in uniq.tolist()), dtype=np.int32,
