@@ -122,7 +122,7 @@ class Chain:
 def _blob(mv: memoryview, at: np.ndarray, length: np.ndarray) -> Blob:
     offs = np.zeros(at.size + 1, dtype=np.int64)
     np.cumsum(length, out=offs[1:])
-    return Blob(offs, b"".join([mv[a:b] for a, b in zip(at.tolist(), (at + length).tolist(), strict=True)]))
+    return Blob(offs, b"".join(map(mv.__getitem__, map(slice, at.tolist(), (at + length).tolist()))))
 
 
 @dataclass
@@ -206,20 +206,47 @@ def _head(buf: Buf, n: int, base: int, pos: int) -> int:
     return total if _Q(buf, pos + 28)[0] == base + pos else 0
 
 
-def _chain(buf: Buf, n: int, pos: int, end: int, out: list[int]) -> int:
-    """Append the positions of the records chained from pos while pos < end, by MAGICCODE and TOTALSIZE
-    only (PHYSICALOFFSET is checked afterwards for all at once); returns where the chain stopped."""
-    append = out.append
-    unpack = _II
-    v1, v2, lo, hi = MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, MAX_RECORD_SIZE
+_WIN_MIN, _WIN_MAX = 64 << 10, 8 << 20
+assert MAGIC_V1 >> 8 == MAGIC_V2 >> 8 == 0xDAA320      # the two MAGICCODEs differ in their last byte
+
+
+def _chain(u8: np.ndarray, n: int, pos: int, end: int) -> tuple[np.ndarray, int]:
+    """The positions of the records chained from pos while pos < end, by MAGICCODE and TOTALSIZE only
+    (PHYSICALOFFSET is checked afterwards for all at once), and where the chain stopped: a record at p
+    is followed by one at p + TOTALSIZE. Window by window with numpy: every position of the window
+    whose 4 bytes after it are a MAGICCODE is a candidate, the chain is the run of candidates where
+    each one's TOTALSIZE leads to the next; a candidate the chain skips (magic bytes inside a body)
+    ends the run and the walk goes on where the last record really ends, in a small window again."""
+    v1, v2 = MAGIC_V1 & 0xFF, MAGIC_V2 & 0xFF
+    lo, hi = MIN_RECORD_SIZE, MAX_RECORD_SIZE
     stop = min(end, n - 35)
+    parts: list[np.ndarray] = []
+    win = _WIN_MIN
     while pos < stop:
-        total, magic = unpack(buf, pos)
-        if (magic != v1 and magic != v2) or total < lo or total > hi or pos + total > n:
+        w1 = min(stop, pos + win)
+        q = pos + np.flatnonzero(u8[pos + 4:w1 + 4] == 0xDA)        # p < stop <= n - 35: p + 7 < n
+        q = q[(u8[q + 5] == 0xA3) & (u8[q + 6] == 0x20) & ((u8[q + 7] == v1) | (u8[q + 7] == v2))]
+        if not q.size or q[0] != pos:
+            break                                                    # no record at pos
+        total = _gather(u8, q, ">i4")
+        nxt = q + total
+        fits = (total >= lo) & (total <= hi) & (nxt <= n)
+        link = np.empty(q.size, dtype=bool)
+        link[:-1] = nxt[:-1] == q[1:]
+        link[-1] = nxt[-1] >= w1
+        bad = np.flatnonzero(~(fits & link))
+        if not bad.size:
+            parts.append(q)
+            pos, win = int(nxt[-1]), min(2 * win, _WIN_MAX)
+            continue
+        k = int(bad[0])
+        if not fits[k]:
+            parts.append(q[:k])
+            pos = int(q[k])
             break
-        append(pos)
-        pos += total
-    return pos
+        parts.append(q[:k + 1])
+        pos, win = int(nxt[k]), _WIN_MIN
+    return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), pos
 
 
 def _nonzero_end(u8: np.ndarray, pos: int, stop: int) -> int:
@@ -311,6 +338,8 @@ def _field(H: np.ndarray, at: int | np.ndarray, dt: str) -> np.ndarray:
     """Big-endian field of dtype `dt` at `at` (one place for all, or one per record) of the rows of H,
     as int64."""
     w = np.dtype(dt).itemsize
+    if not isinstance(at, int) and at.size and int(at.min()) == int(at.max()):
+        at = int(at[0])                 # the same layout for all (IPv4 or IPv6 hosts only)
     if isinstance(at, int):
         cols = H[:, at:at + w]
     else:
@@ -364,10 +393,8 @@ def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, 
         if pos < 0:
             pos = n
     while pos < end:
-        chain: list[int] = []
-        stopped = _chain(buf, n, pos, end, chain)
-        if chain:
-            p = np.asarray(chain, dtype=np.int64)
+        p, stopped = _chain(u8, n, pos, end)
+        if p.size:
             bad = np.flatnonzero(_gather(u8, p + 28, ">i8") != p + base)
             if bad.size:                      # a PHYSICALOFFSET that is not the record's position
                 stopped = int(p[bad[0]])
@@ -463,11 +490,10 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
     try:
         k = crc_known
         if check_crc and P.size > k:
-            c32 = crc32
             got = crc.copy()
-            got[k:] = np.fromiter((c32(mv[a:b]) for a, b in zip(body_at[k:].tolist(),
-                                                                (body_at + blen)[k:].tolist(), strict=True)),
-                                  dtype=np.int64, count=P.size - k) & _MASK
+            # map() of builtins: the per-record loop runs in C (slice, memoryview slice, CRC call)
+            bodies = map(mv.__getitem__, map(slice, body_at[k:].tolist(), (body_at + blen)[k:].tolist()))
+            got[k:] = np.fromiter(map(crc32, bodies), dtype=np.int64, count=P.size - k) & _MASK
             crc_ok = got == crc
             for i in np.flatnonzero(~crc_ok).tolist():
                 p = int(P[i])
