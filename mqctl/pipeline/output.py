@@ -66,12 +66,19 @@ class PartWriter:
     ROW_GROUP_ROWS rows or ROW_GROUP_BYTES of `size`), never by how the batches arrived: the local engine
     and Spark's executors feed the same rows in different batches and get the same file."""
 
-    def __init__(self, path: Path, schema: Any, size_column: str | None = None) -> None:
+    def __init__(self, path: Path, schema: Any, size_column: str | None = None, *,
+                 plain: tuple[str, ...] = (), no_statistics: tuple[str, ...] = ()) -> None:
+        """`plain`: columns not dictionary-encoded (values mostly distinct: trying costs CPU for nothing);
+        `no_statistics`: columns without min/max (bodies)."""
         import pyarrow.parquet as pq
 
         path.parent.mkdir(parents=True, exist_ok=True)
         self.schema, self.size_column = schema, size_column
-        self._w = pq.ParquetWriter(str(path), schema, compression="snappy", write_statistics=True)
+        names = schema.names
+        self._w = pq.ParquetWriter(str(path), schema, compression="snappy",
+                                   use_dictionary=[n for n in names if n not in plain] if plain else True,
+                                   write_statistics=[n for n in names if n not in no_statistics]
+                                   if no_statistics else True)
         self._pending: list[Any] = []
         self._rows = self._bytes = 0
         self.rows = 0

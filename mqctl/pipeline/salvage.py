@@ -197,6 +197,9 @@ def _part_paths(keys: list[tuple[int, int, int]], sets: list[dict[str, Any]]
 # replica: (-1 - setId, rank, 0). Each group gives min(ord) (the copy to keep) and its size (copies).
 GROUP_COLUMNS = ("gSet", "gHi", "gLo")
 PARTS_TMP = "_parts"            # inside the messages directory while the job runs: part files by key
+# columns whose values are mostly distinct: Parquet's dictionary encoding would be tried and dropped
+PLAIN_COLUMNS = ("physicalOffset", "queueOffset", "bornTimestamp", "storeTimestamp", "bodyCrc", "uniqKey",
+                 "rawProperties", "body", "messageKey")
 
 
 def _tmp_part(setid: int, epoch: int, bucket: int) -> str:
@@ -241,7 +244,8 @@ def write_groups(groups: Any, ranges: list[ByteRange], target: str | None) -> li
         out.append({"part": key, "rows": j - i})
         if target is None:
             continue
-        w = PartWriter(Path(target) / _tmp_part(*key), schema, "size")
+        w = PartWriter(Path(target) / _tmp_part(*key), schema, "size", plain=PLAIN_COLUMNS,
+                       no_statistics=("body", "rawProperties", "properties"))
         try:
             run = k.slice(i, j - i).combine_chunks()
             for a, z in row_groups(run.column("size").to_numpy()):    # a batch per row group: no copy

@@ -449,7 +449,7 @@ def message_batch(kept: Any, ranges: Sequence[ByteRange]) -> Any:
     parts: list[ParsedRange] = []
     for idx in runs:
         with open_file(path_of[fid[idx[0]]]) as buf:
-            parts.append(records_at(buf, int(starts[idx[0]]), pos[idx],
+            parts.append(records_at(buf, int(starts[idx[0]]), pos[idx], topics=False,
                                     extract=("bodies", "properties", "hosts")))
 
     def arr(arrays: list[Any], typ: Any) -> Any:

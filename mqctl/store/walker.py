@@ -410,11 +410,12 @@ def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, 
     return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), pos, taken
 
 
-def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tuple[str, ...] = ()
-               ) -> ParsedRange:
+def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tuple[str, ...] = (),
+               topics: bool = True) -> ParsedRange:
     """The fields of the records at known `positions` of a whole file (found by an earlier walk), in that
-    order, without walking: how salvage reads back the messages it keeps. BODYCRC is not checked again;
-    a position that is no longer a record raises RecordError."""
+    order, without walking: how salvage reads back the messages it keeps (`topics=False`: without their
+    topics, known already). BODYCRC is not checked again; a position that is no longer a record raises
+    RecordError."""
     n = len(buf)
     u8 = np.frombuffer(buf, dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
     try:
@@ -425,7 +426,7 @@ def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tup
         if bad.size:
             raise RecordError(file_start + int(P[bad[0]]), "not a record any more (the file changed?)")
         w = _Walker(buf, file_start, u8)
-        pr = _columns(buf, u8, w, P, n, False, True, extract, 0)
+        pr = _columns(buf, u8, w, P, n, False, True, extract, 0, topics)
         if pr.problems or len(pr) != P.size:
             p = w.problems[0]
             raise RecordError(p.offset, p.reason)
@@ -444,7 +445,7 @@ def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, 
 
 
 def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int, check_crc: bool,
-             fields: bool, extract: tuple[str, ...], crc_known: int) -> ParsedRange:
+             fields: bool, extract: tuple[str, ...], crc_known: int, topics: bool = True) -> ParsedRange:
     """Check the layout of the records at P and gather their fields (all records at once); BODYCRC is
     not computed again for the first `crc_known` (taken from a `Chain` that found it right)."""
     base = w.base
@@ -499,7 +500,7 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
                 p = int(P[i])
                 w.problems.append(Problem(base + p, p, int(total[i]), "crc",
                                           f"BODYCRC mismatch: field says {int(crc[i])}, body gives {got[i]}"))
-        codes, names = _topics(u8, mv, P + tstart, tlen) if fields else (np.zeros(0, np.int64), [])
+        codes, names = _topics(u8, mv, P + tstart, tlen) if fields and topics else (np.zeros(0, np.int64), [])
         extra: dict[str, Any] = {}
         if "bodies" in extract:
             extra["body_blob"] = _blob(mv, body_at, blen)
