@@ -320,18 +320,24 @@ def _gather(u8: np.ndarray, idx: np.ndarray, dt: str) -> np.ndarray:
 HEAD = 112      # a record's bytes up to its body length field, with IPv6 hosts: every fixed field
 
 
-def _heads(u8: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """The first HEAD bytes of the records at P as the rows of one array (zeros past the buffer's end):
-    one copy that touches each record once, instead of a gather over all records per field."""
+def _rows(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """`width` bytes from each position of `at` as the rows of one array (zeros past the buffer's end):
+    a copy of each row (numpy's row gather over a sliding window view), not a fancy index per byte."""
     n = u8.size
-    out = np.zeros((P.size, HEAD), dtype=np.uint8)
-    whole = n - HEAD >= P
-    if n >= HEAD:
-        out[whole] = np.lib.stride_tricks.sliding_window_view(u8, HEAD)[P[whole]]
+    out = np.zeros((at.size, width), dtype=np.uint8)
+    whole = n - width >= at
+    if n >= width:
+        out[whole] = np.lib.stride_tricks.sliding_window_view(u8, width)[at[whole]]
     for i in np.flatnonzero(~whole).tolist():
-        row = u8[int(P[i]):int(P[i]) + HEAD]
+        row = u8[int(at[i]):int(at[i]) + width]
         out[i, :row.size] = row
     return out
+
+
+def _heads(u8: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """The first HEAD bytes of the records at P (`_rows`): one copy that touches each record once,
+    instead of a gather over all records per field."""
+    return _rows(u8, P, HEAD)
 
 
 def _field(H: np.ndarray, at: int | np.ndarray, dt: str) -> np.ndarray:
@@ -547,8 +553,7 @@ def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) ->
     step = max(1, (8 << 20) // (width + 2))
     for s in range(0, at.size, step):
         a, ln = at[s:s + step], tlen[s:s + step]
-        rows = np.where(cols < ln[:, None], u8[np.minimum(a[:, None] + cols, u8.size - 1)], 0)
-        rows = rows.astype(np.uint8)
+        rows = np.where(cols < ln[:, None], _rows(u8, a, cols.size), 0).astype(np.uint8)
         # the length too: a topic ending in NUL bytes differs from a shorter one
         key = np.ascontiguousarray(np.concatenate([ln.astype(">u2").view(np.uint8).reshape(-1, 2), rows],
                                                   axis=1))
