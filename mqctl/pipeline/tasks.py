@@ -18,7 +18,7 @@ import numpy as np
 
 from mqctl.pipeline.ranges import ByteRange
 from mqctl.store.commitlog import decode_properties
-from mqctl.store.walker import Blob, Chain, ParsedRange, Problem, parse_byte_range, records_at
+from mqctl.store.walker import Blob, Chain, ParsedRange, Problem, parse_byte_range, records_at, row_bytes
 
 __all__ = [
     "CANDIDATE_FIELDS",
@@ -150,7 +150,7 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
 # bits (`key_hashes`) and `ord`, which packs the replica's rank in the plan, the record's offset and
 # whether its BODYCRC failed, so that the smallest `ord` of a message is the copy to keep (first replica,
 # lowest offset) and that copy can be found again from it alone. The engine drops what the source keeps
-# and the extra copies; `part_rows` then reads the kept records of one output part back at their
+# and the extra copies; `kept_rows` then reads the kept records of one output part back at their
 # positions (no walk) and `message_batch` makes the output rows. No body crosses a shuffle, none reaches
 # the driver, and the rows the engines sort and move are 28 bytes.
 
@@ -258,7 +258,7 @@ def key_hashes(keys: Any) -> tuple[np.ndarray, np.ndarray]:
         at, ln = offs[s:s + step + 1][:-1], np.diff(offs[s:s + step + 1])
         width = max(8, -(-int(ln.max()) // 8) * 8)
         cols = np.arange(width)
-        rows = np.where(cols < ln[:, None], u8[np.minimum(at[:, None] + cols, u8.size - 1)], 0)
+        rows = np.where(cols < ln[:, None], row_bytes(u8, at, width), 0)
         words = np.ascontiguousarray(rows.astype(np.uint8)).view("<u8")
         h1 = _fmix(ln.astype(np.uint64) ^ np.uint64(_SEEDS[0]))
         h2 = _fmix(ln.astype(np.uint64) ^ np.uint64(_SEEDS[1]))

@@ -58,7 +58,7 @@ from mqctl.store.commitlog import (
 )
 
 __all__ = ["Blob", "Chain", "ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host",
-           "parse_byte_range", "records_at"]
+           "parse_byte_range", "records_at", "row_bytes"]
 
 Buf = bytes | bytearray | memoryview | mmap.mmap
 
@@ -320,7 +320,7 @@ def _gather(u8: np.ndarray, idx: np.ndarray, dt: str) -> np.ndarray:
 HEAD = 112      # a record's bytes up to its body length field, with IPv6 hosts: every fixed field
 
 
-def _rows(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+def row_bytes(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     """`width` bytes from each position of `at` as the rows of one array (zeros past the buffer's end):
     a copy of each row (numpy's row gather over a sliding window view), not a fancy index per byte."""
     n = u8.size
@@ -335,9 +335,9 @@ def _rows(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
 
 
 def _heads(u8: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """The first HEAD bytes of the records at P (`_rows`): one copy that touches each record once,
+    """The first HEAD bytes of the records at P (`row_bytes`): one copy that touches each record once,
     instead of a gather over all records per field."""
-    return _rows(u8, P, HEAD)
+    return row_bytes(u8, P, HEAD)
 
 
 def _field(H: np.ndarray, at: int | np.ndarray, dt: str) -> np.ndarray:
@@ -553,7 +553,7 @@ def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) ->
     step = max(1, (8 << 20) // (width + 2))
     for s in range(0, at.size, step):
         a, ln = at[s:s + step], tlen[s:s + step]
-        rows = np.where(cols < ln[:, None], _rows(u8, a, cols.size), 0).astype(np.uint8)
+        rows = np.where(cols < ln[:, None], row_bytes(u8, a, cols.size), 0).astype(np.uint8)
         # the length too: a topic ending in NUL bytes differs from a shorter one
         key = np.ascontiguousarray(np.concatenate([ln.astype(">u2").view(np.uint8).reshape(-1, 2), rows],
                                                   axis=1))
