@@ -8,9 +8,10 @@ what lies beyond its own max offset. A candidate is dropped when the source keep
 `truncateTo` (or its first record with `full_source`) and its max offset; the rest is deduplicated
 across replicas (one row per message: the copy of the replica first in the plan's order) and written.
 
-Two passes over the replicas' ranges (`tasks.candidate_keys`, then `tasks.message_batch` for the kept
-records only), the same on Spark and in-process (the local engine): both write the same files, through
-pyarrow. Output (docs/pipeline.md): `DIR/messages/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet`
+Two passes over the replicas' ranges, the same on Spark (one job) and in-process (the local engine):
+`tasks.candidate_keys` gives 28 bytes per record, the engine groups them by message (GROUP_COLUMNS), and
+`write_groups` reads the kept records back and writes each part through pyarrow; both engines write the
+same files. Output (docs/pipeline.md): `DIR/messages/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet`
 (one part per epoch and PART_BYTES window of physical offsets, rows sorted by topic, queueId, epoch,
 physicalOffset, store), `DIR/schema.json`, `DIR/summary.json`. No time in them: a rerun on the same
 stores gives byte-identical files. A previous salvage is replaced only with --overwrite, and moved to

@@ -18,10 +18,11 @@ columns of many records at once (stop_at_damage=True for RocketMQ's view of wher
 False to see past damage), `records_at` to read back records found earlier.
 
 Record semantics are the store module's (`mqctl.store.commitlog.decode_record` gives the reasons): the
-same MAGICCODE / TOTALSIZE / PHYSICALOFFSET / field-layout rules. The only per-record Python loop reads
-TOTALSIZE and MAGICCODE; PHYSICALOFFSET, the field layout and every field are then checked and gathered
-for all records at once with numpy, and BODYCRC is computed on memoryview slices (ISA-L's crc32 when
-the `isal` package is there, zlib's otherwise).
+same MAGICCODE / TOTALSIZE / PHYSICALOFFSET / field-layout rules. No Python statement runs per record:
+the chain of records (MAGICCODE, TOTALSIZE) is found with numpy window by window (`_chain`),
+PHYSICALOFFSET, the field layout and every field are checked and gathered for all records at once from
+a copy of their first bytes (`_heads`), and BODYCRC is computed on memoryview slices through map() (ISA-L's
+crc32 when the `isal` package is there, zlib's otherwise): the loop over records runs in C.
 
 Ownership, which makes the pipeline's result independent of where ranges are cut:
 * a range that does not start where its region starts (`head_owned`), and whose first bytes are not a
