@@ -57,8 +57,8 @@ class SalvageInput:
     sets: list[dict[str, Any]] = field(default_factory=list)
     not_salvaged: list[dict[str, Any]] = field(default_factory=list)
     specs: list[tuple[str, str, int, int | None, dict[str, Any]]] = field(default_factory=list)
-    # file path -> the records the plan's recovery scan found there: the local engine's pass 1 takes them
-    # instead of walking those bytes again (Spark's executors walk their ranges themselves)
+    # file path -> the records the plan's recovery scan found there: pass 1 takes them instead of walking
+    # those bytes again (on Spark a broadcast to the executors)
     chains: dict[str, Chain] = field(default_factory=dict)
 
     @property
@@ -367,7 +367,9 @@ class _SparkJob(_Job):
     def __init__(self, spark: Any, inp: SalvageInput) -> None:
         sc = spark.sparkContext
         self.spark, self.inp = spark, inp
-        inp.chains.clear()          # the executors walk their ranges themselves
+        # the records the plan's scan found, for the tasks to take instead of walking them again (a
+        # broadcast: each executor gets them once)
+        self.chains = sc.broadcast(inp.chains)
         self.acc_bytes, self.acc_msgs = sc.accumulator(0), sc.accumulator(0)
         self.acc_ranges = sc.accumulator({}, _Merge())
         self.frames: list[Any] = []
@@ -381,6 +383,7 @@ class _SparkJob(_Job):
     def close(self) -> None:
         for f in self.frames:
             f.unpersist()
+        self.chains.destroy()
         self.spark.conf.set("spark.sql.shuffle.partitions", self.shuffle)
 
     def run(self, root: Path | None) -> tuple[list[dict[str, Any]], dict[int, tuple[int, list[Any]]]]:
@@ -460,11 +463,12 @@ class _SparkJob(_Job):
         spark_t = {"int64": T.LongType(), "int32": T.IntegerType()}
         schema = T.StructType([T.StructField(n, spark_t[t], False) for n, t in CANDIDATE_FIELDS])
         ranges, acc_b, acc_m, acc_r = self.inp.candidates, self.acc_bytes, self.acc_msgs, self.acc_ranges
+        chains = self.chains
 
         def parse(batches: Iterator[Any]) -> Iterator[Any]:
             for b in batches:
                 for i in b.column(0).to_pylist():
-                    batch, probs = candidate_keys(ranges[i])
+                    batch, probs = candidate_keys(ranges[i], chains.value.get(ranges[i].path))
                     acc_b.add(ranges[i].length)
                     acc_m.add(batch.num_rows)
                     acc_r.add({i: (batch.num_rows, probs)})
@@ -475,13 +479,13 @@ class _SparkJob(_Job):
     def _keys(self, schema: Any) -> Any:
         from mqctl.pipeline.tasks import key_arrow
 
-        ranges, acc_b = self.inp.keys, self.acc_bytes
+        ranges, acc_b, chains = self.inp.keys, self.acc_bytes, self.chains
 
         def keys(batches: Iterator[Any]) -> Iterator[Any]:
             for b in batches:
                 for i in b.column(0).to_pylist():
                     acc_b.add(ranges[i].length)
-                    yield key_arrow(ranges[i])
+                    yield key_arrow(ranges[i], chains.value.get(ranges[i].path))
 
         return self._ids(len(ranges)).mapInArrow(keys, schema)
 
