@@ -159,7 +159,7 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
     per_store, per_topic = _per_store_topic(counts)
     doc = _summary(inp, per_store, per_topic, problems, digest)
     if writing:
-        assert outp is not None
+        assert outp is not None and tmp is not None
         (tmp / SUMMARY_FILE).write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
         backup = install_output(tmp, outp, (MESSAGES_DIR, SCHEMA_FILE, SUMMARY_FILE), doc["digest"])
         shutil.rmtree(tmp, ignore_errors=True)
@@ -493,7 +493,7 @@ class _SparkJob(_Job):
 def _counts(results: list[dict[str, Any]], per_range: dict[int, tuple[int, list[Any]]],
             ranges: list[ByteRange]) -> list[dict[str, Any]]:
     """The writers' results and the ranges' record counts as (store, topic) count rows."""
-    by_rank = {(int(r.meta["setId"]), int(r.meta["rank"])): r for r in ranges}
+    by_rank = {(r.meta["setId"], r.meta["rank"]): r for r in ranges}
     zero = dict.fromkeys(("records", "onSource", "messages", "bytes", "bodyBytes", "crcErrors"), 0)
 
     def row(br: ByteRange, topic: str, **counts: int) -> dict[str, Any]:
@@ -512,8 +512,8 @@ def _counts(results: list[dict[str, Any]], per_range: dict[int, tuple[int, list[
 
 def _install_parts(root: Path, results: list[dict[str, Any]], sets: list[dict[str, Any]]) -> None:
     """Give the part files the writers left in PARTS_TMP their names (numbered per set)."""
-    keys = [tuple(r["part"]) for r in results if "part" in r]
-    for key, name in _part_paths(keys, sets).items():       # type: ignore[arg-type]
+    keys = [(int(r["part"][0]), int(r["part"][1]), int(r["part"][2])) for r in results if "part" in r]
+    for key, name in _part_paths(keys, sets).items():
         dst = root / name
         dst.parent.mkdir(parents=True, exist_ok=True)
         os.replace(root / _tmp_part(*key), dst)
