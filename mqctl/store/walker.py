@@ -225,7 +225,8 @@ def _head(buf: Buf, n: int, base: int, pos: int) -> int:
 
 
 _WIN_MIN, _WIN_MAX = 64 << 10, 8 << 20
-assert MAGIC_V1 >> 8 == MAGIC_V2 >> 8 == 0xDAA320      # the two MAGICCODEs differ in their last byte
+_M0, _M1, _M2 = MAGIC_V1 >> 24, (MAGIC_V1 >> 16) & 0xFF, (MAGIC_V1 >> 8) & 0xFF
+assert MAGIC_V1 >> 8 == MAGIC_V2 >> 8          # the two MAGICCODEs differ in their last byte only
 
 
 def _chain(u8: np.ndarray, n: int, pos: int, end: int) -> tuple[np.ndarray, int]:
@@ -242,8 +243,8 @@ def _chain(u8: np.ndarray, n: int, pos: int, end: int) -> tuple[np.ndarray, int]
     win = _WIN_MIN
     while pos < stop:
         w1 = min(stop, pos + win)
-        q = pos + np.flatnonzero(u8[pos + 4:w1 + 4] == 0xDA)        # p < stop <= n - 35: p + 7 < n
-        q = q[(u8[q + 5] == 0xA3) & (u8[q + 6] == 0x20) & ((u8[q + 7] == v1) | (u8[q + 7] == v2))]
+        q = pos + np.flatnonzero(u8[pos + 4:w1 + 4] == _M0)         # p < stop <= n - 35: p + 7 < n
+        q = q[(u8[q + 5] == _M1) & (u8[q + 6] == _M2) & ((u8[q + 7] == v1) | (u8[q + 7] == v2))]
         if not q.size or q[0] != pos:
             break                                                    # no record at pos
         total = _gather(u8, q, ">i4")
