@@ -20,7 +20,8 @@ HIDDEN = ".mqctl-"                  # our own temporary and backup directories i
 ROW_GROUP_ROWS = 32768              # a row group ends after this many rows or ROW_GROUP_BYTES of records
 ROW_GROUP_BYTES = 64 << 20
 
-__all__ = ["SUMMARY_FILE", "PartWriter", "check_out_dir", "install_output", "tree_digest", "write_parquet"]
+__all__ = ["SUMMARY_FILE", "PartWriter", "check_out_dir", "install_output", "row_groups", "tree_digest",
+           "write_parquet"]
 
 
 def check_out_dir(out: Path, kind: str, *, overwrite: bool = False) -> None:
@@ -65,12 +66,19 @@ class PartWriter:
     ROW_GROUP_ROWS rows or ROW_GROUP_BYTES of `size`), never by how the batches arrived: the local engine
     and Spark's executors feed the same rows in different batches and get the same file."""
 
-    def __init__(self, path: Path, schema: Any, size_column: str | None = None) -> None:
+    def __init__(self, path: Path, schema: Any, size_column: str | None = None, *,
+                 plain: tuple[str, ...] = (), no_statistics: tuple[str, ...] = ()) -> None:
+        """`plain`: columns not dictionary-encoded (values mostly distinct: trying costs CPU for nothing);
+        `no_statistics`: columns without min/max (bodies)."""
         import pyarrow.parquet as pq
 
         path.parent.mkdir(parents=True, exist_ok=True)
         self.schema, self.size_column = schema, size_column
-        self._w = pq.ParquetWriter(str(path), schema, compression="snappy", write_statistics=True)
+        names = schema.names
+        self._w = pq.ParquetWriter(str(path), schema, compression="snappy",
+                                   use_dictionary=[n for n in names if n not in plain] if plain else True,
+                                   write_statistics=[n for n in names if n not in no_statistics]
+                                   if no_statistics else True)
         self._pending: list[Any] = []
         self._rows = self._bytes = 0
         self.rows = 0
@@ -81,17 +89,10 @@ class PartWriter:
         batch = _conform(batch, self.schema)
         sizes = (batch.column(self.size_column).to_numpy(zero_copy_only=False).astype(np.int64)
                  if self.size_column else np.zeros(batch.num_rows, dtype=np.int64))
-        i = 0
-        while i < batch.num_rows:
-            # rows up to the end of the current row group
-            room = ROW_GROUP_ROWS - self._rows
-            cum = np.cumsum(sizes[i:i + room])
-            j = int(np.searchsorted(cum, ROW_GROUP_BYTES - self._bytes, side="left")) + 1
-            take = min(room, j, batch.num_rows - i)
-            self._pending.append(batch.slice(i, take))
-            self._rows += take
-            self._bytes += int(cum[take - 1])
-            i += take
+        for i, j in row_groups(sizes, self._rows, self._bytes):
+            self._pending.append(batch.slice(i, j - i))
+            self._rows += j - i
+            self._bytes += int(sizes[i:j].sum())
             if self._rows >= ROW_GROUP_ROWS or self._bytes >= ROW_GROUP_BYTES:
                 self._flush()
 
@@ -99,8 +100,11 @@ class PartWriter:
         import pyarrow as pa
 
         if self._rows:
-            # one contiguous chunk per column: Parquet pages break at chunk boundaries too
-            table = pa.Table.from_batches(self._pending, schema=self.schema).combine_chunks()
+            # one contiguous chunk per column: Parquet pages break at chunk boundaries too (a batch cut
+            # by `row_groups` is one already: no copy)
+            table = pa.Table.from_batches(self._pending, schema=self.schema)
+            if len(self._pending) > 1:
+                table = table.combine_chunks()
             self._w.write_table(table, row_group_size=table.num_rows)
             self.rows += table.num_rows
         self._pending, self._rows, self._bytes = [], 0, 0
@@ -108,6 +112,23 @@ class PartWriter:
     def close(self) -> None:
         self._flush()
         self._w.close()
+
+
+def row_groups(sizes: Any, rows: int = 0, nbytes: int = 0) -> list[tuple[int, int]]:
+    """[i, j) spans of rows with record sizes `sizes` that end where PartWriter ends its row groups
+    (after ROW_GROUP_ROWS rows, or at the row that reaches ROW_GROUP_BYTES), the first one continuing a
+    row group that has `rows` rows and `nbytes` bytes already; the last span may end short of one."""
+    import numpy as np
+
+    cum = np.cumsum(sizes, dtype=np.int64)
+    out, i, n = [], 0, len(cum)
+    while i < n:
+        base = int(cum[i - 1]) if i else 0
+        room = ROW_GROUP_ROWS - rows
+        j = min(i + room, n, int(np.searchsorted(cum, base + ROW_GROUP_BYTES - nbytes, side="left")) + 1)
+        out.append((i, j))
+        i, rows, nbytes = j, 0, 0
+    return out
 
 
 def _conform(batch: Any, schema: Any) -> Any:

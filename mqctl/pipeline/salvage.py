@@ -8,9 +8,10 @@ what lies beyond its own max offset. A candidate is dropped when the source keep
 `truncateTo` (or its first record with `full_source`) and its max offset; the rest is deduplicated
 across replicas (one row per message: the copy of the replica first in the plan's order) and written.
 
-Two passes over the replicas' ranges (`tasks.candidate_keys`, then `tasks.message_batch` for the kept
-records only), the same on Spark and in-process (the local engine): both write the same files, through
-pyarrow. Output (docs/pipeline.md): `DIR/messages/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet`
+Two passes over the replicas' ranges, the same on Spark (one job) and in-process (the local engine):
+`tasks.candidate_keys` gives 28 bytes per record, the engine groups them by message (GROUP_COLUMNS), and
+`write_groups` reads the kept records back and writes each part through pyarrow; both engines write the
+same files. Output (docs/pipeline.md): `DIR/messages/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet`
 (one part per epoch and PART_BYTES window of physical offsets, rows sorted by topic, queueId, epoch,
 physicalOffset, store), `DIR/schema.json`, `DIR/summary.json`. No time in them: a rerun on the same
 stores gives byte-identical files. A previous salvage is replaced only with --overwrite, and moved to
@@ -39,12 +40,7 @@ MESSAGES_DIR = "messages"
 KIND = "mqctl-salvage"
 LAYOUT_VERSION = 2             # 2: parts per (epoch, PART_BYTES window), schema.json lists Arrow types
 PART_BYTES = 256 << 20
-PROBLEM_COL = "_problem"
 BROADCAST_KEYS = 1_000_000      # source keys up to this many are broadcast to the join, else shuffled
-# the message columns of a problem row: its range, set and store, else these placeholders (a null
-# key matches no message; the row is never written)
-_DEFAULTS: dict[str, Any] = {"string": "", "int64": 0, "int32": 0, "bool": False, "keyHi": None,
-                             "keyLo": None}
 SORT_COLUMNS = ("clusterName", "brokerName", "topic", "queueId", "epoch", "physicalOffset", "store")
 
 __all__ = ["PART_BYTES", "SalvageInput", "prepare", "run_salvage"]
@@ -61,8 +57,8 @@ class SalvageInput:
     sets: list[dict[str, Any]] = field(default_factory=list)
     not_salvaged: list[dict[str, Any]] = field(default_factory=list)
     specs: list[tuple[str, str, int, int | None, dict[str, Any]]] = field(default_factory=list)
-    # file path -> the records the plan's recovery scan found there: the local engine's pass 1 takes them
-    # instead of walking those bytes again (Spark's executors walk their ranges themselves)
+    # file path -> the records the plan's recovery scan found there: pass 1 takes them instead of walking
+    # those bytes again (on Spark a broadcast to the executors)
     chains: dict[str, Chain] = field(default_factory=dict)
 
     @property
@@ -143,7 +139,7 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
     digest = backup = None
     with progress("salvage", inp.nbytes, job.done, enabled=show_progress):
         try:
-            counts, problems = job.dedupe()
+            tmp = None
             if writing:
                 assert outp is not None
                 outp.mkdir(exist_ok=True)
@@ -151,15 +147,19 @@ def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | Non
                 if tmp.exists():
                     shutil.rmtree(tmp)
                 (tmp / MESSAGES_DIR).mkdir(parents=True)
-                job.write(tmp / MESSAGES_DIR)
+            results, per_range = job.run(None if tmp is None else tmp / MESSAGES_DIR)
+            if tmp is not None:
+                _install_parts(tmp / MESSAGES_DIR, results, inp.sets)
                 (tmp / SCHEMA_FILE).write_text(json.dumps(_schema_doc(), indent=1, sort_keys=True) + "\n")
                 digest = tree_digest(tmp)
         finally:
             job.close()
+    counts = _counts(results, per_range, inp.candidates)
+    problems = [p for _, (_, probs) in sorted(per_range.items()) for p in probs]
     per_store, per_topic = _per_store_topic(counts)
     doc = _summary(inp, per_store, per_topic, problems, digest)
     if writing:
-        assert outp is not None
+        assert outp is not None and tmp is not None
         (tmp / SUMMARY_FILE).write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
         backup = install_output(tmp, outp, (MESSAGES_DIR, SCHEMA_FILE, SUMMARY_FILE), doc["digest"])
         shutil.rmtree(tmp, ignore_errors=True)
@@ -193,88 +193,111 @@ def _part_paths(keys: list[tuple[int, int, int]], sets: list[dict[str, Any]]
     return out
 
 
-def _chunks(sizes: Any, max_bytes: int = 32 << 20) -> Iterator[tuple[int, int]]:
-    """[i, j) row spans of at most max_bytes of records (at least one row each)."""
+# The dedupe's groups, the same in both engines (Spark's JVM groups by these three columns): a message
+# not on the source is its (setId, key); the candidates whose key the source keeps are only counted, per
+# replica: (-1 - setId, rank, 0). Each group gives min(ord) (the copy to keep) and its size (copies).
+GROUP_COLUMNS = ("gSet", "gHi", "gLo")
+PARTS_TMP = "_parts"            # inside the messages directory while the job runs: part files by key
+# columns whose values are mostly distinct: Parquet's dictionary encoding would be tried and dropped
+PLAIN_COLUMNS = ("physicalOffset", "queueOffset", "bornTimestamp", "storeTimestamp", "bodyCrc", "uniqKey",
+                 "rawProperties", "body", "messageKey")
+
+
+def _tmp_part(setid: int, epoch: int, bucket: int) -> str:
+    return f"{PARTS_TMP}/{setid}_{epoch}_{bucket}.parquet"
+
+
+def write_groups(groups: Any, ranges: list[ByteRange], target: str | None) -> list[dict[str, Any]]:
+    """What a writer task does with its share of the dedupe's groups (an Arrow table: GROUP_COLUMNS[:2],
+    ord, copies): write the kept messages of each part it holds into `target`/PARTS_TMP (nothing when
+    None: a dry run) and return what the summary counts, as small dicts: the parts written, per range
+    and topic the messages kept, per replica the candidates the source has."""
     import numpy as np
-
-    ends = np.cumsum(sizes, dtype=np.int64)
-    i, n = 0, len(ends)
-    while i < n:
-        base = int(ends[i - 1]) if i else 0
-        j = max(i + 1, int(np.searchsorted(ends, base + max_bytes, side="right")))
-        yield i, j
-        i = j
-
-
-def _write_runs(batches: Iterator[Any], root: Path, paths: dict[tuple[int, int, int], str],
-                ranges: list[ByteRange]) -> Iterator[tuple[str, int]]:
-    """Write kept candidate rows, sorted by part then SORT_COLUMNS, into their part files (one writer
-    open at a time); yields (part path, rows) per part."""
-    import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    from mqctl.pipeline.output import PartWriter
-    from mqctl.pipeline.tasks import message_batch, output_schema
+    from mqctl.pipeline.output import PartWriter, row_groups
+    from mqctl.pipeline.tasks import kept_rows, message_batch, output_schema
 
+    g = groups.column("gSet").to_numpy()
+    on = g < 0
+    out: list[dict[str, Any]] = [{"onSource": [int(-1 - s), int(r)], "n": int(c)} for s, r, c in zip(
+        g[on].tolist(), groups.column("gHi").to_numpy()[on].tolist(),
+        groups.column("copies").to_numpy()[on].tolist(), strict=True)]
+    keep = np.flatnonzero(~on)
+    k = kept_rows(g[keep], groups.column("ord").to_numpy()[keep], groups.column("copies").to_numpy()[keep],
+                  ranges, PART_BYTES)
+    kb = pc.invert(k.column("crcOk"))
+    agg = k.append_column("bad", pc.cast(kb, pa.int64())).group_by(["rangeId", "topic"]).aggregate(
+        [("size", "count"), ("size", "sum"), ("bodyBytes", "sum"), ("bad", "sum")])
+    out += [{"range": r["rangeId"], "topic": r["topic"], "messages": r["size_count"], "bytes": r["size_sum"],
+             "bodyBytes": r["bodyBytes_sum"], "crcErrors": r["bad_sum"]} for r in agg.to_pylist()]
+    n = k.num_rows
+    new = np.zeros(n, dtype=bool)
+    new[:1] = True
+    for x in ("setId", "partEpoch", "partBucket"):
+        c = k.column(x).to_numpy()
+        new[1:] |= c[1:] != c[:-1]
+    at = np.flatnonzero(new).tolist()
     schema = output_schema()
-    cur: tuple[Any, ...] | None = None
-    w: PartWriter | None = None
-    try:
-        for b in batches:
-            n = b.num_rows
-            new = np.zeros(n, dtype=bool)
-            new[:1] = True
-            for x in _PART_KEY:
-                col = b.column(x)
-                if n > 1:
-                    new[1:] |= pc.not_equal(col.slice(1), col.slice(0, n - 1)).to_numpy(zero_copy_only=False)
-            at = np.flatnonzero(new).tolist()
-            for i, j in zip(at, [*at[1:], n], strict=True):
-                key = tuple(b.column(x)[i].as_py() for x in _PART_KEY)
-                if key != cur:
-                    if w is not None and cur is not None:
-                        w.close()
-                        yield paths[cur], w.rows
-                    cur = key
-                    w = PartWriter(root / paths[cur], schema, "size")
-                assert w is not None
-                run = b.slice(i, j - i)
-                for a, z in _chunks(run.column("size").to_numpy()):
-                    w.write(message_batch(run.slice(a, z - a), ranges))
-                i = j
-        if w is not None and cur is not None:
+    for i, j in zip(at, [*at[1:], n], strict=True):
+        key = [int(k.column(x)[i].as_py()) for x in ("setId", "partEpoch", "partBucket")]
+        out.append({"part": key, "rows": j - i})
+        if target is None:
+            continue
+        w = PartWriter(Path(target) / _tmp_part(*key), schema, "size", plain=PLAIN_COLUMNS,
+                       no_statistics=("body", "rawProperties", "properties"))
+        try:
+            run = k.slice(i, j - i).combine_chunks()
+            for a, z in row_groups(run.column("size").to_numpy()):    # a batch per row group: no copy
+                w.write(message_batch(run.slice(a, z - a).to_batches()[0], ranges))
+        finally:
             w.close()
-            rows, w = w.rows, None
-            yield paths[cur], rows
-    finally:
-        if w is not None:
-            w.close()
+    return out
+
+
+def _dedupe_groups(t: Any, src: dict[int, list[Any]]) -> Any:
+    """The local engine's GROUP_COLUMNS grouping of the candidate rows `t` (what Spark's JVM does): the
+    smallest ord and the count of each group; `src`: the source's keys per set."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mqctl.pipeline.tasks import unpack_ord
+
+    sid, hi, lo, ords = (t.column(x).to_numpy() for x in ("setId", "keyHi", "keyLo", "ord"))
+    on_src = np.zeros(sid.size, dtype=bool)
+    for set_id, arrs in src.items():
+        in_set = np.flatnonzero(sid == set_id)
+        on_src[in_set] = pc.is_in(_key16(pa, hi[in_set], lo[in_set]), value_set=pa.concat_arrays(arrs)
+                                  ).to_numpy(zero_copy_only=False)
+    gs = np.where(on_src, -1 - sid.astype(np.int64), sid)
+    gh = np.where(on_src, unpack_ord(ords)[0], hi)
+    gl = np.where(on_src, 0, lo)
+    order = np.lexsort((ords, gl, gh, gs))
+    new = np.zeros(sid.size, dtype=bool)
+    new[:1] = True
+    for x in (gs, gh, gl):
+        xs = x[order]
+        new[1:] |= xs[1:] != xs[:-1]
+    first = order[new]
+    copies = np.diff(np.append(np.flatnonzero(new), sid.size))
+    return pa.table({"gSet": pa.array(gs[first], pa.int32()), "gHi": pa.array(gh[first]),
+                     "ord": pa.array(ords[first]), "copies": pa.array(copies.astype(np.int64))})
 
 
 class _Job:
-    """One engine's way of running the two passes; `done()` -> (bytes, messages) read so far."""
+    """One engine's way of running the job: `run(root)` -> (result dicts of `write_groups`, {range:
+    (records, problems)}); `done()` -> (bytes, messages) read so far."""
 
     def done(self) -> tuple[int, int]:
         raise NotImplementedError
 
-    def dedupe(self) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
-        raise NotImplementedError
-
-    def write(self, root: Path) -> None:
+    def run(self, root: Path | None) -> tuple[list[dict[str, Any]], dict[int, tuple[int, list[Any]]]]:
         raise NotImplementedError
 
     def close(self) -> None:
         pass
-
-
-_COUNT_COLS = ("records", "onSource", "messages", "bytes", "bodyBytes", "crcErrors")
-_DEDUPE_ONLY = ("keyHi", "keyLo", "rank", "bodyBytes")     # candidate columns pass 2 does not read
-
-
-def _named(rows: list[dict[str, Any]], ranges: list[ByteRange]) -> list[dict[str, Any]]:
-    """Count rows per (rangeId, topic) with the range's set and store names instead of its number."""
-    return [{**{k: ranges[r["rangeId"]].meta[k] for k in ("clusterName", "brokerName", "store")},
-             "topic": r["topic"], **{k: r[k] for k in _COUNT_COLS}} for r in rows]
 
 
 def _key16(pa: Any, hi: Any, lo: Any) -> Any:
@@ -287,20 +310,17 @@ def _key16(pa: Any, hi: Any, lo: Any) -> Any:
 
 
 class _LocalJob(_Job):
-    """In this process, no JVM: the same tasks, the dedupe and sort with pyarrow."""
+    """In this process, no JVM: the same tasks, the dedupe with numpy, the same writer."""
 
     def __init__(self, inp: SalvageInput) -> None:
         self.inp = inp
         self.nbytes = self.nmsgs = 0
-        self.kept: Any = None
 
     def done(self) -> tuple[int, int]:
         return self.nbytes, self.nmsgs
 
-    def dedupe(self) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
-        import numpy as np
+    def run(self, root: Path | None) -> tuple[list[dict[str, Any]], dict[int, tuple[int, list[Any]]]]:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         from mqctl.pipeline.tasks import candidate_keys, candidate_schema, key_arrow
 
@@ -310,101 +330,49 @@ class _LocalJob(_Job):
             kb = key_arrow(br, chains.get(br.path))
             src.setdefault(int(br.meta["setId"]), []).append(_key16(pa, kb.column(1), kb.column(2)))
             self.nbytes += br.length
-        batches, problems = [], []
+        batches, per_range = [], {}
         for i, br in enumerate(self.inp.candidates):
-            cb, probs = candidate_keys(br, i, chains.get(br.path))
+            cb, probs = candidate_keys(br, chains.get(br.path))
             batches.append(cb)
-            problems += probs
+            per_range[i] = (cb.num_rows, probs)
             self.nbytes += br.length
             self.nmsgs += cb.num_rows
+        del chains
         t = pa.Table.from_batches(batches, schema=candidate_schema()).combine_chunks()
-        n = t.num_rows
-        col = {x: t.column(x).to_numpy() for x in ("setId", "storeId", "rank", "physicalOffset", "keyHi",
-                                                    "keyLo")}
-        sid, hi, lo = col["setId"], col["keyHi"], col["keyLo"]
-        on_src = np.zeros(n, dtype=bool)
-        for set_id, arrs in src.items():
-            in_set = np.flatnonzero(sid == set_id)
-            on_src[in_set] = pc.is_in(_key16(pa, hi[in_set], lo[in_set]), value_set=pa.concat_arrays(arrs)
-                                      ).to_numpy(zero_copy_only=False)
-        # the dedupe order (set, messageKey, then rank, physicalOffset, store): one lexsort of integers
-        order = np.lexsort((col["storeId"], col["physicalOffset"], col["rank"], lo, hi, sid))
-        new = np.zeros(n, dtype=bool)
-        new[:1] = True
-        for x in (sid, hi, lo):
-            new[1:] |= x[order][1:] != x[order][:-1]
-        gid = np.cumsum(new) - 1
-        copies, first = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
-        copies[order], first[order] = np.bincount(gid)[gid] if n else gid, new
-        kept = first & ~on_src
-        size = t.column("size").to_numpy().astype(np.int64)
-        crc_bad = ~t.column("crcOk").to_numpy(zero_copy_only=False)
-        c = t.select(["rangeId", "topic"]).append_column(
-            "records", pa.array(np.ones(n, dtype=np.int64))).append_column(
-            "onSource", pa.array(on_src.astype(np.int64))).append_column(
-            "messages", pa.array(kept.astype(np.int64))).append_column(
-            "bytes", pa.array(np.where(kept, size, 0))).append_column(
-            "bodyBytes", pa.array(np.where(kept, t.column("bodyBytes").to_numpy(), 0))).append_column(
-            "crcErrors", pa.array((kept & crc_bad).astype(np.int64)))
-        agg = c.group_by(["rangeId", "topic"]).aggregate([(k, "sum") for k in _COUNT_COLS])
-        counts = _named([{"rangeId": r["rangeId"], "topic": r["topic"],
-                          **{k: r[f"{k}_sum"] for k in _COUNT_COLS}} for r in agg.to_pylist()],
-                        self.inp.candidates)
-        k = t.drop_columns(list(_DEDUPE_ONLY)).filter(pa.array(kept)).append_column("copies",
-                                                                                  pa.array(copies[kept]))
-        k = k.append_column("partEpoch", pc.fill_null(k.column("epoch"), -1)).append_column(
-            "partBucket", pa.array(k.column("physicalOffset").to_numpy() // PART_BYTES))
-        # _WRITE_ORDER (nulls first) as a lexsort of integer codes; the rows are taken only when they are
-        # not in that order already (pass 1 gives them in offset order, often the write order)
-        epoch = k.column("epoch")
-        sort_keys = [sid[kept], k.column("partEpoch").to_numpy(), k.column("partBucket").to_numpy(),
-                     _codes(k.column("topic")), k.column("queueId").to_numpy(),
-                     pc.is_valid(epoch).to_numpy(zero_copy_only=False),
-                     pc.fill_null(epoch, 0).to_numpy(), k.column("physicalOffset").to_numpy(),
-                     col["storeId"][kept]]
-        order = np.lexsort(sort_keys[::-1])
-        self.kept = k if bool((order == np.arange(order.size)).all()) else k.take(pa.array(order))
-        return counts, problems
-
-    def write(self, root: Path) -> None:
-        k = self.kept
-        keys = k.select(list(_PART_KEY)).group_by(list(_PART_KEY)).aggregate([]).to_pylist()
-        parts = _part_paths([tuple(r[x] for x in _PART_KEY) for r in keys], self.inp.sets)
-        for _ in _write_runs(iter(k.combine_chunks().to_batches()), root, parts, self.inp.candidates):
-            pass
+        del batches
+        groups = _dedupe_groups(t, src)
+        del t
+        return write_groups(groups, self.inp.candidates, None if root is None else str(root)), per_range
 
 
-def _codes(col: Any) -> Any:
-    """A string column as integer codes (numpy) in the strings' (bytewise) order, as Arrow's sort."""
-    import numpy as np
-    import pyarrow.compute as pc
+class _Merge:
+    """An accumulator of dicts whose entries are the same whenever they are added again (a task run
+    twice adds its range's entry twice): Spark's AccumulatorParam, duck-typed."""
 
-    d = pc.dictionary_encode(col).combine_chunks()
-    codes = d.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    if not len(d.dictionary):
-        return codes
-    rank = np.empty(len(d.dictionary), dtype=np.int64)
-    rank[pc.sort_indices(d.dictionary).to_numpy()] = np.arange(len(d.dictionary))
-    return rank[codes]
+    def zero(self, value: dict[Any, Any]) -> dict[Any, Any]:
+        return {}
 
-
-_PART_KEY = ("setId", "partEpoch", "partBucket")
-# SORT_COLUMNS within a part, the set and store by their ordinals (which follow their names)
-_WRITE_ORDER = (*_PART_KEY, "topic", "queueId", "epoch", "physicalOffset", "storeId")
+    def addInPlace(self, a: dict[Any, Any], b: dict[Any, Any]) -> dict[Any, Any]:
+        a.update(b)
+        return a
 
 
 class _SparkJob(_Job):
-    """On Spark: the passes are mapInArrow tasks over one id per range; the join with the source's keys,
-    the dedupe window, the counts and the sort run in the JVM over the small candidate rows."""
+    """On Spark, one job: mapInArrow tasks walk the ranges and give the candidate rows (28 bytes each),
+    the JVM joins them with the source's keys and groups them (a hash aggregate: no sort, nothing
+    persisted), then sends each output part's groups to one writer task (a mapInArrow task per part),
+    which reads the kept records back and writes the part's file; the driver collects the writers'
+    counts and the ranges' problems (an accumulator) and names the files."""
 
     def __init__(self, spark: Any, inp: SalvageInput) -> None:
         sc = spark.sparkContext
         self.spark, self.inp = spark, inp
-        inp.chains.clear()          # the executors walk their ranges themselves
+        # the records the plan's scan found, for the tasks to take instead of walking them again (a
+        # broadcast: each executor gets them once)
+        self.chains = sc.broadcast(inp.chains)
         self.acc_bytes, self.acc_msgs = sc.accumulator(0), sc.accumulator(0)
+        self.acc_ranges = sc.accumulator({}, _Merge())
         self.frames: list[Any] = []
-        self.kept: Any = None
-        self.parts: list[tuple[int, int, int]] = []
         # the shuffles move small candidate rows: one partition per core, not Spark's default 200 tasks
         self.shuffle = spark.conf.get("spark.sql.shuffle.partitions")
         spark.conf.set("spark.sql.shuffle.partitions", str(max(2, sc.defaultParallelism)))
@@ -415,124 +383,142 @@ class _SparkJob(_Job):
     def close(self) -> None:
         for f in self.frames:
             f.unpersist()
+        self.chains.destroy()
         self.spark.conf.set("spark.sql.shuffle.partitions", self.shuffle)
 
-    def dedupe(self) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
+    def run(self, root: Path | None) -> tuple[list[dict[str, Any]], dict[int, tuple[int, list[Any]]]]:
         from pyspark import StorageLevel
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        from mqctl.pipeline.tasks import KEY_COLUMNS
+        from mqctl.pipeline.tasks import KEY_COLUMNS, ORD_OFFSET_BITS
 
         msgs = self._candidates()
         kschema = T.StructType([T.StructField(n, T.IntegerType() if n == "setId" else T.LongType(), False)
                                 for n in KEY_COLUMNS])
         keys = self._keys(kschema).distinct().persist(StorageLevel.MEMORY_AND_DISK)
         self.frames.append(keys)
-        group = list(KEY_COLUMNS)
         right = keys.withColumn("onSource", F.lit(True))
         if keys.count() <= BROADCAST_KEYS:
             right = F.broadcast(right)      # small: sent to every task, no shuffle of the candidates
-        j = msgs.join(right, on=group, how="left") \
-            .withColumn("onSource", F.coalesce("onSource", F.lit(False)))
-        w = Window.partitionBy(*group)
-        # row_number first: its sort (key, rank, physicalOffset, storeId) also serves the count, one sort
-        j = j.withColumn("_n", F.row_number().over(w.orderBy("rank", "physicalOffset", "storeId"))) \
-             .withColumn("copies", F.count(F.lit(1)).over(w)) \
-             .withColumn("partEpoch", F.coalesce(F.col("epoch"), F.lit(-1).cast("long"))) \
-             .withColumn("partBucket", F.floor(F.col("physicalOffset") / F.lit(PART_BYTES)).cast("long")) \
-             .persist(StorageLevel.MEMORY_AND_DISK)       # read twice: the counts, then the write
-        self.frames.append(j)
-        is_msg = F.col(PROBLEM_COL).isNull()
-        kept = is_msg & (~F.col("onSource")) & (F.col("_n") == 1)
-
-        def when_kept(c: Any) -> Any:
-            return F.sum(F.when(kept, c).otherwise(0).cast("long"))
-
-        # every count of the summary in one small aggregate: per range, topic and part (the parts to
-        # write are those with messages), plus one row per problem (its JSON is part of the key)
-        rows = j.groupBy("rangeId", "topic", "partEpoch", "partBucket", PROBLEM_COL).agg(
-            F.count(F.lit(1)).alias("records"), F.sum(F.col("onSource").cast("long")).alias("onSource"),
-            when_kept(F.lit(1)).alias("messages"), when_kept(F.col("size")).alias("bytes"),
-            when_kept(F.col("bodyBytes")).alias("bodyBytes"),
-            when_kept((~F.col("crcOk")).cast("long")).alias("crcErrors")).collect()
-        problems = [tuple(json.loads(r[PROBLEM_COL])) for r in rows if r[PROBLEM_COL] is not None]
-        ranges = self.inp.candidates
-        counts = _named([r.asDict() for r in rows if r[PROBLEM_COL] is None], ranges)
-        self.parts = sorted({(int(ranges[r["rangeId"]].meta["setId"]), r["partEpoch"], r["partBucket"])
-                             for r in rows if r[PROBLEM_COL] is None and r["messages"]})
-        self.kept = j.filter(kept).drop("onSource", "_n", PROBLEM_COL, *_DEDUPE_ONLY)
-        return counts, problems
-
-    def write(self, root: Path) -> None:
-        from pyspark.sql import functions as F
-
-        parts = self.parts
-        if not parts:
-            return
-        paths = _part_paths(parts, self.inp.sets)
-        target, ranges = str(root), self.inp.candidates
+        on = F.coalesce(F.col("onSource"), F.lit(False))
+        groups = msgs.join(right, on=list(KEY_COLUMNS), how="left").select(
+            F.when(on, F.lit(-1) - F.col("setId")).otherwise(F.col("setId")).alias("gSet"),
+            F.when(on, F.shiftright("ord", ORD_OFFSET_BITS + 1)).otherwise(F.col("keyHi")).alias("gHi"),
+            F.when(on, F.lit(0).cast("long")).otherwise(F.col("keyLo")).alias("gLo"), "ord") \
+            .groupBy(*GROUP_COLUMNS).agg(F.min("ord").alias("ord"), F.count(F.lit(1)).alias("copies"))
+        # one writer task per output part that can have rows ((set, window) of the candidate ranges; the
+        # epoch splits a window further inside its task): partition p is the rows whose `_p` value
+        # Spark's hash sends to p, so no two parts share a task by chance
+        parts = sorted({(int(r.meta["setId"]), b) for r in self.inp.candidates
+                        for b in range(r.offset // PART_BYTES, (r.offset + r.length - 1) // PART_BYTES + 1)})
+        n = max(1, len(parts))
+        value = self._partition_values(n)
+        keymap = F.create_map(*[F.lit(x).cast("long") for i, (s, b) in enumerate(parts)
+                                for x in ((s << 20) | b, value[i])])
+        bucket = F.shiftright(F.shiftright("ord", 1).bitwiseAND(F.lit((1 << ORD_OFFSET_BITS) - 1)),
+                              PART_BYTES.bit_length() - 1)
+        pkey = F.shiftleft(F.col("gSet").cast("long"), 20).bitwiseOR(bucket)
+        where = F.when(F.col("gSet") >= 0, F.try_element_at(keymap, pkey)) if parts else F.lit(None)
+        ranges, target = self.inp.candidates, None if root is None else str(root)
 
         def write(batches: Iterator[Any]) -> Iterator[Any]:
             import pyarrow as pa
 
-            for path, rows in _write_runs(batches, Path(target), paths, ranges):
-                yield pa.RecordBatch.from_arrays([pa.array([path]), pa.array([rows], pa.int64())],
-                                                 names=["path", "rows"])
+            got = [b for b in batches if b.num_rows]
+            if got:
+                res = write_groups(pa.Table.from_batches(got), ranges, target)
+                yield pa.RecordBatch.from_arrays([pa.array([json.dumps(r) for r in res], pa.string())],
+                                                 names=["r"])
 
-        self.kept.repartition(len(parts), *_PART_KEY) \
-            .sortWithinPartitions(*[F.col(c).asc_nulls_first() for c in _WRITE_ORDER]) \
-            .mapInArrow(write, "path string, rows long").collect()
+        # `_p` a long, as the values were hashed (an int hashes differently)
+        res = groups.withColumn("_p", F.coalesce(where, F.lit(value[0])).cast("long")).repartition(n, "_p") \
+            .drop("_p") \
+            .mapInArrow(write, "r string").collect()
+        return [json.loads(r["r"]) for r in res], dict(self.acc_ranges.value)
+
+    def _partition_values(self, n: int) -> list[int]:
+        """For each partition p < n a value that `repartition(n, col)` (Murmur3 hash mod n) sends to p."""
+        from pyspark.sql import functions as F
+
+        found: dict[int, int] = {}
+        span = 64 * n
+        while len(found) < n:
+            rows = self.spark.range(span - 64 * n, span).select(
+                "id", F.pmod(F.hash("id"), F.lit(n)).alias("p")).collect()
+            for r in rows:
+                found.setdefault(int(r["p"]), int(r["id"]))
+            span += 64 * n
+        return [found[p] for p in range(n)]
 
     def _ids(self, n: int) -> Any:
         return self.spark.range(0, max(1, n), 1, max(1, n)).filter(f"id < {n}")
 
     def _candidates(self) -> Any:
-        """Candidate rows of every range, plus one row per problem with PROBLEM_COL set (its
-        PROBLEM_COLUMNS as JSON), its range, set and store, and placeholders elsewhere."""
+        """Candidate rows of every range; its record count and problems go to `acc_ranges`."""
         from pyspark.sql import types as T
 
         from mqctl.pipeline.tasks import CANDIDATE_FIELDS, candidate_keys
 
-        spark_t = {"string": T.StringType(), "int64": T.LongType(), "int32": T.IntegerType(),
-                   "bool": T.BooleanType()}
-        schema = T.StructType([T.StructField(n, spark_t[t], True) for n, t in CANDIDATE_FIELDS]
-                              + [T.StructField(PROBLEM_COL, T.StringType(), True)])
-        ranges, acc_b, acc_m = self.inp.candidates, self.acc_bytes, self.acc_msgs
+        spark_t = {"int64": T.LongType(), "int32": T.IntegerType()}
+        schema = T.StructType([T.StructField(n, spark_t[t], False) for n, t in CANDIDATE_FIELDS])
+        ranges, acc_b, acc_m, acc_r = self.inp.candidates, self.acc_bytes, self.acc_msgs, self.acc_ranges
+        chains = self.chains
 
         def parse(batches: Iterator[Any]) -> Iterator[Any]:
-            import pyarrow as pa
-
             for b in batches:
                 for i in b.column(0).to_pylist():
-                    batch, probs = candidate_keys(ranges[i], i)
+                    batch, probs = candidate_keys(ranges[i], chains.value.get(ranges[i].path))
                     acc_b.add(ranges[i].length)
                     acc_m.add(batch.num_rows)
-                    yield batch.append_column(PROBLEM_COL, pa.nulls(batch.num_rows, pa.string()))
-                    if probs:
-                        m = ranges[i].meta
-                        at = {"rangeId": i, "setId": m["setId"], "storeId": m["storeId"]}
-                        cols = [pa.array([at[f.name] if f.name in at else
-                                          _DEFAULTS.get(f.name, _DEFAULTS[str(f.type)])] * len(probs), f.type)
-                                for f in batch.schema]
-                        cols.append(pa.array([json.dumps(p) for p in probs], pa.string()))
-                        yield pa.RecordBatch.from_arrays(cols, names=[*batch.schema.names, PROBLEM_COL])
+                    acc_r.add({i: (batch.num_rows, probs)})
+                    yield batch
 
         return self._ids(len(ranges)).mapInArrow(parse, schema)
 
     def _keys(self, schema: Any) -> Any:
         from mqctl.pipeline.tasks import key_arrow
 
-        ranges, acc_b = self.inp.keys, self.acc_bytes
+        ranges, acc_b, chains = self.inp.keys, self.acc_bytes, self.chains
 
         def keys(batches: Iterator[Any]) -> Iterator[Any]:
             for b in batches:
                 for i in b.column(0).to_pylist():
                     acc_b.add(ranges[i].length)
-                    yield key_arrow(ranges[i])
+                    yield key_arrow(ranges[i], chains.value.get(ranges[i].path))
 
         return self._ids(len(ranges)).mapInArrow(keys, schema)
+
+
+def _counts(results: list[dict[str, Any]], per_range: dict[int, tuple[int, list[Any]]],
+            ranges: list[ByteRange]) -> list[dict[str, Any]]:
+    """The writers' results and the ranges' record counts as (store, topic) count rows."""
+    by_rank = {(r.meta["setId"], r.meta["rank"]): r for r in ranges}
+    zero = dict.fromkeys(("records", "onSource", "messages", "bytes", "bodyBytes", "crcErrors"), 0)
+
+    def row(br: ByteRange, topic: str, **counts: int) -> dict[str, Any]:
+        return {**{k: br.meta[k] for k in ("clusterName", "brokerName", "store")}, "topic": topic,
+                **zero, **counts}
+
+    out = [row(ranges[i], "", records=n) for i, (n, _) in per_range.items()]
+    for r in results:
+        if "onSource" in r:
+            out.append(row(by_rank[tuple(r["onSource"])], "", onSource=r["n"]))
+        elif "range" in r:
+            out.append(row(ranges[r["range"]], r["topic"], **{k: r[k] for k in
+                                                            ("messages", "bytes", "bodyBytes", "crcErrors")}))
+    return out
+
+
+def _install_parts(root: Path, results: list[dict[str, Any]], sets: list[dict[str, Any]]) -> None:
+    """Give the part files the writers left in PARTS_TMP their names (numbered per set)."""
+    keys = [(int(r["part"][0]), int(r["part"][1]), int(r["part"][2])) for r in results if "part" in r]
+    for key, name in _part_paths(keys, sets).items():
+        dst = root / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(root / _tmp_part(*key), dst)
+    if (root / PARTS_TMP).exists():
+        (root / PARTS_TMP).rmdir()
 
 
 def _per_store_topic(rows: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from mqctl.pipeline.ranges import ByteRange
 from mqctl.store.commitlog import decode_properties
-from mqctl.store.walker import Blob, Chain, ParsedRange, Problem, parse_byte_range, records_at
+from mqctl.store.walker import Blob, Chain, ParsedRange, Problem, parse_byte_range, records_at, row_bytes
 
 __all__ = [
     "CANDIDATE_FIELDS",
@@ -29,16 +29,19 @@ __all__ = [
     "analyze_rows",
     "candidate_keys",
     "candidate_schema",
+    "kept_rows",
     "key_arrow",
     "key_hashes",
     "message_batch",
     "message_key",
     "open_file",
     "output_schema",
+    "pack_ord",
     "parse_task",
     "problem_row",
     "property_value",
     "skipped_bytes",
+    "unpack_ord",
 ]
 
 KEY_COLUMNS = ("setId", "keyHi", "keyLo")
@@ -143,18 +146,17 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
 
 # --------------------------------------------------------------------------- salvage (Arrow)
 # Salvage runs in two passes over the replicas' ranges, the same in both engines: `candidate_keys` walks
-# a range (CRC included) and gives one small row per record (identity, dedupe key, where it lies);
-# the engine drops what the source keeps and the extra copies, and sorts what is left; `message_batch`
-# then reads the kept records back at their positions (no walk) into the output rows. No body crosses
-# a shuffle, none reaches the driver. A candidate row is integers and its topic only: the range it was
-# read from (`rangeId`, the job's candidate ranges, whose meta names its store, set and file), the
-# set's and store's ordinals (setId, storeId: their names' order, for the sorts) and the messageKey as
-# 128 bits (`key_hashes`), so the engines sort and keep about 60 bytes a row instead of 300.
+# a range (CRC included) and gives one row of four integers per record: its set, the messageKey as 128
+# bits (`key_hashes`) and `ord`, which packs the replica's rank in the plan, the record's offset and
+# whether its BODYCRC failed, so that the smallest `ord` of a message is the copy to keep (first replica,
+# lowest offset) and that copy can be found again from it alone. The engine drops what the source keeps
+# and the extra copies; `kept_rows` then reads the kept records of one output part back at their
+# positions (no walk) and `message_batch` makes the output rows. No body crosses a shuffle, none reaches
+# the driver, and the rows the engines sort and move are 28 bytes.
 
-CANDIDATE_FIELDS = (("rangeId", "int32"), ("setId", "int32"), ("storeId", "int32"), ("rank", "int32"),
-                    ("epoch", "int64"), ("physicalOffset", "int64"), ("size", "int32"), ("topic", "string"),
-                    ("queueId", "int32"), ("crcOk", "bool"), ("bodyBytes", "int64"), ("keyHi", "int64"),
-                    ("keyLo", "int64"))
+CANDIDATE_FIELDS = (("setId", "int32"), ("keyHi", "int64"), ("keyLo", "int64"), ("ord", "int64"))
+ORD_OFFSET_BITS = 48             # offsets below 256 TiB; the rank above them, the CRC flag below
+_OFFSET_MASK = (1 << ORD_OFFSET_BITS) - 1
 OUTPUT_FIELDS = (("clusterName", "string", False), ("brokerName", "string", False),
                  ("store", "string", False), ("brokerId", "int64", True), ("epoch", "int64", True),
                  ("physicalOffset", "int64", False),
@@ -256,7 +258,7 @@ def key_hashes(keys: Any) -> tuple[np.ndarray, np.ndarray]:
         at, ln = offs[s:s + step + 1][:-1], np.diff(offs[s:s + step + 1])
         width = max(8, -(-int(ln.max()) // 8) * 8)
         cols = np.arange(width)
-        rows = np.where(cols < ln[:, None], u8[np.minimum(at[:, None] + cols, u8.size - 1)], 0)
+        rows = np.where(cols < ln[:, None], row_bytes(u8, at, width), 0)
         words = np.ascontiguousarray(rows.astype(np.uint8)).view("<u8")
         h1 = _fmix(ln.astype(np.uint64) ^ np.uint64(_SEEDS[0]))
         h2 = _fmix(ln.astype(np.uint64) ^ np.uint64(_SEEDS[1]))
@@ -268,28 +270,86 @@ def key_hashes(keys: Any) -> tuple[np.ndarray, np.ndarray]:
     return hi.view(np.int64), lo.view(np.int64)
 
 
-def candidate_keys(br: ByteRange, range_id: int, known: Chain | None = None
-                   ) -> tuple[Any, list[tuple[Any, ...]]]:
-    """Pass 1 of salvage over one replica range, the job's candidate range number `range_id`: a
-    CANDIDATE_FIELDS batch (one row per record, no body) and the problem rows of the range; `known`:
-    the records of its file an earlier walk found."""
+def pack_ord(rank: int, offsets: np.ndarray, crc_ok: np.ndarray) -> np.ndarray:
+    """`ord` of candidate records: rank, offset, BODYCRC failed (what orders the copies of a message)."""
+    return (np.int64(rank) << np.int64(ORD_OFFSET_BITS + 1)) | (offsets.astype(np.int64) << np.int64(1)) \
+        | (~crc_ok).astype(np.int64)
+
+
+def unpack_ord(ords: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rank, offset, crcOk) of each `ord`."""
+    o = ords.astype(np.int64)
+    return o >> np.int64(ORD_OFFSET_BITS + 1), (o >> np.int64(1)) & np.int64(_OFFSET_MASK), (o & 1) == 0
+
+
+def candidate_keys(br: ByteRange, known: Chain | None = None) -> tuple[Any, list[tuple[Any, ...]]]:
+    """Pass 1 of salvage over one replica range: a CANDIDATE_FIELDS batch (one row per record, no body)
+    and the problem rows of the range; `known`: the records of its file an earlier walk found."""
     import pyarrow as pa
 
     pr = parse_task(br, extract=("properties", "hosts"), known=known)
-    n = len(pr)
-    offs = pr.offset
-    ep, ep_ok = _epoch_array(br, offs)
     hi, lo = key_hashes(_message_keys(pa, pr))
-    i32 = np.int32
-    cols = [pa.array(np.full(n, range_id, i32)), pa.array(np.full(n, _m(br, "setId"), i32)),
-            pa.array(np.full(n, _m(br, "storeId"), i32)), pa.array(np.full(n, _m(br, "rank"), i32)),
-            pa.array(ep, pa.int64(), mask=~ep_ok), pa.array(offs), pa.array(pr.size.astype(i32)),
-            pa.DictionaryArray.from_arrays(pa.array(pr.topic_codes.astype(i32)),
-                                           pa.array(pr.topic_names, pa.string())).cast(pa.string()),
-            pa.array(pr.queue_id.astype(i32)), pa.array(pr.crc_ok), pa.array(pr.body_length),
-            pa.array(hi), pa.array(lo)]
+    cols = [pa.array(np.full(len(pr), _m(br, "setId"), np.int32)), pa.array(hi), pa.array(lo),
+            pa.array(pack_ord(int(_m(br, "rank")), pr.offset, pr.crc_ok))]
     return pa.RecordBatch.from_arrays(cols, schema=candidate_schema()), \
         [problem_row(br, p) for p in pr.problems]
+
+
+def kept_rows(set_ids: np.ndarray, ords: np.ndarray, copies: np.ndarray, ranges: Sequence[ByteRange],
+              part_bytes: int) -> Any:
+    """The messages to write, given as (setId, ord, copies), as the rows `message_batch` reads, sorted
+    in write order (set, part, then topic, queueId, epoch, physicalOffset, store), with the columns that
+    cut them into parts (partEpoch: the epoch or -1, partBucket: offset // part_bytes) and bodyBytes.
+    Each record's topic, queue, size and body length are read back at its position (no walk, no body);
+    `ranges`: the job's candidate ranges, which say the file of each (set, rank, offset)."""
+    import pyarrow as pa
+
+    n = ords.size
+    rank, off, crc_ok = unpack_ord(ords)
+    rid = np.zeros(n, dtype=np.int64)
+    epoch, ep_ok = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    by_store: dict[tuple[int, int], list[int]] = {}
+    for i, r in enumerate(ranges):
+        by_store.setdefault((int(_m(r, "setId")), int(_m(r, "rank"))), []).append(i)
+    store_key = (set_ids.astype(np.int64) << np.int64(20)) | rank
+    for k in np.unique(store_key).tolist():
+        at = np.flatnonzero(store_key == k)
+        ids = np.asarray(by_store[(k >> 20, k & 0xFFFFF)], dtype=np.int64)
+        starts = np.asarray([ranges[i].offset for i in ids.tolist()], dtype=np.int64)
+        rid[at] = ids[np.searchsorted(starts, off[at], side="right") - 1]
+        epoch[at], ep_ok[at] = _epoch_array(ranges[int(ids[0])], off[at])
+    size, queue, blen = (np.zeros(n, dtype=np.int64) for _ in range(3))
+    tcode = np.zeros(n, dtype=np.int64)
+    names: dict[str, int] = {}
+    path_id: dict[str, int] = {}
+    fid = np.asarray([path_id.setdefault(r.path, len(path_id)) for r in ranges], dtype=np.int64)[rid]
+    paths = list(path_id)
+    for f in np.unique(fid).tolist():
+        at = np.flatnonzero(fid == f)
+        fs = ranges[int(rid[at[0]])].file_start
+        with open_file(paths[f]) as buf:
+            pr = records_at(buf, fs, off[at] - fs)
+        remap = np.asarray([names.setdefault(t, len(names)) for t in pr.topic_names], dtype=np.int64)
+        tcode[at] = remap[pr.topic_codes] if at.size else 0
+        size[at], queue[at], blen[at] = pr.size, pr.queue_id, pr.body_length
+    by_bytes = sorted(names, key=lambda t: t.encode("utf-8", errors="surrogatepass"))
+    trank = np.zeros(len(names), dtype=np.int64)
+    trank[[names[t] for t in by_bytes]] = np.arange(len(by_bytes))
+    part_epoch = np.where(ep_ok, epoch, -1)
+    bucket = off // part_bytes
+    store_id = np.asarray([int(_m(r, "storeId")) for r in ranges], dtype=np.int64)[rid]
+    order = np.lexsort((store_id, off, epoch * ep_ok, ep_ok, queue, trank[tcode] if n else tcode, bucket,
+                        part_epoch, set_ids))
+    i32 = pa.int32()
+    topics = pa.DictionaryArray.from_arrays(pa.array(tcode[order].astype(np.int32)),
+                                            pa.array(list(names), pa.string())).cast(pa.string())
+    return pa.table({"setId": pa.array(set_ids[order], i32), "partEpoch": pa.array(part_epoch[order]),
+                     "partBucket": pa.array(bucket[order]), "rangeId": pa.array(rid[order]),
+                     "epoch": pa.array(epoch[order], pa.int64(), mask=~ep_ok[order]),
+                     "physicalOffset": pa.array(off[order]), "size": pa.array(size[order], i32),
+                     "topic": topics, "queueId": pa.array(queue[order], i32),
+                     "crcOk": pa.array(crc_ok[order]), "copies": pa.array(copies[order], pa.int64()),
+                     "bodyBytes": pa.array(blen[order])})
 
 
 def key_arrow(br: ByteRange, known: Chain | None = None) -> Any:
@@ -389,7 +449,7 @@ def message_batch(kept: Any, ranges: Sequence[ByteRange]) -> Any:
     parts: list[ParsedRange] = []
     for idx in runs:
         with open_file(path_of[fid[idx[0]]]) as buf:
-            parts.append(records_at(buf, int(starts[idx[0]]), pos[idx],
+            parts.append(records_at(buf, int(starts[idx[0]]), pos[idx], topics=False,
                                     extract=("bodies", "properties", "hosts")))
 
     def arr(arrays: list[Any], typ: Any) -> Any:

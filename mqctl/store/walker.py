@@ -18,10 +18,11 @@ columns of many records at once (stop_at_damage=True for RocketMQ's view of wher
 False to see past damage), `records_at` to read back records found earlier.
 
 Record semantics are the store module's (`mqctl.store.commitlog.decode_record` gives the reasons): the
-same MAGICCODE / TOTALSIZE / PHYSICALOFFSET / field-layout rules. The only per-record Python loop reads
-TOTALSIZE and MAGICCODE; PHYSICALOFFSET, the field layout and every field are then checked and gathered
-for all records at once with numpy, and BODYCRC is computed on memoryview slices (ISA-L's crc32 when
-the `isal` package is there, zlib's otherwise).
+same MAGICCODE / TOTALSIZE / PHYSICALOFFSET / field-layout rules. No Python statement runs per record:
+the chain of records (MAGICCODE, TOTALSIZE) is found with numpy window by window (`_chain`),
+PHYSICALOFFSET, the field layout and every field are checked and gathered for all records at once from
+a copy of their first bytes (`_heads`), and BODYCRC is computed on memoryview slices through map() (ISA-L's
+crc32 when the `isal` package is there, zlib's otherwise): the loop over records runs in C.
 
 Ownership, which makes the pipeline's result independent of where ranges are cut:
 * a range that does not start where its region starts (`head_owned`), and whose first bytes are not a
@@ -58,7 +59,7 @@ from mqctl.store.commitlog import (
 )
 
 __all__ = ["Blob", "Chain", "ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host",
-           "parse_byte_range", "records_at"]
+           "parse_byte_range", "records_at", "row_bytes"]
 
 Buf = bytes | bytearray | memoryview | mmap.mmap
 
@@ -119,10 +120,27 @@ class Chain:
     crc_checked: bool
 
 
-def _blob(mv: memoryview, at: np.ndarray, length: np.ndarray) -> Blob:
+_SHORT = 512        # items up to this long are gathered as rows, longer ones joined from slices
+
+
+def _blob(u8: np.ndarray, mv: memoryview, at: np.ndarray, length: np.ndarray) -> Blob:
+    """The items buf[at:at + length] in one buffer: short items (properties) as fixed-width rows cut by a
+    mask, in blocks (the join of memoryview slices costs a few hundred ns an item), long ones (bodies)
+    joined from slices (then the copy itself is the cost)."""
     offs = np.zeros(at.size + 1, dtype=np.int64)
     np.cumsum(length, out=offs[1:])
-    return Blob(offs, b"".join([mv[a:b] for a, b in zip(at.tolist(), (at + length).tolist(), strict=True)]))
+    width = int(length.max()) if at.size else 0
+    if width == 0:
+        return Blob(offs, b"")
+    if width > _SHORT:
+        return Blob(offs, b"".join(map(mv.__getitem__, map(slice, at.tolist(), (at + length).tolist()))))
+    parts = []
+    step = max(1, (16 << 20) // max(width, 1))
+    cols = np.arange(width)
+    for s in range(0, at.size, step):
+        ln = length[s:s + step]
+        parts.append(row_bytes(u8, at[s:s + step], width)[cols < ln[:, None]])
+    return Blob(offs, np.concatenate(parts).tobytes() if parts else b"")
 
 
 @dataclass
@@ -206,20 +224,48 @@ def _head(buf: Buf, n: int, base: int, pos: int) -> int:
     return total if _Q(buf, pos + 28)[0] == base + pos else 0
 
 
-def _chain(buf: Buf, n: int, pos: int, end: int, out: list[int]) -> int:
-    """Append the positions of the records chained from pos while pos < end, by MAGICCODE and TOTALSIZE
-    only (PHYSICALOFFSET is checked afterwards for all at once); returns where the chain stopped."""
-    append = out.append
-    unpack = _II
-    v1, v2, lo, hi = MAGIC_V1, MAGIC_V2, MIN_RECORD_SIZE, MAX_RECORD_SIZE
+_WIN_MIN, _WIN_MAX = 64 << 10, 8 << 20
+_M0, _M1, _M2 = MAGIC_V1 >> 24, (MAGIC_V1 >> 16) & 0xFF, (MAGIC_V1 >> 8) & 0xFF
+assert MAGIC_V1 >> 8 == MAGIC_V2 >> 8          # the two MAGICCODEs differ in their last byte only
+
+
+def _chain(u8: np.ndarray, n: int, pos: int, end: int) -> tuple[np.ndarray, int]:
+    """The positions of the records chained from pos while pos < end, by MAGICCODE and TOTALSIZE only
+    (PHYSICALOFFSET is checked afterwards for all at once), and where the chain stopped: a record at p
+    is followed by one at p + TOTALSIZE. Window by window with numpy: every position of the window
+    whose 4 bytes after it are a MAGICCODE is a candidate, the chain is the run of candidates where
+    each one's TOTALSIZE leads to the next; a candidate the chain skips (magic bytes inside a body)
+    ends the run and the walk goes on where the last record really ends, in a small window again."""
+    v1, v2 = MAGIC_V1 & 0xFF, MAGIC_V2 & 0xFF
+    lo, hi = MIN_RECORD_SIZE, MAX_RECORD_SIZE
     stop = min(end, n - 35)
+    parts: list[np.ndarray] = []
+    win = _WIN_MIN
     while pos < stop:
-        total, magic = unpack(buf, pos)
-        if (magic != v1 and magic != v2) or total < lo or total > hi or pos + total > n:
+        w1 = min(stop, pos + win)
+        q = pos + np.flatnonzero(u8[pos + 4:w1 + 4] == _M0)         # p < stop <= n - 35: p + 7 < n
+        q = q[(u8[q + 5] == _M1) & (u8[q + 6] == _M2) & ((u8[q + 7] == v1) | (u8[q + 7] == v2))]
+        if not q.size or q[0] != pos:
+            break                                                    # no record at pos
+        total = _gather(u8, q, ">i4")
+        nxt = q + total
+        fits = (total >= lo) & (total <= hi) & (nxt <= n)
+        link = np.empty(q.size, dtype=bool)
+        link[:-1] = nxt[:-1] == q[1:]
+        link[-1] = nxt[-1] >= w1
+        bad = np.flatnonzero(~(fits & link))
+        if not bad.size:
+            parts.append(q)
+            pos, win = int(nxt[-1]), min(2 * win, _WIN_MAX)
+            continue
+        k = int(bad[0])
+        if not fits[k]:
+            parts.append(q[:k])
+            pos = int(q[k])
             break
-        append(pos)
-        pos += total
-    return pos
+        parts.append(q[:k + 1])
+        pos, win = int(nxt[k]), _WIN_MIN
+    return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), pos
 
 
 def _nonzero_end(u8: np.ndarray, pos: int, stop: int) -> int:
@@ -290,6 +336,42 @@ def _gather(u8: np.ndarray, idx: np.ndarray, dt: str) -> np.ndarray:
     return u8[idx[:, None] + np.arange(w)].view(dt)[:, 0].astype(np.int64)
 
 
+HEAD = 112      # a record's bytes up to its body length field, with IPv6 hosts: every fixed field
+
+
+def row_bytes(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """`width` bytes from each position of `at` as the rows of one array (zeros past the buffer's end):
+    a copy of each row (numpy's row gather over a sliding window view), not a fancy index per byte."""
+    n = u8.size
+    out = np.zeros((at.size, width), dtype=np.uint8)
+    whole = n - width >= at
+    if n >= width:
+        out[whole] = np.lib.stride_tricks.sliding_window_view(u8, width)[at[whole]]
+    for i in np.flatnonzero(~whole).tolist():
+        row = u8[int(at[i]):int(at[i]) + width]
+        out[i, :row.size] = row
+    return out
+
+
+def _heads(u8: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """The first HEAD bytes of the records at P (`row_bytes`): one copy that touches each record once,
+    instead of a gather over all records per field."""
+    return row_bytes(u8, P, HEAD)
+
+
+def _field(H: np.ndarray, at: int | np.ndarray, dt: str) -> np.ndarray:
+    """Big-endian field of dtype `dt` at `at` (one place for all, or one per record) of the rows of H,
+    as int64."""
+    w = np.dtype(dt).itemsize
+    if not isinstance(at, int) and at.size and int(at.min()) == int(at.max()):
+        at = int(at[0])                 # the same layout for all (IPv4 or IPv6 hosts only)
+    if isinstance(at, int):
+        cols = H[:, at:at + w]
+    else:
+        cols = H[np.arange(H.shape[0])[:, None], at[:, None] + np.arange(w)]
+    return np.ascontiguousarray(cols).view(dt)[:, 0].astype(np.int64)
+
+
 def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: int | None = None,
                      head_owned: bool | None = None, check_crc: bool = True, fields: bool = True,
                      extract: tuple[str, ...] = (), stop_at_damage: bool = False,
@@ -336,10 +418,8 @@ def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, 
         if pos < 0:
             pos = n
     while pos < end:
-        chain: list[int] = []
-        stopped = _chain(buf, n, pos, end, chain)
-        if chain:
-            p = np.asarray(chain, dtype=np.int64)
+        p, stopped = _chain(u8, n, pos, end)
+        if p.size:
             bad = np.flatnonzero(_gather(u8, p + 28, ">i8") != p + base)
             if bad.size:                      # a PHYSICALOFFSET that is not the record's position
                 stopped = int(p[bad[0]])
@@ -355,11 +435,12 @@ def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, 
     return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), pos, taken
 
 
-def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tuple[str, ...] = ()
-               ) -> ParsedRange:
+def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tuple[str, ...] = (),
+               topics: bool = True) -> ParsedRange:
     """The fields of the records at known `positions` of a whole file (found by an earlier walk), in that
-    order, without walking: how salvage reads back the messages it keeps. BODYCRC is not checked again;
-    a position that is no longer a record raises RecordError."""
+    order, without walking: how salvage reads back the messages it keeps (`topics=False`: without their
+    topics, known already). BODYCRC is not checked again; a position that is no longer a record raises
+    RecordError."""
     n = len(buf)
     u8 = np.frombuffer(buf, dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
     try:
@@ -370,7 +451,7 @@ def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tup
         if bad.size:
             raise RecordError(file_start + int(P[bad[0]]), "not a record any more (the file changed?)")
         w = _Walker(buf, file_start, u8)
-        pr = _columns(buf, u8, w, P, n, False, True, extract, 0)
+        pr = _columns(buf, u8, w, P, n, False, True, extract, 0, topics)
         if pr.problems or len(pr) != P.size:
             p = w.problems[0]
             raise RecordError(p.offset, p.reason)
@@ -389,20 +470,21 @@ def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, 
 
 
 def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int, check_crc: bool,
-             fields: bool, extract: tuple[str, ...], crc_known: int) -> ParsedRange:
+             fields: bool, extract: tuple[str, ...], crc_known: int, topics: bool = True) -> ParsedRange:
     """Check the layout of the records at P and gather their fields (all records at once); BODYCRC is
     not computed again for the first `crc_known` (taken from a `Chain` that found it right)."""
     base = w.base
-    total = _gather(u8, P, ">i4")
-    magic = _gather(u8, P + 4, ">u4")
-    sysflag = _gather(u8, P + 36, ">i4")
+    H = _heads(u8, P)
+    total = _field(H, 0, ">i4")
+    magic = _field(H, 4, ">u4")
+    sysflag = _field(H, 36, ">i4")
     bh = np.where(sysflag & 0x10, 20, 8)
     sh = np.where(sysflag & 0x20, 20, 8)
     # variable layout: body length, topic length, properties length; each index clamped to the record
     # head (position 0) where an earlier check already failed, so no read leaves the record
     brel = 68 + bh + sh
     ok = brel + 4 <= total
-    blen = _gather(u8, P + np.where(ok, brel, 0), ">i4")
+    blen = _field(H, brel, ">i4")
     ok &= (blen >= 0) & (brel + 4 + blen <= total)
     trel = np.where(ok, brel + 4 + blen, 0)
     v1 = magic == MAGIC_V1
@@ -425,35 +507,34 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
                 reason = exc.reason
             w.problems.append(Problem(base + p, p, int(_II(buf, p)[0]), "corrupt", reason))
         keep = ok
-        P, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen = (
-            a[keep] for a in (P, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen))
-    crc = _gather(u8, P + 8, ">i4")
+        P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen = (
+            a[keep] for a in (P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen))
+    crc = _field(H, 8, ">i4")
     body_at = P + brel + 4
     crc_ok = np.ones(P.size, dtype=bool)
     mv = memoryview(buf)
     try:
         k = crc_known
         if check_crc and P.size > k:
-            c32 = crc32
             got = crc.copy()
-            got[k:] = np.fromiter((c32(mv[a:b]) for a, b in zip(body_at[k:].tolist(),
-                                                                (body_at + blen)[k:].tolist(), strict=True)),
-                                  dtype=np.int64, count=P.size - k) & _MASK
+            # map() of builtins: the per-record loop runs in C (slice, memoryview slice, CRC call)
+            bodies = map(mv.__getitem__, map(slice, body_at[k:].tolist(), (body_at + blen)[k:].tolist()))
+            got[k:] = np.fromiter(map(crc32, bodies), dtype=np.int64, count=P.size - k) & _MASK
             crc_ok = got == crc
             for i in np.flatnonzero(~crc_ok).tolist():
                 p = int(P[i])
                 w.problems.append(Problem(base + p, p, int(total[i]), "crc",
                                           f"BODYCRC mismatch: field says {int(crc[i])}, body gives {got[i]}"))
-        codes, names = _topics(u8, mv, P + tstart, tlen) if fields else (np.zeros(0, np.int64), [])
+        codes, names = _topics(u8, mv, P + tstart, tlen) if fields and topics else (np.zeros(0, np.int64), [])
         extra: dict[str, Any] = {}
         if "bodies" in extract:
-            extra["body_blob"] = _blob(mv, body_at, blen)
+            extra["body_blob"] = _blob(u8, mv, body_at, blen)
         if "properties" in extract:
-            extra["properties_blob"] = _blob(mv, P + prel + 2, plen)
+            extra["properties_blob"] = _blob(u8, mv, P + prel + 2, plen)
         if "hosts" in extract:
             hosts: dict[bytes, int] = {}
-            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts)
-            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts)
+            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts, H, 48)
+            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
             extra["host_names"] = [fmt_host(k[1:k[0] - 3], int.from_bytes(k[k[0] - 3:k[0] + 1], "big",
                                                                           signed=True)) for k in hosts]
     finally:
@@ -461,16 +542,16 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
     w.problems.sort(key=lambda p: p.position)
     empty = np.zeros(0, dtype=np.int64)
 
-    def col(at: np.ndarray, dt: str) -> np.ndarray:
-        return _gather(u8, at, dt) if fields else empty
+    def col(at: int | np.ndarray, dt: str) -> np.ndarray:
+        return _field(H, at, dt) if fields else empty
 
     return ParsedRange(
         file_start=base, position=P, size=total, version=np.where(v1, 1, 2).astype(np.int8), body_crc=crc,
-        crc_ok=crc_ok, queue_id=col(P + 12, ">i4"), flag=col(P + 16, ">i4"),
-        queue_offset=col(P + 20, ">i8"), physical_offset=col(P + 28, ">i8"), sysflag=sysflag,
-        born_timestamp=col(P + 40, ">i8"), store_timestamp=col(P + 48 + bh, ">i8"),
-        reconsume_times=col(P + 56 + bh + sh, ">i4"),
-        prepared_tx_offset=col(P + 60 + bh + sh, ">i8"), body_length=blen, topic_codes=codes,
+        crc_ok=crc_ok, queue_id=col(12, ">i4"), flag=col(16, ">i4"),
+        queue_offset=col(20, ">i8"), physical_offset=col(28, ">i8"), sysflag=sysflag,
+        born_timestamp=col(40, ">i8"), store_timestamp=col(48 + bh, ">i8"),
+        reconsume_times=col(56 + bh + sh, ">i4"),
+        prepared_tx_offset=col(60 + bh + sh, ">i8"), body_length=blen, topic_codes=codes,
         topic_names=names, problems=w.problems, walk_end=walk_end, **extra)
 
 
@@ -491,8 +572,7 @@ def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) ->
     step = max(1, (8 << 20) // (width + 2))
     for s in range(0, at.size, step):
         a, ln = at[s:s + step], tlen[s:s + step]
-        rows = np.where(cols < ln[:, None], u8[np.minimum(a[:, None] + cols, u8.size - 1)], 0)
-        rows = rows.astype(np.uint8)
+        rows = np.where(cols < ln[:, None], row_bytes(u8, a, cols.size), 0).astype(np.uint8)
         # the length too: a topic ending in NUL bytes differs from a shorter one
         key = np.ascontiguousarray(np.concatenate([ln.astype(">u2").view(np.uint8).reshape(-1, 2), rows],
                                                   axis=1))
@@ -503,12 +583,15 @@ def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) ->
     return codes, [k.decode("utf-8", errors="replace") for k in names]
 
 
-def _hosts(u8: np.ndarray, at: np.ndarray, width: np.ndarray, names: dict[bytes, int]) -> np.ndarray:
+def _hosts(u8: np.ndarray, at: np.ndarray, width: np.ndarray, names: dict[bytes, int], H: np.ndarray,
+           rel: int | np.ndarray) -> np.ndarray:
     """Each record's `ip:port` as a code into `names` (the distinct raw addresses, added to as met; a
-    few hosts send most messages): the addresses compared as fixed-width rows in blocks of about 8 MiB."""
+    few hosts send most messages): the addresses compared as fixed-width rows in blocks of about 8 MiB.
+    H, rel: the records' heads (`_heads`) and where the address starts in them."""
     codes = np.empty(at.size, dtype=np.int32)
     if at.size and bool((width == 8).all()):    # IPv4 only: each address and port is one 8-byte integer
-        uniq, inv = np.unique(_gather(u8, at, ">u8"), return_inverse=True)
+        uniq, inv = np.unique(_field(H, rel if isinstance(rel, int) else rel.astype(np.int64), ">u8"),
+                              return_inverse=True)
         pad = bytes(12)
         local = np.fromiter((names.setdefault(b"\x08" + (v & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big") + pad,
                                               len(names)) for v in uniq.tolist()), dtype=np.int32,

@@ -158,11 +158,22 @@ def test_task_rows_and_keys(fleet: Fleet) -> None:
 
 
 def test_salvage_passes_give_the_decoded_records(fleet: Fleet) -> None:
-    """Pass 1 (`candidate_keys`: one row per record, no body) and pass 2 (`message_batch`: the records
-    read back at their positions) hold exactly what the store module's decoder reads, whatever the
-    cut; properties in the record's own order; no epoch before the first epoch entry is a null."""
+    """Pass 1 (`candidate_keys`: one row per record, no body) and pass 2 (`kept_rows` and
+    `message_batch`: the records read back at their positions) hold exactly what the store module's
+    decoder reads, whatever the cut; properties in the record's own order; no epoch before the first
+    epoch entry is a null."""
+    import numpy as np
+
     pa = pytest.importorskip("pyarrow")
-    from mqctl.pipeline.tasks import candidate_keys, key_arrow, key_hashes, message_batch, message_key
+    from mqctl.pipeline.tasks import (
+        candidate_keys,
+        kept_rows,
+        key_arrow,
+        key_hashes,
+        message_batch,
+        message_key,
+        unpack_ord,
+    )
     from mqctl.store.commitlog import decode_record
     from mqctl.store.walker import fmt_host
 
@@ -171,18 +182,27 @@ def test_salvage_passes_give_the_decoded_records(fleet: Fleet) -> None:
     want = [k for k in fleet.offsets if k.startswith("a") and k != "a6"]
     for size in (300, FILE_SIZE):
         ranges = store_ranges(fleet.stores["A"], from_offset=1000, range_size=size, meta=meta)
-        batches, probs = zip(*(candidate_keys(br, i) for i, br in enumerate(ranges)), strict=True)
+        batches, probs = zip(*(candidate_keys(br) for br in ranges), strict=True)
         cand = pa.Table.from_batches(batches)
-        assert cand.column("physicalOffset").to_pylist() == [fleet.offsets[k] for k in want], size
+        rank, offs, crc_ok = unpack_ord(cand.column("ord").to_numpy())
+        assert offs.tolist() == [fleet.offsets[k] for k in want], size
+        assert set(rank.tolist()) == {1} and crc_ok.tolist() == [k != "a5" for k in want]
         assert [(p[5], p[7]) for ps in probs for p in ps] == [(fleet.offsets["a5"], "crc"),
                                                                (fleet.offsets["a6"], "corrupt")], size
-        assert set(cand.column("setId").to_pylist()) == {3} and set(cand.column("storeId").to_pylist()) == {5}
-        kept = cand.append_column("copies", pa.array([2] * cand.num_rows, pa.int64()))
+        assert set(cand.column("setId").to_pylist()) == {3}
+        kept = kept_rows(cand.column("setId").to_numpy(), cand.column("ord").to_numpy(),
+                         np.full(cand.num_rows, 2), ranges, 1 << 30)
+        assert sorted(kept.column("physicalOffset").to_pylist()) == offs.tolist()
         rows = pa.Table.from_batches([message_batch(b, ranges)
                                       for b in kept.to_batches(max_chunksize=3)]).to_pylist()
+        order = [(-1 if r["epoch"] is None else r["epoch"], r["topic"], r["queueId"], r["physicalOffset"])
+                 for r in rows]
+        assert order == sorted(order), "the write order: part (epoch), topic, queueId, physicalOffset"
+        by_off = {r["physicalOffset"]: r for r in rows}
+        rows = [by_off[o] for o in offs.tolist()]
         keys = []
-        for r, rid in zip(rows, cand.column("rangeId").to_pylist(), strict=True):
-            at = ranges[rid]
+        for r in rows:
+            (at,) = [br for br in ranges if br.offset <= r["physicalOffset"] < br.offset + br.length]
             data = Path(at.path).read_bytes()
             rec = decode_record(data, r["physicalOffset"] - at.file_start, at.file_start, check_crc=False)
             key = message_key(rec.properties_dict().get("UNIQ_KEY"), fmt_host(*_packed(rec.born_host)),

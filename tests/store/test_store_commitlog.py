@@ -321,6 +321,31 @@ def test_walker_resync_property(bodies: list[bytes], data) -> None:
     assert walk(bytes(buf), 10_000, cut, head_owned=False) == [10_000 + o for o in offsets if o >= cut]
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.binary(max_size=150), st.sampled_from([MAGIC_V1, MAGIC_V2]),
+                          st.binary(max_size=150), st.sampled_from(["magic", "head", "record"])),
+                min_size=1, max_size=40), st.data())
+def test_walker_chain_skips_magic_bytes_inside_bodies(parts, data) -> None:
+    """Bodies holding MAGICCODE bytes (alone, with a plausible TOTALSIZE before them, or a whole
+    encoded record) give the vectorized chain walk candidates that are not records: the walk, from the
+    start or resynchronising from any cut, and the recovery scan find exactly the records written."""
+    buf = bytearray()
+    offsets = []
+    for pre, magic, post, kind in parts:
+        inner = {"magic": struct.pack(">I", magic) + post,
+                 "head": struct.pack(">iI", 8 + len(post), magic) + post,
+                 "record": encode_record(Message("T", post), 0)}[kind]
+        offsets.append(len(buf))
+        buf += encode_record(Message("T", pre + inner, queue_offset=len(offsets)), 10_000 + len(buf))
+    end = len(buf)
+    buf += bytes(16)
+    assert walk(bytes(buf), 10_000) == [10_000 + o for o in offsets]
+    cut = data.draw(st.integers(0, len(buf) - 1))
+    assert walk(bytes(buf), 10_000, cut, head_owned=False) == [10_000 + o for o in offsets if o >= cut]
+    s = scan_buffer(bytes(buf), 10_000)
+    assert (s.records, s.end, s.stop) == (len(offsets), end, "zero")
+
+
 # --------------------------------------------------------------------------- RocketMQ's recovery at the end
 # CommitLog.recoverNormally/recoverAbnormally: checkMessageAndReturnSize answers size 0 for the blank
 # marker and the recovery switches to the next file; with no next file it stops, and processOffset (the
