@@ -432,14 +432,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
         disk and counts its own vote only up to `durable_index`, as etcd's leader writes its log in
         parallel with sending it. False when storage fails (the leader steps down); recovering
         from a failure is done by the blocking `sync`."""
-        syncer = self._syncer
-        if syncer is not None:
-            done = syncer.take()
-            if done is not None and done[0] == self._gen:
-                _, end, exc = done
-                if exc is not None:
-                    return self._sync_failed(exc)
-                self._durable = max(self._durable, end)
+        if self._syncer is not None and not self._collect(self._syncer):
+            return False
         if self.error is not None or self._removed or self._trim or self._meta_failed \
                 or self._good < self._end:
             return self.sync()
@@ -453,12 +447,19 @@ class DurableJournal(Journal):  # type: ignore[misc]
         syncer, self._syncer = self._syncer, None
         if syncer is not None:
             syncer.stop()
-            done = syncer.take()
-            if done is not None and done[0] == self._gen:
-                if done[2] is not None:
-                    self._sync_failed(done[2])
-                else:
-                    self._durable = max(self._durable, done[1])
+            self._collect(syncer)
+
+    def _collect(self, syncer: _Syncer) -> bool:
+        """Take the sync thread's last result on this thread: durable up to where it synced,
+        unless the file changed since it was asked (`_gen`). False when it failed."""
+        done = syncer.take()
+        if done is None or done[0] != self._gen:
+            return True
+        _, end, exc = done
+        if exc is not None:
+            return self._sync_failed(exc)
+        self._durable = max(self._durable, end)
+        return True
 
     def _sync_thread(self) -> _Syncer:
         if self._syncer is None:
