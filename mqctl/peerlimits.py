@@ -66,6 +66,7 @@ class PeerLog:
         self._peers: OrderedDict[str, list[float]] = OrderedDict()
         self._window_start = float("-inf")
         self._window_lines = 0
+        self._notes_left_out = 0
 
     def warning(self, address: str, msg: str, *args: object) -> bool:
         """Log ``msg % args`` at WARNING for ``address`` unless one was logged for it within the
@@ -95,6 +96,25 @@ class PeerLog:
             entry[0], entry[1] = now, 0
         if left_out:
             msg += f" ({left_out} more from {address} not logged)"
+        self._log.log(level, msg, *args)
+        return True
+
+    def note(self, level: int, msg: str, *args: object) -> bool:
+        """A line held against no peer (a delivery that succeeded): only the budget applies, and
+        nothing is remembered (a key per line, such as an address and an epoch, filled the memory of
+        addresses with entries nobody would look up again); the next line logged says how many
+        were left out. True when logged."""
+        now = self._clock()
+        with self._lock:
+            if now - self._window_start >= self._interval:
+                self._window_start, self._window_lines = now, 0
+            if self._window_lines >= self._budget:
+                self._notes_left_out += 1
+                return False
+            self._window_lines += 1
+            left_out, self._notes_left_out = self._notes_left_out, 0
+        if left_out:
+            msg += f" ({left_out} more such lines not logged)"
         self._log.log(level, msg, *args)
         return True
 

@@ -148,3 +148,17 @@ def test_safe_deserializer_deep_nesting() -> None:
     request_cls, _ = methods.spec("ApplyBrokerId").types()
     got = safe_deserializer(request_cls)(b"\x0b" * 100_000)
     assert isinstance(got, Undecodable)
+
+
+def test_peer_log_notes_use_the_budget_and_remember_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """Lines held against no peer (a 1008 delivered) only take from the budget: a fleet's thousands
+    of deliveries leave no entry each behind."""
+    clock = Clock()
+    plog = PeerLog(logging.getLogger("t.note"), interval=1, budget=3, clock=clock)
+    caplog.set_level(logging.INFO, logger="t.note")
+    logged = sum(plog.note(logging.INFO, "delivered to %s", f"127.0.0.1:{i}") for i in range(1000))
+    assert logged == 3 and not plog._peers
+    clock.now += 1
+    assert plog.note(logging.INFO, "delivered to %s", "127.0.0.1:7")
+    last = caplog.records[-1].getMessage()
+    assert last == "delivered to 127.0.0.1:7 (997 more such lines not logged)"

@@ -667,9 +667,8 @@ class RemotingServer:
             finally:
                 if writer is not None:
                     writer.close()
-            self._notify_log.log(logging.INFO, f"{address}#{epoch}", "NOTIFY_BROKER_ROLE_CHANGED to %s id "
-                                 "%s at %s: master %s epoch %s", name, bid, address,
-                                 change.get("master_broker_id"), epoch)
+            self._notify_log.note(logging.INFO, "NOTIFY_BROKER_ROLE_CHANGED to %s id %s at %s: master %s "
+                                  "epoch %s", name, bid, address, change.get("master_broker_id"), epoch)
             self.notifications_sent += 1
             return
 
