@@ -394,20 +394,18 @@ class ControllerNode:
         of a whole fleet neither holds the lock that writes wait for nor builds every row of the
         heartbeat table at once (what it builds at its peak the process keeps)."""
         names = request.get("broker_names") or []
-        if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
-            return self._answer("GetSyncStateData", request)  # the core's refusal
+        if not isinstance(names, list | tuple) or 0 < len(names) <= SYNC_STATE_PART:
+            return self._answer("GetSyncStateData", request)  # the core answers, or refuses, at once
         if not names:
             with self.sync.state_lock:
-                names = list(self.state.broker_sets)
-        names = sorted(set(names))
+                names = sorted(self.state.broker_sets)
         table: dict[str, Any] = {}
-        answer: dict[str, Any] = {"code": 0, "remark": "", "replicas_info_table": table}
-        for at in range(0, max(1, len(names)), SYNC_STATE_PART):
-            part = self._answer("GetSyncStateData", {"broker_names": names[at:at + SYNC_STATE_PART]})
+        for at in range(0, len(names), SYNC_STATE_PART):  # the core checks and sorts each part
+            part = self._answer("GetSyncStateData", {"broker_names": list(names[at:at + SYNC_STATE_PART])})
             if part["code"] != 0:
                 return part
             table.update(part.get("replicas_info_table") or {})
-        return answer
+        return {"code": 0, "remark": "", "replicas_info_table": dict(sorted(table.items()))}
 
     def history_view(self, last: int) -> dict[str, Any]:
         """The replicated history as this node has applied it, without a barrier: its feature level, the

@@ -143,3 +143,22 @@ def test_pipelined_decisions_keep_the_view_equal_to_the_applied_state(node: Cont
     with node.sync.state_lock:
         applied = node.state.state_hash()
     assert node._view is not None and node._view.state_hash() == applied
+
+
+def test_a_whole_fleet_sync_state_read_is_made_in_parts_and_reads_as_one(node: ControllerNode) -> None:
+    """GetSyncStateData of more broker sets than one part (SYNC_STATE_PART) is read a part at a
+    time; the answer is the one table, in name order, whether the names are given or not, and a
+    bad name anywhere is refused as the core refuses it."""
+    from mqctl.controller import node as node_module
+
+    names = [f"s{i:03d}" for i in range(node_module.SYNC_STATE_PART + 40)]
+    for i, name in enumerate(names):
+        _ok(node.call("ApplyBrokerId", {"cluster_name": "c", "broker_name": name, "applied_broker_id": 1,
+                                        "register_check_code": f"127.0.0.1:{i};1"}))
+    every = _ok(node.call("GetSyncStateData", {}))["replicas_info_table"]
+    assert list(every) == names
+    given = _ok(node.call("GetSyncStateData", {"broker_names": [*reversed(names), "nope", names[0]]}))
+    assert given["replicas_info_table"] == every and list(given["replicas_info_table"]) == names
+    assert node.sync_state_data()["replicas_info_table"] == every
+    refused = node.call("GetSyncStateData", {"broker_names": [*names, 7]})
+    assert refused["code"] != 0 and "broker_names" in refused["remark"]
