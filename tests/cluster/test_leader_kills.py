@@ -24,6 +24,9 @@ from mqctl.testing import Ledger, LocalCluster, Writers, find_log_problems, wait
 pytestmark = pytest.mark.slow
 
 CYCLES = int(os.environ.get("MQCTL_LEADER_KILL_CYCLES", "25"))
+# the writers' brokers beat once, when they register: longer than the whole test, so that none of
+# them expires (and gets an election that changes the state) after the final hashes were compared
+LEASE_MS = 900_000
 WRITERS = 3
 
 
@@ -35,13 +38,13 @@ def _step(c: ControllerClient, ledger: Ledger, t: int, k: int) -> bool:
         if ledger.attempt(c.apply_broker_id, CLUSTER, name, bid, f"{addr};{k}") is not None:
             ledger.ack(ledger.applied, (name, bid))
         reg = ledger.attempt(c.register_broker, CLUSTER, name, bid, addr, epoch=0, max_offset=0,
-                             heartbeat_timeout_mills=60_000)
+                             heartbeat_timeout_mills=LEASE_MS)
         if reg is not None:
             ledger.ack(ledger.registered, (name, bid, reg.broker_epoch))
             epochs[bid] = reg.broker_epoch
             # only a heartbeat makes a broker alive (for ElectMaster and AlterSyncStateSet)
             ledger.attempt(c.heartbeat, CLUSTER, addr, name, bid, epoch=0, max_offset=0,
-                           heartbeat_timeout_mills=60_000, broker_epoch=reg.broker_epoch)
+                           heartbeat_timeout_mills=LEASE_MS, broker_epoch=reg.broker_epoch)
     elect = ledger.attempt(c.elect_master, CLUSTER, name, 1)
     if elect is None:
         return True
