@@ -24,8 +24,10 @@ from mqctl.testing import Ledger, LocalCluster, Writers, find_log_problems, wait
 pytestmark = pytest.mark.slow
 
 CYCLES = int(os.environ.get("MQCTL_LEADER_KILL_CYCLES", "25"))
-# the writers' brokers beat once, when they register: longer than the whole test, so that none of
-# them expires (and gets an election that changes the state) after the final hashes were compared
+# the writers' brokers beat once, when they register, and only the leader of the time hears it: a
+# lease (theirs and the group's) longer than the whole test, so that no broker expires and no later
+# leader, which never heard them, declares them dead once its grace (one lease) is over, electing
+# anew after the final hashes were compared
 LEASE_MS = 900_000
 WRITERS = 3
 
@@ -75,7 +77,7 @@ def _watcher(addresses: str, stop: threading.Event, watching: dict) -> None:  # 
 
 @pytest.mark.timeout(120 + 12 * CYCLES)
 def test_leader_kills_under_load_no_traceback_no_lost_write(tmp_path) -> None:
-    cluster = LocalCluster(str(tmp_path), size=3)
+    cluster = LocalCluster(str(tmp_path), size=3, extra_args=["--heartbeat-timeout", str(LEASE_MS)])
     stop = threading.Event()
     with cluster:
         cluster.start()
