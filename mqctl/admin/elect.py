@@ -106,7 +106,7 @@ def controller_answer(broker_name: str, info: ReplicasInfo, designated: int | No
     bs = core.BrokerSet(
         cluster_name=info.cluster_name, broker_name=broker_name,
         master_broker_id=info.master_broker_id, master_epoch=info.master_epoch,
-        sync_state_set={r.broker_id for r in info.in_sync_replicas},
+        sync_state_set=frozenset(r.broker_id for r in info.in_sync_replicas),
         sync_state_set_epoch=info.sync_state_set_epoch)
     now_ms = 1 << 40
     rows: dict[int, core.LiveInfo] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -330,8 +331,22 @@ def _cfg_int(config: Mapping[str, str], key: str) -> int:
 # State
 
 
-@dataclass(slots=True)
+_MEMBERS: dict[frozenset[int], frozenset[int]] = {}
+
+
+def _members(ids: Iterable[int]) -> frozenset[int]:
+    """A SyncStateSet, one object per distinct value in the node (as sys.intern for names): a
+    fleet's sets hold the same few ({1}, {1, 2}, ...), and a set object is 216 bytes."""
+    value = frozenset(ids)
+    if len(_MEMBERS) < 4096:
+        return _MEMBERS.setdefault(value, value)
+    return _MEMBERS.get(value, value)
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """Replaced, never changed: a decision view's copy of a broker set shares them."""
+
     address: str
     register_check_code: str
     broker_epoch: int = 0  # 0 = never registered (RegisterBroker) since ApplyBrokerId
@@ -347,7 +362,7 @@ class BrokerSet:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     master_broker_id: int | None = None
     master_epoch: int = 0
-    sync_state_set: set[int] = field(default_factory=set)
+    sync_state_set: frozenset[int] = frozenset()
     sync_state_set_epoch: int = 0
     options: dict[str, str] | None = None  # None: no registration has carried options yet
     # Derived, not in the snapshot: the last master this set had (the old master in the note of an
@@ -366,9 +381,7 @@ class BrokerSet:
 
     def copy(self) -> BrokerSet:
         return BrokerSet(self.cluster_name, self.broker_name, self.next_assign_broker_id,
-                         {bid: BrokerInfo(b.address, b.register_check_code, b.broker_epoch)
-                          for bid, b in self.brokers.items()},
-                         self.master_broker_id, self.master_epoch, set(self.sync_state_set),
+                         dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
                          self.sync_state_set_epoch, None if self.options is None else dict(self.options),
                          self.last_master_broker_id)
 
@@ -407,7 +420,7 @@ class BrokerSet:
             },
             master_broker_id=None if master is None else int(master),
             master_epoch=int(d.get("master_epoch", 0)),
-            sync_state_set={int(x) for x in d.get("sync_state_set", [])},
+            sync_state_set=_members(int(x) for x in d.get("sync_state_set", [])),
             sync_state_set_epoch=int(d.get("sync_state_set_epoch", 0)),
             options=None if options is None else {str(k): str(v) for k, v in options.items()},
         )
@@ -423,21 +436,24 @@ class History:
     chunks of HISTORY_CHUNK entries: a buffer of the texts, each followed by a comma, and the
     offsets where they end. No Python object per entry: a fleet registering adds and drops
     thousands of entries, and as objects they left the allocator's pages full of holes among the
-    state's own small objects. Entries never change."""
+    state's own small objects. A full chunk is kept zlib-compressed (about 20x: the entries repeat
+    their keys and phrases), the chunk being filled as it is. Entries never change."""
 
-    __slots__ = ("_chunks", "_count", "_first")
+    __slots__ = ("_chunks", "_count", "_first", "_opened")
 
     def __init__(self, entries: Iterable[Mapping[str, Any]] = ()) -> None:
+        # (compressed texts of a full chunk, or the growing texts of the last one; their ends)
         self._chunks: list[tuple[bytes | bytearray, array[int]]] = []
         self._first = 0  # entries of the first chunk trimmed away
         self._count = 0
+        self._opened: tuple[bytes, bytes] = (b"", b"")  # the last full chunk read: (compressed, texts)
         for entry in entries:
             self.append(entry)
 
     def append(self, entry: Mapping[str, Any]) -> None:
         if not self._chunks or len(self._chunks[-1][1]) == HISTORY_CHUNK:
-            if self._chunks:  # full: its exact size, not what a growing buffer holds in reserve
-                self._chunks[-1] = (bytes(self._chunks[-1][0]), self._chunks[-1][1])
+            if self._chunks:
+                self._chunks[-1] = (zlib.compress(self._chunks[-1][0]), self._chunks[-1][1])
             self._chunks.append((bytearray(), array("q")))
         buf, ends = self._chunks[-1]
         assert isinstance(buf, bytearray)
@@ -460,9 +476,19 @@ class History:
             self._count -= left
             drop -= left
 
+    def _chunk(self, n: int) -> tuple[bytes | bytearray, array[int]]:
+        """Chunk n's texts, decompressed, and their ends."""
+        buf, ends = self._chunks[n]
+        if isinstance(buf, bytearray):
+            return buf, ends
+        opened = self._opened
+        if opened[0] is not buf:
+            opened = self._opened = (buf, zlib.decompress(buf))
+        return opened[1], ends
+
     def _text(self, i: int) -> str:
         at = i + self._first
-        buf, ends = self._chunks[at // HISTORY_CHUNK]
+        buf, ends = self._chunk(at // HISTORY_CHUNK)
         k = at % HISTORY_CHUNK
         return buf[ends[k - 1] if k else 0:ends[k] - 1].decode("ascii")
 
@@ -473,7 +499,8 @@ class History:
         """The JSON array of the entries, in pieces (a chunk a piece)."""
         yield "["
         last = len(self._chunks) - 1
-        for n, (buf, ends) in enumerate(self._chunks):
+        for n in range(len(self._chunks)):
+            buf, ends = self._chunk(n)
             start = ends[self._first - 1] if n == 0 and self._first else 0
             yield buf[start:len(buf) - (n == last)].decode("ascii")  # no comma after the last
         yield "]"
@@ -741,7 +768,7 @@ class ControllerState:
         unknown = sorted(set(r.new_sync_state_set) - set(bs.brokers))
         if unknown:
             raise InconsistentRecord(f"SyncStateSet of {r.broker_name!r} names unknown broker ids {unknown}")
-        bs.sync_state_set = set(r.new_sync_state_set)
+        bs.sync_state_set = _members(r.new_sync_state_set)
         bs.sync_state_set_epoch += 1
 
     def _apply_master_elected(self, r: MasterElected) -> None:
@@ -755,7 +782,7 @@ class ControllerState:
         bs.master_broker_id = new_master
         bs.master_epoch += 1
         if new_master is not None:
-            bs.sync_state_set = {new_master}
+            bs.sync_state_set = _members((new_master,))
             bs.sync_state_set_epoch += 1
 
     def _apply_broker_data_cleaned(self, r: BrokerDataCleaned) -> None:
@@ -766,7 +793,7 @@ class ControllerState:
             return
         for bid in r.broker_id_set_to_clean:
             bs.brokers.pop(bid, None)
-            bs.sync_state_set.discard(bid)
+        bs.sync_state_set = _members(bs.sync_state_set.difference(r.broker_id_set_to_clean))
         # RocketMQ drops BrokerReplicaInfo / SyncStateInfo when it becomes empty; a set exists only
         # while both do, so mqctl drops the whole set.
         if not bs.brokers or not bs.sync_state_set:
@@ -780,15 +807,18 @@ class ControllerState:
         return info
 
     def _apply_broker_address_updated(self, r: BrokerAddressUpdated) -> None:
-        self._broker(self._set(r.broker_name, r), r.broker_id, r).address = r.broker_address
+        bs = self._set(r.broker_name, r)
+        info = self._broker(bs, r.broker_id, r)
+        bs.brokers[r.broker_id] = BrokerInfo(r.broker_address, info.register_check_code, info.broker_epoch)
 
     def _apply_broker_registered(self, r: BrokerRegistered) -> None:
-        info = self._broker(self._set(r.broker_name, r), r.broker_id, r)
+        bs = self._set(r.broker_name, r)
+        info = self._broker(bs, r.broker_id, r)
         if r.broker_epoch <= self.broker_epoch:
             raise InconsistentRecord(f"brokerEpoch {r.broker_epoch} is not above the last one handed out "
                                      f"({self.broker_epoch})")
         self.broker_epoch = r.broker_epoch
-        info.broker_epoch = r.broker_epoch
+        bs.brokers[r.broker_id] = BrokerInfo(info.address, info.register_check_code, r.broker_epoch)
 
     def _apply_broker_options_set(self, r: BrokerOptionsSet) -> None:
         self._set(r.broker_name, r).options = dict(sorted(r.options.items()))
@@ -982,7 +1012,7 @@ def _java(value: object) -> str:
     return "null" if value is None else str(value)
 
 
-def _sync_state_set_body(ids: set[int] | list[int], epoch: int) -> dict[str, Any]:
+def _sync_state_set_body(ids: Iterable[int], epoch: int) -> dict[str, Any]:
     return {"sync_state_set": sorted(ids), "sync_state_set_epoch": epoch}
 
 

@@ -72,11 +72,15 @@ def _need(d: Mapping[str, Any], key: str, kind: type | tuple[type, ...], *, null
         raise RecordError(f"field {key} must be an integer, not {v!r}")
     if not isinstance(v, kind):
         raise RecordError(f"field {key} has the wrong type ({type(v).__name__})")
-    if isinstance(v, str) and len(v) <= 255:
-        # names and addresses: one object per name in the whole node (state, heartbeat table,
-        # registrations), not one per record that carried it
+    if key in _SHARED and isinstance(v, str) and len(v) <= 255:
         return sys.intern(v)
     return v
+
+
+# Names and addresses: one object per name in the whole node (state, heartbeat table,
+# registrations), not one per record that carried it. Not the registerCheckCodes: one per broker
+# anyway, and each would only grow the interpreter's table of interned strings.
+_SHARED = frozenset(("cluster_name", "broker_name", "broker_address"))
 
 
 def _ids(d: Mapping[str, Any], key: str, *, nullable: bool = False) -> tuple[int, ...] | None:

@@ -49,7 +49,7 @@ def reseed_plan(reports: Sequence[StoreReport], group_id: str, group: str = "mqc
         freshest = sorted(b for b, m in ids.items() if (m.last_epoch, m.max_offset) == best)
         master_epoch = max(0, max(m.last_epoch for m in ids.values()))
         bs = core.BrokerSet(cluster_name=clusters[0], broker_name=name, next_assign_broker_id=max(ids) + 1,
-                            master_epoch=master_epoch, sync_state_set=set(freshest),
+                            master_epoch=master_epoch, sync_state_set=frozenset(freshest),
                             sync_state_set_epoch=1)
         for b, m in sorted(ids.items()):
             code = m.temp_identity.register_check_code if m.temp_identity else ""

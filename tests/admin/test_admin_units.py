@@ -90,7 +90,7 @@ def test_controller_answer_is_the_controllers_answer() -> None:
         bs = core.BrokerSet("c", "b", brokers={i: core.BrokerInfo(f"127.0.0.1:{i}", "", i) for i in ids})
         if rng.random() < 0.8:
             bs.master_epoch = rng.randint(1, 5)
-            bs.sync_state_set = {i for i in ids if rng.random() < 0.6}
+            bs.sync_state_set = frozenset(i for i in ids if rng.random() < 0.6)
             bs.sync_state_set_epoch = rng.randint(1, 5)
             if rng.random() < 0.7 and bs.sync_state_set:
                 bs.master_broker_id = rng.choice(sorted(bs.sync_state_set))

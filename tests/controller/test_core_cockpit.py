@@ -326,3 +326,20 @@ def test_history_in_chunks_reads_as_the_list_of_its_entries() -> None:
             if want:
                 assert history[-1] == want[-1] and history[0] == want[0]
     assert history == History(want) and repr(history) == f"History({len(want)} entries)"
+
+
+def test_history_keeps_full_chunks_compressed() -> None:
+    """A leader of 10,000 brokers keeps 10,000 entries of a few hundred bytes each: full chunks are
+    held compressed, read back as they were, and the chunk being filled stays plain."""
+    from mqctl.controller.core import HISTORY_CHUNK, History
+
+    want = [{"seq": i, "what": "master elected", "broker_name": f"broker-{i:05d}",
+             "detail": f"master 1 (masterEpoch {i % 7})"} for i in range(3 * HISTORY_CHUNK + 5)]
+    history = History(want)
+    texts = sum(len(json.dumps(e, sort_keys=True, separators=(",", ":"))) + 1 for e in want)
+    held = sum(len(buf) for buf, _ in history._chunks)
+    assert held * 5 < texts, (held, texts)
+    assert isinstance(history._chunks[-1][0], bytearray) and len(history._chunks[-1][1]) == 5
+    assert list(history) == want and history[HISTORY_CHUNK + 3] == want[HISTORY_CHUNK + 3]
+    history.trim(HISTORY_CHUNK + 10)
+    assert list(history) == want[-(HISTORY_CHUNK + 10):]
