@@ -700,8 +700,9 @@ class ControllerState:
     def decision_view(self) -> ControllerState:
         """What the leader decides against (mqctl.controller.node): this state plus the records of
         entries not applied yet. Its broker sets are this state's until the view changes one (then
-        copied), and it keeps the history's counts but not its entries, which no decision reads: a
-        leader of 10,000 brokers holds one state, not two, and a new term does not copy them all.
+        copied), and it keeps neither the history's entries nor their counts (loss_total,
+        elections), which no decision reads: a leader of 10,000 brokers holds one state, not two,
+        and neither a new term nor a view made anew copies them all.
         Sharing is safe because every record this state applies in the view's term has been applied
         to the view first, which copied the set it changed."""
         view = ControllerState()
@@ -713,8 +714,6 @@ class ControllerState:
         view.meta = json.loads(json.dumps(self.meta))
         view.feature_level = self.feature_level
         view.history_seq = self.history_seq
-        view.loss_total = dict(self.loss_total)
-        view.elections = {n: dict(c) for n, c in self.elections.items()}
         view.failover_paused = json.loads(json.dumps(self.failover_paused))
         return view
 
@@ -847,10 +846,10 @@ class ControllerState:
     def _apply_decision_noted(self, r: DecisionNoted) -> None:
         self._level(r)
         self.history_seq += 1
-        entry = r.entry
-        if self._keeps_history:
-            entry = {**r.entry, "seq": self.history_seq}
-            self.history.append(entry)
+        if not self._keeps_history:
+            return
+        entry = {**r.entry, "seq": self.history_seq}
+        self.history.append(entry)
         loss = (entry.get("election") or {}).get("loss_bytes")
         if isinstance(loss, int) and not isinstance(loss, bool):
             name = str(entry.get("broker_name", ""))

@@ -17,12 +17,14 @@ broker set that it heard over remoting (a registration, 1003, or a heartbeat, 90
 replica's registered address, on a new connection, as RocketMQ's ControllerManager does: a
 broker serves 1008 only where it listens. Failed deliveries are retried and logged; a newer
 masterEpoch supersedes an older pending one; an old master still alive (a switchover) is sent its
-1008 before the others are, once delivered or given up; nothing else waits for them.
+1008 before the others are, once delivered or given up; nothing else waits for them. At most
+NOTIFY_PUSHERS elections are pushed at a time, the others queued in order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import hmac
 import itertools
 import logging
@@ -53,6 +55,10 @@ WRITE_TIMEOUT = 10.0
 NOTIFY_TIMEOUT = 3.0  # RocketMQ's controller sends 1008 one-way with a 3000 ms timeout
 NOTIFY_ATTEMPTS = 3
 NOTIFY_RETRY_DELAY = 1.0
+# Role changes pushed at a time; the rest wait in order. A fleet's first elections (3,334 broker sets)
+# would otherwise open 10,000 connections at once: file descriptors a busy leader needs, and a
+# burst of short-lived objects that left its memory in pieces it could not give back.
+NOTIFY_PUSHERS = 64
 NOTIFY_LOG_BUDGET = 20  # 1008 lines logged a second, over all brokers
 
 
@@ -290,8 +296,12 @@ class RemotingServer:
         self._remoting_ids: dict[str, int] = {}
         self._remoting_big_ids: set[tuple[str, int]] = set()
         self._remoting_count = 0
-        self._notify_epochs: dict[str, int] = {}  # address -> newest masterEpoch sent there
+        self._notify_epochs: dict[str, int] = {}  # broker set -> newest masterEpoch queued for it
         self._masters: dict[str, int] = {}  # broker set -> the master its last 1008 named
+        # role changes waiting to be pushed: (change, targets, old master still to be told first)
+        self._notify_queue: collections.deque[tuple[dict[str, Any], list[tuple[int, str]], int | None]] = (
+            collections.deque())
+        self._pushers = 0
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -596,8 +606,38 @@ class RemotingServer:
                 if r.get("alive") and self._heard_over_remoting(name, int(r["broker_id"]))]
 
     def _notify(self, change: dict[str, Any], targets: list[tuple[int, str]]) -> None:
+        """Queue the change's NOTIFY_BROKER_ROLE_CHANGED; at most NOTIFY_PUSHERS changes are pushed
+        at a time, in the order they were decided."""
+        name = str(change.get("broker_name") or "")
+        epoch = int(change.get("master_epoch") or 0)
+        # a newer masterEpoch of the set supersedes a pending older notification
+        self._notify_epochs[name] = max(epoch, self._notify_epochs.get(name, epoch))
+        master = int(change["master_broker_id"])
+        previous = self._masters.get(name)
+        self._masters[name] = master
+        self._notify_queue.append((change, targets, previous if previous != master else None))
+        if self._pushers < NOTIFY_PUSHERS:
+            self._pushers += 1
+            self._loop.create_task(self._push_queued())
+
+    async def _push_queued(self) -> None:
+        try:
+            while self._notify_queue and not self._stopping.is_set():
+                change, targets, old_master = self._notify_queue.popleft()
+                try:
+                    await self._push(change, targets, old_master)
+                except Exception:
+                    log.exception("NOTIFY_BROKER_ROLE_CHANGED for %s failed", change.get("broker_name"))
+        finally:
+            self._pushers -= 1
+
+    async def _push(self, change: dict[str, Any], targets: list[tuple[int, str]],
+                    old_master: int | None) -> None:
         """One-way NOTIFY_BROKER_ROLE_CHANGED to each target's registered address (a new connection,
-        as RocketMQ's controller opens to the address where the broker listens)."""
+        as RocketMQ's controller opens to the address where the broker listens). An old master that
+        is still alive (a switchover) is told its new role first: its 1008 is on the wire, or its
+        attempts ran out, before the new master and the others are told. A dead old master is no
+        target, so a failover waits for nobody."""
         name = str(change.get("broker_name") or "")
         epoch = int(change.get("master_epoch") or 0)
         ext = headers.dict_to_header(
@@ -609,12 +649,8 @@ class RemotingServer:
                 "sync_state_set_epoch": change.get("sync_state_set_epoch", 0),
             }
         )
-        deliveries: list[tuple[int, Any]] = []
-        for bid, address in targets:
-            if not address:
-                continue
-            # a newer masterEpoch supersedes a pending older notification to the same address
-            self._notify_epochs[address] = max(epoch, self._notify_epochs.get(address, epoch))
+
+        async def deliver(bid: int, address: str) -> None:
             cmd = RemotingCommand(
                 code=headers.NOTIFY_BROKER_ROLE_CHANGED,
                 opaque=next(self._opaque) & 0x7FFFFFFF,
@@ -623,27 +659,19 @@ class RemotingServer:
                 body=body,
                 serialize_type=self.serialize_type,
             )
-            deliveries.append((bid, self._deliver(name, bid, address, epoch, cmd, change)))
-        master = int(change["master_broker_id"])
-        previous = self._masters.get(name)
-        self._masters[name] = master
-        self._loop.create_task(self._old_master_first(deliveries, previous if previous != master else None))
+            await self._deliver(name, bid, address, epoch, cmd, change)
 
-    @staticmethod
-    async def _old_master_first(deliveries: list[tuple[int, Any]], old_master: int | None) -> None:
-        """An old master that is still alive (a switchover) is told its new role first: its 1008 is on
-        the wire, or its attempts ran out, before the new master and the others are told. A dead old
-        master is no target, so a failover waits for nobody."""
-        first = [d for bid, d in deliveries if bid == old_master]
-        for d in first:
-            await d
-        await asyncio.gather(*(d for bid, d in deliveries if bid != old_master))
+        targets = [(bid, address) for bid, address in targets if address]
+        for bid, address in targets:
+            if bid == old_master:
+                await deliver(bid, address)
+        await asyncio.gather(*(deliver(bid, address) for bid, address in targets if bid != old_master))
 
     async def _deliver(self, name: str, bid: int, address: str, epoch: int, cmd: RemotingCommand,
                        change: dict[str, Any]) -> None:
         host, _, port = address.rpartition(":")
         for attempt in range(1, NOTIFY_ATTEMPTS + 1):
-            if self._stopping.is_set() or self._notify_epochs.get(address, epoch) > epoch:
+            if self._stopping.is_set() or self._notify_epochs.get(name, epoch) > epoch:
                 return
             writer: asyncio.StreamWriter | None = None
             try:
