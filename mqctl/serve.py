@@ -97,37 +97,9 @@ def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
 RAFT_SWITCH_INTERVAL = 0.001
 
 
-# (environment variable, glibc's mallopt parameter, value): M_ARENA_MAX, M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
-_MALLOC_OPTIONS = (("MALLOC_ARENA_MAX", -8, 2), ("MALLOC_MMAP_THRESHOLD_", -3, 256 * 1024),
-                   ("MALLOC_TRIM_THRESHOLD_", -1, 256 * 1024))
-
-
-def _tune_malloc() -> None:
-    """glibc, as a long-lived server wants it; set before any thread starts, nothing to do elsewhere
-    than glibc, and a setting in the environment (MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_,
-    MALLOC_TRIM_THRESHOLD_) wins over ours:
-
-    - two heaps: glibc gives each thread that allocates a heap of its own (up to 8 per core), and
-      the request pools' threads then keep free memory in a dozen heaps;
-    - fixed mmap and trim thresholds: glibc raises both each time a large block is freed (up to 32
-      MiB), after which the large answers of whole-fleet reads come from the heap and their memory
-      stays with the process when freed; fixed, such blocks are mapped and unmapped and the heap's
-      free top is given back.
-
-    Both cut the leader's memory per broker at 10,000 brokers (bench/bench_scale.py)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        for env, option, value in _MALLOC_OPTIONS:
-            if not os.environ.get(env):
-                libc.mallopt(option, value)
-    except (OSError, AttributeError):
-        pass
-
-
 def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
+    from mqctl import malloc
     from mqctl.controller import datadir, records
     from mqctl.controller.grpc_server import GrpcLimits, build_server
     from mqctl.controller.node import ControllerNode, NodeSettings
@@ -139,7 +111,7 @@ def run(cfg: ServeConfig) -> int:
     # busy leader's heartbeats to its followers are not held back behind its own request handling
     # (a registration burst of 10,000 brokers cost the leadership otherwise; bench/bench_scale.py).
     sys.setswitchinterval(RAFT_SWITCH_INTERVAL)
-    _tune_malloc()
+    malloc.tune()
     data_dir = cfg.data_dir or datadir.default_data_dir(cfg.raft)
     lock = datadir.prepare(data_dir, cfg.raft)
     print(f"mqctl controller: data directory {data_dir}", file=sys.stderr, flush=True)

@@ -56,6 +56,7 @@ from typing import Any
 from pysyncobj.journal import Journal
 from pysyncobj.journal import MemoryJournal as _PysyncobjMemoryJournal
 
+from mqctl import malloc
 from mqctl.errors import StoreError
 from mqctl.raft.storage import File, Storage, StorageError
 
@@ -79,18 +80,6 @@ Entry = tuple[bytes, int, int]
 SLOW_SYNC = 0.1  # seconds: an fdatasync this long is logged (the election timeout is 0.15-0.35 s)
 SLOW_SYNC_LOG_INTERVAL = 10.0
 TRIM_AFTER_ENTRIES = 1000  # a compaction that drops this many entries gives free heap back to the OS
-
-
-def _release_free_heap() -> None:
-    """glibc keeps the pages of freed memory; after a compaction dropped thousands of entries (a
-    fleet registering), hand them back (malloc_trim, about 10 ms for a 250 MiB heap) so that the
-    node's RSS follows what it holds. Nothing to do elsewhere than glibc."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 class _WaitingForSnapshot(OSError):
@@ -350,7 +339,9 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if self._removed:
             self._recovered()
         if entryTo >= TRIM_AFTER_ENTRIES:
-            _release_free_heap()
+            # glibc keeps the pages of freed memory: hand them back, so that the node's RSS follows
+            # what it holds after thousands of entries went (a fleet registering)
+            malloc.trim()
 
     def __getitem__(self, item: Any) -> Any:
         return self._entries[item]
