@@ -27,6 +27,12 @@ from mqctl.controller.core import DEFAULT_ELECTION_PRIORITY, DEFAULT_HEARTBEAT_T
 __all__ = ["HeartbeatTable"]
 
 GRAIN_MS = 64  # width of a deadline bucket
+# A broker set's rows: the slots (plus one; 0 is none) of broker ids 0..PACKED_IDS-1 as SLOT_BITS-bit
+# fields of one int, others (or slots too large) in a dict of their own. A fleet's sets have ids
+# 1..3: one small int per set instead of a dict and an int object per row.
+PACKED_IDS = 8
+SLOT_BITS = 24
+_FIELD = (1 << SLOT_BITS) - 1
 
 
 def _opt_int(request: Mapping[str, Any], key: str) -> int | None:
@@ -41,8 +47,8 @@ def _column() -> array[int]:
 
 
 class HeartbeatTable:
-    """Rows by broker set, then broker id: a heartbeat touches one row, a broker set's rows are one
-    lookup, whatever the size of the fleet.
+    """Rows by broker set, then broker id (PACKED_IDS): a heartbeat touches one row, a broker set's
+    rows are one lookup, whatever the size of the fleet.
 
     A row is a slot in columns of machine integers, written in place: a heartbeat leaves no object
     behind (a new object per beat, kept until the next, scattered the process's memory over
@@ -55,7 +61,8 @@ class HeartbeatTable:
 
     def __init__(self, default_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS) -> None:
         self.default_timeout_ms = default_timeout_ms
-        self._sets: dict[str, dict[int, int]] = {}  # broker_name -> broker_id -> slot
+        self._sets: dict[str, int] = {}  # broker_name -> its packed slots (a set with rows is here)
+        self._wide: dict[str, dict[int, int]] = {}  # broker_name -> broker_id -> slot, the others
         self._count = 0
         # the columns, one entry per slot
         self._name: list[str] = []
@@ -80,6 +87,47 @@ class HeartbeatTable:
         return self._count
 
     # --- rows ---------------------------------------------------------------------------
+
+    def _slot(self, name: str, bid: int) -> int | None:
+        if 0 <= bid < PACKED_IDS:
+            field = self._sets.get(name, 0) >> (bid * SLOT_BITS) & _FIELD
+            if field:
+                return field - 1
+        wide = self._wide.get(name)
+        return None if wide is None else wide.get(bid)
+
+    def _bind(self, name: str, bid: int, slot: int) -> None:
+        if 0 <= bid < PACKED_IDS and slot < _FIELD:
+            self._sets[name] = self._sets.get(name, 0) | (slot + 1) << (bid * SLOT_BITS)
+        else:
+            self._sets.setdefault(name, 0)
+            self._wide.setdefault(name, {})[bid] = slot
+
+    def _unbind(self, name: str, bid: int) -> None:
+        wide = self._wide.get(name)
+        if wide is not None and bid in wide:
+            del wide[bid]
+            if not wide:
+                del self._wide[name]
+        else:
+            self._sets[name] &= ~(_FIELD << (bid * SLOT_BITS))
+        if not self._sets[name] and name not in self._wide:
+            del self._sets[name]
+
+    def _rows(self, name: str) -> list[tuple[int, int]]:
+        """(broker_id, slot) of a set's rows, by broker id."""
+        packed = self._sets.get(name, 0)
+        rows = []
+        bid = 0
+        while packed:
+            if packed & _FIELD:
+                rows.append((bid, (packed & _FIELD) - 1))
+            packed >>= SLOT_BITS
+            bid += 1
+        wide = self._wide.get(name)
+        if wide:
+            rows = sorted([*rows, *wide.items()])
+        return rows
 
     def _new_slot(self, name: str, bid: int) -> int:
         self._count += 1
@@ -122,12 +170,10 @@ class HeartbeatTable:
     def _put(self, name: str, bid: int, cluster: str, address: str, broker_epoch: int, epoch: int,
              max_offset: int, confirm_offset: int, priority: int, last_ms: int, timeout: int,
              now_ms: int) -> None:
-        rows = self._sets.get(name)
-        if rows is None:
-            rows = self._sets[name] = {}
-        slot = rows.get(bid)
+        slot = self._slot(name, bid)
         if slot is None:
-            slot = rows[bid] = self._new_slot(name, bid)
+            slot = self._new_slot(name, bid)
+            self._bind(name, bid, slot)
             self._cluster[slot] = cluster
         else:
             if not self._is_alive(slot, now_ms):
@@ -171,8 +217,7 @@ class HeartbeatTable:
         timeout = self.default_timeout_ms if timeout is None or timeout <= 0 else timeout
         priority = DEFAULT_ELECTION_PRIORITY if priority is None else priority
 
-        rows = self._sets.get(name)
-        slot = rows.get(bid) if rows is not None else None
+        slot = self._slot(name, bid)
         if slot is None or (broker_epoch is not None and broker_epoch > self._broker_epoch[slot]):
             self._put(name, bid, cluster, address, broker_epoch or 0, epoch, max_offset, confirm_offset,
                       priority, now_ms, timeout, now_ms)
@@ -194,7 +239,7 @@ class HeartbeatTable:
         makes a broker alive: a row it has takes the new brokerEpoch and what the registration
         reported, with its last heartbeat unchanged; without a row nothing is recorded (the
         broker's first heartbeat creates it). False when nothing was recorded."""
-        slot = self._sets.get(broker_name, {}).get(broker_id)
+        slot = self._slot(broker_name, broker_id)
         if slot is None:
             return False
         self._put(sys.intern(broker_name), broker_id, cluster_name, sys.intern(address), broker_epoch,
@@ -210,17 +255,16 @@ class HeartbeatTable:
     # --- reads --------------------------------------------------------------------------
 
     def get(self, broker_name: str, broker_id: int) -> LiveInfo | None:
-        slot = self._sets.get(broker_name, {}).get(broker_id)
+        slot = self._slot(broker_name, broker_id)
         return None if slot is None else self._info(slot)
 
     def is_alive(self, broker_name: str, broker_id: int, now_ms: int) -> bool:
-        slot = self._sets.get(broker_name, {}).get(broker_id)
+        slot = self._slot(broker_name, broker_id)
         return slot is not None and self._is_alive(slot, now_ms)
 
     def snapshot(self, broker_name: str) -> dict[int, LiveInfo]:
         """broker_id -> row for one broker set (rows may be expired)."""
-        rows = self._sets.get(broker_name)
-        return {bid: self._info(rows[bid]) for bid in sorted(rows)} if rows else {}
+        return {bid: self._info(slot) for bid, slot in self._rows(broker_name)}
 
     def context(self, now_ms: int, broker_names: Iterable[str] | None = None) -> Context:
         """A Context for the core: the given broker sets (all when None)."""
@@ -268,10 +312,7 @@ class HeartbeatTable:
             name, bid = self._name[slot], self._bid[slot]
             gone.append((self._cluster[slot], name, bid))
             self._last.setdefault(name, {})[bid] = self._info(slot)
-            rows = self._sets[name]
-            del rows[bid]
-            if not rows:
-                del self._sets[name]
+            self._unbind(name, bid)
             self._free.append(slot)
         self._count -= len(gone)
         self._dead.clear()

@@ -142,3 +142,32 @@ def test_an_expired_row_is_kept_as_the_last_known_until_the_broker_beats_again()
     assert t._last[S] == {}  # forgotten once it has a row again
     assert t.expired(9000) == [("c", S, 1), ("c", S, 2)] and len(t) == 0
     assert {b: r.max_offset for b, r in t.with_last(S).items()} == {1: 50, 2: 800}
+
+
+def test_rows_of_any_broker_id_read_back_as_a_plain_table_would() -> None:
+    """A set's rows are packed for ids 0..PACKED_IDS-1 and kept apart for the others (large,
+    negative): beats, expiries and reads at random agree with a dict of (name, id) -> last beat."""
+    import random
+
+    from mqctl.controller.liveness import PACKED_IDS
+
+    rng = random.Random(7)
+    t, model = HeartbeatTable(), {}
+    ids = [-3, -1, 0, 1, 2, 3, PACKED_IDS - 1, PACKED_IDS, 63, 64, 2**40]
+    for now in range(0, 4000, 10):
+        for _ in range(3):
+            name, bid = rng.choice(["a", "b", "c"]), rng.choice(ids)
+            t.on_heartbeat({"broker_name": name, "broker_id": bid, "heartbeat_timeout_mills": 200,
+                            "broker_addr": f"127.0.0.1:{abs(bid) % 60000}"}, now)
+            model[(name, bid)] = now
+        gone = t.expired(now)
+        want = sorted((n, b) for (n, b), last in model.items() if last + 200 < now)
+        assert sorted((n, b) for _, n, b in gone) == want
+        for key in want:
+            del model[key]
+        for name in ("a", "b", "c"):
+            assert list(t.snapshot(name)) == sorted(b for n, b in model if n == name)
+            for bid in ids:
+                row = t.get(name, bid)
+                assert (row.last_heartbeat_ms if row else None) == model.get((name, bid))
+        assert len(t) == len(model)
