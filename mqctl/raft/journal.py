@@ -526,12 +526,10 @@ class DurableJournal(Journal):  # type: ignore[misc]
         file.sync()
         took = time.monotonic() - started
         if took >= SLOW_SYNC and started - self._slow_logged >= SLOW_SYNC_LOG_INTERVAL:
-            # etcd's "slow fdatasync": a follower acknowledges only after it, and a leader's
-            # commits wait for it (or for both followers)
+            # etcd's "slow fdatasync": a write commits once two of three nodes' fdatasyncs are done
             self._slow_logged = started
-            log.warning("raft journal: fdatasync of %s took %.0f ms (a disk this slow slows every write "
-                        "and, on a follower, can cost the leadership; give the data directory a disk of "
-                        "its own)", self.path, took * 1000)
+            log.warning("raft journal: fdatasync of %s took %.0f ms (a disk this slow slows writes; give "
+                        "the data directory a disk of its own)", self.path, took * 1000)
 
     def _recovered(self) -> None:
         if self._removed:

@@ -185,6 +185,10 @@ class SyncObj(object):
         self.__lastPollTime = monotonicTime()
         self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
         self.__unansweredSince = {}
+        # mqctl: (on a follower) the leader told of its durable entries as the journal's thread syncs
+        # them, and the last durable index it was told (FORK.md, change 20)
+        self.__durableAcksTo = None
+        self.__reportedDurable = 0
         # mqctl: the journal comes from conf.journalFactory (mqctl.raft.journal), not createJournal
         self.__raftLog = self.__conf.journalFactory(self.__conf.journalFile)
         if len(self.__raftLog) == 0:
@@ -712,6 +716,14 @@ class SyncObj(object):
             self.__setState(_RAFT_STATE.FOLLOWER)
             self.__raftLeader = None
 
+        # mqctl: a follower tells its leader of entries its journal's thread has made durable since
+        # it answered their append_entries (FORK.md, change 20)
+        if self.__raftState == _RAFT_STATE.FOLLOWER and self.__durableAcksTo is not None:
+            if self.__durableAcksTo != self.__raftLeader:
+                self.__durableAcksTo = None
+            elif self.__raftLog.sync_soon() and self.__raftLog.durable_index() > self.__reportedDurable:
+                self.__sendDurable(self.__durableAcksTo, self.__getCurrentLogIndex() + 1)
+
         if self.__raftState == _RAFT_STATE.LEADER:
 
             commitIdx = self.__raftCommitIndex
@@ -1172,9 +1184,19 @@ class SyncObj(object):
                 if newEntries:
                     nextNodeIdx = newEntries[-1][1] + 1
 
-                # mqctl: the entries are durable before the leader hears of them; if storage fails,
-                # answer without success (the leader sees this node alive but counts nothing)
-                if self.__raftLog.sync():
+                # mqctl: the leader counts only durable entries. One that takes durable
+                # acknowledgements hears at once what this node appended and what of it is durable
+                # so far, the rest once the journal's thread has synced it (FORK.md, change 20): a
+                # slow fdatasync no longer holds this node's answers, which the leader's CheckQuorum
+                # waits for. An older leader hears of them only once they are durable. If storage
+                # fails, answer without success (the leader sees this node alive but counts nothing)
+                if message.get('durable_acks'):
+                    if self.__raftLog.sync_soon():
+                        self.__durableAcksTo = node
+                        self.__sendDurable(node, nextNodeIdx)
+                    else:
+                        self.__sendNextNodeIdx(node, success=False, reset=False)
+                elif self.__raftLog.sync():
                     self.__sendNextNodeIdx(node, nextNodeIdx=nextNodeIdx, success=True)
                 else:
                     self.__sendNextNodeIdx(node, success=False, reset=False)
@@ -1236,9 +1258,17 @@ class SyncObj(object):
                 success = message['success']
 
                 currentNodeIdx = nextNodeIdx - 1
+                durableIdx = message.get('durable_idx')  # mqctl: FORK.md, change 20
                 if reset:
                     self.__raftNextIndex[node] = nextNodeIdx
-                if success:
+                if success and durableIdx is not None:
+                    # appended up to currentNodeIdx, matched (counted) only where durable
+                    matched = min(currentNodeIdx, durableIdx)
+                    if self.__raftMatchIndex[node] < matched:
+                        self.__raftMatchIndex[node] = matched
+                    if self.__raftNextIndex[node] < nextNodeIdx:
+                        self.__raftNextIndex[node] = nextNodeIdx
+                elif success:
                     if self.__raftMatchIndex[node] < currentNodeIdx:
                         self.__raftMatchIndex[node] = currentNodeIdx
                         self.__raftNextIndex[node] = nextNodeIdx
@@ -1257,6 +1287,19 @@ class SyncObj(object):
             })
             return
         callback(None, err)
+
+    def __sendDurable(self, node, nextNodeIdx):
+        # mqctl: success for what this node appended up to nextNodeIdx - 1, and the last of it that is
+        # durable, which is all the leader counts (FORK.md, change 20)
+        durable = min(self.__raftLog.durable_index(), nextNodeIdx - 1)
+        self.__reportedDurable = durable
+        self.__transport.send(node, {
+            'type': 'next_node_idx',
+            'next_node_idx': nextNodeIdx,
+            'reset': False,
+            'success': True,
+            'durable_idx': durable,
+        })
 
     def __sendNextNodeIdx(self, node, reset=False, nextNodeIdx = None, success = False):
         if nextNodeIdx is None:
@@ -1598,6 +1641,7 @@ class SyncObj(object):
                                 'commit_index': self.__raftCommitIndex,
                                 'prevLogIdx': prevLogIdx,
                                 'prevLogTerm': prevLogTerm,
+                                'durable_acks': True,  # mqctl: FORK.md, change 20
                             }
                             self.__transport.send(node, message)
                             if node not in self.__connectedNodes:
@@ -1610,6 +1654,7 @@ class SyncObj(object):
                             'entries': entries,
                             'prevLogIdx': prevLogIdx,
                             'prevLogTerm': prevLogTerm,
+                            'durable_acks': True,  # mqctl: FORK.md, change 20
                         }
                         self.__transport.send(node, message)
                         if node not in self.__connectedNodes:

@@ -1,10 +1,16 @@
-"""A leader on a slow disk keeps its leadership (issue 17; FORK.md change 19).
+"""A leader on a slow disk keeps its leadership (issue 17; FORK.md changes 19 and 20).
 
 The leader's journal is fdatasynced on a thread of its own and the leader counts its own vote
 only up to what is durable there: its ticks (the heartbeats its followers wait for) go on through
 a slow fdatasync, and writes commit on the followers' durable copies meanwhile. With the sync on
 the tick thread, each write held the heartbeats for as long as the disk took, longer than the
 followers' election timeout (0.15-0.35 s), and they elected another leader.
+
+The same for followers: each appends what the leader sends, answers at once with what of it is
+durable, and tells the leader again once its journal's thread has synced the rest; the leader
+counts only durable entries. With the sync before the answer, a follower's slow fdatasync left the
+leader's append_entries unanswered for longer than its CheckQuorum allows (0.35 s) and it stepped
+down.
 
 MQCTL_FAULT_INJECT=1 and `SLOW <ms>` in `<data dir>/fault-inject` make every fsync of that node
 take that much longer (mqctl/raft/storage.py); MQCTL_CRASH_SIM=1 makes a SIGKILL a power loss.
@@ -48,5 +54,38 @@ def test_a_leader_whose_fsync_takes_longer_than_the_election_timeout_keeps_leadi
         with ControllerClient(new.grpc_address, timeout=30) as client:
             table = client.get_sync_state_data([]).replicas_info_table
         assert sorted(n for n in table if n.startswith("slow-")) == sorted(names)
+        leader.start(env=ENV)
+        cluster.wait_for_same_hash()
+
+
+def test_followers_whose_fsync_takes_longer_than_the_election_timeout_keep_their_leader(tmp_path) -> None:
+    cluster = LocalCluster(str(tmp_path), size=3)
+    with cluster:
+        for node in cluster.nodes:
+            node.start(env=ENV)
+        leader = cluster.wait_for_leader()
+        term = metadata(leader.grpc_address)["term"]
+        followers = [n for n in cluster.nodes if n is not leader]
+        for node in followers:
+            with open(os.path.join(node.data_dir, FAULT_FILE), "w") as fh:
+                fh.write("SLOW 600")
+        names = [f"slow-follower-{i}" for i in range(8)]
+        with ControllerClient(cluster.addresses, timeout=30) as client:
+            for name in names:  # committed once one follower's 0.6 s fsync is done
+                client.apply_broker_id(CLUSTER, name, 1, f"127.0.0.1:{10911 + len(name)};1")
+        seen = {n.name: (metadata(n.grpc_address)["term"], metadata(n.grpc_address)["is_leader"])
+                for n in cluster.nodes}
+        assert seen == {n.name: (term, n is leader) for n in cluster.nodes}, seen
+        for node in followers:
+            os.unlink(os.path.join(node.data_dir, FAULT_FILE))
+        # a power loss of the leader and one follower at once: the acknowledged writes are durable
+        # on the other follower (a follower counted only what it had synced)
+        leader.kill()
+        followers[0].kill()
+        followers[0].start(env=ENV)
+        new = cluster.wait_for_leader()
+        with ControllerClient(new.grpc_address, timeout=30) as client:
+            table = client.get_sync_state_data([]).replicas_info_table
+        assert sorted(n for n in table if n.startswith("slow-follower-")) == sorted(names)
         leader.start(env=ENV)
         cluster.wait_for_same_hash()
