@@ -25,35 +25,50 @@ import pytest
 from mqctl.client import ControllerClient
 from mqctl.raft.storage import FAULT_FILE
 from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import LocalCluster, metadata
+from mqctl.testing import LocalCluster, Node, metadata
 
 pytestmark = pytest.mark.slow
 
 ENV = {"MQCTL_FAULT_INJECT": "1", "MQCTL_CRASH_SIM": "1"}
 
 
+def slow_writes_keep_the_leader(cluster: LocalCluster, slow: str, names: list[str]) -> Node:
+    """Start the group, make the `slow` nodes' (leader or followers) every fsync take 0.6 s more,
+    write one Raft entry per name, and check that no node moved to a new term (an election)."""
+    for node in cluster.nodes:
+        node.start(env=ENV)
+    leader = cluster.wait_for_leader()
+    term = metadata(leader.grpc_address)["term"]
+    for node in cluster.nodes:
+        if (node is leader) == (slow == "leader"):
+            with open(os.path.join(node.data_dir, FAULT_FILE), "w") as fh:
+                fh.write("SLOW 600")
+    with ControllerClient(cluster.addresses, timeout=30) as client:
+        for name in names:
+            client.apply_broker_id(CLUSTER, name, 1, f"127.0.0.1:{10911 + len(name)};1")
+    seen = {n.name: (metadata(n.grpc_address)["term"], metadata(n.grpc_address)["is_leader"])
+            for n in cluster.nodes}
+    assert seen == {n.name: (term, n is leader) for n in cluster.nodes}, seen
+    for node in cluster.nodes:
+        if os.path.exists(os.path.join(node.data_dir, FAULT_FILE)):
+            os.unlink(os.path.join(node.data_dir, FAULT_FILE))
+    return leader
+
+
+def assert_all_written(cluster: LocalCluster, names: list[str]) -> None:
+    new = cluster.wait_for_leader()
+    with ControllerClient(new.grpc_address, timeout=30) as client:
+        table = client.get_sync_state_data([]).replicas_info_table
+    assert sorted(n for n in table if n in names) == sorted(names)
+
+
 def test_a_leader_whose_fsync_takes_longer_than_the_election_timeout_keeps_leading(tmp_path) -> None:
     cluster = LocalCluster(str(tmp_path), size=3)
     with cluster:
-        for node in cluster.nodes:
-            node.start(env=ENV)
-        leader = cluster.wait_for_leader()
-        term = metadata(leader.grpc_address)["term"]
-        with open(os.path.join(leader.data_dir, FAULT_FILE), "w") as fh:
-            fh.write("SLOW 600")
         names = [f"slow-{i}" for i in range(12)]
-        with ControllerClient(cluster.addresses, timeout=30) as client:
-            for name in names:  # each a Raft entry the leader fsyncs for 0.6 s or more
-                client.apply_broker_id(CLUSTER, name, 1, f"127.0.0.1:{10911 + len(name)};1")
-        seen = {n.name: (metadata(n.grpc_address)["term"], metadata(n.grpc_address)["is_leader"])
-                for n in cluster.nodes}  # no node moved to a new term (an election)
-        assert seen == {n.name: (term, n is leader) for n in cluster.nodes}, seen
-        os.unlink(os.path.join(leader.data_dir, FAULT_FILE))
+        leader = slow_writes_keep_the_leader(cluster, "leader", names)
         leader.kill()  # a power loss: what the leader acknowledged is on the followers' disks
-        new = cluster.wait_for_leader()
-        with ControllerClient(new.grpc_address, timeout=30) as client:
-            table = client.get_sync_state_data([]).replicas_info_table
-        assert sorted(n for n in table if n.startswith("slow-")) == sorted(names)
+        assert_all_written(cluster, names)
         leader.start(env=ENV)
         cluster.wait_for_same_hash()
 
@@ -61,31 +76,14 @@ def test_a_leader_whose_fsync_takes_longer_than_the_election_timeout_keeps_leadi
 def test_followers_whose_fsync_takes_longer_than_the_election_timeout_keep_their_leader(tmp_path) -> None:
     cluster = LocalCluster(str(tmp_path), size=3)
     with cluster:
-        for node in cluster.nodes:
-            node.start(env=ENV)
-        leader = cluster.wait_for_leader()
-        term = metadata(leader.grpc_address)["term"]
-        followers = [n for n in cluster.nodes if n is not leader]
-        for node in followers:
-            with open(os.path.join(node.data_dir, FAULT_FILE), "w") as fh:
-                fh.write("SLOW 600")
-        names = [f"slow-follower-{i}" for i in range(8)]
-        with ControllerClient(cluster.addresses, timeout=30) as client:
-            for name in names:  # committed once one follower's 0.6 s fsync is done
-                client.apply_broker_id(CLUSTER, name, 1, f"127.0.0.1:{10911 + len(name)};1")
-        seen = {n.name: (metadata(n.grpc_address)["term"], metadata(n.grpc_address)["is_leader"])
-                for n in cluster.nodes}
-        assert seen == {n.name: (term, n is leader) for n in cluster.nodes}, seen
-        for node in followers:
-            os.unlink(os.path.join(node.data_dir, FAULT_FILE))
+        names = [f"slow-follower-{i}" for i in range(8)]  # each committed once a follower synced it
+        leader = slow_writes_keep_the_leader(cluster, "followers", names)
         # a power loss of the leader and one follower at once: the acknowledged writes are durable
         # on the other follower (a follower counted only what it had synced)
+        follower = next(n for n in cluster.nodes if n is not leader)
         leader.kill()
-        followers[0].kill()
-        followers[0].start(env=ENV)
-        new = cluster.wait_for_leader()
-        with ControllerClient(new.grpc_address, timeout=30) as client:
-            table = client.get_sync_state_data([]).replicas_info_table
-        assert sorted(n for n in table if n.startswith("slow-follower-")) == sorted(names)
+        follower.kill()
+        follower.start(env=ENV)
+        assert_all_written(cluster, names)
         leader.start(env=ENV)
         cluster.wait_for_same_hash()
