@@ -217,7 +217,7 @@ def write_groups(groups: Any, ranges: list[ByteRange], target: str | None) -> li
     import pyarrow.compute as pc
 
     from mqctl.pipeline.output import PartWriter, row_groups
-    from mqctl.pipeline.tasks import kept_rows, message_batch, output_schema
+    from mqctl.pipeline.tasks import give_back_memory, kept_rows, message_batch, output_schema
 
     g = groups.column("gSet").to_numpy()
     on = g < 0
@@ -232,6 +232,7 @@ def write_groups(groups: Any, ranges: list[ByteRange], target: str | None) -> li
         [("size", "count"), ("size", "sum"), ("bodyBytes", "sum"), ("bad", "sum")])
     out += [{"range": r["rangeId"], "topic": r["topic"], "messages": r["size_count"], "bytes": r["size_sum"],
              "bodyBytes": r["bodyBytes_sum"], "crcErrors": r["bad_sum"]} for r in agg.to_pylist()]
+    give_back_memory()          # the sort's temporaries, before the row groups
     n = k.num_rows
     new = np.zeros(n, dtype=bool)
     new[:1] = True
@@ -251,6 +252,7 @@ def write_groups(groups: Any, ranges: list[ByteRange], target: str | None) -> li
             run = k.slice(i, j - i).combine_chunks()
             for a, z in row_groups(run.column("size").to_numpy()):    # a batch per row group: no copy
                 w.write(message_batch(run.slice(a, z - a).to_batches()[0], ranges))
+                give_back_memory()
         finally:
             w.close()
     return out
@@ -458,7 +460,7 @@ class _SparkJob(_Job):
         """Candidate rows of every range; its record count and problems go to `acc_ranges`."""
         from pyspark.sql import types as T
 
-        from mqctl.pipeline.tasks import CANDIDATE_FIELDS, candidate_keys
+        from mqctl.pipeline.tasks import CANDIDATE_FIELDS, candidate_keys, give_back_memory
 
         spark_t = {"int64": T.LongType(), "int32": T.IntegerType()}
         schema = T.StructType([T.StructField(n, spark_t[t], False) for n, t in CANDIDATE_FIELDS])
@@ -469,6 +471,7 @@ class _SparkJob(_Job):
             for b in batches:
                 for i in b.column(0).to_pylist():
                     batch, probs = candidate_keys(ranges[i], chains.value.get(ranges[i].path))
+                    give_back_memory()
                     acc_b.add(ranges[i].length)
                     acc_m.add(batch.num_rows)
                     acc_r.add({i: (batch.num_rows, probs)})

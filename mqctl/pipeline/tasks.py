@@ -18,7 +18,16 @@ import numpy as np
 
 from mqctl.pipeline.ranges import ByteRange
 from mqctl.store.commitlog import decode_properties
-from mqctl.store.walker import Blob, Chain, ParsedRange, Problem, parse_byte_range, records_at, row_bytes
+from mqctl.store.walker import (
+    Blob,
+    Chain,
+    ParsedRange,
+    Problem,
+    parse_blocks,
+    parse_byte_range,
+    records_at,
+    row_bytes,
+)
 
 __all__ = [
     "CANDIDATE_FIELDS",
@@ -29,6 +38,7 @@ __all__ = [
     "analyze_rows",
     "candidate_keys",
     "candidate_schema",
+    "give_back_memory",
     "kept_rows",
     "key_arrow",
     "key_hashes",
@@ -38,6 +48,7 @@ __all__ = [
     "output_schema",
     "pack_ord",
     "parse_task",
+    "parse_task_blocks",
     "problem_row",
     "property_value",
     "skipped_bytes",
@@ -92,6 +103,39 @@ def parse_task(br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...
     with open_file(br.path) as buf:
         return parse_byte_range(buf, br.file_start, br.start, br.end, limit=br.limit,
                                 head_owned=br.head_owned, check_crc=check_crc, extract=extract, known=known)
+
+
+BLOCK_RECORDS = 1 << 15         # pass 1 gathers a range's fields this many records at a time
+
+
+def parse_task_blocks(br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...] = (),
+                      known: Chain | None = None) -> Iterator[ParsedRange]:
+    """`parse_task` a block of BLOCK_RECORDS records at a time (`walker.parse_blocks`)."""
+    with open_file(br.path) as buf:
+        yield from parse_blocks(buf, br.file_start, br.start, br.end, block=BLOCK_RECORDS, limit=br.limit,
+                                head_owned=br.head_owned, check_crc=check_crc, extract=extract, known=known)
+
+
+def give_back_memory() -> None:
+    """Hand the free heap back to the system after a task's block of work: glibc keeps up to 64 MiB
+    of freed memory at its heap's top (its trim threshold grows with the large blocks freed), which a
+    Spark Python worker would otherwise hold through the next task. Nothing to do elsewhere than glibc."""
+    global _trim
+    if _trim is None:
+        try:
+            import ctypes
+
+            _trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            _trim = False
+    if _trim:
+        _trim(0)
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+
+
+_trim: Any = None
 
 
 def _m(br: ByteRange, key: str) -> Any:
@@ -287,12 +331,17 @@ def candidate_keys(br: ByteRange, known: Chain | None = None) -> tuple[Any, list
     and the problem rows of the range; `known`: the records of its file an earlier walk found."""
     import pyarrow as pa
 
-    pr = parse_task(br, extract=("properties", "hosts"), known=known)
-    hi, lo = key_hashes(_message_keys(pa, pr))
-    cols = [pa.array(np.full(len(pr), _m(br, "setId"), np.int32)), pa.array(hi), pa.array(lo),
-            pa.array(pack_ord(int(_m(br, "rank")), pr.offset, pr.crc_ok))]
-    return pa.RecordBatch.from_arrays(cols, schema=candidate_schema()), \
-        [problem_row(br, p) for p in pr.problems]
+    his, los, ords, problems = [], [], [], []
+    for pr in parse_task_blocks(br, extract=("properties", "hosts"), known=known):
+        hi, lo = key_hashes(_message_keys(pa, pr))
+        his.append(hi)
+        los.append(lo)
+        ords.append(pack_ord(int(_m(br, "rank")), pr.offset, pr.crc_ok))
+        problems += pr.problems
+    hi, lo, ord_ = (np.concatenate(x) for x in (his, los, ords))
+    cols = [pa.array(np.full(hi.size, _m(br, "setId"), np.int32)), pa.array(hi), pa.array(lo), pa.array(ord_)]
+    problems.sort(key=lambda p: p.position)
+    return pa.RecordBatch.from_arrays(cols, schema=candidate_schema()), [problem_row(br, p) for p in problems]
 
 
 def kept_rows(set_ids: np.ndarray, ords: np.ndarray, copies: np.ndarray, ranges: Sequence[ByteRange],
@@ -328,10 +377,13 @@ def kept_rows(set_ids: np.ndarray, ords: np.ndarray, copies: np.ndarray, ranges:
         at = np.flatnonzero(fid == f)
         fs = ranges[int(rid[at[0]])].file_start
         with open_file(paths[f]) as buf:
-            pr = records_at(buf, fs, off[at] - fs)
-        remap = np.asarray([names.setdefault(t, len(names)) for t in pr.topic_names], dtype=np.int64)
-        tcode[at] = remap[pr.topic_codes] if at.size else 0
-        size[at], queue[at], blen[at] = pr.size, pr.queue_id, pr.body_length
+            for s in range(0, at.size, BLOCK_RECORDS):     # a block at a time: memory follows the block
+                b = at[s:s + BLOCK_RECORDS]
+                pr = records_at(buf, fs, off[b] - fs)
+                remap = np.asarray([names.setdefault(t, len(names)) for t in pr.topic_names], dtype=np.int64)
+                tcode[b] = remap[pr.topic_codes] if b.size else 0
+                size[b], queue[b], blen[b] = pr.size, pr.queue_id, pr.body_length
+                del pr
     by_bytes = sorted(names, key=lambda t: t.encode("utf-8", errors="surrogatepass"))
     trank = np.zeros(len(names), dtype=np.int64)
     trank[[names[t] for t in by_bytes]] = np.arange(len(by_bytes))
@@ -356,8 +408,12 @@ def key_arrow(br: ByteRange, known: Chain | None = None) -> Any:
     """The message keys the source keeps in one range (KEY_COLUMNS: its set, the key's 128 bits)."""
     import pyarrow as pa
 
-    pr = parse_task(br, check_crc=False, extract=("properties", "hosts"), known=known)
-    hi, lo = key_hashes(_message_keys(pa, pr))
+    his, los = [], []
+    for pr in parse_task_blocks(br, check_crc=False, extract=("properties", "hosts"), known=known):
+        h, low = key_hashes(_message_keys(pa, pr))
+        his.append(h)
+        los.append(low)
+    hi, lo = np.concatenate(his), np.concatenate(los)
     return pa.RecordBatch.from_arrays([pa.array(np.full(hi.size, _m(br, "setId"), np.int32)), pa.array(hi),
                                        pa.array(lo)], names=list(KEY_COLUMNS))
 
