@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -643,3 +644,59 @@ class Writers:
                 n += 1
                 if done is False:
                     time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def spark_standalone(root: Path, *, cores: int = 2, memory: str = "1g",
+                     timeout: float = 180.0) -> Iterator[tuple[str, int]]:
+    """A Spark standalone master and one worker from the installed pyspark (`spark-class`), bound to
+    127.0.0.1 on free ports, logs and work directory under `root`: yields (master URL, the worker's
+    pid: its executors are its children). Both daemons are stopped by pid."""
+    import pyspark
+
+    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_class.parent.parent),
+           "SPARK_LOG_DIR": str(root), "SPARK_WORKER_DIR": str(root / "work")}
+    procs: list[subprocess.Popen[bytes]] = []
+    mlog, wlog = root / "master.log", root / "worker.log"
+
+    def wait_for(path: Path, text: str, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not (path.exists() and text in path.read_text(errors="replace")):
+            if time.monotonic() > deadline:
+                tails = "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in (mlog, wlog)
+                                  if p.exists())
+                raise RuntimeError(f"{what} within {timeout:.0f} s\n{tails}")
+            time.sleep(0.5)
+
+    try:
+        with open(mlog, "wb") as out:
+            procs.append(subprocess.Popen(
+                [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                 "--port", str(free_port()), "--webui-port", str(free_port())],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+        wait_for(mlog, "I have been elected leader", "the master did not start")
+        # the port the master bound: another process may have taken the free one meanwhile (Spark then
+        # binds the next port)
+        text = mlog.read_text(errors="replace")
+        m = re.search(r"Starting Spark master at (spark://127\.0\.0\.1:\d+)", text)
+        if m is None:
+            raise RuntimeError(f"no master URL in {mlog}")
+        with open(wlog, "wb") as out:
+            procs.append(subprocess.Popen(
+                [str(spark_class), "org.apache.spark.deploy.worker.Worker", m.group(1), "--host", "127.0.0.1",
+                 "--port", str(free_port()), "--webui-port", str(free_port()), "--cores", str(cores),
+                 "--memory", memory, "--work-dir", str(root / "work")],
+                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+        wait_for(wlog, "Successfully registered with master", "the worker did not register")
+        yield m.group(1), procs[1].pid
+    finally:
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=30)

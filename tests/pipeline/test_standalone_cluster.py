@@ -7,36 +7,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pipeline_fixtures import Fleet, spark_missing, tree_hash
 
-from mqctl.testing import free_port
+from mqctl.testing import spark_standalone
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 START_TIMEOUT = 180.0
-
-
-def _wait_for(pred, what: str, logs: list[Path], timeout: float = START_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.5)
-    tails = "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in logs if p.exists())
-    raise AssertionError(f"{what} within {timeout:.0f} s\n{tails}")
-
-
-def _log_has(path: Path, text: str) -> bool:
-    return path.exists() and text in path.read_text(errors="replace")
 
 
 @pytest.fixture(scope="module")
@@ -44,49 +27,8 @@ def cluster(tmp_path_factory) -> Iterator[str]:
     why = spark_missing()
     if why:
         pytest.skip(why)
-    import pyspark
-
-    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
-    root = tmp_path_factory.mktemp("standalone")
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_class.parent.parent),
-           "SPARK_LOG_DIR": str(root), "SPARK_WORKER_DIR": str(root / "work")}
-    port = free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs: list[subprocess.Popen[bytes]] = []
-    mlog, wlog = root / "master.log", root / "worker.log"
-    try:
-        with open(mlog, "wb") as out:
-            procs.append(subprocess.Popen(
-                [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                 "--port", str(port), "--webui-port", str(free_port())],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
-        _wait_for(lambda: _log_has(mlog, "I have been elected leader"), "the master did not start",
-                  [mlog])
-        # the port the master bound: another process may have taken the free one meanwhile (Spark then
-        # binds the next port)
-        text = mlog.read_text(errors="replace")
-        m = re.search(r"Starting Spark master at (spark://127\.0\.0\.1:\d+)", text)
-        assert m, text[-3000:]
-        url = m.group(1)
-        with open(wlog, "wb") as out:
-            procs.append(subprocess.Popen(
-                [str(spark_class), "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                 "--port", str(free_port()), "--webui-port", str(free_port()), "--cores", "2",
-                 "--memory", "1g", "--work-dir", str(root / "work")],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
-        _wait_for(lambda: _log_has(wlog, "Successfully registered with master"),
-                  "the worker did not register", [mlog, wlog])
+    with spark_standalone(tmp_path_factory.mktemp("standalone"), timeout=START_TIMEOUT) as (url, _):
         yield url
-    finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in reversed(procs):
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=30)
 
 
 def mqctl(*args: str) -> subprocess.CompletedProcess[str]:
