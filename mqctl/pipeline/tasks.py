@@ -19,6 +19,7 @@ import numpy as np
 from mqctl.pipeline.ranges import ByteRange
 from mqctl.store.commitlog import decode_properties
 from mqctl.store.walker import (
+    BLOCK_RECORDS,
     Blob,
     Chain,
     ParsedRange,
@@ -105,14 +106,12 @@ def parse_task(br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...
                                 head_owned=br.head_owned, check_crc=check_crc, extract=extract, known=known)
 
 
-BLOCK_RECORDS = 1 << 15         # pass 1 gathers a range's fields this many records at a time
-
-
 def parse_task_blocks(br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...] = (),
                       known: Chain | None = None) -> Iterator[ParsedRange]:
-    """`parse_task` a block of BLOCK_RECORDS records at a time (`walker.parse_blocks`)."""
+    """`parse_task` a block of records at a time (`walker.parse_blocks`): a task's memory follows the
+    block, not the range."""
     with open_file(br.path) as buf:
-        yield from parse_blocks(buf, br.file_start, br.start, br.end, block=BLOCK_RECORDS, limit=br.limit,
+        yield from parse_blocks(buf, br.file_start, br.start, br.end, limit=br.limit,
                                 head_owned=br.head_owned, check_crc=check_crc, extract=extract, known=known)
 
 

@@ -36,6 +36,7 @@ Ownership, which makes the pipeline's result independent of where ranges are cut
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import mmap
 import struct
@@ -58,7 +59,7 @@ from mqctl.store.commitlog import (
     ip_text,
 )
 
-__all__ = ["Blob", "Chain", "ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host",
+__all__ = ["BLOCK_RECORDS", "Blob", "Chain", "ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host",
            "parse_blocks", "parse_byte_range", "records_at", "row_bytes"]
 
 Buf = bytes | bytearray | memoryview | mmap.mmap
@@ -120,6 +121,8 @@ class Chain:
     crc_checked: bool
 
 
+BLOCK_RECORDS = 1 << 14     # fields are gathered this many records at a time: the per-record temporaries
+                            # (each record's head, field columns) stay in the CPU's cache, not 30 MB
 _SHORT = 512        # items up to this long are gathered as rows, longer ones joined from slices
 
 
@@ -400,13 +403,14 @@ def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: 
         del u8          # an exported buffer would keep the mmap from closing
 
 
-def parse_blocks(buf: Buf, file_start: int, start: int, end: int, *, block: int, limit: int | None = None,
-                 head_owned: bool | None = None, check_crc: bool = True, extract: tuple[str, ...] = (),
-                 known: Chain | None = None) -> Iterator[ParsedRange]:
+def parse_blocks(buf: Buf, file_start: int, start: int, end: int, *, block: int = BLOCK_RECORDS,
+                 limit: int | None = None, head_owned: bool | None = None, check_crc: bool = True,
+                 extract: tuple[str, ...] = (), known: Chain | None = None) -> Iterator[ParsedRange]:
     """`parse_byte_range` with the fields gathered `block` records at a time: one walk, then a
     ParsedRange per block of its records (the first also carries the walk's problems, each block the
     layout and BODYCRC problems of its records), so that a task's memory follows the block, not the
-    range (a 256 MiB range of 1 KiB records: about 300 MB of per-record temporaries at once)."""
+    range (a 256 MiB range of 1 KiB records: about 150 MB of per-record temporaries at once, with the
+    properties and message keys of pass 1)."""
     n = len(buf)
     lim = n if limit is None else min(limit, n)
     end = min(end, lim)
@@ -494,8 +498,34 @@ def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, 
            known: Chain | None) -> ParsedRange:
     w = _Walker(buf, base, u8)
     P, walk_end, taken = _walk(buf, u8, w, start, end, lim, head_owned, stop_at_damage, known)
-    return _columns(buf, u8, w, P, walk_end, check_crc, fields, extract,
-                    taken if known is not None and known.crc_checked else 0)
+    crc_known = taken if known is not None and known.crc_checked else 0
+    if extract or P.size <= BLOCK_RECORDS:
+        return _columns(buf, u8, w, P, walk_end, check_crc, fields, extract, crc_known)
+    blocks = []
+    for s in range(0, P.size, BLOCK_RECORDS):
+        blocks.append(_columns(buf, u8, w, P[s:s + BLOCK_RECORDS], walk_end, check_crc, fields, (),
+                               min(max(crc_known - s, 0), BLOCK_RECORDS)))
+        w.problems = []
+    return _joined(blocks)
+
+
+_COLUMNS = ("position", "size", "version", "body_crc", "crc_ok", "queue_id", "flag", "queue_offset",
+            "physical_offset", "sysflag", "born_timestamp", "store_timestamp", "reconsume_times",
+            "prepared_tx_offset", "body_length")
+
+
+def _joined(blocks: list[ParsedRange]) -> ParsedRange:
+    """The ParsedRange of consecutive blocks of one walk (without extracted items): columns joined,
+    topic codes into the names of all, problems in position order."""
+    names: dict[str, int] = {}
+    codes = []
+    for b in blocks:
+        remap = np.asarray([names.setdefault(t, len(names)) for t in b.topic_names], dtype=np.int64)
+        codes.append(remap[b.topic_codes] if b.topic_codes.size else b.topic_codes)
+    problems = sorted((p for b in blocks for p in b.problems), key=lambda p: p.position)
+    cols: dict[str, Any] = {c: np.concatenate([getattr(b, c) for b in blocks]) for c in _COLUMNS}
+    return dataclasses.replace(blocks[0], topic_codes=np.concatenate(codes), topic_names=list(names),
+                               problems=problems, **cols)
 
 
 def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int, check_crc: bool,
