@@ -404,11 +404,15 @@ class _SparkJob(_Job):
         if keys.count() <= BROADCAST_KEYS:
             right = F.broadcast(right)      # small: sent to every task, no shuffle of the candidates
         on = F.coalesce(F.col("onSource"), F.lit(False))
-        groups = msgs.join(right, on=list(KEY_COLUMNS), how="left").select(
+        joined = msgs.join(right, on=list(KEY_COLUMNS), how="left").select(
             F.when(on, F.lit(-1) - F.col("setId")).otherwise(F.col("setId")).alias("gSet"),
             F.when(on, F.shiftright("ord", ORD_OFFSET_BITS + 1)).otherwise(F.col("keyHi")).alias("gHi"),
-            F.when(on, F.lit(0).cast("long")).otherwise(F.col("keyLo")).alias("gLo"), "ord") \
-            .groupBy(*GROUP_COLUMNS).agg(F.min("ord").alias("ord"), F.count(F.lit(1)).alias("copies"))
+            F.when(on, F.lit(0).cast("long")).otherwise(F.col("keyLo")).alias("gLo"), "ord")
+        # hash-partitioned by the group first, the aggregate runs once, after the shuffle: a partial
+        # aggregate before it would group millions of rows that are nearly all distinct (a message has
+        # one copy or a few), for nothing
+        groups = joined.repartition(*GROUP_COLUMNS).groupBy(*GROUP_COLUMNS).agg(
+            F.min("ord").alias("ord"), F.count(F.lit(1)).alias("copies"))
         # one writer task per output part that can have rows ((set, window) of the candidate ranges; the
         # epoch splits a window further inside its task): partition p is the rows whose `_p` value
         # Spark's hash sends to p, so no two parts share a task by chance
