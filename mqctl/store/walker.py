@@ -403,14 +403,14 @@ def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: 
         del u8          # an exported buffer would keep the mmap from closing
 
 
-def parse_blocks(buf: Buf, file_start: int, start: int, end: int, *, block: int = BLOCK_RECORDS,
+def parse_blocks(buf: Buf, file_start: int, start: int, end: int, *, block: int | None = None,
                  limit: int | None = None, head_owned: bool | None = None, check_crc: bool = True,
                  extract: tuple[str, ...] = (), known: Chain | None = None) -> Iterator[ParsedRange]:
-    """`parse_byte_range` with the fields gathered `block` records at a time: one walk, then a
-    ParsedRange per block of its records (the first also carries the walk's problems, each block the
-    layout and BODYCRC problems of its records), so that a task's memory follows the block, not the
-    range (a 256 MiB range of 1 KiB records: about 150 MB of per-record temporaries at once, with the
-    properties and message keys of pass 1)."""
+    """`parse_byte_range` with the fields gathered `block` (default BLOCK_RECORDS) records at a time:
+    one walk, then a ParsedRange per block of its records (the first also carries the walk's problems,
+    each block the layout and BODYCRC problems of its records), so that a task's memory follows the
+    block, not the range (a 256 MiB range of 1 KiB records: about 150 MB of per-record temporaries at
+    once, with the properties and message keys of pass 1)."""
     n = len(buf)
     lim = n if limit is None else min(limit, n)
     end = min(end, lim)
@@ -421,6 +421,7 @@ def parse_blocks(buf: Buf, file_start: int, start: int, end: int, *, block: int 
         w = _Walker(buf, file_start, u8)
         P, walk_end, taken = _walk(buf, u8, w, start, end, lim, head_owned, False, known)
         known_ok = taken if known is not None and known.crc_checked else 0
+        block = block or BLOCK_RECORDS
         for s in range(0, max(P.size, 1), block):
             pr = _columns(buf, u8, w, P[s:s + block], walk_end, check_crc, True, extract,
                           min(max(known_ok - s, 0), block))
