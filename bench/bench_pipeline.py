@@ -12,9 +12,14 @@ Rows, each the best of --repeat runs (page cache warm): `cat`; the plain single-
 `decode_record` loop with zlib's CRC, the reader before the walker); `recover inspect --deep`
 (`inspect_stores(deep=True)`: CRC of every message, a walker process per core); the numpy range parser alone in one process (CRC on);
 analyze and salvage on the local engine (one process, no JVM) and on Spark (--master, default local[2]),
-Parquet output included. Spark's session start and first job are reported apart. Peak RSS: this Python
-process (the driver), the JVM (in local mode it is the driver and the executor) and the executor's Python
-workers (the sum over them, sampled every 0.1 s).
+Parquet output included. Spark's session start and first job are reported apart. Memory: the driver's
+peak RSS (this Python process); in the Spark salvage rows the peak of the JVM's (in local mode the driver
+and the executor) and the Python workers' anonymous memory; then the same salvage on a standalone cluster
+(a master and one worker with 2 cores on loopback, --executor-memory), whose executor's memory (its JVM
+and its Python workers) is what "salvage of a 2 GiB store fits in 1 GiB of executor memory" counts.
+Anonymous memory (Pss_Anon, sampled every 0.05 s, the peak of the sum): the mapped store files are not
+counted (their pages are the kernel's page cache, shared by every process that maps them and dropped when
+memory is needed); RSS would count them in every worker that read a file.
 """
 
 from __future__ import annotations
@@ -125,33 +130,54 @@ def plain_reader(store: Path) -> int:
     return n
 
 
-class RssSampler:
-    """Peak RSS of this process (VmHWM), of each JVM among its descendants (VmHWM) and of the sum of
-    its Python worker descendants (sampled)."""
+def _status(pid: int) -> dict[str, str]:
+    try:
+        return dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                    if ":" in line)
+    except OSError:
+        return {}
 
-    def __init__(self) -> None:
-        self.jvm = 0
-        self.workers = 0
+
+def _kib(text: str) -> int:
+    return int(text.split()[0]) << 10
+
+
+def anon_memory(pid: int) -> int:
+    """The process's anonymous memory, its proportional share (Pss_Anon: a page a forked Python worker
+    still shares with the daemon it came from counts half in each): what it holds whatever the kernel
+    does with the page cache. Not the mapped store files (RSS counts their pages, which the kernel
+    drops when it needs them, and the same pages in every process that maps them)."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss_Anon:"):
+                return _kib(line.split(":", 1)[1])
+    except OSError:
+        pass
+    return _kib(_status(pid).get("RssAnon", "0 kB"))
+
+
+class MemSampler:
+    """Every 0.05 s, the anonymous memory (`anon_memory`) of the JVMs and of the Python processes among
+    the descendants of `root` (default: this process), summed per kind: the peak of each sum, and of
+    their total (the peak of the sum, not the sum of the peaks); `reset()` starts a new peak."""
+
+    def __init__(self, root: int | None = None) -> None:
+        self.root = root or os.getpid()
+        self.jvm = self.python = self.total = 0
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 
-    @staticmethod
-    def _status(pid: int) -> dict[str, str]:
-        try:
-            return dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                        if ":" in line)
-        except OSError:
-            return {}
+    def reset(self) -> None:
+        self.jvm = self.python = self.total = 0
 
     def _run(self) -> None:
-        me = os.getpid()
-        while not self._stop.wait(0.1):
+        while not self._stop.wait(0.05):
             parent: dict[int, int] = {}
             names: dict[int, str] = {}
             for d in os.listdir("/proc"):
                 if d.isdigit():
-                    st = self._status(int(d))
+                    st = _status(int(d))
                     if st:
                         parent[int(d)] = int(st.get("PPid", "0"))
                         names[int(d)] = st.get("Name", "").strip()
@@ -159,27 +185,56 @@ class RssSampler:
             def mine(p: int, parent: dict[int, int] = parent) -> bool:
                 while p > 1:
                     p = parent.get(p, 0)
-                    if p == me:
+                    if p == self.root:
                         return True
                 return False
 
-            work = 0
+            jvm = py = 0
             for pid, name in names.items():
-                if not mine(pid):
-                    continue
-                st = self._status(pid)
-                if name == "java":
-                    self.jvm = max(self.jvm, int(st.get("VmHWM", "0 kB").split()[0]) << 10)
-                elif name.startswith("python"):
-                    work += int(st.get("VmRSS", "0 kB").split()[0]) << 10
-            self.workers = max(self.workers, work)
-
-    def driver(self) -> int:
-        return int(self._status(os.getpid()).get("VmHWM", "0 kB").split()[0]) << 10
+                if mine(pid):
+                    if name == "java":
+                        jvm += anon_memory(pid)
+                    elif name.startswith("python"):
+                        py += anon_memory(pid)
+            self.jvm, self.python = max(self.jvm, jvm), max(self.python, py)
+            self.total = max(self.total, jvm + py)
 
     def stop(self) -> None:
         self._stop.set()
         self._t.join(timeout=2)
+
+
+def driver_peak_rss() -> int:
+    return _kib(_status(os.getpid()).get("VmHWM", "0 kB"))
+
+
+def executor_memory(spark_salvage, executor_memory: str, tmp: Path) -> tuple[MemSampler, float]:
+    """The Spark salvage on a standalone cluster (a master and one worker with 2 cores on loopback, an
+    executor with spark.executor.memory as given): the executor's memory (its JVM and its Python
+    workers, `MemSampler` of the worker's descendants) and the run's wall time."""
+    from mqctl.pipeline.engine import spark_session
+    from mqctl.testing import spark_standalone
+
+    (tmp / "standalone").mkdir()
+    with spark_standalone(tmp / "standalone") as (url, worker):
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--conf spark.executor.memory={executor_memory} pyspark-shell"
+        try:
+            with spark_session(url, app_name="mqctl bench executor") as spark:
+                warm(spark)
+                mem = MemSampler(worker)
+                t0 = time.perf_counter()
+                spark_salvage(spark)
+                t = time.perf_counter() - t0
+                mem.stop()
+        finally:
+            del os.environ["PYSPARK_SUBMIT_ARGS"]
+    return mem, t
+
+
+def warm(spark) -> None:
+    """The executors' Python workers started (as the jobs start them: an Arrow UDF, one daemon)."""
+    n = int(spark.sparkContext.defaultParallelism)
+    spark.range(n, numPartitions=n).mapInArrow(lambda it: it, "id long").collect()
 
 
 def main() -> None:
@@ -192,6 +247,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--profile", action="store_true", help="also print cProfile's top functions (CPU time) of the parser "
                                                                "and of the local engine's salvage")
+    ap.add_argument("--executor-memory", default="512m",
+                    help="spark.executor.memory of the standalone cluster's executor whose memory is measured "
+                         "during a salvage ('none': no cluster)")
     ap.add_argument("--keep", action="store_true", help="keep the generated stores and output")
     a = ap.parse_args()
     size = parse_size("256M" if a.quick else a.size)
@@ -212,7 +270,7 @@ def main() -> None:
     files = [str(f.path) for f in CommitLog(replica / COMMITLOG_DIR).files]
     data = gen["maxOffset"]
     mib = data / (1 << 20)
-    rss = RssSampler()
+    mem = MemSampler()
     subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)   # warm the page cache
 
     rows: list[tuple[str, float, str, float | None]] = []
@@ -269,10 +327,9 @@ def main() -> None:
     t0 = time.perf_counter()
     with spark_session(a.master, app_name="mqctl bench") as spark:
         t_start = time.perf_counter() - t0
-        sc = spark.sparkContext
         cores = spark_cores(spark)
         t0 = time.perf_counter()
-        sc.parallelize(range(cores), cores).map(lambda x: x).count()
+        warm(spark)
         t_warm = time.perf_counter() - t0
         ainp = prepare_analyze([str(replica)])
         ainp.cut(range_size_for(ainp.nbytes, cores))
@@ -284,20 +341,30 @@ def main() -> None:
         t_sa = best(spark_analyze, a.repeat)
         rows.append((f"analyze, Spark ({len(ainp.ranges)} ranges)", t_sa, a.master, CPU[id(spark_analyze)]))
         sinp = prepare([str(replica), str(source)])
-        sinp.cut(range_size_for(sinp.nbytes, cores))
 
-        def spark_salvage() -> None:
-            doc = run_salvage(spark, sinp, tmp / "salvage-spark", show_progress=False, overwrite=True)
+        def salvage_on(session, out: Path = tmp / "salvage-spark") -> None:
+            sinp.cut(range_size_for(sinp.nbytes, spark_cores(session)))
+            doc = run_salvage(session, sinp, out, show_progress=False, overwrite=True)
             assert doc["messages"] == gen["records"] - 1, doc["messages"]
 
+        def spark_salvage() -> None:
+            salvage_on(spark)
+
+        mem.reset()
         t_ss = best(spark_salvage, a.repeat)
+        local_mem = (mem.jvm, mem.python, mem.total)
         parquet = sum(p.stat().st_size for p in (tmp / "salvage-spark" / "messages").rglob("*.parquet"))
         rows.append((f"salvage, Spark ({len(sinp.candidates)} ranges)", t_ss,
                      f"{a.master}, writes {parquet / (1 << 20):.0f} MiB of Parquet", CPU[id(spark_salvage)]))
-    rss.stop()
+    mem.stop()
+    if a.executor_memory != "none":
+        xmem, t_x = executor_memory(lambda session: salvage_on(session, tmp / "salvage-executor"), a.executor_memory,
+                                    tmp)
     from mqctl.pipeline.output import tree_digest
 
     same = tree_digest(tmp / "salvage-spark") == tree_digest(tmp / "salvage-local")
+    if a.executor_memory != "none":
+        same = same and tree_digest(tmp / "salvage-executor") == tree_digest(tmp / "salvage-local")
 
     load = os.getloadavg()
     print(f"replica: {gen['records']} records of ~{a.record_size} B, {mib:.0f} MiB of data in {len(files)} "
@@ -316,8 +383,14 @@ def main() -> None:
     print(f"goals: salvage Spark {t_plain / t_ss:.2f}x plain (>= 1.5), {t_parse / t_ss:.2f}x parser (>= 0.7); "
           f"analyze Spark {t_parse / t_sa:.2f}x parser (>= 1.5); inspect --deep {t_cat / t_deep:.3f}x cat (>= 0.5)")
     print(f"salvage output of the two engines identical: {same}")
-    print(f"peak RSS: driver (this Python process) {rss.driver() >> 20} MiB, JVM (driver + executor, "
-          f"spark.driver.memory 1g) {rss.jvm >> 20} MiB, executor Python workers (sum) {rss.workers >> 20} MiB")
+    print(f"peak memory: driver (this Python process, VmHWM) {driver_peak_rss() >> 20} MiB; in the Spark salvage rows "
+          f"(anonymous memory, Pss_Anon, peak of the sum): JVM ({a.master}: driver and executor, spark.driver.memory 1g) "
+          f"{local_mem[0] >> 20} MiB, Python workers {local_mem[1] >> 20} MiB, both {local_mem[2] >> 20} MiB")
+    if a.executor_memory != "none":
+        print(f"executor memory, salvage on a standalone cluster (1 worker, 2 cores, spark.executor.memory "
+              f"{a.executor_memory}; {t_x:.1f} s): the executor's JVM {xmem.jvm >> 20} MiB, its Python workers "
+              f"{xmem.python >> 20} MiB, both {xmem.total >> 20} MiB at the peak of their sum (goal: 1024 MiB); "
+              f"anonymous memory (Pss_Anon), the mapped store files not counted")
     if a.keep:
         print(f"kept {tmp}")
     else:
