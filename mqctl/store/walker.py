@@ -390,17 +390,9 @@ def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: 
     record (`walk_end`; RocketMQ's recovery rule) instead of resynchronising, and reports nothing about
     them; records whose layout or BODYCRC is bad are still reported (the caller stops at the first).
     `known`: what an earlier walk of this file found (`Chain`), taken instead of walking it again."""
-    n = len(buf)
-    lim = n if limit is None else min(limit, n)
-    end = min(end, lim)
-    if head_owned is None:
-        head_owned = start == 0
-    u8 = np.frombuffer(buf, dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
-    try:
-        return _parse(buf, u8, file_start, start, end, lim, head_owned, check_crc, fields, extract,
-                      stop_at_damage, known)
-    finally:
-        del u8          # an exported buffer would keep the mmap from closing
+    blocks = list(_blocks(buf, file_start, start, end, limit, head_owned, check_crc, fields, extract,
+                          stop_at_damage, known, None if extract else BLOCK_RECORDS))
+    return blocks[0] if len(blocks) == 1 else _joined(blocks)
 
 
 def parse_blocks(buf: Buf, file_start: int, start: int, end: int, *, block: int | None = None,
@@ -411,6 +403,14 @@ def parse_blocks(buf: Buf, file_start: int, start: int, end: int, *, block: int 
     each block the layout and BODYCRC problems of its records), so that a task's memory follows the
     block, not the range (a 256 MiB range of 1 KiB records: about 150 MB of per-record temporaries at
     once, with the properties and message keys of pass 1)."""
+    yield from _blocks(buf, file_start, start, end, limit, head_owned, check_crc, True, extract, False, known,
+                       block or BLOCK_RECORDS)
+
+
+def _blocks(buf: Buf, file_start: int, start: int, end: int, limit: int | None, head_owned: bool | None,
+            check_crc: bool, fields: bool, extract: tuple[str, ...], stop_at_damage: bool,
+            known: Chain | None, block: int | None) -> Iterator[ParsedRange]:
+    """One walk, then the records' fields `block` records at a time (None: all at once)."""
     n = len(buf)
     lim = n if limit is None else min(limit, n)
     end = min(end, lim)
@@ -419,13 +419,13 @@ def parse_blocks(buf: Buf, file_start: int, start: int, end: int, *, block: int 
     u8 = np.frombuffer(buf, dtype=np.uint8) if n else np.zeros(0, dtype=np.uint8)
     try:
         w = _Walker(buf, file_start, u8)
-        P, walk_end, taken = _walk(buf, u8, w, start, end, lim, head_owned, False, known)
-        known_ok = taken if known is not None and known.crc_checked else 0
-        block = block or BLOCK_RECORDS
-        for s in range(0, max(P.size, 1), block):
-            pr = _columns(buf, u8, w, P[s:s + block], walk_end, check_crc, True, extract,
-                          min(max(known_ok - s, 0), block))
-            w.problems = []
+        P, walk_end, taken = _walk(buf, u8, w, start, end, lim, head_owned, stop_at_damage, known)
+        crc_known = taken if known is not None and known.crc_checked else 0
+        step = block or max(P.size, 1)
+        for s in range(0, max(P.size, 1), step):
+            pr = _columns(buf, u8, w, P[s:s + step], walk_end, check_crc, fields, extract,
+                          min(max(crc_known - s, 0), step))
+            w.problems = []         # each block's own; the walk's go with the first
             yield pr
     finally:
         del u8          # an exported buffer would keep the mmap from closing
@@ -492,22 +492,6 @@ def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tup
         return pr
     finally:
         del u8
-
-
-def _parse(buf: Buf, u8: np.ndarray, base: int, start: int, end: int, lim: int, head_owned: bool,
-           check_crc: bool, fields: bool, extract: tuple[str, ...], stop_at_damage: bool,
-           known: Chain | None) -> ParsedRange:
-    w = _Walker(buf, base, u8)
-    P, walk_end, taken = _walk(buf, u8, w, start, end, lim, head_owned, stop_at_damage, known)
-    crc_known = taken if known is not None and known.crc_checked else 0
-    if extract or P.size <= BLOCK_RECORDS:
-        return _columns(buf, u8, w, P, walk_end, check_crc, fields, extract, crc_known)
-    blocks = []
-    for s in range(0, P.size, BLOCK_RECORDS):
-        blocks.append(_columns(buf, u8, w, P[s:s + BLOCK_RECORDS], walk_end, check_crc, fields, (),
-                               min(max(crc_known - s, 0), BLOCK_RECORDS)))
-        w.problems = []
-    return _joined(blocks)
 
 
 _COLUMNS = ("position", "size", "version", "body_crc", "crc_ok", "queue_id", "flag", "queue_offset",
