@@ -118,23 +118,13 @@ def parse_task_blocks(br: ByteRange, *, check_crc: bool = True, extract: tuple[s
 def give_back_memory() -> None:
     """Hand the free heap back to the system after a task's block of work: glibc keeps up to 64 MiB
     of freed memory at its heap's top (its trim threshold grows with the large blocks freed), which a
-    Spark Python worker would otherwise hold through the next task. Nothing to do elsewhere than glibc."""
-    global _trim
-    if _trim is None:
-        try:
-            import ctypes
-
-            _trim = ctypes.CDLL(None).malloc_trim
-        except (OSError, AttributeError):
-            _trim = False
-    if _trim:
-        _trim(0)
+    Spark Python worker would otherwise hold through the next task."""
     import pyarrow as pa
 
+    from mqctl import malloc
+
+    malloc.trim()
     pa.default_memory_pool().release_unused()
-
-
-_trim: Any = None
 
 
 def _m(br: ByteRange, key: str) -> Any:
