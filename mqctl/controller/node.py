@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ META_GROUP_OPTIONS = "groupOptions"
 META_NODE_PREFIX = "node/"
 
 
+RAFT_STALL_S = 10.0  # a Raft tick this long overdue is reported, with where the Raft thread is
 VIEW_REFORK_SETS = 256  # broker sets a decision view may hold copies of before it is made anew
 SYNC_STATE_PART = 256  # broker sets a GetSyncStateData reads under one hold of the state lock
 
@@ -810,7 +813,9 @@ class ControllerNode:
     def _tick_loop(self) -> None:
         published = False
         checked_group = ""
+        stall_said = 0.0
         while not self._stop.wait(0.02):
+            stall_said = self._say_raft_stall(stall_said)
             try:
                 if not self.sync.isReady():
                     continue
@@ -843,6 +848,20 @@ class ControllerNode:
                     self._leader_since_ms = None
             except Exception:
                 log.exception("ticker error")
+
+    def _say_raft_stall(self, said: float) -> float:
+        """A Raft thread that has not finished a tick for RAFT_STALL_S answers no peer: the group
+        may elect without this node, or, if a majority is stalled, not at all. Say where it is (a
+        disk that hangs, a lock), at most once per RAFT_STALL_S; returns when it was last said."""
+        now = time.monotonic()
+        stalled = now - self.sync._connectionClock()
+        if stalled < RAFT_STALL_S or now - said < RAFT_STALL_S:
+            return said
+        frame = sys._current_frames().get(self.sync._tickThreadIdent() or -1)
+        where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                           for f in reversed(traceback.extract_stack(frame)[-12:])) if frame else "?"
+        log.warning("the Raft thread has not finished a tick for %.0f s; it is at %s", stalled, where)
+        return now
 
     def _catch_up(self, timeout: float = 2.0) -> bool:
         """Apply everything committed in earlier terms (a barrier of this term), once per term."""

@@ -1099,6 +1099,25 @@ class SyncObj(object):
                         'term': message['term'],
                     })
 
+        # mqctl: a node a term ahead of the leader that reaches it (FORK.md, change 22). Such a node
+        # won pre-votes and then lost its election to the lease (the leader was heard again in
+        # between), or came back from a partition with an older release: it ignores this leader's
+        # append_entries, and its pre-votes are refused while the leader leads. Told so, as etcd's
+        # leader is by an answer of a higher term, the leader steps down and the group elects at a
+        # term above both; the node, whose log is behind, cannot win, but takes the new leader's.
+        if message['type'] == 'append_entries' and message['term'] < self.__raftCurrentTerm:
+            self.__transport.send(node, {'type': 'term_ahead', 'term': self.__raftCurrentTerm})
+            return
+
+        if message['type'] == 'term_ahead' and message['term'] > self.__raftCurrentTerm:
+            if self.__raftState == _RAFT_STATE.LEADER:
+                _electionLogger.warning('raft: stepping down as leader of term %s: %s is at term %s',
+                                        self.__raftCurrentTerm, node.id, message['term'])
+            self.__setCurrentTerm(message['term'], None)
+            self.__setState(_RAFT_STATE.FOLLOWER)
+            self.__raftLeader = None
+            return
+
         if message['type'] == 'append_entries' and message['term'] >= self.__raftCurrentTerm:
             if message['term'] > self.__raftCurrentTerm:
                 # A new leader at a higher term supersedes any pending transfer.
@@ -1691,6 +1710,11 @@ class SyncObj(object):
 
     def __connectedToAnyone(self):
         return len(self.__connectedNodes) > 0 or len(self.__otherNodes) == 0
+
+    def _tickThreadIdent(self):
+        # mqctl: the thread that ticks, for the node's report of a stalled tick (FORK.md, change 21)
+        thread = self.__thread
+        return thread.ident if thread is not None else None
 
     def _connectionClock(self):
         # mqctl: the Raft connections' clock (FORK.md, change T4): when the last poll that ran to

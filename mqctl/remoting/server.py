@@ -57,8 +57,10 @@ NOTIFY_ATTEMPTS = 3
 NOTIFY_RETRY_DELAY = 1.0
 # Role changes pushed at a time; the rest wait in order. A fleet's first elections (3,334 broker sets)
 # would otherwise open 10,000 connections at once: file descriptors a busy leader needs, and a
-# burst of short-lived objects that left its memory in pieces it could not give back.
-NOTIFY_PUSHERS = 64
+# burst of short-lived objects that left its memory in pieces it could not give back. A push to an
+# address that never answers holds its pusher for the attempts (about 11 s): 256 of them still
+# leave the others going.
+NOTIFY_PUSHERS = 256
 NOTIFY_LOG_BUDGET = 20  # 1008 lines logged a second, over all brokers
 
 

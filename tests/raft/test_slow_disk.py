@@ -25,7 +25,7 @@ import pytest
 from mqctl.client import ControllerClient
 from mqctl.raft.storage import FAULT_FILE
 from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import LocalCluster, Node, metadata
+from mqctl.testing import LocalCluster, Node, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -85,5 +85,29 @@ def test_followers_whose_fsync_takes_longer_than_the_election_timeout_keep_their
         follower.kill()
         follower.start(env=ENV)
         assert_all_written(cluster, names)
+        leader.start(env=ENV)
+        cluster.wait_for_same_hash()
+
+
+def test_a_raft_thread_stalled_on_its_disk_says_where_it_is(tmp_path) -> None:
+    """A follower whose term and vote take 11 s to store (SLOW: the meta file's fsync) starts no
+    election and answers nobody meanwhile; after 10 s without a finished tick the node logs where
+    its Raft thread is (mqctl/controller/node.py, FORK.md change 21), and the group elects once
+    the disk is back."""
+    cluster = LocalCluster(str(tmp_path), size=3)
+    with cluster:
+        for node in cluster.nodes:
+            node.start(env=ENV)
+        leader = cluster.wait_for_leader()
+        slow, other = [n for n in cluster.nodes if n is not leader]
+        with open(os.path.join(slow.data_dir, FAULT_FILE), "w") as fh:
+            fh.write("SLOW 11000")
+        leader.kill()
+        wait_until(lambda: "the Raft thread has not finished a tick" in slow.log_text(), timeout=60,
+                   what="the stalled node's report")
+        line = next(x for x in slow.log_text().splitlines() if "has not finished a tick" in x)
+        assert "storage.py" in line and "setCurrentTerm" in line, line
+        os.unlink(os.path.join(slow.data_dir, FAULT_FILE))
+        assert cluster.wait_for_leader(exclude=leader) in (slow, other)
         leader.start(env=ENV)
         cluster.wait_for_same_hash()
