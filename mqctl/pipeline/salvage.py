@@ -252,9 +252,10 @@ def write_groups(groups: Any, ranges: list[ByteRange], target: str | None) -> li
             run = k.slice(i, j - i).combine_chunks()
             for a, z in row_groups(run.column("size").to_numpy()):    # a batch per row group: no copy
                 w.write(message_batch(run.slice(a, z - a).to_batches()[0], ranges))
-                give_back_memory()
+                give_back_memory(heap=False)
         finally:
             w.close()
+        give_back_memory()
     return out
 
 
