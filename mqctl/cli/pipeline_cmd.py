@@ -23,8 +23,8 @@ analyze_app = sub_app("analyze", "Analyse commitlogs across a fleet of stores (S
 
 _MASTER_HELP = ("Spark master URL (default: local[*], an in-process Spark; env MQCTL_SPARK_MASTER). With a "
                 "cluster, the executors must see the store paths and have mqctl[spark] installed.")
-_RANGE_HELP = ("Bytes of commitlog per task, e.g. 64M or 512K (default: about 3 ranges per Spark core; "
-               "64M in process).")
+_RANGE_HELP = ("Bytes of commitlog per range (a Spark task reads a few), e.g. 64M or 512K (default: "
+               "about 3 ranges per Spark core; 64M in process).")
 _ENGINE_HELP = ("auto (default): Spark for a cluster --master or more than 1 GiB to read, else in this "
                 "process without a JVM; local; spark. Both give the same files.")
 _QUIET_HELP = "No progress bar and no engine line on stderr."

@@ -100,7 +100,7 @@ def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | Non
                 show_progress: bool | None = None, overwrite: bool = False) -> dict[str, Any]:
     """On Spark (`spark`, a session) or in this process (`spark` None): the same partial aggregates per
     range, merged by queue; the same files."""
-    from mqctl.pipeline.engine import progress
+    from mqctl.pipeline.engine import progress, spark_cores, task_groups
     from mqctl.pipeline.tasks import analyze_rows
 
     outp = None if out is None else Path(out).absolute()
@@ -129,16 +129,18 @@ def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | Non
             found: Iterable[tuple[str, tuple[Any, ...]]] = local()
         else:
             ranges = inp.ranges
+            groups = task_groups([r.length for r in ranges], spark_cores(spark))
 
-            def rows(i: int) -> list[tuple[str, tuple[Any, ...]]]:
-                out_ = list(analyze_rows(ranges[i]))
-                acc_b.add(ranges[i].length)
-                acc_m.add(sum(r[1][5] for r in out_ if r[0] == "q"))
-                return out_
+            def rows(group: list[int]) -> Iterator[tuple[str, tuple[Any, ...]]]:
+                for i in group:
+                    out_ = list(analyze_rows(ranges[i]))
+                    acc_b.add(ranges[i].length)
+                    acc_m.add(sum(r[1][5] for r in out_ if r[0] == "q"))
+                    yield from out_
 
-            # one stage: a task per range gives a few rows per queue it saw (no shuffle, no second stage
-            # of Python workers); the driver merges them
-            found = sc.parallelize(range(len(ranges)), max(1, len(ranges))).flatMap(rows).collect()
+            # one stage: a task per group of ranges gives a few rows per queue it saw (no shuffle, no
+            # second stage of Python workers); the driver merges them
+            found = sc.parallelize(groups, max(1, len(groups))).flatMap(rows).collect()
         acc: dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]] = {}
         for k, v in map(_keyed, found):
             acc[k] = _merge(acc[k], v) if k in acc else v

@@ -461,6 +461,11 @@ class _SparkJob(_Job):
     def _ids(self, n: int) -> Any:
         return self.spark.range(0, max(1, n), 1, max(1, n)).filter(f"id < {n}")
 
+    def _groups(self, ranges: list[ByteRange]) -> list[list[int]]:
+        from mqctl.pipeline.engine import spark_cores, task_groups
+
+        return task_groups([r.length for r in ranges], spark_cores(self.spark))
+
     def _candidates(self) -> Any:
         """Candidate rows of every range; its record count and problems go to `acc_ranges`."""
         from pyspark.sql import types as T
@@ -472,9 +477,11 @@ class _SparkJob(_Job):
         ranges, acc_b, acc_m, acc_r = self.inp.candidates, self.acc_bytes, self.acc_msgs, self.acc_ranges
         chains = self.chains
 
+        groups = self._groups(ranges)
+
         def parse(batches: Iterator[Any]) -> Iterator[Any]:
             for b in batches:
-                for i in b.column(0).to_pylist():
+                for i in (i for g in b.column(0).to_pylist() for i in groups[g]):
                     batch, probs = candidate_keys(ranges[i], chains.value.get(ranges[i].path))
                     give_back_memory()
                     acc_b.add(ranges[i].length)
@@ -482,20 +489,21 @@ class _SparkJob(_Job):
                     acc_r.add({i: (batch.num_rows, probs)})
                     yield batch
 
-        return self._ids(len(ranges)).mapInArrow(parse, schema)
+        return self._ids(len(groups)).mapInArrow(parse, schema)
 
     def _keys(self, schema: Any) -> Any:
         from mqctl.pipeline.tasks import key_arrow
 
         ranges, acc_b, chains = self.inp.keys, self.acc_bytes, self.chains
+        groups = self._groups(ranges)
 
         def keys(batches: Iterator[Any]) -> Iterator[Any]:
             for b in batches:
-                for i in b.column(0).to_pylist():
+                for i in (i for g in b.column(0).to_pylist() for i in groups[g]):
                     acc_b.add(ranges[i].length)
                     yield key_arrow(ranges[i], chains.value.get(ranges[i].path))
 
-        return self._ids(len(ranges)).mapInArrow(keys, schema)
+        return self._ids(len(groups)).mapInArrow(keys, schema)
 
 
 def _counts(results: list[dict[str, Any]], per_range: dict[int, tuple[int, list[Any]]],
