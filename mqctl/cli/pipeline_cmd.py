@@ -25,8 +25,9 @@ _MASTER_HELP = ("Spark master URL (default: local[*], an in-process Spark; env M
                 "cluster, the executors must see the store paths and have mqctl[spark] installed.")
 _RANGE_HELP = ("Bytes of commitlog per range (a Spark task reads a few), e.g. 64M or 512K (default: "
                "about 3 ranges per Spark core; 64M in process).")
-_ENGINE_HELP = ("auto (default): Spark for a cluster --master or more than 1 GiB to read, else in this "
-                "process without a JVM; local; spark. Both give the same files.")
+_ENGINE_HELP = ("auto (default): Spark for a cluster --master, or when Spark with its start-up is estimated "
+                "to be done sooner than this process (on 2 cores: salvage above about 3 GiB, analyze above "
+                "about 16 GiB); local: in this process, no JVM; spark. Both give the same files.")
 _QUIET_HELP = "No progress bar and no engine line on stderr."
 _OVERWRITE_HELP = "Replace a previous output in DIR (moved to DIR/.mqctl-backup-<UTC time> when it differs)."
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
@@ -57,7 +58,7 @@ def _run(kind: str, inp: Any, run: Any, *, engine: str, master: str | None, rang
 
     from mqctl.pipeline.engine import choose_engine, range_size_for, require_spark, spark_cores, spark_session
 
-    eng, why = choose_engine(engine, master, inp.nbytes)
+    eng, why = choose_engine(engine, master, inp.nbytes, kind)
     if not quiet:
         Console(stderr=True, highlight=False).print(f"mqctl: {kind} on engine {eng} ({why})")
     progress = False if quiet else None

@@ -1,5 +1,6 @@
-"""Where the pipeline runs: the engine choice (`choose_engine`: in this process up to LOCAL_MAX_BYTES,
-else Spark), range sizing, dependency checks, the Spark session, the progress bar.
+"""Where the pipeline runs: the engine choice (`choose_engine`: in this process unless Spark, its
+start-up included, is estimated to be done sooner), range sizing, dependency checks, the Spark session,
+the progress bar.
 
 Spark's local mode by default (in-process JVM, loopback only, UI off, small shuffle, quiet log4j2 config; see
 toolchain-notes.md section 5); `--master URL` or MQCTL_SPARK_MASTER sends the same jobs to a cluster,
@@ -43,10 +44,11 @@ logger.sparkutils.level = error
 __all__ = [
     "ENGINES",
     "EXIT_MISSING_DEPENDENCY",
-    "LOCAL_MAX_BYTES",
+    "LOCAL_RATES",
     "MissingDependencyError",
     "choose_engine",
     "java_executable",
+    "local_cores",
     "progress",
     "range_size_for",
     "require_local",
@@ -179,25 +181,45 @@ def spark_session(master: str | None = None, *, log4j: str | None = None,
 
 
 ENGINES = ("auto", "local", "spark")
-LOCAL_MAX_BYTES = 1 << 30        # --engine auto: up to this many bytes to read, no JVM is started
+# --engine auto compares estimates made from the rates measured on a 2-core VM (bench/README.md,
+# bench_pipeline.py): the local engine's bytes per second in one process, what each Spark core adds of
+# that rate (analyze on local[2]: 1.5x the local engine, salvage about the same), and a local session's
+# start-up with its first job (4-15 s).
+LOCAL_RATES = {"analyze commitlog": 800 << 20, "recover salvage": 150 << 20}
+SPARK_CORE_SHARE = 0.75
+SPARK_START_SECONDS = 7.0
 RANGES_PER_CORE = 3
 MIN_RANGE, MAX_RANGE = 4 << 20, 512 << 20
 TASKS_PER_CORE = 2
 MAX_TASK_BYTES = 1 << 30
 
 
-def choose_engine(engine: str, master: str | None, nbytes: int) -> tuple[str, str]:
-    """(engine, why): auto picks Spark for a cluster URL or more than LOCAL_MAX_BYTES to read (a Spark
-    session costs seconds to start; below that one process is done sooner), else the local engine."""
+def local_cores(master: str) -> int:
+    """The cores of a local master URL: local, local[N], local[N,F], local[*]."""
+    inside = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+    first = inside.split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else os.cpu_count() or 1
+
+
+def choose_engine(engine: str, master: str | None, nbytes: int, command: str = "recover salvage"
+                  ) -> tuple[str, str]:
+    """(engine, why): auto picks Spark for a cluster URL, and on this machine when the job's estimated
+    time on Spark, start-up included, is below one process's (`LOCAL_RATES`: on 2 cores, salvage above
+    about 3 GiB and analyze above about 16 GiB; on 8 cores above about 1.2 and 6.6 GiB), else the local
+    engine."""
     if engine != "auto":
         return engine, f"--engine {engine}"
     url = master or os.environ.get(MASTER_ENV)
     if url and not url.startswith("local"):
         return "spark", f"--master {url}"
-    gib = f"{nbytes / (1 << 30):.2f} GiB to read"
-    if nbytes > LOCAL_MAX_BYTES:
-        return "spark", f"{gib}, more than {LOCAL_MAX_BYTES >> 30} GiB"
-    return "local", f"{gib}, at most {LOCAL_MAX_BYTES >> 30} GiB; --engine spark to use Spark"
+    cores = local_cores(url or DEFAULT_MASTER)
+    local_s = nbytes / LOCAL_RATES[command]
+    spark_s = SPARK_START_SECONDS + local_s / max(1.0, cores * SPARK_CORE_SHARE)
+    est = (f"{nbytes / (1 << 30):.2f} GiB to read: about {local_s:.0f} s in this process, "
+           f"{spark_s:.0f} s on Spark with {cores} cores and its start-up")
+    if spark_s < local_s:
+        return "spark", f"{est}; --engine local to stay in this process"
+    return "local", f"{est}; --engine spark to use Spark"
 
 
 def range_size_for(nbytes: int, cores: int) -> int:

@@ -3,26 +3,44 @@
 from __future__ import annotations
 
 from mqctl.pipeline.engine import (
-    LOCAL_MAX_BYTES,
     MASTER_ENV,
     MAX_TASK_BYTES,
     choose_engine,
+    local_cores,
     range_size_for,
     task_groups,
 )
 
 
-def test_auto_picks_by_size_and_master(monkeypatch) -> None:
+def test_auto_picks_spark_when_it_is_estimated_sooner(monkeypatch) -> None:
     monkeypatch.delenv(MASTER_ENV, raising=False)
-    assert choose_engine("auto", None, LOCAL_MAX_BYTES)[0] == "local"
-    eng, why = choose_engine("auto", None, LOCAL_MAX_BYTES + 1)
-    assert eng == "spark" and "more than 1 GiB" in why
-    assert choose_engine("auto", "local[2]", 10)[0] == "local"
+    G = 1 << 30
+    # 2 cores: Spark pays its start-up back from about 3 GiB of salvage and 16 GiB of analyze
+    assert choose_engine("auto", "local[2]", int(2.9 * G))[0] == "local"
+    assert choose_engine("auto", "local[2]", int(3.2 * G))[0] == "spark"
+    eng, why = choose_engine("auto", "local[2]", int(3.5 * G))
+    assert eng == "spark"
+    assert why == ("3.50 GiB to read: about 24 s in this process, 23 s on Spark with 2 cores and its "
+                   "start-up; --engine local to stay in this process")
+    assert choose_engine("auto", "local[2]", 15 * G, "analyze commitlog")[0] == "local"
+    assert choose_engine("auto", "local[2]", 17 * G, "analyze commitlog")[0] == "spark"
+    # more cores, sooner; one core, never
+    assert choose_engine("auto", "local[8]", int(1.3 * G))[0] == "spark"
+    assert choose_engine("auto", "local[8]", int(1.1 * G))[0] == "local"
+    assert choose_engine("auto", "local", 1 << 40)[0] == "local"
+    eng, why = choose_engine("auto", "local[2]", 10)
+    assert eng == "local" and why.endswith("--engine spark to use Spark")
     assert choose_engine("auto", "spark://127.0.0.1:7077", 10) == ("spark", "--master spark://127.0.0.1:7077")
     monkeypatch.setenv(MASTER_ENV, "yarn")
     assert choose_engine("auto", None, 10)[0] == "spark"
     assert choose_engine("local", "yarn", 1 << 40) == ("local", "--engine local")
     assert choose_engine("spark", None, 0) == ("spark", "--engine spark")
+
+
+def test_local_cores_of_a_master_url(monkeypatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 6)
+    urls = ("local", "local[3]", "local[4,2]", "local[*]", "local[*,3]")
+    assert [local_cores(m) for m in urls] == [1, 3, 4, 6, 6]
 
 
 def test_ranges_about_three_per_core_in_whole_mib() -> None:
