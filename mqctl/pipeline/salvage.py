@@ -475,9 +475,7 @@ class _SparkJob(_Job):
         spark_t = {"int64": T.LongType(), "int32": T.IntegerType()}
         schema = T.StructType([T.StructField(n, spark_t[t], False) for n, t in CANDIDATE_FIELDS])
         ranges, acc_b, acc_m, acc_r = self.inp.candidates, self.acc_bytes, self.acc_msgs, self.acc_ranges
-        chains = self.chains
-
-        groups = self._groups(ranges)
+        chains, groups = self.chains, self._groups(ranges)
 
         def parse(batches: Iterator[Any]) -> Iterator[Any]:
             for b in batches:
