@@ -25,6 +25,7 @@ memory is needed); RSS would count them in every worker that read a file.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -54,10 +55,11 @@ from mqctl.store.identity import BrokerIdentity, write_identity  # noqa: E402
 CPU: dict[int, float] = {}
 
 
-def tree_cpu() -> float:
+def tree_cpu(root: int | None = None) -> float:
     """CPU seconds (user + sys) of this process and of all its descendants, living (their own time and
-    that of the children they reaped) or reaped by us: Spark's JVM and its Python workers included."""
-    me, tick = os.getpid(), os.sysconf("SC_CLK_TCK")
+    that of the children they reaped) or reaped by us: Spark's JVM and its Python workers included;
+    with `root`, of the living descendants of that process only (not its own)."""
+    me, tick = root or os.getpid(), os.sysconf("SC_CLK_TCK")
     procs: dict[int, tuple[int, int]] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -75,6 +77,8 @@ def tree_cpu() -> float:
                 return True
         return False
 
+    if root is not None:
+        return sum(c for p, (_, c) in procs.items() if mine(p)) / tick
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system + \
         sum(c for p, (_, c) in procs.items() if mine(p)) / tick
@@ -208,27 +212,41 @@ def driver_peak_rss() -> int:
     return _kib(_status(os.getpid()).get("VmHWM", "0 kB"))
 
 
-def executor_memory(spark_salvage, executor_memory: str, tmp: Path) -> tuple[MemSampler, float]:
+def executor_memory(replica: Path, source: Path, records: int, executor_memory: str, tmp: Path) -> dict:
     """The Spark salvage on a standalone cluster (a master and one worker with 2 cores on loopback, an
-    executor with spark.executor.memory as given): the executor's memory (its JVM and its Python
-    workers, `MemSampler` of the worker's descendants) and the run's wall time."""
-    from mqctl.pipeline.engine import spark_session
+    executor with spark.executor.memory as given), in a child process: pyspark starts the driver's JVM once
+    per process and keeps it for later sessions, with the configuration of its start, so the executor's
+    memory setting (given as an operator would, PYSPARK_SUBMIT_ARGS' --conf) needs a process whose first
+    session this is. Returns the executor's memory (its JVM and Python workers, `MemSampler` of the
+    worker's descendants), their CPU seconds and the run's wall time."""
+    env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory={executor_memory} pyspark-shell"}
+    arg = json.dumps({"replica": str(replica), "source": str(source), "records": records, "tmp": str(tmp)})
+    r = subprocess.run([sys.executable, __file__, "--executor-run", arg], env=env, check=True, text=True,
+                       stdout=subprocess.PIPE)
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def executor_run(arg: str) -> None:
+    """`executor_memory`'s child: prints its result as one line of JSON."""
+    from mqctl.pipeline.engine import range_size_for, spark_cores, spark_session
+    from mqctl.pipeline.salvage import prepare, run_salvage
     from mqctl.testing import spark_standalone
 
+    a = json.loads(arg)
+    tmp = Path(a["tmp"])
     (tmp / "standalone").mkdir()
-    with spark_standalone(tmp / "standalone") as (url, worker):
-        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--conf spark.executor.memory={executor_memory} pyspark-shell"
-        try:
-            with spark_session(url, app_name="mqctl bench executor") as spark:
-                warm(spark)
-                mem = MemSampler(worker)
-                t0 = time.perf_counter()
-                spark_salvage(spark)
-                t = time.perf_counter() - t0
-                mem.stop()
-        finally:
-            del os.environ["PYSPARK_SUBMIT_ARGS"]
-    return mem, t
+    with spark_standalone(tmp / "standalone") as (url, worker), \
+            spark_session(url, app_name="mqctl bench executor") as spark:
+        warm(spark)
+        inp = prepare([a["replica"], a["source"]])
+        inp.cut(range_size_for(inp.nbytes, spark_cores(spark)))
+        mem = MemSampler(worker)
+        c0, t0 = tree_cpu(worker), time.perf_counter()
+        doc = run_salvage(spark, inp, tmp / "salvage-executor", show_progress=False, overwrite=True)
+        t, cpu = time.perf_counter() - t0, tree_cpu(worker) - c0
+        mem.stop()
+        assert doc["messages"] == a["records"] - 1, doc["messages"]
+    print(json.dumps({"jvm": mem.jvm, "python": mem.python, "total": mem.total, "s": t, "cpu": cpu}))
 
 
 def warm(spark) -> None:
@@ -251,7 +269,11 @@ def main() -> None:
                     help="spark.executor.memory of the standalone cluster's executor whose memory is measured "
                          "during a salvage ('none': no cluster)")
     ap.add_argument("--keep", action="store_true", help="keep the generated stores and output")
+    ap.add_argument("--executor-run", help=argparse.SUPPRESS)      # executor_memory's child
     a = ap.parse_args()
+    if a.executor_run:
+        executor_run(a.executor_run)
+        return
     size = parse_size("256M" if a.quick else a.size)
 
     from mqctl.pipeline.analyze import prepare_analyze, run_analyze
@@ -342,13 +364,11 @@ def main() -> None:
         rows.append((f"analyze, Spark ({len(ainp.ranges)} ranges)", t_sa, a.master, CPU[id(spark_analyze)]))
         sinp = prepare([str(replica), str(source)])
 
-        def salvage_on(session, out: Path = tmp / "salvage-spark") -> None:
-            sinp.cut(range_size_for(sinp.nbytes, spark_cores(session)))
-            doc = run_salvage(session, sinp, out, show_progress=False, overwrite=True)
-            assert doc["messages"] == gen["records"] - 1, doc["messages"]
+        sinp.cut(range_size_for(sinp.nbytes, cores))
 
         def spark_salvage() -> None:
-            salvage_on(spark)
+            doc = run_salvage(spark, sinp, tmp / "salvage-spark", show_progress=False, overwrite=True)
+            assert doc["messages"] == gen["records"] - 1, doc["messages"]
 
         mem.reset()
         t_ss = best(spark_salvage, a.repeat)
@@ -358,8 +378,7 @@ def main() -> None:
                      f"{a.master}, writes {parquet / (1 << 20):.0f} MiB of Parquet", CPU[id(spark_salvage)]))
     mem.stop()
     if a.executor_memory != "none":
-        xmem, t_x = executor_memory(lambda session: salvage_on(session, tmp / "salvage-executor"), a.executor_memory,
-                                    tmp)
+        xmem = executor_memory(replica, source, gen["records"], a.executor_memory, tmp)
     from mqctl.pipeline.output import tree_digest
 
     same = tree_digest(tmp / "salvage-spark") == tree_digest(tmp / "salvage-local")
@@ -388,8 +407,9 @@ def main() -> None:
           f"{local_mem[0] >> 20} MiB, Python workers {local_mem[1] >> 20} MiB, both {local_mem[2] >> 20} MiB")
     if a.executor_memory != "none":
         print(f"executor memory, salvage on a standalone cluster (1 worker, 2 cores, spark.executor.memory "
-              f"{a.executor_memory}; {t_x:.1f} s): the executor's JVM {xmem.jvm >> 20} MiB, its Python workers "
-              f"{xmem.python >> 20} MiB, both {xmem.total >> 20} MiB at the peak of their sum (goal: 1024 MiB); "
+              f"{a.executor_memory}; {xmem['s']:.1f} s, {xmem['cpu']:.1f} s of CPU): the executor's JVM {xmem['jvm'] >> 20} "
+              f"MiB, its Python workers {xmem['python'] >> 20} MiB, both {xmem['total'] >> 20} MiB at the peak of their sum "
+              f"(goal: 1024 MiB); "
               f"anonymous memory (Pss_Anon), the mapped store files not counted")
     if a.keep:
         print(f"kept {tmp}")

@@ -43,6 +43,7 @@ logger.sparkutils.level = error
 
 __all__ = [
     "ENGINES",
+    "EXECUTOR_DEFAULTS",
     "EXIT_MISSING_DEPENDENCY",
     "LOCAL_RATES",
     "MissingDependencyError",
@@ -147,6 +148,43 @@ def spark_conf(master: str, *, log4j: str | None = None) -> dict[str, str]:
     return conf
 
 
+# What keeps an executor within 1 GiB per 2 cores and a 512m heap during a salvage (measured:
+# bench/README.md; docs/pipeline.md says them). Each is left out when the operator set it (spark-defaults.conf
+# or PYSPARK_SUBMIT_ARGS' --conf), and the JVM options also when the operator set
+# spark.executor.extraJavaOptions (their GC choice would conflict with ours).
+JAVA_OPTIONS = "spark.executor.defaultJavaOptions"
+EXECUTOR_DEFAULTS = {
+    # the Python workers forked from a daemon that imported numpy, pyarrow, pandas and mqctl's task
+    # modules: their pages shared, not one copy per worker (mqctl/pipeline/daemon.py)
+    "spark.python.daemon.module": "mqctl.pipeline.daemon",
+    # the serial collector (G1's own structures were 60 MiB of a 512m heap's JVM) and a heap that grows
+    # from 64m as needed, not from 1/64 of the host's memory (the executor's heap holds little: the
+    # candidates' 28-byte rows and their aggregate)
+    JAVA_OPTIONS: "-XX:+UseSerialGC -Xms64m",
+}
+
+
+def executor_defaults(operator: set[str]) -> dict[str, str]:
+    """EXECUTOR_DEFAULTS without what the operator set (`operator`: the keys of their configuration)."""
+    out = {k: v for k, v in EXECUTOR_DEFAULTS.items() if k not in operator}
+    if "spark.executor.extraJavaOptions" in operator:
+        out.pop(JAVA_OPTIONS, None)
+    return out
+
+
+def _operator_keys(builder_conf: dict[str, str]) -> set[str]:
+    """The keys of the operator's Spark configuration: the JVM is started as the builder would start it
+    (with `builder_conf`, then PYSPARK_SUBMIT_ARGS, then spark-defaults.conf), its configuration read
+    back. The builder's settings win over those, so the executor defaults are added only after."""
+    from pyspark import SparkConf, SparkContext
+
+    launch = SparkConf()
+    for k, v in builder_conf.items():
+        launch.set(k, v)
+    SparkContext._ensure_initialized(conf=launch)
+    return {k for k, _ in SparkConf().getAll()} - set(builder_conf)
+
+
 @contextmanager
 def spark_session(master: str | None = None, *, log4j: str | None = None,
                   app_name: str = "mqctl") -> Iterator[Any]:
@@ -165,10 +203,12 @@ def spark_session(master: str | None = None, *, log4j: str | None = None,
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(url).appName(app_name)
-    for k, v in spark_conf(url, log4j=log4j).items():
-        builder = builder.config(k, v)
+    conf = {"spark.master": url, "spark.app.name": app_name, **spark_conf(url, log4j=log4j)}
     try:
+        conf.update(executor_defaults(_operator_keys(conf)))
+        builder = SparkSession.builder
+        for k, v in conf.items():
+            builder = builder.config(k, v)
         spark = builder.getOrCreate()
     except Exception as exc:  # the JVM did not start (old Java, no memory, bad master URL)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
