@@ -157,10 +157,10 @@ EXECUTOR_DEFAULTS = {
     # the Python workers forked from a daemon that imported numpy, pyarrow, pandas and mqctl's task
     # modules: their pages shared, not one copy per worker (mqctl/pipeline/daemon.py)
     "spark.python.daemon.module": "mqctl.pipeline.daemon",
-    # the serial collector (G1's own structures were 60 MiB of a 512m heap's JVM) and a heap that grows
-    # from 64m as needed, not from 1/64 of the host's memory (the executor's heap holds little: the
-    # candidates' 28-byte rows and their aggregate)
-    JAVA_OPTIONS: "-XX:+UseSerialGC -Xms64m",
+    # the parallel collector (G1's own structures were 60 MiB of a 512m heap's JVM; the parallel one's
+    # are a few, and it uses the executor's cores) and a heap that grows from 64m as needed, not from 1/64
+    # of the host's memory (the executor's heap holds little: the candidates' 28-byte rows, their aggregate)
+    JAVA_OPTIONS: "-XX:+UseParallelGC -Xms64m",
 }
 
 
