@@ -3,6 +3,7 @@
 """The pipeline's figures of issue 15 in one run, as ratios on the same bytes (not a test):
 
     .venv/bin/python bench/bench_pipeline.py [--size 2G | --quick] [--master local[2]] [--profile]
+                                             [--executor-only]
 
 It generates a replica store of --size with tests/gen_large_store.py (one epoch) and a source store that
 shares only the first record and then leads epoch 2: the plan truncates the replica to that record's end,
@@ -15,8 +16,9 @@ analyze and salvage on the local engine (one process, no JVM) and on Spark (--ma
 Parquet output included. Spark's session start and first job are reported apart. Memory: the driver's
 peak RSS (this Python process); in the Spark salvage rows the peak of the JVM's (in local mode the driver
 and the executor) and the Python workers' anonymous memory; then the same salvage on a standalone cluster
-(a master and one worker with 2 cores on loopback, --executor-memory), whose executor's memory (its JVM
-and its Python workers) is what "salvage of a 2 GiB store fits in 1 GiB of executor memory" counts.
+(a master and one worker with 2 cores on loopback, --executor-memory; in a child process, whose first
+Spark session it is), whose executor's memory (its JVM and its Python workers) is what "salvage of a 2 GiB
+store fits in 1 GiB of executor memory" counts; --executor-only: only that.
 Anonymous memory (Pss_Anon, sampled every 0.05 s, the peak of the sum): the mapped store files are not
 counted (their pages are the kernel's page cache, shared by every process that maps them and dropped when
 memory is needed); RSS would count them in every worker that read a file.
@@ -268,6 +270,8 @@ def main() -> None:
     ap.add_argument("--executor-memory", default="512m",
                     help="spark.executor.memory of the standalone cluster's executor whose memory is measured "
                          "during a salvage ('none': no cluster)")
+    ap.add_argument("--executor-only", action="store_true",
+                    help="only the executor's memory on the standalone cluster, --repeat times (quick turns)")
     ap.add_argument("--keep", action="store_true", help="keep the generated stores and output")
     ap.add_argument("--executor-run", help=argparse.SUPPRESS)      # executor_memory's child
     a = ap.parse_args()
@@ -292,8 +296,17 @@ def main() -> None:
     files = [str(f.path) for f in CommitLog(replica / COMMITLOG_DIR).files]
     data = gen["maxOffset"]
     mib = data / (1 << 20)
-    mem = MemSampler()
     subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)   # warm the page cache
+    if a.executor_only:
+        for _ in range(a.repeat):
+            x = executor_memory(replica, source, gen["records"], a.executor_memory, tmp)
+            print(f"executor (spark.executor.memory {a.executor_memory}): JVM {x['jvm'] >> 20} MiB, Python workers "
+                  f"{x['python'] >> 20} MiB, both {x['total'] >> 20} MiB at the peak of their sum; {x['s']:.1f} s, "
+                  f"{x['cpu']:.1f} s of CPU; load average {os.getloadavg()[0]:.1f}")
+            shutil.rmtree(tmp / "standalone")
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    mem = MemSampler()
 
     rows: list[tuple[str, float, str, float | None]] = []
     def cat() -> None:

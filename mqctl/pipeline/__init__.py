@@ -7,7 +7,9 @@ Layers, each importable on its own:
   (`mqctl.store.walker`) over it, then salvage's candidate rows and message batches (Arrow), the source's
   keys, analyze's per-queue aggregates.
 * `engine`: the engine choice (--engine auto), range sizing, the Spark session (quiet local settings or
-  `--master`), dependency checks, the progress bar.
+  `--master`, the executor settings), dependency checks, the progress bar.
+* `daemon`: the executors' Python daemon (`spark.python.daemon.module`): the task modules imported once,
+  before it forks the workers.
 * `output`: DIR's rules and the one Parquet writer both engines use.
 * `salvage`, `analyze`: the two jobs.
 
