@@ -9,7 +9,8 @@ It generates a replica store of --size with tests/gen_large_store.py (one epoch)
 shares only the first record and then leads epoch 2: the plan truncates the replica to that record's end,
 so salvage reads (and writes to Parquet) almost the whole replica, and analyze reads all of it.
 
-Rows, each the best of --repeat runs (page cache warm): `cat`; the plain single-process Python reader (a
+Rows, each the best of --repeat runs (page cache warm; `cat` and `inspect --deep` run in turn, and the parser
+and the Spark rows: the ratios of the goals compare runs of the same minutes): `cat`; the plain single-process Python reader (a
 `decode_record` loop with zlib's CRC, the reader before the walker); `recover inspect --deep`
 (`inspect_stores(deep=True)`: CRC of every message, a walker process per core); the numpy range parser alone in one process (CRC on);
 analyze and salvage on the local engine (one process, no JVM) and on Spark (--master, default local[2]),
@@ -87,20 +88,30 @@ def tree_cpu(root: int | None = None) -> float:
         sum(c for p, (_, c) in procs.items() if mine(p)) / tick
 
 
-def best(fn, repeat: int) -> float:
-    """The best wall time of `repeat` runs; the CPU time (user + sys) of the same runs, this process's and
-    its descendants' (`tree_cpu`), the least, in CPU[id(fn)]: on a loaded machine the wall time says more
-    about the others than about us. The first run's (wall, CPU) in FIRST[id(fn)]."""
-    times, cpus = [], []
+def rounds(fns, repeat: int) -> list[float]:
+    """Each of `fns` once per round, `repeat` rounds, and the best wall time of each: this VM's speed
+    drifts by a tenth or more over minutes, and rows whose ratio is a goal (cat and inspect --deep, the
+    parser and the Spark rows) are measured in the same rounds so that the drift weighs on both. The
+    CPU time (user + sys) of the same runs, this process's and its descendants' (`tree_cpu`), the least,
+    in CPU[id(fn)]: on a loaded machine the wall time says more about the others than about us. The
+    first run's (wall, CPU) in FIRST[id(fn)]."""
+    times: dict[int, list[float]] = {id(f): [] for f in fns}
+    cpus: dict[int, list[float]] = {id(f): [] for f in fns}
     for _ in range(repeat):
-        c0, t0 = tree_cpu(), time.perf_counter()
-        fn()
-        c1 = tree_cpu()
-        times.append(time.perf_counter() - t0)
-        cpus.append(c1 - c0)
-    CPU[id(fn)] = min(cpus)
-    FIRST[id(fn)] = (times[0], cpus[0])
-    return min(times)
+        for fn in fns:
+            c0, t0 = tree_cpu(), time.perf_counter()
+            fn()
+            c1 = tree_cpu()
+            times[id(fn)].append(time.perf_counter() - t0)
+            cpus[id(fn)].append(c1 - c0)
+    for fn in fns:
+        CPU[id(fn)] = min(cpus[id(fn)])
+        FIRST[id(fn)] = (times[id(fn)][0], cpus[id(fn)][0])
+    return [min(times[id(fn)]) for fn in fns]
+
+
+def best(fn, repeat: int) -> float:
+    return rounds([fn], repeat)[0]
 
 
 def make_source(replica: Path, source: Path, file_size: int) -> int:
@@ -314,17 +325,16 @@ def main() -> None:
     def cat() -> None:
         subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)
 
-    t_cat = best(cat, a.repeat)
+    def deep() -> None:
+        inspect_stores([str(replica)], deep=True)        # what `recover inspect --deep` runs
+
+    t_cat, t_deep = rounds([cat, deep], a.repeat)
     rows.append(("cat (all files)", t_cat, "incl. the zero tail of the last file", CPU[id(cat)]))
     def plain() -> None:
         plain_reader(replica)
 
-    def deep() -> None:
-        inspect_stores([str(replica)], deep=True)        # what `recover inspect --deep` runs
-
     t_plain = best(plain, 1)
     rows.append(("plain Python reader, 1 process", t_plain, "decode_record loop, zlib CRC", CPU[id(plain)]))
-    t_deep = best(deep, a.repeat)
     rows.append(("recover inspect --deep", t_deep, f"the walker, CRC of every message, {os.cpu_count()} processes",
                  CPU[id(deep)]))
 
@@ -332,9 +342,7 @@ def main() -> None:
         n = sum(len(parse_task(br)) for br in store_ranges(replica, range_size=DEFAULT_RANGE_SIZE))
         assert n == gen["records"], (n, gen["records"])
 
-    t_parse = best(parser, a.repeat)
-    rows.append(("numpy range parser, 1 process", t_parse, "parse_task over 64 MiB ranges, CRC on",
-                 CPU[id(parser)]))
+    parser_row = len(rows)              # measured with the Spark rows, in the same rounds
 
     def run_local_analyze() -> None:
         doc = run_analyze(None, prepare_analyze([str(replica)]), tmp / "analyze-local", show_progress=False,
@@ -375,10 +383,7 @@ def main() -> None:
             doc = run_analyze(spark, ainp, tmp / "analyze-spark", show_progress=False, overwrite=True)
             assert sum(q["messages"] for q in doc["queues"]) == gen["records"]
 
-        t_sa = best(spark_analyze, a.repeat)
-        rows.append((f"analyze, Spark ({len(ainp.ranges)} ranges)", t_sa, a.master, CPU[id(spark_analyze)]))
         sinp = prepare([str(replica), str(source)])
-
         sinp.cut(range_size_for(sinp.nbytes, cores))
 
         def spark_salvage() -> None:
@@ -386,8 +391,11 @@ def main() -> None:
             assert doc["messages"] == gen["records"] - 1, doc["messages"]
 
         mem.reset()
-        t_ss = best(spark_salvage, a.repeat)
+        t_parse, t_sa, t_ss = rounds([parser, spark_analyze, spark_salvage], a.repeat)
         local_mem = (mem.jvm, mem.python, mem.total)
+        rows.insert(parser_row, ("numpy range parser, 1 process", t_parse,
+                                 "parse_task over 64 MiB ranges, CRC on (in the Spark rows' rounds)", CPU[id(parser)]))
+        rows.append((f"analyze, Spark ({len(ainp.ranges)} ranges)", t_sa, a.master, CPU[id(spark_analyze)]))
         parquet = sum(p.stat().st_size for p in (tmp / "salvage-spark" / "messages").rglob("*.parquet"))
         rows.append((f"salvage, Spark ({len(sinp.candidates)} ranges)", t_ss,
                      f"{a.master}, writes {parquet / (1 << 20):.0f} MiB of Parquet", CPU[id(spark_salvage)]))
