@@ -37,6 +37,8 @@ import tempfile
 import threading
 import time
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,20 +180,35 @@ def anon_memory(pid: int) -> int:
 class MemSampler:
     """Every 0.05 s, the anonymous memory (`anon_memory`) of the JVMs and of the Python processes among
     the descendants of `root` (default: this process), summed per kind: the peak of each sum, and of
-    their total (the peak of the sum, not the sum of the peaks); `reset()` starts a new peak."""
+    their total (the peak of the sum, not the sum of the peaks); `reset()` starts a new peak. `sampling`
+    (a context manager) turns it on: reading a JVM's smaps every 0.05 s costs this process CPU (and the
+    GIL), which the rows measured in this process must not pay."""
 
-    def __init__(self, root: int | None = None) -> None:
+    def __init__(self, root: int | None = None, *, on: bool = True) -> None:
         self.root = root or os.getpid()
         self.jvm = self.python = self.total = 0
         self._stop = threading.Event()
+        self._on = threading.Event()
+        if on:
+            self._on.set()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 
     def reset(self) -> None:
         self.jvm = self.python = self.total = 0
 
+    @contextmanager
+    def sampling(self) -> Iterator[None]:
+        self._on.set()
+        try:
+            yield
+        finally:
+            self._on.clear()
+
     def _run(self) -> None:
         while not self._stop.wait(0.05):
+            if not self._on.is_set():
+                continue
             parent: dict[int, int] = {}
             names: dict[int, str] = {}
             for d in os.listdir("/proc"):
@@ -319,7 +336,7 @@ def main() -> None:
             shutil.rmtree(tmp / "standalone")
         shutil.rmtree(tmp, ignore_errors=True)
         return
-    mem = MemSampler()
+    mem = MemSampler(on=False)
 
     rows: list[tuple[str, float, str, float | None]] = []
     def cat() -> None:
@@ -387,7 +404,8 @@ def main() -> None:
         sinp.cut(range_size_for(sinp.nbytes, cores))
 
         def spark_salvage() -> None:
-            doc = run_salvage(spark, sinp, tmp / "salvage-spark", show_progress=False, overwrite=True)
+            with mem.sampling():
+                doc = run_salvage(spark, sinp, tmp / "salvage-spark", show_progress=False, overwrite=True)
             assert doc["messages"] == gen["records"] - 1, doc["messages"]
 
         mem.reset()
