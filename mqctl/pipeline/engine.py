@@ -139,7 +139,7 @@ def spark_conf(master: str, *, log4j: str | None = None) -> dict[str, str]:
         "spark.sql.debug.maxToStringFields": "200",
     }
     if master.startswith("local"):
-        cores = os.cpu_count() or 2
+        cores = local_cores(master)         # local[2] on a bigger host: 2, not the host's cores
         conf.update({
             "spark.sql.shuffle.partitions": str(max(2, cores)),
             "spark.default.parallelism": str(max(2, cores)),

@@ -8,6 +8,7 @@ from mqctl.pipeline.engine import (
     choose_engine,
     local_cores,
     range_size_for,
+    spark_conf,
     task_groups,
 )
 
@@ -41,6 +42,9 @@ def test_local_cores_of_a_master_url(monkeypatch) -> None:
     monkeypatch.setattr("os.cpu_count", lambda: 6)
     urls = ("local", "local[3]", "local[4,2]", "local[*]", "local[*,3]")
     assert [local_cores(m) for m in urls] == [1, 3, 4, 6, 6]
+    # the session's parallelism (what ranges and tasks are sized by) is the master's cores, not the host's
+    assert spark_conf("local[4]")["spark.default.parallelism"] == "4"
+    assert spark_conf("local[*]")["spark.default.parallelism"] == "6"
 
 
 def test_ranges_about_three_per_core_in_whole_mib() -> None:
