@@ -1199,7 +1199,7 @@ def _alter_sync_state_set(state: ControllerState, req: Mapping[str, Any], ctx: C
         raise refuse(Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
                      f"the current syncStateSet epoch is:{{{bs.sync_state_set_epoch}}}, "
                      f"not {{{req_ss_epoch}}}")
-    for replica in new_set:
+    for replica in new_set:  # ascending (mqctl; RocketMQ: a HashSet's order), the same answer everywhere
         if replica not in bs.brokers:
             raise refuse(Code.CONTROLLER_INVALID_REPLICAS, f"the replicas {{{replica}}} don't exist")
         if not ctx.is_alive(name, replica):
