@@ -23,7 +23,6 @@ from typing import Any
 from mqctl import methods
 from mqctl.address import parse_address
 from mqctl.controller import core, records
-from mqctl.controller.election import DEFAULT_ELECTION_PRIORITY
 from mqctl.controller.liveness import HeartbeatTable
 from mqctl.errors import Code, MqctlError, UsageError
 
@@ -754,14 +753,16 @@ class ControllerNode:
         return answer
 
     def _note_registration(self, request: dict[str, Any], response: dict[str, Any]) -> None:
+        def given(key: str) -> int | None:  # absent: the heartbeat row keeps its value (RocketMQ)
+            value = request.get(key)
+            return None if value is None else int(value)
+
         with self._lock:
             self.heartbeats.on_register(
                 str(request.get("cluster_name", "")), str(request.get("broker_name", "")),
                 int(request.get("broker_id", 0)), str(request.get("broker_address", "")),
-                int(response.get("broker_epoch", 0)), int(request.get("epoch", -1)),
-                int(request.get("max_offset", -1)), int(request.get("confirm_offset", -1)),
-                int(request.get("election_priority", DEFAULT_ELECTION_PRIORITY)),
-                int(request.get("heartbeat_timeout_mills", self.settings.heartbeat_timeout_ms)),
+                int(response.get("broker_epoch", 0)), given("epoch"), given("max_offset"),
+                given("confirm_offset"), given("election_priority"), given("heartbeat_timeout_mills"),
                 now_ms())
 
     def _role_of(self, broker_name: str) -> dict[str, Any] | None:
