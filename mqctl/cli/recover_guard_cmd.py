@@ -102,3 +102,109 @@ def guard_cmd(
     code = 0 if gate else res.exit_code
     if code:
         raise typer.Exit(code)
+
+
+@recover_app.command("replay")
+def replay_cmd(
+    salvage: str = typer.Argument(..., metavar="SALVAGE_DIR",
+                                  help="A salvage directory (of `recover guard` or `recover salvage`)."),
+    namesrv: str = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS", envvar="MQCTL_NAMESRV",
+                                help="Name servers 'h:p;h:p': the set's master and the topics' routes."),
+    broker_addr: str = typer.Option(None, "--broker-addr", metavar="ADDR",
+                                    help="Or send to this broker (it must be of the salvage's set)."),
+    rate: float = typer.Option(None, "--rate", metavar="N", help="At most N messages per second."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Look the messages up and say what would be sent; "
+                                                          "send nothing, write no checkpoint."),
+    group: str = typer.Option("mqctl_replay", "--group", help="The producer group the messages are sent as."),
+    timeout: float = typer.Option(5.0, "--timeout", envvar="MQCTL_TIMEOUT", help="Seconds per request."),
+    tls_ca: str = typer.Option(None, "--tls-ca", envvar="MQCTL_TLS_CA",
+                               help="CA (PEM): speak TLS to the brokers and name servers (tls.enable)."),
+    tls_cert: str = typer.Option(None, "--tls-cert", envvar="MQCTL_TLS_CERT", help="Client certificate."),
+    tls_key: str = typer.Option(None, "--tls-key", envvar="MQCTL_TLS_KEY", help="Client private key (PEM)."),
+    access_key: str = typer.Option(None, "--access-key", envvar="MQCTL_ACCESS_KEY",
+                                   help="RocketMQ ACL AccessKey: sign every request (AclClientRPCHook)."),
+    secret_key: str = typer.Option(None, "--secret-key", envvar="MQCTL_SECRET_KEY",
+                                   help="RocketMQ ACL SecretKey of --access-key."),
+    output: Output = output_option(),
+) -> None:
+    """Publish a salvage's messages to their broker set (SEND_MESSAGE_V2), skipping those the cluster has
+    (by UNIQ_KEY) and those an earlier run sent (its checkpoint).
+
+    Exit 0 every message sent or present, 3 some failed (refused, topic missing: the report gives the
+    command that creates it), 2 the salvage is of another broker set, 4 the salvage is cut or corrupt,
+    6 a broker or name server does not answer (run again to go on)."""
+    from mqctl.api import parse_addresses
+    from mqctl.errors import MqctlError, UsageError
+    from mqctl.recover.replay import ReplayOptions, ReplayRefused, replay
+    from mqctl.remoting.client import RemotingConnection
+    from mqctl.remoting.security import AclCredentials, client_context
+
+    if bool(namesrv) == bool(broker_addr):
+        raise UsageError("give the name servers (-n) or one broker (--broker-addr)")
+    if rate is not None and rate <= 0:
+        raise UsageError(f"--rate must be positive, got {rate}")
+    if timeout <= 0:
+        raise UsageError(f"--timeout must be positive, got {timeout}")
+    if bool(access_key) != bool(secret_key):
+        raise UsageError("--access-key and --secret-key go together (MQCTL_ACCESS_KEY, MQCTL_SECRET_KEY)")
+    tls = client_context(tls_ca, tls_cert, tls_key) if (tls_ca or tls_cert or tls_key) else None
+    acl = AclCredentials(access_key, secret_key) if access_key else None
+    conns: dict[str, RemotingConnection] = {}
+
+    def connect(address: str) -> RemotingConnection:
+        c = conns.get(address)
+        if c is None or c.closed:
+            c = conns[address] = RemotingConnection(address, connect_timeout=min(3.0, timeout), tls=tls,
+                                                    acl=acl)
+        return c
+
+    opts = ReplayOptions(namesrv=parse_addresses(namesrv) if namesrv else None, broker_addr=broker_addr,
+                         rate=rate, dry_run=dry_run, group=group, timeout=timeout,
+                         namesrv_text=namesrv or "NAMESRV")
+    err: MqctlError | None = None
+    doc: dict[str, Any] | None
+    try:
+        doc = replay(salvage, opts, connect)
+    except MqctlError as exc:
+        doc = getattr(exc, "report", None)
+        if doc is None:
+            if output is not Output.table:
+                echo_doc(output, {"salvage": salvage}, error=exc)
+            raise
+        err = exc
+    finally:
+        for c in conns.values():
+            c.close()
+    assert doc is not None
+    if err is None and doc["failed"]:
+        err = ReplayRefused(f"{doc['failed']} of {doc['messages']} messages were not published"
+                            + (f"; missing topics: {', '.join(m['topic'] for m in doc['missingTopics'])}"
+                               if doc["missingTopics"] else "") + " (the report lists why)")
+    if output is not Output.table:
+        echo_doc(output, doc, error=err)
+    else:
+        _replay_table(doc)
+    if err is not None:
+        raise err
+
+
+def _replay_table(doc: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    con = console()
+    t = Table(title=f"replay of {doc['salvage']}" + (" (dry run)" if doc["dryRun"] else ""))
+    cols = ("brokerName", "topic", "messages", "sent", "alreadyPresent", "doneEarlier", "wouldSend", "failed")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("brokerName", "topic") else "right")
+    for s in doc["brokerSets"]:
+        for tp in s["topics"]:
+            t.add_row(s["brokerName"], tp["topic"], *(str(tp[c]) for c in cols[2:]))
+    con.print(t)
+    con.print(f"messages {doc['messages']}: sent {doc['sent']}, already present {doc['alreadyPresent']}, "
+              f"done by an earlier run {doc['doneEarlier']}, would send {doc['wouldSend']}, "
+              f"failed {doc['failed']}", markup=False)
+    for m in doc["missingTopics"]:
+        con.print(f"missing topic {m['topic']} on {m['brokerName']} ({m['messages']} messages): "
+                  f"{m['create']}", markup=False)
+    for f in doc["failures"][:20]:
+        con.print(f"failed: {f['topic']} {f['uniqKey'] or f['messageKey']}: {f['reason']}", markup=False)

@@ -33,6 +33,7 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mqctl import methods
@@ -56,7 +57,7 @@ from mqctl.store.epochfile import EpochCacheView
 
 log = logging.getLogger("mqctl.remoting.client")
 
-__all__ = ["RemotingConnection", "RemotingControllerClient", "RemotingError", "role_change_of"]
+__all__ = ["Pending", "RemotingConnection", "RemotingControllerClient", "RemotingError", "role_change_of"]
 
 
 class RemotingError(OSError):
@@ -147,6 +148,15 @@ class _TlsStream:
         self._sock.close()
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A request sent on a RemotingConnection whose answer has not been taken yet."""
+
+    code: int
+    opaque: int
+    queue: queue.Queue[RemotingCommand | None]
+
+
 class RemotingConnection:
     """One TCP connection: requests matched to responses by opaque; a reader thread collects
     responses and the server's own requests (``incoming``, e.g. 1008 notifications).
@@ -192,6 +202,7 @@ class RemotingConnection:
                 raise RemotingError(f"{address}: TLS handshake failed: {exc.strerror or exc} (is the "
                                     "port serving TLS?)", sent=False) from None
         self._lock = threading.Lock()
+        self._send_lock = threading.Lock()
         self._pending: dict[int, queue.Queue[RemotingCommand | None]] = {}
         self.incoming: queue.Queue[RemotingCommand] = queue.Queue(maxsize=10_000)
         self.closed = False
@@ -254,7 +265,8 @@ class RemotingConnection:
     def _send(self, cmd: RemotingCommand) -> None:
         frame = codec.encode_frame(cmd)
         try:
-            self._sock.sendall(frame)
+            with self._send_lock:       # frames of requests sent from several threads never interleave
+                self._sock.sendall(frame)
         except OSError as exc:
             self.close()
             raise RemotingError(f"{self.address}: cannot send: {exc.strerror or exc}", sent=True) from None
@@ -283,6 +295,11 @@ class RemotingConnection:
         timeout: float = 5.0,
     ) -> RemotingCommand:
         """Send a request and wait for its response (RemotingError when the connection fails)."""
+        return self.answer(self.request(code, ext_fields, body), timeout=timeout)
+
+    def request(self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b"") -> Pending:
+        """Send a request without waiting: many may be in flight on the connection (a producer's
+        window); `answer` waits for each."""
         cmd = self.command(code, ext_fields, body)
         q: queue.Queue[RemotingCommand | None] = queue.Queue(maxsize=1)
         with self._lock:
@@ -292,13 +309,16 @@ class RemotingConnection:
                 )
             self._pending[cmd.opaque] = q
         self._send(cmd)
+        return Pending(code, cmd.opaque, q)
+
+    def answer(self, pending: Pending, *, timeout: float = 5.0) -> RemotingCommand:
         try:
-            answer = q.get(timeout=max(0.001, timeout))
+            answer = pending.queue.get(timeout=max(0.001, timeout))
         except queue.Empty:
             with self._lock:
-                self._pending.pop(cmd.opaque, None)
+                self._pending.pop(pending.opaque, None)
             raise RemotingError(
-                f"{self.address}: no answer to request code {code} within {timeout:.1f} s", sent=True
+                f"{self.address}: no answer to request code {pending.code} within {timeout:.1f} s", sent=True
             ) from None
         if answer is None:
             raise RemotingError(f"{self.address}: connection closed ({self.error or 'closed'})", sent=True)
