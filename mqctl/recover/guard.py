@@ -116,6 +116,21 @@ class GuardResult:
             "rule": RULE}
 
 
+def loss_pointer(cluster: str | None, broker: str | None, old_master_id: int | None, new_max: int | None,
+                 old_max: int | None) -> dict[str, str] | None:
+    """What to run after an election that lost bytes (for history, health --doctor and the status
+    page): the guard before the old master restarts, and the replay of what it will save. The salvage's
+    name is the guard's (the consistent point is where the new master's epoch starts: its maxOffset at
+    the election; the end, the old master's last reported maxOffset, when its store ends there)."""
+    if old_master_id is None or new_max is None or old_max is None or old_max <= new_max:
+        return None
+    name = salvage_name(cluster or "CLUSTER", broker or "BROKER", old_master_id, new_max, old_max)
+    return {"salvageName": name,
+            "guard": f"mqctl recover guard STORE_OF_BROKER_{old_master_id} --out DIR (before broker "
+                     f"{old_master_id} of {broker} restarts; it saves DIR/{name})",
+            "replay": f"mqctl recover replay DIR/{name} -n NAMESRV"}
+
+
 # --- the store, read only as far as the decision needs ------------------------------------------
 
 @dataclass
