@@ -227,6 +227,14 @@ def test_guard_salvage_and_replay_leave_no_acknowledged_message_behind(bset: Bro
     p = bs.mqctl("recover", "guard", str(bs.store(old)), "-a", GRPC, "--out", str(salvage_root), "-o", "json")
     assert p.returncode == 10 and json.loads(p.stdout)["outcome"] == "already-saved", p.stdout + p.stderr
 
+    # the pointers: mqctl history and health --doctor name this salvage and the replay command
+    hist = bs.mqctl_json("history", "-b", BROKER_SET, "-a", GRPC)
+    guards = [e["election"]["guard"] for e in hist["entries"] if (e.get("election") or {}).get("guard")]
+    assert guards and guards[-1]["salvageName"] == salvage.name, (guards, salvage.name)
+    p = bs.mqctl("health", "--doctor", "-b", BROKER_SET, "-a", GRPC, "-o", "json")
+    fixes = [f["fix"] for f in json.loads(p.stdout)["findings"]]
+    assert any(f"mqctl recover replay DIR/{salvage.name}" in f for f in fixes), (fixes, p.stderr)
+
     # the broker starts and RocketMQ truncates exactly where the guard said
     at = bs.start_broker(old)
     m = bs.wait_broker_log(old, r"Truncate slave log to (\d+) success", 120, after=at)
@@ -256,6 +264,26 @@ def test_guard_salvage_and_replay_leave_no_acknowledged_message_behind(bset: Bro
     assert not missing, f"{len(missing)} acknowledged messages not read back: {missing[:10]}"
     twice = [u for u in saved if counts[u] > 1]
     assert not twice, f"sent twice: {twice[:10]}"
+    # what each replayed message kept: topic, queue, body, flag, KEYS, TAGS, UNIQ_KEY, the born timestamp
+    # (also in a property, with the born host)
+    import pyarrow.dataset as ds
+
+    from mqctl.store.commitlog import CommitLog
+
+    rows = ds.dataset(salvage / "messages", format="parquet", partitioning="hive").to_table().to_pylist()
+    stored = {}
+    for r in CommitLog(bs.store(new) / "commitlog").iter_records(strict=False):
+        props = r.properties_dict()
+        if "MQCTL_ORIGIN_BORN_TIMESTAMP" in props:
+            stored[props.get("UNIQ_KEY")] = (r, props)
+    assert len(stored) == len(rows) == len(saved)
+    for row in rows:
+        rec, props = stored[row["uniqKey"]]
+        assert (rec.topic, rec.queue_id, rec.body, rec.flag, rec.born_timestamp) == (
+            row["topic"], row["queueId"], row["body"], row["flag"], row["bornTimestamp"]), row["uniqKey"]
+        assert (props.get("KEYS"), props.get("TAGS")) == (row["keys"], row["tags"]), props
+        assert props["MQCTL_ORIGIN_BORN_TIMESTAMP"] == str(row["bornTimestamp"])
+        assert props["MQCTL_ORIGIN_BORN_HOST"] == row["bornHost"]
     # a second replay sends nothing
     code, doc, err = replay(bs, str(salvage), "-n", NAMESRV)
     assert code == 0 and doc["sent"] == 0 and doc["doneEarlier"] == len(saved), (doc, err)
