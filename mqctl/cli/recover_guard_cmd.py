@@ -116,6 +116,9 @@ def replay_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Look the messages up and say what would be sent; "
                                                           "send nothing, write no checkpoint."),
     group: str = typer.Option("mqctl_replay", "--group", help="The producer group the messages are sent as."),
+    retries: int = typer.Option(10, "--retries", metavar="N",
+                                help="Times a message is sent again after SYSTEM_BUSY or FLOW_CONTROL "
+                                     "(backoff 0.1 s, doubling, at most 5 s)."),
     timeout: float = typer.Option(5.0, "--timeout", envvar="MQCTL_TIMEOUT", help="Seconds per request."),
     tls_ca: str = typer.Option(None, "--tls-ca", envvar="MQCTL_TLS_CA",
                                help="CA (PEM): speak TLS to the brokers and name servers (tls.enable)."),
@@ -130,9 +133,10 @@ def replay_cmd(
     """Publish a salvage's messages to their broker set (SEND_MESSAGE_V2), skipping those the cluster has
     (by UNIQ_KEY) and those an earlier run sent (its checkpoint).
 
-    Exit 0 every message sent or present, 3 some failed (refused, topic missing: the report gives the
-    command that creates it), 2 the salvage is of another broker set, 4 the salvage is cut or corrupt,
-    6 a broker or name server does not answer (run again to go on)."""
+    Exit 0 every message sent or present, 3 some failed or the lookups were refused (the report says
+    why; a missing topic comes with the command that creates it), 2 the salvage is of another broker
+    set, 4 the salvage is cut or corrupt, 6 a broker or name server does not answer (run again to go
+    on)."""
     from mqctl.api import parse_addresses
     from mqctl.errors import MqctlError, UsageError
     from mqctl.recover.replay import ReplayOptions, ReplayRefused, replay
@@ -145,6 +149,8 @@ def replay_cmd(
         raise UsageError(f"--rate must be positive, got {rate}")
     if timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {timeout}")
+    if retries < 0:
+        raise UsageError(f"--retries must be 0 or more, got {retries}")
     if bool(access_key) != bool(secret_key):
         raise UsageError("--access-key and --secret-key go together (MQCTL_ACCESS_KEY, MQCTL_SECRET_KEY)")
     tls = client_context(tls_ca, tls_cert, tls_key) if (tls_ca or tls_cert or tls_key) else None
@@ -159,7 +165,7 @@ def replay_cmd(
         return c
 
     opts = ReplayOptions(namesrv=parse_addresses(namesrv) if namesrv else None, broker_addr=broker_addr,
-                         rate=rate, dry_run=dry_run, group=group, timeout=timeout,
+                         rate=rate, dry_run=dry_run, group=group, timeout=timeout, busy_retries=retries,
                          namesrv_text=namesrv or "NAMESRV")
     err: MqctlError | None = None
     doc: dict[str, Any] | None

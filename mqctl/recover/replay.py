@@ -355,20 +355,18 @@ class _SetReplay:
 
     def _not_present(self, conn: Any, todo: list[tuple[dict[str, Any], int]]
                      ) -> list[tuple[dict[str, Any], int]]:
-        """Those whose UNIQ_KEY the master's index does not have (pipelined QUERY_MESSAGE)."""
+        """Those whose UNIQ_KEY the master's index does not have (QUERY_MESSAGE, the batch's lookups
+        in one write)."""
         from mqctl.remoting import producer as P
         from mqctl.remoting.client import RemotingError
 
         out, done_lines = [], []
-        pend = []
+        asked = [(r, nq) for r, nq in todo if r["uniqKey"]]
+        out = [(r, nq) for r, nq in todo if not r["uniqKey"]]
         try:
-            for r, nq in todo:
-                if not r["uniqKey"]:
-                    out.append((r, nq))
-                    continue
-                hdr = P.query_uniq_header(r["topic"], r["uniqKey"])
-                pend.append((r, nq, conn.request(P.QUERY_MESSAGE, hdr)))
-            for r, nq, p in pend:
+            pend = conn.requests([(P.QUERY_MESSAGE, P.query_uniq_header(r["topic"], r["uniqKey"]), b"")
+                                  for r, _ in asked]) if asked else []
+            for (r, nq), p in zip(asked, pend, strict=True):
                 ans = conn.answer(p, timeout=self.opts.timeout)
                 if ans.code == 0 and r["uniqKey"] in P.stored_uniq_keys(ans.body):
                     self.rep.already_present += 1
@@ -377,8 +375,8 @@ class _SetReplay:
                 elif ans.code in (0, P.QUERY_NOT_FOUND):
                     out.append((r, nq))
                 else:
-                    raise UnreachableError(f"{conn.address}: cannot look messages up (QUERY_MESSAGE answered "
-                                           f"{P.code_name(ans.code)}: {ans.remark or ''}): not replayed")
+                    raise ReplayRefused(f"{conn.address} refused the lookups by UNIQ_KEY (QUERY_MESSAGE "
+                                        f"answered {P.code_name(ans.code)}: {ans.remark or ''}): not sent")
         except RemotingError as exc:
             raise UnreachableError(f"{conn.address}: {exc}") from None
         finally:
@@ -394,34 +392,33 @@ class _SetReplay:
         self.sent_n += 1
 
     def _send(self, conn: Any, todo: list[tuple[dict[str, Any], int]]) -> None:
-        from mqctl.remoting import producer as P
+        """SEND_MESSAGE_V2 for each, a window at a time in one write (one at a time with --rate), the
+        next window sent before the answers of the previous are read; the busy ones again after a
+        backoff."""
         from mqctl.remoting.client import RemotingError
-        from mqctl.store.commitlog import decode_properties
 
-        o, rep = self.opts, self.rep
+        o = self.opts
         lines: list[str] = []
         queue = [(r, nq, 0) for r, nq in todo]
+        step = 1 if o.rate else max(1, o.window)
         try:
             while queue:
-                inflight = []
                 retry: list[tuple[dict[str, Any], int, int]] = []
-                for r, nq, tries in queue:
-                    props = decode_properties(bytes(r["rawProperties"] or b""))
-                    props["MQCTL_ORIGIN_BORN_TIMESTAMP"] = str(r["bornTimestamp"])
-                    props["MQCTL_ORIGIN_BORN_HOST"] = str(r["bornHost"])
-                    qid = int(r["queueId"] or 0) % nq
-                    hdr = P.send_header(group=o.group, topic=r["topic"], queue_id=qid,
-                                        sys_flag=int(r["sysFlag"]), born_timestamp=int(r["bornTimestamp"]),
-                                        flag=int(r["flag"]),
-                                        properties=P.properties_string(props), broker_name=rep.broker_name,
-                                        reconsume_times=int(r["reconsumeTimes"] or 0))
-                    self._pace()
-                    body = bytes(r["body"] or b"")
-                    inflight.append((r, nq, tries, conn.request(P.SEND_MESSAGE_V2, hdr, body)))
-                    if len(inflight) >= o.window:
-                        self._collect(conn, inflight.pop(0), lines, retry)
-                for item in inflight:
-                    self._collect(conn, item, lines, retry)
+                flying: list[list[tuple[dict[str, Any], int, int, Any]]] = []
+                for i in range(0, len(queue), step):
+                    chunk = queue[i:i + step]
+                    reqs = []
+                    for r, nq, _ in chunk:
+                        self._pace()
+                        reqs.append(self._request(r, nq))
+                    flying.append([(r, nq, tries, p) for (r, nq, tries), p in
+                                   zip(chunk, conn.requests(reqs), strict=True)])
+                    if sum(len(f) for f in flying) > o.window:
+                        for item in flying.pop(0):
+                            self._collect(conn, item, lines, retry)
+                for f in flying:
+                    for item in f:
+                        self._collect(conn, item, lines, retry)
                 if retry:
                     worst = max(t for _, _, t in retry)
                     time.sleep(min(5.0, 0.1 * (2 ** (worst - 1))))
@@ -431,6 +428,20 @@ class _SetReplay:
                                    f"run replay again to go on)") from None
         finally:
             self.ck.write(lines)
+
+    def _request(self, r: dict[str, Any], nq: int) -> tuple[int, dict[str, str], bytes]:
+        from mqctl.remoting import producer as P
+        from mqctl.store.commitlog import decode_properties
+
+        o = self.opts
+        props = decode_properties(bytes(r["rawProperties"] or b""))
+        props["MQCTL_ORIGIN_BORN_TIMESTAMP"] = str(r["bornTimestamp"])
+        props["MQCTL_ORIGIN_BORN_HOST"] = str(r["bornHost"])
+        hdr = P.send_header(group=o.group, topic=r["topic"], queue_id=int(r["queueId"] or 0) % nq,
+                            sys_flag=int(r["sysFlag"]), born_timestamp=int(r["bornTimestamp"]),
+                            flag=int(r["flag"]), properties=P.properties_string(props),
+                            broker_name=self.rep.broker_name, reconsume_times=int(r["reconsumeTimes"] or 0))
+        return P.SEND_MESSAGE_V2, hdr, bytes(r["body"] or b"")
 
     def _collect(self, conn: Any, item: tuple[dict[str, Any], int, int, Any], lines: list[str],
                  retry: list[tuple[dict[str, Any], int, int]]) -> None:
