@@ -187,7 +187,9 @@ def bench_replay(root: Path, n: int, size: int, repeat: int) -> None:
         rows = []
         for rnd in range(repeat):
             c0, _ = children_usage()
-            p = ns.run(*java, "send", "127.0.0.1:9876", "BenchTopic", f"j{rnd}", str(n), timeout=600)
+            jrss_file = root / f"java-rss-{rnd}"
+            p = ns.run("/usr/bin/time", "-o", str(jrss_file), "-f", "%M", *java, "send", "127.0.0.1:9876",
+                       "BenchTopic", f"j{rnd}", str(n), timeout=600)
             jcpu = children_usage()[0] - c0
             ms = [int(ln.split()[3]) for ln in p.stdout.splitlines() if ln.startswith("ok ")]
             assert len(ms) == n, p.stdout[-2000:] + p.stderr[-2000:]
@@ -207,8 +209,10 @@ def bench_replay(root: Path, n: int, size: int, repeat: int) -> None:
             salv, _ = _salvage_tail(st, 0, root / "salvages", f"s{rnd}", {"bytesToLose": 0})
             c0, _ = children_usage()
             t0 = time.perf_counter()
-            p = ns.run(MQCTL, "recover", "replay", str(salv), "-n", "127.0.0.1:9876", "-o", "json",
-                       timeout=600)
+            rss_file = root / f"replay-rss-{rnd}"
+            p = ns.run("/usr/bin/time", "-o", str(rss_file), "-f", "%M", MQCTL, "recover", "replay",
+                       str(salv), "-n", "127.0.0.1:9876", "-o", "json", timeout=600)
+            rss = int(rss_file.read_text().split()[-1]) // 1024
             wall = time.perf_counter() - t0
             rcpu = children_usage()[0] - c0
             assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
@@ -216,13 +220,14 @@ def bench_replay(root: Path, n: int, size: int, repeat: int) -> None:
             assert doc["sent"] == n, doc
             rrate = n / wall
             rows.append((jrate, rrate, jcpu, rcpu))
-            print(f"round {rnd + 1}: Java producer {jrate:,.0f} msg/s (CPU {jcpu:.1f} s, its JVM included); "
-                  f"mqctl replay {rrate:,.0f} msg/s over its whole run, {rrate / jrate:.2f}x "
-                  f"(CPU {rcpu:.1f} s)")
+            jss = int(jrss_file.read_text().split()[-1]) // 1024
+            print(f"round {rnd + 1}: Java producer {jrate:,.0f} msg/s (CPU {jcpu:.1f} s, its JVM included, "
+                  f"peak RSS {jss} MiB); mqctl replay {rrate:,.0f} msg/s over its whole run, "
+                  f"{rrate / jrate:.2f}x (CPU {rcpu:.1f} s, peak RSS {rss} MiB)")
         best = max(rows, key=lambda r: r[1] / r[0])
         med = sorted(r[1] / r[0] for r in rows)[len(rows) // 2]
         print(f"replay / Java producer: median {med:.2f}x, best round {best[1] / best[0]:.2f}x "
-              f"({n} messages of {size} bytes; peak RSS of any child {children_usage()[1] / 1024:.0f} MiB)")
+              f"({n} messages of {size} bytes)")
     finally:
         for name in list(ns.procs):
             ns.procs[name].send_signal(signal.SIGKILL)
