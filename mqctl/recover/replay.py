@@ -228,11 +228,17 @@ class _SetReplay:
             self.rep.target = o.broker_addr
             return conn
         info = self._cluster_info()
-        masters = [a for bid, a in info.replicas(b) if bid == 0]
-        if not masters:
+        replicas = info.replicas(b)
+        masters = [a for bid, a in replicas if bid == 0]
+        if not replicas:
             known = sorted(info.broker_addrs)
             raise UsageError(f"the salvage is of broker set {b}, which the name server does not list (it "
-                             f"lists {', '.join(known) or 'none'}) or which has no master now: not replayed")
+                             f"lists {', '.join(known) or 'none'}): not replayed (a salvage goes back to its "
+                             f"own broker set)")
+        if not masters:
+            raise UnreachableError(f"broker set {b} has no master now (the name server lists only "
+                                   f"{', '.join(a for _, a in replicas)}): run replay again once one is "
+                                   f"elected")
         self.rep.target = masters[0]
         return self._conn(masters[0])
 

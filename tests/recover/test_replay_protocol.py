@@ -168,6 +168,15 @@ def test_flow_control_retried_rate_kept_properties_sent(tmp_path: Path) -> None:
         # again: everything done by the earlier run; with a fresh checkpoint: everything found by UNIQ_KEY
         code, doc, _ = replay(str(s), "--broker-addr", b.address)
         assert code == 0 and (doc["sent"], doc["doneEarlier"]) == (0, 20), doc
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")} | {"COLUMNS": "200"}
+        y = subprocess.run([MQCTL, "recover", "replay", str(s), "--broker-addr", b.address, "-o", "yaml"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        import yaml
+
+        assert y.returncode == 0 and yaml.safe_load(y.stdout)["doneEarlier"] == 20, y.stdout + y.stderr
+        t = subprocess.run([MQCTL, "recover", "replay", str(s), "--broker-addr", b.address],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert t.returncode == 0 and "done by an earlier run 20" in t.stdout, t.stdout + t.stderr
         (s / ".mqctl-replay" / "checkpoint.log").unlink()
         code, doc, _ = replay(str(s), "--broker-addr", b.address, "--dry-run")
         assert code == 0 and (doc["wouldSend"], doc["alreadyPresent"]) == (0, 20), doc
