@@ -124,6 +124,13 @@ def replay_cmd(
                                help="CA (PEM): speak TLS to the brokers and name servers (tls.enable)."),
     tls_cert: str = typer.Option(None, "--tls-cert", envvar="MQCTL_TLS_CERT", help="Client certificate."),
     tls_key: str = typer.Option(None, "--tls-key", envvar="MQCTL_TLS_KEY", help="Client private key (PEM)."),
+    engine: str = typer.Option("auto", "--engine", metavar="auto|local|spark",
+                               help="local: in this process; spark: one task per part file, each with its "
+                                    "own connection and checkpoint file; auto: Spark when --master is "
+                                    "given."),
+    master: str | None = typer.Option(None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER",
+                                      help="Spark master URL (default local[*]); the executors must reach "
+                                           "the brokers and see SALVAGE_DIR at the same path."),
     access_key: str = typer.Option(None, "--access-key", envvar="MQCTL_ACCESS_KEY",
                                    help="RocketMQ ACL AccessKey: sign every request (AclClientRPCHook)."),
     secret_key: str = typer.Option(None, "--secret-key", envvar="MQCTL_SECRET_KEY",
@@ -140,8 +147,6 @@ def replay_cmd(
     from mqctl.api import parse_addresses
     from mqctl.errors import MqctlError, UsageError
     from mqctl.recover.replay import ReplayOptions, ReplayRefused, replay
-    from mqctl.remoting.client import RemotingConnection
-    from mqctl.remoting.security import AclCredentials, client_context
 
     if bool(namesrv) == bool(broker_addr):
         raise UsageError("give the name servers (-n) or one broker (--broker-addr)")
@@ -153,24 +158,30 @@ def replay_cmd(
         raise UsageError(f"--retries must be 0 or more, got {retries}")
     if bool(access_key) != bool(secret_key):
         raise UsageError("--access-key and --secret-key go together (MQCTL_ACCESS_KEY, MQCTL_SECRET_KEY)")
-    tls = client_context(tls_ca, tls_cert, tls_key) if (tls_ca or tls_cert or tls_key) else None
-    acl = AclCredentials(access_key, secret_key) if access_key else None
-    conns: dict[str, RemotingConnection] = {}
+    if engine not in ("auto", "local", "spark"):
+        raise UsageError(f"--engine must be one of auto, local, spark, not {engine!r}")
+    if engine == "spark" and rate is not None:
+        raise UsageError("--rate is a limit of one process: use --engine local with it")
+    if tls_ca or tls_cert or tls_key:
+        from mqctl.remoting.security import client_context
 
-    def connect(address: str) -> RemotingConnection:
-        c = conns.get(address)
-        if c is None or c.closed:
-            c = conns[address] = RemotingConnection(address, connect_timeout=min(3.0, timeout), tls=tls,
-                                                    acl=acl)
-        return c
-
+        client_context(tls_ca, tls_cert, tls_key)       # unreadable files: one line, exit 2, now
     opts = ReplayOptions(namesrv=parse_addresses(namesrv) if namesrv else None, broker_addr=broker_addr,
                          rate=rate, dry_run=dry_run, group=group, timeout=timeout, busy_retries=retries,
-                         namesrv_text=namesrv or "NAMESRV")
+                         namesrv_text=namesrv or "NAMESRV", tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
+                         access_key=access_key, secret_key=secret_key)
+    use_spark = engine == "spark" or (engine == "auto" and master is not None and rate is None)
     err: MqctlError | None = None
     doc: dict[str, Any] | None
     try:
-        doc = replay(salvage, opts, connect)
+        if use_spark:
+            from mqctl.pipeline.engine import require_spark, spark_session
+
+            require_spark()
+            with spark_session(master, app_name="mqctl recover replay") as spark:
+                doc = replay(salvage, opts, spark)
+        else:
+            doc = replay(salvage, opts)
     except MqctlError as exc:
         doc = getattr(exc, "report", None)
         if doc is None:
@@ -178,9 +189,6 @@ def replay_cmd(
                 echo_doc(output, {"salvage": salvage}, error=exc)
             raise
         err = exc
-    finally:
-        for c in conns.values():
-            c.close()
     assert doc is not None
     if err is None and doc["failed"]:
         err = ReplayRefused(f"{doc['failed']} of {doc['messages']} messages were not published"

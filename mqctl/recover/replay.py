@@ -52,6 +52,11 @@ class ReplayOptions:
     window: int = 64                        # requests in flight
     busy_retries: int = 10
     namesrv_text: str = "NAMESRV"
+    tls_ca: str | None = None               # TLS to brokers and name servers (tls.enable)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    access_key: str | None = None           # ACL signing (AclClientRPCHook)
+    secret_key: str | None = None
 
 
 @dataclass
@@ -117,14 +122,15 @@ def _rows(parts: list[Path]) -> Iterator[list[dict[str, Any]]]:
 # --- the checkpoint -----------------------------------------------------------------------------
 
 class Checkpoint:
-    """Intents and outcomes, one line each, appended and fsynced per batch."""
+    """Intents and outcomes, one line each, appended and fsynced per batch, to `path`; what every
+    checkpoint file of the directory says is read first (a Spark run writes one per part file)."""
 
     def __init__(self, path: Path, dry_run: bool) -> None:
         self.path = path
         self.done: dict[str, str] = {}
         self.intents: set[str] = set()
-        if path.exists():
-            for ln in path.read_text(errors="replace").splitlines():
+        for f in sorted(path.parent.glob("checkpoint*.log")) if path.parent.is_dir() else []:
+            for ln in f.read_text(errors="replace").splitlines():
                 parts = ln.split("\t")
                 if len(parts) >= 2 and parts[0] == "S":
                     self.intents.add(parts[1])
@@ -150,32 +156,115 @@ class Checkpoint:
 
 # --- the replay ---------------------------------------------------------------------------------
 
-def replay(root: str | os.PathLike[str], opts: ReplayOptions,
-           connect: Callable[[str], Any]) -> dict[str, Any]:
-    """Publish the salvage at `root`; `connect(address)` gives a RemotingConnection (TLS and ACL as
-    configured). Returns the report; raises MqctlError for what stops it (the report so far in
-    `exc.report`)."""
+def connector(opts: ReplayOptions) -> tuple[Callable[[str], Any], Callable[[], None]]:
+    """(connect(address), close()): one RemotingConnection per address, with the options' TLS and ACL."""
+    from mqctl.remoting.client import RemotingConnection
+    from mqctl.remoting.security import AclCredentials, client_context
+
+    tls = client_context(opts.tls_ca, opts.tls_cert, opts.tls_key) if (
+        opts.tls_ca or opts.tls_cert or opts.tls_key) else None
+    acl = AclCredentials(opts.access_key, opts.secret_key or "") if opts.access_key else None
+    conns: dict[str, RemotingConnection] = {}
+
+    def connect(address: str) -> RemotingConnection:
+        c = conns.get(address)
+        if c is None or c.closed:
+            c = conns[address] = RemotingConnection(address, connect_timeout=min(3.0, opts.timeout), tls=tls,
+                                                    acl=acl)
+        return c
+
+    def close() -> None:
+        for c in conns.values():
+            c.close()
+
+    return connect, close
+
+
+def replay(root: str | os.PathLike[str], opts: ReplayOptions, spark: Any = None) -> dict[str, Any]:
+    """Publish the salvage at `root`: in this process, or on Spark (`spark`, a session: one task per
+    part file, each with its own connection and checkpoint file). Returns the report; raises
+    MqctlError for what stops it (the report so far in `exc.report`)."""
     rootp = Path(root).absolute()
     summary, sets = load_salvage(rootp)
-    ck = Checkpoint(rootp / CHECKPOINT, opts.dry_run)
     reports: list[SetReport] = []
     failures: list[dict[str, Any]] = []
     missing: dict[tuple[str, str], dict[str, Any]] = {}
     error: MqctlError | None = None
-    try:
-        for c, b, parts in sets:
-            rep = SetReport(c, b)
-            reports.append(rep)
-            _SetReplay(rep, parts, opts, connect, ck, failures, missing).run()
-    except MqctlError as exc:
-        error = exc
-    finally:
-        ck.close()
+    if spark is not None:
+        error = _on_spark(spark, rootp, sets, opts, reports, failures, missing)
+    else:
+        ck = Checkpoint(rootp / CHECKPOINT, opts.dry_run)
+        connect, close = connector(opts)
+        try:
+            for c, b, parts in sets:
+                rep = SetReport(c, b)
+                reports.append(rep)
+                _SetReplay(rep, parts, opts, connect, ck, failures, missing).run()
+        except MqctlError as exc:
+            error = exc
+        finally:
+            ck.close()
+            close()
     doc = _report(rootp, reports, failures, missing, opts, summary)
     if error is not None:
         error.report = doc  # type: ignore[attr-defined]
         raise error
     return doc
+
+
+def _task(root: str, opts: ReplayOptions, task: tuple[str, str, str, int]) -> dict[str, Any]:
+    """One part file on an executor: its own connection and checkpoint file; the outcome as a dict (an
+    error too: a task never fails, so Spark does not run it again)."""
+    c, b, part, idx = task
+    rep = SetReport(c, b)
+    failures: list[dict[str, Any]] = []
+    missing: dict[tuple[str, str], dict[str, Any]] = {}
+    ck = Checkpoint(Path(root) / f".mqctl-replay/checkpoint-{idx:05d}.log", opts.dry_run)
+    connect, close = connector(opts)
+    error = None
+    try:
+        _SetReplay(rep, [Path(part)], opts, connect, ck, failures, missing).run()
+    except MqctlError as exc:
+        error = {"message": str(exc), "exitCode": exc.exit_code}
+    finally:
+        ck.close()
+        close()
+    return {"rep": dict(vars(rep)), "failures": failures,
+            "missing": list(missing.values()), "error": error}
+
+
+def _on_spark(spark: Any, root: Path, sets: list[tuple[str, str, list[Path]]], opts: ReplayOptions,
+              reports: list[SetReport], failures: list[dict[str, Any]],
+              missing: dict[tuple[str, str], dict[str, Any]]) -> MqctlError | None:
+    import functools
+
+    parts = [(c, b, str(p)) for c, b, ps in sets for p in ps]
+    tasks = [(c, b, p, i) for i, (c, b, p) in enumerate(parts)]
+    by_set = {(c, b): SetReport(c, b) for c, b, _ in sets}
+    reports.extend(by_set.values())
+    if not tasks:
+        return None
+    sc = spark.sparkContext
+    results = sc.parallelize(tasks, len(tasks)).map(functools.partial(_task, str(root), opts)).collect()
+    error: MqctlError | None = None
+    for res in results:
+        r = res["rep"]
+        agg = by_set[(r["cluster_name"], r["broker_name"])]
+        agg.target = agg.target or r["target"]
+        for k in ("messages", "sent", "already_present", "done_earlier", "would_send", "failed"):
+            setattr(agg, k, getattr(agg, k) + r[k])
+        for t, counts in r["topics"].items():
+            mine = agg.topics.setdefault(t, dict.fromkeys(counts, 0))
+            for k, v in counts.items():
+                mine[k] = mine.get(k, 0) + v
+        failures.extend(res["failures"])
+        for m in res["missing"]:
+            have = missing.setdefault((m["brokerName"], m["topic"]), {**m, "messages": 0})
+            have["messages"] += m["messages"]
+        if res["error"] is not None and error is None:
+            error = MqctlError(res["error"]["message"])
+            error.exit_code = res["error"]["exitCode"]
+    return error
 
 
 def _report(root: Path, reports: list[SetReport], failures: list[dict[str, Any]],

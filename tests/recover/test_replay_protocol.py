@@ -277,3 +277,44 @@ def test_cut_or_corrupt_parquet(tmp_path: Path, damage: str) -> None:
         assert code == 4 and "no such salvage" in err, err
     finally:
         b.close()
+
+
+@pytest.mark.slow
+def test_on_spark_one_task_per_part_then_resumed_in_process(tmp_path: Path) -> None:
+    """--engine spark: each part file a task with its own connection and checkpoint file; a later run in
+    this process reads them all and sends nothing again."""
+    import importlib.util
+
+    from mqctl.pipeline.engine import java_executable
+
+    if importlib.util.find_spec("pyspark") is None or java_executable() is None:
+        pytest.skip("pyspark or java missing (pip install 'mqctl[spark]')")
+    from mqctl.recover.guard import _salvage_tail
+    from mqctl.store.commitlog import COMMITLOG_DIR, CommitLogWriter
+    from mqctl.store.epochfile import EpochEntry, write_epoch_file
+    from mqctl.store.identity import BrokerIdentity, write_identity
+
+    store = tmp_path / "store"
+    store.mkdir()
+    write_identity(store, BrokerIdentity("c", "broker-a", 1))
+    with CommitLogWriter(store / COMMITLOG_DIR, 1 << 20) as w:
+        offsets = [w.append(Message("Topic", f"body {i}".encode(), {"UNIQ_KEY": f"S{i:030d}"},
+                                    queue_id=i % 2)) for i in range(40)]
+    write_epoch_file(store, [EpochEntry(1, 0), EpochEntry(2, offsets[25])])     # two epochs: two parts
+    (tmp_path / "out").mkdir()
+    s, _ = _salvage_tail(store, 0, tmp_path / "out", "s", {"bytesToLose": 0})
+    assert len(list((s / "messages").rglob("*.parquet"))) == 2
+    b = Broker("broker-a", busy=3)
+    try:
+        code, doc, err = replay(str(s), "--broker-addr", b.address, "--engine", "spark", "--master",
+                                "local[2]", timeout=300)
+        assert code == 0, (doc, err)
+        assert (doc["sent"], doc["failed"], doc["messages"]) == (40, 0, 40), doc
+        assert sorted(p.name for p in (s / ".mqctl-replay").iterdir()) == ["checkpoint-00000.log",
+                                                                          "checkpoint-00001.log"]
+        assert len(b.stored) == 40 and len({p["UNIQ_KEY"] for _, p, _ in b.stored}) == 40
+        code, doc, err = replay(str(s), "--broker-addr", b.address, "--engine", "local")
+        assert code == 0 and (doc["sent"], doc["doneEarlier"]) == (0, 40), (doc, err)
+        assert len(b.stored) == 40
+    finally:
+        b.close()
