@@ -77,7 +77,7 @@ def entry_doc(e: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _guard_pointer(e: Mapping[str, Any], el: Mapping[str, Any]) -> dict[str, str] | None:
-    """After an election with loss: the guard and replay commands (docs/recovery.md#guard-and-replay)."""
+    """After an election with loss: the guard and replay commands (docs/recovery.md#guard-and-replay-no-acknowledged-message-left-behind)."""
     from mqctl.recover.guard import loss_pointer
 
     if not el.get("loss_bytes"):
