@@ -146,7 +146,8 @@ def doctor_replicas(table: Mapping[str, Mapping[str, Any]]) -> list[dict[str, An
 
 def loss_findings(entries: Any, table: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The election that made each broker set's current master, when it lost bytes: the guard to run
-    before the old master restarts and the replay of what it saves (docs/recovery.md#guard-and-replay-no-acknowledged-message-left-behind).
+    before the old master restarts and the replay of what it saves (docs/recovery.md, "Guard and
+    replay").
     ``entries``: the decision history (GetHistory's dicts), oldest first."""
     from mqctl.recover.guard import loss_pointer
 

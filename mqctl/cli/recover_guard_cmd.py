@@ -1,5 +1,5 @@
 """`mqctl recover guard` and `mqctl recover replay`: save what an unclean election would make a
-restarting broker cut, and put it back (docs/recovery.md#guard-and-replay-no-acknowledged-message-left-behind).
+restarting broker cut, and put it back (docs/recovery.md, "Guard and replay").
 
 Only typer is imported here; the controller client, pyarrow and the remoting producer load inside the
 commands.
