@@ -224,8 +224,15 @@ def test_guard_salvage_and_replay_leave_no_acknowledged_message_behind(bset: Bro
     salvage = Path(g["salvage"])
     saved = salvaged_uniq_keys(salvage)
     assert {u for _, u in lost.values()} <= saved, "the guard did not save every lost message"
-    p = bs.mqctl("recover", "guard", str(bs.store(old)), "-a", GRPC, "--out", str(salvage_root), "-o", "json")
-    assert p.returncode == 10 and json.loads(p.stdout)["outcome"] == "already-saved", p.stdout + p.stderr
+    # again, over RocketMQ's own protocol to the controllers (mqctl serve --remoting-port), as a broker
+    # asks them: the same decision, and the salvage found by its digest
+    remoting = ";".join(f"127.0.0.1:{c['remoting']}" for c in CONTROLLERS)
+    p = bs.mqctl("recover", "guard", str(bs.store(old)), "-a", remoting, "--protocol", "remoting", "--out",
+                 str(salvage_root), "-o", "json")
+    assert p.returncode == 10, p.stdout + p.stderr
+    again = json.loads(p.stdout)
+    assert again["outcome"] == "already-saved" and again["consistentPoint"] == g["consistentPoint"], again
+    assert again["salvage"] == g["salvage"] and len(list(salvage_root.iterdir())) == 1
 
     # the pointers: mqctl history and health --doctor name this salvage and the replay command
     hist = bs.mqctl_json("history", "-b", BROKER_SET, "-a", GRPC)
