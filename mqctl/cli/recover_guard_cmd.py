@@ -116,6 +116,9 @@ def replay_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Look the messages up and say what would be sent; "
                                                           "send nothing, write no checkpoint."),
     group: str = typer.Option("mqctl_replay", "--group", help="The producer group the messages are sent as."),
+    include_crc_errors: bool = typer.Option(False, "--include-crc-errors",
+                                            help="Also send messages whose body does not match its BODYCRC "
+                                                 "(crcOk false), as stored."),
     retries: int = typer.Option(10, "--retries", metavar="N",
                                 help="Times a message is sent again after SYSTEM_BUSY or FLOW_CONTROL "
                                      "(backoff 0.1 s, doubling, at most 5 s)."),
@@ -169,7 +172,7 @@ def replay_cmd(
     opts = ReplayOptions(namesrv=parse_addresses(namesrv) if namesrv else None, broker_addr=broker_addr,
                          rate=rate, dry_run=dry_run, group=group, timeout=timeout, busy_retries=retries,
                          namesrv_text=namesrv or "NAMESRV", tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
-                         access_key=access_key, secret_key=secret_key)
+                         access_key=access_key, secret_key=secret_key, include_crc_errors=include_crc_errors)
     use_spark = engine == "spark" or (engine == "auto" and master is not None and rate is None)
     err: MqctlError | None = None
     doc: dict[str, Any] | None

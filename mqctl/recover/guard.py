@@ -304,7 +304,14 @@ def _salvage_tail(store: Path, point: int, out: Path, name: str, decision: dict[
         (tmp / GUARD_FILE).write_text(json.dumps(meta_doc, indent=2) + "\n")
         _fsync_tree(tmp)
         final = out / name
-        os.rename(tmp, final)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+            # another guard of the same store got there first: its salvage stands if it is whole
+            verify_salvage(final)
+            shutil.rmtree(tmp, ignore_errors=True)
         _fsync_dir(out)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -32,7 +32,7 @@ CHECKPOINT = ".mqctl-replay/checkpoint.log"
 BATCH = 256
 SYSTEM_TOPIC_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_", "rmq_sys_")
 COLUMNS = ("topic", "queueId", "flag", "sysFlag", "bornTimestamp", "bornHost", "reconsumeTimes", "uniqKey",
-           "rawProperties", "body", "messageKey")
+           "rawProperties", "body", "messageKey", "crcOk")
 
 
 class ReplayRefused(MqctlError):
@@ -52,6 +52,7 @@ class ReplayOptions:
     window: int = 64                        # requests in flight
     busy_retries: int = 10
     namesrv_text: str = "NAMESRV"
+    include_crc_errors: bool = False        # send messages whose body fails its CRC too
     tls_ca: str | None = None               # TLS to brokers and name servers (tls.enable)
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -433,6 +434,10 @@ class _SetReplay:
                 continue
             if why is not None:
                 self._fail(r, why)
+                continue
+            if r.get("crcOk") is False and not self.opts.include_crc_errors:
+                self._fail(r, "its body does not match its BODYCRC (crcOk false in the salvage): not sent "
+                              "(--include-crc-errors sends it as stored)")
                 continue
             if not r["uniqKey"] and key in self.ck.intents:
                 self._fail(r, "outcome of an earlier send unknown and no UNIQ_KEY to look it up: not sent "

@@ -119,7 +119,8 @@ class Broker:
         self.sock.close()
 
 
-def salvage(tmp: Path, n: int, *, broker: str = "broker-a", no_uniq: int = 0) -> Path:
+def salvage(tmp: Path, n: int, *, broker: str = "broker-a", no_uniq: int = 0,
+            corrupt: int | None = None) -> Path:
     from mqctl.recover.guard import _salvage_tail
     from mqctl.store.commitlog import COMMITLOG_DIR, CommitLogWriter
     from mqctl.store.epochfile import EpochEntry, write_epoch_file
@@ -136,6 +137,12 @@ def salvage(tmp: Path, n: int, *, broker: str = "broker-a", no_uniq: int = 0) ->
                 props["UNIQ_KEY"] = f"U{i:030d}"
             w.append(Message("Topic", f"body {i}".encode(), props, queue_id=i % 3, flag=7,
                              born_timestamp=1_700_000_000_000 + i, born_host=("127.0.0.9", 4000 + i)))
+    if corrupt is not None:      # one body byte flipped: its BODYCRC no longer matches
+        f = next((store / COMMITLOG_DIR).iterdir())
+        data = bytearray(f.read_bytes())
+        at = data.index(f"body {corrupt}".encode())
+        data[at] ^= 0x20
+        f.write_bytes(bytes(data))
     (tmp / "out").mkdir()
     path, _ = _salvage_tail(store, 0, tmp / "out", "s", {"bytesToLose": 0})
     return path
@@ -316,5 +323,20 @@ def test_on_spark_one_task_per_part_then_resumed_in_process(tmp_path: Path) -> N
         code, doc, err = replay(str(s), "--broker-addr", b.address, "--engine", "local")
         assert code == 0 and (doc["sent"], doc["doneEarlier"]) == (0, 40), (doc, err)
         assert len(b.stored) == 40
+    finally:
+        b.close()
+
+
+def test_a_body_that_fails_its_crc_is_not_sent_unless_asked(tmp_path: Path) -> None:
+    b = Broker("broker-a")
+    try:
+        s = salvage(tmp_path, 5, corrupt=3)
+        code, doc, err = replay(str(s), "--broker-addr", b.address)
+        assert code == 3 and (doc["sent"], doc["failed"]) == (4, 1), (doc, err)
+        assert "BODYCRC" in doc["failures"][0]["reason"]
+        code, doc, err = replay(str(s), "--broker-addr", b.address, "--include-crc-errors")
+        assert code == 0 and (doc["sent"], doc["doneEarlier"]) == (1, 4), (doc, err)
+        assert sorted(body for _, _, body in b.stored) == [b"Body 3", b"body 0", b"body 1", b"body 2",
+                                                          b"body 4"]
     finally:
         b.close()
