@@ -51,7 +51,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
         "updateControllerConfig", "update-controller-config", "quorum"), ("admin_cmd",)),
     "demo": ("sim_cmd",),
     "sim": ("sim_cmd",),
-    "recover": ("recover_cmd", "pipeline_cmd"),
+    "recover": ("recover_cmd", "pipeline_cmd", "recover_guard_cmd"),
     "analyze": ("pipeline_cmd",),
     "upgrade": ("upgrade_cmd",),
     "metadata": ("metadata_cmd",),

@@ -344,6 +344,8 @@ def history_line(e: Doc) -> Any:
         t.append(f"  loss {'unknown' if loss is None else f'{loss} bytes'}",
                  style="bold red" if loss else "green" if loss == 0 else "yellow")
         t.append(f"  {el['reason']}")
+        if el.get("guard"):
+            t.append(f"  save it: {el['guard']['guard']}, then {el['guard']['replay']}")
     return t
 
 
@@ -380,6 +382,8 @@ def history_table(doc: Doc) -> Any:
                           f"{_v(el['newMasterMaxOffset'])}; candidates {_candidates(el)}"
                 loss = Text("unknown", style="yellow") if el["lossBytes"] is None else Text(
                     str(el["lossBytes"]), style="bold red" if el["lossBytes"] else "green")
+                if el.get("guard"):
+                    detail += f"; save it: {el['guard']['guard']}, then {el['guard']['replay']}"
             t.add_row(e["time"], str(e["term"]), e["brokerName"] or "-", e["what"], detail, e["cause"], loss)
         parts.append(t)
     totals = doc.get("lossTotalBytes") or {}
