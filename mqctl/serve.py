@@ -95,6 +95,20 @@ def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
 
 
 RAFT_SWITCH_INTERVAL = 0.001
+# A leader stopped by SIGTERM hands its leadership over for at most this long before it stops anyway
+# (systemd's TimeoutStopSec and Kubernetes' terminationGracePeriodSeconds must be longer).
+HANDOVER_TIMEOUT = 5.0
+
+
+def _status_line(node: Any) -> str:
+    """What `systemctl status` shows (sd_notify STATUS=)."""
+    if not node.joined:
+        leader = node.leader_raft_address()
+        return f"joining the controller group ({'leader ' + leader if leader else 'no leader yet'})"
+    if node.is_leader():
+        return f"leader of the controller group, term {node.sync._getTerm()}"
+    leader = node.leader_raft_address()
+    return f"follower of {leader}" if leader else "no leader: the group is electing one"
 
 
 def run(cfg: ServeConfig) -> int:
@@ -103,9 +117,11 @@ def run(cfg: ServeConfig) -> int:
     from mqctl.controller import datadir, records
     from mqctl.controller.grpc_server import GrpcLimits, build_server
     from mqctl.controller.node import ControllerNode, NodeSettings
+    from mqctl.sdnotify import Notifier
     from mqctl.security import TlsConfig
 
     setup_logging(cfg)
+    notifier = Notifier()
     # The Raft tick thread must run within its election timeout (0.15-0.35 s) whatever the request
     # threads do: a thread waiting for the GIL gets it after 1 ms instead of Python's 5 ms, so a
     # busy leader's heartbeats to its followers are not held back behind its own request handling
@@ -209,7 +225,14 @@ def run(cfg: ServeConfig) -> int:
     # process dies, even by SIGKILL, this node is reparented and shuts down instead of lingering.
     parent = os.environ.get("MQCTL_PARENT_PID", "")
     code = 0
+    ready = False
     while not stop.wait(0.2):
+        if not ready and node.joined:
+            ready = True
+            log.info("joined the controller group %s", cfg.group)
+            notifier.status(_status_line(node), READY="1")
+        elif notifier.enabled:
+            notifier.status(_status_line(node))
         if parent.isdigit() and os.getppid() != int(parent):
             log.info("parent process %s is gone, shutting down", parent)
             break
@@ -217,6 +240,13 @@ def run(cfg: ServeConfig) -> int:
             print(f"mqctl: error: {node.fatal_error}", file=sys.stderr, flush=True)
             code = node.fatal_exit_code
             break
+    notifier.notify(STOPPING="1")
+    if code == 0 and node.is_leader() and node.members():
+        # while the transports still answer, so that clients are sent to the new leader
+        notifier.status("handing the leadership over")
+        log.info("handing the leadership over before shutting down")
+        node.hand_over_leadership(HANDOVER_TIMEOUT)
+    notifier.status("stopping")
     server.mqctl_health.enter_graceful_shutdown()  # health says NOT_SERVING first
     if cockpit is not None:
         cockpit.stop()
@@ -225,6 +255,7 @@ def run(cfg: ServeConfig) -> int:
     server.stop(grace=1.0).wait(2.0)
     node.stop()
     lock.close()
+    notifier.close()
     time.sleep(0)  # let daemon threads see the stop flag
     log.info("stopped")
     return code
