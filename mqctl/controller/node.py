@@ -226,7 +226,10 @@ class ControllerNode:
         from pysyncobj import FAIL_REASON
 
         me = self.settings.raft_address
-        if not self.is_leader() or not self._connected_followers():
+        if not self.is_leader():
+            return ""
+        if not self._connected_followers():
+            log.info("no follower connected to hand the leadership over to")
             return ""
         deadline = time.monotonic() + timeout
         if not self._decide_lock.acquire(timeout=timeout):
