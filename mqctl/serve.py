@@ -95,9 +95,6 @@ def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
 
 
 RAFT_SWITCH_INTERVAL = 0.001
-# A leader stopped by SIGTERM hands its leadership over for at most this long before it stops anyway
-# (systemd's TimeoutStopSec and Kubernetes' terminationGracePeriodSeconds must be longer).
-HANDOVER_TIMEOUT = 5.0
 
 
 def _status_line(node: Any) -> str:
@@ -241,11 +238,11 @@ def run(cfg: ServeConfig) -> int:
             code = node.fatal_exit_code
             break
     notifier.notify(STOPPING="1")
-    if code == 0 and node.is_leader() and node.members():
+    if code == 0 and cfg.handover_timeout and node.is_leader() and node.members():
         # while the transports still answer, so that clients are sent to the new leader
         notifier.status("handing the leadership over")
         log.info("handing the leadership over before shutting down")
-        node.hand_over_leadership(HANDOVER_TIMEOUT)
+        node.hand_over_leadership(cfg.handover_timeout / 1000)
     notifier.status("stopping")
     server.mqctl_health.enter_graceful_shutdown()  # health says NOT_SERVING first
     if cockpit is not None:

@@ -77,10 +77,10 @@ def test_the_unit_is_type_notify_and_restarts_on_failure() -> None:
     keys = unit_keys()
     assert keys["Type"] == ["notify"] and keys["Restart"] == ["on-failure"]
     assert keys["StateDirectory"] == ["mqctl"] and keys["User"] == ["mqctl"]
-    # a leader's handover (mqctl.serve.HANDOVER_TIMEOUT) fits in the stop timeout, with the listeners' stop
-    from mqctl.serve import HANDOVER_TIMEOUT
+    # a leader's handover (serve's --handover-timeout) fits in the stop timeout, with the listeners' stop
+    from mqctl.controller.config import ServeConfig
 
-    assert int(keys["TimeoutStopSec"][0]) >= HANDOVER_TIMEOUT + 10
+    assert int(keys["TimeoutStopSec"][0]) >= ServeConfig().handover_timeout / 1000 + 10
 
 
 def loopback_config(tmp_path: Path, ports: dict[str, str]) -> Path:
