@@ -54,6 +54,9 @@ class Round:
     leaders: int            # how often the node stopped was the leader
     refused: dict[str, int]
     elections: list[str] = field(default_factory=list)  # why each election of the restarts started
+    where: str = ""         # the step of the restarts the longest stall began in
+    leader_stall: float = 0.0   # s, the longest stall from a leader's SIGTERM to the next node's
+    follower_stall: float = 0.0  # s, the same from a follower's
 
     def causes(self) -> Counter[str]:
         return Counter(re.sub(r"\d+ ms", "N ms", e) for e in self.elections)
@@ -103,11 +106,12 @@ class Load:
                     self.acked.append(end)
                     self.latency.append(end - start)
 
-    def longest_gap(self, since: float, until: float) -> float:
+    def longest_gap(self, since: float, until: float) -> tuple[float, float]:
+        """(the longest time without an acknowledged write, when it began)"""
         with self.lock:
             times = sorted(t for t in self.acked if since <= t <= until)
         points = [since, *times, until]
-        return max(b - a for a, b in itertools.pairwise(points))
+        return max((b - a, a) for a, b in itertools.pairwise(points))
 
 
 def one_round(base: str, handover: bool, writers: int) -> Round:
@@ -122,19 +126,31 @@ def one_round(base: str, handover: bool, writers: int) -> Round:
             before = elections(cluster)
             began = time.monotonic()
             leaders_stopped = 0
+            steps: list[tuple[float, str]] = []
             for node in cluster.nodes:
-                leaders_stopped += bool(metadata(node.grpc_address).get("is_leader"))
+                led = bool(metadata(node.grpc_address).get("is_leader"))
+                leaders_stopped += led
+                role = "the leader" if led else "a follower"
+                steps.append((time.monotonic(), f"stopping {role}"))
                 node.stop()
+                steps.append((time.monotonic(), f"starting {role} again"))
                 node.start()
                 cluster.wait_for_leader()
                 wait_until(lambda node=node: metadata(node.grpc_address).get("controller_leader_address"), 60,
                            what=f"{node.name} back in the group")
+                steps.append((time.monotonic(), f"after {role}'s restart"))
                 time.sleep(SETTLE_S)
             ended = time.monotonic()
-            stall = load.longest_gap(began, ended)
+            stall, at = load.longest_gap(began, ended)
+            where = [what for t, what in steps if t <= at][-1]
+            stops = [(t, what) for t, what in steps if what.startswith("stopping")]
+            windows = zip(stops, [t for t, _ in stops[1:]] + [ended], strict=True)
+            per_step = [(what, load.longest_gap(t, until)[0]) for (t, what), until in windows]
             refused = dict(load.refused)
         during = sorted(elections(cluster) - before)
-    return Round(stall, baseline, leaders_stopped, refused, [why for _, why in during])
+    return Round(stall, baseline, leaders_stopped, refused, [why for _, why in during], where,
+                 max((g for what, g in per_step if "leader" in what), default=0.0),
+                 max((g for what, g in per_step if "follower" in what), default=0.0))
 
 
 def main() -> int:
@@ -157,20 +173,24 @@ def main() -> int:
                 results[mode].append(out)
                 print(f"{mode:12} round {r}: stall {out.stall * 1000:7.1f} ms "
                       f"({out.stall / out.baseline:.0f}x the median write of {out.baseline * 1000:.2f} ms), "
-                      f"leader stopped {out.leaders}x, "
+                      f"while {out.where}; around the leader's restart {out.leader_stall * 1000:.0f} ms, a "
+                      f"follower's {out.follower_stall * 1000:.0f} ms; leader stopped {out.leaders}x, "
                       f"elections {dict(out.causes())}, refused {out.refused}", flush=True)
     finally:
         if not opts.keep:
             shutil.rmtree(base, ignore_errors=True)
     print()
-    print("| mode | longest write stall, median of rounds (max) | x median write | elections by cause |")
-    print("|---|---|---|---|")
+    print("| mode | longest write stall, median of rounds (max) | x median write "
+          "| around the leader's restart | around a follower's | elections by cause |")
+    print("|---|---|---|---|---|---|")
     for mode, rows in results.items():
         stalls = [row.stall for row in rows]
         ratios = [row.stall / row.baseline for row in rows]
         causes = sum((row.causes() for row in rows), Counter[str]())
+        leader = statistics.median(row.leader_stall for row in rows) * 1000
+        follower = statistics.median(row.follower_stall for row in rows) * 1000
         print(f"| {mode} | {statistics.median(stalls) * 1000:.0f} ms ({max(stalls) * 1000:.0f} ms) | "
-              f"{statistics.median(ratios):.0f}x | {dict(causes)} |")
+              f"{statistics.median(ratios):.0f}x | {leader:.0f} ms | {follower:.0f} ms | {dict(causes)} |")
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"\nCPU of this process {time.process_time() - cpu0:.1f} s; the nodes "
           f"{children.ru_utime + children.ru_stime:.1f} s of CPU in all, peak RSS of one node "
