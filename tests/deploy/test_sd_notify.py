@@ -13,44 +13,9 @@ from pathlib import Path
 import pytest
 
 from mqctl.sdnotify import Notifier
-from mqctl.testing import LocalCluster, metadata
+from mqctl.testing import LocalCluster, NotifySocket, metadata
 
 pytestmark = pytest.mark.slow
-
-
-class NotifySocket:
-    """What systemd does for one unit: bind a datagram socket and read what the service sends."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(path)
-        self.messages: list[dict[str, str]] = []
-
-    def read(self, timeout: float) -> list[dict[str, str]]:
-        """Every datagram that arrives within ``timeout``, each as its KEY=VALUE lines."""
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            self.sock.settimeout(left)
-            try:
-                data = self.sock.recv(4096)
-            except TimeoutError:
-                break
-            self.messages.append(dict(line.split("=", 1) for line in data.decode().splitlines() if line))
-        return self.messages
-
-    def wait_for(self, key: str, value: str, timeout: float) -> dict[str, str]:
-        deadline = time.monotonic() + timeout
-        while True:
-            for msg in self.messages:
-                if msg.get(key) == value:
-                    return msg
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no {key}={value} within {timeout} s; got {self.messages}")
-            self.read(0.2)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture

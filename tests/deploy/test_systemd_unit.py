@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.testing import free_port, metadata, wait_until, watch_log
+from mqctl.testing import NotifySocket, free_port, metadata, wait_until, watch_log
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "deploy/systemd/mqctl.service"
@@ -102,8 +102,6 @@ def loopback_config(tmp_path: Path, ports: dict[str, str]) -> Path:
 @pytest.mark.slow
 def test_the_units_command_starts_a_node_from_the_sample_config(tmp_path: Path) -> None:
     """Node 1 as the unit runs it; nodes 2 and 3 from the same file with their own addresses."""
-    from tests.deploy.test_sd_notify import NotifySocket
-
     ports: dict[str, str] = {}
     config = loopback_config(tmp_path, ports)
     (exec_start,) = unit_keys()["ExecStart"]
