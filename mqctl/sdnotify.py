@@ -43,6 +43,17 @@ class Notifier:
             return False
         return True
 
+    def watchdog_interval(self, environ: Mapping[str, str] | None = None) -> float:
+        """Seconds between WATCHDOG=1 pings (half of the unit's WatchdogSec=, as sd_watchdog_enabled(3)
+        advises), or 0 when systemd watches no watchdog of this process."""
+        env = os.environ if environ is None else environ
+        usec, pid = env.get("WATCHDOG_USEC", ""), env.get("WATCHDOG_PID", "")
+        if not self.enabled or not usec.isdigit() or int(usec) == 0:
+            return 0.0
+        if pid and pid != str(os.getpid()):
+            return 0.0
+        return int(usec) / 2e6
+
     def status(self, text: str, **fields: str) -> None:
         """STATUS= once per change (the main loop calls it every 0.2 s)."""
         if text != self._status or fields:

@@ -113,7 +113,7 @@ def run(cfg: ServeConfig) -> int:
     from mqctl import malloc
     from mqctl.controller import datadir, records
     from mqctl.controller.grpc_server import GrpcLimits, build_server
-    from mqctl.controller.node import ControllerNode, NodeSettings
+    from mqctl.controller.node import RAFT_STALL_S, ControllerNode, NodeSettings
     from mqctl.sdnotify import Notifier
     from mqctl.security import TlsConfig
 
@@ -223,7 +223,13 @@ def run(cfg: ServeConfig) -> int:
     parent = os.environ.get("MQCTL_PARENT_PID", "")
     code = 0
     ready = False
+    # WatchdogSec= of the unit: pinged while the Raft thread ticks; a Raft thread stuck for
+    # RAFT_STALL_S (a lock, a hung disk) stops the pings, and systemd restarts the node
+    watchdog, pinged = notifier.watchdog_interval(), 0.0
     while not stop.wait(0.2):
+        if watchdog and time.monotonic() - pinged >= watchdog and node.raft_stalled_for() < RAFT_STALL_S:
+            pinged = time.monotonic()
+            notifier.notify(WATCHDOG="1")
         if not ready and node.joined:
             ready = True
             log.info("joined the controller group %s", cfg.group)

@@ -264,6 +264,10 @@ class ControllerNode:
         finally:
             self._decide_lock.release()
 
+    def raft_stalled_for(self) -> float:
+        """Seconds since the Raft thread last finished a tick (its poll)."""
+        return float(time.monotonic() - self.sync._connectionClock())
+
     def _connected_followers(self) -> list[str]:
         status = self.sync.getStatus()
         return [m for m in self.members() if status.get("partner_node_status_server_" + m) == 2]
