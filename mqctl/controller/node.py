@@ -257,9 +257,10 @@ class ControllerNode:
             if sent_at < 0 and not self._connected_followers():
                 log.info("no follower connected to hand the leadership over to")
                 return ""
-            log.warning("no follower took the leadership within %.1f s (%d attempts refused: none "
+            log.warning("no follower took the leadership within %.1f s (%s; refused %d times: no follower "
                         "connected and caught up); stopping anyway, the group elects after its election "
-                        "timeout", timeout, refused)
+                        "timeout", timeout, "TimeoutNow sent" if sent_at >= 0 else "no TimeoutNow sent",
+                        refused)
             return ""
         finally:
             self._decide_lock.release()
