@@ -133,6 +133,12 @@ def test_rolling_restart_as_docs_deploy_md_says_hands_the_leadership_over(tmp_pa
         for m in metrics:
             wait_until(lambda m=m: ready(m), 60, what=f"/ready of {m}")
         addresses = ";".join(grpc)
+        # the page's check of the group, as shown
+        (status,) = [b for b in deploy_blocks() if "quorum status" in b]
+        line = with_free_ports(status.strip().splitlines()[0], ports)
+        assert line == f'mqctl quorum status -a "{addresses}"', line
+        proc = subprocess.run(["sh", "-c", line], capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
         before = elections(nodes)
         assert all(why != "a leadership transfer" for _, why in before), before
         ledger = Ledger()
