@@ -97,15 +97,28 @@ def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
 RAFT_SWITCH_INTERVAL = 0.001
 
 
+def _status_line(node: Any) -> str:
+    """What `systemctl status` shows (sd_notify STATUS=)."""
+    if not node.joined:
+        leader = node.leader_raft_address()
+        return f"joining the controller group ({'leader ' + leader if leader else 'no leader yet'})"
+    if node.is_leader():
+        return f"leader of the controller group, term {node.sync._getTerm()}"
+    leader = node.leader_raft_address()
+    return f"follower of {leader}" if leader else "no leader: the group is electing one"
+
+
 def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
     from mqctl import malloc
     from mqctl.controller import datadir, records
     from mqctl.controller.grpc_server import GrpcLimits, build_server
-    from mqctl.controller.node import ControllerNode, NodeSettings
+    from mqctl.controller.node import RAFT_STALL_S, ControllerNode, NodeSettings
+    from mqctl.sdnotify import Notifier
     from mqctl.security import TlsConfig
 
     setup_logging(cfg)
+    notifier = Notifier()
     # The Raft tick thread must run within its election timeout (0.15-0.35 s) whatever the request
     # threads do: a thread waiting for the GIL gets it after 1 ms instead of Python's 5 ms, so a
     # busy leader's heartbeats to its followers are not held back behind its own request handling
@@ -209,7 +222,20 @@ def run(cfg: ServeConfig) -> int:
     # process dies, even by SIGKILL, this node is reparented and shuts down instead of lingering.
     parent = os.environ.get("MQCTL_PARENT_PID", "")
     code = 0
+    ready = False
+    # WatchdogSec= of the unit: pinged while the Raft thread ticks; a Raft thread stuck for
+    # RAFT_STALL_S (a lock, a hung disk) stops the pings, and systemd restarts the node
+    watchdog, pinged = notifier.watchdog_interval(), 0.0
     while not stop.wait(0.2):
+        if watchdog and time.monotonic() - pinged >= watchdog and node.raft_stalled_for() < RAFT_STALL_S:
+            pinged = time.monotonic()
+            notifier.notify(WATCHDOG="1")
+        if not ready and node.joined:
+            ready = True
+            log.info("joined the controller group %s", cfg.group)
+            notifier.status(_status_line(node), READY="1")
+        elif notifier.enabled:
+            notifier.status(_status_line(node))
         if parent.isdigit() and os.getppid() != int(parent):
             log.info("parent process %s is gone, shutting down", parent)
             break
@@ -217,6 +243,13 @@ def run(cfg: ServeConfig) -> int:
             print(f"mqctl: error: {node.fatal_error}", file=sys.stderr, flush=True)
             code = node.fatal_exit_code
             break
+    notifier.notify(STOPPING="1")
+    if code == 0 and cfg.handover_timeout and node.is_leader() and node.members():
+        # while the transports still answer, so that clients are sent to the new leader
+        notifier.status("handing the leadership over")
+        log.info("handing the leadership over before shutting down")
+        node.hand_over_leadership(cfg.handover_timeout / 1000)
+    notifier.status("stopping")
     server.mqctl_health.enter_graceful_shutdown()  # health says NOT_SERVING first
     if cockpit is not None:
         cockpit.stop()
@@ -225,6 +258,7 @@ def run(cfg: ServeConfig) -> int:
     server.stop(grace=1.0).wait(2.0)
     node.stop()
     lock.close()
+    notifier.close()
     time.sleep(0)  # let daemon threads see the stop flag
     log.info("stopped")
     return code

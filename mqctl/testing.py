@@ -504,6 +504,42 @@ class Gate:
             self._open.set()
 
 
+class NotifySocket:
+    """What systemd does for a unit of Type=notify: bind a datagram socket ($NOTIFY_SOCKET) and read what
+    the service sends (tests/deploy)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.messages: list[dict[str, str]] = []
+
+    def read(self, timeout: float) -> list[dict[str, str]]:
+        """Every datagram that arrives within ``timeout``, each as its KEY=VALUE lines."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(4096)
+            except TimeoutError:
+                break
+            self.messages.append(dict(line.split("=", 1) for line in data.decode().splitlines() if line))
+        return self.messages
+
+    def wait_for(self, key: str, value: str, timeout: float) -> dict[str, str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            for msg in self.messages:
+                if msg.get(key) == value:
+                    return msg
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {key}={value} within {timeout} s; got {self.messages}")
+            self.read(0.2)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def with_default_sigint(argv: list[str]) -> list[str]:
     """``argv`` run with SIGINT at its default, also when this process ignores it (a background job,
     nohup, CI: an ignored signal stays ignored across exec) and a test sends SIGINT. A small exec

@@ -108,6 +108,9 @@ def serve(
                                                "[default: 64]"),
     remoting_idle_timeout: str = typer.Option(None, "--remoting-idle-timeout", help="close a remoting "
                                               "connection silent for this long [default: 120000]"),
+    handover_timeout: str = typer.Option(None, "--handover-timeout", help="on SIGTERM a leader hands its "
+                                         "leadership to a caught-up follower for at most this long, ms or "
+                                         "e.g. 5s; 0 = off [default: 5000]"),
     config: str = typer.Option(None, "--config", "-c", help="TOML config file (keys as the long "
                                "flags; flags > MQCTL_* env > file)"),
 ) -> None:
@@ -146,6 +149,7 @@ def serve(
                  grpc_max_stalled_per_address=grpc_max_stalled_per_address,
                  remoting_max_connections=remoting_max_connections,
                  remoting_max_connections_per_address=remoting_max_connections_per_address,
-                 remoting_max_in_flight=remoting_max_in_flight, remoting_idle_timeout=remoting_idle_timeout)
+                 remoting_max_in_flight=remoting_max_in_flight, remoting_idle_timeout=remoting_idle_timeout,
+                 handover_timeout=handover_timeout)
     cfg = serve_config.load(flags, config)
     raise typer.Exit(run(cfg))

@@ -64,6 +64,8 @@ class ServeConfig:
     remoting_tls_mode: str = "enforcing"
     # HTTP /metrics, /health, /ready and the status page (docs/serve.md#metrics-and-health-over-http)
     metrics_address: str = ""           # HOST:PORT; "" = off
+    # ms a leader stopped by SIGTERM tries to hand its leadership to a caught-up follower; 0 = off
+    handover_timeout: int = 5_000
 
     def advertise_address(self) -> str:
         return self.advertise or self.listen
@@ -89,7 +91,8 @@ class ServeConfig:
 WILDCARDS = {"0.0.0.0", "::", ""}
 DURATION_KEYS = {"heartbeat_timeout", "scan_interval", "grpc_keepalive", "grpc_keepalive_timeout",
                  "grpc_idle_timeout", "grpc_handshake_timeout", "grpc_heartbeat_stream_idle",
-                 "remoting_idle_timeout"}
+                 "remoting_idle_timeout", "handover_timeout"}
+ZERO_MEANS_OFF = {"handover_timeout"}  # durations that may be 0
 # integer limits and their smallest value (0 = no limit where the minimum is 0)
 LIMIT_MINIMUMS = {
     "grpc_max_message_size": 1024, "grpc_max_streams": 1, "grpc_max_connections": 1, "grpc_max_watches": 1,
@@ -119,6 +122,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     kinds = {f.name: f.type for f in fields(ServeConfig)}
     kind = kinds[key]
     if key in DURATION_KEYS:
+        if key in ZERO_MEANS_OFF and re.fullmatch(r"0+(\.0*)?\s*(ms|s)?", str(value).strip().lower()):
+            return 0
         return parse_duration_ms(value, f"{key} ({source})")
     if kind == "int":
         try:

@@ -185,6 +185,7 @@ class ControllerNode:
         self._view_appended = 0
         self._view_resolved = 0
         self._caught_up_term = -1
+        self.joined = False  # published, the group's id applied and checked (sd_notify's READY=1)
         conf = make_conf(settings.data_dir, secret=settings.cluster_secret,
                          bind_address=settings.raft_bind or settings.raft_address)
         self.sync = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
@@ -213,6 +214,63 @@ class ControllerNode:
             self.sync.destroy_synchronous()
         except Exception:  # already stopped
             pass
+
+    def hand_over_leadership(self, timeout: float) -> str:
+        """A controlled shutdown of a leader (SIGTERM): hand the leadership to a caught-up follower
+        first (Raft's TimeoutNow, as etcd and Kafka do), so that the group elects at once instead of
+        after an election timeout. No write is decided meanwhile (the decide lock is held), so a
+        follower catches up with the last entries; a write waiting for the lock is then told the new
+        leader. Returns the new leader's Raft address, "" if this node did not lead or none took
+        over within ``timeout``."""
+        from pysyncobj import FAIL_REASON
+
+        me = self.settings.raft_address
+        if not self.is_leader():
+            return ""
+        if not self._connected_followers():
+            log.info("no follower connected to hand the leadership over to")
+            return ""
+        deadline = time.monotonic() + timeout
+        if not self._decide_lock.acquire(timeout=timeout):
+            return ""
+        try:
+            sent_at = -1.0
+            refused = 0
+            outcome: list[Any] = []
+            while time.monotonic() < deadline:
+                leader = self.leader_raft_address()
+                if leader and leader != me:
+                    log.info("handed the leadership over to %s (term %s)", leader, self.sync._getTerm())
+                    return leader
+                if sent_at < 0 and not (self.is_leader() and self._connected_followers()):
+                    break  # no longer leads (stepped down), or every follower is gone
+                if self.is_leader() and time.monotonic() - sent_at > 1.0:
+                    outcome.clear()
+                    # None: the most caught-up connected follower; refused until one has every entry
+                    self.sync.transferLeadership(None, callback=lambda _r, error: outcome.append(error))
+                    if outcome and outcome[0] == FAIL_REASON.SUCCESS:
+                        sent_at = time.monotonic()
+                    else:
+                        refused += 1
+                time.sleep(0.01)
+            if sent_at < 0 and not self._connected_followers():
+                log.info("no follower connected to hand the leadership over to")
+                return ""
+            log.warning("no follower took the leadership within %.1f s (%s; refused %d times: no follower "
+                        "connected and caught up); stopping anyway, the group elects after its election "
+                        "timeout", timeout, "TimeoutNow sent" if sent_at >= 0 else "no TimeoutNow sent",
+                        refused)
+            return ""
+        finally:
+            self._decide_lock.release()
+
+    def raft_stalled_for(self) -> float:
+        """Seconds since the Raft thread last finished a tick (its poll)."""
+        return float(time.monotonic() - self.sync._connectionClock())
+
+    def _connected_followers(self) -> list[str]:
+        status = self.sync.getStatus()
+        return [m for m in self.members() if status.get("partner_node_status_server_" + m) == 2]
 
     @property
     def state(self) -> core.ControllerState:
@@ -834,6 +892,8 @@ class ControllerNode:
                     # first sees its own old group id, then this group's once it has caught up
                     checked_group = group_id
                     self._check_group()
+                if published and checked_group and not self.fatal_error:
+                    self.joined = True
                 if self.is_leader():
                     if self._leader_since_ms is None or self._leader_term != term:
                         # a new term, even one the ticker did not see as a follower in between (it
