@@ -116,7 +116,7 @@ def bench_guard(root: Path, repeat: int) -> None:
         assert doc["outcome"] == "nothing-to-lose" and doc["consistentPoint"] == end, doc
         from mqctl.cli.admin_cmd import Conn
         from mqctl.cli.recover_guard_cmd import _ask_master
-        from mqctl.recover.guard import guard
+        from mqctl.pipeline.guard import guard
 
         conn = Conn(cluster.addresses, None, None, None, None, 5.0)
         inproc = []
@@ -151,7 +151,7 @@ def bench_replay(root: Path, n: int, size: int, repeat: int) -> None:
         why_not,
     )
 
-    from mqctl.recover.guard import _salvage_tail
+    from mqctl.pipeline.guard import _salvage_tail
     from mqctl.sim.rocketmq import broker_conf
     from mqctl.store.commitlog import COMMITLOG_DIR, CommitLogWriter, Message
     from mqctl.store.epochfile import EpochEntry, write_epoch_file

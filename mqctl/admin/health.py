@@ -149,7 +149,7 @@ def loss_findings(entries: Any, table: Mapping[str, Mapping[str, Any]]) -> list[
     before the old master restarts and the replay of what it saves (docs/recovery.md, "Guard and
     replay").
     ``entries``: the decision history (GetHistory's dicts), oldest first."""
-    from mqctl.recover.guard import loss_pointer
+    from mqctl.pipeline.guard import loss_pointer
 
     out = []
     for name in sorted(table):

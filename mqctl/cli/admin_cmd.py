@@ -375,10 +375,10 @@ def get_sync_state_set(
 
 
 def _cluster_info(conn: Conn, namesrv: str) -> Any:
-    """The ClusterInfo of the -n name servers (mqctl.admin.namesrv), over remoting with the
+    """The ClusterInfo of the -n name servers (mqctl.remoting.namesrv), over remoting with the
     connection's TLS and ACL options, as mqadmin's client reaches its name servers."""
-    from mqctl.admin.namesrv import cluster_info
     from mqctl.api import parse_addresses
+    from mqctl.remoting.namesrv import cluster_info
 
     seconds = min(conn.timeout, 5.0)
     with conn.remoting(parse_addresses(namesrv), seconds) as client:

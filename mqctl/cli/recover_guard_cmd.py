@@ -22,7 +22,7 @@ def _ask_master(conn: Conn) -> Any:
     entries and max offset (GET_BROKER_EPOCH_CACHE, or mqctl's Broker service over gRPC)."""
     from mqctl.cli.admin_cmd import _epoch_cache
     from mqctl.errors import MqctlError
-    from mqctl.recover.guard import CannotDecide, MasterView
+    from mqctl.pipeline.guard import CannotDecide, MasterView
 
     def ask(name: str) -> MasterView:
         try:
@@ -75,7 +75,7 @@ def guard_cmd(
     save (refused), 13 cannot decide but --allow-unverified; with --gate 0 for 0, 10 and 13. The store
     is only read."""
     from mqctl.errors import MqctlError
-    from mqctl.recover.guard import guard
+    from mqctl.pipeline.guard import guard
 
     hint = f" -n '{namesrv}'" if namesrv else " -n NAMESRV"
     try:
@@ -149,7 +149,7 @@ def replay_cmd(
     on)."""
     from mqctl.api import parse_addresses
     from mqctl.errors import MqctlError, UsageError
-    from mqctl.recover.replay import ReplayOptions, ReplayRefused, replay
+    from mqctl.pipeline.replay import ReplayOptions, ReplayRefused, replay
 
     if bool(namesrv) == bool(broker_addr):
         raise UsageError("give the name servers (-n) or one broker (--broker-addr)")

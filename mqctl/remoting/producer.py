@@ -1,7 +1,7 @@
 """A producer's requests over RocketMQ remoting (on mqctl.remoting.client.RemotingConnection, with its TLS
 and ACL signing): SEND_MESSAGE_V2 (310, SendMessageRequestHeaderV2's one-letter fields), QUERY_MESSAGE
 (12) by UNIQ_KEY (the broker's index, `_UNIQUE_KEY_QUERY`), GET_ROUTEINFO_BY_TOPIC (105) of a name
-server. Request builders and answer readers only; mqctl.recover.replay drives them."""
+server. Request builders and answer readers only; mqctl.pipeline.replay drives them."""
 
 from __future__ import annotations
 

@@ -178,7 +178,7 @@ def salvaged_uniq_keys(salvage: Path) -> set[str]:
 
 def synthetic_salvage(root: Path, out: Path, *, broker: str, topic: str, n: int) -> Path:
     """A salvage (the guard's writer) of n new messages of `topic` for broker set `broker`."""
-    from mqctl.recover.guard import _salvage_tail
+    from mqctl.pipeline.guard import _salvage_tail
     from mqctl.store.commitlog import COMMITLOG_DIR, CommitLogWriter, Message
     from mqctl.store.epochfile import EpochEntry, write_epoch_file
     from mqctl.store.identity import BrokerIdentity, write_identity

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import tree_hash
+from recover_fixtures import tree_hash
 
 from mqctl.client import ControllerClient
 from mqctl.store.build import build_store

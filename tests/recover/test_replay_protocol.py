@@ -121,7 +121,7 @@ class Broker:
 
 def salvage(tmp: Path, n: int, *, broker: str = "broker-a", no_uniq: int = 0,
             corrupt: int | None = None) -> Path:
-    from mqctl.recover.guard import _salvage_tail
+    from mqctl.pipeline.guard import _salvage_tail
     from mqctl.store.commitlog import COMMITLOG_DIR, CommitLogWriter
     from mqctl.store.epochfile import EpochEntry, write_epoch_file
     from mqctl.store.identity import BrokerIdentity, write_identity
@@ -296,7 +296,7 @@ def test_on_spark_one_task_per_part_then_resumed_in_process(tmp_path: Path) -> N
 
     if importlib.util.find_spec("pyspark") is None or java_executable() is None:
         pytest.skip("pyspark or java missing (pip install 'mqctl[spark]')")
-    from mqctl.recover.guard import _salvage_tail
+    from mqctl.pipeline.guard import _salvage_tail
     from mqctl.store.commitlog import COMMITLOG_DIR, CommitLogWriter
     from mqctl.store.epochfile import EpochEntry, write_epoch_file
     from mqctl.store.identity import BrokerIdentity, write_identity

@@ -84,7 +84,7 @@ class SetReport:
 def load_salvage(root: Path) -> tuple[dict[str, Any], list[tuple[str, str, list[Path]]]]:
     """summary.json (checked against the files' digest) and, per broker set, its part files in order.
     StoreError (exit 4) when it is not a salvage, or is cut or corrupt."""
-    from mqctl.recover.guard import content_digest
+    from mqctl.pipeline.guard import content_digest
 
     if not root.is_dir():
         raise StoreError(f"{root}: no such salvage directory")
@@ -341,7 +341,7 @@ class _SetReplay:
             raise UnreachableError(str(exc)) from None
 
     def _cluster_info(self) -> Any:
-        from mqctl.admin.namesrv import cluster_info
+        from mqctl.remoting.namesrv import cluster_info
 
         assert self.opts.namesrv
         return cluster_info(";".join(self.opts.namesrv), self.opts.timeout, connect=self._conn)
