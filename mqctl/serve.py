@@ -126,6 +126,7 @@ def run(cfg: ServeConfig) -> int:
         scan_interval_ms=cfg.scan_interval,
         enable_elect_unclean_master=cfg.enable_elect_unclean_master,
         notify_broker_role_changed=cfg.notify_broker_role_changed,
+        initial_feature_level=cfg.initial_feature_level, auto_feature_level=cfg.auto_feature_level,
     )
     try:
         node = ControllerNode(settings)

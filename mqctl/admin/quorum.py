@@ -150,6 +150,11 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
                 "lag": max(0, lm.commit_index - match),
                 "maxFeatureLevel": p.max_feature_level or None,
             })
+    level = (lm.feature_level or None) if lm else None
+    spoken = [p.max_feature_level for p in lm.peers] if lm is not None else []
+    # a raise is possible once every member (as the leader sees them) published a higher level
+    lowest = min(spoken) if spoken and all(spoken) else 0
+    raisable = lowest if level is not None and lowest > level else None
     return {
         "version": SCHEMA_VERSION,
         "group": lm.group if lm else (up[0].meta.group if up and up[0].meta else None),
@@ -160,7 +165,10 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
         "commitIndex": leader_commit,
         "hasQuorum": lm.has_quorum if lm else False,
         "statesAgree": states_agree,
-        "featureLevel": (lm.feature_level or None) if lm else None,
+        "featureLevel": level,
+        "featureLevelRaisableTo": raisable,
+        "raiseFeatureLevel": (f"mqctl quorum feature-level {raisable} -a {leader.address}"
+                              if raisable is not None and leader is not None else None),
         "healthy": not problems,
         "problems": problems,
         "nodes": nodes,

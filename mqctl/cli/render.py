@@ -251,6 +251,10 @@ def quorum_table(doc: Doc) -> Any:
         parts.append(rep)
     for problem in doc["problems"]:
         parts.append(Text(f"problem: {problem}", style="red"))
+    if doc.get("raiseFeatureLevel"):
+        parts.append(Text(f"every member speaks feature level {doc['featureLevelRaisableTo']}; the group is "
+                          f"at {doc['featureLevel']}: raise it with `{doc['raiseFeatureLevel']}` (it is "
+                          "never lowered)", style="yellow"))
     return Group(*parts)
 
 

@@ -218,7 +218,7 @@ def test_follow_streams_new_entries(group) -> None:
 
 
 def test_below_feature_level_3_the_commands_say_how_to_raise_it(tmp_path: Path) -> None:
-    with LocalCluster(str(tmp_path), size=1) as single:
+    with LocalCluster(str(tmp_path), size=1, extra_args=["--initial-feature-level", "1"]) as single:
         single.start()
         for args in (["history"], ["failover", "pause"], ["history", "-o", "json"]):
             out = run(*args, "-a", single.addresses)
