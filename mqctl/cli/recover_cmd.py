@@ -28,10 +28,12 @@ def inspect_cmd(
     output: Output = output_option(),
 ) -> None:
     """Identity, state (clean, dirty, empty), epochs, max offset, confirm offset, files and problems."""
-    from mqctl.recover.inspect import failures_error, inspect_stores
+    import os
+
+    from mqctl.recover.inspect import NO_STORE, failures_error, inspect_stores, no_store_error
 
     results = inspect_stores(stores, deep=deep)
-    problem = failures_error(results)
+    problem = failures_error(results) or no_store_error(results)
     reports = [r.to_dict() for r in results]
     if output is not Output.table:
         echo_doc(output, {"stores": reports}, error=problem)
@@ -40,6 +42,12 @@ def inspect_cmd(
         return
     from rich.table import Table
 
+    # a path that does not exist or holds no store is the error line only, not a row of dashes
+    reports = [r for r in reports if r["state"] != NO_STORE and ("error" not in r or os.path.lexists(r["store"]))]
+    if not reports:
+        if problem is not None:
+            raise problem
+        return
     con = console()
     t = Table(title="stores")
     for col in ("store", "state", "cluster/broker#id", "lastEpoch", "minOffset", "maxOffset", "confirmOffset",
