@@ -43,7 +43,8 @@ def inspect_cmd(
     from rich.table import Table
 
     # a path that does not exist or holds no store is the error line only, not a row of dashes
-    reports = [r for r in reports if r["state"] != NO_STORE and ("error" not in r or os.path.lexists(r["store"]))]
+    reports = [r for r in reports
+               if r["state"] != NO_STORE and ("error" not in r or os.path.lexists(r["store"]))]
     if not reports:
         if problem is not None:
             raise problem
