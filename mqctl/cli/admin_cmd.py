@@ -179,6 +179,8 @@ def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
         try:
             probe.get_metadata(address)
             return True
+        except UsageError:  # a Raft port, said at once (mqctl.address.is_raft_port)
+            raise
         except MqctlError:
             continue
     return False

@@ -286,11 +286,12 @@ class RemotingConnection:
         cmd = self.command(code, ext_fields, body)
         q: queue.Queue[RemotingCommand | None] = queue.Queue(maxsize=1)
         with self._lock:
-            if self.closed:
-                raise RemotingError(
-                    f"{self.address}: connection closed ({self.error or 'closed'})", sent=False
-                )
-            self._pending[cmd.opaque] = q
+            closed = self.closed
+            if not closed:
+                self._pending[cmd.opaque] = q
+        if closed:
+            self._not_a_raft_port()
+            raise RemotingError(f"{self.address}: connection closed ({self.error or 'closed'})", sent=False)
         self._send(cmd)
         try:
             answer = q.get(timeout=max(0.001, timeout))
@@ -301,8 +302,17 @@ class RemotingConnection:
                 f"{self.address}: no answer to request code {code} within {timeout:.1f} s", sent=True
             ) from None
         if answer is None:
+            self._not_a_raft_port()
             raise RemotingError(f"{self.address}: connection closed ({self.error or 'closed'})", sent=True)
         return answer
+
+    def _not_a_raft_port(self) -> None:
+        """UsageError at once when the server that closed this connection is a Raft port (asked once
+        per address, mqctl.address.is_raft_port), instead of retrying for the whole --timeout."""
+        from mqctl.address import is_raft_port, raft_port_error
+
+        if is_raft_port(self.address):
+            raise raft_port_error(self.address)
 
     def oneway(self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b"") -> None:
         if self.closed:
