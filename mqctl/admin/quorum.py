@@ -85,7 +85,8 @@ def metadata_doc(meta: Metadata) -> dict[str, Any]:
 
 
 def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
-    """The ``quorum status`` document with ``healthy`` and the ``problems`` found."""
+    """The ``quorum status`` document with ``healthy``, ``status`` (healthy, degraded, unhealthy) and
+    the ``problems`` found, each once."""
     problems: list[str] = []
     up = [v for v in views if v.meta is not None]
     leaders = [v for v in up if v.meta is not None and v.meta.is_leader]
@@ -113,6 +114,10 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
     for v in up:
         if v.meta is not None and v.meta.problem:
             problems.append(f"{v.address}: {v.meta.problem}")
+    # degraded: the group works (a leader with a quorum, one leader, the same states) with a node down
+    # or reporting a problem; unhealthy: no quorum, or the nodes disagree
+    works = lm is not None and lm.has_quorum and len(seen_leaders) <= 1 and not diverged
+    status = "healthy" if not problems else "degraded" if works else "unhealthy"
     comparable = len(by_index) == 1 and len(up) > 1
     states_agree: bool | None = (not diverged) if (comparable or diverged) else None
     leader_commit = lm.commit_index if lm is not None else None
@@ -170,6 +175,7 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
         "raiseFeatureLevel": (f"mqctl quorum feature-level {raisable} -a {leader.address}"
                               if raisable is not None and leader is not None else None),
         "healthy": not problems,
+        "status": status,
         "problems": problems,
         "nodes": nodes,
         "peers": peers,

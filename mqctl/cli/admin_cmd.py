@@ -21,6 +21,7 @@ from mqctl.cli.render import AdminOutput, Output
 from mqctl.errors import (
     Code,
     ControllerError,
+    DegradedError,
     MqctlError,
     NotFoundError,
     RefusedError,
@@ -581,8 +582,10 @@ def quorum_status(
     """Every controller node: state, term, commit and applied index, lag, state hash; the leader's
     replication view (match index and lag per peer).
 
-    Asks the -a addresses and every peer they publish. Exits 6 without a reachable leader and 7
-    when unhealthy (a node down, no quorum, state hashes that differ at the same index)."""
+    Asks the -a addresses and every peer they publish. Exits 6 without a reachable leader, 10 when
+    degraded (a node down or reporting a problem while the leader has a quorum) and 7 when
+    unhealthy (no quorum, nodes that disagree on the leader, state hashes that differ at the same
+    index)."""
     from mqctl.admin.quorum import collect, quorum_doc
     from mqctl.cli import render
     from mqctl.client import Metadata
@@ -598,10 +601,17 @@ def quorum_status(
         return quorum_doc(collect(conn.addresses, fetch_one))
 
     def verdict(doc: dict[str, Any]) -> None:
+        # the problems are in the table (problem: lines) and in the document: named once, not again
+        count = len(doc["problems"])
+        found = f"{count} problem{'s' if count != 1 else ''} found"
         if doc["leaderId"] is None:
-            raise UnreachableError("no controller leader reachable: " + "; ".join(doc["problems"]))
+            raise UnreachableError(f"no controller leader reachable ({found})")
+        if doc["status"] == "degraded":
+            up = sum(1 for n in doc["nodes"] if n["state"] != "unreachable")
+            raise DegradedError(f"DEGRADED: the leader has a quorum ({up} of {len(doc['nodes'])} nodes "
+                                f"answer); {found}")
         if not doc["healthy"]:
-            raise UnhealthyError("; ".join(doc["problems"]))
+            raise UnhealthyError(f"UNHEALTHY: {found}")
 
     try:
         _run(fetch, output, render.quorum_table, watch, no_color, "quorum status", verdict)

@@ -26,7 +26,7 @@ def output_option(mqadmin: bool = False) -> Any:
 
 # Exit code -> the "code" of an error document that does not come from a controller (docs/admin.md).
 _ERROR_CODES = {1: "INTERNAL", 2: "USAGE", 3: "REFUSED", 4: "STORE", 5: "NOT_FOUND", 6: "UNREACHABLE",
-                7: "UNHEALTHY", 8: "TIMEOUT", 9: "MISSING_DEPENDENCY", 130: "INTERRUPTED"}
+                7: "UNHEALTHY", 8: "TIMEOUT", 9: "MISSING_DEPENDENCY", 10: "DEGRADED", 130: "INTERRUPTED"}
 
 _printed = False
 

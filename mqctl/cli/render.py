@@ -230,17 +230,20 @@ def quorum_table(doc: Doc) -> Any:
     from rich.text import Text
 
     head = Text()
-    healthy = doc["healthy"]
-    head.append("healthy" if healthy else "UNHEALTHY", style="bold green" if healthy else "bold red")
+    status = doc.get("status") or ("healthy" if doc["healthy"] else "unhealthy")
+    head.append(status if status == "healthy" else status.upper(),
+                style={"healthy": "bold green", "degraded": "bold yellow"}.get(status, "bold red"))
     head.append(f"  group {_v(doc['group'])}  leader {_v(doc['leaderId'])} ({_v(doc['leaderAddress'])})"
                 f"  term {_v(doc['term'])}  commit index {_v(doc['commitIndex'])}"
                 f"  states agree {_v(doc['statesAgree'])}  feature level {_v(doc.get('featureLevel'))}")
+    # a node's error is one of the problem: lines below, not a column as well
     nodes = _table("ENDPOINT", "RAFT ID", "STATE", "TERM", "COMMIT INDEX", "APPLIED INDEX", "LOG LENGTH",
-                   "LAG", "STATE HASH", "ERRORS", title="endpoints")
+                   "LAG", "STATE HASH", title="endpoints")
     for n in doc["nodes"]:
-        nodes.add_row(n["address"], _v(n["raftAddress"]), n["state"], _v(n["term"]), _v(n["commitIndex"]),
+        state = Text(n["state"], style="red") if n["state"] == "unreachable" else n["state"]
+        nodes.add_row(n["address"], _v(n["raftAddress"]), state, _v(n["term"]), _v(n["commitIndex"]),
                       _v(n["lastApplied"]), _v(n["logLength"]), _v(n["lag"]),
-                      (n["stateHash"] or "-")[:12], Text(n["error"] or "", style="red"))
+                      (n["stateHash"] or "-")[:12])
     parts: list[Any] = [head, nodes]
     if doc["peers"]:
         rep = _table("RAFT ADDRESS", "GRPC ADDRESS", "STATUS", "CONNECTED", "MATCH INDEX", "NEXT INDEX",

@@ -47,6 +47,7 @@ META_BOOTSTRAP = "bootstrap"
 
 RAFT_STALL_S = 10.0  # a Raft tick this long overdue is reported, with where the Raft thread is
 VIEW_REFORK_SETS = 256  # broker sets a decision view may hold copies of before it is made anew
+PEER_GRACE_MS = 2000  # a new leader's connections to its peers are up within this, or they are lost
 SYNC_STATE_PART = 256  # broker sets a GetSyncStateData reads under one hold of the state lock
 
 
@@ -196,6 +197,8 @@ class ControllerNode:
         self._view_resolved = 0
         self._caught_up_term = -1
         self._level_checked = 0.0
+        self._peers_checked = 0.0
+        self._lost_peers: list[str] = []
         conf = make_conf(settings.data_dir, secret=settings.cluster_secret,
                          bind_address=settings.raft_bind or settings.raft_address)
         self.sync = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
@@ -853,7 +856,9 @@ class ControllerNode:
                         self._leader_since_ms = now_ms()
                         self._leader_term = term
                         self._last_scan_ms = 0  # every broker set is looked at when the grace ends
+                        self._lost_peers = []
                         log.info("became leader (term %s)", term)
+                    self._say_lost_peers(term)
                     self._leader_work()
                 else:
                     if self._leader_since_ms is not None:
@@ -861,6 +866,27 @@ class ControllerNode:
                     self._leader_since_ms = None
             except Exception:
                 log.exception("ticker error")
+
+    def _say_lost_peers(self, term: int) -> None:
+        """The leader says which members it cannot reach (once it has led for PEER_GRACE_MS, the time
+        its connections take), again when that changes: the log of a group that lost a node names it."""
+        now = time.monotonic()
+        if now - self._peers_checked < 0.5 or self._leader_since_ms is None \
+                or now_ms() - self._leader_since_ms < PEER_GRACE_MS:
+            return
+        self._peers_checked = now
+        status = self.sync.getStatus()
+        members = self.members()
+        lost = [m for m in members if status.get("partner_node_status_server_" + m) != 2]
+        if lost == self._lost_peers:
+            return
+        if lost:
+            log.warning("leader (term %s) cannot reach %s; %d of %d nodes connected%s", term, ", ".join(lost),
+                        len(members) + 1 - len(lost), len(members) + 1,
+                        "" if status.get("has_quorum") else ", no quorum")
+        else:
+            log.info("leader (term %s) reaches every member again", term)
+        self._lost_peers = lost
 
     def _say_raft_stall(self, said: float) -> float:
         """A Raft thread that has not finished a tick for RAFT_STALL_S answers no peer: the group
