@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import typer
 
 from mqctl.cli import root_app, sub_app
-from mqctl.cli.common import output_option
+from mqctl.cli.common import no_color_option, output_option
 from mqctl.cli.render import AdminOutput, Output
 from mqctl.errors import (
     Code,
@@ -104,7 +104,9 @@ def _protocol_opt() -> Any:
 
 
 def _no_color_opt() -> Any:
-    return typer.Option(False, "--no-color", help="no colours (also NO_COLOR=1); JSON is never coloured")
+    from mqctl.cli.common import no_color_option
+
+    return no_color_option()
 
 
 class Conn:
@@ -193,23 +195,24 @@ _CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
     "tls_server_name": (str, _tls_server_name_opt), "access_key": (str, _access_key_opt),
     "secret_key": (str, _secret_key_opt),
 }
-_REMOTING_ONLY = ("protocol", "access_key", "secret_key")  # left out of the gRPC-only commands
 
 
 def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool = False,
-              timeout_help: str = "seconds per controller call, retries included") -> Callable[[F], F]:
-    """The controller connection options, declared once here for every admin command: the command
-    takes one ``conn: Conn`` parameter and gets -a, --token, --tls-*, --protocol and
-    --access-key/--secret-key (unless ``protocol`` is False: gRPC only; ``broker_acl`` keeps the keys
-    for a gRPC-only command that also asks brokers) and --timeout, as patronictl passes one context to
-    each command. Typer sees the options in the command's signature (``__signature__``)."""
+              timeout_help: str = "the whole command's deadline in seconds, retries included"
+              ) -> Callable[[F], F]:
+    """The controller connection options, declared once here for every command that connects: the
+    command takes one ``conn: Conn`` parameter and gets -a, --token, --tls-*, --protocol,
+    --access-key/--secret-key and --timeout, as patronictl passes one context to each command.
+    ``protocol`` False: an mqctl extension (gRPC only), whose --protocol accepts auto and grpc; the
+    ACL keys then sign only what it asks brokers over remoting (``broker_acl``, for the docs). Typer
+    sees the options in the command's signature (``__signature__``)."""
     import functools
     import inspect
 
     def deco(fn: F) -> F:
-        left_out = () if protocol else ("protocol",) if broker_acl else _REMOTING_ONLY
-        options = {name: (kind, factory()) for name, (kind, factory) in _CONNECTION_OPTIONS.items()
-                   if name not in left_out}
+        # every command takes every connection option (issue 33: one convention); a gRPC-only one
+        # (an mqctl extension, no RocketMQ request code) refuses --protocol remoting in one line
+        options = {name: (kind, factory()) for name, (kind, factory) in _CONNECTION_OPTIONS.items()}
         options["timeout"] = (float, typer.Option(timeout, "--timeout", envvar="MQCTL_TIMEOUT",
                                                   help=timeout_help))
         sig = inspect.signature(fn)
@@ -221,6 +224,12 @@ def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool 
         def command(**kwargs: Any) -> Any:
             given: dict[str, Any] = {name: kwargs.pop(name) for name in options}
             if not protocol:
+                if given["protocol"] == "remoting":
+                    raise UsageError("this command is an mqctl extension that RocketMQ's remoting protocol "
+                                     "does not carry: it speaks gRPC only (--protocol auto or grpc)")
+                if given["protocol"] not in PROTOCOLS:
+                    raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not "
+                                     f"{given['protocol']!r}")
                 given["protocol"] = "grpc"
             return fn(conn=Conn(**given), **kwargs)
 
@@ -572,7 +581,8 @@ def get_controller_metadata(
 
 
 @quorum_app.command("status")
-@connected(timeout=2.0, timeout_help="seconds per node")
+@connected(timeout=2.0, timeout_help="the whole command's deadline in seconds (every node is asked at "
+                                     "once; with --watch, each redraw's)")
 def quorum_status(
     conn: Conn,
     watch: float = _watch_opt(),
@@ -591,13 +601,17 @@ def quorum_status(
     from mqctl.client import Metadata
 
     clients: dict[str, ControllerClient] = {}
+    deadline = [0.0]
 
     def fetch_one(address: str) -> Metadata:
         if address not in clients:
             clients[address] = conn.client([address])
-        return clients[address].get_metadata(address)
+        client = clients[address]
+        client.timeout = max(0.05, deadline[0] - time.monotonic())  # what is left of --timeout
+        return client.get_metadata(address)
 
     def fetch() -> dict[str, Any]:
+        deadline[0] = time.monotonic() + conn.timeout
         return quorum_doc(collect(conn.addresses, fetch_one))
 
     def verdict(doc: dict[str, Any]) -> None:
@@ -691,6 +705,7 @@ def quorum_dump(
     data_dir: str = typer.Argument(..., metavar="DATA_DIR", help="a controller node's --data-dir"),
     force: bool = typer.Option(False, "--force", help="Read it even while a node runs on it (LOCK held)."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """A stopped node's Raft journal (each entry's index, term, records) and snapshot, read only."""
     from mqctl.cli.common import console, echo_doc

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import confirm, console, echo_doc, output_option
+from mqctl.cli.common import confirm, console, echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ def plan_cmd(
                                      "repeat for every store."),
     addr: str | None = _addr_option(None),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """The ordered runbook with the exact command and check of each step, marking steps already done."""
     from mqctl.upgrade.runbook import next_step, runbook
@@ -138,6 +139,7 @@ def check_cmd(
     stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="A broker store; repeat for each."),
     addr: str | None = _addr_option(None),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Pre-flight: brokers stopped, stores aligned, identity and epoch files, controller; exit 7 on a FAIL."""
     from mqctl.errors import UnhealthyError
@@ -174,6 +176,7 @@ def clear_epochs_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Remove epochFileCheckpoint and epochFileCheckpoint.bak from stopped brokers' stores, after a backup."""
     from mqctl.upgrade.backup import apply_clear, default_backup_dir
@@ -201,6 +204,7 @@ def clear_controller_data_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Remove a stopped controller's data (RocketMQ DLedger or mqctl), after a backup."""
     from mqctl.upgrade.backup import apply_clear, default_backup_dir
@@ -230,6 +234,7 @@ def restore_cmd(
                                  help="Verify the backup and show what would be put back."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Put back exactly what a clear removed (bytes, modes, times), after verifying every sha256."""
     from mqctl.upgrade.backup import apply_restore, plan_restore
@@ -288,6 +293,7 @@ def wait_master_cmd(
     broker_id: int = typer.Option(..., "--broker-id", help="The broker's id (its brokerIdentity)."),
     timeout: float = typer.Option(300.0, "--timeout", metavar="S", help="Give up after S seconds (exit 8)."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Block until the controller reports the broker as master; a progress line on stderr."""
     from mqctl.upgrade.wait import wait_master
