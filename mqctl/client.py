@@ -344,7 +344,7 @@ class ControllerClient(ControllerApi):
         message = dict_to_message(request, request_cls)
         retry_any = methods.spec(method).retry_any
         metadata = self._token_metadata if methods.requires_token(method, request) else []
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         target: str | None = address
         last_error = ""
         attempt = 0
@@ -463,7 +463,7 @@ class ControllerClient(ControllerApi):
         if address is not None:
             d = self._call("GetMetadata", {}, address=address, follow=False)
             return Metadata.from_dict(d, address=address)
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         try:
             target = self._leader or self._discover(deadline)
         except _Retry:

@@ -131,8 +131,28 @@ class Conn:
             raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
         self.requested_protocol = protocol  # what --protocol said (for broker calls)
         self.protocol = protocol  # auto becomes grpc or remoting at the first client()
+        # --timeout is the whole command's deadline: every client made here stops there (a watch
+        # gives each redraw a new one: renew)
+        self.deadline = time.monotonic() + timeout
+        self._clients: list[Any] = []
+        global _current
+        _current = self
+
+    def renew(self) -> None:
+        """A new deadline, --timeout from now, for this connection's clients (each redraw of -i)."""
+        self.deadline = time.monotonic() + self.timeout
+        for c in self._clients:
+            c.deadline = self.deadline
+
+    def _bound(self, client: Any) -> Any:
+        client.deadline = self.deadline
+        self._clients.append(client)
+        return client
 
     def client(self, addresses: list[str] | None = None, timeout: float | None = None) -> ControllerClient:
+        return cast("ControllerClient", self._bound(self._client(addresses, timeout)))
+
+    def _client(self, addresses: list[str] | None = None, timeout: float | None = None) -> ControllerClient:
         targets = addresses or self.addresses
         seconds = timeout if timeout is not None else self.timeout
         if self.protocol == "auto":
@@ -174,6 +194,7 @@ class Conn:
 
 
 PROTOCOLS = ("auto", "grpc", "remoting")
+_current: Conn | None = None  # the running command's connection (its deadline is renewed per redraw)
 
 
 def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
@@ -262,7 +283,12 @@ def _run(fetch: Callable[[], dict[str, Any]], output: Output | AdminOutput,
         _run_mqadmin(fetch, text, watch, verdict)
         return
     if watch is not None:
-        render.watch(fetch, output, table, watch, no_color=no_color, title=title)
+        def redraw() -> dict[str, Any]:
+            if _current is not None:
+                _current.renew()
+            return fetch()
+
+        render.watch(redraw, output, table, watch, no_color=no_color, title=title)
         return
     doc = fetch()
     problem: MqctlError | None = None
@@ -285,6 +311,8 @@ def _run_mqadmin(fetch: Callable[[], dict[str, Any]], text: Callable[[dict[str, 
     try:
         while True:
             try:
+                if _current is not None:
+                    _current.renew()
                 doc = fetch()
                 sys.stdout.write(text(doc))
                 sys.stdout.flush()

@@ -77,6 +77,7 @@ def history(
         else:
             for entry in doc["entries"]:
                 _print_entry(entry, output)
+        client.deadline = None  # following has no end: each poll gets --timeout
         try:
             for entry in client.follow_history(broker_name or "", last):
                 shown = entry_doc(entry)
@@ -211,6 +212,8 @@ def switchover(
             to = _metadata_checked(conn, client, broker_name, to)
         if wait < 0:
             raise UsageError(f"--wait must be 0 or more seconds, got {wait}")
+        if client.deadline is not None:  # --timeout reaches the controller; --wait comes on top
+            client.deadline += wait
         result = client.switchover(broker_name, to, force=force, dry_run=dry_run, wait=wait)
     render.emit(switchover_doc(result, force), output, render.message_table, no_color=no_color)
 

@@ -49,7 +49,7 @@ ENVIRONMENT = [
     ("MQCTL_CONTROLLER", "default controller addresses for -a/--controller-addr"),
     ("MQCTL_TOKEN", "bearer token for admin calls (--token)"),
     ("MQCTL_TLS_CA, MQCTL_TLS_CERT, MQCTL_TLS_KEY", "client TLS files"),
-    ("MQCTL_TIMEOUT", "seconds per controller call (--timeout)"),
+    ("MQCTL_TIMEOUT", "the whole command's deadline in seconds (--timeout)"),
     ("MQCTL_DEBUG", "show tracebacks (--debug)"),
     ("NO_COLOR", "no colours in tables (JSON and YAML are never coloured)"),
 ]

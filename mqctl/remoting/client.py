@@ -459,7 +459,7 @@ class RemotingControllerClient(ControllerApi):
         if self._token and methods.requires_token(method, request):
             ext[headers.TOKEN_KEY] = self._token
         retry_any = row.retry_any
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         last_error = ""
         attempt = 0
         while True:
@@ -505,7 +505,7 @@ class RemotingControllerClient(ControllerApi):
 
     def get_metadata(self, address: str | None = None) -> Metadata:
         """1005 from ``address``, or from the leader (the first node that answers if none)."""
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         candidates = (
             [address] if address else list(dict.fromkeys([*filter(None, [self._leader]), *self.addresses]))
         )
@@ -533,7 +533,7 @@ class RemotingControllerClient(ControllerApi):
         """One-way, as brokers send BROKER_HEARTBEAT (904): to the leader only here; call
         ``connection(addr).oneway`` per address to beat to every controller."""
         code, ext, body = headers.encode_request(method, request)
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         try:
             target = self._leader or self._discover(deadline)
         except _Retry as r:

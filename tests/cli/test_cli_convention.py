@@ -73,3 +73,24 @@ def test_no_color_takes_the_colours_away(tmp_path: Path) -> None:
 
     assert "\x1b[" in inspect()
     assert "\x1b[" not in inspect("--no-color") and "dirty" in inspect("--no-color")
+
+
+def test_timeout_is_the_whole_commands_deadline() -> None:
+    """Each call of a client stops at the command's deadline (Conn.deadline), not --timeout after it
+    started: two calls to a controller that does not answer take --timeout in all, not twice."""
+    import time
+
+    from mqctl.cli.admin_cmd import Conn
+    from mqctl.errors import ControllerError
+    from mqctl.testing import free_port
+
+    conn = Conn(f"127.0.0.1:{free_port()}", None, None, None, None, 1.0, protocol="grpc")
+    started = time.monotonic()
+    with conn.client() as client:
+        for _ in range(3):
+            with pytest.raises(ControllerError, match="no controller reachable"):
+                client.get_sync_state_data(["x"])
+    took = time.monotonic() - started
+    assert took < 2.5, took  # 3 s when each call had its own --timeout
+    conn.renew()  # a watch's next redraw: a new deadline for the same clients
+    assert client.deadline == conn.deadline and conn.deadline > time.monotonic() + 0.5
