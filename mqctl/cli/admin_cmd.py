@@ -43,11 +43,11 @@ quorum_app = sub_app("quorum", "The controller group: status, membership and lea
 # --- shared options ----------------------------------------------------------------------------
 
 
-def _addr_opt() -> Any:
-    return typer.Option(DEFAULT_CONTROLLER, "-a", "--controller-addr", "--controllerAddress",
+def _addr_opt(default: str | None = DEFAULT_CONTROLLER) -> Any:
+    return typer.Option(default, "-a", "--controller-addr", "--controllerAddress",
                         envvar="MQCTL_CONTROLLER",
                         help="controller gRPC addresses, 'h:p;h:p' or 'h:p,h:p' (any node: followers "
-                             "forward to the leader)")
+                             "forward to the leader)" + ("" if default else "; none: no controller is asked"))
 
 
 def _token_opt() -> Any:
@@ -117,7 +117,7 @@ class Conn:
                  secret_key: str | None = None, tls_server_name: str | None = None) -> None:
         from mqctl.api import parse_addresses
 
-        self.addresses = parse_addresses(addr)
+        self.addresses = parse_addresses(addr) if addr else []  # none: a command that may go without
         self.token = token
         self.tls_ca, self.tls_cert, self.tls_key = tls_ca, tls_cert, tls_key
         self.tls_server_name = tls_server_name or None
@@ -219,6 +219,7 @@ _CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
 
 
 def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool = False,
+              address: str | None = DEFAULT_CONTROLLER,
               timeout_help: str = "the whole command's deadline in seconds, retries included"
               ) -> Callable[[F], F]:
     """The controller connection options, declared once here for every command that connects: the
@@ -234,6 +235,8 @@ def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool 
         # every command takes every connection option (issue 33: one convention); a gRPC-only one
         # (an mqctl extension, no RocketMQ request code) refuses --protocol remoting in one line
         options = {name: (kind, factory()) for name, (kind, factory) in _CONNECTION_OPTIONS.items()}
+        if address != DEFAULT_CONTROLLER:
+            options["addr"] = (str, _addr_opt(address))
         options["timeout"] = (float, typer.Option(timeout, "--timeout", envvar="MQCTL_TIMEOUT",
                                                   help=timeout_help))
         sig = inspect.signature(fn)
