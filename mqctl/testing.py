@@ -322,18 +322,20 @@ class LocalCluster:
         return ";".join(n.grpc_address for n in self.nodes)
 
     def start(self, wait: bool = True) -> LocalCluster:
+        new = not any(os.path.isdir(n.data_dir) and os.listdir(n.data_dir) for n in self.nodes)
         for node in self.nodes:
             node.start()
         if wait:
             self.wait_for_leader()
-            self.wait_for_bootstrap()
+            if new:
+                self.wait_for_bootstrap()
         return self
 
     def wait_for_bootstrap(self, timeout: float = 60.0) -> None:
-        """A new group of this release's nodes writes its starting feature level just after its first
-        entries (once every node has published the levels it speaks): wait for it, so that a test's
-        "before" state is not one entry short. Nothing to wait for when the level is capped or a node
-        runs another release."""
+        """A new group (its data directories empty) of this release's nodes writes its starting
+        feature level just after its first entries (once every node has published the levels it
+        speaks): wait for it, so that a test's "before" state is not one entry short. Nothing to wait
+        for when the level is capped or a node runs another release."""
         if any(n.python != sys.executable or "--initial-feature-level" in n.args for n in self.nodes):
             return
         from mqctl.controller.records import MAX_FEATURE_LEVEL
