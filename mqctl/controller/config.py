@@ -34,6 +34,8 @@ class ServeConfig:
     scan_interval: int = 5_000          # ms
     enable_elect_unclean_master: bool = False
     notify_broker_role_changed: bool = True
+    initial_feature_level: int = 0      # a new group's highest starting level; 0 = all its members speak
+    auto_feature_level: bool = False    # raise the level once every member speaks a higher one
     log_level: str = "info"
     log_format: str = "text"
     remoting_port: int = 0              # RocketMQ remoting front door on the --listen host; 0 = off
@@ -132,6 +134,12 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             raise UsageError(f"bad value for {key} ({source}): {value!r} is not an integer") from None
         if key == "wait_for" and not 1 <= number <= 64:
             raise UsageError(f"bad value for wait_for ({source}): {number} (expected 1 to 64)")
+        if key == "initial_feature_level":
+            from mqctl.controller.records import FEATURE_LEVELS, MAX_FEATURE_LEVEL
+
+            if number and number not in FEATURE_LEVELS:
+                raise UsageError(f"bad value for initial_feature_level ({source}): {number} (expected 1 to "
+                                 f"{MAX_FEATURE_LEVEL}, 0 = the highest every initial member speaks)")
         if key == "remoting_port" and not 0 <= number <= 65535:
             raise UsageError(f"bad value for remoting_port ({source}): {number} (1 to 65535, 0 = off)")
         if key in LIMIT_MINIMUMS and not LIMIT_MINIMUMS[key] <= number <= 2**31 - 1:

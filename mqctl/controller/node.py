@@ -37,10 +37,16 @@ OUTCOME_UNKNOWN = {3: "discarded", 5: "leader changed"}
 META_GROUP_ID = "groupId"
 META_GROUP_OPTIONS = "groupOptions"
 META_NODE_PREFIX = "node/"
+# Written with the group id by the first leader of a new group: the initial members and the highest
+# level the group may start at. Cleared by the record that sets the group's starting level, once every
+# initial member still in the group has published the levels it speaks (mqctl's bootstrap of Kafka's
+# `kafka-storage format --release-version`).
+META_BOOTSTRAP = "bootstrap"
 
 
 RAFT_STALL_S = 10.0  # a Raft tick this long overdue is reported, with where the Raft thread is
 VIEW_REFORK_SETS = 256  # broker sets a decision view may hold copies of before it is made anew
+PEER_GRACE_MS = 2000  # a new leader's connections to its peers are up within this, or they are lost
 SYNC_STATE_PART = 256  # broker sets a GetSyncStateData reads under one hold of the state lock
 
 
@@ -63,6 +69,10 @@ class NodeSettings:
     scan_interval_ms: int = 5_000
     enable_elect_unclean_master: bool = False
     notify_broker_role_changed: bool = True
+    # the highest feature level a new group starts at (0: the highest its initial members speak)
+    initial_feature_level: int = 0
+    # raise the level on its own once every member speaks a higher one (etcd's cluster version)
+    auto_feature_level: bool = False
     extra_config: dict[str, str] = field(default_factory=dict)
 
     def critical_options(self) -> dict[str, str]:
@@ -186,6 +196,9 @@ class ControllerNode:
         self._view_resolved = 0
         self._caught_up_term = -1
         self.joined = False  # published, the group's id applied and checked (sd_notify's READY=1)
+        self._level_checked = 0.0
+        self._peers_checked = 0.0
+        self._lost_peers: list[str] = []
         conf = make_conf(settings.data_dir, secret=settings.cluster_secret,
                          bind_address=settings.raft_bind or settings.raft_address)
         self.sync = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
@@ -848,6 +861,9 @@ class ControllerNode:
     def _on_apply(self, state: core.ControllerState, applied: list[records.Record]) -> None:
         """Runs on every node after an entry is applied: the broker sets it touched are looked at
         for an election on the next tick, and watchers hear about new masters."""
+        for r in applied:
+            if isinstance(r, records.FeatureLevelSet):
+                log.info("the group is at feature level %s now", r.level)
         touched_sets = {name for r in applied if isinstance(name := getattr(r, "broker_name", None), str)}
         if any(isinstance(r, records.FailoverPauseSet) and not r.broker_name for r in applied):
             touched_sets |= set(state.broker_sets)  # every set resumed (or paused) at once
@@ -901,7 +917,9 @@ class ControllerNode:
                         self._leader_since_ms = now_ms()
                         self._leader_term = term
                         self._last_scan_ms = 0  # every broker set is looked at when the grace ends
+                        self._lost_peers = []
                         log.info("became leader (term %s)", term)
+                    self._say_lost_peers(term)
                     self._leader_work()
                 else:
                     if self._leader_since_ms is not None:
@@ -909,6 +927,27 @@ class ControllerNode:
                     self._leader_since_ms = None
             except Exception:
                 log.exception("ticker error")
+
+    def _say_lost_peers(self, term: int) -> None:
+        """The leader says which members it cannot reach (once it has led for PEER_GRACE_MS, the time
+        its connections take), again when that changes: the log of a group that lost a node names it."""
+        now = time.monotonic()
+        if now - self._peers_checked < 0.5 or self._leader_since_ms is None \
+                or now_ms() - self._leader_since_ms < PEER_GRACE_MS:
+            return
+        self._peers_checked = now
+        status = self.sync.getStatus()
+        members = self.members()
+        lost = [m for m in members if status.get("partner_node_status_server_" + m) != 2]
+        if lost == self._lost_peers:
+            return
+        if lost:
+            log.warning("leader (term %s) cannot reach %s; %d of %d nodes connected%s", term, ", ".join(lost),
+                        len(members) + 1 - len(lost), len(members) + 1,
+                        "" if status.get("has_quorum") else ", no quorum")
+        else:
+            log.info("leader (term %s) reaches every member again", term)
+        self._lost_peers = lost
 
     def _say_raft_stall(self, said: float) -> float:
         """A Raft thread that has not finished a tick for RAFT_STALL_S answers no peer: the group
@@ -977,9 +1016,25 @@ class ControllerNode:
     def _leader_work(self) -> None:
         if not self._meta(META_GROUP_ID):
             group_id, options = uuid.uuid4().hex, self.settings.critical_options()
-            self._commit_records(lambda st: [] if st.meta.get(META_GROUP_ID) else [
-                records.MetaSet(META_GROUP_ID, group_id), records.MetaSet(META_GROUP_OPTIONS, options)])
+            members = sorted([self.settings.raft_address, *self.members()])
+            cap = self.settings.initial_feature_level or records.MAX_FEATURE_LEVEL
+            bootstrap = {"members": members, "maxLevel": cap}
+
+            def first(st: core.ControllerState) -> list[records.Record]:
+                if st.meta.get(META_GROUP_ID):
+                    return []
+                minted: list[records.Record] = [records.MetaSet(META_GROUP_ID, group_id),
+                                                records.MetaSet(META_GROUP_OPTIONS, options),
+                                                records.MetaSet(META_BOOTSTRAP, bootstrap)]
+                st = st.copy()
+                for r in minted:
+                    st.apply(r)
+                return minted + self._level_records(st)
+
+            self._commit_records(first)
             return
+        if self._meta(META_BOOTSTRAP) is not None or self.settings.auto_feature_level:
+            self._raise_level_if_due()
         now = now_ms()
         timeout_ms = self._config_int("heartbeatTimeoutMillis", self.settings.heartbeat_timeout_ms)
         scan_ms = self._config_int("scanNotActiveBrokerInterval", self.settings.scan_interval_ms)
@@ -1001,6 +1056,55 @@ class ControllerNode:
                 names = set(self.state.broker_sets)
         if names:
             self._elect_where_needed(sorted(names), now)
+
+    def _published_levels(self, members: list[str]) -> dict[str, int | None]:
+        """The newest level each member published (None: not yet); an mqctl 0.1 node publishes its
+        address without a level, and speaks level 1. Read from the applied state: a node publishes
+        through the log from any node (_publish_self), not through the leader's view."""
+        out: dict[str, int | None] = {}
+        for m in members:
+            mine = self._meta(META_NODE_PREFIX + m)
+            if not isinstance(mine, dict):
+                out[m] = None
+                continue
+            level = mine.get("maxFeatureLevel", 1)
+            out[m] = level if isinstance(level, int) and not isinstance(level, bool) else 1
+        return out
+
+    def _level_records(self, st: core.ControllerState) -> list[records.Record]:
+        """Decided from replicated records only (the members' published levels, the bootstrap entry),
+        so that whichever node leads decides the same: the new group's starting level once every
+        initial member has said what it speaks, and with --auto-feature-level a raise once every
+        member speaks a higher level."""
+        current = sorted([self.settings.raft_address, *self.members()])
+        boot = st.meta.get(META_BOOTSTRAP)
+        if isinstance(boot, dict):
+            initial = [m for m in boot.get("members") or [] if m in current]
+            levels = self._published_levels(initial)
+            if any(v is None for v in levels.values()):
+                return []
+            cap = boot.get("maxLevel", records.MAX_FEATURE_LEVEL)
+            level = min([cap, *(v for v in levels.values() if v is not None)])
+            out: list[records.Record] = [records.MetaSet(META_BOOTSTRAP, None)]
+            if level > st.feature_level and level in records.FEATURE_LEVELS:
+                out.insert(0, records.FeatureLevelSet(level))
+            return out
+        if not self.settings.auto_feature_level:
+            return []
+        levels = self._published_levels(current)
+        if any(v is None for v in levels.values()):
+            return []
+        level = min(v for v in levels.values() if v is not None)
+        if level > st.feature_level and level in records.FEATURE_LEVELS:
+            return [records.FeatureLevelSet(level)]
+        return []
+
+    def _raise_level_if_due(self) -> None:
+        now = time.monotonic()
+        if now - self._level_checked < 0.5:
+            return
+        self._level_checked = now
+        self._commit_records(self._level_records)
 
     def _config_int(self, key: str, default: int) -> int:
         with self.sync.state_lock:

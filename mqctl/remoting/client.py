@@ -337,12 +337,13 @@ class RemotingConnection:
         cmds = [self.command(code, ext, body) for code, ext, body in reqs]
         slots = [_Slot() for _ in cmds]
         with self._lock:
-            if self.closed:
-                raise RemotingError(
-                    f"{self.address}: connection closed ({self.error or 'closed'})", sent=False
-                )
-            for cmd, q in zip(cmds, slots, strict=True):
-                self._pending[cmd.opaque] = q
+            closed = self.closed
+            if not closed:
+                for cmd, q in zip(cmds, slots, strict=True):
+                    self._pending[cmd.opaque] = q
+        if closed:
+            self._not_a_raft_port()
+            raise RemotingError(f"{self.address}: connection closed ({self.error or 'closed'})", sent=False)
         self._send_frames(b"".join(codec.encode_frame(c) for c in cmds))
         return [Pending(c.code, c.opaque, q) for c, q in zip(cmds, slots, strict=True)]
 
@@ -356,8 +357,17 @@ class RemotingConnection:
                 f"{self.address}: no answer to request code {pending.code} within {timeout:.1f} s", sent=True
             ) from None
         if answer is None:
+            self._not_a_raft_port()
             raise RemotingError(f"{self.address}: connection closed ({self.error or 'closed'})", sent=True)
         return answer
+
+    def _not_a_raft_port(self) -> None:
+        """UsageError at once when the server that closed this connection is a Raft port (asked once
+        per address, mqctl.address.is_raft_port), instead of retrying for the whole --timeout."""
+        from mqctl.address import is_raft_port, raft_port_error
+
+        if is_raft_port(self.address):
+            raise raft_port_error(self.address)
 
     def oneway(self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b"") -> None:
         if self.closed:
@@ -504,7 +514,7 @@ class RemotingControllerClient(ControllerApi):
         if self._token and methods.requires_token(method, request):
             ext[headers.TOKEN_KEY] = self._token
         retry_any = row.retry_any
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         last_error = ""
         attempt = 0
         while True:
@@ -550,7 +560,7 @@ class RemotingControllerClient(ControllerApi):
 
     def get_metadata(self, address: str | None = None) -> Metadata:
         """1005 from ``address``, or from the leader (the first node that answers if none)."""
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         candidates = (
             [address] if address else list(dict.fromkeys([*filter(None, [self._leader]), *self.addresses]))
         )
@@ -578,7 +588,7 @@ class RemotingControllerClient(ControllerApi):
         """One-way, as brokers send BROKER_HEARTBEAT (904): to the leader only here; call
         ``connection(addr).oneway`` per address to beat to every controller."""
         code, ext, body = headers.encode_request(method, request)
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         try:
             target = self._leader or self._discover(deadline)
         except _Retry as r:

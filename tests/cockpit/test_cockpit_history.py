@@ -35,7 +35,7 @@ def _elections(text: str) -> dict[tuple[str, str], float]:
 
 
 def test_elections_by_cause_and_the_history_on_the_page(tmp_path: Path) -> None:
-    cluster, http = cockpit_cluster(tmp_path, 3)
+    cluster, http = cockpit_cluster(tmp_path, 3, ["--initial-feature-level", "1"])
     client = ControllerClient(cluster.addresses, timeout=30)
     beater = Beater(client)
     try:
