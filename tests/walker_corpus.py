@@ -22,7 +22,7 @@ COLUMNS = ("position", "size", "version", "body_crc", "crc_ok", "queue_id", "fla
 
 def answer(pr: walker.ParsedRange) -> dict[str, Any]:
     """Everything a walk says, as plain values (the columns' dtypes too)."""
-    d: dict[str, Any] = {c: (str(getattr(pr, c).dtype), getattr(pr, c).tolist()) for c in COLUMNS}
+    d: dict[str, Any] = {c: (getattr(pr, c).dtype.char, getattr(pr, c).tolist()) for c in COLUMNS}
     d.update(file_start=pr.file_start, walk_end=pr.walk_end, topic_names=pr.topic_names,
              problems=[(p.offset, p.position, p.length, p.kind, p.reason) for p in pr.problems],
              host_names=pr.host_names)
