@@ -582,7 +582,9 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
     # variable layout: body length, topic length, properties length; each index clamped to the record
     # head (position 0) where an earlier check already failed, so no read leaves the record
     brel = 68 + bh + sh
-    ok = brel + 4 <= total
+    # the record inside the buffer: a walk found it so, but records_at's positions may be stale (found by
+    # the fuzz harness: reads past the buffer raised IndexError instead of RecordError)
+    ok = (brel + 4 <= total) & (total <= u8.size - P)
     blen = _field(H, brel, ">i4")
     ok &= (blen >= 0) & (brel + 4 + blen <= total)
     trel = np.where(ok, brel + 4 + blen, 0)

@@ -116,6 +116,16 @@ def test_records_at_a_position_that_is_not_a_record_raises_the_same() -> None:
     for bad in ([at[1] + 1], [len(buf) - 10], [-3], [at[2], at[2] + 7]):
         c, ref = both(lambda bad=bad: answer(walker.records_at(buf, 4096, np.asarray(bad, dtype=np.int64))))
         assert c == ref and c[0] == "raised", bad
+    # a stale position whose TOTALSIZE now runs past the file's end (found by the fuzz harness: the numpy
+    # walker read past the buffer and raised IndexError)
+    grown = bytearray(buf)
+    sysflag = struct.unpack_from(">i", grown, at[4] + 36)[0]
+    brel = 68 + (20 if sysflag & 0x10 else 8) + (20 if sysflag & 0x20 else 8)
+    struct.pack_into(">i", grown, at[4], 1 << 20)
+    struct.pack_into(">i", grown, at[4] + brel, (1 << 20) - 200)      # the body too, past the end
+    c, ref = both(lambda: answer(walker.records_at(bytes(grown), 4096, np.asarray(at[3:5], dtype=np.int64))))
+    assert c == ref == ("raised", "RecordError", f"offset {4096 + at[4]}: torn record: TOTALSIZE "
+                                                 f"{1 << 20} but only {len(buf) - at[4]} bytes remain")
 
 
 @needs_c
