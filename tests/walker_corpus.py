@@ -71,7 +71,7 @@ def records(base: int, rng: random.Random, count: int) -> tuple[bytearray, list[
         body = rng.randbytes(rng.choice([0, 1, 13, 64, 100, 257, 1000]))
         if kind == 4:      # magic bytes and a plausible head inside the body
             body = body[:8] + struct.pack(">iI", 120, rng.choice([MAGIC_V1, MAGIC_V2])) + body[8:]
-        topic = rng.choice(["T", "TopicA", "t" * 127, "x" * 200, "", "é-topic", "TopicB"])
+        topic = rng.choice(["T", "TopicA", "t" * 127, "x" * 200, "", "é-topic", "TopicB", "y" * 300])
         msg = Message(topic, body, properties={"KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"} if i % 3 else b"",
                       queue_id=rng.randrange(8), flag=rng.randrange(-5, 5), queue_offset=i,
                       sysflag=rng.choice([0, 4, 8]), born_timestamp=1700000000000 + i,

@@ -728,32 +728,37 @@ def _columns_c(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: in
 
 
 def _topic_order(codes: np.ndarray, raw: list[bytes], tlen: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """The compiled walker's topic codes (first appearance) renumbered in the numpy walker's order
-    (`_topics`: by length, then bytes, per block of about 8 MiB of topic rows; first appearance when a
-    topic is longer than 256 bytes), so that both walkers give the same codes and names."""
+    """The compiled walker's topic codes (into `raw`, which may hold topics no record here has)
+    renumbered in the numpy walker's order (`_topics`: the topics of these records by length, then bytes,
+    per block of about 8 MiB of topic rows; first appearance when a topic is longer than 256 bytes), so
+    that both walkers give the same codes and names."""
+    if not codes.size:
+        return np.zeros(0, dtype=np.int64), []
     m = len(raw)
-    if m <= 1 or int(tlen.max()) > 256:
-        return codes, [k.decode("utf-8", errors="replace") for k in raw]
-    step = max(1, (8 << 20) // (int(tlen.max()) + 2))
-    by_key = sorted(range(m), key=lambda c: (len(raw[c]), raw[c]))
-    rank = np.empty(m, dtype=np.int64)
-    if codes.size <= step:
-        rank[by_key] = np.arange(m)
+    width = int(tlen.max())
+    present = np.flatnonzero(np.bincount(codes, minlength=m))
+    if width > 256:                     # first appearance
+        first = np.full(m, codes.size, dtype=np.int64)
+        np.minimum.at(first, codes, np.arange(codes.size))
+        order = present[np.argsort(first[present], kind="stable")]
+    elif codes.size <= max(1, (8 << 20) // (width + 2)) or present.size == 1:
+        order = np.asarray(sorted(present.tolist(), key=lambda c: (len(raw[c]), raw[c])), dtype=np.int64)
     else:
+        step = max(1, (8 << 20) // (width + 2))
         key_rank = np.empty(m, dtype=np.int64)
-        key_rank[by_key] = np.arange(m)
-        rank[:] = -1
-        nxt = 0
+        key_rank[np.asarray(sorted(present.tolist(), key=lambda c: (len(raw[c]), raw[c])), dtype=np.int64)] \
+            = np.arange(present.size)
+        seen = np.zeros(m, dtype=bool)
+        chunks = []
         for s in range(0, codes.size, step):
-            present = np.flatnonzero(np.bincount(codes[s:s + step], minlength=m))
-            fresh = present[rank[present] < 0]
+            fresh = np.flatnonzero((np.bincount(codes[s:s + step], minlength=m) > 0) & ~seen)
             fresh = fresh[np.argsort(key_rank[fresh])]
-            rank[fresh] = np.arange(nxt, nxt + fresh.size)
-            nxt += fresh.size
-    names = [b""] * m
-    for c, r in enumerate(rank.tolist()):
-        names[r] = raw[c]
-    return rank[codes], [k.decode("utf-8", errors="replace") for k in names]
+            seen[fresh] = True
+            chunks.append(fresh)
+        order = np.concatenate(chunks)
+    rank = np.full(m, -1, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[codes], [raw[c].decode("utf-8", errors="replace") for c in order.tolist()]
 
 
 def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) -> tuple[np.ndarray, list[str]]:

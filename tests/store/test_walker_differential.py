@@ -110,6 +110,27 @@ def test_both_walkers_agree_on_the_damage_corpus(case) -> None:
 
 
 @needs_c
+def test_topic_codes_in_the_numpy_walkers_order_over_several_blocks_of_rows() -> None:
+    # _topics compares topics as rows in blocks of 8 MiB / (width + 2) records: with 254-byte topics a
+    # block is 32,768 records, and a topic first met in the second block gets its code after the first's
+    rng = np.random.default_rng(7)
+    names = [bytes([65 + i]) * rng.integers(1, 255) for i in range(12)]
+    names[3] = b"Z" * 254
+    first_half = rng.integers(0, 6, size=40_000)
+    codes = np.concatenate([first_half, rng.integers(0, 12, size=40_000)])
+    codes[-1] = 3
+    buf = b"".join(names)
+    starts = np.cumsum([0] + [len(n) for n in names])[:-1]
+    at, tlen = starts[codes], np.asarray([len(n) for n in names])[codes]
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    want_codes, want_names = walker._topics(u8, memoryview(buf), at, tlen)
+    got_codes, got_names = walker._topic_order(codes, names, tlen)
+    assert got_names == want_names and got_codes.tolist() == want_codes.tolist()
+    # the blocks matter here: sorted all at once the names would come in another order
+    assert len(want_names) == 12 and want_names != sorted(want_names, key=lambda t: (len(t), t))
+
+
+@needs_c
 def test_records_at_a_position_that_is_not_a_record_raises_the_same() -> None:
     buf, at = records(4096, random.Random(5), 6)
     buf = bytes(buf)
