@@ -352,6 +352,8 @@ def main() -> None:
                          "during a salvage ('none': no cluster)")
     ap.add_argument("--executor-only", action="store_true",
                     help="only the executor's memory on the standalone cluster, --repeat times (quick turns)")
+    ap.add_argument("--walk-only", action="store_true",
+                    help="only RocketMQ's walk, cat, inspect --deep and the walkers alone (issue 32's first rows)")
     ap.add_argument("--keep", action="store_true", help="keep the generated stores and output")
     ap.add_argument("--executor-run", help=argparse.SUPPRESS)      # executor_memory's child
     a = ap.parse_args()
@@ -426,6 +428,23 @@ def main() -> None:
                      CPU[id(walk_c)]))
     rows.append(("the numpy walker alone, 1 core", t_walk_numpy, "scan_buffer per file, CRC of every body",
                  CPU[id(walk_numpy)]))
+    if a.walk_only:
+        load = os.getloadavg()
+        print(f"replica: {gen['records']} records of ~{a.record_size} B, {mib:.0f} MiB in {len(files)} files of "
+              f"{fs >> 20} MiB; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end; record walker: "
+              f"{walker.describe()}")
+        print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x rmq':>6} {'x cat':>7} {'cpu s':>7} {'cpu x rmq':>9}  note")
+        for name, t, note, cpu in rows:
+            x_rmq = f"{rmq[0] / t:6.2f}" if rmq else f"{'-':>6}"
+            c = f"{rmq[1] / cpu:9.2f}" if cpu and rmq else f"{'-':>9}"
+            print(f"{name:38} {t:8.3f} {mib / t:9.1f} {x_rmq} {t_cat / t:7.3f} {cpu or 0:7.3f} {c}  {note}")
+        if rmq is not None:
+            walk = t_walk_c if t_walk_c is not None else t_walk_numpy
+            print(f"goals of issue 32: inspect --deep the command {rmq[0] / t_deep_cmd:.2f}x RocketMQ's walk (>= 1.0), its "
+                  f"CPU {CPU[id(deep_cmd)] / rmq[1]:.2f}x (<= 1.5); the walker alone {rmq[0] / walk:.2f}x (>= 1.0)")
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     def plain() -> None:
         plain_reader(replica)
 
