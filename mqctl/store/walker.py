@@ -24,6 +24,11 @@ PHYSICALOFFSET, the field layout and every field are checked and gathered for al
 a copy of their first bytes (`_heads`), and BODYCRC is computed on memoryview slices through map() (zlib-ng's
 crc32 when the `zlib-ng` package is there, zlib's otherwise): the loop over records runs in C.
 
+Two walkers give the same answers (tests/store/test_walker_differential.py, tests/fuzz): the compiled one
+(`mqctl/store/_cwalker.c`, issue 32; built by pip when it can) does the chain and each record's layout,
+BODYCRC, fields and topic code in C with the GIL released, and this module does the rest for both; without
+it, or with MQCTL_WALKER=numpy, numpy does the per-record work as described above (`select`, `describe`).
+
 Ownership, which makes the pipeline's result independent of where ranges are cut:
 * a range that does not start where its region starts (`head_owned`), and whose first bytes are not a
   record head, silently skips to the first record boundary: the bytes before it belong to the record the
