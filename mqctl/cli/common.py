@@ -9,6 +9,24 @@ from __future__ import annotations
 from typing import Any
 
 
+def verbose_option() -> Any:
+    """-v/--verbose on the commands that read commitlog records: which record walker reads them."""
+    import typer
+
+    return typer.Option(False, "-v", "--verbose", help="Name the commitlog record walker in use (the "
+                                                       "compiled one or numpy) on stderr.")
+
+
+def say_walker(verbose: bool) -> None:
+    """One line on stderr naming the record walker (MQCTL_WALKER chooses; docs/pipeline.md)."""
+    if verbose:
+        import sys
+
+        from mqctl.store import walker
+
+        print(f"record walker: {walker.describe()}", file=sys.stderr)
+
+
 def output_option(mqadmin: bool = False) -> Any:
     """-o/--output table|json|yaml, the same on every command that prints state; ``mqadmin``: also
     -o mqadmin (an AdminOutput), mqadmin's own text."""

@@ -11,7 +11,16 @@ from typing import Any
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import confirm, console, echo_doc, human_size, no_color_option, output_option
+from mqctl.cli.common import (
+    confirm,
+    console,
+    echo_doc,
+    human_size,
+    no_color_option,
+    output_option,
+    say_walker,
+    verbose_option,
+)
 from mqctl.cli.render import Output
 
 recover_app = sub_app("recover", "Inspect broker store directories, plan a manual recovery, reseed a lost "
@@ -27,8 +36,10 @@ def inspect_cmd(
                                                     "last three files."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Identity, state (clean, dirty, empty), epochs, max offset, confirm offset, files and problems."""
+    say_walker(verbose)
     import os
 
     from mqctl.recover.inspect import NO_STORE, failures_error, inspect_stores, no_store_error
@@ -94,9 +105,11 @@ def compare_cmd(
                                        "config/ files) within each broker set; exit 7 if they differ."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain; with
     --metadata, what each replica has that another lacks."""
+    say_walker(verbose)
     from mqctl.errors import UsageError
 
     if metadata:
@@ -174,8 +187,10 @@ def plan_cmd(
     deep: bool = typer.Option(False, "--deep", help="Verify every record's CRC while inspecting."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Group stores by broker set, pick each set's source, restart order, truncateTo and bytesToDrop."""
+    say_walker(verbose)
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
     from mqctl.recover.plan import make_plan
 
@@ -231,8 +246,10 @@ def dump_cmd(
                               help="Add each message body (UTF-8, undecodable bytes replaced)."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """One line per commitlog record: offset, size, topic, queue, times, hosts, CRC, epoch (streams)."""
+    say_walker(verbose)
     import sys
     from datetime import UTC, datetime
 
