@@ -130,6 +130,11 @@ class SyncObj(object):
             self.__conf = conf
 
         self.__conf.validate()
+        # mqctl: the clock, the election timeouts' randomness and the poller are injected objects
+        # (FORK.md, change 23): production's are upstream's; the deterministic simulator
+        # (mqctl/dsim) passes a simulated clock, a seeded random.Random and a poller of no sockets
+        self.__clock = getattr(self.__conf, 'clock', None) or monotonicTime
+        self.__random = getattr(self.__conf, 'random', None) or random
 
         if self.__conf.password is not None:
             if not HAS_CRYPTO:
@@ -170,7 +175,7 @@ class SyncObj(object):
         self.__votedForNodeId = None
         self.__votesCount = 0
         self.__raftLeader = None
-        self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+        self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
         # Set while a leadership transfer (Raft 'TimeoutNow') is pending, to stop
         # the outgoing leader's heartbeats from postponing the forced election.
         self.__transferInProgress = False
@@ -182,7 +187,7 @@ class SyncObj(object):
         self.__preVotes = set()
         self.__lastLeaderContact = 0.0
         self.__peerPreVote = {}
-        self.__lastPollTime = monotonicTime()
+        self.__lastPollTime = self.__clock()
         self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
         self.__unansweredSince = {}
         # mqctl: (on a follower) the leader told of its durable entries as the journal's thread syncs
@@ -205,7 +210,7 @@ class SyncObj(object):
         self.__raftNextIndex = {}
         self.__lastResponseTime = {}
         self.__raftMatchIndex = {}
-        self.__lastSerializedTime = monotonicTime()
+        self.__lastSerializedTime = self.__clock()
         self.__lastSerializedEntry = None
         self.__forceLogCompaction = False
         self.__leaderCommitIndex = None
@@ -218,7 +223,7 @@ class SyncObj(object):
         self.__onTickCallbacks = []
         self.__onTickCallbacksLock = threading.Lock()
 
-        self.__startTime = monotonicTime()
+        self.__startTime = self.__clock()
         self.__numOneSecondDumps = 0
         globalDnsResolver().setTimeouts(self.__conf.dnsCacheTime, self.__conf.dnsFailCacheTime)
         globalDnsResolver().setPreferredAddrFamily(self.__conf.preferredAddrType)
@@ -235,7 +240,7 @@ class SyncObj(object):
                                        self.__conf.deserializer,
                                        self.__conf.serializeChecker)
         self.__lastInitTryTime = 0
-        self._poller = createPoller(self.__conf.pollerType)
+        self._poller = getattr(self.__conf, 'poller', None) or createPoller(self.__conf.pollerType)  # mqctl
 
         if transport is not None:
             self.__transport = transport
@@ -293,7 +298,9 @@ class SyncObj(object):
         self.__mainThread = None
         self.__initialised = None
         self.__commandsQueue = FastQueue(self.__conf.commandsQueueSize)
-        if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED:
+        self.__pipeNotifier = None  # mqctl: none with an injected poller (FORK.md, change 23)
+        if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED and \
+                getattr(self.__conf, 'poller', None) is None:
             self.__pipeNotifier = PipeNotifier(self._poller)
             # mqctl: a leader's journal sync done on its own thread wakes the tick (FORK.md, change 19)
             self.__raftLog.on_durable = self.__pipeNotifier.notify
@@ -532,16 +539,16 @@ class SyncObj(object):
                 self.__commandsQueue.put_nowait((command, callback, leaderTerm))
             else:
                 self.__commandsQueue.put_nowait((_bchr(commandType) + command, callback, leaderTerm))
-            if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED:
+            if self.__pipeNotifier is not None:  # mqctl: FORK.md, change 23
                 self.__pipeNotifier.notify()
         except Queue.Full:
             self.__callErrCallback(FAIL_REASON.QUEUE_FULL, callback)
 
     def _checkCommandsToApply(self):
-        startTime = monotonicTime()
+        startTime = self.__clock()
         appended = False  # mqctl: one append_entries for all the commands taken here (FORK.md, 16)
 
-        while monotonicTime() - startTime < self.__conf.appendEntriesPeriod:
+        while self.__clock() - startTime < self.__conf.appendEntriesPeriod:
             if self.__raftLeader is None and self.__conf.commandsWaitLeader:
                 break
             try:
@@ -670,7 +677,7 @@ class SyncObj(object):
                 self.__loadDumpFile(clearJournal=False)
             self.__needLoadDumpFile = False
 
-        workTime = monotonicTime() - self.__startTime
+        workTime = self.__clock() - self.__startTime
         if workTime > self.__numOneSecondDumps:
             self.__numOneSecondDumps += 1
             self.__raftLog.onOneSecondTimer()
@@ -680,7 +687,7 @@ class SyncObj(object):
             # change 15): a node whose own tick was late reads the leader's waiting messages first
             if self.__raftElectionDeadline < self.__lastPollTime and self.__connectedToAnyone() and \
                     self.__preVoteWon():  # mqctl: PreVote first (FORK.md, change 13)
-                self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+                self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
                 try:  # mqctl: the new term and own vote are stored first: no election if they cannot be
                     self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
                 except StorageError:
@@ -776,7 +783,7 @@ class SyncObj(object):
             timeToWait = 0  # mqctl: more committed entries to apply: the next tick goes on at once
 
         if self.__raftState == _RAFT_STATE.LEADER:
-            if monotonicTime() > self.__newAppendEntriesTime or needSendAppendEntries:
+            if self.__clock() > self.__newAppendEntriesTime or needSendAppendEntries:
                 self.__sendAppendEntries()
 
         if not self.__onReadyCalled and self.__raftLastApplied == self.__leaderCommitIndex:
@@ -800,7 +807,7 @@ class SyncObj(object):
             for callback in self.__onTickCallbacks:
                 callback()
 
-        self.__lastPollTime = monotonicTime()  # mqctl: CheckQuorum (FORK.md, change 13)
+        self.__lastPollTime = self.__clock()  # mqctl: CheckQuorum (FORK.md, change 13)
         self._poller.poll(timeToWait)
         self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
 
@@ -811,9 +818,9 @@ class SyncObj(object):
             count = self.__raftCommitIndex - self.__raftLastApplied
             entries = self.__getEntries(self.__raftLastApplied + 1, count)
             # mqctl: at most half an appendEntriesPeriod of applying per tick (FORK.md, change 17)
-            applyUntil = monotonicTime() + self.__conf.appendEntriesPeriod / 2
+            applyUntil = self.__clock() + self.__conf.appendEntriesPeriod / 2
             for entry in entries:
-                if monotonicTime() > applyUntil:
+                if self.__clock() > applyUntil:
                     break
                 try:
                     currentTermID = entry[2]
@@ -948,7 +955,7 @@ class SyncObj(object):
         for node, idx in list(iteritems(self.__raftMatchIndex)):
             status['match_idx_server_' + node.id] = idx
         status['leader_commit_idx'] = self.__leaderCommitIndex
-        status['uptime'] = int(monotonicTime() - self.__startTime)
+        status['uptime'] = int(self.__clock() - self.__startTime)
         status['self_code_version'] = self.__selfCodeVersion
         status['enabled_code_version'] = self.__enabledCodeVersion
         return status
@@ -1093,7 +1100,7 @@ class SyncObj(object):
 
                     self.__setCurrentTerm(self.__raftCurrentTerm, node.id)
 
-                    self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+                    self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
                     self.__transport.send(node, {
                         'type': 'response_vote',
                         'term': message['term'],
@@ -1125,8 +1132,8 @@ class SyncObj(object):
             if not self.__transferInProgress:
                 # While a transfer is pending, ignore same-term heartbeats from
                 # the outgoing leader so they can't postpone the forced election.
-                self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
-            self.__lastLeaderContact = monotonicTime()  # mqctl: PreVote's lease (FORK.md, change 13)
+                self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
+            self.__lastLeaderContact = self.__clock()  # mqctl: PreVote's lease (FORK.md, change 13)
             self.__preVoteTerm = None  # mqctl: a leader is there: no pre-vote round
             if self.__raftLeader != node:
                 self.__onLeaderChanged()
@@ -1291,7 +1298,7 @@ class SyncObj(object):
                     if self.__raftMatchIndex[node] < currentNodeIdx:
                         self.__raftMatchIndex[node] = currentNodeIdx
                         self.__raftNextIndex[node] = nextNodeIdx
-                self.__lastResponseTime[node] = monotonicTime()
+                self.__lastResponseTime[node] = self.__clock()
                 self.__unansweredSince.pop(node, None)  # mqctl: CheckQuorum (FORK.md, change 15)
 
     def __callErrCallback(self, err, callback):
@@ -1342,7 +1349,7 @@ class SyncObj(object):
         if self.__preVoteTerm == self.__raftCurrentTerm + 1 and self.__hasPreVoteMajority():
             self.__preVoteTerm = None
             return True
-        self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+        self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
         self.__preVoteTerm = self.__raftCurrentTerm + 1
         self.__preVotes = set(n for n in self.__otherNodes if self.__peerPreVote.get(n) is False)
         for node in self.__otherNodes:
@@ -1364,7 +1371,7 @@ class SyncObj(object):
         # mqctl: CheckQuorum's lease: this node leads (and steps down once it has not heard from a
         # majority for leaderFallbackTimeout), or heard from a leader within the minimum election timeout
         return self.__raftState == _RAFT_STATE.LEADER or \
-            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout
+            self.__clock() - self.__lastLeaderContact < self.__conf.raftMinTimeout
 
     def __logUpToDate(self, lastLogTerm, lastLogIdx):  # mqctl: Raft's rule, as for request_vote
         return lastLogTerm > self.__getCurrentLogTerm() or \
@@ -1373,7 +1380,7 @@ class SyncObj(object):
     def __generateRaftTimeout(self):
         minTimeout = self.__conf.raftMinTimeout
         maxTimeout = self.__conf.raftMaxTimeout
-        return minTimeout + (maxTimeout - minTimeout) * random.random()
+        return minTimeout + (maxTimeout - minTimeout) * self.__random.random()  # mqctl
 
     def __onReadonlyNodeConnected(self, node):
         self.__readonlyNodes.add(node)
@@ -1486,7 +1493,7 @@ class SyncObj(object):
         for node in self.__otherNodes | self.__readonlyNodes:
             self.__raftNextIndex[node] = self.__getCurrentLogIndex() + 1
             self.__raftMatchIndex[node] = 0
-            self.__lastResponseTime[node] = monotonicTime()
+            self.__lastResponseTime[node] = self.__clock()
 
         # No-op command after leader election.
         idx, term = self.__getCurrentLogIndex() + 1, self.__raftCurrentTerm
@@ -1584,7 +1591,7 @@ class SyncObj(object):
     def __onSnapshotFailed(self, what, consequence=None):
         # mqctl: one line per failure streak, with its reason; the next attempt in _SNAPSHOT_RETRY s.
         # Nothing while the journal fails too: its own line says why storage fails.
-        self.__snapshotRetryTime = monotonicTime() + _SNAPSHOT_RETRY
+        self.__snapshotRetryTime = self.__clock() + _SNAPSHOT_RETRY
         if self.__snapshotFailing or getattr(self.__raftLog, 'error', None):
             return
         self.__snapshotFailing = True
@@ -1616,9 +1623,9 @@ class SyncObj(object):
         self.__commandsWaitingReply = {}
 
     def __sendAppendEntries(self):
-        self.__newAppendEntriesTime = monotonicTime() + self.__conf.appendEntriesPeriod
+        self.__newAppendEntriesTime = self.__clock() + self.__conf.appendEntriesPeriod
 
-        startTime = monotonicTime()
+        startTime = self.__clock()
 
         batchSizeBytes = self.__conf.appendEntriesBatchSizeBytes
 
@@ -1704,22 +1711,25 @@ class SyncObj(object):
 
                 sendSingle = False
 
-                delta = monotonicTime() - startTime
+                delta = self.__clock() - startTime
                 if delta > self.__conf.appendEntriesPeriod:
                     break
 
     def __connectedToAnyone(self):
         return len(self.__connectedNodes) > 0 or len(self.__otherNodes) == 0
 
-    def _tickThreadIdent(self):
+    def tickThreadIdent(self):
         # mqctl: the thread that ticks, for the node's report of a stalled tick (FORK.md, change 21)
         thread = self.__thread
         return thread.ident if thread is not None else None
 
-    def _connectionClock(self):
+    def connectionClock(self):
         # mqctl: the Raft connections' clock (FORK.md, change T4): when the last poll that ran to
         # its end started; up to then a connection's silence was seen, not this node's lateness
         return self.__lastCompletedPoll
+
+    _tickThreadIdent = tickThreadIdent  # mqctl: the names of changes 21 and T4, kept for callers
+    _connectionClock = connectionClock
 
     def _getConf(self):
         return self.__conf
@@ -1779,7 +1789,7 @@ class SyncObj(object):
             self.__raftNextIndex[newNode] = self.__getCurrentLogIndex() + 1
             self.__raftMatchIndex[newNode] = 0
             if self._isLeader():
-                self.__lastResponseTime[newNode] = monotonicTime()
+                self.__lastResponseTime[newNode] = self.__clock()
             self.__transport.addNode(newNode)
             return True
         else:
@@ -1801,7 +1811,7 @@ class SyncObj(object):
         return pickle.loads(command[1:])
 
     def __tryLogCompaction(self):
-        currTime = monotonicTime()
+        currTime = self.__clock()
         serializeState, serializeID = self.__serializer.checkSerializing()
 
         if serializeState == SERIALIZER_STATE.SUCCESS:
