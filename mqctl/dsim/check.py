@@ -37,6 +37,9 @@ class Checker:
         self.leaders: dict[int, str] = {}
         self.committed: dict[int, str] = {}           # index -> entry applied there
         self.committed_raw: dict[int, tuple[int, bytes]] = {}  # index -> (term, command)
+        # index -> the highest leader term seen when it was first applied: it was committed in that
+        # term or an earlier one, so every leader of a later term must hold it
+        self.committed_by: dict[int, int] = {}
         self.seen_term: dict[str, int] = {}
         self.was_leader: dict[str, int] = {}
         self.leader_since: dict[str, float] = {}
@@ -68,6 +71,8 @@ class Checker:
         if answer is not None and code == 0:
             if "_index" in answer:
                 self.world.stats["acked writes"] += 1
+                if self.world.faults is not None:
+                    self.world.faults.on_ack()
             elif "_applied_index" in answer:
                 self.world.stats["reads"] += 1
 
@@ -95,6 +100,7 @@ class Checker:
             raw = self.committed_raw.get(index)
             if raw is None:
                 self.committed_raw[index] = (term, command)
+                self.committed_by[index] = max(self.leaders, default=0)
             elif raw != (term, command):
                 self.fail(f"index {index}: {node.addr} applied a different Raft entry than another node")
         w.note(f"apply {node.addr} {index} {len(entry)}b")
@@ -172,9 +178,14 @@ class Checker:
     def election_started(self, node: SimNode, term: int) -> None:
         w = self.world
         w.note(f"election {node.addr} term {term}")
+        if w.faults is not None:
+            w.faults.on_election(node)
         heard = 1 + sum(1 for p in node.partners
                         if w.net.heard.get((node.addr, p), -1e9) >= w.now - PREVOTE_HEARD)
-        if heard <= len(w.nodes) // 2 and w.now - node.started_at > PREVOTE_HEARD:
+        # a leadership transfer skips PreVote (a timeout_now; it may wait for a connection: a transfer
+        # asked of a node connected to nobody fires once it is, docs/raft-safety.md)
+        transfer = w.now - w.net.transfer_asked.get(node.addr, -1e9) < 3.0
+        if heard <= len(w.nodes) // 2 and w.now - node.started_at > PREVOTE_HEARD and not transfer:
             self.fail(f"{node.addr} started an election for term {term} having heard from no majority "
                       f"for {PREVOTE_HEARD} s (PreVote)")
 
@@ -182,6 +193,8 @@ class Checker:
         journal = node.journal
         first = journal[0][1]
         for index, raw in self.committed_raw.items():
+            if self.committed_by[index] >= term:
+                continue  # committed in this term or a later one: Raft promises it to later leaders
             k = index - first
             if k < 0 or k >= len(journal) or (journal[k][2], journal[k][0]) != raw:
                 self.fail(f"leader {node.addr} of term {term} lacks committed entry {index} "

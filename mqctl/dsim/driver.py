@@ -192,6 +192,8 @@ class Controller:
 
         leader_term = None if self.world.mutation == "skip-leader-term-check" else term
         sync.propose(entry, callback=committed, leader_term=leader_term)
+        if self.world.faults is not None:
+            self.world.faults.on_propose(self.node)
 
     def need_view(self, term: int) -> None:
         """A barrier of this term; once applied, the view is the applied state."""
@@ -665,6 +667,45 @@ class Faults:
                 w.note(f"transfer from {pick.addr}")
                 pick.run(lambda: pick.ctl.change_quorum({"action": "transfer"}, lambda _a: None)
                          if pick.ctl is not None else None, name="faults")
+
+    # --- faults aimed at the moments where a bug would show (FoundationDB's "buggify") ----------------
+
+    def on_ack(self) -> None:
+        """A write was just acknowledged: now and then every node loses power before the followers'
+        and the leader's next fsyncs."""
+        w = self.world
+        if not self.active or self.rng.random() >= 0.005 or any(not n.alive for n in w.nodes):
+            return
+        w.after(self.rng.random() * 0.003, "faults", self.group_power_loss)
+
+    def group_power_loss(self) -> None:
+        w = self.world
+        if any(not n.alive for n in w.nodes):
+            return
+        w.note("power loss of every node")
+        for n in w.nodes:
+            n.crash(power_loss=True, torn=self.rng.random() < 0.3)
+        for n in w.nodes:
+            w.after(0.3 + self.rng.random() * 1.5, "faults", self.restart, n)
+
+    def on_election(self, node: SimNode) -> None:
+        """A node started an election: now and then a voter loses power and comes back at once."""
+        w = self.world
+        if not self.active or self.rng.random() >= 0.3:
+            return
+        voter = w.nodes_by_addr[self.rng.choice(sorted(node.partners))]
+
+        def kill() -> None:
+            if voter.alive:
+                voter.crash(power_loss=True, torn=False)
+                w.after(0.01 + self.rng.random() * 0.1, "faults", self.restart, voter)
+
+        w.after(self.rng.random() * 0.05, "faults", kill)
+
+    def on_propose(self, node: SimNode) -> None:
+        """A leader just appended a decision: now and then it is paused long enough to be replaced."""
+        if self.active and self.rng.random() < 0.02:
+            node.pause(0.3 + self.rng.random() * 1.2)
 
     def restart(self, node: SimNode) -> None:
         if not node.alive:

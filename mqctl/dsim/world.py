@@ -119,6 +119,7 @@ class Network:
         self.rngs: dict[tuple[str, str], random.Random] = {}
         self.doomed: set[tuple[str, str]] = set()
         self.heard: dict[tuple[str, str], float] = {}  # (dst, src) -> when dst last heard src
+        self.transfer_asked: dict[str, float] = {}     # node -> when it last got a timeout_now
 
     @staticmethod
     def pair(a: str, b: str) -> tuple[str, str]:
@@ -162,7 +163,10 @@ class Network:
         if self.gen.get(self.pair(src, node.addr), 0) != gen or node.transport is None:
             return
         self.heard[(node.addr, src)] = self.world.now
-        node.transport._onMessageReceived(TCPNode(src), pickle.loads(blob))
+        message = pickle.loads(blob)
+        if message.get("type") == "timeout_now":
+            self.transfer_asked[node.addr] = self.world.now
+        node.transport._onMessageReceived(TCPNode(src), message)
 
     def doom(self, p: tuple[str, str]) -> None:
         """A direction is cut: the connection dies once the connection timeout has passed."""
@@ -294,6 +298,11 @@ class SimNode:
         self.schedule_tick(self.world.now + self.rng.random() * TICK)
         self.world.after(CONTROLLER_TICK * self.rng.random(), f"ctl {self.addr}", self._ctl_tick,
                          self.generation)
+        # a new process has no connection: its peers' old ones (to the process that died) are closed
+        # as its new ones arrive
+        for p in sorted(self.world.net.connected):
+            if self.addr in p:
+                self.world.net.reset(p[0], p[1], "restarted")
         self.world.net.reconsider_all()
 
     def _hook_entries(self, sync: ControllerSyncObj) -> None:
