@@ -41,6 +41,7 @@ class Checker:
         # term or an earlier one, so every leader of a later term must hold it
         self.committed_by: dict[int, int] = {}
         self.seen_term: dict[str, int] = {}
+        self.seen_vote: dict[str, tuple[int, str | None]] = {}
         self.was_leader: dict[str, int] = {}
         self.leader_since: dict[str, float] = {}
         self.per_node: dict[tuple[str, int], dict[str, Any]] = {}
@@ -150,6 +151,14 @@ class Checker:
         term = sync.term()
         addr = node.addr
         old = self.seen_term.get(addr, 0)
+        if term < old:  # currentTerm is Raft's persistent state: a restart never takes it back
+            self.fail(f"{addr} is at term {term} after a restart, it was at term {old} (term not durable)")
+        voted = node.journal.getVotedForNodeId()
+        before = self.seen_vote.get(addr)
+        if before is not None and before[0] == term and before[1] is not None and voted != before[1]:
+            self.fail(f"{addr} voted for {before[1]} in term {term}, after a restart for {voted} "
+                      "(vote not durable)")
+        self.seen_vote[addr] = (term, voted)
         if term > old:
             self.seen_term[addr] = term
             journal = node.journal

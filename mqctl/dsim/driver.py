@@ -453,11 +453,18 @@ class Broker:
                    "confirm_offset": self.max_offset, "heartbeat_timeout_mills": 3000,
                    "broker_epoch": self.broker_epoch}
 
-        def on_node() -> None:
-            if node.ctl is not None:
-                node.ctl.call("Heartbeat", request, lambda _a: None)
+        w.after(0.0005, f"hb {self.client.name}", self._beat, node, request)
 
-        w.after(0.0005, f"hb {self.client.name}", lambda: node.run(on_node, name=f"hb {self.client.name}"))
+    def _beat(self, node: SimNode, request: dict[str, Any]) -> None:
+        # a heartbeat touches no Raft state: it skips the per-step checks (node.run) unless the node
+        # is paused, when it waits like anything else
+        if not node.alive or node.ctl is None:
+            return
+        if self.world.now < node.busy_until:
+            node.run(lambda: node.ctl.call("Heartbeat", request, _ignore) if node.ctl is not None else None,
+                     name=f"hb {self.client.name}")
+            return
+        node.ctl.call("Heartbeat", request, _ignore)
 
     def register(self) -> None:
         self.busy = True
@@ -504,8 +511,11 @@ class Broker:
             self.epoch = int(answer.get("master_epoch", self.epoch))
             sss = answer.get("sync_state_set") or {}
             current = set(sss.get("sync_state_set") or [])
+            # the replicas in sync: registered, beating, and not lagging behind (a slave lags now and
+            # then: the master shrinks its SyncStateSet, as RocketMQ's haMaxTimeSlaveNotCatchup does)
             wanted = {b.broker_id for b in w.workload.sets[self.name]
-                      if b.broker_id is not None and b.broker_epoch and w.now >= b.silent_until}
+                      if b.broker_id is not None and b.broker_epoch and w.now >= b.silent_until
+                      and self.rng.random() >= 0.25}
             wanted.add(self.broker_id)
             if wanted != current and self.rng.random() < (0.2 if len(wanted) > len(current) else 0.7):
                 self.client.call("AlterSyncStateSet", {
@@ -518,6 +528,10 @@ class Broker:
                                              "broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
         elif master is not None:
             self.epoch = max(self.epoch, int(answer.get("master_epoch", 0)) - 0)
+
+
+def _ignore(_answer: dict[str, Any]) -> None:
+    pass
 
 
 def hash_name(name: str) -> int:
@@ -535,7 +549,7 @@ class Workload:
         self.sets: dict[str, list[Broker]] = {}
         self.silence_rate = 0.03
         self.stats: dict[str, int] = {"broker silent": 0, "admin": 0}
-        n_sets = max(1, brokers // replicas)
+        n_sets = brokers // replicas
         for s in range(n_sets):
             name = f"broker-{s}"
             self.sets[name] = [Broker(world, "DefaultCluster", name, r) for r in range(replicas)]
@@ -549,6 +563,8 @@ class Workload:
     def admin_step(self) -> None:
         w = self.world
         w.after(0.5 + self.rng.random() * 2.5, "admin", self.admin_step)
+        if not self.sets:
+            return
         name = self.rng.choice(sorted(self.sets))
         kind = self.rng.random()
         self.stats["admin"] += 1
@@ -655,6 +671,13 @@ class Faults:
             w.net.slow[(a, b)] = self.rng.choice([0.02, 0.1, 0.4])
             w.note(f"slow link {a}>{b} {w.net.slow[(a, b)]}")
             w.after(0.5 + self.rng.random() * 3, "faults", lambda: w.net.slow.pop((a, b), None))
+        elif r < 0.80:  # every disk slow at once (shared storage, a busy host)
+            w.stats["slow disk"] += 1
+            slow = self.rng.choice([0.05, 0.1, 0.3])
+            for n in nodes:
+                w.disk_slow[n.addr] = slow
+            w.note(f"slow disks everywhere {slow}")
+            w.after(0.5 + self.rng.random() * 2, "faults", w.disk_slow.clear)
         elif r < 0.88:
             stalled = self.rng.random() < 0.2
             w.stats["stalled disk" if stalled else "slow disk"] += 1
@@ -674,7 +697,10 @@ class Faults:
         """A write was just acknowledged: now and then every node loses power before the followers'
         and the leader's next fsyncs."""
         w = self.world
-        if not self.active or self.rng.random() >= 0.005 or any(not n.alive for n in w.nodes):
+        if not self.active or any(not n.alive for n in w.nodes):
+            return
+        # likelier while a disk is slow: that is when unsynced entries stay unsynced for long
+        if self.rng.random() >= (0.3 if w.disk_slow else 0.003):
             return
         w.after(self.rng.random() * 0.003, "faults", self.group_power_loss)
 
