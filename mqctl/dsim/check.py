@@ -117,8 +117,8 @@ class Checker:
             elected = r.new_master_broker_id if isinstance(r, records.MasterElected) else None
             if elected is not None and before is not None:
                 unclean = state.cfg_bool("enableElectUncleanMaster")
-                if before["master_epoch"] > 0 and not unclean and r.new_master_broker_id not in before["sss"]:
-                    self.fail(f"{node.addr}: {name} elected master {r.new_master_broker_id} outside its "
+                if before["master_epoch"] > 0 and not unclean and elected not in before["sss"]:
+                    self.fail(f"{node.addr}: {name} elected master {elected} outside its "
                               f"SyncStateSet {sorted(before['sss'])} (masterEpoch {bs.master_epoch})")
             if before is not None:
                 if bs.master_epoch < before["master_epoch"]:

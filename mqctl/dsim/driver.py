@@ -516,7 +516,7 @@ class Broker:
             wanted = {b.broker_id for b in w.workload.sets[self.name]
                       if b.broker_id is not None and b.broker_epoch and w.now >= b.silent_until
                       and self.rng.random() >= 0.25}
-            wanted.add(self.broker_id)
+            wanted.add(self.broker_id)  # type: ignore[arg-type]  # the master: registered
             if wanted != current and self.rng.random() < (0.2 if len(wanted) > len(current) else 0.7):
                 self.client.call("AlterSyncStateSet", {
                     "cluster_name": self.cluster, "broker_name": self.name,
@@ -670,7 +670,7 @@ class Faults:
             w.stats["slow link"] += 1
             w.net.slow[(a, b)] = self.rng.choice([0.02, 0.1, 0.4])
             w.note(f"slow link {a}>{b} {w.net.slow[(a, b)]}")
-            w.after(0.5 + self.rng.random() * 3, "faults", lambda: w.net.slow.pop((a, b), None))
+            w.after(0.5 + self.rng.random() * 3, "faults", w.net.slow.pop, (a, b), None)
         elif r < 0.80:  # every disk slow at once (shared storage, a busy host)
             w.stats["slow disk"] += 1
             slow = self.rng.choice([0.05, 0.1, 0.3])
@@ -683,7 +683,7 @@ class Faults:
             w.stats["stalled disk" if stalled else "slow disk"] += 1
             w.disk_slow[pick.addr] = 2.0 if stalled else self.rng.choice([0.02, 0.1, 0.3])
             w.note(f"{'stalled' if stalled else 'slow'} disk {pick.addr}")
-            w.after(0.5 + self.rng.random() * 3, "faults", lambda: w.disk_slow.pop(pick.addr, None))
+            w.after(0.5 + self.rng.random() * 3, "faults", w.disk_slow.pop, pick.addr, None)
         else:
             if pick.alive and pick.ctl is not None and pick.sync is not None and pick.sync.is_leader():
                 w.stats["transfer"] += 1

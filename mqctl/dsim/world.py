@@ -435,7 +435,7 @@ class World:
         self.seed = seed
         self.mutation = mutation
         self.now = 0.0
-        self._heap: list[tuple[float, str, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._heap: list[tuple[float, str, int, Callable[..., object], tuple[Any, ...]]] = []
         self._counters: dict[str, int] = {}
         self.acting: SimNode | None = None
         self.stats: dict[str, int] = dict.fromkeys((
@@ -467,12 +467,12 @@ class World:
     def now_ms(self) -> int:
         return EPOCH_MS + int(self.now * 1000)
 
-    def at(self, t: float, name: str, fn: Callable[..., None], *args: Any) -> None:
+    def at(self, t: float, name: str, fn: Callable[..., object], *args: Any) -> None:
         n = self._counters.get(name, 0) + 1
         self._counters[name] = n
         heapq.heappush(self._heap, (t, name, n, fn, args))
 
-    def after(self, dt: float, name: str, fn: Callable[..., None], *args: Any) -> None:
+    def after(self, dt: float, name: str, fn: Callable[..., object], *args: Any) -> None:
         self.at(self.now + dt, name, fn, *args)
 
     def disk_latency(self, node: SimNode) -> float:
