@@ -184,6 +184,7 @@ class SyncObj(object):
         # speak pre-vote (True) or run plain pysyncobj (False), when messages were last read, and
         # (on a leader) since when each peer has left its append_entries unanswered (FORK.md, change 15)
         self.__preVoteTerm = None
+        self.__preVoteSince = 0.0  # mqctl: when this node asked for the pre-votes (FORK.md, change 24)
         self.__preVotes = set()
         self.__lastLeaderContact = 0.0
         self.__peerPreVote = {}
@@ -1346,10 +1347,15 @@ class SyncObj(object):
         # (a rolling upgrade); a peer that never answered anything is not counted.
         if self.__transferInProgress:
             return True
-        if self.__preVoteTerm == self.__raftCurrentTerm + 1 and self.__hasPreVoteMajority():
+        # mqctl: grants count for one election timeout after the round was asked (FORK.md, change 24):
+        # a round left pending while this node was connected to nobody must not start an election
+        # later on the word of peers that may have followed a leader (or died) since
+        if self.__preVoteTerm == self.__raftCurrentTerm + 1 and self.__hasPreVoteMajority() and \
+                self.__clock() - self.__preVoteSince <= self.__conf.raftMaxTimeout:
             self.__preVoteTerm = None
             return True
         self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
+        self.__preVoteSince = self.__clock()  # mqctl: FORK.md, change 24
         self.__preVoteTerm = self.__raftCurrentTerm + 1
         self.__preVotes = set(n for n in self.__otherNodes if self.__peerPreVote.get(n) is False)
         for node in self.__otherNodes:
