@@ -440,8 +440,8 @@ class World:
         self.acting: SimNode | None = None
         self.stats: dict[str, int] = dict.fromkeys((
             "messages", "drop", "crash", "power loss", "torn write", "pause", "partition",
-            "one-way partition", "slow link", "slow disk", "stalled disk", "transfer", "remove",
-            "add", "elections", "leader changes", "client calls", "acked writes", "reads", "heal"), 0)
+            "one-way partition", "slow link", "slow disk", "stalled disk", "transfer",
+            "elections", "leader changes", "client calls", "acked writes", "reads", "heal"), 0)
         self.trace_tail: deque[str] = deque(maxlen=trace_keep)
         self.full_trace: list[str] | None = [] if full_trace else None
         self._trace_hash = hashlib.sha256()
