@@ -194,6 +194,7 @@ class SyncObj(object):
         # mqctl: (on a follower) the leader told of its durable entries as the journal's thread syncs
         # them, and the last durable index it was told (FORK.md, change 20)
         self.__durableAcksTo = None
+        self.__durableAcksTerm = None  # mqctl: the term they were asked in (FORK.md, change 25)
         self.__reportedDurable = 0
         # mqctl: the journal comes from conf.journalFactory (mqctl.raft.journal), not createJournal
         self.__raftLog = self.__conf.journalFactory(self.__conf.journalFile)
@@ -727,7 +728,11 @@ class SyncObj(object):
         # mqctl: a follower tells its leader of entries its journal's thread has made durable since
         # it answered their append_entries (FORK.md, change 20)
         if self.__raftState == _RAFT_STATE.FOLLOWER and self.__durableAcksTo is not None:
-            if self.__durableAcksTo != self.__raftLeader:
+            # mqctl: only to the leader that asked, in the term it asked in (FORK.md, change 25): the
+            # same node leading again in a later term was told of this node's log as it was then,
+            # and since then this node may have appended entries of its own (as a leader)
+            if self.__durableAcksTo != self.__raftLeader or \
+                    self.__durableAcksTerm != self.__raftCurrentTerm:
                 self.__durableAcksTo = None
             elif self.__raftLog.sync_soon() and self.__raftLog.durable_index() > self.__reportedDurable:
                 self.__sendDurable(self.__durableAcksTo, self.__getCurrentLogIndex() + 1)
@@ -1220,6 +1225,7 @@ class SyncObj(object):
                 if message.get('durable_acks'):
                     if self.__raftLog.sync_soon():
                         self.__durableAcksTo = node
+                        self.__durableAcksTerm = self.__raftCurrentTerm  # mqctl: FORK.md, change 25
                         self.__sendDurable(node, nextNodeIdx)
                     else:
                         self.__sendNextNodeIdx(node, success=False, reset=False)

@@ -16,6 +16,7 @@ from mqctl.dsim.world import MUTATIONS
 REGRESSION_SEEDS: list[tuple[int, int]] = [
     (1013, 3),  # a stale pre-vote grant started an election (mqctl/raft/FORK.md, change 24)
     (100171, 3),  # the same, found by the long run
+    (100288, 3),  # a stale durable acknowledgement lost a committed entry (FORK.md, change 25)
 ]  # (seed, nodes)
 
 
