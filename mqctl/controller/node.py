@@ -193,7 +193,7 @@ class ControllerNode:
                          bind_address=settings.raft_bind or settings.raft_address)
         # the Raft layer, seen through its seam only (mqctl/controller/raftlog.py, RaftSeam)
         self.sync: RaftSeam = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
-                                      settings.initial_config(), on_apply=self._on_apply)
+                                                settings.initial_config(), on_apply=self._on_apply)
         self._ticker = threading.Thread(target=self._tick_loop, name="mqctl-ticker", daemon=True)
 
     # --- lifecycle ----------------------------------------------------------------------
