@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 import time
+from typing import NoReturn
 
 
 def _seeds(text: str) -> list[int]:
@@ -24,10 +25,16 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (docs/codes.md)
+        print(f"mqctl.dsim: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
     from mqctl.dsim.world import MUTATIONS
 
-    parser = argparse.ArgumentParser(prog="python -m mqctl.dsim", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="python -m mqctl.dsim", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, help="one seed")
     parser.add_argument("--seeds", help="seeds: 1-500 or 1,5,9-12")
     parser.add_argument("--seconds", type=float, default=120.0, help="simulated seconds per run (120)")

@@ -73,6 +73,9 @@ def test_cli_failure_prints_seed_trace_and_replay() -> None:
     bad = subprocess.run([sys.executable, "-m", "mqctl.dsim", "--seeds", "x-y"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+    wrong = subprocess.run([sys.executable, "-m", "mqctl.dsim", "--nodes", "4"],
+                           capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
 
 
 # Each planted bug, and the seeds (of 40 simulated s) within which the checkers must catch it: the
