@@ -134,6 +134,56 @@ def make_source(replica: Path, source: Path, file_size: int) -> int:
     return first.size
 
 
+def rocketmq_walk(files: list[str], file_size: int, passes: int, tmp: Path) -> tuple[float, float, int] | None:
+    """RocketMQ's recovery walk (bench/RocketmqWalk.java: CommitLog.checkMessageAndReturnSize with
+    checkCRCOnRecover over each mapped file, RocketMQ's classes from ../shared/rocketmq-broker/lib), one
+    JVM, a warm-up pass for the JIT and then `passes`: the best pass's (wall, CPU of the JVM) and its
+    record count; None without java or RocketMQ's jars."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from rocketmq_fixtures import LIB, broker_classpath
+
+    if shutil.which("javac") is None or not (LIB / "classpath.txt").is_file():
+        return None
+    out = tmp / "rocketmq-walk"
+    out.mkdir(exist_ok=True)
+    subprocess.run(["javac", "-nowarn", "-cp", os.pathsep.join(broker_classpath()), "-d", str(out),
+                    str(ROOT / "bench" / "RocketmqWalk.java")], check=True)
+    r = subprocess.run(["java", "-Xms1g", "-Xmx1g", "-cp", os.pathsep.join([str(out), *broker_classpath()]),
+                        "RocketmqWalk", str(1 + passes), str(file_size), *files], check=True, text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    runs = []
+    for line in r.stdout.splitlines():
+        if line.startswith("pass "):
+            f = line.split()
+            if int(f[1]) > 0:
+                runs.append((float(f[7]), float(f[9]), int(f[3])))
+    return min(runs)
+
+
+def walker_alone(store: Path, name: str) -> int:
+    """The record walker alone on one core, as the recovery scan walks (CRC of every body): each file's
+    `scan_buffer`, with walker `name`."""
+    import mmap
+
+    from mqctl.store import walker
+    from mqctl.store.commitlog import scan_buffer
+
+    before = walker.IMPL
+    walker.select(name)
+    n = 0
+    try:
+        for lf in CommitLog(store / COMMITLOG_DIR).files:
+            with open(lf.path, "rb") as fh:
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                try:
+                    n += scan_buffer(mm, lf.start, check_crc=True).records
+                finally:
+                    mm.close()
+    finally:
+        walker.select(before)
+    return n
+
+
 def plain_reader(store: Path) -> int:
     """The baseline: one Python loop over every file, decode_record with zlib's CRC per record."""
     n = 0
@@ -302,6 +352,8 @@ def main() -> None:
                          "during a salvage ('none': no cluster)")
     ap.add_argument("--executor-only", action="store_true",
                     help="only the executor's memory on the standalone cluster, --repeat times (quick turns)")
+    ap.add_argument("--walk-only", action="store_true",
+                    help="only RocketMQ's walk, cat, inspect --deep and the walkers alone (issue 32's first rows)")
     ap.add_argument("--keep", action="store_true", help="keep the generated stores and output")
     ap.add_argument("--executor-run", help=argparse.SUPPRESS)      # executor_memory's child
     a = ap.parse_args()
@@ -338,22 +390,68 @@ def main() -> None:
         return
     mem = MemSampler(on=False)
 
+    from mqctl.store import walker
+
     rows: list[tuple[str, float, str, float | None]] = []
+    rmq = rocketmq_walk(files, fs, a.repeat, tmp)
+    if rmq is not None:
+        assert rmq[2] == gen["records"], rmq
+        rows.append(("RocketMQ's recovery walk, 1 core", rmq[0], "checkMessageAndReturnSize, CRC on, after a JIT "
+                     "warm-up pass", rmq[1]))
+    mqctl_bin = str(Path(sys.executable).with_name("mqctl"))
+
     def cat() -> None:
         subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)
+
+    def deep_cmd() -> None:                             # the whole command, its start-up included
+        subprocess.run([mqctl_bin, "recover", "inspect", "--deep", str(replica), "-o", "json"],
+                       stdout=subprocess.DEVNULL, check=True)
 
     def deep() -> None:
         inspect_stores([str(replica)], deep=True)        # what `recover inspect --deep` runs
 
-    t_cat, t_deep = rounds([cat, deep], a.repeat)
+    def walk_c() -> None:
+        assert walker_alone(replica, "c") == gen["records"]
+
+    def walk_numpy() -> None:
+        assert walker_alone(replica, "numpy") == gen["records"]
+
+    compiled = walker.IMPL == "c"
+    timed = rounds([cat, deep_cmd, deep, *([walk_c] if compiled else []), walk_numpy], a.repeat)
+    t_cat, t_deep_cmd, t_deep, t_walk_numpy = timed[0], timed[1], timed[2], timed[-1]
+    t_walk_c = timed[3] if compiled else None
     rows.append(("cat (all files)", t_cat, "incl. the zero tail of the last file", CPU[id(cat)]))
+    rows.append(("recover inspect --deep, the command", t_deep_cmd, f"`mqctl recover inspect --deep`, start-up "
+                 f"included, walker {walker.IMPL}", CPU[id(deep_cmd)]))
+    if t_walk_c is not None:
+        rows.append(("the compiled walker alone, 1 core", t_walk_c, "scan_buffer per file, CRC of every body",
+                     CPU[id(walk_c)]))
+    rows.append(("the numpy walker alone, 1 core", t_walk_numpy, "scan_buffer per file, CRC of every body",
+                 CPU[id(walk_numpy)]))
+    if a.walk_only:
+        load = os.getloadavg()
+        print(f"replica: {gen['records']} records of ~{a.record_size} B, {mib:.0f} MiB in {len(files)} files of "
+              f"{fs >> 20} MiB; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end; record walker: "
+              f"{walker.describe()}")
+        print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x rmq':>6} {'x cat':>7} {'cpu s':>7} {'cpu x rmq':>9}  note")
+        for name, t, note, cpu in rows:
+            x_rmq = f"{rmq[0] / t:6.2f}" if rmq else f"{'-':>6}"
+            c = f"{rmq[1] / cpu:9.2f}" if cpu and rmq else f"{'-':>9}"
+            print(f"{name:38} {t:8.3f} {mib / t:9.1f} {x_rmq} {t_cat / t:7.3f} {cpu or 0:7.3f} {c}  {note}")
+        if rmq is not None:
+            walk = t_walk_c if t_walk_c is not None else t_walk_numpy
+            print(f"goals of issue 32: inspect --deep the command {rmq[0] / t_deep_cmd:.2f}x RocketMQ's walk (>= 1.0), its "
+                  f"CPU {CPU[id(deep_cmd)] / rmq[1]:.2f}x (<= 1.5); the walker alone {rmq[0] / walk:.2f}x (>= 1.0)")
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     def plain() -> None:
         plain_reader(replica)
 
     t_plain = best(plain, 1)
     rows.append(("plain Python reader, 1 process", t_plain, "decode_record loop, zlib CRC", CPU[id(plain)]))
-    rows.append(("recover inspect --deep", t_deep, f"the walker, CRC of every message, {os.cpu_count()} processes",
-                 CPU[id(deep)]))
+    rows.append(("recover inspect --deep, in process", t_deep, f"inspect_stores: the walker, CRC of every message, "
+                 f"{os.cpu_count()} processes", CPU[id(deep)]))
 
     def parser() -> None:
         n = sum(len(parse_task(br)) for br in store_ranges(replica, range_size=DEFAULT_RANGE_SIZE))
@@ -411,7 +509,7 @@ def main() -> None:
         mem.reset()
         t_parse, t_sa, t_ss = rounds([parser, spark_analyze, spark_salvage], a.repeat)
         local_mem = (mem.jvm, mem.python, mem.total)
-        rows.insert(parser_row, ("numpy range parser, 1 process", t_parse,
+        rows.insert(parser_row, (f"range parser ({walker.IMPL} walker), 1 process", t_parse,
                                  "parse_task over 64 MiB ranges, CRC on (in the Spark rows' rounds)", CPU[id(parser)]))
         rows.append((f"analyze, Spark ({len(ainp.ranges)} ranges)", t_sa, a.master, CPU[id(spark_analyze)]))
         parquet = sum(p.stat().st_size for p in (tmp / "salvage-spark" / "messages").rglob("*.parquet"))
@@ -432,16 +530,27 @@ def main() -> None:
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
     print(f"Spark start-up (not in the rows below): session {t_start:.2f} s, first job (Python workers) "
           f"{t_warm:.2f} s")
-    print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x plain':>8} {'x parser':>9} {'x cat':>7} {'cpu s':>7} "
-          f"{'cpu x parser':>12}  note")
+    print(f"record walker: {walker.describe()}")
+    print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x rmq':>6} {'x plain':>8} {'x parser':>9} {'x cat':>7} {'cpu s':>7} "
+          f"{'cpu x parser':>12} {'cpu x rmq':>9}  note")
     cpu_parse = CPU[id(parser)]
     for name, t, note, cpu in rows:
         c = f"{cpu:7.3f} {cpu_parse / cpu:12.2f}" if cpu else f"{'-':>7} {'-':>12}"
-        print(f"{name:38} {t:8.3f} {mib / t:9.1f} {t_plain / t:8.2f} {t_parse / t:9.2f} {t_cat / t:7.3f} {c}  {note}")
-    print("MiB/s = record data / time; x plain, x parser, x cat = speed relative to those rows (>1 = faster); cpu s "
-          "= CPU time of this process and its descendants (cat, Spark's JVM and Python workers), cpu x parser = the parser's CPU time / the row's")
-    print(f"goals: salvage Spark {t_plain / t_ss:.2f}x plain (>= 1.5), {t_parse / t_ss:.2f}x parser (>= 0.7); "
+        c += f" {rmq[1] / cpu:9.2f}" if cpu and rmq else f" {'-':>9}"
+        x_rmq = f"{rmq[0] / t:6.2f}" if rmq else f"{'-':>6}"
+        print(f"{name:38} {t:8.3f} {mib / t:9.1f} {x_rmq} {t_plain / t:8.2f} {t_parse / t:9.2f} {t_cat / t:7.3f} {c}  {note}")
+    print("MiB/s = record data / time; x rmq, x plain, x parser, x cat = speed relative to RocketMQ's walk and those rows "
+          "(>1 = faster); cpu s = CPU time of this process and its descendants (cat, the mqctl command, Spark's JVM and "
+          "Python workers; RocketMQ's walk: its JVM's), cpu x parser, cpu x rmq = the parser's, RocketMQ's CPU time / the row's")
+    print(f"goals of issue 15: salvage Spark {t_plain / t_ss:.2f}x plain (>= 1.5), {t_parse / t_ss:.2f}x parser (>= 0.7); "
           f"analyze Spark {t_parse / t_sa:.2f}x parser (>= 1.5); inspect --deep {t_cat / t_deep:.3f}x cat (>= 0.5)")
+    if rmq is not None:
+        gib = data / (1 << 30)
+        walk = t_walk_c if t_walk_c is not None else t_walk_numpy
+        print(f"goals of issue 32 (x RocketMQ's walk, {gib:.2f} GiB): inspect --deep the command {rmq[0] / t_deep_cmd:.2f}x "
+              f"(>= 1.0 on >= 4 GiB), its CPU per GiB {CPU[id(deep_cmd)] / rmq[1]:.2f}x RocketMQ's (<= 1.5); the walker "
+              f"alone {rmq[0] / walk:.2f}x (>= 1.0); analyze local {rmq[0] / t_la:.2f}x (>= 0.4); salvage local "
+              f"{rmq[0] / t_ls:.2f}x (>= 0.1); salvage Spark {rmq[0] / t_ss:.2f}x (>= 0.15)")
     for name, fn in (("analyze", spark_analyze), ("salvage", spark_salvage)):
         t, c = FIRST[id(fn)]
         print(f"Spark {name}'s first run in the session (its JVM code not yet compiled, as one CLI command's): "

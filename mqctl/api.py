@@ -435,6 +435,16 @@ class ControllerApi(ABC):
     timeout: float
     _leader: str | None
     carries_broker_options = True   # RegisterBroker's ``options`` (a gRPC-only extension)
+    # the command's deadline (time.monotonic()): no call of this client goes beyond it, so that
+    # --timeout bounds the whole command, not each of its calls; None: each call gets ``timeout``
+    deadline: float | None = None
+
+    def call_deadline(self) -> float:
+        """When the call starting now must be done: ``timeout`` from now, at most ``deadline``."""
+        import time
+
+        mine = time.monotonic() + self.timeout
+        return mine if self.deadline is None else min(mine, self.deadline)
 
     @abstractmethod
     def _call(self, method: str, request: Mapping[str, Any], *, address: str | None = None) -> dict[str, Any]:

@@ -146,9 +146,20 @@ def _not_sent(err: grpc.RpcError) -> bool:
 _LAST_ERROR_RE = re.compile(r"last error: (?:[A-Z_]+: )?(?:(?:ipv[46]|unix):\S+: )?(.*)$", re.S)
 
 
+_NOT_LISTENING_MARKERS = ("connection refused", "dns resolution failed", "no route to host",
+                          "name resolution")
+
+
 def _rpc_error_text(address: str, err: grpc.RpcError) -> str:
+    """The one-line text of a failed call; UsageError at once when ``address`` turns out to be a
+    Raft port (it closed the connection: asked once per address, mqctl.address.is_raft_port)."""
     code = err.code()
     details = (err.details() or "").strip()
+    if code == grpc.StatusCode.UNAVAILABLE and not any(m in details.lower() for m in _NOT_LISTENING_MARKERS):
+        from mqctl.address import is_raft_port, raft_port_error
+
+        if is_raft_port(address):
+            raise raft_port_error(address)
     # "failed to connect to all addresses; last error: UNKNOWN: ipv4:h:p: Connection refused"
     m = _LAST_ERROR_RE.search(details)
     if m and m.group(1).strip():
@@ -333,7 +344,7 @@ class ControllerClient(ControllerApi):
         message = dict_to_message(request, request_cls)
         retry_any = methods.spec(method).retry_any
         metadata = self._token_metadata if methods.requires_token(method, request) else []
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         target: str | None = address
         last_error = ""
         attempt = 0
@@ -452,7 +463,7 @@ class ControllerClient(ControllerApi):
         if address is not None:
             d = self._call("GetMetadata", {}, address=address, follow=False)
             return Metadata.from_dict(d, address=address)
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         try:
             target = self._leader or self._discover(deadline)
         except _Retry:

@@ -142,6 +142,10 @@ def _history_section(view: dict[str, Any]) -> list[str]:
         if el:
             detail += f"<br>{_e(el.get('reason'))}"
         loss = el.get("loss_bytes", "unknown") if el.get("new_master_broker_id") is not None else "-"
+        pointer = _guard_pointer(e, el)
+        if pointer:
+            detail += (f'<br><span class="guard">save it: <code>{_e(pointer["guard"])}</code>, then '
+                       f'<code>{_e(pointer["replay"])}</code></span>')
         # unknown: a replica's maxOffset was not known; "-": no election, or no master came of it
         out.append(f"<tr><td>{_e(iso(int(e.get('time_ms', 0))))}</td><td>{_e(e.get('term'))}</td>"
                    f"<td>{_e(e.get('broker_name'))}</td><td>{_e(e.get('what'))}</td><td>{detail}</td>"
@@ -152,6 +156,12 @@ def _history_section(view: dict[str, Any]) -> list[str]:
         out.append("<p>bytes elections may have lost: "
                    + ", ".join(f"{_e(n)} {_e(v)}" for n, v in totals.items()) + "</p>")
     return out
+
+
+def _guard_pointer(e: dict[str, Any], el: dict[str, Any]) -> dict[str, str] | None:
+    from mqctl.admin.cockpit import _guard_pointer as pointer
+
+    return pointer(e, el)
 
 
 def _replica(r: dict[str, Any], leader: bool) -> str:

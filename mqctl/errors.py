@@ -67,6 +67,7 @@ EXIT_UNREACHABLE = 6
 EXIT_UNHEALTHY = 7
 EXIT_TIMEOUT = 8                 # a wait (e.g. `upgrade wait-master --timeout`) ran out
 EXIT_MISSING_DEPENDENCY = 9      # an optional component is missing (pyspark, numpy, java) or Spark failed
+EXIT_DEGRADED = 10               # `quorum status`: a node is down or reports a problem, but quorum holds
 
 _UNREACHABLE_CODES = frozenset({2104, 2007})          # UNAVAILABLE, CONTROLLER_NOT_LEADER
 _NOT_FOUND_CODES = frozenset({2008, 2010})            # BROKER_METADATA_NOT_EXIST, NEED_TO_BE_REGISTERED
@@ -130,3 +131,10 @@ class UnhealthyError(MqctlError):
     """A health-style check found a problem (no quorum, diverging state hashes, a node down)."""
 
     exit_code = EXIT_UNHEALTHY
+
+
+class DegradedError(MqctlError):
+    """The controller group works (its leader has a quorum, the states agree) with a node down or
+    reporting a problem: one more failure away from no quorum."""
+
+    exit_code = EXIT_DEGRADED

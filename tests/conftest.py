@@ -55,6 +55,15 @@ LONGEST_FIRST = [
 ]
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """The commitlog record walker the tests use (tools/test runs the record tests with each, issue 32)."""
+    try:
+        from mqctl.store import walker
+    except ImportError as exc:
+        return f"record walker: none ({exc})"
+    return f"record walker: {walker.describe()}"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "node_log_traceback(match, reason): this test expects a traceback matching `match` "

@@ -107,3 +107,11 @@ def test_remoting_advertised_apart_from_its_port() -> None:
         load({"advertise_remoting": "127.0.0.1:19878"}, None, {})
     with pytest.raises(UsageError, match="not an address clients can dial"):
         load({"remoting_port": "9878", "advertise_remoting": "0.0.0.0:9878"}, None, {})
+
+
+def test_handover_timeout() -> None:
+    assert load({}, None, {}).handover_timeout == 5000
+    assert load({"handover_timeout": "2s"}, None, {}).handover_timeout == 2000
+    assert load({}, None, {"MQCTL_HANDOVER_TIMEOUT": "0"}).handover_timeout == 0  # off
+    with pytest.raises(UsageError, match="below the minimum"):
+        load({"handover_timeout": "50ms"}, None, {})

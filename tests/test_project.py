@@ -66,7 +66,8 @@ def test_mypy_strict_on_the_controller() -> None:
     pytest.importorskip("mypy")
     proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
                            "mqctl/controller", "mqctl/methods.py", "mqctl/raft", "mqctl/serve.py",
-                           "mqctl/metrics.py", "mqctl/cockpit.py", "mqctl/peerlimits.py"],
+                           "mqctl/metrics.py", "mqctl/cockpit.py", "mqctl/peerlimits.py",
+                           "mqctl/sdnotify.py"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -65,6 +65,7 @@ def entry_doc(e: Mapping[str, Any]) -> dict[str, Any]:
             "newMasterMaxOffset": _known(el.get("new_master_max_offset")),
             "lossBytes": _opt(el, "loss_bytes"),
             "unclean": bool(el.get("unclean")),
+            "guard": _guard_pointer(e, el),
             "reason": el.get("reason", ""),
             "candidates": [{
                 "brokerId": c.get("broker_id", 0), "epoch": _known(c.get("epoch")),
@@ -73,6 +74,18 @@ def entry_doc(e: Mapping[str, Any]) -> dict[str, Any]:
             } for c in el.get("candidates", ())],
         }
     return doc
+
+
+def _guard_pointer(e: Mapping[str, Any], el: Mapping[str, Any]) -> dict[str, str] | None:
+    """After an election with loss: the guard and replay commands (docs/recovery.md, "Guard and
+    replay")."""
+    from mqctl.pipeline.guard import loss_pointer
+
+    if not el.get("loss_bytes"):
+        return None
+    return loss_pointer(e.get("cluster_name") or None, e.get("broker_name") or None,
+                        _opt(el, "old_master_broker_id"), _known(el.get("new_master_max_offset")),
+                        _known(el.get("old_master_max_offset")))
 
 
 def _known(v: Any) -> int | None:

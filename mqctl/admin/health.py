@@ -144,6 +144,40 @@ def doctor_replicas(table: Mapping[str, Mapping[str, Any]]) -> list[dict[str, An
     return rows
 
 
+def loss_findings(entries: Any, table: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The election that made each broker set's current master, when it lost bytes: the guard to run
+    before the old master restarts and the replay of what it saves (docs/recovery.md, "Guard and
+    replay").
+    ``entries``: the decision history (GetHistory's dicts), oldest first."""
+    from mqctl.pipeline.guard import loss_pointer
+
+    out = []
+    for name in sorted(table):
+        info = table[name]
+        epoch = int(info.get("master_epoch") or 0)
+        els = [e for e in entries if e.get("broker_name") == name
+               and (e.get("election") or {}).get("new_master_broker_id") is not None
+               and int(e["election"].get("master_epoch", 0)) == epoch]
+        if not els:
+            continue
+        e = els[-1]
+        el = e["election"]
+        loss = el.get("loss_bytes")
+        if not loss:
+            continue
+        known = [None if el.get(k) is None or int(el[k]) < 0 else int(el[k])
+                 for k in ("new_master_max_offset", "old_master_max_offset")]
+        p = loss_pointer(e.get("cluster_name") or info.get("cluster_name"), name,
+                         el.get("old_master_broker_id"), known[0], known[1])
+        text = (f"the election of master {el.get('new_master_broker_id')} (masterEpoch {epoch}) lost {loss} "
+                f"bytes that broker {el.get('old_master_broker_id')} holds: RocketMQ cuts them when it "
+                f"restarts as a slave")
+        fix = (f"{p['guard']}, then {p['replay']}" if p else
+               "mqctl recover guard STORE --out DIR before it restarts")
+        out.append({"brokerName": name, "verdict": WARN, "finding": text, "fix": fix})
+    return out
+
+
 def doctor(table: Mapping[str, Mapping[str, Any]], addr: str = "ADDR") -> list[dict[str, Any]]:
     """What the controller believes against what each broker reports in its heartbeats, each finding
     with the command that fixes it (``addr``: the controller addresses to put in the commands)."""

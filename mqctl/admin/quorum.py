@@ -85,7 +85,8 @@ def metadata_doc(meta: Metadata) -> dict[str, Any]:
 
 
 def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
-    """The ``quorum status`` document with ``healthy`` and the ``problems`` found."""
+    """The ``quorum status`` document with ``healthy``, ``status`` (healthy, degraded, unhealthy) and
+    the ``problems`` found, each once."""
     problems: list[str] = []
     up = [v for v in views if v.meta is not None]
     leaders = [v for v in up if v.meta is not None and v.meta.is_leader]
@@ -113,6 +114,10 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
     for v in up:
         if v.meta is not None and v.meta.problem:
             problems.append(f"{v.address}: {v.meta.problem}")
+    # degraded: the group works (a leader with a quorum, one leader, the same states) with a node down
+    # or reporting a problem; unhealthy: no quorum, or the nodes disagree
+    works = lm is not None and lm.has_quorum and len(seen_leaders) <= 1 and not diverged
+    status = "healthy" if not problems else "degraded" if works else "unhealthy"
     comparable = len(by_index) == 1 and len(up) > 1
     states_agree: bool | None = (not diverged) if (comparable or diverged) else None
     leader_commit = lm.commit_index if lm is not None else None
@@ -150,6 +155,11 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
                 "lag": max(0, lm.commit_index - match),
                 "maxFeatureLevel": p.max_feature_level or None,
             })
+    level = (lm.feature_level or None) if lm else None
+    spoken = [p.max_feature_level for p in lm.peers] if lm is not None else []
+    # a raise is possible once every member (as the leader sees them) published a higher level
+    lowest = min(spoken) if spoken and all(spoken) else 0
+    raisable = lowest if level is not None and lowest > level else None
     return {
         "version": SCHEMA_VERSION,
         "group": lm.group if lm else (up[0].meta.group if up and up[0].meta else None),
@@ -160,8 +170,12 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
         "commitIndex": leader_commit,
         "hasQuorum": lm.has_quorum if lm else False,
         "statesAgree": states_agree,
-        "featureLevel": (lm.feature_level or None) if lm else None,
+        "featureLevel": level,
+        "featureLevelRaisableTo": raisable,
+        "raiseFeatureLevel": (f"mqctl quorum feature-level {raisable} -a {leader.address}"
+                              if raisable is not None and leader is not None else None),
         "healthy": not problems,
+        "status": status,
         "problems": problems,
         "nodes": nodes,
         "peers": peers,

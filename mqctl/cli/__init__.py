@@ -51,7 +51,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
         "updateControllerConfig", "update-controller-config", "quorum"), ("admin_cmd",)),
     "demo": ("sim_cmd",),
     "sim": ("sim_cmd",),
-    "recover": ("recover_cmd", "pipeline_cmd"),
+    "recover": ("recover_cmd", "pipeline_cmd", "recover_guard_cmd"),
     "analyze": ("pipeline_cmd",),
     "upgrade": ("upgrade_cmd",),
     "metadata": ("metadata_cmd",),
@@ -99,6 +99,12 @@ def _print_version(value: bool) -> None:
         from mqctl import __version__
 
         typer.echo(f"mqctl {__version__}")
+        try:                    # numpy is imported for this line only (the walker module needs it)
+            from mqctl.store import walker
+        except ImportError as exc:
+            typer.echo(f"record walker: none ({exc})")
+        else:
+            typer.echo(f"record walker: {walker.describe()}")
         raise typer.Exit(0)
 
 

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import typer
 
 from mqctl.cli import root_app, sub_app
-from mqctl.cli.common import output_option
+from mqctl.cli.common import no_color_option, output_option
 from mqctl.cli.render import AdminOutput, Output
 from mqctl.errors import (
     Code,
     ControllerError,
+    DegradedError,
     MqctlError,
     NotFoundError,
     RefusedError,
@@ -42,11 +43,11 @@ quorum_app = sub_app("quorum", "The controller group: status, membership and lea
 # --- shared options ----------------------------------------------------------------------------
 
 
-def _addr_opt() -> Any:
-    return typer.Option(DEFAULT_CONTROLLER, "-a", "--controller-addr", "--controllerAddress",
+def _addr_opt(default: str | None = DEFAULT_CONTROLLER) -> Any:
+    return typer.Option(default, "-a", "--controller-addr", "--controllerAddress",
                         envvar="MQCTL_CONTROLLER",
                         help="controller gRPC addresses, 'h:p;h:p' or 'h:p,h:p' (any node: followers "
-                             "forward to the leader)")
+                             "forward to the leader)" + ("" if default else "; none: no controller is asked"))
 
 
 def _token_opt() -> Any:
@@ -103,7 +104,9 @@ def _protocol_opt() -> Any:
 
 
 def _no_color_opt() -> Any:
-    return typer.Option(False, "--no-color", help="no colours (also NO_COLOR=1); JSON is never coloured")
+    from mqctl.cli.common import no_color_option
+
+    return no_color_option()
 
 
 class Conn:
@@ -114,7 +117,7 @@ class Conn:
                  secret_key: str | None = None, tls_server_name: str | None = None) -> None:
         from mqctl.api import parse_addresses
 
-        self.addresses = parse_addresses(addr)
+        self.addresses = parse_addresses(addr) if addr else []  # none: a command that may go without
         self.token = token
         self.tls_ca, self.tls_cert, self.tls_key = tls_ca, tls_cert, tls_key
         self.tls_server_name = tls_server_name or None
@@ -128,8 +131,28 @@ class Conn:
             raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not {protocol!r}")
         self.requested_protocol = protocol  # what --protocol said (for broker calls)
         self.protocol = protocol  # auto becomes grpc or remoting at the first client()
+        # --timeout is the whole command's deadline: every client made here stops there (a watch
+        # gives each redraw a new one: renew)
+        self.deadline = time.monotonic() + timeout
+        self._clients: list[Any] = []
+        global _current
+        _current = self
+
+    def renew(self) -> None:
+        """A new deadline, --timeout from now, for this connection's clients (each redraw of -i)."""
+        self.deadline = time.monotonic() + self.timeout
+        for c in self._clients:
+            c.deadline = self.deadline
+
+    def _bound(self, client: Any) -> Any:
+        client.deadline = self.deadline
+        self._clients.append(client)
+        return client
 
     def client(self, addresses: list[str] | None = None, timeout: float | None = None) -> ControllerClient:
+        return cast("ControllerClient", self._bound(self._client(addresses, timeout)))
+
+    def _client(self, addresses: list[str] | None = None, timeout: float | None = None) -> ControllerClient:
         targets = addresses or self.addresses
         seconds = timeout if timeout is not None else self.timeout
         if self.protocol == "auto":
@@ -171,6 +194,7 @@ class Conn:
 
 
 PROTOCOLS = ("auto", "grpc", "remoting")
+_current: Conn | None = None  # the running command's connection (its deadline is renewed per redraw)
 
 
 def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
@@ -179,6 +203,8 @@ def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
         try:
             probe.get_metadata(address)
             return True
+        except UsageError:  # a Raft port, said at once (mqctl.address.is_raft_port)
+            raise
         except MqctlError:
             continue
     return False
@@ -190,23 +216,27 @@ _CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
     "tls_server_name": (str, _tls_server_name_opt), "access_key": (str, _access_key_opt),
     "secret_key": (str, _secret_key_opt),
 }
-_REMOTING_ONLY = ("protocol", "access_key", "secret_key")  # left out of the gRPC-only commands
 
 
 def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool = False,
-              timeout_help: str = "seconds per controller call, retries included") -> Callable[[F], F]:
-    """The controller connection options, declared once here for every admin command: the command
-    takes one ``conn: Conn`` parameter and gets -a, --token, --tls-*, --protocol and
-    --access-key/--secret-key (unless ``protocol`` is False: gRPC only; ``broker_acl`` keeps the keys
-    for a gRPC-only command that also asks brokers) and --timeout, as patronictl passes one context to
-    each command. Typer sees the options in the command's signature (``__signature__``)."""
+              address: str | None = DEFAULT_CONTROLLER,
+              timeout_help: str = "the whole command's deadline in seconds, retries included"
+              ) -> Callable[[F], F]:
+    """The controller connection options, declared once here for every command that connects: the
+    command takes one ``conn: Conn`` parameter and gets -a, --token, --tls-*, --protocol,
+    --access-key/--secret-key and --timeout, as patronictl passes one context to each command.
+    ``protocol`` False: an mqctl extension (gRPC only), whose --protocol accepts auto and grpc; the
+    ACL keys then sign only what it asks brokers over remoting (``broker_acl``, for the docs). Typer
+    sees the options in the command's signature (``__signature__``)."""
     import functools
     import inspect
 
     def deco(fn: F) -> F:
-        left_out = () if protocol else ("protocol",) if broker_acl else _REMOTING_ONLY
-        options = {name: (kind, factory()) for name, (kind, factory) in _CONNECTION_OPTIONS.items()
-                   if name not in left_out}
+        # every command takes every connection option (issue 33: one convention); a gRPC-only one
+        # (an mqctl extension, no RocketMQ request code) refuses --protocol remoting in one line
+        options = {name: (kind, factory()) for name, (kind, factory) in _CONNECTION_OPTIONS.items()}
+        if address != DEFAULT_CONTROLLER:
+            options["addr"] = (str, _addr_opt(address))
         options["timeout"] = (float, typer.Option(timeout, "--timeout", envvar="MQCTL_TIMEOUT",
                                                   help=timeout_help))
         sig = inspect.signature(fn)
@@ -218,6 +248,12 @@ def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool 
         def command(**kwargs: Any) -> Any:
             given: dict[str, Any] = {name: kwargs.pop(name) for name in options}
             if not protocol:
+                if given["protocol"] == "remoting":
+                    raise UsageError("this command is an mqctl extension that RocketMQ's remoting protocol "
+                                     "does not carry: it speaks gRPC only (--protocol auto or grpc)")
+                if given["protocol"] not in PROTOCOLS:
+                    raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not "
+                                     f"{given['protocol']!r}")
                 given["protocol"] = "grpc"
             return fn(conn=Conn(**given), **kwargs)
 
@@ -250,7 +286,12 @@ def _run(fetch: Callable[[], dict[str, Any]], output: Output | AdminOutput,
         _run_mqadmin(fetch, text, watch, verdict)
         return
     if watch is not None:
-        render.watch(fetch, output, table, watch, no_color=no_color, title=title)
+        def redraw() -> dict[str, Any]:
+            if _current is not None:
+                _current.renew()
+            return fetch()
+
+        render.watch(redraw, output, table, watch, no_color=no_color, title=title)
         return
     doc = fetch()
     problem: MqctlError | None = None
@@ -273,6 +314,8 @@ def _run_mqadmin(fetch: Callable[[], dict[str, Any]], text: Callable[[dict[str, 
     try:
         while True:
             try:
+                if _current is not None:
+                    _current.renew()
                 doc = fetch()
                 sys.stdout.write(text(doc))
                 sys.stdout.flush()
@@ -375,10 +418,10 @@ def get_sync_state_set(
 
 
 def _cluster_info(conn: Conn, namesrv: str) -> Any:
-    """The ClusterInfo of the -n name servers (mqctl.admin.namesrv), over remoting with the
+    """The ClusterInfo of the -n name servers (mqctl.remoting.namesrv), over remoting with the
     connection's TLS and ACL options, as mqadmin's client reaches its name servers."""
-    from mqctl.admin.namesrv import cluster_info
     from mqctl.api import parse_addresses
+    from mqctl.remoting.namesrv import cluster_info
 
     seconds = min(conn.timeout, 5.0)
     with conn.remoting(parse_addresses(namesrv), seconds) as client:
@@ -569,7 +612,8 @@ def get_controller_metadata(
 
 
 @quorum_app.command("status")
-@connected(timeout=2.0, timeout_help="seconds per node")
+@connected(timeout=2.0, timeout_help="the whole command's deadline in seconds (every node is asked at "
+                                     "once; with --watch, each redraw's)")
 def quorum_status(
     conn: Conn,
     watch: float = _watch_opt(),
@@ -579,27 +623,40 @@ def quorum_status(
     """Every controller node: state, term, commit and applied index, lag, state hash; the leader's
     replication view (match index and lag per peer).
 
-    Asks the -a addresses and every peer they publish. Exits 6 without a reachable leader and 7
-    when unhealthy (a node down, no quorum, state hashes that differ at the same index)."""
+    Asks the -a addresses and every peer they publish. Exits 6 without a reachable leader, 10 when
+    degraded (a node down or reporting a problem while the leader has a quorum) and 7 when
+    unhealthy (no quorum, nodes that disagree on the leader, state hashes that differ at the same
+    index)."""
     from mqctl.admin.quorum import collect, quorum_doc
     from mqctl.cli import render
     from mqctl.client import Metadata
 
     clients: dict[str, ControllerClient] = {}
+    deadline = [0.0]
 
     def fetch_one(address: str) -> Metadata:
         if address not in clients:
             clients[address] = conn.client([address])
-        return clients[address].get_metadata(address)
+        client = clients[address]
+        client.timeout = max(0.05, deadline[0] - time.monotonic())  # what is left of --timeout
+        return client.get_metadata(address)
 
     def fetch() -> dict[str, Any]:
+        deadline[0] = time.monotonic() + conn.timeout
         return quorum_doc(collect(conn.addresses, fetch_one))
 
     def verdict(doc: dict[str, Any]) -> None:
+        # the problems are in the table (problem: lines) and in the document: named once, not again
+        count = len(doc["problems"])
+        found = f"{count} problem{'s' if count != 1 else ''} found"
         if doc["leaderId"] is None:
-            raise UnreachableError("no controller leader reachable: " + "; ".join(doc["problems"]))
+            raise UnreachableError(f"no controller leader reachable ({found})")
+        if doc["status"] == "degraded":
+            up = sum(1 for n in doc["nodes"] if n["state"] != "unreachable")
+            raise DegradedError(f"DEGRADED: the leader has a quorum ({up} of {len(doc['nodes'])} nodes "
+                                f"answer); {found}")
         if not doc["healthy"]:
-            raise UnhealthyError("; ".join(doc["problems"]))
+            raise UnhealthyError(f"UNHEALTHY: {found}")
 
     try:
         _run(fetch, output, render.quorum_table, watch, no_color, "quorum status", verdict)
@@ -679,6 +736,7 @@ def quorum_dump(
     data_dir: str = typer.Argument(..., metavar="DATA_DIR", help="a controller node's --data-dir"),
     force: bool = typer.Option(False, "--force", help="Read it even while a node runs on it (LOCK held)."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """A stopped node's Raft journal (each entry's index, term, records) and snapshot, read only."""
     from mqctl.cli.common import console, echo_doc

@@ -9,7 +9,7 @@ import typer
 
 from mqctl.cli import sub_app
 from mqctl.cli.admin_cmd import Conn, connected
-from mqctl.cli.common import console, echo_doc, output_option
+from mqctl.cli.common import console, echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
 
 check_app = sub_app("check", "Check configurations before they bite.")
@@ -31,6 +31,7 @@ def config_cmd(
     namesrv: str = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS",
                                 help="with --online: name servers that list the brokers"),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Flag settings that lose acknowledged writes or prevent failover: severity, why, source, fix."""
     from mqctl.admin.configcheck import check, config_file, verdict

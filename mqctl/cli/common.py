@@ -9,6 +9,24 @@ from __future__ import annotations
 from typing import Any
 
 
+def verbose_option() -> Any:
+    """-v/--verbose on the commands that read commitlog records: which record walker reads them."""
+    import typer
+
+    return typer.Option(False, "-v", "--verbose", help="Name the commitlog record walker in use (the "
+                                                       "compiled one or numpy) on stderr.")
+
+
+def say_walker(verbose: bool) -> None:
+    """One line on stderr naming the record walker (MQCTL_WALKER chooses; docs/pipeline.md)."""
+    if verbose:
+        import sys
+
+        from mqctl.store import walker
+
+        print(f"record walker: {walker.describe()}", file=sys.stderr)
+
+
 def output_option(mqadmin: bool = False) -> Any:
     """-o/--output table|json|yaml, the same on every command that prints state; ``mqadmin``: also
     -o mqadmin (an AdminOutput), mqadmin's own text."""
@@ -24,17 +42,41 @@ def output_option(mqadmin: bool = False) -> Any:
                         help="output format: a table for people, one JSON or YAML document for scripts")
 
 
+_no_color = False
+
+
+def _set_no_color(value: bool) -> bool:
+    global _no_color
+    _no_color = _no_color or bool(value)
+    return value
+
+
+def no_color_option() -> Any:
+    """--no-color, the same on every command that prints: every console of this command (mqctl.cli.
+    render.console) prints without colours; NO_COLOR=1 does the same."""
+    import typer
+
+    return typer.Option(False, "--no-color", callback=_set_no_color,
+                        help="no colours (also NO_COLOR=1); JSON is never coloured")
+
+
+def no_color() -> bool:
+    """Whether --no-color was given to this command."""
+    return _no_color
+
+
 # Exit code -> the "code" of an error document that does not come from a controller (docs/admin.md).
 _ERROR_CODES = {1: "INTERNAL", 2: "USAGE", 3: "REFUSED", 4: "STORE", 5: "NOT_FOUND", 6: "UNREACHABLE",
-                7: "UNHEALTHY", 8: "TIMEOUT", 9: "MISSING_DEPENDENCY", 130: "INTERRUPTED"}
+                7: "UNHEALTHY", 8: "TIMEOUT", 9: "MISSING_DEPENDENCY", 10: "DEGRADED", 130: "INTERRUPTED"}
 
 _printed = False
 
 
 def new_document() -> None:
     """Start a command: no document printed yet (``mqctl.cli.run`` can run several in one process)."""
-    global _printed
+    global _printed, _no_color
     _printed = False
+    _no_color = False
 
 
 def document_printed() -> bool:

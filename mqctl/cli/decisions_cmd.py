@@ -77,6 +77,7 @@ def history(
         else:
             for entry in doc["entries"]:
                 _print_entry(entry, output)
+        client.deadline = None  # following has no end: each poll gets --timeout
         try:
             for entry in client.follow_history(broker_name or "", last):
                 shown = entry_doc(entry)
@@ -179,15 +180,15 @@ def failover_resume(
 
 
 @root_app.command("switchover")
-@connected(protocol=False, broker_acl=True,
-           timeout_help="seconds to wait for the new master to catch up with the master (offset equal in "
-                        "their heartbeats), and per controller call")
+@connected(protocol=False, broker_acl=True)
 def switchover(
     conn: Conn,
     broker_name: str = typer.Option(..., "-b", "--broker-name", "--brokerName", help="the broker set"),
     to: int = typer.Option(None, "--to", metavar="ID",
                            help="the new master (default: the freshest alive SyncStateSet member)"),
-    force: bool = typer.Option(False, "--force", help="move it after --timeout even when the new master has "
+    wait: float = typer.Option(10.0, "--wait", metavar="SECONDS", help="wait this long for the new master "
+                               "to catch up with the master (offset equal in their heartbeats)"),
+    force: bool = typer.Option(False, "--force", help="move it after --wait even when the new master has "
                                "not caught up (it may not have the gap)"),
     require_metadata: bool = typer.Option(False, "--require-metadata", help="first ask the master and "
                                           "the new master for their topics, subscription groups and "
@@ -199,7 +200,7 @@ def switchover(
     no_color: bool = _no_color_opt(),
 ) -> None:
     """Move the master of a broker set to an alive SyncStateSet member once it has caught up (maxOffset
-    equal to the master's), waiting up to --timeout; refused with the numbers otherwise (exit 3),
+    equal to the master's), waiting up to --wait; refused with the numbers otherwise (exit 3),
     unless --force. With --require-metadata also refused (exit 3) while the new master lacks topics,
     groups or consumer offsets the master has. The old master is sent its new role first. Needs the
     token."""
@@ -209,7 +210,11 @@ def switchover(
     with conn.client() as client:
         if require_metadata:  # the candidate the controller would pick, checked, then pinned
             to = _metadata_checked(conn, client, broker_name, to)
-        result = client.switchover(broker_name, to, force=force, dry_run=dry_run, wait=conn.timeout)
+        if wait < 0:
+            raise UsageError(f"--wait must be 0 or more seconds, got {wait}")
+        if client.deadline is not None:  # --timeout reaches the controller; --wait comes on top
+            client.deadline += wait
+        result = client.switchover(broker_name, to, force=force, dry_run=dry_run, wait=wait)
     render.emit(switchover_doc(result, force), output, render.message_table, no_color=no_color)
 
 

@@ -49,7 +49,7 @@ ENVIRONMENT = [
     ("MQCTL_CONTROLLER", "default controller addresses for -a/--controller-addr"),
     ("MQCTL_TOKEN", "bearer token for admin calls (--token)"),
     ("MQCTL_TLS_CA, MQCTL_TLS_CERT, MQCTL_TLS_KEY", "client TLS files"),
-    ("MQCTL_TIMEOUT", "seconds per controller call (--timeout)"),
+    ("MQCTL_TIMEOUT", "the whole command's deadline in seconds (--timeout)"),
     ("MQCTL_DEBUG", "show tracebacks (--debug)"),
     ("NO_COLOR", "no colours in tables (JSON and YAML are never coloured)"),
 ]
@@ -264,16 +264,40 @@ def remoting_methods_table() -> str:
     return "\n".join(out)
 
 
-# Hand-written docs with a generated block: path -> (block name, generator).
+def short_options_table(root: Any = None) -> str:
+    """docs/admin.md: every short option of every command, with its long names (mqadmin's letters
+    are kept where a command has mqadmin's name: `electMaster -b` is a broker id)."""
+    root = root if root is not None else root_command()
+    rows: dict[tuple[str, str], list[str]] = {}
+    for path, cmd in walk(root):
+        if not path:
+            continue
+        for p in getattr(cmd, "params", []):
+            opts = [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]
+            shorts = [o for o in opts if len(o) == 2 and o.startswith("-") and o != "-h"]
+            if not shorts:
+                continue
+            longs = ", ".join(f"`{o}`" for o in opts if o.startswith("--"))
+            for s in shorts:
+                rows.setdefault((s, longs), []).append(" ".join(path))
+    out = ["| short | long | commands |", "|---|---|---|"]
+    for (short, longs), cmds in sorted(rows.items(), key=lambda kv: (kv[0][0].lower(), *kv[0])):
+        names = ", ".join(f"`{c}`" for c in sorted(set(cmds), key=str.lower))
+        out.append(f"| `{short}` | {longs} | {names} |")
+    return "\n".join(out)
+
+
+# Hand-written docs with a generated block: path -> (block name, generator, what it is written from).
 SPLICED = {
-    "docs/grpc-api.md": ("methods-grpc", grpc_methods_table),
-    "docs/remoting.md": ("methods-remoting", remoting_methods_table),
+    "docs/grpc-api.md": ("methods-grpc", grpc_methods_table, "mqctl/methods.py"),
+    "docs/remoting.md": ("methods-remoting", remoting_methods_table, "mqctl/methods.py"),
+    "docs/admin.md": ("short-options", short_options_table, "the CLI"),
 }
 
 
-def splice(text: str, name: str, block: str, where: str = "") -> str:
+def splice(text: str, name: str, block: str, where: str = "", source: str = "mqctl/methods.py") -> str:
     """Replace what lies between the BEGIN/END GENERATED markers called ``name`` with ``block``."""
-    begin = f"<!-- BEGIN GENERATED {name}: tools/gen-docs writes this from mqctl/methods.py -->"
+    begin = f"<!-- BEGIN GENERATED {name}: tools/gen-docs writes this from {source} -->"
     end = f"<!-- END GENERATED {name} -->"
     head, sep, rest = text.partition(begin)
     _, sep2, tail = rest.partition(end)
@@ -309,8 +333,8 @@ def generate(repo: str | os.PathLike[str] | None = None) -> dict[str, str]:
         files[f"completions/{PROG}.{ext[shell]}"] = completion(shell)
     files.update({f"man/man1/{name}": text for name, text in man_pages(root).items()})
     files["docs/cli.md"] = markdown(root)
-    for rel, (name, table) in SPLICED.items():
-        files[rel] = splice((base / rel).read_text(encoding="utf-8"), name, table(), rel)
+    for rel, (name, table, source) in SPLICED.items():
+        files[rel] = splice((base / rel).read_text(encoding="utf-8"), name, table(), rel, source)
     return files
 
 

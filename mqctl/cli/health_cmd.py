@@ -61,6 +61,11 @@ def collect(client: ControllerClient, broker_name: str | None, cluster: str | No
     if doctor and table is not None:
         doc["replicas"] = health.doctor_replicas(table)
         doc["findings"] = health.doctor(table, addr=addresses)
+        try:
+            entries = client.history(broker_name or "").entries
+        except MqctlError:
+            entries = ()    # no history below feature level 3
+        doc["findings"] += health.loss_findings(entries, table)
         if brokers is not None:
             doc["metadata"] = _metadata_drift(brokers, table, broker_timeout)
             doc["findings"] += health.metadata_findings(table, doc["metadata"])

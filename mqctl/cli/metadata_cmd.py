@@ -10,7 +10,7 @@ import typer
 
 from mqctl.cli import sub_app
 from mqctl.cli.admin_cmd import Conn, connected
-from mqctl.cli.common import confirm, console, echo_doc, output_option
+from mqctl.cli.common import confirm, console, echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
 
 metadata_app = sub_app("metadata", "Compare and copy broker metadata (topics, groups, offsets) across a set.")
@@ -118,6 +118,7 @@ def diff_cmd(
                                 help="take the brokers from these name servers (default: the alive "
                                      "replicas of each set, from the controller -a)"),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """What each live replica has that another lacks: topics, groups, consumer and delay offsets (exit 7)."""
     from mqctl.admin.brokermeta import live_drift
@@ -166,6 +167,7 @@ def sync_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be copied, change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Put back what the target replica lacks: topics, groups, offsets; never removes anything."""
     kinds = _what(what)

@@ -15,7 +15,15 @@ from typing import Any
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import console, echo_doc, human_size, output_option
+from mqctl.cli.common import (
+    console,
+    echo_doc,
+    human_size,
+    no_color_option,
+    output_option,
+    say_walker,
+    verbose_option,
+)
 from mqctl.cli.recover_cmd import recover_app
 from mqctl.cli.render import Output
 
@@ -94,8 +102,11 @@ def salvage_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Run the job and show what would be saved; write "
                                                           "nothing."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Save to Parquet every message that truncating the plan's replicas would drop and the source lacks."""
+    say_walker(verbose)
     size = None if range_size is None else _parse_size(range_size)
     eng = _engine(engine)
     from pathlib import Path
@@ -169,8 +180,11 @@ def analyze_commitlog_cmd(
     overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Per topic and queue: messages, bytes, store times, offsets; every damaged record, file and position."""
+    say_walker(verbose)
     size = None if range_size is None else _parse_size(range_size)
     eng = _engine(engine)
     from pathlib import Path

@@ -11,7 +11,16 @@ from typing import Any
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import confirm, console, echo_doc, human_size, output_option
+from mqctl.cli.common import (
+    confirm,
+    console,
+    echo_doc,
+    human_size,
+    no_color_option,
+    output_option,
+    say_walker,
+    verbose_option,
+)
 from mqctl.cli.render import Output
 
 recover_app = sub_app("recover", "Inspect broker store directories, plan a manual recovery, reseed a lost "
@@ -26,12 +35,17 @@ def inspect_cmd(
     deep: bool = typer.Option(False, "--deep", help="Verify every record's CRC in every file, not only the "
                                                     "last three files."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Identity, state (clean, dirty, empty), epochs, max offset, confirm offset, files and problems."""
-    from mqctl.recover.inspect import failures_error, inspect_stores
+    say_walker(verbose)
+    import os
+
+    from mqctl.recover.inspect import NO_STORE, failures_error, inspect_stores, no_store_error
 
     results = inspect_stores(stores, deep=deep)
-    problem = failures_error(results)
+    problem = failures_error(results) or no_store_error(results)
     reports = [r.to_dict() for r in results]
     if output is not Output.table:
         echo_doc(output, {"stores": reports}, error=problem)
@@ -40,6 +54,13 @@ def inspect_cmd(
         return
     from rich.table import Table
 
+    # a path that does not exist or holds no store is the error line only, not a row of dashes
+    reports = [r for r in reports
+               if r["state"] != NO_STORE and ("error" not in r or os.path.lexists(r["store"]))]
+    if not reports:
+        if problem is not None:
+            raise problem
+        return
     con = console()
     t = Table(title="stores")
     for col in ("store", "state", "cluster/broker#id", "lastEpoch", "minOffset", "maxOffset", "confirmOffset",
@@ -83,9 +104,12 @@ def compare_cmd(
                                   help="Compare topics, subscription groups, consumer and delay offsets (the "
                                        "config/ files) within each broker set; exit 7 if they differ."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain; with
     --metadata, what each replica has that another lacks."""
+    say_walker(verbose)
     from mqctl.errors import UsageError
 
     if metadata:
@@ -162,8 +186,11 @@ def plan_cmd(
                                                                      "into this SQLite file."),
     deep: bool = typer.Option(False, "--deep", help="Verify every record's CRC while inspecting."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """Group stores by broker set, pick each set's source, restart order, truncateTo and bytesToDrop."""
+    say_walker(verbose)
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
     from mqctl.recover.plan import make_plan
 
@@ -218,8 +245,11 @@ def dump_cmd(
     body: bool = typer.Option(False, "--body",
                               help="Add each message body (UTF-8, undecodable bytes replaced)."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
+    verbose: bool = verbose_option(),
 ) -> None:
     """One line per commitlog record: offset, size, topic, queue, times, hosts, CRC, epoch (streams)."""
+    say_walker(verbose)
     import sys
     from datetime import UTC, datetime
 
@@ -250,6 +280,7 @@ def mark_clean_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the final signature, write nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Write the final signature that marks STORE as the one to restart from (manual recovery)."""
     from mqctl.recover.mark_clean import mark_clean
@@ -283,6 +314,7 @@ def truncate_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed, change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Cut the commitlog at OFFSET and correct the epoch file like a slave, after a backup."""
     from mqctl.errors import UsageError
@@ -331,6 +363,7 @@ def reseed_cmd(
                               "use"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan, write nothing."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Rebuild a lost controller's state from the brokers' store directories: broker sets, ids,
     masterEpoch from the epoch files, the freshest replicas as master candidates. Shows the plan,

@@ -36,14 +36,24 @@ class AdminOutput(StrEnum):
 
 
 def console(no_color: bool = False, stderr: bool = False) -> Any:
+    """The one console every table goes through: its ``print`` lays tables out with ``whole`` (no
+    value cut at any width)."""
     from rich.console import Console
 
+    class _Console(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("crop", False)  # a value longer than a line is folded by the terminal, not cut
+            super().print(*(whole(o, self.width) for o in objects), **kwargs)
+
+    from mqctl.cli import common
+
     kwargs: dict[str, Any] = {"highlight": False, "stderr": stderr}
-    if no_color or os.environ.get("NO_COLOR"):
+    if no_color or common.no_color() or os.environ.get("NO_COLOR"):
         kwargs["no_color"] = True
-    c = Console(**kwargs)
+        kwargs["color_system"] = None  # no escape codes at all, bold and italic neither
+    c = _Console(**kwargs)
     if not c.is_terminal and not os.environ.get("COLUMNS"):
-        c = Console(width=200, **kwargs)  # piped: wide enough that tables of paths do not wrap
+        c = _Console(width=200, **kwargs)  # piped: wide enough that tables of paths do not wrap
     return c
 
 
@@ -99,7 +109,7 @@ def watch(fetch: Callable[[], Doc], output: Output, table: Callable[[Doc], Any],
                 stamp = time.strftime("%H:%M:%S")
                 head = Text(f"{title}  every {interval:g}s  {stamp}  (Ctrl-C to stop)", style="dim")
                 try:
-                    body = table(fetch())
+                    body = whole(table(fetch()), con.width)
                 except MqctlError as exc:
                     body = Text(f"error: {exc}", style="bold red")
                 live.update(Group(head, body), refresh=True)
@@ -118,8 +128,103 @@ def _table(*columns: str, title: str | None = None) -> Any:
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in columns:
         justify = "right" if col.split(" ")[0] in _NUMERIC else "left"
-        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+        t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
     return t
+
+
+# Columns whose values are never cut or folded, whatever their length: addresses, ids, roles, paths.
+_WHOLE = {"ADDRESS", "ADDR", "ENDPOINT", "RAFT", "ID", "ROLE", "STORE", "PATH", "BROKER", "NAME",
+          "STATUS", "STATE", "MASTER", "CLUSTER", "KEY", "TOPIC", "GROUP", "CLUSTER/BROKER#ID"}
+FREE_WIDTH = 12
+
+
+def _plain(cell: Any) -> str:
+    from rich.text import Text
+
+    if isinstance(cell, str):
+        return Text.from_markup(cell).plain
+    return str(getattr(cell, "plain", cell))
+
+
+def whole(renderable: Any, width: int | None = None) -> Any:
+    """``renderable`` (a Table, or a Group of them) laid out so that no value is cut (kubectl get -o
+    wide, patronictl list keep theirs whole): each column is as wide as its longest value, its
+    header wrapped at spaces; a table that is then too wide for ``width`` (the terminal's) shows each
+    row as a block of ``HEADER value`` pairs, packed into lines, a value too long for a line on a line
+    of its own; a title longer than ``width`` is a line of its own, not broken inside a path."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    if isinstance(renderable, Group):
+        return Group(*(whole(r, width) for r in renderable.renderables))
+    if not isinstance(renderable, Table) or width is None:
+        return renderable
+    title = str(renderable.title) if renderable.title else ""
+    # the edges (their box character, their padding) and between two columns the padding and the
+    # divider (three characters)
+    edges = (2 if renderable.show_edge and renderable.box else 0) + (2 if renderable.pad_edge else 0)
+    needed = natural = edges + 3 * max(0, len(renderable.columns) - 1)
+    plan = []
+    for col in renderable.columns:
+        header = " ".join(str(col.header).split())
+        word = max([len(w) for w in header.split()] or [0])
+        longest = max([len(_plain(c)) for c in col._cells] or [0])
+        # identity columns and short values (numbers, yes/no) are never folded; a long free text (a
+        # hash, a message) folds down to FREE_WIDTH
+        fixed = longest <= FREE_WIDTH or any(w in _WHOLE for w in header.upper().replace("(", " ")
+                                                                              .replace(")", " ").split())
+        need = max(longest, word) if fixed else max(word, FREE_WIDTH)
+        plan.append((col, fixed, need))
+        needed += need
+        natural += max(longest, len(header))
+    if natural <= width:  # as rich lays it out, every value and header on one line
+        for col, fixed, need in plan:
+            col.overflow = "fold"
+            col.min_width = need if fixed else None
+        needed = natural
+    head: list[Any] = []
+    if title and len(title) > min(width, needed):  # a table narrower than its title would break it
+        head = [Text(title, style="table.title", overflow="ignore", no_wrap=True)]
+        renderable.title = None
+    gaps = max(0, len(renderable.columns) - 1)
+    if needed > width >= needed - gaps:  # two spaces between columns, not three
+        renderable.collapse_padding = True
+        needed -= gaps
+    if natural <= width:
+        return Group(*head, renderable) if head else renderable
+    if needed <= width:
+        for col, fixed, need in plan:
+            col.overflow = "fold"
+            if fixed:
+                col.width = need
+            else:
+                col.min_width = need
+        return Group(*head, renderable) if head else renderable
+    # record layout: one block per row
+    if not head and title:
+        head = [Text(title, style="table.title", overflow="ignore", no_wrap=True)]
+    blocks: list[Any] = [*head]
+    for i in range(renderable.row_count):
+        lines: list[Text] = []
+        line = Text()
+        for j, col in enumerate(renderable.columns):
+            cell = col._cells[i]
+            value = cell.copy() if isinstance(cell, Text) else Text.from_markup(str(cell))
+            pair = Text.assemble((" ".join(str(col.header).split()) + " ", "bold"), value)
+            if j == 0:
+                line = pair
+                continue
+            if line.cell_len and line.cell_len + 3 + pair.cell_len > width:
+                lines.append(line)
+                line = Text("  ")
+            line = Text.assemble(line, "   " if line.plain.strip() else "", pair)
+        lines.append(line)
+        for text in lines:
+            text.no_wrap, text.overflow = True, "ignore"
+        blocks.extend(lines)
+        blocks.append(Text(""))
+    return Group(*blocks)
 
 
 _NUMERIC = {"ID", "EPOCH", "MAX", "CONFIRM", "LAG", "AGE", "HEARTBEAT", "START", "END", "TERM", "COMMIT",
@@ -230,17 +335,20 @@ def quorum_table(doc: Doc) -> Any:
     from rich.text import Text
 
     head = Text()
-    healthy = doc["healthy"]
-    head.append("healthy" if healthy else "UNHEALTHY", style="bold green" if healthy else "bold red")
+    status = doc.get("status") or ("healthy" if doc["healthy"] else "unhealthy")
+    head.append(status if status == "healthy" else status.upper(),
+                style={"healthy": "bold green", "degraded": "bold yellow"}.get(status, "bold red"))
     head.append(f"  group {_v(doc['group'])}  leader {_v(doc['leaderId'])} ({_v(doc['leaderAddress'])})"
                 f"  term {_v(doc['term'])}  commit index {_v(doc['commitIndex'])}"
                 f"  states agree {_v(doc['statesAgree'])}  feature level {_v(doc.get('featureLevel'))}")
+    # a node's error is one of the problem: lines below, not a column as well
     nodes = _table("ENDPOINT", "RAFT ID", "STATE", "TERM", "COMMIT INDEX", "APPLIED INDEX", "LOG LENGTH",
-                   "LAG", "STATE HASH", "ERRORS", title="endpoints")
+                   "LAG", "STATE HASH", title="endpoints")
     for n in doc["nodes"]:
-        nodes.add_row(n["address"], _v(n["raftAddress"]), n["state"], _v(n["term"]), _v(n["commitIndex"]),
+        state = Text(n["state"], style="red") if n["state"] == "unreachable" else n["state"]
+        nodes.add_row(n["address"], _v(n["raftAddress"]), state, _v(n["term"]), _v(n["commitIndex"]),
                       _v(n["lastApplied"]), _v(n["logLength"]), _v(n["lag"]),
-                      (n["stateHash"] or "-")[:12], Text(n["error"] or "", style="red"))
+                      (n["stateHash"] or "-")[:12])
     parts: list[Any] = [head, nodes]
     if doc["peers"]:
         rep = _table("RAFT ADDRESS", "GRPC ADDRESS", "STATUS", "CONNECTED", "MATCH INDEX", "NEXT INDEX",
@@ -251,6 +359,10 @@ def quorum_table(doc: Doc) -> Any:
         parts.append(rep)
     for problem in doc["problems"]:
         parts.append(Text(f"problem: {problem}", style="red"))
+    if doc.get("raiseFeatureLevel"):
+        parts.append(Text(f"every member speaks feature level {doc['featureLevelRaisableTo']}; the group is "
+                          f"at {doc['featureLevel']}: raise it with `{doc['raiseFeatureLevel']}` (it is "
+                          "never lowered)", style="yellow"))
     return Group(*parts)
 
 
@@ -344,6 +456,8 @@ def history_line(e: Doc) -> Any:
         t.append(f"  loss {'unknown' if loss is None else f'{loss} bytes'}",
                  style="bold red" if loss else "green" if loss == 0 else "yellow")
         t.append(f"  {el['reason']}")
+        if el.get("guard"):
+            t.append(f"  save it: {el['guard']['guard']}, then {el['guard']['replay']}")
     return t
 
 
@@ -380,6 +494,8 @@ def history_table(doc: Doc) -> Any:
                           f"{_v(el['newMasterMaxOffset'])}; candidates {_candidates(el)}"
                 loss = Text("unknown", style="yellow") if el["lossBytes"] is None else Text(
                     str(el["lossBytes"]), style="bold red" if el["lossBytes"] else "green")
+                if el.get("guard"):
+                    detail += f"; save it: {el['guard']['guard']}, then {el['guard']['replay']}"
             t.add_row(e["time"], str(e["term"]), e["brokerName"] or "-", e["what"], detail, e["cause"], loss)
         parts.append(t)
     totals = doc.get("lossTotalBytes") or {}

@@ -35,6 +35,14 @@ def serve(
     enable_elect_unclean_master: bool = typer.Option(None, "--enable-elect-unclean-master/"
                                                      "--disable-elect-unclean-master",
                                                      help="allow electing outside the SyncStateSet"),
+    initial_feature_level: int = typer.Option(None, "--initial-feature-level", help="the highest feature "
+                                              "level a new group starts at (a group whose journals are "
+                                              "empty); an existing group keeps its level [default: 0, "
+                                              "the highest every initial member speaks]"),
+    auto_feature_level: bool = typer.Option(None, "--auto-feature-level/--no-auto-feature-level",
+                                            help="when this node leads, raise the group's feature level "
+                                                 "once every member speaks a higher one (etcd's cluster "
+                                                 "version); off: `mqctl quorum feature-level N` raises it"),
     log_level: str = typer.Option(None, "--log-level", help="debug, info, warning, error"),
     log_format: str = typer.Option(None, "--log-format", help="text or json"),
     remoting_port: int = typer.Option(None, "--remoting-port", help="also serve RocketMQ remoting "
@@ -108,6 +116,9 @@ def serve(
                                                "[default: 64]"),
     remoting_idle_timeout: str = typer.Option(None, "--remoting-idle-timeout", help="close a remoting "
                                               "connection silent for this long [default: 120000]"),
+    handover_timeout: str = typer.Option(None, "--handover-timeout", help="on SIGTERM a leader hands its "
+                                         "leadership to a caught-up follower for at most this long, ms or "
+                                         "e.g. 5s; 0 = off [default: 5000]"),
     config: str = typer.Option(None, "--config", "-c", help="TOML config file (keys as the long "
                                "flags; flags > MQCTL_* env > file)"),
 ) -> None:
@@ -129,6 +140,7 @@ def serve(
                  tls_key=tls_key, tls_ca=tls_ca,
                  cluster_secret=cluster_secret, heartbeat_timeout=heartbeat_timeout,
                  scan_interval=scan_interval, enable_elect_unclean_master=enable_elect_unclean_master,
+                 initial_feature_level=initial_feature_level, auto_feature_level=auto_feature_level,
                  log_level=log_level, log_format=log_format, remoting_port=remoting_port,
                  advertise_remoting=advertise_remoting, remoting_tls_mode=remoting_tls_mode,
                  metrics_address=metrics_address,
@@ -146,6 +158,7 @@ def serve(
                  grpc_max_stalled_per_address=grpc_max_stalled_per_address,
                  remoting_max_connections=remoting_max_connections,
                  remoting_max_connections_per_address=remoting_max_connections_per_address,
-                 remoting_max_in_flight=remoting_max_in_flight, remoting_idle_timeout=remoting_idle_timeout)
+                 remoting_max_in_flight=remoting_max_in_flight, remoting_idle_timeout=remoting_idle_timeout,
+                 handover_timeout=handover_timeout)
     cfg = serve_config.load(flags, config)
     raise typer.Exit(run(cfg))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from mqctl.cli import root_app
-from mqctl.cli.common import echo_doc, output_option
+from mqctl.cli.common import echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
 
 if TYPE_CHECKING:
@@ -357,6 +357,7 @@ def sim_command(
     keep: bool = typer.Option(False, "--keep", help="keep the temporary run directory"),
     plain: bool = typer.Option(False, "--plain", help="plain progress lines even on a terminal"),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
     json_out: bool = typer.Option(False, "--json", hidden=True, help="the same as -o json (older name)"),
 ) -> None:
     """Run S broker sets x R replicas (mqctl.broker agents) against a controller group, produce messages,

@@ -8,34 +8,27 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.common import confirm, console, echo_doc, output_option
+from mqctl.cli.admin_cmd import Conn, connected
+from mqctl.cli.common import confirm, console, echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mqctl.client import ControllerClient
     from mqctl.upgrade.backup import ClearPlan
 
 upgrade_app = sub_app("upgrade", "Upgrade to persistent broker ids (RocketMQ 5.1.1+): runbook, checks, "
                                "clears with backups, restore, wait for the master.")
 
-_ADDR_HELP = ("controller gRPC addresses, 'h:p;h:p' (TLS and token from MQCTL_TLS_CA, MQCTL_TLS_CERT, "
-              "MQCTL_TLS_KEY, MQCTL_TOKEN)")
-
-
-def _addr_option(default: Any) -> Any:
-    return typer.Option(default, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER", help=_ADDR_HELP)
-
-
-def _client(addresses: str, timeout: float = 5.0) -> ControllerClient:
-    from mqctl.client import ControllerClient
-    env = os.environ.get
-    return ControllerClient(addresses, token=env("MQCTL_TOKEN"), tls_ca=env("MQCTL_TLS_CA"),
-                            tls_cert=env("MQCTL_TLS_CERT"), tls_key=env("MQCTL_TLS_KEY"), timeout=timeout)
+def _factory(conn: Conn) -> Callable[[str], ControllerClient]:
+    """The controller client of ``gather``: this command's connection options (-a, TLS, token)."""
+    return lambda _addresses: conn.client()
 
 
 def _confirm(question: str, yes: bool, output: Output = Output.table) -> None:
@@ -90,17 +83,19 @@ def _show_clear(plan: ClearPlan, dry_run: bool, backup: str | None, output: Outp
 
 
 @upgrade_app.command("plan")
+@connected(protocol=False, address=None)
 def plan_cmd(
+    conn: Conn,
     stores: list[str] = typer.Option([], "--store", metavar="DIR", help="A broker store (storePathRootDir); "
                                      "repeat for every store."),
-    addr: str | None = _addr_option(None),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """The ordered runbook with the exact command and check of each step, marking steps already done."""
     from mqctl.upgrade.runbook import next_step, runbook
     from mqctl.upgrade.state import gather
 
-    state = gather(stores, addr, _client)
+    state = gather(stores, ";".join(conn.addresses) or None, _factory(conn))
     steps = runbook(state)
     nxt = next_step(steps)
     doc = {"version": 1, "controller": {"addresses": state.controller.addresses or None,
@@ -134,17 +129,19 @@ def plan_cmd(
 
 
 @upgrade_app.command("check")
+@connected(protocol=False, address=None)
 def check_cmd(
+    conn: Conn,
     stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="A broker store; repeat for each."),
-    addr: str | None = _addr_option(None),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Pre-flight: brokers stopped, stores aligned, identity and epoch files, controller; exit 7 on a FAIL."""
     from mqctl.errors import UnhealthyError
     from mqctl.upgrade.runbook import FAIL, checks, next_step, phase_of, runbook
     from mqctl.upgrade.state import gather
 
-    state = gather(stores, addr, _client)
+    state = gather(stores, ";".join(conn.addresses) or None, _factory(conn))
     steps = runbook(state)
     results = checks(state, steps)
     nxt = next_step(steps)
@@ -174,6 +171,7 @@ def clear_epochs_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Remove epochFileCheckpoint and epochFileCheckpoint.bak from stopped brokers' stores, after a backup."""
     from mqctl.upgrade.backup import apply_clear, default_backup_dir
@@ -201,6 +199,7 @@ def clear_controller_data_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Remove a stopped controller's data (RocketMQ DLedger or mqctl), after a backup."""
     from mqctl.upgrade.backup import apply_clear, default_backup_dir
@@ -230,6 +229,7 @@ def restore_cmd(
                                  help="Verify the backup and show what would be put back."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Put back exactly what a clear removed (bytes, modes, times), after verifying every sha256."""
     from mqctl.upgrade.backup import apply_restore, plan_restore
@@ -282,12 +282,14 @@ def restore_cmd(
 
 
 @upgrade_app.command("wait-master")
+@connected(protocol=False, timeout=300.0,
+           timeout_help="give up after this many seconds (exit 8): the whole command's deadline")
 def wait_master_cmd(
-    addr: str = _addr_option(...),
+    conn: Conn,
     broker_name: str = typer.Option(..., "-b", "--broker-name", help="The broker set's name."),
     broker_id: int = typer.Option(..., "--broker-id", help="The broker's id (its brokerIdentity)."),
-    timeout: float = typer.Option(300.0, "--timeout", metavar="S", help="Give up after S seconds (exit 8)."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Block until the controller reports the broker as master; a progress line on stderr."""
     from mqctl.upgrade.wait import wait_master
@@ -304,8 +306,8 @@ def wait_master_cmd(
         sys.stderr.flush()
 
     try:
-        with _client(addr, timeout=max(0.5, min(5.0, timeout))) as client:
-            res = wait_master(client, broker_name, broker_id, timeout, progress=progress)
+        with conn.client(timeout=max(0.5, min(5.0, conn.timeout))) as client:
+            res = wait_master(client, broker_name, broker_id, conn.timeout, progress=progress)
     finally:
         if tty:
             sys.stderr.write("\n")

@@ -34,6 +34,8 @@ class ServeConfig:
     scan_interval: int = 5_000          # ms
     enable_elect_unclean_master: bool = False
     notify_broker_role_changed: bool = True
+    initial_feature_level: int = 0      # a new group's highest starting level; 0 = all its members speak
+    auto_feature_level: bool = False    # raise the level once every member speaks a higher one
     log_level: str = "info"
     log_format: str = "text"
     remoting_port: int = 0              # RocketMQ remoting front door on the --listen host; 0 = off
@@ -64,6 +66,8 @@ class ServeConfig:
     remoting_tls_mode: str = "enforcing"
     # HTTP /metrics, /health, /ready and the status page (docs/serve.md#metrics-and-health-over-http)
     metrics_address: str = ""           # HOST:PORT; "" = off
+    # ms a leader stopped by SIGTERM tries to hand its leadership to a caught-up follower; 0 = off
+    handover_timeout: int = 5_000
 
     def advertise_address(self) -> str:
         return self.advertise or self.listen
@@ -89,7 +93,8 @@ class ServeConfig:
 WILDCARDS = {"0.0.0.0", "::", ""}
 DURATION_KEYS = {"heartbeat_timeout", "scan_interval", "grpc_keepalive", "grpc_keepalive_timeout",
                  "grpc_idle_timeout", "grpc_handshake_timeout", "grpc_heartbeat_stream_idle",
-                 "remoting_idle_timeout"}
+                 "remoting_idle_timeout", "handover_timeout"}
+ZERO_MEANS_OFF = {"handover_timeout"}  # durations that may be 0
 # integer limits and their smallest value (0 = no limit where the minimum is 0)
 LIMIT_MINIMUMS = {
     "grpc_max_message_size": 1024, "grpc_max_streams": 1, "grpc_max_connections": 1, "grpc_max_watches": 1,
@@ -119,6 +124,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     kinds = {f.name: f.type for f in fields(ServeConfig)}
     kind = kinds[key]
     if key in DURATION_KEYS:
+        if key in ZERO_MEANS_OFF and re.fullmatch(r"0+(\.0*)?\s*(ms|s)?", str(value).strip().lower()):
+            return 0
         return parse_duration_ms(value, f"{key} ({source})")
     if kind == "int":
         try:
@@ -127,6 +134,12 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             raise UsageError(f"bad value for {key} ({source}): {value!r} is not an integer") from None
         if key == "wait_for" and not 1 <= number <= 64:
             raise UsageError(f"bad value for wait_for ({source}): {number} (expected 1 to 64)")
+        if key == "initial_feature_level":
+            from mqctl.controller.records import FEATURE_LEVELS, MAX_FEATURE_LEVEL
+
+            if number and number not in FEATURE_LEVELS:
+                raise UsageError(f"bad value for initial_feature_level ({source}): {number} (expected 1 to "
+                                 f"{MAX_FEATURE_LEVEL}, 0 = the highest every initial member speaks)")
         if key == "remoting_port" and not 0 <= number <= 65535:
             raise UsageError(f"bad value for remoting_port ({source}): {number} (1 to 65535, 0 = off)")
         if key in LIMIT_MINIMUMS and not LIMIT_MINIMUMS[key] <= number <= 2**31 - 1:

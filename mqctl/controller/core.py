@@ -1035,6 +1035,11 @@ def _apply_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     bid = _id(req, "applied_broker_id")
     code = _str(req, "register_check_code", required=True, max_len=2 * MAX_NAME_LEN)
     address = code.split(";")[0]
+    if not address.strip():
+        # mqctl: RocketMQ stores an empty address (a code of " ;1"), or fails with SYSTEM_ERROR 1 (a code
+        # of only ';': Java's split leaves no element 0); a broker without an address cannot be reached
+        raise _invalid(f"Invalid request: register_check_code {code!r} has no broker address before "
+                       "its first ';' (expected <brokerAddr>;<timestamp>)")
     response = {"cluster_name": cluster, "broker_name": name}
     record = BrokerIdApplied(cluster_name=cluster, broker_name=name, new_broker_id=bid,
                              broker_address=address, register_check_code=code)
@@ -1194,7 +1199,7 @@ def _alter_sync_state_set(state: ControllerState, req: Mapping[str, Any], ctx: C
         raise refuse(Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
                      f"the current syncStateSet epoch is:{{{bs.sync_state_set_epoch}}}, "
                      f"not {{{req_ss_epoch}}}")
-    for replica in new_set:
+    for replica in new_set:  # ascending (mqctl; RocketMQ: a HashSet's order), the same answer everywhere
         if replica not in bs.brokers:
             raise refuse(Code.CONTROLLER_INVALID_REPLICAS, f"the replicas {{{replica}}} don't exist")
         if not ctx.is_alive(name, replica):

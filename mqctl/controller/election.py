@@ -5,7 +5,9 @@ Differences from RocketMQ (docs/controller-rules.md):
 * Candidates are ordered by a *total* key ``(-epoch, -max_offset, election_priority, broker_id)``.
   RocketMQ sorts with a TreeSet whose comparator returns 0 for equal (epoch, maxOffset, priority),
   so it silently drops tied candidates, and compares offsets with ``(int)(o2 - o1)``, which
-  overflows for gaps of 2**31 or more and then prefers the broker with *less* data.
+  overflows for gaps of 2**31 or more and then prefers the broker with *less* data; its epoch and
+  priority differences overflow ``int`` the same way at the int32 limits (difference 14). Python's
+  ints compare exactly.
 * A candidate without a heartbeat row sorts as (epoch -1, max_offset -1, priority 2**31-1).
 """
 

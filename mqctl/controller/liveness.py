@@ -12,6 +12,9 @@ Update rule of an existing row (RocketMQ section 5, with mqctl changes marked):
 * mqctl: a heartbeat whose broker_epoch is higher than the row's replaces the row entirely (a new
   incarnation of the broker), one whose broker_epoch is present and lower is ignored (an old
   incarnation). A heartbeat without broker_epoch (a RocketMQ broker) is never ignored for that.
+* a registration keeps what it does not report (RocketMQ keeps the whole row); mqctl: after one that
+  did not report epoch and max_offset, the first heartbeat sets epoch / max_offset / confirm_offset
+  as it reports them (a restarted broker may hold less than before).
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ class HeartbeatTable:
         self._broker_epoch, self._epoch, self._max_offset = _column(), _column(), _column()
         self._confirm_offset, self._priority, self._last_ms = _column(), _column(), _column()
         self._timeout, self._scheduled = _column(), array("b")
+        # 1 from a registration to the row's next heartbeat, which then tells the new incarnation's
+        # epoch and offsets whatever the update rule says (its store may hold less than before)
+        self._registered = array("b")
         self._free: list[int] = []  # slots of removed rows
         self._wheel: dict[int, list[int]] = {}  # deadline // GRAIN_MS -> slots
         self._buckets: list[int] = []  # the wheel's keys, a heap
@@ -136,6 +142,7 @@ class HeartbeatTable:
         if self._free:
             slot = self._free.pop()
             self._name[slot], self._bid[slot] = name, bid
+            self._registered[slot] = 0
             return slot
         slot = len(self._name)
         self._name.append(name)
@@ -146,6 +153,7 @@ class HeartbeatTable:
                        self._priority, self._last_ms, self._timeout):
             column.append(0)
         self._scheduled.append(0)
+        self._registered.append(0)
         return slot
 
     def _info(self, slot: int) -> LiveInfo:
@@ -221,11 +229,15 @@ class HeartbeatTable:
         if slot is None or (broker_epoch is not None and broker_epoch > self._broker_epoch[slot]):
             self._put(name, bid, cluster, address, broker_epoch or 0, epoch, max_offset, confirm_offset,
                       priority, now_ms, timeout, now_ms)
+            if slot is not None:
+                self._registered[slot] = 0
             return True
         if broker_epoch is not None and broker_epoch < self._broker_epoch[slot]:
             return False
         old_epoch = self._epoch[slot]
-        if not (epoch > old_epoch or (epoch == old_epoch and max_offset > self._max_offset[slot])):
+        if self._registered[slot]:
+            self._registered[slot] = 0  # the first beat since a registration: taken as it is
+        elif not (epoch > old_epoch or (epoch == old_epoch and max_offset > self._max_offset[slot])):
             epoch, max_offset, confirm_offset = old_epoch, self._max_offset[slot], self._confirm_offset[slot]
         self._put(name, bid, cluster, address or self._address[slot], self._broker_epoch[slot], epoch,
                   max_offset, confirm_offset, priority, now_ms, timeout, now_ms)
@@ -238,18 +250,26 @@ class HeartbeatTable:
         """A successful RegisterBroker: a new incarnation of a broker. As in RocketMQ, only a heartbeat
         makes a broker alive: a row it has takes the new brokerEpoch and what the registration
         reported, with its last heartbeat unchanged; without a row nothing is recorded (the
-        broker's first heartbeat creates it). False when nothing was recorded."""
+        broker's first heartbeat creates it). What the registration does not carry (a RocketMQ
+        broker's carries none of it) keeps the row's value, as RocketMQ keeps the whole row: reset to
+        -1/-1/2**31-1, a broker that registers again between two heartbeats would lose an election it
+        should win. mqctl: when it did not report epoch and maxOffset, the next heartbeat's epoch and
+        offsets are taken as they are, not by the update rule, so that a broker back with less data
+        does not keep looking better than it is (RocketMQ keeps the higher values until the row
+        expires). False when nothing was recorded."""
         slot = self._slot(broker_name, broker_id)
         if slot is None:
             return False
         self._put(sys.intern(broker_name), broker_id, cluster_name, sys.intern(address), broker_epoch,
-                  -1 if epoch is None else epoch,
-                  -1 if max_offset is None else max_offset,
-                  -1 if confirm_offset is None else confirm_offset,
-                  DEFAULT_ELECTION_PRIORITY if election_priority is None else election_priority,
+                  self._epoch[slot] if epoch is None else epoch,
+                  self._max_offset[slot] if max_offset is None else max_offset,
+                  self._confirm_offset[slot] if confirm_offset is None else confirm_offset,
+                  self._priority[slot] if election_priority is None else election_priority,
                   self._last_ms[slot],
-                  self.default_timeout_ms if timeout_ms is None or timeout_ms <= 0 else timeout_ms,
+                  self._timeout[slot] if timeout_ms is None or timeout_ms <= 0 else timeout_ms,
                   now_ms)
+        # a registration that did not report the store's epoch and maxOffset: the next beat does
+        self._registered[slot] = int(epoch is None or max_offset is None)
         return True
 
     # --- reads --------------------------------------------------------------------------

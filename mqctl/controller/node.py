@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from mqctl import methods
 from mqctl.address import parse_address
 from mqctl.controller import core, records
-from mqctl.controller.election import DEFAULT_ELECTION_PRIORITY
 from mqctl.controller.liveness import HeartbeatTable
 from mqctl.errors import Code, MqctlError, UsageError
 
@@ -41,10 +40,16 @@ OUTCOME_UNKNOWN = {3: "discarded", 5: "leader changed"}
 META_GROUP_ID = "groupId"
 META_GROUP_OPTIONS = "groupOptions"
 META_NODE_PREFIX = "node/"
+# Written with the group id by the first leader of a new group: the initial members and the highest
+# level the group may start at. Cleared by the record that sets the group's starting level, once every
+# initial member still in the group has published the levels it speaks (mqctl's bootstrap of Kafka's
+# `kafka-storage format --release-version`).
+META_BOOTSTRAP = "bootstrap"
 
 
 RAFT_STALL_S = 10.0  # a Raft tick this long overdue is reported, with where the Raft thread is
 VIEW_REFORK_SETS = 256  # broker sets a decision view may hold copies of before it is made anew
+PEER_GRACE_MS = 2000  # a new leader's connections to its peers are up within this, or they are lost
 SYNC_STATE_PART = 256  # broker sets a GetSyncStateData reads under one hold of the state lock
 
 
@@ -67,6 +72,10 @@ class NodeSettings:
     scan_interval_ms: int = 5_000
     enable_elect_unclean_master: bool = False
     notify_broker_role_changed: bool = True
+    # the highest feature level a new group starts at (0: the highest its initial members speak)
+    initial_feature_level: int = 0
+    # raise the level on its own once every member speaks a higher one (etcd's cluster version)
+    auto_feature_level: bool = False
     extra_config: dict[str, str] = field(default_factory=dict)
 
     def critical_options(self) -> dict[str, str]:
@@ -189,6 +198,10 @@ class ControllerNode:
         self._view_appended = 0
         self._view_resolved = 0
         self._caught_up_term = -1
+        self.joined = False  # published, the group's id applied and checked (sd_notify's READY=1)
+        self._level_checked = 0.0
+        self._peers_checked = 0.0
+        self._lost_peers: list[str] = []
         conf = make_conf(settings.data_dir, secret=settings.cluster_secret,
                          bind_address=settings.raft_bind or settings.raft_address)
         # the Raft layer, seen through its seam only (mqctl/controller/raftlog.py, RaftSeam)
@@ -218,6 +231,63 @@ class ControllerNode:
             self.sync.destroy_synchronous()
         except Exception:  # already stopped
             pass
+
+    def hand_over_leadership(self, timeout: float) -> str:
+        """A controlled shutdown of a leader (SIGTERM): hand the leadership to a caught-up follower
+        first (Raft's TimeoutNow, as etcd and Kafka do), so that the group elects at once instead of
+        after an election timeout. No write is decided meanwhile (the decide lock is held), so a
+        follower catches up with the last entries; a write waiting for the lock is then told the new
+        leader. Returns the new leader's Raft address, "" if this node did not lead or none took
+        over within ``timeout``."""
+        from pysyncobj import FAIL_REASON
+
+        me = self.settings.raft_address
+        if not self.is_leader():
+            return ""
+        if not self._connected_followers():
+            log.info("no follower connected to hand the leadership over to")
+            return ""
+        deadline = time.monotonic() + timeout
+        if not self._decide_lock.acquire(timeout=timeout):
+            return ""
+        try:
+            sent_at = -1.0
+            refused = 0
+            outcome: list[Any] = []
+            while time.monotonic() < deadline:
+                leader = self.leader_raft_address()
+                if leader and leader != me:
+                    log.info("handed the leadership over to %s (term %s)", leader, self.sync.term())
+                    return leader
+                if sent_at < 0 and not (self.is_leader() and self._connected_followers()):
+                    break  # no longer leads (stepped down), or every follower is gone
+                if self.is_leader() and time.monotonic() - sent_at > 1.0:
+                    outcome.clear()
+                    # None: the most caught-up connected follower; refused until one has every entry
+                    self.sync.change_membership("transfer", None, lambda _r, error: outcome.append(error))
+                    if outcome and outcome[0] == FAIL_REASON.SUCCESS:
+                        sent_at = time.monotonic()
+                    else:
+                        refused += 1
+                time.sleep(0.01)
+            if sent_at < 0 and not self._connected_followers():
+                log.info("no follower connected to hand the leadership over to")
+                return ""
+            log.warning("no follower took the leadership within %.1f s (%s; refused %d times: no follower "
+                        "connected and caught up); stopping anyway, the group elects after its election "
+                        "timeout", timeout, "TimeoutNow sent" if sent_at >= 0 else "no TimeoutNow sent",
+                        refused)
+            return ""
+        finally:
+            self._decide_lock.release()
+
+    def raft_stalled_for(self) -> float:
+        """Seconds since the Raft thread last finished a tick (its poll)."""
+        return float(time.monotonic() - self.sync.connection_clock())
+
+    def _connected_followers(self) -> list[str]:
+        status = self.sync.status()
+        return [m for m in self.members() if status.get("partner_node_status_server_" + m) == 2]
 
     @property
     def state(self) -> core.ControllerState:
@@ -752,14 +822,16 @@ class ControllerNode:
         return answer
 
     def _note_registration(self, request: dict[str, Any], response: dict[str, Any]) -> None:
+        def given(key: str) -> int | None:  # absent: the heartbeat row keeps its value (RocketMQ)
+            value = request.get(key)
+            return None if value is None else int(value)
+
         with self._lock:
             self.heartbeats.on_register(
                 str(request.get("cluster_name", "")), str(request.get("broker_name", "")),
                 int(request.get("broker_id", 0)), str(request.get("broker_address", "")),
-                int(response.get("broker_epoch", 0)), int(request.get("epoch", -1)),
-                int(request.get("max_offset", -1)), int(request.get("confirm_offset", -1)),
-                int(request.get("election_priority", DEFAULT_ELECTION_PRIORITY)),
-                int(request.get("heartbeat_timeout_mills", self.settings.heartbeat_timeout_ms)),
+                int(response.get("broker_epoch", 0)), given("epoch"), given("max_offset"),
+                given("confirm_offset"), given("election_priority"), given("heartbeat_timeout_mills"),
                 now_ms())
 
     def _role_of(self, broker_name: str) -> dict[str, Any] | None:
@@ -787,6 +859,9 @@ class ControllerNode:
     def _on_apply(self, state: core.ControllerState, applied: list[records.Record]) -> None:
         """Runs on every node after an entry is applied: the broker sets it touched are looked at
         for an election on the next tick, and watchers hear about new masters."""
+        for r in applied:
+            if isinstance(r, records.FeatureLevelSet):
+                log.info("the group is at feature level %s now", r.level)
         touched_sets = {name for r in applied if isinstance(name := getattr(r, "broker_name", None), str)}
         if any(isinstance(r, records.FailoverPauseSet) and not r.broker_name for r in applied):
             touched_sets |= set(state.broker_sets)  # every set resumed (or paused) at once
@@ -831,6 +906,8 @@ class ControllerNode:
                     # first sees its own old group id, then this group's once it has caught up
                     checked_group = group_id
                     self._check_group()
+                if published and checked_group and not self.fatal_error:
+                    self.joined = True
                 if self.is_leader():
                     if self._leader_since_ms is None or self._leader_term != term:
                         # a new term, even one the ticker did not see as a follower in between (it
@@ -838,7 +915,9 @@ class ControllerNode:
                         self._leader_since_ms = now_ms()
                         self._leader_term = term
                         self._last_scan_ms = 0  # every broker set is looked at when the grace ends
+                        self._lost_peers = []
                         log.info("became leader (term %s)", term)
+                    self._say_lost_peers(term)
                     self._leader_work()
                 else:
                     if self._leader_since_ms is not None:
@@ -846,6 +925,27 @@ class ControllerNode:
                     self._leader_since_ms = None
             except Exception:
                 log.exception("ticker error")
+
+    def _say_lost_peers(self, term: int) -> None:
+        """The leader says which members it cannot reach (once it has led for PEER_GRACE_MS, the time
+        its connections take), again when that changes: the log of a group that lost a node names it."""
+        now = time.monotonic()
+        if now - self._peers_checked < 0.5 or self._leader_since_ms is None \
+                or now_ms() - self._leader_since_ms < PEER_GRACE_MS:
+            return
+        self._peers_checked = now
+        status = self.sync.status()
+        members = self.members()
+        lost = [m for m in members if status.get("partner_node_status_server_" + m) != 2]
+        if lost == self._lost_peers:
+            return
+        if lost:
+            log.warning("leader (term %s) cannot reach %s; %d of %d nodes connected%s", term, ", ".join(lost),
+                        len(members) + 1 - len(lost), len(members) + 1,
+                        "" if status.get("has_quorum") else ", no quorum")
+        else:
+            log.info("leader (term %s) reaches every member again", term)
+        self._lost_peers = lost
 
     def _say_raft_stall(self, said: float) -> float:
         """A Raft thread that has not finished a tick for RAFT_STALL_S answers no peer: the group
@@ -914,9 +1014,25 @@ class ControllerNode:
     def _leader_work(self) -> None:
         if not self._meta(META_GROUP_ID):
             group_id, options = uuid.uuid4().hex, self.settings.critical_options()
-            self._commit_records(lambda st: [] if st.meta.get(META_GROUP_ID) else [
-                records.MetaSet(META_GROUP_ID, group_id), records.MetaSet(META_GROUP_OPTIONS, options)])
+            members = sorted([self.settings.raft_address, *self.members()])
+            cap = self.settings.initial_feature_level or records.MAX_FEATURE_LEVEL
+            bootstrap = {"members": members, "maxLevel": cap}
+
+            def first(st: core.ControllerState) -> list[records.Record]:
+                if st.meta.get(META_GROUP_ID):
+                    return []
+                minted: list[records.Record] = [records.MetaSet(META_GROUP_ID, group_id),
+                                                records.MetaSet(META_GROUP_OPTIONS, options),
+                                                records.MetaSet(META_BOOTSTRAP, bootstrap)]
+                st = st.copy()
+                for r in minted:
+                    st.apply(r)
+                return minted + self._level_records(st)
+
+            self._commit_records(first)
             return
+        if self._meta(META_BOOTSTRAP) is not None or self.settings.auto_feature_level:
+            self._raise_level_if_due()
         now = now_ms()
         timeout_ms = self._config_int("heartbeatTimeoutMillis", self.settings.heartbeat_timeout_ms)
         scan_ms = self._config_int("scanNotActiveBrokerInterval", self.settings.scan_interval_ms)
@@ -938,6 +1054,55 @@ class ControllerNode:
                 names = set(self.state.broker_sets)
         if names:
             self._elect_where_needed(sorted(names), now)
+
+    def _published_levels(self, members: list[str]) -> dict[str, int | None]:
+        """The newest level each member published (None: not yet); an mqctl 0.1 node publishes its
+        address without a level, and speaks level 1. Read from the applied state: a node publishes
+        through the log from any node (_publish_self), not through the leader's view."""
+        out: dict[str, int | None] = {}
+        for m in members:
+            mine = self._meta(META_NODE_PREFIX + m)
+            if not isinstance(mine, dict):
+                out[m] = None
+                continue
+            level = mine.get("maxFeatureLevel", 1)
+            out[m] = level if isinstance(level, int) and not isinstance(level, bool) else 1
+        return out
+
+    def _level_records(self, st: core.ControllerState) -> list[records.Record]:
+        """Decided from replicated records only (the members' published levels, the bootstrap entry),
+        so that whichever node leads decides the same: the new group's starting level once every
+        initial member has said what it speaks, and with --auto-feature-level a raise once every
+        member speaks a higher level."""
+        current = sorted([self.settings.raft_address, *self.members()])
+        boot = st.meta.get(META_BOOTSTRAP)
+        if isinstance(boot, dict):
+            initial = [m for m in boot.get("members") or [] if m in current]
+            levels = self._published_levels(initial)
+            if any(v is None for v in levels.values()):
+                return []
+            cap = boot.get("maxLevel", records.MAX_FEATURE_LEVEL)
+            level = min([cap, *(v for v in levels.values() if v is not None)])
+            out: list[records.Record] = [records.MetaSet(META_BOOTSTRAP, None)]
+            if level > st.feature_level and level in records.FEATURE_LEVELS:
+                out.insert(0, records.FeatureLevelSet(level))
+            return out
+        if not self.settings.auto_feature_level:
+            return []
+        levels = self._published_levels(current)
+        if any(v is None for v in levels.values()):
+            return []
+        level = min(v for v in levels.values() if v is not None)
+        if level > st.feature_level and level in records.FEATURE_LEVELS:
+            return [records.FeatureLevelSet(level)]
+        return []
+
+    def _raise_level_if_due(self) -> None:
+        now = time.monotonic()
+        if now - self._level_checked < 0.5:
+            return
+        self._level_checked = now
+        self._commit_records(self._level_records)
 
     def _config_int(self, key: str, default: int) -> int:
         with self.sync.state_lock:

@@ -283,6 +283,9 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         return (_decode_entry(raft["lastEntry"]), _decode_entry(raft["prevEntry"]), cluster)
 
 
+DNS_CACHE_S = 5.0  # how long a peer's resolved address is used before it is looked up again
+
+
 def make_conf(data_dir: str | None, *, secret: str | None, fast: bool = True,
               bind_address: str | None = None) -> SyncObjConf:
     """pysyncobj settings: the low-latency profile of toolchain-notes.md section 3.
@@ -303,6 +306,13 @@ def make_conf(data_dir: str | None, *, secret: str | None, fast: bool = True,
         # test-only: MQCTL_COMPACTION_INTERVAL (seconds) snapshots sooner (docs/raft-safety.md)
         logCompactionMinTime=float(os.environ.get("MQCTL_COMPACTION_INTERVAL") or 60),
         password=secret,
+        # Peers named by DNS (a StatefulSet's pods, mqctl-0.mqctl-peers:9880) get a new IP when they
+        # are rescheduled, and only one node of a pair dials the other (pysyncobj: the greater
+        # address): with pysyncobj's 600 s cache the pod restarted in a rolling update stayed cut off
+        # from the nodes that dial it for up to ten minutes. A name is resolved only while its peer is
+        # not connected, on the Raft thread, at most every 5 s (1 s after a failed lookup).
+        dnsCacheTime=DNS_CACHE_S,
+        dnsFailCacheTime=1.0,
     )
     if fast:
         kwargs.update(appendEntriesPeriod=0.03, raftMinTimeout=0.15, raftMaxTimeout=0.35,

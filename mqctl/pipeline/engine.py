@@ -224,10 +224,12 @@ def spark_session(master: str | None = None, *, log4j: str | None = None,
 
 ENGINES = ("auto", "local", "spark")
 # --engine auto compares estimates made from the rates measured on a 2-core VM (bench/README.md,
-# bench_pipeline.py): the local engine's bytes per second in one process, what each Spark core adds of
-# that rate (analyze on local[2]: 1.5x the local engine, salvage about the same), and a local session's
-# start-up with its first job (4-15 s).
-LOCAL_RATES = {"analyze commitlog": 800 << 20, "recover salvage": 150 << 20}
+# bench_pipeline.py): the local engine's bytes per second in one process with each record walker (the
+# compiled one: analyze 2.5x and salvage 1.4x the numpy walker's CPU, paired runs of issue 32), what each
+# Spark core adds of that rate (analyze on local[2]: 1.5x the local engine, salvage about the same), and a
+# local session's start-up with its first job (4-15 s).
+LOCAL_RATES = {"c": {"analyze commitlog": 2000 << 20, "recover salvage": 210 << 20},
+               "numpy": {"analyze commitlog": 800 << 20, "recover salvage": 150 << 20}}
 SPARK_CORE_SHARE = 0.75
 SPARK_START_SECONDS = 7.0
 RANGES_PER_CORE = 3
@@ -243,19 +245,24 @@ def local_cores(master: str) -> int:
     return int(first) if first.isdigit() and int(first) > 0 else os.cpu_count() or 1
 
 
-def choose_engine(engine: str, master: str | None, nbytes: int, command: str = "recover salvage"
-                  ) -> tuple[str, str]:
+def choose_engine(engine: str, master: str | None, nbytes: int, command: str = "recover salvage",
+                  walker: str | None = None) -> tuple[str, str]:
     """(engine, why): auto picks Spark for a cluster URL, and on this machine when the job's estimated
-    time on Spark, start-up included, is below one process's (`LOCAL_RATES`: on 2 cores, salvage above
-    about 3 GiB and analyze above about 16 GiB; on 8 cores above about 1.2 and 6.6 GiB), else the local
-    engine."""
+    time on Spark, start-up included, is below one process's (`LOCAL_RATES` of `walker`, default the one in
+    use: with the compiled walker on 2 cores, salvage above about 4.3 GiB and analyze above about 41 GiB,
+    on 8 cores above about 1.7 and 16 GiB; with the numpy walker on 2 cores above about 3 and 16 GiB), else
+    the local engine."""
     if engine != "auto":
         return engine, f"--engine {engine}"
     url = master or os.environ.get(MASTER_ENV)
     if url and not url.startswith("local"):
         return "spark", f"--master {url}"
     cores = local_cores(url or DEFAULT_MASTER)
-    local_s = nbytes / LOCAL_RATES[command]
+    if walker is None:
+        from mqctl.store import walker as walker_mod
+
+        walker = walker_mod.IMPL
+    local_s = nbytes / LOCAL_RATES[walker][command]
     spark_s = SPARK_START_SECONDS + local_s / max(1.0, cores * SPARK_CORE_SHARE)
     est = (f"{nbytes / (1 << 30):.2f} GiB to read: about {local_s:.0f} s in this process, "
            f"{spark_s:.0f} s on Spark with {cores} cores and its start-up")

@@ -303,6 +303,13 @@ class _Job:
         pass
 
 
+def _set_id(br: ByteRange) -> int:
+    """The broker set a range's store belongs to (`prepare` put it in the range's meta)."""
+    set_id = br.meta["setId"]
+    assert isinstance(set_id, int)
+    return set_id
+
+
 def _key16(pa: Any, hi: Any, lo: Any) -> Any:
     """(keyHi, keyLo) as one 16-byte value per row (what `is_in` compares)."""
     import numpy as np
@@ -331,7 +338,7 @@ class _LocalJob(_Job):
         chains, self.inp.chains = self.inp.chains, {}        # read once, then let go
         for br in self.inp.keys:
             kb = key_arrow(br, chains.get(br.path))
-            src.setdefault(int(br.meta["setId"]), []).append(_key16(pa, kb.column(1), kb.column(2)))
+            src.setdefault(_set_id(br), []).append(_key16(pa, kb.column(1), kb.column(2)))
             self.nbytes += br.length
         batches, per_range = [], {}
         for i, br in enumerate(self.inp.candidates):
@@ -417,7 +424,7 @@ class _SparkJob(_Job):
         # one writer task per output part that can have rows ((set, window) of the candidate ranges; the
         # epoch splits a window further inside its task): partition p is the rows whose `_p` value
         # Spark's hash sends to p, so no two parts share a task by chance
-        parts = sorted({(int(r.meta["setId"]), b) for r in self.inp.candidates
+        parts = sorted({(_set_id(r), b) for r in self.inp.candidates
                         for b in range(r.offset // PART_BYTES, (r.offset + r.length - 1) // PART_BYTES + 1)})
         n = max(1, len(parts))
         value = self._partition_values(n)

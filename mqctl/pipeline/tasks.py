@@ -275,7 +275,8 @@ def _fmix(h: np.ndarray) -> np.ndarray:
     """splitmix64's finalizer (a bijection: every input bit flips about half the output bits)."""
     h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return h ^ (h >> np.uint64(31))
+    out: np.ndarray = h ^ (h >> np.uint64(31))
+    return out
 
 
 def key_hashes(keys: Any) -> tuple[np.ndarray, np.ndarray]:

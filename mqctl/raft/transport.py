@@ -32,6 +32,7 @@ from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.monotonic import monotonic
 from pysyncobj.transport import TCPTransport
 
+from mqctl.address import RAFT_BANNER
 from mqctl.peerlimits import PeerLog
 from mqctl.raft.tcp_connection import TcpConnection
 from mqctl.raft.tcp_server import TcpServer
@@ -96,6 +97,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
                          "node they are; the oldest is closed")
         super()._onNewIncomingConnection(conn)
         conn.maxFrame = HANDSHAKE_FRAME
+        conn.rejectBanner = RAFT_BANNER  # FORK.md, change T6
         self._waiting[conn] = monotonic()
 
     def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
@@ -113,6 +115,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         super()._onIncomingMessageReceived(conn, message)
         if conn not in self._unknownConnections:  # a node of the group
             self._waiting.pop(conn, None)
+            conn.rejectBanner = None
             conn.maxFrame = NODE_FRAME_BATCHES * self._syncObj.conf.appendEntriesBatchSizeBytes
 
     def _onMessageReceived(self, node: Any, message: Any) -> None:

@@ -50,6 +50,8 @@ __all__ = [
     "failures_error",
     "inspect_store",
     "inspect_stores",
+    "no_store_error",
+    "stores_beneath",
 ]
 
 ERROR = "error"  # the state of an error row: the store could not be inspected
@@ -254,6 +256,45 @@ def inspect_stores(paths: list[str], *, deep: bool = False) -> list[StoreReport 
         except MqctlError as exc:
             out.append(StoreFailure(os.fspath(p), str(exc), exc.exit_code))
     return out
+
+
+def stores_beneath(root: str | os.PathLike[str], depth: int = 2, limit: int = 20) -> list[str]:
+    """Directories up to ``depth`` levels below ``root`` that hold RocketMQ store files (a broker
+    set's folder with one store per replica, r0, r1, r2), at most ``limit``, sorted; symlinks not
+    followed."""
+    found: list[str] = []
+
+    def walk(d: Path, left: int) -> None:
+        try:
+            subs = sorted(e for e in d.iterdir() if e.is_dir() and not e.is_symlink())
+        except OSError:
+            return
+        for sub in subs:
+            if len(found) >= limit:
+                return
+            if any((sub / m).exists() for m in _MARKERS):
+                found.append(os.fspath(sub))
+            elif left > 1:
+                walk(sub, left - 1)
+
+    walk(Path(root), depth)
+    return found
+
+
+def no_store_error(results: list[StoreReport | StoreFailure]) -> MqctlError | None:
+    """A NotFoundError (exit 5) for the paths that exist but hold no store, each with where stores
+    were found beneath it; None when every path held a store."""
+    from mqctl.errors import NotFoundError
+
+    lines = []
+    for r in results:
+        if isinstance(r, StoreReport) and r.state == NO_STORE:
+            below = stores_beneath(r.path)
+            where = (f"stores beneath it: {', '.join(os.path.relpath(b, r.path) for b in below)} "
+                     f"(inspect {os.path.join(r.path, '*')} or name them)" if below
+                     else "none beneath it either")
+            lines.append(f"{r.path}: no store here (none of RocketMQ's store files); {where}")
+    return NotFoundError("; ".join(lines)) if lines else None
 
 
 def failures_error(results: list[StoreReport | StoreFailure]) -> MqctlError | None:

@@ -33,6 +33,7 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mqctl import methods
@@ -56,7 +57,7 @@ from mqctl.store.epochfile import EpochCacheView
 
 log = logging.getLogger("mqctl.remoting.client")
 
-__all__ = ["RemotingConnection", "RemotingControllerClient", "RemotingError", "role_change_of"]
+__all__ = ["Pending", "RemotingConnection", "RemotingControllerClient", "RemotingError", "role_change_of"]
 
 
 class RemotingError(OSError):
@@ -147,6 +148,43 @@ class _TlsStream:
         self._sock.close()
 
 
+class _Slot:
+    """Where the reader thread leaves one answer (a lock held until then: cheaper than a Queue, whose
+    three Conditions cost more than the rest of a request when a producer keeps many in flight)."""
+
+    __slots__ = ("_done", "_lock", "_value")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._value: RemotingCommand | None = None
+        self._done = False
+
+    def put(self, value: RemotingCommand | None) -> None:
+        """The first value only (a slot is taken out of `_pending` under the connection's lock by
+        whoever puts into it, so there is one)."""
+        if self._done:
+            return
+        self._done = True
+        self._value = value
+        self._lock.release()
+
+    def get(self, timeout: float) -> RemotingCommand | None:
+        if not self._lock.acquire(timeout=timeout):
+            raise queue.Empty
+        self._lock.release()
+        return self._value
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A request sent on a RemotingConnection whose answer has not been taken yet."""
+
+    code: int
+    opaque: int
+    queue: _Slot
+
+
 class RemotingConnection:
     """One TCP connection: requests matched to responses by opaque; a reader thread collects
     responses and the server's own requests (``incoming``, e.g. 1008 notifications).
@@ -192,7 +230,8 @@ class RemotingConnection:
                 raise RemotingError(f"{address}: TLS handshake failed: {exc.strerror or exc} (is the "
                                     "port serving TLS?)", sent=False) from None
         self._lock = threading.Lock()
-        self._pending: dict[int, queue.Queue[RemotingCommand | None]] = {}
+        self._send_lock = threading.Lock()
+        self._pending: dict[int, _Slot] = {}
         self.incoming: queue.Queue[RemotingCommand] = queue.Queue(maxsize=10_000)
         self.closed = False
         self.error = ""
@@ -252,9 +291,12 @@ class RemotingConnection:
             self.close()
 
     def _send(self, cmd: RemotingCommand) -> None:
-        frame = codec.encode_frame(cmd)
+        self._send_frames(codec.encode_frame(cmd))
+
+    def _send_frames(self, frame: bytes) -> None:
         try:
-            self._sock.sendall(frame)
+            with self._send_lock:       # frames of requests sent from several threads never interleave
+                self._sock.sendall(frame)
         except OSError as exc:
             self.close()
             raise RemotingError(f"{self.address}: cannot send: {exc.strerror or exc}", sent=True) from None
@@ -283,26 +325,49 @@ class RemotingConnection:
         timeout: float = 5.0,
     ) -> RemotingCommand:
         """Send a request and wait for its response (RemotingError when the connection fails)."""
-        cmd = self.command(code, ext_fields, body)
-        q: queue.Queue[RemotingCommand | None] = queue.Queue(maxsize=1)
+        return self.answer(self.request(code, ext_fields, body), timeout=timeout)
+
+    def request(self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b"") -> Pending:
+        """Send a request without waiting: many may be in flight on the connection (a producer's
+        window); `answer` waits for each."""
+        return self.requests([(code, ext_fields, body)])[0]
+
+    def requests(self, reqs: list[tuple[int, Mapping[str, str] | None, bytes]]) -> list[Pending]:
+        """Send several requests in one write (one system call for a window of them)."""
+        cmds = [self.command(code, ext, body) for code, ext, body in reqs]
+        slots = [_Slot() for _ in cmds]
         with self._lock:
-            if self.closed:
-                raise RemotingError(
-                    f"{self.address}: connection closed ({self.error or 'closed'})", sent=False
-                )
-            self._pending[cmd.opaque] = q
-        self._send(cmd)
+            closed = self.closed
+            if not closed:
+                for cmd, q in zip(cmds, slots, strict=True):
+                    self._pending[cmd.opaque] = q
+        if closed:
+            self._not_a_raft_port()
+            raise RemotingError(f"{self.address}: connection closed ({self.error or 'closed'})", sent=False)
+        self._send_frames(b"".join(codec.encode_frame(c) for c in cmds))
+        return [Pending(c.code, c.opaque, q) for c, q in zip(cmds, slots, strict=True)]
+
+    def answer(self, pending: Pending, *, timeout: float = 5.0) -> RemotingCommand:
         try:
-            answer = q.get(timeout=max(0.001, timeout))
+            answer = pending.queue.get(timeout=max(0.001, timeout))
         except queue.Empty:
             with self._lock:
-                self._pending.pop(cmd.opaque, None)
+                self._pending.pop(pending.opaque, None)
             raise RemotingError(
-                f"{self.address}: no answer to request code {code} within {timeout:.1f} s", sent=True
+                f"{self.address}: no answer to request code {pending.code} within {timeout:.1f} s", sent=True
             ) from None
         if answer is None:
+            self._not_a_raft_port()
             raise RemotingError(f"{self.address}: connection closed ({self.error or 'closed'})", sent=True)
         return answer
+
+    def _not_a_raft_port(self) -> None:
+        """UsageError at once when the server that closed this connection is a Raft port (asked once
+        per address, mqctl.address.is_raft_port), instead of retrying for the whole --timeout."""
+        from mqctl.address import is_raft_port, raft_port_error
+
+        if is_raft_port(self.address):
+            raise raft_port_error(self.address)
 
     def oneway(self, code: int, ext_fields: Mapping[str, str] | None = None, body: bytes = b"") -> None:
         if self.closed:
@@ -449,7 +514,7 @@ class RemotingControllerClient(ControllerApi):
         if self._token and methods.requires_token(method, request):
             ext[headers.TOKEN_KEY] = self._token
         retry_any = row.retry_any
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         last_error = ""
         attempt = 0
         while True:
@@ -495,7 +560,7 @@ class RemotingControllerClient(ControllerApi):
 
     def get_metadata(self, address: str | None = None) -> Metadata:
         """1005 from ``address``, or from the leader (the first node that answers if none)."""
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         candidates = (
             [address] if address else list(dict.fromkeys([*filter(None, [self._leader]), *self.addresses]))
         )
@@ -523,7 +588,7 @@ class RemotingControllerClient(ControllerApi):
         """One-way, as brokers send BROKER_HEARTBEAT (904): to the leader only here; call
         ``connection(addr).oneway`` per address to beat to every controller."""
         code, ext, body = headers.encode_request(method, request)
-        deadline = time.monotonic() + self.timeout
+        deadline = self.call_deadline()
         try:
             target = self._leader or self._discover(deadline)
         except _Retry as r:

@@ -7,14 +7,15 @@
  *       the RocketMQ version of the class path (MQVersion.CURRENT_VERSION), e.g. "V5_3_3".
  *   send NAMESRV TOPIC PREFIX COUNT
  *       COUNT messages, synchronously; a failed send is retried (the same key) until it is acknowledged
- *       or 60 s have passed. Prints "ok KEY COMMITLOG_OFFSET MILLIS PORT" per acknowledged message.
+ *       or 60 s have passed. Prints "ok KEY COMMITLOG_OFFSET MILLIS PORT UNIQ_KEY" per acknowledged message.
  *   loop NAMESRV TOPIC PREFIX STOPFILE MAXSECONDS
  *       one message after another (1 s send timeout, no retry inside the client, the next key after a
  *       failure too) until STOPFILE exists or MAXSECONDS have passed. Prints "ok KEY COMMITLOG_OFFSET
- *       MILLIS PORT" per acknowledged message (PORT: the broker that stored it) and "fail KEY MILLIS REASON" per failed send, MILLIS being
+ *       MILLIS PORT UNIQ_KEY" per acknowledged message (PORT: the broker that stored it) and "fail KEY MILLIS REASON" per failed send, MILLIS being
  *       System.currentTimeMillis() when the answer came.
  *   read NAMESRV TOPIC
- *       every message of every queue of TOPIC, from offset 0 (DefaultMQPullConsumer): "msg KEY OFFSET".
+ *       every message of every queue of TOPIC, from offset 0 (DefaultMQPullConsumer): "msg KEY OFFSET
+ *       UNIQ_KEY".
  *
  * Every send is synchronous with no retry inside the client, so that a message is stored at most once
  * per attempt and "ok" means RocketMQ's SEND_OK (with allAckInSyncStateSet: every SyncStateSet member
@@ -32,6 +33,7 @@ import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.MQVersion;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageClientIDSetter;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
@@ -87,7 +89,7 @@ public class RocketMQDriver {
                     try {
                         SendResult r = p.send(message(topic, key));
                         if (r.getSendStatus() == SendStatus.SEND_OK) {
-                            System.out.println("ok " + key + " " + offset(r) + " " + System.currentTimeMillis() + " " + storedBy(r));
+                            System.out.println("ok " + key + " " + offset(r) + " " + System.currentTimeMillis() + " " + storedBy(r) + " " + r.getMsgId());
                             break;
                         }
                         System.out.println("notok " + key + " " + r.getSendStatus());
@@ -115,7 +117,7 @@ public class RocketMQDriver {
                     SendResult r = p.send(message(topic, key));
                     long now = System.currentTimeMillis();
                     if (r.getSendStatus() == SendStatus.SEND_OK) {
-                        System.out.println("ok " + key + " " + offset(r) + " " + now + " " + storedBy(r));
+                        System.out.println("ok " + key + " " + offset(r) + " " + now + " " + storedBy(r) + " " + r.getMsgId());
                     } else {
                         System.out.println("fail " + key + " " + now + " " + r.getSendStatus());
                     }
@@ -144,7 +146,7 @@ public class RocketMQDriver {
                     PullResult r = c.pull(mq, "*", offset, 32, 10000);
                     if (r.getPullStatus() == PullStatus.FOUND) {
                         for (MessageExt m : r.getMsgFoundList()) {
-                            System.out.println("msg " + m.getKeys() + " " + m.getCommitLogOffset());
+                            System.out.println("msg " + m.getKeys() + " " + m.getCommitLogOffset() + " " + MessageClientIDSetter.getUniqID(m));
                         }
                     } else if (r.getNextBeginOffset() <= offset) {
                         throw new IllegalStateException(mq + " at " + offset + " of " + max + ": " + r);

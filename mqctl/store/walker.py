@@ -24,6 +24,11 @@ PHYSICALOFFSET, the field layout and every field are checked and gathered for al
 a copy of their first bytes (`_heads`), and BODYCRC is computed on memoryview slices through map() (zlib-ng's
 crc32 when the `zlib-ng` package is there, zlib's otherwise): the loop over records runs in C.
 
+Two walkers give the same answers (tests/store/test_walker_differential.py, tests/fuzz): the compiled one
+(`mqctl/store/_cwalker.c`, issue 32; built by pip when it can) does the chain and each record's layout,
+BODYCRC, fields and topic code in C with the GIL released, and this module does the rest for both; without
+it, or with MQCTL_WALKER=numpy, numpy does the per-record work as described above (`select`, `describe`).
+
 Ownership, which makes the pipeline's result independent of where ranges are cut:
 * a range that does not start where its region starts (`head_owned`), and whose first bytes are not a
   record head, silently skips to the first record boundary: the bytes before it belong to the record the
@@ -37,8 +42,10 @@ Ownership, which makes the pipeline's result independent of where ranges are cut
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import mmap
+import os
 import struct
 import zlib
 from collections.abc import Callable, Iterator
@@ -59,8 +66,9 @@ from mqctl.store.commitlog import (
     ip_text,
 )
 
-__all__ = ["BLOCK_RECORDS", "Blob", "Chain", "ParsedRange", "Problem", "crc32", "find_boundary", "fmt_host",
-           "parse_blocks", "parse_byte_range", "records_at", "row_bytes"]
+__all__ = ["BLOCK_RECORDS", "WALKERS", "Blob", "Chain", "ParsedRange", "Problem", "crc32", "describe",
+           "find_boundary", "fmt_host", "parse_blocks", "parse_byte_range", "records_at", "row_bytes",
+           "select"]
 
 Buf = bytes | bytearray | memoryview | mmap.mmap
 
@@ -78,6 +86,50 @@ crc32 = _crc32_impl()
 """CRC-32 (java.util.zip.CRC32's): zlib-ng's when installed. Bodies are small, so the cost per call
 counts more than the speed on big buffers: zlib-ng's call on a 1 KiB body takes about 70 ns, ISA-L's
 about 190 (its own cost per call), zlib's about 390 (no vector instructions)."""
+
+WALKERS = ("c", "numpy")
+ENV = "MQCTL_WALKER"
+_cw: Any = None          # the compiled walker (mqctl/store/_cwalker.c) when it walks, else None
+IMPL = "numpy"
+NOTE = ""                # why the walker in use is not the one asked for, if it is not
+
+
+def select(name: str | None = None) -> str:
+    """Choose the walker: "c" (the compiled one, mqctl/store/_cwalker.c), "numpy", or None/"auto": the
+    environment's MQCTL_WALKER, else the compiled one when it was built (pip builds it when it can; it is
+    optional). Both give the same answers (tests/store/test_walker_differential.py); the numpy walker is
+    the fallback and the oracle. Returns the walker now in use; "c" without the extension raises
+    ImportError."""
+    global _cw, IMPL, NOTE
+    want = name or os.environ.get(ENV, "") or "auto"
+    if want not in ("auto", *WALKERS):
+        raise ValueError(f"{ENV}={want!r}: expected one of auto, c, numpy")
+    mod: Any = None
+    NOTE = ""
+    if want != "numpy":
+        try:
+            mod = importlib.import_module("mqctl.store._cwalker")
+        except ImportError as exc:
+            if want == "c":
+                raise ImportError(f"the compiled record walker is not installed ({exc})") from None
+            NOTE = "the compiled walker is not built"
+    _cw, IMPL = mod, ("c" if mod is not None else "numpy")
+    return IMPL
+
+
+def describe() -> str:
+    """The walker in use and its CRC-32, as `mqctl --version` prints it."""
+    if _cw is not None:
+        return f"c (CRC-32: {_cw.CRC})"
+    fast = "zlib-ng" if crc32 is not zlib.crc32 else "zlib"
+    return f"numpy (CRC-32: {fast}{'; ' + NOTE if NOTE else ''})"
+
+
+try:
+    select()
+except (ImportError, ValueError) as _exc:     # a wrong MQCTL_WALKER: the numpy walker, and why
+    select("numpy")
+    NOTE = str(_exc)
 
 _II = struct.Struct(">iI").unpack_from
 _Q = struct.Struct(">q").unpack_from
@@ -454,9 +506,13 @@ def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, 
         if pos < 0:
             pos = n
     while pos < end:
-        p, stopped = _chain(u8, n, pos, end)
+        if _cw is not None:
+            raw, stopped = _cw.chain(buf, base, pos, end)
+            p = np.frombuffer(raw, dtype=np.int64)
+        else:
+            p, stopped = _chain(u8, n, pos, end)
         if p.size:
-            bad = np.flatnonzero(_gather(u8, p + 28, ">i8") != p + base)
+            bad = np.flatnonzero(_gather(u8, p + 28, ">i8") != p + base) if _cw is None else p[:0]
             if bad.size:                      # a PHYSICALOFFSET that is not the record's position
                 stopped = int(p[bad[0]])
                 p = p[:bad[0]]
@@ -519,6 +575,8 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
              fields: bool, extract: tuple[str, ...], crc_known: int, topics: bool = True) -> ParsedRange:
     """Check the layout of the records at P and gather their fields (all records at once); BODYCRC is
     not computed again for the first `crc_known` (taken from a `Chain` that found it right)."""
+    if _cw is not None:
+        return _columns_c(buf, u8, w, P, walk_end, check_crc, fields, extract, crc_known, topics)
     base = w.base
     H = _heads(u8, P)
     total = _field(H, 0, ">i4")
@@ -529,7 +587,9 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
     # variable layout: body length, topic length, properties length; each index clamped to the record
     # head (position 0) where an earlier check already failed, so no read leaves the record
     brel = 68 + bh + sh
-    ok = brel + 4 <= total
+    # the record inside the buffer: a walk found it so, but records_at's positions may be stale (found by
+    # the fuzz harness: reads past the buffer raised IndexError instead of RecordError)
+    ok = (brel + 4 <= total) & (total <= u8.size - P)
     blen = _field(H, brel, ">i4")
     ok &= (blen >= 0) & (brel + 4 + blen <= total)
     trel = np.where(ok, brel + 4 + blen, 0)
@@ -599,6 +659,111 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
         reconsume_times=col(56 + bh + sh, ">i4"),
         prepared_tx_offset=col(60 + bh + sh, ">i8"), body_length=blen, topic_codes=codes,
         topic_names=names, problems=w.problems, walk_end=walk_end, **extra)
+
+
+(_C_TOTAL, _C_VERSION, _C_BODY_CRC, _C_CRC_OK, _C_CRC_GOT, _C_QUEUE_ID, _C_FLAG, _C_QUEUE_OFFSET, _C_PHYS,
+ _C_SYSFLAG, _C_BORN_TS, _C_STORE_TS, _C_RECONSUME, _C_PREPARED, _C_BODY_LEN, _C_OK, _C_TSTART, _C_TLEN,
+ _C_PREL, _C_PLEN, _C_BREL, _C_TOPIC, _NCOL) = range(23)     # the rows of _cwalker.columns' `out`
+
+
+def _columns_c(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int, check_crc: bool,
+               fields: bool, extract: tuple[str, ...], crc_known: int, topics: bool) -> ParsedRange:
+    """`_columns` with the compiled walker: its layout checks, BODYCRC, fields and topic codes in one
+    pass over the records (the GIL released); the reasons of the damage it finds and the extracted items
+    are made here, as for the numpy walker."""
+    base = w.base
+    P = np.ascontiguousarray(P, dtype=np.int64)
+    out = np.empty((_NCOL, P.size), dtype=np.int64)
+    raw_names = _cw.columns(buf, base, P, check_crc, crc_known, fields, topics, out)
+    ok = out[_C_OK] != 0
+    if not ok.all():
+        for p in P[~ok].tolist():
+            try:
+                decode_record(buf, p, base, check_crc=False)
+                reason = "bad field layout"            # pragma: no cover
+            except RecordError as exc:
+                reason = exc.reason
+            w.problems.append(Problem(base + p, p, int(_II(buf, p)[0]), "corrupt", reason))
+        P, out = P[ok], out[:, ok]
+    crc = out[_C_BODY_CRC]
+    crc_ok = out[_C_CRC_OK] != 0
+    if check_crc:
+        got = out[_C_CRC_GOT]
+        for i in np.flatnonzero(~crc_ok).tolist():
+            p = int(P[i])
+            w.problems.append(Problem(base + p, p, int(out[_C_TOTAL, i]), "crc", f"BODYCRC mismatch: field "
+                                      f"says {int(crc[i])}, body gives {int(got[i])}"))
+    blen, sysflag = out[_C_BODY_LEN], out[_C_SYSFLAG]
+    if fields and topics:
+        codes, names = _topic_order(out[_C_TOPIC], raw_names, out[_C_TLEN])
+    else:
+        codes, names = np.zeros(0, np.int64), []
+    extra: dict[str, Any] = {}
+    if extract:
+        mv = memoryview(buf)
+        try:
+            if "bodies" in extract:
+                extra["body_blob"] = _blob(u8, mv, P + out[_C_BREL] + 4, blen)
+            if "properties" in extract:
+                extra["properties_blob"] = _blob(u8, mv, P + out[_C_PREL] + 2, out[_C_PLEN])
+        finally:
+            mv.release()
+        if "hosts" in extract:
+            H = _heads(u8, P)
+            bh = np.where(sysflag & 0x10, 20, 8)
+            sh = np.where(sysflag & 0x20, 20, 8)
+            hosts: dict[bytes, int] = {}
+            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts, H, 48)
+            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
+            extra["host_names"] = [fmt_host(k[1:k[0] - 3], int.from_bytes(k[k[0] - 3:k[0] + 1], "big",
+                                                                          signed=True)) for k in hosts]
+    w.problems.sort(key=lambda p: p.position)
+    empty = np.zeros(0, dtype=np.int64)
+
+    def col(row: int) -> np.ndarray:
+        return out[row] if fields else empty
+
+    return ParsedRange(
+        file_start=base, position=P, size=out[_C_TOTAL], version=out[_C_VERSION].astype(np.int8),
+        body_crc=crc, crc_ok=crc_ok, queue_id=col(_C_QUEUE_ID), flag=col(_C_FLAG),
+        queue_offset=col(_C_QUEUE_OFFSET), physical_offset=col(_C_PHYS), sysflag=sysflag,
+        born_timestamp=col(_C_BORN_TS), store_timestamp=col(_C_STORE_TS), reconsume_times=col(_C_RECONSUME),
+        prepared_tx_offset=col(_C_PREPARED), body_length=blen, topic_codes=codes, topic_names=names,
+        problems=w.problems, walk_end=walk_end, **extra)
+
+
+def _topic_order(codes: np.ndarray, raw: list[bytes], tlen: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The compiled walker's topic codes (into `raw`, which may hold topics no record here has)
+    renumbered in the numpy walker's order (`_topics`: the topics of these records by length, then bytes,
+    per block of about 8 MiB of topic rows; first appearance when a topic is longer than 256 bytes), so
+    that both walkers give the same codes and names."""
+    if not codes.size:
+        return np.zeros(0, dtype=np.int64), []
+    m = len(raw)
+    width = int(tlen.max())
+    present = np.flatnonzero(np.bincount(codes, minlength=m))
+    if width > 256:                     # first appearance
+        first = np.full(m, codes.size, dtype=np.int64)
+        np.minimum.at(first, codes, np.arange(codes.size))
+        order = present[np.argsort(first[present], kind="stable")]
+    elif codes.size <= max(1, (8 << 20) // (width + 2)) or present.size == 1:
+        order = np.asarray(sorted(present.tolist(), key=lambda c: (len(raw[c]), raw[c])), dtype=np.int64)
+    else:
+        step = max(1, (8 << 20) // (width + 2))
+        key_rank = np.empty(m, dtype=np.int64)
+        key_rank[np.asarray(sorted(present.tolist(), key=lambda c: (len(raw[c]), raw[c])), dtype=np.int64)] \
+            = np.arange(present.size)
+        seen = np.zeros(m, dtype=bool)
+        chunks = []
+        for s in range(0, codes.size, step):
+            fresh = np.flatnonzero((np.bincount(codes[s:s + step], minlength=m) > 0) & ~seen)
+            fresh = fresh[np.argsort(key_rank[fresh])]
+            seen[fresh] = True
+            chunks.append(fresh)
+        order = np.concatenate(chunks)
+    rank = np.full(m, -1, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    return rank[codes], [raw[c].decode("utf-8", errors="replace") for c in order.tolist()]
 
 
 def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) -> tuple[np.ndarray, list[str]]:

@@ -162,7 +162,12 @@ def test_quorum_doc_verdicts() -> None:
     assert behind["healthy"] and behind["statesAgree"] is None and behind["nodes"][1]["lag"] == 2
     alone = NodeView("g1", _meta("g1", True, 10, "h", quorum=False))
     down = quorum_doc([alone, NodeView("g2", None, "refused")])
-    assert not down["healthy"] and len(down["problems"]) == 2
+    assert not down["healthy"] and len(down["problems"]) == 2 and down["status"] == "unhealthy"
+    follower = NodeView("g2", _meta("g2", False, 10, "h"))
+    degraded = quorum_doc([lead, follower, NodeView("g3", None, "refused")])
+    assert not degraded["healthy"] and degraded["status"] == "degraded" and degraded["problems"] == [
+        "g3: unreachable (refused)"]
+    assert ok["status"] == "healthy" and bad["status"] == "unhealthy"
     none = quorum_doc([NodeView("g2", None, "refused")])
     assert none["leaderId"] is None and none["nodes"][0]["state"] == "unreachable"
 

@@ -188,9 +188,24 @@ def test_quorum_transfer_remove_add_and_health_codes(trio: World, tmp_path) -> N
     # on while it was out of the group), so wait for a leader before asking
     wait_until(lambda: trio.cluster.leader() is not None, 15, what="a leader of the remaining two")
     proc = run("quorum", "status", "-a", target.grpc_address, "--timeout", "1")
-    assert proc.returncode == 7, proc.stderr
-    assert "UNHEALTHY" in proc.stdout and down.grpc_address in proc.stdout
-    assert "unreachable" in proc.stderr
+    # quorum holds: degraded (10), not unhealthy; the lost node's error printed once (its problem: line)
+    assert proc.returncode == 10, proc.stderr
+    assert "DEGRADED" in proc.stdout and "UNHEALTHY" not in proc.stdout + proc.stderr
+    problem = next(line for line in proc.stdout.splitlines() if line.startswith("problem:"))
+    assert down.grpc_address in problem and "unreachable" in problem
+    detail = problem.split("unreachable", 1)[1].strip()
+    assert (proc.stdout + proc.stderr).count(detail) == 1, (proc.stdout, proc.stderr)
+    assert proc.stderr.startswith("mqctl: error: DEGRADED: the leader has a quorum (2 of 3 nodes answer); "
+                                  "1 problem found"), proc.stderr
+    out = run("quorum", "status", "-a", target.grpc_address, "--timeout", "1", "-o", "json").stdout
+    doc = json.loads(out)
+    assert doc["status"] == "degraded" and doc["error"]["code"] == "DEGRADED"
+    assert doc["error"]["exitCode"] == 10
+    # the leader of the two says which peer it lost
+    leader = trio.cluster.leader()
+    assert leader is not None
+    wait_until(lambda: f"cannot reach {down.raft_address}" in leader.log_text(), 20,
+               what="the leader naming the lost peer")
     # two of three down: no leader (6)
     gone.kill()
     wait_until(lambda: trio.cluster.leader() is None, 15, what="no leader")

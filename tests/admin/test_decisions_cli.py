@@ -107,7 +107,7 @@ def test_switchover_refuses_with_numbers_waits_and_forces(group) -> None:
     cluster, client, beater = group
     name = "switch"
     addrs = broker_set(client, beater, name, {1: 5000, 2: 4000}, [1, 2])
-    refused = mq(cluster, "switchover", "-b", name, "--timeout", "1")
+    refused = mq(cluster, "switchover", "-b", name, "--wait", "1")
     assert refused.returncode == 3, refused.stderr
     assert "broker 2 of switch is 1000 bytes behind: maxOffset 4000, the master 1 has 5000" in refused.stderr
     assert client.get_replica_info(name).master_broker_id == 1
@@ -117,7 +117,7 @@ def test_switchover_refuses_with_numbers_waits_and_forces(group) -> None:
                                                      confirm_offset=5000))
     later.start()
     started = time.monotonic()
-    moved = mq(cluster, "switchover", "-b", name, "--timeout", "30", "-o", "json")
+    moved = mq(cluster, "switchover", "-b", name, "--wait", "30", "-o", "json")
     later.join()
     assert moved.returncode == 0, moved.stderr
     doc = json.loads(moved.stdout)
@@ -130,11 +130,11 @@ def test_switchover_refuses_with_numbers_waits_and_forces(group) -> None:
     client.alter_sync_state_set(name, 2, info.master_epoch, [1, 2], info.sync_state_set_epoch)
     beater.beat(name, 2, addrs[2], epoch=2, max_offset=5500, confirm_offset=5500)
     wait_until(lambda: _max_offset(client, name, 2) == 5500, 15, what="broker 2's new maxOffset")
-    dry = mq(cluster, "switchover", "-b", name, "--to", "1", "--force", "--dry-run", "--timeout", "1",
+    dry = mq(cluster, "switchover", "-b", name, "--to", "1", "--force", "--dry-run", "--wait", "1",
              "-o", "json")
     assert dry.returncode == 0 and json.loads(dry.stdout)["dryRun"]
     assert client.get_replica_info(name).master_broker_id == 2
-    forced = mq(cluster, "switchover", "-b", name, "--to", "1", "--force", "--timeout", "1", "-o", "json")
+    forced = mq(cluster, "switchover", "-b", name, "--to", "1", "--force", "--wait", "1", "-o", "json")
     assert forced.returncode == 0, forced.stderr
     doc = json.loads(forced.stdout)
     assert (doc["newMasterBrokerId"], doc["forced"], doc["gapBytes"]) == (1, True, 500)
@@ -218,7 +218,7 @@ def test_follow_streams_new_entries(group) -> None:
 
 
 def test_below_feature_level_3_the_commands_say_how_to_raise_it(tmp_path: Path) -> None:
-    with LocalCluster(str(tmp_path), size=1) as single:
+    with LocalCluster(str(tmp_path), size=1, extra_args=["--initial-feature-level", "1"]) as single:
         single.start()
         for args in (["history"], ["failover", "pause"], ["history", "-o", "json"]):
             out = run(*args, "-a", single.addresses)

@@ -14,9 +14,9 @@ import pytest
 from admin_fixtures import CLUSTER, World, build_world, close_world, run
 
 from mqctl.admin import mqadmin_text as mt
-from mqctl.admin.namesrv import ClusterInfo
 from mqctl.errors import NotFoundError
 from mqctl.remoting import headers
+from mqctl.remoting.namesrv import ClusterInfo
 
 # `MQAdmin help <sub-command>` of RocketMQ's mqadmin (../shared/rocketmq-java): (short, long) per option
 MQADMIN_OPTIONS: dict[str, list[tuple[str, str]]] = {

@@ -35,16 +35,10 @@ def test_busy_grpc_port(tmp_path) -> None:
                      "--data-dir", str(tmp_path / "d"))
     assert proc.returncode == 2
     assert "address already in use" in error_line(proc)
+    assert not (tmp_path / "d").exists()  # a node that never started leaves nothing behind (issue 33)
     # only mqctl's lines: not gRPC's own "add_port.cc ... Failed to add port" log (issue 16)
+    # (the port is checked before the node starts, issue 33: gRPC itself never gets to bind it)
     assert [ln.split(":")[0] for ln in proc.stderr.splitlines()] == ["mqctl controller", "mqctl"], proc.stderr
-    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", port))
-        s.listen()
-        proc = subprocess.run([sys.executable, "-m", "mqctl", "--debug", "serve", "--listen",
-                               f"127.0.0.1:{port}", "--raft", f"127.0.0.1:{free_port()}", "--data-dir",
-                               str(tmp_path / "d2")], capture_output=True, text=True, timeout=30, env=env)
-    assert proc.returncode == 2 and "add_port" in proc.stderr  # --debug shows gRPC's lines again
 
 
 def test_busy_raft_port(tmp_path) -> None:
@@ -57,6 +51,40 @@ def test_busy_raft_port(tmp_path) -> None:
     assert proc.returncode == 2
     expected = f"mqctl: error: cannot listen for Raft on 127.0.0.1:{port}: Address already in use"
     assert error_line(proc) == expected
+    assert not (tmp_path / "d").exists()
+
+
+def _tree(root) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"<dir>"
+            for p in sorted(root.rglob("*"))}
+
+
+def test_a_start_that_fails_leaves_the_data_directory_as_it_found_it(tmp_path) -> None:
+    """A busy gRPC, remoting or HTTP port: a new directory (and its parents) is gone again, an empty
+    one stays empty, a node's directory keeps exactly its files (issue 33)."""
+    with LocalCluster(str(tmp_path / "old"), size=1) as cluster:
+        cluster.start()
+    existing = tmp_path / "old" / "node0"
+    cluster.nodes[0].stop()
+    before = _tree(existing)
+    assert "raft.journal" in before and "node.json" in before
+    (tmp_path / "empty").mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        busy = [["--listen", f"127.0.0.1:{port}"],
+                ["--listen", f"127.0.0.1:{free_port()}", "--remoting-port", str(port)],
+                ["--listen", f"127.0.0.1:{free_port()}", "--metrics-address", f"127.0.0.1:{port}"]]
+        for args in busy:
+            for data_dir in (tmp_path / "new" / "deeper" / "d", tmp_path / "empty", existing):
+                raft = cluster.nodes[0].raft_address if data_dir == existing else f"127.0.0.1:{free_port()}"
+                proc = serve(*args, "--raft", raft, "--data-dir", str(data_dir))
+                assert proc.returncode == 2, (args, proc.stderr)
+                error_line(proc)
+                assert not (tmp_path / "new").exists(), (args, proc.stderr)
+                assert list((tmp_path / "empty").iterdir()) == [], args
+                assert _tree(existing) == before, args
 
 
 def test_data_dir_that_cannot_be_created(tmp_path) -> None:

@@ -5,6 +5,11 @@ entries on the status page, escaped; below level 3 the page says why there is no
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -18,13 +23,19 @@ pytestmark = pytest.mark.slow
 NAME = "<b>set</b>&1"
 
 
+def run_mqctl(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")} | {"COLUMNS": "400"}
+    return subprocess.run([str(Path(sys.executable).with_name("mqctl")), *args], capture_output=True,
+                          text=True, timeout=60, env=env)
+
+
 def _elections(text: str) -> dict[tuple[str, str], float]:
     return {(dict(labels)["broker_name"], dict(labels)["cause"]): v
             for (name, labels), v in samples(text).items() if name == "mqctl_elections_total"}
 
 
 def test_elections_by_cause_and_the_history_on_the_page(tmp_path: Path) -> None:
-    cluster, http = cockpit_cluster(tmp_path, 3)
+    cluster, http = cockpit_cluster(tmp_path, 3, ["--initial-feature-level", "1"])
     client = ControllerClient(cluster.addresses, timeout=30)
     beater = Beater(client)
     try:
@@ -63,6 +74,20 @@ def test_elections_by_cause_and_the_history_on_the_page(tmp_path: Path) -> None:
         assert "lease expired for broker 1" in rows[0] and "<td>2500</td>" in rows[0], rows[0]
         assert "&lt;b&gt;set&lt;/b&gt;&amp;1" in history and "<b>set</b>" not in page
         assert "bytes elections may have lost: &lt;b&gt;set&lt;/b&gt;&amp;1 2500" in page
+        # issue 31's pointers: the page, `mqctl history` and `health --doctor` name the guard's salvage
+        # (its directory name: the new master's maxOffset is where the histories part) and the replay
+        name = f"{TEST_CLUSTER}_{urllib.parse.quote(NAME, safe='')}_{ids[0]}_3500-6000"
+        assert f"mqctl recover guard STORE_OF_BROKER_{ids[0]} --out DIR" in rows[0], rows[0]
+        assert f"mqctl recover replay DIR/{name} -n NAMESRV" in rows[0], rows[0]
+        hist = json.loads(run_mqctl("history", "-a", cluster.addresses, "-o", "json").stdout)
+        (guard,) = [e["election"]["guard"] for e in hist["entries"] if (e.get("election") or {}).get("guard")]
+        assert guard["salvageName"] == name
+        assert guard["replay"] == f"mqctl recover replay DIR/{name} -n NAMESRV"
+        table = run_mqctl("history", "-a", cluster.addresses).stdout
+        assert f"DIR/{name}" in table.replace("\n", ""), table
+        p = run_mqctl("health", "--doctor", "-a", cluster.addresses, "-o", "json")
+        fixes = [f["fix"] for f in json.loads(p.stdout)["findings"] if f["brokerName"] == NAME]
+        assert any(f"mqctl recover replay DIR/{name}" in f for f in fixes), (fixes, p.stderr)
 
         # the counters stay when the history is trimmed to one entry, and across a restart
         client.update_config({"historyMaxEntries": "1"})

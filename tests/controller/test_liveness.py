@@ -67,20 +67,54 @@ def test_broker_epoch_resets_or_ignores() -> None:
     assert info is not None and (info.epoch, info.max_offset, info.broker_epoch) == (1, 1, 6)
 
 
-def test_register_replaces_row_and_snapshot() -> None:
+def test_register_keeps_what_it_does_not_report_and_snapshot() -> None:
+    """A registration without epoch, maxOffset, confirmOffset, priority or timeout (what a RocketMQ
+    broker's 1003 carries) leaves them as the last heartbeat left them, as RocketMQ's
+    DefaultBrokerHeartbeatManager does (issue 35: a reset made a broker that registered again between
+    two heartbeats lose the election it should win); what it reports replaces them."""
     t = HeartbeatTable(default_timeout_ms=3000)
-    t.on_heartbeat(hb(1, epoch=5, max_offset=500), 0)
+    t.on_heartbeat(hb(1, epoch=5, max_offset=500, confirm_offset=450, election_priority=4,
+                      heartbeat_timeout_mills=2500), 0)
     t.on_heartbeat(hb(2), 0)
     t.on_heartbeat({"broker_name": "other", "broker_id": 1}, 0)
     t.on_register("c", S, 1, "z:9", 7, now_ms=10)  # keeps the row's last heartbeat (0)
     snap = t.snapshot(S)
     assert snap[1].last_heartbeat_ms == 0
     assert sorted(snap) == [1, 2]
-    assert snap[1].broker_epoch == 7 and snap[1].epoch == -1 and snap[1].broker_address == "z:9"
-    assert snap[1].timeout_ms == 3000
+    assert snap[1].broker_epoch == 7 and snap[1].broker_address == "z:9"
+    assert (snap[1].epoch, snap[1].max_offset, snap[1].confirm_offset) == (5, 500, 450)
+    assert (snap[1].election_priority, snap[1].timeout_ms) == (4, 2500)
     ctx = t.context(20, [S])
     assert list(ctx.live) == [S] and ctx.is_alive(S, 1)
     assert sorted(t.context(20).live) == [S, "other"]
+    # what a registration reports (an mqctl broker's store after a restart) is the new incarnation's
+    t.on_register("c", S, 1, "z:9", 8, epoch=4, max_offset=300, confirm_offset=200, election_priority=9,
+                  timeout_ms=4000, now_ms=30)
+    info = t.get(S, 1)
+    assert info is not None and info.broker_epoch == 8 and info.last_heartbeat_ms == 0
+    assert (info.epoch, info.max_offset, info.confirm_offset) == (4, 300, 200)
+    assert (info.election_priority, info.timeout_ms) == (9, 4000)
+
+
+def test_the_first_beat_after_a_registration_is_taken_as_it_is() -> None:
+    """The row kept through a registration holds the last incarnation's figures; the next heartbeat
+    (without brokerEpoch, as a RocketMQ broker's) tells what the broker holds now, even less than
+    before (a store that lost its tail). Later beats follow RocketMQ's update rule again."""
+    t = HeartbeatTable()
+    t.on_heartbeat(hb(1, epoch=5, max_offset=500, confirm_offset=450), 0)
+    t.on_register("c", S, 1, "a:1", 7, now_ms=10)
+    assert t.on_heartbeat(hb(1, epoch=4, max_offset=300, confirm_offset=250), 20)
+    info = t.get(S, 1)
+    assert info is not None and (info.epoch, info.max_offset, info.confirm_offset) == (4, 300, 250)
+    assert t.on_heartbeat(hb(1, epoch=4, max_offset=200), 30)  # the update rule again: kept
+    info = t.get(S, 1)
+    assert info is not None and (info.epoch, info.max_offset) == (4, 300)
+    # an older incarnation's beat is still ignored, and does not use up the registration's beat
+    t.on_register("c", S, 1, "a:1", 9, now_ms=40)
+    assert not t.on_heartbeat(hb(1, broker_epoch=8, epoch=1, max_offset=1), 50)
+    assert t.on_heartbeat(hb(1, broker_epoch=9, epoch=3, max_offset=100), 60)
+    info = t.get(S, 1)
+    assert info is not None and (info.epoch, info.max_offset, info.broker_epoch) == (3, 100, 9)
 
 
 def test_expiry_by_deadline() -> None:

@@ -16,18 +16,25 @@ from mqctl.pipeline.engine import (
 def test_auto_picks_spark_when_it_is_estimated_sooner(monkeypatch) -> None:
     monkeypatch.delenv(MASTER_ENV, raising=False)
     G = 1 << 30
-    # 2 cores: Spark pays its start-up back from about 3 GiB of salvage and 16 GiB of analyze
-    assert choose_engine("auto", "local[2]", int(2.9 * G))[0] == "local"
-    assert choose_engine("auto", "local[2]", int(3.2 * G))[0] == "spark"
-    eng, why = choose_engine("auto", "local[2]", int(3.5 * G))
+    # the numpy walker, 2 cores: Spark pays its start-up back from 3 GiB of salvage and 16 GiB of analyze
+    assert choose_engine("auto", "local[2]", int(2.9 * G), walker="numpy")[0] == "local"
+    assert choose_engine("auto", "local[2]", int(3.2 * G), walker="numpy")[0] == "spark"
+    eng, why = choose_engine("auto", "local[2]", int(3.5 * G), walker="numpy")
     assert eng == "spark"
     assert why == ("3.50 GiB to read: about 24 s in this process, 23 s on Spark with 2 cores and its "
                    "start-up; --engine local to stay in this process")
-    assert choose_engine("auto", "local[2]", 15 * G, "analyze commitlog")[0] == "local"
-    assert choose_engine("auto", "local[2]", 17 * G, "analyze commitlog")[0] == "spark"
+    assert choose_engine("auto", "local[2]", 15 * G, "analyze commitlog", walker="numpy")[0] == "local"
+    assert choose_engine("auto", "local[2]", 17 * G, "analyze commitlog", walker="numpy")[0] == "spark"
+    # the compiled walker reads faster in one process: Spark pays back later (4.3 and 41 GiB on 2 cores)
+    assert choose_engine("auto", "local[2]", int(4.1 * G), walker="c")[0] == "local"
+    assert choose_engine("auto", "local[2]", int(4.5 * G), walker="c")[0] == "spark"
+    assert choose_engine("auto", "local[2]", 40 * G, "analyze commitlog", walker="c")[0] == "local"
+    assert choose_engine("auto", "local[2]", 42 * G, "analyze commitlog", walker="c")[0] == "spark"
+    assert choose_engine("auto", "local[8]", int(1.8 * G), walker="c")[0] == "spark"
+    assert choose_engine("auto", "local[8]", int(1.6 * G), walker="c")[0] == "local"
     # more cores, sooner; one core, never
-    assert choose_engine("auto", "local[8]", int(1.3 * G))[0] == "spark"
-    assert choose_engine("auto", "local[8]", int(1.1 * G))[0] == "local"
+    assert choose_engine("auto", "local[8]", int(1.3 * G), walker="numpy")[0] == "spark"
+    assert choose_engine("auto", "local[8]", int(1.1 * G), walker="numpy")[0] == "local"
     assert choose_engine("auto", "local", 1 << 40)[0] == "local"
     eng, why = choose_engine("auto", "local[2]", 10)
     assert eng == "local" and why.endswith("--engine spark to use Spark")
@@ -36,6 +43,17 @@ def test_auto_picks_spark_when_it_is_estimated_sooner(monkeypatch) -> None:
     assert choose_engine("auto", None, 10)[0] == "spark"
     assert choose_engine("local", "yarn", 1 << 40) == ("local", "--engine local")
     assert choose_engine("spark", None, 0) == ("spark", "--engine spark")
+
+
+def test_auto_uses_the_rates_of_the_walker_in_use(monkeypatch) -> None:
+    from mqctl.store import walker
+
+    monkeypatch.delenv(MASTER_ENV, raising=False)
+    size = int(3.7 * (1 << 30))         # Spark on 2 cores with the numpy walker, not with the compiled one
+    monkeypatch.setattr(walker, "IMPL", "numpy")
+    assert choose_engine("auto", "local[2]", size)[0] == "spark"
+    monkeypatch.setattr(walker, "IMPL", "c")
+    assert choose_engine("auto", "local[2]", size)[0] == "local"
 
 
 def test_local_cores_of_a_master_url(monkeypatch) -> None:

@@ -3,6 +3,7 @@ and the same damage reports as one range per file, which are what the writer wro
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -363,3 +364,36 @@ def test_message_keys_with_arrow_kernels_follow_message_key(fleet: Fleet) -> Non
                     for raw, born, ts, crc in zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(),
                                                   pr.body_crc.tolist(), strict=True)]
             assert _message_keys(pa, pr).to_pylist() == want
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mqctl.store._cwalker") is None,
+                    reason="the compiled walker is not built")
+def test_salvage_and_analyze_write_the_same_bytes_with_either_walker(fleet: Fleet, tmp_path: Path) -> None:
+    # issue 32: the compiled walker and the numpy walker, the local engine, several range sizes
+    pytest.importorskip("pyarrow")
+    from pipeline_fixtures import tree_hash
+    from walker_corpus import using
+
+    from mqctl.pipeline.analyze import prepare_analyze, run_analyze
+    from mqctl.pipeline.salvage import prepare, run_salvage
+
+    stores = fleet.paths("A", "B", "C", "D", "E")
+    hashes, docs = {}, {}
+    for name in ("c", "numpy"):
+        for size in (200, FILE_SIZE):
+            with using(name):
+                out = tmp_path / f"salvage-{name}-{size}"
+                doc = run_salvage(None, prepare(stores, range_size=size), out, show_progress=False)
+                hashes[name, size] = tree_hash(out)
+                docs[name, size] = {k: v for k, v in doc.items() if k != "out"}
+                a_out = tmp_path / f"analyze-{name}-{size}"
+                a_doc = run_analyze(None, prepare_analyze(stores, range_size=size), a_out,
+                                    show_progress=False)
+                hashes["analyze", name, size] = tree_hash(a_out)
+                docs["analyze", name, size] = {k: v for k, v in a_doc.items() if k != "out"}
+    assert docs["c", 200]["messages"] > 5
+    for size in (200, FILE_SIZE):
+        assert hashes["c", size] == hashes["numpy", size] == hashes["c", 200]
+        assert docs["c", size] == docs["numpy", size]
+        assert hashes["analyze", "c", size] == hashes["analyze", "numpy", size]
+        assert docs["analyze", "c", size] == docs["analyze", "numpy", size]

@@ -19,6 +19,8 @@ import random
 import re
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -27,8 +29,11 @@ from pathlib import Path
 
 import pytest
 
+from mqctl.address import RAFT_BANNER, is_raft_port
 from mqctl.client import ControllerClient
+from mqctl.errors import UsageError
 from mqctl.raft.transport import HANDSHAKE_TIMEOUT, MAX_HANDSHAKES
+from mqctl.remoting.client import RemotingControllerClient
 from mqctl.testing import LocalCluster, Node, metadata, wait_until
 
 pytestmark = pytest.mark.slow
@@ -81,8 +86,9 @@ class Attack:
             send(self.sock)
         except OSError:
             pass  # the node closed it while this side was still sending
-        # one blocking read (the node sends nothing to a connection that has not said which node it
-        # is): no polling, so that 250 waiting threads do not take the CPU the nodes need
+        # one blocking read (the node sends a connection that has not said which node it is nothing
+        # but, when it closes it on bad input, mqctl.address.RAFT_BANNER): no polling, so that 250
+        # waiting threads do not take the CPU the nodes need
         while (left := self.limit - (time.monotonic() - self.started)) > 0:
             self.sock.settimeout(left)
             try:
@@ -198,3 +204,59 @@ def test_first_messages_that_are_not_a_node_without_a_secret(tmp_path: Path) -> 
         assert "Traceback" not in log, log[-3000:]
         lines = [line for line in log.splitlines() if LOG_LINE.search(line)]
         assert len(lines) == 1, lines
+
+
+def _answer(address: str, data: bytes) -> tuple[bytes, float]:
+    """What the node sends back to ``data`` before it closes the connection, and how long that took."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        started = time.monotonic()
+        sock.sendall(data)
+        got = b""
+        while chunk := sock.recv(4096):
+            got += chunk
+        return got, time.monotonic() - started
+
+
+def test_a_client_of_another_protocol_is_told_at_once(tmp_path: Path) -> None:
+    """An HTTP/2 preface, a remoting frame, a frame of another cluster secret: the node answers the
+    banner and closes at once; mqctl's clients (gRPC, remoting, the CLI's auto) say it is a Raft port
+    instead of retrying for --timeout; the secret's handshake still keeps out a peer without it."""
+    cluster = LocalCluster(str(tmp_path), size=3, extra_args=["--cluster-secret", SECRET])
+    with cluster:
+        cluster.start()
+        raft = cluster.nodes[0].raft_address
+        header = b'{"code":10,"opaque":1}....'
+        remoting_frame = struct.pack(">i", 4 + len(header)) + struct.pack(">i", len(header)) + header
+        for what, data in [("HTTP/2", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), ("remoting", remoting_frame),
+                           ("another secret", _message(os.urandom(32), "another secret"))]:
+            got, took = _answer(raft, data)
+            assert got == RAFT_BANNER, (what, got)
+            assert took < CLOSE_SLACK, (what, took)
+        # a silent connection gets nothing (the banner answers bad input only)
+        host, port = raft.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=HANDSHAKE_TIMEOUT + CLOSE_SLACK) as sock:
+            assert sock.recv(4096) == b""
+        assert not is_raft_port(cluster.nodes[0].grpc_address)
+        for make in (lambda: ControllerClient([raft], timeout=30),
+                     lambda: RemotingControllerClient([raft], timeout=30)):
+            started = time.monotonic()
+            with make() as client, pytest.raises(UsageError, match=f"^{re.escape(raft)} is a Raft port, not "
+                                                 "the controller's gRPC or remoting port"):
+                client.get_metadata()
+            took = time.monotonic() - started
+            print(f"{type(client).__name__}: told in {took:.3f} s")
+            assert took < 2.0, took  # 0.5 s on an idle machine; never the --timeout of 30 s
+        for protocol in ("auto", "grpc", "remoting"):
+            out = subprocess.run([sys.executable, "-m", "mqctl", "getControllerMetaData", "-a", raft,
+                                  "--protocol", protocol, "--timeout", "30"],
+                                 capture_output=True, text=True, timeout=60)
+            assert out.returncode == 2, (protocol, out.stderr)
+            assert out.stderr.startswith(f"mqctl: error: {raft} is a Raft port, not the controller's gRPC or "
+                                         "remoting port"), out.stderr
+            assert out.stderr.count("\n") == 1 and out.stdout == ""
+        # the group's own connections still need the secret, and still work
+        with ControllerClient(cluster.addresses, timeout=20) as client:
+            client.apply_broker_id("listener-cluster", "after", 1, "127.0.0.1:30001;x")
+        cluster.wait_for_same_hash(20)
+        assert "Traceback" not in cluster.nodes[0].log_text()

@@ -1,30 +1,15 @@
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from recover_fixtures import tree_hash
 from typer.testing import CliRunner
 
 from mqctl.errors import MqctlError
-
-
-def tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            p = Path(dirpath) / name
-            st = p.lstat()
-            h.update(f"{p.relative_to(root)}|{st.st_size}|{st.st_mtime_ns}\n".encode())
-            h.update(p.read_bytes())
-        for d in dirnames:
-            h.update(f"{Path(dirpath, d).relative_to(root)}/\n".encode())
-    return h.hexdigest()
 
 
 @dataclass

@@ -48,7 +48,7 @@ def test_states(tmp_path: Path, cli) -> None:
     (tmp_path / "bare").mkdir()
     r = cli("recover", "inspect", str(clean), str(dirty), str(nosig), str(empty), str(tmp_path / "bare"),
             "-o", "json")
-    assert r.code == 0, r.err
+    assert r.code == 5, r.err  # the bare directory holds no store (the others are reported all the same)
     got = {Path(d["store"]).name: (d["state"], d["dirtyReasons"]) for d in r.json()["stores"]}
     assert got == {
         "clean": ("clean", []),
@@ -65,8 +65,10 @@ def test_a_missing_store_is_an_error_row_and_exit_4(tmp_path: Path, cli) -> None
     clean = build_store(tmp_path / "clean", history=H, max_offset=1200, clean=True)
     missing = tmp_path / "missing"
     r = cli("recover", "inspect", str(missing))
-    assert r.code == 4 and "ERROR" in r.out
+    assert r.code == 4 and r.out == ""  # the error line, no table of dashes
     assert r.err == f"mqctl: error: {missing}: does not exist (no store directory here)\n"
+    r = cli("recover", "inspect", str(clean), str(missing))
+    assert r.code == 4 and "clean" in r.out and str(missing) not in r.out
     r = cli("recover", "inspect", str(clean), str(missing), "-o", "json")
     assert r.code == 4
     doc = r.json()
@@ -75,6 +77,23 @@ def test_a_missing_store_is_an_error_row_and_exit_4(tmp_path: Path, cli) -> None
                                 "error": f"{missing}: does not exist (no store directory here)"}
     assert doc["error"] == {"code": "STORE", "exitCode": 4, "message": "1 of 2 stores could not be inspected: "
                             f"{missing}: does not exist (no store directory here)"}
+
+
+def test_a_directory_without_a_store_says_where_the_stores_are_and_exits_5(tmp_path: Path, cli) -> None:
+    for i in range(3):
+        build_store(tmp_path / "set" / f"r{i}", history=H, max_offset=1200, clean=True, broker_id=i + 1)
+    (tmp_path / "empty").mkdir()
+    for output in ("table", "json"):
+        r = cli("recover", "inspect", str(tmp_path / "set"), "-o", output)
+        assert r.code == 5, r.err
+        assert r.err == (f"mqctl: error: {tmp_path / 'set'}: no store here (none of RocketMQ's store files); "
+                         f"stores beneath it: r0, r1, r2 (inspect {tmp_path / 'set' / '*'} or name them)\n")
+        if output == "table":
+            assert r.out == ""
+    r = cli("recover", "inspect", str(tmp_path / "empty"))
+    assert r.code == 5 and r.out == ""
+    assert r.err.endswith("no store here (none of RocketMQ's store files); none beneath it either\n")
+    assert r.err.count("\n") == 1
 
 
 def test_one_corrupt_store_does_not_abort_inspect_compare_or_plan(tmp_path: Path, cli) -> None:

@@ -34,7 +34,7 @@ ADMIN_REQUESTS: dict[str, dict[str, Any]] = {
     "CleanBrokerData": {"cluster_name": C, "broker_name": B, "broker_controller_ids_to_clean": "1"},
     "UpdateConfig": {"config": {"enableElectUncleanMaster": "false"}},
     "ChangeQuorum": {"action": "not-an-action", "raft_address": ""},
-    "PauseFailover": {"broker_name": B, "paused": True, "reason": "r"},  # level 1: 2106
+    "PauseFailover": {"broker_name": B, "paused": True, "reason": "r"},  # no such broker set
     "Switchover": {"broker_name": B},
     "Rebalance": {"cluster_name": C, "dry_run": True},
 }

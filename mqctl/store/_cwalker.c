@@ -1,0 +1,492 @@
+/* The compiled half of mqctl's commitlog record walker (mqctl/store/walker.py, issue 32).
+ *
+ * Two primitives replace the walker's per-record numpy work; everything else (ownership of ranges,
+ * resynchronisation, the reasons of problems, the chains of earlier walks) stays in walker.py, shared
+ * by both walkers, so that the numpy walker is the oracle of this one:
+ *
+ *   chain(buf, base, pos, end) -> (bytearray of int64 positions, stopped)
+ *       the records chained from pos while pos < end: MAGICCODE, TOTALSIZE bounds, the record inside
+ *       the buffer, PHYSICALOFFSET == base + pos (the numpy walker's `_chain` and its PHYSICALOFFSET
+ *       cut), and where the chain stopped;
+ *   columns(buf, base, positions, check_crc, crc_known, fields, topics, out) -> list of topic bytes
+ *       each record's layout check, BODYCRC and fields into `out` (NCOL int64 rows of len(positions)),
+ *       topics as codes into the distinct topic byte strings returned (first appearance order).
+ *
+ * The bytes are untrusted: every read is checked against the buffer's end first, positions and lengths
+ * from the caller included. The GIL is released while walking (the buffers stay exported meanwhile).
+ * BODYCRC: CRC-32 by carry-less multiplication (PCLMULQDQ, checked at run time) folding 64 bytes at a
+ * time, the system zlib for the rest and on CPUs without it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_X86_CLMUL 1
+#include <immintrin.h>
+#endif
+
+#define MAGIC_V1 0xDAA320A7u
+#define MAGIC_V2 0xDAA320ABu
+#define MIN_RECORD_SIZE 91
+#define MAX_RECORD_SIZE (1 << 30)
+
+/* the rows of `out` (walker.py's _C_* names) */
+enum {
+    C_TOTAL, C_VERSION, C_BODY_CRC, C_CRC_OK, C_CRC_GOT, C_QUEUE_ID, C_FLAG, C_QUEUE_OFFSET, C_PHYS,
+    C_SYSFLAG, C_BORN_TS, C_STORE_TS, C_RECONSUME, C_PREPARED, C_BODY_LEN, C_OK, C_TSTART, C_TLEN, C_PREL,
+    C_PLEN, C_BREL, C_TOPIC, NCOL
+};
+
+static inline uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((uint16_t)p[0] << 8 | p[1]); }
+
+static inline int64_t be64(const uint8_t *p) {
+    return (int64_t)((uint64_t)be32(p) << 32 | (uint64_t)be32(p + 4));
+}
+
+/* ------------------------------------------------------------------------------------------ CRC-32 */
+
+#ifdef HAVE_X86_CLMUL
+static int have_clmul;
+
+/* Fold len (>= 64, a multiple of 16) bytes into crc (pre- and post-inverted by the caller): the folding
+ * of Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ" with the bit-reflected
+ * constants of the CRC-32 polynomial 0xEDB88320, as in Chromium's zlib (crc32_simd.c). */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc_fold(const uint8_t *buf, size_t len, uint32_t crc) {
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+    __m128i x0, x1, x2, x3, x4, x5, x6, x7, x8, y5, y6, y7, y8;
+
+    x1 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
+    x2 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
+    x3 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
+    x4 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)crc));
+    x0 = k1k2;
+    buf += 64;
+    len -= 64;
+    while (len >= 64) {
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x6 = _mm_clmulepi64_si128(x2, x0, 0x00);
+        x7 = _mm_clmulepi64_si128(x3, x0, 0x00);
+        x8 = _mm_clmulepi64_si128(x4, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x2 = _mm_clmulepi64_si128(x2, x0, 0x11);
+        x3 = _mm_clmulepi64_si128(x3, x0, 0x11);
+        x4 = _mm_clmulepi64_si128(x4, x0, 0x11);
+        y5 = _mm_loadu_si128((const __m128i *)(buf + 0x00));
+        y6 = _mm_loadu_si128((const __m128i *)(buf + 0x10));
+        y7 = _mm_loadu_si128((const __m128i *)(buf + 0x20));
+        y8 = _mm_loadu_si128((const __m128i *)(buf + 0x30));
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x5), y5);
+        x2 = _mm_xor_si128(_mm_xor_si128(x2, x6), y6);
+        x3 = _mm_xor_si128(_mm_xor_si128(x3, x7), y7);
+        x4 = _mm_xor_si128(_mm_xor_si128(x4, x8), y8);
+        buf += 64;
+        len -= 64;
+    }
+    x0 = k3k4;
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x3), x5);
+    x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+    x1 = _mm_xor_si128(_mm_xor_si128(x1, x4), x5);
+    while (len >= 16) {
+        x2 = _mm_loadu_si128((const __m128i *)buf);
+        x5 = _mm_clmulepi64_si128(x1, x0, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, x0, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, x2), x5);
+        buf += 16;
+        len -= 16;
+    }
+    /* 128 bits to 64, then Barrett reduction to 32 */
+    x2 = _mm_clmulepi64_si128(x1, x0, 0x10);
+    x3 = _mm_setr_epi32(~0, 0, ~0, 0);
+    x1 = _mm_srli_si128(x1, 8);
+    x1 = _mm_xor_si128(x1, x2);
+    x0 = k5k0;
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_and_si128(x1, x3);
+    x1 = _mm_clmulepi64_si128(x1, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    x0 = poly;
+    x2 = _mm_and_si128(x1, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x10);
+    x2 = _mm_and_si128(x2, x3);
+    x2 = _mm_clmulepi64_si128(x2, x0, 0x00);
+    x1 = _mm_xor_si128(x1, x2);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+#endif
+
+/* java.util.zip.CRC32 of p[0:len) (len < 2**31: a body fits in TOTALSIZE) */
+static uint32_t crc32_of(const uint8_t *p, size_t len) {
+    uint32_t crc = 0;
+#ifdef HAVE_X86_CLMUL
+    if (have_clmul && len >= 64) {
+        size_t chunk = len & ~(size_t)15;
+        crc = ~crc_fold(p, chunk, ~(uint32_t)0);
+        p += chunk;
+        len -= chunk;
+    }
+#endif
+    return (uint32_t)crc32((uLong)crc, p, (uInt)len);
+}
+
+/* ------------------------------------------------------------------------------------------ chain */
+
+typedef struct {
+    int64_t *v;
+    size_t n, cap;
+} vec;
+
+static int vec_push(vec *a, int64_t x) {
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 4096;
+        int64_t *v = realloc(a->v, cap * sizeof(int64_t));
+        if (!v)
+            return -1;
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+/* The walk of the records chained from pos; returns where it stopped, -1 when out of memory. */
+static Py_ssize_t walk_chain(const uint8_t *b, Py_ssize_t n, int64_t base, Py_ssize_t pos, Py_ssize_t end,
+                             vec *out) {
+    Py_ssize_t stop = n - 35 < end ? n - 35 : end;   /* a record head needs 36 bytes */
+    while (pos < stop) {
+        const uint8_t *r = b + pos;
+        int32_t total = (int32_t)be32(r);
+        uint32_t magic = be32(r + 4);
+        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > MAX_RECORD_SIZE
+            || total > n - pos)
+            break;
+        if (be64(r + 28) != base + (int64_t)pos)
+            break;
+        if (vec_push(out, (int64_t)pos) < 0)
+            return -1;
+        /* the records' heads are a TOTALSIZE apart, further than the CPU's prefetcher looks: ask for the
+         * head some records ahead, guessing they are of this size (only a hint: nothing is read) */
+        if ((Py_ssize_t)total * 8 < n - pos)
+            __builtin_prefetch(r + (Py_ssize_t)total * 8);
+        pos += total;
+    }
+    return pos;
+}
+
+static PyObject *py_chain(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    long long base;
+    Py_ssize_t pos, end;
+    if (!PyArg_ParseTuple(args, "OLnn", &obj, &base, &pos, &end))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    vec out = {NULL, 0, 0};
+    Py_ssize_t stopped = pos;
+    if (pos >= 0) {
+        Py_BEGIN_ALLOW_THREADS
+        stopped = walk_chain((const uint8_t *)view.buf, view.len, (int64_t)base, pos, end, &out);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    if (stopped < 0) {
+        free(out.v);
+        return PyErr_NoMemory();
+    }
+    PyObject *arr = PyByteArray_FromStringAndSize((const char *)out.v, (Py_ssize_t)(out.n * sizeof(int64_t)));
+    free(out.v);
+    if (!arr)
+        return NULL;
+    return Py_BuildValue("Nn", arr, stopped);
+}
+
+/* ------------------------------------------------------------------------------------------ topics */
+
+typedef struct {
+    int64_t at;        /* where the first record with this topic has it in the buffer */
+    int64_t len;
+    uint64_t hash;
+    int64_t code;      /* -1: empty slot */
+} slot;
+
+typedef struct {
+    slot *s;
+    size_t mask, used;
+    vec firsts;        /* code -> index of its slot's `at` (kept as at, len pairs) */
+} topic_table;
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    while (n >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        h = (h ^ x) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t x = 0;
+    memcpy(&x, p, n);
+    h = (h ^ x) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 29);
+}
+
+static int table_grow(topic_table *t) {
+    size_t cap = t->s ? (t->mask + 1) * 2 : 64;
+    slot *s = malloc(cap * sizeof(slot));
+    if (!s)
+        return -1;
+    for (size_t i = 0; i < cap; i++)
+        s[i].code = -1;
+    if (t->s) {
+        for (size_t i = 0; i <= t->mask; i++) {
+            if (t->s[i].code < 0)
+                continue;
+            size_t j = t->s[i].hash & (cap - 1);
+            while (s[j].code >= 0)
+                j = (j + 1) & (cap - 1);
+            s[j] = t->s[i];
+        }
+        free(t->s);
+    }
+    t->s = s;
+    t->mask = cap - 1;
+    return 0;
+}
+
+/* the code of the topic b[at:at + len), added when new; -1 when out of memory */
+static int64_t topic_code(topic_table *t, const uint8_t *b, int64_t at, int64_t len) {
+    if (!t->s || (t->used + 1) * 2 > t->mask + 1) {
+        if (table_grow(t) < 0)
+            return -1;
+    }
+    uint64_t h = hash_bytes(b + at, (size_t)len);
+    size_t j = h & t->mask;
+    while (t->s[j].code >= 0) {
+        slot *s = &t->s[j];
+        if (s->hash == h && s->len == len && memcmp(b + s->at, b + at, (size_t)len) == 0)
+            return s->code;
+        j = (j + 1) & t->mask;
+    }
+    int64_t code = (int64_t)t->used++;
+    t->s[j] = (slot){at, len, h, code};
+    if (vec_push(&t->firsts, at) < 0 || vec_push(&t->firsts, len) < 0)
+        return -1;
+    return code;
+}
+
+/* ------------------------------------------------------------------------------------------ columns */
+
+/* Check the layout of the record at pos and gather its fields into column i of out (row stride n).
+ * Returns 1 when its layout is good. Every read is inside b[0:blen) and inside the record. */
+static int record_columns(const uint8_t *b, Py_ssize_t blen_buf, int64_t base, int64_t pos, int64_t *out,
+                          Py_ssize_t n, Py_ssize_t i) {
+#define COL(c) out[(Py_ssize_t)(c) * n + i]
+    COL(C_OK) = 0;
+    if (pos < 0 || pos > (int64_t)blen_buf - 8)
+        return 0;
+    const uint8_t *r = b + pos;
+    int64_t total = (int32_t)be32(r);
+    uint32_t magic = be32(r + 4);
+    COL(C_TOTAL) = total;
+    if (total < 0 || total > (int64_t)blen_buf - pos)
+        return 0;                  /* the record does not fit in the buffer */
+    if (total < 40)
+        return 0;                  /* not even the SYSFLAG: the body length cannot fit either */
+    int64_t sysflag = (int32_t)be32(r + 36);
+    int64_t bh = (sysflag & 0x10) ? 20 : 8, sh = (sysflag & 0x20) ? 20 : 8;
+    int64_t brel = 68 + bh + sh;
+    if (brel + 4 > total)
+        return 0;
+    int64_t blen = (int32_t)be32(r + brel);
+    if (blen < 0 || brel + 4 + blen > total)
+        return 0;
+    int64_t trel = brel + 4 + blen;
+    int v1 = magic == MAGIC_V1;
+    int64_t tlen;
+    if (v1) {
+        if (trel + 1 > total)
+            return 0;
+        tlen = r[trel];
+        if (tlen > 127)
+            return 0;
+    } else {
+        if (trel + 2 > total)
+            return 0;
+        tlen = be16(r + trel);
+    }
+    int64_t tstart = trel + (v1 ? 1 : 2);
+    int64_t prel = tstart + tlen;
+    if (prel + 2 > total)
+        return 0;
+    int64_t plen = be16(r + prel);
+    if (prel + 2 + plen != total)
+        return 0;
+    COL(C_OK) = 1;
+    COL(C_VERSION) = v1 ? 1 : 2;
+    COL(C_BODY_CRC) = (int32_t)be32(r + 8);
+    COL(C_QUEUE_ID) = (int32_t)be32(r + 12);
+    COL(C_FLAG) = (int32_t)be32(r + 16);
+    COL(C_QUEUE_OFFSET) = be64(r + 20);
+    COL(C_PHYS) = be64(r + 28);
+    COL(C_SYSFLAG) = sysflag;
+    COL(C_BORN_TS) = be64(r + 40);
+    COL(C_STORE_TS) = be64(r + 48 + bh);
+    COL(C_RECONSUME) = (int32_t)be32(r + 56 + bh + sh);
+    COL(C_PREPARED) = be64(r + 60 + bh + sh);
+    COL(C_BODY_LEN) = blen;
+    COL(C_TSTART) = tstart;
+    COL(C_TLEN) = tlen;
+    COL(C_PREL) = prel;
+    COL(C_PLEN) = plen;
+    COL(C_BREL) = brel;
+    return 1;
+#undef COL
+}
+
+static PyObject *py_columns(PyObject *self, PyObject *args) {
+    PyObject *obj, *pobj, *oobj;
+    long long base;
+    int check_crc, fields, topics;
+    Py_ssize_t crc_known;
+    if (!PyArg_ParseTuple(args, "OLOpnppO", &obj, &base, &pobj, &check_crc, &crc_known, &fields, &topics,
+                          &oobj))
+        return NULL;
+    Py_buffer view, pview, oview;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(pobj, &pview, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(oobj, &oview, PyBUF_SIMPLE | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&pview);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n = pview.len / (Py_ssize_t)sizeof(int64_t);
+    if (pview.len % (Py_ssize_t)sizeof(int64_t) || oview.len != (Py_ssize_t)(NCOL * sizeof(int64_t)) * n) {
+        PyErr_SetString(PyExc_ValueError, "columns: positions must be int64, out NCOL x len(positions) int64");
+        goto done;
+    }
+    const uint8_t *b = (const uint8_t *)view.buf;
+    const int64_t *P = (const int64_t *)pview.buf;
+    int64_t *out = (int64_t *)oview.buf;
+    topic_table t = {NULL, 0, 0, {NULL, 0, 0}};
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    memset(out, 0, (size_t)oview.len);
+    Py_ssize_t good = 0;                         /* records with a good layout so far */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t pos = P[i];
+        if (i + 4 < n && P[i + 4] >= 0 && P[i + 4] < view.len)      /* a hint: the head 4 records on */
+            __builtin_prefetch(b + P[i + 4]);
+        if (!record_columns(b, view.len, (int64_t)base, pos, out, n, i))
+            continue;
+        int64_t blen = out[C_BODY_LEN * n + i];
+        const uint8_t *body = b + pos + out[C_BREL * n + i] + 4;
+        if (check_crc && good >= crc_known) {
+            int64_t got = (int64_t)(crc32_of(body, (size_t)blen) & 0x7FFFFFFFu);
+            out[C_CRC_GOT * n + i] = got;
+            out[C_CRC_OK * n + i] = got == out[C_BODY_CRC * n + i];
+        } else {
+            out[C_CRC_OK * n + i] = 1;
+        }
+        if (fields && topics) {
+            int64_t code = topic_code(&t, b, pos + out[C_TSTART * n + i], out[C_TLEN * n + i]);
+            if (code < 0) {
+                oom = 1;
+                break;
+            }
+            out[C_TOPIC * n + i] = code;
+        }
+        good++;
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_NoMemory();
+    } else {
+        result = PyList_New((Py_ssize_t)t.used);
+        for (size_t c = 0; result && c < t.used; c++) {
+            PyObject *name = PyBytes_FromStringAndSize((const char *)b + t.firsts.v[2 * c],
+                                                       (Py_ssize_t)t.firsts.v[2 * c + 1]);
+            if (!name) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyList_SET_ITEM(result, (Py_ssize_t)c, name);
+        }
+    }
+    free(t.s);
+    free(t.firsts.v);
+done:
+    PyBuffer_Release(&oview);
+    PyBuffer_Release(&pview);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *py_crc32(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t crc;
+    if (view.len >= (Py_ssize_t)1 << 31) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "crc32: at most 2 GiB");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    crc = crc32_of((const uint8_t *)view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyMethodDef methods[] = {
+    {"chain", py_chain, METH_VARARGS, "chain(buf, base, pos, end) -> (bytearray of int64 positions, stopped)"},
+    {"columns", py_columns, METH_VARARGS,
+     "columns(buf, base, positions, check_crc, crc_known, fields, topics, out) -> distinct topics"},
+    {"crc32", py_crc32, METH_O, "crc32(data) -> java.util.zip.CRC32 of data"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cwalker",
+                                    "mqctl's compiled commitlog record walker (see walker.py)", -1, methods};
+
+PyMODINIT_FUNC PyInit__cwalker(void) {
+    const char *crc = "zlib";
+#ifdef HAVE_X86_CLMUL
+    __builtin_cpu_init();
+    have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    if (have_clmul)
+        crc = "pclmul";
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "NCOL", NCOL) < 0 || PyModule_AddStringConstant(m, "CRC", crc) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
