@@ -698,7 +698,7 @@ class SyncObj(object):
                     transfer = self.__transferInProgress  # mqctl
                     self.__transferInProgress = False
                     if transfer:  # mqctl: the votes of a handover get three election timeouts (FORK.md, change 26)
-                        self.__raftElectionDeadline = monotonicTime() + 3 * self.__generateRaftTimeout()
+                        self.__raftElectionDeadline = self.__clock() + 3 * self.__generateRaftTimeout()
                     self.__raftLeader = None
                     _electionLogger.info(
                         'raft: starting an election for term %s: %s', self.__raftCurrentTerm,
