@@ -106,7 +106,7 @@ def _status_line(node: Any) -> str:
         leader = node.leader_raft_address()
         return f"joining the controller group ({'leader ' + leader if leader else 'no leader yet'})"
     if node.is_leader():
-        return f"leader of the controller group, term {node.sync._getTerm()}"
+        return f"leader of the controller group, term {node.sync.term()}"
     leader = node.leader_raft_address()
     return f"follower of {leader}" if leader else "no leader: the group is electing one"
 

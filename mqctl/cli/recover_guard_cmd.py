@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from mqctl.cli.admin_cmd import Conn, connected
-from mqctl.cli.common import console, echo_doc, human_size, output_option
+from mqctl.cli.common import console, echo_doc, human_size, no_color_option, output_option
 from mqctl.cli.recover_cmd import recover_app
 from mqctl.cli.render import Output
 
@@ -67,6 +67,7 @@ def guard_cmd(
                                                     "ExecStartPre= and init containers; 11 and 12 stay."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Decide, say what would be saved, write nothing."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Before a broker starts: would RocketMQ's AutoSwitchHAClient truncate its store? If so, save the
     tail first (Parquet, as `recover salvage`).
@@ -139,6 +140,7 @@ def replay_cmd(
     secret_key: str = typer.Option(None, "--secret-key", envvar="MQCTL_SECRET_KEY",
                                    help="RocketMQ ACL SecretKey of --access-key."),
     output: Output = output_option(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Publish a salvage's messages to their broker set (SEND_MESSAGE_V2), skipping those the cluster has
     (by UNIQ_KEY) and those an earlier run sent (its checkpoint).

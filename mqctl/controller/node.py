@@ -18,13 +18,16 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqctl import methods
 from mqctl.address import parse_address
 from mqctl.controller import core, records
 from mqctl.controller.liveness import HeartbeatTable
 from mqctl.errors import Code, MqctlError, UsageError
+
+if TYPE_CHECKING:
+    from mqctl.controller.raftlog import RaftSeam
 
 log = logging.getLogger("mqctl.node")
 
@@ -201,8 +204,9 @@ class ControllerNode:
         self._lost_peers: list[str] = []
         conf = make_conf(settings.data_dir, secret=settings.cluster_secret,
                          bind_address=settings.raft_bind or settings.raft_address)
-        self.sync = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
-                                      settings.initial_config(), on_apply=self._on_apply)
+        # the Raft layer, seen through its seam only (mqctl/controller/raftlog.py, RaftSeam)
+        self.sync: RaftSeam = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
+                                                settings.initial_config(), on_apply=self._on_apply)
         self._ticker = threading.Thread(target=self._tick_loop, name="mqctl-ticker", daemon=True)
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -211,7 +215,7 @@ class ControllerNode:
         from pysyncobj import SyncObjException
 
         try:
-            self.sync.waitBinded()
+            self.sync.wait_bound()
         except SyncObjException as exc:
             self.sync.destroy()
             bind = self.settings.raft_bind or self.settings.raft_address
@@ -253,14 +257,14 @@ class ControllerNode:
             while time.monotonic() < deadline:
                 leader = self.leader_raft_address()
                 if leader and leader != me:
-                    log.info("handed the leadership over to %s (term %s)", leader, self.sync._getTerm())
+                    log.info("handed the leadership over to %s (term %s)", leader, self.sync.term())
                     return leader
                 if sent_at < 0 and not (self.is_leader() and self._connected_followers()):
                     break  # no longer leads (stepped down), or every follower is gone
                 if self.is_leader() and time.monotonic() - sent_at > 1.0:
                     outcome.clear()
                     # None: the most caught-up connected follower; refused until one has every entry
-                    self.sync.transferLeadership(None, callback=lambda _r, error: outcome.append(error))
+                    self.sync.change_membership("transfer", None, lambda _r, error: outcome.append(error))
                     if outcome and outcome[0] == FAIL_REASON.SUCCESS:
                         sent_at = time.monotonic()
                     else:
@@ -279,10 +283,10 @@ class ControllerNode:
 
     def raft_stalled_for(self) -> float:
         """Seconds since the Raft thread last finished a tick (its poll)."""
-        return float(time.monotonic() - self.sync._connectionClock())
+        return float(time.monotonic() - self.sync.connection_clock())
 
     def _connected_followers(self) -> list[str]:
-        status = self.sync.getStatus()
+        status = self.sync.status()
         return [m for m in self.members() if status.get("partner_node_status_server_" + m) == 2]
 
     @property
@@ -310,14 +314,13 @@ class ControllerNode:
         return 4 if self.sync.halted and not self._fatal_error else 2
 
     def is_leader(self) -> bool:
-        return bool(self.sync._isLeader())
+        return bool(self.sync.is_leader())
 
     def is_serving(self) -> bool:
-        return self.fatal_error is None and not self._stop.is_set() and self.sync._getLeader() is not None
+        return self.fatal_error is None and not self._stop.is_set() and self.sync.leader_id() is not None
 
     def leader_raft_address(self) -> str:
-        leader = self.sync._getLeader()
-        return leader.id if leader is not None else ""
+        return self.sync.leader_id() or ""
 
     def grpc_address_of(self, raft_address: str) -> str:
         if raft_address == self.settings.raft_address:
@@ -351,7 +354,7 @@ class ControllerNode:
             return self._not_leader()
         if method in methods.FRESH_READ_METHODS:
             try:
-                self.sync.barrier(sync=True, timeout=timeout)
+                self.sync.barrier_sync(timeout=timeout)
             except Exception as exc:
                 # a read changes nothing, so "outcome unknown" does not apply: answer UNAVAILABLE
                 # (with the leader if known) and let the client retry elsewhere
@@ -373,7 +376,7 @@ class ControllerNode:
         return response
 
     def metadata(self) -> dict[str, Any]:
-        status = self.sync.getStatus()
+        status = self.sync.status()
         leader = self.leader_raft_address()
         peers = []
         for addr in sorted([self.settings.raft_address, *self.members()]):
@@ -498,11 +501,11 @@ class ControllerNode:
         if not self.is_leader():
             return self._not_leader()
         try:
-            self.sync.barrier(sync=True, timeout=timeout)
+            self.sync.barrier_sync(timeout=timeout)
         except Exception:
             return {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),
                     "remark": "timed out waiting for the read barrier to commit"}
-        term = int(self.sync._getTerm())
+        term = self.sync.term()
         with self.sync.state_lock:
             state_json, index = self.state.canonical_json(), self.sync.applied_index
             state_hash, level = self._state_hash(), self.state.feature_level
@@ -523,7 +526,7 @@ class ControllerNode:
     def members(self) -> list[str]:
         """The other nodes' Raft addresses as the Raft log has them now (membership changes included)."""
         try:
-            return sorted(n.id for n in self.sync.otherNodes)
+            return self.sync.members()
         except Exception:  # not started yet
             return sorted(self.settings.partners)
 
@@ -569,12 +572,7 @@ class ControllerNode:
             outcome.append(error)
             done.set()
 
-        if action == "add":
-            self.sync.addNodeToCluster(target, callback=callback)
-        elif action == "remove":
-            self.sync.removeNodeFromCluster(target, callback=callback)
-        else:
-            self.sync.transferLeadership(target or None, callback=callback)
+        self.sync.change_membership(action, target or None, callback)
         if not done.wait(timeout):
             return {"code": int(Code.SYSTEM_ERROR),
                     "remark": f"timed out waiting for {action}; the outcome is unknown"}
@@ -623,7 +621,7 @@ class ControllerNode:
     def _context(self, broker_names: list[str]) -> core.Context:
         with self._lock:
             live = {name: self.heartbeats.with_last(name) for name in broker_names if name}
-        return core.Context(now_ms=now_ms(), live=live, term=int(self.sync._getTerm()))
+        return core.Context(now_ms=now_ms(), live=live, term=self.sync.term())
 
     def _broker_names_of(self, method: str, request: dict[str, Any]) -> list[str]:
         if method in ("GetSyncStateData", "Rebalance"):
@@ -728,8 +726,8 @@ class ControllerNode:
                 done.set()
 
             try:
-                self.sync.execute(records.encode_entry(result.records), callback=committed,
-                                  leaderTerm=self._view_term)
+                self.sync.propose(records.encode_entry(result.records), callback=committed,
+                                  leader_term=self._view_term)
             except Exception as exc:  # not appended
                 self._view = None
                 return self._unavailable(exc)
@@ -750,7 +748,7 @@ class ControllerNode:
     def _leader_view(self, deadline: float) -> core.ControllerState | None:
         """The state decisions are made against (under the decide lock); None if the barrier of
         this term did not commit in time."""
-        term = int(self.sync._getTerm())
+        term = self.sync.term()
         if self._view is not None and self._view_term == term:
             if self._view.copied_sets() > VIEW_REFORK_SETS and self._view_resolved >= self._view_appended:
                 # every entry of the view applied: its copies of the broker sets it changed equal the
@@ -892,9 +890,9 @@ class ControllerNode:
         while not self._stop.wait(0.02):
             stall_said = self._say_raft_stall(stall_said)
             try:
-                if not self.sync.isReady():
+                if not self.sync.is_ready():
                     continue
-                term = int(self.sync._getTerm())
+                term = self.sync.term()
                 # After a restart or an election, apply everything committed so far before acting
                 # on the state: a new leader that has not yet applied the old entries would see no
                 # group id and mint another, or miss a broker set.
@@ -936,7 +934,7 @@ class ControllerNode:
                 or now_ms() - self._leader_since_ms < PEER_GRACE_MS:
             return
         self._peers_checked = now
-        status = self.sync.getStatus()
+        status = self.sync.status()
         members = self.members()
         lost = [m for m in members if status.get("partner_node_status_server_" + m) != 2]
         if lost == self._lost_peers:
@@ -954,10 +952,10 @@ class ControllerNode:
         may elect without this node, or, if a majority is stalled, not at all. Say where it is (a
         disk that hangs, a lock), at most once per RAFT_STALL_S; returns when it was last said."""
         now = time.monotonic()
-        stalled = now - self.sync._connectionClock()
+        stalled = now - self.sync.connection_clock()
         if stalled < RAFT_STALL_S or now - said < RAFT_STALL_S:
             return said
-        frame = sys._current_frames().get(self.sync._tickThreadIdent() or -1)
+        frame = sys._current_frames().get(self.sync.tick_thread_ident() or -1)
         where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
                            for f in reversed(traceback.extract_stack(frame)[-12:])) if frame else "?"
         log.warning("the Raft thread has not finished a tick for %.0f s; it is at %s", stalled, where)
@@ -965,11 +963,11 @@ class ControllerNode:
 
     def _catch_up(self, timeout: float = 2.0) -> bool:
         """Apply everything committed in earlier terms (a barrier of this term), once per term."""
-        term = int(self.sync._getTerm())
+        term = self.sync.term()
         if term == self._caught_up_term:
             return True
         try:
-            self.sync.barrier(sync=True, timeout=timeout)
+            self.sync.barrier_sync(timeout=timeout)
         except Exception as exc:  # no leader yet, or an election in progress
             log.debug("catch-up barrier not committed yet: %s", exc)
             return False
@@ -987,7 +985,7 @@ class ControllerNode:
         # A blind write of a key only this node writes and no rule reads: safe to append from any
         # node (pysyncobj forwards it to the leader) without going through the leader's decisions.
         try:
-            self.sync.execute(records.encode_entry([records.MetaSet(key, mine)]), sync=True, timeout=2.0)
+            self.sync.propose_sync(records.encode_entry([records.MetaSet(key, mine)]), timeout=2.0)
         except Exception as exc:
             log.debug("node address not published yet: %s", exc)
             return False

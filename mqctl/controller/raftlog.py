@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 _INET_NTOP = socket.inet_ntop
 from pysyncobj import SyncObjConf  # noqa: E402
@@ -48,6 +48,42 @@ SNAPSHOT_FORMAT = "mqctl-controller-snapshot/1"
 ApplyHook = Callable[[core.ControllerState, list[Record]], None]
 
 
+# A membership change's or a proposal's outcome: (result, pysyncobj FAIL_REASON value)
+Callback = Callable[[Any, Any], None]
+
+
+class RaftSeam(Protocol):
+    """What the controller node (mqctl/controller/node.py) may use of its Raft layer, and nothing
+    else: propose an entry, the applied state it produces (with its lock), leadership and term,
+    membership, status. `ControllerSyncObj` implements it on the fork (mqctl/raft/syncobj.py);
+    node.py is typed against this, so a call to anything private of the fork fails mypy."""
+
+    state: core.ControllerState
+    state_lock: threading.RLock
+    halted: str
+    state_version: int
+    applied_index: int
+    apply_observer: Callable[[float], None] | None
+
+    @property
+    def storage_error(self) -> str: ...
+    def propose(self, entry_json: str, *, callback: Callback, leader_term: int | None = None) -> None: ...
+    def propose_sync(self, entry_json: str, *, timeout: float) -> Any: ...
+    def barrier_sync(self, *, timeout: float) -> None: ...
+    def term(self) -> int: ...
+    def is_leader(self) -> bool: ...
+    def leader_id(self) -> str | None: ...
+    def members(self) -> list[str]: ...
+    def change_membership(self, action: str, target: str | None, callback: Callback) -> None: ...
+    def status(self) -> dict[str, Any]: ...
+    def is_ready(self) -> bool: ...
+    def connection_clock(self) -> float: ...
+    def tick_thread_ident(self) -> int | None: ...
+    def wait_bound(self) -> None: ...
+    def destroy(self) -> None: ...
+    def destroy_synchronous(self) -> None: ...
+
+
 def _encode_entry(entry: Any) -> list[Any]:
     command, idx, term = entry
     return [base64.b64encode(bytes(command)).decode("ascii"), int(idx), int(term)]
@@ -61,7 +97,8 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
     """pysyncobj node whose only replicated methods are `execute` and `barrier`."""
 
     def __init__(self, self_addr: str, partners: list[str], conf: SyncObjConf,
-                 initial_config: dict[str, str], on_apply: ApplyHook | None = None) -> None:
+                 initial_config: dict[str, str], on_apply: ApplyHook | None = None,
+                 transport: Any = None) -> None:
         self.state = core.ControllerState(config=dict(initial_config))
         # Held while an entry is decided and applied, and by readers on other threads (gRPC
         # workers, the ticker): a reader sees each entry entirely or not at all.
@@ -83,7 +120,68 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         conf.serializer = self._save_snapshot
         conf.deserializer = self._load_snapshot
         # the Raft port's limits for whoever connects (mqctl/raft/transport.py)
-        super().__init__(self_addr, partners, conf, transportClass=GuardedTransport)
+        # (a test or the deterministic simulator may pass its own transport: mqctl/dsim)
+        super().__init__(self_addr, partners, conf, transport=transport, transportClass=GuardedTransport)
+
+    # --- the seam (RaftSeam): what the controller node uses ---------------------------------------
+
+    def propose(self, entry_json: str, *, callback: Callback, leader_term: int | None = None) -> None:
+        """Append an entry; `callback(answer, FAIL_REASON)` once applied here or refused. With
+        `leader_term` only this node appends it, while it leads in that term (FORK.md, change 11)."""
+        if leader_term is None:
+            self.execute(entry_json, callback=callback)
+        else:
+            self.execute(entry_json, callback=callback, leaderTerm=leader_term)
+
+    def propose_sync(self, entry_json: str, *, timeout: float) -> Any:
+        """Append an entry (forwarded to the leader) and wait until it is applied here; raises
+        pysyncobj's SyncObjException (its `errorCode` says why) when it is not."""
+        return self.execute(entry_json, sync=True, timeout=timeout)
+
+    def barrier_sync(self, *, timeout: float) -> None:
+        """Wait until an entry appended now is applied here: every earlier entry is applied."""
+        self.barrier(sync=True, timeout=timeout)
+
+    def term(self) -> int:
+        return int(self.raftCurrentTerm)
+
+    def is_leader(self) -> bool:
+        return bool(self._isLeader())
+
+    def leader_id(self) -> str | None:
+        leader = self._getLeader()
+        return str(leader.id) if leader is not None else None
+
+    def members(self) -> list[str]:
+        """The other nodes' Raft addresses as the log has them now."""
+        return sorted(str(n.id) for n in self.otherNodes)
+
+    def change_membership(self, action: str, target: str | None, callback: Callback) -> None:
+        """`add`, `remove` (target required) or `transfer` (to target, or to any caught-up node)."""
+        if action == "add":
+            self.addNodeToCluster(target, callback=callback)
+        elif action == "remove":
+            self.removeNodeFromCluster(target, callback=callback)
+        elif action == "transfer":
+            self.transferLeadership(target or None, callback=callback)
+        else:
+            raise ValueError(f"unknown membership change {action!r}")
+
+    def status(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self.getStatus())
+
+    def is_ready(self) -> bool:
+        return bool(self.isReady())
+
+    def connection_clock(self) -> float:
+        return float(self.connectionClock())
+
+    def tick_thread_ident(self) -> int | None:
+        ident = self.tickThreadIdent()
+        return int(ident) if ident is not None else None
+
+    def wait_bound(self) -> None:
+        self.waitBinded()
 
     @property
     def storage_error(self) -> str:

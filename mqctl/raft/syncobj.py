@@ -130,6 +130,11 @@ class SyncObj(object):
             self.__conf = conf
 
         self.__conf.validate()
+        # mqctl: the clock, the election timeouts' randomness and the poller are injected objects
+        # (FORK.md, change 23): production's are upstream's; the deterministic simulator
+        # (mqctl/dsim) passes a simulated clock, a seeded random.Random and a poller of no sockets
+        self.__clock = getattr(self.__conf, 'clock', None) or monotonicTime
+        self.__random = getattr(self.__conf, 'random', None) or random
 
         if self.__conf.password is not None:
             if not HAS_CRYPTO:
@@ -170,7 +175,7 @@ class SyncObj(object):
         self.__votedForNodeId = None
         self.__votesCount = 0
         self.__raftLeader = None
-        self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+        self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
         # Set while a leadership transfer (Raft 'TimeoutNow') is pending, to stop
         # the outgoing leader's heartbeats from postponing the forced election.
         self.__transferInProgress = False
@@ -179,15 +184,17 @@ class SyncObj(object):
         # speak pre-vote (True) or run plain pysyncobj (False), when messages were last read, and
         # (on a leader) since when each peer has left its append_entries unanswered (FORK.md, change 15)
         self.__preVoteTerm = None
+        self.__preVoteSince = 0.0  # mqctl: when this node asked for the pre-votes (FORK.md, change 24)
         self.__preVotes = set()
         self.__lastLeaderContact = 0.0
         self.__peerPreVote = {}
-        self.__lastPollTime = monotonicTime()
+        self.__lastPollTime = self.__clock()
         self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
         self.__unansweredSince = {}
         # mqctl: (on a follower) the leader told of its durable entries as the journal's thread syncs
         # them, and the last durable index it was told (FORK.md, change 20)
         self.__durableAcksTo = None
+        self.__durableAcksTerm = None  # mqctl: the term they were asked in (FORK.md, change 25)
         self.__reportedDurable = 0
         # mqctl: the journal comes from conf.journalFactory (mqctl.raft.journal), not createJournal
         self.__raftLog = self.__conf.journalFactory(self.__conf.journalFile)
@@ -205,7 +212,7 @@ class SyncObj(object):
         self.__raftNextIndex = {}
         self.__lastResponseTime = {}
         self.__raftMatchIndex = {}
-        self.__lastSerializedTime = monotonicTime()
+        self.__lastSerializedTime = self.__clock()
         self.__lastSerializedEntry = None
         self.__forceLogCompaction = False
         self.__leaderCommitIndex = None
@@ -218,7 +225,7 @@ class SyncObj(object):
         self.__onTickCallbacks = []
         self.__onTickCallbacksLock = threading.Lock()
 
-        self.__startTime = monotonicTime()
+        self.__startTime = self.__clock()
         self.__numOneSecondDumps = 0
         globalDnsResolver().setTimeouts(self.__conf.dnsCacheTime, self.__conf.dnsFailCacheTime)
         globalDnsResolver().setPreferredAddrFamily(self.__conf.preferredAddrType)
@@ -235,7 +242,7 @@ class SyncObj(object):
                                        self.__conf.deserializer,
                                        self.__conf.serializeChecker)
         self.__lastInitTryTime = 0
-        self._poller = createPoller(self.__conf.pollerType)
+        self._poller = getattr(self.__conf, 'poller', None) or createPoller(self.__conf.pollerType)  # mqctl
 
         if transport is not None:
             self.__transport = transport
@@ -293,7 +300,9 @@ class SyncObj(object):
         self.__mainThread = None
         self.__initialised = None
         self.__commandsQueue = FastQueue(self.__conf.commandsQueueSize)
-        if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED:
+        self.__pipeNotifier = None  # mqctl: none with an injected poller (FORK.md, change 23)
+        if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED and \
+                getattr(self.__conf, 'poller', None) is None:
             self.__pipeNotifier = PipeNotifier(self._poller)
             # mqctl: a leader's journal sync done on its own thread wakes the tick (FORK.md, change 19)
             self.__raftLog.on_durable = self.__pipeNotifier.notify
@@ -532,16 +541,16 @@ class SyncObj(object):
                 self.__commandsQueue.put_nowait((command, callback, leaderTerm))
             else:
                 self.__commandsQueue.put_nowait((_bchr(commandType) + command, callback, leaderTerm))
-            if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED:
+            if self.__pipeNotifier is not None:  # mqctl: FORK.md, change 23
                 self.__pipeNotifier.notify()
         except Queue.Full:
             self.__callErrCallback(FAIL_REASON.QUEUE_FULL, callback)
 
     def _checkCommandsToApply(self):
-        startTime = monotonicTime()
+        startTime = self.__clock()
         appended = False  # mqctl: one append_entries for all the commands taken here (FORK.md, 16)
 
-        while monotonicTime() - startTime < self.__conf.appendEntriesPeriod:
+        while self.__clock() - startTime < self.__conf.appendEntriesPeriod:
             if self.__raftLeader is None and self.__conf.commandsWaitLeader:
                 break
             try:
@@ -670,7 +679,7 @@ class SyncObj(object):
                 self.__loadDumpFile(clearJournal=False)
             self.__needLoadDumpFile = False
 
-        workTime = monotonicTime() - self.__startTime
+        workTime = self.__clock() - self.__startTime
         if workTime > self.__numOneSecondDumps:
             self.__numOneSecondDumps += 1
             self.__raftLog.onOneSecondTimer()
@@ -680,7 +689,7 @@ class SyncObj(object):
             # change 15): a node whose own tick was late reads the leader's waiting messages first
             if self.__raftElectionDeadline < self.__lastPollTime and self.__connectedToAnyone() and \
                     self.__preVoteWon():  # mqctl: PreVote first (FORK.md, change 13)
-                self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+                self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
                 try:  # mqctl: the new term and own vote are stored first: no election if they cannot be
                     self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
                 except StorageError:
@@ -688,8 +697,8 @@ class SyncObj(object):
                 else:
                     transfer = self.__transferInProgress  # mqctl
                     self.__transferInProgress = False
-                    if transfer:  # mqctl: the votes of a handover get three election timeouts (FORK.md, change 23)
-                        self.__raftElectionDeadline = monotonicTime() + 3 * self.__generateRaftTimeout()
+                    if transfer:  # mqctl: the votes of a handover get three election timeouts (FORK.md, change 26)
+                        self.__raftElectionDeadline = self.__clock() + 3 * self.__generateRaftTimeout()
                     self.__raftLeader = None
                     _electionLogger.info(
                         'raft: starting an election for term %s: %s', self.__raftCurrentTerm,
@@ -721,7 +730,11 @@ class SyncObj(object):
         # mqctl: a follower tells its leader of entries its journal's thread has made durable since
         # it answered their append_entries (FORK.md, change 20)
         if self.__raftState == _RAFT_STATE.FOLLOWER and self.__durableAcksTo is not None:
-            if self.__durableAcksTo != self.__raftLeader:
+            # mqctl: only to the leader that asked, in the term it asked in (FORK.md, change 25): the
+            # same node leading again in a later term was told of this node's log as it was then,
+            # and since then this node may have appended entries of its own (as a leader)
+            if self.__durableAcksTo != self.__raftLeader or \
+                    self.__durableAcksTerm != self.__raftCurrentTerm:
                 self.__durableAcksTo = None
             elif self.__raftLog.sync_soon() and self.__raftLog.durable_index() > self.__reportedDurable:
                 self.__sendDurable(self.__durableAcksTo, self.__getCurrentLogIndex() + 1)
@@ -778,7 +791,7 @@ class SyncObj(object):
             timeToWait = 0  # mqctl: more committed entries to apply: the next tick goes on at once
 
         if self.__raftState == _RAFT_STATE.LEADER:
-            if monotonicTime() > self.__newAppendEntriesTime or needSendAppendEntries:
+            if self.__clock() > self.__newAppendEntriesTime or needSendAppendEntries:
                 self.__sendAppendEntries()
 
         if not self.__onReadyCalled and self.__raftLastApplied == self.__leaderCommitIndex:
@@ -802,7 +815,7 @@ class SyncObj(object):
             for callback in self.__onTickCallbacks:
                 callback()
 
-        self.__lastPollTime = monotonicTime()  # mqctl: CheckQuorum (FORK.md, change 13)
+        self.__lastPollTime = self.__clock()  # mqctl: CheckQuorum (FORK.md, change 13)
         self._poller.poll(timeToWait)
         self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
 
@@ -813,9 +826,9 @@ class SyncObj(object):
             count = self.__raftCommitIndex - self.__raftLastApplied
             entries = self.__getEntries(self.__raftLastApplied + 1, count)
             # mqctl: at most half an appendEntriesPeriod of applying per tick (FORK.md, change 17)
-            applyUntil = monotonicTime() + self.__conf.appendEntriesPeriod / 2
+            applyUntil = self.__clock() + self.__conf.appendEntriesPeriod / 2
             for entry in entries:
-                if monotonicTime() > applyUntil:
+                if self.__clock() > applyUntil:
                     break
                 try:
                     currentTermID = entry[2]
@@ -950,7 +963,7 @@ class SyncObj(object):
         for node, idx in list(iteritems(self.__raftMatchIndex)):
             status['match_idx_server_' + node.id] = idx
         status['leader_commit_idx'] = self.__leaderCommitIndex
-        status['uptime'] = int(monotonicTime() - self.__startTime)
+        status['uptime'] = int(self.__clock() - self.__startTime)
         status['self_code_version'] = self.__selfCodeVersion
         status['enabled_code_version'] = self.__enabledCodeVersion
         return status
@@ -1095,7 +1108,7 @@ class SyncObj(object):
 
                     self.__setCurrentTerm(self.__raftCurrentTerm, node.id)
 
-                    self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+                    self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
                     self.__transport.send(node, {
                         'type': 'response_vote',
                         'term': message['term'],
@@ -1127,8 +1140,8 @@ class SyncObj(object):
             if not self.__transferInProgress:
                 # While a transfer is pending, ignore same-term heartbeats from
                 # the outgoing leader so they can't postpone the forced election.
-                self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
-            self.__lastLeaderContact = monotonicTime()  # mqctl: PreVote's lease (FORK.md, change 13)
+                self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
+            self.__lastLeaderContact = self.__clock()  # mqctl: PreVote's lease (FORK.md, change 13)
             self.__preVoteTerm = None  # mqctl: a leader is there: no pre-vote round
             if self.__raftLeader != node:
                 self.__onLeaderChanged()
@@ -1214,6 +1227,7 @@ class SyncObj(object):
                 if message.get('durable_acks'):
                     if self.__raftLog.sync_soon():
                         self.__durableAcksTo = node
+                        self.__durableAcksTerm = self.__raftCurrentTerm  # mqctl: FORK.md, change 25
                         self.__sendDurable(node, nextNodeIdx)
                     else:
                         self.__sendNextNodeIdx(node, success=False, reset=False)
@@ -1293,7 +1307,7 @@ class SyncObj(object):
                     if self.__raftMatchIndex[node] < currentNodeIdx:
                         self.__raftMatchIndex[node] = currentNodeIdx
                         self.__raftNextIndex[node] = nextNodeIdx
-                self.__lastResponseTime[node] = monotonicTime()
+                self.__lastResponseTime[node] = self.__clock()
                 self.__unansweredSince.pop(node, None)  # mqctl: CheckQuorum (FORK.md, change 15)
 
     def __callErrCallback(self, err, callback):
@@ -1341,10 +1355,15 @@ class SyncObj(object):
         # (a rolling upgrade); a peer that never answered anything is not counted.
         if self.__transferInProgress:
             return True
-        if self.__preVoteTerm == self.__raftCurrentTerm + 1 and self.__hasPreVoteMajority():
+        # mqctl: grants count for one election timeout after the round was asked (FORK.md, change 24):
+        # a round left pending while this node was connected to nobody must not start an election
+        # later on the word of peers that may have followed a leader (or died) since
+        if self.__preVoteTerm == self.__raftCurrentTerm + 1 and self.__hasPreVoteMajority() and \
+                self.__clock() - self.__preVoteSince <= self.__conf.raftMaxTimeout:
             self.__preVoteTerm = None
             return True
-        self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+        self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
+        self.__preVoteSince = self.__clock()  # mqctl: FORK.md, change 24
         self.__preVoteTerm = self.__raftCurrentTerm + 1
         self.__preVotes = set(n for n in self.__otherNodes if self.__peerPreVote.get(n) is False)
         for node in self.__otherNodes:
@@ -1366,7 +1385,7 @@ class SyncObj(object):
         # mqctl: CheckQuorum's lease: this node leads (and steps down once it has not heard from a
         # majority for leaderFallbackTimeout), or heard from a leader within the minimum election timeout
         return self.__raftState == _RAFT_STATE.LEADER or \
-            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout
+            self.__clock() - self.__lastLeaderContact < self.__conf.raftMinTimeout
 
     def __logUpToDate(self, lastLogTerm, lastLogIdx):  # mqctl: Raft's rule, as for request_vote
         return lastLogTerm > self.__getCurrentLogTerm() or \
@@ -1375,7 +1394,7 @@ class SyncObj(object):
     def __generateRaftTimeout(self):
         minTimeout = self.__conf.raftMinTimeout
         maxTimeout = self.__conf.raftMaxTimeout
-        return minTimeout + (maxTimeout - minTimeout) * random.random()
+        return minTimeout + (maxTimeout - minTimeout) * self.__random.random()  # mqctl
 
     def __onReadonlyNodeConnected(self, node):
         self.__readonlyNodes.add(node)
@@ -1488,7 +1507,7 @@ class SyncObj(object):
         for node in self.__otherNodes | self.__readonlyNodes:
             self.__raftNextIndex[node] = self.__getCurrentLogIndex() + 1
             self.__raftMatchIndex[node] = 0
-            self.__lastResponseTime[node] = monotonicTime()
+            self.__lastResponseTime[node] = self.__clock()
 
         # No-op command after leader election.
         idx, term = self.__getCurrentLogIndex() + 1, self.__raftCurrentTerm
@@ -1586,7 +1605,7 @@ class SyncObj(object):
     def __onSnapshotFailed(self, what, consequence=None):
         # mqctl: one line per failure streak, with its reason; the next attempt in _SNAPSHOT_RETRY s.
         # Nothing while the journal fails too: its own line says why storage fails.
-        self.__snapshotRetryTime = monotonicTime() + _SNAPSHOT_RETRY
+        self.__snapshotRetryTime = self.__clock() + _SNAPSHOT_RETRY
         if self.__snapshotFailing or getattr(self.__raftLog, 'error', None):
             return
         self.__snapshotFailing = True
@@ -1618,9 +1637,9 @@ class SyncObj(object):
         self.__commandsWaitingReply = {}
 
     def __sendAppendEntries(self):
-        self.__newAppendEntriesTime = monotonicTime() + self.__conf.appendEntriesPeriod
+        self.__newAppendEntriesTime = self.__clock() + self.__conf.appendEntriesPeriod
 
-        startTime = monotonicTime()
+        startTime = self.__clock()
 
         batchSizeBytes = self.__conf.appendEntriesBatchSizeBytes
 
@@ -1706,22 +1725,25 @@ class SyncObj(object):
 
                 sendSingle = False
 
-                delta = monotonicTime() - startTime
+                delta = self.__clock() - startTime
                 if delta > self.__conf.appendEntriesPeriod:
                     break
 
     def __connectedToAnyone(self):
         return len(self.__connectedNodes) > 0 or len(self.__otherNodes) == 0
 
-    def _tickThreadIdent(self):
+    def tickThreadIdent(self):
         # mqctl: the thread that ticks, for the node's report of a stalled tick (FORK.md, change 21)
         thread = self.__thread
         return thread.ident if thread is not None else None
 
-    def _connectionClock(self):
+    def connectionClock(self):
         # mqctl: the Raft connections' clock (FORK.md, change T4): when the last poll that ran to
         # its end started; up to then a connection's silence was seen, not this node's lateness
         return self.__lastCompletedPoll
+
+    _tickThreadIdent = tickThreadIdent  # mqctl: the names of changes 21 and T4, kept for callers
+    _connectionClock = connectionClock
 
     def _getConf(self):
         return self.__conf
@@ -1781,7 +1803,7 @@ class SyncObj(object):
             self.__raftNextIndex[newNode] = self.__getCurrentLogIndex() + 1
             self.__raftMatchIndex[newNode] = 0
             if self._isLeader():
-                self.__lastResponseTime[newNode] = monotonicTime()
+                self.__lastResponseTime[newNode] = self.__clock()
             self.__transport.addNode(newNode)
             return True
         else:
@@ -1803,7 +1825,7 @@ class SyncObj(object):
         return pickle.loads(command[1:])
 
     def __tryLogCompaction(self):
-        currTime = monotonicTime()
+        currTime = self.__clock()
         serializeState, serializeID = self.__serializer.checkSerializing()
 
         if serializeState == SERIALIZER_STATE.SUCCESS:

@@ -97,7 +97,7 @@ class TcpConnection(object):
         self.rejectReason = None
         self.peerHost = None  # mqctl: the client's address of an accepted connection (change T3)
         # mqctl: written just before a connection is closed on bad input, while it has not said which
-        # node it is (an accepted one): a client of another protocol learns where it is (change T5)
+        # node it is (an accepted one): a client of another protocol learns where it is (change T6)
         self.rejectBanner = None
         self.__clock = clock or monotonicTime  # mqctl: what the timeout is measured to (change T4)
 
@@ -355,7 +355,7 @@ class TcpConnection(object):
         # mqctl: closed on bad input, with the reason (FORK.md, change T2)
         self.rejectReason = reason
         if self.rejectBanner and self.__socket is not None:
-            try:  # mqctl: change T5; the kernel sends it, whatever is left unsent is lost
+            try:  # mqctl: change T6; the kernel sends it, whatever is left unsent is lost
                 self.__socket.send(self.rejectBanner)
             except OSError:
                 pass

@@ -68,7 +68,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
                                  sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
                                  connectionTimeout=conf.connectionTimeout,
                                  onAcceptError=self._on_accept_error,
-                                 clock=self._syncObj._connectionClock)
+                                 clock=self._syncObj.connectionClock)
         self._listening = bind
 
     def addNode(self, node: Any) -> None:
@@ -80,7 +80,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         conf = self._syncObj.conf
         conn = TcpConnection(poller=self._syncObj._poller, timeout=conf.connectionTimeout,
                              sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
-                             keepalive=conf.tcp_keepalive, clock=self._syncObj._connectionClock)
+                             keepalive=conf.tcp_keepalive, clock=self._syncObj.connectionClock)
         conn.encryptor = self._syncObj.encryptor
         conn.setOnConnectedCallback(functools.partial(self._onOutgoingConnected, conn))
         conn.setOnMessageReceivedCallback(functools.partial(self._onMessageReceived, node))
@@ -97,7 +97,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
                          "node they are; the oldest is closed")
         super()._onNewIncomingConnection(conn)
         conn.maxFrame = HANDSHAKE_FRAME
-        conn.rejectBanner = RAFT_BANNER  # FORK.md, change T5
+        conn.rejectBanner = RAFT_BANNER  # FORK.md, change T6
         self._waiting[conn] = monotonic()
 
     def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
@@ -138,7 +138,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
 
     def _onTick(self) -> None:
         super()._onTick()
-        now = self._syncObj._connectionClock()  # not this node's lateness (FORK.md, change T4)
+        now = self._syncObj.connectionClock()  # not this node's lateness (FORK.md, change T4)
         for conn, accepted in list(self._waiting.items()):
             if now - accepted <= HANDSHAKE_TIMEOUT:
                 break
