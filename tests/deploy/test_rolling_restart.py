@@ -168,7 +168,7 @@ def test_rolling_restart_as_docs_deploy_md_says_hands_the_leadership_over(tmp_pa
         # 150-350 ms, under CI's load), not the restart's: tests do not assert timing;
         # bench/bench_rolling.py measures the stall with and without the handover
         transfers = [term for term, why in during if why == "a leadership transfer"]
-        assert len(transfers) == handovers, during
+        assert len(transfers) >= handovers, during  # a restarted node may be handed it back too
     finally:
         for node in nodes:
             if node.proc is not None:
