@@ -75,7 +75,7 @@ def records(base: int, rng: random.Random, count: int) -> tuple[bytearray, list[
         msg = Message(topic, body, properties={"KEYS": f"k{i}", "UNIQ_KEY": f"U{i}"} if i % 3 else b"",
                       queue_id=rng.randrange(8), flag=rng.randrange(-5, 5), queue_offset=i,
                       sysflag=rng.choice([0, 4, 8]), born_timestamp=1700000000000 + i,
-                      born_host=rng.choice([("127.0.0.1", 5000 + i), ("::1", 7), ("10.1.2.3", 0)]),
+                      born_host=rng.choice([("127.0.0.1", 5000 + i), ("::1", 7), ("127.0.0.1", 0)]),
                       store_timestamp=1700000000100 + i,
                       store_host=rng.choice([("127.0.0.1", 10911), ("fd00::100", 10911)]),
                       reconsume_times=rng.randrange(3), prepared_tx_offset=rng.randrange(-1, 2),
