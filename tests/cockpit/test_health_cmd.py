@@ -173,10 +173,13 @@ def test_controller_verdicts(world: dict[str, Any]) -> None:
     assert any(followers[0].raft_address in r and "unreachable" in r for r in reasons), reasons
     followers[1].stop()
 
+    # CRIT for the lost quorum, said by the node that still answers; under load that node may
+    # also miss the 3 s timeout, which is CRIT too ("no controller node answered"), so the
+    # verdict naming the quorum is waited for
     def crit() -> dict[str, Any] | None:
         code, doc = _json(world, "-b", "set-ok", "--timeout", "3")
-        return doc if code == 2 else None
+        reasons = doc["checks"][0]["reasons"] if code == 2 else []
+        return doc if any("leader" in r or "quorum" in r for r in reasons) else None
 
     doc = wait_until(crit, 60, what="CRIT without a controller quorum")
     assert doc["checks"][0]["verdict"] == "CRIT"
-    assert any("leader" in r or "quorum" in r for r in doc["checks"][0]["reasons"]), doc
