@@ -1008,7 +1008,9 @@ def make_client(config: AgentConfig) -> Any:
 
         # same methods and results as ControllerClient; no WatchRoleChanges stream over
         # remoting, so roles come from GetReplicaInfo polling (syncBrokerMetadataPeriod)
-        return RemotingControllerClient(config.controller_addresses, timeout=config.controller_timeout)
+        return RemotingControllerClient(config.controller_addresses, timeout=config.controller_timeout,
+                                        **config.controller_security)
     from mqctl.client import ControllerClient
 
-    return ControllerClient(config.controller_addresses, timeout=config.controller_timeout)
+    return ControllerClient(config.controller_addresses, timeout=config.controller_timeout,
+                            **config.controller_security)

@@ -7,6 +7,7 @@ simulation can run a whole failover in a couple of seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from mqctl.controller.election import DEFAULT_ELECTION_PRIORITY
 from mqctl.errors import UsageError
@@ -53,6 +54,9 @@ class AgentConfig:
     register_retry_fast: int = 5
     register_retry_slow: float = 5.0
     controller_timeout: float = 5.0           # per controller call, retries included
+    # ControllerClient's security keywords (token, tls_ca, tls_cert, tls_key, server_name): the
+    # CLI's --token and --tls-* options (mqctl.cli.admin_cmd.Conn.security)
+    controller_security: dict[str, Any] = field(default_factory=dict)
     options: dict[str, str] = field(default_factory=dict)  # RegisterBroker options (mqctl extension)
 
     def validate(self) -> None:

@@ -43,11 +43,11 @@ quorum_app = sub_app("quorum", "The controller group: status, membership and lea
 # --- shared options ----------------------------------------------------------------------------
 
 
-def _addr_opt(default: str | None = DEFAULT_CONTROLLER) -> Any:
+def _addr_opt(default: str | None = DEFAULT_CONTROLLER, without: str = "no controller is asked") -> Any:
     return typer.Option(default, "-a", "--controller-addr", "--controllerAddress",
                         envvar="MQCTL_CONTROLLER",
                         help="controller gRPC addresses, 'h:p;h:p' or 'h:p,h:p' (any node: followers "
-                             "forward to the leader)" + ("" if default else "; none: no controller is asked"))
+                             "forward to the leader)" + ("" if default else f"; none: {without}"))
 
 
 def _token_opt() -> Any:
@@ -138,6 +138,12 @@ class Conn:
         global _current
         _current = self
 
+    def security(self) -> dict[str, Any]:
+        """--token and --tls-* as ControllerClient's keywords, for the clients a command makes on
+        its own (mqctl sim's brokers): the same options reach the controller the same way."""
+        return {"token": self.token, "tls_ca": self.tls_ca, "tls_cert": self.tls_cert,
+                "tls_key": self.tls_key, "server_name": self.tls_server_name}
+
     def renew(self) -> None:
         """A new deadline, --timeout from now, for this connection's clients (each redraw of -i)."""
         self.deadline = time.monotonic() + self.timeout
@@ -219,7 +225,7 @@ _CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
 
 
 def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool = False,
-              address: str | None = DEFAULT_CONTROLLER,
+              address: str | None = DEFAULT_CONTROLLER, without_address: str = "no controller is asked",
               timeout_help: str = "the whole command's deadline in seconds, retries included"
               ) -> Callable[[F], F]:
     """The controller connection options, declared once here for every command that connects: the
@@ -236,7 +242,7 @@ def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool 
         # (an mqctl extension, no RocketMQ request code) refuses --protocol remoting in one line
         options = {name: (kind, factory()) for name, (kind, factory) in _CONNECTION_OPTIONS.items()}
         if address != DEFAULT_CONTROLLER:
-            options["addr"] = (str, _addr_opt(address))
+            options["addr"] = (str, _addr_opt(address, without_address))
         options["timeout"] = (float, typer.Option(timeout, "--timeout", envvar="MQCTL_TIMEOUT",
                                                   help=timeout_help))
         sig = inspect.signature(fn)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from mqctl.cli import root_app
+from mqctl.cli.admin_cmd import Conn, connected
 from mqctl.cli.common import echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
 
@@ -332,10 +333,12 @@ def _keyboard(enabled: bool) -> Iterator[Callable[[], str | None]]:
 
 
 @root_app.command("sim")
+@connected(protocol=False, timeout=5.0, address=None,
+           without_address="the simulation starts its own group (use -a to run against yours: no "
+                           "controller faults then)",
+           timeout_help="seconds each controller call of the brokers may take, retries included")
 def sim_command(
-    controller_addr: str = typer.Option(None, "-a", "--controller-addr", envvar="MQCTL_CONTROLLER",
-                                        help="use this controller group ('h:p;h:p') instead of starting one "
-                                             "(no controller faults then)"),
+    conn: Conn,
     controllers: int = typer.Option(3, "--controllers", help="controller nodes to start (1, 3 or 5)"),
     sets: int = typer.Option(2, "-s", "--sets", help="broker sets"),
     replicas: int = typer.Option(3, "-r", "--replicas", help="replicas per broker set"),
@@ -369,9 +372,12 @@ def sim_command(
     from mqctl.sim.cluster import SimSettings, Simulation, set_names
     from mqctl.sim.faults import KEYS, describe, plan_faults
 
+    controller_addr = ";".join(conn.addresses) or None
     settings = SimSettings(sets=sets, replicas=replicas, controllers=controllers, addresses=controller_addr,
                            cluster_name=cluster_name, rate=rate, storage=storage, peer_transport=peers,
-                           all_ack=all_ack, heartbeat_timeout_ms=heartbeat_timeout)
+                           all_ack=all_ack, heartbeat_timeout_ms=heartbeat_timeout,
+                           controller_security=conn.security() if controller_addr else {},
+                           controller_timeout=conn.timeout)
     settings.validate()
     if duration < 0 or fault_interval <= 0:
         from mqctl.errors import UsageError

@@ -91,6 +91,10 @@ class SimSettings:
     base_dir: str | None = None          # default: a new temporary directory, removed at close()
     keep: bool = False                   # keep base_dir at close()
     agent_options: dict[str, Any] = field(default_factory=dict)   # more AgentConfig fields
+    # with ``addresses``: the group's --token and --tls-* (ControllerClient's keywords), for the
+    # agents and the simulation's own client alike
+    controller_security: dict[str, Any] = field(default_factory=dict)
+    controller_timeout: float = 5.0      # each controller call, retries included
 
     def validate(self) -> None:
         if not 1 <= self.sets <= 500:
@@ -305,7 +309,10 @@ class Simulation:
             self.cluster.start(wait=False)
             leader = self.cluster.wait_for_leader(60)
             self.event(f"controller group up: {leader.name} leads ({self.cluster.addresses})")
-        self.client = ControllerClient(self.addresses, timeout=3.0)
+        self.client = ControllerClient(self.addresses, timeout=min(3.0, s.controller_timeout),
+                                       **s.controller_security)
+        if s.addresses is not None:  # a given group that does not answer (a wrong port, TLS or
+            self.client.get_metadata()  # certificate) is one clear error now, not brokers without a master
         for name in set_names(s.sets):
             replicas = [Replica(name, i, self._agent_config(name, i), self.network)
                         for i in range(s.replicas)]
@@ -332,7 +339,8 @@ class Simulation:
             heartbeat_interval=s.heartbeat_interval, heartbeat_timeout_ms=s.heartbeat_timeout_ms,
             sync_metadata_period=0.5, check_sync_state_set_period=0.3, ha_max_time_slave_not_catchup=1.5,
             fetch_wait=0.3, retry_interval=0.2, put_timeout=s.put_timeout, commitlog_file_size=256 * 1024,
-            controller_timeout=5.0, register_retry_fast=50, all_ack_in_sync_state_set=s.all_ack,
+            controller_timeout=s.controller_timeout, controller_security=s.controller_security,
+            register_retry_fast=50, all_ack_in_sync_state_set=s.all_ack,
             storage=s.storage, peer_transport=s.peer_transport)
         if s.peer_transport == "local":
             opts["address"] = f"{name}-r{index}"

@@ -29,12 +29,8 @@ def _commands() -> list[tuple[str, set[str]]]:
     return out
 
 
-# -a names a group to use instead of the one it starts; not converted yet
-NOT_YET = {"sim"}
-
-
 def test_every_command_that_connects_takes_the_same_connection_options() -> None:
-    connecting = [(name, opts) for name, opts in _commands() if "-a" in opts and name not in NOT_YET]
+    connecting = [(name, opts) for name, opts in _commands() if "-a" in opts]
     assert len(connecting) >= 20
     for name, opts in connecting:
         assert opts >= CONNECTION, (name, sorted(CONNECTION - opts))

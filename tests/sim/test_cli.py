@@ -124,6 +124,31 @@ def test_sim_against_a_given_controller_json_report(tmp_path) -> None:
     assert again.returncode == 2 and "not empty" in again.stderr, again.stderr
 
 
+def test_sim_against_a_group_with_mutual_tls_and_a_token(tmp_path) -> None:
+    """-a with the shared connection options: the brokers and the simulation's own client reach a
+    group that needs TLS with client certificates (and a token for admin calls); without the
+    certificate nothing registers, and the run says so in one line."""
+    from tls_pki import write_pki
+
+    pki = write_pki(tmp_path / "pki")
+    serve = ["--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--tls-ca", pki.ca,
+             "--token", "s3cret"]
+    with LocalCluster(str(tmp_path / "ctl"), size=1, extra_args=serve) as cluster:
+        cluster.start(wait=False)
+        run = [*MQCTL, "sim", "-a", cluster.addresses, "-s", "1", "-r", "2", "-d", "4", "--rate", "20",
+               "-o", "json", "--peers", "local", "--tls-ca", pki.ca]
+        secure = ["--tls-cert", pki.client_cert, "--tls-key", pki.client_key, "--token", "s3cret"]
+        proc = subprocess.run([*run, *secure, "--dir", str(tmp_path / "run")], capture_output=True,
+                              text=True, timeout=180, env=_env(tmp_path))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        report = json.loads(proc.stdout)
+        assert report["ok"] and report["stats"]["acknowledged"] > 0, report
+        refused = subprocess.run([*run, "--timeout", "2", "--dir", str(tmp_path / "run2")],
+                                 capture_output=True, text=True, timeout=180, env=_env(tmp_path))
+        assert refused.returncode == 6 and "TLS" in refused.stderr, refused.stderr   # unreachable
+        assert refused.stderr.count("\n") == 1, refused.stderr
+
+
 def test_sim_usage_errors() -> None:
     for args, text in ((["--sets", "0"], "--sets 0"), (["--storage", "x"], "--storage"),
                        (["--controllers", "2"], "--controllers 2"), (["-d", "0"], "needs a terminal")):
