@@ -3,7 +3,7 @@
 ``python -m mqctl.cli.gendocs [--out DIR]`` (``tools/gen-docs``) writes, under DIR (the repository
 root by default):
 
-* ``completions/mqctl.bash``, ``mqctl.zsh``, ``mqctl.fish``: typer's completion scripts (the same
+* ``completions/mqctl.bash``, ``_mqctl`` (zsh), ``mqctl.fish``: typer's completion scripts (the same
   text ``_MQCTL_COMPLETE=source_bash mqctl`` prints);
 * ``man/man1/mqctl.1`` and one page per command (``mqctl-getSyncStateSet.1``,
   ``mqctl-quorum-status.1``, ...), every option with its help, default and environment variable,
@@ -322,15 +322,20 @@ def man_pages(root: Any = None) -> dict[str, str]:
     return {f"{'-'.join((PROG, *path))}.1": man_page(path, cmd, root) for path, cmd in walk(root)}
 
 
+def completion_file(shell: str) -> str:
+    """Where each shell's script sits in the repository, named as the shell's vendor directory
+    wants it (zsh autoloads `_mqctl` from site-functions), so the wheel installs it unrenamed."""
+    return f"completions/_{PROG}" if shell == "zsh" else f"completions/{PROG}.{shell}"
+
+
 def generate(repo: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """Relative path -> content of every generated file. The docs with a generated block are read
     from ``repo`` (the repository by default)."""
     base = Path(repo) if repo is not None else REPO
     root = root_command()
     files: dict[str, str] = {}
-    ext = {"bash": "bash", "zsh": "zsh", "fish": "fish"}
     for shell in SHELLS:
-        files[f"completions/{PROG}.{ext[shell]}"] = completion(shell)
+        files[completion_file(shell)] = completion(shell)
     files.update({f"man/man1/{name}": text for name, text in man_pages(root).items()})
     files["docs/cli.md"] = markdown(root)
     for rel, (name, table, source) in SPLICED.items():

@@ -135,7 +135,7 @@ def test_completion_show_and_install(tmp_path: Path, monkeypatch: pytest.MonkeyP
     root = Path(__file__).resolve().parents[2]
     for shell in gendocs.SHELLS:
         assert run(["completion", "show", shell]) == 0
-        assert capsys.readouterr().out == (root / f"completions/mqctl.{shell}").read_text()
+        assert capsys.readouterr().out == (root / gendocs.completion_file(shell)).read_text()
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)

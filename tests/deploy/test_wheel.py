@@ -59,7 +59,7 @@ def test_the_sdist_and_the_wheel_hold_the_package_the_man_pages_and_the_completi
     data = f"mqctl-{version}.data/data/share"
     assert {f"{data}/man/man1/{p}" for p in pages} <= names
     assert {f"{data}/bash-completion/completions/mqctl.bash",
-            f"{data}/fish/vendor_completions.d/mqctl.fish"} <= names
+            f"{data}/fish/vendor_completions.d/mqctl.fish", f"{data}/zsh/site-functions/_mqctl"} <= names
     assert {"mqctl/v1/controller.proto", "mqctl/py.typed", "mqctl/sim/RocketMQDriver.java"} <= names
     with tarfile.open(sdist) as tar:
         members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
