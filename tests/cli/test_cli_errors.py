@@ -266,4 +266,6 @@ def test_timeout_of_the_installed_binary(silent_port: int) -> None:
     proc = mqctl_proc("getSyncStateSet", "-a", f"127.0.0.1:{silent_port}", "--timeout", "3")
     elapsed = time.monotonic() - t0
     assert proc.returncode == 6, proc.stderr
-    assert 3 - SLACK <= elapsed <= 3 + SLACK + 1.5, f"{elapsed:.2f} s"  # + 1.5: start-up on a busy machine
+    # the bug took the probe's 3 s plus 3 s, 6 s and more: anything below is the one deadline plus a
+    # start-up, which the suite's load on two cores has stretched beyond 2 s
+    assert 3 - SLACK <= elapsed < 6, f"{elapsed:.2f} s"
