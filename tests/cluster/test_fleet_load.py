@@ -18,7 +18,7 @@ import pytest
 from mqctl.client import ControllerClient
 from mqctl.testing import LocalCluster, metadata, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # its claim is about its own load
 
 CLUSTER = "FleetLoad"
 BROKERS_PER_PROCESS = 600  # 200 broker sets of 3 replicas each
