@@ -31,7 +31,7 @@ def test_completion_scripts_are_what_the_binary_prints() -> None:
         env = {**os.environ, "_MQCTL_COMPLETE": f"source_{shell}"}
         proc = subprocess.run([MQCTL], capture_output=True, text=True, env=env, timeout=30)
         assert proc.returncode == 0, proc.stderr
-        assert proc.stdout.strip() == (ROOT / f"completions/mqctl.{shell}").read_text().strip()
+        assert proc.stdout.strip() == (ROOT / gendocs.completion_file(shell)).read_text().strip()
 
 
 def test_bash_completion_completes_commands_and_options() -> None:

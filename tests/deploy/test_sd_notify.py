@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from mqctl.client import ControllerClient
+from mqctl.errors import ControllerError
 from mqctl.sdnotify import Notifier
-from mqctl.testing import LocalCluster, NotifySocket, metadata
+from mqctl.testing import LocalCluster, NotifySocket, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -111,8 +112,15 @@ def test_the_watchdog_is_pinged_while_the_raft_thread_ticks(tmp_path: Path, noti
             node.start(env=env)
         leader = cluster.wait_for_leader()
         if leader is slow:  # the stalled node must be a follower: its new term's fsync is what hangs
-            with ControllerClient(cluster.addresses, timeout=30) as c:
-                c.change_quorum("transfer", others[0].raft_address)
+            def handed_over() -> bool:  # a transfer may time out under load: asked again
+                with ControllerClient(cluster.addresses, timeout=30) as c:
+                    try:
+                        c.change_quorum("transfer", others[0].raft_address)
+                    except ControllerError:
+                        pass
+                return cluster.leader() not in (None, slow)
+
+            wait_until(handed_over, 120, interval=1, what="the leadership handed to another node")
             leader = cluster.wait_for_leader(exclude=slow)
         notify.read(2.0)
         assert sum(m.get("WATCHDOG") == "1" for m in notify.messages) >= 3, notify.messages
