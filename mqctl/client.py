@@ -78,8 +78,8 @@ from mqctl.api import (
     SyncStateDataResult,
     parse_addresses,
 )
-from mqctl.controller.convert import RPC_TYPES, dict_to_message, message_to_dict
 from mqctl.errors import Code, ControllerError, UsageError
+from mqctl.grpc.convert import RPC_TYPES, dict_to_message, message_to_dict
 from mqctl.security import bearer_metadata, channel_credentials
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc

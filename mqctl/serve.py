@@ -160,8 +160,8 @@ def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
     from mqctl import malloc
     from mqctl.controller import datadir, records
-    from mqctl.controller.grpc_server import GrpcLimits, build_server
     from mqctl.controller.node import RAFT_STALL_S, ControllerNode, NodeSettings
+    from mqctl.grpc.server import GrpcLimits, build_server
     from mqctl.sdnotify import Notifier
     from mqctl.security import TlsConfig
 

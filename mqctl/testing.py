@@ -219,7 +219,7 @@ def metadata(address: str, timeout: float = 2.0) -> dict[str, Any]:
     """GetMetadata on one node, as a dict (uses the generated stub directly)."""
     import grpc
 
-    from mqctl.controller.convert import message_to_dict
+    from mqctl.grpc.convert import message_to_dict
     from mqctl.v1 import controller_pb2, controller_pb2_grpc
 
     with grpc.insecure_channel(address) as channel:

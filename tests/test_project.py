@@ -131,7 +131,7 @@ def test_packages_import_each_other_without_a_cycle() -> None:
 def test_the_core_imports_no_transport() -> None:
     """The controller's core (mqctl.controller apart from its gRPC transport) and the method table
     import no transport (gRPC, remoting), client, admin, CLI or the process around them (mqctl.serve)."""
-    edge = ("mqctl.controller.grpc_server", "mqctl.controller.convert", "mqctl.remoting", "mqctl.client",
+    edge = ("mqctl.grpc.server", "mqctl.grpc.convert", "mqctl.remoting", "mqctl.client",
             "mqctl.api", "mqctl.admin", "mqctl.cli", "mqctl.serve", "mqctl.sim", "mqctl.dsim", "mqctl.broker")
     for module, imported in _mqctl_imports().items():
         if not (module.startswith("mqctl.controller.") or module == "mqctl.methods") \

@@ -61,7 +61,7 @@ def fetch_epoch_cache(address: str, *, timeout: float = 5.0, tls_ca: str | None 
     failure or a non-zero code comes back as ``EpochCacheView.error``; this never raises for them."""
     import grpc
 
-    from mqctl.controller.convert import message_to_dict
+    from mqctl.grpc.convert import message_to_dict
     from mqctl.security import channel_credentials
     from mqctl.v1 import broker_pb2, broker_pb2_grpc
 

@@ -156,7 +156,7 @@ class GrpcPeers:
             r = self._stub(address).GetBrokerEpochCache(pb.GetBrokerEpochCacheRequest(), timeout=timeout)
         except grpc.RpcError as err:
             raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None  # type: ignore[attr-defined]
-        from mqctl.controller.convert import message_to_dict
+        from mqctl.grpc.convert import message_to_dict
 
         return EpochCacheView.from_answer(message_to_dict(r), address)
 

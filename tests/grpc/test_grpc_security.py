@@ -134,7 +134,7 @@ def test_mtls_refuses_a_client_without_a_certificate(serve: Any, pki: Any) -> No
 
 
 def test_bad_tls_files_are_one_line_usage_errors(tmp_path: Any, pki: Any) -> None:
-    from mqctl.controller.grpc_server import build_server
+    from mqctl.grpc.server import build_server
 
     missing = str(tmp_path / "nope.pem")
     with pytest.raises(UsageError, match=r"cannot read TLS certificate .*nope.pem"):

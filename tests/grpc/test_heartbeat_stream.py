@@ -357,7 +357,7 @@ def test_a_node_without_the_stream_gets_unary_heartbeats() -> None:
 
     from grpc_fixtures import CoreNode
 
-    from mqctl.controller.grpc_server import SERVICE_NAME, ControllerServicer
+    from mqctl.grpc.server import SERVICE_NAME, ControllerServicer
 
     node = CoreNode()
     servicer = ControllerServicer(node)

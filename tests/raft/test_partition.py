@@ -35,8 +35,8 @@ import grpc
 import pytest
 
 from mqctl.client import ControllerClient
-from mqctl.controller.convert import message_to_dict
 from mqctl.errors import ControllerError
+from mqctl.grpc.convert import message_to_dict
 from mqctl.testing import Ledger, LocalCluster, Node, Writers, free_port, metadata, wait_until
 from mqctl.v1 import controller_pb2, controller_pb2_grpc
 
