@@ -745,8 +745,8 @@ def quorum_dump(
     no_color: bool = no_color_option(),
 ) -> None:
     """A stopped node's Raft journal (each entry's index, term, records) and snapshot, read only."""
+    from mqctl.admin.quorum_dump import dump_data_dir
     from mqctl.cli.common import console, echo_doc
-    from mqctl.controller.dump import dump_data_dir
 
     doc = dump_data_dir(data_dir, force=force)
     if output is not Output.table:

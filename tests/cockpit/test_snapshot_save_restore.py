@@ -133,7 +133,7 @@ def test_refuses_corrupt_newer_and_foreign_files(tmp_path: Path) -> None:
         (attempt("{not json", "garbage.json"), 4, "not an mqctl controller snapshot"),
         (attempt({"format": "something else"}, "foreign.json"), 4, "not an mqctl controller snapshot"),
     ]
-    from mqctl.controller import snapshot
+    from mqctl.admin import snapshot
 
     newer_level = json.loads(json.dumps(good))
     newer_level["featureLevel"] = 99

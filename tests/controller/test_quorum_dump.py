@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from mqctl.admin.quorum_dump import decode_command
 from mqctl.client import ControllerClient
-from mqctl.controller.dump import decode_command
 from mqctl.testing import TEST_CLUSTER as CLUSTER
 from mqctl.testing import LocalCluster, wait_until
 
