@@ -20,16 +20,15 @@ from mqctl.controller.core.brokers import (
     _heartbeat,
     _register_broker,
 )
-from mqctl.controller.core.configuration import (
+from mqctl.controller.core.config_keys import (
     HONOURED_CONFIG_KEYS,
     NODE_CONFIG_KEYS,
     NOT_HONOURED_CONFIG_KEYS,
     NOT_HONOURED_KEY,
     ROCKETMQ_CONFIG,
-    _get_config,
-    _update_config,
     default_config,
 )
+from mqctl.controller.core.configuration import _get_config, _update_config
 from mqctl.controller.core.context import (
     ALL_BROKER_SETS,
     CONFIG_BLACKLIST,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from mqctl.controller.core.configuration import (
+from mqctl.controller.core.config_keys import (
     _DEFAULT_CONFIG,
     _cfg_bool,
     _cfg_int,
