@@ -249,7 +249,7 @@ class ControllerClient(ControllerApi):
                     channel = grpc.secure_channel(address, self._credentials, options=self._options)
                 else:
                     channel = grpc.insecure_channel(address, options=self._options)
-                entry = (channel, pb_grpc.ControllerStub(channel))  # type: ignore[no-untyped-call]
+                entry = (channel, pb_grpc.ControllerStub(channel))
                 self._channels[address] = entry
             return entry[1]
 

@@ -448,7 +448,7 @@ class Beater:
         self.lease_ms = lease_ms
         self.cluster_name = cluster_name
         self.period = period
-        self.brokers: dict[tuple[str, int], dict] = {}
+        self.brokers: dict[tuple[str, int], dict[str, Any]] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, daemon=True)

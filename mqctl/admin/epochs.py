@@ -71,8 +71,8 @@ def fetch_epoch_cache(address: str, *, timeout: float = 5.0, tls_ca: str | None 
         stub = broker_pb2_grpc.BrokerStub(channel)
         resp = stub.GetBrokerEpochCache(broker_pb2.GetBrokerEpochCacheRequest(), timeout=timeout)
     except grpc.RpcError as err:
-        code = err.code()  # type: ignore[attr-defined]
-        details = (err.details() or "").strip()  # type: ignore[attr-defined]
+        code = err.code()
+        details = (err.details() or "").strip()
         if len(details) > 200:
             details = details[:197] + "..."
         return EpochCacheView(broker_addr=address,
