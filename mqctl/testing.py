@@ -223,7 +223,7 @@ def metadata(address: str, timeout: float = 2.0) -> dict[str, Any]:
     from mqctl.v1 import controller_pb2, controller_pb2_grpc
 
     with grpc.insecure_channel(address) as channel:
-        stub = controller_pb2_grpc.ControllerStub(channel)
+        stub = controller_pb2_grpc.ControllerStub(channel)  # type: ignore[no-untyped-call]
         return message_to_dict(stub.GetMetadata(controller_pb2.GetMetadataRequest(), timeout=timeout))
 
 
@@ -448,7 +448,7 @@ class Beater:
         self.lease_ms = lease_ms
         self.cluster_name = cluster_name
         self.period = period
-        self.brokers: dict[tuple[str, int], dict] = {}
+        self.brokers: dict[tuple[str, int], dict[str, Any]] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, daemon=True)

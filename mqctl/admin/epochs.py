@@ -68,11 +68,11 @@ def fetch_epoch_cache(address: str, *, timeout: float = 5.0, tls_ca: str | None 
     creds = channel_credentials(tls_ca, tls_cert, tls_key) if (tls_ca or tls_cert or tls_key) else None
     channel = grpc.secure_channel(address, creds) if creds is not None else grpc.insecure_channel(address)
     try:
-        stub = broker_pb2_grpc.BrokerStub(channel)
+        stub = broker_pb2_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
         resp = stub.GetBrokerEpochCache(broker_pb2.GetBrokerEpochCacheRequest(), timeout=timeout)
     except grpc.RpcError as err:
-        code = err.code()  # type: ignore[attr-defined]
-        details = (err.details() or "").strip()  # type: ignore[attr-defined]
+        code = err.code()
+        details = (err.details() or "").strip()
         if len(details) > 200:
             details = details[:197] + "..."
         return EpochCacheView(broker_addr=address,

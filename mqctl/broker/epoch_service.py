@@ -62,5 +62,5 @@ def serve_epoch_cache(store_dir: str | os.PathLike[str], listen: str, *, max_wor
     the bound port is ``server.mqctl_port``). Stop it with ``server.stop(grace)``."""
     server, port = serve_broker_service(BrokerEpochServicer(store_dir, **identity), listen, max_workers,
                                         "mqctl-broker")
-    server.mqctl_port = port  # type: ignore[attr-defined]
+    server.mqctl_port = port
     return server

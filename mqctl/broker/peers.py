@@ -143,7 +143,7 @@ class GrpcPeers:
                            ("grpc.max_reconnect_backoff_ms", 1000),
                            ("grpc.max_receive_message_length", 64 << 20)]
                 channel = grpc.insecure_channel(address, options=options)
-                entry = (channel, broker_pb2_grpc.BrokerStub(channel))
+                entry = (channel, broker_pb2_grpc.BrokerStub(channel))  # type: ignore[no-untyped-call]
                 self._stubs[address] = entry
             return entry[1]
 
@@ -155,7 +155,7 @@ class GrpcPeers:
         try:
             r = self._stub(address).GetBrokerEpochCache(pb.GetBrokerEpochCacheRequest(), timeout=timeout)
         except grpc.RpcError as err:
-            raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None  # type: ignore[attr-defined]
+            raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None
         from mqctl.controller.convert import message_to_dict
 
         return EpochCacheView.from_answer(message_to_dict(r), address)
@@ -173,7 +173,7 @@ class GrpcPeers:
         try:
             r = self._stub(address).FetchLog(req, timeout=timeout)
         except grpc.RpcError as err:
-            raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None  # type: ignore[attr-defined]
+            raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None
         return FetchResponse(r.code, r.remark, r.offset, r.data, r.length, r.epoch, r.epoch_start_offset,
                              r.confirm_offset, r.max_offset, r.master_epoch, r.broker_id)
 
@@ -192,7 +192,7 @@ def _servicer(handler: PeerHandler) -> Any:
     from mqctl.v1 import broker_pb2 as pb
     from mqctl.v1 import broker_pb2_grpc as pb_grpc
 
-    class AgentServicer(pb_grpc.BrokerServicer):  # type: ignore[misc]
+    class AgentServicer(pb_grpc.BrokerServicer):
         """Translates only: the agent decides."""
 
         def GetBrokerEpochCache(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -249,7 +249,7 @@ def serve_broker_service(servicer: Any, listen: str, max_workers: int, thread_na
 
     pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
     server = grpc.server(pool, options=[("grpc.so_reuseport", 0), *(options or [])])
-    pb_grpc.add_BrokerServicer_to_server(servicer, server)
+    pb_grpc.add_BrokerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     try:
         port = server.add_insecure_port(listen)
     except RuntimeError:
