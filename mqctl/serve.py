@@ -80,8 +80,8 @@ def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
     if not cfg.metrics_address:
         return node, None
     from mqctl.address import parse_address
-    from mqctl.cockpit import Cockpit
     from mqctl.metrics import Metrics
+    from mqctl.status_http import Cockpit
 
     tls = None
     if cfg.tls_cert:

@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from mqctl.admin.epochs import cache_from_store
+from mqctl.admin.broker_epochs import cache_from_store
 from mqctl.broker.peers import serve_broker_service
 from mqctl.errors import Code, MqctlError
 from mqctl.v1 import broker_pb2 as pb
