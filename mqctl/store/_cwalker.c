@@ -10,7 +10,9 @@
  *       cut), and where the chain stopped;
  *   columns(buf, base, positions, check_crc, crc_known, fields, topics, out) -> list of topic bytes
  *       each record's layout check, BODYCRC and fields into `out` (NCOL int64 rows of len(positions)),
- *       topics as codes into the distinct topic byte strings returned (first appearance order).
+ *       topics as codes into the distinct topic byte strings returned (first appearance order);
+ *   gather(buf, at, length), nonzero(buf, pos, end), nonzero_end(buf, pos, end): the extracted items
+ *       joined, a zero tail passed over (forwards, backwards).
  *
  * The bytes are untrusted: every read is checked against the buffer's end first, positions and lengths
  * from the caller included. The GIL is released while walking (the buffers stay exported meanwhile).
@@ -463,11 +465,149 @@ static PyObject *py_crc32(PyObject *self, PyObject *arg) {
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* gather(buf, at, length) -> bytes: the items buf[at[i]:at[i] + length[i]] joined (at, length: int64
+ * buffers of equal size; every item checked to lie inside buf first), the copy with the GIL released:
+ * the bodies and properties a walk extracts, without a Python object per item. */
+static PyObject *py_gather(PyObject *self, PyObject *args) {
+    PyObject *obj, *aobj, *lobj;
+    if (!PyArg_ParseTuple(args, "OOO", &obj, &aobj, &lobj))
+        return NULL;
+    Py_buffer view, aview, lview;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(aobj, &aview, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(lobj, &lview, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&aview);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *res = NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    const char *ab = (const char *)aview.buf, *lb = (const char *)lview.buf;
+    Py_ssize_t n = aview.len / 8, total = 0;
+    if (aview.len != lview.len || aview.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "gather: at and length must be int64 buffers of one size");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t a, l;
+        memcpy(&a, ab + 8 * i, 8);
+        memcpy(&l, lb + 8 * i, 8);
+        if (a < 0 || l < 0 || a > (int64_t)view.len || l > (int64_t)view.len - a) {
+            PyErr_Format(PyExc_ValueError, "gather: item %zd outside the buffer", i);
+            goto done;
+        }
+        if (l > PY_SSIZE_T_MAX - total) {
+            PyErr_SetString(PyExc_OverflowError, "gather: too many bytes");
+            goto done;
+        }
+        total += (Py_ssize_t)l;
+    }
+    res = PyBytes_FromStringAndSize(NULL, total);
+    if (!res)
+        goto done;
+    char *dst = PyBytes_AS_STRING(res);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t a, l;
+        memcpy(&a, ab + 8 * i, 8);
+        memcpy(&l, lb + 8 * i, 8);
+        memcpy(dst, b + a, (size_t)l);
+        dst += l;
+    }
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&lview);
+    PyBuffer_Release(&aview);
+    PyBuffer_Release(&view);
+    return res;
+}
+
+/* nonzero(buf, pos, end) -> the first position in [pos, end) whose byte is not zero, or end (pos and end
+ * clamped to the buffer): a preallocated file's zero tail passed over at memory speed. */
+static PyObject *py_nonzero(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t pos, end;
+    if (!PyArg_ParseTuple(args, "Onn", &obj, &pos, &end))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    if (end > view.len)
+        end = view.len;
+    if (end < 0)
+        end = 0;
+    if (pos < 0)
+        pos = 0;
+    if (pos > end)
+        pos = end;
+    Py_ssize_t i = pos;
+    Py_BEGIN_ALLOW_THREADS
+    while (i < end && ((uintptr_t)(b + i) & 7) && !b[i])
+        i++;
+    if (i < end && !b[i]) {
+        while (end - i >= 64) {
+            uint64_t w[8];
+            memcpy(w, b + i, 64);
+            if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7])
+                break;
+            i += 64;
+        }
+        while (i < end && !b[i])
+            i++;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(i);
+}
+
+/* nonzero_end(buf, pos, end) -> the position after the last non-zero byte in [pos, end), or pos when all
+ * are zero (pos and end clamped to the buffer). */
+static PyObject *py_nonzero_end(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t pos, end;
+    if (!PyArg_ParseTuple(args, "Onn", &obj, &pos, &end))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    if (end > view.len)
+        end = view.len;
+    if (end < 0)
+        end = 0;
+    if (pos < 0)
+        pos = 0;
+    if (pos > end)
+        pos = end;
+    Py_ssize_t i = end;
+    Py_BEGIN_ALLOW_THREADS
+    while (i - pos >= 64) {
+        uint64_t w[8];
+        memcpy(w, b + i - 64, 64);
+        if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7])
+            break;
+        i -= 64;
+    }
+    while (i > pos && !b[i - 1])
+        i--;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(i);
+}
+
 static PyMethodDef methods[] = {
     {"chain", py_chain, METH_VARARGS, "chain(buf, base, pos, end) -> (bytearray of int64 positions, stopped)"},
     {"columns", py_columns, METH_VARARGS,
      "columns(buf, base, positions, check_crc, crc_known, fields, topics, out) -> distinct topics"},
     {"crc32", py_crc32, METH_O, "crc32(data) -> java.util.zip.CRC32 of data"},
+    {"gather", py_gather, METH_VARARGS, "gather(buf, at, length) -> bytes: the items joined"},
+    {"nonzero_end", py_nonzero_end, METH_VARARGS, "nonzero_end(buf, pos, end) -> after the last non-zero byte, or pos"},
+    {"nonzero", py_nonzero, METH_VARARGS, "nonzero(buf, pos, end) -> first non-zero byte's position, or end"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cwalker",

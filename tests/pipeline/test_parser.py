@@ -368,8 +368,10 @@ def test_message_keys_with_arrow_kernels_follow_message_key(fleet: Fleet) -> Non
 
 @pytest.mark.skipif(importlib.util.find_spec("mqctl.store._cwalker") is None,
                     reason="the compiled walker is not built")
-def test_salvage_and_analyze_write_the_same_bytes_with_either_walker(fleet: Fleet, tmp_path: Path) -> None:
-    # issue 32: the compiled walker and the numpy walker, the local engine, several range sizes
+def test_salvage_and_analyze_write_the_same_bytes_with_either_walker(fleet: Fleet, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 32: the compiled walker and the numpy walker, the local engine, several range sizes, its
+    # ranges and row groups one at a time or in threads
     pytest.importorskip("pyarrow")
     from pipeline_fixtures import tree_hash
     from walker_corpus import using
@@ -377,23 +379,30 @@ def test_salvage_and_analyze_write_the_same_bytes_with_either_walker(fleet: Flee
     from mqctl.pipeline.analyze import prepare_analyze, run_analyze
     from mqctl.pipeline.salvage import prepare, run_salvage
 
+    from mqctl.pipeline import output
+
     stores = fleet.paths("A", "B", "C", "D", "E")
     hashes, docs = {}, {}
+    monkeypatch.setattr(output, "ROW_GROUP_ROWS", 2)     # parts of several row groups: threads make them
     for name in ("c", "numpy"):
         for size in (200, FILE_SIZE):
             with using(name):
-                out = tmp_path / f"salvage-{name}-{size}"
-                doc = run_salvage(None, prepare(stores, range_size=size), out, show_progress=False)
-                hashes[name, size] = tree_hash(out)
-                docs[name, size] = {k: v for k, v in doc.items() if k != "out"}
+                for threads in ("1", "3"):
+                    monkeypatch.setenv("MQCTL_LOCAL_THREADS", threads)
+                    out = tmp_path / f"salvage-{name}-{size}-{threads}"
+                    doc = run_salvage(None, prepare(stores, range_size=size), out, show_progress=False)
+                    hashes[name, size, threads] = tree_hash(out)
+                    docs[name, size, threads] = {k: v for k, v in doc.items() if k != "out"}
                 a_out = tmp_path / f"analyze-{name}-{size}"
                 a_doc = run_analyze(None, prepare_analyze(stores, range_size=size), a_out,
                                     show_progress=False)
                 hashes["analyze", name, size] = tree_hash(a_out)
                 docs["analyze", name, size] = {k: v for k, v in a_doc.items() if k != "out"}
-    assert docs["c", 200]["messages"] > 5
+    assert docs["c", 200, "1"]["messages"] > 5
     for size in (200, FILE_SIZE):
-        assert hashes["c", size] == hashes["numpy", size] == hashes["c", 200]
-        assert docs["c", size] == docs["numpy", size]
+        assert hashes["c", size, "1"] == hashes["numpy", size, "1"] == hashes["c", 200, "1"]
+        assert hashes["c", size, "3"] == hashes["numpy", size, "3"] == hashes["c", 200, "1"]
+        assert docs["c", size, "1"] == docs["numpy", size, "1"] == docs["c", size, "3"] \
+            == docs["numpy", size, "3"]
         assert hashes["analyze", "c", size] == hashes["analyze", "numpy", size]
         assert docs["analyze", "c", size] == docs["analyze", "numpy", size]
