@@ -465,6 +465,80 @@ static PyObject *py_crc32(PyObject *self, PyObject *arg) {
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* The checks and copies of gather, nonzero and nonzero_end on plain memory (fuzz_walker_c.c calls them
+ * too). gather_size: the bytes the items at[i], len[i] (n of them, int64, unaligned) add up to, or -1 with
+ * *bad the first item outside b[0:blen] (-2 when the sum overflows). */
+static int64_t gather_size(const char *ab, const char *lb, Py_ssize_t n, int64_t blen, Py_ssize_t *bad) {
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t a, l;
+        memcpy(&a, ab + 8 * i, 8);
+        memcpy(&l, lb + 8 * i, 8);
+        if (a < 0 || l < 0 || a > blen || l > blen - a) {
+            *bad = i;
+            return -1;
+        }
+        if (l > (int64_t)PY_SSIZE_T_MAX - total)
+            return -2;
+        total += l;
+    }
+    return total;
+}
+
+static void gather_copy(const uint8_t *b, const char *ab, const char *lb, Py_ssize_t n, char *dst) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t a, l;
+        memcpy(&a, ab + 8 * i, 8);
+        memcpy(&l, lb + 8 * i, 8);
+        memcpy(dst, b + a, (size_t)l);
+        dst += l;
+    }
+}
+
+/* pos and end clamped to [0, blen] with pos <= end */
+static void clamp_span(Py_ssize_t blen, Py_ssize_t *pos, Py_ssize_t *end) {
+    if (*end > blen)
+        *end = blen;
+    if (*end < 0)
+        *end = 0;
+    if (*pos < 0)
+        *pos = 0;
+    if (*pos > *end)
+        *pos = *end;
+}
+
+static Py_ssize_t first_nonzero(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end) {
+    Py_ssize_t i = pos;
+    while (i < end && ((uintptr_t)(b + i) & 7) && !b[i])
+        i++;
+    if (i < end && !b[i]) {
+        while (end - i >= 64) {
+            uint64_t w[8];
+            memcpy(w, b + i, 64);
+            if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7])
+                break;
+            i += 64;
+        }
+        while (i < end && !b[i])
+            i++;
+    }
+    return i;
+}
+
+static Py_ssize_t last_nonzero_end(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end) {
+    Py_ssize_t i = end;
+    while (i - pos >= 64) {
+        uint64_t w[8];
+        memcpy(w, b + i - 64, 64);
+        if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7])
+            break;
+        i -= 64;
+    }
+    while (i > pos && !b[i - 1])
+        i--;
+    return i;
+}
+
 /* gather(buf, at, length) -> bytes: the items buf[at[i]:at[i] + length[i]] joined (at, length: int64
  * buffers of equal size; every item checked to lie inside buf first), the copy with the GIL released:
  * the bodies and properties a walk extracts, without a Python object per item. */
@@ -487,37 +561,26 @@ static PyObject *py_gather(PyObject *self, PyObject *args) {
     PyObject *res = NULL;
     const uint8_t *b = (const uint8_t *)view.buf;
     const char *ab = (const char *)aview.buf, *lb = (const char *)lview.buf;
-    Py_ssize_t n = aview.len / 8, total = 0;
+    Py_ssize_t n = aview.len / 8, bad = 0;
     if (aview.len != lview.len || aview.len % 8) {
         PyErr_SetString(PyExc_ValueError, "gather: at and length must be int64 buffers of one size");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t a, l;
-        memcpy(&a, ab + 8 * i, 8);
-        memcpy(&l, lb + 8 * i, 8);
-        if (a < 0 || l < 0 || a > (int64_t)view.len || l > (int64_t)view.len - a) {
-            PyErr_Format(PyExc_ValueError, "gather: item %zd outside the buffer", i);
-            goto done;
-        }
-        if (l > PY_SSIZE_T_MAX - total) {
-            PyErr_SetString(PyExc_OverflowError, "gather: too many bytes");
-            goto done;
-        }
-        total += (Py_ssize_t)l;
+    int64_t total = gather_size(ab, lb, n, (int64_t)view.len, &bad);
+    if (total == -1) {
+        PyErr_Format(PyExc_ValueError, "gather: item %zd outside the buffer", bad);
+        goto done;
     }
-    res = PyBytes_FromStringAndSize(NULL, total);
+    if (total < 0) {
+        PyErr_SetString(PyExc_OverflowError, "gather: too many bytes");
+        goto done;
+    }
+    res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
     if (!res)
         goto done;
     char *dst = PyBytes_AS_STRING(res);
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t a, l;
-        memcpy(&a, ab + 8 * i, 8);
-        memcpy(&l, lb + 8 * i, 8);
-        memcpy(dst, b + a, (size_t)l);
-        dst += l;
-    }
+    gather_copy(b, ab, lb, n, dst);
     Py_END_ALLOW_THREADS
 done:
     PyBuffer_Release(&lview);
@@ -536,30 +599,10 @@ static PyObject *py_nonzero(PyObject *self, PyObject *args) {
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    const uint8_t *b = (const uint8_t *)view.buf;
-    if (end > view.len)
-        end = view.len;
-    if (end < 0)
-        end = 0;
-    if (pos < 0)
-        pos = 0;
-    if (pos > end)
-        pos = end;
-    Py_ssize_t i = pos;
+    clamp_span(view.len, &pos, &end);
+    Py_ssize_t i;
     Py_BEGIN_ALLOW_THREADS
-    while (i < end && ((uintptr_t)(b + i) & 7) && !b[i])
-        i++;
-    if (i < end && !b[i]) {
-        while (end - i >= 64) {
-            uint64_t w[8];
-            memcpy(w, b + i, 64);
-            if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7])
-                break;
-            i += 64;
-        }
-        while (i < end && !b[i])
-            i++;
-    }
+    i = first_nonzero((const uint8_t *)view.buf, pos, end);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(i);
@@ -575,26 +618,10 @@ static PyObject *py_nonzero_end(PyObject *self, PyObject *args) {
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    const uint8_t *b = (const uint8_t *)view.buf;
-    if (end > view.len)
-        end = view.len;
-    if (end < 0)
-        end = 0;
-    if (pos < 0)
-        pos = 0;
-    if (pos > end)
-        pos = end;
-    Py_ssize_t i = end;
+    clamp_span(view.len, &pos, &end);
+    Py_ssize_t i;
     Py_BEGIN_ALLOW_THREADS
-    while (i - pos >= 64) {
-        uint64_t w[8];
-        memcpy(w, b + i - 64, 64);
-        if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7])
-            break;
-        i -= 64;
-    }
-    while (i > pos && !b[i - 1])
-        i--;
+    i = last_nonzero_end((const uint8_t *)view.buf, pos, end);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(i);
