@@ -3,8 +3,8 @@
  * numpy walker is fuzz_walker.py, much slower). It includes the extension's source and calls its walk: the
  * chain from position 0 and from a position the input chooses, each record's columns and BODYCRC and topic
  * code, the columns of arbitrary positions (as records_at may be given), and gather, nonzero and nonzero_end
- * of positions and lengths taken from the bytes (checked against byte loops), all with AddressSanitizer and
- * UndefinedBehaviorSanitizer:
+ * of positions and lengths taken from the bytes (checked against byte loops) and key_hashes of offsets taken
+ * from them, all with AddressSanitizer and UndefinedBehaviorSanitizer:
  *
  *   clang -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *     -I$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
@@ -111,6 +111,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (f != want_f || e != want_e)
             __builtin_trap();
     }
+    /* key_hashes over offsets from the bytes (backwards or past the end: refused, nothing read) */
+    int32_t O[9];
+    uint64_t H1[8], H2[8];
+    for (int i = 0; i < 9; i++)
+        O[i] = (int32_t)(P[i % 8] + (i ? L[i - 1] % 7 : 0));
+    if (!hash_strings((const char *)O, 8, b, n, H1, H2))
+        for (int i = 0; i < 8; i++)
+            if (O[i] < 0 || O[i + 1] < O[i] || O[i + 1] > n)
+                __builtin_trap();                 /* accepted a string outside the data */
     free(b);
     return 0;
 }

@@ -4,6 +4,7 @@ and the same damage reports as one range per file, which are what the writer wro
 from __future__ import annotations
 
 import importlib.util
+import random
 from pathlib import Path
 
 import pytest
@@ -296,6 +297,30 @@ def test_key_hashes_differ_for_different_keys_and_follow_the_bytes() -> None:
     assert (int(alone[0][0]), int(alone[1][0])) == pairs[1]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mqctl.store._cwalker") is None,
+                    reason="the compiled walker is not built")
+def test_key_hashes_of_the_compiled_walker_equal_numpys() -> None:
+    # issue 32: with the compiled walker the hashes are computed in C; the dedupe of a job must not
+    # depend on the walker (Spark's executors and the driver could differ)
+    pa = pytest.importorskip("pyarrow")
+    from walker_corpus import using
+
+    from mqctl.pipeline.tasks import key_hashes
+
+    rng = random.Random(32)
+    keys = ["", "a", "a\x00", "x" * 7, "x" * 8, "x" * 9, "ü" * 9, "\x00" * 16]
+    keys += ["".join(chr(rng.choice((0, 1, 65, 0xE9, 0x4E2D, rng.randrange(32, 0x3000))))
+                     for _ in range(rng.choice((0, 1, 7, 8, 9, 16, 17, rng.randrange(300)))))
+             for _ in range(3000)]
+    arr = pa.array(keys)
+    for part in (arr, arr.slice(1), arr.slice(5, 100), arr.slice(2999)):
+        with using("c"):
+            c = key_hashes(part)
+        with using("numpy"):
+            ref = key_hashes(part)
+        assert c[0].tolist() == ref[0].tolist() and c[1].tolist() == ref[1].tolist()
+
+
 def _packed(host: tuple[str, int]) -> tuple[bytes, int]:
     import ipaddress
 
@@ -376,10 +401,9 @@ def test_salvage_and_analyze_write_the_same_bytes_with_either_walker(fleet: Flee
     from pipeline_fixtures import tree_hash
     from walker_corpus import using
 
+    from mqctl.pipeline import output
     from mqctl.pipeline.analyze import prepare_analyze, run_analyze
     from mqctl.pipeline.salvage import prepare, run_salvage
-
-    from mqctl.pipeline import output
 
     stores = fleet.paths("A", "B", "C", "D", "E")
     hashes, docs = {}, {}
