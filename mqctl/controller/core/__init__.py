@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mqctl.controller.core.brokers import (
+    Heartbeat,
     _apply_broker_id,
     _clean_broker_data,
     _get_next_broker_id,
@@ -19,6 +20,7 @@ from mqctl.controller.core.brokers import (
     _get_sync_state_data,
     _heartbeat,
     _register_broker,
+    read_heartbeat,
 )
 from mqctl.controller.core.config_keys import (
     HONOURED_CONFIG_KEYS,
@@ -90,6 +92,7 @@ __all__ = [
     "BrokerSet",
     "Context",
     "ControllerState",
+    "Heartbeat",
     "History",
     "InconsistentRecord",
     "LiveInfo",
@@ -100,6 +103,7 @@ __all__ = [
     "handle",
     "needs_controller_election",
     "preferred_replica",
+    "read_heartbeat",
 ]
 
 

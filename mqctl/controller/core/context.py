@@ -119,6 +119,9 @@ class Result:
     remark: str = ""
     response: dict[str, Any] = field(default_factory=dict)
     records: list[Record] = field(default_factory=list)
+    # the request as the handler decoded it, typed (a Heartbeat), for the node's own use of it: the
+    # heartbeat table takes it as it is instead of reading the request's fields a second time
+    request: object = None
 
     def __post_init__(self) -> None:
         self.code = int(self.code)  # plain int, JSON-safe
