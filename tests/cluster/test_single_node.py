@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
+from harness import Beater
+from harness import register_broker as register
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import Beater, LocalCluster, wait_until
-from mqctl.testing import register_broker as register
+from mqctl.localgroup import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

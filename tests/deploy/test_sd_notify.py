@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness import NotifySocket
 
 from mqctl.client import ControllerClient
+from mqctl.localgroup import LocalCluster, metadata
 from mqctl.sdnotify import Notifier
-from mqctl.testing import LocalCluster, NotifySocket, metadata
 
 pytestmark = pytest.mark.slow
 

@@ -47,7 +47,7 @@ from rocketmq_fixtures import (
     rocketmq_env,
 )
 
-from mqctl import testing
+from mqctl import localgroup
 from mqctl.sim.rocketmq import log_end
 from mqctl.store.commitlog import CommitLog
 
@@ -110,7 +110,7 @@ class BrokerSet:
         name = f"controller{i}"
         for p in self.ns.log_paths(name):
             p.touch()
-            testing.watch_log(str(p))  # a traceback in a node's log fails the test (tests/conftest.py)
+            localgroup.watch_log(str(p))  # a traceback in a node's log fails the test (tests/conftest.py)
         self.ns.start(name, MQCTL, "serve", "--listen", str(c["grpc"]), "--raft", str(c["raft"]), "--peers",
                       peers, "--remoting-port", str(c["remoting"]),
                       "--data-dir", str(data_dir or self.root / name), "--heartbeat-timeout", str(LEASE_MS),

@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness import spark_standalone
 from pipeline_fixtures import Fleet, spark_missing, tree_hash
-
-from mqctl.testing import spark_standalone
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -12,9 +12,9 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from mqctl.localgroup import LocalCluster, free_port, wait_until
 from mqctl.remoting import codec
 from mqctl.remoting.codec import RemotingCommand
-from mqctl.testing import LocalCluster, free_port, wait_until
 
 
 def with_remoting_ports(cluster: LocalCluster) -> list[str]:

@@ -100,7 +100,7 @@ def test_not_a_store_fails(tmp_path: Path) -> None:
 
 
 def test_unreachable_controller_in_controller_phase(tmp_path: Path) -> None:
-    from mqctl.testing import free_port
+    from mqctl.localgroup import free_port
 
     a, b = stores(tmp_path, ([(1, 0)], 3000), ([(1, 0)], 3000))
     addr = f"127.0.0.1:{free_port()}"

@@ -295,7 +295,7 @@ def test_running_rocketmq_controller_is_detected_by_its_mapped_files(tmp_path: P
 
 @pytest.mark.slow
 def test_mqctl_controller_data_dir_refused_while_serving(tmp_path: Path) -> None:
-    from mqctl.testing import LocalCluster
+    from mqctl.localgroup import LocalCluster
 
     cluster = LocalCluster(str(tmp_path / "ctl"), size=1)
     data = Path(cluster.nodes[0].data_dir)
