@@ -16,12 +16,11 @@ from harness import TEST_CLUSTER, Beater, register_broker
 
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
-
-# The lease of the brokers of the tests that look at verdicts (mqctl.localgroup's 1500 ms default would let a
 from mqctl.localgroup import LocalCluster, free_port, wait_until
 from mqctl.remoting import codec
 from mqctl.remoting.codec import FLAG_RESPONSE, RemotingCommand
 
+# The lease of the brokers of the tests that look at verdicts (mqctl.localgroup's 1500 ms default would let a
 # beat delayed on a loaded machine fail a master over, and the test's fixed broker reports then disagree)
 LEASE_MS = 6000
 LEASE_ARGS = ["--heartbeat-timeout", str(LEASE_MS)]

@@ -23,12 +23,12 @@ from remoting_fixtures import with_remoting_ports
 from tls_pki import PkiFiles, write_pki
 
 from mqctl.errors import ControllerError, UsageError
-
-# --- the signature, by hand -----------------------------------------------------------------
 from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.remoting import headers
 from mqctl.remoting.client import RemotingConnection, RemotingControllerClient, RemotingError
 from mqctl.remoting.security import AclCredentials, client_context, signature
+
+# --- the signature, by hand -----------------------------------------------------------------
 
 
 def test_signature_is_rocketmq_s_hmac_sha1_of_sorted_values_and_body() -> None:
