@@ -8,6 +8,7 @@ Imported as ``harness`` (tests/ is on sys.path: pytest's rootdir conftest, and b
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -347,3 +348,67 @@ def spark_standalone(root: Path, *, cores: int = 2, memory: str = "1g",
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=30)
+
+
+# --- stand-ins for a peer's remoting port ---------------------------------------------------------
+
+class StandInServer:
+    """A listener on 127.0.0.1 that stands in for a RocketMQ peer's remoting port (a broker's admin or
+    listening port): accepts connections in a thread and serves each in a thread of its own with
+    ``_serve``, which a subclass writes. Subclasses set what ``_serve`` uses before calling
+    ``super().__init__()``: connections are accepted from then on."""
+
+    def __init__(self) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0), backlog=16)
+        self._server.settimeout(0.2)
+        self.address = f"127.0.0.1:{self._server.getsockname()[1]}"
+        self.connections = 0  # accepted: a test that must not connect sees none
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._stop.set()
+        self._server.close()
+        self._thread.join(5)
+
+
+# --- files unchanged --------------------------------------------------------------------------------
+
+def tree_hash(root: Path, *, metadata: bool = True) -> str:
+    """sha256 over every path under ``root`` (directories too) and every file's content; with
+    ``metadata`` also each one's mode, size and mtime: equal before and after proves a command wrote
+    nothing there. Without it, two trees written apart hash the same when they hold the same files."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames) + [d + "/" for d in dirnames]:
+            p = Path(dirpath) / name.rstrip("/")
+            h.update(f"{p.relative_to(root)}|{name.endswith('/')}".encode())
+            if metadata:
+                st = p.lstat()
+                h.update(f"|{st.st_mode:o}|{st.st_size if p.is_file() else 0}|{st.st_mtime_ns}".encode())
+            if p.is_file():
+                h.update(b"|" + p.read_bytes())
+            h.update(b"\n")
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def unchanged(root: Path) -> Iterator[None]:
+    """``with unchanged(path): ...`` fails when the block wrote anything under path."""
+    before = tree_hash(root)
+    yield
+    assert tree_hash(root) == before, f"the command changed {root}"

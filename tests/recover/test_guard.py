@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import Beater, register_broker
-from recover_fixtures import tree_hash
+from harness import Beater, register_broker, tree_hash
 
 from mqctl.client import ControllerClient
 from mqctl.localgroup import LocalCluster, free_port, wait_until
