@@ -265,7 +265,7 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
         with self.state_lock:
             state = self.state.canonical_json()
         head = json.dumps({"format": SNAPSHOT_FORMAT, "raft": raft}, sort_keys=True)
-        text = f'{head[:-1]}, "state": {state}}}'.encode()
+        text = f'{head[:-1]}, "state": {state}}}'.encode("utf-8")
         _require_room(os.path.dirname(os.path.abspath(filename)), len(text) + SNAPSHOT_RESERVE)
         with open(filename, "wb") as fh:
             fh.write(text)
