@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests" / "grpc"))
 
 from grpc_fuzz_payloads import ALWAYS_UNDECODABLE, targets  # noqa: E402
 
-from mqctl.testing import LocalCluster, free_port  # noqa: E402
+from mqctl.localgroup import LocalCluster, free_port  # noqa: E402
 
 BARE_SERVER = """
 import logging, sys

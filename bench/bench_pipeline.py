@@ -310,9 +310,10 @@ def executor_memory(replica: Path, source: Path, records: int, executor_memory: 
 
 def executor_run(arg: str) -> None:
     """`executor_memory`'s child: prints its result as one line of JSON."""
+    from harness import spark_standalone
+
     from mqctl.pipeline.engine import range_size_for, spark_cores, spark_session
     from mqctl.pipeline.salvage import prepare, run_salvage
-    from mqctl.testing import spark_standalone
 
     a = json.loads(arg)
     tmp = Path(a["tmp"])

@@ -291,7 +291,7 @@ def run(cfg: ServeConfig) -> int:
     print(f"mqctl controller: speaks feature levels 1..{records.MAX_FEATURE_LEVEL}, records {versions}",
           file=sys.stderr, flush=True)
 
-    # Set by mqctl.testing (tests, `mqctl sim`, `mqctl demo`) for the nodes it starts: when that
+    # Set by mqctl.localgroup (tests, `mqctl sim`, `mqctl demo`) for the nodes it starts: when that
     # process dies, even by SIGKILL, this node is reparented and shuts down instead of lingering.
     parent = os.environ.get("MQCTL_PARENT_PID", "")
     code = 0

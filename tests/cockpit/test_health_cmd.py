@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import yaml
 from cockpit_fixtures import LEASE_ARGS, LEASE_MS, broker_set
+from harness import Beater
 
 from mqctl.client import ControllerClient
-from mqctl.testing import Beater, LocalCluster, wait_until
+from mqctl.localgroup import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

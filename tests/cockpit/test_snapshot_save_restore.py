@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from cockpit_fixtures import broker_set
+from harness import Beater, register_broker
 
 from mqctl.client import ControllerClient
-from mqctl.testing import Beater, LocalCluster, metadata, register_broker, wait_until
+from mqctl.localgroup import LocalCluster, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 

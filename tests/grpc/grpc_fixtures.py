@@ -270,7 +270,7 @@ def make_follower() -> Callable[..., FollowerNode]:
 def closed_port() -> int:
     """A loopback port with nothing listening on it, never the same twice (two dead addresses were
     once one: the kernel hands a just-closed port out again)."""
-    from mqctl.testing import free_port
+    from mqctl.localgroup import free_port
 
     return free_port()
 

@@ -22,7 +22,7 @@ from mqctl.client import (
 )
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.grpc.server import SERVICE_NAME, GrpcLimits, build_server
-from mqctl.testing import wait_until
+from mqctl.localgroup import wait_until
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 

@@ -14,7 +14,7 @@ from grpc_fixtures import CoreNode, FollowerNode
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError
 from mqctl.grpc.server import ControllerServicer
-from mqctl.testing import wait_until
+from mqctl.localgroup import wait_until
 
 C, B = "DefaultCluster", "broker-a"
 

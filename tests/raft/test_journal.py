@@ -11,10 +11,10 @@ import shutil
 import pytest
 
 from mqctl.errors import EXIT_STORE
+from mqctl.localgroup import wait_until
 from mqctl.raft import journal as jmod
 from mqctl.raft.journal import HEADER_SIZE, DurableJournal, JournalCorruptError, encode_record, tear_tail
 from mqctl.raft.storage import FAULT_FILE, Storage, StorageError
-from mqctl.testing import wait_until
 
 SIM = Storage(crash_sim=True)
 

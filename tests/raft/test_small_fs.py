@@ -28,11 +28,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
 
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import LocalCluster, Node, metadata, wait_until
+from mqctl.localgroup import LocalCluster, Node, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 
