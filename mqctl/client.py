@@ -80,7 +80,7 @@ from mqctl.api import (
 )
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.grpc.convert import RPC_TYPES, dict_to_message, message_to_dict
-from mqctl.security import bearer_metadata, channel_credentials
+from mqctl.grpc.security import bearer_metadata, channel_credentials
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 

@@ -161,9 +161,9 @@ def run(cfg: ServeConfig) -> int:
     from mqctl import malloc
     from mqctl.controller import datadir, records
     from mqctl.controller.node import RAFT_STALL_S, ControllerNode, NodeSettings
+    from mqctl.grpc.security import TlsConfig
     from mqctl.grpc.server import GrpcLimits, build_server
     from mqctl.sdnotify import Notifier
-    from mqctl.security import TlsConfig
 
     setup_logging(cfg)
     notifier = Notifier()

@@ -62,7 +62,7 @@ def fetch_epoch_cache(address: str, *, timeout: float = 5.0, tls_ca: str | None 
     import grpc
 
     from mqctl.grpc.convert import message_to_dict
-    from mqctl.security import channel_credentials
+    from mqctl.grpc.security import channel_credentials
     from mqctl.v1 import broker_pb2, broker_pb2_grpc
 
     creds = channel_credentials(tls_ca, tls_cert, tls_key) if (tls_ca or tls_cert or tls_key) else None

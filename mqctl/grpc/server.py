@@ -54,8 +54,8 @@ from mqctl import methods
 from mqctl.address import is_loopback, parse_address
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.grpc.convert import RPC_TYPES, dict_to_message, message_to_dict
+from mqctl.grpc.security import TlsConfig, check_bearer, server_credentials
 from mqctl.peerlimits import CallGuard, IdleStreams, PeerLog, PeerSlots, peer_address
-from mqctl.security import TlsConfig, check_bearer, server_credentials
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 

@@ -11,7 +11,7 @@ from grpc_fixtures import CoreNode
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError, UsageError
-from mqctl.security import TlsConfig, check_bearer
+from mqctl.grpc.security import TlsConfig, check_bearer
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 
