@@ -61,12 +61,13 @@ def test_mypy_strict_on_the_stores_the_api_and_the_cli() -> None:
 
 
 def test_mypy_strict_on_the_controller() -> None:
-    """The controller, its records, the method table, the Raft layer and the serve process with its
+    """The controller, its records, the method table, the Raft layer (the fork of pysyncobj included:
+    mqctl/raft/FORK.md, T5 and T7), the deterministic simulator and the serve process with its
     metrics and HTTP listener are typed (`mypy --strict`)."""
     pytest.importorskip("mypy")
     proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                           "mqctl/controller", "mqctl/methods.py", "mqctl/raft", "mqctl/serve.py",
-                           "mqctl/metrics.py", "mqctl/cockpit.py", "mqctl/peerlimits.py",
+                           "mqctl/controller", "mqctl/methods.py", "mqctl/raft", "mqctl/dsim",
+                           "mqctl/serve.py", "mqctl/metrics.py", "mqctl/cockpit.py", "mqctl/peerlimits.py",
                            "mqctl/sdnotify.py"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -37,7 +37,7 @@ import collections
 import functools
 import struct
 import logging
-import copy
+import copy  # noqa: F401  (upstream's, unused)
 import errno  # mqctl
 import types
 from collections.abc import Callable, Iterable  # mqctl: typed (FORK.md, change T7)
@@ -70,7 +70,7 @@ except ImportError:
 
 from pysyncobj.serializer import Serializer, SERIALIZER_STATE
 from pysyncobj.node import Node, TCPNode
-from pysyncobj.transport import Transport, TCPTransport, TransportNotReadyError
+from pysyncobj.transport import Transport, TCPTransport, TransportNotReadyError  # noqa: F401
 from pysyncobj.config import SyncObjConf, FAIL_REASON
 from pysyncobj.encryptor import HAS_CRYPTO, getEncryptor
 from pysyncobj.version import VERSION
@@ -105,7 +105,7 @@ from pysyncobj.syncobj import SyncObjException, SyncObjExceptionWrongVer, SyncOb
 
 # https://github.com/bakwc/PySyncObj
 
-class SyncObj(object):
+class SyncObj:
     def __init__(self, selfNode: Any, otherNodes: Iterable[Any], conf: Any = None, consumers: Any = None,
                  nodeClass: Any = TCPNode, transport: Any = None, transportClass: Any = TCPTransport) -> None:
         """
@@ -1934,7 +1934,7 @@ class SyncObj(object):
             if self.__conf.dynamicMembershipChange:
                 self.__updateClusterConfiguration([node for node in data[3] if node != self.__selfNode])
             self.__onSetCodeVersion(0)
-        except:
+        except:  # noqa: E722
             logger.exception('failed to load full dump')
 
     def __updateClusterConfiguration(self, newNodes: Any) -> None:
@@ -1961,7 +1961,7 @@ def __copy_func(f: Any, name: str) -> Any:
         res.func_dict = f.func_dict  # type: ignore[attr-defined]  # mqctl: Python 2
     return res
 
-class AsyncResult(object):
+class AsyncResult:
     def __init__(self) -> None:
         self.result: Any = None
         self.error = None
