@@ -1416,10 +1416,10 @@ class SyncObj(object):
         self.__connectedNodes.discard(node)
 
     def __getCurrentLogIndex(self):
-        return self.__raftLog[-1][1]
+        return self.__raftLog.entry_index(-1)  # mqctl: without copying the command (FORK.md, change 27)
 
     def __getCurrentLogTerm(self):
-        return self.__raftLog[-1][2]
+        return self.__raftLog.entry_term(-1)
 
     def __getPrevLogIndexTerm(self, nextNodeIndex):
         prevIndex = nextNodeIndex - 1
@@ -1429,7 +1429,7 @@ class SyncObj(object):
         return None, None
 
     def __getEntries(self, fromIDx, count=None, maxSizeBytes = None):
-        firstEntryIDx = self.__raftLog[0][1]
+        firstEntryIDx = self.__raftLog.entry_index(0)
         if fromIDx is None or fromIDx < firstEntryIDx:
             return []
         diff = fromIDx - firstEntryIDx
@@ -1485,14 +1485,14 @@ class SyncObj(object):
         return len(self.__raftLog)
 
     def __deleteEntriesFrom(self, fromIDx):
-        firstEntryIDx = self.__raftLog[0][1]
+        firstEntryIDx = self.__raftLog.entry_index(0)
         diff = fromIDx - firstEntryIDx
         if diff < 0:
             return
         self.__raftLog.deleteEntriesFrom(diff)
 
     def __deleteEntriesTo(self, toIDx):
-        firstEntryIDx = self.__raftLog[0][1]
+        firstEntryIDx = self.__raftLog.entry_index(0)
         diff = toIDx - firstEntryIDx
         if diff < 0:
             return
@@ -1656,7 +1656,7 @@ class SyncObj(object):
             nextNodeIndex = self.__raftNextIndex[node]
 
             while nextNodeIndex <= self.__getCurrentLogIndex() or sendSingle or sendingSerialized:
-                if nextNodeIndex > self.__raftLog[0][1]:
+                if nextNodeIndex > self.__raftLog.entry_index(0):
                     prevLogIdx, prevLogTerm = self.__getPrevLogIndexTerm(nextNodeIndex)
                     entries = []
                     if nextNodeIndex <= self.__getCurrentLogIndex():
