@@ -246,6 +246,7 @@ class SimNode:
         self.world = world
         self.index = index
         self.addr = addr
+        self.tick_name, self.ctl_name = f"tick {addr}", f"ctl {addr}"  # built once, not per tick
         self.partners = partners
         self.disk = Disk()
         self.generation = 0
@@ -409,7 +410,7 @@ class SimNode:
         if self.tick_due is not None and self.tick_due <= t:
             return
         self.tick_due = t
-        self.world.at(t, f"tick {self.addr}", self._tick_event, self.generation, t)
+        self.world.at(t, self.tick_name, self._tick_event, self.generation, t)
 
     def wake(self) -> None:
         if self.alive:
@@ -419,7 +420,7 @@ class SimNode:
         if gen != self.generation or self.tick_due != t:
             return
         self.tick_due = None
-        self.run(self._tick, name=f"tick {self.addr}")
+        self.run(self._tick, name=self.tick_name)
         if self.alive and gen == self.generation:
             self.schedule_tick(max(self.world.now, self.busy_until) + TICK)
 
@@ -430,9 +431,9 @@ class SimNode:
     def _ctl_tick(self, gen: int) -> None:
         if gen != self.generation:
             return
-        self.run(self.ctl.tick, name=f"ctl {self.addr}")
+        self.run(self.ctl.tick, name=self.ctl_name)
         if gen == self.generation:
-            self.world.after(CONTROLLER_TICK, f"ctl {self.addr}", self._ctl_tick, gen)
+            self.world.after(CONTROLLER_TICK, self.ctl_name, self._ctl_tick, gen)
 
 
 class World:
