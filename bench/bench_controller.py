@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from mqctl.client import ControllerClient, RoleChange
 from mqctl.errors import ControllerError
-from mqctl.testing import LocalCluster, metadata
+from mqctl.localgroup import LocalCluster, metadata
 
 CLUSTER = "bench-cluster"
 LEASE_MS = 1000  # the brokers' heartbeat_timeout_mills and the servers' --heartbeat-timeout

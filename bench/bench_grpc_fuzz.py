@@ -8,7 +8,7 @@ health service, so those calls are UNIMPLEMENTED there).
 The goal: the node's RSS after 20,000 undecodable requests within 10 MiB of its RSS after 1,000, no
 traceback in its log. grpcio logs a six-line traceback for each request whose deserializer raises and
 its RSS grows in a straight line (about 16 to 19 MiB per 1,000 measured with grpcio 1.85.1); mqctl's
-deserializers never raise (mqctl.controller.grpc_server.safe_deserializer). Every request goes to
+deserializers never raise (mqctl.grpc.server.safe_deserializer). Every request goes to
 every method in turn (the controller's unary methods, WatchRoleChanges, the health service), one at a
 time on one connection, from this process. Figures, not a test: tests/grpc/test_grpc_fuzz.py checks
 the flatness on 8,000 requests. `--quick` sends 5,000.
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests" / "grpc"))
 
 from grpc_fuzz_payloads import ALWAYS_UNDECODABLE, targets  # noqa: E402
 
-from mqctl.testing import LocalCluster, free_port  # noqa: E402
+from mqctl.localgroup import LocalCluster, free_port  # noqa: E402
 
 BARE_SERVER = """
 import logging, sys

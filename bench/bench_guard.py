@@ -46,12 +46,14 @@ def children_usage() -> tuple[float, int]:
 
 
 def bench_guard(root: Path, repeat: int) -> None:
+    from harness import Beater, register_broker
+
     from mqctl.client import ControllerClient
+    from mqctl.localgroup import LocalCluster, wait_until
     from mqctl.store.build import build_store
     from mqctl.store.commitlog import COMMITLOG_DIR, Message, encode_record, file_name
     from mqctl.store.epochfile import EpochEntry, write_epoch_file
     from mqctl.store.identity import BrokerIdentity, write_identity
-    from mqctl.testing import Beater, LocalCluster, register_broker, wait_until
 
     store = root / "store10g"
     cl = store / COMMITLOG_DIR

@@ -310,9 +310,10 @@ def executor_memory(replica: Path, source: Path, records: int, executor_memory: 
 
 def executor_run(arg: str) -> None:
     """`executor_memory`'s child: prints its result as one line of JSON."""
+    from harness import spark_standalone
+
     from mqctl.pipeline.engine import range_size_for, spark_cores, spark_session
     from mqctl.pipeline.salvage import prepare, run_salvage
-    from mqctl.testing import spark_standalone
 
     a = json.loads(arg)
     tmp = Path(a["tmp"])
@@ -335,6 +336,21 @@ def warm(spark) -> None:
     """The executors' Python workers started (as the jobs start them: an Arrow UDF, one daemon)."""
     n = int(spark.sparkContext.defaultParallelism)
     spark.range(n, numPartitions=n).mapInArrow(lambda it: it, "id long").collect()
+
+
+def executor_walkers(spark) -> list[str]:
+    """The record walker each of the executors' Python workers uses (the salvage and analyze tasks run
+    the same walker.py there): what the Spark rows measured."""
+    import pyarrow as pa
+
+    def which(it):
+        from mqctl.store import walker
+
+        for b in it:
+            yield pa.RecordBatch.from_arrays([pa.array([walker.describe()] * b.num_rows)], names=["w"])
+
+    n = int(spark.sparkContext.defaultParallelism)
+    return sorted({r["w"] for r in spark.range(n, numPartitions=n).mapInArrow(which, "w string").collect()})
 
 
 def main() -> None:
@@ -365,7 +381,7 @@ def main() -> None:
     from mqctl.pipeline.analyze import prepare_analyze, run_analyze
     from mqctl.pipeline.engine import range_size_for, spark_cores, spark_session
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, store_ranges
-    from mqctl.pipeline.salvage import prepare, run_salvage
+    from mqctl.pipeline.salvage import local_threads, prepare, run_salvage
     from mqctl.pipeline.tasks import parse_task
     from mqctl.recover.inspect import inspect_stores
 
@@ -491,6 +507,7 @@ def main() -> None:
         t0 = time.perf_counter()
         warm(spark)
         t_warm = time.perf_counter() - t0
+        exec_walkers = executor_walkers(spark)
         ainp = prepare_analyze([str(replica)])
         ainp.cut(range_size_for(ainp.nbytes, cores))
 
@@ -530,7 +547,8 @@ def main() -> None:
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
     print(f"Spark start-up (not in the rows below): session {t_start:.2f} s, first job (Python workers) "
           f"{t_warm:.2f} s")
-    print(f"record walker: {walker.describe()}")
+    print(f"record walker: {walker.describe()}; in Spark's Python workers: {', '.join(exec_walkers)}; local "
+          f"engine threads: {local_threads()}")
     print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x rmq':>6} {'x plain':>8} {'x parser':>9} {'x cat':>7} {'cpu s':>7} "
           f"{'cpu x parser':>12} {'cpu x rmq':>9}  note")
     cpu_parse = CPU[id(parser)]

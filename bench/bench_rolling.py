@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
-from mqctl.testing import LocalCluster, metadata, wait_until
+from mqctl.localgroup import LocalCluster, metadata, wait_until
 
 CLUSTER = "bench-rolling"
 ELECTION = re.compile(r"raft: starting an election for term (\d+): (.*)")

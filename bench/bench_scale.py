@@ -52,6 +52,9 @@ from typing import Any
 
 from mqctl.sim.fleet import proc_cpu_seconds
 
+# tests/harness.py (Gate, register_broker): test support the benchmarks borrow
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+
 CLUSTER = "ScaleCluster"
 LEASE_MS = 10_000
 
@@ -128,7 +131,7 @@ def remoting_call(address: str, code: int, ext: dict[str, str] | None = None) ->
 
 
 def leader_state(cluster: Any) -> tuple[Any, dict[str, Any]]:
-    from mqctl.testing import metadata
+    from mqctl.localgroup import metadata
 
     leader = cluster.wait_for_leader()
     return leader, metadata(leader.grpc_address)
@@ -152,7 +155,7 @@ class Leadership:
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
-        from mqctl.testing import metadata
+        from mqctl.localgroup import metadata
 
         while not self.stop.wait(0.1):
             for node in self.cluster.nodes:
@@ -270,7 +273,7 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
     rss1, held = per_broker()
     # the registrations' Raft entries stay in memory until the next log compaction (5,000 entries
     # and 60 s since the last one): the steady state is after it
-    from mqctl.testing import metadata
+    from mqctl.localgroup import metadata
     compacted = time.monotonic() + 90
     def log_length() -> int:
         return int(metadata(last.grpc_address).get("log_length", 0))
@@ -539,9 +542,11 @@ async def grpc_worker_main(address: str, first: int, count: int, window: float, 
 def leader_kills(cluster: Any, kills: int) -> None:
     """A client writing as fast as it can (ApplyBrokerId, RegisterBroker, ElectMaster, AlterSyncStateSet);
     the leader killed with SIGKILL: from the kill to a new leader, and to the client's next served write."""
+    from harness import Gate
+
     from mqctl.client import ControllerClient
     from mqctl.errors import ControllerError
-    from mqctl.testing import Gate, metadata
+    from mqctl.localgroup import metadata
 
     elected_ms: list[float] = []
     served_ms: list[float] = []
@@ -709,7 +714,7 @@ def main() -> None:
         asyncio.run(grpc_worker_main(g[0], int(g[1]), int(g[2]), float(g[3]), int(g[4])))
         return
 
-    from mqctl.testing import LocalCluster
+    from mqctl.localgroup import LocalCluster
 
     everything = {"capacity", "failover", "grpc", "kills", "pause", "writes"}
     only = set(args.only.split(",")) if args.only else everything

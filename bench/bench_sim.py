@@ -36,6 +36,9 @@ from typing import Any
 
 from mqctl.sim.fleet import proc_cpu_seconds
 
+# tests/harness.py (Gate, register_broker): test support the benchmarks borrow
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+
 CLUSTER = "BenchSimCluster"
 P99_LIMIT_MS = 50.0
 
@@ -186,8 +189,9 @@ class Probe:
     without the workers' GIL contention."""
 
     def __init__(self, addresses: str) -> None:
+        from harness import register_broker
+
         from mqctl.client import ControllerClient
-        from mqctl.testing import register_broker
 
         self.client = ControllerClient(addresses, timeout=5.0)
         self.id, self.epoch = register_broker(self.client, "bench-probe", "127.0.0.1:1", cluster_name=CLUSTER,
@@ -360,7 +364,7 @@ def main() -> None:
     import grpc
 
     from mqctl.client import ControllerClient
-    from mqctl.testing import LocalCluster
+    from mqctl.localgroup import LocalCluster
 
     started = time.monotonic()
     base = tempfile.mkdtemp(prefix="mqctl-bench-sim-")

@@ -8,7 +8,7 @@ It measures, in one run, interleaved so that a busy machine slows every command 
 * `mqctl --help`;
 * `mqctl getSyncStateSet --help` (a sub-command's help);
 * `mqctl getSyncStateSet -o json` against a local one-node controller (`mqctl serve` on a free
-  loopback port, started with mqctl.testing.LocalCluster in a temporary directory) that knows one
+  loopback port, started with mqctl.localgroup.LocalCluster in a temporary directory) that knows one
   broker set, so the command does a real gRPC round trip and prints a real document.
 
 For each it prints the median wall time and its ratio to the baseline (the figure to compare
@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
+# tests/harness.py (register_broker): test support the benchmark borrows
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 MQCTL = str(Path(sys.executable).with_name("mqctl"))
 GOALS = {"mqctl --help": 4.0, "mqctl getSyncStateSet --help": 6.0, "mqctl getSyncStateSet -o json": 8.0}
 
@@ -95,8 +97,10 @@ def controller_helper(base: str) -> None:
     """--controller-helper: start the controller, print its address, stop it when stdin closes. A
     separate process keeps this one small: a child's peak RSS counts the parent's pages it was forked
     from, so the benchmark's own process must stay lighter than every command it measures."""
+    from harness import register_broker
+
     from mqctl.client import ControllerClient
-    from mqctl.testing import LocalCluster, register_broker
+    from mqctl.localgroup import LocalCluster
 
     cluster = LocalCluster(os.path.join(base, "ctl"), size=1)
     cluster.start()

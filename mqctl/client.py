@@ -78,9 +78,9 @@ from mqctl.api import (
     SyncStateDataResult,
     parse_addresses,
 )
-from mqctl.controller.convert import RPC_TYPES, dict_to_message, message_to_dict
 from mqctl.errors import Code, ControllerError, UsageError
-from mqctl.security import bearer_metadata, channel_credentials
+from mqctl.grpc.convert import RPC_TYPES, dict_to_message, message_to_dict
+from mqctl.grpc.security import bearer_metadata, channel_credentials
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 
@@ -249,7 +249,7 @@ class ControllerClient(ControllerApi):
                     channel = grpc.secure_channel(address, self._credentials, options=self._options)
                 else:
                     channel = grpc.insecure_channel(address, options=self._options)
-                entry = (channel, pb_grpc.ControllerStub(channel))  # type: ignore[no-untyped-call]
+                entry = (channel, pb_grpc.ControllerStub(channel))
                 self._channels[address] = entry
             return entry[1]
 

@@ -2,8 +2,8 @@
 
 Everything that lists the controller's methods derives from ``METHODS``:
 
-- the gRPC door (``mqctl.controller.grpc_server``): the servicer's unary methods and, through
-  ``rpc_types()``, ``mqctl.controller.convert.RPC_TYPES`` (request/response classes);
+- the gRPC door (``mqctl.grpc.server``): the servicer's unary methods and, through
+  ``rpc_types()``, ``mqctl.grpc.convert.RPC_TYPES`` (request/response classes);
 - the RocketMQ remoting door (``mqctl.remoting.server``/``headers``): request code -> method;
 - both clients (``mqctl.client``, ``mqctl.remoting.client``, ``mqctl.api``): the request codes,
   which calls carry the token, which calls are retried on any transient failure;

@@ -80,8 +80,8 @@ def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
     if not cfg.metrics_address:
         return node, None
     from mqctl.address import parse_address
-    from mqctl.cockpit import Cockpit
     from mqctl.metrics import Metrics
+    from mqctl.status_http import Cockpit
 
     tls = None
     if cfg.tls_cert:
@@ -160,10 +160,10 @@ def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
     from mqctl import malloc
     from mqctl.controller import datadir, records
-    from mqctl.controller.grpc_server import GrpcLimits, build_server
     from mqctl.controller.node import RAFT_STALL_S, ControllerNode, NodeSettings
+    from mqctl.grpc.security import TlsConfig
+    from mqctl.grpc.server import GrpcLimits, build_server
     from mqctl.sdnotify import Notifier
-    from mqctl.security import TlsConfig
 
     setup_logging(cfg)
     notifier = Notifier()
@@ -291,7 +291,7 @@ def run(cfg: ServeConfig) -> int:
     print(f"mqctl controller: speaks feature levels 1..{records.MAX_FEATURE_LEVEL}, records {versions}",
           file=sys.stderr, flush=True)
 
-    # Set by mqctl.testing (tests, `mqctl sim`, `mqctl demo`) for the nodes it starts: when that
+    # Set by mqctl.localgroup (tests, `mqctl sim`, `mqctl demo`) for the nodes it starts: when that
     # process dies, even by SIGKILL, this node is reparented and shuts down instead of lingering.
     parent = os.environ.get("MQCTL_PARENT_PID", "")
     code = 0

@@ -1,4 +1,4 @@
-"""Session-wide checks for every test that starts `mqctl serve` nodes (mqctl.testing).
+"""Session-wide checks for every test that starts `mqctl serve` nodes (mqctl.localgroup).
 
 A traceback in a node's log is a bug. After each test (its teardown included, so that what nodes
 log while they stop counts too) the logs of every node started since the last check are scanned,
@@ -27,7 +27,7 @@ from collections.abc import Generator
 
 import pytest
 
-from mqctl import testing
+from mqctl import localgroup
 
 _report = {"path": "", "offset": 0}
 
@@ -76,12 +76,12 @@ def pytest_configure(config: pytest.Config) -> None:
     fd, path = tempfile.mkstemp(prefix="mqctl-node-log-report-", suffix=".jsonl")
     os.close(fd)
     _report.update(path=path, offset=0)
-    os.environ[testing.NODE_LOG_REPORT_ENV] = path  # inherited by child processes (demo, sim)
+    os.environ[localgroup.NODE_LOG_REPORT_ENV] = path  # inherited by child processes (demo, sim)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _report["path"]:
-        os.environ.pop(testing.NODE_LOG_REPORT_ENV, None)
+        os.environ.pop(localgroup.NODE_LOG_REPORT_ENV, None)
         try:
             os.unlink(str(_report["path"]))
         except OSError:
@@ -127,9 +127,9 @@ def _allowed(item: pytest.Item) -> list[re.Pattern[str]]:
     return patterns
 
 
-def _node_log_problems() -> list[testing.LogProblem]:
-    testing.scan_watched_logs()  # appends what it finds to the report, with what child processes found
-    problems, _report["offset"] = testing.read_log_report(str(_report["path"]), int(_report["offset"]))
+def _node_log_problems() -> list[localgroup.LogProblem]:
+    localgroup.scan_watched_logs()  # appends what it finds to the report, with what child processes found
+    problems, _report["offset"] = localgroup.read_log_report(str(_report["path"]), int(_report["offset"]))
     return problems
 
 

@@ -139,7 +139,8 @@ def test_the_node_sets_are_the_table_s() -> None:
 
 def test_transports_and_clients_derive_from_the_table() -> None:
     from mqctl import api
-    from mqctl.controller import convert, grpc_server
+    from mqctl.grpc import convert
+    from mqctl.grpc import server as grpc_server
     from mqctl.remoting import headers
 
     unary = {r.name for r in methods.METHODS if not r.streaming}

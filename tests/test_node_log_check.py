@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mqctl import testing
+from mqctl import localgroup
 
 TEXT_LOG = """\
 mqctl controller: data directory /tmp/x
@@ -34,18 +34,18 @@ mqctl controller: stopped
 
 
 def test_excerpts_in_the_text_format() -> None:
-    found = testing.find_log_problems(TEXT_LOG)
+    found = localgroup.find_log_problems(TEXT_LOG)
     assert len(found) == 2, found
     assert found[0].startswith("2025-01-02 03:04:06,000 ERROR mqctl.node: ticker error\nTraceback")
     assert "KeyError: 'a'" in found[0] and found[0].endswith("ValueError: b"), "chained: one excerpt"
     assert found[1].startswith("2025-01-02 03:04:07,000 WARNING mqctl.node: an error that is no exception\n"
                                "Exception in thread Thread-3") and found[1].endswith("RuntimeError: c")
-    assert testing.find_log_problems("2025-01-02 03:04:07,000 ERROR mqctl.node: no exception\n") == []
+    assert localgroup.find_log_problems("2025-01-02 03:04:07,000 ERROR mqctl.node: no exception\n") == []
     fatal = ("Fatal Python error: _enter_buffered_busy: could not acquire lock for <_io.BufferedWriter "
              "name='<stderr>'> at interpreter shutdown, possibly due to daemon threads\n"
              "Python runtime state: finalizing (tstate=0x1)\n\nThread 0x7f (most recent call first):\n"
              "  File \"/x/node.py\", line 3 in _tick_loop\n")
-    assert testing.find_log_problems(fatal) == [fatal.rstrip("\n")]
+    assert localgroup.find_log_problems(fatal) == [fatal.rstrip("\n")]
 
 
 def test_excerpts_in_the_json_format() -> None:
@@ -54,25 +54,25 @@ def test_excerpts_in_the_json_format() -> None:
     no_tb = dict(record, exc="KeyError: 'a'")  # exc_info without a traceback is still an exception
     quiet = {"ts": 1.0, "level": "info", "logger": "mqctl.node", "msg": "became leader"}
     text = "\n".join(json.dumps(r) for r in (quiet, record, quiet, no_tb)) + "\n"
-    assert testing.find_log_problems(text) == [json.dumps(record), json.dumps(no_tb)]
+    assert localgroup.find_log_problems(text) == [json.dumps(record), json.dumps(no_tb)]
 
 
 def test_scan_log_reads_each_complete_line_once_and_reports_it(tmp_path, monkeypatch) -> None:
     report = tmp_path / "report.jsonl"
-    monkeypatch.setenv(testing.NODE_LOG_REPORT_ENV, str(report))
+    monkeypatch.setenv(localgroup.NODE_LOG_REPORT_ENV, str(report))
     log = tmp_path / "node0.log"
     log.write_text("2025-01-02 03:04:05,678 INFO x: fine\nTraceback (most recent call last):\n  Fi")
     first = "2025-01-02 03:04:05,678 INFO x: fine\nTraceback (most recent call last):"
-    assert testing.scan_log(str(log)) == [testing.LogProblem(str(log), first)]
+    assert localgroup.scan_log(str(log)) == [localgroup.LogProblem(str(log), first)]
     with log.open("a") as fh:
         fh.write('le "x"\nKeyError: 1\n2025-01-02 03:04:06,000 INFO x: fine\n')
-    assert testing.scan_log(str(log)) == [], "the rest of that traceback is no new one"
+    assert localgroup.scan_log(str(log)) == [], "the rest of that traceback is no new one"
     with log.open("a") as fh:
         fh.write("Exception ignored in: <function f>\n")
-    assert [p.excerpt for p in testing.scan_log(str(log))] == ["Exception ignored in: <function f>"]
-    problems, offset = testing.read_log_report(str(report))
+    assert [p.excerpt for p in localgroup.scan_log(str(log))] == ["Exception ignored in: <function f>"]
+    problems, offset = localgroup.read_log_report(str(report))
     assert [p.excerpt for p in problems] == [first, "Exception ignored in: <function f>"]
-    assert offset == report.stat().st_size and testing.read_log_report(str(report), offset) == ([], offset)
+    assert offset == report.stat().st_size and localgroup.read_log_report(str(report), offset) == ([], offset)
 
 
 INNER_TESTS = '''
@@ -82,7 +82,7 @@ import sys
 
 import pytest
 
-from mqctl import testing
+from mqctl import localgroup
 
 TB = "2025-01-02 03:04:06,000 ERROR mqctl.node: ticker error\\nTraceback (most recent call last):\\n" \\
      "  File \\"x\\", line 1\\nKeyError: 'boom'\\n"
@@ -90,7 +90,7 @@ TB = "2025-01-02 03:04:06,000 ERROR mqctl.node: ticker error\\nTraceback (most r
 
 def _node_log(tmp_path, text):
     log = tmp_path / "node0.log"
-    testing.watch_log(str(log))  # as Node.start does
+    localgroup.watch_log(str(log))  # as Node.start does
     log.write_text("2025-01-02 03:04:05,000 INFO mqctl.serve: serving\\n" + text)
     return log
 
@@ -120,7 +120,7 @@ def test_no_reason(tmp_path):
 
 def test_child_process_removed_its_log(tmp_path):
     # as `mqctl demo` does: its nodes' logs are scanned when it stops them, then its directory goes
-    code = "import sys; from mqctl import testing; testing.scan_log(sys.argv[1]); os.remove(sys.argv[1])"
+    code = "import sys; from mqctl.localgroup import scan_log; scan_log(sys.argv[1]); os.remove(sys.argv[1])"
     log = tmp_path / "child.log"
     log.write_text(TB)
     subprocess.run([sys.executable, "-c", "import os; " + code, str(log)], check=True)

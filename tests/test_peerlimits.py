@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqctl import methods
-from mqctl.controller.grpc_server import Undecodable, safe_deserializer
+from mqctl.grpc.server import Undecodable, safe_deserializer
 from mqctl.peerlimits import CallGuard, PeerLog, PeerSlots, peer_address
 
 

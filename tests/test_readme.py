@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mqctl.testing import free_port, metadata, wait_until, watch_log
+from mqctl.localgroup import free_port, metadata, wait_until, watch_log
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = str(Path(sys.executable).parent)

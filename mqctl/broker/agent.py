@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from mqctl.broker.config import AgentConfig
-from mqctl.broker.epochs import EpochCache, truncation_point
+from mqctl.broker.epoch_file_cache import EpochCache, truncation_point
 from mqctl.broker.log import BrokerLog, StoredMessage, open_log
 from mqctl.broker.peers import (
     FetchRequest,
@@ -625,7 +625,7 @@ class BrokerAgent:
         self._step_down(None)
         if epoch > last:
             max_offset = self._log.max_offset
-            self._epochs.truncate_suffix_by_offset(max_offset)   # empty epochs (see epochs.py)
+            self._epochs.truncate_suffix_by_offset(max_offset)   # empty epochs (see epoch_file_cache.py)
             if not self._epochs.append(epoch, max_offset):
                 log.error("%s: could not append epoch %d-%d to %s", self.name, epoch, max_offset,
                           self._epochs.entries)

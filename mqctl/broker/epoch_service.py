@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from mqctl.admin.epochs import cache_from_store
+from mqctl.admin.broker_epochs import cache_from_store
 from mqctl.broker.peers import serve_broker_service
 from mqctl.errors import Code, MqctlError
 from mqctl.v1 import broker_pb2 as pb
@@ -62,5 +62,5 @@ def serve_epoch_cache(store_dir: str | os.PathLike[str], listen: str, *, max_wor
     the bound port is ``server.mqctl_port``). Stop it with ``server.stop(grace)``."""
     server, port = serve_broker_service(BrokerEpochServicer(store_dir, **identity), listen, max_workers,
                                         "mqctl-broker")
-    server.mqctl_port = port  # type: ignore[attr-defined]
+    server.mqctl_port = port
     return server

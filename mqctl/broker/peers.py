@@ -155,8 +155,8 @@ class GrpcPeers:
         try:
             r = self._stub(address).GetBrokerEpochCache(pb.GetBrokerEpochCacheRequest(), timeout=timeout)
         except grpc.RpcError as err:
-            raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None  # type: ignore[attr-defined]
-        from mqctl.controller.convert import message_to_dict
+            raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None
+        from mqctl.grpc.convert import message_to_dict
 
         return EpochCacheView.from_answer(message_to_dict(r), address)
 
@@ -173,7 +173,7 @@ class GrpcPeers:
         try:
             r = self._stub(address).FetchLog(req, timeout=timeout)
         except grpc.RpcError as err:
-            raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None  # type: ignore[attr-defined]
+            raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None
         return FetchResponse(r.code, r.remark, r.offset, r.data, r.length, r.epoch, r.epoch_start_offset,
                              r.confirm_offset, r.max_offset, r.master_epoch, r.broker_id)
 
@@ -192,7 +192,7 @@ def _servicer(handler: PeerHandler) -> Any:
     from mqctl.v1 import broker_pb2 as pb
     from mqctl.v1 import broker_pb2_grpc as pb_grpc
 
-    class AgentServicer(pb_grpc.BrokerServicer):  # type: ignore[misc]
+    class AgentServicer(pb_grpc.BrokerServicer):
         """Translates only: the agent decides."""
 
         def GetBrokerEpochCache(self, request: Any, context: grpc.ServicerContext) -> Any:

@@ -471,7 +471,7 @@ def get_broker_epoch(
     Live: the controller names each replica's address (with -n: the name server, as mqadmin), where
     the broker serves mqctl.v1.Broker or RocketMQ's request 1007. Offline: --store DIR.
     Alias: get-broker-epoch."""
-    from mqctl.admin.epochs import broker_epoch_doc, cache_from_store
+    from mqctl.admin.broker_epochs import broker_epoch_doc, cache_from_store
     from mqctl.admin.mqadmin_text import broker_epoch_text
     from mqctl.cli import render
 
@@ -550,7 +550,7 @@ def _epoch_cache(address: str, conn: Conn) -> EpochCacheView:
 
     ``auto``: gRPC first; when it does not answer (fetch_epoch_cache reports that in ``.error``, it
     does not raise), request 1007 over remoting."""
-    from mqctl.admin.epochs import fetch_epoch_cache
+    from mqctl.admin.broker_epochs import fetch_epoch_cache
 
     protocol, timeout = conn.requested_protocol, min(conn.timeout, 5.0)
     tls_ca, tls_cert, tls_key = conn.tls_ca, conn.tls_cert, conn.tls_key
@@ -745,8 +745,8 @@ def quorum_dump(
     no_color: bool = no_color_option(),
 ) -> None:
     """A stopped node's Raft journal (each entry's index, term, records) and snapshot, read only."""
+    from mqctl.admin.quorum_dump import dump_data_dir
     from mqctl.cli.common import console, echo_doc
-    from mqctl.controller.dump import dump_data_dir
 
     doc = dump_data_dir(data_dir, force=force)
     if output is not Output.table:

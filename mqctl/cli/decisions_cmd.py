@@ -57,7 +57,7 @@ def history(
 
     The history is replicated controller state (feature level 3; the last historyMaxEntries entries,
     10000 by default); any node answers."""
-    from mqctl.admin.cockpit import entry_doc, history_doc, since_ms
+    from mqctl.admin.decision_docs import entry_doc, history_doc, since_ms
     from mqctl.cli import render
 
     if broker_timeout <= 0:
@@ -126,7 +126,7 @@ def _print_entry(entry: dict[str, Any], output: Output) -> None:
 
 def _pause(action: str, conn: Conn, broker_name: str | None, reason: str, dry_run: bool, output: Output,
            no_color: bool) -> None:
-    from mqctl.admin.cockpit import pause_doc
+    from mqctl.admin.decision_docs import pause_doc
     from mqctl.cli import render
 
     with conn.client() as client:
@@ -204,7 +204,7 @@ def switchover(
     unless --force. With --require-metadata also refused (exit 3) while the new master lacks topics,
     groups or consumer offsets the master has. The old master is sent its new role first. Needs the
     token."""
-    from mqctl.admin.cockpit import switchover_doc
+    from mqctl.admin.decision_docs import switchover_doc
     from mqctl.cli import render
 
     with conn.client() as client:
@@ -250,7 +250,7 @@ def rebalance(
     preferred replica (the highest election priority, then the lowest id) is an alive, caught-up
     SyncStateSet member but not the master, a switchover to it; the others are listed with the
     reason. Not for a paused set. Needs the token."""
-    from mqctl.admin.cockpit import rebalance_doc
+    from mqctl.admin.decision_docs import rebalance_doc
     from mqctl.cli import render
 
     with conn.client() as client:

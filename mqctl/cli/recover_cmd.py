@@ -371,7 +371,7 @@ def reseed_cmd(
     import uuid
 
     from mqctl.address import parse_address
-    from mqctl.controller import snapshot
+    from mqctl.admin import snapshot
     from mqctl.errors import UsageError
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
     from mqctl.recover.reseed import reseed_plan

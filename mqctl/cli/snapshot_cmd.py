@@ -1,5 +1,5 @@
 """`mqctl snapshot save|restore`: the controller group's state to a checksummed file, and a new
-group's data directories seeded from it (mqctl.controller.snapshot)."""
+group's data directories seeded from it (mqctl.admin.snapshot)."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def snapshot_save(
     """Save the controller group's state, read on the leader after a read barrier, with its applied
     index, feature level and record versions, checksummed."""
     from mqctl import __version__
+    from mqctl.admin import snapshot
     from mqctl.cli import render
-    from mqctl.controller import snapshot
 
     with conn.client() as client:
         answer = client.get_snapshot()
@@ -69,8 +69,8 @@ def snapshot_restore(
     starts from the saved state and index. Refuses a corrupt file (exit 4) or one newer than this
     mqctl (exit 2); a data directory in use is refused, an existing one moved aside."""
     from mqctl.address import parse_address
+    from mqctl.admin import snapshot
     from mqctl.cli import render
-    from mqctl.controller import snapshot
 
     parse_address(raft, "--raft address")
     others = [p.strip() for p in (peers or "").replace(";", ",").split(",") if p.strip()]

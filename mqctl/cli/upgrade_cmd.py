@@ -39,7 +39,7 @@ def _confirm(question: str, yes: bool, output: Output = Output.table) -> None:
 
 def _refuse_running_stores(stores: list[str], what: str) -> None:
     from mqctl.errors import UsageError
-    from mqctl.upgrade.liveness import store_usage
+    from mqctl.upgrade.store_in_use import store_usage
     for s in stores:
         u = store_usage(s)
         if u.running:
@@ -49,7 +49,7 @@ def _refuse_running_stores(stores: list[str], what: str) -> None:
 
 def _refuse_running_controller(data_dir: str) -> None:
     from mqctl.errors import UsageError
-    from mqctl.upgrade.liveness import controller_dir_usage
+    from mqctl.upgrade.store_in_use import controller_dir_usage
     u = controller_dir_usage(data_dir)
     if u.running:
         raise UsageError(f"refused: {data_dir}: a controller is running on it ({'; '.join(u.reasons)}); "
@@ -175,7 +175,7 @@ def clear_epochs_cmd(
 ) -> None:
     """Remove epochFileCheckpoint and epochFileCheckpoint.bak from stopped brokers' stores, after a backup."""
     from mqctl.upgrade.backup import apply_clear, default_backup_dir
-    from mqctl.upgrade.epochs import plan_clear_epochs
+    from mqctl.upgrade.clear_epochs import plan_clear_epochs
 
     plan = plan_clear_epochs(stores)
     _refuse_running_stores(stores, "clear-epochs")

@@ -22,10 +22,15 @@ from __future__ import annotations
 import heapq
 import sys
 from array import array
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from mqctl.controller.core import DEFAULT_ELECTION_PRIORITY, DEFAULT_HEARTBEAT_TIMEOUT_MS, Context, LiveInfo
+from mqctl.controller.core import (
+    DEFAULT_ELECTION_PRIORITY,
+    DEFAULT_HEARTBEAT_TIMEOUT_MS,
+    Context,
+    Heartbeat,
+    LiveInfo,
+)
 
 __all__ = ["HeartbeatTable"]
 
@@ -36,13 +41,6 @@ GRAIN_MS = 64  # width of a deadline bucket
 PACKED_IDS = 8
 SLOT_BITS = 24
 _FIELD = (1 << SLOT_BITS) - 1
-
-
-def _opt_int(request: Mapping[str, Any], key: str) -> int | None:
-    v = request.get(key)
-    if v is None or isinstance(v, bool) or not isinstance(v, int):
-        return None
-    return v
 
 
 def _column() -> array[int]:
@@ -199,31 +197,21 @@ class HeartbeatTable:
         if not self._scheduled[slot]:
             self._schedule(slot)
 
-    def on_heartbeat(self, request: Mapping[str, Any], now_ms: int) -> bool:
-        """Record a Heartbeat request (proto field names). False when the heartbeat was ignored (no
-        broker_id or broker_name, or an older broker_epoch)."""
-        name = request.get("broker_name")
-        bid = _opt_int(request, "broker_id")
-        if not isinstance(name, str) or not name or bid is None:
-            return False
+    def on_heartbeat(self, beat: Heartbeat, now_ms: int) -> bool:
+        """Record a heartbeat the core accepted (core.Result.request of a Heartbeat call). False when
+        it was ignored: an older broker_epoch than the row's."""
         # interned: the rows and the state share one object per name and address instead of
         # keeping the one each heartbeat brought
-        name = sys.intern(name)
-        cluster = request.get("cluster_name")
-        cluster = sys.intern(cluster) if isinstance(cluster, str) else ""
-        address = request.get("broker_addr")
-        address = sys.intern(address) if isinstance(address, str) else ""
-        broker_epoch = _opt_int(request, "broker_epoch")
-        epoch = _opt_int(request, "epoch")
-        max_offset = _opt_int(request, "max_offset")
-        confirm_offset = _opt_int(request, "confirm_offset")
-        timeout = _opt_int(request, "heartbeat_timeout_mills")
-        priority = _opt_int(request, "election_priority")
-        epoch = -1 if epoch is None else epoch
-        max_offset = -1 if max_offset is None else max_offset
-        confirm_offset = -1 if confirm_offset is None else confirm_offset
+        name, bid = sys.intern(beat.broker_name), beat.broker_id
+        cluster = sys.intern(beat.cluster_name)
+        address = sys.intern(beat.broker_addr)
+        broker_epoch = beat.broker_epoch
+        epoch = -1 if beat.epoch is None else beat.epoch
+        max_offset = -1 if beat.max_offset is None else beat.max_offset
+        confirm_offset = -1 if beat.confirm_offset is None else beat.confirm_offset
+        timeout = beat.heartbeat_timeout_mills
         timeout = self.default_timeout_ms if timeout is None or timeout <= 0 else timeout
-        priority = DEFAULT_ELECTION_PRIORITY if priority is None else priority
+        priority = DEFAULT_ELECTION_PRIORITY if beat.election_priority is None else beat.election_priority
 
         slot = self._slot(name, bid)
         if slot is None or (broker_epoch is not None and broker_epoch > self._broker_epoch[slot]):

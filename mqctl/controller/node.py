@@ -812,8 +812,9 @@ class ControllerNode:
         now = now_ms()
         result = core.handle(self.state, "Heartbeat", request, core.Context(now_ms=now, live={}))
         if result.code == 0:
+            assert isinstance(result.request, core.Heartbeat)
             with self._lock:
-                self.heartbeats.on_heartbeat(request, now)
+                self.heartbeats.on_heartbeat(result.request, now)
         answer = {"code": int(result.code), "remark": result.remark or ""}
         if not self.is_leader():
             # accepted here all the same; the leader's address tells a broker that beats one node

@@ -100,7 +100,7 @@ def _decode_entry(raw: list[Any]) -> tuple[bytes, int, int]:
     return (base64.b64decode(raw[0]), int(raw[1]), int(raw[2]))
 
 
-class ControllerSyncObj(SyncObj):  # type: ignore[misc]
+class ControllerSyncObj(SyncObj):
     """pysyncobj node whose only replicated methods are `execute` and `barrier`."""
 
     def __init__(self, self_addr: str, partners: list[str], conf: SyncObjConf,
@@ -175,7 +175,7 @@ class ControllerSyncObj(SyncObj):  # type: ignore[misc]
             raise ValueError(f"unknown membership change {action!r}")
 
     def status(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self.getStatus())
+        return self.getStatus()
 
     def is_ready(self) -> bool:
         return bool(self.isReady())

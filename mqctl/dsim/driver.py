@@ -75,7 +75,8 @@ class Controller:
         if method == "Heartbeat":
             result = core.handle(sync.state, "Heartbeat", request, core.Context(now_ms=now, live={}))
             if result.code == 0:
-                self.heartbeats.on_heartbeat(request, now)
+                assert isinstance(result.request, core.Heartbeat)
+                self.heartbeats.on_heartbeat(result.request, now)
             reply({"code": int(result.code)})
             return
         if method == "ChangeQuorum":

@@ -298,7 +298,7 @@ class SimNode:
                                           transport=self.transport)
         self.ctl.attach(self.sync)
         if self.world.mutation == "prevote-off":  # a planted bug: every pre-vote round is won
-            self.sync._SyncObj__preVoteWon = lambda: True  # type: ignore[attr-defined]
+            self.sync._SyncObj__preVoteWon = lambda: True  # type: ignore[attr-defined, unused-ignore]
         self._hook_entries(self.sync)
         self.tick_due = None
         self.schedule_tick(self.world.now + self.rng.random() * TICK)

@@ -207,11 +207,14 @@ def _tmp_part(setid: int, epoch: int, bucket: int) -> str:
     return f"{PARTS_TMP}/{setid}_{epoch}_{bucket}.parquet"
 
 
-def write_groups(groups: Any, ranges: list[ByteRange], target: str | None) -> list[dict[str, Any]]:
+def write_groups(groups: Any, ranges: list[ByteRange], target: str | None, threads: int = 1
+                 ) -> list[dict[str, Any]]:
     """What a writer task does with its share of the dedupe's groups (an Arrow table: GROUP_COLUMNS[:2],
     ord, copies): write the kept messages of each part it holds into `target`/PARTS_TMP (nothing when
     None: a dry run) and return what the summary counts, as small dicts: the parts written, per range
-    and topic the messages kept, per replica the candidates the source has."""
+    and topic the messages kept, per replica the candidates the source has. `threads`: parts written at
+    once (the local engine: one per core; the walker, Arrow and Parquet's writer release the GIL; a
+    Spark task writes its part alone, Spark runs a task per core)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -241,21 +244,47 @@ def write_groups(groups: Any, ranges: list[ByteRange], target: str | None) -> li
         new[1:] |= c[1:] != c[:-1]
     at = np.flatnonzero(new).tolist()
     schema = output_schema()
-    for i, j in zip(at, [*at[1:], n], strict=True):
-        key = [int(k.column(x)[i].as_py()) for x in ("setId", "partEpoch", "partBucket")]
-        out.append({"part": key, "rows": j - i})
-        if target is None:
-            continue
-        w = PartWriter(Path(target) / _tmp_part(*key), schema, "size", plain=PLAIN_COLUMNS,
-                       no_statistics=("body", "rawProperties", "properties"))
-        try:
-            run = k.slice(i, j - i).combine_chunks()
-            for a, z in row_groups(run.column("size").to_numpy()):    # a batch per row group: no copy
-                w.write(message_batch(run.slice(a, z - a).to_batches()[0], ranges))
-                give_back_memory(heap=False)
-        finally:
-            w.close()
-        give_back_memory()
+    spans = list(zip(at, [*at[1:], n], strict=True))
+    keys = [[int(k.column(x)[i].as_py()) for x in ("setId", "partEpoch", "partBucket")] for i, _ in spans]
+    out += [{"part": key, "rows": j - i} for key, (i, j) in zip(keys, spans, strict=True)]
+    if target is None:
+        return out
+
+    from collections import deque
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(threads) if threads > 1 else None
+    try:
+        for key, (i, j) in zip(keys, spans, strict=True):
+            w = PartWriter(Path(target) / _tmp_part(*key), schema, "size", plain=PLAIN_COLUMNS,
+                           no_statistics=("body", "rawProperties", "properties"))
+            try:
+                run = k.slice(i, j - i).combine_chunks()
+                # a batch per row group: no copy; with threads, the next row groups' rows are made while
+                # this one is written (in order: the same file)
+                todo = [run.slice(a, z - a).to_batches()[0]
+                        for a, z in row_groups(run.column("size").to_numpy())]
+                if pool is None:
+                    for b in todo:
+                        w.write(message_batch(b, ranges))
+                        give_back_memory(heap=False)
+                else:
+                    ahead: deque[Future[Any]] = deque()
+                    for b in todo:
+                        ahead.append(pool.submit(message_batch, b, ranges))
+                        if len(ahead) > threads:
+                            w.write(ahead.popleft().result())
+                            give_back_memory(heap=False)
+                    while ahead:
+                        w.write(ahead.popleft().result())
+                        give_back_memory(heap=False)
+                del todo, run
+            finally:
+                w.close()
+            give_back_memory()
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     return out
 
 
@@ -303,6 +332,19 @@ class _Job:
         pass
 
 
+def local_threads() -> int:
+    """Ranges and parts the local engine works on at once: one per core this process may run on (at
+    most 8: the memory of a part each), MQCTL_LOCAL_THREADS to say otherwise (1: one at a time)."""
+    env = os.environ.get("MQCTL_LOCAL_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):       # pragma: no cover (not Linux)
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
 def _set_id(br: ByteRange) -> int:
     """The broker set a range's store belongs to (`prepare` put it in the range's meta)."""
     set_id = br.meta["setId"]
@@ -325,34 +367,41 @@ class _LocalJob(_Job):
     def __init__(self, inp: SalvageInput) -> None:
         self.inp = inp
         self.nbytes = self.nmsgs = 0
+        self.threads = local_threads()
 
     def done(self) -> tuple[int, int]:
         return self.nbytes, self.nmsgs
 
     def run(self, root: Path | None) -> tuple[list[dict[str, Any]], dict[int, tuple[int, list[Any]]]]:
+        from concurrent.futures import ThreadPoolExecutor
+
         import pyarrow as pa
 
         from mqctl.pipeline.tasks import candidate_keys, candidate_schema, key_arrow
 
         src: dict[int, list[Any]] = {}
         chains, self.inp.chains = self.inp.chains, {}        # read once, then let go
-        for br in self.inp.keys:
-            kb = key_arrow(br, chains.get(br.path))
-            src.setdefault(_set_id(br), []).append(_key16(pa, kb.column(1), kb.column(2)))
-            self.nbytes += br.length
         batches, per_range = [], {}
-        for i, br in enumerate(self.inp.candidates):
-            cb, probs = candidate_keys(br, chains.get(br.path))
-            batches.append(cb)
-            per_range[i] = (cb.num_rows, probs)
-            self.nbytes += br.length
-            self.nmsgs += cb.num_rows
-        del chains
+        # a range per core at once, in threads (the walker, Arrow's kernels and Parquet's writer release
+        # the GIL); results taken in the ranges' order, so the output is the same as one at a time
+        with ThreadPoolExecutor(self.threads) as ex:
+            for br, kb in zip(self.inp.keys, ex.map(lambda br: key_arrow(br, chains.get(br.path)),
+                                                     self.inp.keys), strict=True):
+                src.setdefault(_set_id(br), []).append(_key16(pa, kb.column(1), kb.column(2)))
+                self.nbytes += br.length
+            for i, (br, (cb, probs)) in enumerate(zip(self.inp.candidates, ex.map(
+                    lambda br: candidate_keys(br, chains.get(br.path)), self.inp.candidates), strict=True)):
+                batches.append(cb)
+                per_range[i] = (cb.num_rows, probs)
+                self.nbytes += br.length
+                self.nmsgs += cb.num_rows
+        chains.clear()          # let go of them (this job's own dict)
         t = pa.Table.from_batches(batches, schema=candidate_schema()).combine_chunks()
         del batches
         groups = _dedupe_groups(t, src)
         del t
-        return write_groups(groups, self.inp.candidates, None if root is None else str(root)), per_range
+        return write_groups(groups, self.inp.candidates, None if root is None else str(root),
+                            self.threads), per_range
 
 
 class _Merge:

@@ -37,21 +37,23 @@ import collections
 import functools
 import struct
 import logging
-import copy
+import copy  # noqa: F401  (upstream's, unused)
 import errno  # mqctl
 import types
+from collections.abc import Callable, Iterable  # mqctl: typed (FORK.md, change T7)
+from typing import Any, cast  # mqctl
 try:
     import Queue
     is_py3 = False
 
-    def iteritems(v):
+    def iteritems(v: Any) -> Any:
         return v.iteritems()
 except ImportError:  # python3
     import queue as Queue
     is_py3 = True
     xrange = range
 
-    def iteritems(v):
+    def iteritems(v: Any) -> Any:
         return v.items()
 
 import pysyncobj.pickle as pickle
@@ -68,7 +70,7 @@ except ImportError:
 
 from pysyncobj.serializer import Serializer, SERIALIZER_STATE
 from pysyncobj.node import Node, TCPNode
-from pysyncobj.transport import Transport, TCPTransport, TransportNotReadyError
+from pysyncobj.transport import Transport, TCPTransport, TransportNotReadyError  # noqa: F401
 from pysyncobj.config import SyncObjConf, FAIL_REASON
 from pysyncobj.encryptor import HAS_CRYPTO, getEncryptor
 from pysyncobj.version import VERSION
@@ -103,8 +105,9 @@ from pysyncobj.syncobj import SyncObjException, SyncObjExceptionWrongVer, SyncOb
 
 # https://github.com/bakwc/PySyncObj
 
-class SyncObj(object):
-    def __init__(self, selfNode, otherNodes, conf=None, consumers=None, nodeClass = TCPNode, transport = None, transportClass = TCPTransport):
+class SyncObj:
+    def __init__(self, selfNode: Any, otherNodes: Iterable[Any], conf: Any = None, consumers: Any = None,
+                 nodeClass: Any = TCPNode, transport: Any = None, transportClass: Any = TCPTransport) -> None:
         """
         Main SyncObj class, you should inherit your own class from it.
 
@@ -133,7 +136,7 @@ class SyncObj(object):
         # mqctl: the clock, the election timeouts' randomness and the poller are injected objects
         # (FORK.md, change 23): production's are upstream's; the deterministic simulator
         # (mqctl/dsim) passes a simulated clock, a seeded random.Random and a poller of no sockets
-        self.__clock = getattr(self.__conf, 'clock', None) or monotonicTime
+        self.__clock: Callable[[], float] = getattr(self.__conf, 'clock', None) or monotonicTime
         self.__random = getattr(self.__conf, 'random', None) or random
 
         if self.__conf.password is not None:
@@ -159,15 +162,15 @@ class SyncObj(object):
         if not isinstance(selfNode, Node) and selfNode is not None:
             selfNode = nodeClass(selfNode)
         self.__selfNode = selfNode
-        self.__otherNodes = set() # set of Node
+        self.__otherNodes: set[Any] = set() # set of Node
         for otherNode in otherNodes:
             if otherNode == origSelfNode:
                 continue
             if not isinstance(otherNode, Node):
                 otherNode = nodeClass(otherNode)
             self.__otherNodes.add(otherNode)
-        self.__readonlyNodes = set() # set of Node
-        self.__connectedNodes = set() # set of Node
+        self.__readonlyNodes: set[Any] = set() # set of Node
+        self.__connectedNodes: set[Any] = set() # set of Node
         self.__nodeClass = nodeClass
 
         self.__raftState = _RAFT_STATE.FOLLOWER
@@ -183,18 +186,18 @@ class SyncObj(object):
         # (None: none), the peers that granted it, when a leader was last heard from, which peers
         # speak pre-vote (True) or run plain pysyncobj (False), when messages were last read, and
         # (on a leader) since when each peer has left its append_entries unanswered (FORK.md, change 15)
-        self.__preVoteTerm = None
+        self.__preVoteTerm: int | None = None
         self.__preVoteSince = 0.0  # mqctl: when this node asked for the pre-votes (FORK.md, change 24)
-        self.__preVotes = set()
+        self.__preVotes: set[Any] = set()
         self.__lastLeaderContact = 0.0
-        self.__peerPreVote = {}
+        self.__peerPreVote: dict[Any, bool] = {}
         self.__lastPollTime = self.__clock()
-        self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
-        self.__unansweredSince = {}
+        self.__lastCompletedPoll: float = self.__lastPollTime  # mqctl: FORK.md, change T4
+        self.__unansweredSince: dict[Any, float] = {}
         # mqctl: (on a follower) the leader told of its durable entries as the journal's thread syncs
         # them, and the last durable index it was told (FORK.md, change 20)
-        self.__durableAcksTo = None
-        self.__durableAcksTerm = None  # mqctl: the term they were asked in (FORK.md, change 25)
+        self.__durableAcksTo: Any = None
+        self.__durableAcksTerm: int | None = None  # mqctl: the term they were asked in (FORK.md, change 25)
         self.__reportedDurable = 0
         # mqctl: the journal comes from conf.journalFactory (mqctl.raft.journal), not createJournal
         self.__raftLog = self.__conf.journalFactory(self.__conf.journalFile)
@@ -207,22 +210,22 @@ class SyncObj(object):
         # term: currentTerm is always >= the term of the last log entry.
         self.__raftCurrentTerm = max(self.__raftLog.getCurrentTerm(), self.__getCurrentLogTerm())
         self.__votedForNodeId = self.__raftLog.getVotedForNodeId()
-        self.__raftCommitIndex = self.__raftLog.getRaftCommitIndex()
+        self.__raftCommitIndex: int = self.__raftLog.getRaftCommitIndex()
         self.__raftLastApplied = 1
-        self.__raftNextIndex = {}
-        self.__lastResponseTime = {}
-        self.__raftMatchIndex = {}
+        self.__raftNextIndex: dict[Any, int] = {}
+        self.__lastResponseTime: dict[Any, float] = {}
+        self.__raftMatchIndex: dict[Any, int] = {}
         self.__lastSerializedTime = self.__clock()
         self.__lastSerializedEntry = None
         self.__forceLogCompaction = False
-        self.__leaderCommitIndex = None
+        self.__leaderCommitIndex: int | None = None
         self.__onReadyCalled = False
-        self.__changeClusterIDx = None
-        self.__noopIDx = None
+        self.__changeClusterIDx: int | None = None
+        self.__noopIDx: int | None = None
         self.__destroying = False
         self.__recvTransmission = ''
 
-        self.__onTickCallbacks = []
+        self.__onTickCallbacks: list[Callable[[], None]] = []
         self.__onTickCallbacksLock = threading.Lock()
 
         self.__startTime = self.__clock()
@@ -231,10 +234,10 @@ class SyncObj(object):
         globalDnsResolver().setPreferredAddrFamily(self.__conf.preferredAddrType)
         # mqctl: a snapshot that cannot be written is logged once with its reason, retried every
         # _SNAPSHOT_RETRY seconds, and is subject to fault injection (FORK.md, change 14)
-        self.__snapshotError = None
+        self.__snapshotError: Exception | None = None
         self.__snapshotFailing = False
         self.__snapshotRetryTime = 0.0
-        self.__incomingSnapshot = None  # mqctl: (file, bytes so far) of a snapshot being received
+        self.__incomingSnapshot: tuple[Any, int] | None = None  # mqctl: (file, bytes so far) of a snapshot being received
         self.__serializer = Serializer(self.__conf.fullDumpFile,
                                        self.__conf.logCompactionBatchSize,
                                        self.__conf.useFork,
@@ -259,16 +262,16 @@ class SyncObj(object):
         self.__transport.setOnUtilityMessageCallback('set_version', self._setCodeVersion)
         self.__transport.setOnUtilityMessageCallback('transfer', self._transferLeadership)
 
-        self._methodToID = {}
-        self._idToMethod = {}
-        self._idToConsumer = {}
+        self._methodToID: dict[Any, int] = {}
+        self._idToMethod: dict[int, Any] = {}
+        self._idToConsumer: dict[int, Any] = {}
 
         methods = [m for m in dir(self) if callable(getattr(self, m)) and \
                    getattr(getattr(self, m), 'replicated', False) and \
                    m != getattr(getattr(self, m), 'origName')]
         currMethodID = 0
         self.__selfCodeVersion = 0
-        self.__currentVersionFuncNames = {}
+        self.__currentVersionFuncNames: dict[Any, str] = {}
 
         methodsToEnumerate = []
 
@@ -296,9 +299,9 @@ class SyncObj(object):
 
         self.__onSetCodeVersion(0)
 
-        self.__thread = None
-        self.__mainThread = None
-        self.__initialised = None
+        self.__thread: threading.Thread | None = None
+        self.__mainThread: threading.Thread | None = None
+        self.__initialised: threading.Event | None = None
         self.__commandsQueue = FastQueue(self.__conf.commandsQueueSize)
         self.__pipeNotifier = None  # mqctl: none with an injected poller (FORK.md, change 23)
         if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED and \
@@ -311,9 +314,9 @@ class SyncObj(object):
         self.__lastReadonlyCheck = 0
         self.__newAppendEntriesTime = 0
 
-        self.__commandsWaitingCommit = collections.defaultdict(list)  # logID => [(termID, callback), ...]
+        self.__commandsWaitingCommit: collections.defaultdict[int, list[tuple[int, Any]]] = collections.defaultdict(list)  # logID => [(termID, callback), ...]
         self.__commandsLocalCounter = 0
-        self.__commandsWaitingReply = {}  # commandLocalCounter => callback
+        self.__commandsWaitingReply: dict[int, Any] = {}  # commandLocalCounter => callback
 
         self.__properies = set()
         for key in self.__dict__:
@@ -337,7 +340,7 @@ class SyncObj(object):
                 logger.exception('failed to perform initialization')
                 raise SyncObjException('BindError') # Backwards compatibility
 
-    def destroy(self):
+    def destroy(self) -> None:
         """
         Correctly destroy SyncObj. Stop autoTickThread, close connections, etc.
         """
@@ -346,7 +349,7 @@ class SyncObj(object):
         else:
             self._doDestroy()
 
-    def tick_thread_alive(self):
+    def tick_thread_alive(self) -> bool:
         """
         Check if the tick thread is alive.
         """
@@ -354,14 +357,14 @@ class SyncObj(object):
             return True
         return False
 
-    def destroy_synchronous(self):
+    def destroy_synchronous(self) -> None:
         """
         Correctly destroy SyncObj. Stop autoTickThread, close connections, etc. and ensure the threads are gone.
         """
         self.destroy()
-        self.__thread.join()
+        cast(threading.Thread, self.__thread).join()  # mqctl: typed; None without autoTick, as upstream
 
-    def waitReady(self):
+    def waitReady(self) -> None:
         """
         Waits until the transport is ready for operation.
 
@@ -369,7 +372,7 @@ class SyncObj(object):
         """
         self.__transport.waitReady()
 
-    def waitBinded(self):
+    def waitBinded(self) -> None:
         """
         Waits until initialized (binded port).
         If success - just returns.
@@ -382,19 +385,19 @@ class SyncObj(object):
         if not self.__transport.ready:
             raise SyncObjException('BindError')
 
-    def _destroy(self):
+    def _destroy(self) -> None:
         self.destroy()
 
-    def _doDestroy(self):
+    def _doDestroy(self) -> None:
         self.__transport.destroy()
         for consumer in self.__consumers:
             consumer._destroy()
         self.__raftLog._destroy()
 
-    def getCodeVersion(self):
+    def getCodeVersion(self) -> int:
         return self.__enabledCodeVersion
 
-    def setCodeVersion(self, newVersion, callback = None):
+    def setCodeVersion(self, newVersion: int, callback: Any = None) -> None:
         """Switch to a new code version on all cluster nodes. You
         should ensure that cluster nodes are updated, otherwise they
         won't be able to apply commands.
@@ -411,7 +414,7 @@ class SyncObj(object):
             raise Exception('wrong version, enabled version is %d, requested version is %d' % (self.__enabledCodeVersion, newVersion))
         self._applyCommand(pickle.dumps(newVersion), callback, _COMMAND_TYPE.VERSION)
 
-    def addNodeToCluster(self, node, callback = None):
+    def addNodeToCluster(self, node: Any, callback: Any = None) -> None:
         """Add single node to cluster (dynamic membership changes). Async.
         You should wait until node successfully added before adding
         next node.
@@ -427,7 +430,7 @@ class SyncObj(object):
             node = self.__nodeClass(node)
         self._applyCommand(pickle.dumps(['add', node.id, node]), callback, _COMMAND_TYPE.MEMBERSHIP)
 
-    def removeNodeFromCluster(self, node, callback = None):
+    def removeNodeFromCluster(self, node: Any, callback: Any = None) -> None:
         """Remove single node from cluster (dynamic membership changes). Async.
         You should wait until node successfully added before adding
         next node.
@@ -443,20 +446,20 @@ class SyncObj(object):
             node = self.__nodeClass(node)
         self._applyCommand(pickle.dumps(['rem', node.id, node]), callback, _COMMAND_TYPE.MEMBERSHIP)
 
-    def _setCodeVersion(self, args, callback):
+    def _setCodeVersion(self, args: Any, callback: Any) -> None:
         self.setCodeVersion(args[0], callback)
 
-    def _addNodeToCluster(self, args, callback):
+    def _addNodeToCluster(self, args: Any, callback: Any) -> None:
         self.addNodeToCluster(args[0], callback)
 
-    def _removeNodeFromCluster(self, args, callback):
+    def _removeNodeFromCluster(self, args: Any, callback: Any) -> None:
         node = args[0]
         if node == self.__selfNode.address:
             callback(None, FAIL_REASON.REQUEST_DENIED)
         else:
             self.removeNodeFromCluster(node, callback)
 
-    def transferLeadership(self, node=None, callback=None):
+    def transferLeadership(self, node: Any = None, callback: Any = None) -> None:
         """Gracefully transfer raft leadership to another node (Raft 'TimeoutNow').
 
         Must be called on the current leader. The target node must be fully
@@ -497,10 +500,10 @@ class SyncObj(object):
         if callback is not None:
             callback(None, FAIL_REASON.SUCCESS)
 
-    def _transferLeadership(self, args, callback):
+    def _transferLeadership(self, args: Any, callback: Any) -> None:
         self.transferLeadership(args[0] if args and args[0] else None, callback)
 
-    def __onSetCodeVersion(self, newVersion):
+    def __onSetCodeVersion(self, newVersion: int) -> None:
         methods = [m for m in dir(self) if callable(getattr(self, m)) and\
                    getattr(getattr(self, m), 'replicated', False) and \
                    m != getattr(getattr(self, m), 'origName')]
@@ -530,10 +533,11 @@ class SyncObj(object):
                 realFuncName = funcName[1] if isinstance(funcName, tuple) else funcName
                 self.__currentVersionFuncNames[funcName] = realFuncName + '_v' + str(v)
 
-    def _getFuncName(self, funcName):
+    def _getFuncName(self, funcName: Any) -> str:
         return self.__currentVersionFuncNames[funcName]
 
-    def _applyCommand(self, command, callback, commandType = None, leaderTerm = None):
+    def _applyCommand(self, command: bytes, callback: Any, commandType: int | None = None,
+                      leaderTerm: int | None = None) -> None:
         # mqctl: a command with leaderTerm is appended only by this node while it leads in that
         # term, never forwarded to another leader (FORK.md, change 11)
         try:
@@ -546,7 +550,7 @@ class SyncObj(object):
         except Queue.Full:
             self.__callErrCallback(FAIL_REASON.QUEUE_FULL, callback)
 
-    def _checkCommandsToApply(self):
+    def _checkCommandsToApply(self) -> None:
         startTime = self.__clock()
         appended = False  # mqctl: one append_entries for all the commands taken here (FORK.md, 16)
 
@@ -626,18 +630,18 @@ class SyncObj(object):
         if appended and not self.__conf.appendEntriesUseBatch and self.__raftState == _RAFT_STATE.LEADER:
             self.__sendAppendEntries()
 
-    def _autoTickThread(self):
+    def _autoTickThread(self) -> None:
         try:
             self.__transport.tryGetReady()
         except TransportNotReadyError:
             logger.exception('failed to perform initialization')
             return
         finally:
-            self.__initialised.set()
+            cast(threading.Event, self.__initialised).set()  # mqctl: typed; set with autoTick
         time.sleep(0.1)
         try:
             while True:
-                if not self.__mainThread.is_alive():
+                if not cast(threading.Thread, self.__mainThread).is_alive():  # mqctl: typed
                     break
                 if self.__destroying:
                     self._doDestroy()
@@ -651,7 +655,7 @@ class SyncObj(object):
         except ReferenceError:
             pass
 
-    def doTick(self, timeToWait=0.0):
+    def doTick(self, timeToWait: float = 0.0) -> None:
         """Performs single tick. Should be called manually if `autoTick <#pysyncobj.SyncObjConf.autoTick>`_ disabled
 
         :param timeToWait: max time to wait for next tick. If zero - perform single tick without waiting for new events.
@@ -661,7 +665,7 @@ class SyncObj(object):
         assert not self.__conf.autoTick
         self._onTick(timeToWait)
 
-    def _onTick(self, timeToWait=0.0):
+    def _onTick(self, timeToWait: float = 0.0) -> None:
         if not self.__transport.ready:
             try:
                 self.__transport.tryGetReady()
@@ -819,7 +823,7 @@ class SyncObj(object):
         self._poller.poll(timeToWait)
         self.__lastCompletedPoll = self.__lastPollTime  # mqctl: FORK.md, change T4
 
-    def __applyLogEntries(self):
+    def __applyLogEntries(self) -> bool:
         needSendAppendEntries = False
 
         if self.__raftCommitIndex > self.__raftLastApplied:
@@ -851,11 +855,11 @@ class SyncObj(object):
 
         return needSendAppendEntries
 
-    def addOnTickCallback(self, callback):
+    def addOnTickCallback(self, callback: Callable[[], None]) -> None:
         with self.__onTickCallbacksLock:
             self.__onTickCallbacks.append(callback)
 
-    def removeOnTickCallback(self, callback):
+    def removeOnTickCallback(self, callback: Callable[[], None]) -> None:
         with self.__onTickCallbacksLock:
             try:
                 self.__onTickCallbacks.remove(callback)
@@ -863,7 +867,7 @@ class SyncObj(object):
                 # callback not in list, ignore
                 pass
 
-    def isNodeConnected(self, node):
+    def isNodeConnected(self, node: Any) -> bool:
         """
         Checks if the given node is connected
         :param node: node to check
@@ -873,49 +877,49 @@ class SyncObj(object):
         return node in self.__connectedNodes
 
     @property
-    def selfNode(self):
+    def selfNode(self) -> Any:
         """
         :rtype: Node
         """
         return self.__selfNode
 
     @property
-    def otherNodes(self):
+    def otherNodes(self) -> set[Any]:
         """
         :rtype: set of Node
         """
         return self.__otherNodes.copy()
 
     @property
-    def readonlyNodes(self):
+    def readonlyNodes(self) -> set[Any]:
         """
         :rtype: set of Node
         """
         return self.__readonlyNodes.copy()
 
     @property
-    def raftLastApplied(self):
+    def raftLastApplied(self) -> int:
         """
         :rtype: int
         """
         return self.__raftLastApplied
 
     @property
-    def raftCommitIndex(self):
+    def raftCommitIndex(self) -> int:
         """
         :rtype: int
         """
         return self.__raftCommitIndex
 
     @property
-    def raftCurrentTerm(self):
+    def raftCurrentTerm(self) -> int:
         """
         :rtype: int
         """
         return self.__raftCurrentTerm
 
     @property
-    def hasQuorum(self):
+    def hasQuorum(self) -> bool:
         '''
         Does the cluster have a quorum according to this node
 
@@ -934,7 +938,7 @@ class SyncObj(object):
 
         return connected_count > node_count / 2
 
-    def getStatus(self):
+    def getStatus(self) -> dict[str, Any]:
         """Dumps different debug info about cluster to dict and return it"""
 
         status = {}
@@ -968,26 +972,26 @@ class SyncObj(object):
         status['enabled_code_version'] = self.__enabledCodeVersion
         return status
 
-    def _getStatus(self, args, callback):
+    def _getStatus(self, args: Any, callback: Any) -> None:
         callback(self.getStatus(), None)
 
-    def printStatus(self):
+    def printStatus(self) -> None:
         """Dumps different debug info about cluster to default logger"""
         status = self.getStatus()
         for k, v in iteritems(status):
             logger.info('%s: %s' % (str(k), str(v)))
 
-    def _printStatus(self):
+    def _printStatus(self) -> None:
         self.printStatus()
 
-    def forceLogCompaction(self):
+    def forceLogCompaction(self) -> None:
         """Force to start log compaction (without waiting required time or required number of entries)"""
         self.__forceLogCompaction = True
 
-    def _forceLogCompaction(self):
+    def _forceLogCompaction(self) -> None:
         self.forceLogCompaction()
 
-    def __doApplyCommand(self, command):
+    def __doApplyCommand(self, command: Any) -> Any:
         commandType = ord(command[:1])
         # Skip no-op and membership change commands
         if commandType == _COMMAND_TYPE.VERSION:
@@ -1012,7 +1016,7 @@ class SyncObj(object):
         if commandType != _COMMAND_TYPE.REGULAR:
             return
         command = pickle.loads(command[1:])
-        args = []
+        args: Any = []
         kwargs = {
             '_doApply': True,
         }
@@ -1026,7 +1030,7 @@ class SyncObj(object):
 
         return self._idToMethod[funcID](*args, **kwargs)
 
-    def __onMessageReceived(self, node, message):
+    def __onMessageReceived(self, node: Any, message: Any) -> None:
         # mqctl: a message whose handling needs a term or vote that cannot be stored is dropped,
         # as if lost on the network (StorageError is raised before anything changed)
         try:
@@ -1034,7 +1038,7 @@ class SyncObj(object):
         except StorageError:
             pass
 
-    def __handleMessage(self, node, message):  # mqctl: upstream's __onMessageReceived
+    def __handleMessage(self, node: Any, message: Any) -> None:  # mqctl: upstream's __onMessageReceived
 
         # mqctl: PreVote (FORK.md, change 13). A pre-vote changes no term and no vote. It is granted
         # to a candidate whose next term is above this node's and whose log is at least as up to
@@ -1310,7 +1314,7 @@ class SyncObj(object):
                 self.__lastResponseTime[node] = self.__clock()
                 self.__unansweredSince.pop(node, None)  # mqctl: CheckQuorum (FORK.md, change 15)
 
-    def __callErrCallback(self, err, callback):
+    def __callErrCallback(self, err: Any, callback: Any) -> None:
         if callback is None:
             return
         if isinstance(callback, tuple):
@@ -1323,7 +1327,7 @@ class SyncObj(object):
             return
         callback(None, err)
 
-    def __sendDurable(self, node, nextNodeIdx):
+    def __sendDurable(self, node: Any, nextNodeIdx: int) -> None:
         # mqctl: success for what this node appended up to nextNodeIdx - 1, and the last of it that is
         # durable, which is all the leader counts (FORK.md, change 20)
         durable = min(self.__raftLog.durable_index(), nextNodeIdx - 1)
@@ -1336,7 +1340,8 @@ class SyncObj(object):
             'durable_idx': durable,
         })
 
-    def __sendNextNodeIdx(self, node, reset=False, nextNodeIdx = None, success = False):
+    def __sendNextNodeIdx(self, node: Any, reset: bool = False, nextNodeIdx: int | None = None,
+                          success: bool = False) -> None:
         if nextNodeIdx is None:
             nextNodeIdx = self.__getCurrentLogIndex() + 1
         self.__transport.send(node, {
@@ -1346,7 +1351,7 @@ class SyncObj(object):
             'success': success,
         })
 
-    def __preVoteWon(self):
+    def __preVoteWon(self) -> bool:
         # mqctl: PreVote (FORK.md, change 13). True when this node may start an election now: for a
         # leadership transfer, or once a majority granted its pre-votes for its term + 1. Otherwise
         # it asks every peer for a pre-vote at term + 1, changing no term, and waits for the answers
@@ -1378,61 +1383,63 @@ class SyncObj(object):
             return True
         return False
 
-    def __hasPreVoteMajority(self):  # mqctl: PreVote
+    def __hasPreVoteMajority(self) -> bool:  # mqctl: PreVote
         return len(self.__preVotes & self.__otherNodes) + 1 > (len(self.__otherNodes) + 1) / 2
 
-    def __inLease(self):
+    def __inLease(self) -> bool:
         # mqctl: CheckQuorum's lease: this node leads (and steps down once it has not heard from a
         # majority for leaderFallbackTimeout), or heard from a leader within the minimum election timeout
         return self.__raftState == _RAFT_STATE.LEADER or \
             self.__clock() - self.__lastLeaderContact < self.__conf.raftMinTimeout
 
-    def __logUpToDate(self, lastLogTerm, lastLogIdx):  # mqctl: Raft's rule, as for request_vote
+    def __logUpToDate(self, lastLogTerm: int, lastLogIdx: int) -> bool:  # mqctl: Raft's rule, as for request_vote
         return lastLogTerm > self.__getCurrentLogTerm() or \
             (lastLogTerm == self.__getCurrentLogTerm() and lastLogIdx >= self.__getCurrentLogIndex())
 
-    def __generateRaftTimeout(self):
+    def __generateRaftTimeout(self) -> float:
         minTimeout = self.__conf.raftMinTimeout
         maxTimeout = self.__conf.raftMaxTimeout
-        return minTimeout + (maxTimeout - minTimeout) * self.__random.random()  # mqctl
+        return cast(float, minTimeout + (maxTimeout - minTimeout) * self.__random.random())  # mqctl
 
-    def __onReadonlyNodeConnected(self, node):
+    def __onReadonlyNodeConnected(self, node: Any) -> None:
         self.__readonlyNodes.add(node)
         self.__connectedNodes.add(node)
         self.__raftNextIndex[node] = self.__getCurrentLogIndex() + 1
         self.__raftMatchIndex[node] = 0
 
-    def __onReadonlyNodeDisconnected(self, node):
+    def __onReadonlyNodeDisconnected(self, node: Any) -> None:
         self.__readonlyNodes.discard(node)
         self.__connectedNodes.discard(node)
         self.__raftNextIndex.pop(node, None)
         self.__raftMatchIndex.pop(node, None)
         node._destroy()
 
-    def __onNodeConnected(self, node):
+    def __onNodeConnected(self, node: Any) -> None:
         self.__connectedNodes.add(node)
 
-    def __onNodeDisconnected(self, node):
+    def __onNodeDisconnected(self, node: Any) -> None:
         self.__connectedNodes.discard(node)
 
-    def __getCurrentLogIndex(self):
-        return self.__raftLog.entry_index(-1)  # mqctl: without copying the command (FORK.md, change 27)
+    def __getCurrentLogIndex(self) -> int:
+        return cast(int, self.__raftLog.entry_index(-1))  # mqctl: without copying the command (FORK.md, change 27)
 
-    def __getCurrentLogTerm(self):
-        return self.__raftLog.entry_term(-1)
+    def __getCurrentLogTerm(self) -> int:
+        return cast(int, self.__raftLog.entry_term(-1))
 
-    def __getPrevLogIndexTerm(self, nextNodeIndex):
+    def __getPrevLogIndexTerm(self, nextNodeIndex: int) -> tuple[int | None, int | None]:
         prevIndex = nextNodeIndex - 1
         entries = self.__getEntries(prevIndex, 1)
         if entries:
             return prevIndex, entries[0][2]
         return None, None
 
-    def __getEntries(self, fromIDx, count=None, maxSizeBytes = None):
+    def __getEntries(self, fromIDx: int | None, count: int | None = None,
+                     maxSizeBytes: int | None = None) -> list[Any]:
         firstEntryIDx = self.__raftLog.entry_index(0)
         if fromIDx is None or fromIDx < firstEntryIDx:
             return []
         diff = fromIDx - firstEntryIDx
+        result: list[Any]  # mqctl: typed
         if count is None:
             result = self.__raftLog[diff:]
         else:
@@ -1447,7 +1454,7 @@ class SyncObj(object):
                 break
         return result[:i + 1]
 
-    def _isLeader(self):
+    def _isLeader(self) -> bool:
         """ Check if current node has a leader state.
         WARNING: there could be multiple leaders at the same time!
 
@@ -1456,7 +1463,7 @@ class SyncObj(object):
         """
         return self.__raftState == _RAFT_STATE.LEADER
 
-    def _getLeader(self):
+    def _getLeader(self) -> Any:
         """ Returns last known leader.
 
         WARNING: this information could be outdated, eg. there could be another leader selected!
@@ -1467,7 +1474,7 @@ class SyncObj(object):
         """
         return self.__raftLeader
 
-    def isReady(self):
+    def isReady(self) -> bool:
         """Check if current node is initially synced with others and has an actual data.
 
         :return: True if ready, False otherwise
@@ -1475,30 +1482,30 @@ class SyncObj(object):
         """
         return self.__onReadyCalled
 
-    def _isReady(self):
+    def _isReady(self) -> bool:
         return self.isReady()
 
-    def _getTerm(self):
+    def _getTerm(self) -> int:
         return self.__raftCurrentTerm
 
-    def _getRaftLogSize(self):
+    def _getRaftLogSize(self) -> int:
         return len(self.__raftLog)
 
-    def __deleteEntriesFrom(self, fromIDx):
+    def __deleteEntriesFrom(self, fromIDx: int) -> None:
         firstEntryIDx = self.__raftLog.entry_index(0)
         diff = fromIDx - firstEntryIDx
         if diff < 0:
             return
         self.__raftLog.deleteEntriesFrom(diff)
 
-    def __deleteEntriesTo(self, toIDx):
+    def __deleteEntriesTo(self, toIDx: int) -> None:
         firstEntryIDx = self.__raftLog.entry_index(0)
         diff = toIDx - firstEntryIDx
         if diff < 0:
             return
         self.__raftLog.deleteEntriesTo(diff)
 
-    def __onBecomeLeader(self):
+    def __onBecomeLeader(self) -> None:
         self.__raftLeader = self.__selfNode
         self.__setState(_RAFT_STATE.LEADER)
 
@@ -1518,13 +1525,13 @@ class SyncObj(object):
 
         self.__sendAppendEntries()
 
-    def __setCurrentTerm(self, term, votedForNodeId):
+    def __setCurrentTerm(self, term: int, votedForNodeId: Any) -> None:
         # mqctl: stored first; raises StorageError, changing nothing, if it cannot be stored
         self.__raftLog.setCurrentTerm(term, votedForNodeId)
         self.__raftCurrentTerm = term
         self.__votedForNodeId = votedForNodeId
 
-    def __syncDumpFile(self):
+    def __syncDumpFile(self) -> bool:
         # mqctl: a snapshot pysyncobj's serializer renamed into place is durable (file and
         # directory) before the journal is cut or reset on the strength of it
         if self.__conf.fullDumpFile is None:
@@ -1537,7 +1544,7 @@ class SyncObj(object):
             self.__onSnapshotFailed('syncing')
             return False
 
-    def __writeSnapshot(self, fileName, raftData):
+    def __writeSnapshot(self, fileName: str, raftData: Any) -> None:
         # mqctl: conf.serializer behind fault injection; the reason of a failure is kept for the
         # log line (pysyncobj's Serializer swallows it) and a partial file is not left behind
         self.__snapshotError = None
@@ -1554,14 +1561,14 @@ class SyncObj(object):
                 pass
             raise
 
-    def __receiveSnapshot(self, serialized):
+    def __receiveSnapshot(self, serialized: Any) -> bool:
         # mqctl: a snapshot from the leader, chunk by chunk, written through the journal's file layer
         # (crash simulation, fault injection) to a temporary file that is fsynced before it is
         # renamed over the snapshot, and the directory fsynced after. Upstream's
         # Serializer.setTransmissionData renamed it unsynced and logged a traceback for every chunk
         # it could not write. True once a complete snapshot is durable in place.
         if self.__conf.fullDumpFile is None:
-            return self.__serializer.setTransmissionData(serialized)
+            return cast(bool, self.__serializer.setTransmissionData(serialized))  # mqctl: typed
         if serialized is None:
             return False
         data, isFirst, isLast = serialized
@@ -1597,12 +1604,12 @@ class SyncObj(object):
         self.__onSnapshotStored('received')
         return True
 
-    def __dropIncomingSnapshot(self):  # mqctl
+    def __dropIncomingSnapshot(self) -> None:  # mqctl
         if self.__incomingSnapshot is not None:
             self.__incomingSnapshot[0].close()
             self.__incomingSnapshot = None
 
-    def __onSnapshotFailed(self, what, consequence=None):
+    def __onSnapshotFailed(self, what: str, consequence: str | None = None) -> None:
         # mqctl: one line per failure streak, with its reason; the next attempt in _SNAPSHOT_RETRY s.
         # Nothing while the journal fails too: its own line says why storage fails.
         self.__snapshotRetryTime = self.__clock() + _SNAPSHOT_RETRY
@@ -1619,24 +1626,24 @@ class SyncObj(object):
         _snapshotLogger.warning('raft snapshot: %s %s failed: %s; %s', what, self.__conf.fullDumpFile,
                                 reason, consequence)
 
-    def __onSnapshotStored(self, what):  # mqctl: the end of a failure streak
+    def __onSnapshotStored(self, what: str) -> None:  # mqctl: the end of a failure streak
         if self.__snapshotFailing:
             self.__snapshotFailing = False
             _snapshotLogger.info('raft snapshot: %s %s again', self.__conf.fullDumpFile, what)
 
-    def __setState(self, newState):
+    def __setState(self, newState: int) -> None:
         oldState = self.__raftState
         self.__raftState = newState
         callback = self.__conf.onStateChanged
         if callback is not None and oldState != newState:
             callback(oldState, newState)
 
-    def __onLeaderChanged(self):
+    def __onLeaderChanged(self) -> None:
         for id in sorted(self.__commandsWaitingReply):
             self.__commandsWaitingReply[id](None, FAIL_REASON.LEADER_CHANGED)
         self.__commandsWaitingReply = {}
 
-    def __sendAppendEntries(self):
+    def __sendAppendEntries(self) -> None:
         self.__newAppendEntriesTime = self.__clock() + self.__conf.appendEntriesPeriod
 
         startTime = self.__clock()
@@ -1729,15 +1736,15 @@ class SyncObj(object):
                 if delta > self.__conf.appendEntriesPeriod:
                     break
 
-    def __connectedToAnyone(self):
+    def __connectedToAnyone(self) -> bool:
         return len(self.__connectedNodes) > 0 or len(self.__otherNodes) == 0
 
-    def tickThreadIdent(self):
+    def tickThreadIdent(self) -> int | None:
         # mqctl: the thread that ticks, for the node's report of a stalled tick (FORK.md, change 21)
         thread = self.__thread
         return thread.ident if thread is not None else None
 
-    def connectionClock(self):
+    def connectionClock(self) -> float:
         # mqctl: the Raft connections' clock (FORK.md, change T4): when the last poll that ran to
         # its end started; up to then a connection's silence was seen, not this node's lateness
         return self.__lastCompletedPoll
@@ -1745,22 +1752,22 @@ class SyncObj(object):
     _tickThreadIdent = tickThreadIdent  # mqctl: the names of changes 21 and T4, kept for callers
     _connectionClock = connectionClock
 
-    def _getConf(self):
+    def _getConf(self) -> Any:
         return self.__conf
 
     @property
-    def conf(self):
+    def conf(self) -> Any:
         return self.__conf
 
-    def _getEncryptor(self):
+    def _getEncryptor(self) -> Any:
         return self.__encryptor
 
     @property
-    def encryptor(self):
+    def encryptor(self) -> Any:
         return self.__encryptor
 
-    def __changeCluster(self, request):
-        if self.__raftLastApplied < self.__noopIDx:
+    def __changeCluster(self, request: Any) -> bool:
+        if self.__raftLastApplied < cast(int, self.__noopIDx):  # mqctl: typed; set on a leader
             # No-op entry was not commited yet
             return False
 
@@ -1774,10 +1781,10 @@ class SyncObj(object):
 
         return self.__doChangeCluster(request)
 
-    def __setCodeVersion(self, newVersion):
+    def __setCodeVersion(self, newVersion: int) -> None:
         self.__enabledCodeVersion = newVersion
 
-    def __doChangeCluster(self, request, reverse = False):
+    def __doChangeCluster(self, request: Any, reverse: bool = False) -> bool:
         requestType = request[0]
         requestNodeId = request[1]
         if len(request) >= 3:
@@ -1818,13 +1825,13 @@ class SyncObj(object):
             self.__transport.dropNode(oldNode)
             return True
 
-    def __parseChangeClusterRequest(self, command):
+    def __parseChangeClusterRequest(self, command: bytes) -> Any:
         commandType = ord(command[:1])
         if commandType != _COMMAND_TYPE.MEMBERSHIP:
             return None
         return pickle.loads(command[1:])
 
-    def __tryLogCompaction(self):
+    def __tryLogCompaction(self) -> None:
         currTime = self.__clock()
         serializeState, serializeID = self.__serializer.checkSerializing()
 
@@ -1874,7 +1881,7 @@ class SyncObj(object):
 
         if self.__conf.serializer is None:
             selfData = dict([(k, v) for k, v in iteritems(self.__dict__) if k not in self.__properies])
-            data = selfData
+            data: Any = selfData
             if self.__consumers:
                 data = [selfData]
                 for consumer in self.__consumers:
@@ -1884,7 +1891,7 @@ class SyncObj(object):
         cluster = self.__otherNodes | {self.__selfNode}
         self.__serializer.serialize((data, lastAppliedEntries[1], lastAppliedEntries[0], cluster), lastAppliedEntries[0][1])
 
-    def __loadDumpFile(self, clearJournal):
+    def __loadDumpFile(self, clearJournal: bool) -> None:
         try:
             data = self.__serializer.deserialize()
             if data[0] is not None:
@@ -1927,10 +1934,10 @@ class SyncObj(object):
             if self.__conf.dynamicMembershipChange:
                 self.__updateClusterConfiguration([node for node in data[3] if node != self.__selfNode])
             self.__onSetCodeVersion(0)
-        except:
+        except:  # noqa: E722
             logger.exception('failed to load full dump')
 
-    def __updateClusterConfiguration(self, newNodes):
+    def __updateClusterConfiguration(self, newNodes: Any) -> None:
         # newNodes: list of Node or node ID
         newNodes = {self.__nodeClass(node) if not isinstance(node, Node) else node for node in newNodes}
         nodesToRemove = self.__otherNodes - newNodes
@@ -1945,28 +1952,28 @@ class SyncObj(object):
             self.__raftNextIndex[node] = self.__getCurrentLogIndex() + 1
             self.__raftMatchIndex[node] = 0
 
-def __copy_func(f, name):
+def __copy_func(f: Any, name: str) -> Any:
     if is_py3:
         res = types.FunctionType(f.__code__, f.__globals__, name, f.__defaults__, f.__closure__)
         res.__dict__ = f.__dict__
     else:
         res = types.FunctionType(f.func_code, f.func_globals, name, f.func_defaults, f.func_closure)
-        res.func_dict = f.func_dict
+        res.func_dict = f.func_dict  # type: ignore[attr-defined]  # mqctl: Python 2
     return res
 
-class AsyncResult(object):
-    def __init__(self):
-        self.result = None
+class AsyncResult:
+    def __init__(self) -> None:
+        self.result: Any = None
         self.error = None
         self.event = threading.Event()
 
-    def onResult(self, res, err):
+    def onResult(self, res: Any, err: Any) -> None:
         self.result = res
         self.error = err
         self.event.set()
 
 
-def replicated(*decArgs, **decKwargs):
+def replicated(*decArgs: Any, **decKwargs: Any) -> Any:
     """Replicated decorator. Use it to mark your class members that modifies
     a class state. Function will be called asynchronously. Function accepts
     flowing additional parameters (optional):
@@ -1982,8 +1989,8 @@ def replicated(*decArgs, **decKwargs):
     :param ver: (optional) - code version (for zero deployment)
     :type ver: int
     """
-    def replicatedImpl(func):
-        def newFunc(self, *args, **kwargs):
+    def replicatedImpl(func: Any) -> Any:
+        def newFunc(self: Any, *args: Any, **kwargs: Any) -> Any:
 
             if kwargs.pop('_doApply', False):
                 return func(self, *args, **kwargs)
@@ -2002,6 +2009,7 @@ def replicated(*decArgs, **decKwargs):
 
                 callback = kwargs.pop('callback', None)
                 leaderTerm = kwargs.pop('leaderTerm', None)  # mqctl: FORK.md, change 11
+                cmd: Any  # mqctl: typed
                 if kwargs:
                     cmd = (funcID, args, kwargs)
                 elif args and not kwargs:
@@ -2027,7 +2035,7 @@ def replicated(*decArgs, **decKwargs):
                         raise SyncObjException(asyncResult.error)
                     return asyncResult.result
 
-        func_dict = newFunc.__dict__ if is_py3 else newFunc.func_dict
+        func_dict = newFunc.__dict__ if is_py3 else newFunc.func_dict  # type: ignore[attr-defined]  # mqctl: Python 2
         func_dict['replicated'] = True
         func_dict['ver'] = int(decKwargs.get('ver', 0))
         func_dict['origName'] = func.__name__
@@ -2044,8 +2052,8 @@ def replicated(*decArgs, **decKwargs):
 
     return replicatedImpl
 
-def replicated_sync(*decArgs, **decKwargs):
-    def replicated_sync_impl(func, timeout = None):
+def replicated_sync(*decArgs: Any, **decKwargs: Any) -> Any:
+    def replicated_sync_impl(func: Any, timeout: float | None = None) -> Any:
         """Same as replicated, but synchronous by default.
 
         :param func: arbitrary class member
@@ -2054,14 +2062,14 @@ def replicated_sync(*decArgs, **decKwargs):
         :type timeout: float or None
         """
 
-        def newFunc(self, *args, **kwargs):
+        def newFunc(self: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get('_doApply', False):
                 return replicated(func)(self, *args, **kwargs)
             else:
                 kwargs.setdefault('timeout', timeout)
                 kwargs.setdefault('sync', True)
                 return replicated(func)(self, *args, **kwargs)
-        func_dict = newFunc.__dict__ if is_py3 else newFunc.func_dict
+        func_dict = newFunc.__dict__ if is_py3 else newFunc.func_dict  # type: ignore[attr-defined]  # mqctl: Python 2
         func_dict['replicated'] = True
         func_dict['ver'] = int(decKwargs.get('ver', 0))
         func_dict['origName'] = func.__name__

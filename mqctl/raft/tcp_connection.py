@@ -25,18 +25,23 @@
 #
 # Every change is marked with a "# mqctl:" comment and described in mqctl/raft/FORK.md.
 
-import time
+# mqctl: typed, ruff- and mypy-clean (FORK.md, change T5): imports sorted, `errno` for
+# `socket.errno`, `OSError` for its alias `socket.error`; upstream's unused `import time` and second
+# `import socket` dropped
+import errno
 import socket
-from sys import platform
-import zlib
 import struct
+import zlib
+from collections.abc import Callable
+from sys import platform
+from typing import Any
 
 import pysyncobj.pickle as pickle
-import pysyncobj.win_inet_pton
+import pysyncobj.win_inet_pton  # noqa: F401  (on Windows it adds socket.inet_pton)
 
 # mqctl: absolute imports: everything but the forked files comes from the pinned pysyncobj package
-from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.monotonic import monotonic as monotonicTime
+from pysyncobj.poller import POLL_EVENT_TYPE
 
 
 class CONNECTION_STATE:
@@ -44,36 +49,41 @@ class CONNECTION_STATE:
     CONNECTING = 1
     CONNECTED = 2
 
-def _getAddrType(addr):
+def _getAddrType(addr: str) -> socket.AddressFamily:
     try:
         socket.inet_aton(addr)
         return socket.AF_INET
-    except socket.error:
+    except OSError:
         pass
     try:
         socket.inet_pton(socket.AF_INET6, addr)
         return socket.AF_INET6
-    except socket.error:
+    except OSError:
         pass
     raise Exception('unknown address type')
 
-import socket
 
-def set_keepalive_linux(sock, after_idle_sec=1, interval_sec=3, max_fails=5):
+def set_keepalive_linux(sock: socket.socket, after_idle_sec: int = 1, interval_sec: int = 3,
+                        max_fails: int = 5) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, after_idle_sec)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, interval_sec)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, max_fails)
 
-def set_keepalive_osx(sock, after_idle_sec=1, interval_sec=3, max_fails=5):
+def set_keepalive_osx(sock: socket.socket, after_idle_sec: int = 1, interval_sec: int = 3,
+                      max_fails: int = 5) -> None:
     TCP_KEEPALIVE = 0x10
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     sock.setsockopt(socket.IPPROTO_TCP, TCP_KEEPALIVE, interval_sec)
 
-def set_keepalive_windows(sock, after_idle_sec=1, interval_sec=3, max_fails=5):
-    sock.ioctl(socket.SIO_KEEPALIVE_VALS, (1, after_idle_sec * 1000, interval_sec * 1000))
+def set_keepalive_windows(sock: socket.socket, after_idle_sec: int = 1, interval_sec: int = 3,
+                          max_fails: int = 5) -> None:
+    # mqctl: Windows only (typeshed declares both names for win32 only)
+    sock.ioctl(socket.SIO_KEEPALIVE_VALS, (1, after_idle_sec * 1000, interval_sec * 1000))  # type: ignore[attr-defined,unused-ignore]
 
-def set_keepalive(sock, after_idle_sec=1, interval_sec=3, max_fails=5):
+
+def set_keepalive(sock: socket.socket, after_idle_sec: int = 1, interval_sec: int = 3,
+                  max_fails: int = 5) -> None:
     if platform == "linux" or platform == "linux2":
         set_keepalive_linux(sock, after_idle_sec, interval_sec, max_fails)
     elif platform == "darwin":
@@ -82,35 +92,39 @@ def set_keepalive(sock, after_idle_sec=1, interval_sec=3, max_fails=5):
         set_keepalive_windows(sock, after_idle_sec, interval_sec, max_fails)
 
 
-class TcpConnection(object):
+class TcpConnection:
 
-    def __init__(self, poller, onMessageReceived = None, onConnected = None, onDisconnected = None,
-                 socket=None, timeout=10.0, sendBufferSize = 2 ** 13, recvBufferSize = 2 ** 13,
-                 keepalive=None, clock=None):
-        self.sendRandKey = None
-        self.recvRandKey = None
+    def __init__(self, poller: Any, onMessageReceived: Callable[[Any], None] | None = None,
+                 onConnected: Callable[[], None] | None = None,
+                 onDisconnected: Callable[[], None] | None = None,
+                 socket: socket.socket | None = None, timeout: float = 10.0,
+                 sendBufferSize: int = 2 ** 13, recvBufferSize: int = 2 ** 13,
+                 keepalive: tuple[int, int, int] | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
+        self.sendRandKey: Any = None
+        self.recvRandKey: Any = None
         self.recvLastTimestamp = 0
-        self.encryptor = None
+        self.encryptor: Any = None
         # mqctl: the largest frame accepted (None: no limit, as upstream), and why this connection was
         # closed on bad input (None: it was not); FORK.md, changes T1 and T2
-        self.maxFrame = None
-        self.rejectReason = None
-        self.peerHost = None  # mqctl: the client's address of an accepted connection (change T3)
+        self.maxFrame: int | None = None
+        self.rejectReason: str | None = None
+        self.peerHost: str | None = None  # mqctl: the client's address of an accepted connection (change T3)
         # mqctl: written just before a connection is closed on bad input, while it has not said which
         # node it is (an accepted one): a client of another protocol learns where it is (change T6)
-        self.rejectBanner = None
+        self.rejectBanner: bytes | None = None
         self.__clock = clock or monotonicTime  # mqctl: what the timeout is measured to (change T4)
 
         self.__socket = socket
-        self.__readBuffer = bytes()
-        self.__writeBuffer = bytes()
-        self.__lastReadTime = monotonicTime()
+        self.__readBuffer = b''
+        self.__writeBuffer = b''
+        self.__lastReadTime: float = monotonicTime()
         self.__timeout = timeout
         self.__poller = poller
         self.__keepalive = keepalive
         if socket is not None:
             self.__socket = socket
-            self.__fileno = socket.fileno()
+            self.__fileno: int | None = socket.fileno()
             self.__state = CONNECTION_STATE.CONNECTED
             self.setSockoptKeepalive()
             self.__poller.subscribe(self.__fileno,
@@ -127,7 +141,7 @@ class TcpConnection(object):
         self.__sendBufferSize = sendBufferSize
         self.__recvBufferSize = recvBufferSize
 
-    def setSockoptKeepalive(self):
+    def setSockoptKeepalive(self) -> None:
         if self.__socket is None:
             return
         if self.__keepalive is None:
@@ -139,43 +153,43 @@ class TcpConnection(object):
             self.__keepalive[2],
         )
 
-    def setOnConnectedCallback(self, onConnected):
+    def setOnConnectedCallback(self, onConnected: Callable[[], None] | None) -> None:
         self.__onConnected = onConnected
 
-    def setOnMessageReceivedCallback(self, onMessageReceived):
+    def setOnMessageReceivedCallback(self, onMessageReceived: Callable[[Any], None] | None) -> None:
         self.__onMessageReceived = onMessageReceived
 
-    def setOnDisconnectedCallback(self, onDisconnected):
+    def setOnDisconnectedCallback(self, onDisconnected: Callable[[], None] | None) -> None:
         self.__onDisconnected = onDisconnected
 
-    def connect(self, host, port):
+    def connect(self, host: str | None, port: int) -> bool:
         if host is None:
             return False
         self.__state = CONNECTION_STATE.DISCONNECTED
         self.__fileno = None
-        self.__socket = socket.socket(_getAddrType(host), socket.SOCK_STREAM)
-        self.__socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.__sendBufferSize)
-        self.__socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.__recvBufferSize)
-        self.__socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = self.__socket = socket.socket(_getAddrType(host), socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.__sendBufferSize)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.__recvBufferSize)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.setSockoptKeepalive()
-        self.__socket.setblocking(0)
-        self.__readBuffer = bytes()
-        self.__writeBuffer = bytes()
+        sock.setblocking(False)
+        self.__readBuffer = b''
+        self.__writeBuffer = b''
         self.__lastReadTime = monotonicTime()
 
         try:
-            self.__socket.connect((host, port))
-        except socket.error as e:
-            if e.errno not in (socket.errno.EINPROGRESS, socket.errno.EWOULDBLOCK):
+            sock.connect((host, port))
+        except OSError as e:
+            if e.errno not in (errno.EINPROGRESS, errno.EWOULDBLOCK):
                 return False
-        self.__fileno = self.__socket.fileno()
+        self.__fileno = sock.fileno()
         self.__state = CONNECTION_STATE.CONNECTING
         self.__poller.subscribe(self.__fileno,
                                  self.__processConnection,
                                  POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.WRITE | POLL_EVENT_TYPE.ERROR)
         return True
 
-    def send(self, message):
+    def send(self, message: Any) -> None:
         if self.sendRandKey:
             message = (self.sendRandKey, message)
         data = zlib.compress(pickle.dumps(message), 3)
@@ -185,10 +199,10 @@ class TcpConnection(object):
         self.__writeBuffer += data
         self.__trySendBuffer()
 
-    def fileno(self):
+    def fileno(self) -> int | None:
         return self.__fileno
 
-    def disconnect(self):
+    def disconnect(self) -> None:
         needCallDisconnect = False
         if self.__onDisconnected is not None and self.__state != CONNECTION_STATE.DISCONNECTED:
             needCallDisconnect = True
@@ -201,16 +215,16 @@ class TcpConnection(object):
         if self.__fileno is not None:
             self.__poller.unsubscribe(self.__fileno)
             self.__fileno = None
-        self.__writeBuffer = bytes()
-        self.__readBuffer = bytes()
+        self.__writeBuffer = b''
+        self.__readBuffer = b''
         self.__state = CONNECTION_STATE.DISCONNECTED
-        if needCallDisconnect:
+        if needCallDisconnect and self.__onDisconnected is not None:  # mqctl: for mypy; checked above
             self.__onDisconnected()
 
-    def getSendBufferSize(self):
+    def getSendBufferSize(self) -> int:
         return len(self.__writeBuffer)
 
-    def __processConnection(self, descr, eventType):
+    def __processConnection(self, descr: int, eventType: int) -> None:
         poller = self.__poller
         if descr != self.__fileno:
             poller.unsubscribe(descr)
@@ -225,6 +239,7 @@ class TcpConnection(object):
             return
 
         if eventType & POLL_EVENT_TYPE.READ or eventType & POLL_EVENT_TYPE.WRITE:
+            assert self.__socket is not None  # mqctl: for mypy; subscribed while it has a socket
             if self.__socket.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
                 self.disconnect()
                 return
@@ -261,23 +276,24 @@ class TcpConnection(object):
                 if self.__state == CONNECTION_STATE.DISCONNECTED:
                     return
 
-    def __processConnectionTimeout(self):
+    def __processConnectionTimeout(self) -> None:
         # mqctl: silence up to the clock (the start of the owner's last complete poll), not up to
         # now: after a stall of this node the bytes waiting in the socket are read first (change T4)
         if self.__clock() - self.__lastReadTime > self.__timeout:
             self.disconnect()
             return
 
-    def __trySendBuffer(self):
+    def __trySendBuffer(self) -> None:
         self.__processConnectionTimeout()
         if self.state == CONNECTION_STATE.DISCONNECTED:
             return
         while self.__processSend():
             pass
 
-    def __processSend(self):
+    def __processSend(self) -> bool:
         if not self.__writeBuffer:
             return False
+        assert self.__socket is not None  # mqctl: for mypy; a disconnected one has no buffer
         try:
             res = self.__socket.send(self.__writeBuffer)
             if res < 0:
@@ -287,12 +303,12 @@ class TcpConnection(object):
                 return False
             self.__writeBuffer = self.__writeBuffer[res:]
             return True
-        except socket.error as e:
-            if e.errno not in (socket.errno.EAGAIN, socket.errno.EWOULDBLOCK):
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
                 self.disconnect()
             return False
 
-    def __tryReadBuffer(self):
+    def __tryReadBuffer(self) -> None:
         # mqctl: no more than one frame (and one recv) ahead of what is parsed: a sender faster than
         # this node no longer grows the buffer without bound; the poller is level-triggered, so what
         # is left in the socket is read in the next poll (FORK.md, change T1)
@@ -301,11 +317,12 @@ class TcpConnection(object):
             pass
         self.__lastReadTime = monotonicTime()
 
-    def __processRead(self):
+    def __processRead(self) -> bool:
+        assert self.__socket is not None  # mqctl: for mypy; read only while connected
         try:
             incoming = self.__socket.recv(self.__recvBufferSize)
-        except socket.error as e:
-            if e.errno not in (socket.errno.EAGAIN, socket.errno.EWOULDBLOCK):
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK):
                 self.disconnect()
             return False
         if self.__socket.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
@@ -317,14 +334,14 @@ class TcpConnection(object):
         self.__readBuffer += incoming
         return True
 
-    def __processParseMessage(self):
+    def __processParseMessage(self) -> Any:
         if len(self.__readBuffer) < 4:
             return None
-        l = struct.unpack('i', self.__readBuffer[:4])[0]
+        l = struct.unpack('i', self.__readBuffer[:4])[0]  # noqa: E741
         # mqctl: a length below zero or above the limit closes the connection before its bytes are
         # awaited (upstream buffered up to 2 GiB for it); FORK.md, change T1
         if l < 0 or (self.maxFrame is not None and l > self.maxFrame):
-            self.__reject('a frame of %d bytes (at most %d)' % (l, self.maxFrame or 0))
+            self.__reject(f'a frame of {l} bytes (at most {self.maxFrame or 0})')
             return None
         if len(self.__readBuffer) - 4 < l:
             return None
@@ -344,14 +361,14 @@ class TcpConnection(object):
             if self.recvRandKey:
                 randKey, message = message
                 assert randKey == self.recvRandKey
-        except:
+        except:  # noqa: E722
             # Why no logging of security errors?
             self.__reject(what)
             return None
         self.__readBuffer = self.__readBuffer[4 + l:]
         return message
 
-    def __reject(self, reason):
+    def __reject(self, reason: str) -> None:
         # mqctl: closed on bad input, with the reason (FORK.md, change T2)
         self.rejectReason = reason
         if self.rejectBanner and self.__socket is not None:
@@ -362,5 +379,5 @@ class TcpConnection(object):
         self.disconnect()
 
     @property
-    def state(self):
+    def state(self) -> int:
         return self.__state

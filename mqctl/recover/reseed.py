@@ -7,7 +7,7 @@ and a SyncStateSet of the freshest replicas (highest last epoch, then maxOffset)
 registers and beats, the controller elects it at masterEpoch + 1, and the others follow it
 (truncating what it does not have). Addresses are not in the stores: each replica's is learned
 when it registers. Pure: the plan is a function of the reports; the data directory is written by
-mqctl.controller.snapshot.restore.
+mqctl.admin.snapshot.restore.
 """
 
 from __future__ import annotations

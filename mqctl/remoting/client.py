@@ -626,7 +626,7 @@ class RemotingControllerClient(ControllerApi):
     def get_broker_epoch_cache(self, broker_addr: str, *, timeout: float | None = None) -> EpochCacheView:
         """GET_BROKER_EPOCH_CACHE (1007) to a RocketMQ broker.
 
-        As ``mqctl.admin.epochs.fetch_epoch_cache``: a transport failure or a non-zero code comes back
+        As ``mqctl.admin.broker_epochs.fetch_epoch_cache``: a transport failure or a non-zero code comes back
         as ``.error``; the last entry's endOffset is the broker's maxOffset (mqadmin getBrokerEpoch)."""
         wait = self.timeout if timeout is None else timeout
         try:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mqctl.errors import UsageError
-from mqctl.security import read_pem
+from mqctl.grpc.security import read_pem
 
 ACCESS_KEY = "AccessKey"
 SECURITY_TOKEN = "SecurityToken"

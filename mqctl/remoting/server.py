@@ -1,6 +1,6 @@
 """The RocketMQ remoting front door of `mqctl serve --remoting-port` (docs/remoting.md).
 
-Like grpc_server.py it translates only: a frame's header and body become a NodeAPI request
+Like mqctl/grpc/server.py it translates only: a frame's header and body become a NodeAPI request
 dict (mqctl.remoting.headers), ``NodeAPI.call``/``metadata`` decides, and the answer goes back
 with the core's code and remark in the server's serialize type (JSON unless the environment
 says ``ROCKETMQ_SERIALIZE_TYPE=ROCKETMQ``, as for RocketMQ). The codes served and the calls that

@@ -1,6 +1,6 @@
 """A simulated RocketMQ cluster: S broker sets of R BrokerAgent replicas against a real controller group.
 
-The controller group is real ``mqctl serve`` processes (``mqctl.testing.LocalCluster``) started here, or
+The controller group is real ``mqctl serve`` processes (``mqctl.localgroup.LocalCluster``) started here, or
 an existing group given by address. The brokers are ``mqctl.broker`` agents in this process, each with
 its own store directory, controller client and (by default) its own gRPC ``mqctl.v1.Broker`` server.
 
@@ -51,7 +51,7 @@ from mqctl.sim.invariants import (
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient, ReplicasInfo
-    from mqctl.testing import LocalCluster
+    from mqctl.localgroup import LocalCluster
 
 log = logging.getLogger("mqctl.sim")
 
@@ -293,7 +293,7 @@ class Simulation:
         """Controllers (unless given), every agent, the observers; returns when each set has a master
         followed by every replica with a full SyncStateSet."""
         from mqctl.client import ControllerClient
-        from mqctl.testing import LocalCluster
+        from mqctl.localgroup import LocalCluster
 
         s = self.settings
         if s.base_dir:

@@ -31,8 +31,8 @@ from mqctl.sim.invariants import Check
 if TYPE_CHECKING:
     from mqctl.api import ReplicasInfo
     from mqctl.client import ControllerClient
+    from mqctl.localgroup import LocalCluster
     from mqctl.sim.demo import DemoResult
-    from mqctl.testing import LocalCluster
 
 __all__ = [
     "CLIENT_JOPTS",
@@ -244,7 +244,7 @@ class RocketMQSet:
     version: str = ""                                                 # RocketMQ's, once compile_driver ran
 
     def __post_init__(self) -> None:
-        from mqctl.testing import free_port
+        from mqctl.localgroup import free_port
 
         self.logs = self.work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -326,7 +326,7 @@ class RocketMQSet:
 
     def start_controllers(self) -> str:
         from mqctl.client import ControllerClient
-        from mqctl.testing import LocalCluster
+        from mqctl.localgroup import LocalCluster
 
         self.cluster = LocalCluster(str(self.work / "controllers"), size=3, remoting=True, extra_args=[
             "--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "500"])

@@ -10,7 +10,10 @@
  *       cut), and where the chain stopped;
  *   columns(buf, base, positions, check_crc, crc_known, fields, topics, out) -> list of topic bytes
  *       each record's layout check, BODYCRC and fields into `out` (NCOL int64 rows of len(positions)),
- *       topics as codes into the distinct topic byte strings returned (first appearance order).
+ *       topics as codes into the distinct topic byte strings returned (first appearance order);
+ *   gather(buf, at, length), nonzero(buf, pos, end), nonzero_end(buf, pos, end): the extracted items
+ *       joined, a zero tail passed over (forwards, backwards); key_hashes(offsets, data, hi, lo): salvage's
+ *       message keys as 128 bits (tasks.key_hashes).
  *
  * The bytes are untrusted: every read is checked against the buffer's end first, positions and lengths
  * from the caller included. The GIL is released while walking (the buffers stay exported meanwhile).
@@ -463,11 +466,268 @@ static PyObject *py_crc32(PyObject *self, PyObject *arg) {
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* The checks and copies of gather, nonzero and nonzero_end on plain memory (fuzz_walker_c.c calls them
+ * too). gather_size: the bytes the items at[i], len[i] (n of them, int64, unaligned) add up to, or -1 with
+ * *bad the first item outside b[0:blen] (-2 when the sum overflows). */
+static int64_t gather_size(const char *ab, const char *lb, Py_ssize_t n, int64_t blen, Py_ssize_t *bad) {
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t a, l;
+        memcpy(&a, ab + 8 * i, 8);
+        memcpy(&l, lb + 8 * i, 8);
+        if (a < 0 || l < 0 || a > blen || l > blen - a) {
+            *bad = i;
+            return -1;
+        }
+        if (l > (int64_t)PY_SSIZE_T_MAX - total)
+            return -2;
+        total += l;
+    }
+    return total;
+}
+
+static void gather_copy(const uint8_t *b, const char *ab, const char *lb, Py_ssize_t n, char *dst) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t a, l;
+        memcpy(&a, ab + 8 * i, 8);
+        memcpy(&l, lb + 8 * i, 8);
+        memcpy(dst, b + a, (size_t)l);
+        dst += l;
+    }
+}
+
+/* pos and end clamped to [0, blen] with pos <= end */
+static void clamp_span(Py_ssize_t blen, Py_ssize_t *pos, Py_ssize_t *end) {
+    if (*end > blen)
+        *end = blen;
+    if (*end < 0)
+        *end = 0;
+    if (*pos < 0)
+        *pos = 0;
+    if (*pos > *end)
+        *pos = *end;
+}
+
+static Py_ssize_t first_nonzero(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end) {
+    Py_ssize_t i = pos;
+    while (i < end && ((uintptr_t)(b + i) & 7) && !b[i])
+        i++;
+    if (i < end && !b[i]) {
+        while (end - i >= 64) {
+            uint64_t w[8];
+            memcpy(w, b + i, 64);
+            if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7])
+                break;
+            i += 64;
+        }
+        while (i < end && !b[i])
+            i++;
+    }
+    return i;
+}
+
+static Py_ssize_t last_nonzero_end(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end) {
+    Py_ssize_t i = end;
+    while (i - pos >= 64) {
+        uint64_t w[8];
+        memcpy(w, b + i - 64, 64);
+        if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7])
+            break;
+        i -= 64;
+    }
+    while (i > pos && !b[i - 1])
+        i--;
+    return i;
+}
+
+/* key_hashes' 128 bits of each string (tasks.key_hashes, the same arithmetic): splitmix64's finalizer
+ * over the length, then over each 8-byte little-endian word (zero past the string's end), in two lanes. */
+static inline uint64_t fmix64(uint64_t h) {
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    return h ^ (h >> 31);
+}
+
+static void hash128(const uint8_t *p, int64_t len, uint64_t *hi, uint64_t *lo) {
+    uint64_t h1 = fmix64((uint64_t)len ^ 0x243F6A8885A308D3ull), h2 = fmix64((uint64_t)len ^ 0x13198A2E03707344ull);
+    for (int64_t j = 0; j < len; j += 8) {
+        uint64_t w = 0;
+        int64_t k = len - j < 8 ? len - j : 8;
+        for (int64_t i = 0; i < k; i++)
+            w |= (uint64_t)p[j + i] << (8 * i);
+        h1 = fmix64(h1 ^ w);
+        h2 = fmix64(h2 ^ (w * 0x9E3779B97F4A7C15ull));
+    }
+    *hi = h1;
+    *lo = h2;
+}
+
+/* the strings of Arrow offsets (int32, n + 1 of them, unaligned) into data[0:dlen]: 0, or 1 when an offset
+ * runs backwards or past the data */
+static int hash_strings(const char *ob, Py_ssize_t n, const uint8_t *data, int64_t dlen, uint64_t *hi,
+                        uint64_t *lo) {
+    int32_t prev;
+    memcpy(&prev, ob, 4);
+    if (prev < 0 || prev > dlen)
+        return 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t next;
+        memcpy(&next, ob + 4 * (i + 1), 4);
+        if (next < prev || next > dlen)
+            return 1;
+        hash128(data + prev, (int64_t)next - prev, hi + i, lo + i);
+        prev = next;
+    }
+    return 0;
+}
+
+/* key_hashes(offsets, data, hi, lo): hash128 of the n strings of an Arrow string array's offsets (int32,
+ * n + 1) and data into the int64 buffers hi and lo (n each), the GIL released. */
+static PyObject *py_key_hashes(PyObject *self, PyObject *args) {
+    PyObject *oobj, *dobj, *hobj, *lobj;
+    if (!PyArg_ParseTuple(args, "OOOO", &oobj, &dobj, &hobj, &lobj))
+        return NULL;
+    Py_buffer ov, dv, hv, lv;
+    if (PyObject_GetBuffer(oobj, &ov, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(dobj, &dv, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&ov);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(hobj, &hv, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&dv);
+        PyBuffer_Release(&ov);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(lobj, &lv, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&hv);
+        PyBuffer_Release(&dv);
+        PyBuffer_Release(&ov);
+        return NULL;
+    }
+    PyObject *res = NULL;
+    Py_ssize_t n = ov.len / 4 - 1;
+    if (ov.len % 4 || n < 0 || hv.len != 8 * n || lv.len != 8 * n || ((uintptr_t)hv.buf & 7) ||
+        ((uintptr_t)lv.buf & 7)) {
+        PyErr_SetString(PyExc_ValueError, "key_hashes: n + 1 int32 offsets and two aligned int64 buffers of n");
+        goto done;
+    }
+    int bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = hash_strings((const char *)ov.buf, n, (const uint8_t *)dv.buf, (int64_t)dv.len, (uint64_t *)hv.buf,
+                       (uint64_t *)lv.buf);
+    Py_END_ALLOW_THREADS
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "key_hashes: an offset outside the data");
+        goto done;
+    }
+    res = Py_None;
+    Py_INCREF(res);
+done:
+    PyBuffer_Release(&lv);
+    PyBuffer_Release(&hv);
+    PyBuffer_Release(&dv);
+    PyBuffer_Release(&ov);
+    return res;
+}
+
+/* gather(buf, at, length) -> bytes: the items buf[at[i]:at[i] + length[i]] joined (at, length: int64
+ * buffers of equal size; every item checked to lie inside buf first), the copy with the GIL released:
+ * the bodies and properties a walk extracts, without a Python object per item. */
+static PyObject *py_gather(PyObject *self, PyObject *args) {
+    PyObject *obj, *aobj, *lobj;
+    if (!PyArg_ParseTuple(args, "OOO", &obj, &aobj, &lobj))
+        return NULL;
+    Py_buffer view, aview, lview;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(aobj, &aview, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(lobj, &lview, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&aview);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *res = NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    const char *ab = (const char *)aview.buf, *lb = (const char *)lview.buf;
+    Py_ssize_t n = aview.len / 8, bad = 0;
+    if (aview.len != lview.len || aview.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "gather: at and length must be int64 buffers of one size");
+        goto done;
+    }
+    int64_t total = gather_size(ab, lb, n, (int64_t)view.len, &bad);
+    if (total == -1) {
+        PyErr_Format(PyExc_ValueError, "gather: item %zd outside the buffer", bad);
+        goto done;
+    }
+    if (total < 0) {
+        PyErr_SetString(PyExc_OverflowError, "gather: too many bytes");
+        goto done;
+    }
+    res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!res)
+        goto done;
+    char *dst = PyBytes_AS_STRING(res);
+    Py_BEGIN_ALLOW_THREADS
+    gather_copy(b, ab, lb, n, dst);
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&lview);
+    PyBuffer_Release(&aview);
+    PyBuffer_Release(&view);
+    return res;
+}
+
+/* nonzero(buf, pos, end) -> the first position in [pos, end) whose byte is not zero, or end (pos and end
+ * clamped to the buffer): a preallocated file's zero tail passed over at memory speed. */
+static PyObject *py_nonzero(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t pos, end;
+    if (!PyArg_ParseTuple(args, "Onn", &obj, &pos, &end))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    clamp_span(view.len, &pos, &end);
+    Py_ssize_t i;
+    Py_BEGIN_ALLOW_THREADS
+    i = first_nonzero((const uint8_t *)view.buf, pos, end);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(i);
+}
+
+/* nonzero_end(buf, pos, end) -> the position after the last non-zero byte in [pos, end), or pos when all
+ * are zero (pos and end clamped to the buffer). */
+static PyObject *py_nonzero_end(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t pos, end;
+    if (!PyArg_ParseTuple(args, "Onn", &obj, &pos, &end))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    clamp_span(view.len, &pos, &end);
+    Py_ssize_t i;
+    Py_BEGIN_ALLOW_THREADS
+    i = last_nonzero_end((const uint8_t *)view.buf, pos, end);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(i);
+}
+
 static PyMethodDef methods[] = {
     {"chain", py_chain, METH_VARARGS, "chain(buf, base, pos, end) -> (bytearray of int64 positions, stopped)"},
     {"columns", py_columns, METH_VARARGS,
      "columns(buf, base, positions, check_crc, crc_known, fields, topics, out) -> distinct topics"},
     {"crc32", py_crc32, METH_O, "crc32(data) -> java.util.zip.CRC32 of data"},
+    {"key_hashes", py_key_hashes, METH_VARARGS, "key_hashes(offsets, data, hi, lo): 128 bits of each string"},
+    {"gather", py_gather, METH_VARARGS, "gather(buf, at, length) -> bytes: the items joined"},
+    {"nonzero_end", py_nonzero_end, METH_VARARGS, "nonzero_end(buf, pos, end) -> after the last non-zero byte, or pos"},
+    {"nonzero", py_nonzero, METH_VARARGS, "nonzero(buf, pos, end) -> first non-zero byte's position, or end"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cwalker",

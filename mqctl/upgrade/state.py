@@ -16,8 +16,8 @@ from mqctl.errors import MqctlError
 from mqctl.recover.compare import freshness
 from mqctl.recover.inspect import NO_STORE, StoreReport, inspect_store
 from mqctl.upgrade.align import SetAlignment, align
-from mqctl.upgrade.epochs import EPOCH_FILES
-from mqctl.upgrade.liveness import Usage, store_usage
+from mqctl.upgrade.clear_epochs import EPOCH_FILES
+from mqctl.upgrade.store_in_use import Usage, store_usage
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient, ReplicasInfo

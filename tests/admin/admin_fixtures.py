@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import Beater, register_broker
+
 from mqctl.client import ControllerClient
-from mqctl.testing import Beater, LocalCluster, register_broker, wait_until
+from mqctl.localgroup import LocalCluster, wait_until
 
 CLUSTER = "cluster-a"
 MQCTL = str(Path(sys.executable).with_name("mqctl"))

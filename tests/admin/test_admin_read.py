@@ -13,7 +13,7 @@ import pytest
 import yaml  # type: ignore[import-untyped,unused-ignore]
 from admin_fixtures import CLUSTER, MAX_OFFSET, World, run
 
-from mqctl.testing import free_port, wait_until
+from mqctl.localgroup import free_port, wait_until
 
 pytestmark = pytest.mark.slow
 

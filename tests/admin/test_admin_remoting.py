@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from admin_fixtures import World, build_world, close_world, run
 
-from mqctl.testing import free_port, wait_until
+from mqctl.localgroup import free_port, wait_until
 
 pytestmark = pytest.mark.slow
 

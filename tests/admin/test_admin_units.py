@@ -227,7 +227,7 @@ def test_generated_broker_grpc_code_is_up_to_date(tmp_path) -> None:
 
 
 def test_epoch_service_answers_a_broken_store_with_code_1(tmp_path) -> None:
-    from mqctl.admin.epochs import fetch_epoch_cache
+    from mqctl.admin.broker_epochs import fetch_epoch_cache
     from mqctl.broker.epoch_service import serve_epoch_cache
 
     (tmp_path / "epochFileCheckpoint").write_text("2\n5\n1-0\n")  # count 2, one entry, bad CRC

@@ -17,8 +17,7 @@ from collections.abc import Callable
 
 import pytest
 from admin_fixtures import CLUSTER, MQCTL, World
-
-from mqctl.testing import with_default_sigint
+from harness import with_default_sigint
 
 pytestmark = pytest.mark.slow
 

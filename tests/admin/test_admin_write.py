@@ -8,7 +8,7 @@ import json
 import pytest
 from admin_fixtures import CLUSTER, MAX_OFFSET, World, build_world, close_world, run
 
-from mqctl.testing import Node, free_port, wait_until
+from mqctl.localgroup import Node, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 from admin_fixtures import CLUSTER, MQCTL, register, run
+from harness import Beater, with_default_sigint
 
 from mqctl.client import ControllerClient
-from mqctl.testing import Beater, LocalCluster, wait_until, with_default_sigint
+from mqctl.localgroup import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Fixtures for tests/broker: real `mqctl serve` processes (mqctl.testing.LocalCluster)."""
+"""Fixtures for tests/broker: real `mqctl serve` processes (mqctl.localgroup.LocalCluster)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mqctl.testing import LocalCluster
+from mqctl.localgroup import LocalCluster
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from broker_fixtures import start_agent
 from test_failover import one_master
 
 from mqctl.client import ControllerClient
-from mqctl.testing import LocalCluster, free_port, wait_until
+from mqctl.localgroup import LocalCluster, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 

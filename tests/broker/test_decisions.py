@@ -15,7 +15,7 @@ from test_failover import one_master, put_all
 
 from mqctl.broker.agent import BrokerAgent, Role
 from mqctl.client import ControllerClient
-from mqctl.testing import LocalCluster, wait_until
+from mqctl.localgroup import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

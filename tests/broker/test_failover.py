@@ -9,10 +9,10 @@ from broker_fixtures import start_agent
 
 from mqctl.broker.agent import BrokerAgent, Role
 from mqctl.client import ControllerClient
+from mqctl.localgroup import wait_until
 from mqctl.sim.inject import Network
 from mqctl.store.commitlog import CommitLog
 from mqctl.store.epochfile import read_epoch_file
-from mqctl.testing import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 from broker_fixtures import fast_config
+from harness import with_default_sigint
 from test_failover import one_master, put_all
 
 from mqctl.broker.agent import BrokerAgent, Role
 from mqctl.client import ControllerClient
-from mqctl.testing import LocalCluster, metadata, wait_until, watch_log, with_default_sigint
+from mqctl.localgroup import LocalCluster, metadata, wait_until, watch_log
 
 pytestmark = pytest.mark.slow
 

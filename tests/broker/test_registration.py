@@ -13,6 +13,7 @@ from mqctl.broker.agent import BrokerAgent, Role, make_client
 from mqctl.broker.registration import IdentityMismatch
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError
+from mqctl.localgroup import wait_until
 from mqctl.sim.inject import CRASH_POINTS, CrashAt
 from mqctl.store.abort import read_abort
 from mqctl.store.identity import (
@@ -23,7 +24,6 @@ from mqctl.store.identity import (
     write_identity,
     write_temp_identity,
 )
-from mqctl.testing import wait_until
 
 pytestmark = pytest.mark.slow
 

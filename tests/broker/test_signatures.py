@@ -7,9 +7,9 @@ import pytest
 from broker_fixtures import start_agent
 from test_failover import one_master
 
+from mqctl.localgroup import wait_until
 from mqctl.recover.inspect import inspect_store
 from mqctl.store.signature import read_signature
-from mqctl.testing import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from mqctl.broker.epochs import EpochCache, truncation_point
+from mqctl.broker.epoch_file_cache import EpochCache, truncation_point
 from mqctl.broker.log import CommitLogStore, OffsetsLog
 from mqctl.store.commitlog import CommitLog
 from mqctl.store.epochfile import EpochEntry, read_epoch_file

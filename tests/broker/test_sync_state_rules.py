@@ -9,7 +9,7 @@ import pytest
 from broker_fixtures import fast_config
 
 from mqctl.broker.agent import BrokerAgent
-from mqctl.broker.epochs import EpochCache
+from mqctl.broker.epoch_file_cache import EpochCache
 from mqctl.broker.log import open_log
 from mqctl.broker.peers import FetchRequest
 

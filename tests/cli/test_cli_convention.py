@@ -78,7 +78,7 @@ def test_timeout_is_the_whole_commands_deadline() -> None:
 
     from mqctl.cli.admin_cmd import Conn
     from mqctl.errors import ControllerError
-    from mqctl.testing import free_port
+    from mqctl.localgroup import free_port
 
     conn = Conn(f"127.0.0.1:{free_port()}", None, None, None, None, 1.0, protocol="grpc")
     started = time.monotonic()

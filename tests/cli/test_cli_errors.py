@@ -17,7 +17,7 @@ import pytest
 
 import mqctl
 from mqctl.cli import gendocs, run
-from mqctl.testing import free_port
+from mqctl.localgroup import free_port
 
 MQCTL = str(Path(sys.executable).with_name("mqctl"))
 

@@ -14,7 +14,7 @@ import pytest
 
 import mqctl.cli
 from mqctl.cli import COMMAND_MODULES, gendocs, params, run
-from mqctl.testing import free_port
+from mqctl.localgroup import free_port
 
 
 def _modules_of(cmd) -> set[str]:

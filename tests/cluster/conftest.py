@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mqctl.testing import LocalCluster
+from mqctl.localgroup import LocalCluster
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from mqctl.client import ControllerClient
+from mqctl.localgroup import LocalCluster, free_port, metadata, wait_until
 from mqctl.remoting.client import RemotingControllerClient
-from mqctl.testing import LocalCluster, free_port, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
+from mqctl.localgroup import LocalCluster, Node, find_log_problems, metadata, wait_until
 from mqctl.raft.journal import read_entries
-from mqctl.testing import LocalCluster, Node, find_log_problems, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ import pytest
 
 from mqctl.client import ControllerClient, ControllerError
 from mqctl.controller import records
-from mqctl.testing import LocalCluster, metadata, wait_until
+from mqctl.localgroup import LocalCluster, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 

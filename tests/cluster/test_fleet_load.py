@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mqctl.client import ControllerClient
-from mqctl.testing import LocalCluster, metadata, wait_until
+from mqctl.localgroup import LocalCluster, metadata, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.alone]  # its claim is about its own load
 

@@ -15,11 +15,12 @@ import os
 import threading
 
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
+from harness import Ledger, Writers
 
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import Ledger, LocalCluster, Writers, find_log_problems, wait_until
+from mqctl.localgroup import LocalCluster, find_log_problems, wait_until
 
 pytestmark = pytest.mark.slow
 

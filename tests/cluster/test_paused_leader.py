@@ -10,11 +10,11 @@ import signal
 import time
 
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import LocalCluster, wait_until
+from mqctl.localgroup import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

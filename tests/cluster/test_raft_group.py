@@ -6,12 +6,13 @@ import threading
 
 import grpc
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
+from harness import Beater
+from harness import register_broker as register
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import Beater, LocalCluster, metadata, wait_until
-from mqctl.testing import register_broker as register
+from mqctl.localgroup import LocalCluster, metadata, wait_until
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 

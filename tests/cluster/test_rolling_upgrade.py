@@ -20,9 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import Ledger, Writers
 
 from mqctl.client import ControllerClient, ControllerError
-from mqctl.testing import Ledger, LocalCluster, Node, Writers, metadata, wait_until
+from mqctl.localgroup import LocalCluster, Node, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from mqctl.testing import LocalCluster, free_port
+from mqctl.localgroup import LocalCluster, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -148,11 +148,11 @@ def test_data_dir_of_another_node_is_refused(tmp_path) -> None:
 
 
 def test_nodes_started_by_a_process_exit_when_it_is_killed(tmp_path) -> None:
-    """mqctl.testing (tests, sim, demo) marks its nodes with MQCTL_PARENT_PID: a SIGKILLed parent
+    """mqctl.localgroup (tests, sim, demo) marks its nodes with MQCTL_PARENT_PID: a SIGKILLed parent
     leaves no controller behind."""
     import signal as sig
 
-    code = ("import sys, time; from mqctl.testing import LocalCluster; "
+    code = ("import sys, time; from mqctl.localgroup import LocalCluster; "
             f"c = LocalCluster({str(tmp_path)!r}, size=1).start(); "
             "print(c.nodes[0].proc.pid, flush=True); time.sleep(600)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -171,7 +171,7 @@ def test_nodes_started_by_a_process_exit_when_it_is_killed(tmp_path) -> None:
             with open(f"/proc/{child}/stat") as fh:   # a zombie until init reaps it counts as gone
                 return fh.read().split()[2] == "Z"
 
-        from mqctl.testing import wait_until
+        from mqctl.localgroup import wait_until
         wait_until(gone, 20, what="the orphaned node to exit")
     finally:
         parent.kill()

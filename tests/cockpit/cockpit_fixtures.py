@@ -6,19 +6,20 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import ClassVar
 
+from harness import TEST_CLUSTER, Beater, StandInServer, register_broker
+
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
+from mqctl.localgroup import LocalCluster, free_port, wait_until
 from mqctl.remoting import codec
 from mqctl.remoting.codec import FLAG_RESPONSE, RemotingCommand
-from mqctl.testing import TEST_CLUSTER, Beater, LocalCluster, free_port, register_broker, wait_until
 
-# The lease of the brokers of the tests that look at verdicts (mqctl.testing's 1500 ms default would let a
+# The lease of the brokers of the tests that look at verdicts (mqctl.localgroup's 1500 ms default would let a
 # beat delayed on a loaded machine fail a master over, and the test's fixed broker reports then disagree)
 LEASE_MS = 6000
 LEASE_ARGS = ["--heartbeat-timeout", str(LEASE_MS)]
@@ -89,7 +90,7 @@ def broker_set(client: ControllerClient, beater: Beater, name: str, alive: int, 
 
 
 
-class AdminBroker:
+class AdminBroker(StandInServer):
     """The admin port of a broker whose metadata is the config/ files of ``store`` (written by RocketMQ's
     own managers, rocketmq_fixtures.ConfigDriver): it answers GET_ALL_TOPIC_CONFIG,
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET and GET_ALL_DELAY_OFFSET with those files, as
@@ -103,23 +104,8 @@ class AdminBroker:
 
     def __init__(self, store: Path) -> None:
         self.store = store
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self._server.settimeout(0.2)
-        self.address = f"127.0.0.1:{self._server.getsockname()[1]}"
-        self.connections = 0  # accepted, and requests answered: a test that must not ask sees none
-        self.requests = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._server.accept()
-            except OSError:
-                continue
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+        self.requests = 0  # answered: a test that must not ask sees none
+        super().__init__()
 
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(10.0)
@@ -142,8 +128,3 @@ class AdminBroker:
                     answer = RemotingCommand(code=0, opaque=cmd.opaque, flag=FLAG_RESPONSE,
                                              body=path.read_bytes() if path.exists() else b"")
                 conn.sendall(codec.encode_frame(answer))
-
-    def close(self) -> None:
-        self._stop.set()
-        self._server.close()
-        self._thread.join(5)

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from cockpit_fixtures import cockpit_cluster, get, samples
+from harness import TEST_CLUSTER, Beater, register_broker
 
 from mqctl.client import ControllerClient
-from mqctl.testing import TEST_CLUSTER, Beater, register_broker, wait_until
+from mqctl.localgroup import wait_until
 
 pytestmark = pytest.mark.slow
 

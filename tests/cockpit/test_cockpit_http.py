@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from cockpit_fixtures import LEASE_ARGS, LEASE_MS, broker_set, cockpit_cluster, get, samples
+from harness import TEST_CLUSTER, Beater
 
 from mqctl.client import ControllerClient
-from mqctl.testing import TEST_CLUSTER, Beater, LocalCluster, free_port, wait_until
+from mqctl.localgroup import LocalCluster, free_port, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 from cockpit_fixtures import AdminBroker, cockpit_cluster
+from harness import TEST_CLUSTER, Beater, register_broker
 
 from mqctl.client import ControllerClient
+from mqctl.localgroup import free_port, wait_until
 from mqctl.store.identity import BrokerIdentity, write_identity
-from mqctl.testing import TEST_CLUSTER, Beater, free_port, register_broker, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 from cockpit_fixtures import broker_set, cockpit_cluster, get
+from harness import Beater
 
 from mqctl.client import ControllerClient
-from mqctl.testing import Beater
 
 pytestmark = pytest.mark.slow
 

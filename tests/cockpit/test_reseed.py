@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import Beater
 
 from mqctl.client import ControllerClient
+from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.store.build import build_store
-from mqctl.testing import Beater, LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

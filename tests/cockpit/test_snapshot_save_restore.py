@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 from cockpit_fixtures import broker_set
+from harness import Beater, register_broker
 
 from mqctl.client import ControllerClient
-from mqctl.testing import Beater, LocalCluster, metadata, register_broker, wait_until
+from mqctl.localgroup import LocalCluster, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -133,7 +134,7 @@ def test_refuses_corrupt_newer_and_foreign_files(tmp_path: Path) -> None:
         (attempt("{not json", "garbage.json"), 4, "not an mqctl controller snapshot"),
         (attempt({"format": "something else"}, "foreign.json"), 4, "not an mqctl controller snapshot"),
     ]
-    from mqctl.controller import snapshot
+    from mqctl.admin import snapshot
 
     newer_level = json.loads(json.dumps(good))
     newer_level["featureLevel"] = 99

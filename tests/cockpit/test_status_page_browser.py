@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from cockpit_fixtures import broker_set, cockpit_cluster
+from harness import Beater
 
 from mqctl.client import ControllerClient
-from mqctl.testing import Beater, wait_until
+from mqctl.localgroup import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from mqctl.controller import core
 from mqctl.controller.liveness import HeartbeatTable
+from mqctl.errors import Code
 
 S = "broker-set-a"
 
 
-def hb(bid: int = 1, **kw: object) -> dict[str, object]:
-    return {"cluster_name": "c", "broker_name": S, "broker_addr": "a:1", "broker_id": bid, **kw}
+def hb(bid: int = 1, **kw: object) -> core.Heartbeat:
+    return beat({"cluster_name": "c", "broker_name": S, "broker_addr": "a:1", "broker_id": bid, **kw})
+
+
+def beat(request: dict[str, object]) -> core.Heartbeat:
+    """A Heartbeat request as the core decodes it (once) for the table."""
+    result = core.handle(core.ControllerState(), "Heartbeat", request, core.Context(now_ms=0, live={}))
+    assert result.ok and isinstance(result.request, core.Heartbeat), result
+    return result.request
 
 
 def test_defaults_and_new_row() -> None:
@@ -19,8 +28,9 @@ def test_defaults_and_new_row() -> None:
     assert (info.epoch, info.max_offset, info.confirm_offset) == (-1, -1, -1)
     assert info.timeout_ms == 10_000 and info.election_priority == 2**31 - 1
     assert info.last_heartbeat_ms == 100 and info.broker_address == "a:1" and info.broker_epoch == 0
-    assert not t.on_heartbeat({"broker_name": S}, 100)
-    assert not t.on_heartbeat({"broker_id": 1}, 100)
+    for bad in ({"broker_name": S}, {"broker_id": 1}):  # refused by the core: nothing for the table
+        result = core.handle(core.ControllerState(), "Heartbeat", bad, core.Context(now_ms=0, live={}))
+        assert result.code == Code.CONTROLLER_INVALID_REQUEST and result.request is None, result
 
 
 def test_update_rule() -> None:
@@ -76,7 +86,7 @@ def test_register_keeps_what_it_does_not_report_and_snapshot() -> None:
     t.on_heartbeat(hb(1, epoch=5, max_offset=500, confirm_offset=450, election_priority=4,
                       heartbeat_timeout_mills=2500), 0)
     t.on_heartbeat(hb(2), 0)
-    t.on_heartbeat({"broker_name": "other", "broker_id": 1}, 0)
+    t.on_heartbeat(beat({"broker_name": "other", "broker_id": 1}), 0)
     t.on_register("c", S, 1, "z:9", 7, now_ms=10)  # keeps the row's last heartbeat (0)
     snap = t.snapshot(S)
     assert snap[1].last_heartbeat_ms == 0
@@ -121,11 +131,11 @@ def test_expiry_by_deadline() -> None:
     t = HeartbeatTable()
     t.on_heartbeat(hb(1, heartbeat_timeout_mills=1000), 0)
     t.on_heartbeat(hb(2, heartbeat_timeout_mills=5000), 0)
-    t.on_heartbeat({"broker_name": "other", "broker_id": 1, "heartbeat_timeout_mills": 1000}, 0)
+    t.on_heartbeat(beat({"broker_name": "other", "broker_id": 1, "heartbeat_timeout_mills": 1000}), 0)
     assert t.take_changed(0) == {S, "other"}  # new rows
     assert t.is_alive(S, 1, 1000) and not t.is_alive(S, 1, 1001)
     assert t.take_changed(1000) == set() and t.expired(1000) == []  # last + timeout >= now: alive
-    t.on_heartbeat({"broker_name": "other", "broker_id": 1, "heartbeat_timeout_mills": 1000}, 900)
+    t.on_heartbeat(beat({"broker_name": "other", "broker_id": 1, "heartbeat_timeout_mills": 1000}), 900)
     assert t.take_changed(1001) == {S}  # broker 1 of S is past its deadline; "other" beat again
     assert t.expired(1001) == [("c", S, 1)]
     assert len(t) == 2 and sorted(t.snapshot(S)) == [2]
@@ -157,7 +167,7 @@ def test_removed_rows_free_their_slot_for_the_next_broker() -> None:
     t = HeartbeatTable()
     t.on_heartbeat(hb(1, max_offset=7, heartbeat_timeout_mills=1000), 0)
     assert t.expired(1001) == [("c", S, 1)]
-    t.on_heartbeat({"broker_name": "other", "broker_id": 3, "cluster_name": "d"}, 2000)
+    t.on_heartbeat(beat({"broker_name": "other", "broker_id": 3, "cluster_name": "d"}), 2000)
     assert len(t._name) == 1 and t.expired(12_001) == [("d", "other", 3)]
     assert t.get("other", 3) is None and t.with_last("other")[3].last_heartbeat_ms == 2000
     assert t.with_last(S)[1].max_offset == 7
@@ -191,8 +201,9 @@ def test_rows_of_any_broker_id_read_back_as_a_plain_table_would() -> None:
     for now in range(0, 4000, 10):
         for _ in range(3):
             name, bid = rng.choice(["a", "b", "c"]), rng.choice(ids)
-            t.on_heartbeat({"broker_name": name, "broker_id": bid, "heartbeat_timeout_mills": 200,
-                            "broker_addr": f"127.0.0.1:{abs(bid) % 60000}"}, now)
+            # built directly: the table packs any id, also those the core refuses (negative ones)
+            t.on_heartbeat(core.Heartbeat("", name, f"127.0.0.1:{abs(bid) % 60000}", bid, None, None, None,
+                                          None, 200, None), now)
             model[(name, bid)] = now
         gone = t.expired(now)
         want = sorted((n, b) for (n, b), last in model.items() if last + 200 < now)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from mqctl.controller.node import ControllerNode, NodeSettings
-from mqctl.testing import free_port, wait_until
+from mqctl.localgroup import free_port, wait_until
 
 
 @pytest.fixture

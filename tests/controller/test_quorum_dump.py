@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
 
+from mqctl.admin.quorum_dump import decode_command
 from mqctl.client import ControllerClient
-from mqctl.controller.dump import decode_command
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import LocalCluster, wait_until
+from mqctl.localgroup import LocalCluster, wait_until
 
 MQCTL = [sys.executable, "-m", "mqctl"]
 

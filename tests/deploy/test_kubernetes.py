@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mqctl.testing import free_port, metadata, wait_until, watch_log
+from mqctl.localgroup import free_port, metadata, wait_until, watch_log
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy/kubernetes"

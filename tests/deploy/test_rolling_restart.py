@@ -18,9 +18,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from harness import Ledger, Writers
 
 from mqctl.client import ControllerClient
-from mqctl.testing import Ledger, Writers, free_port, metadata, wait_until, watch_log
+from mqctl.localgroup import free_port, metadata, wait_until, watch_log
 
 pytestmark = pytest.mark.slow
 

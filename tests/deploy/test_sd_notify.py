@@ -12,11 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness import NotifySocket
 
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
+from mqctl.localgroup import LocalCluster, metadata, wait_until
 from mqctl.sdnotify import Notifier
-from mqctl.testing import LocalCluster, NotifySocket, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 

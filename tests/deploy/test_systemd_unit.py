@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import NotifySocket
 
-from mqctl.testing import NotifySocket, free_port, metadata, wait_until, watch_log
+from mqctl.localgroup import free_port, metadata, wait_until, watch_log
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "deploy/systemd/mqctl.service"

@@ -19,17 +19,20 @@ by `ReplicasManager_ScheduledService_*`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from rocketmq_fixtures import (
@@ -47,7 +50,7 @@ from rocketmq_fixtures import (
     rocketmq_env,
 )
 
-from mqctl import testing
+from mqctl import localgroup
 from mqctl.sim.rocketmq import log_end
 from mqctl.store.commitlog import CommitLog
 
@@ -110,7 +113,7 @@ class BrokerSet:
         name = f"controller{i}"
         for p in self.ns.log_paths(name):
             p.touch()
-            testing.watch_log(str(p))  # a traceback in a node's log fails the test (tests/conftest.py)
+            localgroup.watch_log(str(p))  # a traceback in a node's log fails the test (tests/conftest.py)
         self.ns.start(name, MQCTL, "serve", "--listen", str(c["grpc"]), "--raft", str(c["raft"]), "--peers",
                       peers, "--remoting-port", str(c["remoting"]),
                       "--data-dir", str(data_dir or self.root / name), "--heartbeat-timeout", str(LEASE_MS),
@@ -203,15 +206,20 @@ def wait_for(what: str, fn, timeout: float, interval: float = 0.3):
     raise AssertionError(f"not within {timeout} s: {what} (last: {last}); logs in {LOG_ROOT}")
 
 
-@pytest.fixture(scope="module")
-def broker_set() -> Iterator[BrokerSet]:
-    global LOG_ROOT
+@contextlib.contextmanager
+def running_broker_set(module: ModuleType, prefix: str, *, conf: dict[str, object] | None = None,
+                       feature_level: int | None = None,
+                       stop: signal.Signals = signal.SIGTERM) -> Iterator[BrokerSet]:
+    """The module fixture of the e2e modules: the three controllers, the name server and the brokers of
+    BROKERS started (with broker.conf keys ``conf``; ``feature_level`` raised once a leader is there),
+    every log in a directory of its own, ``module.LOG_ROOT``, kept when the start or a test of ``module``
+    failed (conftest.py); at the end each process gets ``stop``, and what is left after 20 s is killed."""
     require_rocketmq()
-    root = Path(tempfile.mkdtemp(prefix="mqctl-e2e-"))
-    LOG_ROOT = root
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    module.LOG_ROOT = root
     classes = compile_java(root / "classes", DRIVER)
     ns = Namespace(root)
-    bs = BrokerSet(ns, broker_classpath(), classes)
+    bs = BrokerSet(ns, broker_classpath(), classes, conf=dict(conf or {}))
     keep = False
     try:
         for i in range(len(CONTROLLERS)):
@@ -221,6 +229,9 @@ def broker_set() -> Iterator[BrokerSet]:
             ns.wait_log(f"controller{i}", r"RocketMQ remoting listening", 60)
         wait_for("a controller leader",
                  lambda: bs.mqctl("getControllerMetaData", "-a", GRPC).returncode == 0, 60)
+        if feature_level is not None:
+            p = bs.mqctl("quorum", "feature-level", str(feature_level), "-a", GRPC)
+            assert p.returncode == 0, p.stdout + p.stderr
         ns.wait_log("namesrv", r"The Name Server boot success", 60)
         for b in BROKERS:
             bs.start_broker(b)
@@ -234,7 +245,7 @@ def broker_set() -> Iterator[BrokerSet]:
     finally:
         for p in ns.procs.values():
             if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
+                p.send_signal(stop)
         deadline = time.monotonic() + 20
         for p in ns.procs.values():
             try:
@@ -242,10 +253,18 @@ def broker_set() -> Iterator[BrokerSet]:
             except subprocess.TimeoutExpired:
                 pass
         ns.close()  # kill -9 what is left, by pid, and the namespace's holder
-        if FAILED or keep:
+        if module.FAILED or keep:
             print(f"\ne2e logs kept in {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def broker_set() -> Iterator[BrokerSet]:
+    try:
+        with running_broker_set(sys.modules[__name__], "mqctl-e2e-") as bs:
+            yield bs
+    finally:
         if FAILOVERS:
             print("\nfailover figures (kill -9 of the master -> first acknowledged send):")
             for f in FAILOVERS:

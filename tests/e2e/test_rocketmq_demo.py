@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import with_default_sigint
 from rocketmq_fixtures import LIB, require_rocketmq, rocksdb_jar
-
-from mqctl.testing import with_default_sigint
 
 MQCTL = [sys.executable, "-m", "mqctl"]
 

@@ -16,22 +16,13 @@ import json
 import os
 import shutil
 import signal
-import tempfile
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rocketmq_fixtures import (
-    DRIVER,
-    MQCTL,
-    Namespace,
-    broker_classpath,
-    compile_java,
-    namesrv_args,
-    require_rocketmq,
-    rocketmq_env,
-)
+from rocketmq_fixtures import MQCTL
 from test_rocketmq_broker_set import (
     BROKER_SET,
     BROKERS,
@@ -41,6 +32,7 @@ from test_rocketmq_broker_set import (
     BrokerSet,
     one_set,
     records,
+    running_broker_set,
     wait_for,
 )
 
@@ -59,52 +51,19 @@ def oks(path: Path) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def bset() -> Iterator[BrokerSet]:
-    global LOG_ROOT
-    require_rocketmq()
-    root = Path(tempfile.mkdtemp(prefix="mqctl-e2e-guard-"))
-    LOG_ROOT = root
-    classes = compile_java(root / "classes", DRIVER)
-    ns = Namespace(root)
-    bs = BrokerSet(ns, broker_classpath(), classes)
     # the master acknowledges what it alone holds once the stopped slaves are out of the SyncStateSet
     # (test_rocketmq_broker_set.py's test_unclean_election_refused_then_enabled tells why these keys)
-    bs.conf = {"allAckInSyncStateSet": "false", "haMaxTimeSlaveNotCatchup": 2000,
-               "checkSyncStateSetPeriod": 1000, "haHousekeepingInterval": 3000,
-               "haSendHeartbeatInterval": 1000, "controllerHeartBeatTimeoutMills": LEASE_MS}
-    keep = False
-    try:
-        for i in range(len(CONTROLLERS)):
-            bs.start_controller(i)
-        ns.start("namesrv", *namesrv_args(ns, 9876, bs.cp), env=rocketmq_env(ns))
-        for i in range(len(CONTROLLERS)):
-            ns.wait_log(f"controller{i}", r"RocketMQ remoting listening", 60)
-        wait_for("a controller leader", lambda: bs.mqctl("getControllerMetaData", "-a", GRPC).returncode == 0,
-                 60)
-        p = bs.mqctl("quorum", "feature-level", "3", "-a", GRPC)
-        assert p.returncode == 0, p.stdout + p.stderr
-        ns.wait_log("namesrv", r"The Name Server boot success", 60)
-        for b in BROKERS:
-            bs.start_broker(b)
-        for b in BROKERS:
-            ns.wait_log(b, r"boot success", 120)
+    conf: dict[str, object] = {
+        "allAckInSyncStateSet": "false", "haMaxTimeSlaveNotCatchup": 2000, "checkSyncStateSetPeriod": 1000,
+        "haHousekeepingInterval": 3000, "haSendHeartbeatInterval": 1000,
+        "controllerHeartBeatTimeoutMills": LEASE_MS}
+    with running_broker_set(sys.modules[__name__], "mqctl-e2e-guard-", conf=conf, feature_level=3,
+                            stop=signal.SIGKILL) as bs:
         for b in BROKERS:
             text = wait_for(f"{b}'s brokerIdentity", lambda b=b: (bs.store(b) / "brokerIdentity").exists()
                             and (bs.store(b) / "brokerIdentity").read_text(), 60)
             bs.ids[b] = int(text.strip().rsplit("#", 1)[1])
-    except BaseException:
-        keep = True
-        raise
-    else:
         yield bs
-    finally:
-        for p in ns.procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGKILL)
-        ns.close()
-        if FAILED or keep:
-            print(f"\ne2e logs kept in {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def read_topic(bs: BrokerSet) -> list[tuple[str, int, str]]:

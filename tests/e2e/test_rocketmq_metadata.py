@@ -36,7 +36,7 @@ from rocketmq_fixtures import (
     rocketmq_env,
 )
 
-from mqctl import testing
+from mqctl import localgroup
 from mqctl.store import metadata as md
 
 pytestmark = pytest.mark.slow
@@ -96,7 +96,7 @@ def broker_set() -> Iterator[Set]:
     try:
         for p in ns.log_paths("controller"):
             p.touch()
-            testing.watch_log(str(p))
+            localgroup.watch_log(str(p))
         ns.start("controller", MQCTL, "serve", "--listen", GRPC, "--raft", RAFT, "--remoting-port",
                  str(REMOTING), "--data-dir", str(root / "controller"), "--heartbeat-timeout", "3000",
                  "--scan-interval", "1000")

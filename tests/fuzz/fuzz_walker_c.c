@@ -2,8 +2,9 @@
  * speed: no Python runs, so there is no oracle here but zlib's CRC-32 (the differential harness against the
  * numpy walker is fuzz_walker.py, much slower). It includes the extension's source and calls its walk: the
  * chain from position 0 and from a position the input chooses, each record's columns and BODYCRC and topic
- * code, and the columns of arbitrary positions (as records_at may be given), all with AddressSanitizer and
- * UndefinedBehaviorSanitizer:
+ * code, the columns of arbitrary positions (as records_at may be given), and gather, nonzero and nonzero_end
+ * of positions and lengths taken from the bytes (checked against byte loops) and key_hashes of offsets taken
+ * from them, all with AddressSanitizer and UndefinedBehaviorSanitizer:
  *
  *   clang -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
  *     -I$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
@@ -70,6 +71,55 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int i = 0; i < 8; i++)
         P[i] = (int64_t)(start * (i + 1) % (n + 64)) - 32;
     columns_of(b, n, P, 8, 1);
+    /* gather of those positions with lengths from the bytes (some outside the buffer: refused), and the
+     * zero scans from them, each checked against a byte loop */
+    int64_t L[8];
+    for (int i = 0; i < 8; i++) {        /* odd: a length from the bytes; even: to the end, -1, 0 or +1 */
+        int64_t x = n ? (int64_t)b[(Py_ssize_t)i % n] : i;
+        L[i] = i & 1 ? x * (i + 1) - 16 : n - P[i] + x % 3 - 1;
+    }
+    Py_ssize_t bad = 0;
+    int64_t total = gather_size((const char *)P, (const char *)L, 8, n, &bad);
+    if (total >= 0) {
+        char *dst = malloc(total ? (size_t)total : 1);
+        if (dst) {
+            gather_copy(b, (const char *)P, (const char *)L, 8, dst);
+            int64_t at = 0;
+            for (int i = 0; i < 8; i++) {
+                if (P[i] < 0 || L[i] < 0 || P[i] + L[i] > n || memcmp(dst + at, b + P[i], (size_t)L[i]))
+                    __builtin_trap();             /* accepted an item outside, or copied it wrong */
+                at += L[i];
+            }
+            free(dst);
+        }
+    } else {
+        if (total != -1 || bad < 0 || bad >= 8)
+            __builtin_trap();
+        if (P[bad] >= 0 && L[bad] >= 0 && P[bad] + L[bad] <= n)
+            __builtin_trap();                     /* refused an item inside */
+    }
+    for (int i = 0; i < 8; i++) {
+        Py_ssize_t pos = (Py_ssize_t)P[i], end = (Py_ssize_t)P[(i + 3) % 8] + 64;
+        clamp_span(n, &pos, &end);
+        Py_ssize_t f = first_nonzero(b, pos, end), e = last_nonzero_end(b, pos, end), want_f = end, want_e = pos;
+        for (Py_ssize_t j = pos; j < end; j++)
+            if (b[j]) {
+                if (want_f == end)
+                    want_f = j;
+                want_e = j + 1;
+            }
+        if (f != want_f || e != want_e)
+            __builtin_trap();
+    }
+    /* key_hashes over offsets from the bytes (backwards or past the end: refused, nothing read) */
+    int32_t O[9];
+    uint64_t H1[8], H2[8];
+    for (int i = 0; i < 9; i++)
+        O[i] = (int32_t)(P[i % 8] + (i ? L[i - 1] % 7 : 0));
+    if (!hash_strings((const char *)O, 8, b, n, H1, H2))
+        for (int i = 0; i < 8; i++)
+            if (O[i] < 0 || O[i + 1] < O[i] || O[i + 1] > n)
+                __builtin_trap();                 /* accepted a string outside the data */
     free(b);
     return 0;
 }

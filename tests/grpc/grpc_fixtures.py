@@ -1,6 +1,6 @@
 """Helpers and fixtures for the gRPC transport and client tests (re-exported by conftest.py).
 
-The servers here are real gRPC servers on loopback (mqctl.controller.grpc_server.build_server).
+The servers here are real gRPC servers on loopback (mqctl.grpc.server.build_server).
 Behind them sits a real pure core (mqctl.controller.core.handle on a ControllerState, under a
 lock): the same decisions the Raft node makes, without pysyncobj. ``FollowerNode`` stands in for a
 controller follower: it answers every call with 2007 NOT_LEADER and the leader's address.
@@ -19,8 +19,8 @@ import pytest
 from tls_pki import PkiFiles, write_pki
 
 from mqctl.controller import core
-from mqctl.controller.grpc_server import build_server
 from mqctl.errors import Code
+from mqctl.grpc.server import build_server
 
 
 def now_ms() -> int:
@@ -270,7 +270,7 @@ def make_follower() -> Callable[..., FollowerNode]:
 def closed_port() -> int:
     """A loopback port with nothing listening on it, never the same twice (two dead addresses were
     once one: the kernel hands a just-closed port out again)."""
-    from mqctl.testing import free_port
+    from mqctl.localgroup import free_port
 
     return free_port()
 

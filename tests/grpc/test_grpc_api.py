@@ -20,9 +20,9 @@ from mqctl.client import (
     RoleChange,
     parse_addresses,
 )
-from mqctl.controller.grpc_server import SERVICE_NAME, GrpcLimits, build_server
 from mqctl.errors import Code, ControllerError, UsageError
-from mqctl.testing import wait_until
+from mqctl.grpc.server import SERVICE_NAME, GrpcLimits, build_server
+from mqctl.localgroup import wait_until
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 

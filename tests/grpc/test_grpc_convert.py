@@ -1,4 +1,4 @@
-"""mqctl.controller.convert: proto <-> dict per the NodeAPI contract, with round trips."""
+"""mqctl.grpc.convert: proto <-> dict per the NodeAPI contract, with round trips."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqctl.controller.convert import dict_to_message, message_to_dict
+from mqctl.grpc.convert import dict_to_message, message_to_dict
 from mqctl.v1 import controller_pb2 as pb
 
 MESSAGE_CLASSES = [getattr(pb, name) for name in sorted(pb.DESCRIPTOR.message_types_by_name)]

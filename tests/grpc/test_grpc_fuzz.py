@@ -29,9 +29,10 @@ from grpc_fuzz_payloads import (
     http2_garbage,
     targets,
 )
+from harness import TEST_CLUSTER, register_broker
 
 from mqctl.client import ControllerClient
-from mqctl.testing import TEST_CLUSTER, LocalCluster, metadata, register_broker
+from mqctl.localgroup import LocalCluster, metadata
 
 pytestmark = pytest.mark.slow
 

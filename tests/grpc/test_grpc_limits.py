@@ -29,10 +29,11 @@ from grpc_fuzz_payloads import (
     grpc_headers,
     grpc_message,
 )
+from harness import TEST_CLUSTER, register_broker
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code
-from mqctl.testing import TEST_CLUSTER, LocalCluster, metadata, register_broker
+from mqctl.localgroup import LocalCluster, metadata
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 

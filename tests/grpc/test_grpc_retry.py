@@ -12,9 +12,9 @@ import pytest
 from grpc_fixtures import CoreNode, FollowerNode
 
 from mqctl.client import ControllerClient
-from mqctl.controller.grpc_server import ControllerServicer
 from mqctl.errors import Code, ControllerError
-from mqctl.testing import wait_until
+from mqctl.grpc.server import ControllerServicer
+from mqctl.localgroup import wait_until
 
 C, B = "DefaultCluster", "broker-a"
 

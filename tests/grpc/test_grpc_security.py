@@ -11,7 +11,7 @@ from grpc_fixtures import CoreNode
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError, UsageError
-from mqctl.security import TlsConfig, check_bearer
+from mqctl.grpc.security import TlsConfig, check_bearer
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 
@@ -134,7 +134,7 @@ def test_mtls_refuses_a_client_without_a_certificate(serve: Any, pki: Any) -> No
 
 
 def test_bad_tls_files_are_one_line_usage_errors(tmp_path: Any, pki: Any) -> None:
-    from mqctl.controller.grpc_server import build_server
+    from mqctl.grpc.server import build_server
 
     missing = str(tmp_path / "nope.pem")
     with pytest.raises(UsageError, match=r"cannot read TLS certificate .*nope.pem"):

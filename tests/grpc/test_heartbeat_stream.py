@@ -18,11 +18,12 @@ from typing import Any
 
 import grpc
 import pytest
+from harness import TEST_CLUSTER, register_broker
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code
+from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.peerlimits import IdleStreams
-from mqctl.testing import TEST_CLUSTER, LocalCluster, register_broker, wait_until
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 
@@ -357,7 +358,7 @@ def test_a_node_without_the_stream_gets_unary_heartbeats() -> None:
 
     from grpc_fixtures import CoreNode
 
-    from mqctl.controller.grpc_server import SERVICE_NAME, ControllerServicer
+    from mqctl.grpc.server import SERVICE_NAME, ControllerServicer
 
     node = CoreNode()
     servicer = ControllerServicer(node)

@@ -7,7 +7,7 @@ from tls_pki import PkiFiles
 
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError
-from mqctl.testing import LocalCluster, wait_until
+from mqctl.localgroup import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mqctl.testing import LocalCluster, free_port, wait_until
+from mqctl.localgroup import LocalCluster, free_port, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 # ../shared beside the repository, here and in CI ($MQCTL_SHARED_DIR elsewhere)

@@ -25,10 +25,10 @@ from interop_fixtures import CLASSPATH, JVM_OPTS, mqadmin, remoting_cluster, sta
 
 from mqctl.controller import core
 from mqctl.errors import Code, ControllerError
+from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.remoting import codec
 from mqctl.remoting.client import RemotingControllerClient
 from mqctl.remoting.codec import RemotingCommand
-from mqctl.testing import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -31,7 +31,7 @@ from interop_fixtures import (
     start_cluster,
 )
 
-from mqctl.testing import wait_until
+from mqctl.localgroup import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from interop_fixtures import CLUSTER, JavaBrokers, remoting_cluster, start_cluster
 
-from mqctl.testing import wait_until
+from mqctl.localgroup import wait_until
 
 pytestmark = pytest.mark.slow
 

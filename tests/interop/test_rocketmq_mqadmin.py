@@ -44,8 +44,8 @@ from interop_fixtures import (
     start_cluster,
 )
 
+from mqctl.localgroup import LocalCluster, metadata, wait_until
 from mqctl.remoting.client import RemotingControllerClient
-from mqctl.testing import LocalCluster, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 

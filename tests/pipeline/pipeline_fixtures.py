@@ -3,7 +3,6 @@ a fleet of stores built with the writers, an in-process CLI runner, a tree hash.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 from dataclasses import dataclass, field
@@ -53,15 +52,6 @@ def run_cli(*args: str) -> Run:
     if exc is not None and not isinstance(exc, SystemExit):
         raise exc
     return Run(res.exit_code, res.stdout, res.stderr if res.stderr_bytes is not None else "")
-
-
-def tree_hash(root: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        h.update(f"{p.relative_to(root)}\n".encode())
-        if p.is_file():
-            h.update(p.read_bytes())
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------- the fleet

@@ -4,6 +4,7 @@ and the same damage reports as one range per file, which are what the writer wro
 from __future__ import annotations
 
 import importlib.util
+import random
 from pathlib import Path
 
 import pytest
@@ -296,6 +297,30 @@ def test_key_hashes_differ_for_different_keys_and_follow_the_bytes() -> None:
     assert (int(alone[0][0]), int(alone[1][0])) == pairs[1]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mqctl.store._cwalker") is None,
+                    reason="the compiled walker is not built")
+def test_key_hashes_of_the_compiled_walker_equal_numpys() -> None:
+    # issue 32: with the compiled walker the hashes are computed in C; the dedupe of a job must not
+    # depend on the walker (Spark's executors and the driver could differ)
+    pa = pytest.importorskip("pyarrow")
+    from walker_corpus import using
+
+    from mqctl.pipeline.tasks import key_hashes
+
+    rng = random.Random(32)
+    keys = ["", "a", "a\x00", "x" * 7, "x" * 8, "x" * 9, "ü" * 9, "\x00" * 16]
+    keys += ["".join(chr(rng.choice((0, 1, 65, 0xE9, 0x4E2D, rng.randrange(32, 0x3000))))
+                     for _ in range(rng.choice((0, 1, 7, 8, 9, 16, 17, rng.randrange(300)))))
+             for _ in range(3000)]
+    arr = pa.array(keys)
+    for part in (arr, arr.slice(1), arr.slice(5, 100), arr.slice(2999)):
+        with using("c"):
+            c = key_hashes(part)
+        with using("numpy"):
+            ref = key_hashes(part)
+        assert c[0].tolist() == ref[0].tolist() and c[1].tolist() == ref[1].tolist()
+
+
 def _packed(host: tuple[str, int]) -> tuple[bytes, int]:
     import ipaddress
 
@@ -368,32 +393,40 @@ def test_message_keys_with_arrow_kernels_follow_message_key(fleet: Fleet) -> Non
 
 @pytest.mark.skipif(importlib.util.find_spec("mqctl.store._cwalker") is None,
                     reason="the compiled walker is not built")
-def test_salvage_and_analyze_write_the_same_bytes_with_either_walker(fleet: Fleet, tmp_path: Path) -> None:
-    # issue 32: the compiled walker and the numpy walker, the local engine, several range sizes
+def test_salvage_and_analyze_write_the_same_bytes_with_either_walker(fleet: Fleet, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 32: the compiled walker and the numpy walker, the local engine, several range sizes, its
+    # ranges and row groups one at a time or in threads
     pytest.importorskip("pyarrow")
-    from pipeline_fixtures import tree_hash
+    from harness import tree_hash
     from walker_corpus import using
 
+    from mqctl.pipeline import output
     from mqctl.pipeline.analyze import prepare_analyze, run_analyze
     from mqctl.pipeline.salvage import prepare, run_salvage
 
     stores = fleet.paths("A", "B", "C", "D", "E")
     hashes, docs = {}, {}
+    monkeypatch.setattr(output, "ROW_GROUP_ROWS", 2)     # parts of several row groups: threads make them
     for name in ("c", "numpy"):
         for size in (200, FILE_SIZE):
             with using(name):
-                out = tmp_path / f"salvage-{name}-{size}"
-                doc = run_salvage(None, prepare(stores, range_size=size), out, show_progress=False)
-                hashes[name, size] = tree_hash(out)
-                docs[name, size] = {k: v for k, v in doc.items() if k != "out"}
+                for threads in ("1", "3"):
+                    monkeypatch.setenv("MQCTL_LOCAL_THREADS", threads)
+                    out = tmp_path / f"salvage-{name}-{size}-{threads}"
+                    doc = run_salvage(None, prepare(stores, range_size=size), out, show_progress=False)
+                    hashes[name, size, threads] = tree_hash(out, metadata=False)
+                    docs[name, size, threads] = {k: v for k, v in doc.items() if k != "out"}
                 a_out = tmp_path / f"analyze-{name}-{size}"
                 a_doc = run_analyze(None, prepare_analyze(stores, range_size=size), a_out,
                                     show_progress=False)
-                hashes["analyze", name, size] = tree_hash(a_out)
+                hashes["analyze", name, size] = tree_hash(a_out, metadata=False)
                 docs["analyze", name, size] = {k: v for k, v in a_doc.items() if k != "out"}
-    assert docs["c", 200]["messages"] > 5
+    assert docs["c", 200, "1"]["messages"] > 5
     for size in (200, FILE_SIZE):
-        assert hashes["c", size] == hashes["numpy", size] == hashes["c", 200]
-        assert docs["c", size] == docs["numpy", size]
+        assert hashes["c", size, "1"] == hashes["numpy", size, "1"] == hashes["c", 200, "1"]
+        assert hashes["c", size, "3"] == hashes["numpy", size, "3"] == hashes["c", 200, "1"]
+        assert docs["c", size, "1"] == docs["numpy", size, "1"] == docs["c", size, "3"] \
+            == docs["numpy", size, "3"]
         assert hashes["analyze", "c", size] == hashes["analyze", "numpy", size]
         assert docs["analyze", "c", size] == docs["analyze", "numpy", size]

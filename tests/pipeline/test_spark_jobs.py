@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from pipeline_fixtures import BORN6, FILE_SIZE, T_LONG, Fleet, tree_hash
+from harness import tree_hash
+from pipeline_fixtures import BORN6, FILE_SIZE, T_LONG, Fleet
 
 pytestmark = pytest.mark.spark
 
@@ -80,10 +81,10 @@ def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_pa
 
     # one range per file: the same rows, byte for byte
     run_salvage(spark, prepare(stores, range_size=FILE_SIZE), tmp_path / "big", show_progress=False)
-    assert tree_hash(tmp_path / "big") == tree_hash(tmp_path / "small")
+    assert tree_hash(tmp_path / "big", metadata=False) == tree_hash(tmp_path / "small", metadata=False)
     # the local engine (no JVM): the same files, byte for byte, and the same summary
     local = run_salvage(None, prepare(stores, range_size=300), tmp_path / "local", show_progress=False)
-    assert tree_hash(tmp_path / "local") == tree_hash(tmp_path / "small")
+    assert tree_hash(tmp_path / "local", metadata=False) == tree_hash(tmp_path / "small", metadata=False)
     assert {k: v for k, v in local.items() if k != "out"} == {k: v for k, v in doc.items() if k != "out"}
 
     # more source keys than BROADCAST_KEYS: the shuffle join path (no automatic broadcast either) gives
@@ -95,7 +96,7 @@ def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_pa
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
         monkeypatch.undo()
-    assert tree_hash(tmp_path / "joined") == tree_hash(tmp_path / "small")
+    assert tree_hash(tmp_path / "joined", metadata=False) == tree_hash(tmp_path / "small", metadata=False)
 
     # comparing with the whole source changes nothing here (no duplicate before truncateTo)
     full = run_salvage(spark, prepare(stores, range_size=FILE_SIZE, full_source=True), None, dry_run=True,
@@ -111,7 +112,7 @@ def test_salvage_cli_rerun_backup_refusals(spark, fleet: Fleet, cli, tmp_path: P
     assert r.code == 0, r.err
     assert f"wrote {len(EXPECTED)} messages" in r.out and "broker-set-a" in r.out
     assert "recover salvage on engine local (" in r.err      # auto, a small fleet: no JVM
-    before = tree_hash(out)
+    before = tree_hash(out, metadata=False)
     # a previous output is replaced only with --overwrite
     r = cli("recover", "salvage", *stores, "--out", str(out))
     assert r.code == 2 and "holds a previous salvage; add --overwrite" in r.err
@@ -120,7 +121,7 @@ def test_salvage_cli_rerun_backup_refusals(spark, fleet: Fleet, cli, tmp_path: P
     assert r.code == 0, r.err
     assert "engine" not in r.err
     doc = r.json()
-    assert doc["backup"] is None and tree_hash(out) == before, "a rerun gives the same files"
+    assert doc["backup"] is None and tree_hash(out, metadata=False) == before, "a rerun gives the same files"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["salvage"], "nothing written beside DIR"
 
     # dry run: nothing written anywhere
@@ -205,7 +206,7 @@ def test_analyze_cli(spark, fleet: Fleet, cli, tmp_path: Path) -> None:
     r = cli("analyze", "commitlog", *fleet.paths("A", "C"), str(tmp_path / "nothing"), "--out",
             str(tmp_path / "local"), "-o", "json", "--engine", "local")
     assert r.code == 0, r.err
-    assert tree_hash(tmp_path / "local") == tree_hash(out)
+    assert tree_hash(tmp_path / "local", metadata=False) == tree_hash(out, metadata=False)
     assert {k: v for k, v in r.json().items() if k != "out"} == {k: v for k, v in doc.items() if k != "out"}
 
     r = cli("analyze", "commitlog", str(fleet.stores["A"]))

@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pipeline_fixtures import Fleet, spark_missing, tree_hash
-
-from mqctl.testing import spark_standalone
+from harness import spark_standalone, tree_hash
+from pipeline_fixtures import Fleet, spark_missing
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -55,5 +54,6 @@ def test_salvage_and_analyze_on_a_standalone_cluster(cluster: str, fleet: Fleet,
     assert s_local["messages"] == 11 and s_local["digest"] == s_cluster["digest"]
     for x, y in ((s_local, s_cluster), (a_local, a_cluster)):
         assert {k: v for k, v in x.items() if k != "out"} == {k: v for k, v in y.items() if k != "out"}
-    assert tree_hash(tmp_path / "salvage-local") == tree_hash(tmp_path / "salvage-cluster")
-    assert tree_hash(tmp_path / "analyze-local") == tree_hash(tmp_path / "analyze-cluster")
+    for kind in ("salvage", "analyze"):
+        assert (tree_hash(tmp_path / f"{kind}-local", metadata=False)
+                == tree_hash(tmp_path / f"{kind}-cluster", metadata=False))

@@ -34,10 +34,14 @@ from typing import Any
 import grpc
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/harness.py, for the proxy too
+
+from harness import Ledger, Writers
+
 from mqctl.client import ControllerClient
-from mqctl.controller.convert import message_to_dict
 from mqctl.errors import ControllerError
-from mqctl.testing import Ledger, LocalCluster, Node, Writers, free_port, metadata, wait_until
+from mqctl.grpc.convert import message_to_dict
+from mqctl.localgroup import LocalCluster, Node, free_port, metadata, wait_until
 from mqctl.v1 import controller_pb2, controller_pb2_grpc
 
 pytestmark = pytest.mark.slow

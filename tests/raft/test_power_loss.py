@@ -22,11 +22,12 @@ import time
 from collections import Counter
 
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
+from harness import Ledger, Writers
 
 from mqctl.client import ControllerClient
+from mqctl.localgroup import LocalCluster, Node, wait_until
 from mqctl.raft.journal import tear_tail
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import Ledger, LocalCluster, Node, Writers, wait_until
 
 pytestmark = pytest.mark.slow
 

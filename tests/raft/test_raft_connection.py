@@ -10,9 +10,9 @@ from typing import Any
 
 from pysyncobj.poller import createPoller
 
+from mqctl.localgroup import free_port
 from mqctl.raft.tcp_connection import CONNECTION_STATE, TcpConnection
 from mqctl.raft.tcp_server import TcpServer
-from mqctl.testing import free_port
 
 TIMEOUT = 1.0
 

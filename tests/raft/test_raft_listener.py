@@ -32,9 +32,9 @@ import pytest
 from mqctl.address import RAFT_BANNER, is_raft_port
 from mqctl.client import ControllerClient
 from mqctl.errors import UsageError
+from mqctl.localgroup import LocalCluster, Node, metadata, wait_until
 from mqctl.raft.transport import HANDSHAKE_TIMEOUT, MAX_HANDSHAKES
 from mqctl.remoting.client import RemotingControllerClient
-from mqctl.testing import LocalCluster, Node, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 

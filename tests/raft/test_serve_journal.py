@@ -5,12 +5,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
 
 from mqctl.client import ControllerClient
 from mqctl.errors import EXIT_STORE
+from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.raft.journal import DurableJournal, tear_tail
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
 
 from mqctl.client import ControllerClient
+from mqctl.localgroup import LocalCluster, Node, metadata, wait_until
 from mqctl.raft.storage import FAULT_FILE
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import LocalCluster, Node, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 

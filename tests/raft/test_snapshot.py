@@ -13,11 +13,12 @@ import os
 import threading
 
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
+from harness import Gate
 
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import Gate, LocalCluster, wait_until
+from mqctl.localgroup import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ import json
 import os
 
 import pytest
+from harness import TEST_CLUSTER as CLUSTER
 
 from mqctl.client import ControllerClient
-from mqctl.testing import TEST_CLUSTER as CLUSTER
-from mqctl.testing import LocalCluster, metadata, wait_until
+from mqctl.localgroup import LocalCluster, metadata, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -2,11 +2,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
-from recover_fixtures import tree_hash
 from typer.testing import CliRunner
 
 from mqctl.errors import MqctlError
@@ -43,12 +42,5 @@ def cli():
 
 @pytest.fixture
 def unchanged():
-    from contextlib import contextmanager
-
-    @contextmanager
-    def check(root: Path):
-        before = tree_hash(root)
-        yield
-        assert tree_hash(root) == before, "the command changed the store"
-
-    return check
+    """``with unchanged(path): ...`` fails when the block wrote anything under path (harness.unchanged)."""
+    return harness.unchanged

@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from recover_fixtures import tree_hash
+from harness import Beater, register_broker, tree_hash
 
 from mqctl.client import ControllerClient
+from mqctl.localgroup import LocalCluster, free_port, wait_until
 from mqctl.store.build import build_store
-from mqctl.testing import Beater, LocalCluster, free_port, register_broker, wait_until
 
 MQCTL = str(Path(sys.executable).with_name("mqctl"))
 CLUSTER = "cluster-a"

@@ -8,13 +8,14 @@ from __future__ import annotations
 import queue
 import socket
 import struct
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from harness import StandInServer
+
+from mqctl.localgroup import LocalCluster, free_port, wait_until
 from mqctl.remoting import codec
 from mqctl.remoting.codec import RemotingCommand
-from mqctl.testing import LocalCluster, free_port, wait_until
 
 
 def with_remoting_ports(cluster: LocalCluster) -> list[str]:
@@ -96,30 +97,15 @@ def closed_by_server(sock: socket.socket) -> bool:
         return False
 
 
-class BrokerListener:
+class BrokerListener(StandInServer):
     """Where a RocketMQ broker listens (its registered address): records the one-way requests a
     controller sends there, as a broker's NettyRemotingServer would receive them (1008)."""
 
     def __init__(self) -> None:
-        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(16)
-        self._server.settimeout(0.2)
-        self.address = f"127.0.0.1:{self._server.getsockname()[1]}"
         self.received: queue.Queue[RemotingCommand] = queue.Queue()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._server.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
-
-    def _read(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(5.0)
         with conn:
             while not self._stop.is_set():
@@ -138,8 +124,3 @@ class BrokerListener:
                 out.append(self.received.get_nowait())
             except queue.Empty:
                 return out
-
-    def close(self) -> None:
-        self._stop.set()
-        self._server.close()
-        self._thread.join(5)

@@ -13,10 +13,10 @@ from remoting_fixtures import recv_frame
 
 from mqctl.controller.config import ServeConfig, load
 from mqctl.errors import UsageError
+from mqctl.localgroup import free_port
 from mqctl.remoting import codec, headers
 from mqctl.remoting.client import RemotingControllerClient
 from mqctl.remoting.codec import FLAG_RESPONSE, RemotingCommand
-from mqctl.testing import free_port
 
 
 def test_remoting_port_is_off_by_default_and_follows_the_hosts() -> None:

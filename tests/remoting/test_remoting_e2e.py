@@ -12,12 +12,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from harness import TEST_CLUSTER
 from remoting_fixtures import BrokerListener, start, with_remoting_ports
 
 from mqctl.client import ControllerClient, RoleChange, SyncStateDataResult
+from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.remoting import headers
 from mqctl.remoting.client import RemotingControllerClient, RemotingError, role_change_of
-from mqctl.testing import TEST_CLUSTER, LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -10,14 +10,15 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from harness import TEST_CLUSTER, register_broker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from remoting_fixtures import raw, request, start, with_remoting_ports
 
 from mqctl.client import ControllerClient
+from mqctl.localgroup import LocalCluster, metadata
 from mqctl.remoting import codec, headers
 from mqctl.remoting.codec import FLAG_ONEWAY, JSON, ROCKETMQ, RemotingCommand
-from mqctl.testing import TEST_CLUSTER, LocalCluster, metadata, register_broker
 
 pytestmark = pytest.mark.slow
 

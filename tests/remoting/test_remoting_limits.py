@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 from remoting_fixtures import raw, request, start, with_remoting_ports
 
+from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.remoting.codec import RemotingCommand, encode_frame
-from mqctl.testing import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -10,10 +10,10 @@ import pytest
 from remoting_fixtures import closed_by_server, raw, recv_frame, request, start, with_remoting_ports
 
 from mqctl.errors import Code, ControllerError
+from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.remoting import codec
 from mqctl.remoting.client import RemotingControllerClient
 from mqctl.remoting.codec import FLAG_ONEWAY, JSON, ROCKETMQ, RemotingCommand
-from mqctl.testing import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

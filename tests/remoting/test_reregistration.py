@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from harness import TEST_CLUSTER
 
 from mqctl.api import ControllerApi
 from mqctl.client import ControllerClient
+from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.remoting.client import RemotingControllerClient
-from mqctl.testing import TEST_CLUSTER, LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

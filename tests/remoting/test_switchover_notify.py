@@ -8,13 +8,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from harness import TEST_CLUSTER
 from remoting_fixtures import start, with_remoting_ports
 from test_remoting_e2e import RemotingBroker, _replicas
 
 from mqctl.client import ControllerClient
+from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.remoting.client import RemotingControllerClient
 from mqctl.remoting.server import NOTIFY_ATTEMPTS, NOTIFY_RETRY_DELAY
-from mqctl.testing import TEST_CLUSTER, LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 

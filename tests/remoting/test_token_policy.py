@@ -13,13 +13,13 @@ from remoting_fixtures import raw, request, start, with_remoting_ports
 
 from mqctl import methods
 from mqctl.client import ControllerClient
-from mqctl.controller.convert import dict_to_message, message_to_dict
 from mqctl.errors import Code, ControllerError
+from mqctl.grpc.convert import dict_to_message, message_to_dict
+from mqctl.localgroup import LocalCluster
 from mqctl.methods import Token
 from mqctl.remoting import headers
 from mqctl.remoting.client import RemotingControllerClient
 from mqctl.remoting.codec import RemotingCommand
-from mqctl.testing import LocalCluster
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import with_default_sigint
 
-from mqctl.testing import LocalCluster, with_default_sigint
+from mqctl.localgroup import LocalCluster
 
 pytestmark = pytest.mark.slow
 

@@ -131,6 +131,27 @@ def test_topic_codes_in_the_numpy_walkers_order_over_several_blocks_of_rows() ->
 
 
 @needs_c
+def test_zero_gaps_of_many_windows_are_passed_over_the_same() -> None:
+    # next_boundary looks for a record window by window (_CHUNK bytes); the compiled walker skips the zero
+    # windows with nonzero() and must land in the same window, also when the record after the gap starts
+    # in the last 8 bytes of one (the numpy walker's window test reads 8 bytes past its end)
+    rng = random.Random(11)
+    head, _ = records(0, rng, 3)
+    C = walker._CHUNK           # the windows start at the gap's second byte (region: next_boundary(pos + 1))
+    for gap in (1, 7, C - 9, C - 4, C - 3, C - 2, C - 1, C, C + 1, C + 3, 2 * C - 2, 2 * C + 6, 3 * C + 100):
+        at = len(head) + gap
+        tail, _ = records(at, rng, 2)
+        buf = bytes(head) + bytes(gap) + bytes(tail) + bytes(rng.choice((0, 5, walker._CHUNK + 1)))
+
+        def run(buf: bytes = buf) -> object:
+            return answer(walker.parse_byte_range(buf, 0, 0, len(buf)))
+
+        c, ref = both(run)
+        assert c == ref, gap
+        assert ref["position"][1][-2] == at, gap     # the records after the gap were found
+
+
+@needs_c
 def test_records_at_a_position_that_is_not_a_record_raises_the_same() -> None:
     buf, at = records(4096, random.Random(5), 6)
     buf = bytes(buf)

@@ -2,7 +2,7 @@
 
 It does what ReplicasManager does at start, through ControllerClient: hold `<store>/lock`; use
 brokerIdentity or get the next id, write brokerIdentity-temp, apply it, write brokerIdentity;
-register with the store's max offset; heartbeat (mqctl.testing.Beater); a master asks to be elected
+register with the store's max offset; heartbeat (tests/harness.py's Beater); a master asks to be elected
 and appends (masterEpoch, maxOffset) to its epoch file once it is. Prints `ready id=N`, runs until
 stdin closes.
 
@@ -17,6 +17,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: tests/harness.py
+
+from harness import Beater
+
 from mqctl.client import ControllerClient
 from mqctl.errors import ControllerError
 from mqctl.recover.inspect import inspect_store
@@ -29,7 +33,6 @@ from mqctl.store.identity import (
     write_identity,
     write_temp_identity,
 )
-from mqctl.testing import Beater
 
 
 def main() -> None:

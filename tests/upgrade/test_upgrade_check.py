@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from upgrade_fixtures import LockHolder, run_cli, tree_hash
+from harness import tree_hash
+from upgrade_fixtures import LockHolder, run_cli
 
 from mqctl.recover.inspect import inspect_store
 from mqctl.store.build import build_store
@@ -100,7 +101,7 @@ def test_not_a_store_fails(tmp_path: Path) -> None:
 
 
 def test_unreachable_controller_in_controller_phase(tmp_path: Path) -> None:
-    from mqctl.testing import free_port
+    from mqctl.localgroup import free_port
 
     a, b = stores(tmp_path, ([(1, 0)], 3000), ([(1, 0)], 3000))
     addr = f"127.0.0.1:{free_port()}"

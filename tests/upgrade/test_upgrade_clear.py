@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from upgrade_fixtures import LockHolder, file_bytes, run_cli, tree_hash
+from harness import tree_hash
+from upgrade_fixtures import LockHolder, file_bytes, run_cli
 
 from mqctl.store.build import build_store
 from mqctl.store.epochfile import EPOCH_FILE, EpochEntry, write_epoch_file
@@ -295,7 +296,7 @@ def test_running_rocketmq_controller_is_detected_by_its_mapped_files(tmp_path: P
 
 @pytest.mark.slow
 def test_mqctl_controller_data_dir_refused_while_serving(tmp_path: Path) -> None:
-    from mqctl.testing import LocalCluster
+    from mqctl.localgroup import LocalCluster
 
     cluster = LocalCluster(str(tmp_path / "ctl"), size=1)
     data = Path(cluster.nodes[0].data_dir)

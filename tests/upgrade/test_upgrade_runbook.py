@@ -7,13 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from upgrade_fixtures import CLUSTER, LockHolder, SimBroker, file_bytes, run_cli, tree_hash
+from harness import Beater, register_broker, tree_hash
+from upgrade_fixtures import CLUSTER, LockHolder, SimBroker, file_bytes, run_cli
 
 from mqctl.client import ControllerClient
+from mqctl.localgroup import LocalCluster, free_port
 from mqctl.store.build import build_store
 from mqctl.store.epochfile import EPOCH_FILE, read_epoch_file
 from mqctl.store.identity import read_identity
-from mqctl.testing import Beater, LocalCluster, free_port, register_broker
 
 NAME = "broker-a"
 HISTORY = [(1, 0), (2, 3000), (3, 4500)]

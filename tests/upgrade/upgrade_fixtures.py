@@ -3,9 +3,7 @@ simulated 5.1.1+ broker process (registration and heartbeats through ControllerC
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -18,23 +16,6 @@ from mqctl.errors import MqctlError
 
 HERE = Path(__file__).parent
 CLUSTER = "cluster-a"
-
-
-def tree_hash(root: Path, *, times: bool = True) -> str:
-    """sha256 over every path, type, mode, content (and with `times` every mtime, dirs included)."""
-    h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames) + [d + "/" for d in dirnames]:
-            p = Path(dirpath) / name.rstrip("/")
-            st = p.lstat()
-            h.update(f"{p.relative_to(root)}|{name.endswith('/')}|{st.st_mode:o}".encode())
-            if times:
-                h.update(f"|{st.st_mtime_ns}".encode())
-            if p.is_file():
-                h.update(b"|" + p.read_bytes())
-            h.update(b"\n")
-    return h.hexdigest()
 
 
 def file_bytes(root: Path) -> dict[str, bytes]:

@@ -61,8 +61,8 @@ def fetch_epoch_cache(address: str, *, timeout: float = 5.0, tls_ca: str | None 
     failure or a non-zero code comes back as ``EpochCacheView.error``; this never raises for them."""
     import grpc
 
-    from mqctl.controller.convert import message_to_dict
-    from mqctl.security import channel_credentials
+    from mqctl.grpc.convert import message_to_dict
+    from mqctl.grpc.security import channel_credentials
     from mqctl.v1 import broker_pb2, broker_pb2_grpc
 
     creds = channel_credentials(tls_ca, tls_cert, tls_key) if (tls_ca or tls_cert or tls_key) else None
@@ -71,8 +71,8 @@ def fetch_epoch_cache(address: str, *, timeout: float = 5.0, tls_ca: str | None 
         stub = broker_pb2_grpc.BrokerStub(channel)
         resp = stub.GetBrokerEpochCache(broker_pb2.GetBrokerEpochCacheRequest(), timeout=timeout)
     except grpc.RpcError as err:
-        code = err.code()  # type: ignore[attr-defined]
-        details = (err.details() or "").strip()  # type: ignore[attr-defined]
+        code = err.code()
+        details = (err.details() or "").strip()
         if len(details) > 200:
             details = details[:197] + "..."
         return EpochCacheView(broker_addr=address,

@@ -1,6 +1,6 @@
 """The gRPC transport: proto <-> dict, the bearer-token check, and nothing else.
 
-``ControllerServicer`` converts each request to a dict (mqctl.controller.convert), calls the
+``ControllerServicer`` converts each request to a dict (mqctl.grpc.convert), calls the
 node (``NodeAPI.call``/``metadata``/``watch``, docs/architecture.md) and converts the answer
 back. It decides nothing. Every answer carries ``code`` and ``remark`` and the gRPC status is
 OK whenever this server answered; see docs/grpc-api.md.
@@ -52,10 +52,10 @@ from grpc_health.v1 import health_pb2
 
 from mqctl import methods
 from mqctl.address import is_loopback, parse_address
-from mqctl.controller.convert import RPC_TYPES, dict_to_message, message_to_dict
 from mqctl.errors import Code, ControllerError, UsageError
+from mqctl.grpc.convert import RPC_TYPES, dict_to_message, message_to_dict
+from mqctl.grpc.security import TlsConfig, check_bearer, server_credentials
 from mqctl.peerlimits import CallGuard, IdleStreams, PeerLog, PeerSlots, peer_address
-from mqctl.security import TlsConfig, check_bearer, server_credentials
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 

@@ -120,7 +120,7 @@ def status_page(meta: dict[str, Any], data: dict[str, Any], history: dict[str, A
 
 
 def _history_section(view: dict[str, Any]) -> list[str]:
-    from mqctl.admin.cockpit import iso
+    from mqctl.admin.decision_docs import iso
     from mqctl.controller.core import HISTORY_LEVEL
 
     out = ["<h2>Recent history</h2>"]
@@ -159,7 +159,7 @@ def _history_section(view: dict[str, Any]) -> list[str]:
 
 
 def _guard_pointer(e: dict[str, Any], el: dict[str, Any]) -> dict[str, str] | None:
-    from mqctl.admin.cockpit import _guard_pointer as pointer
+    from mqctl.admin.decision_docs import _guard_pointer as pointer
 
     return pointer(e, el)
 

@@ -1,0 +1,329 @@
+"""ClusterControl: broker ids, registration, heartbeats, replica info and cleaning a broker's data."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mqctl.controller import election
+from mqctl.controller.core.context import (
+    DEFAULT_ELECTION_PRIORITY,
+    FIRST_BROKER_CONTROLLER_ID,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    MAX_ID,
+    MAX_NAME_LEN,
+    Context,
+    LiveInfo,
+    Result,
+)
+from mqctl.controller.core.requests import (
+    _bool,
+    _check_broker_epoch,
+    _id,
+    _int,
+    _invalid,
+    _opt_broker_epoch,
+    _Reject,
+    _str,
+    _str_map,
+    _sync_state_set_body,
+)
+from mqctl.controller.core.state import BrokerSet, ControllerState
+from mqctl.controller.records import (
+    BrokerAddressUpdated,
+    BrokerDataCleaned,
+    BrokerIdApplied,
+    BrokerOptionsSet,
+    BrokerRegistered,
+    MasterElected,
+    Record,
+)
+from mqctl.errors import Code
+
+# --------------------------------------------------------------------------------------------
+# Handlers
+
+
+def _get_next_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    cluster = _str(req, "cluster_name")
+    name = _str(req, "broker_name", required=True)
+    bs = state.broker_sets.get(name)
+    next_id = FIRST_BROKER_CONTROLLER_ID if bs is None else bs.next_assign_broker_id
+    return Result(Code.SUCCESS, "", {"cluster_name": cluster, "broker_name": name, "next_broker_id": next_id})
+
+
+def _apply_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    cluster = _str(req, "cluster_name", required=True)
+    name = _str(req, "broker_name", required=True)
+    bid = _id(req, "applied_broker_id")
+    code = _str(req, "register_check_code", required=True, max_len=2 * MAX_NAME_LEN)
+    address = code.split(";")[0]
+    if not address.strip():
+        # mqctl: RocketMQ stores an empty address (a code of " ;1"), or fails with SYSTEM_ERROR 1 (a code
+        # of only ';': Java's split leaves no element 0); a broker without an address cannot be reached
+        raise _invalid(f"Invalid request: register_check_code {code!r} has no broker address before "
+                       "its first ';' (expected <brokerAddr>;<timestamp>)")
+    response = {"cluster_name": cluster, "broker_name": name}
+    record = BrokerIdApplied(cluster_name=cluster, broker_name=name, new_broker_id=bid,
+                             broker_address=address, register_check_code=code)
+    bs = state.broker_sets.get(name)
+    if bs is None:
+        if bid != FIRST_BROKER_CONTROLLER_ID:
+            raise _Reject(
+                Code.CONTROLLER_BROKER_ID_INVALID,
+                f"Broker-set: {name} hasn't been registered in controller, but broker try to apply "
+                f"brokerId: {bid}",
+                response,
+            )
+        return Result(Code.SUCCESS, "", response, [record])
+    info = bs.brokers.get(bid)
+    if info is None:
+        return Result(Code.SUCCESS, "", response, [record])
+    if info.register_check_code == code:
+        return Result(Code.SUCCESS, "", response)  # the same broker again: nothing changes
+    raise _Reject(Code.CONTROLLER_BROKER_ID_INVALID, f"Fail to apply brokerId: {bid} in broker-set: {name}",
+                  response)
+
+
+def _options_diff(recorded: Mapping[str, str], requested: Mapping[str, str]) -> list[str]:
+    diffs = []
+    for key in sorted(set(recorded) | set(requested)):
+        a, b = recorded.get(key), requested.get(key)
+        if a != b:
+            shown_a = "<absent>" if a is None else repr(a)
+            shown_b = "<absent>" if b is None else repr(b)
+            diffs.append(f"{key} (broker-set: {shown_a}, request: {shown_b})")
+    return diffs
+
+
+def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    cluster = _str(req, "cluster_name", required=True)
+    name = _str(req, "broker_name", required=True)
+    bid = _id(req, "broker_id")
+    address = _str(req, "broker_address", required=True)
+    epoch = _int(req, "epoch", lo=INT32_MIN, hi=INT32_MAX)
+    max_offset = _int(req, "max_offset", lo=INT64_MIN, hi=INT64_MAX)
+    _int(req, "confirm_offset", lo=INT64_MIN, hi=INT64_MAX)
+    priority = _int(req, "election_priority", lo=INT32_MIN, hi=INT32_MAX)
+    _int(req, "heartbeat_timeout_mills", lo=1, hi=INT64_MAX)
+    options = _str_map(req, "options")
+
+    names = {"cluster_name": cluster, "broker_name": name}  # RocketMQ's header is built before any check
+    bs = state.broker_sets.get(name)
+    if bs is None:
+        raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                      f"Broker-set: {name} hasn't been registered in controller", names)
+    info = bs.brokers.get(bid)
+    if info is None:
+        raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                      f"BrokerId: {bid} hasn't been registered in broker-set: {name}", names)
+    records: list[Record] = []
+    if options and bs.options is not None:
+        diffs = _options_diff(bs.options, options)
+        if diffs:
+            raise _Reject(Code.INCONSISTENT_BROKER_OPTIONS,
+                          f"Broker options of broker {bid} differ from broker-set {name}: "
+                          + ", ".join(diffs))
+    if info.address != address:
+        records.append(BrokerAddressUpdated(cluster, name, bid, address))
+    new_broker_epoch = state.broker_epoch + 1
+    records.append(BrokerRegistered(cluster, name, bid, new_broker_epoch))
+    if options and bs.options is None:
+        records.append(BrokerOptionsSet(name, dict(sorted(options.items()))))
+
+    response: dict[str, Any] = {"cluster_name": cluster, "broker_name": name,
+                                "broker_epoch": new_broker_epoch}
+    master = bs.master_broker_id
+    ss_set, ss_epoch = set(bs.sync_state_set), bs.sync_state_set_epoch
+    master_epoch = bs.master_epoch
+
+    # mqctl: a bounced master (re-registers while its old heartbeat row is still alive) does not keep
+    # the role by default: the alive SyncStateSet members compete with what it reports now (not while
+    # failover is paused).
+    if master == bid and ctx.is_alive(name, bid) and state.pause_of(name) is None:
+        me = LiveInfo(
+            broker_id=bid,
+            broker_address=address,
+            epoch=-1 if epoch is None else epoch,
+            max_offset=-1 if max_offset is None else max_offset,
+            election_priority=DEFAULT_ELECTION_PRIORITY if priority is None else priority,
+        )
+        live: dict[int, LiveInfo] = dict(ctx.rows(name))
+        live[bid] = me
+        candidates = {b for b in bs.sync_state_set if b != bid and ctx.is_alive(name, b)} | {bid}
+        winner = election.freshest(candidates, live)
+        if winner is not None and winner != bid:
+            records.append(MasterElected(name, winner))
+            master, master_epoch = winner, bs.master_epoch + 1
+            ss_set, ss_epoch = {winner}, bs.sync_state_set_epoch + 1
+
+    if master is not None and ctx.is_alive(name, master):
+        response.update({
+            "master_broker_id": master,
+            "master_address": bs.address_of(master) if master != bid else address,
+            "master_epoch": master_epoch,
+            "sync_state_set_epoch": ss_epoch,
+        })
+    response["sync_state_set"] = _sync_state_set_body(ss_set, ss_epoch)
+    return Result(Code.SUCCESS, "", response, records)
+
+
+@dataclass(slots=True)  # not frozen: a frozen one's __init__ made the heartbeat path 16% slower
+class Heartbeat:
+    """A broker's heartbeat, read and checked once (read_heartbeat); the heartbeat table
+    (mqctl.controller.liveness) takes it as it is. None: the broker did not send the field."""
+
+    cluster_name: str
+    broker_name: str
+    broker_addr: str
+    broker_id: int
+    broker_epoch: int | None
+    epoch: int | None
+    max_offset: int | None
+    confirm_offset: int | None
+    heartbeat_timeout_mills: int | None
+    election_priority: int | None
+
+
+def read_heartbeat(req: Mapping[str, Any]) -> Heartbeat:
+    """Each field checked in the order the handler always checked them: the first bad one names
+    the remark."""
+    if req.get("broker_id") is None:
+        raise _invalid("Heart beat with empty brokerId")
+    cluster = _str(req, "cluster_name")
+    address = _str(req, "broker_addr")
+    name = _str(req, "broker_name", required=True)
+    bid = _id(req, "broker_id")
+    epoch = _int(req, "epoch", lo=INT32_MIN, hi=INT32_MAX)
+    max_offset = _int(req, "max_offset", lo=INT64_MIN, hi=INT64_MAX)
+    confirm_offset = _int(req, "confirm_offset", lo=INT64_MIN, hi=INT64_MAX)
+    timeout = _int(req, "heartbeat_timeout_mills", lo=1, hi=INT64_MAX)
+    priority = _int(req, "election_priority", lo=INT32_MIN, hi=INT32_MAX)
+    return Heartbeat(cluster, name, address, bid, _opt_broker_epoch(req), epoch, max_offset, confirm_offset,
+                     timeout, priority)
+
+
+def _heartbeat(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    beat = read_heartbeat(req)
+    bs = state.broker_sets.get(beat.broker_name)
+    if bs is not None:
+        _check_broker_epoch(bs, beat.broker_id, beat.broker_epoch)
+    return Result(Code.SUCCESS, "Heart beat success", {}, [], request=beat)
+
+
+def _get_replica_info(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    name = _str(req, "broker_name", required=True)
+    bs = state.broker_sets.get(name)
+    if bs is None:
+        raise _Reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
+    response: dict[str, Any] = {
+        "master_address": bs.address_of(bs.master_broker_id),
+        "master_epoch": bs.master_epoch,
+        "sync_state_set": _sync_state_set_body(bs.sync_state_set, bs.sync_state_set_epoch),
+    }
+    if bs.master_broker_id is not None:
+        response["master_broker_id"] = bs.master_broker_id
+    return Result(Code.SUCCESS, "", response)
+
+
+def _replica_identity(bs: BrokerSet, broker_id: int, ctx: Context) -> dict[str, Any]:
+    info = bs.brokers[broker_id]
+    out: dict[str, Any] = {
+        "broker_name": bs.broker_name,
+        "broker_id": broker_id,
+        "broker_address": info.address,
+        "alive": ctx.is_alive(bs.broker_name, broker_id),
+        "broker_epoch": info.broker_epoch,
+    }
+    row = ctx.row(bs.broker_name, broker_id)
+    if row is not None:
+        out.update({
+            "heartbeat_age_ms": ctx.now_ms - row.last_heartbeat_ms,
+            "epoch": row.epoch,
+            "max_offset": row.max_offset,
+            "confirm_offset": row.confirm_offset,
+            "election_priority": row.election_priority,
+        })
+    return out
+
+
+def _get_sync_state_data(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    names = req.get("broker_names")
+    if names is None:
+        names = []
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+        raise _invalid("Invalid request: broker_names must be a list of strings")
+    wanted = sorted(set(names)) if names else sorted(state.broker_sets)
+    table: dict[str, Any] = {}
+    for name in wanted:
+        bs = state.broker_sets.get(name)
+        if bs is None:
+            continue  # RocketMQ: unknown names are silently omitted
+        info: dict[str, Any] = {
+            "master_address": bs.address_of(bs.master_broker_id),
+            "master_epoch": bs.master_epoch,
+            "sync_state_set_epoch": bs.sync_state_set_epoch,
+            "in_sync_replicas": [_replica_identity(bs, b, ctx) for b in sorted(bs.brokers)
+                                 if b in bs.sync_state_set],
+            "not_in_sync_replicas": [_replica_identity(bs, b, ctx) for b in sorted(bs.brokers)
+                                     if b not in bs.sync_state_set],
+            "cluster_name": bs.cluster_name,
+        }
+        if bs.master_broker_id is not None:
+            info["master_broker_id"] = bs.master_broker_id
+        pause = state.pause_of(name)
+        if pause is not None:
+            info["failover_paused"] = True
+            info["failover_pause_reason"] = str(pause.get("reason", ""))
+        table[name] = info
+    return Result(Code.SUCCESS, "", {"replicas_info_table": table})
+
+
+_JAVA_LONG_RE = re.compile(r"^[+-]?[0-9]+$")
+
+
+def _parse_clean_ids(text: str) -> list[int]:
+    """Java `split(";")` + Long.parseLong, with Java's exception text."""
+    parts = text.split(";")
+    while parts and parts[-1] == "":  # Java's split drops trailing empty strings
+        parts.pop()
+    ids: set[int] = set()
+    for part in parts:
+        if not _JAVA_LONG_RE.match(part) or not INT64_MIN <= int(part) <= INT64_MAX:
+            raise _Reject(Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+                          "Please set the option <brokerControllerIdsToClean> according to the format, "
+                          f'exception: java.lang.NumberFormatException: For input string: "{part}"')
+        n = int(part)
+        if not 0 <= n <= MAX_ID:
+            raise _invalid(f"Invalid request: broker_controller_ids_to_clean id {n} is out of range "
+                           f"[0, {MAX_ID}]")
+        ids.add(n)
+    return sorted(ids)
+
+
+def _clean_broker_data(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    _str(req, "cluster_name")
+    name = _str(req, "broker_name", required=True)
+    ids_text = _str(req, "broker_controller_ids_to_clean", max_len=64 * 1024)
+    clean_living = _bool(req, "is_clean_living_broker")
+    bad = Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+    bs = state.broker_sets.get(name)
+    ids: list[int] | None = None
+    if not clean_living:
+        if not ids_text.strip():
+            if bs is not None and bs.master_broker_id is not None:
+                raise _Reject(bad, f"Broker {name} is still alive, clean up failure")
+        else:
+            ids = _parse_clean_ids(ids_text)
+            for bid in ids:
+                if ctx.is_alive(name, bid):
+                    raise _Reject(bad, f"Broker [{name},  {bid}] is still alive, clean up failure")
+    if bs is None:
+        raise _Reject(bad, f"Broker {name} is not existed,clean broker data failure.")
+    return Result(Code.SUCCESS, "", {},
+                  [BrokerDataCleaned(name, tuple(ids) if ids else None)])

@@ -1,0 +1,67 @@
+"""ConfigurationControl: GetConfig and UpdateConfig on the replicated config (keys: config_keys.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mqctl.controller.core.config_keys import (
+    _LEVEL_KEYS,
+    _MQCTL_NODE_KEYS,
+    HONOURED_CONFIG_KEYS,
+    NOT_HONOURED_CONFIG_KEYS,
+    NOT_HONOURED_KEY,
+    ROCKETMQ_CONFIG,
+    _normalize_config_value,
+)
+from mqctl.controller.core.context import CONFIG_BLACKLIST, Context, Result
+from mqctl.controller.core.requests import _invalid, _needs_level, _Reject
+from mqctl.controller.core.state import ControllerState
+from mqctl.controller.records import ConfigUpdated
+from mqctl.errors import Code
+
+
+def _get_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    """RocketMQ's keys with their defaults, the replicated config over them, and mqctlNotHonoured;
+    the node adds NODE_CONFIG_KEYS."""
+    config = {**ROCKETMQ_CONFIG, **{k: v for k, (_, v) in _LEVEL_KEYS.items()}, **state.config,
+              NOT_HONOURED_KEY: ";".join(NOT_HONOURED_CONFIG_KEYS)}
+    return Result(Code.SUCCESS, "", {"config": dict(sorted(config.items()))})
+
+
+def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+    raw = req.get("config")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
+        raise _invalid("Invalid request: config must be a map of strings")
+    for key in sorted(raw):
+        if not isinstance(raw[key], str):
+            raise _invalid(f"Invalid request: the value of config {key} must be a string")
+    if any(k in CONFIG_BLACKLIST for k in raw):
+        raise _Reject(Code.NO_PERMISSION, "Can not update config in black list.")
+    # RocketMQ's Configuration.update merges only the keys it has (mergeIfExist) and answers SUCCESS;
+    # mqctl also leaves alone the keys it does not honour. Both are answered in `ignored_config`
+    # (key -> why) for the node to log; only honoured keys reach the record.
+    updates: dict[str, str] = {}
+    ignored: dict[str, str] = {}
+    for key in sorted(raw):
+        if key in _LEVEL_KEYS and state.feature_level < _LEVEL_KEYS[key][0]:
+            raise _needs_level(f"config {key}", _LEVEL_KEYS[key][0], state)
+        if key in HONOURED_CONFIG_KEYS:
+            try:
+                updates[key] = _normalize_config_value(key, raw[key])
+            except ValueError as e:
+                raise _invalid(f"Invalid request: {e}") from None
+        elif key in _MQCTL_NODE_KEYS:
+            ignored[key] = "set when the node starts"
+        elif key == NOT_HONOURED_KEY:
+            ignored[key] = "read only"
+        elif key in NOT_HONOURED_CONFIG_KEYS:
+            ignored[key] = "not honoured by mqctl"
+        else:
+            ignored[key] = "unknown key"
+    response: dict[str, Any] = {"ignored_config": ignored} if ignored else {}
+    if not updates:
+        return Result(Code.SUCCESS, "", response)
+    return Result(Code.SUCCESS, "", response, [ConfigUpdated(updates)])
