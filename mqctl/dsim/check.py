@@ -161,9 +161,7 @@ class Checker:
         self.seen_vote[addr] = (term, voted)
         if term > old:
             self.seen_term[addr] = term
-            journal = node.journal
-            if (journal.getVotedForNodeId() == addr and not sync.is_leader()) or \
-                    (journal.getVotedForNodeId() == addr and self.was_leader.get(addr) != term):
+            if voted == addr and (not sync.is_leader() or self.was_leader.get(addr) != term):
                 self.election_started(node, term)
         if sync.is_leader():
             if self.was_leader.get(addr) != term:

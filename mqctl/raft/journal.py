@@ -232,6 +232,9 @@ class _Entries:
         """The Raft index of entry `i` (negative counts from the end), without its command."""
         return self._indexes[i]
 
+    def term(self, i: int) -> int:
+        return self._terms[i]
+
     def _entry(self, i: int) -> Entry:
         if i < 0:
             i += len(self._indexes)
@@ -348,6 +351,14 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    # The fork asks these on every tick and message (FORK.md, change 27): an entry's index and term
+    # without copying its command out of the journal's buffer
+    def entry_index(self, i: int) -> int:
+        return self._entries.index(i)
+
+    def entry_term(self, i: int) -> int:
+        return self._entries.term(i)
 
     def _destroy(self) -> None:
         self.drain()
@@ -797,6 +808,12 @@ class VolatileJournal(_PysyncobjMemoryJournal):  # type: ignore[misc]
 
     def durable_index(self) -> int:
         return int(self[-1][1]) if len(self) else 0
+
+    def entry_index(self, i: int) -> int:
+        return int(self[i][1])
+
+    def entry_term(self, i: int) -> int:
+        return int(self[i][2])
 
 
 class JournalFactory:

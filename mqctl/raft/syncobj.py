@@ -1421,10 +1421,10 @@ class SyncObj:
         self.__connectedNodes.discard(node)
 
     def __getCurrentLogIndex(self) -> int:
-        return cast(int, self.__raftLog[-1][1])  # mqctl: typed
+        return cast(int, self.__raftLog.entry_index(-1))  # mqctl: without copying the command (FORK.md, change 27)
 
     def __getCurrentLogTerm(self) -> int:
-        return cast(int, self.__raftLog[-1][2])  # mqctl: typed
+        return cast(int, self.__raftLog.entry_term(-1))
 
     def __getPrevLogIndexTerm(self, nextNodeIndex: int) -> tuple[int | None, int | None]:
         prevIndex = nextNodeIndex - 1
@@ -1435,7 +1435,7 @@ class SyncObj:
 
     def __getEntries(self, fromIDx: int | None, count: int | None = None,
                      maxSizeBytes: int | None = None) -> list[Any]:
-        firstEntryIDx = self.__raftLog[0][1]
+        firstEntryIDx = self.__raftLog.entry_index(0)
         if fromIDx is None or fromIDx < firstEntryIDx:
             return []
         diff = fromIDx - firstEntryIDx
@@ -1492,14 +1492,14 @@ class SyncObj:
         return len(self.__raftLog)
 
     def __deleteEntriesFrom(self, fromIDx: int) -> None:
-        firstEntryIDx = self.__raftLog[0][1]
+        firstEntryIDx = self.__raftLog.entry_index(0)
         diff = fromIDx - firstEntryIDx
         if diff < 0:
             return
         self.__raftLog.deleteEntriesFrom(diff)
 
     def __deleteEntriesTo(self, toIDx: int) -> None:
-        firstEntryIDx = self.__raftLog[0][1]
+        firstEntryIDx = self.__raftLog.entry_index(0)
         diff = toIDx - firstEntryIDx
         if diff < 0:
             return
@@ -1663,7 +1663,7 @@ class SyncObj:
             nextNodeIndex = self.__raftNextIndex[node]
 
             while nextNodeIndex <= self.__getCurrentLogIndex() or sendSingle or sendingSerialized:
-                if nextNodeIndex > self.__raftLog[0][1]:
+                if nextNodeIndex > self.__raftLog.entry_index(0):
                     prevLogIdx, prevLogTerm = self.__getPrevLogIndexTerm(nextNodeIndex)
                     entries = []
                     if nextNodeIndex <= self.__getCurrentLogIndex():
