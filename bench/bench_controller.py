@@ -55,10 +55,17 @@ class Profile:
     leader_kills: int
 
 
-QUICK = Profile(get_metadata=200, writes_seq=200, writes_per_client=60, heartbeat_seconds=1.5,
-                failovers=1, leader_kills=1)
-FULL = Profile(get_metadata=500, writes_seq=500, writes_per_client=200, heartbeat_seconds=5.0,
-               failovers=3, leader_kills=3)
+QUICK = Profile(
+    get_metadata=200, writes_seq=200, writes_per_client=60, heartbeat_seconds=1.5, failovers=1, leader_kills=1
+)
+FULL = Profile(
+    get_metadata=500,
+    writes_seq=500,
+    writes_per_client=200,
+    heartbeat_seconds=5.0,
+    failovers=3,
+    leader_kills=3,
+)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -196,8 +203,15 @@ def register(client: ControllerClient, name: str, address: str, lease_ms: int, *
     return nid
 
 
-def broker_set(client: ControllerClient, beater: Beater, name: str, port: int, count: int, lease_ms: int,
-               offsets: tuple[int, ...] | None = None) -> list[str]:
+def broker_set(
+    client: ControllerClient,
+    beater: Beater,
+    name: str,
+    port: int,
+    count: int,
+    lease_ms: int,
+    offsets: tuple[int, ...] | None = None,
+) -> list[str]:
     """Register `count` live brokers in `name`, beating; elect broker 1. Returns their addresses."""
     addresses = [f"127.0.0.1:{port + i}" for i in range(count)]
     for i, address in enumerate(addresses):
@@ -212,8 +226,15 @@ def broker_set(client: ControllerClient, beater: Beater, name: str, port: int, c
 
 def heartbeat_op(client: ControllerClient, address: str) -> Callable[[int], object]:
     """One heartbeat of broker 1 of bench-alter-seq (registered and alive)."""
-    return lambda _i: client.heartbeat(CLUSTER, address, "bench-alter-seq", 1, epoch=1, max_offset=100,
-                                       heartbeat_timeout_mills=STEADY_LEASE_MS)
+    return lambda _i: client.heartbeat(
+        CLUSTER,
+        address,
+        "bench-alter-seq",
+        1,
+        epoch=1,
+        max_offset=100,
+        heartbeat_timeout_mills=STEADY_LEASE_MS,
+    )
 
 
 class Toggler:
@@ -251,8 +272,16 @@ class Table:
     def sample(self, label: str, s: Sample, base_ms: float | None, what: str = "ops/s") -> None:
         ratio = f"{s.pct(50) / base_ms:.1f}x" if base_ms else "-"
         err = f"  ({s.errors} errors)" if s.errors else ""
-        self.rows.append((label, f"{s.pct(50):.2f}", f"{s.pct(99):.2f}", f"{s.rate:.0f} {what}",
-                          str(len(s.latencies)), ratio + err))
+        self.rows.append(
+            (
+                label,
+                f"{s.pct(50):.2f}",
+                f"{s.pct(99):.2f}",
+                f"{s.rate:.0f} {what}",
+                str(len(s.latencies)),
+                ratio + err,
+            )
+        )
 
     def failed(self, label: str, exc: BaseException) -> None:
         self.rows.append((label, "failed", "", "", "", f"{type(exc).__name__}: {exc}"[:100]))
@@ -295,8 +324,7 @@ def bench_size(size: int, base_dir: str, prof: Profile, clients: int, port0: int
     # LocalCluster passes --heartbeat-timeout 1500 first; a repeated option's last value wins.
     cluster_dir = os.path.join(base_dir, f"n{size}")
     os.makedirs(cluster_dir)
-    cluster = LocalCluster(cluster_dir, size=size,
-                           extra_args=["--heartbeat-timeout", str(LEASE_MS)])
+    cluster = LocalCluster(cluster_dir, size=size, extra_args=["--heartbeat-timeout", str(LEASE_MS)])
     with cluster:
         t = time.monotonic()
         leader = cluster.start().wait_for_leader()
@@ -304,11 +332,14 @@ def bench_size(size: int, base_dir: str, prof: Profile, clients: int, port0: int
         addr = cluster.addresses
         with ControllerClient(addr, timeout=30) as client:
             lease = client.get_config().config.get("heartbeatTimeoutMillis")
-            table.setup.append(f"server heartbeatTimeoutMillis = {lease} ms, broker heartbeat_timeout_mills "
-                               f"= {LEASE_MS} ms, heartbeat period {BEAT_PERIOD * 1000:.0f} ms")
+            table.setup.append(
+                f"server heartbeatTimeoutMillis = {lease} ms, broker heartbeat_timeout_mills "
+                f"= {LEASE_MS} ms, heartbeat period {BEAT_PERIOD * 1000:.0f} ms"
+            )
             client.get_metadata(address=leader.grpc_address)  # warm the channel
-            base = timed(lambda _i: client.get_metadata(address=leader.grpc_address), prof.get_metadata,
-                         deadline())
+            base = timed(
+                lambda _i: client.get_metadata(address=leader.grpc_address), prof.get_metadata, deadline()
+            )
             base_ms = base.pct(50)
             table.sample("GetMetadata round trip (baseline)", base, None)
 
@@ -347,8 +378,9 @@ def bench_size(size: int, base_dir: str, prof: Profile, clients: int, port0: int
                     table.failed("AlterSyncStateSet, 1 client", exc)
                 try:
                     for k in range(clients):
-                        broker_set(client, beater, f"bench-alter-{k}", port0 + 10 * (k + 1), 2,
-                                   STEADY_LEASE_MS)
+                        broker_set(
+                            client, beater, f"bench-alter-{k}", port0 + 10 * (k + 1), 2, STEADY_LEASE_MS
+                        )
                     togglers = [Toggler(c, f"bench-alter-{k}") for k, c in enumerate(extra)]
                     results["alterN"] = s = concurrent(list(togglers), prof.writes_per_client, deadline())
                     table.sample(f"AlterSyncStateSet, {clients} clients", s, base_ms)
@@ -371,10 +403,15 @@ def bench_size(size: int, base_dir: str, prof: Profile, clients: int, port0: int
                 for k in range(prof.failovers):
                     label = f"master failover #{k + 1}, last heartbeat -> both replicas see the new master"
                     try:
-                        total, first, new = master_failover(client, beater, addr, f"bench-failover-{k}",
-                                                            port0 + 500 + 10 * k)
-                        table.timing(label, total, f"= lease {LEASE_MS} ms + {total - LEASE_MS:.0f} ms; "
-                                     f"first replica at {first:.0f} ms; new master is broker {new}")
+                        total, first, new = master_failover(
+                            client, beater, addr, f"bench-failover-{k}", port0 + 500 + 10 * k
+                        )
+                        table.timing(
+                            label,
+                            total,
+                            f"= lease {LEASE_MS} ms + {total - LEASE_MS:.0f} ms; "
+                            f"first replica at {first:.0f} ms; new master is broker {new}",
+                        )
                     except Exception as exc:
                         table.timing_failed(label, exc)
             finally:
@@ -387,8 +424,12 @@ def bench_size(size: int, base_dir: str, prof: Profile, clients: int, port0: int
                     label = f"leader SIGKILL #{k + 1} -> new leader serves a write"
                     try:
                         seen, served = leader_kill(cluster, addr)
-                        table.timing(label, served, f"a node reports is_leader at {seen:.0f} ms; "
-                                     f"Raft election timeout {RAFT_ELECTION_TIMEOUT}")
+                        table.timing(
+                            label,
+                            served,
+                            f"a node reports is_leader at {seen:.0f} ms; "
+                            f"Raft election timeout {RAFT_ELECTION_TIMEOUT}",
+                        )
                         if k + 1 < prof.leader_kills:
                             for node in cluster.nodes:
                                 if not node.alive():
@@ -397,19 +438,26 @@ def bench_size(size: int, base_dir: str, prof: Profile, clients: int, port0: int
                     except Exception as exc:
                         table.timing_failed(label, exc)
         if "apply1" in results:
-            table.notes.append(f"ApplyBrokerId p50 = {results['apply1'].pct(50):.2f} ms "
-                               f"({results['apply1'].pct(50) / base_ms:.1f}x a GetMetadata round trip)")
+            table.notes.append(
+                f"ApplyBrokerId p50 = {results['apply1'].pct(50):.2f} ms "
+                f"({results['apply1'].pct(50) / base_ms:.1f}x a GetMetadata round trip)"
+            )
         if "alter1" in results:
-            table.notes.append(f"AlterSyncStateSet p50 = {results['alter1'].pct(50):.2f} ms "
-                               f"({results['alter1'].pct(50) / base_ms:.1f}x a GetMetadata round trip)")
+            table.notes.append(
+                f"AlterSyncStateSet p50 = {results['alter1'].pct(50):.2f} ms "
+                f"({results['alter1'].pct(50) / base_ms:.1f}x a GetMetadata round trip)"
+            )
         if "apply1" in results and "applyN" in results:
-            table.notes.append(f"ApplyBrokerId throughput with {clients} clients = "
-                               f"{results['applyN'].rate / results['apply1'].rate:.1f}x one client")
+            table.notes.append(
+                f"ApplyBrokerId throughput with {clients} clients = "
+                f"{results['applyN'].rate / results['apply1'].rate:.1f}x one client"
+            )
     return table
 
 
-def master_failover(client: ControllerClient, beater: Beater, addresses: str, name: str,
-                    port: int) -> tuple[float, float, int | None]:
+def master_failover(
+    client: ControllerClient, beater: Beater, addresses: str, name: str, port: int
+) -> tuple[float, float, int | None]:
     """Brokers 1..3, master 1, SyncStateSet {1,2,3}; brokers 2 and 3 watch; broker 1 goes silent.
 
     Returns (ms until every watcher saw a new master, ms until the first did, the new master id),
@@ -464,8 +512,10 @@ def leader_kill(cluster: LocalCluster, addresses: str) -> tuple[float, float]:
     leader = cluster.wait_for_leader()
     others = [n for n in cluster.nodes if n is not leader and n.alive()]
     with ControllerClient(addresses, timeout=30) as client:
-        write = lambda: client.apply_broker_id(CLUSTER, "bench-kill", 1,  # noqa: E731
-                                               "127.0.0.1:31000;1700000000000")
+
+        def write() -> None:
+            client.apply_broker_id(CLUSTER, "bench-kill", 1, "127.0.0.1:31000;1700000000000")
+
         write()  # the client knows the leader, as a client in steady state does
         found: list[float] = []
         stop = threading.Event()
@@ -509,8 +559,12 @@ def leader_kill(cluster: LocalCluster, addresses: str) -> tuple[float, float]:
 
 def print_summary(tables: list[Table], clients: int) -> None:
     """p50 and throughput of the writes side by side, one column per cluster size."""
-    rows = [("apply1", "ApplyBrokerId, 1 client"), ("applyN", f"ApplyBrokerId, {clients} clients"),
-            ("alter1", "AlterSyncStateSet, 1 client"), ("alterN", f"AlterSyncStateSet, {clients} clients")]
+    rows = [
+        ("apply1", "ApplyBrokerId, 1 client"),
+        ("applyN", f"ApplyBrokerId, {clients} clients"),
+        ("alter1", "AlterSyncStateSet, 1 client"),
+        ("alterN", f"AlterSyncStateSet, {clients} clients"),
+    ]
     head = ["p50 ms / ops/s"] + [t.title for t in tables]
     lines = [head]
     for key, label in rows:
@@ -522,8 +576,11 @@ def print_summary(tables: list[Table], clients: int) -> None:
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     print("\n== summary ==")
     for line in lines:
-        print("  ".join([line[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(line[1:], widths[1:],
-                                                                                   strict=True)]))
+        print(
+            "  ".join(
+                [line[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(line[1:], widths[1:], strict=True)]
+            )
+        )
 
 
 def fdatasync_ms(directory: str, count: int = 200) -> float:
@@ -561,16 +618,25 @@ def main(argv: list[str] | None = None) -> int:
     import grpc
     import pysyncobj  # noqa: F401
 
-    print(f"mqctl controller benchmark, {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}"
-          f" ({'quick' if args.quick else 'full'})")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-          f"Python {platform.python_version()}, grpcio {grpc.__version__}")
-    print(f"all processes on this machine, loopback only; {args.clients} concurrent clients = "
-          f"{args.clients} ControllerClient instances in threads of this process", flush=True)
+    print(
+        f"mqctl controller benchmark, {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}"
+        f" ({'quick' if args.quick else 'full'})"
+    )
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, grpcio {grpc.__version__}"
+    )
+    print(
+        f"all processes on this machine, loopback only; {args.clients} concurrent clients = "
+        f"{args.clients} ControllerClient instances in threads of this process",
+        flush=True,
+    )
     base_dir = tempfile.mkdtemp(prefix="mqctl-bench-")
-    print(f"durability on: a write is acknowledged once its Raft entry is fdatasync'd on a majority "
-          f"(group commit); fdatasync of a small append here: {fdatasync_ms(base_dir):.2f} ms p50",
-          flush=True)
+    print(
+        f"durability on: a write is acknowledged once its Raft entry is fdatasync'd on a majority "
+        f"(group commit); fdatasync of a small append here: {fdatasync_ms(base_dir):.2f} ms p50",
+        flush=True,
+    )
     start = time.monotonic()
     tables: list[Table] = []
     try:

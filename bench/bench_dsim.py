@@ -31,10 +31,12 @@ def row(label: str, seeds: int, **kw: object) -> None:
             stats[k] = stats.get(k, 0) + v
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{label:<44} {simulated / cpu:8.1f}x per CPU s, {simulated / wall:6.1f}x per wall s "
-          f"({simulated:.0f} simulated s in {wall:.1f} s, "
-          f"CPU {cpu:.1f} s, peak RSS {rss:.0f} MiB; {stats.get('messages', 0)} Raft messages, "
-          f"{stats.get('client calls', 0)} calls besides heartbeats)")
+    print(
+        f"{label:<44} {simulated / cpu:8.1f}x per CPU s, {simulated / wall:6.1f}x per wall s "
+        f"({simulated:.0f} simulated s in {wall:.1f} s, "
+        f"CPU {cpu:.1f} s, peak RSS {rss:.0f} MiB; {stats.get('messages', 0)} Raft messages, "
+        f"{stats.get('client calls', 0)} calls besides heartbeats)"
+    )
 
 
 def main() -> None:
@@ -47,8 +49,13 @@ def main() -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M')}, {args.seeds} seeds x {args.seconds:g} simulated s per row")
     row("3 nodes, no broker, no fault", args.seeds, seconds=args.seconds, brokers=0, faults=False)
     row("3 nodes, 9 brokers, faults (the CI runs)", args.seeds, seconds=args.seconds)
-    row(f"3 nodes, {args.brokers} heartbeating brokers, no fault", args.seeds, seconds=args.seconds,
-        brokers=args.brokers, faults=False)
+    row(
+        f"3 nodes, {args.brokers} heartbeating brokers, no fault",
+        args.seeds,
+        seconds=args.seconds,
+        brokers=args.brokers,
+        faults=False,
+    )
 
 
 if __name__ == "__main__":

@@ -57,16 +57,19 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def storm(address: str, pid: int, total: int,
-          marks: set[int]) -> tuple[dict[int, float], dict[str, int], float]:
+def storm(
+    address: str, pid: int, total: int, marks: set[int]
+) -> tuple[dict[int, float], dict[str, int], float]:
     """Send ``total`` undecodable requests; RSS (MiB) at each mark, status codes, seconds."""
     all_targets = targets()
     rss: dict[int, float] = {}
     codes: dict[str, int] = {}
     start = time.monotonic()
     with grpc.insecure_channel(address) as channel:
-        calls = {t.path: (channel.unary_stream(t.path) if t.streaming else channel.unary_unary(t.path))
-                 for t in all_targets}
+        calls = {
+            t.path: (channel.unary_stream(t.path) if t.streaming else channel.unary_unary(t.path))
+            for t in all_targets
+        }
         for i in range(total):
             t = all_targets[i % len(all_targets)]
             payload = ALWAYS_UNDECODABLE[i % len(ALWAYS_UNDECODABLE)]
@@ -84,8 +87,9 @@ def storm(address: str, pid: int, total: int,
     return rss, codes, time.monotonic() - start
 
 
-def report(name: str, rss: dict[int, float], codes: dict[str, int], seconds: float, log: str,
-           total: int) -> None:
+def report(
+    name: str, rss: dict[int, float], codes: dict[str, int], seconds: float, log: str, total: int
+) -> None:
     first = rss[min(rss)]
     print(f"\n{name}: {total:,} undecodable requests in {seconds:.1f} s, answers {codes}")
     print("  requests  RSS MiB  growth since 1,000")
@@ -93,8 +97,10 @@ def report(name: str, rss: dict[int, float], codes: dict[str, int], seconds: flo
         print(f"  {n:8,}  {rss[n]:7.1f}  {rss[n] - first:+7.1f}")
     tracebacks = log.count("Traceback (most recent call last)")
     growth = rss[max(rss)] - first
-    print(f"  tracebacks in its log: {tracebacks}; growth {growth:+.1f} MiB "
-          f"({'within' if growth <= 10 else 'over'} the 10 MiB goal)")
+    print(
+        f"  tracebacks in its log: {tracebacks}; growth {growth:+.1f} MiB "
+        f"({'within' if growth <= 10 else 'over'} the 10 MiB goal)"
+    )
 
 
 def main() -> int:
@@ -105,8 +111,10 @@ def main() -> int:
     args = parser.parse_args()
     total = 5_000 if args.quick else args.requests
     marks = {1_000, *range(5_000, total + 1, 5_000), total}
-    print(f"gRPC undecodable-request benchmark, grpcio {grpc.__version__}, "
-          f"Python {platform.python_version()}, {os.cpu_count()} cores, {platform.machine()}")
+    print(
+        f"gRPC undecodable-request benchmark, grpcio {grpc.__version__}, "
+        f"Python {platform.python_version()}, {os.cpu_count()} cores, {platform.machine()}"
+    )
     with tempfile.TemporaryDirectory(prefix="mqctl-bench-fuzz-") as tmp:
         with LocalCluster(tmp, size=1) as cluster:
             cluster.start()
@@ -118,16 +126,23 @@ def main() -> int:
             address = f"127.0.0.1:{free_port()}"
             log_path = Path(tmp) / "bare.log"
             with open(log_path, "wb") as log:
-                proc = subprocess.Popen([sys.executable, "-c", BARE_SERVER, address], stdout=subprocess.PIPE,
-                                        stderr=log, cwd=ROOT)
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", BARE_SERVER, address], stdout=subprocess.PIPE, stderr=log, cwd=ROOT
+                )
             try:
                 assert proc.stdout is not None and proc.stdout.readline().strip() == b"ready"
                 rss, codes, seconds = storm(address, proc.pid, total, marks)
             finally:
                 proc.terminate()
                 proc.wait(10)
-            report("bare grpcio server, deserializers that raise", rss, codes, seconds,
-                   log_path.read_text(errors="replace"), total)
+            report(
+                "bare grpcio server, deserializers that raise",
+                rss,
+                codes,
+                seconds,
+                log_path.read_text(errors="replace"),
+                total,
+            )
     return 0
 
 

@@ -73,8 +73,15 @@ def bench_guard(root: Path, repeat: int) -> None:
     end = pos
     write_identity(store, BrokerIdentity("c", "broker-a", 1))
     write_epoch_file(store, [EpochEntry(1, 0), EpochEntry(2, start)])
-    master = build_store(root / "master", history=[(1, 0), (2, 1000), (3, 2000)], max_offset=2500,
-                         cluster="c", broker="broker-a", broker_id=2, record_size=500)
+    master = build_store(
+        root / "master",
+        history=[(1, 0), (2, 1000), (3, 2000)],
+        max_offset=2500,
+        cluster="c",
+        broker="broker-a",
+        broker_id=2,
+        record_size=500,
+    )
     # the master's epoch cache says: epoch 2 from `start` to `end`, epoch 3 after (a served store cannot
     # hold 9 GiB either: its answer is what counts, so a servicer that answers those entries)
     from mqctl.broker.epoch_service import BrokerEpochServicer
@@ -83,8 +90,9 @@ def bench_guard(root: Path, repeat: int) -> None:
 
     class Servicer(BrokerEpochServicer):
         def GetBrokerEpochCache(self, request, context):
-            view = EpochCacheView("c", "broker-a", 2, [EpochEntry(1, 0), EpochEntry(2, start),
-                                                       EpochEntry(3, end)], end + 5000)
+            view = EpochCacheView(
+                "c", "broker-a", 2, [EpochEntry(1, 0), EpochEntry(2, start), EpochEntry(3, end)], end + 5000
+            )
             return pb.GetBrokerEpochCacheResponse(**view.answer())
 
     from mqctl.broker.peers import serve_broker_service
@@ -102,15 +110,21 @@ def bench_guard(root: Path, repeat: int) -> None:
         wait_until(lambda: client.elect_master("c", "broker-a", 2).master_broker_id == 2, 20, what="master")
         size = sum(p.stat().st_size for p in cl.iterdir())
         used = sum(p.stat().st_blocks * 512 for p in cl.iterdir())
-        print(f"guard: store of {size / GIB:.1f} GiB in {len(list(cl.iterdir()))} files ({used / 1e6:.1f} MB "
-              f"allocated: sparse), consistent point {end}")
+        print(
+            f"guard: store of {size / GIB:.1f} GiB in {len(list(cl.iterdir()))} files ({used / 1e6:.1f} MB "
+            f"allocated: sparse), consistent point {end}"
+        )
         times, cpus = [], []
         doc = {}
         for _ in range(repeat):
             c0, _ = children_usage()
             t0 = time.perf_counter()
-            p = subprocess.run([MQCTL, "recover", "guard", str(store), "-a", cluster.addresses, "-o", "json"],
-                               capture_output=True, text=True, timeout=60)
+            p = subprocess.run(
+                [MQCTL, "recover", "guard", str(store), "-a", cluster.addresses, "-o", "json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             times.append(time.perf_counter() - t0)
             cpus.append(children_usage()[0] - c0)
             assert p.returncode == 0, p.stdout + p.stderr
@@ -127,11 +141,15 @@ def bench_guard(root: Path, repeat: int) -> None:
             res = guard(store, out=None, ask_master=_ask_master(conn))
             inproc.append(time.perf_counter() - t0)
         assert res.outcome == "nothing-to-lose"
-        print(f"guard, the command (python start-up, gRPC import, controller and master asked): best "
-              f"{min(times):.3f} s, median {sorted(times)[len(times) // 2]:.3f} s, CPU {min(cpus):.3f} s; "
-              f"commitlog bytes read {doc['decisionReadBytes']}")
-        print(f"guard, the decision in this process (controller, master, store): best "
-              f"{min(inproc) * 1000:.1f} ms, median {sorted(inproc)[len(inproc) // 2] * 1000:.1f} ms")
+        print(
+            f"guard, the command (python start-up, gRPC import, controller and master asked): best "
+            f"{min(times):.3f} s, median {sorted(times)[len(times) // 2]:.3f} s, CPU {min(cpus):.3f} s; "
+            f"commitlog bytes read {doc['decisionReadBytes']}"
+        )
+        print(
+            f"guard, the decision in this process (controller, master, store): best "
+            f"{min(inproc) * 1000:.1f} ms, median {sorted(inproc)[len(inproc) // 2] * 1000:.1f} ms"
+        )
     finally:
         beater.stop()
         client.close()
@@ -164,8 +182,9 @@ def bench_replay(root: Path, n: int, size: int, repeat: int) -> None:
         print(f"replay: skipped: {why}")
         return
     # the driver's message: "body of KEY" with tag and key; the bench's bodies are SIZE bytes instead
-    src = DRIVER.read_text().replace('("body of " + key).getBytes()',
-                                     f'("body of " + key + "{"x" * max(0, size - 20)}").getBytes()')
+    src = DRIVER.read_text().replace(
+        '("body of " + key).getBytes()', f'("body of " + key + "{"x" * max(0, size - 20)}").getBytes()'
+    )
     drv = root / "RocketMQDriver.java"
     drv.write_text(src)
     classes = compile_java(root / "classes", drv)
@@ -175,23 +194,49 @@ def bench_replay(root: Path, n: int, size: int, repeat: int) -> None:
         ns.start("namesrv", *namesrv_args(ns, 9876, cp), env=rocketmq_env(ns))
         ns.wait_log("namesrv", r"The Name Server boot success", 60)
         conf = root / "broker.conf"
-        text = broker_conf(controllers=["127.0.0.1:1"], namesrv="127.0.0.1:9876", port=10911, ha_port=10912,
-                           store=root / "b0" / "store")
-        for a, b in (("enableControllerMode = true", "enableControllerMode = false"),
-                     ("brokerId = -1", "brokerId = 0"), ("brokerRole = SLAVE", "brokerRole = ASYNC_MASTER")):
+        text = broker_conf(
+            controllers=["127.0.0.1:1"],
+            namesrv="127.0.0.1:9876",
+            port=10911,
+            ha_port=10912,
+            store=root / "b0" / "store",
+        )
+        for a, b in (
+            ("enableControllerMode = true", "enableControllerMode = false"),
+            ("brokerId = -1", "brokerId = 0"),
+            ("brokerRole = SLAVE", "brokerRole = ASYNC_MASTER"),
+        ):
             text = text.replace(a, b)
         conf.write_text(text)
         ns.start("b0", *broker_args(ns, "b0", conf, cp), env=rocketmq_env(ns))
         ns.wait_log("b0", r"boot success", 120)
-        java = ["java", *CLIENT_JOPTS, f"-Drocketmq.client.logRoot={root / 'client-logs'}", "-cp",
-                f"{classes}:{LIB / '*'}", "RocketMQDriver"]
-        ns.run(*java, "send", "127.0.0.1:9876", "BenchTopic", "warm", "200", timeout=120)   # topic, JIT
+        java = [
+            "java",
+            *CLIENT_JOPTS,
+            f"-Drocketmq.client.logRoot={root / 'client-logs'}",
+            "-cp",
+            f"{classes}:{LIB / '*'}",
+            "RocketMQDriver",
+        ]
+        ns.run(*java, "send", "127.0.0.1:9876", "BenchTopic", "warm", "200", timeout=120)  # topic, JIT
         rows = []
         for rnd in range(repeat):
             c0, _ = children_usage()
             jrss_file = root / f"java-rss-{rnd}"
-            p = ns.run("/usr/bin/time", "-o", str(jrss_file), "-f", "%M", *java, "send", "127.0.0.1:9876",
-                       "BenchTopic", f"j{rnd}", str(n), timeout=600)
+            p = ns.run(
+                "/usr/bin/time",
+                "-o",
+                str(jrss_file),
+                "-f",
+                "%M",
+                *java,
+                "send",
+                "127.0.0.1:9876",
+                "BenchTopic",
+                f"j{rnd}",
+                str(n),
+                timeout=600,
+            )
             jcpu = children_usage()[0] - c0
             ms = [int(ln.split()[3]) for ln in p.stdout.splitlines() if ln.startswith("ok ")]
             assert len(ms) == n, p.stdout[-2000:] + p.stderr[-2000:]
@@ -204,16 +249,36 @@ def bench_replay(root: Path, n: int, size: int, repeat: int) -> None:
             with CommitLogWriter(st / COMMITLOG_DIR, 256 << 20) as w:
                 for i in range(n):
                     key = f"r{rnd}-{i}"
-                    w.append(Message("BenchTopic", f"body of {key}{'x' * max(0, size - 20)}".encode(),
-                                     {"KEYS": key, "TAGS": "tag", "UNIQ_KEY": os.urandom(16).hex().upper()},
-                                     queue_id=i % 4, born_timestamp=int(time.time() * 1000)))
+                    w.append(
+                        Message(
+                            "BenchTopic",
+                            f"body of {key}{'x' * max(0, size - 20)}".encode(),
+                            {"KEYS": key, "TAGS": "tag", "UNIQ_KEY": os.urandom(16).hex().upper()},
+                            queue_id=i % 4,
+                            born_timestamp=int(time.time() * 1000),
+                        )
+                    )
             (root / "salvages").mkdir(exist_ok=True)
             salv, _ = _salvage_tail(st, 0, root / "salvages", f"s{rnd}", {"bytesToLose": 0})
             c0, _ = children_usage()
             t0 = time.perf_counter()
             rss_file = root / f"replay-rss-{rnd}"
-            p = ns.run("/usr/bin/time", "-o", str(rss_file), "-f", "%M", MQCTL, "recover", "replay",
-                       str(salv), "-n", "127.0.0.1:9876", "-o", "json", timeout=600)
+            p = ns.run(
+                "/usr/bin/time",
+                "-o",
+                str(rss_file),
+                "-f",
+                "%M",
+                MQCTL,
+                "recover",
+                "replay",
+                str(salv),
+                "-n",
+                "127.0.0.1:9876",
+                "-o",
+                "json",
+                timeout=600,
+            )
             rss = int(rss_file.read_text().split()[-1]) // 1024
             wall = time.perf_counter() - t0
             rcpu = children_usage()[0] - c0
@@ -223,13 +288,17 @@ def bench_replay(root: Path, n: int, size: int, repeat: int) -> None:
             rrate = n / wall
             rows.append((jrate, rrate, jcpu, rcpu))
             jss = int(jrss_file.read_text().split()[-1]) // 1024
-            print(f"round {rnd + 1}: Java producer {jrate:,.0f} msg/s (CPU {jcpu:.1f} s, its JVM included, "
-                  f"peak RSS {jss} MiB); mqctl replay {rrate:,.0f} msg/s over its whole run, "
-                  f"{rrate / jrate:.2f}x (CPU {rcpu:.1f} s, peak RSS {rss} MiB)")
+            print(
+                f"round {rnd + 1}: Java producer {jrate:,.0f} msg/s (CPU {jcpu:.1f} s, its JVM included, "
+                f"peak RSS {jss} MiB); mqctl replay {rrate:,.0f} msg/s over its whole run, "
+                f"{rrate / jrate:.2f}x (CPU {rcpu:.1f} s, peak RSS {rss} MiB)"
+            )
         best = max(rows, key=lambda r: r[1] / r[0])
         med = sorted(r[1] / r[0] for r in rows)[len(rows) // 2]
-        print(f"replay / Java producer: median {med:.2f}x, best round {best[1] / best[0]:.2f}x "
-              f"({n} messages of {size} bytes)")
+        print(
+            f"replay / Java producer: median {med:.2f}x, best round {best[1] / best[0]:.2f}x "
+            f"({n} messages of {size} bytes)"
+        )
     finally:
         for name in list(ns.procs):
             ns.procs[name].send_signal(signal.SIGKILL)
@@ -243,8 +312,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--guard-only", action="store_true")
     args = ap.parse_args()
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {os.cpu_count()} cores, "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
     root = Path(tempfile.mkdtemp(prefix="bench-guard-"))
     try:
         bench_guard(root / "g", max(5, args.repeat))

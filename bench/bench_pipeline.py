@@ -73,8 +73,8 @@ def tree_cpu(root: int | None = None) -> float:
                 stat = Path(f"/proc/{d}/stat").read_text()
             except OSError:
                 continue
-            f = stat[stat.rindex(")") + 2:].split()
-            procs[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15]))     # ppid; utime stime cutime cstime
+            f = stat[stat.rindex(")") + 2 :].split()
+            procs[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15]))  # ppid; utime stime cutime cstime
 
     def mine(p: int) -> bool:
         while p > 1:
@@ -86,8 +86,13 @@ def tree_cpu(root: int | None = None) -> float:
     if root is not None:
         return sum(c for p, (_, c) in procs.items() if mine(p)) / tick
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system + \
-        sum(c for p, (_, c) in procs.items() if mine(p)) / tick
+    return (
+        t.user
+        + t.system
+        + t.children_user
+        + t.children_system
+        + sum(c for p, (_, c) in procs.items() if mine(p)) / tick
+    )
 
 
 def rounds(fns, repeat: int) -> list[float]:
@@ -125,7 +130,7 @@ def make_source(replica: Path, source: Path, file_size: int) -> int:
     write_identity(source, BrokerIdentity("bench-cluster", "bench-broker", 2))
     (source / COMMITLOG_DIR).mkdir(parents=True)
     with open(source / COMMITLOG_DIR / f"{0:020d}", "wb") as fh:
-        fh.write(head[:first.size])
+        fh.write(head[: first.size])
         fh.truncate(file_size)
     with CommitLogWriter(source / COMMITLOG_DIR, file_size) as w:
         for i in range(100):
@@ -134,7 +139,9 @@ def make_source(replica: Path, source: Path, file_size: int) -> int:
     return first.size
 
 
-def rocketmq_walk(files: list[str], file_size: int, passes: int, tmp: Path) -> tuple[float, float, int] | None:
+def rocketmq_walk(
+    files: list[str], file_size: int, passes: int, tmp: Path
+) -> tuple[float, float, int] | None:
     """RocketMQ's recovery walk (bench/RocketmqWalk.java: CommitLog.checkMessageAndReturnSize with
     checkCRCOnRecover over each mapped file, RocketMQ's classes from ../shared/rocketmq-broker/lib), one
     JVM, a warm-up pass for the JIT and then `passes`: the best pass's (wall, CPU of the JVM) and its
@@ -146,11 +153,35 @@ def rocketmq_walk(files: list[str], file_size: int, passes: int, tmp: Path) -> t
         return None
     out = tmp / "rocketmq-walk"
     out.mkdir(exist_ok=True)
-    subprocess.run(["javac", "-nowarn", "-cp", os.pathsep.join(broker_classpath()), "-d", str(out),
-                    str(ROOT / "bench" / "RocketmqWalk.java")], check=True)
-    r = subprocess.run(["java", "-Xms1g", "-Xmx1g", "-cp", os.pathsep.join([str(out), *broker_classpath()]),
-                        "RocketmqWalk", str(1 + passes), str(file_size), *files], check=True, text=True,
-                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "javac",
+            "-nowarn",
+            "-cp",
+            os.pathsep.join(broker_classpath()),
+            "-d",
+            str(out),
+            str(ROOT / "bench" / "RocketmqWalk.java"),
+        ],
+        check=True,
+    )
+    r = subprocess.run(
+        [
+            "java",
+            "-Xms1g",
+            "-Xmx1g",
+            "-cp",
+            os.pathsep.join([str(out), *broker_classpath()]),
+            "RocketmqWalk",
+            str(1 + passes),
+            str(file_size),
+            *files,
+        ],
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     runs = []
     for line in r.stdout.splitlines():
         if line.startswith("pass "):
@@ -191,7 +222,7 @@ def plain_reader(store: Path) -> int:
         data = lf.path.read_bytes()
         pos = 0
         while pos + 8 <= len(data):
-            if int.from_bytes(data[pos + 4:pos + 8], "big") == BLANK_MAGIC or not any(data[pos:pos + 8]):
+            if int.from_bytes(data[pos + 4 : pos + 8], "big") == BLANK_MAGIC or not any(data[pos : pos + 8]):
                 break
             rec = decode_record(data, pos, lf.start, check_crc=False)
             if (zlib.crc32(rec.body) & 0x7FFFFFFF) != rec.body_crc:
@@ -203,8 +234,9 @@ def plain_reader(store: Path) -> int:
 
 def _status(pid: int) -> dict[str, str]:
     try:
-        return dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                    if ":" in line)
+        return dict(
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+        )
     except OSError:
         return {}
 
@@ -301,10 +333,18 @@ def executor_memory(replica: Path, source: Path, records: int, executor_memory: 
     memory setting (given as an operator would, PYSPARK_SUBMIT_ARGS' --conf) needs a process whose first
     session this is. Returns the executor's memory (its JVM and Python workers, `MemSampler` of the
     worker's descendants), their CPU seconds and the run's wall time."""
-    env = {**os.environ, "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory={executor_memory} pyspark-shell"}
+    env = {
+        **os.environ,
+        "PYSPARK_SUBMIT_ARGS": f"--conf spark.executor.memory={executor_memory} pyspark-shell",
+    }
     arg = json.dumps({"replica": str(replica), "source": str(source), "records": records, "tmp": str(tmp)})
-    r = subprocess.run([sys.executable, __file__, "--executor-run", arg], env=env, check=True, text=True,
-                       stdout=subprocess.PIPE)
+    r = subprocess.run(
+        [sys.executable, __file__, "--executor-run", arg],
+        env=env,
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE,
+    )
     return json.loads(r.stdout.splitlines()[-1])
 
 
@@ -318,8 +358,10 @@ def executor_run(arg: str) -> None:
     a = json.loads(arg)
     tmp = Path(a["tmp"])
     (tmp / "standalone").mkdir()
-    with spark_standalone(tmp / "standalone") as (url, worker), \
-            spark_session(url, app_name="mqctl bench executor") as spark:
+    with (
+        spark_standalone(tmp / "standalone") as (url, worker),
+        spark_session(url, app_name="mqctl bench executor") as spark,
+    ):
         warm(spark)
         inp = prepare([a["replica"], a["source"]])
         inp.cut(range_size_for(inp.nbytes, spark_cores(spark)))
@@ -361,17 +403,29 @@ def main() -> None:
     ap.add_argument("--record-size", type=int, default=1024)
     ap.add_argument("--master", default=os.environ.get("MQCTL_SPARK_MASTER", "local[2]"))
     ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--profile", action="store_true", help="also print cProfile's top functions (CPU time) of the parser "
-                                                               "and of the local engine's salvage")
-    ap.add_argument("--executor-memory", default="512m",
-                    help="spark.executor.memory of the standalone cluster's executor whose memory is measured "
-                         "during a salvage ('none': no cluster)")
-    ap.add_argument("--executor-only", action="store_true",
-                    help="only the executor's memory on the standalone cluster, --repeat times (quick turns)")
-    ap.add_argument("--walk-only", action="store_true",
-                    help="only RocketMQ's walk, cat, inspect --deep and the walkers alone (issue 32's first rows)")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print cProfile's top functions (CPU time) of the parser and of the local engine's salvage",
+    )
+    ap.add_argument(
+        "--executor-memory",
+        default="512m",
+        help="spark.executor.memory of the standalone cluster's executor whose memory is measured "
+        "during a salvage ('none': no cluster)",
+    )
+    ap.add_argument(
+        "--executor-only",
+        action="store_true",
+        help="only the executor's memory on the standalone cluster, --repeat times (quick turns)",
+    )
+    ap.add_argument(
+        "--walk-only",
+        action="store_true",
+        help="only RocketMQ's walk, cat, inspect --deep and the walkers alone (issue 32's first rows)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the generated stores and output")
-    ap.add_argument("--executor-run", help=argparse.SUPPRESS)      # executor_memory's child
+    ap.add_argument("--executor-run", help=argparse.SUPPRESS)  # executor_memory's child
     a = ap.parse_args()
     if a.executor_run:
         executor_run(a.executor_run)
@@ -394,13 +448,15 @@ def main() -> None:
     files = [str(f.path) for f in CommitLog(replica / COMMITLOG_DIR).files]
     data = gen["maxOffset"]
     mib = data / (1 << 20)
-    subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)   # warm the page cache
+    subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
     if a.executor_only:
         for _ in range(a.repeat):
             x = executor_memory(replica, source, gen["records"], a.executor_memory, tmp)
-            print(f"executor (spark.executor.memory {a.executor_memory}): JVM {x['jvm'] >> 20} MiB, Python workers "
-                  f"{x['python'] >> 20} MiB, both {x['total'] >> 20} MiB at the peak of their sum; {x['s']:.1f} s, "
-                  f"{x['cpu']:.1f} s of CPU; load average {os.getloadavg()[0]:.1f}")
+            print(
+                f"executor (spark.executor.memory {a.executor_memory}): JVM {x['jvm'] >> 20} MiB, Python workers "
+                f"{x['python'] >> 20} MiB, both {x['total'] >> 20} MiB at the peak of their sum; {x['s']:.1f} s, "
+                f"{x['cpu']:.1f} s of CPU; load average {os.getloadavg()[0]:.1f}"
+            )
             shutil.rmtree(tmp / "standalone")
         shutil.rmtree(tmp, ignore_errors=True)
         return
@@ -412,19 +468,28 @@ def main() -> None:
     rmq = rocketmq_walk(files, fs, a.repeat, tmp)
     if rmq is not None:
         assert rmq[2] == gen["records"], rmq
-        rows.append(("RocketMQ's recovery walk, 1 core", rmq[0], "checkMessageAndReturnSize, CRC on, after a JIT "
-                     "warm-up pass", rmq[1]))
+        rows.append(
+            (
+                "RocketMQ's recovery walk, 1 core",
+                rmq[0],
+                "checkMessageAndReturnSize, CRC on, after a JIT warm-up pass",
+                rmq[1],
+            )
+        )
     mqctl_bin = str(Path(sys.executable).with_name("mqctl"))
 
     def cat() -> None:
         subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)
 
-    def deep_cmd() -> None:                             # the whole command, its start-up included
-        subprocess.run([mqctl_bin, "recover", "inspect", "--deep", str(replica), "-o", "json"],
-                       stdout=subprocess.DEVNULL, check=True)
+    def deep_cmd() -> None:  # the whole command, its start-up included
+        subprocess.run(
+            [mqctl_bin, "recover", "inspect", "--deep", str(replica), "-o", "json"],
+            stdout=subprocess.DEVNULL,
+            check=True,
+        )
 
     def deep() -> None:
-        inspect_stores([str(replica)], deep=True)        # what `recover inspect --deep` runs
+        inspect_stores([str(replica)], deep=True)  # what `recover inspect --deep` runs
 
     def walk_c() -> None:
         assert walker_alone(replica, "c") == gen["records"]
@@ -437,65 +502,106 @@ def main() -> None:
     t_cat, t_deep_cmd, t_deep, t_walk_numpy = timed[0], timed[1], timed[2], timed[-1]
     t_walk_c = timed[3] if compiled else None
     rows.append(("cat (all files)", t_cat, "incl. the zero tail of the last file", CPU[id(cat)]))
-    rows.append(("recover inspect --deep, the command", t_deep_cmd, f"`mqctl recover inspect --deep`, start-up "
-                 f"included, walker {walker.IMPL}", CPU[id(deep_cmd)]))
+    rows.append(
+        (
+            "recover inspect --deep, the command",
+            t_deep_cmd,
+            f"`mqctl recover inspect --deep`, start-up included, walker {walker.IMPL}",
+            CPU[id(deep_cmd)],
+        )
+    )
     if t_walk_c is not None:
-        rows.append(("the compiled walker alone, 1 core", t_walk_c, "scan_buffer per file, CRC of every body",
-                     CPU[id(walk_c)]))
-    rows.append(("the numpy walker alone, 1 core", t_walk_numpy, "scan_buffer per file, CRC of every body",
-                 CPU[id(walk_numpy)]))
+        rows.append(
+            (
+                "the compiled walker alone, 1 core",
+                t_walk_c,
+                "scan_buffer per file, CRC of every body",
+                CPU[id(walk_c)],
+            )
+        )
+    rows.append(
+        (
+            "the numpy walker alone, 1 core",
+            t_walk_numpy,
+            "scan_buffer per file, CRC of every body",
+            CPU[id(walk_numpy)],
+        )
+    )
     if a.walk_only:
         load = os.getloadavg()
-        print(f"replica: {gen['records']} records of ~{a.record_size} B, {mib:.0f} MiB in {len(files)} files of "
-              f"{fs >> 20} MiB; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end; record walker: "
-              f"{walker.describe()}")
-        print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x rmq':>6} {'x cat':>7} {'cpu s':>7} {'cpu x rmq':>9}  note")
+        print(
+            f"replica: {gen['records']} records of ~{a.record_size} B, {mib:.0f} MiB in {len(files)} files of "
+            f"{fs >> 20} MiB; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end; record walker: "
+            f"{walker.describe()}"
+        )
+        print(
+            f"{'what':38} {'s':>8} {'MiB/s':>9} {'x rmq':>6} {'x cat':>7} {'cpu s':>7} {'cpu x rmq':>9}  note"
+        )
         for name, t, note, cpu in rows:
             x_rmq = f"{rmq[0] / t:6.2f}" if rmq else f"{'-':>6}"
             c = f"{rmq[1] / cpu:9.2f}" if cpu and rmq else f"{'-':>9}"
             print(f"{name:38} {t:8.3f} {mib / t:9.1f} {x_rmq} {t_cat / t:7.3f} {cpu or 0:7.3f} {c}  {note}")
         if rmq is not None:
             walk = t_walk_c if t_walk_c is not None else t_walk_numpy
-            print(f"goals of issue 32: inspect --deep the command {rmq[0] / t_deep_cmd:.2f}x RocketMQ's walk (>= 1.0), its "
-                  f"CPU {CPU[id(deep_cmd)] / rmq[1]:.2f}x (<= 1.5); the walker alone {rmq[0] / walk:.2f}x (>= 1.0)")
+            print(
+                f"goals of issue 32: inspect --deep the command {rmq[0] / t_deep_cmd:.2f}x RocketMQ's walk (>= 1.0), its "
+                f"CPU {CPU[id(deep_cmd)] / rmq[1]:.2f}x (<= 1.5); the walker alone {rmq[0] / walk:.2f}x (>= 1.0)"
+            )
         if not a.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         return
+
     def plain() -> None:
         plain_reader(replica)
 
     t_plain = best(plain, 1)
     rows.append(("plain Python reader, 1 process", t_plain, "decode_record loop, zlib CRC", CPU[id(plain)]))
-    rows.append(("recover inspect --deep, in process", t_deep, f"inspect_stores: the walker, CRC of every message, "
-                 f"{os.cpu_count()} processes", CPU[id(deep)]))
+    rows.append(
+        (
+            "recover inspect --deep, in process",
+            t_deep,
+            f"inspect_stores: the walker, CRC of every message, {os.cpu_count()} processes",
+            CPU[id(deep)],
+        )
+    )
 
     def parser() -> None:
         n = sum(len(parse_task(br)) for br in store_ranges(replica, range_size=DEFAULT_RANGE_SIZE))
         assert n == gen["records"], (n, gen["records"])
 
-    parser_row = len(rows)              # measured with the Spark rows, in the same rounds
+    parser_row = len(rows)  # measured with the Spark rows, in the same rounds
 
     def run_local_analyze() -> None:
-        doc = run_analyze(None, prepare_analyze([str(replica)]), tmp / "analyze-local", show_progress=False,
-                          overwrite=True)
+        doc = run_analyze(
+            None, prepare_analyze([str(replica)]), tmp / "analyze-local", show_progress=False, overwrite=True
+        )
         assert sum(q["messages"] for q in doc["queues"]) == gen["records"]
 
     t_la = best(run_local_analyze, a.repeat)
-    rows.append(("analyze, local engine", t_la, "1 process, no JVM, Parquet included", CPU[id(run_local_analyze)]))
+    rows.append(
+        ("analyze, local engine", t_la, "1 process, no JVM, Parquet included", CPU[id(run_local_analyze)])
+    )
 
     def run_local_salvage() -> None:
-        doc = run_salvage(None, prepare([str(replica), str(source)]), tmp / "salvage-local",
-                          show_progress=False, overwrite=True)
+        doc = run_salvage(
+            None,
+            prepare([str(replica), str(source)]),
+            tmp / "salvage-local",
+            show_progress=False,
+            overwrite=True,
+        )
         assert doc["messages"] == gen["records"] - 1, doc["messages"]
 
     t_ls = best(run_local_salvage, 1)
-    rows.append(("salvage, local engine", t_ls, "1 process, no JVM, Parquet included", CPU[id(run_local_salvage)]))
+    rows.append(
+        ("salvage, local engine", t_ls, "1 process, no JVM, Parquet included", CPU[id(run_local_salvage)])
+    )
     if a.profile:
         import cProfile
         import pstats
 
         for what, fn in (("numpy range parser", parser), ("salvage, local engine", run_local_salvage)):
-            pr = cProfile.Profile(time.process_time)   # CPU time: the load of others stays out
+            pr = cProfile.Profile(time.process_time)  # CPU time: the load of others stays out
             pr.runcall(fn)
             print(f"--- profile: {what}")
             pstats.Stats(pr).sort_stats("tottime").print_stats(12)
@@ -526,12 +632,25 @@ def main() -> None:
         mem.reset()
         t_parse, t_sa, t_ss = rounds([parser, spark_analyze, spark_salvage], a.repeat)
         local_mem = (mem.jvm, mem.python, mem.total)
-        rows.insert(parser_row, (f"range parser ({walker.IMPL} walker), 1 process", t_parse,
-                                 "parse_task over 64 MiB ranges, CRC on (in the Spark rows' rounds)", CPU[id(parser)]))
+        rows.insert(
+            parser_row,
+            (
+                f"range parser ({walker.IMPL} walker), 1 process",
+                t_parse,
+                "parse_task over 64 MiB ranges, CRC on (in the Spark rows' rounds)",
+                CPU[id(parser)],
+            ),
+        )
         rows.append((f"analyze, Spark ({len(ainp.ranges)} ranges)", t_sa, a.master, CPU[id(spark_analyze)]))
         parquet = sum(p.stat().st_size for p in (tmp / "salvage-spark" / "messages").rglob("*.parquet"))
-        rows.append((f"salvage, Spark ({len(sinp.candidates)} ranges)", t_ss,
-                     f"{a.master}, writes {parquet / (1 << 20):.0f} MiB of Parquet", CPU[id(spark_salvage)]))
+        rows.append(
+            (
+                f"salvage, Spark ({len(sinp.candidates)} ranges)",
+                t_ss,
+                f"{a.master}, writes {parquet / (1 << 20):.0f} MiB of Parquet",
+                CPU[id(spark_salvage)],
+            )
+        )
     mem.stop()
     if a.executor_memory != "none":
         xmem = executor_memory(replica, source, gen["records"], a.executor_memory, tmp)
@@ -542,47 +661,69 @@ def main() -> None:
         same = same and tree_digest(tmp / "salvage-executor") == tree_digest(tmp / "salvage-local")
 
     load = os.getloadavg()
-    print(f"replica: {gen['records']} records of ~{a.record_size} B, {mib:.0f} MiB of data in {len(files)} "
-          f"files of {fs >> 20} MiB; salvage reads from offset {cut}; cores: {os.cpu_count()}; load average "
-          f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
-    print(f"Spark start-up (not in the rows below): session {t_start:.2f} s, first job (Python workers) "
-          f"{t_warm:.2f} s")
-    print(f"record walker: {walker.describe()}; in Spark's Python workers: {', '.join(exec_walkers)}; local "
-          f"engine threads: {local_threads()}")
-    print(f"{'what':38} {'s':>8} {'MiB/s':>9} {'x rmq':>6} {'x plain':>8} {'x parser':>9} {'x cat':>7} {'cpu s':>7} "
-          f"{'cpu x parser':>12} {'cpu x rmq':>9}  note")
+    print(
+        f"replica: {gen['records']} records of ~{a.record_size} B, {mib:.0f} MiB of data in {len(files)} "
+        f"files of {fs >> 20} MiB; salvage reads from offset {cut}; cores: {os.cpu_count()}; load average "
+        f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end"
+    )
+    print(
+        f"Spark start-up (not in the rows below): session {t_start:.2f} s, first job (Python workers) "
+        f"{t_warm:.2f} s"
+    )
+    print(
+        f"record walker: {walker.describe()}; in Spark's Python workers: {', '.join(exec_walkers)}; local "
+        f"engine threads: {local_threads()}"
+    )
+    print(
+        f"{'what':38} {'s':>8} {'MiB/s':>9} {'x rmq':>6} {'x plain':>8} {'x parser':>9} {'x cat':>7} {'cpu s':>7} "
+        f"{'cpu x parser':>12} {'cpu x rmq':>9}  note"
+    )
     cpu_parse = CPU[id(parser)]
     for name, t, note, cpu in rows:
         c = f"{cpu:7.3f} {cpu_parse / cpu:12.2f}" if cpu else f"{'-':>7} {'-':>12}"
         c += f" {rmq[1] / cpu:9.2f}" if cpu and rmq else f" {'-':>9}"
         x_rmq = f"{rmq[0] / t:6.2f}" if rmq else f"{'-':>6}"
-        print(f"{name:38} {t:8.3f} {mib / t:9.1f} {x_rmq} {t_plain / t:8.2f} {t_parse / t:9.2f} {t_cat / t:7.3f} {c}  {note}")
-    print("MiB/s = record data / time; x rmq, x plain, x parser, x cat = speed relative to RocketMQ's walk and those rows "
-          "(>1 = faster); cpu s = CPU time of this process and its descendants (cat, the mqctl command, Spark's JVM and "
-          "Python workers; RocketMQ's walk: its JVM's), cpu x parser, cpu x rmq = the parser's, RocketMQ's CPU time / the row's")
-    print(f"goals of issue 15: salvage Spark {t_plain / t_ss:.2f}x plain (>= 1.5), {t_parse / t_ss:.2f}x parser (>= 0.7); "
-          f"analyze Spark {t_parse / t_sa:.2f}x parser (>= 1.5); inspect --deep {t_cat / t_deep:.3f}x cat (>= 0.5)")
+        print(
+            f"{name:38} {t:8.3f} {mib / t:9.1f} {x_rmq} {t_plain / t:8.2f} {t_parse / t:9.2f} {t_cat / t:7.3f} {c}  {note}"
+        )
+    print(
+        "MiB/s = record data / time; x rmq, x plain, x parser, x cat = speed relative to RocketMQ's walk and those rows "
+        "(>1 = faster); cpu s = CPU time of this process and its descendants (cat, the mqctl command, Spark's JVM and "
+        "Python workers; RocketMQ's walk: its JVM's), cpu x parser, cpu x rmq = the parser's, RocketMQ's CPU time / the row's"
+    )
+    print(
+        f"goals of issue 15: salvage Spark {t_plain / t_ss:.2f}x plain (>= 1.5), {t_parse / t_ss:.2f}x parser (>= 0.7); "
+        f"analyze Spark {t_parse / t_sa:.2f}x parser (>= 1.5); inspect --deep {t_cat / t_deep:.3f}x cat (>= 0.5)"
+    )
     if rmq is not None:
         gib = data / (1 << 30)
         walk = t_walk_c if t_walk_c is not None else t_walk_numpy
-        print(f"goals of issue 32 (x RocketMQ's walk, {gib:.2f} GiB): inspect --deep the command {rmq[0] / t_deep_cmd:.2f}x "
-              f"(>= 1.0 on >= 4 GiB), its CPU per GiB {CPU[id(deep_cmd)] / rmq[1]:.2f}x RocketMQ's (<= 1.5); the walker "
-              f"alone {rmq[0] / walk:.2f}x (>= 1.0); analyze local {rmq[0] / t_la:.2f}x (>= 0.4); salvage local "
-              f"{rmq[0] / t_ls:.2f}x (>= 0.1); salvage Spark {rmq[0] / t_ss:.2f}x (>= 0.15)")
+        print(
+            f"goals of issue 32 (x RocketMQ's walk, {gib:.2f} GiB): inspect --deep the command {rmq[0] / t_deep_cmd:.2f}x "
+            f"(>= 1.0 on >= 4 GiB), its CPU per GiB {CPU[id(deep_cmd)] / rmq[1]:.2f}x RocketMQ's (<= 1.5); the walker "
+            f"alone {rmq[0] / walk:.2f}x (>= 1.0); analyze local {rmq[0] / t_la:.2f}x (>= 0.4); salvage local "
+            f"{rmq[0] / t_ls:.2f}x (>= 0.1); salvage Spark {rmq[0] / t_ss:.2f}x (>= 0.15)"
+        )
     for name, fn in (("analyze", spark_analyze), ("salvage", spark_salvage)):
         t, c = FIRST[id(fn)]
-        print(f"Spark {name}'s first run in the session (its JVM code not yet compiled, as one CLI command's): "
-              f"{t:.3f} s, {c:.2f} s of CPU")
+        print(
+            f"Spark {name}'s first run in the session (its JVM code not yet compiled, as one CLI command's): "
+            f"{t:.3f} s, {c:.2f} s of CPU"
+        )
     print(f"salvage output of the two engines identical: {same}")
-    print(f"peak memory: driver (this Python process, VmHWM) {driver_peak_rss() >> 20} MiB; in the Spark salvage rows "
-          f"(anonymous memory, Pss_Anon, peak of the sum): JVM ({a.master}: driver and executor, spark.driver.memory 1g) "
-          f"{local_mem[0] >> 20} MiB, Python workers {local_mem[1] >> 20} MiB, both {local_mem[2] >> 20} MiB")
+    print(
+        f"peak memory: driver (this Python process, VmHWM) {driver_peak_rss() >> 20} MiB; in the Spark salvage rows "
+        f"(anonymous memory, Pss_Anon, peak of the sum): JVM ({a.master}: driver and executor, spark.driver.memory 1g) "
+        f"{local_mem[0] >> 20} MiB, Python workers {local_mem[1] >> 20} MiB, both {local_mem[2] >> 20} MiB"
+    )
     if a.executor_memory != "none":
-        print(f"executor memory, salvage on a standalone cluster (1 worker, 2 cores, spark.executor.memory "
-              f"{a.executor_memory}; {xmem['s']:.1f} s, {xmem['cpu']:.1f} s of CPU): the executor's JVM {xmem['jvm'] >> 20} "
-              f"MiB, its Python workers {xmem['python'] >> 20} MiB, both {xmem['total'] >> 20} MiB at the peak of their sum "
-              f"(goal: 1024 MiB); "
-              f"anonymous memory (Pss_Anon), the mapped store files not counted")
+        print(
+            f"executor memory, salvage on a standalone cluster (1 worker, 2 cores, spark.executor.memory "
+            f"{a.executor_memory}; {xmem['s']:.1f} s, {xmem['cpu']:.1f} s of CPU): the executor's JVM {xmem['jvm'] >> 20} "
+            f"MiB, its Python workers {xmem['python'] >> 20} MiB, both {xmem['total'] >> 20} MiB at the peak of their sum "
+            f"(goal: 1024 MiB); "
+            f"anonymous memory (Pss_Anon), the mapped store files not counted"
+        )
     if a.keep:
         print(f"kept {tmp}")
     else:

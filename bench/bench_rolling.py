@@ -49,13 +49,13 @@ SETTLE_S = 2.0  # writes between two restarts
 
 @dataclass
 class Round:
-    stall: float            # s, the longest time without an acknowledged write during the restarts
-    baseline: float         # s, the median write latency before them
-    leaders: int            # how often the node stopped was the leader
+    stall: float  # s, the longest time without an acknowledged write during the restarts
+    baseline: float  # s, the median write latency before them
+    leaders: int  # how often the node stopped was the leader
     refused: dict[str, int]
     elections: list[str] = field(default_factory=list)  # why each election of the restarts started
-    where: str = ""         # the step of the restarts the longest stall began in
-    leader_stall: float = 0.0   # s, the longest stall from a leader's SIGTERM to the next node's
+    where: str = ""  # the step of the restarts the longest stall began in
+    leader_stall: float = 0.0  # s, the longest stall from a leader's SIGTERM to the next node's
     follower_stall: float = 0.0  # s, the same from a follower's
 
     def causes(self) -> Counter[str]:
@@ -136,8 +136,11 @@ def one_round(base: str, handover: bool, writers: int) -> Round:
                 steps.append((time.monotonic(), f"starting {role} again"))
                 node.start()
                 cluster.wait_for_leader()
-                wait_until(lambda node=node: metadata(node.grpc_address).get("controller_leader_address"), 60,
-                           what=f"{node.name} back in the group")
+                wait_until(
+                    lambda node=node: metadata(node.grpc_address).get("controller_leader_address"),
+                    60,
+                    what=f"{node.name} back in the group",
+                )
                 steps.append((time.monotonic(), f"after {role}'s restart"))
                 time.sleep(SETTLE_S)
             ended = time.monotonic()
@@ -148,9 +151,16 @@ def one_round(base: str, handover: bool, writers: int) -> Round:
             per_step = [(what, load.longest_gap(t, until)[0]) for (t, what), until in windows]
             refused = dict(load.refused)
         during = sorted(elections(cluster) - before)
-    return Round(stall, baseline, leaders_stopped, refused, [why for _, why in during], where,
-                 max((g for what, g in per_step if "leader" in what), default=0.0),
-                 max((g for what, g in per_step if "follower" in what), default=0.0))
+    return Round(
+        stall,
+        baseline,
+        leaders_stopped,
+        refused,
+        [why for _, why in during],
+        where,
+        max((g for what, g in per_step if "leader" in what), default=0.0),
+        max((g for what, g in per_step if "follower" in what), default=0.0),
+    )
 
 
 def main() -> int:
@@ -160,28 +170,36 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the data directories and node logs")
     opts = parser.parse_args()
     base = tempfile.mkdtemp(prefix="mqctl-bench-rolling-")
-    print(f"# bench_rolling {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores "
-          f"python {platform.python_version()} load {os.getloadavg()[0]:.1f}; {opts.writers} writers, "
-          f"{opts.rounds} rounds per mode, in turn")
+    print(
+        f"# bench_rolling {datetime.date.today()} {platform.machine()} {os.cpu_count()} cores "
+        f"python {platform.python_version()} load {os.getloadavg()[0]:.1f}; {opts.writers} writers, "
+        f"{opts.rounds} rounds per mode, in turn"
+    )
     results: dict[str, list[Round]] = {"handover": [], "no handover": []}
     cpu0 = time.process_time()
     try:
         for r in range(opts.rounds):
             for mode in results:  # the modes in turn, round by round: the machine's drift hits both
-                out = one_round(os.path.join(base, f"{mode.replace(' ', '-')}-{r}"), mode == "handover",
-                                opts.writers)
+                out = one_round(
+                    os.path.join(base, f"{mode.replace(' ', '-')}-{r}"), mode == "handover", opts.writers
+                )
                 results[mode].append(out)
-                print(f"{mode:12} round {r}: stall {out.stall * 1000:7.1f} ms "
-                      f"({out.stall / out.baseline:.0f}x the median write of {out.baseline * 1000:.2f} ms), "
-                      f"while {out.where}; around the leader's restart {out.leader_stall * 1000:.0f} ms, a "
-                      f"follower's {out.follower_stall * 1000:.0f} ms; leader stopped {out.leaders}x, "
-                      f"elections {dict(out.causes())}, refused {out.refused}", flush=True)
+                print(
+                    f"{mode:12} round {r}: stall {out.stall * 1000:7.1f} ms "
+                    f"({out.stall / out.baseline:.0f}x the median write of {out.baseline * 1000:.2f} ms), "
+                    f"while {out.where}; around the leader's restart {out.leader_stall * 1000:.0f} ms, a "
+                    f"follower's {out.follower_stall * 1000:.0f} ms; leader stopped {out.leaders}x, "
+                    f"elections {dict(out.causes())}, refused {out.refused}",
+                    flush=True,
+                )
     finally:
         if not opts.keep:
             shutil.rmtree(base, ignore_errors=True)
     print()
-    print("| mode | longest write stall, median of rounds (max) | x median write "
-          "| around the leader's restart | around a follower's | elections by cause |")
+    print(
+        "| mode | longest write stall, median of rounds (max) | x median write "
+        "| around the leader's restart | around a follower's | elections by cause |"
+    )
     print("|---|---|---|---|---|---|")
     for mode, rows in results.items():
         stalls = [row.stall for row in rows]
@@ -189,12 +207,16 @@ def main() -> int:
         causes = sum((row.causes() for row in rows), Counter[str]())
         leader = statistics.median(row.leader_stall for row in rows) * 1000
         follower = statistics.median(row.follower_stall for row in rows) * 1000
-        print(f"| {mode} | {statistics.median(stalls) * 1000:.0f} ms ({max(stalls) * 1000:.0f} ms) | "
-              f"{statistics.median(ratios):.0f}x | {leader:.0f} ms | {follower:.0f} ms | {dict(causes)} |")
+        print(
+            f"| {mode} | {statistics.median(stalls) * 1000:.0f} ms ({max(stalls) * 1000:.0f} ms) | "
+            f"{statistics.median(ratios):.0f}x | {leader:.0f} ms | {follower:.0f} ms | {dict(causes)} |"
+        )
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"\nCPU of this process {time.process_time() - cpu0:.1f} s; the nodes "
-          f"{children.ru_utime + children.ru_stime:.1f} s of CPU in all, peak RSS of one node "
-          f"{children.ru_maxrss / 1024:.0f} MiB")
+    print(
+        f"\nCPU of this process {time.process_time() - cpu0:.1f} s; the nodes "
+        f"{children.ru_utime + children.ru_stime:.1f} s of CPU in all, peak RSS of one node "
+        f"{children.ru_maxrss / 1024:.0f} MiB"
+    )
     return 0
 
 

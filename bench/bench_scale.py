@@ -85,9 +85,22 @@ def proc_rss_mib(pid: int) -> float:
 class Worker:
     def __init__(self, addresses: list[str], first: int, count: int) -> None:
         self.first, self.count = first, count
-        self.proc = subprocess.Popen([sys.executable, "-m", "mqctl.sim.fleet", ",".join(addresses),
-                                      str(first), str(count), CLUSTER, str(LEASE_MS)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mqctl.sim.fleet",
+                ",".join(addresses),
+                str(first),
+                str(count),
+                CLUSTER,
+                str(LEASE_MS),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
         assert self.proc.stdout is not None
         self.registered = json.loads(self.proc.stdout.readline())
 
@@ -186,11 +199,15 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
     idle0 = proc_cpu_seconds(pids[leader.name])
     time.sleep(5)
     idle = (proc_cpu_seconds(pids[leader.name]) - idle0) / 5  # the leader's own work with no broker
-    print(f"baseline: GetMetadata over remoting p50 {base_ms:.2f} ms; leader RSS {rss0:.1f} MiB and CPU "
-          f"{100 * idle:.1f}% with no broker (subtracted from its CPU per heartbeat)")
+    print(
+        f"baseline: GetMetadata over remoting p50 {base_ms:.2f} ms; leader RSS {rss0:.1f} MiB and CPU "
+        f"{100 * idle:.1f}% with no broker (subtracted from its CPU per heartbeat)"
+    )
     print("\n1-3. capacity over remoting (904, brokers beat the leader once a second)")
-    print("sets brokers | register s  writes/s | beats/s answered/s  p50 ms  p99 ms  max ms  (p99/base) |"
-          " leader us/hb  leader CPU  gen CPU | lost err | leader changes elections")
+    print(
+        "sets brokers | register s  writes/s | beats/s answered/s  p50 ms  p99 ms  max ms  (p99/base) |"
+        " leader us/hb  leader CPU  gen CPU | lost err | leader changes elections"
+    )
     workers: list[Worker] = []
     brokers = 0
     per_hb: dict[int, float] = {}
@@ -209,8 +226,10 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
             with lock:
                 new.append(w)
 
-        threads = [threading.Thread(target=spawn, args=(first, min(chunk, target - first)))
-                   for first in range(brokers, target, chunk)]
+        threads = [
+            threading.Thread(target=spawn, args=(first, min(chunk, target - first)))
+            for first in range(brokers, target, chunk)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -221,8 +240,10 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
         brokers = target
         # every new broker beating, and its set's master elected (the brokers ask, 1002)
         wait_masters = time.monotonic() + 60
-        while time.monotonic() < wait_masters and sum(
-                1 for mid, _ in masters(cluster.addresses).values() if mid is not None) < sets:
+        while (
+            time.monotonic() < wait_masters
+            and sum(1 for mid, _ in masters(cluster.addresses).values() if mid is not None) < sets
+        ):
             time.sleep(1)
         time.sleep(2)
         leader = cluster.wait_for_leader()
@@ -254,16 +275,24 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
         us = (cpu1 - cpu0 - idle * (t1 - t0)) / max(1.0, len(lat) * (t1 - t0) / seconds) * 1e6
         per_hb[sets] = us
         p99 = pct(lat, 99)
-        print(f"{sets:5d} {target:6d} | {reg_s:9.1f} {2 * added / reg_s:9.0f} | {brokers:7d} "
-              f"{len(lat) / seconds:10.0f} "
-              f"{pct(lat, 50):7.2f} {p99:7.2f} {max(lat or [0]):7.1f}  ({p99 / base_ms:6.1f}x) | "
-              f"{us:12.1f} {100 * (cpu1 - cpu0) / (t1 - t0):9.0f}% {100 * (gen1 - gen0) / (t1 - t0):6.0f}% | "
-              f"{lost:4d} {errors:3d} | {watch.changes():14d} {elections:9d}"
-              + ("  (the leader changed during the window: its CPU is not the leader's alone)"
-                 if watch.changes() != changes0 else ""), flush=True)
+        print(
+            f"{sets:5d} {target:6d} | {reg_s:9.1f} {2 * added / reg_s:9.0f} | {brokers:7d} "
+            f"{len(lat) / seconds:10.0f} "
+            f"{pct(lat, 50):7.2f} {p99:7.2f} {max(lat or [0]):7.1f}  ({p99 / base_ms:6.1f}x) | "
+            f"{us:12.1f} {100 * (cpu1 - cpu0) / (t1 - t0):9.0f}% {100 * (gen1 - gen0) / (t1 - t0):6.0f}% | "
+            f"{lost:4d} {errors:3d} | {watch.changes():14d} {elections:9d}"
+            + (
+                "  (the leader changed during the window: its CPU is not the leader's alone)"
+                if watch.changes() != changes0
+                else ""
+            ),
+            flush=True,
+        )
         if os.environ.get("BENCH_SCALE_SECONDS"):  # per-second p99/max, to find stalls
-            print("   per second p99/max ms: " + " ".join(f"{pct(v, 99):.0f}/{max(v):.0f}"
-                                                      for _, v in sorted(per_sec.items())))
+            print(
+                "   per second p99/max ms: "
+                + " ".join(f"{pct(v, 99):.0f}/{max(v):.0f}" for _, v in sorted(per_sec.items()))
+            )
     last = cluster.wait_for_leader()
 
     def per_broker() -> tuple[float, float]:
@@ -274,7 +303,9 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
     # the registrations' Raft entries stay in memory until the next log compaction (5,000 entries
     # and 60 s since the last one): the steady state is after it
     from mqctl.localgroup import metadata
+
     compacted = time.monotonic() + 90
+
     def log_length() -> int:
         return int(metadata(last.grpc_address).get("log_length", 0))
 
@@ -282,14 +313,18 @@ def capacity(args: argparse.Namespace, cluster: Any, leader: Any, window: float)
     while time.monotonic() < compacted and log_length() >= log0 > 100:
         time.sleep(1)
     rss2, steady = per_broker()
-    print(f"\nmemory: leader ({last.name}) RSS {rss1:.1f} MiB with {brokers} brokers: {held:.0f} bytes per "
-          f"broker beyond its empty process; after the first log compaction {rss2:.1f} MiB, {steady:.0f} "
-          "bytes per broker; every node: " + ", ".join(f"{name} {proc_rss_mib(p):.1f} MiB"
-                                                       for name, p in pids.items()))
+    print(
+        f"\nmemory: leader ({last.name}) RSS {rss1:.1f} MiB with {brokers} brokers: {held:.0f} bytes per "
+        f"broker beyond its empty process; after the first log compaction {rss2:.1f} MiB, {steady:.0f} "
+        "bytes per broker; every node: "
+        + ", ".join(f"{name} {proc_rss_mib(p):.1f} MiB" for name, p in pids.items())
+    )
     if per_hb:
         small, large = per_hb[min(per_hb)], per_hb[max(per_hb)]
-        print(f"flat cost: leader CPU per heartbeat at {max(per_hb)} sets / at {min(per_hb)} sets = "
-              f"{large / small:.2f}")
+        print(
+            f"flat cost: leader CPU per heartbeat at {max(per_hb)} sets / at {min(per_hb)} sets = "
+            f"{large / small:.2f}"
+        )
     print(f"controller leader changes while registering and beating: {watch.changes()}")
     watch.stop.set()
     return workers
@@ -310,8 +345,11 @@ def failover(cluster: Any, workers: list[Worker], singles: int, mass: int) -> No
             for change in c.watch_role_changes(CLUSTER, ""):
                 old = table.get(change.broker_name)
                 # a new master, not the master cleared (no SyncStateSet member left to elect)
-                if old is not None and change.master_epoch > old[1] and change.master_broker_id not in (
-                        None, old[0]):
+                if (
+                    old is not None
+                    and change.master_epoch > old[1]
+                    and change.master_broker_id not in (None, old[0])
+                ):
                     with cond:
                         done.setdefault(change.broker_name, time.time())
                         cond.notify_all()
@@ -341,8 +379,11 @@ def failover(cluster: Any, workers: list[Worker], singles: int, mass: int) -> No
             r = w.report()
             last.update(r["last_sent"])
             pushed.update(r["pushed"])
-        replaced = {name: (done[name] - last[str(idx)]) * 1000 - LEASE_MS for name, idx in indexes.items()
-                    if name in done and str(idx) in last}
+        replaced = {
+            name: (done[name] - last[str(idx)]) * 1000 - LEASE_MS
+            for name, idx in indexes.items()
+            if name in done and str(idx) in last
+        }
         notified = {}
         for name, idx in indexes.items():
             mates = [str(idx - idx % 3 + k) for k in range(3) if idx - idx % 3 + k != idx]
@@ -357,17 +398,21 @@ def failover(cluster: Any, workers: list[Worker], singles: int, mass: int) -> No
         replaced, notified = silence([name])
         singles_over.extend(replaced.values())
         singles_told.extend(notified.values())
-    print(f"\n4. failover at scale, the load running ({singles} masters one at a time, lease {LEASE_MS} ms): "
-          f"from the last heartbeat, beyond the lease p50 {pct(singles_over, 50):.0f} ms "
-          f"p99 {pct(singles_over, 99):.0f} ms ({len(singles_over)}/{singles} replaced); both replicas' "
-          f"1008 p50 {pct(singles_told, 50):.0f} ms p99 {pct(singles_told, 99):.0f} ms "
-          f"({len(singles_told)}/{singles} sets told)")
+    print(
+        f"\n4. failover at scale, the load running ({singles} masters one at a time, lease {LEASE_MS} ms): "
+        f"from the last heartbeat, beyond the lease p50 {pct(singles_over, 50):.0f} ms "
+        f"p99 {pct(singles_over, 99):.0f} ms ({len(singles_over)}/{singles} replaced); both replicas' "
+        f"1008 p50 {pct(singles_told, 50):.0f} ms p99 {pct(singles_told, 99):.0f} ms "
+        f"({len(singles_told)}/{singles} sets told)"
+    )
     group = by_set[singles : singles + mass]
     over, told = silence(group)
-    print(f"   mass failure ({len(group)} masters at once): beyond the lease p50 "
-          f"{pct(list(over.values()), 50):.0f} ms max {max(over.values() or [float('nan')]):.0f} ms "
-          f"({len(over)}/{len(group)} replaced); both replicas' 1008 max "
-          f"{max(told.values() or [float('nan')]):.0f} ms ({len(told)}/{len(group)} sets told)")
+    print(
+        f"   mass failure ({len(group)} masters at once): beyond the lease p50 "
+        f"{pct(list(over.values()), 50):.0f} ms max {max(over.values() or [float('nan')]):.0f} ms "
+        f"({len(over)}/{len(group)} replaced); both replicas' 1008 max "
+        f"{max(told.values() or [float('nan')]):.0f} ms ({len(told)}/{len(group)} sets told)"
+    )
 
 
 def controller_kill_under_load(cluster: Any) -> None:
@@ -382,8 +427,10 @@ def controller_kill_under_load(cluster: Any) -> None:
     time.sleep(LEASE_MS / 1000 + 5)  # the new leader's grace period, then its first scans
     after = masters(new.grpc_address)
     elections = sum(1 for name in after if before.get(name, (None, 0))[1] != after[name][1])
-    print(f"\n   controller leader kill -9 with the fleet beating: new leader after {elected:.2f} s, "
-          f"broker elections in the next lease + 5 s: {elections} (expected 0)")
+    print(
+        f"\n   controller leader kill -9 with the fleet beating: new leader after {elected:.2f} s, "
+        f"broker elections in the next lease + 5 s: {elections} (expected 0)"
+    )
     leader.start()
 
 
@@ -401,10 +448,23 @@ def grpc_capacity(cluster: Any, brokers: int, window: float, configs: list[int])
         # the streams split between the generators, at least one each (0: unary calls)
         split = [max(1, asked // procs + (i < asked % procs)) if asked else 0 for i in range(procs)]
         streams = sum(split)
-        gens = [subprocess.Popen([sys.executable, __file__, "--grpc-worker", leader.grpc_address,
-                                  str(i * per), str(per), str(window), str(split[i])],
-                                 stdout=subprocess.PIPE, text=True)
-                for i in range(procs)]
+        gens = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--grpc-worker",
+                    leader.grpc_address,
+                    str(i * per),
+                    str(per),
+                    str(window),
+                    str(split[i]),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(procs)
+        ]
         time.sleep(3)
         cpu0 = proc_cpu_seconds(pid)
         outs = [json.loads(g.communicate(timeout=window + 120)[0].strip().splitlines()[-1]) for g in gens]
@@ -419,13 +479,15 @@ def grpc_capacity(cluster: Any, brokers: int, window: float, configs: list[int])
         else:
             how = "unary Heartbeat calls (the baseline), a connection per 100 brokers"
             baseline = us
-        print(f"   {how}: sent {sent / seconds:.0f}/s, answered {len(lat)} of {sent}, "
-              f"p50 {pct(lat, 50):.2f} ms p99 {pct(lat, 99):.2f} ms max {max(lat, default=math.nan):.1f} ms, "
-              f"errors {sum(o['errors'] for o in outs)}, leader CPU {100 * (cpu1 - cpu0) / seconds:.0f}% "
-              f"({us:.0f} us a beat{f', {us / baseline:.2f}x unary' if baseline and streams else ''}), "
-              f"generators' CPU {sum(o['cpu'] for o in outs) / seconds * 100:.0f}%, their 10 ms ticks late "
-              f"p50 {pct([x for o in outs for x in o['late']], 50):.2f} ms "
-              f"p99 {pct([x for o in outs for x in o['late']], 99):.2f} ms (the machine's load)")
+        print(
+            f"   {how}: sent {sent / seconds:.0f}/s, answered {len(lat)} of {sent}, "
+            f"p50 {pct(lat, 50):.2f} ms p99 {pct(lat, 99):.2f} ms max {max(lat, default=math.nan):.1f} ms, "
+            f"errors {sum(o['errors'] for o in outs)}, leader CPU {100 * (cpu1 - cpu0) / seconds:.0f}% "
+            f"({us:.0f} us a beat{f', {us / baseline:.2f}x unary' if baseline and streams else ''}), "
+            f"generators' CPU {sum(o['cpu'] for o in outs) / seconds * 100:.0f}%, their 10 ms ticks late "
+            f"p50 {pct([x for o in outs for x in o['late']], 50):.2f} ms "
+            f"p99 {pct([x for o in outs for x in o['late']], 99):.2f} ms (the machine's load)"
+        )
 
 
 async def grpc_worker_main(address: str, first: int, count: int, window: float, streams: int) -> None:
@@ -446,12 +508,22 @@ async def grpc_worker_main(address: str, first: int, count: int, window: float, 
         out.append(n)
         return bytes(out) + data
 
-    beats = [pb.HeartbeatRequest(
-        cluster_name=CLUSTER, broker_name=f"grpc-{(first + i) // 3:05d}", broker_id=(first + i) % 3 + 1,
-        broker_addr=f"127.0.0.1:{30000 + i % 30000}", epoch=1, max_offset=1000,
-        heartbeat_timeout_mills=LEASE_MS).SerializeToString() for i in range(count)]
-    channels = [grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
-                for _ in range(streams or max(1, count // 100))]
+    beats = [
+        pb.HeartbeatRequest(
+            cluster_name=CLUSTER,
+            broker_name=f"grpc-{(first + i) // 3:05d}",
+            broker_id=(first + i) % 3 + 1,
+            broker_addr=f"127.0.0.1:{30000 + i % 30000}",
+            epoch=1,
+            max_offset=1000,
+            heartbeat_timeout_mills=LEASE_MS,
+        ).SerializeToString()
+        for i in range(count)
+    ]
+    channels = [
+        grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+        for _ in range(streams or max(1, count // 100))
+    ]
     latencies: list[float] = []
     errors = sent_beats = messages = 0
     decode = pb.HeartbeatStreamResponse.FromString
@@ -532,9 +604,20 @@ async def grpc_worker_main(address: str, first: int, count: int, window: float, 
     for call in calls:
         await call.done_writing()
     await asyncio.gather(*readers, *tasks)
-    print(json.dumps({"latencies": latencies, "errors": errors, "seconds": seconds, "sent": sent_beats,
-                      "messages": messages, "cpu": proc_cpu_seconds(os.getpid()) - cpu0,
-                      "late": late}), flush=True)
+    print(
+        json.dumps(
+            {
+                "latencies": latencies,
+                "errors": errors,
+                "seconds": seconds,
+                "sent": sent_beats,
+                "messages": messages,
+                "cpu": proc_cpu_seconds(os.getpid()) - cpu0,
+                "late": late,
+            }
+        ),
+        flush=True,
+    )
     for ch in channels:
         await ch.close()
 
@@ -569,8 +652,14 @@ def leader_kills(cluster: Any, kills: int) -> None:
                     last_ok[0] = time.monotonic()
                     elected = client.elect_master(CLUSTER, name, 1, broker_epoch=epoch)
                     last_ok[0] = time.monotonic()
-                    client.alter_sync_state_set(name, 1, elected.master_epoch or 0, [1],
-                                                elected.sync_state_set_epoch or 0, broker_epoch=epoch)
+                    client.alter_sync_state_set(
+                        name,
+                        1,
+                        elected.master_epoch or 0,
+                        [1],
+                        elected.sync_state_set_epoch or 0,
+                        broker_epoch=epoch,
+                    )
                     last_ok[0] = time.monotonic()
                 except ControllerError:
                     pass
@@ -609,11 +698,13 @@ def leader_kills(cluster: Any, kills: int) -> None:
         finally:
             stop.set()
             writer.join(30)
-    print(f"\n6. controller leader kill -9 under write load ({kills} kills): a new leader after p50 "
-          f"{pct(elected_ms, 50):.0f} ms p99 {pct(elected_ms, 99):.0f} ms; writes served again after p50 "
-          f"{pct(served_ms, 50):.0f} ms p99 {pct(served_ms, 99):.0f} ms ({len(served_ms)}/{kills}); "
-          f"the client's part (served - elected) p50 "
-          f"{pct([s - e for s, e in zip(served_ms, elected_ms, strict=False)], 50):.0f} ms")
+    print(
+        f"\n6. controller leader kill -9 under write load ({kills} kills): a new leader after p50 "
+        f"{pct(elected_ms, 50):.0f} ms p99 {pct(elected_ms, 99):.0f} ms; writes served again after p50 "
+        f"{pct(served_ms, 50):.0f} ms p99 {pct(served_ms, 99):.0f} ms ({len(served_ms)}/{kills}); "
+        f"the client's part (served - elected) p50 "
+        f"{pct([s - e for s, e in zip(served_ms, elected_ms, strict=False)], 50):.0f} ms"
+    )
 
 
 def paused_leader(cluster: Any, pauses: int) -> None:
@@ -642,9 +733,11 @@ def paused_leader(cluster: Any, pauses: int) -> None:
             finally:
                 leader.proc.send_signal(signal.SIGCONT)
             cluster.wait_for_same_hash(120)
-    print(f"\n7. controller leader paused (SIGSTOP, {pauses} times): a long-lived client's write served "
-          "after "
-          f"p50 {pct(again, 50):.0f} ms p99 {pct(again, 99):.0f} ms")
+    print(
+        f"\n7. controller leader paused (SIGSTOP, {pauses} times): a long-lived client's write served "
+        "after "
+        f"p50 {pct(again, 50):.0f} ms p99 {pct(again, 99):.0f} ms"
+    )
 
 
 def write_throughput(cluster: Any, clients: int, seconds: float) -> None:
@@ -680,28 +773,37 @@ def write_throughput(cluster: Any, clients: int, seconds: float) -> None:
     for t in threads:
         t.join()
     b = pct(base, 50)
-    print(f"\n8. write throughput, {clients} concurrent clients (ApplyBrokerId): {len(lat) / seconds:.0f} "
-          f"writes/s, p50 {pct(lat, 50):.1f} ms ({pct(lat, 50) / b:.1f}x) p99 {pct(lat, 99):.1f} ms "
-          f"({pct(lat, 99) / b:.1f}x) "
-          f"against a GetMetadata round trip of {b:.2f} ms")
+    print(
+        f"\n8. write throughput, {clients} concurrent clients (ApplyBrokerId): {len(lat) / seconds:.0f} "
+        f"writes/s, p50 {pct(lat, 50):.1f} ms ({pct(lat, 50) / b:.1f}x) p99 {pct(lat, 99):.1f} ms "
+        f"({pct(lat, 99) / b:.1f}x) "
+        f"against a GetMetadata round trip of {b:.2f} ms"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--grpc-worker", nargs=5, help=argparse.SUPPRESS)
-    ap.add_argument("--quick", action="store_true",
-                    help="10 s windows, fewer failures (5 single ones: each waits a lease), kills and "
-                    "pauses: under 5 minutes")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="10 s windows, fewer failures (5 single ones: each waits a lease), kills and "
+        "pauses: under 5 minutes",
+    )
     ap.add_argument("--sets", default="100,1000,3334")
     ap.add_argument("--window", type=float, default=60.0)
     ap.add_argument("--procs", type=int, default=2, help="generator processes per step")
     ap.add_argument("--grpc-brokers", type=int, default=3000)
-    ap.add_argument("--grpc-streams", default="0,30,4",
-                    help="one window per entry: 0 unary Heartbeat calls (the baseline, first for the "
-                    "ratios), N HeartbeatStream streams carry the gRPC brokers' beats (30: one beat a "
-                    "message)")
-    ap.add_argument("--only", default="",
-                    help="comma-separated sections: capacity,failover,grpc,kills,pause,writes")
+    ap.add_argument(
+        "--grpc-streams",
+        default="0,30,4",
+        help="one window per entry: 0 unary Heartbeat calls (the baseline, first for the "
+        "ratios), N HeartbeatStream streams carry the gRPC brokers' beats (30: one beat a "
+        "message)",
+    )
+    ap.add_argument(
+        "--only", default="", help="comma-separated sections: capacity,failover,grpc,kills,pause,writes"
+    )
     args = ap.parse_args()
     if args.grpc_worker:
         try:
@@ -719,13 +821,19 @@ def main() -> None:
     everything = {"capacity", "failover", "grpc", "kills", "pause", "writes"}
     only = set(args.only.split(",")) if args.only else everything
     window = 10.0 if args.quick else args.window
-    print(f"# bench_scale {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}, load average "
-          f"{os.getloadavg()[0]:.1f} at the start")
+    print(
+        f"# bench_scale {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, load average "
+        f"{os.getloadavg()[0]:.1f} at the start"
+    )
     started = time.monotonic()
     base = tempfile.mkdtemp(prefix="mqctl-scale-")
-    cluster = LocalCluster(os.path.join(base, "remoting"), size=3, remoting=True,
-                           extra_args=["--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "5000"])
+    cluster = LocalCluster(
+        os.path.join(base, "remoting"),
+        size=3,
+        remoting=True,
+        extra_args=["--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "5000"],
+    )
     with cluster:
         cluster.start()
         leader, _ = leader_state(cluster)
@@ -739,8 +847,11 @@ def main() -> None:
         finally:
             for w in workers:
                 w.stop()
-    cluster = LocalCluster(os.path.join(base, "grpc"), size=3,
-                           extra_args=["--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "5000"])
+    cluster = LocalCluster(
+        os.path.join(base, "grpc"),
+        size=3,
+        extra_args=["--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "5000"],
+    )
     with cluster:
         cluster.start()
         if "grpc" in only:
@@ -751,8 +862,9 @@ def main() -> None:
             paused_leader(cluster, 3 if args.quick else 10)
         if "writes" in only:
             write_throughput(cluster, 64, 5 if args.quick else 15)
-    print(f"\n(run took {time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.1f} "
-          "at the end)")
+    print(
+        f"\n(run took {time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end)"
+    )
 
 
 if __name__ == "__main__":

@@ -109,17 +109,30 @@ def worker(args: argparse.Namespace) -> None:
             for s in range(first, first + count):
                 name = f"bench-{s:05d}"
                 for r in range(args.replicas):
-                    cfg = AgentConfig(CLUSTER, name, os.path.join(args.dir, name, f"r{r}"), args.addresses,
-                                      peer_transport="local", address=f"{name}-r{r}", storage="offsets",
-                                      heartbeat_interval=1.0, register_retry_fast=50, controller_timeout=10.0)
+                    cfg = AgentConfig(
+                        CLUSTER,
+                        name,
+                        os.path.join(args.dir, name, f"r{r}"),
+                        args.addresses,
+                        peer_transport="local",
+                        address=f"{name}-r{r}",
+                        storage="offsets",
+                        heartbeat_interval=1.0,
+                        register_retry_fast=50,
+                        controller_timeout=10.0,
+                    )
                     new.append(BrokerAgent(cfg, client=client, hub=hub).start())
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and not all(a.role in (Role.MASTER, Role.SLAVE) for a in new):
                 time.sleep(0.1)
             agents += new
             ready = sum(a.role in (Role.MASTER, Role.SLAVE) for a in new)
-            out.write(json.dumps({"agents": len(agents), "ready": ready, "of": len(new),
-                                  "seconds": time.monotonic() - t0}) + "\n")
+            out.write(
+                json.dumps(
+                    {"agents": len(agents), "ready": ready, "of": len(new), "seconds": time.monotonic() - t0}
+                )
+                + "\n"
+            )
         elif cmd[0] == "measure":
             client.take()
             client.recording = True
@@ -129,8 +142,17 @@ def worker(args: argparse.Namespace) -> None:
             c1, t1 = os.times(), time.monotonic()
             samples, errors = client.take()
             cpu = (c1.user + c1.system - c0.user - c0.system) / (t1 - t0)
-            out.write(json.dumps({"samples": [round(x, 3) for x in samples], "errors": errors,
-                                  "cpu": cpu, "threads": threading.active_count()}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "samples": [round(x, 3) for x in samples],
+                        "errors": errors,
+                        "cpu": cpu,
+                        "threads": threading.active_count(),
+                    }
+                )
+                + "\n"
+            )
         elif cmd[0] == "quit":
             stoppers = [threading.Thread(target=a.stop, daemon=True) for a in agents]
             for t in stoppers:
@@ -150,10 +172,24 @@ class Worker:
         d = os.path.join(base, f"worker{index}")
         os.makedirs(d, exist_ok=True)
         self.log = open(os.path.join(base, f"worker{index}.log"), "wb")  # noqa: SIM115 (the child's; closed on stop)
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", "--addresses",
-                                      addresses, "--dir", d, "--replicas", str(replicas)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     text=True, env={**os.environ, "GRPC_VERBOSITY": "ERROR"})
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--worker",
+                "--addresses",
+                addresses,
+                "--dir",
+                d,
+                "--replicas",
+                str(replicas),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
+        )
 
     def send(self, line: str) -> None:
         assert self.proc.stdin is not None
@@ -194,8 +230,9 @@ class Probe:
         from mqctl.client import ControllerClient
 
         self.client = ControllerClient(addresses, timeout=5.0)
-        self.id, self.epoch = register_broker(self.client, "bench-probe", "127.0.0.1:1", cluster_name=CLUSTER,
-                                              heartbeat_timeout_mills=60000)
+        self.id, self.epoch = register_broker(
+            self.client, "bench-probe", "127.0.0.1:1", cluster_name=CLUSTER, heartbeat_timeout_mills=60000
+        )
         self.samples: list[float] = []
         self.recording = False
         self._stop = threading.Event()
@@ -206,8 +243,14 @@ class Probe:
         while not self._stop.wait(0.05):
             t = time.perf_counter()
             try:
-                self.client.heartbeat(CLUSTER, "127.0.0.1:1", "bench-probe", self.id,
-                                      heartbeat_timeout_mills=60000, broker_epoch=self.epoch)
+                self.client.heartbeat(
+                    CLUSTER,
+                    "127.0.0.1:1",
+                    "bench-probe",
+                    self.id,
+                    heartbeat_timeout_mills=60000,
+                    broker_epoch=self.epoch,
+                )
             except Exception:
                 continue
             if self.recording:
@@ -244,8 +287,10 @@ def capacity(addresses: str, leader_pid: int, base: str, args: argparse.Namespac
     probe = Probe(addresses)
     results: list[Step] = []
     current = 0
-    print(f"{'sets':>6} {'agents':>7} {'add s':>6} {'beats':>6} {'err':>4} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'probe p50':>9} {'probe p99':>9} {'ctl CPU':>7} {'workers CPU':>11}")
+    print(
+        f"{'sets':>6} {'agents':>7} {'add s':>6} {'beats':>6} {'err':>4} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'probe p50':>9} {'probe p99':>9} {'ctl CPU':>7} {'workers CPU':>11}"
+    )
     try:
         for target in steps:
             if time.monotonic() - t_start > budget:
@@ -253,16 +298,17 @@ def capacity(addresses: str, leader_pid: int, base: str, args: argparse.Namespac
                 break
             add = target - current
             t0 = time.monotonic()
-            for i, w in enumerate(workers):       # split the new sets between the workers
+            for i, w in enumerate(workers):  # split the new sets between the workers
                 share = add // len(workers) + (1 if i < add % len(workers) else 0)
-                first = current + sum(add // len(workers) + (1 if j < add % len(workers) else 0)
-                                      for j in range(i))
+                first = current + sum(
+                    add // len(workers) + (1 if j < add % len(workers) else 0) for j in range(i)
+                )
                 w.send(f"add {first} {share}")
             added = [w.answer() for w in workers]
             add_seconds = time.monotonic() - t0
             not_ready = sum(a["of"] - a["ready"] for a in added)
             current = target
-            time.sleep(1.5)                        # let the registrations' SyncStateSet changes settle
+            time.sleep(1.5)  # let the registrations' SyncStateSet changes settle
             probe.samples = []
             probe.recording = True
             c0 = proc_cpu_seconds(leader_pid)
@@ -273,15 +319,27 @@ def capacity(addresses: str, leader_pid: int, base: str, args: argparse.Namespac
             ctl_cpu = (proc_cpu_seconds(leader_pid) - c0) / (time.monotonic() - m0)
             probe.recording = False
             samples = [x for m in measured for x in m["samples"]]
-            step = Step(target, sum(a["agents"] for a in added), add_seconds, len(samples),
-                        sum(m["errors"] for m in measured), pct(samples, 50), pct(samples, 99),
-                        pct(probe.samples, 50), pct(probe.samples, 99), ctl_cpu,
-                        sum(m["cpu"] for m in measured))
+            step = Step(
+                target,
+                sum(a["agents"] for a in added),
+                add_seconds,
+                len(samples),
+                sum(m["errors"] for m in measured),
+                pct(samples, 50),
+                pct(samples, 99),
+                pct(probe.samples, 50),
+                pct(probe.samples, 99),
+                ctl_cpu,
+                sum(m["cpu"] for m in measured),
+            )
             results.append(step)
-            print(f"{step.sets:>6} {step.agents:>7} {step.add_seconds:>6.1f} {step.beats:>6} "
-                  f"{step.errors:>4} {step.p50:>7.2f} {step.p99:>7.2f} {step.probe_p50:>9.2f} "
-                  f"{step.probe_p99:>9.2f} {step.controller_cpu:>6.0%} {step.worker_cpu:>10.0%}"
-                  + (f"  ({not_ready} agents not ready)" if not_ready else ""), flush=True)
+            print(
+                f"{step.sets:>6} {step.agents:>7} {step.add_seconds:>6.1f} {step.beats:>6} "
+                f"{step.errors:>4} {step.p50:>7.2f} {step.p99:>7.2f} {step.probe_p50:>9.2f} "
+                f"{step.probe_p99:>9.2f} {step.controller_cpu:>6.0%} {step.worker_cpu:>10.0%}"
+                + (f"  ({not_ready} agents not ready)" if not_ready else ""),
+                flush=True,
+            )
             if step.p99 > P99_LIMIT_MS:
                 break
     finally:
@@ -291,16 +349,26 @@ def capacity(addresses: str, leader_pid: int, base: str, args: argparse.Namespac
     return results
 
 
-def failover(addresses: str, base: str, heartbeat_interval: float, timeout_ms: int, rounds: int,
-             replicas: int) -> list[float]:
+def failover(
+    addresses: str, base: str, heartbeat_interval: float, timeout_ms: int, rounds: int, replicas: int
+) -> list[float]:
     from mqctl.broker.agent import BrokerAgent, Role
     from mqctl.broker.config import AgentConfig
 
     name = f"fo-{timeout_ms}"
-    cfgs = [AgentConfig(CLUSTER, name, os.path.join(base, name, f"r{i}"), addresses,
-                        heartbeat_interval=heartbeat_interval, heartbeat_timeout_ms=timeout_ms,
-                        all_ack_in_sync_state_set=True, register_retry_fast=50)
-            for i in range(replicas)]
+    cfgs = [
+        AgentConfig(
+            CLUSTER,
+            name,
+            os.path.join(base, name, f"r{i}"),
+            addresses,
+            heartbeat_interval=heartbeat_interval,
+            heartbeat_timeout_ms=timeout_ms,
+            all_ack_in_sync_state_set=True,
+            register_retry_fast=50,
+        )
+        for i in range(replicas)
+    ]
     agents = [BrokerAgent(c).start() for c in cfgs]
     times: list[float] = []
 
@@ -310,8 +378,11 @@ def failover(addresses: str, base: str, heartbeat_interval: float, timeout_ms: i
         if len(masters) != 1:
             return None
         m = masters[0]
-        ok = all(a.role == Role.SLAVE and a.master_id == m.broker_id and a.master_epoch == m.master_epoch
-                 for a in live if a is not m)
+        ok = all(
+            a.role == Role.SLAVE and a.master_id == m.broker_id and a.master_epoch == m.master_epoch
+            for a in live
+            if a is not m
+        )
         return m if ok else None
 
     def wait(pred: Any, limit: float) -> Any:
@@ -334,7 +405,7 @@ def failover(addresses: str, base: str, heartbeat_interval: float, timeout_ms: i
             master.crash()
             new = wait(lambda e=old_epoch: settled(e), timeout_ms / 1000 * 3 + 30)
             times.append(time.monotonic() - t0)
-            back = agents[i] = BrokerAgent(cfgs[i]).start()   # the old master returns and follows
+            back = agents[i] = BrokerAgent(cfgs[i]).start()  # the old master returns and follows
             wait(lambda e=old_epoch, n=new, b=back: settled(e) is n and b.role == Role.SLAVE, 60)
             master = new
     finally:
@@ -345,8 +416,9 @@ def failover(addresses: str, base: str, heartbeat_interval: float, timeout_ms: i
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smaller steps and windows, one failover each "
-                    "(under a minute)")
+    ap.add_argument(
+        "--quick", action="store_true", help="smaller steps and windows, one failover each (under a minute)"
+    )
     ap.add_argument("--nodes", type=int, default=1, help="controller nodes (the leader is measured)")
     ap.add_argument("--procs", type=int, default=2, help="worker processes hosting the agents")
     ap.add_argument("--replicas", type=int, default=3)
@@ -370,8 +442,10 @@ def main() -> None:
     base = tempfile.mkdtemp(prefix="mqctl-bench-sim-")
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"mqctl broker simulation benchmark, {now}{' (quick)' if args.quick else ''}")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-          f"Python {platform.python_version()}, grpcio {grpc.__version__}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, grpcio {grpc.__version__}"
+    )
     cluster = LocalCluster(os.path.join(base, "controllers"), size=args.nodes)
     try:
         cluster.start()
@@ -385,37 +459,49 @@ def main() -> None:
                 c.get_metadata()
                 lat.append((time.perf_counter() - t) * 1000)
         base_p50 = pct(lat, 50)
-        print(f"controller: {args.nodes} node(s), leader {leader.name} (pid {leader.proc.pid}); "
-              f"baseline GetMetadata round trip p50 {base_p50:.2f} ms, p99 {pct(lat, 99):.2f} ms")
+        print(
+            f"controller: {args.nodes} node(s), leader {leader.name} (pid {leader.proc.pid}); "
+            f"baseline GetMetadata round trip p50 {base_p50:.2f} ms, p99 {pct(lat, 99):.2f} ms"
+        )
         if not args.skip_capacity:
-            print(f"\n== capacity: broker sets of {args.replicas} offsets-only agents, heartbeat every 1 s, "
-                  f"{args.procs} worker process(es); stop when the agents' heartbeat p99 > "
-                  f"{P99_LIMIT_MS:g} ms ==")
+            print(
+                f"\n== capacity: broker sets of {args.replicas} offsets-only agents, heartbeat every 1 s, "
+                f"{args.procs} worker process(es); stop when the agents' heartbeat p99 > "
+                f"{P99_LIMIT_MS:g} ms =="
+            )
             steps = capacity(cluster.addresses, leader.proc.pid, base, args)
             under = [s for s in steps if s.p99 <= P99_LIMIT_MS]
             over = [s for s in steps if s.p99 > P99_LIMIT_MS]
             if under:
                 best = under[-1]
-                print(f"held {best.sets} broker sets ({best.agents} agents, ~{best.agents} heartbeats/s) "
-                      f"with heartbeat p99 {best.p99:.1f} ms ({best.p99 / base_p50:.0f}x the GetMetadata "
-                      "p50)")
+                print(
+                    f"held {best.sets} broker sets ({best.agents} agents, ~{best.agents} heartbeats/s) "
+                    f"with heartbeat p99 {best.p99:.1f} ms ({best.p99 / base_p50:.0f}x the GetMetadata "
+                    "p50)"
+                )
             if over:
                 s = over[0]
-                print(f"p99 passed {P99_LIMIT_MS:g} ms at {s.sets} sets: {s.p99:.1f} ms (probe p99 "
-                      f"{s.probe_p99:.1f} ms, controller CPU {s.controller_cpu:.0%}, workers "
-                      f"{s.worker_cpu:.0%})")
+                print(
+                    f"p99 passed {P99_LIMIT_MS:g} ms at {s.sets} sets: {s.p99:.1f} ms (probe p99 "
+                    f"{s.probe_p99:.1f} ms, controller CPU {s.controller_cpu:.0%}, workers "
+                    f"{s.worker_cpu:.0%})"
+                )
             elif steps:
                 print(f"p99 stayed under {P99_LIMIT_MS:g} ms up to the last step ({steps[-1].sets} sets)")
         if not args.skip_failover:
             rounds = 1 if args.quick else 3
-            print(f"\n== failover: master crashed -> every other replica follows the new master "
-                  f"({args.replicas} replicas, {rounds} round(s) each) ==")
+            print(
+                f"\n== failover: master crashed -> every other replica follows the new master "
+                f"({args.replicas} replicas, {rounds} round(s) each) =="
+            )
             for interval, timeout_ms, label in ((1.0, 10000, "default"), (0.2, 1000, "1 s timeout")):
                 times = failover(cluster.addresses, base, interval, timeout_ms, rounds, args.replicas)
-                print(f"{label:>12}: heartbeat every {interval:g} s, lease {timeout_ms} ms -> "
-                      + ", ".join(f"{t:.2f} s" for t in times)
-                      + f" ({', '.join(f'{t / (timeout_ms / 1000):.2f}' for t in times)} x the lease)",
-                      flush=True)
+                print(
+                    f"{label:>12}: heartbeat every {interval:g} s, lease {timeout_ms} ms -> "
+                    + ", ".join(f"{t:.2f} s" for t in times)
+                    + f" ({', '.join(f'{t / (timeout_ms / 1000):.2f}' for t in times)} x the lease)",
+                    flush=True,
+                )
             print("(the lease runs from the master's last heartbeat, up to one interval before the crash)")
     finally:
         cluster.stop()

@@ -73,8 +73,12 @@ for line in sys.stdin:
 class Launcher:
     def __init__(self, err_path: str) -> None:
         self.err_path = err_path
-        self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", LAUNCHER], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", LAUNCHER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def measure(self, argv: list[str], figures: Figures, env: dict[str, str]) -> None:
         """Run argv once: its wall time, CPU time (user + system) and peak RSS."""
@@ -133,8 +137,12 @@ def main() -> None:
     # PYTHONDONTWRITEBYTECODE.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = os.path.join(base, "pycache")
-    helper = subprocess.Popen([sys.executable, __file__, "--controller-helper", base], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    helper = subprocess.Popen(
+        [sys.executable, __file__, "--controller-helper", base],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         address = (helper.stdout.readline() if helper.stdout else "").strip()
         if not address:
@@ -163,14 +171,18 @@ def main() -> None:
 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"mqctl start-up benchmark, {now}, {runs} runs of each command, interleaved")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
-          f"Python {platform.python_version()}, typer {version('typer')}, grpcio {version('grpcio')}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+        f"Python {platform.python_version()}, typer {version('typer')}, grpcio {version('grpcio')}"
+    )
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
     base_wall = statistics.median(figures["python -c pass"].wall)
     base_cpu = statistics.median(figures["python -c pass"].cpu)
-    head = (f"{'command':<32} {'wall ms':>8} {'x python':>9} {'cpu ms':>7} {'x python':>9} "
-            f"{'max RSS MiB':>12}  goal (wall)")
+    head = (
+        f"{'command':<32} {'wall ms':>8} {'x python':>9} {'cpu ms':>7} {'x python':>9} "
+        f"{'max RSS MiB':>12}  goal (wall)"
+    )
     print(head)
     print("-" * len(head))
     for name, f in figures.items():
@@ -178,8 +190,10 @@ def main() -> None:
         ratio = wall / base_wall
         goal = GOALS.get(name)
         verdict = "-" if goal is None else f"<= {goal:g}x {'ok' if ratio <= goal else 'MISSED'}"
-        print(f"{name:<32} {wall * 1000:8.0f} {ratio:8.1f}x {cpu * 1000:7.0f} {cpu / base_cpu:8.1f}x "
-              f"{f.rss_kib / 1024:12.1f}  {verdict}")
+        print(
+            f"{name:<32} {wall * 1000:8.0f} {ratio:8.1f}x {cpu * 1000:7.0f} {cpu / base_cpu:8.1f}x "
+            f"{f.rss_kib / 1024:12.1f}  {verdict}"
+        )
     print()
     print(f"total {total:.1f} s")
 

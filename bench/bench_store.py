@@ -1,5 +1,4 @@
 #!/usr/bin/env python3
-# ruff: noqa: E501
 """Inspect and deep-check throughput of `mqctl recover inspect`, as a ratio to `cat` reading the same files
 in the same run (not a test).
 
@@ -54,27 +53,44 @@ def main() -> None:
         tmp = tempfile.TemporaryDirectory(prefix="mqctl-bench-")
         store = Path(tmp.name) / "store"
         print(f"generating {a.size} in {store} ...", file=sys.stderr)
-        print("generated:", generate(store, parse_size(a.size), parse_size(a.file_size), a.record_size,
-                                     parse_size("1G"), quiet=True))
+        print(
+            "generated:",
+            generate(
+                store,
+                parse_size(a.size),
+                parse_size(a.file_size),
+                a.record_size,
+                parse_size("1G"),
+                quiet=True,
+            ),
+        )
     log = CommitLog(store / "commitlog")
     files = [f.path for f in log.files]
     last3 = files[-3:]
     cat(files)  # warm the page cache
     rows = []
-    for name, fn, fset in (("inspect", lambda: inspect_store(store), last3),
-                           ("inspect --deep", lambda: inspect_store(store, deep=True), files)):
+    for name, fn, fset in (
+        ("inspect", lambda: inspect_store(store), last3),
+        ("inspect --deep", lambda: inspect_store(store, deep=True), files),
+    ):
         nbytes = sum(p.stat().st_size for p in fset)
         t_cat = best(lambda fset=fset: cat(fset), a.repeat)
         t_ours = best(fn, a.repeat)
         rep = inspect_store(store, deep=(name != "inspect"))
         rows.append((name, len(fset), nbytes, rep.scan.records if rep.scan else 0, t_ours, t_cat))
-    print(f"store {store}: {len(files)} files, {log.total_bytes / (1 << 20):.0f} MiB, "
-          f"file size {log.file_size / (1 << 20):.0f} MiB")
-    print(f"{'mode':16} {'files':>5} {'MiB':>8} {'records':>10} {'s':>8} {'MiB/s':>9} {'cat MiB/s':>10} "
-          f"{'ratio':>7}")
+    print(
+        f"store {store}: {len(files)} files, {log.total_bytes / (1 << 20):.0f} MiB, "
+        f"file size {log.file_size / (1 << 20):.0f} MiB"
+    )
+    print(
+        f"{'mode':16} {'files':>5} {'MiB':>8} {'records':>10} {'s':>8} {'MiB/s':>9} {'cat MiB/s':>10} "
+        f"{'ratio':>7}"
+    )
     for name, nf, nb, recs, t, tc in rows:
         mib = nb / (1 << 20)
-        print(f"{name:16} {nf:5d} {mib:8.0f} {recs:10d} {t:8.3f} {mib / t:9.0f} {mib / tc:10.0f} {tc / t:7.3f}")
+        print(
+            f"{name:16} {nf:5d} {mib:8.0f} {recs:10d} {t:8.3f} {mib / t:9.0f} {mib / tc:10.0f} {tc / t:7.3f}"
+        )
     print("ratio = mqctl throughput / cat throughput over the same files (1.0 = as fast as cat)")
     if tmp is not None:
         tmp.cleanup()

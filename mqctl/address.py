@@ -53,8 +53,10 @@ def is_raft_port(address: str, timeout: float = 0.3) -> bool:
 
 
 def raft_port_error(address: str) -> UsageError:
-    return UsageError(f"{address} is a Raft port, not the controller's gRPC or remoting port: point -a at "
-                      "the node's --listen (gRPC) or --remoting-port address")
+    return UsageError(
+        f"{address} is a Raft port, not the controller's gRPC or remoting port: point -a at "
+        "the node's --listen (gRPC) or --remoting-port address"
+    )
 
 
 def is_loopback(host: str) -> bool:

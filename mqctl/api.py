@@ -329,9 +329,13 @@ class HistoryPage:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> HistoryPage:
-        return _pick(cls, d, entries=tuple(dict(e) for e in d.get("entries", ())),
-                     loss_total=dict(d.get("loss_total") or {}),
-                     failover_paused=dict(d.get("failover_paused") or {}))
+        return _pick(
+            cls,
+            d,
+            entries=tuple(dict(e) for e in d.get("entries", ())),
+            loss_total=dict(d.get("loss_total") or {}),
+            failover_paused=dict(d.get("failover_paused") or {}),
+        )
 
 
 @dataclass(frozen=True)
@@ -394,7 +398,6 @@ def parse_addresses(addresses: str | Iterable[str]) -> list[str]:
     return out
 
 
-
 # Calls retried on any transient failure (reads, and the in-memory heartbeat); the other calls are
 # writes, retried only when they surely were not executed. From the method table.
 RETRY_ANY = methods.RETRY_ANY
@@ -434,7 +437,7 @@ class ControllerApi(ABC):
     addresses: list[str]
     timeout: float
     _leader: str | None
-    carries_broker_options = True   # RegisterBroker's ``options`` (a gRPC-only extension)
+    carries_broker_options = True  # RegisterBroker's ``options`` (a gRPC-only extension)
     # the command's deadline (time.monotonic()): no call of this client goes beyond it, so that
     # --timeout bounds the whole command, not each of its calls; None: each call gets ``timeout``
     deadline: float | None = None
@@ -477,12 +480,15 @@ class ControllerApi(ABC):
     def apply_broker_id(
         self, cluster_name: str, broker_name: str, applied_broker_id: int, register_check_code: str
     ) -> ApplyBrokerIdResult:
-        d = self._call("ApplyBrokerId", {
-            "cluster_name": cluster_name,
-            "broker_name": broker_name,
-            "applied_broker_id": applied_broker_id,
-            "register_check_code": register_check_code,
-        })
+        d = self._call(
+            "ApplyBrokerId",
+            {
+                "cluster_name": cluster_name,
+                "broker_name": broker_name,
+                "applied_broker_id": applied_broker_id,
+                "register_check_code": register_check_code,
+            },
+        )
         return ApplyBrokerIdResult.from_dict(d)
 
     def register_broker(
@@ -503,18 +509,21 @@ class ControllerApi(ABC):
         text) are a gRPC-only extension: the remoting client refuses them."""
         if options and not self.carries_broker_options:
             raise UsageError("broker options are a gRPC-only extension; register over gRPC to check them")
-        d = self._call("RegisterBroker", {
-            "cluster_name": cluster_name,
-            "broker_name": broker_name,
-            "broker_id": broker_id,
-            "broker_address": broker_address,
-            "epoch": epoch,
-            "max_offset": max_offset,
-            "confirm_offset": confirm_offset,
-            "election_priority": election_priority,
-            "options": {str(k): str(v) for k, v in (options or {}).items()},
-            "heartbeat_timeout_mills": heartbeat_timeout_mills,
-        })
+        d = self._call(
+            "RegisterBroker",
+            {
+                "cluster_name": cluster_name,
+                "broker_name": broker_name,
+                "broker_id": broker_id,
+                "broker_address": broker_address,
+                "epoch": epoch,
+                "max_offset": max_offset,
+                "confirm_offset": confirm_offset,
+                "election_priority": election_priority,
+                "options": {str(k): str(v) for k, v in (options or {}).items()},
+                "heartbeat_timeout_mills": heartbeat_timeout_mills,
+            },
+        )
         return RegisterBrokerResult.from_dict(d)
 
     def heartbeat(
@@ -569,15 +578,18 @@ class ControllerApi(ABC):
         broker_epoch: int | None = None,
         cluster_name: str = "",
     ) -> AlterSyncStateSetResult:
-        d = self._call("AlterSyncStateSet", {
-            "broker_name": broker_name,
-            "master_broker_id": master_broker_id,
-            "master_epoch": master_epoch,
-            "new_sync_state_set": [int(x) for x in new_sync_state_set],
-            "sync_state_set_epoch": sync_state_set_epoch,
-            "broker_epoch": broker_epoch,
-            "cluster_name": cluster_name or None,  # "" is no clusterName header (gRPC: the same "")
-        })
+        d = self._call(
+            "AlterSyncStateSet",
+            {
+                "broker_name": broker_name,
+                "master_broker_id": master_broker_id,
+                "master_epoch": master_epoch,
+                "new_sync_state_set": [int(x) for x in new_sync_state_set],
+                "sync_state_set_epoch": sync_state_set_epoch,
+                "broker_epoch": broker_epoch,
+                "cluster_name": cluster_name or None,  # "" is no clusterName header (gRPC: the same "")
+            },
+        )
         return AlterSyncStateSetResult.from_dict(d)
 
     def elect_master(
@@ -591,13 +603,16 @@ class ControllerApi(ABC):
     ) -> ElectMasterResult:
         """ElectMaster: broker-triggered (broker_id), controller-triggered (None) or admin
         (``designate_elect=True``; needs the token when the server has one)."""
-        d = self._call("ElectMaster", {
-            "cluster_name": cluster_name,
-            "broker_name": broker_name,
-            "broker_id": broker_id,
-            "designate_elect": designate_elect,
-            "broker_epoch": broker_epoch,
-        })
+        d = self._call(
+            "ElectMaster",
+            {
+                "cluster_name": cluster_name,
+                "broker_name": broker_name,
+                "broker_id": broker_id,
+                "designate_elect": designate_elect,
+                "broker_epoch": broker_epoch,
+            },
+        )
         return ElectMasterResult.from_dict(d)
 
     def get_replica_info(self, broker_name: str) -> ReplicaInfoResult:
@@ -620,13 +635,16 @@ class ControllerApi(ABC):
         a list; None cleans the whole broker set."""
         ids = broker_controller_ids_to_clean
         ids_text = ids if isinstance(ids, str) or ids is None else ";".join(str(int(i)) for i in ids)
-        d = self._call("CleanBrokerData", {
-            "cluster_name": cluster_name,
-            "broker_name": broker_name,
-            # "" or None: no header over remoting; gRPC sends "" either way (the whole broker set)
-            "broker_controller_ids_to_clean": ids_text or None,
-            "is_clean_living_broker": is_clean_living_broker,
-        })
+        d = self._call(
+            "CleanBrokerData",
+            {
+                "cluster_name": cluster_name,
+                "broker_name": broker_name,
+                # "" or None: no header over remoting; gRPC sends "" either way (the whole broker set)
+                "broker_controller_ids_to_clean": ids_text or None,
+                "is_clean_living_broker": is_clean_living_broker,
+            },
+        )
         return Ack.from_dict(d)
 
     def get_config(self, address: str | None = None) -> ConfigResult:
@@ -641,11 +659,16 @@ class ControllerApi(ABC):
 
     # -- operator cockpit (mqctl extensions, gRPC only) --------------------------------------------
 
-    def get_history(self, broker_name: str = "", since_ms: int = 0, after_seq: int = 0,
-                    limit: int = 0) -> HistoryPage:
+    def get_history(
+        self, broker_name: str = "", since_ms: int = 0, after_seq: int = 0, limit: int = 0
+    ) -> HistoryPage:
         """One page of the decision history (feature level 3), oldest first, from the asked node."""
-        return HistoryPage.from_dict(self._call("GetHistory", {
-            "broker_name": broker_name, "since_ms": since_ms, "after_seq": after_seq, "limit": limit}))
+        return HistoryPage.from_dict(
+            self._call(
+                "GetHistory",
+                {"broker_name": broker_name, "since_ms": since_ms, "after_seq": after_seq, "limit": limit},
+            )
+        )
 
     def history(self, broker_name: str = "", since_ms: int = 0) -> HistoryPage:
         """The whole history (every page) of a broker set ("" = all) from ``since_ms``."""
@@ -654,11 +677,19 @@ class ControllerApi(ABC):
         while page.more and entries:
             page = self.get_history(broker_name, since_ms, int(entries[-1]["seq"]))
             entries.extend(page.entries)
-        return HistoryPage(tuple(entries), False, page.last_seq, page.history_max_entries, page.loss_total,
-                           page.failover_paused, page.remark)
+        return HistoryPage(
+            tuple(entries),
+            False,
+            page.last_seq,
+            page.history_max_entries,
+            page.loss_total,
+            page.failover_paused,
+            page.remark,
+        )
 
-    def follow_history(self, broker_name: str = "", after_seq: int = 0,
-                       poll: float = 0.5) -> Iterator[dict[str, Any]]:
+    def follow_history(
+        self, broker_name: str = "", after_seq: int = 0, poll: float = 0.5
+    ) -> Iterator[dict[str, Any]]:
         """New history entries as they are noted (after ``after_seq``), until the caller stops."""
         while True:
             page = self.get_history(broker_name, after_seq=after_seq)
@@ -671,11 +702,20 @@ class ControllerApi(ABC):
     def pause_failover(self, broker_name: str = "", reason: str = "", *, paused: bool = True) -> PauseResult:
         """Pause (or with ``paused=False`` resume) automatic failover of a broker set ("" = all);
         admin, needs the token when the server has one."""
-        return PauseResult.from_dict(self._call("PauseFailover", {
-            "broker_name": broker_name, "paused": paused, "reason": reason}))
+        return PauseResult.from_dict(
+            self._call("PauseFailover", {"broker_name": broker_name, "paused": paused, "reason": reason})
+        )
 
-    def switchover(self, broker_name: str, broker_id: int | None = None, *, force: bool = False,
-                   dry_run: bool = False, wait: float = 0.0, poll: float = 0.5) -> SwitchoverResult:
+    def switchover(
+        self,
+        broker_name: str,
+        broker_id: int | None = None,
+        *,
+        force: bool = False,
+        dry_run: bool = False,
+        wait: float = 0.0,
+        poll: float = 0.5,
+    ) -> SwitchoverResult:
         """Move the master (admin; token). While the new master has not caught up (2105), ask again
         for up to ``wait`` seconds; then, with ``force``, move it anyway, else raise the 2105 error
         with the numbers."""
@@ -697,8 +737,10 @@ class ControllerApi(ABC):
     def rebalance(self, cluster_name: str = "", dry_run: bool = False) -> RebalanceResult:
         """Preferred master election (admin; token): a switchover to each broker set's preferred
         replica where it has caught up."""
-        return RebalanceResult.from_dict(self._call("Rebalance", {"cluster_name": cluster_name,
-                                                                  "dry_run": dry_run}))
+        return RebalanceResult.from_dict(
+            self._call("Rebalance", {"cluster_name": cluster_name, "dry_run": dry_run})
+        )
+
     def get_snapshot(self) -> dict[str, Any]:
         """GetSnapshot (mqctl extension, admin): the
         replicated state at one applied index, read on the leader after a barrier. The response

@@ -118,8 +118,14 @@ _TRANSIENT = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.RESOURCE_EXHAUSTED}
 )
 # grpc's wording when the channel never reached the server: the request was not sent.
-_NOT_SENT_MARKERS = ("failed to connect", "connection refused", "dns resolution failed",
-                     "handshake", "no route to host", "name resolution")
+_NOT_SENT_MARKERS = (
+    "failed to connect",
+    "connection refused",
+    "dns resolution failed",
+    "handshake",
+    "no route to host",
+    "name resolution",
+)
 
 MAX_REDIRECTS = 5
 # A call that has not been answered for PROBE_AFTER seconds makes the client ask the other nodes
@@ -146,8 +152,12 @@ def _not_sent(err: grpc.RpcError) -> bool:
 _LAST_ERROR_RE = re.compile(r"last error: (?:[A-Z_]+: )?(?:(?:ipv[46]|unix):\S+: )?(.*)$", re.S)
 
 
-_NOT_LISTENING_MARKERS = ("connection refused", "dns resolution failed", "no route to host",
-                          "name resolution")
+_NOT_LISTENING_MARKERS = (
+    "connection refused",
+    "dns resolution failed",
+    "no route to host",
+    "name resolution",
+)
 
 
 def _rpc_error_text(address: str, err: grpc.RpcError) -> str:
@@ -172,8 +182,9 @@ def _rpc_error_text(address: str, err: grpc.RpcError) -> str:
 class _Retry(Exception):
     """Internal: try again (after a backoff unless ``now``)."""
 
-    def __init__(self, reason: str, target: str | None = None, now: bool = False,
-                 election: bool = False) -> None:
+    def __init__(
+        self, reason: str, target: str | None = None, now: bool = False, election: bool = False
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.target = target
@@ -315,8 +326,10 @@ class ControllerClient(ControllerApi):
                 done.wait(0.05)
         if named:
             return named
-        raise _Retry("; ".join(errors[-3:]) or "deadline exceeded during leader discovery",
-                     election=any("no leader elected yet" in e for e in errors))
+        raise _Retry(
+            "; ".join(errors[-3:]) or "deadline exceeded during leader discovery",
+            election=any("no leader elected yet" in e for e in errors),
+        )
 
     def _leader_elsewhere(self, target: str) -> str:
         """Another node that says it leads ("" when none does): asked while a call to ``target``
@@ -449,8 +462,12 @@ class ControllerClient(ControllerApi):
                 decoded: Any = decoder(d)
             except Exception:  # pragma: no cover - a malformed error answer still raises cleanly
                 decoded = d
-            raise ControllerError(code, str(d.get("remark", "")), response=decoded,
-                                  leader_address=str(d.get("leader_address", "")))
+            raise ControllerError(
+                code,
+                str(d.get("remark", "")),
+                response=decoded,
+                leader_address=str(d.get("leader_address", "")),
+            )
         return d
 
     # -- the API: the typed methods are ControllerApi's; here what only gRPC has -----------------
@@ -485,20 +502,23 @@ class ControllerClient(ControllerApi):
             time.sleep(min(BACKOFF_MAX, max(0.0, deadline - time.monotonic())))
         raise self._unreachable(last)
 
-    def change_quorum(self, action: str, raft_address: str = "",
-                      feature_level: int = 0) -> ChangeQuorumResult:
+    def change_quorum(
+        self, action: str, raft_address: str = "", feature_level: int = 0
+    ) -> ChangeQuorumResult:
         """Controller group membership or leadership (admin; needs the token when the server has one):
         ``action`` "add" / "remove" a node by its Raft address, "transfer" the leadership to it
         ("" = the most caught-up follower), or "feature-level" to raise the group's feature level
         once every member speaks it. Runs on the leader and waits for the outcome."""
-        d = self._call("ChangeQuorum", {"action": action, "raft_address": raft_address,
-                                        "feature_level": feature_level})
+        d = self._call(
+            "ChangeQuorum", {"action": action, "raft_address": raft_address, "feature_level": feature_level}
+        )
         if action == "transfer":
             self._leader = None  # the leader moved
         return ChangeQuorumResult.from_dict(d)
 
-    def watch_role_changes(self, cluster_name: str, broker_name: str = "", *,
-                           reconnect: bool = True) -> RoleWatch:
+    def watch_role_changes(
+        self, cluster_name: str, broker_name: str = "", *, reconnect: bool = True
+    ) -> RoleWatch:
         """Stream of RoleChange for a broker set ("" = every broker set of the cluster).
 
         The current role comes first (when the broker set has a master), then one per change.
@@ -513,8 +533,9 @@ class ControllerClient(ControllerApi):
 class RoleWatch(Iterator[RoleChange]):
     """Iterator of RoleChange from WatchRoleChanges; see ControllerClient.watch_role_changes."""
 
-    def __init__(self, client: ControllerClient, cluster_name: str, broker_name: str, *,
-                 reconnect: bool = True) -> None:
+    def __init__(
+        self, client: ControllerClient, cluster_name: str, broker_name: str, *, reconnect: bool = True
+    ) -> None:
         self._client = client
         self._request = pb.WatchRoleChangesRequest(cluster_name=cluster_name, broker_name=broker_name)
         self._reconnect = reconnect
@@ -620,8 +641,12 @@ class RoleWatch(Iterator[RoleChange]):
                     self._drop(forget_target=code == Code.UNAVAILABLE)
                 else:
                     self.close()
-                    raise ControllerError(code, str(d.get("remark", "")), response=RoleChange.from_dict(d),
-                                          leader_address=leader)
+                    raise ControllerError(
+                        code,
+                        str(d.get("remark", "")),
+                        response=RoleChange.from_dict(d),
+                        leader_address=leader,
+                    )
             if deadline is None:
                 deadline = time.monotonic() + self._client.timeout
             delay = min(BACKOFF_MAX, BACKOFF_INITIAL * (2**attempt)) * random.uniform(0.5, 1.0)
@@ -778,8 +803,9 @@ class HeartbeatStream:
                 last_error = _rpc_error_text(stream.target, err)
                 if code not in _TRANSIENT and code != grpc.StatusCode.CANCELLED:
                     self._drop(stream, forget_target=False)
-                    raise ControllerError(Code.SYSTEM_ERROR, f"heartbeat stream failed: {last_error}") \
-                        from None
+                    raise ControllerError(
+                        Code.SYSTEM_ERROR, f"heartbeat stream failed: {last_error}"
+                    ) from None
                 election = code == grpc.StatusCode.UNAVAILABLE
                 self._drop(stream, forget_target=True)
             else:
@@ -793,8 +819,12 @@ class HeartbeatStream:
                     client._leader = leader
                     continue
                 if code not in (Code.CONTROLLER_NOT_LEADER, Code.UNAVAILABLE):
-                    raise ControllerError(code, str(answer.get("remark", "")), response=Ack.from_dict(answer),
-                                          leader_address=leader)
+                    raise ControllerError(
+                        code,
+                        str(answer.get("remark", "")),
+                        response=Ack.from_dict(answer),
+                        leader_address=leader,
+                    )
                 election = not leader or leader == stream.target  # an election, or a leader just elected
                 last_error = f"{stream.target}: {answer.get('remark', '')}"
                 self._drop(stream, forget_target=True)
@@ -821,5 +851,8 @@ class HeartbeatStream:
                 wait = PROBE_AGAIN
                 leader = client._leader_elsewhere(stream.target) if len(client.addresses) > 1 else ""
                 if leader:
-                    raise _Retry(f"{stream.target} did not answer a heartbeat and {leader} leads now",
-                                 target=leader, now=True) from None
+                    raise _Retry(
+                        f"{stream.target} did not answer a heartbeat and {leader} leads now",
+                        target=leader,
+                        now=True,
+                    ) from None

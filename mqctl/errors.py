@@ -65,12 +65,12 @@ EXIT_STORE = 4
 EXIT_NOT_FOUND = 5
 EXIT_UNREACHABLE = 6
 EXIT_UNHEALTHY = 7
-EXIT_TIMEOUT = 8                 # a wait (e.g. `upgrade wait-master --timeout`) ran out
-EXIT_MISSING_DEPENDENCY = 9      # an optional component is missing (pyspark, numpy, java) or Spark failed
-EXIT_DEGRADED = 10               # `quorum status`: a node is down or reports a problem, but quorum holds
+EXIT_TIMEOUT = 8  # a wait (e.g. `upgrade wait-master --timeout`) ran out
+EXIT_MISSING_DEPENDENCY = 9  # an optional component is missing (pyspark, numpy, java) or Spark failed
+EXIT_DEGRADED = 10  # `quorum status`: a node is down or reports a problem, but quorum holds
 
-_UNREACHABLE_CODES = frozenset({2104, 2007})          # UNAVAILABLE, CONTROLLER_NOT_LEADER
-_NOT_FOUND_CODES = frozenset({2008, 2010})            # BROKER_METADATA_NOT_EXIST, NEED_TO_BE_REGISTERED
+_UNREACHABLE_CODES = frozenset({2104, 2007})  # UNAVAILABLE, CONTROLLER_NOT_LEADER
+_NOT_FOUND_CODES = frozenset({2008, 2010})  # BROKER_METADATA_NOT_EXIST, NEED_TO_BE_REGISTERED
 
 
 class ControllerError(MqctlError):
@@ -84,8 +84,9 @@ class ControllerError(MqctlError):
 
     exit_code = EXIT_REFUSED
 
-    def __init__(self, code: int, remark: str = "", response: object | None = None,
-                 leader_address: str = "") -> None:
+    def __init__(
+        self, code: int, remark: str = "", response: object | None = None, leader_address: str = ""
+    ) -> None:
         self.code = int(code)
         self.remark = remark or ""
         self.response = response

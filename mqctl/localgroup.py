@@ -83,8 +83,9 @@ def free_port() -> int:
                 return port
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05,
-               what: str = "condition") -> Any:
+def wait_until(
+    predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition"
+) -> Any:
     """Poll until predicate() is truthy; raise TimeoutError naming what was awaited."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
@@ -96,8 +97,9 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, interval: fl
         except Exception as exc:  # the thing may not be up yet
             last_exc = exc
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}"
-                       + (f" (last error: {last_exc})" if last_exc else ""))
+    raise TimeoutError(
+        f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else "")
+    )
 
 
 # --- node logs: "A traceback in a node's log is a bug." ----------------------------------------
@@ -113,15 +115,17 @@ NODE_LOG_REPORT_ENV = "MQCTL_NODE_LOG_REPORT"
 # What a Python traceback or a logged exception looks like in a node's log, in the text format and in
 # the JSON one (where the traceback is the "exc" field of the record); also the interpreter's own
 # reports (an exception in a thread or a __del__, a failed log call, a fatal error at exit).
-_PROBLEM = re.compile(r"Traceback \(most recent call last\)|^Exception in thread |^Exception ignored in"
-                      r"|^--- Logging error ---|^Fatal Python error|\"exc\": \"")
+_PROBLEM = re.compile(
+    r"Traceback \(most recent call last\)|^Exception in thread |^Exception ignored in"
+    r"|^--- Logging error ---|^Fatal Python error|\"exc\": \""
+)
 # A line that starts a new log record or a line of serve's own output: the end of an excerpt.
 _RECORD_START = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\{\"ts\"|mqctl[ :])")
 _EXCERPT_MAX_LINES = 60
 
 _log_lock = threading.Lock()
 _log_offsets: dict[str, int] = {}  # log path -> bytes already scanned (logs are only appended to)
-_watched: set[str] = set()          # the logs of nodes started and not stopped since
+_watched: set[str] = set()  # the logs of nodes started and not stopped since
 
 
 @dataclass(frozen=True)
@@ -239,9 +243,12 @@ class Node:
     def start(self, env: dict[str, str] | None = None) -> None:
         watch_log(self.log_path)
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child's stdout; closed below)
-        self.proc = subprocess.Popen([self.python, "-P", "-m", "mqctl", "serve", *self.args],
-                                     stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "MQCTL_PARENT_PID": str(os.getpid()), **(env or {})})
+        self.proc = subprocess.Popen(
+            [self.python, "-P", "-m", "mqctl", "serve", *self.args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "MQCTL_PARENT_PID": str(os.getpid()), **(env or {})},
+        )
         log.close()
 
     def alive(self) -> bool:
@@ -300,8 +307,19 @@ class LocalCluster:
             grpc_addr = f"127.0.0.1:{free_port()}"
             data_dir = os.path.join(self.base_dir, f"node{i}")
             peers = ",".join(r for j, r in enumerate(rafts) if j != i)
-            args = ["--listen", grpc_addr, "--raft", rafts[i], "--data-dir", data_dir,
-                    "--heartbeat-timeout", "1500", "--scan-interval", "300", *self.extra_args]
+            args = [
+                "--listen",
+                grpc_addr,
+                "--raft",
+                rafts[i],
+                "--data-dir",
+                data_dir,
+                "--heartbeat-timeout",
+                "1500",
+                "--scan-interval",
+                "300",
+                *self.extra_args,
+            ]
             if peers:
                 args += ["--peers", peers]
             remoting = ""
@@ -309,8 +327,17 @@ class LocalCluster:
                 port = free_port()
                 args += ["--remoting-port", str(port)]
                 remoting = f"127.0.0.1:{port}"
-            self.nodes.append(Node(f"node{i}", grpc_addr, rafts[i], data_dir, args,
-                                   os.path.join(self.base_dir, f"node{i}.log"), remoting_address=remoting))
+            self.nodes.append(
+                Node(
+                    f"node{i}",
+                    grpc_addr,
+                    rafts[i],
+                    data_dir,
+                    args,
+                    os.path.join(self.base_dir, f"node{i}.log"),
+                    remoting_address=remoting,
+                )
+            )
 
     @property
     def addresses(self) -> str:
@@ -336,8 +363,11 @@ class LocalCluster:
         from mqctl.controller.records import MAX_FEATURE_LEVEL
 
         def settled() -> bool:
-            return all(metadata(n.grpc_address).get("feature_level") == MAX_FEATURE_LEVEL
-                       for n in self.nodes if n.alive())
+            return all(
+                metadata(n.grpc_address).get("feature_level") == MAX_FEATURE_LEVEL
+                for n in self.nodes
+                if n.alive()
+            )
 
         wait_until(settled, timeout, what="the new group's feature level")
 
@@ -385,7 +415,8 @@ class LocalCluster:
             leader = self.wait_for_leader(timeout)
             peers = metadata(leader.grpc_address).get("peers") or []
             return len(peers) == len(self.nodes) and all(
-                int(p.get("max_feature_level", 0)) >= level for p in peers)
+                int(p.get("max_feature_level", 0)) >= level for p in peers
+            )
 
         wait_until(published, timeout, what=f"every node to publish feature level {level}")
 

@@ -8,8 +8,11 @@ import os
 from typing import Any
 
 # (environment variable, glibc's mallopt parameter, value): M_ARENA_MAX, M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
-_OPTIONS = (("MALLOC_ARENA_MAX", -8, 2), ("MALLOC_MMAP_THRESHOLD_", -3, 256 * 1024),
-            ("MALLOC_TRIM_THRESHOLD_", -1, 256 * 1024))
+_OPTIONS = (
+    ("MALLOC_ARENA_MAX", -8, 2),
+    ("MALLOC_MMAP_THRESHOLD_", -3, 256 * 1024),
+    ("MALLOC_TRIM_THRESHOLD_", -1, 256 * 1024),
+)
 
 
 def _libc() -> Any:

@@ -43,11 +43,19 @@ class MeteredNode:
 
     def __init__(self, node: Any, registry: CollectorRegistry) -> None:
         self._node = node
-        self.requests = Counter("mqctl_requests", "Controller requests by method and response code",
-                                ["method", "code"], registry=registry)
-        self.latency = Histogram("mqctl_request_duration_seconds", "Time to answer a controller request "
-                                 "(Heartbeat excluded)", ["method"], buckets=REQUEST_BUCKETS,
-                                 registry=registry)
+        self.requests = Counter(
+            "mqctl_requests",
+            "Controller requests by method and response code",
+            ["method", "code"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "mqctl_request_duration_seconds",
+            "Time to answer a controller request (Heartbeat excluded)",
+            ["method"],
+            buckets=REQUEST_BUCKETS,
+            registry=registry,
+        )
         self._heartbeat_ok = self.requests.labels("Heartbeat", "0")
 
     def call(self, method: str, request: dict[str, Any], *, timeout: float = 5.0) -> dict[str, Any]:
@@ -101,27 +109,41 @@ class StateCollector:
         for name in RAFT_STATES.values():
             role.add_metric([name], 1.0 if meta.get("state") == name else 0.0)
         yield role
-        for name, key, doc in (("mqctl_raft_term", "term", "Raft term"),
-                               ("mqctl_raft_commit_index", "commit_index", "Raft commit index"),
-                               ("mqctl_raft_applied_index", "last_applied", "last Raft entry applied here")):
+        for name, key, doc in (
+            ("mqctl_raft_term", "term", "Raft term"),
+            ("mqctl_raft_commit_index", "commit_index", "Raft commit index"),
+            ("mqctl_raft_applied_index", "last_applied", "last Raft entry applied here"),
+        ):
             g = _gauge(name, doc)
             g.add_metric([], float(meta.get(key) or 0))
             yield g
         peers = [p for p in meta.get("peers", ()) if not p.get("is_self")]
         for name, value, doc in (
-                ("mqctl_raft_peers", len(peers), "other members of the controller group"),
-                ("mqctl_raft_peers_connected", sum(1 for p in peers if p.get("connected")),
-                 "other members this node is connected to"),
-                ("mqctl_raft_has_leader", 1 if meta.get("controller_leader_id") else 0,
-                 "1 when this node knows a leader"),
-                ("mqctl_raft_has_quorum", 1 if meta.get("has_quorum") else 0,
-                 "1 when this node reaches a majority of the group")):
+            ("mqctl_raft_peers", len(peers), "other members of the controller group"),
+            (
+                "mqctl_raft_peers_connected",
+                sum(1 for p in peers if p.get("connected")),
+                "other members this node is connected to",
+            ),
+            (
+                "mqctl_raft_has_leader",
+                1 if meta.get("controller_leader_id") else 0,
+                "1 when this node knows a leader",
+            ),
+            (
+                "mqctl_raft_has_quorum",
+                1 if meta.get("has_quorum") else 0,
+                "1 when this node reaches a majority of the group",
+            ),
+        ):
             g = _gauge(name, doc)
             g.add_metric([], float(value))
             yield g
         verdict = health.controller_health(meta)
-        g = _gauge("mqctl_controller_health", "the controller group's verdict as this node sees it: "
-                   "0 OK, 1 WARN, 2 CRIT")
+        g = _gauge(
+            "mqctl_controller_health",
+            "the controller group's verdict as this node sees it: 0 OK, 1 WARN, 2 CRIT",
+        )
         g.add_metric([], float(health.RANK[verdict["verdict"]]))
         yield g
         yield from self._broker_sets(leader)
@@ -134,15 +156,21 @@ class StateCollector:
         if view["feature_level"] < HISTORY_LEVEL:
             return
         clusters = view["clusters"]
-        elections = CounterMetricFamily("mqctl_elections", "master elections of each broker set by cause "
-                                        "(a master cleared for want of a candidate included)",
-                                        labels=["cluster", "broker_name", "cause"])
+        elections = CounterMetricFamily(
+            "mqctl_elections",
+            "master elections of each broker set by cause "
+            "(a master cleared for want of a candidate included)",
+            labels=["cluster", "broker_name", "cause"],
+        )
         for name, counts in sorted(view["elections"].items()):
             for cause, n in sorted(counts.items()):
                 elections.add_metric([clusters.get(name, ""), name, cause], float(n))
-        loss = CounterMetricFamily("mqctl_election_loss_bytes", "bytes the new masters of each broker set's "
-                                   "elections may not have had (old master's maxOffset minus the new one's)",
-                                   labels=["cluster", "broker_name"])
+        loss = CounterMetricFamily(
+            "mqctl_election_loss_bytes",
+            "bytes the new masters of each broker set's "
+            "elections may not have had (old master's maxOffset minus the new one's)",
+            labels=["cluster", "broker_name"],
+        )
         for name in sorted(view["elections"].keys() | view["loss_total"].keys()):  # 0 is a figure too
             loss.add_metric([clusters.get(name, ""), name], float(view["loss_total"].get(name, 0)))
         yield from (elections, loss)
@@ -156,10 +184,14 @@ class StateCollector:
         sss = _gauge("mqctl_broker_set_sync_state_set_size", "members of the SyncStateSet", set_labels)
         replicas = _gauge("mqctl_broker_set_replicas", "registered replicas", set_labels)
         alive = _gauge("mqctl_broker_set_replicas_alive", "replicas alive (leader only)", set_labels)
-        verdicts = _gauge("mqctl_broker_set_health", "verdict: 0 OK, 1 WARN, 2 CRIT (leader only)",
-                          set_labels)
-        age = _gauge("mqctl_broker_heartbeat_age_seconds", "seconds since the broker's last heartbeat "
-                     "(leader only)", [*set_labels, "broker_id"])
+        verdicts = _gauge(
+            "mqctl_broker_set_health", "verdict: 0 OK, 1 WARN, 2 CRIT (leader only)", set_labels
+        )
+        age = _gauge(
+            "mqctl_broker_heartbeat_age_seconds",
+            "seconds since the broker's last heartbeat (leader only)",
+            [*set_labels, "broker_id"],
+        )
         for name, info in sorted(table.items()):
             labels = [str(info.get("cluster_name") or ""), name]
             rows = [*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ())]
@@ -190,8 +222,12 @@ class Metrics:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         self.api = MeteredNode(node, self.registry)
-        apply_time = Histogram("mqctl_raft_apply_duration_seconds", "Time to apply one Raft entry to the "
-                               "controller state", buckets=APPLY_BUCKETS, registry=self.registry)
+        apply_time = Histogram(
+            "mqctl_raft_apply_duration_seconds",
+            "Time to apply one Raft entry to the controller state",
+            buckets=APPLY_BUCKETS,
+            registry=self.registry,
+        )
         node.sync.apply_observer = apply_time.observe
         self.registry.register(StateCollector(node))
 

@@ -37,7 +37,7 @@ def peer_address(peer: str) -> str:
     text = peer
     for scheme in ("ipv4:", "ipv6:"):
         if text.startswith(scheme):
-            text = text[len(scheme):]
+            text = text[len(scheme) :]
             break
     else:
         if text.startswith("unix:") or text.startswith("unix-abstract:"):
@@ -54,8 +54,15 @@ class PeerLog:
     logged for that address says how many were left out. Remembers at most ``max_peers``
     addresses (the least recently seen are forgotten)."""
 
-    def __init__(self, logger: logging.Logger, *, interval: float = 60.0, budget: int = 50,
-                 max_peers: int = 4096, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        interval: float = 60.0,
+        budget: int = 50,
+        max_peers: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._log = logger
         self._interval = interval
         self._budget = budget
@@ -142,8 +149,15 @@ class PeerSlots:
     reached; ``release`` gives it back. A limit of 0 or less means no limit at that level. Only
     connections and addresses holding slots are remembered."""
 
-    def __init__(self, *, per_connection: int, per_address: int, total: int, what: str = "slots",
-                 options: tuple[str, str, str] = ("", "", "")) -> None:
+    def __init__(
+        self,
+        *,
+        per_connection: int,
+        per_address: int,
+        total: int,
+        what: str = "slots",
+        options: tuple[str, str, str] = ("", "", ""),
+    ) -> None:
         self.per_connection = per_connection
         self.per_address = per_address
         self.total = total
@@ -156,14 +170,18 @@ class PeerSlots:
 
     def _refusal(self, limit: str, maximum: int, where: str, option: str) -> Refusal:
         hint = f" ({option})" if option else ""
-        return Refusal(limit, maximum, f"too many {self._what} {where}: at most {maximum}{hint}; "
-                       "close one or retry later")
+        return Refusal(
+            limit,
+            maximum,
+            f"too many {self._what} {where}: at most {maximum}{hint}; close one or retry later",
+        )
 
     def acquire(self, connection: str, address: str) -> Refusal | None:
         with self._lock:
             if 0 < self.per_connection <= self._by_connection.get(connection, 0):
-                return self._refusal("connection", self.per_connection, "on this connection",
-                                     self._options[0])
+                return self._refusal(
+                    "connection", self.per_connection, "on this connection", self._options[0]
+                )
             if 0 < self.per_address <= self._by_address.get(address, 0):
                 return self._refusal("address", self.per_address, f"from {address}", self._options[1])
             if 0 < self.total <= self._count:
@@ -220,9 +238,18 @@ class CallGuard:
     a burst of ordinary calls is never refused, and the total limit never refuses a call (it only
     cancels stalled ones)."""
 
-    def __init__(self, *, per_connection: int, per_address: int, total: int, stall: float = 1.0,
-                 probation: float = 30.0, clock: Callable[[], float] = time.monotonic,
-                 options: tuple[str, str, str] = ("", "", ""), max_remembered: int = 4096) -> None:
+    def __init__(
+        self,
+        *,
+        per_connection: int,
+        per_address: int,
+        total: int,
+        stall: float = 1.0,
+        probation: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        options: tuple[str, str, str] = ("", "", ""),
+        max_remembered: int = 4096,
+    ) -> None:
         self.per_connection = per_connection
         self.per_address = per_address
         self.total = total
@@ -245,19 +272,25 @@ class CallGuard:
         now = self._clock()
         with self._lock:
             cutoff = now - self.stall
-            limits = (("connection", connection, self.per_connection, "on this connection", self._options[0]),
-                      ("address", address, self.per_address, "from this address", self._options[1]))
+            limits = (
+                ("connection", connection, self.per_connection, "on this connection", self._options[0]),
+                ("address", address, self.per_address, "from this address", self._options[1]),
+            )
             for kind, key, maximum, where, option in limits:
                 if maximum <= 0:
                     continue
-                mine = [w for w in self._waiting.values()
-                        if (w.connection if kind == "connection" else w.address) == key and not w.cancelled]
+                mine = [
+                    w
+                    for w in self._waiting.values()
+                    if (w.connection if kind == "connection" else w.address) == key and not w.cancelled
+                ]
                 strict = self._probation(kind, key, now)
                 count = len(mine) if strict else sum(1 for w in mine if w.started <= cutoff)
                 if count >= maximum:
                     hint = f" ({option})" if option else ""
-                    return 0, (f"too many calls waiting for their request message {where}: at most "
-                               f"{maximum}{hint}")
+                    return 0, (
+                        f"too many calls waiting for their request message {where}: at most {maximum}{hint}"
+                    )
             self._next += 1
             self._waiting[self._next] = _Waiting(connection, address, now, cancel)
             return self._next, None
@@ -280,8 +313,10 @@ class CallGuard:
             for key in [k for k, until in self._on_probation.items() if until <= now]:
                 del self._on_probation[key]
             cutoff = now - self.stall
-            late = sorted((w for w in self._waiting.values() if w.started <= cutoff and not w.cancelled),
-                          key=lambda w: w.started)
+            late = sorted(
+                (w for w in self._waiting.values() if w.started <= cutoff and not w.cancelled),
+                key=lambda w: w.started,
+            )
             by_connection: dict[str, int] = {}
             by_address: dict[str, int] = {}
             kept = 0

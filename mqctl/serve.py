@@ -70,8 +70,10 @@ def _remoting_tls(cfg: ServeConfig) -> dict[str, Any]:
         return {}
     from mqctl.remoting.security import server_context
 
-    return {"tls": server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_ca or None),
-            "tls_mode": cfg.remoting_tls_mode}
+    return {
+        "tls": server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_ca or None),
+        "tls_mode": cfg.remoting_tls_mode,
+    }
 
 
 def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
@@ -190,15 +192,21 @@ def run(cfg: ServeConfig) -> int:
         if cfg.metrics_address:
             _check_port_free(cfg.metrics_address, "HTTP")
         settings = NodeSettings(
-            raft_address=cfg.raft, raft_bind=cfg.raft_bind, partners=cfg.peer_list(),
+            raft_address=cfg.raft,
+            raft_bind=cfg.raft_bind,
+            partners=cfg.peer_list(),
             grpc_address=cfg.advertise_address(),
             remoting_address=cfg.remoting_advertise(),
-            data_dir=data_dir, group=cfg.group, cluster_secret=cfg.cluster_secret or None,
-            wait_for=cfg.wait_for, heartbeat_timeout_ms=cfg.heartbeat_timeout,
+            data_dir=data_dir,
+            group=cfg.group,
+            cluster_secret=cfg.cluster_secret or None,
+            wait_for=cfg.wait_for,
+            heartbeat_timeout_ms=cfg.heartbeat_timeout,
             scan_interval_ms=cfg.scan_interval,
             enable_elect_unclean_master=cfg.enable_elect_unclean_master,
             notify_broker_role_changed=cfg.notify_broker_role_changed,
-            initial_feature_level=cfg.initial_feature_level, auto_feature_level=cfg.auto_feature_level,
+            initial_feature_level=cfg.initial_feature_level,
+            auto_feature_level=cfg.auto_feature_level,
         )
         try:
             node = ControllerNode(settings)
@@ -220,18 +228,22 @@ def run(cfg: ServeConfig) -> int:
             tls = TlsConfig(cert_file=cfg.tls_cert, key_file=cfg.tls_key, client_ca_file=cfg.tls_ca or None)
         try:
             limits = GrpcLimits(
-                max_message_bytes=cfg.grpc_max_message_size, max_streams_per_connection=cfg.grpc_max_streams,
-                max_connections=cfg.grpc_max_connections, max_watches=cfg.grpc_max_watches,
+                max_message_bytes=cfg.grpc_max_message_size,
+                max_streams_per_connection=cfg.grpc_max_streams,
+                max_connections=cfg.grpc_max_connections,
+                max_watches=cfg.grpc_max_watches,
                 watches_per_connection=cfg.grpc_max_watches_per_connection,
                 watches_per_address=cfg.grpc_max_watches_per_address,
                 max_heartbeat_streams=cfg.grpc_max_heartbeat_streams,
                 heartbeat_streams_per_connection=cfg.grpc_max_heartbeat_streams_per_connection,
                 heartbeat_streams_per_address=cfg.grpc_max_heartbeat_streams_per_address,
                 heartbeat_stream_idle=cfg.grpc_heartbeat_stream_idle / 1000,
-                keepalive_time=cfg.grpc_keepalive / 1000, keepalive_timeout=cfg.grpc_keepalive_timeout / 1000,
+                keepalive_time=cfg.grpc_keepalive / 1000,
+                keepalive_timeout=cfg.grpc_keepalive_timeout / 1000,
                 idle_timeout=cfg.grpc_idle_timeout / 1000,
                 handshake_timeout=cfg.grpc_handshake_timeout / 1000,
-                max_stalled=cfg.grpc_max_stalled, stalled_per_connection=cfg.grpc_max_stalled_per_connection,
+                max_stalled=cfg.grpc_max_stalled,
+                stalled_per_connection=cfg.grpc_max_stalled_per_connection,
                 stalled_per_address=cfg.grpc_max_stalled_per_address,
             )
             server = build_server(api, cfg.listen, token=cfg.token or None, tls=tls, limits=limits)
@@ -246,10 +258,13 @@ def run(cfg: ServeConfig) -> int:
 
             try:
                 remoting = start_remoting_server(
-                    api, cfg.remoting_listen(), token=cfg.token or None,
+                    api,
+                    cfg.remoting_listen(),
+                    token=cfg.token or None,
                     max_connections=cfg.remoting_max_connections,
                     max_connections_per_address=cfg.remoting_max_connections_per_address,
-                    max_in_flight=cfg.remoting_max_in_flight, idle_timeout=cfg.remoting_idle_timeout / 1000,
+                    max_in_flight=cfg.remoting_max_in_flight,
+                    idle_timeout=cfg.remoting_idle_timeout / 1000,
                     **_remoting_tls(cfg),
                 )
             except Exception:
@@ -284,12 +299,18 @@ def run(cfg: ServeConfig) -> int:
     log.info("serving gRPC on %s, Raft on %s, peers %s, group %s", cfg.listen, raft, peers, cfg.group)
     if cockpit is not None:
         scheme = "https" if cfg.tls_cert else "http"
-        print(f"mqctl controller: metrics, health and status page on {scheme}://{cfg.metrics_address}/",
-              file=sys.stderr, flush=True)
+        print(
+            f"mqctl controller: metrics, health and status page on {scheme}://{cfg.metrics_address}/",
+            file=sys.stderr,
+            flush=True,
+        )
     print(f"mqctl controller: gRPC {cfg.listen} Raft {raft} peers {peers}", file=sys.stderr, flush=True)
     versions = " ".join(f"{name}/v{v}" for name, v in records.record_versions().items())
-    print(f"mqctl controller: speaks feature levels 1..{records.MAX_FEATURE_LEVEL}, records {versions}",
-          file=sys.stderr, flush=True)
+    print(
+        f"mqctl controller: speaks feature levels 1..{records.MAX_FEATURE_LEVEL}, records {versions}",
+        file=sys.stderr,
+        flush=True,
+    )
 
     # Set by mqctl.localgroup (tests, `mqctl sim`, `mqctl demo`) for the nodes it starts: when that
     # process dies, even by SIGKILL, this node is reparented and shuts down instead of lingering.

@@ -44,9 +44,12 @@ def ready_answer(meta: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     lag = int(meta.get("commit_index") or 0) - int(meta.get("last_applied") or 0)
     if lag > READY_MAX_LAG:
         reasons.append(f"CRIT: this node is {lag} entries behind its commit index")
-    return (503 if reasons else 200), {"ready": not reasons, "reasons": reasons,
-                                       "commitIndex": meta.get("commit_index"),
-                                       "lastApplied": meta.get("last_applied")}
+    return (503 if reasons else 200), {
+        "ready": not reasons,
+        "reasons": reasons,
+        "commitIndex": meta.get("commit_index"),
+        "lastApplied": meta.get("last_applied"),
+    }
 
 
 _STYLE = """body{font-family:sans-serif;margin:1.5em;color:#222}
@@ -71,46 +74,58 @@ def status_page(meta: dict[str, Any], data: dict[str, Any], history: dict[str, A
     leader = bool(meta.get("is_leader"))
     table = data["replicas_info_table"]
     doc = health.health_doc(meta, table if leader else None, int(data["lease_ms"]))
-    out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
-           '<meta http-equiv="refresh" content="10">',
-           f"<title>mqctl controller {_e(meta.get('group'))}</title><style>{_STYLE}</style></head><body>",
-           f"<h1>mqctl controller <code>{_e(meta.get('group'))}</code></h1>",
-           f'<p id="summary">{_verdict(doc["verdict"])} {_e(doc["summary"].split(": ", 1)[1])}</p>',
-           f"<p>this node <code>{_e(meta.get('self_id'))}</code>: {_e(meta.get('state'))}, term "
-           f"{_e(meta.get('term'))}, commit index {_e(meta.get('commit_index'))}, applied "
-           f"{_e(meta.get('last_applied'))}; leader <code>{_e(meta.get('controller_leader_id'))}</code> "
-           f"({_e(meta.get('controller_leader_address'))}); group id {_e(meta.get('group_id'))}; "
-           f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(now))}</p>",
-           "<h2>Controller group</h2><table id=\"controller\"><tr><th>Raft address</th><th>gRPC address</th>"
-           "<th>leader</th><th>connected</th></tr>"]
+    out = [
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
+        '<meta http-equiv="refresh" content="10">',
+        f"<title>mqctl controller {_e(meta.get('group'))}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>mqctl controller <code>{_e(meta.get('group'))}</code></h1>",
+        f'<p id="summary">{_verdict(doc["verdict"])} {_e(doc["summary"].split(": ", 1)[1])}</p>',
+        f"<p>this node <code>{_e(meta.get('self_id'))}</code>: {_e(meta.get('state'))}, term "
+        f"{_e(meta.get('term'))}, commit index {_e(meta.get('commit_index'))}, applied "
+        f"{_e(meta.get('last_applied'))}; leader <code>{_e(meta.get('controller_leader_id'))}</code> "
+        f"({_e(meta.get('controller_leader_address'))}); group id {_e(meta.get('group_id'))}; "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(now))}</p>",
+        '<h2>Controller group</h2><table id="controller"><tr><th>Raft address</th><th>gRPC address</th>'
+        "<th>leader</th><th>connected</th></tr>",
+    ]
     for p in meta.get("peers", ()):
-        out.append(f"<tr><td>{_e(p.get('raft_address'))}</td><td>{_e(p.get('grpc_address'))}</td>"
-                   f"<td>{'yes' if p.get('is_leader') else ''}</td>"
-                   f"<td>{'yes' if p.get('connected') else 'no'}</td></tr>")
+        out.append(
+            f"<tr><td>{_e(p.get('raft_address'))}</td><td>{_e(p.get('grpc_address'))}</td>"
+            f"<td>{'yes' if p.get('is_leader') else ''}</td>"
+            f"<td>{'yes' if p.get('connected') else 'no'}</td></tr>"
+        )
     out.append("</table>")
     for reason in doc["checks"][0]["reasons"]:
         out.append(f"<p>{_e(reason)}</p>")
     out.append("<h2>Broker sets</h2>")
     if not leader:
-        out.append('<p class="note">This node is not the leader: brokers send their heartbeats to the '
-                   "leader, so liveness and verdicts are shown on the leader's page.</p>")
+        out.append(
+            '<p class="note">This node is not the leader: brokers send their heartbeats to the '
+            "leader, so liveness and verdicts are shown on the leader's page.</p>"
+        )
     verdicts = {c["name"]: c for c in doc["checks"][1:]}
-    out.append('<table id="broker-sets"><tr><th>cluster</th><th>brokerName</th><th>verdict</th>'
-               "<th>master</th><th>masterEpoch</th><th>syncStateSet (epoch)</th><th>replicas</th>"
-               "<th>reasons</th></tr>")
+    out.append(
+        '<table id="broker-sets"><tr><th>cluster</th><th>brokerName</th><th>verdict</th>'
+        "<th>master</th><th>masterEpoch</th><th>syncStateSet (epoch)</th><th>replicas</th>"
+        "<th>reasons</th></tr>"
+    )
     for name, info in sorted(table.items()):
         check = verdicts.get(name)
-        rows = sorted([*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ())],
-                      key=lambda r: int(r["broker_id"]))
+        rows = sorted(
+            [*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ())],
+            key=lambda r: int(r["broker_id"]),
+        )
         sss = sorted(int(r["broker_id"]) for r in info.get("in_sync_replicas", ()))
         replicas = "<br>".join(_replica(r, leader) for r in rows)
-        out.append(f"<tr><td>{_e(info.get('cluster_name'))}</td><td>{_e(name)}</td>"
-                   f"<td>{_verdict(check['verdict']) if check else '-'}</td>"
-                   f"<td>{_e(info.get('master_broker_id'))} {_e(info.get('master_address'))}</td>"
-                   f"<td>{_e(info.get('master_epoch'))}</td>"
-                   f"<td>{_e(', '.join(map(str, sss)))} ({_e(info.get('sync_state_set_epoch'))})</td>"
-                   f"<td>{replicas}</td><td>{'<br>'.join(_e(r) for r in (check or {}).get('reasons', []))}"
-                   "</td></tr>")
+        out.append(
+            f"<tr><td>{_e(info.get('cluster_name'))}</td><td>{_e(name)}</td>"
+            f"<td>{_verdict(check['verdict']) if check else '-'}</td>"
+            f"<td>{_e(info.get('master_broker_id'))} {_e(info.get('master_address'))}</td>"
+            f"<td>{_e(info.get('master_epoch'))}</td>"
+            f"<td>{_e(', '.join(map(str, sss)))} ({_e(info.get('sync_state_set_epoch'))})</td>"
+            f"<td>{replicas}</td><td>{'<br>'.join(_e(r) for r in (check or {}).get('reasons', []))}"
+            "</td></tr>"
+        )
     out.append("</table>")
     if not table:
         out.append('<p class="note">No broker set is registered.</p>')
@@ -125,17 +140,24 @@ def _history_section(view: dict[str, Any]) -> list[str]:
 
     out = ["<h2>Recent history</h2>"]
     if view["feature_level"] < HISTORY_LEVEL:
-        return [*out, f'<p class="note" id="history-off">The decision history starts at feature level '
-                      f"{HISTORY_LEVEL}; this group is at {_e(view['feature_level'])}. Once every member "
-                      f"runs a version that speaks it, <code>mqctl quorum feature-level "
-                      f"{HISTORY_LEVEL}</code> raises it (it is never lowered).</p>"]
+        return [
+            *out,
+            f'<p class="note" id="history-off">The decision history starts at feature level '
+            f"{HISTORY_LEVEL}; this group is at {_e(view['feature_level'])}. Once every member "
+            f"runs a version that speaks it, <code>mqctl quorum feature-level "
+            f"{HISTORY_LEVEL}</code> raises it (it is never lowered).</p>",
+        ]
     entries = view["entries"]
     if not entries:
         return [*out, '<p class="note" id="history-empty">No decision has been recorded yet.</p>']
-    out.append(f'<p class="note">The last {len(entries)} decisions, newest first; <code>mqctl history</code> '
-               "lists them all.</p>")
-    out.append('<table id="history"><tr><th>time</th><th>term</th><th>brokerName</th><th>what</th>'
-               "<th>detail</th><th>cause</th><th>loss bytes</th></tr>")
+    out.append(
+        f'<p class="note">The last {len(entries)} decisions, newest first; <code>mqctl history</code> '
+        "lists them all.</p>"
+    )
+    out.append(
+        '<table id="history"><tr><th>time</th><th>term</th><th>brokerName</th><th>what</th>'
+        "<th>detail</th><th>cause</th><th>loss bytes</th></tr>"
+    )
     for e in reversed(entries):
         el = e.get("election") or {}
         detail = _e(e.get("detail"))
@@ -144,17 +166,24 @@ def _history_section(view: dict[str, Any]) -> list[str]:
         loss = el.get("loss_bytes", "unknown") if el.get("new_master_broker_id") is not None else "-"
         pointer = _guard_pointer(e, el)
         if pointer:
-            detail += (f'<br><span class="guard">save it: <code>{_e(pointer["guard"])}</code>, then '
-                       f'<code>{_e(pointer["replay"])}</code></span>')
+            detail += (
+                f'<br><span class="guard">save it: <code>{_e(pointer["guard"])}</code>, then '
+                f"<code>{_e(pointer['replay'])}</code></span>"
+            )
         # unknown: a replica's maxOffset was not known; "-": no election, or no master came of it
-        out.append(f"<tr><td>{_e(iso(int(e.get('time_ms', 0))))}</td><td>{_e(e.get('term'))}</td>"
-                   f"<td>{_e(e.get('broker_name'))}</td><td>{_e(e.get('what'))}</td><td>{detail}</td>"
-                   f"<td>{_e(e.get('cause'))}</td><td>{_e(loss)}</td></tr>")
+        out.append(
+            f"<tr><td>{_e(iso(int(e.get('time_ms', 0))))}</td><td>{_e(e.get('term'))}</td>"
+            f"<td>{_e(e.get('broker_name'))}</td><td>{_e(e.get('what'))}</td><td>{detail}</td>"
+            f"<td>{_e(e.get('cause'))}</td><td>{_e(loss)}</td></tr>"
+        )
     out.append("</table>")
     totals = {n: v for n, v in sorted(view["loss_total"].items()) if v}
     if totals:
-        out.append("<p>bytes elections may have lost: "
-                   + ", ".join(f"{_e(n)} {_e(v)}" for n, v in totals.items()) + "</p>")
+        out.append(
+            "<p>bytes elections may have lost: "
+            + ", ".join(f"{_e(n)} {_e(v)}" for n, v in totals.items())
+            + "</p>"
+        )
     return out
 
 
@@ -169,8 +198,10 @@ def _replica(r: dict[str, Any], leader: bool) -> str:
     if leader:
         text += " alive" if r.get("alive") else " not alive"
         if r.get("heartbeat_age_ms") is not None:
-            text += (f", heartbeat {int(r['heartbeat_age_ms']) / 1000:.1f} s ago, "
-                     f"maxOffset {_e(r.get('max_offset'))}")
+            text += (
+                f", heartbeat {int(r['heartbeat_age_ms']) / 1000:.1f} s ago, "
+                f"maxOffset {_e(r.get('max_offset'))}"
+            )
     return text
 
 
@@ -204,8 +235,9 @@ class _Handler(BaseHTTPRequestHandler):
                 code, doc = answer(node_status(node))
                 self._send(code, (json.dumps(doc, indent=1) + "\n").encode(), "application/json", body)
             elif path in ("/", "/index.html"):
-                page = status_page(node_status(node), node.sync_state_data(), node.history_view(PAGE_HISTORY),
-                                   time.time())
+                page = status_page(
+                    node_status(node), node.sync_state_data(), node.history_view(PAGE_HISTORY), time.time()
+                )
                 self._send(200, page.encode(), "text/html; charset=utf-8", body)
             else:
                 self._send(404, b"not found: try /, /metrics, /health or /ready\n", "text/plain", body)
@@ -230,8 +262,14 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 64
 
-    def __init__(self, address: tuple[str, int], node: Any, metrics: Metrics, tls: ssl.SSLContext | None,
-                 max_connections: int) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        node: Any,
+        metrics: Metrics,
+        tls: ssl.SSLContext | None,
+        max_connections: int,
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.node, self.metrics, self.tls = node, metrics, tls
         self._slots = threading.BoundedSemaphore(max_connections)
@@ -279,11 +317,18 @@ class _Server(ThreadingHTTPServer):
 class Cockpit:
     """The listener and its thread."""
 
-    def __init__(self, node: Any, metrics: Metrics, address: tuple[str, int],
-                 tls: ssl.SSLContext | None = None, max_connections: int = 32) -> None:
+    def __init__(
+        self,
+        node: Any,
+        metrics: Metrics,
+        address: tuple[str, int],
+        tls: ssl.SSLContext | None = None,
+        max_connections: int = 32,
+    ) -> None:
         self._server = _Server(address, node, metrics, tls, max_connections)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="mqctl-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="mqctl-http", daemon=True
+        )
 
     def start(self) -> None:
         self._thread.start()

@@ -66,8 +66,10 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "node_log_traceback(match, reason): this test expects a traceback matching `match` "
-        "in a node's log, because of `reason` (both required; see tests/conftest.py)")
+        "markers",
+        "node_log_traceback(match, reason): this test expects a traceback matching `match` "
+        "in a node's log, because of `reason` (both required; see tests/conftest.py)",
+    )
     if hasattr(config, "workerinput"):
         # an xdist worker starts with COLUMNS=80 and LINES=24 in its environment; without them the CLI's
         # tables are as wide as when piped, here as in a serial run (and in the mqctl it starts)
@@ -121,8 +123,11 @@ def _allowed(item: pytest.Item) -> list[re.Pattern[str]]:
     for mark in item.iter_markers("node_log_traceback"):
         match, reason = mark.kwargs.get("match"), mark.kwargs.get("reason")
         if mark.args or not match or not reason or not str(reason).strip():
-            pytest.fail(f"{item.nodeid}: node_log_traceback needs match=<regex> and "
-                        "reason=<why this traceback is expected>, and nothing else", pytrace=False)
+            pytest.fail(
+                f"{item.nodeid}: node_log_traceback needs match=<regex> and "
+                "reason=<why this traceback is expected>, and nothing else",
+                pytrace=False,
+            )
         patterns.append(re.compile(match))
     return patterns
 
@@ -145,7 +150,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             pytest.fail(
                 f"{len(problems)} traceback(s) or logged exception(s) in mqctl serve node logs (a traceback "
                 "in a node's log is a bug; an expected one needs @pytest.mark.node_log_traceback, see "
-                "tests/conftest.py):\n" + "\n".join(str(p) for p in problems), pytrace=False)
+                "tests/conftest.py):\n" + "\n".join(str(p) for p in problems),
+                pytrace=False,
+            )
 
 
 @pytest.fixture(scope="session")

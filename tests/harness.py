@@ -36,8 +36,13 @@ class Beater:
     """Sends heartbeats for some brokers every `period` seconds, as a live broker would, each with a
     lease of `lease_ms` (a longer one keeps a test's brokers alive when a loaded machine delays beats)."""
 
-    def __init__(self, client: ControllerClient, period: float = 0.2,
-                 cluster_name: str = TEST_CLUSTER, lease_ms: int = 1500) -> None:
+    def __init__(
+        self,
+        client: ControllerClient,
+        period: float = 0.2,
+        cluster_name: str = TEST_CLUSTER,
+        lease_ms: int = 1500,
+    ) -> None:
         self.client = client
         self.lease_ms = lease_ms
         self.cluster_name = cluster_name
@@ -64,8 +69,9 @@ class Beater:
             return
         address = f.pop("address")
         try:
-            self.client.heartbeat(self.cluster_name, address, broker_name, broker_id,
-                                  heartbeat_timeout_mills=self.lease_ms, **f)
+            self.client.heartbeat(
+                self.cluster_name, address, broker_name, broker_id, heartbeat_timeout_mills=self.lease_ms, **f
+            )
         except Exception:
             pass  # a controller failover in progress; the next beat retries
 
@@ -81,8 +87,9 @@ class Beater:
         self._thread.join(5)
 
 
-def register_broker(client: ControllerClient, broker_name: str, address: str,
-                    cluster_name: str = TEST_CLUSTER, **kw: Any) -> tuple[int, int]:
+def register_broker(
+    client: ControllerClient, broker_name: str, address: str, cluster_name: str = TEST_CLUSTER, **kw: Any
+) -> tuple[int, int]:
     """The broker's registration sequence (seed 000): next id, apply, register. -> (id, brokerEpoch)."""
     nid = client.get_next_broker_id(cluster_name, broker_name).next_broker_id
     client.apply_broker_id(cluster_name, broker_name, nid, f"{address};1700000000000")
@@ -157,11 +164,17 @@ def with_default_sigint(argv: list[str]) -> list[str]:
     nohup, CI: an ignored signal stays ignored across exec) and a test sends SIGINT. A small exec
     wrapper rather than ``preexec_fn``: Python code between fork and exec is unsafe in a process
     with threads (grpc's fork handlers then run in the child and can leave it stuck)."""
-    return [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-            "os.execvp(sys.argv[1], sys.argv[1:])", *argv]
+    return [
+        sys.executable,
+        "-c",
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execvp(sys.argv[1], sys.argv[1:])",
+        *argv,
+    ]
 
 
 # --- writes under faults: what the controller group acknowledged --------------------------------
+
 
 @dataclass
 class Ledger:
@@ -169,12 +182,12 @@ class Ledger:
     calls ended; ``check`` finds an acknowledged write that the final state lost."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    applied: list[tuple[str, int]] = field(default_factory=list)                   # (name, id)
-    registered: list[tuple[str, int, int]] = field(default_factory=list)           # (name, id, brokerEpoch)
-    elected: list[tuple[str, int, int]] = field(default_factory=list)              # (name, masterEpoch, id)
+    applied: list[tuple[str, int]] = field(default_factory=list)  # (name, id)
+    registered: list[tuple[str, int, int]] = field(default_factory=list)  # (name, id, brokerEpoch)
+    elected: list[tuple[str, int, int]] = field(default_factory=list)  # (name, masterEpoch, id)
     altered: list[tuple[str, int, tuple[int, ...]]] = field(default_factory=list)  # (name, ssEpoch, set)
-    refused: Counter[int] = field(default_factory=Counter)                         # code -> calls
-    unexpected: list[str] = field(default_factory=list)                            # client or test bugs
+    refused: Counter[int] = field(default_factory=Counter)  # code -> calls
+    unexpected: list[str] = field(default_factory=list)  # client or test bugs
     acks: int = 0
 
     def attempt(self, op: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -208,6 +221,7 @@ class Ledger:
         """Every acknowledged write is in ``table`` (GetSyncStateData's replicasInfoTable of the final
         state); no (brokerName, masterEpoch) has two masters among the acknowledged elections and the
         final state. AssertionError naming the first ones lost."""
+
         def replicas(name: str) -> dict[int, int]:
             info = table[name]
             return {r.broker_id: r.broker_epoch for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
@@ -239,8 +253,15 @@ class Writers:
     ``pause()`` holds them, with no write in flight, while its block runs (the nodes' state hashes can
     then agree)."""
 
-    def __init__(self, addresses: str, step: Step, *, count: int = 3, timeout: float = 10.0,
-                 ledger: Ledger | None = None) -> None:
+    def __init__(
+        self,
+        addresses: str,
+        step: Step,
+        *,
+        count: int = 3,
+        timeout: float = 10.0,
+        ledger: Ledger | None = None,
+    ) -> None:
         self.addresses = addresses
         self.step = step
         self.timeout = timeout
@@ -295,16 +316,22 @@ class Writers:
 
 
 @contextlib.contextmanager
-def spark_standalone(root: Path, *, cores: int = 2, memory: str = "1g",
-                     timeout: float = 180.0) -> Iterator[tuple[str, int]]:
+def spark_standalone(
+    root: Path, *, cores: int = 2, memory: str = "1g", timeout: float = 180.0
+) -> Iterator[tuple[str, int]]:
     """A Spark standalone master and one worker from the installed pyspark (`spark-class`), bound to
     127.0.0.1 on free ports, logs and work directory under `root`: yields (master URL, the worker's
     pid: its executors are its children). Both daemons are stopped by pid."""
     import pyspark
 
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_class.parent.parent),
-           "SPARK_LOG_DIR": str(root), "SPARK_WORKER_DIR": str(root / "work")}
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_HOME": str(spark_class.parent.parent),
+        "SPARK_LOG_DIR": str(root),
+        "SPARK_WORKER_DIR": str(root / "work"),
+    }
     procs: list[subprocess.Popen[bytes]] = []
     mlog, wlog = root / "master.log", root / "worker.log"
 
@@ -312,17 +339,32 @@ def spark_standalone(root: Path, *, cores: int = 2, memory: str = "1g",
         deadline = time.monotonic() + timeout
         while not (path.exists() and text in path.read_text(errors="replace")):
             if time.monotonic() > deadline:
-                tails = "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in (mlog, wlog)
-                                  if p.exists())
+                tails = "\n".join(
+                    f"--- {p}\n{p.read_text(errors='replace')[-3000:]}" for p in (mlog, wlog) if p.exists()
+                )
                 raise RuntimeError(f"{what} within {timeout:.0f} s\n{tails}")
             time.sleep(0.5)
 
     try:
         with open(mlog, "wb") as out:
-            procs.append(subprocess.Popen(
-                [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                 "--port", str(free_port()), "--webui-port", str(free_port())],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(spark_class),
+                        "org.apache.spark.deploy.master.Master",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(free_port()),
+                        "--webui-port",
+                        str(free_port()),
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
         wait_for(mlog, "I have been elected leader", "the master did not start")
         # the port the master bound: another process may have taken the free one meanwhile (Spark then
         # binds the next port)
@@ -331,11 +373,31 @@ def spark_standalone(root: Path, *, cores: int = 2, memory: str = "1g",
         if m is None:
             raise RuntimeError(f"no master URL in {mlog}")
         with open(wlog, "wb") as out:
-            procs.append(subprocess.Popen(
-                [str(spark_class), "org.apache.spark.deploy.worker.Worker", m.group(1), "--host", "127.0.0.1",
-                 "--port", str(free_port()), "--webui-port", str(free_port()), "--cores", str(cores),
-                 "--memory", memory, "--work-dir", str(root / "work")],
-                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(spark_class),
+                        "org.apache.spark.deploy.worker.Worker",
+                        m.group(1),
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(free_port()),
+                        "--webui-port",
+                        str(free_port()),
+                        "--cores",
+                        str(cores),
+                        "--memory",
+                        memory,
+                        "--work-dir",
+                        str(root / "work"),
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
+            )
         wait_for(wlog, "Successfully registered with master", "the worker did not register")
         yield m.group(1), procs[1].pid
     finally:
@@ -351,6 +413,7 @@ def spark_standalone(root: Path, *, cores: int = 2, memory: str = "1g",
 
 
 # --- stand-ins for a peer's remoting port ---------------------------------------------------------
+
 
 class StandInServer:
     """A listener on 127.0.0.1 that stands in for a RocketMQ peer's remoting port (a broker's admin or
@@ -386,6 +449,7 @@ class StandInServer:
 
 
 # --- files unchanged --------------------------------------------------------------------------------
+
 
 def tree_hash(root: Path, *, metadata: bool = True) -> str:
     """sha256 over every path under ``root`` (directories too) and every file's content; with

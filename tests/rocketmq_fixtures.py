@@ -61,8 +61,9 @@ def why_not() -> str | None:
     if rocksdb_jar() is None:
         return "RocksDB's jar (shipped with pyspark: pip install 'mqctl[spark]') is missing"
     try:
-        p = subprocess.run(["unshare", "--net", "ip", "link", "set", "lo", "up"], capture_output=True,
-                           text=True, timeout=30)
+        p = subprocess.run(
+            ["unshare", "--net", "ip", "link", "set", "lo", "up"], capture_output=True, text=True, timeout=30
+        )
     except subprocess.TimeoutExpired:
         return "unshare --net did not finish"
     if p.returncode != 0:
@@ -75,8 +76,11 @@ def require_rocketmq() -> None:
     rocketmq-java); skip (loudly) when java, unshare or root is missing, except in CI ($CI set), where
     they are there and these tests must not be skipped: fail then."""
     if not (LIB / "classpath.txt").is_file():
-        pytest.fail(f"RocketMQ's broker classes are missing: {LIB} (rocketmq-broker beside the repository, "
-                    "or $MQCTL_SHARED_DIR/rocketmq-broker)", pytrace=False)
+        pytest.fail(
+            f"RocketMQ's broker classes are missing: {LIB} (rocketmq-broker beside the repository, "
+            "or $MQCTL_SHARED_DIR/rocketmq-broker)",
+            pytrace=False,
+        )
     why = why_not()
     if why is None:
         return
@@ -101,8 +105,12 @@ def require_rocketmq_classes() -> None:
 
 def compile_java(out: Path, *sources: Path) -> Path:
     """javac the drivers against RocketMQ's classes into `out` (a directory for java -cp)."""
-    p = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", str(LIB / "*"), "-d", str(out),
-                        *map(str, sources)], capture_output=True, text=True, timeout=180)
+    p = subprocess.run(
+        ["javac", "-nowarn", "-encoding", "UTF-8", "-cp", str(LIB / "*"), "-d", str(out), *map(str, sources)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     return out
 
@@ -114,8 +122,11 @@ class Namespace:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.holder = subprocess.Popen(["unshare", "--net", "sh", "-c", "ip link set lo up && echo up && "
-                                        "exec sleep 900"], stdout=subprocess.PIPE, text=True)
+        self.holder = subprocess.Popen(
+            ["unshare", "--net", "sh", "-c", "ip link set lo up && echo up && exec sleep 900"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.holder.stdout is not None
         ready, _, _ = select.select([self.holder.stdout], [], [], 30)
         line = self.holder.stdout.readline().strip() if ready else ""
@@ -132,11 +143,13 @@ class Namespace:
         self.procs[name] = p
         return p
 
-    def run(self, *args: str, timeout: float = 60, env: dict[str, str] | None = None
-            ) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """A command inside the namespace, to its end (bounded)."""
-        return subprocess.run(self.cmd(*args), capture_output=True, text=True, timeout=timeout, env=env,
-                              cwd=self.root)
+        return subprocess.run(
+            self.cmd(*args), capture_output=True, text=True, timeout=timeout, env=env, cwd=self.root
+        )
 
     def log_paths(self, name: str) -> list[Path]:
         return [self.root / f"{name}.{s}" for s in ("out", "err")]
@@ -182,14 +195,30 @@ def namesrv_args(ns: Namespace, port: int, cp: list[str]) -> list[str]:
     """The command of RocketMQ's name server on 127.0.0.1:port (its conf and home under ns.root)."""
     conf = ns.root / "namesrv.conf"
     conf.write_text(f"listenPort={port}\nbindAddress=127.0.0.1\n")
-    return ["java", *JOPTS, f"-Duser.home={ns.root / 'namesrv-home'}", "-cp", ":".join(cp),
-            "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)]
+    return [
+        "java",
+        *JOPTS,
+        f"-Duser.home={ns.root / 'namesrv-home'}",
+        "-cp",
+        ":".join(cp),
+        "org.apache.rocketmq.namesrv.NamesrvStartup",
+        "-c",
+        str(conf),
+    ]
 
 
 def broker_args(ns: Namespace, name: str, conf: Path, cp: list[str]) -> list[str]:
     """The command of RocketMQ's broker `name` with broker.conf `conf` (its home under ns.root)."""
-    return ["java", *JOPTS, f"-Duser.home={ns.root / (name + '-home')}", "-cp", ":".join(cp),
-            "org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf)]
+    return [
+        "java",
+        *JOPTS,
+        f"-Duser.home={ns.root / (name + '-home')}",
+        "-cp",
+        ":".join(cp),
+        "org.apache.rocketmq.broker.BrokerStartup",
+        "-c",
+        str(conf),
+    ]
 
 
 def rocketmq_env(ns: Namespace) -> dict[str, str]:
@@ -204,8 +233,13 @@ class ConfigDriver:
         self.cp = f"{classes}:{LIB / '*'}"
 
     def _java(self, *args: str, spec: str = "") -> str:
-        p = subprocess.run(["java", *CLIENT_JOPTS, "-cp", self.cp, "RocketmqConfigDriver", *args], input=spec,
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run(
+            ["java", *CLIENT_JOPTS, "-cp", self.cp, "RocketmqConfigDriver", *args],
+            input=spec,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert p.returncode == 0, p.stdout + p.stderr
         return p.stdout
 

@@ -14,11 +14,11 @@ def test_precedence(tmp_path) -> None:
     f.write_text('listen = "127.0.0.1:1111"\nwait-for = 3\nheartbeat-timeout = "2s"\n')
     env = {"MQCTL_LISTEN": "127.0.0.1:2222", "MQCTL_SCAN_INTERVAL": "700ms"}
     cfg = load({"listen": "127.0.0.1:3333"}, str(f), env)
-    assert cfg.listen == "127.0.0.1:3333"           # flag wins
-    assert cfg.wait_for == 3                         # file
-    assert cfg.heartbeat_timeout == 2000             # file, with a unit
-    assert cfg.scan_interval == 700                  # env
-    assert load({}, str(f), env).listen == "127.0.0.1:2222"   # env beats file
+    assert cfg.listen == "127.0.0.1:3333"  # flag wins
+    assert cfg.wait_for == 3  # file
+    assert cfg.heartbeat_timeout == 2000  # file, with a unit
+    assert cfg.scan_interval == 700  # env
+    assert load({}, str(f), env).listen == "127.0.0.1:2222"  # env beats file
     assert load({}, None, {}).listen == ServeConfig().listen  # default
 
 
@@ -56,8 +56,9 @@ def test_host_port() -> None:
     assert parse_address("[::1]:9880") == ("::1", 9880)
     assert parse_address("127.0.0.1:0", any_port=True) == ("127.0.0.1", 0)
     for bad in ("127.0.0.1", ":9878", "127.0.0.1:", "127.0.0.1:x", "127.0.0.1:65536", "127.0.0.1:0"):
-        with pytest.raises(UsageError, match=f"^bad Raft address '{bad}': expected HOST:PORT with a port "
-                                             "from 1 to 65535$"):
+        with pytest.raises(
+            UsageError, match=f"^bad Raft address '{bad}': expected HOST:PORT with a port from 1 to 65535$"
+        ):
             parse_address(bad, "Raft address")
     assert is_loopback("[::1]") and is_loopback("localhost") and is_loopback("127.0.0.2")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.invalid")

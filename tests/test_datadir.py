@@ -15,7 +15,7 @@ def test_group_record_and_refusal(tmp_path) -> None:
     try:
         assert datadir.is_locked(str(tmp_path))
         assert datadir.record_group_id(str(tmp_path), "g1") is None
-        assert datadir.record_group_id(str(tmp_path), "g1") is None          # idempotent
+        assert datadir.record_group_id(str(tmp_path), "g1") is None  # idempotent
         problem = datadir.record_group_id(str(tmp_path), "g2")
         assert problem is not None and "belongs to controller group g1" in problem
         assert json.loads((tmp_path / "node.json").read_text())["groupId"] == "g1"
@@ -36,7 +36,7 @@ def test_corrupt_node_file_is_refused_without_change(tmp_path) -> None:
 def test_another_nodes_raft_log_is_refused(tmp_path) -> None:
     datadir.prepare(str(tmp_path), "127.0.0.1:9880").close()
     (tmp_path / "raft.journal").write_bytes(b"x")
-    datadir.prepare(str(tmp_path), "127.0.0.1:9880").close()       # same node: fine
+    datadir.prepare(str(tmp_path), "127.0.0.1:9880").close()  # same node: fine
     with pytest.raises(UsageError, match=r"holds the Raft log of the node at 127.0.0.1:9880"):
         datadir.prepare(str(tmp_path), "127.0.0.1:7777")
     assert json.loads((tmp_path / "node.json").read_text())["raftAddress"] == "127.0.0.1:9880"

@@ -36,14 +36,18 @@ def _proto_rpcs() -> dict[str, tuple[str, str, bool, bool]]:
     assert service is not None
     rpc = r"rpc\s+(\w+)\s*\(\s*(stream\s+)?(\w+)\s*\)\s*returns\s*\(\s*(stream\s+)?(\w+)\s*\)"
     rpcs = re.findall(rpc, service.group(1))
-    return {name: (req, resp, bool(stream), bool(client_stream))
-            for name, client_stream, req, stream, resp in rpcs}
+    return {
+        name: (req, resp, bool(stream), bool(client_stream))
+        for name, client_stream, req, stream, resp in rpcs
+    }
 
 
 def test_every_rpc_of_the_proto_has_a_row_and_every_row_an_rpc() -> None:
     rpcs = _proto_rpcs()
-    rows = {r.grpc_method: (r.request_type, r.response_type, r.streaming, r.client_streaming)
-            for r in methods.METHODS}
+    rows = {
+        r.grpc_method: (r.request_type, r.response_type, r.streaming, r.client_streaming)
+        for r in methods.METHODS
+    }
     assert rows == rpcs
     assert [r.grpc_method for r in methods.METHODS] == list(rpcs)  # the proto's order
     assert len(methods.BY_NAME) == len(methods.METHODS)
@@ -72,8 +76,10 @@ def test_the_table_agrees_with_the_generated_service_descriptor() -> None:
 
 
 def test_importing_the_table_imports_no_protobuf() -> None:
-    code = ("import sys, mqctl.methods; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'grpc')))")
+    code = (
+        "import sys, mqctl.methods; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'grpc')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 
@@ -88,7 +94,10 @@ def _rocketmq_request_codes() -> dict[str, int]:
         pytest.skip(f"needs javap and RocketMQ's classes at {ROCKETMQ_JAR}")
     out = subprocess.run(
         [javap, "-constants", "-cp", str(ROCKETMQ_JAR), "org.apache.rocketmq.remoting.protocol.RequestCode"],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     ).stdout
     codes = {m[0]: int(m[1]) for m in re.findall(r"static final int (\w+) = (-?\d+);", out)}
     assert len(codes) > 100, out[:500]
@@ -120,13 +129,26 @@ def test_remoting_door_serves_what_a_rocketmq_controller_serves() -> None:
 
 def test_the_node_sets_are_the_table_s() -> None:
     assert {
-        "ApplyBrokerId", "RegisterBroker", "AlterSyncStateSet", "ElectMaster", "CleanBrokerData",
-        "UpdateConfig", "PauseFailover", "Switchover", "Rebalance",
+        "ApplyBrokerId",
+        "RegisterBroker",
+        "AlterSyncStateSet",
+        "ElectMaster",
+        "CleanBrokerData",
+        "UpdateConfig",
+        "PauseFailover",
+        "Switchover",
+        "Rebalance",
     } == methods.WRITE_METHODS
     assert {"GetNextBrokerId", "GetReplicaInfo", "GetSyncStateData"} == methods.FRESH_READ_METHODS
     assert {"GetConfig", "GetHistory"} == methods.LOCAL_READ_METHODS
-    assert {"GetMetadata", "Heartbeat", "HeartbeatStream", "WatchRoleChanges", "ChangeQuorum",
-                                    "GetSnapshot"} == methods.NODE_METHODS
+    assert {
+        "GetMetadata",
+        "Heartbeat",
+        "HeartbeatStream",
+        "WatchRoleChanges",
+        "ChangeQuorum",
+        "GetSnapshot",
+    } == methods.NODE_METHODS
     assert methods.names(Kind.WRITE) == methods.WRITE_METHODS
     assert methods.names(entry=Entry.METADATA) == {"GetMetadata"}
     assert methods.names(streaming=True) == {"WatchRoleChanges", "HeartbeatStream"}
@@ -146,17 +168,29 @@ def test_transports_and_clients_derive_from_the_table() -> None:
     unary = {r.name for r in methods.METHODS if not r.streaming}
     assert set(convert.RPC_TYPES) == unary
     assert set(grpc_server.UNARY_METHODS) == {
-        r.name for r in methods.METHODS if r.entry is Entry.CALL and not r.streaming}
+        r.name for r in methods.METHODS if r.entry is Entry.CALL and not r.streaming
+    }
     for row in methods.METHODS:  # a servicer method of its own for every RPC
         assert row.grpc_method in grpc_server.ControllerServicer.__dict__, row.name
     assert {code: r.name for code, r in methods.BY_REMOTING_CODE.items()} == headers.METHOD_BY_CODE
     assert set(headers.REQUEST_HEADERS) >= {r.name for r in methods.BY_REMOTING_CODE.values()}
     assert set(api.DECODERS) == unary
-    assert api.RETRY_ANY == methods.RETRY_ANY == {
-        "GetMetadata", "GetNextBrokerId", "Heartbeat", "GetReplicaInfo", "GetSyncStateData", "GetConfig",
-        "GetHistory", "ApplyBrokerId", "RegisterBroker",  # idempotent writes (issue 17)
-        "GetSnapshot",
-    }
+    assert (
+        api.RETRY_ANY
+        == methods.RETRY_ANY
+        == {
+            "GetMetadata",
+            "GetNextBrokerId",
+            "Heartbeat",
+            "GetReplicaInfo",
+            "GetSyncStateData",
+            "GetConfig",
+            "GetHistory",
+            "ApplyBrokerId",
+            "RegisterBroker",  # idempotent writes (issue 17)
+            "GetSnapshot",
+        }
+    )
 
 
 # -- the token policy ----------------------------------------------------------------------------------
@@ -169,8 +203,15 @@ def test_every_mutating_admin_method_requires_the_token() -> None:
         if row.token is not Token.NEVER:
             assert row.mutating and row.caller is not Caller.BROKER, row.name
     admin = {r.name for r in methods.METHODS if r.token is not Token.NEVER}
-    assert admin == {"CleanBrokerData", "UpdateConfig", "ChangeQuorum", "ElectMaster", "PauseFailover",
-                     "Switchover", "Rebalance"}
+    assert admin == {
+        "CleanBrokerData",
+        "UpdateConfig",
+        "ChangeQuorum",
+        "ElectMaster",
+        "PauseFailover",
+        "Switchover",
+        "Rebalance",
+    }
 
 
 def test_requires_token_rule() -> None:
@@ -182,8 +223,15 @@ def test_requires_token_rule() -> None:
     assert rt("ElectMaster", {"designate_elect": True, "broker_id": 2})
     assert not rt("ElectMaster", {"designate_elect": False, "broker_id": 2})
     assert not rt("ElectMaster", {"broker_id": 2})
-    for name in ("GetMetadata", "RegisterBroker", "Heartbeat", "AlterSyncStateSet", "GetConfig", "GetHistory",
-                 "Nope"):
+    for name in (
+        "GetMetadata",
+        "RegisterBroker",
+        "Heartbeat",
+        "AlterSyncStateSet",
+        "GetConfig",
+        "GetHistory",
+        "Nope",
+    ):
         assert not rt(name, {"designate_elect": True})
 
 
@@ -215,6 +263,10 @@ def test_rows_are_checked_when_built() -> None:
         MethodSpec("X", Kind.WRITE, Caller.ADMIN, Token.DESIGNATED, "x")
     row = MethodSpec("DoIt", Kind.WRITE, Caller.BROKER, Token.NEVER, "x", code=1, code_name="DO_IT")
     assert (row.remoting_code, row.grpc_method, row.request_type, row.response_type, row.mutating) == (
-        1, "DoIt", "DoItRequest", "DoItResponse", True,
+        1,
+        "DoIt",
+        "DoItRequest",
+        "DoItResponse",
+        True,
     )
     assert not row.retry_any and row.where.startswith("leader")

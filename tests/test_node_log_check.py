@@ -38,19 +38,28 @@ def test_excerpts_in_the_text_format() -> None:
     assert len(found) == 2, found
     assert found[0].startswith("2025-01-02 03:04:06,000 ERROR mqctl.node: ticker error\nTraceback")
     assert "KeyError: 'a'" in found[0] and found[0].endswith("ValueError: b"), "chained: one excerpt"
-    assert found[1].startswith("2025-01-02 03:04:07,000 WARNING mqctl.node: an error that is no exception\n"
-                               "Exception in thread Thread-3") and found[1].endswith("RuntimeError: c")
+    assert found[1].startswith(
+        "2025-01-02 03:04:07,000 WARNING mqctl.node: an error that is no exception\n"
+        "Exception in thread Thread-3"
+    ) and found[1].endswith("RuntimeError: c")
     assert localgroup.find_log_problems("2025-01-02 03:04:07,000 ERROR mqctl.node: no exception\n") == []
-    fatal = ("Fatal Python error: _enter_buffered_busy: could not acquire lock for <_io.BufferedWriter "
-             "name='<stderr>'> at interpreter shutdown, possibly due to daemon threads\n"
-             "Python runtime state: finalizing (tstate=0x1)\n\nThread 0x7f (most recent call first):\n"
-             "  File \"/x/node.py\", line 3 in _tick_loop\n")
+    fatal = (
+        "Fatal Python error: _enter_buffered_busy: could not acquire lock for <_io.BufferedWriter "
+        "name='<stderr>'> at interpreter shutdown, possibly due to daemon threads\n"
+        "Python runtime state: finalizing (tstate=0x1)\n\nThread 0x7f (most recent call first):\n"
+        '  File "/x/node.py", line 3 in _tick_loop\n'
+    )
     assert localgroup.find_log_problems(fatal) == [fatal.rstrip("\n")]
 
 
 def test_excerpts_in_the_json_format() -> None:
-    record = {"ts": 1.0, "level": "error", "logger": "mqctl.node", "msg": "ticker error",
-              "exc": "Traceback (most recent call last):\n  File \"x\"\nKeyError: 'a'"}
+    record = {
+        "ts": 1.0,
+        "level": "error",
+        "logger": "mqctl.node",
+        "msg": "ticker error",
+        "exc": "Traceback (most recent call last):\n  File \"x\"\nKeyError: 'a'",
+    }
     no_tb = dict(record, exc="KeyError: 'a'")  # exc_info without a traceback is still an exception
     quiet = {"ts": 1.0, "level": "info", "logger": "mqctl.node", "msg": "became leader"}
     text = "\n".join(json.dumps(r) for r in (quiet, record, quiet, no_tb)) + "\n"
@@ -75,7 +84,7 @@ def test_scan_log_reads_each_complete_line_once_and_reports_it(tmp_path, monkeyp
     assert offset == report.stat().st_size and localgroup.read_log_report(str(report), offset) == ([], offset)
 
 
-INNER_TESTS = '''
+INNER_TESTS = """
 import os
 import subprocess
 import sys
@@ -125,14 +134,19 @@ def test_child_process_removed_its_log(tmp_path):
     log.write_text(TB)
     subprocess.run([sys.executable, "-c", "import os; " + code, str(log)], check=True)
     assert not log.exists()
-'''
+"""
 
 
 def test_the_session_check_fails_exactly_the_tests_with_tracebacks(tmp_path) -> None:
     shutil.copy(Path(__file__).parent / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_inner.py").write_text(INNER_TESTS)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q",
-                           "test_inner.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q", "test_inner.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = proc.stdout + proc.stderr
     outcome = {}
     for line in out.splitlines():
@@ -140,8 +154,13 @@ def test_the_session_check_fails_exactly_the_tests_with_tracebacks(tmp_path) -> 
             if line.startswith(word + " "):
                 name = line.split()[1].split("::")[-1]
                 outcome[name] = outcome.get(name, "") + word[0]
-    assert outcome == {"test_clean": "P", "test_traceback": "PE", "test_expected": "P",
-                       "test_expected_another": "PE", "test_no_reason": "PE",
-                       "test_child_process_removed_its_log": "PE"}, out
+    assert outcome == {
+        "test_clean": "P",
+        "test_traceback": "PE",
+        "test_expected": "P",
+        "test_expected_another": "PE",
+        "test_no_reason": "PE",
+        "test_child_process_removed_its_log": "PE",
+    }, out
     assert "KeyError: 'boom'" in out and "node0.log ---" in out and "child.log ---" in out, out
     assert "node_log_traceback needs match=<regex> and reason=" in out, out

@@ -23,14 +23,17 @@ class Clock:
         return self.now
 
 
-@pytest.mark.parametrize(("peer", "address"), [
-    ("ipv4:127.0.0.1:5555", "127.0.0.1"),
-    ("ipv6:[::1]:5555", "::1"),
-    ("ipv6:[2001:db8::7]:80", "2001:db8::7"),
-    ("127.0.0.1:5555", "127.0.0.1"),
-    ("unix:/tmp/sock", "unix:/tmp/sock"),
-    ("garbage", "garbage"),
-])
+@pytest.mark.parametrize(
+    ("peer", "address"),
+    [
+        ("ipv4:127.0.0.1:5555", "127.0.0.1"),
+        ("ipv6:[::1]:5555", "::1"),
+        ("ipv6:[2001:db8::7]:80", "2001:db8::7"),
+        ("127.0.0.1:5555", "127.0.0.1"),
+        ("unix:/tmp/sock", "unix:/tmp/sock"),
+        ("garbage", "garbage"),
+    ],
+)
 def test_peer_address(peer: str, address: str) -> None:
     assert peer_address(peer) == address
 
@@ -46,8 +49,11 @@ def test_peer_log_one_line_a_minute_per_address(caplog: pytest.LogCaptureFixture
     clock.now += 61
     assert plog.warning("127.0.0.1", "bad request from %s", "127.0.0.1:2")
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == ["bad request from 127.0.0.1:1", "bad request from 127.0.0.2:1",
-                     "bad request from 127.0.0.1:2 (100 more from 127.0.0.1 not logged)"]
+    assert lines == [
+        "bad request from 127.0.0.1:1",
+        "bad request from 127.0.0.2:1",
+        "bad request from 127.0.0.1:2 (100 more from 127.0.0.1 not logged)",
+    ]
 
 
 def test_peer_log_budget_and_memory_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
@@ -60,8 +66,9 @@ def test_peer_log_budget_and_memory_are_bounded(caplog: pytest.LogCaptureFixture
 
 
 def test_peer_slots_per_connection_address_and_total() -> None:
-    slots = PeerSlots(per_connection=2, per_address=3, total=4, what="watch streams",
-                      options=("--c", "--a", "--t"))
+    slots = PeerSlots(
+        per_connection=2, per_address=3, total=4, what="watch streams", options=("--c", "--a", "--t")
+    )
     assert slots.acquire("a:1", "a") is None and slots.acquire("a:1", "a") is None
     refused = slots.acquire("a:1", "a")  # the greedy connection is full ...
     assert refused is not None and refused.limit == "connection"
@@ -99,8 +106,9 @@ def test_call_guard_never_refuses_calls_that_are_not_late() -> None:
 def test_call_guard_refuses_and_cancels_late_calls() -> None:
     clock = Clock()
     cancelled: list[str] = []
-    guard = CallGuard(per_connection=2, per_address=3, total=4, stall=1.0, clock=clock,
-                      options=("--c", "--a", "--t"))
+    guard = CallGuard(
+        per_connection=2, per_address=3, total=4, stall=1.0, clock=clock, options=("--c", "--a", "--t")
+    )
 
     def enter(conn: str, addr: str) -> str | None:
         _, refused = guard.enter(conn, addr, lambda: cancelled.append(conn))

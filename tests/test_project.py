@@ -18,8 +18,13 @@ HEAVY = ("grpc", "pysyncobj", "pyspark", "sqlite_utils", "yaml")
 
 
 def test_help_imports_no_heavy_package() -> None:
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", "import mqctl.cli"],
-                          capture_output=True, text=True, check=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import mqctl.cli"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert not [m for m in modules if m.split(".")[0] in HEAVY]
     out = subprocess.run([sys.executable, "-m", "mqctl", "--help"], capture_output=True, text=True)
@@ -31,20 +36,39 @@ def test_generated_grpc_code_is_up_to_date(tmp_path) -> None:
     work = tmp_path / "gen"
     (work / "mqctl" / "v1").mkdir(parents=True)
     shutil.copy(ROOT / "mqctl/v1/controller.proto", work / "mqctl/v1/controller.proto")
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", ".", "--python_out=.",
-                    "--pyi_out=.", "--grpc_python_out=.", "mqctl/v1/controller.proto"],
-                   cwd=work, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            "-I",
+            ".",
+            "--python_out=.",
+            "--pyi_out=.",
+            "--grpc_python_out=.",
+            "mqctl/v1/controller.proto",
+        ],
+        cwd=work,
+        check=True,
+    )
     for name in ("controller_pb2.py", "controller_pb2.pyi", "controller_pb2_grpc.py"):
         assert filecmp.cmp(work / "mqctl/v1" / name, ROOT / "mqctl/v1" / name, shallow=False), (
-            f"mqctl/v1/{name} differs from what the .proto generates: run tools/gen-proto and commit")
+            f"mqctl/v1/{name} differs from what the .proto generates: run tools/gen-proto and commit"
+        )
 
 
 def test_ruff_clean() -> None:
     ruff = shutil.which("ruff", path=os.path.dirname(sys.executable)) or shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff not installed")
-    proc = subprocess.run([ruff, "check", "mqctl", "tests", "bench"], capture_output=True, text=True,
-                          cwd=ROOT)
+    proc = subprocess.run(
+        [ruff, "check", "mqctl", "tests", "bench"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # formatted as `ruff format` leaves it (the fork of pysyncobj aside: pyproject.toml)
+    proc = subprocess.run(
+        [ruff, "format", "--check", "mqctl", "tests", "bench"], capture_output=True, text=True, cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -52,8 +76,13 @@ def test_mypy_strict_on_all_of_mqctl() -> None:
     """Every module of mqctl is typed: `mypy mqctl` runs with `strict = true` (pyproject.toml), the
     Raft fork included (mqctl/raft/FORK.md, T5 and T7), the generated gRPC code aside."""
     pytest.importorskip("mypy")
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "mqctl"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "mqctl"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Success: no issues found" in proc.stdout, proc.stdout
 
@@ -65,8 +94,12 @@ def _mqctl_imports() -> dict[str, dict[str, str]]:
     for path in sorted((ROOT / "mqctl").rglob("*.py")):
         module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                       and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+        typing_only = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+        }
         found: dict[str, str] = {}
         for node in ast.walk(tree):
             if id(node) in typing_only:
@@ -111,20 +144,36 @@ def test_packages_import_each_other_without_a_cycle() -> None:
     for unit in sorted(edges):
         cycle = path_back(unit, unit, [])
         assert cycle is None, "import cycle: " + " -> ".join(
-            f"{a} [{edges[a][b]}]" for a, b in zip(cycle, [*cycle[1:], unit], strict=True))
+            f"{a} [{edges[a][b]}]" for a, b in zip(cycle, [*cycle[1:], unit], strict=True)
+        )
 
 
 def test_the_core_imports_no_transport() -> None:
     """The controller's core (mqctl.controller apart from its gRPC transport) and the method table
     import no transport (gRPC, remoting), client, admin, CLI or the process around them (mqctl.serve)."""
-    edge = ("mqctl.grpc.server", "mqctl.grpc.convert", "mqctl.remoting", "mqctl.client",
-            "mqctl.api", "mqctl.admin", "mqctl.cli", "mqctl.serve", "mqctl.sim", "mqctl.dsim", "mqctl.broker")
+    edge = (
+        "mqctl.grpc.server",
+        "mqctl.grpc.convert",
+        "mqctl.remoting",
+        "mqctl.client",
+        "mqctl.api",
+        "mqctl.admin",
+        "mqctl.cli",
+        "mqctl.serve",
+        "mqctl.sim",
+        "mqctl.dsim",
+        "mqctl.broker",
+    )
     for module, imported in _mqctl_imports().items():
-        if not (module.startswith("mqctl.controller.") or module == "mqctl.methods") \
-                or module.startswith(edge[:2]):
+        if not (module.startswith("mqctl.controller.") or module == "mqctl.methods") or module.startswith(
+            edge[:2]
+        ):
             continue
-        wrong = [f"{name} ({where})" for name, where in imported.items()
-                 if any(name == e or name.startswith(e + ".") for e in edge)]
+        wrong = [
+            f"{name} ({where})"
+            for name, where in imported.items()
+            if any(name == e or name.startswith(e + ".") for e in edge)
+        ]
         assert not wrong, f"{module} imports {wrong}"
 
 

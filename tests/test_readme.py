@@ -47,14 +47,20 @@ def home(tmp_path: Path) -> Path:
 
 def environment(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
-    env.update(HOME=str(home), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
-               MQCTL_PARENT_PID=str(os.getpid()), COLUMNS="200", **extra)
+    env.update(
+        HOME=str(home),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        MQCTL_PARENT_PID=str(os.getpid()),
+        COLUMNS="200",
+        **extra,
+    )
     return env
 
 
 def with_free_ports(text: str, ports: dict[str, str], *, new: bool = True) -> str:
     """The loopback ports of the README's text, consistently replaced by free ones: every port with
     ``new``, else only the controller ports already in ``ports`` (not the broker's 10911)."""
+
     def sub(m: re.Match[str]) -> str:
         port = ports.setdefault(m.group(1), str(free_port())) if new else ports.get(m.group(1), m.group(1))
         return "127.0.0.1:" + port
@@ -71,8 +77,11 @@ class Nodes:
         log_path = self.home / f"node{len(self.procs)}.log"
         watch_log(str(log_path))
         with open(log_path, "ab") as log:
-            self.procs.append(subprocess.Popen(["sh", "-c", "exec " + command], stdout=log,
-                                               stderr=subprocess.STDOUT, env=env))
+            self.procs.append(
+                subprocess.Popen(
+                    ["sh", "-c", "exec " + command], stdout=log, stderr=subprocess.STDOUT, env=env
+                )
+            )
 
     def stop(self) -> None:
         for p in self.procs:
@@ -130,7 +139,8 @@ def check_python_and_admin_examples(address: str, ports: dict[str, str], env: di
 def test_readme_shows_only_loopback_addresses() -> None:
     text = (ROOT / "README.md").read_text()
     assert re.findall(r"\b\d+\.\d+\.\d+\.\d+\b", text) and all(
-        a == "127.0.0.1" for a in re.findall(r"\b\d+\.\d+\.\d+\.\d+\b", text))
+        a == "127.0.0.1" for a in re.findall(r"\b\d+\.\d+\.\d+\.\d+\b", text)
+    )
 
 
 def test_docs_show_only_loopback_addresses() -> None:

@@ -39,23 +39,40 @@ def write_pki(directory: Path, server_names: list[str] | None = None) -> PkiFile
 
     def ca_cert(k: Any, cn: str) -> x509.Certificate:
         return (
-            x509.CertificateBuilder().subject_name(name(cn)).issuer_name(name(cn))
-            .public_key(k.public_key()).serial_number(x509.random_serial_number())
+            x509.CertificateBuilder()
+            .subject_name(name(cn))
+            .issuer_name(name(cn))
+            .public_key(k.public_key())
+            .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .sign(k, hashes.SHA256())
         )
 
-    def leaf(k: Any, cn: str, ca: x509.Certificate, ca_key: Any, sans: list[x509.GeneralName],
-             usage: Any) -> x509.Certificate:
+    def leaf(
+        k: Any, cn: str, ca: x509.Certificate, ca_key: Any, sans: list[x509.GeneralName], usage: Any
+    ) -> x509.Certificate:
         b = (
-            x509.CertificateBuilder().subject_name(name(cn)).issuer_name(ca.subject)
-            .public_key(k.public_key()).serial_number(x509.random_serial_number())
+            x509.CertificateBuilder()
+            .subject_name(name(cn))
+            .issuer_name(ca.subject)
+            .public_key(k.public_key())
+            .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -70,8 +87,13 @@ def write_pki(directory: Path, server_names: list[str] | None = None) -> PkiFile
         if isinstance(obj, x509.Certificate):
             path.write_bytes(obj.public_bytes(serialization.Encoding.PEM))
         else:
-            path.write_bytes(obj.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
+            path.write_bytes(
+                obj.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.NoEncryption(),
+                )
+            )
         return str(path)
 
     ca_key = ec.generate_private_key(ec.SECP256R1())

@@ -34,8 +34,11 @@ def cache_from_store(store_dir: str | os.PathLike[str]) -> EpochCacheView:
         ident = None
         cache.problems.append(str(exc))
     if ident is not None:
-        cache.cluster_name, cache.broker_name, cache.broker_id = (ident.cluster_name, ident.broker_name,
-                                                                  ident.broker_id)
+        cache.cluster_name, cache.broker_name, cache.broker_id = (
+            ident.cluster_name,
+            ident.broker_name,
+            ident.broker_id,
+        )
     read = read_epoch_file(root)
     cache.source = read.source
     cache.problems.extend(read.problems)
@@ -55,8 +58,14 @@ def cache_from_store(store_dir: str | os.PathLike[str]) -> EpochCacheView:
     return cache
 
 
-def fetch_epoch_cache(address: str, *, timeout: float = 5.0, tls_ca: str | None = None,
-                      tls_cert: str | None = None, tls_key: str | None = None) -> EpochCacheView:
+def fetch_epoch_cache(
+    address: str,
+    *,
+    timeout: float = 5.0,
+    tls_ca: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+) -> EpochCacheView:
     """Ask the broker service at ``address`` (mqctl.v1.Broker/GetBrokerEpochCache). A transport
     failure or a non-zero code comes back as ``EpochCacheView.error``; this never raises for them."""
     import grpc
@@ -75,8 +84,9 @@ def fetch_epoch_cache(address: str, *, timeout: float = 5.0, tls_ca: str | None 
         details = (err.details() or "").strip()
         if len(details) > 200:
             details = details[:197] + "..."
-        return EpochCacheView(broker_addr=address,
-                              error=f"{address}: {code.name if code else 'UNKNOWN'}: {details}")
+        return EpochCacheView(
+            broker_addr=address, error=f"{address}: {code.name if code else 'UNKNOWN'}: {details}"
+        )
     finally:
         channel.close()
     d: dict[str, Any] = message_to_dict(resp)
@@ -90,8 +100,10 @@ def cache_doc(cache: EpochCacheView) -> dict[str, Any]:
         "brokerId": cache.broker_id,
         "brokerAddr": cache.broker_addr or None,
         "maxOffset": cache.max_offset,
-        "epochs": [{"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": end}
-                   for e, end in zip(cache.entries, cache.ends(), strict=True)],
+        "epochs": [
+            {"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": end}
+            for e, end in zip(cache.entries, cache.ends(), strict=True)
+        ],
     }
     if cache.store is not None:
         doc["store"] = cache.store

@@ -60,8 +60,9 @@ class _Answer(Protocol):
 
 
 class _Connection(Protocol):
-    def invoke(self, code: int, ext_fields: Any = None, body: bytes = b"", *,
-               timeout: float = 5.0) -> Any: ...
+    def invoke(
+        self, code: int, ext_fields: Any = None, body: bytes = b"", *, timeout: float = 5.0
+    ) -> Any: ...
 
 
 Connect = Callable[[str], _Connection]
@@ -76,66 +77,99 @@ def _open(connect: Connect, address: str) -> _Connection:
         raise UnreachableError(f"broker {address}: {exc}") from None
 
 
-def _ask(conn: _Connection, address: str, code: int, name: str, timeout: float,
-         fields: dict[str, str] | None = None, body: bytes = b"") -> bytes:
+def _ask(
+    conn: _Connection,
+    address: str,
+    code: int,
+    name: str,
+    timeout: float,
+    fields: dict[str, str] | None = None,
+    body: bytes = b"",
+) -> bytes:
     from mqctl.remoting.client import RemotingError
 
     try:
         answer: _Answer = conn.invoke(code, fields, body, timeout=timeout)
     except (RemotingError, OSError) as exc:
         raise UnreachableError(f"broker {address}: {name}: {exc}") from None
-    if answer.code != 0:   # refused: exit 3, as a controller's refusal
-        raise ControllerError(answer.code, f"broker {address} refused {name} (request {code}): "
-                                           f"{answer.remark or ''}")
+    if answer.code != 0:  # refused: exit 3, as a controller's refusal
+        raise ControllerError(
+            answer.code, f"broker {address} refused {name} (request {code}): {answer.remark or ''}"
+        )
     return answer.body or b""
 
 
-def fetch_replica(connect: Connect, address: str, *, broker_set: str | None = None,
-                  broker_id: int | None = None, timeout: float = 5.0,
-                  deadline: float | None = None) -> ReplicaMetadata:
+def fetch_replica(
+    connect: Connect,
+    address: str,
+    *,
+    broker_set: str | None = None,
+    broker_id: int | None = None,
+    timeout: float = 5.0,
+    deadline: float | None = None,
+) -> ReplicaMetadata:
     """What the broker at `address` holds now (its tables in memory, as it would persist them): each
     request answered within `timeout` seconds and, with a `deadline` (time.monotonic()), all by then."""
     conn = _open(connect, address)
     got: dict[str, Any] = {}
-    for code, name, decode in ((GET_ALL_TOPIC_CONFIG, md.TOPICS, md.decode_topics),
-                               (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, md.SUBSCRIPTION_GROUPS,
-                                md.decode_subscription_groups),
-                               (GET_ALL_CONSUMER_OFFSET, md.CONSUMER_OFFSETS, md.decode_consumer_offsets),
-                               (GET_ALL_DELAY_OFFSET, md.DELAY_OFFSETS, md.decode_delay_offsets)):
+    for code, name, decode in (
+        (GET_ALL_TOPIC_CONFIG, md.TOPICS, md.decode_topics),
+        (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, md.SUBSCRIPTION_GROUPS, md.decode_subscription_groups),
+        (GET_ALL_CONSUMER_OFFSET, md.CONSUMER_OFFSETS, md.decode_consumer_offsets),
+        (GET_ALL_DELAY_OFFSET, md.DELAY_OFFSETS, md.decode_delay_offsets),
+    ):
         wait = timeout if deadline is None else min(timeout, deadline - time.monotonic())
         if wait <= 0:
             raise UnreachableError(f"broker {address}: {name}: no answer in time")
         body = _ask(conn, address, code, name, wait)
         got[name] = decode(body or b"{}", f"broker {address} ({name}, request {code})")
-    return ReplicaMetadata(address, broker_set, broker_id, got[md.TOPICS].topics,
-                           got[md.SUBSCRIPTION_GROUPS].groups, got[md.CONSUMER_OFFSETS].offsets,
-                           got[md.DELAY_OFFSETS].offsets,
-                           {name: {"request": code, "broker": address}
-                            for name, code in ((md.TOPICS, GET_ALL_TOPIC_CONFIG),
-                                               (md.SUBSCRIPTION_GROUPS, GET_ALL_SUBSCRIPTIONGROUP_CONFIG),
-                                               (md.CONSUMER_OFFSETS, GET_ALL_CONSUMER_OFFSET),
-                                               (md.DELAY_OFFSETS, GET_ALL_DELAY_OFFSET))})
+    return ReplicaMetadata(
+        address,
+        broker_set,
+        broker_id,
+        got[md.TOPICS].topics,
+        got[md.SUBSCRIPTION_GROUPS].groups,
+        got[md.CONSUMER_OFFSETS].offsets,
+        got[md.DELAY_OFFSETS].offsets,
+        {
+            name: {"request": code, "broker": address}
+            for name, code in (
+                (md.TOPICS, GET_ALL_TOPIC_CONFIG),
+                (md.SUBSCRIPTION_GROUPS, GET_ALL_SUBSCRIPTIONGROUP_CONFIG),
+                (md.CONSUMER_OFFSETS, GET_ALL_CONSUMER_OFFSET),
+                (md.DELAY_OFFSETS, GET_ALL_DELAY_OFFSET),
+            )
+        },
+    )
 
 
-def live_drift(connect: Connect, broker_set: str, replicas: Sequence[tuple[int, str]], *,
-               timeout: float = 5.0) -> dict[str, Any]:
+def live_drift(
+    connect: Connect, broker_set: str, replicas: Sequence[tuple[int, str]], *, timeout: float = 5.0
+) -> dict[str, Any]:
     """The drift of a broker set from its live replicas ((brokerId, address) each): mqctl.recover.metadata's
     compare of what each broker answers, the one comparer of `metadata diff`, `health --doctor` and
     `switchover --require-metadata`."""
-    return compare([fetch_replica(connect, address, broker_set=broker_set, broker_id=bid, timeout=timeout)
-                    for bid, address in replicas])
+    return compare(
+        [
+            fetch_replica(connect, address, broker_set=broker_set, broker_id=bid, timeout=timeout)
+            for bid, address in replicas
+        ]
+    )
 
 
-def drift_of_sets(connect: Connect, table: Mapping[str, Mapping[str, Any]], *,
-                  timeout: float = 5.0) -> dict[str, dict[str, Any]]:
+def drift_of_sets(
+    connect: Connect, table: Mapping[str, Mapping[str, Any]], *, timeout: float = 5.0
+) -> dict[str, dict[str, Any]]:
     """`health --doctor`'s metadata check: the live_drift of each set of a GetSyncStateData table (as
     dicts) from its alive replicas; a set with fewer than two is left out, one whose brokers do not
     answer (or refuse) is {"error": why}."""
     out: dict[str, dict[str, Any]] = {}
     for name, info in sorted(table.items()):
-        alive = sorted((int(r["broker_id"]), str(r["broker_address"]))
-                       for r in (*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ()))
-                       if r.get("alive") and r.get("broker_address"))
+        alive = sorted(
+            (int(r["broker_id"]), str(r["broker_address"]))
+            for r in (*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ()))
+            if r.get("alive") and r.get("broker_address")
+        )
         if len(alive) < 2:
             continue
         try:
@@ -145,8 +179,11 @@ def drift_of_sets(connect: Connect, table: Mapping[str, Mapping[str, Any]], *,
     return out
 
 
-LACKS = (("topicsMissing", "topics"), ("groupsMissing", "subscription groups"),
-         ("offsetsMissing", "consumer offsets"))
+LACKS = (
+    ("topicsMissing", "topics"),
+    ("groupsMissing", "subscription groups"),
+    ("offsetsMissing", "consumer offsets"),
+)
 
 
 def lacks(drift: Mapping[str, Any], replica: str) -> dict[str, int]:
@@ -163,11 +200,15 @@ def lacking(drift: Mapping[str, Any], replica: str) -> dict[str, list[str]]:
     """What ``replica`` lacks that another replica of the drift has, by name: topics,
     subscriptionGroups and consumerOffsets ("topic@group", once however many queues), the kinds it
     lacks nothing of left out (lacks counts them)."""
-    out = {"topics": sorted(e["topic"] for e in drift["topics"] if replica in e["missingFrom"]),
-           "subscriptionGroups": sorted(e["group"] for e in drift["subscriptionGroups"]
-                                        if replica in e["missingFrom"]),
-           "consumerOffsets": sorted({f"{e['topic']}@{e['group']}" for e in drift["consumerOffsets"]
-                                      if replica in e["missingFrom"]})}
+    out = {
+        "topics": sorted(e["topic"] for e in drift["topics"] if replica in e["missingFrom"]),
+        "subscriptionGroups": sorted(
+            e["group"] for e in drift["subscriptionGroups"] if replica in e["missingFrom"]
+        ),
+        "consumerOffsets": sorted(
+            {f"{e['topic']}@{e['group']}" for e in drift["consumerOffsets"] if replica in e["missingFrom"]}
+        ),
+    }
     return {kind: names for kind, names in out.items() if names}
 
 
@@ -185,31 +226,56 @@ def sync_fix(source: str, replica: str) -> str:
     return f"mqctl metadata sync --from {source} --to {replica} --dry-run (then without --dry-run)"
 
 
-def replica_drift(connect: Connect, info: Mapping[str, Any], *, broker_set: str | None = None,
-                  timeout: float = 3.0) -> dict[str, Any]:
+def replica_drift(
+    connect: Connect, info: Mapping[str, Any], *, broker_set: str | None = None, timeout: float = 3.0
+) -> dict[str, Any]:
     """`history`'s metadata of one set (a GetSyncStateData row, as a dict), replica by replica. Every
     registered replica is asked, the controller's alive flag aside (an old master that lost its lease
     may still answer, and only it may have what the new master lacks), at most ``timeout`` seconds each;
     one that does not answer is "unreachable" (refuses: "refused"; answers what cannot be read:
     "unreadable") and the others are still compared, with live_drift's comparer. Each replica that
     answered says what it lacks by name (lacking), and where from to sync it when it lacks anything."""
-    replicas = sorted((int(r["broker_id"]), str(r["broker_address"]), bool(r.get("alive")), insync)
-                      for insync, rows in ((True, info.get("in_sync_replicas", ())),
-                                           (False, info.get("not_in_sync_replicas", ())))
-                      for r in rows if r.get("broker_address"))
+    replicas = sorted(
+        (int(r["broker_id"]), str(r["broker_address"]), bool(r.get("alive")), insync)
+        for insync, rows in (
+            (True, info.get("in_sync_replicas", ())),
+            (False, info.get("not_in_sync_replicas", ())),
+        )
+        for r in rows
+        if r.get("broker_address")
+    )
     master = info.get("master_broker_id")
     answered: list[ReplicaMetadata] = []
     rows: list[dict[str, Any]] = []
     for bid, address, alive, insync in replicas:
-        row: dict[str, Any] = {"brokerId": bid, "address": address,
-                               "role": "master" if bid == master else "slave", "alive": alive,
-                               "inSyncStateSet": insync, "status": "answered", "error": None}
+        row: dict[str, Any] = {
+            "brokerId": bid,
+            "address": address,
+            "role": "master" if bid == master else "slave",
+            "alive": alive,
+            "inSyncStateSet": insync,
+            "status": "answered",
+            "error": None,
+        }
         try:
-            answered.append(fetch_replica(connect, address, broker_set=broker_set, broker_id=bid,
-                                          timeout=timeout, deadline=time.monotonic() + timeout))
+            answered.append(
+                fetch_replica(
+                    connect,
+                    address,
+                    broker_set=broker_set,
+                    broker_id=bid,
+                    timeout=timeout,
+                    deadline=time.monotonic() + timeout,
+                )
+            )
         except MqctlError as exc:
-            row["status"] = ("unreachable" if isinstance(exc, UnreachableError) else
-                             "refused" if isinstance(exc, ControllerError) else "unreadable")
+            row["status"] = (
+                "unreachable"
+                if isinstance(exc, UnreachableError)
+                else "refused"
+                if isinstance(exc, ControllerError)
+                else "unreadable"
+            )
             row["error"] = str(exc)
         rows.append(row)
     drift = compare(answered) if len(answered) > 1 else None
@@ -222,12 +288,22 @@ def replica_drift(connect: Connect, info: Mapping[str, Any], *, broker_set: str 
         if row["lacks"]:
             row["syncFrom"] = sync_source(drift, row["address"], master_address)
             row["fix"] = sync_fix(row["syncFrom"], row["address"])
-    return {"masterBrokerId": master, "replicasCompared": len(answered) if drift else 0,
-            "differs": drift["differs"] if drift else None, "replicas": rows}
+    return {
+        "masterBrokerId": master,
+        "replicasCompared": len(answered) if drift else 0,
+        "differs": drift["differs"] if drift else None,
+        "replicas": rows,
+    }
 
 
-def require_metadata(connect: Connect, broker_set: str, master: tuple[int, str], candidate: tuple[int, str],
-                     *, timeout: float = 5.0) -> None:
+def require_metadata(
+    connect: Connect,
+    broker_set: str,
+    master: tuple[int, str],
+    candidate: tuple[int, str],
+    *,
+    timeout: float = 5.0,
+) -> None:
     """`switchover --require-metadata`: refuse (RefusedError, exit 3) while the candidate ((brokerId,
     address)) lacks topics, subscription groups or consumer offsets the master has, with the sync that
     puts them back; a broker that does not answer refuses too (UnreachableError): nothing was checked."""
@@ -235,17 +311,25 @@ def require_metadata(connect: Connect, broker_set: str, master: tuple[int, str],
     missing = lacks(drift, candidate[1])
     if missing:
         what = ", ".join(f"{n} {kind}" for kind, n in missing.items())
-        raise RefusedError(f"broker {candidate[0]} of {broker_set} lacks {what} that the master {master[0]} "
-                           f"has: put them back first (mqctl metadata sync --from {master[1]} --to "
-                           f"{candidate[1]}), or switch over without --require-metadata")
+        raise RefusedError(
+            f"broker {candidate[0]} of {broker_set} lacks {what} that the master {master[0]} "
+            f"has: put them back first (mqctl metadata sync --from {master[1]} --to "
+            f"{candidate[1]}), or switch over without --require-metadata"
+        )
 
 
 def _topic_header(t: md.TopicConfig) -> dict[str, str]:
     """CreateTopicRequestHeader; attributes as AttributeParser.parseToString writes them (+key=value)."""
-    fields = {"topic": t.topic_name, "defaultTopic": "TBW102", "readQueueNums": str(t.read_queue_nums),
-              "writeQueueNums": str(t.write_queue_nums), "perm": str(t.perm),
-              "topicFilterType": t.topic_filter_type, "topicSysFlag": str(t.topic_sys_flag),
-              "order": "true" if t.order else "false"}
+    fields = {
+        "topic": t.topic_name,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(t.read_queue_nums),
+        "writeQueueNums": str(t.write_queue_nums),
+        "perm": str(t.perm),
+        "topicFilterType": t.topic_filter_type,
+        "topicSysFlag": str(t.topic_sys_flag),
+        "order": "true" if t.order else "false",
+    }
     if t.attributes:
         fields["attributes"] = ",".join(f"+{k}={v}" for k, v in sorted(t.attributes.items()))
     return fields
@@ -265,12 +349,24 @@ def push_plan(connect: Connect, address: str, plan: SyncPlan, *, timeout: float 
         _ask(conn, address, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, f"group {name}", timeout, None, body)
         done.append(f"added group {name}")
     for o in plan.offsets_set:
-        fields = {"consumerGroup": o["group"], "topic": o["topic"], "queueId": str(o["queueId"]),
-                  "commitOffset": str(o["to"])}
-        _ask(conn, address, UPDATE_CONSUMER_OFFSET, f"offset {o['topic']}@{o['group']} queue {o['queueId']}",
-             timeout, fields)
-        done.append(f"set offset {o['topic']}@{o['group']} queue {o['queueId']}: "
-                    f"{'-' if o['from'] is None else o['from']} -> {o['to']}")
+        fields = {
+            "consumerGroup": o["group"],
+            "topic": o["topic"],
+            "queueId": str(o["queueId"]),
+            "commitOffset": str(o["to"]),
+        }
+        _ask(
+            conn,
+            address,
+            UPDATE_CONSUMER_OFFSET,
+            f"offset {o['topic']}@{o['group']} queue {o['queueId']}",
+            timeout,
+            fields,
+        )
+        done.append(
+            f"set offset {o['topic']}@{o['group']} queue {o['queueId']}: "
+            f"{'-' if o['from'] is None else o['from']} -> {o['to']}"
+        )
     return done
 
 

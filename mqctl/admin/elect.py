@@ -41,8 +41,8 @@ class Candidate:
     broker_address: str
     alive: bool
     in_sync: bool
-    epoch: int          # -1 unknown
-    max_offset: int     # -1 unknown
+    epoch: int  # -1 unknown
+    max_offset: int  # -1 unknown
     confirm_offset: int  # -1 unknown
     election_priority: int = DEFAULT_ELECTION_PRIORITY
 
@@ -51,9 +51,16 @@ def _row(r: ReplicaIdentity, in_sync: bool) -> Candidate:
     def v(x: int | None) -> int:
         return -1 if x is None else int(x)
 
-    return Candidate(r.broker_id, r.broker_address, bool(r.alive), in_sync, v(r.epoch), v(r.max_offset),
-                     v(r.confirm_offset),
-                     DEFAULT_ELECTION_PRIORITY if r.election_priority is None else int(r.election_priority))
+    return Candidate(
+        r.broker_id,
+        r.broker_address,
+        bool(r.alive),
+        in_sync,
+        v(r.epoch),
+        v(r.max_offset),
+        v(r.confirm_offset),
+        DEFAULT_ELECTION_PRIORITY if r.election_priority is None else int(r.election_priority),
+    )
 
 
 def candidates_of(info: ReplicasInfo) -> list[Candidate]:
@@ -62,15 +69,22 @@ def candidates_of(info: ReplicasInfo) -> list[Candidate]:
     return sorted(rows, key=lambda c: c.broker_id)
 
 
-def truncate_bytes(replica: Candidate, master: Candidate,
-                   caches: Mapping[int, EpochCacheView] | None = None) -> tuple[int | None, str]:
+def truncate_bytes(
+    replica: Candidate, master: Candidate, caches: Mapping[int, EpochCacheView] | None = None
+) -> tuple[int | None, str]:
     """(bytes ``replica`` would truncate if ``master`` wins, basis); see the module docstring."""
     if replica.broker_id == master.broker_id:
         return 0, "self"
     rc = caches.get(replica.broker_id) if caches else None
     mc = caches.get(master.broker_id) if caches else None
-    if rc is not None and mc is not None and rc.error is None and mc.error is None \
-            and rc.max_offset is not None and mc.max_offset is not None:
+    if (
+        rc is not None
+        and mc is not None
+        and rc.error is None
+        and mc.error is None
+        and rc.max_offset is not None
+        and mc.max_offset is not None
+    ):
         from mqctl.store.epochfile import find_consistent_point
 
         point = find_consistent_point(rc.entries, rc.max_offset, mc.entries, mc.max_offset)
@@ -92,8 +106,9 @@ class ElectAnswer:
     master_broker_id: int | None = None
 
 
-def controller_answer(broker_name: str, info: ReplicasInfo, designated: int | None, unclean: bool,
-                      wait_for: int = 1) -> ElectAnswer:
+def controller_answer(
+    broker_name: str, info: ReplicasInfo, designated: int | None, unclean: bool, wait_for: int = 1
+) -> ElectAnswer:
     """The answer of mqctl's controller rules (mqctl.controller.core, ElectMaster) to the call
     `electMaster` makes (``designate_elect`` when ``designated`` is given), for the broker set as
     GetSyncStateData showed it: the same function decides, on the state rebuilt from that answer.
@@ -104,37 +119,61 @@ def controller_answer(broker_name: str, info: ReplicasInfo, designated: int | No
     from mqctl.controller import core
 
     bs = core.BrokerSet(
-        cluster_name=info.cluster_name, broker_name=broker_name,
-        master_broker_id=info.master_broker_id, master_epoch=info.master_epoch,
+        cluster_name=info.cluster_name,
+        broker_name=broker_name,
+        master_broker_id=info.master_broker_id,
+        master_epoch=info.master_epoch,
         sync_state_set=frozenset(r.broker_id for r in info.in_sync_replicas),
-        sync_state_set_epoch=info.sync_state_set_epoch)
+        sync_state_set_epoch=info.sync_state_set_epoch,
+    )
     now_ms = 1 << 40
     rows: dict[int, core.LiveInfo] = {}
     for r in (*info.in_sync_replicas, *info.not_in_sync_replicas):
         bs.brokers[r.broker_id] = core.BrokerInfo(r.broker_address, "", r.broker_epoch)
         if r.alive or r.heartbeat_age_ms is not None or r.epoch is not None or r.max_offset is not None:
             rows[r.broker_id] = core.LiveInfo(
-                broker_id=r.broker_id, broker_address=r.broker_address, broker_epoch=r.broker_epoch,
+                broker_id=r.broker_id,
+                broker_address=r.broker_address,
+                broker_epoch=r.broker_epoch,
                 epoch=-1 if r.epoch is None else r.epoch,
                 max_offset=-1 if r.max_offset is None else r.max_offset,
                 confirm_offset=-1 if r.confirm_offset is None else r.confirm_offset,
-                election_priority=(DEFAULT_ELECTION_PRIORITY if r.election_priority is None
-                                   else r.election_priority),
-                last_heartbeat_ms=now_ms if r.alive else 0, timeout_ms=1)
-    state = core.ControllerState({"enableElectUncleanMaster": "true" if unclean else "false",
-                                  "waitFor": str(max(1, wait_for))})
+                election_priority=(
+                    DEFAULT_ELECTION_PRIORITY if r.election_priority is None else r.election_priority
+                ),
+                last_heartbeat_ms=now_ms if r.alive else 0,
+                timeout_ms=1,
+            )
+    state = core.ControllerState(
+        {"enableElectUncleanMaster": "true" if unclean else "false", "waitFor": str(max(1, wait_for))}
+    )
     state.broker_sets[broker_name] = bs
-    res = core.handle(state, "ElectMaster", {
-        "cluster_name": info.cluster_name, "broker_name": broker_name, "broker_id": designated,
-        "designate_elect": designated is not None, "broker_epoch": None,
-    }, core.Context(now_ms=now_ms, live={broker_name: rows}))
+    res = core.handle(
+        state,
+        "ElectMaster",
+        {
+            "cluster_name": info.cluster_name,
+            "broker_name": broker_name,
+            "broker_id": designated,
+            "designate_elect": designated is not None,
+            "broker_epoch": None,
+        },
+        core.Context(now_ms=now_ms, live={broker_name: rows}),
+    )
     master = res.response.get("master_broker_id") if res.ok else None
     return ElectAnswer(res.code, res.remark, None if master is None else int(master))
 
 
-def elect_plan(cluster_name: str, broker_name: str, info: ReplicasInfo, designated: int | None,
-               unclean: bool, caches: Mapping[int, EpochCacheView] | None = None,
-               wait_for: int = 1, answer: ElectAnswer | None = None) -> dict[str, Any]:
+def elect_plan(
+    cluster_name: str,
+    broker_name: str,
+    info: ReplicasInfo,
+    designated: int | None,
+    unclean: bool,
+    caches: Mapping[int, EpochCacheView] | None = None,
+    wait_for: int = 1,
+    answer: ElectAnswer | None = None,
+) -> dict[str, Any]:
     """The candidate table document (docs/admin.md, electMaster). ``answer``: the controller's
     expected answer to this call (controller_answer), computed when not given."""
     cands = candidates_of(info)
@@ -160,20 +199,22 @@ def elect_plan(cluster_name: str, broker_name: str, info: ReplicasInfo, designat
             bases.add(basis)
             per[str(other.broker_id)] = n
             total = None if n is None or total is None else total + n
-        rows.append({
-            "brokerId": c.broker_id,
-            "brokerAddress": c.broker_address,
-            "alive": c.alive,
-            "inSyncStateSet": c.in_sync,
-            "role": "master" if c.broker_id == info.master_broker_id else "slave",
-            "epoch": None if c.epoch < 0 else c.epoch,
-            "maxOffset": None if c.max_offset < 0 else c.max_offset,
-            "confirmOffset": None if c.confirm_offset < 0 else c.confirm_offset,
-            "electionPriority": c.election_priority,
-            "electable": electable(c.broker_id),
-            "truncateBytes": per,
-            "totalTruncateBytes": total,
-        })
+        rows.append(
+            {
+                "brokerId": c.broker_id,
+                "brokerAddress": c.broker_address,
+                "alive": c.alive,
+                "inSyncStateSet": c.in_sync,
+                "role": "master" if c.broker_id == info.master_broker_id else "slave",
+                "epoch": None if c.epoch < 0 else c.epoch,
+                "maxOffset": None if c.max_offset < 0 else c.max_offset,
+                "confirmOffset": None if c.confirm_offset < 0 else c.confirm_offset,
+                "electionPriority": c.election_priority,
+                "electable": electable(c.broker_id),
+                "truncateBytes": per,
+                "totalTruncateBytes": total,
+            }
+        )
     bases.discard("self")
     target = by_id.get(target_id) if target_id is not None else None
     return {

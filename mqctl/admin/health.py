@@ -16,8 +16,19 @@ OK, WARN, CRIT = "OK", "WARN", "CRIT"
 RANK = {OK: 0, WARN: 1, CRIT: 2}  # also the exit status (Nagios)
 DEFAULT_MAX_LAG_BYTES = 16 << 20
 
-__all__ = ["CRIT", "DEFAULT_MAX_LAG_BYTES", "OK", "RANK", "WARN", "broker_set_health", "controller_health",
-           "doctor", "doctor_replicas", "health_doc", "worst"]
+__all__ = [
+    "CRIT",
+    "DEFAULT_MAX_LAG_BYTES",
+    "OK",
+    "RANK",
+    "WARN",
+    "broker_set_health",
+    "controller_health",
+    "doctor",
+    "doctor_replicas",
+    "health_doc",
+    "worst",
+]
 
 
 def worst(verdicts: Iterable[str]) -> str:
@@ -41,12 +52,17 @@ def _lag(info: Mapping[str, Any], by_id: Mapping[int, Mapping[str, Any]], broker
 
 
 def _verdict(name: str, problems: list[tuple[str, str]], **extra: Any) -> dict[str, Any]:
-    return {"name": name, "verdict": worst(v for v, _ in problems), **extra,
-            "reasons": [f"{v}: {text}" for v, text in sorted(problems, key=lambda p: -RANK[p[0]])]}
+    return {
+        "name": name,
+        "verdict": worst(v for v, _ in problems),
+        **extra,
+        "reasons": [f"{v}: {text}" for v, text in sorted(problems, key=lambda p: -RANK[p[0]])],
+    }
 
 
-def broker_set_health(name: str, info: Mapping[str, Any], lease_ms: int,
-                      max_lag_bytes: int = DEFAULT_MAX_LAG_BYTES) -> dict[str, Any]:
+def broker_set_health(
+    name: str, info: Mapping[str, Any], lease_ms: int, max_lag_bytes: int = DEFAULT_MAX_LAG_BYTES
+) -> dict[str, Any]:
     """One broker set's verdict from its GetSyncStateData row; ``lease_ms`` is the heartbeat timeout."""
     problems: list[tuple[str, str]] = []
     replicas = _replicas(info)
@@ -59,30 +75,57 @@ def broker_set_health(name: str, info: Mapping[str, Any], lease_ms: int,
         problems.append((CRIT, "no master"))
     elif not by_id.get(int(master), {}).get("alive"):
         problems.append((CRIT, f"master {master} is not alive"))
-    ahead = [(b, by_id[b].get("epoch")) for b in alive
-             if by_id[b].get("epoch") is not None and int(by_id[b]["epoch"]) > master_epoch]
+    ahead = [
+        (b, by_id[b].get("epoch"))
+        for b in alive
+        if by_id[b].get("epoch") is not None and int(by_id[b]["epoch"]) > master_epoch
+    ]
     if ahead:
-        problems.append((CRIT, "replicas disagree on the master: " + ", ".join(
-            f"broker {b} reports epoch {e}" for b, e in ahead) + f", the controller's masterEpoch is "
-            f"{master_epoch}"))
+        problems.append(
+            (
+                CRIT,
+                "replicas disagree on the master: "
+                + ", ".join(f"broker {b} reports epoch {e}" for b, e in ahead)
+                + f", the controller's masterEpoch is "
+                f"{master_epoch}",
+            )
+        )
     out_of_sync = [b for b in alive if b not in in_sync]
     if out_of_sync:
-        problems.append((WARN, f"SyncStateSet has {len(in_sync)} members but {len(alive)} replicas are "
-                               f"alive (not in it: {', '.join(map(str, out_of_sync))})"))
+        problems.append(
+            (
+                WARN,
+                f"SyncStateSet has {len(in_sync)} members but {len(alive)} replicas are "
+                f"alive (not in it: {', '.join(map(str, out_of_sync))})",
+            )
+        )
     for b, r in sorted(by_id.items()):
         if b != master and not r.get("alive"):
             problems.append((WARN, f"replica {b} is not alive"))
         age = r.get("heartbeat_age_ms")
         if r.get("alive") and age is not None and int(age) * 2 > lease_ms:
-            problems.append((WARN, f"the last heartbeat of broker {b} is {int(age) / 1000:.1f} s old "
-                                   f"(lease {lease_ms / 1000:g} s)"))
+            problems.append(
+                (
+                    WARN,
+                    f"the last heartbeat of broker {b} is {int(age) / 1000:.1f} s old "
+                    f"(lease {lease_ms / 1000:g} s)",
+                )
+            )
     for b in alive:
         lag = _lag(info, by_id, b)
         if lag is not None and lag > max_lag_bytes:
             problems.append((WARN, f"replica {b} lags the master by {lag} bytes (more than {max_lag_bytes})"))
-    return _verdict(name, problems, kind="brokerSet", clusterName=info.get("cluster_name") or "",
-                    masterBrokerId=master, masterEpoch=master_epoch,
-                    syncStateSet=sorted(in_sync), replicasAlive=len(alive), replicas=len(by_id))
+    return _verdict(
+        name,
+        problems,
+        kind="brokerSet",
+        clusterName=info.get("cluster_name") or "",
+        masterBrokerId=master,
+        masterEpoch=master_epoch,
+        syncStateSet=sorted(in_sync),
+        replicasAlive=len(alive),
+        replicas=len(by_id),
+    )
 
 
 def controller_health(meta: Mapping[str, Any] | None, problem: str = "") -> dict[str, Any]:
@@ -105,22 +148,31 @@ def controller_health(meta: Mapping[str, Any] | None, problem: str = "") -> dict
         for peer in meta.get("peers", ()):
             if not peer.get("is_self") and not peer.get("connected"):
                 problems.append((WARN, f"controller peer {peer.get('raft_address')} is unreachable"))
-    return _verdict("controller", problems, kind="controller", leader=leader or None,
-                    term=int(meta.get("term") or 0))
+    return _verdict(
+        "controller", problems, kind="controller", leader=leader or None, term=int(meta.get("term") or 0)
+    )
 
 
-def health_doc(meta: Mapping[str, Any] | None, table: Mapping[str, Mapping[str, Any]] | None,
-               lease_ms: int, max_lag_bytes: int = DEFAULT_MAX_LAG_BYTES,
-               problem: str = "") -> dict[str, Any]:
+def health_doc(
+    meta: Mapping[str, Any] | None,
+    table: Mapping[str, Mapping[str, Any]] | None,
+    lease_ms: int,
+    max_lag_bytes: int = DEFAULT_MAX_LAG_BYTES,
+    problem: str = "",
+) -> dict[str, Any]:
     """The whole verdict: the controller group's, then each broker set's (None: not readable)."""
     checks = [controller_health(meta, problem)]
     for name in sorted(table or {}):
         checks.append(broker_set_health(name, (table or {})[name], lease_ms, max_lag_bytes))
     verdict = worst(c["verdict"] for c in checks)
-    failing = [f"{c['name']}: {c['reasons'][0].split(': ', 1)[1]}" for c in checks if c["verdict"] == verdict
-               and c["reasons"]]
-    summary = f"{verdict}: " + ("; ".join(failing) if failing else
-                                f"controller group and {len(checks) - 1} broker set(s) healthy")
+    failing = [
+        f"{c['name']}: {c['reasons'][0].split(': ', 1)[1]}"
+        for c in checks
+        if c["verdict"] == verdict and c["reasons"]
+    ]
+    summary = f"{verdict}: " + (
+        "; ".join(failing) if failing else f"controller group and {len(checks) - 1} broker set(s) healthy"
+    )
     return {"version": 1, "verdict": verdict, "summary": summary, "checks": checks}
 
 
@@ -134,13 +186,21 @@ def doctor_replicas(table: Mapping[str, Mapping[str, Any]]) -> list[dict[str, An
         in_sync = {int(r["broker_id"]) for r in info.get("in_sync_replicas", ())}
         by_id = {int(r["broker_id"]): r for r in _replicas(info)}
         for b, r in sorted(by_id.items()):
-            rows.append({
-                "brokerName": name, "brokerId": b, "brokerAddress": r.get("broker_address") or "",
-                "controllerRole": "master" if b == master else "slave", "inSyncStateSet": b in in_sync,
-                "masterEpoch": int(info.get("master_epoch") or 0), "alive": bool(r.get("alive")),
-                "heartbeatAgeMs": r.get("heartbeat_age_ms"), "reportedEpoch": r.get("epoch"),
-                "reportedMaxOffset": r.get("max_offset"), "lagBytes": _lag(info, by_id, b),
-            })
+            rows.append(
+                {
+                    "brokerName": name,
+                    "brokerId": b,
+                    "brokerAddress": r.get("broker_address") or "",
+                    "controllerRole": "master" if b == master else "slave",
+                    "inSyncStateSet": b in in_sync,
+                    "masterEpoch": int(info.get("master_epoch") or 0),
+                    "alive": bool(r.get("alive")),
+                    "heartbeatAgeMs": r.get("heartbeat_age_ms"),
+                    "reportedEpoch": r.get("epoch"),
+                    "reportedMaxOffset": r.get("max_offset"),
+                    "lagBytes": _lag(info, by_id, b),
+                }
+            )
     return rows
 
 
@@ -155,9 +215,13 @@ def loss_findings(entries: Any, table: Mapping[str, Mapping[str, Any]]) -> list[
     for name in sorted(table):
         info = table[name]
         epoch = int(info.get("master_epoch") or 0)
-        els = [e for e in entries if e.get("broker_name") == name
-               and (e.get("election") or {}).get("new_master_broker_id") is not None
-               and int(e["election"].get("master_epoch", 0)) == epoch]
+        els = [
+            e
+            for e in entries
+            if e.get("broker_name") == name
+            and (e.get("election") or {}).get("new_master_broker_id") is not None
+            and int(e["election"].get("master_epoch", 0)) == epoch
+        ]
         if not els:
             continue
         e = els[-1]
@@ -165,15 +229,27 @@ def loss_findings(entries: Any, table: Mapping[str, Mapping[str, Any]]) -> list[
         loss = el.get("loss_bytes")
         if not loss:
             continue
-        known = [None if el.get(k) is None or int(el[k]) < 0 else int(el[k])
-                 for k in ("new_master_max_offset", "old_master_max_offset")]
-        p = loss_pointer(e.get("cluster_name") or info.get("cluster_name"), name,
-                         el.get("old_master_broker_id"), known[0], known[1])
-        text = (f"the election of master {el.get('new_master_broker_id')} (masterEpoch {epoch}) lost {loss} "
-                f"bytes that broker {el.get('old_master_broker_id')} holds: RocketMQ cuts them when it "
-                f"restarts as a slave")
-        fix = (f"{p['guard']}, then {p['replay']}" if p else
-               "mqctl recover guard STORE --out DIR before it restarts")
+        known = [
+            None if el.get(k) is None or int(el[k]) < 0 else int(el[k])
+            for k in ("new_master_max_offset", "old_master_max_offset")
+        ]
+        p = loss_pointer(
+            e.get("cluster_name") or info.get("cluster_name"),
+            name,
+            el.get("old_master_broker_id"),
+            known[0],
+            known[1],
+        )
+        text = (
+            f"the election of master {el.get('new_master_broker_id')} (masterEpoch {epoch}) lost {loss} "
+            f"bytes that broker {el.get('old_master_broker_id')} holds: RocketMQ cuts them when it "
+            f"restarts as a slave"
+        )
+        fix = (
+            f"{p['guard']}, then {p['replay']}"
+            if p
+            else "mqctl recover guard STORE --out DIR before it restarts"
+        )
         out.append({"brokerName": name, "verdict": WARN, "finding": text, "fix": fix})
     return out
 
@@ -197,44 +273,69 @@ def doctor(table: Mapping[str, Mapping[str, Any]], addr: str = "ADDR") -> list[d
             if r.get("broker_address"):
                 owners.setdefault(str(r["broker_address"]), []).append((name, b, bool(r.get("alive"))))
             if r.get("heartbeat_age_ms") is None and not r.get("alive"):
-                found(name, WARN, f"broker {b} ({r.get('broker_address')}) is registered but this controller "
-                      "has no heartbeat from it (it never sent one, or its last one expired)",
-                      f"start it, or forget it: mqctl cleanBrokerMetadata -a {addr} -c {cluster} "
-                      f"-bn {name} -b {b}")
+                found(
+                    name,
+                    WARN,
+                    f"broker {b} ({r.get('broker_address')}) is registered but this controller "
+                    "has no heartbeat from it (it never sent one, or its last one expired)",
+                    f"start it, or forget it: mqctl cleanBrokerMetadata -a {addr} -c {cluster} "
+                    f"-bn {name} -b {b}",
+                )
                 continue
             epoch = r.get("epoch")
             if epoch is None or int(epoch) < 0:
                 continue
             if int(epoch) > master_epoch:
-                found(name, CRIT, f"broker {b} reports epoch {epoch}, ahead of the controller's masterEpoch "
-                      f"{master_epoch}: it follows a master this controller did not elect (controller data "
-                      "restored from an old copy?)",
-                      f"rebuild the controller from the stores (mqctl recover reseed), or elect: mqctl "
-                      f"electMaster -a {addr} -c {cluster} -bn {name} -b {b}")
+                found(
+                    name,
+                    CRIT,
+                    f"broker {b} reports epoch {epoch}, ahead of the controller's masterEpoch "
+                    f"{master_epoch}: it follows a master this controller did not elect (controller data "
+                    "restored from an old copy?)",
+                    f"rebuild the controller from the stores (mqctl recover reseed), or elect: mqctl "
+                    f"electMaster -a {addr} -c {cluster} -bn {name} -b {b}",
+                )
             elif b == master and r.get("alive") and int(epoch) < master_epoch:
-                found(name, WARN, f"master {b} reports epoch {epoch}, the controller elected it at "
-                      f"masterEpoch {master_epoch}: it has not taken the master role yet",
-                      f"check the broker's log and its epoch file: mqctl getBrokerEpoch -a {addr} -bn {name}")
+                found(
+                    name,
+                    WARN,
+                    f"master {b} reports epoch {epoch}, the controller elected it at "
+                    f"masterEpoch {master_epoch}: it has not taken the master role yet",
+                    f"check the broker's log and its epoch file: mqctl getBrokerEpoch -a {addr} -bn {name}",
+                )
         others_alive = any(r.get("alive") for r in _replicas(info))
         elect = f"mqctl electMaster -a {addr} -c {cluster} -bn {name} --dry-run (then without --dry-run)"
         if master is None:
-            found(name, CRIT, "no master" + ("" if others_alive else " and no replica alive to elect"),
-                  elect if others_alive else "start a replica: its registration and heartbeats elect it")
+            found(
+                name,
+                CRIT,
+                "no master" + ("" if others_alive else " and no replica alive to elect"),
+                elect if others_alive else "start a replica: its registration and heartbeats elect it",
+            )
         elif not any(int(r["broker_id"]) == int(master) and r.get("alive") for r in _replicas(info)):
-            found(name, CRIT, f"master {master} is not alive" + (", other replicas are" if others_alive else
-                                                                 " and no other replica is"),
-                  elect if others_alive else f"start broker {master} or another replica of {name}")
+            found(
+                name,
+                CRIT,
+                f"master {master} is not alive"
+                + (", other replicas are" if others_alive else " and no other replica is"),
+                elect if others_alive else f"start broker {master} or another replica of {name}",
+            )
     for address, users in sorted(owners.items()):
         if len(users) > 1:
             where = ", ".join(f"{n} broker {b}" for n, b, _ in users)
             stale = next((u for u in users if not u[2]), users[-1])
-            found(stale[0], CRIT, f"address {address} is registered by {where}",
-                  f"forget the stale one: mqctl cleanBrokerMetadata -a {addr} -bn {stale[0]} -b {stale[1]}")
+            found(
+                stale[0],
+                CRIT,
+                f"address {address} is registered by {where}",
+                f"forget the stale one: mqctl cleanBrokerMetadata -a {addr} -bn {stale[0]} -b {stale[1]}",
+            )
     return findings
 
 
-def metadata_findings(table: Mapping[str, Mapping[str, Any]],
-                      drifts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def metadata_findings(
+    table: Mapping[str, Mapping[str, Any]], drifts: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """From mqctl.admin.brokermeta.drift_of_sets: each alive replica that lacks topics, subscription
     groups or consumer offsets another replica of its set has (brokermeta.lacks), with the `metadata
     sync` that puts them back: from the master into a slave, or into the master (a failover to a
@@ -256,9 +357,13 @@ def metadata_findings(table: Mapping[str, Mapping[str, Any]],
             source = sync_source(drift, replica, master_addr)
             role = "master" if replica == master_addr else "slave"
             what = ", ".join(f"{n} {kind}" for kind, n in missing.items())
-            findings.append({
-                "brokerName": name, "verdict": WARN,
-                "finding": f"{role} {bid} ({replica}) lacks {what} that broker {ids[source]} ({source}) has"
-                           + (": a failover to it would lose them" if role == "slave" else ""),
-                "fix": sync_fix(source, replica)})
+            findings.append(
+                {
+                    "brokerName": name,
+                    "verdict": WARN,
+                    "finding": f"{role} {bid} ({replica}) lacks {what} that broker {ids[source]} "
+                    f"({source}) has" + (": a failover to it would lose them" if role == "slave" else ""),
+                    "fix": sync_fix(source, replica),
+                }
+            )
     return findings

@@ -60,8 +60,9 @@ def hash_map_order(keys: Iterable[K], hash_of: Callable[[Any], int] = java_strin
         h = hash_of(key)
         return (h ^ (h >> 16)) & (capacity - 1)
 
-    return [k for _, _, k in sorted(((bucket(k), i, k) for i, k in enumerate(unique)),
-                                    key=lambda t: (t[0], t[1]))]
+    return [
+        k for _, _, k in sorted(((bucket(k), i, k) for i, k in enumerate(unique)), key=lambda t: (t[0], t[1]))
+    ]
 
 
 def java_split(text: str, sep: str) -> list[str]:
@@ -86,8 +87,10 @@ def _j(value: Any) -> str:
 
 def _replica_identity(broker_name: str, r: Mapping[str, Any]) -> str:
     """BrokerReplicasInfo.ReplicaIdentity.toString()."""
-    return (f"ReplicaIdentity{{brokerName='{_j(broker_name)}', brokerId={_j(r.get('brokerId'))}, "
-            f"brokerAddress='{_j(r.get('brokerAddress'))}', alive={_j(bool(r.get('alive')))}}}")
+    return (
+        f"ReplicaIdentity{{brokerName='{_j(broker_name)}', brokerId={_j(r.get('brokerId'))}, "
+        f"brokerAddress='{_j(r.get('brokerAddress'))}', alive={_j(bool(r.get('alive')))}}}"
+    )
 
 
 def sync_state_text(doc: Mapping[str, Any]) -> str:
@@ -98,10 +101,12 @@ def sync_state_text(doc: Mapping[str, Any]) -> str:
     for name in hash_map_order(by_name):
         b = by_name[name]
         ins, outs = b.get("inSyncReplicas") or [], b.get("notInSyncReplicas") or []
-        out.append(f"\n#brokerName\t{_j(name)}\n#MasterBrokerId\t{_j(b.get('masterBrokerId'))}\n"
-                   f"#MasterAddr\t{_j(b.get('masterAddress') or None)}\n"
-                   f"#MasterEpoch\t{_j(b.get('masterEpoch'))}\n"
-                   f"#SyncStateSetEpoch\t{_j(b.get('syncStateSetEpoch'))}\n#SyncStateSetNums\t{len(ins)}\n")
+        out.append(
+            f"\n#brokerName\t{_j(name)}\n#MasterBrokerId\t{_j(b.get('masterBrokerId'))}\n"
+            f"#MasterAddr\t{_j(b.get('masterAddress') or None)}\n"
+            f"#MasterEpoch\t{_j(b.get('masterEpoch'))}\n"
+            f"#SyncStateSetEpoch\t{_j(b.get('syncStateSetEpoch'))}\n#SyncStateSetNums\t{len(ins)}\n"
+        )
         out.extend(f"\nInSyncReplica:\t{_replica_identity(name, r)}\n" for r in ins)
         out.extend(f"\nNotInSyncReplica:\t{_replica_identity(name, r)}\n" for r in outs)
     return "".join(out)
@@ -131,10 +136,15 @@ def broker_epoch_text(doc: Mapping[str, Any]) -> str:
     out = []
     for addr in hash_map_order(by_addr):
         b = by_addr[addr]
-        out.append(f"\n#clusterName\t{_j(b.get('clusterName'))}\n#brokerName\t{_j(b.get('brokerName'))}"
-                   f"\n#brokerAddr\t{_j(addr or None)}\n#brokerId\t{_j(b.get('brokerId'))}")
-        out.extend(f"\n#Epoch: EpochEntry{{epoch={e['epoch']}, startOffset={e['startOffset']}, "
-                   f"endOffset={e['endOffset']}}}" for e in b.get("epochs") or [])
+        out.append(
+            f"\n#clusterName\t{_j(b.get('clusterName'))}\n#brokerName\t{_j(b.get('brokerName'))}"
+            f"\n#brokerAddr\t{_j(addr or None)}\n#brokerId\t{_j(b.get('brokerId'))}"
+        )
+        out.extend(
+            f"\n#Epoch: EpochEntry{{epoch={e['epoch']}, startOffset={e['startOffset']}, "
+            f"endOffset={e['endOffset']}}}"
+            for e in b.get("epochs") or []
+        )
         out.append("\n")
     return "".join(out)
 
@@ -148,16 +158,20 @@ def peers_text(peers: Iterable[Mapping[str, Any]]) -> str:
     (mqctl.remoting.headers.parse_peers names only the JRaft leader, with its PeerId)."""
     items = list(peers)
     jraft = any(not p.get("raftAddress") for p in items)
-    return "".join(f"{p.get('grpcAddress') or ''};" if jraft
-                   else f"{p.get('raftAddress')}:{p.get('grpcAddress') or ''};" for p in items)
+    return "".join(
+        f"{p.get('grpcAddress') or ''};" if jraft else f"{p.get('raftAddress')}:{p.get('grpcAddress') or ''};"
+        for p in items
+    )
 
 
 def metadata_text(doc: Mapping[str, Any]) -> str:
     """GetControllerMetaDataSubCommand: group, leader id and address, one ``#Peer:`` per ``;`` item of
     the answer's ``peers`` (``peersText`` when the caller has the 1005 header's own, else rebuilt)."""
-    out = [f"\n#ControllerGroup\t{_j(doc.get('group'))}",
-           f"\n#ControllerLeaderId\t{_j(doc.get('controllerLeaderId'))}",
-           f"\n#ControllerLeaderAddress\t{_j(doc.get('controllerLeaderAddress'))}"]
+    out = [
+        f"\n#ControllerGroup\t{_j(doc.get('group'))}",
+        f"\n#ControllerLeaderId\t{_j(doc.get('controllerLeaderId'))}",
+        f"\n#ControllerLeaderAddress\t{_j(doc.get('controllerLeaderAddress'))}",
+    ]
     peers = doc.get("peersText")
     if peers is None:
         peers = peers_text(doc.get("peers") or [])
@@ -174,10 +188,12 @@ def elect_text(cluster_name: str, broker_name: str, result: Mapping[str, Any]) -
     """ReElectMasterSubCommand: the -c and -bn given, then the answer's master address and epochs (no
     ``#Broker`` lines: mqadmin reads the ElectMasterResponseBody as a BrokerMemberGroup, whose
     brokerAddrs is then null)."""
-    return (f"\n#ClusterName\t{_j(cluster_name)}\n#BrokerName\t{_j(broker_name)}"
-            f"\n#BrokerMasterAddr\t{_j(result.get('masterAddress') or None)}"
-            f"\n#MasterEpoch\t{_j(result.get('masterEpoch'))}"
-            f"\n#SyncStateSetEpoch\t{_j(result.get('syncStateSetEpoch'))}\n")
+    return (
+        f"\n#ClusterName\t{_j(cluster_name)}\n#BrokerName\t{_j(broker_name)}"
+        f"\n#BrokerMasterAddr\t{_j(result.get('masterAddress') or None)}"
+        f"\n#MasterEpoch\t{_j(result.get('masterEpoch'))}"
+        f"\n#SyncStateSetEpoch\t{_j(result.get('syncStateSetEpoch'))}\n"
+    )
 
 
 def clean_text(broker_name: str) -> str:

@@ -50,6 +50,12 @@ def to_yaml(doc: Any) -> str:
     """``doc`` as one YAML document (no trailing newline)."""
     import yaml
 
-    text: str = yaml.dump(json.loads(json.dumps(doc, default=str)), Dumper=_yaml_dumper(), sort_keys=False,
-                          allow_unicode=True, default_flow_style=False, width=2**31 - 1)
+    text: str = yaml.dump(
+        json.loads(json.dumps(doc, default=str)),
+        Dumper=_yaml_dumper(),
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=2**31 - 1,
+    )
     return text[:-1] if text.endswith("\n") else text

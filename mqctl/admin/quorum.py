@@ -28,8 +28,9 @@ class NodeView:
     error: str | None = None
 
 
-def collect(addresses: Iterable[str], fetch: Callable[[str], Metadata],
-            max_nodes: int = 16) -> list[NodeView]:
+def collect(
+    addresses: Iterable[str], fetch: Callable[[str], Metadata], max_nodes: int = 16
+) -> list[NodeView]:
     """GetMetadata of each address and of every peer the answers name (``fetch`` raises on failure)."""
     asked: dict[str, NodeView] = {}
     todo = list(dict.fromkeys(addresses))
@@ -79,8 +80,15 @@ def metadata_doc(meta: Metadata) -> dict[str, Any]:
         "lastApplied": meta.last_applied,
         "hasQuorum": meta.has_quorum,
         "stateHash": meta.state_hash,
-        "peers": [{"raftAddress": p.raft_address, "grpcAddress": p.grpc_address or None,
-                   "isLeader": p.is_leader, "connected": p.connected} for p in meta.peers],
+        "peers": [
+            {
+                "raftAddress": p.raft_address,
+                "grpcAddress": p.grpc_address or None,
+                "isLeader": p.is_leader,
+                "connected": p.connected,
+            }
+            for p in meta.peers
+        ],
     }
 
 
@@ -99,8 +107,9 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
         problems.append("no leader" + (" reachable" if up else ""))
     elif not lm.has_quorum:
         problems.append(f"the leader {leader.address if leader else '?'} has no quorum")
-    seen_leaders = {v.meta.controller_leader_id for v in up
-                    if v.meta is not None and v.meta.controller_leader_id}
+    seen_leaders = {
+        v.meta.controller_leader_id for v in up if v.meta is not None and v.meta.controller_leader_id
+    }
     if len(seen_leaders) > 1:
         problems.append("nodes disagree on the leader: " + ", ".join(sorted(seen_leaders)))
     # state hashes: comparable between nodes that applied the same index
@@ -124,37 +133,44 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
     nodes = []
     for v in views:
         m = v.meta
-        nodes.append({
-            "address": v.address,
-            "raftAddress": m.self_id if m else None,
-            "state": m.state if m else "unreachable",
-            "isLeader": bool(m and m.is_leader),
-            "term": m.term if m else None,
-            "commitIndex": m.commit_index if m else None,
-            "lastApplied": m.last_applied if m else None,
-            "logLength": m.log_length if m else None,
-            "lag": (max(0, leader_commit - m.commit_index) if m is not None and leader_commit is not None
-                    else None),
-            "hasQuorum": m.has_quorum if m else None,
-            "stateHash": m.state_hash if m else None,
-            "maxFeatureLevel": (m.max_feature_level or None) if m else None,
-            "problem": (m.problem or None) if m else None,
-            "error": v.error,
-        })
+        nodes.append(
+            {
+                "address": v.address,
+                "raftAddress": m.self_id if m else None,
+                "state": m.state if m else "unreachable",
+                "isLeader": bool(m and m.is_leader),
+                "term": m.term if m else None,
+                "commitIndex": m.commit_index if m else None,
+                "lastApplied": m.last_applied if m else None,
+                "logLength": m.log_length if m else None,
+                "lag": (
+                    max(0, leader_commit - m.commit_index)
+                    if m is not None and leader_commit is not None
+                    else None
+                ),
+                "hasQuorum": m.has_quorum if m else None,
+                "stateHash": m.state_hash if m else None,
+                "maxFeatureLevel": (m.max_feature_level or None) if m else None,
+                "problem": (m.problem or None) if m else None,
+                "error": v.error,
+            }
+        )
     peers = []
     if lm is not None:
         for p in lm.peers:
             match = lm.commit_index if p.is_self else p.match_index
-            peers.append({
-                "raftAddress": p.raft_address,
-                "grpcAddress": p.grpc_address or None,
-                "status": "Leader" if p.is_leader else "Follower",
-                "connected": p.connected,
-                "matchIndex": match,
-                "nextIndex": None if p.is_self else p.next_index,
-                "lag": max(0, lm.commit_index - match),
-                "maxFeatureLevel": p.max_feature_level or None,
-            })
+            peers.append(
+                {
+                    "raftAddress": p.raft_address,
+                    "grpcAddress": p.grpc_address or None,
+                    "status": "Leader" if p.is_leader else "Follower",
+                    "connected": p.connected,
+                    "matchIndex": match,
+                    "nextIndex": None if p.is_self else p.next_index,
+                    "lag": max(0, lm.commit_index - match),
+                    "maxFeatureLevel": p.max_feature_level or None,
+                }
+            )
     level = (lm.feature_level or None) if lm else None
     spoken = [p.max_feature_level for p in lm.peers] if lm is not None else []
     # a raise is possible once every member (as the leader sees them) published a higher level
@@ -172,8 +188,11 @@ def quorum_doc(views: list[NodeView]) -> dict[str, Any]:
         "statesAgree": states_agree,
         "featureLevel": level,
         "featureLevelRaisableTo": raisable,
-        "raiseFeatureLevel": (f"mqctl quorum feature-level {raisable} -a {leader.address}"
-                              if raisable is not None and leader is not None else None),
+        "raiseFeatureLevel": (
+            f"mqctl quorum feature-level {raisable} -a {leader.address}"
+            if raisable is not None and leader is not None
+            else None
+        ),
         "healthy": not problems,
         "status": status,
         "problems": problems,

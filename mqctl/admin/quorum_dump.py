@@ -106,7 +106,7 @@ def _write(entry_json: Any) -> dict[str, Any]:
             except RecordError as exc:
                 records.append({"error": str(exc), "raw": raw})
         return {"kind": "write", "records": records}
-    if isinstance(doc, dict) and "method" in doc:   # a command entry of an mqctl 0.1 leader
+    if isinstance(doc, dict) and "method" in doc:  # a command entry of an mqctl 0.1 leader
         return {"kind": "command", "method": doc.get("method"), "request": doc.get("request")}
     return {"kind": "write", "error": "neither records nor a command", "raw": doc}
 
@@ -116,13 +116,16 @@ def dump_data_dir(data_dir: str, *, force: bool = False) -> dict[str, Any]:
         raise UsageError(f"{data_dir}: not a directory (a controller node's --data-dir)")
     running = is_running(data_dir)
     if running and not force:
-        raise UsageError(f"{data_dir}/{LOCK_FILE} is held: a controller node runs on this directory; stop it "
-                         "first (or --force to read what it is writing, possibly half-written)")
+        raise UsageError(
+            f"{data_dir}/{LOCK_FILE} is held: a controller node runs on this directory; stop it "
+            "first (or --force to read what it is writing, possibly half-written)"
+        )
     journal = os.path.join(data_dir, JOURNAL_FILE)
     snapshot = os.path.join(data_dir, SNAPSHOT_FILE)
     if not os.path.exists(journal) and not os.path.exists(snapshot):
-        raise StoreError(f"{data_dir}: no {JOURNAL_FILE} and no {SNAPSHOT_FILE}: not a controller data "
-                         "directory")
+        raise StoreError(
+            f"{data_dir}: no {JOURNAL_FILE} and no {SNAPSHOT_FILE}: not a controller data directory"
+        )
     doc: dict[str, Any] = {"dataDir": data_dir, "running": running, "node": read_node_file(data_dir) or None}
     meta_path = journal + ".meta"
     if os.path.exists(meta_path):
@@ -132,8 +135,11 @@ def dump_data_dir(data_dir: str, *, force: bool = False) -> dict[str, Any]:
         except (OSError, ValueError) as exc:
             doc["meta"] = {"error": f"{meta_path}: {exc}"}
     entries, tail = read_entries(journal) if os.path.exists(journal) else ([], None)
-    doc["journal"] = {"file": journal if os.path.exists(journal) else None, "tail": tail,
-                      "entries": [{"index": i, "term": t, **decode_command(c)} for i, t, c in entries]}
+    doc["journal"] = {
+        "file": journal if os.path.exists(journal) else None,
+        "tail": tail,
+        "entries": [{"index": i, "term": t, **decode_command(c)} for i, t, c in entries],
+    }
     doc["snapshot"] = _snapshot(snapshot) if os.path.exists(snapshot) else None
     return doc
 
@@ -148,5 +154,11 @@ def _snapshot(path: str) -> dict[str, Any]:
         raise StoreError(f"{path}: not an mqctl controller snapshot")
     raft = snap["raft"]
     last = raft.get("lastEntry") or [None, None, None]
-    return {"file": path, "format": snap.get("format"), "lastIndex": last[1], "lastTerm": last[2],
-            "cluster": raft.get("cluster"), "state": snap["state"]}
+    return {
+        "file": path,
+        "format": snap.get("format"),
+        "lastIndex": last[1],
+        "lastTerm": last[2],
+        "cluster": raft.get("cluster"),
+        "state": snap["state"],
+    }

@@ -34,12 +34,17 @@ def _checksum(doc: dict[str, Any]) -> str:
 def build(answer: dict[str, Any], source: str, version: str) -> dict[str, Any]:
     """The file's document from a GetSnapshot answer."""
     doc: dict[str, Any] = {
-        "format": FORMAT, "createdAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "source": source, "mqctlVersion": version, "appliedIndex": int(answer["applied_index"]),
-        "term": int(answer["term"]), "group": answer.get("group") or "",
+        "format": FORMAT,
+        "createdAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "source": source,
+        "mqctlVersion": version,
+        "appliedIndex": int(answer["applied_index"]),
+        "term": int(answer["term"]),
+        "group": answer.get("group") or "",
         "groupId": answer.get("group_id") or "",
         "featureLevel": int(answer.get("feature_level") or 1),
-        "recordVersions": dict(answer.get("record_versions") or {}), "stateHash": answer["state_hash"],
+        "recordVersions": dict(answer.get("record_versions") or {}),
+        "stateHash": answer["state_hash"],
         "state": json.loads(answer["state_json"]),
     }
     doc["checksum"] = _checksum(doc)
@@ -78,15 +83,19 @@ def read(path: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or not str(doc.get("format", "")).startswith("mqctl-controller-backup/"):
         raise StoreError(f"{path} is not an mqctl controller snapshot (`mqctl snapshot save` writes them)")
     if doc["format"] != FORMAT:
-        raise UsageError(f"{path} is a snapshot of format {doc['format']}, newer than this mqctl reads "
-                         f"({FORMAT}): restore it with the mqctl that saved it ({doc.get('mqctlVersion')})")
+        raise UsageError(
+            f"{path} is a snapshot of format {doc['format']}, newer than this mqctl reads "
+            f"({FORMAT}): restore it with the mqctl that saved it ({doc.get('mqctlVersion')})"
+        )
     if doc.get("checksum") != _checksum(doc):
         raise StoreError(f"{path} is corrupt: its checksum does not match its content; use another copy")
     level = doc.get("featureLevel")
     if not isinstance(level, int) or level > records.MAX_FEATURE_LEVEL:
-        raise UsageError(f"{path} is at feature level {level}; this mqctl speaks "
-                         f"1..{records.MAX_FEATURE_LEVEL}: restore it with mqctl {doc.get('mqctlVersion')} "
-                         "or newer")
+        raise UsageError(
+            f"{path} is at feature level {level}; this mqctl speaks "
+            f"1..{records.MAX_FEATURE_LEVEL}: restore it with mqctl {doc.get('mqctlVersion')} "
+            "or newer"
+        )
     try:
         state = core.ControllerState.from_dict(doc["state"])
     except core.SnapshotVersionError as exc:
@@ -98,8 +107,9 @@ def read(path: str) -> dict[str, Any]:
     return doc
 
 
-def restore_plan(doc: dict[str, Any], data_dir: str, raft: str, peers: list[str],
-                 group_id: str | None) -> dict[str, Any]:
+def restore_plan(
+    doc: dict[str, Any], data_dir: str, raft: str, peers: list[str], group_id: str | None
+) -> dict[str, Any]:
     """What `mqctl snapshot restore` will write, and how to start the node afterwards."""
     from mqctl.controller import datadir
 
@@ -119,9 +129,15 @@ def restore_plan(doc: dict[str, Any], data_dir: str, raft: str, peers: list[str]
     if str(options.get("enableElectUncleanMaster", "false")) == "true":
         start += ["--enable-elect-unclean-master"]
     return {
-        "version": 1, "file": doc, "dataDir": data_dir, "raftAddress": raft, "members": members,
-        "groupId": group_id or doc["groupId"], "appliedIndex": doc["appliedIndex"],
-        "brokerSets": sorted(state.get("broker_sets", {})), "featureLevel": doc["featureLevel"],
+        "version": 1,
+        "file": doc,
+        "dataDir": data_dir,
+        "raftAddress": raft,
+        "members": members,
+        "groupId": group_id or doc["groupId"],
+        "appliedIndex": doc["appliedIndex"],
+        "brokerSets": sorted(state.get("broker_sets", {})),
+        "featureLevel": doc["featureLevel"],
         "backup": f"{data_dir}.backup-{time.strftime('%Y%m%dT%H%M%S')}" if busy else None,
         "start": " ".join(start) + " --listen HOST:PORT",
     }
@@ -139,15 +155,22 @@ def restore(plan: dict[str, Any]) -> None:
     state = json.loads(json.dumps(doc["state"]))
     state.setdefault("meta", {})[META_GROUP_ID] = plan["groupId"]
     index = max(int(doc["appliedIndex"]), 2)
-    snapshot = {"format": RAFT_SNAPSHOT_FORMAT, "state": state,
-                "raft": {"lastEntry": [_NO_OP, index, 0], "prevEntry": [_NO_OP, index - 1, 0],
-                         "cluster": plan["members"]}}
+    snapshot = {
+        "format": RAFT_SNAPSHOT_FORMAT,
+        "state": state,
+        "raft": {
+            "lastEntry": [_NO_OP, index, 0],
+            "prevEntry": [_NO_OP, index - 1, 0],
+            "cluster": plan["members"],
+        },
+    }
     lock = datadir.prepare(data_dir, plan["raftAddress"])
     try:
         problem = datadir.record_group_id(data_dir, plan["groupId"])
         if problem:
             raise UsageError(problem)
-        Storage.from_env().write_atomic(os.path.join(data_dir, RAFT_SNAPSHOT),
-                                        json.dumps(snapshot, sort_keys=True).encode("utf-8"))
+        Storage.from_env().write_atomic(
+            os.path.join(data_dir, RAFT_SNAPSHOT), json.dumps(snapshot, sort_keys=True).encode("utf-8")
+        )
     finally:
         lock.close()

@@ -31,8 +31,9 @@ def lag_bytes(master_max_offset: int | None, replica_max_offset: int | None) -> 
     return max(0, m - r)
 
 
-def replica_doc(r: ReplicaIdentity, master_id: int | None, master_max_offset: int | None,
-                in_sync: bool) -> dict[str, Any]:
+def replica_doc(
+    r: ReplicaIdentity, master_id: int | None, master_max_offset: int | None, in_sync: bool
+) -> dict[str, Any]:
     return {
         "brokerId": r.broker_id,
         "brokerAddress": r.broker_address,
@@ -64,15 +65,17 @@ def broker_set_doc(broker_name: str, info: ReplicasInfo) -> dict[str, Any]:
         "syncStateSetEpoch": info.sync_state_set_epoch,
         "syncStateSetNums": len(info.in_sync_replicas),
         "inSyncReplicas": [replica_doc(r, master_id, master_max, True) for r in info.in_sync_replicas],
-        "notInSyncReplicas": [replica_doc(r, master_id, master_max, False)
-                              for r in info.not_in_sync_replicas],
+        "notInSyncReplicas": [
+            replica_doc(r, master_id, master_max, False) for r in info.not_in_sync_replicas
+        ],
         # mqctl failover pause: the reason ("" when none was given); None while not paused
         "failoverPaused": info.failover_pause_reason if info.failover_paused else None,
     }
 
 
-def select_broker_sets(table: Mapping[str, ReplicasInfo], broker_names: Iterable[str] = (),
-                       cluster_name: str | None = None) -> tuple[dict[str, ReplicasInfo], list[str]]:
+def select_broker_sets(
+    table: Mapping[str, ReplicasInfo], broker_names: Iterable[str] = (), cluster_name: str | None = None
+) -> tuple[dict[str, ReplicasInfo], list[str]]:
     """Keep the broker sets asked for: by name, or every set of ``cluster_name``.
 
     Returns (selected, missing names). A cluster with no broker set gives ({}, [cluster])."""
@@ -80,12 +83,15 @@ def select_broker_sets(table: Mapping[str, ReplicasInfo], broker_names: Iterable
     if names:
         selected = {n: table[n] for n in names if n in table}
         return selected, [n for n in names if n not in table]
-    selected = {n: i for n, i in sorted(table.items())
-                if cluster_name is None or i.cluster_name == cluster_name}
+    selected = {
+        n: i for n, i in sorted(table.items()) if cluster_name is None or i.cluster_name == cluster_name
+    }
     return selected, ([] if selected or cluster_name is None else [cluster_name])
 
 
 def sync_state_doc(table: Mapping[str, ReplicasInfo]) -> dict[str, Any]:
     """``{"version": 1, "brokers": [...]}``, broker sets sorted by name."""
-    return {"version": SCHEMA_VERSION,
-            "brokers": [broker_set_doc(name, table[name]) for name in sorted(table)]}
+    return {
+        "version": SCHEMA_VERSION,
+        "brokers": [broker_set_doc(name, table[name]) for name in sorted(table)],
+    }

@@ -55,24 +55,24 @@ log = logging.getLogger("mqctl.broker")
 
 __all__ = ["AgentStatus", "BrokerAgent", "PutResult", "Role", "RoleWatchHub", "make_client"]
 
-_OPEN_STORES: set[str] = set()        # fcntl locks are per process: guard same-process reuse too
+_OPEN_STORES: set[str] = set()  # fcntl locks are per process: guard same-process reuse too
 _OPEN_LOCK = threading.Lock()
 
 
 class Role(StrEnum):
-    STARTING = "starting"       # not registered yet
-    REGISTERED = "registered"   # registered, no master known (electing)
+    STARTING = "starting"  # not registered yet
+    REGISTERED = "registered"  # registered, no master known (electing)
     MASTER = "master"
     SLAVE = "slave"
     STOPPED = "stopped"
     CRASHED = "crashed"
-    FAILED = "failed"           # stopped by an error (identity mismatch, broken store)
+    FAILED = "failed"  # stopped by an error (identity mismatch, broken store)
 
 
 @dataclass(frozen=True)
 class PutResult:
     ok: bool
-    status: str                 # PUT_OK, FLUSH_SLAVE_TIMEOUT, NOT_MASTER, ROLE_CHANGED, ...
+    status: str  # PUT_OK, FLUSH_SLAVE_TIMEOUT, NOT_MASTER, ROLE_CHANGED, ...
     offset: int = -1
     end: int = -1
     master_epoch: int = 0
@@ -103,14 +103,14 @@ class _Slave:
     learner: bool = False
     address: str = ""
     last_seen: float = 0.0
-    caught_up: float = 0.0          # lastCaughtUpTime
+    caught_up: float = 0.0  # lastCaughtUpTime
     last_master_max: int = LONG_MAX  # master max offset at the previous transfer
     last_transfer: float = 0.0
 
 
 @dataclass
 class _Event:
-    kind: str                       # role | poll | reregister | alter | elect
+    kind: str  # role | poll | reregister | alter | elect
     payload: Any = None
     broker_epoch: int = 0
 
@@ -168,9 +168,16 @@ class BrokerAgent:
     ``hub``: a RoleWatchHub to share; ``peers_factory``: how it reaches other agents (default from
     ``config.peer_transport``)."""
 
-    def __init__(self, config: AgentConfig, *, client: Any = None, hub: RoleWatchHub | None = None,
-                 client_factory: Callable[[], Any] | None = None,
-                 peers_factory: Callable[[], Peers] | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        client: Any = None,
+        hub: RoleWatchHub | None = None,
+        client_factory: Callable[[], Any] | None = None,
+        peers_factory: Callable[[], Peers] | None = None,
+        name: str | None = None,
+    ) -> None:
         config.validate()
         self.config = config
         self.root = Path(config.store_dir)
@@ -193,7 +200,7 @@ class BrokerAgent:
         self.broker_epoch = 0
         self.address = ""
         self.registered = threading.Event()
-        self.finished = threading.Event()   # the agent ended (stopped, crashed or failed)
+        self.finished = threading.Event()  # the agent ended (stopped, crashed or failed)
         # role state
         self.master_id: int | None = None
         self.master_address = ""
@@ -211,8 +218,14 @@ class BrokerAgent:
         self._peers: Any = None
         self._lock_cm: Any = None
         self._store_key = ""
-        self.stats: dict[str, int] = {"truncations": 0, "bytes_truncated": 0, "role_changes": 0,
-                                      "ignored_notifications": 0, "alter_ok": 0, "alter_failed": 0}
+        self.stats: dict[str, int] = {
+            "truncations": 0,
+            "bytes_truncated": 0,
+            "role_changes": 0,
+            "ignored_notifications": 0,
+            "alter_ok": 0,
+            "alter_failed": 0,
+        }
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -283,8 +296,12 @@ class BrokerAgent:
                 self.role = Role.STOPPED
             if self._log is not None:
                 self._log.flush()
-                write_checkpoint(self.root, StoreCheckpoint(confirm_phy_offset=self._confirm,
-                                                            master_flushed_offset=self._log.max_offset))
+                write_checkpoint(
+                    self.root,
+                    StoreCheckpoint(
+                        confirm_phy_offset=self._confirm, master_flushed_offset=self._log.max_offset
+                    ),
+                )
                 self._write_final_signature(self._log.max_offset)
             self._cond.notify_all()
         self._release(clean=True)
@@ -301,8 +318,14 @@ class BrokerAgent:
         if self._epochs is None or not self._epochs.entries:
             return None
         first = self._epochs.entries[0]
-        return derive_initial(self.config.cluster_name, self.config.broker_name, first.epoch,
-                              first.start_offset, source="mqctl-broker", time=int(time.time() * 1000))
+        return derive_initial(
+            self.config.cluster_name,
+            self.config.broker_name,
+            first.epoch,
+            first.start_offset,
+            source="mqctl-broker",
+            time=int(time.time() * 1000),
+        )
 
     def _drop_final_signature(self) -> None:
         """A running store is dirty until its next orderly shutdown: keep only the initial signature."""
@@ -412,18 +435,26 @@ class BrokerAgent:
 
     def _control_loop(self) -> None:
         try:
-            registrar = Registrar(self.root, self.config.cluster_name, self.config.broker_name, self.address,
-                                  call=self._ctl, client=self._client,
-                                  alive=lambda: not self._dead, stop=self._stop,
-                                  retry_fast=self.config.register_retry_fast,
-                                  retry_slow=self.config.register_retry_slow)
+            registrar = Registrar(
+                self.root,
+                self.config.cluster_name,
+                self.config.broker_name,
+                self.address,
+                call=self._ctl,
+                client=self._client,
+                alive=lambda: not self._dead,
+                stop=self._stop,
+                retry_fast=self.config.register_retry_fast,
+                retry_slow=self.config.register_retry_slow,
+            )
             bid = registrar.obtain_id()
             with self._lock:
                 self.broker_id = bid
             if self.config.watch_role_changes and self.config.controller_protocol == "grpc":
                 if self._hub is None:
-                    self._hub = RoleWatchHub(self._client, self.config.cluster_name,
-                                             self.config.retry_interval)
+                    self._hub = RoleWatchHub(
+                        self._client, self.config.cluster_name, self.config.retry_interval
+                    )
                     self._own_hub = True
                 self._hub.subscribe(self.config.broker_name, self._on_role_change)
             while not self._stop.is_set() and not self._register():
@@ -448,11 +479,19 @@ class BrokerAgent:
         with self._lock:
             epoch, max_offset, confirm = self._progress()
         try:
-            r = self._ctl(self._client.register_broker, self.config.cluster_name, self.config.broker_name,
-                          self.broker_id, self.address, epoch=epoch, max_offset=max_offset,
-                          confirm_offset=confirm, election_priority=self.config.election_priority,
-                          options=self.config.options or None,
-                          heartbeat_timeout_mills=self.config.heartbeat_timeout_ms)
+            r = self._ctl(
+                self._client.register_broker,
+                self.config.cluster_name,
+                self.config.broker_name,
+                self.broker_id,
+                self.address,
+                epoch=epoch,
+                max_offset=max_offset,
+                confirm_offset=confirm,
+                election_priority=self.config.election_priority,
+                options=self.config.options or None,
+                heartbeat_timeout_mills=self.config.heartbeat_timeout_ms,
+            )
         except ControllerError as exc:
             with self._lock:
                 self.error = f"RegisterBroker: {exc}"
@@ -466,8 +505,14 @@ class BrokerAgent:
         self.registered.set()
         log.info("%s: registered as id %s (brokerEpoch %s)", self.name, self.broker_id, r.broker_epoch)
         if r.master_broker_id is not None:
-            self._apply_role(r.master_broker_id, r.master_address, int(r.master_epoch or 0),
-                             int(r.sync_state_set_epoch or 0), r.sync_state_set, force=True)
+            self._apply_role(
+                r.master_broker_id,
+                r.master_address,
+                int(r.master_epoch or 0),
+                int(r.sync_state_set_epoch or 0),
+                r.sync_state_set,
+                force=True,
+            )
         else:
             self._send_heartbeat()
             self._elect()
@@ -515,8 +560,9 @@ class BrokerAgent:
                 else:
                     self.stats["ignored_notifications"] += 1
                 return
-            self._apply_role(c.master_broker_id, c.master_address, c.master_epoch, c.sync_state_set_epoch,
-                             c.sync_state_set)
+            self._apply_role(
+                c.master_broker_id, c.master_address, c.master_epoch, c.sync_state_set_epoch, c.sync_state_set
+            )
         elif ev.kind == "poll":
             self._poll()
         elif ev.kind == "reregister":
@@ -549,32 +595,53 @@ class BrokerAgent:
                 self._apply_role(None, "", r.master_epoch, r.sync_state_set_epoch, r.sync_state_set)
             self._elect()
             return
-        self._apply_role(r.master_broker_id, r.master_address, r.master_epoch, r.sync_state_set_epoch,
-                         r.sync_state_set)
+        self._apply_role(
+            r.master_broker_id, r.master_address, r.master_epoch, r.sync_state_set_epoch, r.sync_state_set
+        )
 
     def _elect(self) -> None:
         """Broker-triggered ElectMaster (an async learner never asks: it must never become master)."""
         if self.config.async_learner or self.broker_id is None:
             return
         try:
-            r = self._ctl(self._client.elect_master, self.config.cluster_name, self.config.broker_name,
-                          self.broker_id, broker_epoch=self.broker_epoch)
+            r = self._ctl(
+                self._client.elect_master,
+                self.config.cluster_name,
+                self.config.broker_name,
+                self.broker_id,
+                broker_epoch=self.broker_epoch,
+            )
         except ControllerError as exc:
             resp: Any = exc.response
-            if exc.code == Code.CONTROLLER_MASTER_STILL_EXIST and resp is not None and \
-                    getattr(resp, "master_broker_id", None) is not None:
+            if (
+                exc.code == Code.CONTROLLER_MASTER_STILL_EXIST
+                and resp is not None
+                and getattr(resp, "master_broker_id", None) is not None
+            ):
                 r = resp
             else:
                 log.debug("%s: ElectMaster: %s", self.name, exc)
                 return
         if r.master_broker_id is not None and r.master_epoch is not None:
-            self._apply_role(r.master_broker_id, r.master_address, int(r.master_epoch),
-                             int(r.sync_state_set_epoch or 0), r.sync_state_set)
+            self._apply_role(
+                r.master_broker_id,
+                r.master_address,
+                int(r.master_epoch),
+                int(r.sync_state_set_epoch or 0),
+                r.sync_state_set,
+            )
 
     # ------------------------------------------------------------------ roles
 
-    def _apply_role(self, master_id: int | None, master_address: str, master_epoch: int, ss_epoch: int,
-                    ss: Any, force: bool = False) -> None:
+    def _apply_role(
+        self,
+        master_id: int | None,
+        master_address: str,
+        master_epoch: int,
+        ss_epoch: int,
+        ss: Any,
+        force: bool = False,
+    ) -> None:
         """ReplicasManager.changeBrokerRole: act on a newer masterEpoch only; at the same epoch a master
         takes a newer SyncStateSet (the controller accepted it)."""
         with self._lock:
@@ -584,12 +651,20 @@ class BrokerAgent:
                 self.stats["ignored_notifications"] += 1
                 return
             if master_epoch == self.master_epoch and not force:
-                if self.role == Role.MASTER and master_id == self.broker_id and \
-                        ss_epoch > self.sync_state_set_epoch and self._pending_ss is None:
+                if (
+                    self.role == Role.MASTER
+                    and master_id == self.broker_id
+                    and ss_epoch > self.sync_state_set_epoch
+                    and self._pending_ss is None
+                ):
                     self._set_ss(set(ss), ss_epoch)
                 return
-            if master_epoch == self.master_epoch and force and self.role in (Role.MASTER, Role.SLAVE) \
-                    and master_id == self.master_id:
+            if (
+                master_epoch == self.master_epoch
+                and force
+                and self.role in (Role.MASTER, Role.SLAVE)
+                and master_id == self.master_id
+            ):
                 return
             self.stats["role_changes"] += 1
             if master_id is None:
@@ -619,30 +694,49 @@ class BrokerAgent:
         assert self._log is not None and self._epochs is not None and self.broker_id is not None
         last = self._epochs.last_epoch
         if epoch < last:
-            log.error("%s: masterEpoch %d < last epoch %d in the epoch file: not becoming master",
-                      self.name, epoch, last)
+            log.error(
+                "%s: masterEpoch %d < last epoch %d in the epoch file: not becoming master",
+                self.name,
+                epoch,
+                last,
+            )
             return
         self._step_down(None)
         if epoch > last:
             max_offset = self._log.max_offset
-            self._epochs.truncate_suffix_by_offset(max_offset)   # empty epochs (see epoch_file_cache.py)
+            self._epochs.truncate_suffix_by_offset(max_offset)  # empty epochs (see epoch_file_cache.py)
             if not self._epochs.append(epoch, max_offset):
-                log.error("%s: could not append epoch %d-%d to %s", self.name, epoch, max_offset,
-                          self._epochs.entries)
+                log.error(
+                    "%s: could not append epoch %d-%d to %s",
+                    self.name,
+                    epoch,
+                    max_offset,
+                    self._epochs.entries,
+                )
         self.master_epoch = epoch
         self.master_id = self.broker_id
         self.master_address = self.address
         self._set_ss(ss or {self.broker_id}, ss_epoch)
-        self.role = Role.MASTER     # last: a reader without the lock sees the epoch first
-        log.info("%s: master at epoch %d, log end %d, SyncStateSet %s", self.name, epoch,
-                 self._log.max_offset, sorted(self.sync_state_set))
+        self.role = Role.MASTER  # last: a reader without the lock sees the epoch first
+        log.info(
+            "%s: master at epoch %d, log end %d, SyncStateSet %s",
+            self.name,
+            epoch,
+            self._log.max_offset,
+            sorted(self.sync_state_set),
+        )
 
     def _change_to_slave(self, master_id: int, master_address: str, epoch: int) -> None:
         assert self._epochs is not None
         last = self._epochs.last_epoch
         if epoch < last:
-            log.error("%s: masterEpoch %d < last epoch %d in the epoch file: not following %s",
-                      self.name, epoch, last, master_address)
+            log.error(
+                "%s: masterEpoch %d < last epoch %d in the epoch file: not following %s",
+                self.name,
+                epoch,
+                last,
+                master_address,
+            )
             return
         self._step_down(None)
         self.master_epoch = epoch
@@ -662,7 +756,7 @@ class BrokerAgent:
             if m != self.broker_id:
                 st = self._slaves.setdefault(m, _Slave())
                 if st.caught_up == 0.0:
-                    st.caught_up = now       # a member that never shows up leaves after the timeout
+                    st.caught_up = now  # a member that never shows up leaves after the timeout
         self._confirm = self._confirm_offset()
         self._cond.notify_all()
 
@@ -702,9 +796,11 @@ class BrokerAgent:
                 return
             now = time.monotonic()
             limit = self.config.ha_max_time_slave_not_catchup
-            new = {m for m in self.sync_state_set
-                   if m == self.broker_id
-                   or now - self._slaves.get(m, _Slave(caught_up=now)).caught_up <= limit}
+            new = {
+                m
+                for m in self.sync_state_set
+                if m == self.broker_id or now - self._slaves.get(m, _Slave(caught_up=now)).caught_up <= limit
+            }
             if new == self.sync_state_set:
                 return
             self._pending_ss = new
@@ -731,14 +827,21 @@ class BrokerAgent:
                 return
             epoch, ss_epoch = self.master_epoch, self.sync_state_set_epoch
         try:
-            r = self._ctl(self._client.alter_sync_state_set, self.config.broker_name, self.broker_id, epoch,
-                          sorted(new), ss_epoch, broker_epoch=self.broker_epoch,
-                          cluster_name=self.config.cluster_name)
+            r = self._ctl(
+                self._client.alter_sync_state_set,
+                self.config.broker_name,
+                self.broker_id,
+                epoch,
+                sorted(new),
+                ss_epoch,
+                broker_epoch=self.broker_epoch,
+                cluster_name=self.config.cluster_name,
+            )
         except ControllerError as exc:
             self.stats["alter_failed"] += 1
             with self._lock:
                 if exc.code in (Code.UNAVAILABLE, Code.SYSTEM_ERROR):
-                    self._pending_unknown = True   # maybe applied: the next poll settles it
+                    self._pending_unknown = True  # maybe applied: the next poll settles it
                 else:
                     self._pending_ss = None
             log.info("%s: AlterSyncStateSet %s refused: %s", self.name, sorted(new), exc)
@@ -751,8 +854,12 @@ class BrokerAgent:
                 self._pending_ss = None
                 self._pending_unknown = False
                 self._set_ss(set(r.sync_state_set) or new, int(r.new_sync_state_set_epoch))
-                log.info("%s: SyncStateSet now %s (epoch %d)", self.name, sorted(self.sync_state_set),
-                         self.sync_state_set_epoch)
+                log.info(
+                    "%s: SyncStateSet now %s (epoch %d)",
+                    self.name,
+                    sorted(self.sync_state_set),
+                    self.sync_state_set_epoch,
+                )
 
     # ------------------------------------------------------------------ heartbeats
 
@@ -764,9 +871,19 @@ class BrokerAgent:
                 return
             epoch, max_offset, confirm = self._progress()
         try:
-            self._ctl(self._client.heartbeat, self.config.cluster_name, self.address, self.config.broker_name,
-                      self.broker_id, epoch, max_offset, confirm, self.config.heartbeat_timeout_ms,
-                      self.config.election_priority, broker_epoch=self.broker_epoch)
+            self._ctl(
+                self._client.heartbeat,
+                self.config.cluster_name,
+                self.address,
+                self.config.broker_name,
+                self.broker_id,
+                epoch,
+                max_offset,
+                confirm,
+                self.config.heartbeat_timeout_ms,
+                self.config.election_priority,
+                broker_epoch=self.broker_epoch,
+            )
         except ControllerError as exc:
             if exc.code == Code.STALE_BROKER_EPOCH:
                 self._post(_Event("reregister"))
@@ -809,8 +926,10 @@ class BrokerAgent:
                     return PutResult(False, "STOPPED", offset, end, epoch)
                 if self.role != Role.MASTER or self.master_epoch != epoch:
                     return PutResult(False, "ROLE_CHANGED", offset, end, epoch)
-                if all(m == self.broker_id or (m in self._slaves and self._slaves[m].ack >= end)
-                       for m in self._effective_ss()):
+                if all(
+                    m == self.broker_id or (m in self._slaves and self._slaves[m].ack >= end)
+                    for m in self._effective_ss()
+                ):
                     self._confirm = self._confirm_offset()
                     return PutResult(True, "PUT_OK", offset, end, epoch)
                 left = deadline - time.monotonic()
@@ -824,8 +943,14 @@ class BrokerAgent:
         with self._lock:
             if self._log is None or self._epochs is None:
                 return EpochCacheView(broker_addr=self.address, error="broker stopped")
-            return EpochCacheView(self.config.cluster_name, self.config.broker_name, self.broker_id,
-                                  list(self._epochs.entries), self._log.max_offset, broker_addr=self.address)
+            return EpochCacheView(
+                self.config.cluster_name,
+                self.config.broker_name,
+                self.broker_id,
+                list(self._epochs.entries),
+                self._log.max_offset,
+                broker_addr=self.address,
+            )
 
     def handle_fetch(self, req: FetchRequest) -> FetchResponse:
         """One FetchLog: record the slave's ack (its offset), maybe expand the SyncStateSet, long-poll for
@@ -836,10 +961,13 @@ class BrokerAgent:
                 return self._not_master(req)
             assert self._log is not None and self._epochs is not None
             if req.offset > self._log.max_offset:
-                return FetchResponse(int(Code.SYSTEM_ERROR),
-                                     f"slave offset {req.offset} is past the master's "
-                                     f"log end {self._log.max_offset}: handshake again",
-                                     max_offset=self._log.max_offset, master_epoch=self.master_epoch)
+                return FetchResponse(
+                    int(Code.SYSTEM_ERROR),
+                    f"slave offset {req.offset} is past the master's "
+                    f"log end {self._log.max_offset}: handshake again",
+                    max_offset=self._log.max_offset,
+                    master_epoch=self.master_epoch,
+                )
             now = time.monotonic()
             st = self._slaves.setdefault(req.broker_id, _Slave(caught_up=now))
             st.ack, st.learner, st.last_seen = req.offset, req.async_learner, now
@@ -862,25 +990,37 @@ class BrokerAgent:
                 return FetchResponse(int(Code.SYSTEM_ERROR), "broker stopped")
             found = self._epochs.entry_for(req.offset, self._log.max_offset)
             if found is None:
-                return FetchResponse(int(Code.SYSTEM_ERROR),
-                                     f"offset {req.offset} is in no epoch of the master")
+                return FetchResponse(
+                    int(Code.SYSTEM_ERROR), f"offset {req.offset} is in no epoch of the master"
+                )
             entry, end = found
             data, length = self._log.read_chunk(req.offset, max(1, req.max_bytes), end)
             st.last_master_max = self._log.max_offset
             st.last_transfer = time.monotonic()
-            return FetchResponse(0, "", req.offset, data, length, entry.epoch, entry.start_offset,
-                                 self._confirm, self._log.max_offset, self.master_epoch,
-                                 -1 if self.broker_id is None else self.broker_id)
+            return FetchResponse(
+                0,
+                "",
+                req.offset,
+                data,
+                length,
+                entry.epoch,
+                entry.start_offset,
+                self._confirm,
+                self._log.max_offset,
+                self.master_epoch,
+                -1 if self.broker_id is None else self.broker_id,
+            )
 
     def _is_master_at(self, epoch: int) -> bool:
-        return (not self._dead and self.role == Role.MASTER
-                and self.master_epoch == epoch)
+        return not self._dead and self.role == Role.MASTER and self.master_epoch == epoch
 
     def _not_master(self, req: FetchRequest) -> FetchResponse:
-        return FetchResponse(int(Code.CONTROLLER_INVALID_MASTER),
-                             f"{self.name} is not master at masterEpoch {req.master_epoch} "
-                             f"(role {self.role.value}, masterEpoch {self.master_epoch})",
-                             master_epoch=self.master_epoch)
+        return FetchResponse(
+            int(Code.CONTROLLER_INVALID_MASTER),
+            f"{self.name} is not master at masterEpoch {req.master_epoch} "
+            f"(role {self.role.value}, masterEpoch {self.master_epoch})",
+            master_epoch=self.master_epoch,
+        )
 
     # ------------------------------------------------------------------ replication (slave side)
 
@@ -902,9 +1042,17 @@ class BrokerAgent:
                     if not current() or self._log is None:
                         return
                     offset = self._log.max_offset
-                req = FetchRequest(cfg.cluster_name, cfg.broker_name, self.broker_id or -1, self.address,
-                                   offset, master_epoch, cfg.fetch_max_bytes, int(cfg.fetch_wait * 1000),
-                                   cfg.async_learner)
+                req = FetchRequest(
+                    cfg.cluster_name,
+                    cfg.broker_name,
+                    self.broker_id or -1,
+                    self.address,
+                    offset,
+                    master_epoch,
+                    cfg.fetch_max_bytes,
+                    int(cfg.fetch_wait * 1000),
+                    cfg.async_learner,
+                )
                 resp = self._peers.fetch(master_address, req, cfg.fetch_wait + cfg.controller_timeout)
                 if resp.code != 0:
                     log.info("%s: fetch from %s: %s %s", self.name, master_address, resp.code, resp.remark)
@@ -919,10 +1067,18 @@ class BrokerAgent:
                     if resp.offset != self._log.max_offset:
                         handshaken = False
                         continue
-                    if (resp.epoch != self._epochs.last_epoch and resp.epoch >= 0
-                            and not self._epochs.append(resp.epoch, resp.epoch_start_offset)):
-                        log.warning("%s: epoch %d-%d does not follow %s: handshake again", self.name,
-                                    resp.epoch, resp.epoch_start_offset, self._epochs.entries)
+                    if (
+                        resp.epoch != self._epochs.last_epoch
+                        and resp.epoch >= 0
+                        and not self._epochs.append(resp.epoch, resp.epoch_start_offset)
+                    ):
+                        log.warning(
+                            "%s: epoch %d-%d does not follow %s: handshake again",
+                            self.name,
+                            resp.epoch,
+                            resp.epoch_start_offset,
+                            self._epochs.entries,
+                        )
                         handshaken = False
                         continue
                     if resp.length:
@@ -941,24 +1097,33 @@ class BrokerAgent:
         """AutoSwitchHAClient.doTruncate: compare epoch caches, cut at the consistent point."""
         view = self._peers.epoch_cache(master_address, self.config.controller_timeout)
         if view.error is not None or view.broker_id != master_id or view.max_offset is None:
-            log.info("%s: %s is not broker %d yet (%s)", self.name, master_address, master_id,
-                     view.error or f"id {view.broker_id}")
+            log.info(
+                "%s: %s is not broker %d yet (%s)",
+                self.name,
+                master_address,
+                master_id,
+                view.error or f"id {view.broker_id}",
+            )
             return False
         with self._lock:
             if self._dead or gen != self._repl_gen or self._log is None or self._epochs is None:
                 return False
             local_max = self._log.max_offset
-            point = truncation_point(list(self._epochs.entries), local_max, list(view.entries),
-                                     view.max_offset)
+            point = truncation_point(
+                list(self._epochs.entries), local_max, list(view.entries), view.max_offset
+            )
             if point < 0:
-                self.error = (f"no consistent point with master {master_address}: local epochs "
-                              f"{[e.line() for e in self._epochs.entries]}, master's "
-                              f"{[e.line() for e in view.entries]}; manual repair needed")
+                self.error = (
+                    f"no consistent point with master {master_address}: local epochs "
+                    f"{[e.line() for e in self._epochs.entries]}, master's "
+                    f"{[e.line() for e in view.entries]}; manual repair needed"
+                )
                 log.error("%s: %s", self.name, self.error)
                 return False
             if point < local_max:
-                log.info("%s: truncating log %d -> %d to follow %s", self.name, local_max, point,
-                         master_address)
+                log.info(
+                    "%s: truncating log %d -> %d to follow %s", self.name, local_max, point, master_address
+                )
                 self.stats["truncations"] += 1
                 self.stats["bytes_truncated"] += local_max - point
                 self._log.truncate(point)
@@ -972,11 +1137,21 @@ class BrokerAgent:
     def status(self) -> AgentStatus:
         with self._lock:
             epochs = tuple((e.epoch, e.start_offset) for e in self._epochs.entries) if self._epochs else ()
-            return AgentStatus(self.name, self.role, self.broker_id, self.broker_epoch, self.address,
-                               self.master_id, self.master_epoch, tuple(sorted(self.sync_state_set)),
-                               self.sync_state_set_epoch,
-                               self._log.max_offset if self._log is not None else -1,
-                               self._confirm_offset(), epochs, self.error)
+            return AgentStatus(
+                self.name,
+                self.role,
+                self.broker_id,
+                self.broker_epoch,
+                self.address,
+                self.master_id,
+                self.master_epoch,
+                tuple(sorted(self.sync_state_set)),
+                self.sync_state_set_epoch,
+                self._log.max_offset if self._log is not None else -1,
+                self._confirm_offset(),
+                epochs,
+                self.error,
+            )
 
     @property
     def max_offset(self) -> int:
@@ -1008,9 +1183,11 @@ def make_client(config: AgentConfig) -> Any:
 
         # same methods and results as ControllerClient; no WatchRoleChanges stream over
         # remoting, so roles come from GetReplicaInfo polling (syncBrokerMetadataPeriod)
-        return RemotingControllerClient(config.controller_addresses, timeout=config.controller_timeout,
-                                        **config.controller_security)
+        return RemotingControllerClient(
+            config.controller_addresses, timeout=config.controller_timeout, **config.controller_security
+        )
     from mqctl.client import ControllerClient
 
-    return ControllerClient(config.controller_addresses, timeout=config.controller_timeout,
-                            **config.controller_security)
+    return ControllerClient(
+        config.controller_addresses, timeout=config.controller_timeout, **config.controller_security
+    )

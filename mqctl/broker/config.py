@@ -30,9 +30,9 @@ class AgentConfig:
     # "grpc": serve and call peers over gRPC; "local": call agents of this process directly (scale
     # runs: no server, no sockets between replicas; address is then a name, e.g. "broker-a-1").
     peer_transport: str = "grpc"
-    address: str | None = None               # with peer_transport="local": the agent's name
-    storage: str = "commitlog"               # "commitlog" (RocketMQ files) or "offsets" (offsets only)
-    commitlog_file_size: int = 1 << 20       # RocketMQ's 1 GiB is pointless for tests
+    address: str | None = None  # with peer_transport="local": the agent's name
+    storage: str = "commitlog"  # "commitlog" (RocketMQ files) or "offsets" (offsets only)
+    commitlog_file_size: int = 1 << 20  # RocketMQ's 1 GiB is pointless for tests
     # brokerHeartbeatInterval / controllerHeartBeatTimeoutMills
     heartbeat_interval: float = 1.0
     heartbeat_timeout_ms: int = 10000
@@ -43,17 +43,17 @@ class AgentConfig:
     ha_max_time_slave_not_catchup: float = 15.0
     all_ack_in_sync_state_set: bool = False
     async_learner: bool = False
-    election_priority: int = DEFAULT_ELECTION_PRIORITY          # brokerElectionPriority: lower wins
-    watch_role_changes: bool = True           # WatchRoleChanges stream (polling always runs)
+    election_priority: int = DEFAULT_ELECTION_PRIORITY  # brokerElectionPriority: lower wins
+    watch_role_changes: bool = True  # WatchRoleChanges stream (polling always runs)
     # replication
     fetch_max_bytes: int = 256 * 1024
-    fetch_wait: float = 0.5                   # long-poll time on the master
-    retry_interval: float = 0.5               # pause after a failed fetch/handshake/controller call
-    put_timeout: float = 5.0                  # how long a write waits for the SyncStateSet's acks
+    fetch_wait: float = 0.5  # long-poll time on the master
+    retry_interval: float = 0.5  # pause after a failed fetch/handshake/controller call
+    put_timeout: float = 5.0  # how long a write waits for the SyncStateSet's acks
     # registration: RocketMQ retries 5 times with a random sleep < 1 s, then every 5 s
     register_retry_fast: int = 5
     register_retry_slow: float = 5.0
-    controller_timeout: float = 5.0           # per controller call, retries included
+    controller_timeout: float = 5.0  # per controller call, retries included
     # ControllerClient's security keywords (token, tls_ca, tls_cert, tls_key, server_name): the
     # CLI's --token and --tls-* options (mqctl.cli.admin_cmd.Conn.security)
     controller_security: dict[str, Any] = field(default_factory=dict)
@@ -74,8 +74,15 @@ class AgentConfig:
             raise UsageError(f"storage {self.storage!r}: expected commitlog or offsets")
         if not self.controller_addresses:
             raise UsageError("controller_addresses is empty")
-        for name in ("heartbeat_interval", "sync_metadata_period", "check_sync_state_set_period",
-                     "ha_max_time_slave_not_catchup", "fetch_wait", "retry_interval", "put_timeout",
-                     "controller_timeout"):
+        for name in (
+            "heartbeat_interval",
+            "sync_metadata_period",
+            "check_sync_state_set_period",
+            "ha_max_time_slave_not_catchup",
+            "fetch_wait",
+            "retry_interval",
+            "put_timeout",
+            "controller_timeout",
+        ):
             if getattr(self, name) <= 0:
                 raise UsageError(f"{name} must be positive")

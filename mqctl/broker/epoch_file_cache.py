@@ -83,8 +83,9 @@ class EpochCache:
         return None
 
 
-def truncation_point(local: list[EpochEntry], local_max: int,
-                     master: list[EpochEntry], master_max: int) -> int:
+def truncation_point(
+    local: list[EpochEntry], local_max: int, master: list[EpochEntry], master_max: int
+) -> int:
     """Where a slave cuts its log before replicating (RIP-44, AutoSwitchHAClient.doTruncate): 0 for a
     slave without epochs (a new replica: everything it has came from nowhere), else
     findConsistentPoint: walk local epochs newest first to the first one the master has with the

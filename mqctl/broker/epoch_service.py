@@ -34,8 +34,14 @@ class BrokerEpochServicer(pb_grpc.BrokerServicer):
     """Serves the epoch cache of the store at ``store_dir``. ``cluster_name``, ``broker_name`` and
     ``broker_id`` override what ``brokerIdentity`` says (a broker knows its config)."""
 
-    def __init__(self, store_dir: str | os.PathLike[str], *, cluster_name: str | None = None,
-                 broker_name: str | None = None, broker_id: int | None = None) -> None:
+    def __init__(
+        self,
+        store_dir: str | os.PathLike[str],
+        *,
+        cluster_name: str | None = None,
+        broker_name: str | None = None,
+        broker_id: int | None = None,
+    ) -> None:
         self.store_dir = os.fspath(store_dir)
         self.cluster_name = cluster_name
         self.broker_name = broker_name
@@ -48,19 +54,22 @@ class BrokerEpochServicer(pb_grpc.BrokerServicer):
             return pb.GetBrokerEpochCacheResponse(code=int(Code.SYSTEM_ERROR), remark=str(exc))
         except Exception as exc:  # never fail the RPC itself
             log.exception("GetBrokerEpochCache failed")
-            return pb.GetBrokerEpochCacheResponse(code=int(Code.SYSTEM_ERROR),
-                                                  remark=f"internal error: {type(exc).__name__}: {exc}")
+            return pb.GetBrokerEpochCacheResponse(
+                code=int(Code.SYSTEM_ERROR), remark=f"internal error: {type(exc).__name__}: {exc}"
+            )
         cache.cluster_name = self.cluster_name or cache.cluster_name
         cache.broker_name = self.broker_name or cache.broker_name
         cache.broker_id = self.broker_id if self.broker_id is not None else cache.broker_id
         return pb.GetBrokerEpochCacheResponse(**cache.answer())
 
 
-def serve_epoch_cache(store_dir: str | os.PathLike[str], listen: str, *, max_workers: int = 4,
-                      **identity: Any) -> grpc.Server:
+def serve_epoch_cache(
+    store_dir: str | os.PathLike[str], listen: str, *, max_workers: int = 4, **identity: Any
+) -> grpc.Server:
     """Start a gRPC server with the Broker service for ``store_dir`` on ``listen`` (port 0 = any;
     the bound port is ``server.mqctl_port``). Stop it with ``server.stop(grace)``."""
-    server, port = serve_broker_service(BrokerEpochServicer(store_dir, **identity), listen, max_workers,
-                                        "mqctl-broker")
+    server, port = serve_broker_service(
+        BrokerEpochServicer(store_dir, **identity), listen, max_workers, "mqctl-broker"
+    )
     server.mqctl_port = port
     return server

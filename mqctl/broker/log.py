@@ -110,16 +110,18 @@ class CommitLogStore:
         data = os.pread(fd, end - offset, offset - start)
         from mqctl.store.walker import parse_byte_range
 
-        pr = parse_byte_range(data, offset, 0, len(data), head_owned=True, check_crc=False, fields=False,
-                              stop_at_damage=True)
+        pr = parse_byte_range(
+            data, offset, 0, len(data), head_owned=True, check_crc=False, fields=False, stop_at_damage=True
+        )
         if pr.problems:
-            raise StoreError(f"{self.directory / file_name(start)} offset {pr.problems[0].offset}: "
-                             f"{pr.problems[0].reason}")
+            raise StoreError(
+                f"{self.directory / file_name(start)} offset {pr.problems[0].offset}: {pr.problems[0].reason}"
+            )
         ends = (pr.position + pr.size).tolist()
         # whole records up to max_bytes (at least one)
         k = max(1, bisect.bisect_right(ends, max_bytes)) if ends else 0
         if k < len(ends):
-            return data[:ends[k - 1]], ends[k - 1]
+            return data[: ends[k - 1]], ends[k - 1]
         pos, n = pr.walk_end, len(data)
         if pos + 8 <= n:
             total, magic = _II.unpack_from(data, pos)
@@ -128,17 +130,21 @@ class CommitLogStore:
                 if start + self.file_size <= end:
                     pos = n
             elif magic not in (MAGIC_V1, MAGIC_V2) or total <= 0:
-                raise StoreError(f"{self.directory / file_name(start)} offset {offset + pos}: "
-                                 f"not a record boundary")
+                raise StoreError(
+                    f"{self.directory / file_name(start)} offset {offset + pos}: not a record boundary"
+                )
         return data[:pos], pos
 
     def write_chunk(self, offset: int, data: bytes, length: int) -> None:
         if offset != self.max_offset:
-            raise StoreError(f"{self.directory}: replicated data starts at {offset}, log ends at "
-                             f"{self.max_offset}")
+            raise StoreError(
+                f"{self.directory}: replicated data starts at {offset}, log ends at {self.max_offset}"
+            )
         if length != len(data):
-            raise StoreError(f"{self.directory}: a commitlog replica needs the bytes (got {len(data)} "
-                             f"of {length}); is the master offsets-only?")
+            raise StoreError(
+                f"{self.directory}: a commitlog replica needs the bytes (got {len(data)} "
+                f"of {length}); is the master offsets-only?"
+            )
         self._writer.write(data)
 
     def truncate(self, offset: int) -> None:

@@ -121,6 +121,7 @@ def unregister_local(address: str, agent: PeerHandler) -> None:
 
 # ------------------------------------------------------------------------------ gRPC
 
+
 class GrpcPeers:
     """One channel per peer address, reused."""
 
@@ -139,9 +140,11 @@ class GrpcPeers:
                 raise PeerUnavailable("peer client closed")
             entry = self._stubs.get(address)
             if entry is None:
-                options = [("grpc.initial_reconnect_backoff_ms", 100),
-                           ("grpc.max_reconnect_backoff_ms", 1000),
-                           ("grpc.max_receive_message_length", 64 << 20)]
+                options = [
+                    ("grpc.initial_reconnect_backoff_ms", 100),
+                    ("grpc.max_reconnect_backoff_ms", 1000),
+                    ("grpc.max_receive_message_length", 64 << 20),
+                ]
                 channel = grpc.insecure_channel(address, options=options)
                 entry = (channel, broker_pb2_grpc.BrokerStub(channel))
                 self._stubs[address] = entry
@@ -165,17 +168,34 @@ class GrpcPeers:
 
         from mqctl.v1 import broker_pb2 as pb
 
-        req = pb.FetchLogRequest(cluster_name=request.cluster_name, broker_name=request.broker_name,
-                                 broker_id=request.broker_id, broker_address=request.broker_address,
-                                 offset=request.offset, master_epoch=request.master_epoch,
-                                 max_bytes=request.max_bytes, wait_ms=request.wait_ms,
-                                 async_learner=request.async_learner)
+        req = pb.FetchLogRequest(
+            cluster_name=request.cluster_name,
+            broker_name=request.broker_name,
+            broker_id=request.broker_id,
+            broker_address=request.broker_address,
+            offset=request.offset,
+            master_epoch=request.master_epoch,
+            max_bytes=request.max_bytes,
+            wait_ms=request.wait_ms,
+            async_learner=request.async_learner,
+        )
         try:
             r = self._stub(address).FetchLog(req, timeout=timeout)
         except grpc.RpcError as err:
             raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None
-        return FetchResponse(r.code, r.remark, r.offset, r.data, r.length, r.epoch, r.epoch_start_offset,
-                             r.confirm_offset, r.max_offset, r.master_epoch, r.broker_id)
+        return FetchResponse(
+            r.code,
+            r.remark,
+            r.offset,
+            r.data,
+            r.length,
+            r.epoch,
+            r.epoch_start_offset,
+            r.confirm_offset,
+            r.max_offset,
+            r.master_epoch,
+            r.broker_id,
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -206,18 +226,34 @@ def _servicer(handler: PeerHandler) -> Any:
         def FetchLog(self, request: Any, context: grpc.ServicerContext) -> Any:
             if not handler.reachable():
                 context.abort(grpc.StatusCode.UNAVAILABLE, "broker isolated or stopped")
-            req = FetchRequest(request.cluster_name, request.broker_name, request.broker_id,
-                               request.broker_address, request.offset, request.master_epoch,
-                               request.max_bytes, request.wait_ms, request.async_learner)
+            req = FetchRequest(
+                request.cluster_name,
+                request.broker_name,
+                request.broker_id,
+                request.broker_address,
+                request.offset,
+                request.master_epoch,
+                request.max_bytes,
+                request.wait_ms,
+                request.async_learner,
+            )
             try:
                 r = handler.handle_fetch(req)
             except Exception as exc:
                 return pb.FetchLogResponse(code=int(Code.SYSTEM_ERROR), remark=str(exc))
-            return pb.FetchLogResponse(code=r.code, remark=r.remark, offset=r.offset, data=r.data,
-                                       length=r.length, epoch=r.epoch,
-                                       epoch_start_offset=r.epoch_start_offset,
-                                       confirm_offset=r.confirm_offset, max_offset=r.max_offset,
-                                       master_epoch=r.master_epoch, broker_id=r.broker_id)
+            return pb.FetchLogResponse(
+                code=r.code,
+                remark=r.remark,
+                offset=r.offset,
+                data=r.data,
+                length=r.length,
+                epoch=r.epoch,
+                epoch_start_offset=r.epoch_start_offset,
+                confirm_offset=r.confirm_offset,
+                max_offset=r.max_offset,
+                master_epoch=r.master_epoch,
+                broker_id=r.broker_id,
+            )
 
     return AgentServicer()
 
@@ -234,13 +270,19 @@ class AgentServer:
 
 def serve_agent(handler: PeerHandler, listen: str, max_workers: int = 8) -> AgentServer:
     """Start the agent's Broker service on ``listen`` (port 0 = any free port)."""
-    server, port = serve_broker_service(_servicer(handler), listen, max_workers, "mqctl-agent",
-                                        [("grpc.max_send_message_length", 64 << 20)])
+    server, port = serve_broker_service(
+        _servicer(handler), listen, max_workers, "mqctl-agent", [("grpc.max_send_message_length", 64 << 20)]
+    )
     return AgentServer(server, port)
 
 
-def serve_broker_service(servicer: Any, listen: str, max_workers: int, thread_name_prefix: str,
-                         options: list[tuple[str, Any]] | None = None) -> tuple[grpc.Server, int]:
+def serve_broker_service(
+    servicer: Any,
+    listen: str,
+    max_workers: int,
+    thread_name_prefix: str,
+    options: list[tuple[str, Any]] | None = None,
+) -> tuple[grpc.Server, int]:
     """Start a gRPC server with ``servicer`` as the mqctl.v1.Broker service on ``listen`` (port 0 =
     any free port): (server, bound port). UsageError when it cannot listen there."""
     import grpc

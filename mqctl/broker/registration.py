@@ -77,8 +77,10 @@ def _read_files(root: Path) -> _Files:
         ident = read_identity(root)
     except StoreError as exc:
         if temp is None:
-            raise StoreError(f"{exc}; no {temp_identity_path(root).name} to recover from: fix or remove "
-                             f"the file (the broker id is lost), then restart") from None
+            raise StoreError(
+                f"{exc}; no {temp_identity_path(root).name} to recover from: fix or remove "
+                f"the file (the broker id is lost), then restart"
+            ) from None
         log.warning("%s; recovering from %s", exc, temp_identity_path(root).name)
         ident = None
     return _Files(ident, temp, problem)
@@ -88,8 +90,10 @@ def check_identity_files(root: str | Path, cluster_name: str, broker_name: str) 
     """Read the identity files and refuse (IdentityMismatch) when one names another cluster or broker."""
     root = Path(root)
     files = _read_files(root)
-    for what, obj, path in (("brokerIdentity", files.identity, identity_path(root)),
-                            ("brokerIdentity-temp", files.temp, temp_identity_path(root))):
+    for what, obj, path in (
+        ("brokerIdentity", files.identity, identity_path(root)),
+        ("brokerIdentity-temp", files.temp, temp_identity_path(root)),
+    ):
         if obj is None:
             continue
         if (obj.cluster_name, obj.broker_name) != (cluster_name, broker_name):
@@ -97,7 +101,8 @@ def check_identity_files(root: str | Path, cluster_name: str, broker_name: str) 
                 f"{path}: {what} belongs to cluster {obj.cluster_name!r} broker {obj.broker_name!r}, "
                 f"but this broker is configured as cluster {cluster_name!r} broker {broker_name!r}; "
                 f"refusing to start (nothing was changed): point the broker at its own store directory "
-                f"or fix its clusterName/brokerName")
+                f"or fix its clusterName/brokerName"
+            )
     return files
 
 
@@ -105,11 +110,20 @@ class Registrar:
     """Runs the id state machine against a controller. ``call(fn, *args)`` makes each controller call
     (the agent's wrapper: isolation, timeouts); ``alive()`` is false once the agent died."""
 
-    def __init__(self, root: str | Path, cluster_name: str, broker_name: str, address: str, *,
-                 call: Callable[..., Any], client: Any,
-                 alive: Callable[[], bool] = lambda: True,
-                 stop: threading.Event | None = None,
-                 retry_fast: int = 5, retry_slow: float = 5.0) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        cluster_name: str,
+        broker_name: str,
+        address: str,
+        *,
+        call: Callable[..., Any],
+        client: Any,
+        alive: Callable[[], bool] = lambda: True,
+        stop: threading.Event | None = None,
+        retry_fast: int = 5,
+        retry_slow: float = 5.0,
+    ) -> None:
         self.root = Path(root)
         self.cluster_name = cluster_name
         self.broker_name = broker_name
@@ -155,17 +169,28 @@ class Registrar:
                     nxt = self._call(self._client.get_next_broker_id, self.cluster_name, self.broker_name)
                     self._point("before_temp_file")
                     code = f"{self.address};{int(time.time() * 1000)}"
-                    temp = TempBrokerIdentity(self.cluster_name, self.broker_name, int(nxt.next_broker_id),
-                                              code)
+                    temp = TempBrokerIdentity(
+                        self.cluster_name, self.broker_name, int(nxt.next_broker_id), code
+                    )
                     write_temp_identity(self.root, temp)
                     self._point("after_temp_file")
-                self._call(self._client.apply_broker_id, self.cluster_name, self.broker_name, temp.broker_id,
-                           temp.register_check_code)
+                self._call(
+                    self._client.apply_broker_id,
+                    self.cluster_name,
+                    self.broker_name,
+                    temp.broker_id,
+                    temp.register_check_code,
+                )
             except ControllerError as exc:
                 self.last_error = str(exc)
                 if exc.code == Code.CONTROLLER_BROKER_ID_INVALID and temp is not None:
-                    log.info("%s/%s: broker id %d refused (%s); starting over", self.cluster_name,
-                             self.broker_name, temp.broker_id, exc.remark)
+                    log.info(
+                        "%s/%s: broker id %d refused (%s); starting over",
+                        self.cluster_name,
+                        self.broker_name,
+                        temp.broker_id,
+                        exc.remark,
+                    )
                     self._point("after_apply_refused")
                     temp_identity_path(self.root).unlink(missing_ok=True)
                     continue

@@ -21,8 +21,11 @@ from mqctl.errors import MqctlError
 
 # Plain help text (click's formatter), not rich panels: rich and its markdown parser cost more start-up
 # time than all of typer, and help is read in terminals, pipes and man pages alike.
-_SETTINGS: dict[str, Any] = {"rich_markup_mode": None, "pretty_exceptions_enable": False,
-                             "context_settings": {"help_option_names": ["-h", "--help"]}}
+_SETTINGS: dict[str, Any] = {
+    "rich_markup_mode": None,
+    "pretty_exceptions_enable": False,
+    "context_settings": {"help_option_names": ["-h", "--help"]},
+}
 
 root_app = typer.Typer(
     name="mqctl",
@@ -44,11 +47,26 @@ def sub_app(name: str, help: str) -> typer.Typer:
 # a name missing here makes `run` import every module, and tests/cli checks the table is complete.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "serve": ("serve_cmd",),
-    **dict.fromkeys((
-        "getSyncStateSet", "get-sync-state-set", "getBrokerEpoch", "get-broker-epoch",
-        "getControllerMetaData", "get-controller-metadata", "electMaster", "elect-master",
-        "cleanBrokerMetadata", "clean-broker-metadata", "getControllerConfig", "get-controller-config",
-        "updateControllerConfig", "update-controller-config", "quorum"), ("admin_cmd",)),
+    **dict.fromkeys(
+        (
+            "getSyncStateSet",
+            "get-sync-state-set",
+            "getBrokerEpoch",
+            "get-broker-epoch",
+            "getControllerMetaData",
+            "get-controller-metadata",
+            "electMaster",
+            "elect-master",
+            "cleanBrokerMetadata",
+            "clean-broker-metadata",
+            "getControllerConfig",
+            "get-controller-config",
+            "updateControllerConfig",
+            "update-controller-config",
+            "quorum",
+        ),
+        ("admin_cmd",),
+    ),
     "demo": ("sim_cmd",),
     "sim": ("sim_cmd",),
     "recover": ("recover_cmd", "pipeline_cmd", "recover_guard_cmd"),
@@ -99,7 +117,7 @@ def _print_version(value: bool) -> None:
         from mqctl import __version__
 
         typer.echo(f"mqctl {__version__}")
-        try:                    # numpy is imported for this line only (the walker module needs it)
+        try:  # numpy is imported for this line only (the walker module needs it)
             from mqctl.store import walker
         except ImportError as exc:
             typer.echo(f"record walker: none ({exc})")
@@ -110,10 +128,18 @@ def _print_version(value: bool) -> None:
 
 @root_app.callback()
 def _global_options(
-    debug: bool = typer.Option(False, "--debug", envvar="MQCTL_DEBUG",
-                               help="show a traceback with errors (and debug logging)"),
-    version: bool = typer.Option(False, "--version", "-V", is_eager=True, expose_value=False,
-                                 callback=_print_version, help="print mqctl's version and exit"),
+    debug: bool = typer.Option(
+        False, "--debug", envvar="MQCTL_DEBUG", help="show a traceback with errors (and debug logging)"
+    ),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        is_eager=True,
+        expose_value=False,
+        callback=_print_version,
+        help="print mqctl's version and exit",
+    ),
 ) -> None:
     """Controller, inspection and recovery tools for RocketMQ-style master/slave broker sets."""
     global _debug
@@ -136,7 +162,7 @@ def output_format(args: list[str]) -> str | None:
         if tok in ("-o", "--output"):
             found = next(it, "")
         elif tok.startswith("--output="):
-            found = tok[len("--output="):]
+            found = tok[len("--output=") :]
         elif tok.startswith("-o") and not tok.startswith("--") and len(tok) > 2:
             found = tok[2:].lstrip("=")
         elif tok == "--json":
@@ -153,8 +179,9 @@ def _usage_line(exc: Exception) -> str:
     return usage.strip().replace("Usage:", "usage:", 1) + help_hint
 
 
-def fail(message: str, exit_code: int, args: list[str], *, controller_code: int | None = None,
-         usage: str = "") -> int:
+def fail(
+    message: str, exit_code: int, args: list[str], *, controller_code: int | None = None, usage: str = ""
+) -> int:
     """Report an error: one line on stderr (after the usage line of a usage error) and, when the
     command was asked for JSON or YAML and printed no document yet, the error as that document on
     stdout (docs/admin.md). Returns the exit code."""
@@ -162,8 +189,9 @@ def fail(message: str, exit_code: int, args: list[str], *, controller_code: int 
 
     fmt = output_format(args)
     if fmt in ("json", "yaml") and not common.document_printed():
-        common.print_document({"version": 1, "error": common.error_doc(message, exit_code, controller_code)},
-                              fmt)
+        common.print_document(
+            {"version": 1, "error": common.error_doc(message, exit_code, controller_code)}, fmt
+        )
     if usage:
         print(usage, file=sys.stderr)
     print(f"mqctl: error: {message}", file=sys.stderr)
@@ -284,16 +312,23 @@ def run(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        return fail(str(exc), exc.exit_code, args,
-                    controller_code=exc.code if isinstance(exc, ControllerError) else None)
+        return fail(
+            str(exc),
+            exc.exit_code,
+            args,
+            controller_code=exc.code if isinstance(exc, ControllerError) else None,
+        )
     except KeyboardInterrupt:
         print("mqctl: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug: one line, the traceback with --debug
         if _debug or os.environ.get("MQCTL_DEBUG"):
             raise
-        return fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
-                    EXIT_INTERNAL, args)
+        return fail(
+            f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)",
+            EXIT_INTERNAL,
+            args,
+        )
 
 
 def main() -> None:

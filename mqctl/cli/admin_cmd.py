@@ -44,20 +44,31 @@ quorum_app = sub_app("quorum", "The controller group: status, membership and lea
 
 
 def _addr_opt(default: str | None = DEFAULT_CONTROLLER, without: str = "no controller is asked") -> Any:
-    return typer.Option(default, "-a", "--controller-addr", "--controllerAddress",
-                        envvar="MQCTL_CONTROLLER",
-                        help="controller gRPC addresses, 'h:p;h:p' or 'h:p,h:p' (any node: followers "
-                             "forward to the leader)" + ("" if default else f"; none: {without}"))
+    return typer.Option(
+        default,
+        "-a",
+        "--controller-addr",
+        "--controllerAddress",
+        envvar="MQCTL_CONTROLLER",
+        help="controller gRPC addresses, 'h:p;h:p' or 'h:p,h:p' (any node: followers "
+        "forward to the leader)" + ("" if default else f"; none: {without}"),
+    )
 
 
 def _token_opt() -> Any:
-    return typer.Option(None, "--token", envvar="MQCTL_TOKEN",
-                        help="bearer token for admin calls (the controller's --token)")
+    return typer.Option(
+        None, "--token", envvar="MQCTL_TOKEN", help="bearer token for admin calls (the controller's --token)"
+    )
 
 
 def _tls_ca_opt() -> Any:
-    return typer.Option(None, "--tls-ca", envvar="MQCTL_TLS_CA", help="CA of the controller certificate "
-                        "(PEM); enables TLS (gRPC, and RocketMQ remoting as with tls.enable=true)")
+    return typer.Option(
+        None,
+        "--tls-ca",
+        envvar="MQCTL_TLS_CA",
+        help="CA of the controller certificate "
+        "(PEM); enables TLS (gRPC, and RocketMQ remoting as with tls.enable=true)",
+    )
 
 
 def _tls_cert_opt() -> Any:
@@ -69,38 +80,70 @@ def _tls_key_opt() -> Any:
 
 
 def _tls_server_name_opt() -> Any:
-    return typer.Option(None, "--tls-server-name", envvar="MQCTL_TLS_SERVER_NAME", metavar="NAME",
-                        help="the name the controller's certificate must carry (default: the host of -a), "
-                             "for certificates without the address dialled")
+    return typer.Option(
+        None,
+        "--tls-server-name",
+        envvar="MQCTL_TLS_SERVER_NAME",
+        metavar="NAME",
+        help="the name the controller's certificate must carry (default: the host of -a), "
+        "for certificates without the address dialled",
+    )
 
 
 def _access_key_opt() -> Any:
-    return typer.Option(None, "--access-key", envvar="MQCTL_ACCESS_KEY",
-                        help="RocketMQ ACL AccessKey: sign remoting requests as RocketMQ's AclClientRPCHook "
-                             "(with --secret-key; not used over gRPC)")
+    return typer.Option(
+        None,
+        "--access-key",
+        envvar="MQCTL_ACCESS_KEY",
+        help="RocketMQ ACL AccessKey: sign remoting requests as RocketMQ's AclClientRPCHook "
+        "(with --secret-key; not used over gRPC)",
+    )
 
 
 def _secret_key_opt() -> Any:
-    return typer.Option(None, "--secret-key", envvar="MQCTL_SECRET_KEY",
-                        help="RocketMQ ACL SecretKey of --access-key (prefer the environment variable)")
+    return typer.Option(
+        None,
+        "--secret-key",
+        envvar="MQCTL_SECRET_KEY",
+        help="RocketMQ ACL SecretKey of --access-key (prefer the environment variable)",
+    )
 
 
 def _namesrv_opt(used: bool = False) -> Any:
-    why = ("with -c, asked for the cluster's broker sets (GET_BROKER_CLUSTER_INFO)" if used else
-           "accepted as mqadmin accepts it; this command does not need it")
-    return typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS",
-                        help=f"RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): {why}")
+    why = (
+        "with -c, asked for the cluster's broker sets (GET_BROKER_CLUSTER_INFO)"
+        if used
+        else "accepted as mqadmin accepts it; this command does not need it"
+    )
+    return typer.Option(
+        None,
+        "-n",
+        "--namesrvAddr",
+        metavar="ADDRS",
+        help=f"RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): {why}",
+    )
 
 
 def _watch_opt() -> Any:
-    return typer.Option(None, "-i", "--watch", "--interval", metavar="SECONDS",
-                        help="redraw every SECONDS until Ctrl-C (mqadmin's interval)")
+    return typer.Option(
+        None,
+        "-i",
+        "--watch",
+        "--interval",
+        metavar="SECONDS",
+        help="redraw every SECONDS until Ctrl-C (mqadmin's interval)",
+    )
 
 
 def _protocol_opt() -> Any:
-    return typer.Option("auto", "--protocol", envvar="MQCTL_PROTOCOL", metavar="auto|grpc|remoting",
-                        help="how to talk to -a: mqctl's gRPC, RocketMQ remoting (a RocketMQ controller, or "
-                             "mqctl serve --remoting-port), or auto (gRPC, then remoting)")
+    return typer.Option(
+        "auto",
+        "--protocol",
+        envvar="MQCTL_PROTOCOL",
+        metavar="auto|grpc|remoting",
+        help="how to talk to -a: mqctl's gRPC, RocketMQ remoting (a RocketMQ controller, or "
+        "mqctl serve --remoting-port), or auto (gRPC, then remoting)",
+    )
 
 
 def _no_color_opt() -> Any:
@@ -112,9 +155,19 @@ def _no_color_opt() -> Any:
 class Conn:
     """How to reach the controllers named by -a: gRPC (mqctl) or RocketMQ remoting."""
 
-    def __init__(self, addr: str, token: str | None, tls_ca: str | None, tls_cert: str | None,
-                 tls_key: str | None, timeout: float, protocol: str = "auto", access_key: str | None = None,
-                 secret_key: str | None = None, tls_server_name: str | None = None) -> None:
+    def __init__(
+        self,
+        addr: str,
+        token: str | None,
+        tls_ca: str | None,
+        tls_cert: str | None,
+        tls_key: str | None,
+        timeout: float,
+        protocol: str = "auto",
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls_server_name: str | None = None,
+    ) -> None:
         from mqctl.api import parse_addresses
 
         self.addresses = parse_addresses(addr) if addr else []  # none: a command that may go without
@@ -141,8 +194,13 @@ class Conn:
     def security(self) -> dict[str, Any]:
         """--token and --tls-* as ControllerClient's keywords, for the clients a command makes on
         its own (mqctl sim's brokers): the same options reach the controller the same way."""
-        return {"token": self.token, "tls_ca": self.tls_ca, "tls_cert": self.tls_cert,
-                "tls_key": self.tls_key, "server_name": self.tls_server_name}
+        return {
+            "token": self.token,
+            "tls_ca": self.tls_ca,
+            "tls_cert": self.tls_cert,
+            "tls_key": self.tls_key,
+            "server_name": self.tls_server_name,
+        }
 
     def renew(self) -> None:
         """A new deadline, --timeout from now, for this connection's clients (each redraw of -i)."""
@@ -187,16 +245,30 @@ class Conn:
         for RocketMQ brokers, whose certificates do not carry --tls-server-name)."""
         from mqctl.remoting.client import RemotingControllerClient
 
-        return RemotingControllerClient(targets, token=self.token, timeout=seconds, tls_ca=self.tls_ca,
-                                        tls_cert=self.tls_cert, tls_key=self.tls_key,
-                                        server_name=None if brokers else self.tls_server_name,
-                                        access_key=self.access_key, secret_key=self.secret_key)
+        return RemotingControllerClient(
+            targets,
+            token=self.token,
+            timeout=seconds,
+            tls_ca=self.tls_ca,
+            tls_cert=self.tls_cert,
+            tls_key=self.tls_key,
+            server_name=None if brokers else self.tls_server_name,
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+        )
 
     def _grpc(self, targets: list[str], seconds: float) -> ControllerClient:
         from mqctl.client import ControllerClient
 
-        return ControllerClient(targets, token=self.token, tls_ca=self.tls_ca, tls_cert=self.tls_cert,
-                                tls_key=self.tls_key, server_name=self.tls_server_name, timeout=seconds)
+        return ControllerClient(
+            targets,
+            token=self.token,
+            tls_ca=self.tls_ca,
+            tls_cert=self.tls_cert,
+            tls_key=self.tls_key,
+            server_name=self.tls_server_name,
+            timeout=seconds,
+        )
 
 
 PROTOCOLS = ("auto", "grpc", "remoting")
@@ -217,17 +289,27 @@ def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
 
 
 _CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
-    "addr": (str, _addr_opt), "token": (str, _token_opt), "tls_ca": (str, _tls_ca_opt),
-    "tls_cert": (str, _tls_cert_opt), "tls_key": (str, _tls_key_opt), "protocol": (str, _protocol_opt),
-    "tls_server_name": (str, _tls_server_name_opt), "access_key": (str, _access_key_opt),
+    "addr": (str, _addr_opt),
+    "token": (str, _token_opt),
+    "tls_ca": (str, _tls_ca_opt),
+    "tls_cert": (str, _tls_cert_opt),
+    "tls_key": (str, _tls_key_opt),
+    "protocol": (str, _protocol_opt),
+    "tls_server_name": (str, _tls_server_name_opt),
+    "access_key": (str, _access_key_opt),
     "secret_key": (str, _secret_key_opt),
 }
 
 
-def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool = False,
-              address: str | None = DEFAULT_CONTROLLER, without_address: str = "no controller is asked",
-              timeout_help: str = "the whole command's deadline in seconds, retries included"
-              ) -> Callable[[F], F]:
+def connected(
+    *,
+    protocol: bool = True,
+    timeout: float = 10.0,
+    broker_acl: bool = False,
+    address: str | None = DEFAULT_CONTROLLER,
+    without_address: str = "no controller is asked",
+    timeout_help: str = "the whole command's deadline in seconds, retries included",
+) -> Callable[[F], F]:
     """The controller connection options, declared once here for every command that connects: the
     command takes one ``conn: Conn`` parameter and gets -a, --token, --tls-*, --protocol,
     --access-key/--secret-key and --timeout, as patronictl passes one context to each command.
@@ -243,30 +325,40 @@ def connected(*, protocol: bool = True, timeout: float = 10.0, broker_acl: bool 
         options = {name: (kind, factory()) for name, (kind, factory) in _CONNECTION_OPTIONS.items()}
         if address != DEFAULT_CONTROLLER:
             options["addr"] = (str, _addr_opt(address, without_address))
-        options["timeout"] = (float, typer.Option(timeout, "--timeout", envvar="MQCTL_TIMEOUT",
-                                                  help=timeout_help))
+        options["timeout"] = (
+            float,
+            typer.Option(timeout, "--timeout", envvar="MQCTL_TIMEOUT", help=timeout_help),
+        )
         sig = inspect.signature(fn)
         own = [p for p in sig.parameters.values() if p.name != "conn"]
-        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-                 for name, (kind, option) in options.items()]
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+            for name, (kind, option) in options.items()
+        ]
 
         @functools.wraps(fn)
         def command(**kwargs: Any) -> Any:
             given: dict[str, Any] = {name: kwargs.pop(name) for name in options}
             if not protocol:
                 if given["protocol"] == "remoting":
-                    raise UsageError("this command is an mqctl extension that RocketMQ's remoting protocol "
-                                     "does not carry: it speaks gRPC only (--protocol auto or grpc)")
+                    raise UsageError(
+                        "this command is an mqctl extension that RocketMQ's remoting protocol "
+                        "does not carry: it speaks gRPC only (--protocol auto or grpc)"
+                    )
                 if given["protocol"] not in PROTOCOLS:
-                    raise UsageError(f"--protocol must be one of {', '.join(PROTOCOLS)}, not "
-                                     f"{given['protocol']!r}")
+                    raise UsageError(
+                        f"--protocol must be one of {', '.join(PROTOCOLS)}, not {given['protocol']!r}"
+                    )
                 given["protocol"] = "grpc"
             return fn(conn=Conn(**given), **kwargs)
 
         command.__signature__ = sig.replace(  # type: ignore[attr-defined]
-            parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added)
-        command.__annotations__ = {**{k: v for k, v in fn.__annotations__.items() if k != "conn"},
-                                   **{name: kind for name, (kind, _) in options.items()}}
+            parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added
+        )
+        command.__annotations__ = {
+            **{k: v for k, v in fn.__annotations__.items() if k != "conn"},
+            **{name: kind for name, (kind, _) in options.items()},
+        }
         return cast(F, command)
 
     return deco
@@ -279,10 +371,16 @@ def _format(output: Output | AdminOutput) -> tuple[Output, bool]:
     return Output(output.value), False
 
 
-def _run(fetch: Callable[[], dict[str, Any]], output: Output | AdminOutput,
-         table: Callable[[dict[str, Any]], Any], watch: float | None, no_color: bool, title: str,
-         verdict: Callable[[dict[str, Any]], None] | None = None,
-         text: Callable[[dict[str, Any]], str] | None = None) -> None:
+def _run(
+    fetch: Callable[[], dict[str, Any]],
+    output: Output | AdminOutput,
+    table: Callable[[dict[str, Any]], Any],
+    watch: float | None,
+    no_color: bool,
+    title: str,
+    verdict: Callable[[dict[str, Any]], None] | None = None,
+    text: Callable[[dict[str, Any]], str] | None = None,
+) -> None:
     """Fetch and print the document (again every ``watch`` seconds); ``verdict`` raises the error
     the command ends with after printing. ``text``: the document as mqadmin prints it (-o mqadmin)."""
     from mqctl.cli import render
@@ -292,6 +390,7 @@ def _run(fetch: Callable[[], dict[str, Any]], output: Output | AdminOutput,
         _run_mqadmin(fetch, text, watch, verdict)
         return
     if watch is not None:
+
         def redraw() -> dict[str, Any]:
             if _current is not None:
                 _current.renew()
@@ -311,8 +410,12 @@ def _run(fetch: Callable[[], dict[str, Any]], output: Output | AdminOutput,
         raise problem
 
 
-def _run_mqadmin(fetch: Callable[[], dict[str, Any]], text: Callable[[dict[str, Any]], str],
-                 watch: float | None, verdict: Callable[[dict[str, Any]], None] | None) -> None:
+def _run_mqadmin(
+    fetch: Callable[[], dict[str, Any]],
+    text: Callable[[dict[str, Any]], str],
+    watch: float | None,
+    verdict: Callable[[dict[str, Any]], None] | None,
+) -> None:
     """-o mqadmin: mqadmin's text on stdout. With -i, again every SECONDS as mqadmin's -i does (an
     error is its one line on stderr and the loop goes on) until Ctrl-C (exit 0)."""
     if watch is not None and watch <= 0:
@@ -339,8 +442,13 @@ def _run_mqadmin(fetch: Callable[[], dict[str, Any]], text: Callable[[dict[str, 
             raise
 
 
-def _emit(doc: dict[str, Any], output: Output | AdminOutput, table: Callable[[dict[str, Any]], Any],
-          no_color: bool, text: str) -> None:
+def _emit(
+    doc: dict[str, Any],
+    output: Output | AdminOutput,
+    table: Callable[[dict[str, Any]], Any],
+    no_color: bool,
+    text: str,
+) -> None:
     """render.emit, or with -o mqadmin ``text``: what mqadmin prints for the same answer."""
     from mqctl.cli import render
 
@@ -356,8 +464,9 @@ def _names(text: str | None) -> list[str]:
     return [n.strip() for n in (text or "").replace(";", ",").split(",") if n.strip()]
 
 
-def _broker_sets(client: ControllerClient, broker_name: str | None,
-                 cluster: str | None) -> dict[str, ReplicasInfo]:
+def _broker_sets(
+    client: ControllerClient, broker_name: str | None, cluster: str | None
+) -> dict[str, ReplicasInfo]:
     from mqctl.admin.syncstate import select_broker_sets
 
     names = _names(broker_name)
@@ -366,8 +475,10 @@ def _broker_sets(client: ControllerClient, broker_name: str | None,
     if missing:
         what = "broker set" if names else "cluster"
         known = sorted(table) if names else sorted({i.cluster_name for i in table.values()})
-        raise NotFoundError(f"{what} {', '.join(missing)} not found on the controller"
-                            + (f" (known: {', '.join(known)})" if known else ""))
+        raise NotFoundError(
+            f"{what} {', '.join(missing)} not found on the controller"
+            + (f" (known: {', '.join(known)})" if known else "")
+        )
     return selected
 
 
@@ -376,8 +487,9 @@ def _one_of(broker_name: str | None, cluster: str | None) -> None:
         raise UsageError("give -b/--broker-name or -c/--cluster-name, not both")
 
 
-def _command(name: str, alias: str, target: Any = None, **kw: Any) -> Callable[[Callable[..., Any]],
-                                                                               Callable[..., Any]]:
+def _command(
+    name: str, alias: str, target: Any = None, **kw: Any
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a command under its mqadmin name and a hidden kebab-case alias."""
     where = target or root_app
 
@@ -396,11 +508,17 @@ def _command(name: str, alias: str, target: Any = None, **kw: Any) -> Callable[[
 @connected()
 def get_sync_state_set(
     conn: Conn,
-    broker_name: str = typer.Option(None, "-b", "--broker-name", "--brokerName",
-                                    help="broker set name(s), comma separated"),
-    cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
-                                help="every broker set of this cluster (with -n: the broker sets the name "
-                                     "server lists for it, as mqadmin)"),
+    broker_name: str = typer.Option(
+        None, "-b", "--broker-name", "--brokerName", help="broker set name(s), comma separated"
+    ),
+    cluster: str = typer.Option(
+        None,
+        "-c",
+        "--cluster-name",
+        "--clusterName",
+        help="every broker set of this cluster (with -n: the broker sets the name "
+        "server lists for it, as mqadmin)",
+    ),
     namesrv: str = _namesrv_opt(used=True),
     watch: float = _watch_opt(),
     output: AdminOutput = output_option(mqadmin=True),
@@ -415,6 +533,7 @@ def get_sync_state_set(
 
     _one_of(broker_name, cluster)
     with conn.client() as client:
+
         def fetch() -> dict[str, Any]:
             if cluster and namesrv:
                 return sync_state_doc(_cluster_sets_from_namesrv(client, conn, namesrv, cluster))
@@ -434,8 +553,9 @@ def _cluster_info(conn: Conn, namesrv: str) -> Any:
         return cluster_info(namesrv, seconds, connect=client.connection)
 
 
-def _cluster_sets_from_namesrv(client: ControllerClient, conn: Conn, namesrv: str,
-                               cluster: str) -> dict[str, ReplicasInfo]:
+def _cluster_sets_from_namesrv(
+    client: ControllerClient, conn: Conn, namesrv: str, cluster: str
+) -> dict[str, ReplicasInfo]:
     """-c CLUSTER with -n, as mqadmin: the cluster's broker set names from the name server, asked of
     the controller; a set the controller does not know is left out (mqadmin prints nothing for it)."""
     names = _cluster_info(conn, namesrv).broker_names(cluster)
@@ -450,18 +570,33 @@ def _cluster_sets_from_namesrv(client: ControllerClient, conn: Conn, namesrv: st
 @connected()
 def get_broker_epoch(
     conn: Conn,
-    broker_name: str = typer.Option(None, "-b", "--broker-name", "--brokerName",
-                                    help="broker set name(s): ask each replica"),
-    cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
-                                help="every broker set of this cluster"),
-    namesrv: str = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS",
-                                help="RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): the brokers to ask "
-                                     "are the ones they list (GET_BROKER_CLUSTER_INFO), not the "
-                                     "controller's"),
-    store: str = typer.Option(None, "--store", metavar="DIR", help="read DIR/epochFileCheckpoint offline "
-                              "(.bak fallback, CRC checked) and the commitlog's max offset"),
-    broker_addr: str = typer.Option(None, "--broker-addr", help="ask these broker services directly "
-                                    "(h:p, comma separated), without the controller"),
+    broker_name: str = typer.Option(
+        None, "-b", "--broker-name", "--brokerName", help="broker set name(s): ask each replica"
+    ),
+    cluster: str = typer.Option(
+        None, "-c", "--cluster-name", "--clusterName", help="every broker set of this cluster"
+    ),
+    namesrv: str = typer.Option(
+        None,
+        "-n",
+        "--namesrvAddr",
+        metavar="ADDRS",
+        help="RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): the brokers to ask "
+        "are the ones they list (GET_BROKER_CLUSTER_INFO), not the "
+        "controller's",
+    ),
+    store: str = typer.Option(
+        None,
+        "--store",
+        metavar="DIR",
+        help="read DIR/epochFileCheckpoint offline "
+        "(.bak fallback, CRC checked) and the commitlog's max offset",
+    ),
+    broker_addr: str = typer.Option(
+        None,
+        "--broker-addr",
+        help="ask these broker services directly (h:p, comma separated), without the controller",
+    ),
     watch: float = _watch_opt(),
     output: AdminOutput = output_option(mqadmin=True),
     no_color: bool = _no_color_opt(),
@@ -480,11 +615,19 @@ def get_broker_epoch(
         raise UsageError("give one of --store, --broker-addr, or -b/-c")
     _one_of(broker_name, cluster)
     if store:
+
         def fetch_store() -> dict[str, Any]:
             return broker_epoch_doc([cache_from_store(store)])
 
-        _run(fetch_store, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch",
-             text=broker_epoch_text)
+        _run(
+            fetch_store,
+            output,
+            render.broker_epoch_table,
+            watch,
+            no_color,
+            "getBrokerEpoch",
+            text=broker_epoch_text,
+        )
         return
 
     def ask(targets: list[tuple[str, str, str, int | None]]) -> list[EpochCacheView]:
@@ -511,28 +654,52 @@ def get_broker_epoch(
         from mqctl.api import parse_addresses
 
         direct: list[tuple[str, str, str, int | None]] = [
-            ("", "", a, None) for a in parse_addresses(broker_addr)]
-        _run(lambda: broker_epoch_doc(ask(direct)), output, render.broker_epoch_table, watch, no_color,
-             "getBrokerEpoch", verdict, broker_epoch_text)
+            ("", "", a, None) for a in parse_addresses(broker_addr)
+        ]
+        _run(
+            lambda: broker_epoch_doc(ask(direct)),
+            output,
+            render.broker_epoch_table,
+            watch,
+            no_color,
+            "getBrokerEpoch",
+            verdict,
+            broker_epoch_text,
+        )
         return
     if namesrv:
+
         def fetch_namesrv() -> dict[str, Any]:
             info = _cluster_info(conn, namesrv)
-            names = _names(broker_name) or (info.broker_names(cluster) if cluster
-                                            else sorted(info.broker_addrs))
+            names = _names(broker_name) or (
+                info.broker_names(cluster) if cluster else sorted(info.broker_addrs)
+            )
             targets: list[tuple[str, str, str, int | None]] = [
                 (info.cluster_of.get(name, ""), name, address, bid)
-                for name in sorted(names) for bid, address in info.replicas(name)]
+                for name in sorted(names)
+                for bid, address in info.replicas(name)
+            ]
             if not targets:
-                raise NotFoundError(f"the name server {info.answered_by} lists no broker of "
-                                    f"{'broker set' if broker_name else 'cluster'} "
-                                    f"{broker_name or cluster or '(any)'}")
+                raise NotFoundError(
+                    f"the name server {info.answered_by} lists no broker of "
+                    f"{'broker set' if broker_name else 'cluster'} "
+                    f"{broker_name or cluster or '(any)'}"
+                )
             return broker_epoch_doc(ask(targets))
 
-        _run(fetch_namesrv, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch", verdict,
-             broker_epoch_text)
+        _run(
+            fetch_namesrv,
+            output,
+            render.broker_epoch_table,
+            watch,
+            no_color,
+            "getBrokerEpoch",
+            verdict,
+            broker_epoch_text,
+        )
         return
     with conn.client() as client:
+
         def fetch() -> dict[str, Any]:
             targets = []
             for name, info in sorted(_broker_sets(client, broker_name, cluster).items()):
@@ -540,8 +707,16 @@ def get_broker_epoch(
                     targets.append((info.cluster_name, name, r.broker_address, r.broker_id))
             return broker_epoch_doc(ask(sorted(targets, key=lambda t: (t[1], t[3] or 0))))
 
-        _run(fetch, output, render.broker_epoch_table, watch, no_color, "getBrokerEpoch", verdict,
-             broker_epoch_text)
+        _run(
+            fetch,
+            output,
+            render.broker_epoch_table,
+            watch,
+            no_color,
+            "getBrokerEpoch",
+            verdict,
+            broker_epoch_text,
+        )
 
 
 def _epoch_cache(address: str, conn: Conn) -> EpochCacheView:
@@ -557,8 +732,9 @@ def _epoch_cache(address: str, conn: Conn) -> EpochCacheView:
     grpc_error = ""
     if protocol in ("auto", "grpc"):
         try:
-            cache = fetch_epoch_cache(address, timeout=timeout, tls_ca=tls_ca, tls_cert=tls_cert,
-                                      tls_key=tls_key)
+            cache = fetch_epoch_cache(
+                address, timeout=timeout, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key
+            )
         except MqctlError:
             if protocol == "grpc":
                 raise
@@ -593,6 +769,7 @@ def get_controller_metadata(
     from mqctl.cli import render
 
     with conn.client() as client:
+
         def verdict(doc: dict[str, Any]) -> None:
             if not doc.get("controllerLeaderAddress"):
                 raise UnreachableError(f"the controller group has no leader (asked {doc['answeredBy']})")
@@ -605,21 +782,35 @@ def get_controller_metadata(
                 # (its remoting addresses; JRaft's bare addresses), which the document does not keep
                 from mqctl.remoting import headers
 
-                answer = cast(Any, client).connection(meta.address).invoke(
-                    headers.GET_METADATA_INFO, {}, b"", timeout=min(conn.timeout, 5.0))
+                answer = (
+                    cast(Any, client)
+                    .connection(meta.address)
+                    .invoke(headers.GET_METADATA_INFO, {}, b"", timeout=min(conn.timeout, 5.0))
+                )
                 doc["peersText"] = (answer.ext_fields or {}).get("peers") or ""
             return doc
 
-        _run(fetch, output, render.metadata_table, watch, no_color, "getControllerMetaData", verdict,
-             metadata_text)
+        _run(
+            fetch,
+            output,
+            render.metadata_table,
+            watch,
+            no_color,
+            "getControllerMetaData",
+            verdict,
+            metadata_text,
+        )
 
 
 # --- quorum ------------------------------------------------------------------------------------
 
 
 @quorum_app.command("status")
-@connected(timeout=2.0, timeout_help="the whole command's deadline in seconds (every node is asked at "
-                                     "once; with --watch, each redraw's)")
+@connected(
+    timeout=2.0,
+    timeout_help="the whole command's deadline in seconds (every node is asked at "
+    "once; with --watch, each redraw's)",
+)
 def quorum_status(
     conn: Conn,
     watch: float = _watch_opt(),
@@ -659,8 +850,9 @@ def quorum_status(
             raise UnreachableError(f"no controller leader reachable ({found})")
         if doc["status"] == "degraded":
             up = sum(1 for n in doc["nodes"] if n["state"] != "unreachable")
-            raise DegradedError(f"DEGRADED: the leader has a quorum ({up} of {len(doc['nodes'])} nodes "
-                                f"answer); {found}")
+            raise DegradedError(
+                f"DEGRADED: the leader has a quorum ({up} of {len(doc['nodes'])} nodes answer); {found}"
+            )
         if not doc["healthy"]:
             raise UnhealthyError(f"UNHEALTHY: {found}")
 
@@ -671,16 +863,22 @@ def quorum_status(
             c.close()
 
 
-def _quorum_change(action: str, raft_address: str | None, conn: Conn, output: Output, no_color: bool,
-                   feature_level: int = 0) -> None:
+def _quorum_change(
+    action: str, raft_address: str | None, conn: Conn, output: Output, no_color: bool, feature_level: int = 0
+) -> None:
     from mqctl.cli import render
 
     with conn.client() as client:
         result = client.change_quorum(action, raft_address or "", feature_level)
-        doc = {"version": 1, "action": action, "raftAddress": raft_address or None,
-               "leaderId": result.leader_id or None, "members": list(result.members),
-               "featureLevel": result.feature_level or None,
-               "message": result.remark or f"{action}: done"}
+        doc = {
+            "version": 1,
+            "action": action,
+            "raftAddress": raft_address or None,
+            "leaderId": result.leader_id or None,
+            "members": list(result.members),
+            "featureLevel": result.feature_level or None,
+            "message": result.remark or f"{action}: done",
+        }
         render.emit(doc, output, render.message_table, no_color=no_color)
 
 
@@ -714,8 +912,9 @@ def quorum_remove(
 @connected(protocol=False)
 def quorum_transfer(
     conn: Conn,
-    raft_address: str = typer.Argument(None, metavar="[RAFT_ADDRESS]",
-                                       help="the node to lead (default: the most caught-up follower)"),
+    raft_address: str = typer.Argument(
+        None, metavar="[RAFT_ADDRESS]", help="the node to lead (default: the most caught-up follower)"
+    ),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -764,11 +963,14 @@ def _print_quorum_dump(doc: dict[str, Any], con: Any) -> None:
         return json.dumps(v, separators=(",", ":"), sort_keys=True)
 
     node, meta, j = doc["node"] or {}, doc.get("meta") or {}, doc["journal"]
-    con.print(f"{doc['dataDir']}: group {node.get('groupId', '-')}, Raft address "
-              f"{node.get('raftAddress', '-')}, term {meta.get('term', '-')}, voted for "
-              f"{meta.get('votedFor') or '-'}"
-              + (" (a node runs on it: read with --force)" if doc["running"] else ""), markup=False,
-              soft_wrap=True)
+    con.print(
+        f"{doc['dataDir']}: group {node.get('groupId', '-')}, Raft address "
+        f"{node.get('raftAddress', '-')}, term {meta.get('term', '-')}, voted for "
+        f"{meta.get('votedFor') or '-'}"
+        + (" (a node runs on it: read with --force)" if doc["running"] else ""),
+        markup=False,
+        soft_wrap=True,
+    )
     t = Table(title=f"journal {j['file'] or '(none)'}: {len(j['entries'])} entries")
     for col in ("index", "term", "entry", "record", "v", "fields"):
         t.add_column(col, justify="right" if col in ("index", "term", "v") else "left", overflow="fold")
@@ -779,8 +981,14 @@ def _print_quorum_dump(doc: dict[str, Any], con: Any) -> None:
         elif what == "write":
             for i, r in enumerate(e["records"]):
                 fields = {k: v for k, v in r.items() if k not in ("type", "v")}
-                t.add_row(str(e["index"]) if i == 0 else "", str(e["term"]) if i == 0 else "", what if i == 0
-                          else "", r.get("type", "?"), str(r.get("v", "")), compact(fields))
+                t.add_row(
+                    str(e["index"]) if i == 0 else "",
+                    str(e["term"]) if i == 0 else "",
+                    what if i == 0 else "",
+                    r.get("type", "?"),
+                    str(r.get("v", "")),
+                    compact(fields),
+                )
         else:
             extra = {k: v for k, v in e.items() if k not in ("index", "term", "kind")}
             t.add_row(str(e["index"]), str(e["term"]), what, "-", "-", compact(extra) if extra else "")
@@ -792,19 +1000,29 @@ def _print_quorum_dump(doc: dict[str, Any], con: Any) -> None:
         con.print("no snapshot")
         return
     state = snap["state"]
-    st = Table(title=f"snapshot {snap['file']}: up to index {snap['lastIndex']} (term {snap['lastTerm']}), "
-                     f"cluster {', '.join(snap['cluster'] or [])}")
+    st = Table(
+        title=f"snapshot {snap['file']}: up to index {snap['lastIndex']} (term {snap['lastTerm']}), "
+        f"cluster {', '.join(snap['cluster'] or [])}"
+    )
     for col in ("broker set", "master", "masterEpoch", "syncStateSet", "syncStateSetEpoch", "brokers"):
         st.add_column(col, overflow="fold")
     for name, bs in sorted(state.get("broker_sets", {}).items()):
         master = bs["master_broker_id"]
-        st.add_row(f"{bs['cluster_name']}/{name}", "-" if master is None else str(master),
-                   str(bs["master_epoch"]), ",".join(map(str, bs["sync_state_set"])),
-                   str(bs["sync_state_set_epoch"]),
-                   " ".join(f"{i}={b['address']}" for i, b in bs["brokers"].items()))
+        st.add_row(
+            f"{bs['cluster_name']}/{name}",
+            "-" if master is None else str(master),
+            str(bs["master_epoch"]),
+            ",".join(map(str, bs["sync_state_set"])),
+            str(bs["sync_state_set_epoch"]),
+            " ".join(f"{i}={b['address']}" for i, b in bs["brokers"].items()),
+        )
     con.print(st)
-    con.print(f"brokerEpoch {state.get('broker_epoch')}, feature level {state.get('feature_level', 1)}, "
-              f"config {compact(state.get('config', {}))}", markup=False, soft_wrap=True)
+    con.print(
+        f"brokerEpoch {state.get('broker_epoch')}, feature level {state.get('feature_level', 1)}, "
+        f"config {compact(state.get('config', {}))}",
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 # --- electMaster -------------------------------------------------------------------------------
@@ -814,18 +1032,30 @@ def _print_quorum_dump(doc: dict[str, Any], con: Any) -> None:
 @connected()
 def elect_master(
     conn: Conn,
-    cluster: str = typer.Option(..., "-c", "--cluster-name", "--clusterName",
-                                help="cluster of the broker set"),
+    cluster: str = typer.Option(
+        ..., "-c", "--cluster-name", "--clusterName", help="cluster of the broker set"
+    ),
     broker_name: str = typer.Option(..., "-bn", "--broker-name", "--brokerName", help="broker set name"),
-    broker_id: int = typer.Option(None, "-b", "--broker-id", "--brokerId", help="the broker to elect "
-                                  "(default: the controller chooses, as when a master dies); the master "
-                                  "itself: nothing to do, exit 0"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="show the candidates and the answer the call "
-                                 "would get; change nothing"),
-    accept_data_loss: bool = typer.Option(False, "--accept-data-loss", help="allow electing a broker "
-                                          "outside the SyncStateSet"),
-    broker_epochs: bool = typer.Option(False, "--broker-epochs", help="ask each replica's broker service "
-                                       "for its epoch cache: exact truncation points"),
+    broker_id: int = typer.Option(
+        None,
+        "-b",
+        "--broker-id",
+        "--brokerId",
+        help="the broker to elect "
+        "(default: the controller chooses, as when a master dies); the master "
+        "itself: nothing to do, exit 0",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="show the candidates and the answer the call would get; change nothing"
+    ),
+    accept_data_loss: bool = typer.Option(
+        False, "--accept-data-loss", help="allow electing a broker outside the SyncStateSet"
+    ),
+    broker_epochs: bool = typer.Option(
+        False,
+        "--broker-epochs",
+        help="ask each replica's broker service for its epoch cache: exact truncation points",
+    ),
     namesrv: str = _namesrv_opt(),
     output: AdminOutput = output_option(mqadmin=True),
     no_color: bool = _no_color_opt(),
@@ -854,12 +1084,15 @@ def elect_master(
     with conn.client() as client:
         info = _broker_sets(client, broker_name, None)[broker_name]
         if cluster and info.cluster_name and cluster != info.cluster_name:
-            raise NotFoundError(f"broker set {broker_name} belongs to cluster {info.cluster_name}, "
-                                f"not {cluster}")
+            raise NotFoundError(
+                f"broker set {broker_name} belongs to cluster {info.cluster_name}, not {cluster}"
+            )
         ids = {r.broker_id for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
         if broker_id is not None and broker_id not in ids:
-            raise NotFoundError(f"broker id {broker_id} is not registered in broker set {broker_name} "
-                                f"(ids: {', '.join(map(str, sorted(ids))) or 'none'})")
+            raise NotFoundError(
+                f"broker id {broker_id} is not registered in broker set {broker_name} "
+                f"(ids: {', '.join(map(str, sorted(ids))) or 'none'})"
+            )
         config = client.get_config().config
         unclean = config.get("enableElectUncleanMaster", "false").lower() == "true"
         try:
@@ -876,14 +1109,21 @@ def elect_master(
         expected: MqctlError | None = None
         if plan["dataLoss"] and not accept_data_loss:
             target = broker_id if broker_id is not None else plan["predictedMasterId"]
-            expected = UsageError(f"broker {target} is outside the SyncStateSet of {broker_name}: electing "
-                                  "it loses the data only the SyncStateSet has; pass --accept-data-loss to "
-                                  "do it anyway")
+            expected = UsageError(
+                f"broker {target} is outside the SyncStateSet of {broker_name}: electing "
+                "it loses the data only the SyncStateSet has; pass --accept-data-loss to "
+                "do it anyway"
+            )
         elif answer.code != 0 and not already:
             expected = _elect_hint(ControllerError(answer.code, answer.remark), plan, unclean)
-        doc: dict[str, Any] = {"version": 1, "plan": plan, "dryRun": dry_run,
-                               "expectedError": None if expected is None else common.error_of(expected),
-                               "alreadyMaster": already, "result": None}
+        doc: dict[str, Any] = {
+            "version": 1,
+            "plan": plan,
+            "dryRun": dry_run,
+            "expectedError": None if expected is None else common.error_of(expected),
+            "alreadyMaster": already,
+            "result": None,
+        }
         if dry_run:
             show(doc)
             return
@@ -911,16 +1151,25 @@ def elect_master(
                 "masterAddress": got("master_address", info.master_address or None),
                 "masterEpoch": got("master_epoch", info.master_epoch),
                 "syncStateSetEpoch": got("sync_state_set_epoch", info.sync_state_set_epoch),
-                "syncStateSet": list(got("sync_state_set", ())
-                                     or [r.broker_id for r in info.in_sync_replicas]),
-                "alreadyMaster": True}
+                "syncStateSet": list(
+                    got("sync_state_set", ()) or [r.broker_id for r in info.in_sync_replicas]
+                ),
+                "alreadyMaster": True,
+            }
             show(doc)
-            print(f"mqctl: broker {broker_id} is already the master of {broker_name}; nothing was changed "
-                  f"({exc})", file=sys.stderr)
+            print(
+                f"mqctl: broker {broker_id} is already the master of {broker_name}; nothing was changed "
+                f"({exc})",
+                file=sys.stderr,
+            )
             return
-        doc["result"] = {"masterBrokerId": res.master_broker_id, "masterAddress": res.master_address,
-                         "masterEpoch": res.master_epoch, "syncStateSetEpoch": res.sync_state_set_epoch,
-                         "syncStateSet": list(res.sync_state_set)}
+        doc["result"] = {
+            "masterBrokerId": res.master_broker_id,
+            "masterAddress": res.master_address,
+            "masterEpoch": res.master_epoch,
+            "syncStateSetEpoch": res.sync_state_set_epoch,
+            "syncStateSet": list(res.sync_state_set),
+        }
         show(doc)
 
 
@@ -938,8 +1187,10 @@ def _master_of(exc: ControllerError, known: int | None) -> int | None:
 def _elect_hint(exc: ControllerError, plan: dict[str, Any], unclean: bool) -> ControllerError:
     """2012 for a designated broker outside the SyncStateSet: say which setting allows it."""
     if exc.code == 2012 and plan["designatedBrokerId"] is not None and not unclean and plan["dataLoss"]:
-        exc.args = (f"{exc.args[0]} (the controller's enableElectUncleanMaster is false; "
-                    "updateControllerConfig -k enableElectUncleanMaster -v true allows it)",)
+        exc.args = (
+            f"{exc.args[0]} (the controller's enableElectUncleanMaster is false; "
+            "updateControllerConfig -k enableElectUncleanMaster -v true allows it)",
+        )
     return exc
 
 
@@ -951,13 +1202,24 @@ def _elect_hint(exc: ControllerError, plan: dict[str, Any], unclean: bool) -> Co
 def clean_broker_metadata(
     conn: Conn,
     broker_name: str = typer.Option(..., "-bn", "--broker-name", "--brokerName", help="broker set name"),
-    broker_ids: str = typer.Option(None, "-b", "--broker-controller-ids-to-clean",
-                                   "--brokerControllerIdsToClean", metavar="IDS",
-                                   help="broker ids to clean, '1;2;3' (default: the whole broker set)"),
-    cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
-                                help="cluster of the broker set"),
-    clean_living: bool = typer.Option(False, "-l", "--clean-living-broker", "--cleanLivingBroker",
-                                      help="clean brokers that are still alive too"),
+    broker_ids: str = typer.Option(
+        None,
+        "-b",
+        "--broker-controller-ids-to-clean",
+        "--brokerControllerIdsToClean",
+        metavar="IDS",
+        help="broker ids to clean, '1;2;3' (default: the whole broker set)",
+    ),
+    cluster: str = typer.Option(
+        None, "-c", "--cluster-name", "--clusterName", help="cluster of the broker set"
+    ),
+    clean_living: bool = typer.Option(
+        False,
+        "-l",
+        "--clean-living-broker",
+        "--cleanLivingBroker",
+        help="clean brokers that are still alive too",
+    ),
     namesrv: str = _namesrv_opt(),
     output: AdminOutput = output_option(mqadmin=True),
     no_color: bool = _no_color_opt(),
@@ -973,33 +1235,46 @@ def clean_broker_metadata(
         try:
             ids = sorted({int(x) for x in broker_ids.replace(",", ";").split(";") if x.strip()})
         except ValueError:
-            raise UsageError(f"-b/--broker-controller-ids-to-clean: expected ids like '1;2;3', got "
-                             f"{broker_ids!r}") from None
+            raise UsageError(
+                f"-b/--broker-controller-ids-to-clean: expected ids like '1;2;3', got {broker_ids!r}"
+            ) from None
     with conn.client() as client:
         info = _broker_sets(client, broker_name, None)[broker_name]
         reps = {r.broker_id: r for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
         if ids is not None:
             unknown = [i for i in ids if i not in reps]
             if unknown:
-                raise NotFoundError(f"broker id(s) {', '.join(map(str, unknown))} not registered in broker "
-                                    f"set {broker_name} (ids: {', '.join(map(str, sorted(reps))) or 'none'})")
+                raise NotFoundError(
+                    f"broker id(s) {', '.join(map(str, unknown))} not registered in broker "
+                    f"set {broker_name} (ids: {', '.join(map(str, sorted(reps))) or 'none'})"
+                )
         targets = ids if ids is not None else sorted(reps)
         alive = [reps[i] for i in targets if reps[i].alive]
         if alive and not clean_living:
             names = ", ".join(f"id {r.broker_id} ({r.broker_address})" for r in alive)
             one = len(alive) == 1
-            raise RefusedError(f"broker set {broker_name}: {names} {'is' if one else 'are'} alive; stop "
-                               f"{'it' if one else 'them'} first, or pass -l to clean living brokers")
-        client.clean_broker_data(cluster or info.cluster_name, broker_name,
-                                 ids if ids is not None else None, clean_living)
+            raise RefusedError(
+                f"broker set {broker_name}: {names} {'is' if one else 'are'} alive; stop "
+                f"{'it' if one else 'them'} first, or pass -l to clean living brokers"
+            )
+        client.clean_broker_data(
+            cluster or info.cluster_name, broker_name, ids if ids is not None else None, clean_living
+        )
         whole = ids is None or clean_living
         if ids is not None and clean_living:  # RocketMQ's rule (docs/controller-rules.md, CleanBrokerData)
-            print(f"mqctl: warning: with -l the controller ignores -b and cleans the whole broker set "
-                  f"{broker_name} (RocketMQ's rule), ids {', '.join(map(str, sorted(reps)))}",
-                  file=sys.stderr)
-        doc = {"version": 1, "brokerName": broker_name, "clusterName": cluster or info.cluster_name,
-               "cleanedBrokerIds": sorted(reps) if whole else targets, "wholeBrokerSet": whole,
-               "message": f"clear broker {broker_name} metadata from controller success!"}
+            print(
+                f"mqctl: warning: with -l the controller ignores -b and cleans the whole broker set "
+                f"{broker_name} (RocketMQ's rule), ids {', '.join(map(str, sorted(reps)))}",
+                file=sys.stderr,
+            )
+        doc = {
+            "version": 1,
+            "brokerName": broker_name,
+            "clusterName": cluster or info.cluster_name,
+            "cleanedBrokerIds": sorted(reps) if whole else targets,
+            "wholeBrokerSet": whole,
+            "message": f"clear broker {broker_name} metadata from controller success!",
+        }
         _emit(doc, output, render.message_table, no_color, clean_text(broker_name))
 
 
@@ -1023,8 +1298,9 @@ def get_controller_config(
     for address in conn.addresses:
         try:
             with conn.client([address]) as client:
-                controllers.append({"address": address, "config": dict(sorted(
-                    client.get_config(address).config.items()))})
+                controllers.append(
+                    {"address": address, "config": dict(sorted(client.get_config(address).config.items()))}
+                )
         except Exception as exc:
             controllers.append({"address": address, "config": {}, "error": str(exc)})
     doc = {"version": 1, "controllers": controllers}
@@ -1056,6 +1332,11 @@ def update_controller_config(
     with conn.client() as client:
         client.update_config({key: value})
         now = client.get_config().config.get(key, value)
-    doc = {"version": 1, "key": key, "value": now, "controllers": conn.addresses,
-           "message": f"update controller config success!{conn.addresses}\n{key} : {now}"}
+    doc = {
+        "version": 1,
+        "key": key,
+        "value": now,
+        "controllers": conn.addresses,
+        "message": f"update controller config success!{conn.addresses}\n{key} : {now}",
+    }
     _emit(doc, output, render.message_table, no_color, update_config_text(conn.addresses, key, value))

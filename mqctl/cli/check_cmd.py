@@ -21,15 +21,22 @@ EXIT = {"OK": 0, "WARN": 1, "CRIT": 2}
 @connected()
 def config_cmd(
     conn: Conn,
-    files: list[str] = typer.Argument(None, metavar="[FILE...]",
-                                      help="broker.conf and controller.conf files (RocketMQ's properties "
-                                           "format); give every replica of a set to compare them."),
-    online: bool = typer.Option(False, "--online",
-                                help="Also check the live values: every broker the name servers (-n) list "
-                                     "(GET_BROKER_CONFIG, its version from GET_BROKER_RUNTIME_INFO) and the "
-                                     "controllers named with -a (GetControllerConfig)."),
-    namesrv: str = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS",
-                                help="with --online: name servers that list the brokers"),
+    files: list[str] = typer.Argument(
+        None,
+        metavar="[FILE...]",
+        help="broker.conf and controller.conf files (RocketMQ's properties "
+        "format); give every replica of a set to compare them.",
+    ),
+    online: bool = typer.Option(
+        False,
+        "--online",
+        help="Also check the live values: every broker the name servers (-n) list "
+        "(GET_BROKER_CONFIG, its version from GET_BROKER_RUNTIME_INFO) and the "
+        "controllers named with -a (GetControllerConfig).",
+    ),
+    namesrv: str = typer.Option(
+        None, "-n", "--namesrvAddr", metavar="ADDRS", help="with --online: name servers that list the brokers"
+    ),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -54,8 +61,10 @@ def config_cmd(
         configs += live
     findings = check(configs, versions)
     result = verdict(findings)
-    kinds = [{"file": c.name, "kind": c.kind, "brokerSet": c.broker_set if c.kind == "broker" else None}
-             for c in configs]
+    kinds = [
+        {"file": c.name, "kind": c.kind, "brokerSet": c.broker_set if c.kind == "broker" else None}
+        for c in configs
+    ]
     doc: dict[str, Any] = {"verdict": result, "files": kinds, "findings": [f.to_dict() for f in findings]}
     if output is not Output.table:
         echo_doc(output, doc)
@@ -95,10 +104,15 @@ def _print(doc: dict[str, Any]) -> None:
     con = console()
     style = {"CRIT": "bold red", "WARN": "yellow"}
     for f in doc["findings"]:
-        con.print(f"{f['severity']} {f['rule']}: {f['message']}", style=style[f["severity"]], markup=False,
-                  soft_wrap=True)
+        con.print(
+            f"{f['severity']} {f['rule']}: {f['message']}",
+            style=style[f["severity"]],
+            markup=False,
+            soft_wrap=True,
+        )
         for k in ("why", "source", "fix"):
             con.print(f"  {k}: {f[k]}", markup=False, soft_wrap=True)
-    kinds = ", ".join(f"{x['file']} ({x['kind']}{' ' + x['brokerSet'] if x['brokerSet'] else ''})"
-                      for x in doc["files"])
+    kinds = ", ".join(
+        f"{x['file']} ({x['kind']}{' ' + x['brokerSet'] if x['brokerSet'] else ''})" for x in doc["files"]
+    )
     con.print(f"{doc['verdict']}: {len(doc['findings'])} finding(s) in {kinds}", markup=False, soft_wrap=True)

@@ -13,8 +13,12 @@ def verbose_option() -> Any:
     """-v/--verbose on the commands that read commitlog records: which record walker reads them."""
     import typer
 
-    return typer.Option(False, "-v", "--verbose", help="Name the commitlog record walker in use (the "
-                                                       "compiled one or numpy) on stderr.")
+    return typer.Option(
+        False,
+        "-v",
+        "--verbose",
+        help="Name the commitlog record walker in use (the compiled one or numpy) on stderr.",
+    )
 
 
 def say_walker(verbose: bool) -> None:
@@ -35,11 +39,21 @@ def output_option(mqadmin: bool = False) -> Any:
     from mqctl.cli.render import AdminOutput, Output
 
     if mqadmin:
-        return typer.Option(AdminOutput.table, "-o", "--output", case_sensitive=False,
-                            help="output format: a table for people, one JSON or YAML document for "
-                                 "scripts, or mqadmin's text exactly (mqadmin)")
-    return typer.Option(Output.table, "-o", "--output", case_sensitive=False,
-                        help="output format: a table for people, one JSON or YAML document for scripts")
+        return typer.Option(
+            AdminOutput.table,
+            "-o",
+            "--output",
+            case_sensitive=False,
+            help="output format: a table for people, one JSON or YAML document for "
+            "scripts, or mqadmin's text exactly (mqadmin)",
+        )
+    return typer.Option(
+        Output.table,
+        "-o",
+        "--output",
+        case_sensitive=False,
+        help="output format: a table for people, one JSON or YAML document for scripts",
+    )
 
 
 _no_color = False
@@ -56,8 +70,12 @@ def no_color_option() -> Any:
     render.console) prints without colours; NO_COLOR=1 does the same."""
     import typer
 
-    return typer.Option(False, "--no-color", callback=_set_no_color,
-                        help="no colours (also NO_COLOR=1); JSON is never coloured")
+    return typer.Option(
+        False,
+        "--no-color",
+        callback=_set_no_color,
+        help="no colours (also NO_COLOR=1); JSON is never coloured",
+    )
 
 
 def no_color() -> bool:
@@ -66,8 +84,19 @@ def no_color() -> bool:
 
 
 # Exit code -> the "code" of an error document that does not come from a controller (docs/admin.md).
-_ERROR_CODES = {1: "INTERNAL", 2: "USAGE", 3: "REFUSED", 4: "STORE", 5: "NOT_FOUND", 6: "UNREACHABLE",
-                7: "UNHEALTHY", 8: "TIMEOUT", 9: "MISSING_DEPENDENCY", 10: "DEGRADED", 130: "INTERRUPTED"}
+_ERROR_CODES = {
+    1: "INTERNAL",
+    2: "USAGE",
+    3: "REFUSED",
+    4: "STORE",
+    5: "NOT_FOUND",
+    6: "UNREACHABLE",
+    7: "UNHEALTHY",
+    8: "TIMEOUT",
+    9: "MISSING_DEPENDENCY",
+    10: "DEGRADED",
+    130: "INTERRUPTED",
+}
 
 _printed = False
 
@@ -167,8 +196,10 @@ def confirm(question: str, output: Any = None, *, terminal_only: bool = False) -
     from mqctl.errors import UsageError
 
     if terminal_only and not sys.stdin.isatty():
-        raise UsageError("stdin is not a terminal and --yes was not given: nothing was changed; pass --yes "
-                         "to go ahead without the question")
+        raise UsageError(
+            "stdin is not a terminal and --yes was not given: nothing was changed; pass --yes "
+            "to go ahead without the question"
+        )
     try:
         ok = typer.confirm(question, default=False, err=output is not None and output.value != "table")
     except (typer.Abort, EOFError):

@@ -24,8 +24,10 @@ def _shell(shell: str | None) -> str:
 
     name = shell or Path(os.environ.get("SHELL", "")).name
     if name not in SHELLS:
-        raise UsageError(f"shell {name or '(unknown: $SHELL is not set)'!r} is not one of "
-                         f"{', '.join(SHELLS)}; name it: mqctl completion install bash")
+        raise UsageError(
+            f"shell {name or '(unknown: $SHELL is not set)'!r} is not one of "
+            f"{', '.join(SHELLS)}; name it: mqctl completion install bash"
+        )
     return name
 
 
@@ -34,9 +36,11 @@ def target(shell: str, home: Path) -> Path:
     directory that must be on $fpath; `install` says so)."""
     data = Path(os.environ.get("XDG_DATA_HOME") or home / ".local/share")
     config = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    return {"bash": data / "bash-completion/completions/mqctl",
-            "zsh": home / ".zfunc/_mqctl",
-            "fish": config / "fish/completions/mqctl.fish"}[shell]
+    return {
+        "bash": data / "bash-completion/completions/mqctl",
+        "zsh": home / ".zfunc/_mqctl",
+        "fish": config / "fish/completions/mqctl.fish",
+    }[shell]
 
 
 def man_dirs(home: Path) -> list[Path]:
@@ -105,10 +109,14 @@ def install_cmd(
         raise StoreError(f"{path}: cannot write: {exc.strerror or exc}") from None
     typer.echo(f"wrote {path}")
     if name == "zsh":
-        typer.echo(f"zsh loads it when {path.parent} is on $fpath before compinit; in ~/.zshrc:\n"
-                   f"  fpath=({path.parent} $fpath); autoload -Uz compinit; compinit")
+        typer.echo(
+            f"zsh loads it when {path.parent} is on $fpath before compinit; in ~/.zshrc:\n"
+            f"  fpath=({path.parent} $fpath); autoload -Uz compinit; compinit"
+        )
     else:
         typer.echo("a new shell completes mqctl")
     man = _install_man_pages(Path.home())
-    typer.echo(f"wrote the man pages to {man}: man mqctl finds them while {man.parent.parent.parent / 'bin'} "
-               f"is on $PATH (or with MANPATH={man.parent}:)")
+    typer.echo(
+        f"wrote the man pages to {man}: man mqctl finds them while {man.parent.parent.parent / 'bin'} "
+        f"is on $PATH (or with MANPATH={man.parent}:)"
+    )

@@ -22,27 +22,47 @@ from mqctl.errors import MqctlError, UsageError
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient
 
-failover_app = sub_app("failover", "Pause or resume automatic failover (the controller's elections on "
-                                   "lease expiry).")
+failover_app = sub_app(
+    "failover", "Pause or resume automatic failover (the controller's elections on lease expiry)."
+)
 
 
 @root_app.command("history")
 @connected(protocol=False, broker_acl=True)
 def history(
     conn: Conn,
-    broker_name: str = typer.Option(None, "-b", "--broker-name", "--brokerName",
-                                    help="one broker set (default: every broker set and config changes)"),
-    since: str = typer.Option(None, "--since", metavar="WHEN",
-                              help="entries from WHEN: a duration back from now (90s, 15m, 1h, 2d, 1w) or an "
-                                   "ISO 8601 time (UTC unless it says otherwise)"),
-    follow: bool = typer.Option(False, "-f", "--follow", help="then print new entries as the controller "
-                                "notes them, until Ctrl-C (JSON: one entry per line; YAML: one document "
-                                "each)"),
-    no_metadata: bool = typer.Option(False, "--no-metadata", help="do not ask the brokers for their "
-                                     "metadata (four requests to each registered replica of each set "
-                                     "listed, up to --broker-timeout each); --follow never does"),
-    broker_timeout: float = typer.Option(3.0, "--broker-timeout", metavar="SECONDS",
-                                         help="at most this long for each broker's metadata"),
+    broker_name: str = typer.Option(
+        None,
+        "-b",
+        "--broker-name",
+        "--brokerName",
+        help="one broker set (default: every broker set and config changes)",
+    ),
+    since: str = typer.Option(
+        None,
+        "--since",
+        metavar="WHEN",
+        help="entries from WHEN: a duration back from now (90s, 15m, 1h, 2d, 1w) or an "
+        "ISO 8601 time (UTC unless it says otherwise)",
+    ),
+    follow: bool = typer.Option(
+        False,
+        "-f",
+        "--follow",
+        help="then print new entries as the controller "
+        "notes them, until Ctrl-C (JSON: one entry per line; YAML: one document "
+        "each)",
+    ),
+    no_metadata: bool = typer.Option(
+        False,
+        "--no-metadata",
+        help="do not ask the brokers for their "
+        "metadata (four requests to each registered replica of each set "
+        "listed, up to --broker-timeout each); --follow never does",
+    ),
+    broker_timeout: float = typer.Option(
+        3.0, "--broker-timeout", metavar="SECONDS", help="at most this long for each broker's metadata"
+    ),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -89,8 +109,9 @@ def history(
             return
 
 
-def _replica_metadata(conn: Conn, client: ControllerClient, doc: dict[str, Any],
-                      timeout: float) -> dict[str, dict[str, Any]]:
+def _replica_metadata(
+    conn: Conn, client: ControllerClient, doc: dict[str, Any], timeout: float
+) -> dict[str, dict[str, Any]]:
     """brokermeta.replica_drift of each broker set the history lists, from the registrations the
     controller has now; {"error": why} for a set it cannot be asked of."""
     from dataclasses import asdict
@@ -104,15 +125,25 @@ def _replica_metadata(conn: Conn, client: ControllerClient, doc: dict[str, Any],
         table = {n: asdict(i) for n, i in client.get_sync_state_data(names).replicas_info_table.items()}
     except MqctlError as exc:
         return {n: {"error": f"cannot read its replicas from the controller: {exc}"} for n in names}
-    addresses = {n: [str(r["broker_address"]) for r in (*i["in_sync_replicas"], *i["not_in_sync_replicas"])
-                     if r["broker_address"]] for n, i in table.items()}
-    out = {n: {"error": "no replica of it is registered on the controller"}
-           for n in names if not addresses.get(n)}
+    addresses = {
+        n: [
+            str(r["broker_address"])
+            for r in (*i["in_sync_replicas"], *i["not_in_sync_replicas"])
+            if r["broker_address"]
+        ]
+        for n, i in table.items()
+    }
+    out = {
+        n: {"error": "no replica of it is registered on the controller"}
+        for n in names
+        if not addresses.get(n)
+    }
     asked = [n for n in names if n not in out]
     if asked:
         with conn.remoting([a for n in asked for a in addresses[n]], timeout, brokers=True) as brokers:
-            out.update((n, replica_drift(brokers.connection, table[n], broker_set=n, timeout=timeout))
-                       for n in asked)
+            out.update(
+                (n, replica_drift(brokers.connection, table[n], broker_set=n, timeout=timeout)) for n in asked
+            )
     return dict(sorted(out.items()))
 
 
@@ -124,8 +155,15 @@ def _print_entry(entry: dict[str, Any], output: Output) -> None:
     sys.stdout.flush()
 
 
-def _pause(action: str, conn: Conn, broker_name: str | None, reason: str, dry_run: bool, output: Output,
-           no_color: bool) -> None:
+def _pause(
+    action: str,
+    conn: Conn,
+    broker_name: str | None,
+    reason: str,
+    dry_run: bool,
+    output: Output,
+    no_color: bool,
+) -> None:
     from mqctl.admin.decision_docs import pause_doc
     from mqctl.cli import render
 
@@ -152,8 +190,9 @@ def _dry_run_opt() -> Any:
 def failover_pause(
     conn: Conn,
     broker_name: str = _broker_opt("every broker set"),
-    reason: str = typer.Option("", "--reason", metavar="TEXT",
-                               help="why (shown by getSyncStateSet and history)"),
+    reason: str = typer.Option(
+        "", "--reason", metavar="TEXT", help="why (shown by getSyncStateSet and history)"
+    ),
     dry_run: bool = _dry_run_opt(),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
@@ -184,17 +223,30 @@ def failover_resume(
 def switchover(
     conn: Conn,
     broker_name: str = typer.Option(..., "-b", "--broker-name", "--brokerName", help="the broker set"),
-    to: int = typer.Option(None, "--to", metavar="ID",
-                           help="the new master (default: the freshest alive SyncStateSet member)"),
-    wait: float = typer.Option(10.0, "--wait", metavar="SECONDS", help="wait this long for the new master "
-                               "to catch up with the master (offset equal in their heartbeats)"),
-    force: bool = typer.Option(False, "--force", help="move it after --wait even when the new master has "
-                               "not caught up (it may not have the gap)"),
-    require_metadata: bool = typer.Option(False, "--require-metadata", help="first ask the master and "
-                                          "the new master for their topics, subscription groups and "
-                                          "consumer offsets (as `metadata diff`) and refuse while the new "
-                                          "master lacks any the master has (needs the brokers' remoting "
-                                          "ports)"),
+    to: int = typer.Option(
+        None, "--to", metavar="ID", help="the new master (default: the freshest alive SyncStateSet member)"
+    ),
+    wait: float = typer.Option(
+        10.0,
+        "--wait",
+        metavar="SECONDS",
+        help="wait this long for the new master "
+        "to catch up with the master (offset equal in their heartbeats)",
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="move it after --wait even when the new master has not caught up (it may not have the gap)",
+    ),
+    require_metadata: bool = typer.Option(
+        False,
+        "--require-metadata",
+        help="first ask the master and "
+        "the new master for their topics, subscription groups and "
+        "consumer offsets (as `metadata diff`) and refuse while the new "
+        "master lacks any the master has (needs the brokers' remoting "
+        "ports)",
+    ),
     dry_run: bool = _dry_run_opt(),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
@@ -227,12 +279,19 @@ def _metadata_checked(conn: Conn, client: ControllerClient, broker_name: str, to
     address = {r.broker_id: r.broker_address for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)}
     master, candidate = plan.old_master_broker_id, plan.new_master_broker_id
     if master is None or candidate is None or not address.get(master) or not address.get(candidate):
-        raise RefusedError(f"{broker_name}: --require-metadata needs a master and a candidate with addresses "
-                           f"(master {master}, candidate {candidate})")
+        raise RefusedError(
+            f"{broker_name}: --require-metadata needs a master and a candidate with addresses "
+            f"(master {master}, candidate {candidate})"
+        )
     seconds = min(conn.timeout, 10.0)
     with conn.remoting([address[master], address[candidate]], seconds, brokers=True) as brokers:
-        require_metadata(brokers.connection, broker_name, (master, address[master]),
-                         (candidate, address[candidate]), timeout=seconds)
+        require_metadata(
+            brokers.connection,
+            broker_name,
+            (master, address[master]),
+            (candidate, address[candidate]),
+            timeout=seconds,
+        )
     return candidate
 
 
@@ -240,8 +299,13 @@ def _metadata_checked(conn: Conn, client: ControllerClient, broker_name: str, to
 @connected(protocol=False)
 def rebalance(
     conn: Conn,
-    cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
-                                help="the broker sets of this cluster (default: every broker set)"),
+    cluster: str = typer.Option(
+        None,
+        "-c",
+        "--cluster-name",
+        "--clusterName",
+        help="the broker sets of this cluster (default: every broker set)",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="list what would move; change nothing"),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),

@@ -33,11 +33,17 @@ SHELLS = ("bash", "zsh", "fish")
 EXIT_CODES = [
     (0, "success"),
     (1, "unexpected internal error (run with --debug for the traceback)"),
-    (2, "usage error, or an operation refused before it starts (bad flag, missing --accept-data-loss, "
-        "busy port)"),
-    (3, "refused by the controller (its code and remark are printed), or by mqctl's guard "
+    (
+        2,
+        "usage error, or an operation refused before it starts (bad flag, missing --accept-data-loss, "
+        "busy port)",
+    ),
+    (
+        3,
+        "refused by the controller (its code and remark are printed), or by mqctl's guard "
         "(cleanBrokerMetadata of a live broker without -l, switchover --require-metadata to a replica "
-        "that lacks metadata)"),
+        "that lacks metadata)",
+    ),
     (4, "a store file is missing or corrupt (the message names the file and offset)"),
     (5, "not found: the broker set, cluster or broker id does not exist"),
     (6, "controller unreachable or no leader, or a broker service that does not answer"),
@@ -196,9 +202,13 @@ def _md(text: str) -> str:
 
 
 def markdown(root: Any) -> str:
-    out = ["# CLI reference", "",
-           "Generated from the code by `tools/gen-docs` (do not edit; a test checks it is up to date).",
-           "Exit codes: see [codes.md](codes.md); output documents: [admin.md](admin.md).", ""]
+    out = [
+        "# CLI reference",
+        "",
+        "Generated from the code by `tools/gen-docs` (do not edit; a test checks it is up to date).",
+        "Exit codes: see [codes.md](codes.md); output documents: [admin.md](admin.md).",
+        "",
+    ]
     for path, cmd in walk(root):
         title = " ".join((PROG, *path))
         out += [f"{'#' * min(2 + len(path), 4)} `{title}`", ""]
@@ -211,8 +221,10 @@ def markdown(root: Any) -> str:
         if subs:
             out += ["| command | alias | summary |", "|---|---|---|"]
             for n, c in subs:
-                out.append(f"| `{n}` | {', '.join(f'`{a}`' for a in al.get(n, [])) or ''} | "
-                           f"{_md((_paragraphs(_help(c))[:1] or [''])[0])} |")
+                out.append(
+                    f"| `{n}` | {', '.join(f'`{a}`' for a in al.get(n, [])) or ''} | "
+                    f"{_md((_paragraphs(_help(c))[:1] or [''])[0])} |"
+                )
             out.append("")
         records = _records(path, cmd)
         if records:
@@ -242,13 +254,24 @@ def grpc_methods_table() -> str:
     """docs/grpc-api.md: every RPC of mqctl.v1.Controller."""
     from mqctl import methods
 
-    out = ["| RPC | RocketMQ request code | answered by | sent by | token | retried | what it does |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| RPC | RocketMQ request code | answered by | sent by | token | retried | what it does |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in methods.METHODS:
-        retried = ("each beat: yes" if row.client_streaming else "resubscribes" if row.streaming
-                   else "yes" if row.retry_any else "if surely not sent")
-        out.append(f"| {_rpc_cell(row)} | {_code_cell(row)} | {row.where} | {row.caller.value} | "
-                   f"{row.token.value} | {retried} | {_md(row.doc)} |")
+        retried = (
+            "each beat: yes"
+            if row.client_streaming
+            else "resubscribes"
+            if row.streaming
+            else "yes"
+            if row.retry_any
+            else "if surely not sent"
+        )
+        out.append(
+            f"| {_rpc_cell(row)} | {_code_cell(row)} | {row.where} | {row.caller.value} | "
+            f"{row.token.value} | {retried} | {_md(row.doc)} |"
+        )
     return "\n".join(out)
 
 
@@ -256,11 +279,15 @@ def remoting_methods_table() -> str:
     """docs/remoting.md: the request codes `mqctl serve --remoting-port` serves."""
     from mqctl import methods
 
-    out = ["| code | RocketMQ name | NodeAPI method | answered by | token | body |",
-           "|---|---|---|---|---|---|"]
+    out = [
+        "| code | RocketMQ name | NodeAPI method | answered by | token | body |",
+        "|---|---|---|---|---|---|",
+    ]
     for code, row in sorted(methods.BY_REMOTING_CODE.items()):
-        out.append(f"| {code} | {row.code_name} | {row.name} | {row.where} | {row.token.value} | "
-                   f"{_md(row.remoting_body)} |")
+        out.append(
+            f"| {code} | {row.code_name} | {row.name} | {row.where} | {row.token.value} | "
+            f"{_md(row.remoting_body)} |"
+        )
     return "\n".join(out)
 
 
@@ -360,8 +387,7 @@ def write(out_dir: str | os.PathLike[str]) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="gen-docs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=str(REPO),
-                        help="output root (default: the repository)")
+    parser.add_argument("--out", default=str(REPO), help="output root (default: the repository)")
     args = parser.parse_args(argv)
     for path in write(args.out):
         print(path)

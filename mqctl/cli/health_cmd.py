@@ -34,9 +34,16 @@ def _metadata(client: ControllerClient) -> tuple[dict[str, Any] | None, str]:
         return asdict(meta), f"the leader {meta.controller_leader_address} does not answer: {exc}"
 
 
-def collect(client: ControllerClient, broker_name: str | None, cluster: str | None, max_lag: int,
-            doctor: bool, addresses: str, brokers: Callable[[list[str]], Any] | None = None,
-            broker_timeout: float = 5.0) -> dict[str, Any]:
+def collect(
+    client: ControllerClient,
+    broker_name: str | None,
+    cluster: str | None,
+    max_lag: int,
+    doctor: bool,
+    addresses: str,
+    brokers: Callable[[list[str]], Any] | None = None,
+    broker_timeout: float = 5.0,
+) -> dict[str, Any]:
     """``brokers``: opens remoting connections to brokers (Conn.remoting) for the doctor's metadata
     check; without it the doctor does not ask the brokers."""
     from mqctl.admin import health
@@ -54,8 +61,10 @@ def collect(client: ControllerClient, broker_name: str | None, cluster: str | No
         else:
             selected, missing = select_broker_sets(everything, _names(broker_name), cluster)
             if missing:
-                raise NotFoundError(f"{'broker set' if broker_name else 'cluster'} {', '.join(missing)} "
-                                    "not found on the controller")
+                raise NotFoundError(
+                    f"{'broker set' if broker_name else 'cluster'} {', '.join(missing)} "
+                    "not found on the controller"
+                )
             table = {name: asdict(info) for name, info in selected.items()}
     doc = health.health_doc(meta, table, lease, max_lag, problem)
     if doctor and table is not None:
@@ -64,7 +73,7 @@ def collect(client: ControllerClient, broker_name: str | None, cluster: str | No
         try:
             entries = client.history(broker_name or "").entries
         except MqctlError:
-            entries = ()    # no history below feature level 3
+            entries = ()  # no history below feature level 3
         doc["findings"] += health.loss_findings(entries, table)
         if brokers is not None:
             doc["metadata"] = _metadata_drift(brokers, table, broker_timeout)
@@ -72,38 +81,57 @@ def collect(client: ControllerClient, broker_name: str | None, cluster: str | No
     return doc
 
 
-def _metadata_drift(brokers: Callable[[list[str]], Any], table: dict[str, dict[str, Any]],
-                    timeout: float) -> dict[str, dict[str, Any]]:
+def _metadata_drift(
+    brokers: Callable[[list[str]], Any], table: dict[str, dict[str, Any]], timeout: float
+) -> dict[str, dict[str, Any]]:
     from mqctl.admin.brokermeta import drift_of_sets
 
-    addresses = [str(r["broker_address"]) for info in table.values()
-                 for r in (*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ()))
-                 if r.get("alive") and r.get("broker_address")]
+    addresses = [
+        str(r["broker_address"])
+        for info in table.values()
+        for r in (*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ()))
+        if r.get("alive") and r.get("broker_address")
+    ]
     if not addresses:
         return {}
     with brokers(addresses) as client:
         drifts = drift_of_sets(client.connection, table, timeout=timeout)
     # each replica's counts; what exactly differs is `mqctl metadata diff -b SET -o json`'s
-    return {name: d if "error" in d else
-            {"differs": d["differs"], "replicas": [{k: v for k, v in r.items() if k != "files"}
-                                                   for r in d["replicas"]]}
-            for name, d in drifts.items()}
+    return {
+        name: d
+        if "error" in d
+        else {
+            "differs": d["differs"],
+            "replicas": [{k: v for k, v in r.items() if k != "files"} for r in d["replicas"]],
+        }
+        for name, d in drifts.items()
+    }
 
 
 @root_app.command("health")
 @connected()
 def health_command(
     conn: Conn,
-    broker_name: str = typer.Option(None, "-b", "--broker-name", "--brokerName",
-                                    help="only these broker sets (comma separated)"),
-    cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
-                                help="only the broker sets of this cluster"),
-    doctor: bool = typer.Option(False, "--doctor", help="also compare what the controller believes with "
-                                "what each broker reports in its heartbeats, and the metadata (topics, "
-                                "groups, consumer offsets) of the alive replicas of each set, each finding "
-                                "with its fix"),
-    max_lag: int = typer.Option(16 << 20, "--max-lag", metavar="BYTES", help="a replica further behind "
-                                "the master's maxOffset is lagging (WARN)"),
+    broker_name: str = typer.Option(
+        None, "-b", "--broker-name", "--brokerName", help="only these broker sets (comma separated)"
+    ),
+    cluster: str = typer.Option(
+        None, "-c", "--cluster-name", "--clusterName", help="only the broker sets of this cluster"
+    ),
+    doctor: bool = typer.Option(
+        False,
+        "--doctor",
+        help="also compare what the controller believes with "
+        "what each broker reports in its heartbeats, and the metadata (topics, "
+        "groups, consumer offsets) of the alive replicas of each set, each finding "
+        "with its fix",
+    ),
+    max_lag: int = typer.Option(
+        16 << 20,
+        "--max-lag",
+        metavar="BYTES",
+        help="a replica further behind the master's maxOffset is lagging (WARN)",
+    ),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -122,8 +150,15 @@ def health_command(
     _one_of(broker_name, cluster)
     seconds = min(conn.timeout, 5.0)
     with conn.client() as client:
-        doc = collect(client, broker_name, cluster, max_lag, doctor, ";".join(conn.addresses),
-                      brokers=(lambda addrs: conn.remoting(addrs, seconds, brokers=True)) if doctor else None,
-                      broker_timeout=seconds)
+        doc = collect(
+            client,
+            broker_name,
+            cluster,
+            max_lag,
+            doctor,
+            ";".join(conn.addresses),
+            brokers=(lambda addrs: conn.remoting(addrs, seconds, brokers=True)) if doctor else None,
+            broker_timeout=seconds,
+        )
     render.emit(doc, output, render.health_table, no_color=no_color)
     raise typer.Exit(RANK[doc["verdict"]])

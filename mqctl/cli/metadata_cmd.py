@@ -15,7 +15,7 @@ from mqctl.cli.render import Output
 
 metadata_app = sub_app("metadata", "Compare and copy broker metadata (topics, groups, offsets) across a set.")
 
-TABLE_ROWS = 50   # differences listed per kind in a table; -o json has them all
+TABLE_ROWS = 50  # differences listed per kind in a table; -o json has them all
 
 
 def emit_drift(per_set: list[dict[str, Any]], output: Output) -> None:
@@ -42,40 +42,61 @@ def _print_drift(doc: dict[str, Any]) -> None:
     con = console()
     for s in doc["brokerSets"]:
         t = Table(title=f"metadata of {s['brokerSet'] or '(no brokerIdentity)'}")
-        counts = ("topics", "groups", "offsets", "topicsMissing", "groupsMissing", "offsetsMissing",
-                  "offsetsBehind", "messagesBehind", "delayBehind")
+        counts = (
+            "topics",
+            "groups",
+            "offsets",
+            "topicsMissing",
+            "groupsMissing",
+            "offsetsMissing",
+            "offsetsBehind",
+            "messagesBehind",
+            "delayBehind",
+        )
         for col in ("replica", "brokerId", *counts):
             t.add_column(col, justify="left" if col == "replica" else "right")
         for r in s["replicas"]:
-            t.add_row(r["replica"], "-" if r["brokerId"] is None else str(r["brokerId"]),
-                      *(str(r[k]) for k in counts))
+            t.add_row(
+                r["replica"],
+                "-" if r["brokerId"] is None else str(r["brokerId"]),
+                *(str(r[k]) for k in counts),
+            )
         con.print(t)
         for r in s["replicas"]:
             for name, src in r["files"].items():
                 if src.get("fallback"):
-                    con.print(f"{r['replica']}: {name}: read {src['file'] or 'nothing'} ({src['fallback']})",
-                              markup=False, soft_wrap=True)
+                    con.print(
+                        f"{r['replica']}: {name}: read {src['file'] or 'nothing'} ({src['fallback']})",
+                        markup=False,
+                        soft_wrap=True,
+                    )
         if len(s["replicas"]) < 2:
             con.print("only one replica of this set was given: nothing to compare it with")
         for kind, key in (("topics", "topic"), ("subscriptionGroups", "group")):
             rows = s[kind]
             for e in rows[:TABLE_ROWS]:
                 what = [f"missing from {', '.join(e['missingFrom'])}"] if e["missingFrom"] else []
-                what += [f"{f} " + " / ".join(f"{r}={json.dumps(v, separators=(',', ':'))}"
-                                              for r, v in vals.items())
-                         for f, vals in e["differs"].items()]
+                what += [
+                    f"{f} "
+                    + " / ".join(f"{r}={json.dumps(v, separators=(',', ':'))}" for r, v in vals.items())
+                    for f, vals in e["differs"].items()
+                ]
                 con.print(f"{key} {e[key]}: {'; '.join(what)}", markup=False, soft_wrap=True)
             if len(rows) > TABLE_ROWS:
                 con.print(f"... {len(rows) - TABLE_ROWS} more {kind} (-o json lists them all)")
         for kind in ("consumerOffsets", "delayOffsets"):
             rows = s[kind]
             for e in rows[:TABLE_ROWS]:
-                where = (f"offset {e['topic']}@{e['group']} queue {e['queueId']}" if kind == "consumerOffsets"
-                         else f"delay level {e['level']}")
+                where = (
+                    f"offset {e['topic']}@{e['group']} queue {e['queueId']}"
+                    if kind == "consumerOffsets"
+                    else f"delay level {e['level']}"
+                )
                 vals = " / ".join(f"{r}={'-' if v is None else v}" for r, v in e["offsets"].items())
                 behind = ", ".join(f"{r} {n} behind" for r, n in e["behind"].items())
-                con.print(f"{where}: {vals}" + (f" ({behind})" if behind else ""), markup=False,
-                          soft_wrap=True)
+                con.print(
+                    f"{where}: {vals}" + (f" ({behind})" if behind else ""), markup=False, soft_wrap=True
+                )
             if len(rows) > TABLE_ROWS:
                 con.print(f"... {len(rows) - TABLE_ROWS} more {kind} (-o json lists them all)")
         if not s["differs"] and len(s["replicas"]) > 1:
@@ -110,13 +131,24 @@ def _broker_connect(conn: Conn, brokers: list[str]) -> Any:
 @connected()
 def diff_cmd(
     conn: Conn,
-    broker_name: str = typer.Option(None, "-b", "--broker-name", "--brokerName",
-                                    help="broker set name(s), comma separated (default: every set)"),
-    cluster: str = typer.Option(None, "-c", "--cluster-name", "--clusterName",
-                                help="every broker set of this cluster"),
-    namesrv: str = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS",
-                                help="take the brokers from these name servers (default: the alive "
-                                     "replicas of each set, from the controller -a)"),
+    broker_name: str = typer.Option(
+        None,
+        "-b",
+        "--broker-name",
+        "--brokerName",
+        help="broker set name(s), comma separated (default: every set)",
+    ),
+    cluster: str = typer.Option(
+        None, "-c", "--cluster-name", "--clusterName", help="every broker set of this cluster"
+    ),
+    namesrv: str = typer.Option(
+        None,
+        "-n",
+        "--namesrvAddr",
+        metavar="ADDRS",
+        help="take the brokers from these name servers (default: the alive "
+        "replicas of each set, from the controller -a)",
+    ),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -129,22 +161,34 @@ def diff_cmd(
     sets: dict[str, list[tuple[int, str]]]
     if namesrv:
         info = _cluster_info(conn, namesrv)
-        names = ([n.strip() for n in broker_name.split(",") if n.strip()] if broker_name else
-                 info.broker_names(cluster) if cluster else sorted(info.broker_addrs))
+        names = (
+            [n.strip() for n in broker_name.split(",") if n.strip()]
+            if broker_name
+            else info.broker_names(cluster)
+            if cluster
+            else sorted(info.broker_addrs)
+        )
         sets = {n: info.replicas(n) for n in names}
     else:
         with conn.client() as client:
             table = _broker_sets(client, broker_name, cluster)
-        sets = {n: sorted((r.broker_id, r.broker_address)
-                          for r in (*i.in_sync_replicas, *i.not_in_sync_replicas) if r.alive)
-                for n, i in sorted(table.items())}
+        sets = {
+            n: sorted(
+                (r.broker_id, r.broker_address)
+                for r in (*i.in_sync_replicas, *i.not_in_sync_replicas)
+                if r.alive
+            )
+            for n, i in sorted(table.items())
+        }
     missing = [n for n, reps in sets.items() if not reps]
     if missing or not sets:
         where = "the name server lists" if namesrv else "the controller knows"
         raise NotFoundError(f"{where} no live broker of {', '.join(missing) or cluster or 'any set'}")
     with _broker_connect(conn, [a for reps in sets.values() for _, a in reps]) as client:
-        per_set = [live_drift(client.connection, name, reps, timeout=min(conn.timeout, 10.0))
-                   for name, reps in sets.items()]
+        per_set = [
+            live_drift(client.connection, name, reps, timeout=min(conn.timeout, 10.0))
+            for name, reps in sets.items()
+        ]
     emit_drift(per_set, output)
 
 
@@ -152,18 +196,31 @@ def diff_cmd(
 @connected()
 def sync_cmd(
     conn: Conn,
-    src: str = typer.Option(..., "--from", metavar="STORE|BROKER",
-                            help="The replica that has the metadata: its store root (read only) or a live "
-                                 "broker's HOST:PORT."),
-    dst: str = typer.Option(..., "--to", metavar="STORE|BROKER",
-                            help="The replica that lacks it: its store root (broker stopped), or a live "
-                                 "broker's HOST:PORT (through its admin requests)."),
-    what: str = typer.Option("topics,groups,offsets", "--what", metavar="LIST",
-                             help="What to copy: topics, groups, offsets, delay (comma-separated)."),
-    allow_rewind: bool = typer.Option(False, "--allow-rewind",
-                                      help="Also move back an offset the target holds further."),
-    backup_dir: str | None = typer.Option(None, "--backup-dir", metavar="DIR",
-                                          help="Where to save the files replaced (default: beside it)."),
+    src: str = typer.Option(
+        ...,
+        "--from",
+        metavar="STORE|BROKER",
+        help="The replica that has the metadata: its store root (read only) or a live broker's HOST:PORT.",
+    ),
+    dst: str = typer.Option(
+        ...,
+        "--to",
+        metavar="STORE|BROKER",
+        help="The replica that lacks it: its store root (broker stopped), or a live "
+        "broker's HOST:PORT (through its admin requests).",
+    ),
+    what: str = typer.Option(
+        "topics,groups,offsets",
+        "--what",
+        metavar="LIST",
+        help="What to copy: topics, groups, offsets, delay (comma-separated).",
+    ),
+    allow_rewind: bool = typer.Option(
+        False, "--allow-rewind", help="Also move back an offset the target holds further."
+    ),
+    backup_dir: str | None = typer.Option(
+        None, "--backup-dir", metavar="DIR", help="Where to save the files replaced (default: beside it)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be copied, change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
@@ -177,13 +234,23 @@ def sync_cmd(
     from mqctl.recover.metadata_sync import apply_sync, prepare_sync
 
     prep = prepare_sync(src, dst, kinds, allow_rewind=allow_rewind)
-    doc: dict[str, Any] = {"from": src, "to": dst, "what": kinds, "dryRun": dry_run, **prep.plan.to_dict(),
-                           "filesWritten": [], "backupDir": None}
+    doc: dict[str, Any] = {
+        "from": src,
+        "to": dst,
+        "what": kinds,
+        "dryRun": dry_run,
+        **prep.plan.to_dict(),
+        "filesWritten": [],
+        "backupDir": None,
+    }
     if not dry_run and not prep.plan.empty:
         if not yes:
-            confirm(f"Write {len(prep.plan.topics_added)} topics, {len(prep.plan.groups_added)} groups, "
-                    f"{len(prep.plan.offsets_set)} offsets and {len(prep.plan.delay_set)} delay offsets into "
-                    f"{dst}?", output)
+            confirm(
+                f"Write {len(prep.plan.topics_added)} topics, {len(prep.plan.groups_added)} groups, "
+                f"{len(prep.plan.offsets_set)} offsets and {len(prep.plan.delay_set)} delay offsets into "
+                f"{dst}?",
+                output,
+            )
         written, bdir = apply_sync(prep, backup_dir)
         doc["filesWritten"], doc["backupDir"] = written, bdir
     if output is not Output.table:
@@ -206,38 +273,60 @@ def _print_plan(doc: dict[str, Any], dry_run: bool) -> None:
         typer.echo(f"{verb} group {name}")
     verb = "would set" if dry_run else "set"
     for o in doc["offsetsSet"]:
-        typer.echo(f"{verb} offset {o['topic']}@{o['group']} queue {o['queueId']}: "
-                   f"{'-' if o['from'] is None else o['from']} -> {o['to']}")
+        typer.echo(
+            f"{verb} offset {o['topic']}@{o['group']} queue {o['queueId']}: "
+            f"{'-' if o['from'] is None else o['from']} -> {o['to']}"
+        )
     for o in doc["delayOffsetsSet"]:
         typer.echo(f"{verb} delay level {o['level']}: {'-' if o['from'] is None else o['from']} -> {o['to']}")
     for k in doc["kept"]:
         typer.echo(f"kept {k['kind']} {k['name']}: {k['why']}")
 
 
-def _sync_online(conn: Conn, src: str, dst: str, kinds: list[str], allow_rewind: bool, dry_run: bool,
-                 yes: bool, output: Output) -> None:
+def _sync_online(
+    conn: Conn,
+    src: str,
+    dst: str,
+    kinds: list[str],
+    allow_rewind: bool,
+    dry_run: bool,
+    yes: bool,
+    output: Output,
+) -> None:
     """The target is a live broker: its tables fetched, what it lacks sent as admin requests."""
     from mqctl.admin.brokermeta import fetch_replica, push_plan
     from mqctl.errors import UsageError
     from mqctl.recover.metadata import load_store, plan_sync
 
     if "delay" in kinds:
-        raise UsageError("--what delay: no broker request sets a delay offset; copy it offline (the target's "
-                         "store, broker stopped)")
+        raise UsageError(
+            "--what delay: no broker request sets a delay offset; copy it offline (the target's "
+            "store, broker stopped)"
+        )
     seconds = min(conn.timeout, 10.0)
     with _broker_connect(conn, [dst]) as client:
-        source = (fetch_replica(client.connection, src, timeout=seconds) if _is_address(src)
-                  else load_store(src))
+        source = (
+            fetch_replica(client.connection, src, timeout=seconds) if _is_address(src) else load_store(src)
+        )
         target = fetch_replica(client.connection, dst, timeout=seconds)
         plan = plan_sync(source, target, kinds, allow_rewind=allow_rewind)
         done: list[str] = []
         if not dry_run and not plan.empty:
             if not yes:
-                confirm(f"Send {len(plan.topics_added)} topics, {len(plan.groups_added)} groups and "
-                        f"{len(plan.offsets_set)} offsets to the broker {dst}?", output)
+                confirm(
+                    f"Send {len(plan.topics_added)} topics, {len(plan.groups_added)} groups and "
+                    f"{len(plan.offsets_set)} offsets to the broker {dst}?",
+                    output,
+                )
             done = push_plan(client.connection, dst, plan, timeout=seconds)
-    doc: dict[str, Any] = {"from": src, "to": dst, "what": kinds, "dryRun": dry_run, **plan.to_dict(),
-                           "done": done}
+    doc: dict[str, Any] = {
+        "from": src,
+        "to": dst,
+        "what": kinds,
+        "dryRun": dry_run,
+        **plan.to_dict(),
+        "done": done,
+    }
     if output is not Output.table:
         echo_doc(output, doc)
         return

@@ -95,7 +95,9 @@ def install(command: Any) -> None:
     ctx = command.context_class(command, **command.context_settings)
     for param in (*getattr(command, "params", ()), command.get_help_option(ctx)):
         if getattr(param, "_runtime_param", "absent") is None and is_plain(param):
-            param._runtime_param = _Plain(parameter_info=param.type_descriptor.parameter_info,
-                                          annotation=param.type_descriptor.annotation)
+            param._runtime_param = _Plain(
+                parameter_info=param.type_descriptor.parameter_info,
+                annotation=param.type_descriptor.annotation,
+            )
     for sub in (getattr(command, "commands", None) or {}).values():
         install(sub)

@@ -29,13 +29,19 @@ from mqctl.cli.render import Output
 
 analyze_app = sub_app("analyze", "Analyse commitlogs across a fleet of stores (Spark).")
 
-_MASTER_HELP = ("Spark master URL (default: local[*], an in-process Spark; env MQCTL_SPARK_MASTER). With a "
-                "cluster, the executors must see the store paths and have mqctl[spark] installed.")
-_RANGE_HELP = ("Bytes of commitlog per range (a Spark task reads a few), e.g. 64M or 512K (default: "
-               "about 3 ranges per Spark core; 64M in process).")
-_ENGINE_HELP = ("auto (default): Spark for a cluster --master, or when Spark with its start-up is estimated "
-                "to be done sooner than this process (on 2 cores: salvage above about 3 GiB, analyze above "
-                "about 16 GiB); local: in this process, no JVM; spark. Both give the same files.")
+_MASTER_HELP = (
+    "Spark master URL (default: local[*], an in-process Spark; env MQCTL_SPARK_MASTER). With a "
+    "cluster, the executors must see the store paths and have mqctl[spark] installed."
+)
+_RANGE_HELP = (
+    "Bytes of commitlog per range (a Spark task reads a few), e.g. 64M or 512K (default: "
+    "about 3 ranges per Spark core; 64M in process)."
+)
+_ENGINE_HELP = (
+    "auto (default): Spark for a cluster --master, or when Spark with its start-up is estimated "
+    "to be done sooner than this process (on 2 cores: salvage above about 3 GiB, analyze above "
+    "about 16 GiB); local: in this process, no JVM; spark. Both give the same files."
+)
 _QUIET_HELP = "No progress bar and no engine line on stderr."
 _OVERWRITE_HELP = "Replace a previous output in DIR (moved to DIR/.mqctl-backup-<UTC time> when it differs)."
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
@@ -59,8 +65,17 @@ def _engine(engine: str) -> str:
     return engine
 
 
-def _run(kind: str, inp: Any, run: Any, *, engine: str, master: str | None, range_size: int | None,
-         quiet: bool, **kw: Any) -> dict[str, Any]:
+def _run(
+    kind: str,
+    inp: Any,
+    run: Any,
+    *,
+    engine: str,
+    master: str | None,
+    range_size: int | None,
+    quiet: bool,
+    **kw: Any,
+) -> dict[str, Any]:
     """Pick the engine (saying which on stderr), start Spark if it is Spark, size the ranges, run."""
     from rich.console import Console
 
@@ -91,16 +106,22 @@ def _time(ms: int | None) -> str:
 def salvage_cmd(
     stores: list[str] = typer.Argument(..., metavar="STORE...", help="Store root directories of the fleet."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="Output directory (Parquet + summary.json)."),
-    master: str | None = typer.Option(None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER",
-                                      help=_MASTER_HELP),
-    full_source: bool = typer.Option(False, "--full-source", help="Compare with every record the source "
-                                     "keeps, not only those after the set's smallest truncateTo."),
+    master: str | None = typer.Option(
+        None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER", help=_MASTER_HELP
+    ),
+    full_source: bool = typer.Option(
+        False,
+        "--full-source",
+        help="Compare with every record the source "
+        "keeps, not only those after the set's smallest truncateTo.",
+    ),
     range_size: str | None = typer.Option(None, "--range-size", metavar="SIZE", help=_RANGE_HELP),
     engine: str = typer.Option("auto", "--engine", metavar="auto|local|spark", help=_ENGINE_HELP),
     overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Run the job and show what would be saved; write "
-                                                          "nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Run the job and show what would be saved; write nothing."
+    ),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
     verbose: bool = verbose_option(),
@@ -120,8 +141,18 @@ def salvage_cmd(
     if not dry_run:
         check_out_dir(Path(out).absolute(), KIND, overwrite=overwrite)
     inp = prepare(stores, range_size=size or DEFAULT_RANGE_SIZE, full_source=full_source)
-    doc = _run("recover salvage", inp, run_salvage, engine=eng, master=master, range_size=size, quiet=quiet,
-               out=out, dry_run=dry_run, overwrite=overwrite)
+    doc = _run(
+        "recover salvage",
+        inp,
+        run_salvage,
+        engine=eng,
+        master=master,
+        range_size=size,
+        quiet=quiet,
+        out=out,
+        dry_run=dry_run,
+        overwrite=overwrite,
+    )
     if output is not Output.table:
         echo_doc(output, doc)
         return
@@ -133,30 +164,59 @@ def _render_salvage(doc: dict[str, Any]) -> None:
 
     con = console()
     for s in doc["brokerSets"]:
-        t = Table(title=f"{s['clusterName']}/{s['brokerName']}: " + (
-            f"source {s['source']}, compared over [{s['comparedFrom']}, {s['comparedTo']})"
-            if s["source"] is not None else "every store is empty, nothing to salvage"))
-        for col in ("store", "brokerId", "truncateTo", "maxOffset", "records past", "on source",
-                    "on other replica", "salvaged", "bytes"):
+        t = Table(
+            title=f"{s['clusterName']}/{s['brokerName']}: "
+            + (
+                f"source {s['source']}, compared over [{s['comparedFrom']}, {s['comparedTo']})"
+                if s["source"] is not None
+                else "every store is empty, nothing to salvage"
+            )
+        )
+        for col in (
+            "store",
+            "brokerId",
+            "truncateTo",
+            "maxOffset",
+            "records past",
+            "on source",
+            "on other replica",
+            "salvaged",
+            "bytes",
+        ):
             t.add_column(col, justify="left" if col == "store" else "right")
         for r in s["replicas"]:
-            t.add_row(r["store"], str(r["brokerId"]), str(r["truncateTo"]), str(r["maxOffset"]),
-                      str(r["recordsPastTruncateTo"]), str(r["alreadyOnSource"]),
-                      str(r["copiesOnOtherReplicas"]), str(r["salvaged"]), human_size(r["salvagedBytes"]))
+            t.add_row(
+                r["store"],
+                str(r["brokerId"]),
+                str(r["truncateTo"]),
+                str(r["maxOffset"]),
+                str(r["recordsPastTruncateTo"]),
+                str(r["alreadyOnSource"]),
+                str(r["copiesOnOtherReplicas"]),
+                str(r["salvaged"]),
+                human_size(r["salvagedBytes"]),
+            )
         con.print(t)
         if s["topics"]:
             tt = Table(title=f"salvaged from {s['clusterName']}/{s['brokerName']}")
             for col in ("topic", "messages", "bytes", "body bytes", "CRC errors"):
                 tt.add_column(col, justify="left" if col == "topic" else "right")
             for x in s["topics"]:
-                tt.add_row(x["topic"], str(x["messages"]), human_size(x["bytes"]), human_size(x["bodyBytes"]),
-                           str(x["crcErrors"]))
+                tt.add_row(
+                    x["topic"],
+                    str(x["messages"]),
+                    human_size(x["bytes"]),
+                    human_size(x["bodyBytes"]),
+                    str(x["crcErrors"]),
+                )
             con.print(tt)
     for u in doc["notSalvaged"]:
         con.print(f"not salvaged: {u['store']}: {u['reason']}")
     for p in doc["problems"]:
-        con.print(f"problem: {p['file']} position {p['position']} (offset {p['offset']}, "
-                  f"{p['length']} bytes): {p['kind']}: {p['reason']}")
+        con.print(
+            f"problem: {p['file']} position {p['position']} (offset {p['offset']}, "
+            f"{p['length']} bytes): {p['kind']}: {p['reason']}"
+        )
     if doc["skippedBytes"]:
         con.print(f"skipped {human_size(doc['skippedBytes'])} that are not records (see the problems)")
     total = f"{doc['messages']} messages ({human_size(doc['bytes'])})"
@@ -171,10 +231,12 @@ def _render_salvage(doc: dict[str, Any]) -> None:
 @analyze_app.command("commitlog")
 def analyze_commitlog_cmd(
     stores: list[str] = typer.Argument(..., metavar="STORE...", help="Store root directories."),
-    out: str | None = typer.Option(None, "--out", metavar="DIR", help="Also write Parquet (queues, problems) "
-                                                                      "and summary.json here."),
-    master: str | None = typer.Option(None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER",
-                                      help=_MASTER_HELP),
+    out: str | None = typer.Option(
+        None, "--out", metavar="DIR", help="Also write Parquet (queues, problems) and summary.json here."
+    ),
+    master: str | None = typer.Option(
+        None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER", help=_MASTER_HELP
+    ),
     range_size: str | None = typer.Option(None, "--range-size", metavar="SIZE", help=_RANGE_HELP),
     engine: str = typer.Option("auto", "--engine", metavar="auto|local|spark", help=_ENGINE_HELP),
     overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
@@ -199,8 +261,17 @@ def analyze_commitlog_cmd(
     if out is not None:
         check_out_dir(Path(out).absolute(), KIND, overwrite=overwrite)
     inp = prepare_analyze(stores, range_size=size or DEFAULT_RANGE_SIZE)
-    doc = _run("analyze commitlog", inp, run_analyze, engine=eng, master=master, range_size=size, quiet=quiet,
-               out=out, overwrite=overwrite)
+    doc = _run(
+        "analyze commitlog",
+        inp,
+        run_analyze,
+        engine=eng,
+        master=master,
+        range_size=size,
+        quiet=quiet,
+        out=out,
+        overwrite=overwrite,
+    )
     if output is not Output.table:
         echo_doc(output, doc)
         return
@@ -208,27 +279,48 @@ def analyze_commitlog_cmd(
 
     con = console()
     t = Table(title="queues")
-    for col in ("store", "topic", "queue", "messages", "bytes", "first store time (UTC)",
-                "last store time (UTC)", "queue offsets", "physical offsets", "CRC errors"):
+    for col in (
+        "store",
+        "topic",
+        "queue",
+        "messages",
+        "bytes",
+        "first store time (UTC)",
+        "last store time (UTC)",
+        "queue offsets",
+        "physical offsets",
+        "CRC errors",
+    ):
         t.add_column(col, justify="right" if col in ("queue", "messages", "bytes", "CRC errors") else "left")
     for q in doc["queues"]:
-        t.add_row(q["store"], q["topic"], str(q["queueId"]), str(q["messages"]), human_size(q["bytes"]),
-                  _time(q["firstStoreTimestamp"]), _time(q["lastStoreTimestamp"]),
-                  f"{q['minQueueOffset']}..{q['maxQueueOffset']}",
-                  f"{q['minPhysicalOffset']}..{q['maxPhysicalOffset']}", str(q["crcErrors"]))
+        t.add_row(
+            q["store"],
+            q["topic"],
+            str(q["queueId"]),
+            str(q["messages"]),
+            human_size(q["bytes"]),
+            _time(q["firstStoreTimestamp"]),
+            _time(q["lastStoreTimestamp"]),
+            f"{q['minQueueOffset']}..{q['maxQueueOffset']}",
+            f"{q['minPhysicalOffset']}..{q['maxPhysicalOffset']}",
+            str(q["crcErrors"]),
+        )
     con.print(t)
     if doc["problems"]:
         pt = Table(title="damaged records")
         for col in ("file", "position", "offset", "length", "kind", "reason"):
             pt.add_column(col, justify="right" if col in ("position", "offset", "length") else "left")
         for p in doc["problems"]:
-            pt.add_row(p["file"], str(p["position"]), str(p["offset"]), str(p["length"]), p["kind"],
-                       p["reason"])
+            pt.add_row(
+                p["file"], str(p["position"]), str(p["offset"]), str(p["length"]), p["kind"], p["reason"]
+            )
         con.print(pt)
     for u in doc["notAnalyzed"]:
         con.print(f"not analyzed: {u['store']}: {u['reason']}")
     for s in doc["stores"]:
-        con.print(f"{s['store']}: {s['messages']} messages in {s['queues']} queues of {s['topics']} topics, "
-                  f"{s['problems']} problems, {human_size(s['skippedBytes'])} skipped")
+        con.print(
+            f"{s['store']}: {s['messages']} messages in {s['queues']} queues of {s['topics']} topics, "
+            f"{s['problems']} problems, {human_size(s['skippedBytes'])} skipped"
+        )
     if doc["out"]:
         con.print(f"wrote {doc['out']}")

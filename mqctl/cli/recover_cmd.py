@@ -23,17 +23,19 @@ from mqctl.cli.common import (
 )
 from mqctl.cli.render import Output
 
-recover_app = sub_app("recover", "Inspect broker store directories, plan a manual recovery, reseed a lost "
-                      "controller.")
-
+recover_app = sub_app(
+    "recover", "Inspect broker store directories, plan a manual recovery, reseed a lost controller."
+)
 
 
 @recover_app.command("inspect")
 def inspect_cmd(
-    stores: list[str] = typer.Argument(..., metavar="STORE...",
-                                       help="Store root directories (storePathRootDir)."),
-    deep: bool = typer.Option(False, "--deep", help="Verify every record's CRC in every file, not only the "
-                                                    "last three files."),
+    stores: list[str] = typer.Argument(
+        ..., metavar="STORE...", help="Store root directories (storePathRootDir)."
+    ),
+    deep: bool = typer.Option(
+        False, "--deep", help="Verify every record's CRC in every file, not only the last three files."
+    ),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
     verbose: bool = verbose_option(),
@@ -55,27 +57,53 @@ def inspect_cmd(
     from rich.table import Table
 
     # a path that does not exist or holds no store is the error line only, not a row of dashes
-    reports = [r for r in reports
-               if r["state"] != NO_STORE and ("error" not in r or os.path.lexists(r["store"]))]
+    reports = [
+        r for r in reports if r["state"] != NO_STORE and ("error" not in r or os.path.lexists(r["store"]))
+    ]
     if not reports:
         if problem is not None:
             raise problem
         return
     con = console()
     t = Table(title="stores")
-    for col in ("store", "state", "cluster/broker#id", "lastEpoch", "minOffset", "maxOffset", "confirmOffset",
-                "checkpoint", "files", "size", "problems"):
-        t.add_column(col, justify="right" if col in ("lastEpoch", "minOffset", "maxOffset", "confirmOffset",
-                                                     "files", "problems") else "left")
+    for col in (
+        "store",
+        "state",
+        "cluster/broker#id",
+        "lastEpoch",
+        "minOffset",
+        "maxOffset",
+        "confirmOffset",
+        "checkpoint",
+        "files",
+        "size",
+        "problems",
+    ):
+        t.add_column(
+            col,
+            justify="right"
+            if col in ("lastEpoch", "minOffset", "maxOffset", "confirmOffset", "files", "problems")
+            else "left",
+        )
     for r in reports:
         if "error" in r:
             t.add_row(r["store"], "[bold red]ERROR[/]", *["-"] * 8, "1")
             continue
         ident = f"{r['clusterName']}/{r['brokerName']}#{r['brokerId']}" if r["clusterName"] else "-"
         cpm = {True: "ok", False: "MISMATCH", None: "-"}[r["checkpointMatches"]]
-        t.add_row(r["store"], r["state"], ident, str(r["lastEpoch"]), str(r["minOffset"]),
-                  str(r["maxOffset"]), "-" if r["confirmOffset"] is None else str(r["confirmOffset"]), cpm,
-                  str(r["fileCount"]), human_size(r["totalBytes"]), str(len(r["problems"])))
+        t.add_row(
+            r["store"],
+            r["state"],
+            ident,
+            str(r["lastEpoch"]),
+            str(r["minOffset"]),
+            str(r["maxOffset"]),
+            "-" if r["confirmOffset"] is None else str(r["confirmOffset"]),
+            cpm,
+            str(r["fileCount"]),
+            human_size(r["totalBytes"]),
+            str(len(r["problems"])),
+        )
     con.print(t)
     for r in reports:
         if "error" in r:
@@ -98,11 +126,15 @@ def inspect_cmd(
 
 @recover_app.command("compare")
 def compare_cmd(
-    stores: list[str] = typer.Argument(..., metavar="STORE...",
-                                       help="Two store roots; with --metadata two or more."),
-    metadata: bool = typer.Option(False, "--metadata",
-                                  help="Compare topics, subscription groups, consumer and delay offsets (the "
-                                       "config/ files) within each broker set; exit 7 if they differ."),
+    stores: list[str] = typer.Argument(
+        ..., metavar="STORE...", help="Two store roots; with --metadata two or more."
+    ),
+    metadata: bool = typer.Option(
+        False,
+        "--metadata",
+        help="Compare topics, subscription groups, consumer and delay offsets (the "
+        "config/ files) within each broker set; exit 7 if they differ.",
+    ),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
     verbose: bool = verbose_option(),
@@ -128,14 +160,30 @@ def compare_cmd(
         c = compare_reports(a, b)
         doc = c.to_dict()
         rows: list[dict[str, Any]] = [
-            {"store": r.path, "state": r.state, "lastEpoch": r.last_epoch, "maxOffset": r.max_offset,
-             "bytesBeyond": beyond} for r, beyond in ((a, c.a_beyond), (b, c.b_beyond))]
+            {
+                "store": r.path,
+                "state": r.state,
+                "lastEpoch": r.last_epoch,
+                "maxOffset": r.max_offset,
+                "bytesBeyond": beyond,
+            }
+            for r, beyond in ((a, c.a_beyond), (b, c.b_beyond))
+        ]
     else:  # not comparable: each store's row, or its error row
         doc = Comparison(a.path, b.path, False).to_dict()
         doc.update(sameBrokerSet=None, consistentPoint=None, aBytesBeyond=None, bBytesBeyond=None)
-        rows = [r.to_dict() if not isinstance(r, StoreReport) else
-                {"store": r.path, "state": r.state, "lastEpoch": r.last_epoch, "maxOffset": r.max_offset,
-                 "bytesBeyond": None} for r in (a, b)]
+        rows = [
+            r.to_dict()
+            if not isinstance(r, StoreReport)
+            else {
+                "store": r.path,
+                "state": r.state,
+                "lastEpoch": r.last_epoch,
+                "maxOffset": r.max_offset,
+                "bytesBeyond": None,
+            }
+            for r in (a, b)
+        ]
     doc["aLastEpoch"], doc["aMaxOffset"] = rows[0].get("lastEpoch"), rows[0].get("maxOffset")
     doc["bLastEpoch"], doc["bMaxOffset"] = rows[1].get("lastEpoch"), rows[1].get("maxOffset")
     doc["stores"] = rows
@@ -152,8 +200,12 @@ def compare_cmd(
         t.add_column(col)
     for label, r in zip("AB", rows, strict=True):
         state = "[bold red]ERROR[/]" if "error" in r else r["state"]
-        t.add_row(label, r["store"], state, *(("-" if r.get(k) is None else str(r[k]))
-                                              for k in ("lastEpoch", "maxOffset", "bytesBeyond")))
+        t.add_row(
+            label,
+            r["store"],
+            state,
+            *(("-" if r.get(k) is None else str(r[k])) for k in ("lastEpoch", "maxOffset", "bytesBeyond")),
+        )
     con.print(t)
     for r in rows:
         if "error" in r:
@@ -182,8 +234,9 @@ def _compare_metadata(stores: list[str], output: Output) -> None:
 @recover_app.command("plan")
 def plan_cmd(
     stores: list[str] = typer.Argument(..., metavar="STORE..."),
-    db: str | None = typer.Option(None, "--db", metavar="FILE", help="Also write stores, epochs and the plan "
-                                                                     "into this SQLite file."),
+    db: str | None = typer.Option(
+        None, "--db", metavar="FILE", help="Also write stores, epochs and the plan into this SQLite file."
+    ),
     deep: bool = typer.Option(False, "--deep", help="Verify every record's CRC while inspecting."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
@@ -199,10 +252,14 @@ def plan_cmd(
     reports = [r for r in results if isinstance(r, StoreReport)]
     plan = make_plan(reports)
     # a store that could not be inspected is unmatched, with its error as the reason
-    plan["unmatched"] += [{"store": f.path, "state": f.state, "reason": f.error}
-                          for f in results if not isinstance(f, StoreReport)]
+    plan["unmatched"] += [
+        {"store": f.path, "state": f.state, "reason": f.error}
+        for f in results
+        if not isinstance(f, StoreReport)
+    ]
     if db:
         from mqctl.recover.db import write_db
+
         write_db(db, reports, plan)
     if output is not Output.table:
         echo_doc(output, plan, error=problem)
@@ -213,15 +270,32 @@ def plan_cmd(
 
     con = console()
     for s in plan["brokerSets"]:
-        t = Table(title=f"{s['clusterName']}/{s['brokerName']}: source {s['source']} "
-                        f"({'clean' if s['sourceClean'] else 'NOT clean'})")
-        for col in ("order", "store", "brokerId", "state", "lastEpoch", "maxOffset", "truncateTo",
-                    "bytesToDrop"):
+        t = Table(
+            title=f"{s['clusterName']}/{s['brokerName']}: source {s['source']} "
+            f"({'clean' if s['sourceClean'] else 'NOT clean'})"
+        )
+        for col in (
+            "order",
+            "store",
+            "brokerId",
+            "state",
+            "lastEpoch",
+            "maxOffset",
+            "truncateTo",
+            "bytesToDrop",
+        ):
             t.add_column(col, justify="left" if col in ("store", "state") else "right")
         for i, r in enumerate(s["replicas"], 1):
-            t.add_row(str(i), r["store"], str(r["brokerId"]), r["state"], str(r["lastEpoch"]),
-                      str(r["maxOffset"]), "-" if r["truncateTo"] is None else str(r["truncateTo"]),
-                      str(r["bytesToDrop"]))
+            t.add_row(
+                str(i),
+                r["store"],
+                str(r["brokerId"]),
+                r["state"],
+                str(r["lastEpoch"]),
+                str(r["maxOffset"]),
+                "-" if r["truncateTo"] is None else str(r["truncateTo"]),
+                str(r["bytesToDrop"]),
+            )
         con.print(t)
         for w in s["warnings"]:
             con.print(f"[bold red]WARNING: {w}[/bold red]" if "SPLIT" in w else f"warning: {w}")
@@ -236,14 +310,18 @@ def plan_cmd(
 @recover_app.command("dump")
 def dump_cmd(
     store: str = typer.Argument(..., metavar="STORE"),
-    start: int | None = typer.Option(None, "--from", metavar="OFFSET",
-                                     help="First record (a record boundary; default: the first)."),
-    to: int | None = typer.Option(None, "--to", metavar="OFFSET",
-                                  help="Stop before the record at or past OFFSET."),
-    max_bytes: int | None = typer.Option(None, "--max-bytes", metavar="N",
-                                         help="Stop after about N bytes of records."),
-    body: bool = typer.Option(False, "--body",
-                              help="Add each message body (UTF-8, undecodable bytes replaced)."),
+    start: int | None = typer.Option(
+        None, "--from", metavar="OFFSET", help="First record (a record boundary; default: the first)."
+    ),
+    to: int | None = typer.Option(
+        None, "--to", metavar="OFFSET", help="Stop before the record at or past OFFSET."
+    ),
+    max_bytes: int | None = typer.Option(
+        None, "--max-bytes", metavar="N", help="Stop after about N bytes of records."
+    ),
+    body: bool = typer.Option(
+        False, "--body", help="Add each message body (UTF-8, undecodable bytes replaced)."
+    ),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
     verbose: bool = verbose_option(),
@@ -266,9 +344,11 @@ def dump_cmd(
             print_line(d)
             continue
         ts = datetime.fromtimestamp(d["storeTimestamp"] / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
-        line = (f"{d['offset']} size={d['size']} topic={d['topic']} queue={d['queueId']} "
-                f"queueOffset={d['queueOffset']} store={ts}Z born={d['bornHost']} stored={d['storeHost']} "
-                f"crc={'ok' if d['crcOk'] else 'BAD'} epoch={'-' if d['epoch'] is None else d['epoch']}")
+        line = (
+            f"{d['offset']} size={d['size']} topic={d['topic']} queue={d['queueId']} "
+            f"queueOffset={d['queueOffset']} store={ts}Z born={d['bornHost']} stored={d['storeHost']} "
+            f"crc={'ok' if d['crcOk'] else 'BAD'} epoch={'-' if d['epoch'] is None else d['epoch']}"
+        )
         if body:
             line += f" body={d['body']!r}"
         sys.stdout.write(line + "\n")
@@ -298,9 +378,11 @@ def mark_clean_cmd(
         return
     fin = result["finalSignature"]
     verb = "would write" if dry_run else "wrote"
-    typer.echo(f"{verb} {result['file']}: lastEpoch {fin['lastEpoch']} "
-               f"(start {fin['lastEpochStartOffset']}), maxOffset {fin['maxOffset']}, "
-               f"previous state {result['previousState']}")
+    typer.echo(
+        f"{verb} {result['file']}: lastEpoch {fin['lastEpoch']} "
+        f"(start {fin['lastEpochStartOffset']}), maxOffset {fin['maxOffset']}, "
+        f"previous state {result['previousState']}"
+    )
     for n in result["notes"]:
         typer.echo(f"note: {n}")
 
@@ -309,8 +391,9 @@ def mark_clean_cmd(
 def truncate_cmd(
     store: str = typer.Argument(..., metavar="STORE"),
     to: int = typer.Option(..., "--to", metavar="OFFSET", help="Record boundary to cut the commitlog at."),
-    backup_dir: str | None = typer.Option(None, "--backup-dir", metavar="DIR",
-                                          help="Where to save what is removed (default: beside the store)."),
+    backup_dir: str | None = typer.Option(
+        None, "--backup-dir", metavar="DIR", help="Where to save what is removed (default: beside the store)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed, change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
@@ -328,8 +411,11 @@ def truncate_cmd(
     if not dry_run and not plan.nothing_to_do:
         bdir = backup_dir or str(default_backup_dir(store))
         if not yes:
-            confirm(f"Cut {store} at {to}, dropping {plan.bytes_to_drop} bytes ({plan.records} records); "
-                    f"backup to {bdir}?", output)
+            confirm(
+                f"Cut {store} at {to}, dropping {plan.bytes_to_drop} bytes ({plan.records} records); "
+                f"backup to {bdir}?",
+                output,
+            )
         apply_truncate(plan, bdir)
         doc["backupDir"] = bdir
     if output is not Output.table:
@@ -339,8 +425,9 @@ def truncate_cmd(
         typer.echo(f"{store}: nothing to truncate at {to} (max offset {plan.max_offset})")
         return
     verb = "would drop" if dry_run else "dropped"
-    typer.echo(f"{store}: {verb} {plan.bytes_to_drop} bytes ({plan.records} records) from {to} to "
-               f"{plan.max_offset}")
+    typer.echo(
+        f"{store}: {verb} {plan.bytes_to_drop} bytes ({plan.records} records) from {to} to {plan.max_offset}"
+    )
     typer.echo(f"epochs: {', '.join(doc['epochsBefore']) or '-'} -> {', '.join(doc['epochsAfter']) or '-'}")
     if plan.confirm_before != plan.confirm_after:
         typer.echo(f"confirmPhyOffset: {plan.confirm_before} -> {plan.confirm_after}")
@@ -350,17 +437,33 @@ def truncate_cmd(
 
 @recover_app.command("reseed")
 def reseed_cmd(
-    stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="a broker's store root directory "
-                                     "(storePathRootDir); repeat it for every replica there is"),
-    data_dir: str = typer.Option(..., "--data-dir", metavar="DIR", help="the new controller node's data "
-                                 "directory (an existing one is moved to DIR.backup-TIME)"),
+    stores: list[str] = typer.Option(
+        ...,
+        "--store",
+        metavar="DIR",
+        help="a broker's store root directory (storePathRootDir); repeat it for every replica there is",
+    ),
+    data_dir: str = typer.Option(
+        ...,
+        "--data-dir",
+        metavar="DIR",
+        help="the new controller node's data directory (an existing one is moved to DIR.backup-TIME)",
+    ),
     raft: str = typer.Option("127.0.0.1:9880", "--raft", help="the new node's Raft HOST:PORT (its --raft)"),
-    peers: str | None = typer.Option(None, "--peers", help="the other new nodes' Raft HOST:PORT,...; reseed "
-                                     "each of them from the same stores with the same --group-id"),
-    group_id: str | None = typer.Option(None, "--group-id", help="the new controller group's id (default: "
-                                        "a new one, printed; give it to the other nodes)"),
-    group: str = typer.Option("mqctl", "--group", help="the controller group name `mqctl serve --group` will "
-                              "use"),
+    peers: str | None = typer.Option(
+        None,
+        "--peers",
+        help="the other new nodes' Raft HOST:PORT,...; reseed "
+        "each of them from the same stores with the same --group-id",
+    ),
+    group_id: str | None = typer.Option(
+        None,
+        "--group-id",
+        help="the new controller group's id (default: a new one, printed; give it to the other nodes)",
+    ),
+    group: str = typer.Option(
+        "mqctl", "--group", help="the controller group name `mqctl serve --group` will use"
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan, write nothing."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
@@ -402,19 +505,30 @@ def reseed_cmd(
 
     con = console()
     for s in plan["brokerSets"]:
-        t = Table(title=f"{s['clusterName']}/{s['brokerName']}: masterEpoch {s['masterEpoch']}, master "
-                        f"candidates {', '.join(map(str, s['masterCandidates']))}")
+        t = Table(
+            title=f"{s['clusterName']}/{s['brokerName']}: masterEpoch {s['masterEpoch']}, master "
+            f"candidates {', '.join(map(str, s['masterCandidates']))}"
+        )
         for col in ("brokerId", "store", "state", "lastEpoch", "maxOffset", "candidate"):
             t.add_column(col, justify="left" if col in ("store", "state", "candidate") else "right")
         for r in s["replicas"]:
-            t.add_row(str(r["brokerId"]), r["store"], r["state"], str(r["lastEpoch"]), str(r["maxOffset"]),
-                      "yes" if r["candidate"] else "")
+            t.add_row(
+                str(r["brokerId"]),
+                r["store"],
+                r["state"],
+                str(r["lastEpoch"]),
+                str(r["maxOffset"]),
+                "yes" if r["candidate"] else "",
+            )
         con.print(t)
     for u in plan["unmatched"]:
         con.print(f"skipped: {u['store']} ({u['state']}): {u['reason']}", markup=False)
     verb = "would seed" if dry_run else "seeded"
-    con.print(f"{verb} {data_dir}: {len(plan['brokerSets'])} broker set(s), group id {gid}, members "
-              f"{', '.join(target['members'])}", markup=False)
+    con.print(
+        f"{verb} {data_dir}: {len(plan['brokerSets'])} broker set(s), group id {gid}, members "
+        f"{', '.join(target['members'])}",
+        markup=False,
+    )
     if target["backup"]:
         moved = "would move" if dry_run else "moved"
         con.print(f"the old directory {moved} to {target['backup']}", markup=False)

@@ -29,19 +29,31 @@ def _ask_master(conn: Conn) -> Any:
             with conn.client() as client:
                 ri = client.get_replica_info(name)
         except MqctlError as exc:
-            raise CannotDecide(f"cannot decide: the controller group did not name the master of {name}: "
-                               f"{exc}") from None
+            raise CannotDecide(
+                f"cannot decide: the controller group did not name the master of {name}: {exc}"
+            ) from None
         if ri.master_broker_id is None or ri.master_broker_id < 0 or not ri.master_address:
-            raise CannotDecide(f"cannot decide: broker set {name} has no master now (a broker starting as a "
-                               f"slave of a later master may be truncated); start it when a master is "
-                               f"elected, or with --allow-unverified")
+            raise CannotDecide(
+                f"cannot decide: broker set {name} has no master now (a broker starting as a "
+                f"slave of a later master may be truncated); start it when a master is "
+                f"elected, or with --allow-unverified"
+            )
         view = _epoch_cache(ri.master_address, conn)
         if view.error is not None or view.max_offset is None:
-            raise CannotDecide(f"cannot decide: the master {ri.master_address} (brokerId "
-                               f"{ri.master_broker_id}) did not give its epoch entries: "
-                               f"{view.error or 'no maxOffset in its answer'}")
-        return MasterView(ri.master_broker_id, ri.master_address, ri.master_epoch, list(view.entries),
-                          view.max_offset, view.cluster_name, view.broker_name)
+            raise CannotDecide(
+                f"cannot decide: the master {ri.master_address} (brokerId "
+                f"{ri.master_broker_id}) did not give its epoch entries: "
+                f"{view.error or 'no maxOffset in its answer'}"
+            )
+        return MasterView(
+            ri.master_broker_id,
+            ri.master_address,
+            ri.master_epoch,
+            list(view.entries),
+            view.max_offset,
+            view.cluster_name,
+            view.broker_name,
+        )
 
     return ask
 
@@ -51,20 +63,38 @@ def _ask_master(conn: Conn) -> Any:
 def guard_cmd(
     conn: Conn,
     store: str = typer.Argument(..., metavar="STORE", help="The broker's store root (storePathRootDir)."),
-    out: str = typer.Option(None, "--out", envvar="MQCTL_GUARD_DIR", metavar="DIR",
-                            help="Where salvages go (one directory per salvage, created whole or not at "
-                                 "all); required when bytes would be lost."),
-    broker_name: str = typer.Option(None, "-b", "--broker-name",
-                                    help="The broker set (default: the store's brokerIdentity)."),
-    namesrv: str = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS",
-                                help="Name servers, only for the replay command printed."),
-    allow_unverified: bool = typer.Option(False, "--allow-unverified",
-                                          help="When the guard cannot decide (controller or master "
-                                               "unreachable, no master, store unreadable), let the broker "
-                                               "start anyway: exit 13 (0 with --gate) instead of 11."),
-    gate: bool = typer.Option(False, "--gate", help="Exit 0 whenever the broker may start (nothing to lose, "
-                                                    "saved, unverified with --allow-unverified), for "
-                                                    "ExecStartPre= and init containers; 11 and 12 stay."),
+    out: str = typer.Option(
+        None,
+        "--out",
+        envvar="MQCTL_GUARD_DIR",
+        metavar="DIR",
+        help="Where salvages go (one directory per salvage, created whole or not at "
+        "all); required when bytes would be lost.",
+    ),
+    broker_name: str = typer.Option(
+        None, "-b", "--broker-name", help="The broker set (default: the store's brokerIdentity)."
+    ),
+    namesrv: str = typer.Option(
+        None,
+        "-n",
+        "--namesrvAddr",
+        metavar="ADDRS",
+        help="Name servers, only for the replay command printed.",
+    ),
+    allow_unverified: bool = typer.Option(
+        False,
+        "--allow-unverified",
+        help="When the guard cannot decide (controller or master "
+        "unreachable, no master, store unreadable), let the broker "
+        "start anyway: exit 13 (0 with --gate) instead of 11.",
+    ),
+    gate: bool = typer.Option(
+        False,
+        "--gate",
+        help="Exit 0 whenever the broker may start (nothing to lose, "
+        "saved, unverified with --allow-unverified), for "
+        "ExecStartPre= and init containers; 11 and 12 stay.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Decide, say what would be saved, write nothing."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
@@ -80,8 +110,15 @@ def guard_cmd(
 
     hint = f" -n '{namesrv}'" if namesrv else " -n NAMESRV"
     try:
-        res = guard(store, out=out, ask_master=_ask_master(conn), broker_name=broker_name, dry_run=dry_run,
-                    allow_unverified=allow_unverified, replay_hint=hint)
+        res = guard(
+            store,
+            out=out,
+            ask_master=_ask_master(conn),
+            broker_name=broker_name,
+            dry_run=dry_run,
+            allow_unverified=allow_unverified,
+            replay_hint=hint,
+        )
     except MqctlError as exc:
         if output is not Output.table:
             echo_doc(output, {"store": store, "outcome": "refused"}, error=exc)
@@ -93,11 +130,16 @@ def guard_cmd(
         con = console()
         con.print(f"{doc['store']}: {doc['outcome']}: {doc['reason']}", markup=False)
         if doc["consistentPoint"] is not None:
-            con.print(f"  consistent point {doc['consistentPoint']}, max offset {doc['maxOffset']}, "
-                      f"bytes to lose {doc['bytesToLose']} ({human_size(doc['bytesToLose'])})", markup=False)
+            con.print(
+                f"  consistent point {doc['consistentPoint']}, max offset {doc['maxOffset']}, "
+                f"bytes to lose {doc['bytesToLose']} ({human_size(doc['bytesToLose'])})",
+                markup=False,
+            )
         if doc["salvage"]:
-            con.print(f"  salvage: {doc['salvage']} ({doc['messages']} messages, digest {doc['digest']})",
-                      markup=False)
+            con.print(
+                f"  salvage: {doc['salvage']} ({doc['messages']} messages, digest {doc['digest']})",
+                markup=False,
+            )
         if doc["replay"]:
             con.print(f"  replay: {doc['replay']}", markup=False)
     code = 0 if gate else res.exit_code
@@ -107,38 +149,76 @@ def guard_cmd(
 
 @recover_app.command("replay")
 def replay_cmd(
-    salvage: str = typer.Argument(..., metavar="SALVAGE_DIR",
-                                  help="A salvage directory (of `recover guard` or `recover salvage`)."),
-    namesrv: str = typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS", envvar="MQCTL_NAMESRV",
-                                help="Name servers 'h:p;h:p': the set's master and the topics' routes."),
-    broker_addr: str = typer.Option(None, "--broker-addr", metavar="ADDR",
-                                    help="Or send to this broker (it must be of the salvage's set)."),
+    salvage: str = typer.Argument(
+        ..., metavar="SALVAGE_DIR", help="A salvage directory (of `recover guard` or `recover salvage`)."
+    ),
+    namesrv: str = typer.Option(
+        None,
+        "-n",
+        "--namesrvAddr",
+        metavar="ADDRS",
+        envvar="MQCTL_NAMESRV",
+        help="Name servers 'h:p;h:p': the set's master and the topics' routes.",
+    ),
+    broker_addr: str = typer.Option(
+        None,
+        "--broker-addr",
+        metavar="ADDR",
+        help="Or send to this broker (it must be of the salvage's set).",
+    ),
     rate: float = typer.Option(None, "--rate", metavar="N", help="At most N messages per second."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Look the messages up and say what would be sent; "
-                                                          "send nothing, write no checkpoint."),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Look the messages up and say what would be sent; send nothing, write no checkpoint.",
+    ),
     group: str = typer.Option("mqctl_replay", "--group", help="The producer group the messages are sent as."),
-    include_crc_errors: bool = typer.Option(False, "--include-crc-errors",
-                                            help="Also send messages whose body does not match its BODYCRC "
-                                                 "(crcOk false), as stored."),
-    retries: int = typer.Option(10, "--retries", metavar="N",
-                                help="Times a message is sent again after SYSTEM_BUSY or FLOW_CONTROL "
-                                     "(backoff 0.1 s, doubling, at most 5 s)."),
+    include_crc_errors: bool = typer.Option(
+        False,
+        "--include-crc-errors",
+        help="Also send messages whose body does not match its BODYCRC (crcOk false), as stored.",
+    ),
+    retries: int = typer.Option(
+        10,
+        "--retries",
+        metavar="N",
+        help="Times a message is sent again after SYSTEM_BUSY or FLOW_CONTROL "
+        "(backoff 0.1 s, doubling, at most 5 s).",
+    ),
     timeout: float = typer.Option(5.0, "--timeout", envvar="MQCTL_TIMEOUT", help="Seconds per request."),
-    tls_ca: str = typer.Option(None, "--tls-ca", envvar="MQCTL_TLS_CA",
-                               help="CA (PEM): speak TLS to the brokers and name servers (tls.enable)."),
+    tls_ca: str = typer.Option(
+        None,
+        "--tls-ca",
+        envvar="MQCTL_TLS_CA",
+        help="CA (PEM): speak TLS to the brokers and name servers (tls.enable).",
+    ),
     tls_cert: str = typer.Option(None, "--tls-cert", envvar="MQCTL_TLS_CERT", help="Client certificate."),
     tls_key: str = typer.Option(None, "--tls-key", envvar="MQCTL_TLS_KEY", help="Client private key (PEM)."),
-    engine: str = typer.Option("auto", "--engine", metavar="auto|local|spark",
-                               help="local: in this process; spark: one task per part file, each with its "
-                                    "own connection and checkpoint file; auto: Spark when --master is "
-                                    "given."),
-    master: str | None = typer.Option(None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER",
-                                      help="Spark master URL (default local[*]); the executors must reach "
-                                           "the brokers and see SALVAGE_DIR at the same path."),
-    access_key: str = typer.Option(None, "--access-key", envvar="MQCTL_ACCESS_KEY",
-                                   help="RocketMQ ACL AccessKey: sign every request (AclClientRPCHook)."),
-    secret_key: str = typer.Option(None, "--secret-key", envvar="MQCTL_SECRET_KEY",
-                                   help="RocketMQ ACL SecretKey of --access-key."),
+    engine: str = typer.Option(
+        "auto",
+        "--engine",
+        metavar="auto|local|spark",
+        help="local: in this process; spark: one task per part file, each with its "
+        "own connection and checkpoint file; auto: Spark when --master is "
+        "given.",
+    ),
+    master: str | None = typer.Option(
+        None,
+        "--master",
+        metavar="URL",
+        envvar="MQCTL_SPARK_MASTER",
+        help="Spark master URL (default local[*]); the executors must reach "
+        "the brokers and see SALVAGE_DIR at the same path.",
+    ),
+    access_key: str = typer.Option(
+        None,
+        "--access-key",
+        envvar="MQCTL_ACCESS_KEY",
+        help="RocketMQ ACL AccessKey: sign every request (AclClientRPCHook).",
+    ),
+    secret_key: str = typer.Option(
+        None, "--secret-key", envvar="MQCTL_SECRET_KEY", help="RocketMQ ACL SecretKey of --access-key."
+    ),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -170,11 +250,23 @@ def replay_cmd(
     if tls_ca or tls_cert or tls_key:
         from mqctl.remoting.security import client_context
 
-        client_context(tls_ca, tls_cert, tls_key)       # unreadable files: one line, exit 2, now
-    opts = ReplayOptions(namesrv=parse_addresses(namesrv) if namesrv else None, broker_addr=broker_addr,
-                         rate=rate, dry_run=dry_run, group=group, timeout=timeout, busy_retries=retries,
-                         namesrv_text=namesrv or "NAMESRV", tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
-                         access_key=access_key, secret_key=secret_key, include_crc_errors=include_crc_errors)
+        client_context(tls_ca, tls_cert, tls_key)  # unreadable files: one line, exit 2, now
+    opts = ReplayOptions(
+        namesrv=parse_addresses(namesrv) if namesrv else None,
+        broker_addr=broker_addr,
+        rate=rate,
+        dry_run=dry_run,
+        group=group,
+        timeout=timeout,
+        busy_retries=retries,
+        namesrv_text=namesrv or "NAMESRV",
+        tls_ca=tls_ca,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        access_key=access_key,
+        secret_key=secret_key,
+        include_crc_errors=include_crc_errors,
+    )
     use_spark = engine == "spark" or (engine == "auto" and master is not None and rate is None)
     err: MqctlError | None = None
     doc: dict[str, Any] | None
@@ -196,9 +288,15 @@ def replay_cmd(
         err = exc
     assert doc is not None
     if err is None and doc["failed"]:
-        err = ReplayRefused(f"{doc['failed']} of {doc['messages']} messages were not published"
-                            + (f"; missing topics: {', '.join(m['topic'] for m in doc['missingTopics'])}"
-                               if doc["missingTopics"] else "") + " (the report lists why)")
+        err = ReplayRefused(
+            f"{doc['failed']} of {doc['messages']} messages were not published"
+            + (
+                f"; missing topics: {', '.join(m['topic'] for m in doc['missingTopics'])}"
+                if doc["missingTopics"]
+                else ""
+            )
+            + " (the report lists why)"
+        )
     if output is not Output.table:
         echo_doc(output, doc, error=err)
     else:
@@ -219,11 +317,16 @@ def _replay_table(doc: dict[str, Any]) -> None:
         for tp in s["topics"]:
             t.add_row(s["brokerName"], tp["topic"], *(str(tp[c]) for c in cols[2:]))
     con.print(t)
-    con.print(f"messages {doc['messages']}: sent {doc['sent']}, already present {doc['alreadyPresent']}, "
-              f"done by an earlier run {doc['doneEarlier']}, would send {doc['wouldSend']}, "
-              f"failed {doc['failed']}", markup=False)
+    con.print(
+        f"messages {doc['messages']}: sent {doc['sent']}, already present {doc['alreadyPresent']}, "
+        f"done by an earlier run {doc['doneEarlier']}, would send {doc['wouldSend']}, "
+        f"failed {doc['failed']}",
+        markup=False,
+    )
     for m in doc["missingTopics"]:
-        con.print(f"missing topic {m['topic']} on {m['brokerName']} ({m['messages']} messages): "
-                  f"{m['create']}", markup=False)
+        con.print(
+            f"missing topic {m['topic']} on {m['brokerName']} ({m['messages']} messages): {m['create']}",
+            markup=False,
+        )
     for f in doc["failures"][:20]:
         con.print(f"failed: {f['topic']} {f['uniqKey'] or f['messageKey']}: {f['reason']}", markup=False)

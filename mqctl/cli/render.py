@@ -57,8 +57,14 @@ def console(no_color: bool = False, stderr: bool = False) -> Any:
     return c
 
 
-def emit(doc: Doc, output: Output, table: Callable[[Doc], Any], *, no_color: bool = False,
-         error: BaseException | None = None) -> None:
+def emit(
+    doc: Doc,
+    output: Output,
+    table: Callable[[Doc], Any],
+    *,
+    no_color: bool = False,
+    error: BaseException | None = None,
+) -> None:
     """Print ``doc`` once in the chosen format. ``error``, raised next by the caller, goes into the
     JSON or YAML document as ``"error"`` (the one document the command prints); a table is followed
     by the error line on stderr alone."""
@@ -73,8 +79,15 @@ def emit(doc: Doc, output: Output, table: Callable[[Doc], Any], *, no_color: boo
     common.print_document(doc, output.value)
 
 
-def watch(fetch: Callable[[], Doc], output: Output, table: Callable[[Doc], Any], interval: float, *,
-          no_color: bool = False, title: str = "") -> None:
+def watch(
+    fetch: Callable[[], Doc],
+    output: Output,
+    table: Callable[[Doc], Any],
+    interval: float,
+    *,
+    no_color: bool = False,
+    title: str = "",
+) -> None:
     """Redraw every ``interval`` seconds until Ctrl-C (then return: exit code 0).
 
     Table output redraws in place (rich Live); JSON prints one compact document per line and YAML
@@ -133,8 +146,26 @@ def _table(*columns: str, title: str | None = None) -> Any:
 
 
 # Columns whose values are never cut or folded, whatever their length: addresses, ids, roles, paths.
-_WHOLE = {"ADDRESS", "ADDR", "ENDPOINT", "RAFT", "ID", "ROLE", "STORE", "PATH", "BROKER", "NAME",
-          "STATUS", "STATE", "MASTER", "CLUSTER", "KEY", "TOPIC", "GROUP", "CLUSTER/BROKER#ID"}
+_WHOLE = {
+    "ADDRESS",
+    "ADDR",
+    "ENDPOINT",
+    "RAFT",
+    "ID",
+    "ROLE",
+    "STORE",
+    "PATH",
+    "BROKER",
+    "NAME",
+    "STATUS",
+    "STATE",
+    "MASTER",
+    "CLUSTER",
+    "KEY",
+    "TOPIC",
+    "GROUP",
+    "CLUSTER/BROKER#ID",
+}
 FREE_WIDTH = 12
 
 
@@ -172,8 +203,9 @@ def whole(renderable: Any, width: int | None = None) -> Any:
         longest = max([len(_plain(c)) for c in col._cells] or [0])
         # identity columns and short values (numbers, yes/no) are never folded; a long free text (a
         # hash, a message) folds down to FREE_WIDTH
-        fixed = longest <= FREE_WIDTH or any(w in _WHOLE for w in header.upper().replace("(", " ")
-                                                                              .replace(")", " ").split())
+        fixed = longest <= FREE_WIDTH or any(
+            w in _WHOLE for w in header.upper().replace("(", " ").replace(")", " ").split()
+        )
         need = max(longest, word) if fixed else max(word, FREE_WIDTH)
         plan.append((col, fixed, need))
         needed += need
@@ -227,8 +259,26 @@ def whole(renderable: Any, width: int | None = None) -> Any:
     return Group(*blocks)
 
 
-_NUMERIC = {"ID", "EPOCH", "MAX", "CONFIRM", "LAG", "AGE", "HEARTBEAT", "START", "END", "TERM", "COMMIT",
-            "APPLIED", "MATCH", "NEXT", "PRIORITY", "TRUNCATE", "LOG", "BROKER"}
+_NUMERIC = {
+    "ID",
+    "EPOCH",
+    "MAX",
+    "CONFIRM",
+    "LAG",
+    "AGE",
+    "HEARTBEAT",
+    "START",
+    "END",
+    "TERM",
+    "COMMIT",
+    "APPLIED",
+    "MATCH",
+    "NEXT",
+    "PRIORITY",
+    "TRUNCATE",
+    "LOG",
+    "BROKER",
+}
 
 
 def _v(x: Any) -> str:
@@ -271,17 +321,40 @@ def sync_state_table(doc: Doc) -> Any:
             head.append("none", style="bold red")
         else:
             head.append(f"{b['masterBrokerId']} ({b['masterAddress']})", style="bold")
-        head.append(f"  masterEpoch {b['masterEpoch']}  syncStateSetEpoch {b['syncStateSetEpoch']}"
-                    f"  in sync {b['syncStateSetNums']}/"
-                    f"{len(b['inSyncReplicas']) + len(b['notInSyncReplicas'])}")
+        head.append(
+            f"  masterEpoch {b['masterEpoch']}  syncStateSetEpoch {b['syncStateSetEpoch']}"
+            f"  in sync {b['syncStateSetNums']}/"
+            f"{len(b['inSyncReplicas']) + len(b['notInSyncReplicas'])}"
+        )
         if b.get("failoverPaused") is not None:
             head.append(f"  failover paused: {b['failoverPaused'] or 'no reason given'}", style="bold yellow")
-        t = _table("ID", "ADDRESS", "ROLE", "IN SYNC", "ALIVE", "HEARTBEAT AGE", "EPOCH", "MAX OFFSET",
-                   "CONFIRM OFFSET", "LAG BYTES", "BROKER EPOCH")
+        t = _table(
+            "ID",
+            "ADDRESS",
+            "ROLE",
+            "IN SYNC",
+            "ALIVE",
+            "HEARTBEAT AGE",
+            "EPOCH",
+            "MAX OFFSET",
+            "CONFIRM OFFSET",
+            "LAG BYTES",
+            "BROKER EPOCH",
+        )
         for r in [*b["inSyncReplicas"], *b["notInSyncReplicas"]]:
-            t.add_row(str(r["brokerId"]), r["brokerAddress"], r["role"], _yes_no(r["inSyncStateSet"]),
-                      _yes_no(r["alive"]), _age(r["heartbeatAgeMs"]), _v(r["epoch"]), _v(r["maxOffset"]),
-                      _v(r["confirmOffset"]), _v(r["lagBytes"]), _v(r["brokerEpoch"]))
+            t.add_row(
+                str(r["brokerId"]),
+                r["brokerAddress"],
+                r["role"],
+                _yes_no(r["inSyncStateSet"]),
+                _yes_no(r["alive"]),
+                _age(r["heartbeatAgeMs"]),
+                _v(r["epoch"]),
+                _v(r["maxOffset"]),
+                _v(r["confirmOffset"]),
+                _v(r["lagBytes"]),
+                _v(r["brokerEpoch"]),
+            )
         parts += [head, t]
     return Group(*parts)
 
@@ -321,8 +394,18 @@ def metadata_table(doc: Doc) -> Any:
     from rich.console import Group
 
     kv = _table("KEY", "VALUE")
-    for key in ("group", "groupId", "controllerLeaderId", "controllerLeaderAddress", "term", "commitIndex",
-                "lastApplied", "hasQuorum", "stateHash", "answeredBy"):
+    for key in (
+        "group",
+        "groupId",
+        "controllerLeaderId",
+        "controllerLeaderAddress",
+        "term",
+        "commitIndex",
+        "lastApplied",
+        "hasQuorum",
+        "stateHash",
+        "answeredBy",
+    ):
         kv.add_row(key, _v(doc.get(key)))
     peers = _table("PEER (RAFT)", "GRPC ADDRESS", "LEADER", "CONNECTED")
     for p in doc.get("peers", []):
@@ -336,33 +419,77 @@ def quorum_table(doc: Doc) -> Any:
 
     head = Text()
     status = doc.get("status") or ("healthy" if doc["healthy"] else "unhealthy")
-    head.append(status if status == "healthy" else status.upper(),
-                style={"healthy": "bold green", "degraded": "bold yellow"}.get(status, "bold red"))
-    head.append(f"  group {_v(doc['group'])}  leader {_v(doc['leaderId'])} ({_v(doc['leaderAddress'])})"
-                f"  term {_v(doc['term'])}  commit index {_v(doc['commitIndex'])}"
-                f"  states agree {_v(doc['statesAgree'])}  feature level {_v(doc.get('featureLevel'))}")
+    head.append(
+        status if status == "healthy" else status.upper(),
+        style={"healthy": "bold green", "degraded": "bold yellow"}.get(status, "bold red"),
+    )
+    head.append(
+        f"  group {_v(doc['group'])}  leader {_v(doc['leaderId'])} ({_v(doc['leaderAddress'])})"
+        f"  term {_v(doc['term'])}  commit index {_v(doc['commitIndex'])}"
+        f"  states agree {_v(doc['statesAgree'])}  feature level {_v(doc.get('featureLevel'))}"
+    )
     # a node's error is one of the problem: lines below, not a column as well
-    nodes = _table("ENDPOINT", "RAFT ID", "STATE", "TERM", "COMMIT INDEX", "APPLIED INDEX", "LOG LENGTH",
-                   "LAG", "STATE HASH", title="endpoints")
+    nodes = _table(
+        "ENDPOINT",
+        "RAFT ID",
+        "STATE",
+        "TERM",
+        "COMMIT INDEX",
+        "APPLIED INDEX",
+        "LOG LENGTH",
+        "LAG",
+        "STATE HASH",
+        title="endpoints",
+    )
     for n in doc["nodes"]:
         state = Text(n["state"], style="red") if n["state"] == "unreachable" else n["state"]
-        nodes.add_row(n["address"], _v(n["raftAddress"]), state, _v(n["term"]), _v(n["commitIndex"]),
-                      _v(n["lastApplied"]), _v(n["logLength"]), _v(n["lag"]),
-                      (n["stateHash"] or "-")[:12])
+        nodes.add_row(
+            n["address"],
+            _v(n["raftAddress"]),
+            state,
+            _v(n["term"]),
+            _v(n["commitIndex"]),
+            _v(n["lastApplied"]),
+            _v(n["logLength"]),
+            _v(n["lag"]),
+            (n["stateHash"] or "-")[:12],
+        )
     parts: list[Any] = [head, nodes]
     if doc["peers"]:
-        rep = _table("RAFT ADDRESS", "GRPC ADDRESS", "STATUS", "CONNECTED", "MATCH INDEX", "NEXT INDEX",
-                     "LAG", "MAX FEATURE LEVEL", title="replication (leader's view)")
+        rep = _table(
+            "RAFT ADDRESS",
+            "GRPC ADDRESS",
+            "STATUS",
+            "CONNECTED",
+            "MATCH INDEX",
+            "NEXT INDEX",
+            "LAG",
+            "MAX FEATURE LEVEL",
+            title="replication (leader's view)",
+        )
         for p in doc["peers"]:
-            rep.add_row(p["raftAddress"], _v(p["grpcAddress"]), p["status"], _yes_no(p["connected"]),
-                        _v(p["matchIndex"]), _v(p["nextIndex"]), _v(p["lag"]), _v(p.get("maxFeatureLevel")))
+            rep.add_row(
+                p["raftAddress"],
+                _v(p["grpcAddress"]),
+                p["status"],
+                _yes_no(p["connected"]),
+                _v(p["matchIndex"]),
+                _v(p["nextIndex"]),
+                _v(p["lag"]),
+                _v(p.get("maxFeatureLevel")),
+            )
         parts.append(rep)
     for problem in doc["problems"]:
         parts.append(Text(f"problem: {problem}", style="red"))
     if doc.get("raiseFeatureLevel"):
-        parts.append(Text(f"every member speaks feature level {doc['featureLevelRaisableTo']}; the group is "
-                          f"at {doc['featureLevel']}: raise it with `{doc['raiseFeatureLevel']}` (it is "
-                          "never lowered)", style="yellow"))
+        parts.append(
+            Text(
+                f"every member speaks feature level {doc['featureLevelRaisableTo']}; the group is "
+                f"at {doc['featureLevel']}: raise it with `{doc['raiseFeatureLevel']}` (it is "
+                "never lowered)",
+                style="yellow",
+            )
+        )
     return Group(*parts)
 
 
@@ -375,18 +502,41 @@ def elect_table(doc: Doc) -> Any:
     plan = doc["plan"]
     head = Text()
     head.append(f"{plan['clusterName']}/{plan['brokerName']}", style="bold")
-    head.append(f"  master {_v(plan['masterBrokerId'])}  masterEpoch {plan['masterEpoch']}"
-                f"  syncStateSetEpoch {plan['syncStateSetEpoch']}  unclean election "
-                f"{'enabled' if plan['uncleanElectionEnabled'] else 'disabled'}")
-    t = _table("ID", "ADDRESS", "ROLE", "ALIVE", "IN SYNC", "EPOCH", "MAX OFFSET", "CONFIRM OFFSET",
-               "PRIORITY", "ELECTABLE", "TRUNCATE IF ELECTED (bytes by id)")
+    head.append(
+        f"  master {_v(plan['masterBrokerId'])}  masterEpoch {plan['masterEpoch']}"
+        f"  syncStateSetEpoch {plan['syncStateSetEpoch']}  unclean election "
+        f"{'enabled' if plan['uncleanElectionEnabled'] else 'disabled'}"
+    )
+    t = _table(
+        "ID",
+        "ADDRESS",
+        "ROLE",
+        "ALIVE",
+        "IN SYNC",
+        "EPOCH",
+        "MAX OFFSET",
+        "CONFIRM OFFSET",
+        "PRIORITY",
+        "ELECTABLE",
+        "TRUNCATE IF ELECTED (bytes by id)",
+    )
     for c in plan["candidates"]:
         trunc = ", ".join(f"{k}: {_v(v)}" for k, v in c["truncateBytes"].items()) or "-"
         mark = " *" if c["brokerId"] == plan["predictedMasterId"] else ""
         prio = "default" if c["electionPriority"] == DEFAULT_ELECTION_PRIORITY else str(c["electionPriority"])
-        t.add_row(f"{c['brokerId']}{mark}", c["brokerAddress"], c["role"], _yes_no(c["alive"]),
-                  _yes_no(c["inSyncStateSet"]), _v(c["epoch"]), _v(c["maxOffset"]), _v(c["confirmOffset"]),
-                  prio, _yes_no(c["electable"]), trunc)
+        t.add_row(
+            f"{c['brokerId']}{mark}",
+            c["brokerAddress"],
+            c["role"],
+            _yes_no(c["alive"]),
+            _yes_no(c["inSyncStateSet"]),
+            _v(c["epoch"]),
+            _v(c["maxOffset"]),
+            _v(c["confirmOffset"]),
+            prio,
+            _yes_no(c["electable"]),
+            trunc,
+        )
     parts: list[Any] = [head, t]
     pred = plan["predictedMasterId"]
     expected = doc.get("expectedError")
@@ -400,22 +550,37 @@ def elect_table(doc: Doc) -> Any:
         parts.append(note)
     if plan["dataLoss"]:
         target = pred if pred is not None else plan["designatedBrokerId"]
-        parts.append(Text(f"  broker {target} is outside the SyncStateSet: electing it loses data",
-                          style="bold red"))
+        parts.append(
+            Text(f"  broker {target} is outside the SyncStateSet: electing it loses data", style="bold red")
+        )
     result = doc.get("result")
     if doc.get("dryRun"):
         if expected is not None:
-            parts.append(Text(f"without --dry-run: mqctl: error: {expected['message']} "
-                              f"(exit {expected['exitCode']})", style="bold red"))
+            parts.append(
+                Text(
+                    f"without --dry-run: mqctl: error: {expected['message']} (exit {expected['exitCode']})",
+                    style="bold red",
+                )
+            )
         parts.append(Text("dry run: nothing was changed", style="yellow"))
     elif result is not None and result.get("alreadyMaster"):
-        parts.append(Text(f"nothing was changed: master {result['masterBrokerId']} "
-                          f"({result['masterAddress']}) masterEpoch {result['masterEpoch']} "
-                          f"syncStateSetEpoch {result['syncStateSetEpoch']}", style="bold green"))
+        parts.append(
+            Text(
+                f"nothing was changed: master {result['masterBrokerId']} "
+                f"({result['masterAddress']}) masterEpoch {result['masterEpoch']} "
+                f"syncStateSetEpoch {result['syncStateSetEpoch']}",
+                style="bold green",
+            )
+        )
     elif result is not None:
-        parts.append(Text(f"elected: master {result['masterBrokerId']} ({result['masterAddress']}) "
-                          f"masterEpoch {result['masterEpoch']} "
-                          f"syncStateSetEpoch {result['syncStateSetEpoch']}", style="bold green"))
+        parts.append(
+            Text(
+                f"elected: master {result['masterBrokerId']} ({result['masterAddress']}) "
+                f"masterEpoch {result['masterEpoch']} "
+                f"syncStateSetEpoch {result['syncStateSetEpoch']}",
+                style="bold green",
+            )
+        )
     return Group(*parts)
 
 
@@ -453,8 +618,10 @@ def history_line(e: Doc) -> Any:
     el = e.get("election")
     if el:
         loss = el["lossBytes"]
-        t.append(f"  loss {'unknown' if loss is None else f'{loss} bytes'}",
-                 style="bold red" if loss else "green" if loss == 0 else "yellow")
+        t.append(
+            f"  loss {'unknown' if loss is None else f'{loss} bytes'}",
+            style="bold red" if loss else "green" if loss == 0 else "yellow",
+        )
         t.append(f"  {el['reason']}")
         if el.get("guard"):
             t.append(f"  save it: {el['guard']['guard']}, then {el['guard']['replay']}")
@@ -464,8 +631,10 @@ def history_line(e: Doc) -> Any:
 def _candidates(el: Doc) -> str:
     def one(c: Doc) -> str:
         flags = ["alive" if c["alive"] else "dead", "in SyncStateSet" if c["inSyncStateSet"] else "outside"]
-        return (f"{c['brokerId']} (epoch {_v(c['epoch'])}, maxOffset {_v(c['maxOffset'])}, "
-                f"priority {_v(c['electionPriority'])}, {', '.join(flags)})")
+        return (
+            f"{c['brokerId']} (epoch {_v(c['epoch'])}, maxOffset {_v(c['maxOffset'])}, "
+            f"priority {_v(c['electionPriority'])}, {', '.join(flags)})"
+        )
 
     return "; ".join(one(c) for c in el["candidates"])
 
@@ -478,8 +647,11 @@ def history_table(doc: Doc) -> Any:
     paused = doc.get("failoverPaused") or {}
     for name, reason in paused.items():
         scope = "every broker set" if name == "*" else name
-        parts.append(Text(f"automatic failover of {scope} is paused: {reason or 'no reason given'}",
-                          style="bold yellow"))
+        parts.append(
+            Text(
+                f"automatic failover of {scope} is paused: {reason or 'no reason given'}", style="bold yellow"
+            )
+        )
     if not doc["entries"]:
         parts.append(Text("no entries"))
     else:
@@ -489,26 +661,38 @@ def history_table(doc: Doc) -> Any:
             detail = e["detail"]
             loss: Any = "-"
             if el:
-                detail += f"; {el['reason']}; old master {_v(el['oldMasterBrokerId'])} maxOffset " \
-                          f"{_v(el['oldMasterMaxOffset'])}, new {_v(el['newMasterBrokerId'])} maxOffset " \
-                          f"{_v(el['newMasterMaxOffset'])}; candidates {_candidates(el)}"
-                loss = Text("unknown", style="yellow") if el["lossBytes"] is None else Text(
-                    str(el["lossBytes"]), style="bold red" if el["lossBytes"] else "green")
+                detail += (
+                    f"; {el['reason']}; old master {_v(el['oldMasterBrokerId'])} maxOffset "
+                    f"{_v(el['oldMasterMaxOffset'])}, new {_v(el['newMasterBrokerId'])} maxOffset "
+                    f"{_v(el['newMasterMaxOffset'])}; candidates {_candidates(el)}"
+                )
+                loss = (
+                    Text("unknown", style="yellow")
+                    if el["lossBytes"] is None
+                    else Text(str(el["lossBytes"]), style="bold red" if el["lossBytes"] else "green")
+                )
                 if el.get("guard"):
                     detail += f"; save it: {el['guard']['guard']}, then {el['guard']['replay']}"
             t.add_row(e["time"], str(e["term"]), e["brokerName"] or "-", e["what"], detail, e["cause"], loss)
         parts.append(t)
     totals = doc.get("lossTotalBytes") or {}
     if totals:
-        parts.append(Text("bytes elections may have lost: " + ", ".join(
-            f"{name} {n}" for name, n in totals.items()), style="bold"))
+        parts.append(
+            Text(
+                "bytes elections may have lost: " + ", ".join(f"{name} {n}" for name, n in totals.items()),
+                style="bold",
+            )
+        )
     if "metadata" in doc:
         parts.extend(_replica_metadata(doc["metadata"]))
     return Group(*parts)
 
 
-_LACKS = (("topics", "topics"), ("subscriptionGroups", "subscription groups"),
-          ("consumerOffsets", "consumer offsets of"))
+_LACKS = (
+    ("topics", "topics"),
+    ("subscriptionGroups", "subscription groups"),
+    ("consumerOffsets", "consumer offsets of"),
+)
 _SHOWN = 5  # names per kind in a cell; -o json has them all
 
 
@@ -517,16 +701,24 @@ def _replica_metadata(per_set: Doc) -> list[Any]:
     from rich.text import Text
 
     out: list[Any] = []
-    t = _table("SET", "ID", "ADDRESS", "ROLE", "CONTROLLER", "METADATA",
-               title="what each replica lacks now that another has (mqctl metadata diff -b SET for every "
-                     "difference)")
+    t = _table(
+        "SET",
+        "ID",
+        "ADDRESS",
+        "ROLE",
+        "CONTROLLER",
+        "METADATA",
+        title="what each replica lacks now that another has (mqctl metadata diff -b SET for every "
+        "difference)",
+    )
     for name, d in per_set.items():
         if "error" in d:
             out.append(Text(f"metadata of {name} not compared: {d['error']}", style="yellow"))
             continue
         for r in d["replicas"]:
             controller = ("alive" if r["alive"] else "not alive") + (
-                ", in SyncStateSet" if r["inSyncStateSet"] else "")
+                ", in SyncStateSet" if r["inSyncStateSet"] else ""
+            )
             t.add_row(name, str(r["brokerId"]), r["address"], r["role"], controller, _lacks_cell(r))
     if t.row_count:
         out.insert(0, t)
@@ -558,10 +750,14 @@ def rebalance_table(doc: Doc) -> Any:
 
     t = _table("BROKER SET", "MASTER", "PREFERRED", "ACTION", "REASON")
     for m in doc["moves"]:
-        action = Text(m["action"], style="bold green" if m["action"] == "move" else
-                      "yellow" if m["action"] == "skip" else "")
+        action = Text(
+            m["action"],
+            style="bold green" if m["action"] == "move" else "yellow" if m["action"] == "skip" else "",
+        )
         t.add_row(m["brokerName"], _v(m["masterBrokerId"]), _v(m["preferredBrokerId"]), action, m["reason"])
     return Group(t, Text(doc["message"]))
+
+
 _VERDICT_STYLE = {"OK": "bold green", "WARN": "bold yellow", "CRIT": "bold red"}
 
 
@@ -582,19 +778,45 @@ def health_table(doc: Doc) -> Any:
             master, epoch = _v(c["masterBrokerId"]), _v(c["masterEpoch"])
             sss = ",".join(map(str, c["syncStateSet"])) or "-"
             alive = f"{c['replicasAlive']}/{c['replicas']}"
-        checks.add_row(c["name"], Text(c["verdict"], style=_VERDICT_STYLE[c["verdict"]]), master, epoch, sss,
-                       alive, "\n".join(r.split(": ", 1)[1] for r in c["reasons"]))
+        checks.add_row(
+            c["name"],
+            Text(c["verdict"], style=_VERDICT_STYLE[c["verdict"]]),
+            master,
+            epoch,
+            sss,
+            alive,
+            "\n".join(r.split(": ", 1)[1] for r in c["reasons"]),
+        )
     parts: list[Any] = [head, checks]
     if "replicas" in doc:
-        rep = _table("SET", "ID", "ADDRESS", "CONTROLLER SAYS", "MASTER EPOCH", "ALIVE",
-                     "HEARTBEAT AGE", "REPORTED EPOCH", "REPORTED MAX OFFSET", "LAG",
-                     title="controller vs heartbeats")
+        rep = _table(
+            "SET",
+            "ID",
+            "ADDRESS",
+            "CONTROLLER SAYS",
+            "MASTER EPOCH",
+            "ALIVE",
+            "HEARTBEAT AGE",
+            "REPORTED EPOCH",
+            "REPORTED MAX OFFSET",
+            "LAG",
+            title="controller vs heartbeats",
+        )
         for r in doc["replicas"]:
             role = r["controllerRole"] + (", in SyncStateSet" if r["inSyncStateSet"] else "")
             age = None if r["heartbeatAgeMs"] is None else f"{r['heartbeatAgeMs'] / 1000:.1f} s"
-            rep.add_row(r["brokerName"], str(r["brokerId"]), r["brokerAddress"], role, str(r["masterEpoch"]),
-                        _yes_no(r["alive"]), _v(age), _v(r["reportedEpoch"]), _v(r["reportedMaxOffset"]),
-                        _v(r["lagBytes"]))
+            rep.add_row(
+                r["brokerName"],
+                str(r["brokerId"]),
+                r["brokerAddress"],
+                role,
+                str(r["masterEpoch"]),
+                _yes_no(r["alive"]),
+                _v(age),
+                _v(r["reportedEpoch"]),
+                _v(r["reportedMaxOffset"]),
+                _v(r["lagBytes"]),
+            )
         parts.append(rep)
     for name, drift in (doc.get("metadata") or {}).items():
         if "error" in drift:

@@ -82,6 +82,7 @@ def _logs_to(path: str) -> Iterator[None]:
 @contextlib.contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM/SIGHUP end the run like Ctrl-C, so that the cleanup runs."""
+
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
@@ -128,24 +129,41 @@ def _render(sim: Simulation, title: str, footer: str = "") -> Any:
     for c in sim.controllers():
         mark = "leader" if c.leader and c.alive else ("up" if c.alive else "DOWN")
         ctl.append(f"{c.name} {mark}")
-    parts: list[Any] = [Text(f"{title}  {sim.elapsed():5.1f}s  acked {sim.history.acked_count()}  "
-                             f"controllers: {', '.join(ctl)}", style="bold")]
+    parts: list[Any] = [
+        Text(
+            f"{title}  {sim.elapsed():5.1f}s  acked {sim.history.acked_count()}  "
+            f"controllers: {', '.join(ctl)}",
+            style="bold",
+        )
+    ]
     for sv in sim.view():
         master = "none" if sv.master_id is None else f"id {sv.master_id}"
-        parts.append(Text(f"{sv.name}: master {master} masterEpoch {sv.master_epoch}  SyncStateSet "
-                          f"{list(sv.sync_state_set)} (epoch {sv.sync_state_set_epoch})  controller: "
-                          f"{sv.controller_master} @ {sv.controller_epoch}  acked {sv.acked} failed "
-                          f"{sv.failed}", style="bold cyan"))
+        parts.append(
+            Text(
+                f"{sv.name}: master {master} masterEpoch {sv.master_epoch}  SyncStateSet "
+                f"{list(sv.sync_state_set)} (epoch {sv.sync_state_set_epoch})  controller: "
+                f"{sv.controller_master} @ {sv.controller_epoch}  acked {sv.acked} failed "
+                f"{sv.failed}",
+                style="bold cyan",
+            )
+        )
         table = Table(box=None, pad_edge=False, header_style="dim", show_edge=False, padding=(0, 1))
         for col in ("replica", "id", "role", "state", "masterEpoch", "max offset", "lag", "truncations"):
-            table.add_column(col, justify="left" if col in ("replica", "role", "state") else "right",
-                             no_wrap=True)
+            table.add_column(
+                col, justify="left" if col in ("replica", "role", "state") else "right", no_wrap=True
+            )
         for r in sv.replicas:
             role_style = {"master": "bold green", "slave": "cyan"}.get(r.role, "red")
-            table.add_row(f"  r{r.index}", "" if r.broker_id is None else str(r.broker_id),
-                          Text(r.role, style=role_style),
-                          Text(r.state, style="" if r.state == "up" else "bold red"), str(r.master_epoch),
-                          str(r.max_offset), "" if r.lag is None else str(r.lag), str(r.truncations or ""))
+            table.add_row(
+                f"  r{r.index}",
+                "" if r.broker_id is None else str(r.broker_id),
+                Text(r.role, style=role_style),
+                Text(r.state, style="" if r.state == "up" else "bold red"),
+                str(r.master_epoch),
+                str(r.max_offset),
+                "" if r.lag is None else str(r.lag),
+                str(r.truncations or ""),
+            )
         parts.append(table)
     if footer:
         parts.append(Text(footer, style="dim"))
@@ -168,10 +186,11 @@ def _live(printer: _Printer, sim: Simulation, title: str, footer: Callable[[], s
 
     stop = threading.Event()
     with Live(console=printer.console, auto_refresh=False, transient=False) as live:
+
         def refresh() -> None:
             while not stop.wait(0.25):
                 if sim.sets:
-                    with contextlib.suppress(Exception):   # a view taken mid-restart; the next one will do
+                    with contextlib.suppress(Exception):  # a view taken mid-restart; the next one will do
                         live.update(_render(sim, title, footer()), refresh=True)
 
         t = threading.Thread(target=refresh, name="sim-view", daemon=True)
@@ -189,8 +208,10 @@ def _live(printer: _Printer, sim: Simulation, title: str, footer: Callable[[], s
 def _plain_status(printer: _Printer, sim: Simulation) -> None:
     for sv in sim.view():
         reps = " ".join(f"r{r.index}={r.role}/{r.state}@{r.max_offset}" for r in sv.replicas)
-        printer.line(f"{sv.name}: master id {sv.master_id} masterEpoch {sv.master_epoch} SyncStateSet "
-                     f"{list(sv.sync_state_set)} acked {sv.acked} failed {sv.failed} | {reps}")
+        printer.line(
+            f"{sv.name}: master id {sv.master_id} masterEpoch {sv.master_epoch} SyncStateSet "
+            f"{list(sv.sync_state_set)} acked {sv.acked} failed {sv.failed} | {reps}"
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -199,19 +220,34 @@ def _plain_status(printer: _Printer, sim: Simulation) -> None:
 
 @root_app.command("demo")
 def demo(
-    keep: bool = typer.Option(False, "--keep", help="keep the run's directory (stores, controller data, "
-                              "sim.log) and print where it is"),
-    pace: float = typer.Option(1.0, "--pace", min=0.0, max=10.0,
-                               help="scale the pauses in which messages just flow (1: about a minute)"),
+    keep: bool = typer.Option(
+        False,
+        "--keep",
+        help="keep the run's directory (stores, controller data, sim.log) and print where it is",
+    ),
+    pace: float = typer.Option(
+        1.0,
+        "--pace",
+        min=0.0,
+        max=10.0,
+        help="scale the pauses in which messages just flow (1: about a minute)",
+    ),
     plain: bool = typer.Option(False, "--plain", help="plain progress lines even on a terminal"),
-    rocketmq_home: str = typer.Option(None, "--rocketmq-home", metavar="DIR",
-                                      help="run the tour with the RocketMQ 5.x installation in DIR (its "
-                                           "lib/): its name server, three brokers, producer and consumer "
-                                           "(needs a JDK 11+)"),
-    host_network: bool = typer.Option(False, "--host-network",
-                                      help="with --rocketmq-home when no private network namespace can be "
-                                           "made: run on the host's loopback anyway, accepting that "
-                                           "RocketMQ's HA ports listen on every address"),
+    rocketmq_home: str = typer.Option(
+        None,
+        "--rocketmq-home",
+        metavar="DIR",
+        help="run the tour with the RocketMQ 5.x installation in DIR (its "
+        "lib/): its name server, three brokers, producer and consumer "
+        "(needs a JDK 11+)",
+    ),
+    host_network: bool = typer.Option(
+        False,
+        "--host-network",
+        help="with --rocketmq-home when no private network namespace can be "
+        "made: run on the host's loopback anyway, accepting that "
+        "RocketMQ's HA ports listen on every address",
+    ),
 ) -> None:
     """The newcomer's tour, no arguments needed: a three-node controller group, two broker sets of three
     replicas, a master killed, a new one elected and followed, the old one back as a slave after
@@ -223,6 +259,7 @@ def demo(
         return
     if host_network:
         from mqctl.errors import UsageError
+
         raise UsageError("--host-network goes with --rocketmq-home")
     from mqctl.errors import UnhealthyError
     from mqctl.sim.cluster import Simulation
@@ -230,8 +267,11 @@ def demo(
 
     printer = _Printer(live=sys.stdout.isatty() and not plain)
     with _sigterm_interrupts(), _workdir(None, keep) as work, _logs_to(os.path.join(work, "sim.log")):
-        printer.line("mqctl demo: a simulated RocketMQ cluster with automatic failover (about a minute; "
-                     "Ctrl-C stops and cleans up)", style="bold")
+        printer.line(
+            "mqctl demo: a simulated RocketMQ cluster with automatic failover (about a minute; "
+            "Ctrl-C stops and cleans up)",
+            style="bold",
+        )
         sim = Simulation(demo_settings(work), on_event=lambda t: printer.line("  . " + t, style="dim"))
         try:
             with _live(printer, sim, "mqctl demo", lambda: ""):
@@ -239,9 +279,10 @@ def demo(
                     result = run_demo(sim, lambda t: printer.line(t, style="bold"), pace=pace)
                 except (TimeoutError, RuntimeError) as exc:
                     printer.line(f"{VERDICT_FAILED}: {exc}", style="bold red")
-                    raise UnhealthyError(f"the demo did not complete: {exc} (logs: "
-                                         f"{os.path.join(work, 'sim.log') if keep else 'rerun with --keep'})"
-                                         ) from None
+                    raise UnhealthyError(
+                        f"the demo did not complete: {exc} (logs: "
+                        f"{os.path.join(work, 'sim.log') if keep else 'rerun with --keep'})"
+                    ) from None
         finally:
             sim.close()
         _print_report(printer, result.report)
@@ -274,9 +315,11 @@ def _demo_rocketmq(home: str, host_network: bool, keep: bool, pace: float) -> No
         try:
             network = enter_private_network()
         except OSError as exc:
-            raise UsageError(f"cannot make a private network namespace for RocketMQ ({exc.strerror}), whose "
-                             "HA port listens on every address: run as root, allow unprivileged user "
-                             "namespaces, or accept it with --host-network") from None
+            raise UsageError(
+                f"cannot make a private network namespace for RocketMQ ({exc.strerror}), whose "
+                "HA port listens on every address: run as root, allow unprivileged user "
+                "namespaces, or accept it with --host-network"
+            ) from None
     with _sigterm_interrupts(), _workdir(None, keep) as work, _logs_to(os.path.join(work, "sim.log")):
         import subprocess
         from pathlib import Path
@@ -285,15 +328,23 @@ def _demo_rocketmq(home: str, host_network: bool, keep: bool, pace: float) -> No
         try:
             try:
                 version = rs.compile_driver()
-                printer.line("mqctl demo: real RocketMQ brokers with automatic failover by mqctl (about a "
-                             "minute; Ctrl-C stops and cleans up)", style="bold")
-                printer.line(f"  . RocketMQ {version} at {install.home}, Java {java.release}; everything "
-                             f"on 127.0.0.1 in {network}, files in {work}", style="dim")
+                printer.line(
+                    "mqctl demo: real RocketMQ brokers with automatic failover by mqctl (about a "
+                    "minute; Ctrl-C stops and cleans up)",
+                    style="bold",
+                )
+                printer.line(
+                    f"  . RocketMQ {version} at {install.home}, Java {java.release}; everything "
+                    f"on 127.0.0.1 in {network}, files in {work}",
+                    style="dim",
+                )
                 result = run_rocketmq_demo(rs, lambda t: printer.line(t, style="bold"), pace=pace)
             except (TimeoutError, RuntimeError, subprocess.SubprocessError) as exc:
                 printer.line(f"{VERDICT_FAILED}: {exc}", style="bold red")
-                raise UnhealthyError(f"the demo did not complete: {exc}"
-                                     + ("" if keep else " (rerun with --keep to keep the logs)")) from None
+                raise UnhealthyError(
+                    f"the demo did not complete: {exc}"
+                    + ("" if keep else " (rerun with --keep to keep the logs)")
+                ) from None
         finally:
             rs.close()
         _print_report(printer, result.report)
@@ -333,30 +384,38 @@ def _keyboard(enabled: bool) -> Iterator[Callable[[], str | None]]:
 
 
 @root_app.command("sim")
-@connected(protocol=False, timeout=5.0, address=None,
-           without_address="the simulation starts its own group (use -a to run against yours: no "
-                           "controller faults then)",
-           timeout_help="seconds each controller call of the brokers may take, retries included")
+@connected(
+    protocol=False,
+    timeout=5.0,
+    address=None,
+    without_address="the simulation starts its own group (use -a to run against yours: no "
+    "controller faults then)",
+    timeout_help="seconds each controller call of the brokers may take, retries included",
+)
 def sim_command(
     conn: Conn,
     controllers: int = typer.Option(3, "--controllers", help="controller nodes to start (1, 3 or 5)"),
     sets: int = typer.Option(2, "-s", "--sets", help="broker sets"),
     replicas: int = typer.Option(3, "-r", "--replicas", help="replicas per broker set"),
     rate: float = typer.Option(20.0, "--rate", help="messages per second per broker set (0: none)"),
-    duration: float = typer.Option(60.0, "-d", "--duration",
-                                   help="seconds to run (0: until q or Ctrl-C on a terminal)"),
+    duration: float = typer.Option(
+        60.0, "-d", "--duration", help="seconds to run (0: until q or Ctrl-C on a terminal)"
+    ),
     chaos: bool = typer.Option(False, "--chaos", help="apply a random fault schedule made from --seed"),
     seed: int = typer.Option(1, "--seed", help="seed of the fault schedule (same seed, same schedule)"),
     fault_interval: float = typer.Option(4.0, "--fault-interval", help="mean seconds between faults"),
     storage: str = typer.Option("commitlog", "--storage", help="commitlog (RocketMQ files) or offsets"),
     peers: str = typer.Option("grpc", "--peers", help="grpc (a Broker service per agent) or local"),
-    all_ack: bool = typer.Option(True, "--all-ack/--no-all-ack",
-                                 help="allAckInSyncStateSet: acknowledged once every SyncStateSet member "
-                                      "has it"),
+    all_ack: bool = typer.Option(
+        True,
+        "--all-ack/--no-all-ack",
+        help="allAckInSyncStateSet: acknowledged once every SyncStateSet member has it",
+    ),
     heartbeat_timeout: int = typer.Option(1500, "--heartbeat-timeout", help="brokers' lease, ms"),
     cluster_name: str = typer.Option("SimCluster", "--cluster-name", help="broker cluster name"),
-    work_dir: str = typer.Option(None, "--dir", help="run directory (kept) [default: a temporary one, "
-                                 "removed at the end]"),
+    work_dir: str = typer.Option(
+        None, "--dir", help="run directory (kept) [default: a temporary one, removed at the end]"
+    ),
     keep: bool = typer.Option(False, "--keep", help="keep the temporary run directory"),
     plain: bool = typer.Option(False, "--plain", help="plain progress lines even on a terminal"),
     output: Output = output_option(),
@@ -373,14 +432,24 @@ def sim_command(
     from mqctl.sim.faults import KEYS, describe, plan_faults
 
     controller_addr = ";".join(conn.addresses) or None
-    settings = SimSettings(sets=sets, replicas=replicas, controllers=controllers, addresses=controller_addr,
-                           cluster_name=cluster_name, rate=rate, storage=storage, peer_transport=peers,
-                           all_ack=all_ack, heartbeat_timeout_ms=heartbeat_timeout,
-                           controller_security=conn.security() if controller_addr else {},
-                           controller_timeout=conn.timeout)
+    settings = SimSettings(
+        sets=sets,
+        replicas=replicas,
+        controllers=controllers,
+        addresses=controller_addr,
+        cluster_name=cluster_name,
+        rate=rate,
+        storage=storage,
+        peer_transport=peers,
+        all_ack=all_ack,
+        heartbeat_timeout_ms=heartbeat_timeout,
+        controller_security=conn.security() if controller_addr else {},
+        controller_timeout=conn.timeout,
+    )
     settings.validate()
     if duration < 0 or fault_interval <= 0:
         from mqctl.errors import UsageError
+
         raise UsageError("--duration must be 0 or more and --fault-interval positive")
     document = json_out or output is not Output.table  # the report as one document, no progress lines
     output = Output.json if json_out else output
@@ -388,12 +457,16 @@ def sim_command(
     interactive = tty and sys.stdin.isatty()
     if duration == 0 and not interactive:
         from mqctl.errors import UsageError
+
         raise UsageError("--duration 0 runs until q or Ctrl-C, which needs a terminal; give a duration")
     printer = _Printer(live=tty)
     out: Callable[[str], None] = (lambda t: None) if document else printer.line
     n_ctl = 0 if controller_addr else controllers
-    plan = plan_faults(seed, duration, sets, replicas, n_ctl, interval=fault_interval) \
-        if chaos and duration > 0 else []
+    plan = (
+        plan_faults(seed, duration, sets, replicas, n_ctl, interval=fault_interval)
+        if chaos and duration > 0
+        else []
+    )
     with _sigterm_interrupts(), _workdir(work_dir, keep) as work, _logs_to(os.path.join(work, "sim.log")):
         settings.base_dir = work
         sim = Simulation(settings, on_event=out)
@@ -409,8 +482,13 @@ def sim_command(
 
             def footer() -> str:
                 keys = "  ".join(f"{k} {h.split(' ')[0]}" for k, (_, h) in KEYS.items())
-                return (f"selected set {selected[0] + 1} | keys: 1-9 select  {keys}" if interactive
-                        else f"seed {seed}" if chaos else "")
+                return (
+                    f"selected set {selected[0] + 1} | keys: 1-9 select  {keys}"
+                    if interactive
+                    else f"seed {seed}"
+                    if chaos
+                    else ""
+                )
 
             with _live(printer, sim, "mqctl sim", footer), _keyboard(interactive) as read_key:
                 sim.start()
@@ -425,8 +503,9 @@ def sim_command(
                         if action == "quit":
                             quit_.set()
                         else:
-                            threading.Thread(target=sim.perform, args=(action, selected[0]),
-                                             daemon=True).start()
+                            threading.Thread(
+                                target=sim.perform, args=(action, selected[0]), daemon=True
+                            ).start()
                     if not tty and not document and time.monotonic() - last_status[0] >= 5:
                         last_status[0] = time.monotonic()
                         _plain_status(printer, sim)
@@ -442,8 +521,10 @@ def sim_command(
             echo_doc(output, report.to_dict(), error=None if report.ok else violated)
         else:
             _print_report(printer, report)
-            printer.line("all invariants hold" if report.ok else "INVARIANTS VIOLATED",
-                         style="bold green" if report.ok else "bold red")
+            printer.line(
+                "all invariants hold" if report.ok else "INVARIANTS VIOLATED",
+                style="bold green" if report.ok else "bold red",
+            )
             if work_dir or keep:
                 printer.line(f"run directory: {work}")
         if not report.ok:

@@ -16,8 +16,20 @@ snapshot_app = sub_app("snapshot", "Save the controller group's state to a file;
 
 
 def _summary(doc: dict[str, Any]) -> dict[str, Any]:
-    keys = ("format", "createdAt", "source", "mqctlVersion", "appliedIndex", "term", "group", "groupId",
-            "featureLevel", "recordVersions", "stateHash", "checksum")
+    keys = (
+        "format",
+        "createdAt",
+        "source",
+        "mqctlVersion",
+        "appliedIndex",
+        "term",
+        "group",
+        "groupId",
+        "featureLevel",
+        "recordVersions",
+        "stateHash",
+        "checksum",
+    )
     return {k: doc[k] for k in keys}
 
 
@@ -25,8 +37,9 @@ def _summary(doc: dict[str, Any]) -> dict[str, Any]:
 @connected(protocol=False)
 def snapshot_save(
     conn: Conn,
-    file: str = typer.Argument(..., help="where to write the snapshot (an existing file is kept as "
-                               "FILE.bak-TIME)"),
+    file: str = typer.Argument(
+        ..., help="where to write the snapshot (an existing file is kept as FILE.bak-TIME)"
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="read the state and show what would be written"),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
@@ -42,25 +55,43 @@ def snapshot_save(
     doc = snapshot.build(answer, ";".join(conn.addresses), __version__)
     backup = None if dry_run else snapshot.write(doc, file)
     sets = len(doc["state"].get("broker_sets", {}))
-    message = (f"{'would write' if dry_run else 'wrote'} {file}: applied index {doc['appliedIndex']}, "
-               f"{sets} broker set(s), state hash {doc['stateHash'][:12]}")
+    message = (
+        f"{'would write' if dry_run else 'wrote'} {file}: applied index {doc['appliedIndex']}, "
+        f"{sets} broker set(s), state hash {doc['stateHash'][:12]}"
+    )
     if backup:
         message += f"; the previous file is {backup}"
-    out = {"version": 1, "file": file, "dryRun": dry_run, "backup": backup, **_summary(doc),
-           "brokerSets": sets, "message": message}
+    out = {
+        "version": 1,
+        "file": file,
+        "dryRun": dry_run,
+        "backup": backup,
+        **_summary(doc),
+        "brokerSets": sets,
+        "message": message,
+    }
     render.emit(out, output, render.message_table, no_color=no_color)
 
 
 @snapshot_app.command("restore")
 def snapshot_restore(
     file: str = typer.Argument(..., help="a file written by `mqctl snapshot save`"),
-    data_dir: str = typer.Option(..., "--data-dir", help="the new node's data directory (an existing one "
-                                 "is moved to DIR.backup-TIME)"),
+    data_dir: str = typer.Option(
+        ..., "--data-dir", help="the new node's data directory (an existing one is moved to DIR.backup-TIME)"
+    ),
     raft: str = typer.Option("127.0.0.1:9880", "--raft", help="the new node's Raft HOST:PORT (its --raft)"),
-    peers: str = typer.Option(None, "--peers", help="the other new nodes' Raft HOST:PORT,... (their "
-                              "--peers); restore the same file for each of them"),
-    group_id: str = typer.Option(None, "--group-id", help="a new controller group id (default: the "
-                                 "saved group's); the same for every node of the new group"),
+    peers: str = typer.Option(
+        None,
+        "--peers",
+        help="the other new nodes' Raft HOST:PORT,... (their "
+        "--peers); restore the same file for each of them",
+    ),
+    group_id: str = typer.Option(
+        None,
+        "--group-id",
+        help="a new controller group id (default: the "
+        "saved group's); the same for every node of the new group",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="check the file and show the plan; write nothing"),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
@@ -80,9 +111,11 @@ def snapshot_restore(
     plan = snapshot.restore_plan(doc, data_dir, raft, others, group_id)
     if not dry_run:
         snapshot.restore(plan)
-    message = (f"{'would seed' if dry_run else 'seeded'} {data_dir} with {file} (applied index "
-               f"{doc['appliedIndex']}, {len(plan['brokerSets'])} broker set(s), group id {plan['groupId']}, "
-               f"members {', '.join(plan['members'])})")
+    message = (
+        f"{'would seed' if dry_run else 'seeded'} {data_dir} with {file} (applied index "
+        f"{doc['appliedIndex']}, {len(plan['brokerSets'])} broker set(s), group id {plan['groupId']}, "
+        f"members {', '.join(plan['members'])})"
+    )
     if plan["backup"]:
         message += f"; the old directory {'would move' if dry_run else 'moved'} to {plan['backup']}"
     message += f"\nstart it with: {plan['start']}"

@@ -23,8 +23,12 @@ if TYPE_CHECKING:
     from mqctl.client import ControllerClient
     from mqctl.upgrade.backup import ClearPlan
 
-upgrade_app = sub_app("upgrade", "Upgrade to persistent broker ids (RocketMQ 5.1.1+): runbook, checks, "
-                               "clears with backups, restore, wait for the master.")
+upgrade_app = sub_app(
+    "upgrade",
+    "Upgrade to persistent broker ids (RocketMQ 5.1.1+): runbook, checks, "
+    "clears with backups, restore, wait for the master.",
+)
+
 
 def _factory(conn: Conn) -> Callable[[str], ControllerClient]:
     """The controller client of ``gather``: this command's connection options (-a, TLS, token)."""
@@ -40,28 +44,48 @@ def _confirm(question: str, yes: bool, output: Output = Output.table) -> None:
 def _refuse_running_stores(stores: list[str], what: str) -> None:
     from mqctl.errors import UsageError
     from mqctl.upgrade.store_in_use import store_usage
+
     for s in stores:
         u = store_usage(s)
         if u.running:
-            raise UsageError(f"refused: {s}: the broker is running ({'; '.join(u.reasons)}); stop it "
-                             f"first, then run {what} again (nothing was changed)")
+            raise UsageError(
+                f"refused: {s}: the broker is running ({'; '.join(u.reasons)}); stop it "
+                f"first, then run {what} again (nothing was changed)"
+            )
 
 
 def _refuse_running_controller(data_dir: str) -> None:
     from mqctl.errors import UsageError
     from mqctl.upgrade.store_in_use import controller_dir_usage
+
     u = controller_dir_usage(data_dir)
     if u.running:
-        raise UsageError(f"refused: {data_dir}: a controller is running on it ({'; '.join(u.reasons)}); "
-                         f"stop every controller node first (runbook step 1), then run clear-controller-data "
-                         f"again (nothing was changed)")
+        raise UsageError(
+            f"refused: {data_dir}: a controller is running on it ({'; '.join(u.reasons)}); "
+            f"stop every controller node first (runbook step 1), then run clear-controller-data "
+            f"again (nothing was changed)"
+        )
 
 
-def _show_clear(plan: ClearPlan, dry_run: bool, backup: str | None, output: Output = Output.table,
-                extra: dict[str, object] | None = None) -> None:
+def _show_clear(
+    plan: ClearPlan,
+    dry_run: bool,
+    backup: str | None,
+    output: Output = Output.table,
+    extra: dict[str, object] | None = None,
+) -> None:
     if output is not Output.table:
-        echo_doc(output, {"version": 1, **plan.to_dict(), **(extra or {}), "dryRun": dry_run,
-                          "backupDir": backup, "undo": f"mqctl upgrade restore {backup}" if backup else None})
+        echo_doc(
+            output,
+            {
+                "version": 1,
+                **plan.to_dict(),
+                **(extra or {}),
+                "dryRun": dry_run,
+                "backupDir": backup,
+                "undo": f"mqctl upgrade restore {backup}" if backup else None,
+            },
+        )
         return
     verb = "would remove" if dry_run else "removed"
     for r in plan.roots:
@@ -71,8 +95,10 @@ def _show_clear(plan: ClearPlan, dry_run: bool, backup: str | None, output: Outp
         files = [i for i in r.items if i.kind == "file"]
         typer.echo(f"{r.path} ({r.kind}): {verb} {len(files)} file(s), {r.bytes} bytes:")
         for i in r.items:
-            typer.echo(f"  {i.rel}{'/' if i.kind == 'dir' else ''}" + (f"  {i.size} bytes" if i.kind == "file"
-                                                                       else ""))
+            typer.echo(
+                f"  {i.rel}{'/' if i.kind == 'dir' else ''}"
+                + (f"  {i.size} bytes" if i.kind == "file" else "")
+            )
         for n in r.notes:
             typer.echo(f"  note: {n}")
     if dry_run:
@@ -86,8 +112,9 @@ def _show_clear(plan: ClearPlan, dry_run: bool, backup: str | None, output: Outp
 @connected(protocol=False, address=None)
 def plan_cmd(
     conn: Conn,
-    stores: list[str] = typer.Option([], "--store", metavar="DIR", help="A broker store (storePathRootDir); "
-                                     "repeat for every store."),
+    stores: list[str] = typer.Option(
+        [], "--store", metavar="DIR", help="A broker store (storePathRootDir); repeat for every store."
+    ),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -98,18 +125,33 @@ def plan_cmd(
     state = gather(stores, ";".join(conn.addresses) or None, _factory(conn))
     steps = runbook(state)
     nxt = next_step(steps)
-    doc = {"version": 1, "controller": {"addresses": state.controller.addresses or None,
-                                        "reachable": state.controller.reachable,
-                                        "error": state.controller.error or None},
-           "brokerSets": [{"clusterName": bs.cluster_name, "brokerName": bs.broker_name,
-                           "master": bs.master.path, "masterReason": bs.master_reason,
-                           "slaves": [s.path for s in bs.slaves], "aligned": bs.alignment.aligned,
-                           "notes": bs.notes} for bs in state.sets],
-           "steps": [s.to_dict() for s in steps], "next": nxt.n if nxt else None}
+    doc = {
+        "version": 1,
+        "controller": {
+            "addresses": state.controller.addresses or None,
+            "reachable": state.controller.reachable,
+            "error": state.controller.error or None,
+        },
+        "brokerSets": [
+            {
+                "clusterName": bs.cluster_name,
+                "brokerName": bs.broker_name,
+                "master": bs.master.path,
+                "masterReason": bs.master_reason,
+                "slaves": [s.path for s in bs.slaves],
+                "aligned": bs.alignment.aligned,
+                "notes": bs.notes,
+            }
+            for bs in state.sets
+        ],
+        "steps": [s.to_dict() for s in steps],
+        "next": nxt.n if nxt else None,
+    }
     if output is not Output.table:
         echo_doc(output, doc)
         return
     from rich.table import Table
+
     con = console()
     t = Table(title="upgrade runbook (persistent broker ids)", show_lines=True)
     for col in ("step", "status", "what", "run", "check / evidence"):
@@ -117,12 +159,19 @@ def plan_cmd(
     style = {"done": "green", "pending": "yellow", "unknown": "magenta", "unchecked": "dim"}
     for s in steps:
         mark = f"[{style[s.status]}]{s.status}[/]" + (" <- next" if nxt is s else "")
-        t.add_row(str(s.n), mark, s.title, "\n".join(s.commands),
-                  s.check + (f"\n[{style[s.status]}]{s.evidence}[/]" if s.evidence else ""))
+        t.add_row(
+            str(s.n),
+            mark,
+            s.title,
+            "\n".join(s.commands),
+            s.check + (f"\n[{style[s.status]}]{s.evidence}[/]" if s.evidence else ""),
+        )
     con.print(t)
     for bs in state.sets:
-        con.print(f"{bs.label}: master {bs.master.path} ({bs.master_reason}); slaves: "
-                  f"{', '.join(s.path for s in bs.slaves) or 'none'}")
+        con.print(
+            f"{bs.label}: master {bs.master.path} ({bs.master_reason}); slaves: "
+            f"{', '.join(s.path for s in bs.slaves) or 'none'}"
+        )
         for n in bs.notes:
             con.print(f"  note: {n}")
     con.print("next: " + (f"step {nxt.n}, {nxt.title}" if nxt else "nothing: the upgrade is done"))
@@ -146,17 +195,27 @@ def check_cmd(
     results = checks(state, steps)
     nxt = next_step(steps)
     failed = [c for c in results if c.status == FAIL]
-    problem = UnhealthyError(f"{len(failed)} check(s) failed: " + "; ".join(f"{c.name} {c.subject}"
-                                                                           for c in failed[:4]))
+    problem = UnhealthyError(
+        f"{len(failed)} check(s) failed: " + "; ".join(f"{c.name} {c.subject}" for c in failed[:4])
+    )
     if output is not Output.table:
-        echo_doc(output, {"version": 1, "phase": phase_of(steps), "next": nxt.n if nxt else None,
-                          "ok": not failed, "checks": [c.to_dict() for c in results]},
-                 error=problem if failed else None)
+        echo_doc(
+            output,
+            {
+                "version": 1,
+                "phase": phase_of(steps),
+                "next": nxt.n if nxt else None,
+                "ok": not failed,
+                "checks": [c.to_dict() for c in results],
+            },
+            error=problem if failed else None,
+        )
     else:
         typer.echo(f"next step: {f'{nxt.n} {nxt.id}' if nxt else 'none (done)'}; checking what it expects")
         for c in results:
-            typer.echo(f"{c.status:<4} {c.name:<11} {c.subject}: {c.detail}" + (f" -> fix: {c.fix}" if c.fix
-                                                                                else ""))
+            typer.echo(
+                f"{c.status:<4} {c.name:<11} {c.subject}: {c.detail}" + (f" -> fix: {c.fix}" if c.fix else "")
+            )
             for line in c.lines:
                 typer.echo(f"       {line}")
     if failed:
@@ -166,8 +225,12 @@ def check_cmd(
 @upgrade_app.command("clear-epochs")
 def clear_epochs_cmd(
     stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="A broker store; repeat for each."),
-    backup_dir: str | None = typer.Option(None, "--backup-dir", metavar="DIR", help="Where to copy the files "
-                                          "first (default: a timestamped directory beside the first store)."),
+    backup_dir: str | None = typer.Option(
+        None,
+        "--backup-dir",
+        metavar="DIR",
+        help="Where to copy the files first (default: a timestamped directory beside the first store).",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
@@ -185,17 +248,25 @@ def clear_epochs_cmd(
     bdir = backup_dir or str(default_backup_dir(stores[0], "epochs"))
     n = sum(len(r.items) for r in plan.roots)
     _confirm(f"Remove {n} epoch file(s) from {len(plan.roots)} store(s), backup to {bdir}?", yes, output)
-    manifest = apply_clear(plan, bdir,
-                           refuse_if_running=lambda: _refuse_running_stores(stores, "clear-epochs"))
+    manifest = apply_clear(
+        plan, bdir, refuse_if_running=lambda: _refuse_running_stores(stores, "clear-epochs")
+    )
     _show_clear(plan, False, manifest["backupDir"], output)
 
 
 @upgrade_app.command("clear-controller-data")
 def clear_controller_data_cmd(
-    data_dir: str = typer.Argument(..., metavar="DIR", help="RocketMQ's controllerStorePath "
-                                   "(~/DledgerController) or mqctl serve --data-dir."),
-    backup_dir: str | None = typer.Option(None, "--backup-dir", metavar="DIR", help="Where to copy the data "
-                                          "first (default: a timestamped directory beside DIR)."),
+    data_dir: str = typer.Argument(
+        ...,
+        metavar="DIR",
+        help="RocketMQ's controllerStorePath (~/DledgerController) or mqctl serve --data-dir.",
+    ),
+    backup_dir: str | None = typer.Option(
+        None,
+        "--backup-dir",
+        metavar="DIR",
+        help="Where to copy the data first (default: a timestamped directory beside DIR).",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
@@ -215,18 +286,24 @@ def clear_controller_data_cmd(
         return
     bdir = backup_dir or str(default_backup_dir(data_dir, "controller-data"))
     root = plan.roots[0]
-    _confirm(f"Remove the controller data in {data_dir} ({len(root.items)} entries, {root.bytes} bytes), "
-             f"backup to {bdir}?", yes, output)
+    _confirm(
+        f"Remove the controller data in {data_dir} ({len(root.items)} entries, {root.bytes} bytes), "
+        f"backup to {bdir}?",
+        yes,
+        output,
+    )
     manifest = apply_clear(plan, bdir, refuse_if_running=lambda: _refuse_running_controller(data_dir))
     _show_clear(plan, False, manifest["backupDir"], output, extra)
 
 
 @upgrade_app.command("restore")
 def restore_cmd(
-    backup_dir: str = typer.Argument(..., metavar="BACKUP_DIR",
-                                     help="A directory printed by a clear command."),
-    dry_run: bool = typer.Option(False, "--dry-run",
-                                 help="Verify the backup and show what would be put back."),
+    backup_dir: str = typer.Argument(
+        ..., metavar="BACKUP_DIR", help="A directory printed by a clear command."
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Verify the backup and show what would be put back."
+    ),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
@@ -259,8 +336,11 @@ def restore_cmd(
 
     if plan.conflicts:
         from mqctl.errors import UsageError
-        refused = UsageError(f"refused: {len(plan.conflicts)} target(s) exist with other content; nothing "
-                             f"was restored (move them away first)")
+
+        refused = UsageError(
+            f"refused: {len(plan.conflicts)} target(s) exist with other content; nothing "
+            f"was restored (move them away first)"
+        )
         if not table:
             document(0, refused)
         raise refused
@@ -282,8 +362,11 @@ def restore_cmd(
 
 
 @upgrade_app.command("wait-master")
-@connected(protocol=False, timeout=300.0,
-           timeout_help="give up after this many seconds (exit 8): the whole command's deadline")
+@connected(
+    protocol=False,
+    timeout=300.0,
+    timeout_help="give up after this many seconds (exit 8): the whole command's deadline",
+)
 def wait_master_cmd(
     conn: Conn,
     broker_name: str = typer.Option(..., "-b", "--broker-name", help="The broker set's name."),
@@ -301,7 +384,7 @@ def wait_master_cmd(
         if tty:
             sys.stderr.write("\r\x1b[K" + line)
         elif line.split(" [")[0] != state["last"]:
-            sys.stderr.write(line + "\n")   # not a terminal: one line per change
+            sys.stderr.write(line + "\n")  # not a terminal: one line per change
         state["last"] = line.split(" [")[0]
         sys.stderr.flush()
 
@@ -312,9 +395,20 @@ def wait_master_cmd(
         if tty:
             sys.stderr.write("\n")
     if output is not Output.table:
-        echo_doc(output, {"version": 1, "brokerName": res.broker_name, "brokerId": res.broker_id,
-                          "masterEpoch": res.master_epoch, "masterAddress": res.master_address,
-                          "syncStateSet": list(res.sync_state_set), "waitedSeconds": round(res.waited, 3)})
+        echo_doc(
+            output,
+            {
+                "version": 1,
+                "brokerName": res.broker_name,
+                "brokerId": res.broker_id,
+                "masterEpoch": res.master_epoch,
+                "masterAddress": res.master_address,
+                "syncStateSet": list(res.sync_state_set),
+                "waitedSeconds": round(res.waited, 3),
+            },
+        )
         return
-    typer.echo(f"{res.broker_name}: brokerId {res.broker_id} is master, epoch {res.master_epoch}, "
-               f"{res.master_address}, SyncStateSet {list(res.sync_state_set)}")
+    typer.echo(
+        f"{res.broker_name}: brokerId {res.broker_id} is master, epoch {res.master_epoch}, "
+        f"{res.master_address}, SyncStateSet {list(res.sync_state_set)}"
+    )

@@ -40,9 +40,11 @@ def prepare(data_dir: str, raft_address: str | None = None) -> IO[str]:
     except OSError as exc:
         raise UsageError(f"cannot create data directory {data_dir}: {exc.strerror}") from exc
     if _read_only(data_dir):
-        raise UsageError(f"data directory {data_dir} is on a read-only file system; remount it "
-                         "read-write (after a file system error: unmount, fsck, mount) or choose another "
-                         "--data-dir")
+        raise UsageError(
+            f"data directory {data_dir} is on a read-only file system; remount it "
+            "read-write (after a file system error: unmount, fsck, mount) or choose another "
+            "--data-dir"
+        )
     if not os.access(data_dir, os.R_OK | os.W_OK | os.X_OK):
         raise UsageError(f"data directory {data_dir} is not readable and writable by this user")
     try:
@@ -53,8 +55,10 @@ def prepare(data_dir: str, raft_address: str | None = None) -> IO[str]:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
         lock.close()
-        raise UsageError(f"data directory {data_dir} is in use by another running controller "
-                         "(its LOCK is held); stop it or choose another --data-dir") from exc
+        raise UsageError(
+            f"data directory {data_dir} is in use by another running controller "
+            "(its LOCK is held); stop it or choose another --data-dir"
+        ) from exc
     try:  # the pid is for people only: a full disk must not stop the node here
         lock.seek(0)
         lock.truncate()
@@ -86,9 +90,11 @@ def _check_raft_address(data_dir: str, doc: dict[str, str], raft_address: str) -
     known = doc.get("raftAddress")
     has_log = any(os.path.exists(os.path.join(data_dir, f)) for f in ("raft.journal", "raft.snapshot.json"))
     if known and known != raft_address and has_log:
-        raise UsageError(f"data directory {data_dir} holds the Raft log of the node at {known} "
-                         f"(group {doc.get('groupId') or 'unknown'}), not of {raft_address}; use an empty "
-                         "--data-dir for this node, or start it with --raft " + known)
+        raise UsageError(
+            f"data directory {data_dir} holds the Raft log of the node at {known} "
+            f"(group {doc.get('groupId') or 'unknown'}), not of {raft_address}; use an empty "
+            "--data-dir for this node, or start it with --raft " + known
+        )
     if known != raft_address:
         _write_node_file(data_dir, {**doc, "format": NODE_FORMAT, "raftAddress": raft_address})
 
@@ -123,8 +129,10 @@ def read_node_file(data_dir: str) -> dict[str, str]:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{path} is unreadable or corrupt ({exc}); restore it from a backup "
-                         "or move the data directory away") from exc
+        raise UsageError(
+            f"{path} is unreadable or corrupt ({exc}); restore it from a backup "
+            "or move the data directory away"
+        ) from exc
     if not isinstance(doc, dict) or doc.get("format") != NODE_FORMAT:
         raise UsageError(f"{path} is not an mqctl controller node file")
     return {str(k): str(v) for k, v in doc.items()}
@@ -135,12 +143,18 @@ def record_group_id(data_dir: str, group_id: str) -> str | None:
     doc = read_node_file(data_dir)
     known = doc.get("groupId")
     if known and known != group_id:
-        return (f"data directory {data_dir} belongs to controller group {known}, but this node "
-                f"joined group {group_id}; use an empty --data-dir to join this group")
+        return (
+            f"data directory {data_dir} belongs to controller group {known}, but this node "
+            f"joined group {group_id}; use an empty --data-dir to join this group"
+        )
     if not known:
         try:
             _write_node_file(data_dir, {**doc, "format": NODE_FORMAT, "groupId": group_id})
         except OSError as exc:  # disk full, read-only, the directory removed: not a reason to stop
-            log.warning("cannot record group %s in %s: %s; it is recorded at the next start",
-                        group_id, os.path.join(data_dir, NODE_FILE), exc.strerror or exc)
+            log.warning(
+                "cannot record group %s in %s: %s; it is recorded at the next start",
+                group_id,
+                os.path.join(data_dir, NODE_FILE),
+                exc.strerror or exc,
+            )
     return None

@@ -53,8 +53,13 @@ def freshest(broker_ids: Iterable[int], live: Mapping[int, LiveRow]) -> int | No
     return ordered[0] if ordered else None
 
 
-def try_elect(brokers: Iterable[int], is_valid: Callable[[int], bool], live: Mapping[int, LiveRow],
-              old_master: int | None, prefer_id: int | None) -> int | None:
+def try_elect(
+    brokers: Iterable[int],
+    is_valid: Callable[[int], bool],
+    live: Mapping[int, LiveRow],
+    old_master: int | None,
+    prefer_id: int | None,
+) -> int | None:
     """RocketMQ DefaultElectPolicy.tryElect with a total order.
 
     1. keep the valid (alive) brokers; none -> None
@@ -72,9 +77,14 @@ def try_elect(brokers: Iterable[int], is_valid: Callable[[int], bool], live: Map
     return freshest(candidates, live)
 
 
-def elect(sync_state_set: Iterable[int], all_replicas: Iterable[int] | None,
-          old_master: int | None, prefer_id: int | None,
-          is_valid: Callable[[int], bool], live: Mapping[int, LiveRow]) -> int | None:
+def elect(
+    sync_state_set: Iterable[int],
+    all_replicas: Iterable[int] | None,
+    old_master: int | None,
+    prefer_id: int | None,
+    is_valid: Callable[[int], bool],
+    live: Mapping[int, LiveRow],
+) -> int | None:
     """RocketMQ DefaultElectPolicy.elect: the SyncStateSet first, then (unclean election enabled,
     all_replicas not None) every registered replica."""
     new_master = try_elect(sync_state_set, is_valid, live, old_master, prefer_id)

@@ -147,17 +147,32 @@ class HeartbeatTable:
         self._bid.append(bid)
         self._cluster.append("")
         self._address.append("")
-        for column in (self._broker_epoch, self._epoch, self._max_offset, self._confirm_offset,
-                       self._priority, self._last_ms, self._timeout):
+        for column in (
+            self._broker_epoch,
+            self._epoch,
+            self._max_offset,
+            self._confirm_offset,
+            self._priority,
+            self._last_ms,
+            self._timeout,
+        ):
             column.append(0)
         self._scheduled.append(0)
         self._registered.append(0)
         return slot
 
     def _info(self, slot: int) -> LiveInfo:
-        return LiveInfo(self._bid[slot], self._address[slot], self._broker_epoch[slot], self._epoch[slot],
-                        self._max_offset[slot], self._confirm_offset[slot], self._priority[slot],
-                        self._last_ms[slot], self._timeout[slot])
+        return LiveInfo(
+            self._bid[slot],
+            self._address[slot],
+            self._broker_epoch[slot],
+            self._epoch[slot],
+            self._max_offset[slot],
+            self._confirm_offset[slot],
+            self._priority[slot],
+            self._last_ms[slot],
+            self._timeout[slot],
+        )
 
     def _is_alive(self, slot: int, now_ms: int) -> bool:
         return self._last_ms[slot] + self._timeout[slot] >= now_ms
@@ -173,9 +188,21 @@ class HeartbeatTable:
             heapq.heappush(self._buckets, bucket)
         slots.append(slot)
 
-    def _put(self, name: str, bid: int, cluster: str, address: str, broker_epoch: int, epoch: int,
-             max_offset: int, confirm_offset: int, priority: int, last_ms: int, timeout: int,
-             now_ms: int) -> None:
+    def _put(
+        self,
+        name: str,
+        bid: int,
+        cluster: str,
+        address: str,
+        broker_epoch: int,
+        epoch: int,
+        max_offset: int,
+        confirm_offset: int,
+        priority: int,
+        last_ms: int,
+        timeout: int,
+        now_ms: int,
+    ) -> None:
         slot = self._slot(name, bid)
         if slot is None:
             slot = self._new_slot(name, bid)
@@ -215,8 +242,20 @@ class HeartbeatTable:
 
         slot = self._slot(name, bid)
         if slot is None or (broker_epoch is not None and broker_epoch > self._broker_epoch[slot]):
-            self._put(name, bid, cluster, address, broker_epoch or 0, epoch, max_offset, confirm_offset,
-                      priority, now_ms, timeout, now_ms)
+            self._put(
+                name,
+                bid,
+                cluster,
+                address,
+                broker_epoch or 0,
+                epoch,
+                max_offset,
+                confirm_offset,
+                priority,
+                now_ms,
+                timeout,
+                now_ms,
+            )
             if slot is not None:
                 self._registered[slot] = 0
             return True
@@ -227,14 +266,36 @@ class HeartbeatTable:
             self._registered[slot] = 0  # the first beat since a registration: taken as it is
         elif not (epoch > old_epoch or (epoch == old_epoch and max_offset > self._max_offset[slot])):
             epoch, max_offset, confirm_offset = old_epoch, self._max_offset[slot], self._confirm_offset[slot]
-        self._put(name, bid, cluster, address or self._address[slot], self._broker_epoch[slot], epoch,
-                  max_offset, confirm_offset, priority, now_ms, timeout, now_ms)
+        self._put(
+            name,
+            bid,
+            cluster,
+            address or self._address[slot],
+            self._broker_epoch[slot],
+            epoch,
+            max_offset,
+            confirm_offset,
+            priority,
+            now_ms,
+            timeout,
+            now_ms,
+        )
         return True
 
-    def on_register(self, cluster_name: str, broker_name: str, broker_id: int, address: str,
-                    broker_epoch: int, epoch: int | None = None, max_offset: int | None = None,
-                    confirm_offset: int | None = None, election_priority: int | None = None,
-                    timeout_ms: int | None = None, now_ms: int = 0) -> bool:
+    def on_register(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        address: str,
+        broker_epoch: int,
+        epoch: int | None = None,
+        max_offset: int | None = None,
+        confirm_offset: int | None = None,
+        election_priority: int | None = None,
+        timeout_ms: int | None = None,
+        now_ms: int = 0,
+    ) -> bool:
         """A successful RegisterBroker: a new incarnation of a broker. As in RocketMQ, only a heartbeat
         makes a broker alive: a row it has takes the new brokerEpoch and what the registration
         reported, with its last heartbeat unchanged; without a row nothing is recorded (the
@@ -248,14 +309,20 @@ class HeartbeatTable:
         slot = self._slot(broker_name, broker_id)
         if slot is None:
             return False
-        self._put(sys.intern(broker_name), broker_id, cluster_name, sys.intern(address), broker_epoch,
-                  self._epoch[slot] if epoch is None else epoch,
-                  self._max_offset[slot] if max_offset is None else max_offset,
-                  self._confirm_offset[slot] if confirm_offset is None else confirm_offset,
-                  self._priority[slot] if election_priority is None else election_priority,
-                  self._last_ms[slot],
-                  self._timeout[slot] if timeout_ms is None or timeout_ms <= 0 else timeout_ms,
-                  now_ms)
+        self._put(
+            sys.intern(broker_name),
+            broker_id,
+            cluster_name,
+            sys.intern(address),
+            broker_epoch,
+            self._epoch[slot] if epoch is None else epoch,
+            self._max_offset[slot] if max_offset is None else max_offset,
+            self._confirm_offset[slot] if confirm_offset is None else confirm_offset,
+            self._priority[slot] if election_priority is None else election_priority,
+            self._last_ms[slot],
+            self._timeout[slot] if timeout_ms is None or timeout_ms <= 0 else timeout_ms,
+            now_ms,
+        )
         # a registration that did not report the store's epoch and maxOffset: the next beat does
         self._registered[slot] = int(epoch is None or max_offset is None)
         return True

@@ -63,8 +63,8 @@ class NodeSettings:
     partners: list[str]
     grpc_address: str
     data_dir: str | None
-    raft_bind: str = ""                 # where the Raft port listens (--raft-bind); "" = raft_address
-    remoting_address: str = ""          # RocketMQ remoting front door, published like grpc_address
+    raft_bind: str = ""  # where the Raft port listens (--raft-bind); "" = raft_address
+    remoting_address: str = ""  # RocketMQ remoting front door, published like grpc_address
     group: str = "mqctl"
     cluster_secret: str | None = None
     wait_for: int = 1
@@ -88,13 +88,15 @@ class NodeSettings:
 
     def initial_config(self) -> dict[str, str]:
         cfg = core.default_config()
-        cfg.update({
-            "waitFor": str(self.wait_for),
-            "enableElectUncleanMaster": str(self.enable_elect_unclean_master).lower(),
-            "notifyBrokerRoleChanged": str(self.notify_broker_role_changed).lower(),
-            "heartbeatTimeoutMillis": str(self.heartbeat_timeout_ms),
-            "scanNotActiveBrokerInterval": str(self.scan_interval_ms),
-        })
+        cfg.update(
+            {
+                "waitFor": str(self.wait_for),
+                "enableElectUncleanMaster": str(self.enable_elect_unclean_master).lower(),
+                "notifyBrokerRoleChanged": str(self.notify_broker_role_changed).lower(),
+                "heartbeatTimeoutMillis": str(self.heartbeat_timeout_ms),
+                "scanNotActiveBrokerInterval": str(self.scan_interval_ms),
+            }
+        )
         cfg.update(self.extra_config)
         return cfg
 
@@ -111,8 +113,9 @@ class RoleWatch:
         self._lagging = False
 
     def matches(self, cluster_name: str, broker_name: str) -> bool:
-        return ((not self.broker_name or self.broker_name == broker_name)
-                and (not self.cluster_name or not cluster_name or self.cluster_name == cluster_name))
+        return (not self.broker_name or self.broker_name == broker_name) and (
+            not self.cluster_name or not cluster_name or self.cluster_name == cluster_name
+        )
 
     def push(self, change: dict[str, Any]) -> None:
         """Never blocks the state machine: a stuck subscriber loses its *oldest* changes, so the
@@ -128,8 +131,9 @@ class RoleWatch:
                     continue
                 if not self._lagging:
                     self._lagging = True
-                    log.warning("role watch for %s is not reading; dropping its oldest changes",
-                                self.broker_name)
+                    log.warning(
+                        "role watch for %s is not reading; dropping its oldest changes", self.broker_name
+                    )
 
     def close(self) -> None:
         if not self.closed:
@@ -202,11 +206,19 @@ class ControllerNode:
         self._level_checked = 0.0
         self._peers_checked = 0.0
         self._lost_peers: list[str] = []
-        conf = make_conf(settings.data_dir, secret=settings.cluster_secret,
-                         bind_address=settings.raft_bind or settings.raft_address)
+        conf = make_conf(
+            settings.data_dir,
+            secret=settings.cluster_secret,
+            bind_address=settings.raft_bind or settings.raft_address,
+        )
         # the Raft layer, seen through its seam only (mqctl/controller/raftlog.py, RaftSeam)
-        self.sync: RaftSeam = ControllerSyncObj(settings.raft_address, list(settings.partners), conf,
-                                                settings.initial_config(), on_apply=self._on_apply)
+        self.sync: RaftSeam = ControllerSyncObj(
+            settings.raft_address,
+            list(settings.partners),
+            conf,
+            settings.initial_config(),
+            on_apply=self._on_apply,
+        )
         self._ticker = threading.Thread(target=self._tick_loop, name="mqctl-ticker", daemon=True)
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -219,8 +231,9 @@ class ControllerNode:
         except SyncObjException as exc:
             self.sync.destroy()
             bind = self.settings.raft_bind or self.settings.raft_address
-            raise OSError(f"cannot listen for Raft on {bind}: "
-                          "address already in use or not available") from exc
+            raise OSError(
+                f"cannot listen for Raft on {bind}: address already in use or not available"
+            ) from exc
         self._ticker.start()
 
     def stop(self) -> None:
@@ -273,10 +286,14 @@ class ControllerNode:
             if sent_at < 0 and not self._connected_followers():
                 log.info("no follower connected to hand the leadership over to")
                 return ""
-            log.warning("no follower took the leadership within %.1f s (%s; refused %d times: no follower "
-                        "connected and caught up); stopping anyway, the group elects after its election "
-                        "timeout", timeout, "TimeoutNow sent" if sent_at >= 0 else "no TimeoutNow sent",
-                        refused)
+            log.warning(
+                "no follower took the leadership within %.1f s (%s; refused %d times: no follower "
+                "connected and caught up); stopping anyway, the group elects after its election "
+                "timeout",
+                timeout,
+                "TimeoutNow sent" if sent_at >= 0 else "no TimeoutNow sent",
+                refused,
+            )
             return ""
         finally:
             self._decide_lock.release()
@@ -348,8 +365,10 @@ class ControllerNode:
         if method in methods.LOCAL_READ_METHODS:
             return self._local(method, request)
         if method not in methods.WRITE_METHODS and method not in methods.FRESH_READ_METHODS:
-            return {"code": int(Code.REQUEST_CODE_NOT_SUPPORTED),
-                    "remark": f" request type {method} not supported"}
+            return {
+                "code": int(Code.REQUEST_CODE_NOT_SUPPORTED),
+                "remark": f" request type {method} not supported",
+            }
         if not self.is_leader():
             return self._not_leader()
         if method in methods.FRESH_READ_METHODS:
@@ -360,8 +379,11 @@ class ControllerNode:
                 # (with the leader if known) and let the client retry elsewhere
                 answer = self._unavailable(exc)
                 if answer["code"] == int(Code.SYSTEM_ERROR):
-                    answer = {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),
-                              "remark": "timed out waiting for the read barrier to commit"}
+                    answer = {
+                        "code": int(Code.UNAVAILABLE),
+                        "leader_address": self.leader_grpc_address(),
+                        "remark": "timed out waiting for the read barrier to commit",
+                    }
                 return answer
             if not self.is_leader():
                 return self._not_leader()
@@ -371,8 +393,10 @@ class ControllerNode:
             self._note_registration(request, response)
         if method == "UpdateConfig" and response.get("ignored_config"):
             ignored = response.pop("ignored_config")
-            log.info("UpdateConfig: ignored %s",
-                     ", ".join(f"{key} ({why})" for key, why in sorted(ignored.items())))
+            log.info(
+                "UpdateConfig: ignored %s",
+                ", ".join(f"{key} ({why})" for key, why in sorted(ignored.items())),
+            )
         return response
 
     def metadata(self) -> dict[str, Any]:
@@ -380,22 +404,27 @@ class ControllerNode:
         leader = self.leader_raft_address()
         peers = []
         for addr in sorted([self.settings.raft_address, *self.members()]):
-            peers.append({
-                "raft_address": addr,
-                "grpc_address": self.grpc_address_of(addr),
-                "remoting_address": self.remoting_address_of(addr),
-                "is_leader": addr == leader,
-                "is_self": addr == self.settings.raft_address,
-                "connected": (addr == self.settings.raft_address
-                              or status.get("partner_node_status_server_" + addr) == 2),
-                "match_index": int(status.get("match_idx_server_" + addr, 0) or 0),
-                "next_index": int(status.get("next_node_idx_server_" + addr, 0) or 0),
-                "max_feature_level": self._max_feature_level_of(addr),
-            })
+            peers.append(
+                {
+                    "raft_address": addr,
+                    "grpc_address": self.grpc_address_of(addr),
+                    "remoting_address": self.remoting_address_of(addr),
+                    "is_leader": addr == leader,
+                    "is_self": addr == self.settings.raft_address,
+                    "connected": (
+                        addr == self.settings.raft_address
+                        or status.get("partner_node_status_server_" + addr) == 2
+                    ),
+                    "match_index": int(status.get("match_idx_server_" + addr, 0) or 0),
+                    "next_index": int(status.get("next_node_idx_server_" + addr, 0) or 0),
+                    "max_feature_level": self._max_feature_level_of(addr),
+                }
+            )
         with self.sync.state_lock:
             feature_level = self.state.feature_level
         return {
-            "code": 0, "remark": "",
+            "code": 0,
+            "remark": "",
             "group": self.settings.group,
             "group_id": str(self._meta(META_GROUP_ID, "")),
             "controller_leader_id": leader,
@@ -430,29 +459,41 @@ class ControllerNode:
 
         def decide(state: core.ControllerState) -> core.Result:
             if level not in records.FEATURE_LEVELS:
-                return core.Result(Code.CONTROLLER_INVALID_REQUEST,
-                                   f"Invalid request: feature level {level} is not one of "
-                                   f"{sorted(records.FEATURE_LEVELS)}")
+                return core.Result(
+                    Code.CONTROLLER_INVALID_REQUEST,
+                    f"Invalid request: feature level {level} is not one of {sorted(records.FEATURE_LEVELS)}",
+                )
             if level < state.feature_level:
-                return core.Result(Code.CONTROLLER_INVALID_REQUEST,
-                                   f"Invalid request: the group is at feature level {state.feature_level}; "
-                                   "a feature level is never lowered")
-            behind = [f"{m} (speaks {self._max_feature_level_of(m)}, or has not said yet)" for m in members
-                      if self._max_feature_level_of(m) < level]
+                return core.Result(
+                    Code.CONTROLLER_INVALID_REQUEST,
+                    f"Invalid request: the group is at feature level {state.feature_level}; "
+                    "a feature level is never lowered",
+                )
+            behind = [
+                f"{m} (speaks {self._max_feature_level_of(m)}, or has not said yet)"
+                for m in members
+                if self._max_feature_level_of(m) < level
+            ]
             if behind:
-                return core.Result(Code.CONTROLLER_INVALID_REQUEST,
-                                   f"not every member speaks feature level {level}: {', '.join(behind)}; "
-                                   "upgrade them first")
+                return core.Result(
+                    Code.CONTROLLER_INVALID_REQUEST,
+                    f"not every member speaks feature level {level}: {', '.join(behind)}; upgrade them first",
+                )
             if level == state.feature_level:
                 return core.Result(Code.SUCCESS, f"the group is already at feature level {level}")
-            return core.Result(Code.SUCCESS, f"the group is at feature level {level} now", {},
-                               [records.FeatureLevelSet(level)])
+            return core.Result(
+                Code.SUCCESS,
+                f"the group is at feature level {level} now",
+                {},
+                [records.FeatureLevelSet(level)],
+            )
 
         answer = self._decide_and_commit(decide, timeout)
         with self.sync.state_lock:
             answer["feature_level"] = self.state.feature_level
-        answer.update(leader_id=self.leader_raft_address(), leader_address=self.leader_grpc_address(),
-                      members=members)
+        answer.update(
+            leader_id=self.leader_raft_address(), leader_address=self.leader_grpc_address(), members=members
+        )
         return answer
 
     def sync_state_data(self, broker_names: list[str] | None = None) -> dict[str, Any]:
@@ -477,7 +518,7 @@ class ControllerNode:
                 names = sorted(self.state.broker_sets)
         table: dict[str, Any] = {}
         for at in range(0, len(names), SYNC_STATE_PART):  # the core checks and sorts each part
-            part = self._answer("GetSyncStateData", {"broker_names": list(names[at:at + SYNC_STATE_PART])})
+            part = self._answer("GetSyncStateData", {"broker_names": list(names[at : at + SYNC_STATE_PART])})
             if part["code"] != 0:
                 return part
             table.update(part.get("replicas_info_table") or {})
@@ -489,11 +530,13 @@ class ControllerNode:
         and status page (the same on every node once applied)."""
         with self.sync.state_lock:
             st = self.state
-            return {"feature_level": st.feature_level,
-                    "entries": list(st.history[-last:]) if last > 0 else [],
-                    "elections": {n: dict(c) for n, c in st.elections.items()},
-                    "loss_total": dict(st.loss_total),
-                    "clusters": {n: bs.cluster_name for n, bs in st.broker_sets.items()}}
+            return {
+                "feature_level": st.feature_level,
+                "entries": list(st.history[-last:]) if last > 0 else [],
+                "elections": {n: dict(c) for n, c in st.elections.items()},
+                "loss_total": dict(st.loss_total),
+                "clusters": {n: bs.cluster_name for n, bs in st.broker_sets.items()},
+            }
 
     def _snapshot(self, timeout: float) -> dict[str, Any]:
         """GetSnapshot: the leader's state after a read barrier, with the index it was applied at."""
@@ -503,17 +546,28 @@ class ControllerNode:
         try:
             self.sync.barrier_sync(timeout=timeout)
         except Exception:
-            return {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),
-                    "remark": "timed out waiting for the read barrier to commit"}
+            return {
+                "code": int(Code.UNAVAILABLE),
+                "leader_address": self.leader_grpc_address(),
+                "remark": "timed out waiting for the read barrier to commit",
+            }
         term = self.sync.term()
         with self.sync.state_lock:
             state_json, index = self.state.canonical_json(), self.sync.applied_index
             state_hash, level = self._state_hash(), self.state.feature_level
             group_id = str(self.state.meta.get(META_GROUP_ID, ""))
-        return {"code": 0, "remark": "", "state_json": state_json,
-                "applied_index": index, "term": term, "group": self.settings.group,
-                "group_id": group_id, "state_hash": state_hash,
-                "feature_level": level, "record_versions": records.record_versions()}
+        return {
+            "code": 0,
+            "remark": "",
+            "state_json": state_json,
+            "applied_index": index,
+            "term": term,
+            "group": self.settings.group,
+            "group_id": group_id,
+            "state_hash": state_hash,
+            "feature_level": level,
+            "record_versions": records.record_versions(),
+        }
 
     def _state_hash(self) -> str:
         """Computed once per applied entry, not on every GetMetadata (callers poll it)."""
@@ -540,16 +594,21 @@ class ControllerNode:
         if action == "feature-level":
             return self._raise_feature_level(int(request.get("feature_level") or 0), timeout)
         if action not in ("add", "remove", "transfer"):
-            return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": "Invalid request: action must "
-                    f"be add, remove, transfer or feature-level, not {action!r}"}
+            return {
+                "code": int(Code.CONTROLLER_INVALID_REQUEST),
+                "remark": "Invalid request: action must "
+                f"be add, remove, transfer or feature-level, not {action!r}",
+            }
         if target:
             try:
                 parse_address(target, "Raft address")
             except UsageError as exc:
                 return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": f"Invalid request: {exc}"}
         elif action != "transfer":
-            return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": "Invalid request: raft_address "
-                    "is required"}
+            return {
+                "code": int(Code.CONTROLLER_INVALID_REQUEST),
+                "remark": "Invalid request: raft_address is required",
+            }
         if not self.is_leader():
             return self._not_leader()
         me = self.settings.raft_address
@@ -557,14 +616,22 @@ class ControllerNode:
         if action == "add" and (target == me or target in members):
             return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": f"{target} is already a member"}
         if action in ("remove", "transfer") and target and target != me and target not in members:
-            return {"code": int(Code.CONTROLLER_INVALID_REQUEST),
-                    "remark": f"{target} is not a member (members: {', '.join(sorted([me, *members]))})"}
+            return {
+                "code": int(Code.CONTROLLER_INVALID_REQUEST),
+                "remark": f"{target} is not a member (members: {', '.join(sorted([me, *members]))})",
+            }
         if action == "remove" and target == me:
-            return {"code": int(Code.CONTROLLER_INVALID_REQUEST),
-                    "remark": f"{target} is the leader: transfer the leadership first"}
+            return {
+                "code": int(Code.CONTROLLER_INVALID_REQUEST),
+                "remark": f"{target} is the leader: transfer the leadership first",
+            }
         if action == "transfer" and target == me:
-            return {"code": 0, "remark": f"{me} already leads", "leader_id": me,
-                    "members": sorted([me, *members])}
+            return {
+                "code": 0,
+                "remark": f"{me} already leads",
+                "leader_id": me,
+                "members": sorted([me, *members]),
+            }
         done = threading.Event()
         outcome: list[Any] = []
 
@@ -574,12 +641,16 @@ class ControllerNode:
 
         self.sync.change_membership(action, target or None, callback)
         if not done.wait(timeout):
-            return {"code": int(Code.SYSTEM_ERROR),
-                    "remark": f"timed out waiting for {action}; the outcome is unknown"}
+            return {
+                "code": int(Code.SYSTEM_ERROR),
+                "remark": f"timed out waiting for {action}; the outcome is unknown",
+            }
         if outcome[0] != FAIL_REASON.SUCCESS:
             if outcome[0] == FAIL_REASON.REQUEST_DENIED:
-                reason = "denied (a transfer target must be connected and caught up; one membership change " \
-                         "at a time)"
+                reason = (
+                    "denied (a transfer target must be connected and caught up; one membership change "
+                    "at a time)"
+                )
             else:
                 reason = f"failed (reason {outcome[0]})"
             return {"code": int(Code.SYSTEM_ERROR), "remark": f"{action} {target}: {reason}"}
@@ -593,11 +664,18 @@ class ControllerNode:
                 time.sleep(0.02)
             leader = self.leader_raft_address()
             if not leader or leader == me:
-                return {"code": int(Code.SYSTEM_ERROR),
-                        "remark": "the transfer was sent but no other node took the leadership in time"}
+                return {
+                    "code": int(Code.SYSTEM_ERROR),
+                    "remark": "the transfer was sent but no other node took the leadership in time",
+                }
             remark = f"{leader} leads now"
-        return {"code": 0, "remark": remark, "leader_id": self.leader_raft_address(),
-                "leader_address": self.leader_grpc_address(), "members": sorted([me, *self.members()])}
+        return {
+            "code": 0,
+            "remark": remark,
+            "leader_id": self.leader_raft_address(),
+            "leader_address": self.leader_grpc_address(),
+            "members": sorted([me, *self.members()]),
+        }
 
     def watch(self, cluster_name: str, broker_name: str) -> RoleWatch:
         watch = RoleWatch(self, cluster_name, broker_name)
@@ -678,8 +756,9 @@ class ControllerNode:
 
         return self._decide_and_commit(decide, timeout)
 
-    def _decide_and_commit(self, decide: Callable[[core.ControllerState], core.Result],
-                           timeout: float) -> dict[str, Any]:
+    def _decide_and_commit(
+        self, decide: Callable[[core.ControllerState], core.Result], timeout: float
+    ) -> dict[str, Any]:
         """Decide once, on the leader; append the records; answer when they are applied here.
 
         Decisions are made one at a time against the leader's view: the applied state plus the
@@ -696,14 +775,19 @@ class ControllerNode:
             return self._busy()
         try:
             if self.fatal_error:
-                return {"code": int(Code.SYSTEM_ERROR), "remark": f"this controller node stopped: "
-                                                                 f"{self.fatal_error}"}
+                return {
+                    "code": int(Code.SYSTEM_ERROR),
+                    "remark": f"this controller node stopped: {self.fatal_error}",
+                }
             if not self.is_leader():
                 return self._not_leader()
             view = self._leader_view(deadline)
             if view is None:
-                return {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),
-                        "remark": "the new leader has not applied the earlier entries yet; retry"}
+                return {
+                    "code": int(Code.UNAVAILABLE),
+                    "leader_address": self.leader_grpc_address(),
+                    "remark": "the new leader has not applied the earlier entries yet; retry",
+                }
             result = decide(view)
             answer = dict(result.response)
             answer["code"] = int(result.code)
@@ -726,8 +810,9 @@ class ControllerNode:
                 done.set()
 
             try:
-                self.sync.propose(records.encode_entry(result.records), callback=committed,
-                                  leader_term=self._view_term)
+                self.sync.propose(
+                    records.encode_entry(result.records), callback=committed, leader_term=self._view_term
+                )
             except Exception as exc:  # not appended
                 self._view = None
                 return self._unavailable(exc)
@@ -737,8 +822,10 @@ class ControllerNode:
         finally:
             self._decide_lock.release()
         if not done.wait(max(0.0, deadline - time.monotonic())):
-            return {"code": int(Code.SYSTEM_ERROR),
-                    "remark": "timed out waiting for the Raft commit; the outcome is unknown"}
+            return {
+                "code": int(Code.SYSTEM_ERROR),
+                "remark": "timed out waiting for the Raft commit; the outcome is unknown",
+            }
         if outcome[0] != FAIL_REASON.SUCCESS:
             with self._decide_lock:
                 self._view = None
@@ -765,12 +852,16 @@ class ControllerNode:
         return self._view
 
     def _busy(self) -> dict[str, Any]:
-        return {"code": int(Code.UNAVAILABLE), "leader_address": self.leader_grpc_address(),
-                "remark": "an earlier write of this leader is not committed yet; the outcome of this "
-                          "one is not decided, retry"}
+        return {
+            "code": int(Code.UNAVAILABLE),
+            "leader_address": self.leader_grpc_address(),
+            "remark": "an earlier write of this leader is not committed yet; the outcome of this "
+            "one is not decided, retry",
+        }
 
-    def _commit_records(self, decide: Callable[[core.ControllerState], list[records.Record]],
-                        timeout: float = 5.0) -> bool:
+    def _commit_records(
+        self, decide: Callable[[core.ControllerState], list[records.Record]], timeout: float = 5.0
+    ) -> bool:
         """Node bookkeeping (group id, node addresses) through the same one decision path."""
         answer = self._decide_and_commit(lambda st: core.Result(Code.SUCCESS, "", {}, decide(st)), timeout)
         if answer["code"] != 0:
@@ -789,8 +880,10 @@ class ControllerNode:
         reason: object = getattr(exc, "errorCode", None)
         if reason == "timeout":
             # The entry may still commit: the outcome is unknown, as RocketMQ's 5 s wait.
-            return {"code": int(Code.SYSTEM_ERROR),
-                    "remark": "timed out waiting for the Raft commit; the outcome is unknown"}
+            return {
+                "code": int(Code.SYSTEM_ERROR),
+                "remark": "timed out waiting for the Raft commit; the outcome is unknown",
+            }
         if isinstance(reason, int) and reason in NOT_APPENDED:
             # pysyncobj never appended the entry: safe for the client to retry at the leader.
             answer = self._not_leader()
@@ -798,9 +891,11 @@ class ControllerNode:
             return answer
         fallback = str(reason or type(exc).__name__)
         name = OUTCOME_UNKNOWN.get(reason, fallback) if isinstance(reason, int) else fallback
-        return {"code": int(Code.UNAVAILABLE),
-                "remark": f"the Raft entry was not committed ({name}); the outcome is unknown",
-                "leader_address": self.leader_grpc_address()}
+        return {
+            "code": int(Code.UNAVAILABLE),
+            "remark": f"the Raft entry was not committed ({name}); the outcome is unknown",
+            "leader_address": self.leader_grpc_address(),
+        }
 
     def _heartbeat(self, request: dict[str, Any]) -> dict[str, Any]:
         # Accepted on every node (RocketMQ brokers beat to all controllers); each node keeps
@@ -829,11 +924,18 @@ class ControllerNode:
 
         with self._lock:
             self.heartbeats.on_register(
-                str(request.get("cluster_name", "")), str(request.get("broker_name", "")),
-                int(request.get("broker_id", 0)), str(request.get("broker_address", "")),
-                int(response.get("broker_epoch", 0)), given("epoch"), given("max_offset"),
-                given("confirm_offset"), given("election_priority"), given("heartbeat_timeout_mills"),
-                now_ms())
+                str(request.get("cluster_name", "")),
+                str(request.get("broker_name", "")),
+                int(request.get("broker_id", 0)),
+                str(request.get("broker_address", "")),
+                int(response.get("broker_epoch", 0)),
+                given("epoch"),
+                given("max_offset"),
+                given("confirm_offset"),
+                given("election_priority"),
+                given("heartbeat_timeout_mills"),
+                now_ms(),
+            )
 
     def _role_of(self, broker_name: str) -> dict[str, Any] | None:
         ctx = core.Context(now_ms=now_ms(), live={})
@@ -845,7 +947,8 @@ class ControllerNode:
         resp = result.response
         sss = resp.get("sync_state_set") or {}
         change = {
-            "code": 0, "remark": "",
+            "code": 0,
+            "remark": "",
             "cluster_name": cluster or "",
             "broker_name": broker_name,
             "master_address": resp.get("master_address") or "",
@@ -931,8 +1034,11 @@ class ControllerNode:
         """The leader says which members it cannot reach (once it has led for PEER_GRACE_MS, the time
         its connections take), again when that changes: the log of a group that lost a node names it."""
         now = time.monotonic()
-        if now - self._peers_checked < 0.5 or self._leader_since_ms is None \
-                or now_ms() - self._leader_since_ms < PEER_GRACE_MS:
+        if (
+            now - self._peers_checked < 0.5
+            or self._leader_since_ms is None
+            or now_ms() - self._leader_since_ms < PEER_GRACE_MS
+        ):
             return
         self._peers_checked = now
         status = self.sync.status()
@@ -941,9 +1047,14 @@ class ControllerNode:
         if lost == self._lost_peers:
             return
         if lost:
-            log.warning("leader (term %s) cannot reach %s; %d of %d nodes connected%s", term, ", ".join(lost),
-                        len(members) + 1 - len(lost), len(members) + 1,
-                        "" if status.get("has_quorum") else ", no quorum")
+            log.warning(
+                "leader (term %s) cannot reach %s; %d of %d nodes connected%s",
+                term,
+                ", ".join(lost),
+                len(members) + 1 - len(lost),
+                len(members) + 1,
+                "" if status.get("has_quorum") else ", no quorum",
+            )
         else:
             log.info("leader (term %s) reaches every member again", term)
         self._lost_peers = lost
@@ -957,8 +1068,14 @@ class ControllerNode:
         if stalled < RAFT_STALL_S or now - said < RAFT_STALL_S:
             return said
         frame = sys._current_frames().get(self.sync.tick_thread_ident() or -1)
-        where = " < ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
-                           for f in reversed(traceback.extract_stack(frame)[-12:])) if frame else "?"
+        where = (
+            " < ".join(
+                f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                for f in reversed(traceback.extract_stack(frame)[-12:])
+            )
+            if frame
+            else "?"
+        )
         log.warning("the Raft thread has not finished a tick for %.0f s; it is at %s", stalled, where)
         return now
 
@@ -977,8 +1094,10 @@ class ControllerNode:
 
     def _publish_self(self) -> bool:
         key = META_NODE_PREFIX + self.settings.raft_address
-        mine: dict[str, Any] = {"grpc": self.settings.grpc_address,
-                                "maxFeatureLevel": records.MAX_FEATURE_LEVEL}
+        mine: dict[str, Any] = {
+            "grpc": self.settings.grpc_address,
+            "maxFeatureLevel": records.MAX_FEATURE_LEVEL,
+        }
         if self.settings.remoting_address:
             mine["remoting"] = self.settings.remoting_address
         if self._meta(key) == mine:
@@ -1001,8 +1120,9 @@ class ControllerNode:
         mine = self.settings.critical_options()
         diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
         if diff:
-            self.fatal_error = ("this node's options differ from the controller group's: " + ", ".join(
-                f"{k} (group {theirs.get(k)!r}, this node {mine.get(k)!r})" for k in diff))
+            self.fatal_error = "this node's options differ from the controller group's: " + ", ".join(
+                f"{k} (group {theirs.get(k)!r}, this node {mine.get(k)!r})" for k in diff
+            )
             return
         if self.settings.data_dir:
             try:
@@ -1022,9 +1142,11 @@ class ControllerNode:
             def first(st: core.ControllerState) -> list[records.Record]:
                 if st.meta.get(META_GROUP_ID):
                     return []
-                minted: list[records.Record] = [records.MetaSet(META_GROUP_ID, group_id),
-                                                records.MetaSet(META_GROUP_OPTIONS, options),
-                                                records.MetaSet(META_BOOTSTRAP, bootstrap)]
+                minted: list[records.Record] = [
+                    records.MetaSet(META_GROUP_ID, group_id),
+                    records.MetaSet(META_GROUP_OPTIONS, options),
+                    records.MetaSet(META_BOOTSTRAP, bootstrap),
+                ]
                 st = st.copy()
                 for r in minted:
                     st.apply(r)
@@ -1148,7 +1270,10 @@ class ControllerNode:
 
         answer = self._decide_and_commit(decide, 5.0)
         for name, result in answers:
-            log.info("controller-triggered election for %s: code %s %s master %s", name,
-                     int(result.code) if answer["code"] == 0 else answer["code"],
-                     result.remark or "" if answer["code"] == 0 else answer.get("remark", ""),
-                     result.response.get("master_broker_id"))
+            log.info(
+                "controller-triggered election for %s: code %s %s master %s",
+                name,
+                int(result.code) if answer["code"] == 0 else answer["code"],
+                result.remark or "" if answer["code"] == 0 else answer.get("remark", ""),
+                result.response.get("master_broker_id"),
+            )

@@ -103,9 +103,15 @@ def _decode_entry(raw: list[Any]) -> tuple[bytes, int, int]:
 class ControllerSyncObj(SyncObj):
     """pysyncobj node whose only replicated methods are `execute` and `barrier`."""
 
-    def __init__(self, self_addr: str, partners: list[str], conf: SyncObjConf,
-                 initial_config: dict[str, str], on_apply: ApplyHook | None = None,
-                 transport: Any = None) -> None:
+    def __init__(
+        self,
+        self_addr: str,
+        partners: list[str],
+        conf: SyncObjConf,
+        initial_config: dict[str, str],
+        on_apply: ApplyHook | None = None,
+        transport: Any = None,
+    ) -> None:
         self.state = core.ControllerState(config=dict(initial_config))
         # Held while an entry is decided and applied, and by readers on other threads (gRPC
         # workers, the ticker): a reader sees each entry entirely or not at all.
@@ -230,9 +236,11 @@ class ControllerSyncObj(SyncObj):
         if "events" in doc:
             return decode_entry(doc), {"code": 0, "remark": ""}
         if self.state.feature_level >= 2:
-            raise RecordError(f"a (method, request, context) command entry at feature level "
-                              f"{self.state.feature_level}: written by an mqctl 0.1 leader, which this "
-                              "group no longer admits; upgrade that node")
+            raise RecordError(
+                f"a (method, request, context) command entry at feature level "
+                f"{self.state.feature_level}: written by an mqctl 0.1 leader, which this "
+                "group no longer admits; upgrade that node"
+            )
         ctx = core.Context.from_dict(doc["ctx"])
         result = core.handle(self.state, doc["method"], doc["request"], ctx)
         answer = dict(result.response)
@@ -295,8 +303,9 @@ class ControllerSyncObj(SyncObj):
 DNS_CACHE_S = 5.0  # how long a peer's resolved address is used before it is looked up again
 
 
-def make_conf(data_dir: str | None, *, secret: str | None, fast: bool = True,
-              bind_address: str | None = None) -> SyncObjConf:
+def make_conf(
+    data_dir: str | None, *, secret: str | None, fast: bool = True, bind_address: str | None = None
+) -> SyncObjConf:
     """pysyncobj settings: the low-latency profile of toolchain-notes.md section 3.
 
     appendEntriesUseBatch=False sends each write at once (sub-millisecond commits instead of
@@ -324,11 +333,19 @@ def make_conf(data_dir: str | None, *, secret: str | None, fast: bool = True,
         dnsFailCacheTime=1.0,
     )
     if fast:
-        kwargs.update(appendEntriesPeriod=0.03, raftMinTimeout=0.15, raftMaxTimeout=0.35,
-                      connectionTimeout=1.0, connectionRetryTime=0.5, autoTickPeriod=0.01)
+        kwargs.update(
+            appendEntriesPeriod=0.03,
+            raftMinTimeout=0.15,
+            raftMaxTimeout=0.35,
+            connectionTimeout=1.0,
+            connectionRetryTime=0.5,
+            autoTickPeriod=0.01,
+        )
     if data_dir is not None:
-        kwargs.update(journalFile=os.path.join(data_dir, "raft.journal"),
-                      fullDumpFile=os.path.join(data_dir, "raft.snapshot.json"))
+        kwargs.update(
+            journalFile=os.path.join(data_dir, "raft.journal"),
+            fullDumpFile=os.path.join(data_dir, "raft.snapshot.json"),
+        )
     conf = SyncObjConf(**kwargs)
     # CheckQuorum (mqctl/raft/FORK.md, change 13): a leader that has not heard from a majority for
     # one election timeout steps down (pysyncobj's default is 30 s, mqctl 0.1 had 2 s)

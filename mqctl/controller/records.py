@@ -49,11 +49,11 @@ __all__ = [
 # A node writes only records of the group's level; raising it is an admin action
 # (`mqctl quorum feature-level`) once every member speaks the new level.
 FEATURE_LEVELS: dict[int, str] = {
-    1: "mqctl 0.1: nine record types in {\"events\": [...]} entries; 0.1 leaders still append "
-       "(method, request, context) commands, which this release decides on apply as 0.1 did",
+    1: 'mqctl 0.1: nine record types in {"events": [...]} entries; 0.1 leaders still append '
+    "(method, request, context) commands, which this release decides on apply as 0.1 did",
     2: "records only: a command entry is refused; adds FeatureLevelSet",
     3: "adds DecisionNoted (the decision history, `mqctl history`) and FailoverPauseSet "
-       "(`mqctl failover pause|resume`)",
+    "(`mqctl failover pause|resume`)",
 }
 MAX_FEATURE_LEVEL = max(FEATURE_LEVELS)
 
@@ -114,9 +114,13 @@ class BrokerIdApplied:
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> BrokerIdApplied:
-        return cls(_need(d, "cluster_name", str), _need(d, "broker_name", str),
-                   _need(d, "new_broker_id", int), _need(d, "broker_address", str),
-                   _need(d, "register_check_code", str))
+        return cls(
+            _need(d, "cluster_name", str),
+            _need(d, "broker_name", str),
+            _need(d, "new_broker_id", int),
+            _need(d, "broker_address", str),
+            _need(d, "register_check_code", str),
+        )
 
 
 @dataclass(frozen=True)
@@ -133,8 +137,12 @@ class BrokerAddressUpdated:
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> BrokerAddressUpdated:
-        return cls(_need(d, "cluster_name", str), _need(d, "broker_name", str), _need(d, "broker_id", int),
-                   _need(d, "broker_address", str))
+        return cls(
+            _need(d, "cluster_name", str),
+            _need(d, "broker_name", str),
+            _need(d, "broker_id", int),
+            _need(d, "broker_address", str),
+        )
 
 
 @dataclass(frozen=True)
@@ -151,8 +159,12 @@ class BrokerRegistered:
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> BrokerRegistered:
-        return cls(_need(d, "cluster_name", str), _need(d, "broker_name", str), _need(d, "broker_id", int),
-                   _need(d, "broker_epoch", int))
+        return cls(
+            _need(d, "cluster_name", str),
+            _need(d, "broker_name", str),
+            _need(d, "broker_id", int),
+            _need(d, "broker_epoch", int),
+        )
 
 
 @dataclass(frozen=True)
@@ -185,8 +197,11 @@ class MasterElected:
         return self.new_master_broker_id is not None
 
     def wire_fields(self) -> dict[str, Any]:
-        return {"broker_name": self.broker_name, "new_master_elected": self.new_master_elected,
-                "new_master_broker_id": self.new_master_broker_id}
+        return {
+            "broker_name": self.broker_name,
+            "new_master_elected": self.new_master_elected,
+            "new_master_broker_id": self.new_master_broker_id,
+        }
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> MasterElected:
@@ -278,8 +293,10 @@ class FeatureLevelSet:
     def from_wire(cls, d: Mapping[str, Any]) -> FeatureLevelSet:
         level = _need(d, "level", int)
         if level not in FEATURE_LEVELS:
-            raise RecordError(f"feature level {level} is not one this node speaks "
-                              f"(1..{MAX_FEATURE_LEVEL}): upgrade this node")
+            raise RecordError(
+                f"feature level {level} is not one this node speaks "
+                f"(1..{MAX_FEATURE_LEVEL}): upgrade this node"
+            )
         return cls(level)
 
 
@@ -299,8 +316,13 @@ class DecisionNoted:
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> DecisionNoted:
         entry = _need(d, "entry", Mapping)
-        for key, kind in (("time_ms", int), ("term", int), ("broker_name", str), ("what", str),
-                          ("cause", str)):
+        for key, kind in (
+            ("time_ms", int),
+            ("term", int),
+            ("broker_name", str),
+            ("what", str),
+            ("cause", str),
+        ):
             _need(entry, key, kind)
         try:
             entry = json.loads(json.dumps(entry, sort_keys=True))
@@ -323,19 +345,45 @@ class FailoverPauseSet:
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> FailoverPauseSet:
-        return cls(_need(d, "broker_name", str), _need(d, "paused", bool), _need(d, "reason", str),
-                   _need(d, "since_ms", int))
+        return cls(
+            _need(d, "broker_name", str),
+            _need(d, "paused", bool),
+            _need(d, "reason", str),
+            _need(d, "since_ms", int),
+        )
 
 
-Record: TypeAlias = (BrokerIdApplied | BrokerAddressUpdated | BrokerRegistered | BrokerOptionsSet
-                     | MasterElected | SyncStateSetAltered | BrokerDataCleaned | ConfigUpdated | MetaSet
-                     | FeatureLevelSet | DecisionNoted | FailoverPauseSet)
+Record: TypeAlias = (
+    BrokerIdApplied
+    | BrokerAddressUpdated
+    | BrokerRegistered
+    | BrokerOptionsSet
+    | MasterElected
+    | SyncStateSetAltered
+    | BrokerDataCleaned
+    | ConfigUpdated
+    | MetaSet
+    | FeatureLevelSet
+    | DecisionNoted
+    | FailoverPauseSet
+)
 
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.WIRE: cls
-    for cls in (BrokerIdApplied, BrokerAddressUpdated, BrokerRegistered, BrokerOptionsSet, MasterElected,
-                SyncStateSetAltered, BrokerDataCleaned, ConfigUpdated, MetaSet, FeatureLevelSet,
-                DecisionNoted, FailoverPauseSet)
+    for cls in (
+        BrokerIdApplied,
+        BrokerAddressUpdated,
+        BrokerRegistered,
+        BrokerOptionsSet,
+        MasterElected,
+        SyncStateSetAltered,
+        BrokerDataCleaned,
+        ConfigUpdated,
+        MetaSet,
+        FeatureLevelSet,
+        DecisionNoted,
+        FailoverPauseSet,
+    )
 }
 
 
@@ -346,8 +394,9 @@ def record_versions() -> dict[str, int]:
 
 def encode(record: Record) -> dict[str, Any]:
     custom = getattr(record, "wire_fields", None)
-    body: dict[str, Any] = custom() if custom is not None else {
-        f.name: getattr(record, f.name) for f in fields(record)}
+    body: dict[str, Any] = (
+        custom() if custom is not None else {f.name: getattr(record, f.name) for f in fields(record)}
+    )
     for key, value in body.items():
         if isinstance(value, tuple):
             body[key] = list(value)
@@ -368,8 +417,9 @@ def decode(d: object) -> Record:
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise RecordError(f"record {name} has a bad version {version!r}")
     if version > cls.VERSION:
-        raise RecordError(f"record {name} version {version} is newer than this node's {cls.VERSION}: "
-                          "upgrade this node")
+        raise RecordError(
+            f"record {name} version {version} is newer than this node's {cls.VERSION}: upgrade this node"
+        )
     try:
         return cls.from_wire(d)
     except RecordError as exc:

@@ -24,19 +24,40 @@ class Outcome:
     sim_seconds: float = 0.0
 
 
-def run_seed(seed: int, *, seconds: float = 120.0, nodes: int = 3, brokers: int = 9,
-             replicas: int = 3,
-             faults: bool = True, mutation: str | None = None,
-             full_trace: bool = False) -> tuple[Outcome, Any]:
+def run_seed(
+    seed: int,
+    *,
+    seconds: float = 120.0,
+    nodes: int = 3,
+    brokers: int = 9,
+    replicas: int = 3,
+    faults: bool = True,
+    mutation: str | None = None,
+    full_trace: bool = False,
+) -> tuple[Outcome, Any]:
     """One run; returns its outcome and the world (its trace, checker)."""
     from mqctl.dsim.world import Violation, World
 
-    world = World(seed, nodes=nodes, brokers=brokers, replicas=replicas, faults=faults,
-                  mutation=mutation, full_trace=full_trace)
+    world = World(
+        seed,
+        nodes=nodes,
+        brokers=brokers,
+        replicas=replicas,
+        faults=faults,
+        mutation=mutation,
+        full_trace=full_trace,
+    )
     violation = ""
     try:
         world.run(seconds)
     except Violation as exc:
         violation = str(exc)
-    return Outcome(seed, not violation, violation, world.trace_digest, dict(world.stats),
-                   list(world.trace_tail), world.now), world
+    return Outcome(
+        seed,
+        not violation,
+        violation,
+        world.trace_digest,
+        dict(world.stats),
+        list(world.trace_tail),
+        world.now,
+    ), world

@@ -66,8 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     simulated = 0.0
     for seed in seeds:
-        outcome, world = run_seed(seed, seconds=args.seconds, nodes=args.nodes, brokers=args.brokers,
-                                  faults=not args.no_faults, mutation=args.mutation, full_trace=args.trace)
+        outcome, world = run_seed(
+            seed,
+            seconds=args.seconds,
+            nodes=args.nodes,
+            brokers=args.brokers,
+            faults=not args.no_faults,
+            mutation=args.mutation,
+            full_trace=args.trace,
+        )
         simulated += outcome.sim_seconds
         for k, v in outcome.stats.items():
             totals[k] = totals.get(k, 0) + v
@@ -79,15 +86,17 @@ def main(argv: list[str] | None = None) -> int:
             continue
         failed += 1
         print(f"seed {seed}: VIOLATION {outcome.violation}")
-        print("\n".join(f"  {line}" for line in outcome.tail[-args.tail:]))
+        print("\n".join(f"  {line}" for line in outcome.tail[-args.tail :]))
         extra = f" --nodes {args.nodes}" if args.nodes != 3 else ""
         extra += f" --mutation {args.mutation}" if args.mutation else ""
         extra += " --no-faults" if args.no_faults else ""
         extra += f" --brokers {args.brokers}" if args.brokers != 9 else ""
         print(f"  replay: python -m mqctl.dsim --seed {seed} --seconds {args.seconds:g}{extra} --trace")
     wall = time.perf_counter() - started
-    print(f"{len(seeds)} seeds, {failed} failed; {simulated:.0f} simulated s in {wall:.1f} s "
-          f"({simulated / max(wall, 1e-9):.0f}x); " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+    print(
+        f"{len(seeds)} seeds, {failed} failed; {simulated:.0f} simulated s in {wall:.1f} s "
+        f"({simulated / max(wall, 1e-9):.0f}x); " + ", ".join(f"{k} {v}" for k, v in totals.items())
+    )
     return 1 if failed else 0
 
 

@@ -26,16 +26,16 @@ from mqctl.dsim.world import Violation
 if TYPE_CHECKING:
     from mqctl.dsim.world import SimNode, World
 
-PREVOTE_HEARD = 0.6     # seconds: a node starting an election heard a majority this recently
-QUORUM_SILENCE = 1.5    # seconds: a leader hearing no majority this long should have stepped down
-LIVENESS_AFTER = 6.0    # seconds after the heal by which calls must succeed again
+PREVOTE_HEARD = 0.6  # seconds: a node starting an election heard a majority this recently
+QUORUM_SILENCE = 1.5  # seconds: a leader hearing no majority this long should have stepped down
+LIVENESS_AFTER = 6.0  # seconds after the heal by which calls must succeed again
 
 
 class Checker:
     def __init__(self, world: World) -> None:
         self.world = world
         self.leaders: dict[int, str] = {}
-        self.committed: dict[int, str] = {}           # index -> entry applied there
+        self.committed: dict[int, str] = {}  # index -> entry applied there
         self.committed_raw: dict[int, tuple[int, bytes]] = {}  # index -> (term, command)
         # index -> the highest leader term seen when it was first applied: it was committed in that
         # term or an earlier one, so every leader of a later term must hold it
@@ -58,8 +58,14 @@ class Checker:
     # --- client history -------------------------------------------------------------------------
 
     def invoke(self, client: str, method: str, request: dict[str, Any]) -> dict[str, Any]:
-        op = {"client": client, "method": method, "request": request, "t0": self.world.now,
-              "t1": None, "answer": None}
+        op = {
+            "client": client,
+            "method": method,
+            "request": request,
+            "t0": self.world.now,
+            "t1": None,
+            "answer": None,
+        }
         self.ops.append(op)
         return op
 
@@ -67,8 +73,10 @@ class Checker:
         op["t1"] = self.world.now
         op["answer"] = answer
         code = None if answer is None else answer.get("code")
-        self.world.note(f"answer {op['client']} {op['method']} code {code}"
-                        + (f" index {answer['_index']}" if answer and "_index" in answer else ""))
+        self.world.note(
+            f"answer {op['client']} {op['method']} code {code}"
+            + (f" index {answer['_index']}" if answer and "_index" in answer else "")
+        )
         if answer is not None and code == 0:
             if "_index" in answer:
                 self.world.stats["acked writes"] += 1
@@ -77,17 +85,31 @@ class Checker:
             elif "_applied_index" in answer:
                 self.world.stats["reads"] += 1
 
-    def decided(self, node: SimNode, term: int, entry: str, what: Any,
-                answer: dict[str, Any]) -> dict[str, Any]:
-        d = {"node": node.addr, "term": term, "entry": entry, "what": what, "answer": answer,
-             "ctx": node.ctl.last_ctx if node.ctl is not None else None, "index": None}
+    def decided(
+        self, node: SimNode, term: int, entry: str, what: Any, answer: dict[str, Any]
+    ) -> dict[str, Any]:
+        d = {
+            "node": node.addr,
+            "term": term,
+            "entry": entry,
+            "what": what,
+            "answer": answer,
+            "ctx": node.ctl.last_ctx if node.ctl is not None else None,
+            "index": None,
+        }
         self.decisions.append(d)
         return d
 
     # --- after each step --------------------------------------------------------------------------
 
-    def on_apply(self, node: SimNode, index: int, entry: str, state: core.ControllerState,
-                 applied: list[records.Record]) -> None:
+    def on_apply(
+        self,
+        node: SimNode,
+        index: int,
+        entry: str,
+        state: core.ControllerState,
+        applied: list[records.Record],
+    ) -> None:
         w = self.world
         known = self.committed.get(index)
         if known is None:
@@ -118,27 +140,40 @@ class Checker:
             if elected is not None and before is not None:
                 unclean = state.cfg_bool("enableElectUncleanMaster")
                 if before["master_epoch"] > 0 and not unclean and elected not in before["sss"]:
-                    self.fail(f"{node.addr}: {name} elected master {elected} outside its "
-                              f"SyncStateSet {sorted(before['sss'])} (masterEpoch {bs.master_epoch})")
+                    self.fail(
+                        f"{node.addr}: {name} elected master {elected} outside its "
+                        f"SyncStateSet {sorted(before['sss'])} (masterEpoch {bs.master_epoch})"
+                    )
             if before is not None:
                 if bs.master_epoch < before["master_epoch"]:
-                    self.fail(f"{node.addr}: {name} masterEpoch went back {before['master_epoch']} -> "
-                              f"{bs.master_epoch}")
+                    self.fail(
+                        f"{node.addr}: {name} masterEpoch went back {before['master_epoch']} -> "
+                        f"{bs.master_epoch}"
+                    )
                 if bs.sync_state_set_epoch < before["sss_epoch"]:
                     self.fail(f"{node.addr}: {name} syncStateSetEpoch went back")
                 for bid, info in bs.brokers.items():
                     if info.broker_epoch < before["epochs"].get(bid, 0):
                         self.fail(f"{node.addr}: {name} broker {bid} brokerEpoch went back")
             key = (name, bs.master_epoch)
-            if key in self.masters and self.masters[key] != bs.master_broker_id and bs.master_epoch > 0 \
-                    and isinstance(r, records.MasterElected):
-                    self.fail(f"{name} masterEpoch {bs.master_epoch}: master {self.masters[key]} and "
-                              f"{bs.master_broker_id}")
+            if (
+                key in self.masters
+                and self.masters[key] != bs.master_broker_id
+                and bs.master_epoch > 0
+                and isinstance(r, records.MasterElected)
+            ):
+                self.fail(
+                    f"{name} masterEpoch {bs.master_epoch}: master {self.masters[key]} and "
+                    f"{bs.master_broker_id}"
+                )
             if isinstance(r, records.MasterElected):
                 self.masters.setdefault(key, bs.master_broker_id)
-            mine[name] = {"master_epoch": bs.master_epoch, "sss_epoch": bs.sync_state_set_epoch,
-                          "sss": set(bs.sync_state_set),
-                          "epochs": {b: i.broker_epoch for b, i in bs.brokers.items()}}
+            mine[name] = {
+                "master_epoch": bs.master_epoch,
+                "sss_epoch": bs.sync_state_set_epoch,
+                "sss": set(bs.sync_state_set),
+                "epochs": {b: i.broker_epoch for b, i in bs.brokers.items()},
+            }
         if mine.get("_broker_epoch", 0) > state.broker_epoch:
             self.fail(f"{node.addr}: the brokerEpoch counter went back")
         mine["_broker_epoch"] = state.broker_epoch
@@ -156,8 +191,9 @@ class Checker:
         voted = node.journal.getVotedForNodeId()
         before = self.seen_vote.get(addr)
         if before is not None and before[0] == term and before[1] is not None and voted != before[1]:
-            self.fail(f"{addr} voted for {before[1]} in term {term}, after a restart for {voted} "
-                      "(vote not durable)")
+            self.fail(
+                f"{addr} voted for {before[1]} in term {term}, after a restart for {voted} (vote not durable)"
+            )
         self.seen_vote[addr] = (term, voted)
         if term > old:
             self.seen_term[addr] = term
@@ -174,27 +210,35 @@ class Checker:
                 w.stats["leader changes"] += 1
                 w.note(f"leader {addr} term {term}")
                 self.check_completeness(node, term)
-            elif w.now - self.leader_since.get(addr, w.now) > QUORUM_SILENCE and \
-                    w.now - node.resumed_at > QUORUM_SILENCE:
-                heard = 1 + sum(1 for p in node.partners
-                                if w.net.heard.get((addr, p), -1e9) >= w.now - QUORUM_SILENCE)
+            elif (
+                w.now - self.leader_since.get(addr, w.now) > QUORUM_SILENCE
+                and w.now - node.resumed_at > QUORUM_SILENCE
+            ):
+                heard = 1 + sum(
+                    1 for p in node.partners if w.net.heard.get((addr, p), -1e9) >= w.now - QUORUM_SILENCE
+                )
                 if heard <= len(w.nodes) // 2:
-                    self.fail(f"{addr} still leads term {term} having heard from no majority for "
-                              f"{QUORUM_SILENCE} s (CheckQuorum)")
+                    self.fail(
+                        f"{addr} still leads term {term} having heard from no majority for "
+                        f"{QUORUM_SILENCE} s (CheckQuorum)"
+                    )
 
     def election_started(self, node: SimNode, term: int) -> None:
         w = self.world
         w.note(f"election {node.addr} term {term}")
         if w.faults is not None:
             w.faults.on_election(node)
-        heard = 1 + sum(1 for p in node.partners
-                        if w.net.heard.get((node.addr, p), -1e9) >= w.now - PREVOTE_HEARD)
+        heard = 1 + sum(
+            1 for p in node.partners if w.net.heard.get((node.addr, p), -1e9) >= w.now - PREVOTE_HEARD
+        )
         # a leadership transfer skips PreVote (a timeout_now; it may wait for a connection: a transfer
         # asked of a node connected to nobody fires once it is, docs/raft-safety.md)
         transfer = w.now - w.net.transfer_asked.get(node.addr, -1e9) < 3.0
         if heard <= len(w.nodes) // 2 and w.now - node.started_at > PREVOTE_HEARD and not transfer:
-            self.fail(f"{node.addr} started an election for term {term} having heard from no majority "
-                      f"for {PREVOTE_HEARD} s (PreVote)")
+            self.fail(
+                f"{node.addr} started an election for term {term} having heard from no majority "
+                f"for {PREVOTE_HEARD} s (PreVote)"
+            )
 
     def check_completeness(self, node: SimNode, term: int) -> None:
         journal = node.journal
@@ -204,15 +248,16 @@ class Checker:
                 continue  # committed in this term or a later one: Raft promises it to later leaders
             k = index - first
             if k < 0 or k >= len(journal) or (journal[k][2], journal[k][0]) != raw:
-                self.fail(f"leader {node.addr} of term {term} lacks committed entry {index} "
-                          "(leader completeness)")
+                self.fail(
+                    f"leader {node.addr} of term {term} lacks committed entry {index} (leader completeness)"
+                )
 
     # --- at the end --------------------------------------------------------------------------------
 
     def log_matching(self) -> None:
         alive = [n for n in self.world.nodes if n.alive and n.sync is not None]
         for i, a in enumerate(alive):
-            for b in alive[i + 1:]:
+            for b in alive[i + 1 :]:
                 ja, jb = a.journal, b.journal
                 n = min(len(ja), len(jb))
                 last_same = -1
@@ -221,16 +266,24 @@ class Checker:
                         last_same = k
                 for k in range(last_same + 1):
                     if ja[k] != jb[k]:
-                        self.fail(f"log matching: {a.addr} and {b.addr} differ at index {ja[k][1]} below a "
-                                  f"common entry of index {ja[last_same][1]} term {ja[last_same][2]}")
+                        self.fail(
+                            f"log matching: {a.addr} and {b.addr} differ at index {ja[k][1]} below a "
+                            f"common entry of index {ja[last_same][1]} term {ja[last_same][2]}"
+                        )
 
     def finish(self) -> None:
         w = self.world
         self.log_matching()
-        acked = [op for op in self.ops if op["answer"] and op["answer"].get("code") == 0 and
-                 "_index" in op["answer"]]
-        reads = [op for op in self.ops if op["answer"] and op["answer"].get("code") == 0 and
-                 "_applied_index" in op["answer"]]
+        acked = [
+            op
+            for op in self.ops
+            if op["answer"] and op["answer"].get("code") == 0 and "_index" in op["answer"]
+        ]
+        reads = [
+            op
+            for op in self.ops
+            if op["answer"] and op["answer"].get("code") == 0 and "_applied_index" in op["answer"]
+        ]
         for op in acked:
             idx = op["answer"]["_index"]
             if idx not in self.committed:
@@ -277,16 +330,19 @@ class Checker:
         method, request = what
         result = core.handle(state, method, request, d["ctx"])
         if records.encode_entry(result.records) != entry:
-            self.fail(f"index {d['index']}: {method} decided against a state that is not the log's "
-                      f"before it (the sequential model decides "
-                      f"{records.encode_entry(result.records)[:160]!r})")
+            self.fail(
+                f"index {d['index']}: {method} decided against a state that is not the log's "
+                f"before it (the sequential model decides "
+                f"{records.encode_entry(result.records)[:160]!r})"
+            )
         answer = {k: v for k, v in d["answer"].items() if not k.startswith("_")}
         model = dict(result.response)
         model["code"] = int(result.code)
         model["remark"] = result.remark or ""
         if model != answer:
-            self.fail(f"index {d['index']}: {method} answered {answer} where the sequential model "
-                      f"answers {model}")
+            self.fail(
+                f"index {d['index']}: {method} answered {answer} where the sequential model answers {model}"
+            )
 
     def check_read(self, state: core.ControllerState, op: dict[str, Any]) -> None:
         ans = op["answer"]
@@ -297,17 +353,21 @@ class Checker:
         model["remark"] = result.remark or ""
         got = {k: v for k, v in ans.items() if not k.startswith("_")}
         if model != got:
-            self.fail(f"read {op['method']} at index {ans['_applied_index']} answered {got}, the log's state "
-                      f"{model}")
+            self.fail(
+                f"read {op['method']} at index {ans['_applied_index']} answered {got}, the log's state "
+                f"{model}"
+            )
 
     def real_time(self, acked: list[dict[str, Any]], reads: list[dict[str, Any]]) -> None:
         ordered = sorted(acked, key=lambda op: op["answer"]["_index"])
         min_t1 = float("inf")
         for op in reversed(ordered):
             if min_t1 < op["t0"]:
-                self.fail(f"{op['method']} at index {op['answer']['_index']} was invoked after a write "
-                          "with a "
-                          "higher index was acknowledged (real-time order)")
+                self.fail(
+                    f"{op['method']} at index {op['answer']['_index']} was invoked after a write "
+                    "with a "
+                    "higher index was acknowledged (real-time order)"
+                )
             min_t1 = min(min_t1, op["t1"])
         done = sorted((op["t1"], op["answer"]["_index"]) for op in acked)
         times = [t for t, _ in done]
@@ -319,8 +379,10 @@ class Checker:
         for op in reads:
             k = bisect.bisect_left(times, op["t0"])
             if k and best[k - 1] > op["answer"]["_applied_index"]:
-                self.fail(f"read {op['method']} at index {op['answer']['_applied_index']} misses a write "
-                          f"acknowledged before it was invoked (index {best[k - 1]})")
+                self.fail(
+                    f"read {op['method']} at index {op['answer']['_applied_index']} misses a write "
+                    f"acknowledged before it was invoked (index {best[k - 1]})"
+                )
 
     def liveness(self) -> None:
         w = self.world
@@ -335,5 +397,4 @@ class Checker:
             code = None if op["answer"] is None else op["answer"].get("code")
             if code in (None, -1):
                 after = op["t0"] - self.healed_at
-                self.fail(f"{op['client']} {op['method']} invoked {after:.1f} s after the "
-                          "heal got no answer")
+                self.fail(f"{op['client']} {op['method']} invoked {after:.1f} s after the heal got no answer")

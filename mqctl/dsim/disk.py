@@ -55,7 +55,7 @@ class Disk:
             lost += sum(len(d) or 1 for _, _, d in f.pending)
             if torn_at is not None and f.pending and f.pending[0][0] == "w":
                 _, offset, data = f.pending[0]
-                part = data[:int(len(data) * torn_at)]
+                part = data[: int(len(data) * torn_at)]
                 if part:
                     f.write_now(part, offset)
             f.pending = []
@@ -86,7 +86,7 @@ class SimFile(File):
         buf = self.inode.data
         if len(buf) < offset:
             buf.extend(bytes(offset - len(buf)))
-        buf[offset:offset + len(data)] = data
+        buf[offset : offset + len(data)] = data
 
     def flush_pending(self) -> None:
         for op, offset, data in self.pending:

@@ -41,7 +41,7 @@ class Controller:
         self.heartbeats = HeartbeatTable()
         self.view: core.ControllerState | None = None
         self.view_term = -1
-        self.barrier_term = -1      # the term of a barrier in flight for the view
+        self.barrier_term = -1  # the term of a barrier in flight for the view
         self.caught_up_term = -1
         self.published = False
         self.publishing = False
@@ -92,8 +92,12 @@ class Controller:
             term = sync.term()
 
             def read(_res: Any, err: Any) -> None:
-                if err != FAIL_REASON.SUCCESS or self.sync is None or not sync.is_leader() \
-                        or sync.term() != term:
+                if (
+                    err != FAIL_REASON.SUCCESS
+                    or self.sync is None
+                    or not sync.is_leader()
+                    or sync.term() != term
+                ):
                     reply({"code": int(Code.UNAVAILABLE), "remark": "read barrier not committed"})
                     return
                 answer = self.answer(method, request)
@@ -113,12 +117,18 @@ class Controller:
         def replied(answer: dict[str, Any]) -> None:
             if method == "RegisterBroker" and answer.get("code") == 0:
                 self.heartbeats.on_register(
-                    str(request.get("cluster_name", "")), str(request.get("broker_name", "")),
-                    int(request.get("broker_id", 0)), str(request.get("broker_address", "")),
-                    int(answer.get("broker_epoch", 0)), int(request.get("epoch", -1)),
-                    int(request.get("max_offset", -1)), int(request.get("confirm_offset", -1)),
+                    str(request.get("cluster_name", "")),
+                    str(request.get("broker_name", "")),
+                    int(request.get("broker_id", 0)),
+                    str(request.get("broker_address", "")),
+                    int(answer.get("broker_epoch", 0)),
+                    int(request.get("epoch", -1)),
+                    int(request.get("max_offset", -1)),
+                    int(request.get("confirm_offset", -1)),
                     int(request.get("election_priority", 2**31 - 1)),
-                    int(request.get("heartbeat_timeout_mills", 3000)), self.world.now_ms())
+                    int(request.get("heartbeat_timeout_mills", 3000)),
+                    self.world.now_ms(),
+                )
             reply(answer)
 
         self.decide_and_commit(decide, replied, (method, request))
@@ -134,8 +144,12 @@ class Controller:
         return core.Context(now_ms=self.world.now_ms(), live=live, term=self.sync.term())  # type: ignore[union-attr]
 
     def answer(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
-        result = core.handle(self.sync.state, method, request,  # type: ignore[union-attr]
-                             self.context(self.names_of(method, request)))
+        result = core.handle(
+            self.sync.state,  # type: ignore[union-attr]
+            method,
+            request,
+            self.context(self.names_of(method, request)),
+        )
         answer = dict(result.response)
         answer["code"] = int(result.code)
         answer["remark"] = result.remark or ""
@@ -146,8 +160,12 @@ class Controller:
 
     # --- one decision at a time, against the leader's view ----------------------------------------
 
-    def decide_and_commit(self, decide: Callable[[core.ControllerState], core.Result], reply: Reply,
-                          what: tuple[str, dict[str, Any]] | None) -> None:
+    def decide_and_commit(
+        self,
+        decide: Callable[[core.ControllerState], core.Result],
+        reply: Reply,
+        what: tuple[str, dict[str, Any]] | None,
+    ) -> None:
         sync = self.sync
         assert sync is not None
         if sync.halted:
@@ -160,8 +178,12 @@ class Controller:
         if self.view is None or self.view_term != term:
             self.view = None
             self.need_view(term)
-            reply({"code": int(Code.UNAVAILABLE),
-                   "remark": "the new leader has not applied the earlier entries"})
+            reply(
+                {
+                    "code": int(Code.UNAVAILABLE),
+                    "remark": "the new leader has not applied the earlier entries",
+                }
+            )
             return
         view = self.view
         self.last_ctx = None
@@ -278,9 +300,15 @@ class Controller:
             def group(st: core.ControllerState) -> core.Result:
                 if st.meta.get(META_GROUP_ID):
                     return core.Result(Code.SUCCESS, "", {}, [])
-                return core.Result(Code.SUCCESS, "", {}, [
-                    records.MetaSet(META_GROUP_ID, f"group-{self.world.seed}"),
-                    records.FeatureLevelSet(records.MAX_FEATURE_LEVEL)])
+                return core.Result(
+                    Code.SUCCESS,
+                    "",
+                    {},
+                    [
+                        records.MetaSet(META_GROUP_ID, f"group-{self.world.seed}"),
+                        records.FeatureLevelSet(records.MAX_FEATURE_LEVEL),
+                    ],
+                )
 
             self.decide_and_commit(group, lambda _a: None, None)
             return
@@ -353,8 +381,15 @@ class Client:
         self.rng = sub_rng(world.seed, f"client {name}")
         self.leader = world.nodes[0].addr
 
-    def call(self, method: str, request: dict[str, Any], done: Callable[[dict[str, Any]], None] | None = None,
-             *, to: str | None = None, deadline: float = 10.0) -> None:
+    def call(
+        self,
+        method: str,
+        request: dict[str, Any],
+        done: Callable[[dict[str, Any]], None] | None = None,
+        *,
+        to: str | None = None,
+        deadline: float = 10.0,
+    ) -> None:
         w = self.world
         op = w.checker.invoke(self.name, method, request)
         end = w.now + deadline
@@ -416,7 +451,7 @@ class Broker:
         self.rng = sub_rng(world.seed, f"broker {name}#{seq}")
         self.broker_id: int | None = None
         self.broker_epoch = 0
-        self.epoch = 0           # the last masterEpoch this broker holds data of
+        self.epoch = 0  # the last masterEpoch this broker holds data of
         self.max_offset = 0
         self.silent_until = 0.0
         self.busy = False
@@ -449,10 +484,17 @@ class Broker:
     def heartbeat(self, target: str) -> None:
         w = self.world
         node = w.nodes_by_addr[target]
-        request = {"cluster_name": self.cluster, "broker_name": self.name, "broker_id": self.broker_id,
-                   "broker_addr": self.addr, "epoch": self.epoch, "max_offset": self.max_offset,
-                   "confirm_offset": self.max_offset, "heartbeat_timeout_mills": 3000,
-                   "broker_epoch": self.broker_epoch}
+        request = {
+            "cluster_name": self.cluster,
+            "broker_name": self.name,
+            "broker_id": self.broker_id,
+            "broker_addr": self.addr,
+            "epoch": self.epoch,
+            "max_offset": self.max_offset,
+            "confirm_offset": self.max_offset,
+            "heartbeat_timeout_mills": 3000,
+            "broker_epoch": self.broker_epoch,
+        }
 
         w.after(0.0005, f"hb {self.client.name}", self._beat, node, request)
 
@@ -462,8 +504,10 @@ class Broker:
         if not node.alive or node.ctl is None:
             return
         if self.world.now < node.busy_until:
-            node.run(lambda: node.ctl.call("Heartbeat", request, _ignore) if node.ctl is not None else None,
-                     name=f"hb {self.client.name}")
+            node.run(
+                lambda: node.ctl.call("Heartbeat", request, _ignore) if node.ctl is not None else None,
+                name=f"hb {self.client.name}",
+            )
             return
         node.ctl.call("Heartbeat", request, _ignore)
 
@@ -482,19 +526,36 @@ class Broker:
                 self.busy = False
                 return
             self.broker_id = nid
-            self.client.call("RegisterBroker", {
-                "cluster_name": self.cluster, "broker_name": self.name, "broker_id": nid,
-                "broker_address": self.addr, "epoch": self.epoch, "max_offset": self.max_offset,
-                "confirm_offset": self.max_offset, "heartbeat_timeout_mills": 3000}, registered)
+            self.client.call(
+                "RegisterBroker",
+                {
+                    "cluster_name": self.cluster,
+                    "broker_name": self.name,
+                    "broker_id": nid,
+                    "broker_address": self.addr,
+                    "epoch": self.epoch,
+                    "max_offset": self.max_offset,
+                    "confirm_offset": self.max_offset,
+                    "heartbeat_timeout_mills": 3000,
+                },
+                registered,
+            )
 
         def next_id(answer: dict[str, Any]) -> None:
             if answer.get("code") != 0:
                 self.busy = False
                 return
             nid = int(answer["next_broker_id"])
-            self.client.call("ApplyBrokerId", {
-                "cluster_name": self.cluster, "broker_name": self.name, "applied_broker_id": nid,
-                "register_check_code": f"{self.addr};{self.seq}"}, lambda a: applied(a, nid))
+            self.client.call(
+                "ApplyBrokerId",
+                {
+                    "cluster_name": self.cluster,
+                    "broker_name": self.name,
+                    "applied_broker_id": nid,
+                    "register_check_code": f"{self.addr};{self.seq}",
+                },
+                lambda a: applied(a, nid),
+            )
 
         if self.broker_id is not None:
             applied({"code": 0}, self.broker_id)
@@ -514,19 +575,38 @@ class Broker:
             current = set(sss.get("sync_state_set") or [])
             # the replicas in sync: registered, beating, and not lagging behind (a slave lags now and
             # then: the master shrinks its SyncStateSet, as RocketMQ's haMaxTimeSlaveNotCatchup does)
-            wanted = {b.broker_id for b in w.workload.sets[self.name]
-                      if b.broker_id is not None and b.broker_epoch and w.now >= b.silent_until
-                      and self.rng.random() >= 0.25}
+            wanted = {
+                b.broker_id
+                for b in w.workload.sets[self.name]
+                if b.broker_id is not None
+                and b.broker_epoch
+                and w.now >= b.silent_until
+                and self.rng.random() >= 0.25
+            }
             wanted.add(self.broker_id)  # type: ignore[arg-type]  # the master: registered
             if wanted != current and self.rng.random() < (0.2 if len(wanted) > len(current) else 0.7):
-                self.client.call("AlterSyncStateSet", {
-                    "cluster_name": self.cluster, "broker_name": self.name,
-                    "master_broker_id": self.broker_id, "master_epoch": self.epoch,
-                    "sync_state_set_epoch": int(sss.get("sync_state_set_epoch", 0)),
-                    "new_sync_state_set": sorted(wanted), "broker_epoch": self.broker_epoch})
+                self.client.call(
+                    "AlterSyncStateSet",
+                    {
+                        "cluster_name": self.cluster,
+                        "broker_name": self.name,
+                        "master_broker_id": self.broker_id,
+                        "master_epoch": self.epoch,
+                        "sync_state_set_epoch": int(sss.get("sync_state_set_epoch", 0)),
+                        "new_sync_state_set": sorted(wanted),
+                        "broker_epoch": self.broker_epoch,
+                    },
+                )
         elif master is None and self.rng.random() < 0.3:
-            self.client.call("ElectMaster", {"cluster_name": self.cluster, "broker_name": self.name,
-                                             "broker_id": self.broker_id, "broker_epoch": self.broker_epoch})
+            self.client.call(
+                "ElectMaster",
+                {
+                    "cluster_name": self.cluster,
+                    "broker_name": self.name,
+                    "broker_id": self.broker_id,
+                    "broker_epoch": self.broker_epoch,
+                },
+            )
         elif master is not None:
             self.epoch = max(self.epoch, int(answer.get("master_epoch", 0)) - 0)
 
@@ -576,18 +656,27 @@ class Workload:
                 req["broker_id"] = self.rng.choice(ids)
             self.admin.call("Switchover", req)
         elif kind < 0.35:
-            self.admin.call("PauseFailover", {"broker_name": name, "paused": self.rng.random() < 0.5,
-                                              "reason": "sim"})
+            self.admin.call(
+                "PauseFailover", {"broker_name": name, "paused": self.rng.random() < 0.5, "reason": "sim"}
+            )
         elif kind < 0.45:
-            self.admin.call("UpdateConfig", {"config": {"notifyBrokerRoleChanged":
-                                                        self.rng.choice(["true", "false"])}})
+            self.admin.call(
+                "UpdateConfig", {"config": {"notifyBrokerRoleChanged": self.rng.choice(["true", "false"])}}
+            )
         elif kind < 0.75:
             self.admin.call("GetSyncStateData", {"broker_names": [name]})
         elif kind < 0.85:
             ids = [b.broker_id for b in self.sets[name] if b.broker_id is not None]
             if ids:
-                self.admin.call("ElectMaster", {"cluster_name": "DefaultCluster", "broker_name": name,
-                                                "broker_id": self.rng.choice(ids), "designate_elect": True})
+                self.admin.call(
+                    "ElectMaster",
+                    {
+                        "cluster_name": "DefaultCluster",
+                        "broker_name": name,
+                        "broker_id": self.rng.choice(ids),
+                        "designate_elect": True,
+                    },
+                )
         elif kind < 0.95:
             self.admin.call("GetReplicaInfo", {"broker_name": name})
         elif w.faults is not None and w.faults.active:
@@ -644,8 +733,9 @@ class Faults:
         elif r < 0.40:
             a = pick.addr
             others = [x for x in addrs if x != a]
-            group = {a} | set(self.rng.sample(others, self.rng.randrange(0, minority))) \
-                if minority > 0 else {a}
+            group = (
+                {a} | set(self.rng.sample(others, self.rng.randrange(0, minority))) if minority > 0 else {a}
+            )
             w.stats["partition"] += 1
             w.note(f"partition {sorted(group)} | rest")
             for x in group:
@@ -689,8 +779,14 @@ class Faults:
             if pick.alive and pick.ctl is not None and pick.sync is not None and pick.sync.is_leader():
                 w.stats["transfer"] += 1
                 w.note(f"transfer from {pick.addr}")
-                pick.run(lambda: pick.ctl.change_quorum({"action": "transfer"}, lambda _a: None)
-                         if pick.ctl is not None else None, name="faults")
+                pick.run(
+                    lambda: (
+                        pick.ctl.change_quorum({"action": "transfer"}, lambda _a: None)
+                        if pick.ctl is not None
+                        else None
+                    ),
+                    name="faults",
+                )
 
     # --- faults aimed at the moments where a bug would show (FoundationDB's "buggify") ----------------
 

@@ -25,10 +25,10 @@ from mqctl.controller import core, records
 from mqctl.controller.raftlog import ControllerSyncObj, make_conf
 from mqctl.dsim.disk import Disk, SimJournalFactory, SimStorage
 
-CONNECTION_TIMEOUT = 1.0     # make_conf's connectionTimeout: a silent TCP connection is closed
-CONNECTION_RETRY = 0.5       # make_conf's connectionRetryTime
-TICK = 0.01                  # make_conf's autoTickPeriod: how often a node's Raft ticks
-CONTROLLER_TICK = 0.02       # mqctl/controller/node.py's ticker
+CONNECTION_TIMEOUT = 1.0  # make_conf's connectionTimeout: a silent TCP connection is closed
+CONNECTION_RETRY = 0.5  # make_conf's connectionRetryTime
+TICK = 0.01  # make_conf's autoTickPeriod: how often a node's Raft ticks
+CONTROLLER_TICK = 0.02  # mqctl/controller/node.py's ticker
 EPOCH_MS = 1_700_000_000_000  # simulated wall clock at time 0
 
 MUTATIONS = (
@@ -111,7 +111,7 @@ class Network:
 
     def __init__(self, world: World) -> None:
         self.world = world
-        self.cut: set[tuple[str, str]] = set()   # (a, b): a's packets do not reach b
+        self.cut: set[tuple[str, str]] = set()  # (a, b): a's packets do not reach b
         self.slow: dict[tuple[str, str], float] = {}  # (a, b) -> extra delay, seconds
         self.drop_rate = 0.0
         self.connected: dict[tuple[str, str], int] = {}  # sorted pair -> connection number
@@ -120,7 +120,7 @@ class Network:
         self.rngs: dict[tuple[str, str], random.Random] = {}
         self.doomed: set[tuple[str, str]] = set()
         self.heard: dict[tuple[str, str], float] = {}  # (dst, src) -> when dst last heard src
-        self.transfer_asked: dict[str, float] = {}     # node -> when it last got a timeout_now
+        self.transfer_asked: dict[str, float] = {}  # node -> when it last got a timeout_now
         self.peers: dict[str, TCPNode] = {}
 
     @staticmethod
@@ -222,7 +222,7 @@ class Network:
     def reconsider_all(self) -> None:
         addrs = sorted(self.world.nodes_by_addr)
         for i, a in enumerate(addrs):
-            for b in addrs[i + 1:]:
+            for b in addrs[i + 1 :]:
                 self.reconsider(a, b)
 
     def node_down(self, addr: str, *, at_once: bool) -> None:
@@ -264,7 +264,7 @@ class SimNode:
         self.journal: Any = None
         self.member = True
         self.started_at = 0.0
-        self.resumed_at = 0.0   # when a pause or a blocking fsync last ended
+        self.resumed_at = 0.0  # when a pause or a blocking fsync last ended
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -293,17 +293,23 @@ class SimNode:
         self.applied = []
         self.ctl = Controller(self)
         with self.acting():
-            self.sync = ControllerSyncObj(self.addr, list(self.partners), conf,
-                                          self.world.initial_config, on_apply=self.ctl.on_apply,
-                                          transport=self.transport)
+            self.sync = ControllerSyncObj(
+                self.addr,
+                list(self.partners),
+                conf,
+                self.world.initial_config,
+                on_apply=self.ctl.on_apply,
+                transport=self.transport,
+            )
         self.ctl.attach(self.sync)
         if self.world.mutation == "prevote-off":  # a planted bug: every pre-vote round is won
             self.sync._SyncObj__preVoteWon = lambda: True  # type: ignore[attr-defined, unused-ignore]
         self._hook_entries(self.sync)
         self.tick_due = None
         self.schedule_tick(self.world.now + self.rng.random() * TICK)
-        self.world.after(CONTROLLER_TICK * self.rng.random(), f"ctl {self.addr}", self._ctl_tick,
-                         self.generation)
+        self.world.after(
+            CONTROLLER_TICK * self.rng.random(), f"ctl {self.addr}", self._ctl_tick, self.generation
+        )
         # a new process has no connection: its peers' old ones (to the process that died) are closed
         # as its new ones arrive
         for p in sorted(self.world.net.connected):
@@ -319,8 +325,12 @@ class SimNode:
         def hooked(entry_json: str) -> tuple[list[records.Record], dict[str, Any]]:
             node._entry = entry_json
             recs, answer = decide(entry_json)
-            if node.world.mutation == "record-applied-twice" and recs and \
-                    isinstance(recs[-1], records.DecisionNoted) and node.rng.random() < 0.05:
+            if (
+                node.world.mutation == "record-applied-twice"
+                and recs
+                and isinstance(recs[-1], records.DecisionNoted)
+                and node.rng.random() < 0.05
+            ):
                 recs = [*recs, recs[-1]]
             return recs, answer
 
@@ -439,9 +449,18 @@ class SimNode:
 class World:
     """A run: nodes, network, disks, clients and faults from one seed."""
 
-    def __init__(self, seed: int, *, nodes: int = 3, brokers: int = 9, replicas: int = 3,
-                 faults: bool = True, mutation: str | None = None, trace_keep: int = 400,
-                 full_trace: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int,
+        *,
+        nodes: int = 3,
+        brokers: int = 9,
+        replicas: int = 3,
+        faults: bool = True,
+        mutation: str | None = None,
+        trace_keep: int = 400,
+        full_trace: bool = False,
+    ) -> None:
         if mutation is not None and mutation not in MUTATIONS:
             raise ValueError(f"unknown mutation {mutation!r}; known: {', '.join(MUTATIONS)}")
         self.seed = seed
@@ -450,15 +469,35 @@ class World:
         self._heap: list[tuple[float, str, int, Callable[..., object], tuple[Any, ...]]] = []
         self._counters: dict[str, int] = {}
         self.acting: SimNode | None = None
-        self.stats: dict[str, int] = dict.fromkeys((
-            "messages", "drop", "crash", "power loss", "torn write", "pause", "partition",
-            "one-way partition", "slow link", "slow disk", "stalled disk", "transfer",
-            "elections", "leader changes", "client calls", "acked writes", "reads", "heal"), 0)
+        self.stats: dict[str, int] = dict.fromkeys(
+            (
+                "messages",
+                "drop",
+                "crash",
+                "power loss",
+                "torn write",
+                "pause",
+                "partition",
+                "one-way partition",
+                "slow link",
+                "slow disk",
+                "stalled disk",
+                "transfer",
+                "elections",
+                "leader changes",
+                "client calls",
+                "acked writes",
+                "reads",
+                "heal",
+            ),
+            0,
+        )
         self.trace_tail: deque[str] = deque(maxlen=trace_keep)
         self.full_trace: list[str] | None = [] if full_trace else None
         self._trace_hash = hashlib.sha256()
-        self.initial_config = core.default_config(heartbeatTimeoutMillis=3000,
-                                                  scanNotActiveBrokerInterval=1000)
+        self.initial_config = core.default_config(
+            heartbeatTimeoutMillis=3000, scanNotActiveBrokerInterval=1000
+        )
         self.disk_slow: dict[str, float] = {}
         self.disk_rng = sub_rng(seed, "disk")
         addrs = [f"127.0.0.1:{20000 + i}" for i in range(nodes)]
@@ -467,6 +506,7 @@ class World:
         self.net = Network(self)
         from mqctl.dsim.check import Checker
         from mqctl.dsim.driver import Faults, Workload
+
         self.checker = Checker(self)
         self.workload = Workload(self, brokers=brokers, replicas=replicas)
         self.faults = Faults(self) if faults else None
@@ -519,7 +559,8 @@ class World:
         elect = election.elect
         if self.mutation == "election-ignores-sync-state-set":  # a planted bug, for this run only
             election.elect = lambda sss, every, old, prefer, valid, live: elect(  # type: ignore[assignment]
-                set(sss) | set(live), every, old, prefer, valid, live)
+                set(sss) | set(live), every, old, prefer, valid, live
+            )
         try:
             self._run(seconds, heal_at)
         finally:
@@ -557,4 +598,3 @@ class World:
         self.note("healed")
         self.stats["heal"] += 1
         self.checker.healed_at = self.now
-

@@ -122,27 +122,41 @@ class GrpcLimits:
 
     def call_guard(self) -> CallGuard:
         return CallGuard(
-            per_connection=self.stalled_per_connection, per_address=self.stalled_per_address,
-            total=self.max_stalled, stall=self.stall_time,
-            options=("--grpc-max-stalled-per-connection", "--grpc-max-stalled-per-address",
-                     "--grpc-max-stalled"),
+            per_connection=self.stalled_per_connection,
+            per_address=self.stalled_per_address,
+            total=self.max_stalled,
+            stall=self.stall_time,
+            options=(
+                "--grpc-max-stalled-per-connection",
+                "--grpc-max-stalled-per-address",
+                "--grpc-max-stalled",
+            ),
         )
 
     def watch_slots(self) -> PeerSlots:
         return PeerSlots(
-            per_connection=self.watches_per_connection, per_address=self.watches_per_address,
-            total=self.max_watches, what="watch streams",
-            options=("--grpc-max-watches-per-connection", "--grpc-max-watches-per-address",
-                     "--grpc-max-watches"),
+            per_connection=self.watches_per_connection,
+            per_address=self.watches_per_address,
+            total=self.max_watches,
+            what="watch streams",
+            options=(
+                "--grpc-max-watches-per-connection",
+                "--grpc-max-watches-per-address",
+                "--grpc-max-watches",
+            ),
         )
 
     def heartbeat_slots(self) -> PeerSlots:
         return PeerSlots(
             per_connection=self.heartbeat_streams_per_connection,
-            per_address=self.heartbeat_streams_per_address, total=self.max_heartbeat_streams,
+            per_address=self.heartbeat_streams_per_address,
+            total=self.max_heartbeat_streams,
             what="heartbeat streams",
-            options=("--grpc-max-heartbeat-streams-per-connection",
-                     "--grpc-max-heartbeat-streams-per-address", "--grpc-max-heartbeat-streams"),
+            options=(
+                "--grpc-max-heartbeat-streams-per-connection",
+                "--grpc-max-heartbeat-streams-per-address",
+                "--grpc-max-heartbeat-streams",
+            ),
         )
 
 
@@ -212,8 +226,14 @@ class ControllerServicer(pb_grpc.ControllerServicer):
     registers them; ``build_server`` registers them request-streaming instead (``_handlers``), with
     the per-peer limits applied before the request message is read."""
 
-    def __init__(self, node: NodeAPI, *, token: str | None = None, limits: GrpcLimits | None = None,
-                 peer_log: PeerLog | None = None) -> None:
+    def __init__(
+        self,
+        node: NodeAPI,
+        *,
+        token: str | None = None,
+        limits: GrpcLimits | None = None,
+        peer_log: PeerLog | None = None,
+    ) -> None:
         self._node = node
         self._token = token or None
         self.limits = limits or GrpcLimits()
@@ -243,8 +263,12 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         minute per client address."""
         peer = str(context.peer())
         self.peer_log.warning(
-            peer_address(peer), "undecodable %s request from %s (%d bytes: %s): answered INVALID_ARGUMENT",
-            method, peer, request.size, request.error,
+            peer_address(peer),
+            "undecodable %s request from %s (%d bytes: %s): answered INVALID_ARGUMENT",
+            method,
+            peer,
+            request.size,
+            request.error,
         )
         _abort(
             context,
@@ -268,8 +292,9 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         finally:
             self.call_guard.leave(token)
         if request is None:
-            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{method}: the call carries no request "
-                   "message")
+            _abort(
+                context, grpc.StatusCode.INVALID_ARGUMENT, f"{method}: the call carries no request message"
+            )
         if isinstance(request, Undecodable):
             self.refuse_undecodable(method, request, context)
         return request
@@ -279,15 +304,25 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         the idle heartbeat streams (``IdleStreams``)."""
         for address, count in self.call_guard.sweep().items():
             self.peer_log.warning(
-                address, "cancelled %d call(s) from %s whose request message did not arrive within %.1f s "
-                "(at most %d per connection, %d per address, %d in total may wait)", count, address,
-                self.call_guard.stall, self.call_guard.per_connection, self.call_guard.per_address,
-                self.call_guard.total)
+                address,
+                "cancelled %d call(s) from %s whose request message did not arrive within %.1f s "
+                "(at most %d per connection, %d per address, %d in total may wait)",
+                count,
+                address,
+                self.call_guard.stall,
+                self.call_guard.per_connection,
+                self.call_guard.per_address,
+                self.call_guard.total,
+            )
         for address, count in self.heartbeat_streams.sweep().items():
             self.peer_log.warning(
-                address, "cancelled %d heartbeat stream(s) from %s that sent no message and took no "
-                "answer for %.1f s (--grpc-heartbeat-stream-idle)", count, address,
-                self.heartbeat_streams.idle)
+                address,
+                "cancelled %d heartbeat stream(s) from %s that sent no message and took no "
+                "answer for %.1f s (--grpc-heartbeat-stream-idle)",
+                count,
+                address,
+                self.heartbeat_streams.idle,
+            )
 
     def take_watch_slot(
         self, method: str, context: grpc.ServicerContext
@@ -339,8 +374,9 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         )
         if refused is not None:
             return response_cls(**refused)
-        return self._to_message(method, self._call_node(method, req, self._node_timeout(context)),
-                                response_cls)
+        return self._to_message(
+            method, self._call_node(method, req, self._node_timeout(context)), response_cls
+        )
 
     def _call_node(self, method: str, req: dict[str, Any], timeout: float) -> Any:
         """The node's answer to one request; its exceptions become answers."""
@@ -393,8 +429,11 @@ class ControllerServicer(pb_grpc.ControllerServicer):
             if refused is not None:
                 _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
             token_refused = methods.check_token(
-                "HeartbeatStream", {}, lambda: check_bearer(context.invocation_metadata(), self._token),
-                how=TOKEN_HOW)
+                "HeartbeatStream",
+                {},
+                lambda: check_bearer(context.invocation_metadata(), self._token),
+                how=TOKEN_HOW,
+            )
             if token_refused is not None:
                 _abort(context, grpc.StatusCode.UNAUTHENTICATED, token_refused["remark"])
             stream = self.heartbeat_streams.enter(peer_address(str(context.peer())), context.cancel)
@@ -404,9 +443,14 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                     if isinstance(message, Undecodable):
                         self.refuse_undecodable("HeartbeatStream", message, context)
                     timeout = self._node_timeout(context)
-                    yield pb.HeartbeatStreamResponse(answers=[
-                        self._heartbeat_answer(self._call_node("Heartbeat", message_to_dict(beat), timeout))
-                        for beat in message.beats])
+                    yield pb.HeartbeatStreamResponse(
+                        answers=[
+                            self._heartbeat_answer(
+                                self._call_node("Heartbeat", message_to_dict(beat), timeout)
+                            )
+                            for beat in message.beats
+                        ]
+                    )
                     self.heartbeat_streams.touch(stream)
             finally:
                 self.heartbeat_streams.leave(stream)
@@ -418,8 +462,9 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         conversion (``_to_message``) being a tenth of a stream's CPU a beat; it remains for an
         answer of another shape."""
         try:
-            return pb.HeartbeatResponse(code=result["code"], remark=result["remark"],
-                                        leader_address=result.get("leader_address", ""))
+            return pb.HeartbeatResponse(
+                code=result["code"], remark=result["remark"], leader_address=result.get("leader_address", "")
+            )
         except (KeyError, TypeError, ValueError, AttributeError):
             return self._to_message("Heartbeat", result, pb.HeartbeatResponse)
 
@@ -444,8 +489,11 @@ class ControllerServicer(pb_grpc.ControllerServicer):
             release()
 
     def _busy(self, refused: str, request: Any = None) -> Any:
-        names = {} if request is None or isinstance(request, Undecodable) else {
-            "cluster_name": request.cluster_name, "broker_name": request.broker_name}
+        names = (
+            {}
+            if request is None or isinstance(request, Undecodable)
+            else {"cluster_name": request.cluster_name, "broker_name": request.broker_name}
+        )
         return pb.RoleChange(code=int(Code.SYSTEM_BUSY), remark=refused, **names)
 
     def watch_role_changes(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
@@ -592,8 +640,11 @@ def _handlers(servicer: ControllerServicer, health: Health) -> list[Any]:
                 return
             request = next(requests, None)
             if request is None:
-                _abort(context, grpc.StatusCode.INVALID_ARGUMENT, "WatchRoleChanges: the call carries no "
-                              "request message")
+                _abort(
+                    context,
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "WatchRoleChanges: the call carries no request message",
+                )
             if isinstance(request, Undecodable):
                 servicer.refuse_undecodable("WatchRoleChanges", request, context)
             yield from servicer.watch_role_changes(request, context)
@@ -614,26 +665,38 @@ def _handlers(servicer: ControllerServicer, health: Health) -> list[Any]:
         if row.client_streaming:
             controller[row.grpc_method] = grpc.stream_stream_rpc_method_handler(
                 in_pool(getattr(servicer, row.grpc_method), servicer.heartbeat_pool),
-                request_deserializer=deserializer, response_serializer=response_cls.SerializeToString)
+                request_deserializer=deserializer,
+                response_serializer=response_cls.SerializeToString,
+            )
         elif row.streaming:
             controller[row.grpc_method] = grpc.stream_stream_rpc_method_handler(
-                in_pool(watch, servicer.watch_pool), request_deserializer=deserializer,
-                response_serializer=response_cls.SerializeToString)
+                in_pool(watch, servicer.watch_pool),
+                request_deserializer=deserializer,
+                response_serializer=response_cls.SerializeToString,
+            )
         else:
             controller[row.grpc_method] = grpc.stream_unary_rpc_method_handler(
-                unary(row.grpc_method, getattr(servicer, row.grpc_method)), request_deserializer=deserializer,
-                response_serializer=response_cls.SerializeToString)
+                unary(row.grpc_method, getattr(servicer, row.grpc_method)),
+                request_deserializer=deserializer,
+                response_serializer=response_cls.SerializeToString,
+            )
     req, resp = health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
     health_handlers = {
         "Check": grpc.stream_unary_rpc_method_handler(
-            health.Check, request_deserializer=safe_deserializer(req),
-            response_serializer=resp.SerializeToString),
+            health.Check,
+            request_deserializer=safe_deserializer(req),
+            response_serializer=resp.SerializeToString,
+        ),
         "List": grpc.stream_unary_rpc_method_handler(
-            health.List, request_deserializer=safe_deserializer(health_pb2.HealthListRequest),
-            response_serializer=health_pb2.HealthListResponse.SerializeToString),
+            health.List,
+            request_deserializer=safe_deserializer(health_pb2.HealthListRequest),
+            response_serializer=health_pb2.HealthListResponse.SerializeToString,
+        ),
         "Watch": grpc.stream_stream_rpc_method_handler(
-            in_pool(health.Watch, servicer.watch_pool), request_deserializer=safe_deserializer(req),
-            response_serializer=resp.SerializeToString),
+            in_pool(health.Watch, servicer.watch_pool),
+            request_deserializer=safe_deserializer(req),
+            response_serializer=resp.SerializeToString,
+        ),
     }
     return [
         grpc.method_handlers_generic_handler(SERVICE_NAME, controller),
@@ -654,8 +717,9 @@ class _MetadataEncodingFilter(logging.Filter):
         if not str(record.msg).startswith("Invalid encoding on"):
             return True
         value = record.args[0] if isinstance(record.args, tuple) and record.args else record.args
-        self._limit.warning("metadata", "a client sent call metadata that is not UTF-8 (read as "
-                            "latin-1): %.60r", value)
+        self._limit.warning(
+            "metadata", "a client sent call metadata that is not UTF-8 (read as latin-1): %.60r", value
+        )
         return False
 
 
@@ -743,6 +807,11 @@ def build_server(
         servicer.heartbeat_pool.shutdown(wait=False)
 
     threading.Thread(target=housekeeping, name="mqctl-grpc-housekeeping", daemon=True).start()
-    log.info("gRPC API listening on %s:%d%s%s", host, port, " (TLS)" if tls else "",
-             " (token required for admin calls)" if token else "")
+    log.info(
+        "gRPC API listening on %s:%d%s%s",
+        host,
+        port,
+        " (TLS)" if tls else "",
+        " (token required for admin calls)" if token else "",
+    )
     return server

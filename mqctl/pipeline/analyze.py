@@ -37,9 +37,15 @@ class AnalyzeInput:
         return sum(r.length for r in self.ranges)
 
     def cut(self, range_size: int) -> None:
-        self.ranges = [r for s in self.stores for r in store_ranges(
-            s["store"], range_size=range_size,
-            meta={"clusterName": s["clusterName"], "brokerName": s["brokerName"], "store": s["store"]})]
+        self.ranges = [
+            r
+            for s in self.stores
+            for r in store_ranges(
+                s["store"],
+                range_size=range_size,
+                meta={"clusterName": s["clusterName"], "brokerName": s["brokerName"], "store": s["store"]},
+            )
+        ]
 
 
 def prepare_analyze(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE) -> AnalyzeInput:
@@ -61,9 +67,17 @@ def prepare_analyze(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE) 
             continue
         ident = read_identity(root)
         c, b = (ident.cluster_name, ident.broker_name) if ident else (None, None)
-        inp.stores.append({"store": s, "clusterName": c, "brokerName": b,
-                           "brokerId": ident.broker_id if ident else None, "files": len(log.files),
-                           "fileSize": log.file_size, "totalBytes": log.total_bytes})
+        inp.stores.append(
+            {
+                "store": s,
+                "clusterName": c,
+                "brokerName": b,
+                "brokerId": ident.broker_id if ident else None,
+                "files": len(log.files),
+                "fileSize": log.file_size,
+                "totalBytes": log.total_bytes,
+            }
+        )
     inp.cut(range_size)
     return inp
 
@@ -92,12 +106,28 @@ def _merge(a: tuple[str, tuple[Any, ...]], b: tuple[str, tuple[Any, ...]]) -> tu
     if a[0] != "q":
         return a
     x, y = a[1], b[1]
-    return "q", (*x[:5], x[5] + y[5], x[6] + y[6], min(x[7], y[7]), max(x[8], y[8]), min(x[9], y[9]),
-                 max(x[10], y[10]), min(x[11], y[11]), max(x[12], y[12]), x[13] + y[13])
+    return "q", (
+        *x[:5],
+        x[5] + y[5],
+        x[6] + y[6],
+        min(x[7], y[7]),
+        max(x[8], y[8]),
+        min(x[9], y[9]),
+        max(x[10], y[10]),
+        min(x[11], y[11]),
+        max(x[12], y[12]),
+        x[13] + y[13],
+    )
 
 
-def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | None = None, *,
-                show_progress: bool | None = None, overwrite: bool = False) -> dict[str, Any]:
+def run_analyze(
+    spark: Any,
+    inp: AnalyzeInput,
+    out: str | os.PathLike[str] | None = None,
+    *,
+    show_progress: bool | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """On Spark (`spark`, a session) or in this process (`spark` None): the same partial aggregates per
     range, merged by queue; the same files."""
     from mqctl.pipeline.engine import progress, spark_cores, task_groups
@@ -108,6 +138,7 @@ def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | Non
         check_out_dir(outp, KIND, overwrite=overwrite)
     counted = [0, 0]
     if spark is None:
+
         def done() -> tuple[int, int]:
             return counted[0], counted[1]
     else:
@@ -119,6 +150,7 @@ def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | Non
 
     with progress("analyze", inp.nbytes, done, enabled=show_progress):
         if spark is None:
+
             def local() -> Iterator[tuple[str, tuple[Any, ...]]]:
                 for br in inp.ranges:
                     for r in analyze_rows(br):
@@ -145,10 +177,14 @@ def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | Non
         for k, v in map(_keyed, found):
             acc[k] = _merge(acc[k], v) if k in acc else v
         merged = list(acc.values())
-    q_rows = sorted((dict(zip(QUEUE_COLUMNS, r[1], strict=True)) for r in merged if r[0] == "q"),
-                    key=lambda d: tuple("" if d[k] is None else d[k] for k in _QKEY))
-    p_rows = sorted((dict(zip(PROBLEM_COLUMNS, r[1], strict=True)) for r in merged if r[0] == "p"),
-                    key=lambda d: (d["store"], d["offset"]))
+    q_rows = sorted(
+        (dict(zip(QUEUE_COLUMNS, r[1], strict=True)) for r in merged if r[0] == "q"),
+        key=lambda d: tuple("" if d[k] is None else d[k] for k in _QKEY),
+    )
+    p_rows = sorted(
+        (dict(zip(PROBLEM_COLUMNS, r[1], strict=True)) for r in merged if r[0] == "p"),
+        key=lambda d: (d["store"], d["offset"]),
+    )
     digest = None
     if outp is not None:
         import pyarrow as pa
@@ -173,16 +209,29 @@ def run_analyze(spark: Any, inp: AnalyzeInput, out: str | os.PathLike[str] | Non
     return {**doc, "out": None if outp is None else str(outp)}
 
 
-def _document(inp: AnalyzeInput, queues: list[dict[str, Any]], problems: list[dict[str, Any]],
-              digest: str | None) -> dict[str, Any]:
+def _document(
+    inp: AnalyzeInput, queues: list[dict[str, Any]], problems: list[dict[str, Any]], digest: str | None
+) -> dict[str, Any]:
     skipped = skipped_bytes(problems)
     stores = []
     for s in inp.stores:
         mine = [q for q in queues if q["store"] == s["store"]]
-        stores.append({**s, "messages": sum(q["messages"] for q in mine),
-                       "messageBytes": sum(q["bytes"] for q in mine),
-                       "topics": len({q["topic"] for q in mine}), "queues": len(mine),
-                       "problems": sum(1 for p in problems if p["store"] == s["store"]),
-                       "skippedBytes": skipped.get(s["store"], 0)})
-    return {"kind": KIND, "stores": stores, "queues": queues, "problems": problems,
-            "notAnalyzed": inp.not_analyzed, "digest": digest}
+        stores.append(
+            {
+                **s,
+                "messages": sum(q["messages"] for q in mine),
+                "messageBytes": sum(q["bytes"] for q in mine),
+                "topics": len({q["topic"] for q in mine}),
+                "queues": len(mine),
+                "problems": sum(1 for p in problems if p["store"] == s["store"]),
+                "skippedBytes": skipped.get(s["store"], 0),
+            }
+        )
+    return {
+        "kind": KIND,
+        "stores": stores,
+        "queues": queues,
+        "problems": problems,
+        "notAnalyzed": inp.not_analyzed,
+        "digest": digest,
+    }

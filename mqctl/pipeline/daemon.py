@@ -17,15 +17,24 @@ import gc
 import os
 import sys
 
-PRELOAD = ("numpy", "pandas", "pyarrow", "pyarrow.compute", "pyarrow.parquet", "pyspark.worker",
-           "mqctl.pipeline.analyze", "mqctl.pipeline.output", "mqctl.pipeline.salvage",
-           "mqctl.pipeline.tasks")
+PRELOAD = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "pyarrow.compute",
+    "pyarrow.parquet",
+    "pyspark.worker",
+    "mqctl.pipeline.analyze",
+    "mqctl.pipeline.output",
+    "mqctl.pipeline.salvage",
+    "mqctl.pipeline.tasks",
+)
 
 
 def preload() -> None:
     import importlib
 
-    if sys.platform.startswith("linux"):     # pyarrow's Linux wheels have jemalloc; read at its import
+    if sys.platform.startswith("linux"):  # pyarrow's Linux wheels have jemalloc; read at its import
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     for name in PRELOAD:
         importlib.import_module(name)

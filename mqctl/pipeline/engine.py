@@ -94,23 +94,32 @@ def require_local() -> None:
     """The local engine needs numpy (the walker) and pyarrow (Parquet): one line saying what to install."""
     missing = _missing(("numpy", "pyarrow"))
     if missing:
-        raise MissingDependencyError(f"this command needs {' and '.join(missing)} (not installed): "
-                                     f"{INSTALL_HINT} (or pip install 'numpy>=1.26' 'pyarrow>=18')")
+        raise MissingDependencyError(
+            f"this command needs {' and '.join(missing)} (not installed): "
+            f"{INSTALL_HINT} (or pip install 'numpy>=1.26' 'pyarrow>=18')"
+        )
 
 
 def require_spark() -> None:
     """Fail with one line saying exactly what to install, before anything slow starts."""
-    missing = _missing(("pyspark", "numpy", "pyarrow", "pandas"))   # Arrow batches (mapInArrow)
+    missing = _missing(("pyspark", "numpy", "pyarrow", "pandas"))  # Arrow batches (mapInArrow)
     if missing:
-        raise MissingDependencyError(f"this command needs {' and '.join(missing)} (not installed): "
-                                     f"{INSTALL_HINT} (or pip install 'pyspark>=4.0' 'numpy>=1.26' "
-                                     f"'pyarrow>=18' 'pandas>=2.2,<3')")
+        raise MissingDependencyError(
+            f"this command needs {' and '.join(missing)} (not installed): "
+            f"{INSTALL_HINT} (or pip install 'pyspark>=4.0' 'numpy>=1.26' "
+            f"'pyarrow>=18' 'pandas>=2.2,<3')"
+        )
     if java_executable() is None:
-        where = f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java" if os.environ.get("JAVA_HOME") \
+        where = (
+            f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java"
+            if os.environ.get("JAVA_HOME")
             else "no java on PATH"
-        raise MissingDependencyError(f"Spark needs Java 17 or newer and {where}: install a JRE (e.g. "
-                                     f"apt-get install openjdk-17-jre-headless) and put java on PATH or set "
-                                     f"JAVA_HOME")
+        )
+        raise MissingDependencyError(
+            f"Spark needs Java 17 or newer and {where}: install a JRE (e.g. "
+            f"apt-get install openjdk-17-jre-headless) and put java on PATH or set "
+            f"JAVA_HOME"
+        )
 
 
 def resolve_master(master: str | None) -> str:
@@ -139,14 +148,16 @@ def spark_conf(master: str, *, log4j: str | None = None) -> dict[str, str]:
         "spark.sql.debug.maxToStringFields": "200",
     }
     if master.startswith("local"):
-        cores = local_cores(master)         # local[2] on a bigger host: 2, not the host's cores
-        conf.update({
-            "spark.sql.shuffle.partitions": str(max(2, cores)),
-            "spark.default.parallelism": str(max(2, cores)),
-            "spark.driver.memory": "1g",
-            "spark.driver.host": "127.0.0.1",
-            "spark.driver.bindAddress": "127.0.0.1",
-        })
+        cores = local_cores(master)  # local[2] on a bigger host: 2, not the host's cores
+        conf.update(
+            {
+                "spark.sql.shuffle.partitions": str(max(2, cores)),
+                "spark.default.parallelism": str(max(2, cores)),
+                "spark.driver.memory": "1g",
+                "spark.driver.host": "127.0.0.1",
+                "spark.driver.bindAddress": "127.0.0.1",
+            }
+        )
     return conf
 
 
@@ -188,8 +199,9 @@ def _operator_keys(builder_conf: dict[str, str]) -> set[str]:
 
 
 @contextmanager
-def spark_session(master: str | None = None, *, log4j: str | None = None,
-                  app_name: str = "mqctl") -> Iterator[Any]:
+def spark_session(
+    master: str | None = None, *, log4j: str | None = None, app_name: str = "mqctl"
+) -> Iterator[Any]:
     """A SparkSession for one command; an already active session (a test's) is reused and not stopped."""
     require_spark()
     from pyspark.sql import SparkSession
@@ -214,8 +226,10 @@ def spark_session(master: str | None = None, *, log4j: str | None = None,
         spark = builder.getOrCreate()
     except Exception as exc:  # the JVM did not start (old Java, no memory, bad master URL)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MissingDependencyError(f"could not start Spark with master {url!r}: {first} (Spark 4 needs "
-                                     f"Java 17 or newer; java: {java_executable()})") from None
+        raise MissingDependencyError(
+            f"could not start Spark with master {url!r}: {first} (Spark 4 needs "
+            f"Java 17 or newer; java: {java_executable()})"
+        ) from None
     try:
         yield spark
     finally:
@@ -228,8 +242,10 @@ ENGINES = ("auto", "local", "spark")
 # compiled one: analyze 2.5x and salvage 1.4x the numpy walker's CPU, paired runs of issue 32), what each
 # Spark core adds of that rate (analyze on local[2]: 1.5x the local engine, salvage about the same), and a
 # local session's start-up with its first job (4-15 s).
-LOCAL_RATES = {"c": {"analyze commitlog": 2000 << 20, "recover salvage": 210 << 20},
-               "numpy": {"analyze commitlog": 800 << 20, "recover salvage": 150 << 20}}
+LOCAL_RATES = {
+    "c": {"analyze commitlog": 2000 << 20, "recover salvage": 210 << 20},
+    "numpy": {"analyze commitlog": 800 << 20, "recover salvage": 150 << 20},
+}
 SPARK_CORE_SHARE = 0.75
 SPARK_START_SECONDS = 7.0
 RANGES_PER_CORE = 3
@@ -240,13 +256,14 @@ MAX_TASK_BYTES = 1 << 30
 
 def local_cores(master: str) -> int:
     """The cores of a local master URL: local, local[N], local[N,F], local[*]."""
-    inside = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+    inside = master[master.find("[") + 1 : master.find("]")] if "[" in master else "1"
     first = inside.split(",")[0].strip()
     return int(first) if first.isdigit() and int(first) > 0 else os.cpu_count() or 1
 
 
-def choose_engine(engine: str, master: str | None, nbytes: int, command: str = "recover salvage",
-                  walker: str | None = None) -> tuple[str, str]:
+def choose_engine(
+    engine: str, master: str | None, nbytes: int, command: str = "recover salvage", walker: str | None = None
+) -> tuple[str, str]:
     """(engine, why): auto picks Spark for a cluster URL, and on this machine when the job's estimated
     time on Spark, start-up included, is below one process's (`LOCAL_RATES` of `walker`, default the one in
     use: with the compiled walker on 2 cores, salvage above about 4.3 GiB and analyze above about 41 GiB,
@@ -264,8 +281,10 @@ def choose_engine(engine: str, master: str | None, nbytes: int, command: str = "
         walker = walker_mod.IMPL
     local_s = nbytes / LOCAL_RATES[walker][command]
     spark_s = SPARK_START_SECONDS + local_s / max(1.0, cores * SPARK_CORE_SHARE)
-    est = (f"{nbytes / (1 << 30):.2f} GiB to read: about {local_s:.0f} s in this process, "
-           f"{spark_s:.0f} s on Spark with {cores} cores and its start-up")
+    est = (
+        f"{nbytes / (1 << 30):.2f} GiB to read: about {local_s:.0f} s in this process, "
+        f"{spark_s:.0f} s on Spark with {cores} cores and its start-up"
+    )
     if spark_s < local_s:
         return "spark", f"{est}; --engine local to stay in this process"
     return "local", f"{est}; --engine spark to use Spark"
@@ -290,7 +309,7 @@ def task_groups(lengths: list[int], cores: int) -> list[list[int]]:
     k = min(len(lengths), max(cores * TASKS_PER_CORE, -(-total // MAX_TASK_BYTES)))
     groups: dict[int, list[int]] = {}
     before = 0
-    for i, n in enumerate(lengths):           # a range goes where its middle byte falls
+    for i, n in enumerate(lengths):  # a range goes where its middle byte falls
         groups.setdefault(min(k - 1, k * (2 * before + n) // (2 * total)), []).append(i)
         before += n
     return list(groups.values())
@@ -301,8 +320,9 @@ def spark_cores(spark: Any) -> int:
 
 
 @contextmanager
-def progress(description: str, total_bytes: int, done: Callable[[], tuple[int, int]], *,
-             enabled: bool | None = None) -> Iterator[None]:
+def progress(
+    description: str, total_bytes: int, done: Callable[[], tuple[int, int]], *, enabled: bool | None = None
+) -> Iterator[None]:
     """A progress bar on stderr (bytes read, messages, ETA) while the job runs, fed by `done()` ->
     (bytes, messages) (Spark: accumulators the tasks add to as they finish; local: the loop's counters);
     off when stderr is not a terminal or enabled is False (--quiet)."""
@@ -322,9 +342,16 @@ def progress(description: str, total_bytes: int, done: Callable[[], tuple[int, i
     )
 
     stop = threading.Event()
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
-                   TextColumn("{task.fields[messages]} messages"), TimeElapsedColumn(), TimeRemainingColumn(),
-                   console=Console(stderr=True), transient=True)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(binary_units=True),
+        TextColumn("{task.fields[messages]} messages"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
 
     def poll() -> None:
         while not stop.wait(0.2):

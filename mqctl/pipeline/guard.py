@@ -38,21 +38,31 @@ from mqctl.errors import MqctlError, StoreError
 from mqctl.store.epochfile import LONG_MAX, EpochEntry, find_consistent_point
 
 __all__ = [
-    "EXIT_CANNOT_DECIDE", "EXIT_NO_ROOM", "EXIT_SAVED", "EXIT_UNVERIFIED", "CannotDecide", "GuardResult",
-    "MasterView", "NoRoom", "guard", "verify_salvage",
+    "EXIT_CANNOT_DECIDE",
+    "EXIT_NO_ROOM",
+    "EXIT_SAVED",
+    "EXIT_UNVERIFIED",
+    "CannotDecide",
+    "GuardResult",
+    "MasterView",
+    "NoRoom",
+    "guard",
+    "verify_salvage",
 ]
 
-EXIT_SAVED = 10             # bytes would be lost; they are saved (now or by an earlier run): may start
-EXIT_CANNOT_DECIDE = 11     # controller or master unreachable, no master, store unreadable: refused
-EXIT_NO_ROOM = 12           # bytes would be lost and --out has no room for them: refused
-EXIT_UNVERIFIED = 13        # cannot decide, but --allow-unverified: may start, nothing saved
+EXIT_SAVED = 10  # bytes would be lost; they are saved (now or by an earlier run): may start
+EXIT_CANNOT_DECIDE = 11  # controller or master unreachable, no master, store unreadable: refused
+EXIT_NO_ROOM = 12  # bytes would be lost and --out has no room for them: refused
+EXIT_UNVERIFIED = 13  # cannot decide, but --allow-unverified: may start, nothing saved
 GUARD_FILE = "guard.json"
 GUARD_KIND = "mqctl-guard"
 TMP_PREFIX = ".guard-tmp-"
-RULE = ("AutoSwitchHAClient.doTruncate (RocketMQ 5.3.3): EpochFileCache.findConsistentPoint of the local "
-        "epochs (last one ending at the store's max offset) against the master's (last one ending at its "
-        "max offset): newest local epoch first, the first the master has with the same startOffset gives "
-        "min(localEnd, masterEnd); truncateFiles(point)")
+RULE = (
+    "AutoSwitchHAClient.doTruncate (RocketMQ 5.3.3): EpochFileCache.findConsistentPoint of the local "
+    "epochs (last one ending at the store's max offset) against the master's (last one ending at its "
+    "max offset): newest local epoch first, the first the master has with the same startOffset gives "
+    "min(localEnd, masterEnd); truncateFiles(point)"
+)
 
 
 class CannotDecide(MqctlError):
@@ -83,7 +93,7 @@ class MasterView:
 @dataclass
 class GuardResult:
     store: str
-    outcome: str                    # nothing-to-lose | saved | already-saved | would-save | unverified
+    outcome: str  # nothing-to-lose | saved | already-saved | would-save | unverified
     exit_code: int
     reason: str = ""
     cluster_name: str | None = None
@@ -98,26 +108,47 @@ class GuardResult:
     messages: int | None = None
     digest: str | None = None
     replay: str | None = None
-    read_bytes: int = 0             # commitlog bytes the decision read (the tail's salvage apart)
+    read_bytes: int = 0  # commitlog bytes the decision read (the tail's salvage apart)
 
     def to_dict(self) -> dict[str, Any]:
         m = self.master
         return {
-            "store": self.store, "outcome": self.outcome, "exitCode": self.exit_code, "reason": self.reason,
-            "clusterName": self.cluster_name, "brokerName": self.broker_name, "brokerId": self.broker_id,
+            "store": self.store,
+            "outcome": self.outcome,
+            "exitCode": self.exit_code,
+            "reason": self.reason,
+            "clusterName": self.cluster_name,
+            "brokerName": self.broker_name,
+            "brokerId": self.broker_id,
             "localEpochs": [{"epoch": e.epoch, "startOffset": e.start_offset} for e in self.local_epochs],
-            "master": None if m is None else {
-                "brokerId": m.broker_id, "address": m.address, "masterEpoch": m.master_epoch,
+            "master": None
+            if m is None
+            else {
+                "brokerId": m.broker_id,
+                "address": m.address,
+                "masterEpoch": m.master_epoch,
                 "maxOffset": m.max_offset,
-                "epochs": [{"epoch": e.epoch, "startOffset": e.start_offset} for e in m.entries]},
-            "consistentPoint": self.consistent_point, "maxOffset": self.max_offset,
-            "bytesToLose": self.bytes_to_lose, "salvage": self.salvage, "messages": self.messages,
-            "digest": self.digest, "replay": self.replay, "decisionReadBytes": self.read_bytes,
-            "rule": RULE}
+                "epochs": [{"epoch": e.epoch, "startOffset": e.start_offset} for e in m.entries],
+            },
+            "consistentPoint": self.consistent_point,
+            "maxOffset": self.max_offset,
+            "bytesToLose": self.bytes_to_lose,
+            "salvage": self.salvage,
+            "messages": self.messages,
+            "digest": self.digest,
+            "replay": self.replay,
+            "decisionReadBytes": self.read_bytes,
+            "rule": RULE,
+        }
 
 
-def loss_pointer(cluster: str | None, broker: str | None, old_master_id: int | None, new_max: int | None,
-                 old_max: int | None) -> dict[str, str] | None:
+def loss_pointer(
+    cluster: str | None,
+    broker: str | None,
+    old_master_id: int | None,
+    new_max: int | None,
+    old_max: int | None,
+) -> dict[str, str] | None:
     """What to run after an election that lost bytes (for history, health --doctor and the status
     page): the guard before the old master restarts, and the replay of what it will save. The salvage's
     name is the guard's (the consistent point is where the new master's epoch starts: its maxOffset at
@@ -125,19 +156,22 @@ def loss_pointer(cluster: str | None, broker: str | None, old_master_id: int | N
     if old_master_id is None or new_max is None or old_max is None or old_max <= new_max:
         return None
     name = salvage_name(cluster or "CLUSTER", broker or "BROKER", old_master_id, new_max, old_max)
-    return {"salvageName": name,
-            "guard": f"mqctl recover guard STORE_OF_BROKER_{old_master_id} --out DIR (before broker "
-                     f"{old_master_id} of {broker} restarts; it saves DIR/{name})",
-            "replay": f"mqctl recover replay DIR/{name} -n NAMESRV"}
+    return {
+        "salvageName": name,
+        "guard": f"mqctl recover guard STORE_OF_BROKER_{old_master_id} --out DIR (before broker "
+        f"{old_master_id} of {broker} restarts; it saves DIR/{name})",
+        "replay": f"mqctl recover replay DIR/{name} -n NAMESRV",
+    }
 
 
 # --- the store, read only as far as the decision needs ------------------------------------------
+
 
 @dataclass
 class _Local:
     identity: Any
     entries: list[EpochEntry]
-    log: Any                        # CommitLog or None (no commitlog files)
+    log: Any  # CommitLog or None (no commitlog files)
 
 
 def _read_local(store: Path) -> _Local:
@@ -204,6 +238,7 @@ def _record_at(log: Any, offset: int) -> tuple[bool, int]:
 
 # --- the salvage directory ------------------------------------------------------------------------
 
+
 def salvage_name(cluster: str, broker: str, broker_id: int | None, point: int, end: int) -> str:
     q = urllib.parse.quote
     return f"{q(cluster, safe='')}_{q(broker, safe='')}_{broker_id}_{point}-{end}"
@@ -239,8 +274,10 @@ def verify_salvage(root: Path) -> dict[str, Any]:
         raise StoreError(f"{root}: not a guard salvage ({GUARD_FILE} of kind {GUARD_KIND} missing)")
     got = content_digest(root)
     if got != summary.get("digest") or got != meta.get("digest"):
-        raise StoreError(f"{root}: its files do not match its digest {summary.get('digest')} (found {got}): "
-                         f"damaged or incomplete")
+        raise StoreError(
+            f"{root}: its files do not match its digest {summary.get('digest')} (found {got}): "
+            f"damaged or incomplete"
+        )
     return meta
 
 
@@ -264,12 +301,16 @@ def _fsync_dir(d: Path) -> None:
 
 
 def _no_room(exc: BaseException) -> bool:
-    return (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or \
-        "No space left on device" in str(exc) or "Disk quota exceeded" in str(exc)
+    return (
+        (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT))
+        or "No space left on device" in str(exc)
+        or "Disk quota exceeded" in str(exc)
+    )
 
 
-def _salvage_tail(store: Path, point: int, out: Path, name: str, decision: dict[str, Any]
-                  ) -> tuple[Path, dict[str, Any]]:
+def _salvage_tail(
+    store: Path, point: int, out: Path, name: str, decision: dict[str, Any]
+) -> tuple[Path, dict[str, Any]]:
     """The store's records from `point` to the end of its files, as `recover salvage` writes them
     (one broker set, this replica, nothing to compare against: the new master is elsewhere), into
     out/name, via out/.guard-tmp-name-PID, fsynced, renamed."""
@@ -285,22 +326,49 @@ def _salvage_tail(store: Path, point: int, out: Path, name: str, decision: dict[
     if rep.scan is not None:
         inp.chains.update(rep.scan.chains)
         rep.scan.chains = {}
-    meta = {"clusterName": c, "brokerName": b, "store": rep.path, "brokerId": rep.broker_id, "rank": 0,
-            "epochs": [(e.start_offset, e.epoch) for e in rep.epochs], "setId": 0, "storeId": 0}
+    meta = {
+        "clusterName": c,
+        "brokerName": b,
+        "store": rep.path,
+        "brokerId": rep.broker_id,
+        "rank": 0,
+        "epochs": [(e.start_offset, e.epoch) for e in rep.epochs],
+        "setId": 0,
+        "storeId": 0,
+    }
     inp.specs.append(("candidate", rep.path, point, None, meta))
-    inp.sets.append({"clusterName": c, "brokerName": b, "source": None, "comparedFrom": None,
-                     "comparedTo": None,
-                     "replicas": [{"store": rep.path, "brokerId": rep.broker_id, "state": rep.state,
-                                   "truncateTo": point, "maxOffset": rep.max_offset,
-                                   "bytesRead": max(0, rep.min_offset + rep.total_bytes - point)}]})
+    inp.sets.append(
+        {
+            "clusterName": c,
+            "brokerName": b,
+            "source": None,
+            "comparedFrom": None,
+            "comparedTo": None,
+            "replicas": [
+                {
+                    "store": rep.path,
+                    "brokerId": rep.broker_id,
+                    "state": rep.state,
+                    "truncateTo": point,
+                    "maxOffset": rep.max_offset,
+                    "bytesRead": max(0, rep.min_offset + rep.total_bytes - point),
+                }
+            ],
+        }
+    )
     inp.cut(DEFAULT_RANGE_SIZE)
     tmp = out / f"{TMP_PREFIX}{name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     try:
         doc = run_salvage(None, inp, tmp, show_progress=False)
-        meta_doc = {"kind": GUARD_KIND, **decision, "digest": doc["digest"], "messages": doc["messages"],
-                    "savedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        meta_doc = {
+            "kind": GUARD_KIND,
+            **decision,
+            "digest": doc["digest"],
+            "messages": doc["messages"],
+            "savedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         (tmp / GUARD_FILE).write_text(json.dumps(meta_doc, indent=2) + "\n")
         _fsync_tree(tmp)
         final = out / name
@@ -316,8 +384,10 @@ def _salvage_tail(store: Path, point: int, out: Path, name: str, decision: dict[
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if _no_room(exc):
-            raise NoRoom(f"{out}: no room for the {decision['bytesToLose']} bytes to save ({exc}); nothing "
-                         f"was left there, the broker must not start") from None
+            raise NoRoom(
+                f"{out}: no room for the {decision['bytesToLose']} bytes to save ({exc}); nothing "
+                f"was left there, the broker must not start"
+            ) from None
         raise
     return final, doc
 
@@ -329,10 +399,17 @@ def _free_bytes(d: Path) -> int:
 
 # --- the decision -------------------------------------------------------------------------------
 
-def guard(store: str | os.PathLike[str], *, out: str | os.PathLike[str] | None,
-          ask_master: Callable[[str], MasterView], broker_name: str | None = None,
-          dry_run: bool = False, allow_unverified: bool = False,
-          replay_hint: str = "") -> GuardResult:
+
+def guard(
+    store: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str] | None,
+    ask_master: Callable[[str], MasterView],
+    broker_name: str | None = None,
+    dry_run: bool = False,
+    allow_unverified: bool = False,
+    replay_hint: str = "",
+) -> GuardResult:
     """Decide, and save when bytes would be lost. `ask_master(brokerName)` asks the controller and the
     master (raises MqctlError when it cannot). CannotDecide / NoRoom for a refused start (CannotDecide
     is turned into an `unverified` result with allow_unverified)."""
@@ -353,12 +430,15 @@ def guard(store: str | os.PathLike[str], *, out: str | os.PathLike[str] | None,
     if res.bytes_to_lose <= 0:
         return res
     assert res.consistent_point is not None and res.max_offset is not None
-    name = salvage_name(res.cluster_name or "", res.broker_name or "", res.broker_id, res.consistent_point,
-                        res.max_offset)
+    name = salvage_name(
+        res.cluster_name or "", res.broker_name or "", res.broker_id, res.consistent_point, res.max_offset
+    )
     outp = None if out is None else Path(out).absolute()
     if outp is None:
-        raise CannotDecide(f"{res.bytes_to_lose} bytes past offset {res.consistent_point} would be lost and "
-                           f"no --out directory is given to save them to")
+        raise CannotDecide(
+            f"{res.bytes_to_lose} bytes past offset {res.consistent_point} would be lost and "
+            f"no --out directory is given to save them to"
+        )
     res.replay = f"mqctl recover replay {outp / name}{replay_hint}"
     final = outp / name
     if final.exists():
@@ -386,9 +466,11 @@ def guard(store: str | os.PathLike[str], *, out: str | os.PathLike[str] | None,
     need = res.bytes_to_lose + (1 << 20)
     free = _free_bytes(outp)
     if free < need:
-        raise NoRoom(f"{outp}: no room: {free} bytes free, the {res.bytes_to_lose} bytes past offset "
-                     f"{res.consistent_point} need about {need}; nothing was written, the broker must not "
-                     f"start")
+        raise NoRoom(
+            f"{outp}: no room: {free} bytes free, the {res.bytes_to_lose} bytes past offset "
+            f"{res.consistent_point} need about {need}; nothing was written, the broker must not "
+            f"start"
+        )
     skip = ("salvage", "digest", "messages", "outcome", "exitCode", "reason")
     decision = {k: v for k, v in res.to_dict().items() if k not in skip}
     path, doc = _salvage_tail(root, res.consistent_point, outp, name, decision)
@@ -397,8 +479,9 @@ def guard(store: str | os.PathLike[str], *, out: str | os.PathLike[str] | None,
     return res
 
 
-def _decide(root: Path, res: GuardResult, ask_master: Callable[[str], MasterView],
-            broker_name: str | None) -> None:
+def _decide(
+    root: Path, res: GuardResult, ask_master: Callable[[str], MasterView], broker_name: str | None
+) -> None:
     try:
         local = _read_local(root)
     except StoreError as exc:
@@ -412,33 +495,42 @@ def _decide(root: Path, res: GuardResult, ask_master: Callable[[str], MasterView
         res.reason = "the store holds no commitlog files: nothing to lose"
         return
     if not local.entries:
-        res.reason = ("the store has no epoch entries: RocketMQ skips the truncation ('Slave local "
-                      "epochCache is empty, skip truncate log')")
+        res.reason = (
+            "the store has no epoch entries: RocketMQ skips the truncation ('Slave local "
+            "epochCache is empty, skip truncate log')"
+        )
         return
     name = broker_name or res.broker_name
     if not name:
         raise CannotDecide("cannot decide: the store has no brokerIdentity and no --broker-name was given")
     if res.broker_name and broker_name and broker_name != res.broker_name:
-        raise CannotDecide(f"cannot decide: --broker-name {broker_name} but the store belongs to "
-                           f"{res.broker_name}")
+        raise CannotDecide(
+            f"cannot decide: --broker-name {broker_name} but the store belongs to {res.broker_name}"
+        )
     res.broker_name = name
     master = ask_master(name)
     res.master = master
     if master.broker_name and master.broker_name != name:
-        raise CannotDecide(f"cannot decide: the master at {master.address} answers for broker set "
-                           f"{master.broker_name}, not {name}")
+        raise CannotDecide(
+            f"cannot decide: the master at {master.address} answers for broker set "
+            f"{master.broker_name}, not {name}"
+        )
     if res.broker_id is not None and master.broker_id == res.broker_id:
-        res.reason = (f"this broker (id {res.broker_id}) is the master the controller names: it starts as "
-                      f"master and truncates nothing")
+        res.reason = (
+            f"this broker (id {res.broker_id}) is the master the controller names: it starts as "
+            f"master and truncates nothing"
+        )
         return
     # the point with this store's max offset unknown (its last epoch ends at Long.MAX_VALUE): where the
     # store and the master part, if the store holds anything there
     point = find_consistent_point(local.entries, LONG_MAX, master.entries, master.max_offset)
     if point < 0:
-        raise CannotDecide(f"cannot decide: no consistent point between the store's epochs "
-                           f"{[e.line() for e in local.entries]} and the master's "
-                           f"{[e.line() for e in master.entries]} (RocketMQ's handshake fails: the store "
-                           f"does not belong to this master's history)")
+        raise CannotDecide(
+            f"cannot decide: no consistent point between the store's epochs "
+            f"{[e.line() for e in local.entries]} and the master's "
+            f"{[e.line() for e in master.entries]} (RocketMQ's handshake fails: the store "
+            f"does not belong to this master's history)"
+        )
     res.consistent_point = point
     has, n = _record_at(local.log, point)
     res.read_bytes = n
@@ -456,7 +548,9 @@ def _decide(root: Path, res: GuardResult, ask_master: Callable[[str], MasterView
     res.consistent_point = exact
     res.max_offset = rep.max_offset
     res.bytes_to_lose = max(0, rep.max_offset - exact)
-    res.reason = (f"the master's history parts from this store at {exact}: RocketMQ would truncate "
-                  f"{res.bytes_to_lose} bytes")
+    res.reason = (
+        f"the master's history parts from this store at {exact}: RocketMQ would truncate "
+        f"{res.bytes_to_lose} bytes"
+    )
     if res.bytes_to_lose <= 0:
         res.reason = f"the store ends at {rep.max_offset}, at or before the consistent point: nothing to lose"

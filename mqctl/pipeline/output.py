@@ -16,12 +16,19 @@ from typing import Any
 from mqctl.errors import UsageError
 
 SUMMARY_FILE = "summary.json"
-HIDDEN = ".mqctl-"                  # our own temporary and backup directories inside DIR
-ROW_GROUP_ROWS = 32768              # a row group ends after this many rows or ROW_GROUP_BYTES of records
+HIDDEN = ".mqctl-"  # our own temporary and backup directories inside DIR
+ROW_GROUP_ROWS = 32768  # a row group ends after this many rows or ROW_GROUP_BYTES of records
 ROW_GROUP_BYTES = 64 << 20
 
-__all__ = ["SUMMARY_FILE", "PartWriter", "check_out_dir", "install_output", "row_groups", "tree_digest",
-           "write_parquet"]
+__all__ = [
+    "SUMMARY_FILE",
+    "PartWriter",
+    "check_out_dir",
+    "install_output",
+    "row_groups",
+    "tree_digest",
+    "write_parquet",
+]
 
 
 def check_out_dir(out: Path, kind: str, *, overwrite: bool = False) -> None:
@@ -31,8 +38,9 @@ def check_out_dir(out: Path, kind: str, *, overwrite: bool = False) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out}: exists and is not a directory; choose a new or empty directory for --out")
     if not out.parent.is_dir():
-        raise UsageError(f"{out.parent}: no such directory; create it first (--out is created, its parents "
-                         f"are not)")
+        raise UsageError(
+            f"{out.parent}: no such directory; create it first (--out is created, its parents are not)"
+        )
     if not (out.is_dir() and any(p for p in out.iterdir() if not p.name.startswith(HIDDEN))):
         return
     try:
@@ -40,11 +48,15 @@ def check_out_dir(out: Path, kind: str, *, overwrite: bool = False) -> None:
     except (OSError, ValueError):
         prev = None
     if not isinstance(prev, dict) or prev.get("kind") != kind:
-        raise UsageError(f"{out}: not empty and not the output of a previous {what} (no {SUMMARY_FILE} of "
-                         f"kind {kind}); choose a new or empty directory for --out")
+        raise UsageError(
+            f"{out}: not empty and not the output of a previous {what} (no {SUMMARY_FILE} of "
+            f"kind {kind}); choose a new or empty directory for --out"
+        )
     if not overwrite:
-        raise UsageError(f"{out}: holds a previous {what}; add --overwrite to replace it (a different result "
-                         f"is first moved to {out}/{HIDDEN}backup-<UTC time>) or choose another --out")
+        raise UsageError(
+            f"{out}: holds a previous {what}; add --overwrite to replace it (a different result "
+            f"is first moved to {out}/{HIDDEN}backup-<UTC time>) or choose another --out"
+        )
 
 
 def tree_digest(root: Path) -> str:
@@ -66,8 +78,15 @@ class PartWriter:
     ROW_GROUP_ROWS rows or ROW_GROUP_BYTES of `size`), never by how the batches arrived: the local engine
     and Spark's executors feed the same rows in different batches and get the same file."""
 
-    def __init__(self, path: Path, schema: Any, size_column: str | None = None, *,
-                 plain: tuple[str, ...] = (), no_statistics: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        path: Path,
+        schema: Any,
+        size_column: str | None = None,
+        *,
+        plain: tuple[str, ...] = (),
+        no_statistics: tuple[str, ...] = (),
+    ) -> None:
         """`plain`: columns not dictionary-encoded (values mostly distinct: trying costs CPU for nothing);
         `no_statistics`: columns without min/max (bodies)."""
         import pyarrow.parquet as pq
@@ -75,10 +94,13 @@ class PartWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.schema, self.size_column = schema, size_column
         names = schema.names
-        self._w = pq.ParquetWriter(str(path), schema, compression="snappy",
-                                   use_dictionary=[n for n in names if n not in plain] if plain else True,
-                                   write_statistics=[n for n in names if n not in no_statistics]
-                                   if no_statistics else True)
+        self._w = pq.ParquetWriter(
+            str(path),
+            schema,
+            compression="snappy",
+            use_dictionary=[n for n in names if n not in plain] if plain else True,
+            write_statistics=[n for n in names if n not in no_statistics] if no_statistics else True,
+        )
         self._pending: list[Any] = []
         self._rows = self._bytes = 0
         self.rows = 0
@@ -87,8 +109,11 @@ class PartWriter:
         import numpy as np
 
         batch = _conform(batch, self.schema)
-        sizes = (batch.column(self.size_column).to_numpy(zero_copy_only=False).astype(np.int64)
-                 if self.size_column else np.zeros(batch.num_rows, dtype=np.int64))
+        sizes = (
+            batch.column(self.size_column).to_numpy(zero_copy_only=False).astype(np.int64)
+            if self.size_column
+            else np.zeros(batch.num_rows, dtype=np.int64)
+        )
         for i, j in row_groups(sizes, self._rows, self._bytes):
             self._pending.append(batch.slice(i, j - i))
             self._rows += j - i

@@ -24,11 +24,11 @@ class ByteRange:
     """One task's slice: positions are relative to the file, offsets absolute."""
 
     path: str
-    file_start: int          # absolute offset of the file's first byte
-    start: int               # first owned position in the file
-    end: int                 # end of ownership (exclusive)
-    limit: int               # end of the region of interest in this file (>= end)
-    head_owned: bool         # `start` is where the region begins: damage right there is reported
+    file_start: int  # absolute offset of the file's first byte
+    start: int  # first owned position in the file
+    end: int  # end of ownership (exclusive)
+    limit: int  # end of the region of interest in this file (>= end)
+    head_owned: bool  # `start` is where the region begins: damage right there is reported
     meta: dict[str, object] = field(default_factory=dict, compare=False)
 
     @property
@@ -40,9 +40,16 @@ class ByteRange:
         return self.end - self.start
 
 
-def file_ranges(path: str, file_start: int, file_len: int, *, start: int = 0, stop: int | None = None,
-                range_size: int = DEFAULT_RANGE_SIZE,
-                meta: dict[str, object] | None = None) -> list[ByteRange]:
+def file_ranges(
+    path: str,
+    file_start: int,
+    file_len: int,
+    *,
+    start: int = 0,
+    stop: int | None = None,
+    range_size: int = DEFAULT_RANGE_SIZE,
+    meta: dict[str, object] | None = None,
+) -> list[ByteRange]:
     """Cut positions [start, stop) of one file into ranges of at most `range_size` bytes."""
     if range_size <= 0:
         raise ValueError("range_size must be positive")
@@ -56,9 +63,14 @@ def file_ranges(path: str, file_start: int, file_len: int, *, start: int = 0, st
     return out
 
 
-def store_ranges(store: str | os.PathLike[str], *, from_offset: int | None = None,
-                 to_offset: int | None = None, range_size: int = DEFAULT_RANGE_SIZE,
-                 meta: dict[str, object] | None = None) -> list[ByteRange]:
+def store_ranges(
+    store: str | os.PathLike[str],
+    *,
+    from_offset: int | None = None,
+    to_offset: int | None = None,
+    range_size: int = DEFAULT_RANGE_SIZE,
+    meta: dict[str, object] | None = None,
+) -> list[ByteRange]:
     """Ranges covering absolute offsets [from_offset, to_offset) of a store's commitlog (defaults: the
     first byte of the first file, the last byte of the last file). A file's start is always a region
     start: every file begins with a record (or the blank marker) in RocketMQ's layout."""
@@ -71,6 +83,7 @@ def store_ranges(store: str | os.PathLike[str], *, from_offset: int | None = Non
         if hi <= lo or f_end <= lo:
             continue
         s = max(lo, lf.start) - lf.start
-        out += file_ranges(str(lf.path), lf.start, lf.size, start=s, stop=hi - lf.start,
-                           range_size=range_size, meta=meta)
+        out += file_ranges(
+            str(lf.path), lf.start, lf.size, start=s, stop=hi - lf.start, range_size=range_size, meta=meta
+        )
     return out

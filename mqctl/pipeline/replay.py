@@ -31,8 +31,20 @@ __all__ = ["CHECKPOINT", "ReplayOptions", "load_salvage", "replay"]
 CHECKPOINT = ".mqctl-replay/checkpoint.log"
 BATCH = 256
 SYSTEM_TOPIC_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_", "rmq_sys_")
-COLUMNS = ("topic", "queueId", "flag", "sysFlag", "bornTimestamp", "bornHost", "reconsumeTimes", "uniqKey",
-           "rawProperties", "body", "messageKey", "crcOk")
+COLUMNS = (
+    "topic",
+    "queueId",
+    "flag",
+    "sysFlag",
+    "bornTimestamp",
+    "bornHost",
+    "reconsumeTimes",
+    "uniqKey",
+    "rawProperties",
+    "body",
+    "messageKey",
+    "crcOk",
+)
 
 
 class ReplayRefused(MqctlError):
@@ -43,20 +55,20 @@ class ReplayRefused(MqctlError):
 
 @dataclass
 class ReplayOptions:
-    namesrv: list[str] | None = None        # name servers: the broker set's master and the topics' routes
-    broker_addr: str | None = None          # or this broker directly (it must be of the salvage's set)
-    rate: float | None = None               # messages per second at most
+    namesrv: list[str] | None = None  # name servers: the broker set's master and the topics' routes
+    broker_addr: str | None = None  # or this broker directly (it must be of the salvage's set)
+    rate: float | None = None  # messages per second at most
     dry_run: bool = False
     group: str = "mqctl_replay"
     timeout: float = 5.0
-    window: int = 64                        # requests in flight
+    window: int = 64  # requests in flight
     busy_retries: int = 10
     namesrv_text: str = "NAMESRV"
-    include_crc_errors: bool = False        # send messages whose body fails its CRC too
-    tls_ca: str | None = None               # TLS to brokers and name servers (tls.enable)
+    include_crc_errors: bool = False  # send messages whose body fails its CRC too
+    tls_ca: str | None = None  # TLS to brokers and name servers (tls.enable)
     tls_cert: str | None = None
     tls_key: str | None = None
-    access_key: str | None = None           # ACL signing (AclClientRPCHook)
+    access_key: str | None = None  # ACL signing (AclClientRPCHook)
     secret_key: str | None = None
 
 
@@ -74,12 +86,15 @@ class SetReport:
     topics: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def count(self, topic: str, what: str) -> None:
-        t = self.topics.setdefault(topic, {"messages": 0, "sent": 0, "alreadyPresent": 0, "doneEarlier": 0,
-                                           "wouldSend": 0, "failed": 0})
+        t = self.topics.setdefault(
+            topic,
+            {"messages": 0, "sent": 0, "alreadyPresent": 0, "doneEarlier": 0, "wouldSend": 0, "failed": 0},
+        )
         t[what] += 1
 
 
 # --- the salvage --------------------------------------------------------------------------------
+
 
 def load_salvage(root: Path) -> tuple[dict[str, Any], list[tuple[str, str, list[Path]]]]:
     """summary.json (checked against the files' digest) and, per broker set, its part files in order.
@@ -96,8 +111,10 @@ def load_salvage(root: Path) -> tuple[dict[str, Any], list[tuple[str, str, list[
         raise StoreError(f"{root}: not a salvage (summary.json is not of kind mqctl-salvage)")
     got = content_digest(root)
     if got != summary.get("digest"):
-        raise StoreError(f"{root}: its files do not match its digest (summary.json says "
-                         f"{summary.get('digest')}, the files give {got}): cut or corrupt, not replayed")
+        raise StoreError(
+            f"{root}: its files do not match its digest (summary.json says "
+            f"{summary.get('digest')}, the files give {got}): cut or corrupt, not replayed"
+        )
     sets = []
     msgs = root / "messages"
     for cdir in sorted(msgs.glob("clusterName=*")):
@@ -116,11 +133,12 @@ def _rows(parts: list[Path]) -> Iterator[list[dict[str, Any]]]:
             f = pq.ParquetFile(part)
             for batch in f.iter_batches(batch_size=BATCH, columns=list(COLUMNS)):
                 yield batch.to_pylist()
-        except (OSError, ValueError) as exc:   # pyarrow's ArrowInvalid is a ValueError
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
             raise StoreError(f"{part}: cannot read: {exc}") from None
 
 
 # --- the checkpoint -----------------------------------------------------------------------------
+
 
 class Checkpoint:
     """Intents and outcomes, one line each, appended and fsynced per batch, to `path`; what every
@@ -141,7 +159,7 @@ class Checkpoint:
         self._fh = None
         if not dry_run:
             path.parent.mkdir(exist_ok=True)
-            self._fh = open(path, "a", encoding="utf-8")   # noqa: SIM115 (closed in close())
+            self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed in close())
 
     def write(self, lines: list[str]) -> None:
         if self._fh is None or not lines:
@@ -157,21 +175,26 @@ class Checkpoint:
 
 # --- the replay ---------------------------------------------------------------------------------
 
+
 def connector(opts: ReplayOptions) -> tuple[Callable[[str], Any], Callable[[], None]]:
     """(connect(address), close()): one RemotingConnection per address, with the options' TLS and ACL."""
     from mqctl.remoting.client import RemotingConnection
     from mqctl.remoting.security import AclCredentials, client_context
 
-    tls = client_context(opts.tls_ca, opts.tls_cert, opts.tls_key) if (
-        opts.tls_ca or opts.tls_cert or opts.tls_key) else None
+    tls = (
+        client_context(opts.tls_ca, opts.tls_cert, opts.tls_key)
+        if (opts.tls_ca or opts.tls_cert or opts.tls_key)
+        else None
+    )
     acl = AclCredentials(opts.access_key, opts.secret_key or "") if opts.access_key else None
     conns: dict[str, RemotingConnection] = {}
 
     def connect(address: str) -> RemotingConnection:
         c = conns.get(address)
         if c is None or c.closed:
-            c = conns[address] = RemotingConnection(address, connect_timeout=min(3.0, opts.timeout), tls=tls,
-                                                    acl=acl)
+            c = conns[address] = RemotingConnection(
+                address, connect_timeout=min(3.0, opts.timeout), tls=tls, acl=acl
+            )
         return c
 
     def close() -> None:
@@ -230,13 +253,18 @@ def _task(root: str, opts: ReplayOptions, task: tuple[str, str, str, int]) -> di
     finally:
         ck.close()
         close()
-    return {"rep": dict(vars(rep)), "failures": failures,
-            "missing": list(missing.values()), "error": error}
+    return {"rep": dict(vars(rep)), "failures": failures, "missing": list(missing.values()), "error": error}
 
 
-def _on_spark(spark: Any, root: Path, sets: list[tuple[str, str, list[Path]]], opts: ReplayOptions,
-              reports: list[SetReport], failures: list[dict[str, Any]],
-              missing: dict[tuple[str, str], dict[str, Any]]) -> MqctlError | None:
+def _on_spark(
+    spark: Any,
+    root: Path,
+    sets: list[tuple[str, str, list[Path]]],
+    opts: ReplayOptions,
+    reports: list[SetReport],
+    failures: list[dict[str, Any]],
+    missing: dict[tuple[str, str], dict[str, Any]],
+) -> MqctlError | None:
     import functools
 
     parts = [(c, b, str(p)) for c, b, ps in sets for p in ps]
@@ -268,30 +296,66 @@ def _on_spark(spark: Any, root: Path, sets: list[tuple[str, str, list[Path]]], o
     return error
 
 
-def _report(root: Path, reports: list[SetReport], failures: list[dict[str, Any]],
-            missing: dict[tuple[str, str], dict[str, Any]], opts: ReplayOptions,
-            summary: dict[str, Any]) -> dict[str, Any]:
-    tot = {k: sum(getattr(r, a) for r in reports) for k, a in (
-        ("messages", "messages"), ("sent", "sent"), ("alreadyPresent", "already_present"),
-        ("doneEarlier", "done_earlier"), ("wouldSend", "would_send"), ("failed", "failed"))}
-    return {"salvage": str(root), "digest": summary.get("digest"), "dryRun": opts.dry_run,
-            "checkpoint": str(root / CHECKPOINT), **tot,
-            "brokerSets": [{"clusterName": r.cluster_name, "brokerName": r.broker_name, "target": r.target,
-                            "messages": r.messages, "sent": r.sent, "alreadyPresent": r.already_present,
-                            "doneEarlier": r.done_earlier, "wouldSend": r.would_send, "failed": r.failed,
-                            "topics": [{"topic": t, **v} for t, v in sorted(r.topics.items())]}
-                           for r in reports],
-            "missingTopics": sorted(missing.values(), key=lambda d: (d["brokerName"], d["topic"])),
-            "failures": failures[:1000], "failuresOmitted": max(0, len(failures) - 1000)}
+def _report(
+    root: Path,
+    reports: list[SetReport],
+    failures: list[dict[str, Any]],
+    missing: dict[tuple[str, str], dict[str, Any]],
+    opts: ReplayOptions,
+    summary: dict[str, Any],
+) -> dict[str, Any]:
+    tot = {
+        k: sum(getattr(r, a) for r in reports)
+        for k, a in (
+            ("messages", "messages"),
+            ("sent", "sent"),
+            ("alreadyPresent", "already_present"),
+            ("doneEarlier", "done_earlier"),
+            ("wouldSend", "would_send"),
+            ("failed", "failed"),
+        )
+    }
+    return {
+        "salvage": str(root),
+        "digest": summary.get("digest"),
+        "dryRun": opts.dry_run,
+        "checkpoint": str(root / CHECKPOINT),
+        **tot,
+        "brokerSets": [
+            {
+                "clusterName": r.cluster_name,
+                "brokerName": r.broker_name,
+                "target": r.target,
+                "messages": r.messages,
+                "sent": r.sent,
+                "alreadyPresent": r.already_present,
+                "doneEarlier": r.done_earlier,
+                "wouldSend": r.would_send,
+                "failed": r.failed,
+                "topics": [{"topic": t, **v} for t, v in sorted(r.topics.items())],
+            }
+            for r in reports
+        ],
+        "missingTopics": sorted(missing.values(), key=lambda d: (d["brokerName"], d["topic"])),
+        "failures": failures[:1000],
+        "failuresOmitted": max(0, len(failures) - 1000),
+    }
 
 
 class _SetReplay:
-    def __init__(self, rep: SetReport, parts: list[Path], opts: ReplayOptions, connect: Callable[[str], Any],
-                 ck: Checkpoint, failures: list[dict[str, Any]],
-                 missing: dict[tuple[str, str], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        rep: SetReport,
+        parts: list[Path],
+        opts: ReplayOptions,
+        connect: Callable[[str], Any],
+        ck: Checkpoint,
+        failures: list[dict[str, Any]],
+        missing: dict[tuple[str, str], dict[str, Any]],
+    ) -> None:
         self.rep, self.parts, self.opts, self.connect, self.ck = rep, parts, opts, connect, ck
         self.failures, self.missing = failures, missing
-        self.topic_state: dict[str, tuple[int, str | None]] = {}    # topic -> (write queues, why not)
+        self.topic_state: dict[str, tuple[int, str | None]] = {}  # topic -> (write queues, why not)
         self.max_queue: dict[str, int] = {}
         self.sent_n = 0
         self.started = time.monotonic()
@@ -313,8 +377,10 @@ class _SetReplay:
             if ans.code == 0:
                 got = headers.read_epoch_cache(ans.body).get("broker_name", "")
                 if got and got != b:
-                    raise UsageError(f"the salvage is of broker set {b}, the broker at {o.broker_addr} is of "
-                                     f"{got}: not replayed (a salvage goes back to its own broker set)")
+                    raise UsageError(
+                        f"the salvage is of broker set {b}, the broker at {o.broker_addr} is of "
+                        f"{got}: not replayed (a salvage goes back to its own broker set)"
+                    )
             self.rep.target = o.broker_addr
             return conn
         info = self._cluster_info()
@@ -322,13 +388,17 @@ class _SetReplay:
         masters = [a for bid, a in replicas if bid == 0]
         if not replicas:
             known = sorted(info.broker_addrs)
-            raise UsageError(f"the salvage is of broker set {b}, which the name server does not list (it "
-                             f"lists {', '.join(known) or 'none'}): not replayed (a salvage goes back to its "
-                             f"own broker set)")
+            raise UsageError(
+                f"the salvage is of broker set {b}, which the name server does not list (it "
+                f"lists {', '.join(known) or 'none'}): not replayed (a salvage goes back to its "
+                f"own broker set)"
+            )
         if not masters:
-            raise UnreachableError(f"broker set {b} has no master now (the name server lists only "
-                                   f"{', '.join(a for _, a in replicas)}): run replay again once one is "
-                                   f"elected")
+            raise UnreachableError(
+                f"broker set {b} has no master now (the name server lists only "
+                f"{', '.join(a for _, a in replicas)}): run replay again once one is "
+                f"elected"
+            )
         self.rep.target = masters[0]
         return self._conn(masters[0])
 
@@ -354,7 +424,7 @@ class _SetReplay:
         if topic.startswith(SYSTEM_TOPIC_PREFIXES):
             st = (0, f"system topic {topic}: not replayed (its messages are the broker's own)")
         elif not self.opts.namesrv:
-            st = (1 << 30, None)             # the broker says when it lacks the topic
+            st = (1 << 30, None)  # the broker says when it lacks the topic
         else:
             st = self._route(topic)
         self.topic_state[topic] = st
@@ -367,8 +437,9 @@ class _SetReplay:
         last = ""
         for ns in self.opts.namesrv or []:
             try:
-                ans = self._conn(ns).invoke(P.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, b"",
-                                            timeout=self.opts.timeout)
+                ans = self._conn(ns).invoke(
+                    P.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, b"", timeout=self.opts.timeout
+                )
             except (RemotingError, UnreachableError) as exc:
                 last = str(exc)
                 continue
@@ -400,8 +471,15 @@ class _SetReplay:
     def _fail(self, row: dict[str, Any], reason: str) -> None:
         self.rep.failed += 1
         self.rep.count(row["topic"], "failed")
-        self.failures.append({"brokerName": self.rep.broker_name, "topic": row["topic"],
-                              "messageKey": row["messageKey"], "uniqKey": row["uniqKey"], "reason": reason})
+        self.failures.append(
+            {
+                "brokerName": self.rep.broker_name,
+                "topic": row["topic"],
+                "messageKey": row["messageKey"],
+                "uniqKey": row["uniqKey"],
+                "reason": reason,
+            }
+        )
 
     def _missing(self, row: dict[str, Any]) -> None:
         t, b = row["topic"], self.rep.broker_name
@@ -409,12 +487,16 @@ class _SetReplay:
         if m is None:
             queues = max(self.max_queue.get(t, 0) + 1, 4)
             m = self.missing[(b, t)] = {
-                "brokerName": b, "topic": t, "messages": 0,
+                "brokerName": b,
+                "topic": t,
+                "messages": 0,
                 "create": f"mqadmin updateTopic -n '{self.opts.namesrv_text}' -c {self.rep.cluster_name} "
-                          f"-t {t} -r {queues} -w {queues}"}
+                f"-t {t} -r {queues} -w {queues}",
+            }
         m["messages"] += 1
-        self._fail(row, f"topic {t} does not exist on broker set {b}: create it ({m['create']}) and replay "
-                        f"again")
+        self._fail(
+            row, f"topic {t} does not exist on broker set {b}: create it ({m['create']}) and replay again"
+        )
 
     def _batch(self, conn: Any, rows: list[dict[str, Any]]) -> None:
         rep = self.rep
@@ -436,12 +518,18 @@ class _SetReplay:
                 self._fail(r, why)
                 continue
             if r.get("crcOk") is False and not self.opts.include_crc_errors:
-                self._fail(r, "its body does not match its BODYCRC (crcOk false in the salvage): not sent "
-                              "(--include-crc-errors sends it as stored)")
+                self._fail(
+                    r,
+                    "its body does not match its BODYCRC (crcOk false in the salvage): not sent "
+                    "(--include-crc-errors sends it as stored)",
+                )
                 continue
             if not r["uniqKey"] and key in self.ck.intents:
-                self._fail(r, "outcome of an earlier send unknown and no UNIQ_KEY to look it up: not sent "
-                              "again (check the topic for it)")
+                self._fail(
+                    r,
+                    "outcome of an earlier send unknown and no UNIQ_KEY to look it up: not sent "
+                    "again (check the topic for it)",
+                )
                 continue
             todo.append((r, nq))
         todo = self._not_present(conn, todo)
@@ -453,8 +541,9 @@ class _SetReplay:
         self.ck.write([f"S\t{r['messageKey']}" for r, _ in todo])
         self._send(conn, todo)
 
-    def _not_present(self, conn: Any, todo: list[tuple[dict[str, Any], int]]
-                     ) -> list[tuple[dict[str, Any], int]]:
+    def _not_present(
+        self, conn: Any, todo: list[tuple[dict[str, Any], int]]
+    ) -> list[tuple[dict[str, Any], int]]:
         """Those whose UNIQ_KEY the master's index does not have (QUERY_MESSAGE, the batch's lookups
         in one write)."""
         from mqctl.remoting import producer as P
@@ -464,8 +553,13 @@ class _SetReplay:
         asked = [(r, nq) for r, nq in todo if r["uniqKey"]]
         out = [(r, nq) for r, nq in todo if not r["uniqKey"]]
         try:
-            pend = conn.requests([(P.QUERY_MESSAGE, P.query_uniq_header(r["topic"], r["uniqKey"]), b"")
-                                  for r, _ in asked]) if asked else []
+            pend = (
+                conn.requests(
+                    [(P.QUERY_MESSAGE, P.query_uniq_header(r["topic"], r["uniqKey"]), b"") for r, _ in asked]
+                )
+                if asked
+                else []
+            )
             for (r, nq), p in zip(asked, pend, strict=True):
                 ans = conn.answer(p, timeout=self.opts.timeout)
                 if ans.code == 0 and r["uniqKey"] in P.stored_uniq_keys(ans.body):
@@ -475,8 +569,10 @@ class _SetReplay:
                 elif ans.code in (0, P.QUERY_NOT_FOUND):
                     out.append((r, nq))
                 else:
-                    raise ReplayRefused(f"{conn.address} refused the lookups by UNIQ_KEY (QUERY_MESSAGE "
-                                        f"answered {P.code_name(ans.code)}: {ans.remark or ''}): not sent")
+                    raise ReplayRefused(
+                        f"{conn.address} refused the lookups by UNIQ_KEY (QUERY_MESSAGE "
+                        f"answered {P.code_name(ans.code)}: {ans.remark or ''}): not sent"
+                    )
         except RemotingError as exc:
             raise UnreachableError(f"{conn.address}: {exc}") from None
         finally:
@@ -506,13 +602,17 @@ class _SetReplay:
                 retry: list[tuple[dict[str, Any], int, int]] = []
                 flying: list[list[tuple[dict[str, Any], int, int, Any]]] = []
                 for i in range(0, len(queue), step):
-                    chunk = queue[i:i + step]
+                    chunk = queue[i : i + step]
                     reqs = []
                     for r, nq, _ in chunk:
                         self._pace()
                         reqs.append(self._request(r, nq))
-                    flying.append([(r, nq, tries, p) for (r, nq, tries), p in
-                                   zip(chunk, conn.requests(reqs), strict=True)])
+                    flying.append(
+                        [
+                            (r, nq, tries, p)
+                            for (r, nq, tries), p in zip(chunk, conn.requests(reqs), strict=True)
+                        ]
+                    )
                     if sum(len(f) for f in flying) > o.window:
                         for item in flying.pop(0):
                             self._collect(conn, item, lines, retry)
@@ -524,8 +624,10 @@ class _SetReplay:
                     time.sleep(min(5.0, 0.1 * (2 ** (worst - 1))))
                 queue = retry
         except RemotingError as exc:
-            raise UnreachableError(f"{conn.address}: {exc} (the messages sent so far are in the checkpoint; "
-                                   f"run replay again to go on)") from None
+            raise UnreachableError(
+                f"{conn.address}: {exc} (the messages sent so far are in the checkpoint; "
+                f"run replay again to go on)"
+            ) from None
         finally:
             self.ck.write(lines)
 
@@ -537,14 +639,26 @@ class _SetReplay:
         props = decode_properties(bytes(r["rawProperties"] or b""))
         props["MQCTL_ORIGIN_BORN_TIMESTAMP"] = str(r["bornTimestamp"])
         props["MQCTL_ORIGIN_BORN_HOST"] = str(r["bornHost"])
-        hdr = P.send_header(group=o.group, topic=r["topic"], queue_id=int(r["queueId"] or 0) % nq,
-                            sys_flag=int(r["sysFlag"]), born_timestamp=int(r["bornTimestamp"]),
-                            flag=int(r["flag"]), properties=P.properties_string(props),
-                            broker_name=self.rep.broker_name, reconsume_times=int(r["reconsumeTimes"] or 0))
+        hdr = P.send_header(
+            group=o.group,
+            topic=r["topic"],
+            queue_id=int(r["queueId"] or 0) % nq,
+            sys_flag=int(r["sysFlag"]),
+            born_timestamp=int(r["bornTimestamp"]),
+            flag=int(r["flag"]),
+            properties=P.properties_string(props),
+            broker_name=self.rep.broker_name,
+            reconsume_times=int(r["reconsumeTimes"] or 0),
+        )
         return P.SEND_MESSAGE_V2, hdr, bytes(r["body"] or b"")
 
-    def _collect(self, conn: Any, item: tuple[dict[str, Any], int, int, Any], lines: list[str],
-                 retry: list[tuple[dict[str, Any], int, int]]) -> None:
+    def _collect(
+        self,
+        conn: Any,
+        item: tuple[dict[str, Any], int, int, Any],
+        lines: list[str],
+        retry: list[tuple[dict[str, Any], int, int]],
+    ) -> None:
         from mqctl.remoting import producer as P
 
         r, nq, tries, p = item

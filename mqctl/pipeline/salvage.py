@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 SCHEMA_FILE = "schema.json"
 MESSAGES_DIR = "messages"
 KIND = "mqctl-salvage"
-LAYOUT_VERSION = 2             # 2: parts per (epoch, PART_BYTES window), schema.json lists Arrow types
+LAYOUT_VERSION = 2  # 2: parts per (epoch, PART_BYTES window), schema.json lists Arrow types
 PART_BYTES = 256 << 20
-BROADCAST_KEYS = 1_000_000      # source keys up to this many are broadcast to the join, else shuffled
+BROADCAST_KEYS = 1_000_000  # source keys up to this many are broadcast to the join, else shuffled
 SORT_COLUMNS = ("clusterName", "brokerName", "topic", "queueId", "epoch", "physicalOffset", "store")
 
 __all__ = ["PART_BYTES", "SalvageInput", "prepare", "run_salvage"]
@@ -73,14 +73,15 @@ class SalvageInput:
             (self.candidates if kind == "candidate" else self.keys).extend(ranges)
 
 
-def prepare(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE,
-            full_source: bool = False) -> SalvageInput:
+def prepare(
+    stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE, full_source: bool = False
+) -> SalvageInput:
     """Inspect the stores, make the plan, cut the byte ranges (driver side, no Spark)."""
     from mqctl.recover.inspect import inspect_store
     from mqctl.recover.plan import make_plan
 
     paths = list(dict.fromkeys(os.path.abspath(s) for s in stores))
-    store_id = {p: i for i, p in enumerate(sorted(paths))}      # the order of their names
+    store_id = {p: i for i, p in enumerate(sorted(paths))}  # the order of their names
     reports = [inspect_store(p, keep_chains=True) for p in paths]
     by_path = {r.path: r for r in reports}
     plan = make_plan(reports)
@@ -91,14 +92,19 @@ def prepare(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE,
             r.scan.chains = {}
     for u in plan["unmatched"]:
         inp.not_salvaged.append({"store": u["store"], "reason": u["reason"]})
-    for set_id, s in enumerate(plan["brokerSets"]):      # sorted by (clusterName, brokerName)
+    for set_id, s in enumerate(plan["brokerSets"]):  # sorted by (clusterName, brokerName)
         c, b = s["clusterName"], s["brokerName"]
         src = by_path[s["source"]] if s["source"] is not None else None
         tts = [r["truncateTo"] for r in s["replicas"] if r["truncateTo"] is not None]
         frm = None if src is None else src.min_offset if full_source else min(tts)
-        set_doc: dict[str, Any] = {"clusterName": c, "brokerName": b, "source": s["source"],
-                                   "comparedFrom": frm, "comparedTo": None if src is None else src.max_offset,
-                                   "replicas": []}
+        set_doc: dict[str, Any] = {
+            "clusterName": c,
+            "brokerName": b,
+            "source": s["source"],
+            "comparedFrom": frm,
+            "comparedTo": None if src is None else src.max_offset,
+            "replicas": [],
+        }
         inp.sets.append(set_doc)
         # every replica of the plan is listed, also one with nothing to read (an empty commitlog, no
         # commitlog directory, or a set where every store is empty: no source, no truncateTo)
@@ -107,24 +113,51 @@ def prepare(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE,
             tt = row["truncateTo"]
             ranges: list[ByteRange] = []
             if tt is not None and rep.file_count:
-                meta = {"clusterName": c, "brokerName": b, "store": rep.path, "brokerId": rep.broker_id,
-                        "rank": rank, "epochs": [(e.start_offset, e.epoch) for e in rep.epochs],
-                        "setId": set_id, "storeId": store_id[rep.path]}
+                meta = {
+                    "clusterName": c,
+                    "brokerName": b,
+                    "store": rep.path,
+                    "brokerId": rep.broker_id,
+                    "rank": rank,
+                    "epochs": [(e.start_offset, e.epoch) for e in rep.epochs],
+                    "setId": set_id,
+                    "storeId": store_id[rep.path],
+                }
                 ranges = store_ranges(rep.path, from_offset=tt, range_size=range_size, meta=meta)
                 inp.specs.append(("candidate", rep.path, tt, None, meta))
-            set_doc["replicas"].append({"store": rep.path, "brokerId": rep.broker_id, "state": rep.state,
-                                        "truncateTo": tt, "maxOffset": rep.max_offset,
-                                        "bytesRead": sum(r.limit - r.start for r in ranges if r.head_owned)})
+            set_doc["replicas"].append(
+                {
+                    "store": rep.path,
+                    "brokerId": rep.broker_id,
+                    "state": rep.state,
+                    "truncateTo": tt,
+                    "maxOffset": rep.max_offset,
+                    "bytesRead": sum(r.limit - r.start for r in ranges if r.head_owned),
+                }
+            )
         if src is not None and frm is not None and src.max_offset > frm:
-            inp.specs.append(("key", src.path, frm, src.max_offset,
-                              {"clusterName": c, "brokerName": b, "store": src.path, "setId": set_id}))
+            inp.specs.append(
+                (
+                    "key",
+                    src.path,
+                    frm,
+                    src.max_offset,
+                    {"clusterName": c, "brokerName": b, "store": src.path, "setId": set_id},
+                )
+            )
     inp.cut(range_size)
     return inp
 
 
-def run_salvage(spark: Any, inp: SalvageInput, out: str | os.PathLike[str] | None, *,
-                dry_run: bool = False, show_progress: bool | None = None, overwrite: bool = False
-                ) -> dict[str, Any]:
+def run_salvage(
+    spark: Any,
+    inp: SalvageInput,
+    out: str | os.PathLike[str] | None,
+    *,
+    dry_run: bool = False,
+    show_progress: bool | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Run the job on Spark (`spark`, a session) or in this process (`spark` None, the local engine);
     write DIR unless dry_run (or out is None). Returns summary.json's document; both engines write the
     same files."""
@@ -171,8 +204,9 @@ def _schema_doc() -> dict[str, Any]:
     result or check a reader against."""
     from mqctl.pipeline.tasks import output_schema
 
-    return {"fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable}
-                       for f in output_schema()]}
+    return {
+        "fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in output_schema()]
+    }
 
 
 def _part_dir(c: str, b: str) -> str:
@@ -180,8 +214,9 @@ def _part_dir(c: str, b: str) -> str:
     return f"clusterName={q(c, safe='')}/brokerName={q(b, safe='')}"
 
 
-def _part_paths(keys: list[tuple[int, int, int]], sets: list[dict[str, Any]]
-                ) -> dict[tuple[int, int, int], str]:
+def _part_paths(
+    keys: list[tuple[int, int, int]], sets: list[dict[str, Any]]
+) -> dict[tuple[int, int, int], str]:
     """part-NNNNN per broker set (setId: its place in `sets`), numbered in (epoch, physical offset
     window) order."""
     out: dict[tuple[int, int, int], str] = {}
@@ -197,18 +232,28 @@ def _part_paths(keys: list[tuple[int, int, int]], sets: list[dict[str, Any]]
 # not on the source is its (setId, key); the candidates whose key the source keeps are only counted, per
 # replica: (-1 - setId, rank, 0). Each group gives min(ord) (the copy to keep) and its size (copies).
 GROUP_COLUMNS = ("gSet", "gHi", "gLo")
-PARTS_TMP = "_parts"            # inside the messages directory while the job runs: part files by key
+PARTS_TMP = "_parts"  # inside the messages directory while the job runs: part files by key
 # columns whose values are mostly distinct: Parquet's dictionary encoding would be tried and dropped
-PLAIN_COLUMNS = ("physicalOffset", "queueOffset", "bornTimestamp", "storeTimestamp", "bodyCrc", "uniqKey",
-                 "rawProperties", "body", "messageKey")
+PLAIN_COLUMNS = (
+    "physicalOffset",
+    "queueOffset",
+    "bornTimestamp",
+    "storeTimestamp",
+    "bodyCrc",
+    "uniqKey",
+    "rawProperties",
+    "body",
+    "messageKey",
+)
 
 
 def _tmp_part(setid: int, epoch: int, bucket: int) -> str:
     return f"{PARTS_TMP}/{setid}_{epoch}_{bucket}.parquet"
 
 
-def write_groups(groups: Any, ranges: list[ByteRange], target: str | None, threads: int = 1
-                 ) -> list[dict[str, Any]]:
+def write_groups(
+    groups: Any, ranges: list[ByteRange], target: str | None, threads: int = 1
+) -> list[dict[str, Any]]:
     """What a writer task does with its share of the dedupe's groups (an Arrow table: GROUP_COLUMNS[:2],
     ord, copies): write the kept messages of each part it holds into `target`/PARTS_TMP (nothing when
     None: a dry run) and return what the summary counts, as small dicts: the parts written, per range
@@ -224,18 +269,41 @@ def write_groups(groups: Any, ranges: list[ByteRange], target: str | None, threa
 
     g = groups.column("gSet").to_numpy()
     on = g < 0
-    out: list[dict[str, Any]] = [{"onSource": [int(-1 - s), int(r)], "n": int(c)} for s, r, c in zip(
-        g[on].tolist(), groups.column("gHi").to_numpy()[on].tolist(),
-        groups.column("copies").to_numpy()[on].tolist(), strict=True)]
+    out: list[dict[str, Any]] = [
+        {"onSource": [int(-1 - s), int(r)], "n": int(c)}
+        for s, r, c in zip(
+            g[on].tolist(),
+            groups.column("gHi").to_numpy()[on].tolist(),
+            groups.column("copies").to_numpy()[on].tolist(),
+            strict=True,
+        )
+    ]
     keep = np.flatnonzero(~on)
-    k = kept_rows(g[keep], groups.column("ord").to_numpy()[keep], groups.column("copies").to_numpy()[keep],
-                  ranges, PART_BYTES)
+    k = kept_rows(
+        g[keep],
+        groups.column("ord").to_numpy()[keep],
+        groups.column("copies").to_numpy()[keep],
+        ranges,
+        PART_BYTES,
+    )
     kb = pc.invert(k.column("crcOk"))
-    agg = k.append_column("bad", pc.cast(kb, pa.int64())).group_by(["rangeId", "topic"]).aggregate(
-        [("size", "count"), ("size", "sum"), ("bodyBytes", "sum"), ("bad", "sum")])
-    out += [{"range": r["rangeId"], "topic": r["topic"], "messages": r["size_count"], "bytes": r["size_sum"],
-             "bodyBytes": r["bodyBytes_sum"], "crcErrors": r["bad_sum"]} for r in agg.to_pylist()]
-    give_back_memory()          # the sort's temporaries, before the row groups
+    agg = (
+        k.append_column("bad", pc.cast(kb, pa.int64()))
+        .group_by(["rangeId", "topic"])
+        .aggregate([("size", "count"), ("size", "sum"), ("bodyBytes", "sum"), ("bad", "sum")])
+    )
+    out += [
+        {
+            "range": r["rangeId"],
+            "topic": r["topic"],
+            "messages": r["size_count"],
+            "bytes": r["size_sum"],
+            "bodyBytes": r["bodyBytes_sum"],
+            "crcErrors": r["bad_sum"],
+        }
+        for r in agg.to_pylist()
+    ]
+    give_back_memory()  # the sort's temporaries, before the row groups
     n = k.num_rows
     new = np.zeros(n, dtype=bool)
     new[:1] = True
@@ -256,14 +324,20 @@ def write_groups(groups: Any, ranges: list[ByteRange], target: str | None, threa
     pool = ThreadPoolExecutor(threads) if threads > 1 else None
     try:
         for key, (i, j) in zip(keys, spans, strict=True):
-            w = PartWriter(Path(target) / _tmp_part(*key), schema, "size", plain=PLAIN_COLUMNS,
-                           no_statistics=("body", "rawProperties", "properties"))
+            w = PartWriter(
+                Path(target) / _tmp_part(*key),
+                schema,
+                "size",
+                plain=PLAIN_COLUMNS,
+                no_statistics=("body", "rawProperties", "properties"),
+            )
             try:
                 run = k.slice(i, j - i).combine_chunks()
                 # a batch per row group: no copy; with threads, the next row groups' rows are made while
                 # this one is written (in order: the same file)
-                todo = [run.slice(a, z - a).to_batches()[0]
-                        for a, z in row_groups(run.column("size").to_numpy())]
+                todo = [
+                    run.slice(a, z - a).to_batches()[0] for a, z in row_groups(run.column("size").to_numpy())
+                ]
                 if pool is None:
                     for b in todo:
                         w.write(message_batch(b, ranges))
@@ -301,8 +375,9 @@ def _dedupe_groups(t: Any, src: dict[int, list[Any]]) -> Any:
     on_src = np.zeros(sid.size, dtype=bool)
     for set_id, arrs in src.items():
         in_set = np.flatnonzero(sid == set_id)
-        on_src[in_set] = pc.is_in(_key16(pa, hi[in_set], lo[in_set]), value_set=pa.concat_arrays(arrs)
-                                  ).to_numpy(zero_copy_only=False)
+        on_src[in_set] = pc.is_in(
+            _key16(pa, hi[in_set], lo[in_set]), value_set=pa.concat_arrays(arrs)
+        ).to_numpy(zero_copy_only=False)
     gs = np.where(on_src, -1 - sid.astype(np.int64), sid)
     gh = np.where(on_src, unpack_ord(ords)[0], hi)
     gl = np.where(on_src, 0, lo)
@@ -314,8 +389,14 @@ def _dedupe_groups(t: Any, src: dict[int, list[Any]]) -> Any:
         new[1:] |= xs[1:] != xs[:-1]
     first = order[new]
     copies = np.diff(np.append(np.flatnonzero(new), sid.size))
-    return pa.table({"gSet": pa.array(gs[first], pa.int32()), "gHi": pa.array(gh[first]),
-                     "ord": pa.array(ords[first]), "copies": pa.array(copies.astype(np.int64))})
+    return pa.table(
+        {
+            "gSet": pa.array(gs[first], pa.int32()),
+            "gHi": pa.array(gh[first]),
+            "ord": pa.array(ords[first]),
+            "copies": pa.array(copies.astype(np.int64)),
+        }
+    )
 
 
 class _Job:
@@ -340,7 +421,7 @@ def local_threads() -> int:
         return int(env)
     try:
         cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):       # pragma: no cover (not Linux)
+    except (AttributeError, OSError):  # pragma: no cover (not Linux)
         cores = os.cpu_count() or 1
     return max(1, min(cores, 8))
 
@@ -357,8 +438,9 @@ def _key16(pa: Any, hi: Any, lo: Any) -> Any:
     import numpy as np
 
     data = np.column_stack([np.asarray(hi, dtype=np.int64), np.asarray(lo, dtype=np.int64)])
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), len(data),
-                                                [None, pa.py_buffer(data.tobytes())])
+    return pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(16), len(data), [None, pa.py_buffer(data.tobytes())]
+    )
 
 
 class _LocalJob(_Job):
@@ -380,28 +462,37 @@ class _LocalJob(_Job):
         from mqctl.pipeline.tasks import candidate_keys, candidate_schema, key_arrow
 
         src: dict[int, list[Any]] = {}
-        chains, self.inp.chains = self.inp.chains, {}        # read once, then let go
+        chains, self.inp.chains = self.inp.chains, {}  # read once, then let go
         batches, per_range = [], {}
         # a range per core at once, in threads (the walker, Arrow's kernels and Parquet's writer release
         # the GIL); results taken in the ranges' order, so the output is the same as one at a time
         with ThreadPoolExecutor(self.threads) as ex:
-            for br, kb in zip(self.inp.keys, ex.map(lambda br: key_arrow(br, chains.get(br.path)),
-                                                     self.inp.keys), strict=True):
+            for br, kb in zip(
+                self.inp.keys,
+                ex.map(lambda br: key_arrow(br, chains.get(br.path)), self.inp.keys),
+                strict=True,
+            ):
                 src.setdefault(_set_id(br), []).append(_key16(pa, kb.column(1), kb.column(2)))
                 self.nbytes += br.length
-            for i, (br, (cb, probs)) in enumerate(zip(self.inp.candidates, ex.map(
-                    lambda br: candidate_keys(br, chains.get(br.path)), self.inp.candidates), strict=True)):
+            for i, (br, (cb, probs)) in enumerate(
+                zip(
+                    self.inp.candidates,
+                    ex.map(lambda br: candidate_keys(br, chains.get(br.path)), self.inp.candidates),
+                    strict=True,
+                )
+            ):
                 batches.append(cb)
                 per_range[i] = (cb.num_rows, probs)
                 self.nbytes += br.length
                 self.nmsgs += cb.num_rows
-        chains.clear()          # let go of them (this job's own dict)
+        chains.clear()  # let go of them (this job's own dict)
         t = pa.Table.from_batches(batches, schema=candidate_schema()).combine_chunks()
         del batches
         groups = _dedupe_groups(t, src)
         del t
-        return write_groups(groups, self.inp.candidates, None if root is None else str(root),
-                            self.threads), per_range
+        return write_groups(
+            groups, self.inp.candidates, None if root is None else str(root), self.threads
+        ), per_range
 
 
 class _Merge:
@@ -453,34 +544,47 @@ class _SparkJob(_Job):
         from mqctl.pipeline.tasks import KEY_COLUMNS, ORD_OFFSET_BITS
 
         msgs = self._candidates()
-        kschema = T.StructType([T.StructField(n, T.IntegerType() if n == "setId" else T.LongType(), False)
-                                for n in KEY_COLUMNS])
+        kschema = T.StructType(
+            [T.StructField(n, T.IntegerType() if n == "setId" else T.LongType(), False) for n in KEY_COLUMNS]
+        )
         keys = self._keys(kschema).distinct().persist(StorageLevel.MEMORY_AND_DISK)
         self.frames.append(keys)
         right = keys.withColumn("onSource", F.lit(True))
         if keys.count() <= BROADCAST_KEYS:
-            right = F.broadcast(right)      # small: sent to every task, no shuffle of the candidates
+            right = F.broadcast(right)  # small: sent to every task, no shuffle of the candidates
         on = F.coalesce(F.col("onSource"), F.lit(False))
         joined = msgs.join(right, on=list(KEY_COLUMNS), how="left").select(
             F.when(on, F.lit(-1) - F.col("setId")).otherwise(F.col("setId")).alias("gSet"),
             F.when(on, F.shiftright("ord", ORD_OFFSET_BITS + 1)).otherwise(F.col("keyHi")).alias("gHi"),
-            F.when(on, F.lit(0).cast("long")).otherwise(F.col("keyLo")).alias("gLo"), "ord")
+            F.when(on, F.lit(0).cast("long")).otherwise(F.col("keyLo")).alias("gLo"),
+            "ord",
+        )
         # hash-partitioned by the group first, the aggregate runs once, after the shuffle: a partial
         # aggregate before it would group millions of rows that are nearly all distinct (a message has
         # one copy or a few), for nothing
-        groups = joined.repartition(*GROUP_COLUMNS).groupBy(*GROUP_COLUMNS).agg(
-            F.min("ord").alias("ord"), F.count(F.lit(1)).alias("copies"))
+        groups = (
+            joined.repartition(*GROUP_COLUMNS)
+            .groupBy(*GROUP_COLUMNS)
+            .agg(F.min("ord").alias("ord"), F.count(F.lit(1)).alias("copies"))
+        )
         # one writer task per output part that can have rows ((set, window) of the candidate ranges; the
         # epoch splits a window further inside its task): partition p is the rows whose `_p` value
         # Spark's hash sends to p, so no two parts share a task by chance
-        parts = sorted({(_set_id(r), b) for r in self.inp.candidates
-                        for b in range(r.offset // PART_BYTES, (r.offset + r.length - 1) // PART_BYTES + 1)})
+        parts = sorted(
+            {
+                (_set_id(r), b)
+                for r in self.inp.candidates
+                for b in range(r.offset // PART_BYTES, (r.offset + r.length - 1) // PART_BYTES + 1)
+            }
+        )
         n = max(1, len(parts))
         value = self._partition_values(n)
-        keymap = F.create_map(*[F.lit(x).cast("long") for i, (s, b) in enumerate(parts)
-                                for x in ((s << 20) | b, value[i])])
-        bucket = F.shiftright(F.shiftright("ord", 1).bitwiseAND(F.lit((1 << ORD_OFFSET_BITS) - 1)),
-                              PART_BYTES.bit_length() - 1)
+        keymap = F.create_map(
+            *[F.lit(x).cast("long") for i, (s, b) in enumerate(parts) for x in ((s << 20) | b, value[i])]
+        )
+        bucket = F.shiftright(
+            F.shiftright("ord", 1).bitwiseAND(F.lit((1 << ORD_OFFSET_BITS) - 1)), PART_BYTES.bit_length() - 1
+        )
         pkey = F.shiftleft(F.col("gSet").cast("long"), 20).bitwiseOR(bucket)
         where = F.when(F.col("gSet") >= 0, F.try_element_at(keymap, pkey)) if parts else F.lit(None)
         ranges, target = self.inp.candidates, None if root is None else str(root)
@@ -491,13 +595,18 @@ class _SparkJob(_Job):
             got = [b for b in batches if b.num_rows]
             if got:
                 res = write_groups(pa.Table.from_batches(got), ranges, target)
-                yield pa.RecordBatch.from_arrays([pa.array([json.dumps(r) for r in res], pa.string())],
-                                                 names=["r"])
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([json.dumps(r) for r in res], pa.string())], names=["r"]
+                )
 
         # `_p` a long, as the values were hashed (an int hashes differently)
-        res = groups.withColumn("_p", F.coalesce(where, F.lit(value[0])).cast("long")).repartition(n, "_p") \
-            .drop("_p") \
-            .mapInArrow(write, "r string").collect()
+        res = (
+            groups.withColumn("_p", F.coalesce(where, F.lit(value[0])).cast("long"))
+            .repartition(n, "_p")
+            .drop("_p")
+            .mapInArrow(write, "r string")
+            .collect()
+        )
         return [json.loads(r["r"]) for r in res], dict(self.acc_ranges.value)
 
     def _partition_values(self, n: int) -> list[int]:
@@ -507,8 +616,11 @@ class _SparkJob(_Job):
         found: dict[int, int] = {}
         span = 64 * n
         while len(found) < n:
-            rows = self.spark.range(span - 64 * n, span).select(
-                "id", F.pmod(F.hash("id"), F.lit(n)).alias("p")).collect()
+            rows = (
+                self.spark.range(span - 64 * n, span)
+                .select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p"))
+                .collect()
+            )
             for r in rows:
                 found.setdefault(int(r["p"]), int(r["id"]))
             span += 64 * n
@@ -560,23 +672,33 @@ class _SparkJob(_Job):
         return self._ids(len(groups)).mapInArrow(keys, schema)
 
 
-def _counts(results: list[dict[str, Any]], per_range: dict[int, tuple[int, list[Any]]],
-            ranges: list[ByteRange]) -> list[dict[str, Any]]:
+def _counts(
+    results: list[dict[str, Any]], per_range: dict[int, tuple[int, list[Any]]], ranges: list[ByteRange]
+) -> list[dict[str, Any]]:
     """The writers' results and the ranges' record counts as (store, topic) count rows."""
     by_rank = {(r.meta["setId"], r.meta["rank"]): r for r in ranges}
     zero = dict.fromkeys(("records", "onSource", "messages", "bytes", "bodyBytes", "crcErrors"), 0)
 
     def row(br: ByteRange, topic: str, **counts: int) -> dict[str, Any]:
-        return {**{k: br.meta[k] for k in ("clusterName", "brokerName", "store")}, "topic": topic,
-                **zero, **counts}
+        return {
+            **{k: br.meta[k] for k in ("clusterName", "brokerName", "store")},
+            "topic": topic,
+            **zero,
+            **counts,
+        }
 
     out = [row(ranges[i], "", records=n) for i, (n, _) in per_range.items()]
     for r in results:
         if "onSource" in r:
             out.append(row(by_rank[tuple(r["onSource"])], "", onSource=r["n"]))
         elif "range" in r:
-            out.append(row(ranges[r["range"]], r["topic"], **{k: r[k] for k in
-                                                            ("messages", "bytes", "bodyBytes", "crcErrors")}))
+            out.append(
+                row(
+                    ranges[r["range"]],
+                    r["topic"],
+                    **{k: r[k] for k in ("messages", "bytes", "bodyBytes", "crcErrors")},
+                )
+            )
     return out
 
 
@@ -596,34 +718,58 @@ def _per_store_topic(rows: list[dict[str, Any]]) -> tuple[dict[str, dict[str, An
     per_store: dict[str, dict[str, Any]] = {}
     per_topic: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in rows:
-        st = per_store.setdefault(r["store"], {"store": r["store"], "records": 0, "alreadyOnSource": 0,
-                                               "salvaged": 0, "salvagedBytes": 0})
+        st = per_store.setdefault(
+            r["store"],
+            {"store": r["store"], "records": 0, "alreadyOnSource": 0, "salvaged": 0, "salvagedBytes": 0},
+        )
         st["records"] += int(r["records"] or 0)
         st["alreadyOnSource"] += int(r["onSource"] or 0)
         st["salvaged"] += int(r["messages"] or 0)
         st["salvagedBytes"] += int(r["bytes"] or 0)
         if r["messages"]:
             k = (r["clusterName"], r["brokerName"], r["topic"])
-            t = per_topic.setdefault(k, {"clusterName": k[0], "brokerName": k[1], "topic": k[2],
-                                         "messages": 0, "bytes": 0, "bodyBytes": 0, "crcErrors": 0})
+            t = per_topic.setdefault(
+                k,
+                {
+                    "clusterName": k[0],
+                    "brokerName": k[1],
+                    "topic": k[2],
+                    "messages": 0,
+                    "bytes": 0,
+                    "bodyBytes": 0,
+                    "crcErrors": 0,
+                },
+            )
             for c in ("messages", "bytes", "bodyBytes", "crcErrors"):
                 t[c] += int(r[c] or 0)
     return per_store, list(per_topic.values())
 
 
-def _summary(inp: SalvageInput, per_store: dict[str, dict[str, Any]], per_topic: list[dict[str, Any]],
-             problems: list[tuple[Any, ...]], digest: str | None) -> dict[str, Any]:
+def _summary(
+    inp: SalvageInput,
+    per_store: dict[str, dict[str, Any]],
+    per_topic: list[dict[str, Any]],
+    problems: list[tuple[Any, ...]],
+    digest: str | None,
+) -> dict[str, Any]:
     from mqctl.pipeline.tasks import PROBLEM_COLUMNS, skipped_bytes
 
-    probs = sorted((dict(zip(PROBLEM_COLUMNS, p, strict=True)) for p in problems),
-                   key=lambda d: (d["store"], d["offset"]))
+    probs = sorted(
+        (dict(zip(PROBLEM_COLUMNS, p, strict=True)) for p in problems),
+        key=lambda d: (d["store"], d["offset"]),
+    )
     skipped = skipped_bytes(probs)
     sets = []
     total_m = total_b = 0
     for s in inp.sets:
-        topics = sorted((dict(r) for r in per_topic
-                         if (r["clusterName"], r["brokerName"]) == (s["clusterName"], s["brokerName"])),
-                        key=lambda d: d["topic"])
+        topics = sorted(
+            (
+                dict(r)
+                for r in per_topic
+                if (r["clusterName"], r["brokerName"]) == (s["clusterName"], s["brokerName"])
+            ),
+            key=lambda d: d["topic"],
+        )
         for t in topics:
             del t["clusterName"], t["brokerName"]
         replicas = []
@@ -632,19 +778,36 @@ def _summary(inp: SalvageInput, per_store: dict[str, dict[str, Any]], per_topic:
             records = int(st.get("records") or 0)
             on_src = int(st.get("alreadyOnSource") or 0)
             salv = int(st.get("salvaged") or 0)
-            replicas.append({**rep, "recordsPastTruncateTo": records, "alreadyOnSource": on_src,
-                             "copiesOnOtherReplicas": records - on_src - salv, "salvaged": salv,
-                             "salvagedBytes": int(st.get("salvagedBytes") or 0),
-                             "skippedBytes": skipped.get(rep["store"], 0)})
+            replicas.append(
+                {
+                    **rep,
+                    "recordsPastTruncateTo": records,
+                    "alreadyOnSource": on_src,
+                    "copiesOnOtherReplicas": records - on_src - salv,
+                    "salvaged": salv,
+                    "salvagedBytes": int(st.get("salvagedBytes") or 0),
+                    "skippedBytes": skipped.get(rep["store"], 0),
+                }
+            )
         m = sum(t["messages"] for t in topics)
         b = sum(t["bytes"] for t in topics)
         total_m += m
         total_b += b
         sets.append({**s, "replicas": replicas, "messages": m, "bytes": b, "topics": topics})
-    return {"kind": KIND, "layoutVersion": LAYOUT_VERSION,
-            "layout": {"messages": f"{MESSAGES_DIR}/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet",
-                       "schema": SCHEMA_FILE, "partsBy": ["epoch", f"physicalOffset // {PART_BYTES}"],
-                       "sortedBy": list(SORT_COLUMNS)},
-            "messages": total_m, "bytes": total_b, "skippedBytes": sum(skipped.values()), "brokerSets": sets,
-            "notSalvaged": sorted(inp.not_salvaged, key=lambda d: d["store"]), "problems": probs,
-            "digest": digest}
+    return {
+        "kind": KIND,
+        "layoutVersion": LAYOUT_VERSION,
+        "layout": {
+            "messages": f"{MESSAGES_DIR}/clusterName=<c>/brokerName=<b>/part-NNNNN.parquet",
+            "schema": SCHEMA_FILE,
+            "partsBy": ["epoch", f"physicalOffset // {PART_BYTES}"],
+            "sortedBy": list(SORT_COLUMNS),
+        },
+        "messages": total_m,
+        "bytes": total_b,
+        "skippedBytes": sum(skipped.values()),
+        "brokerSets": sets,
+        "notSalvaged": sorted(inp.not_salvaged, key=lambda d: d["store"]),
+        "problems": probs,
+        "digest": digest,
+    }

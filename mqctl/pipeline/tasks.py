@@ -57,11 +57,33 @@ __all__ = [
 ]
 
 KEY_COLUMNS = ("setId", "keyHi", "keyLo")
-QUEUE_COLUMNS = ("clusterName", "brokerName", "store", "topic", "queueId", "messages", "bytes",
-                 "firstStoreTimestamp", "lastStoreTimestamp", "minQueueOffset", "maxQueueOffset",
-                 "minPhysicalOffset", "maxPhysicalOffset", "crcErrors")
-PROBLEM_COLUMNS = ("clusterName", "brokerName", "store", "file", "position", "offset", "length", "kind",
-                   "reason")
+QUEUE_COLUMNS = (
+    "clusterName",
+    "brokerName",
+    "store",
+    "topic",
+    "queueId",
+    "messages",
+    "bytes",
+    "firstStoreTimestamp",
+    "lastStoreTimestamp",
+    "minQueueOffset",
+    "maxQueueOffset",
+    "minPhysicalOffset",
+    "maxPhysicalOffset",
+    "crcErrors",
+)
+PROBLEM_COLUMNS = (
+    "clusterName",
+    "brokerName",
+    "store",
+    "file",
+    "position",
+    "offset",
+    "length",
+    "kind",
+    "reason",
+)
 
 
 def property_value(props: bytes, name: bytes) -> str | None:
@@ -73,7 +95,7 @@ def property_value(props: bytes, name: bytes) -> str | None:
     if i < 0:
         return None
     j = props.find(b"\x02", i)
-    return props[i + len(key):j if j >= 0 else len(props)].decode("utf-8", errors="replace")
+    return props[i + len(key) : j if j >= 0 else len(props)].decode("utf-8", errors="replace")
 
 
 def message_key(uniq_key: str | None, born_host: str, born_timestamp: int, body_crc: int) -> str:
@@ -99,20 +121,40 @@ def open_file(path: str) -> Iterator[bytes | mmap.mmap]:
             mm.close()
 
 
-def parse_task(br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...] = (),
-               known: Chain | None = None) -> ParsedRange:
+def parse_task(
+    br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...] = (), known: Chain | None = None
+) -> ParsedRange:
     with open_file(br.path) as buf:
-        return parse_byte_range(buf, br.file_start, br.start, br.end, limit=br.limit,
-                                head_owned=br.head_owned, check_crc=check_crc, extract=extract, known=known)
+        return parse_byte_range(
+            buf,
+            br.file_start,
+            br.start,
+            br.end,
+            limit=br.limit,
+            head_owned=br.head_owned,
+            check_crc=check_crc,
+            extract=extract,
+            known=known,
+        )
 
 
-def parse_task_blocks(br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...] = (),
-                      known: Chain | None = None) -> Iterator[ParsedRange]:
+def parse_task_blocks(
+    br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...] = (), known: Chain | None = None
+) -> Iterator[ParsedRange]:
     """`parse_task` a block of records at a time (`walker.parse_blocks`): a task's memory follows the
     block, not the range."""
     with open_file(br.path) as buf:
-        yield from parse_blocks(buf, br.file_start, br.start, br.end, limit=br.limit,
-                                head_owned=br.head_owned, check_crc=check_crc, extract=extract, known=known)
+        yield from parse_blocks(
+            buf,
+            br.file_start,
+            br.start,
+            br.end,
+            limit=br.limit,
+            head_owned=br.head_owned,
+            check_crc=check_crc,
+            extract=extract,
+            known=known,
+        )
 
 
 def give_back_memory(heap: bool = True) -> None:
@@ -144,8 +186,17 @@ def skipped_bytes(problems: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def problem_row(br: ByteRange, p: Problem) -> tuple[Any, ...]:
-    return (_m(br, "clusterName"), _m(br, "brokerName"), _m(br, "store"), br.path, p.position, p.offset,
-            p.length, p.kind, p.reason)
+    return (
+        _m(br, "clusterName"),
+        _m(br, "brokerName"),
+        _m(br, "store"),
+        br.path,
+        p.position,
+        p.offset,
+        p.length,
+        p.kind,
+        p.reason,
+    )
 
 
 def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
@@ -172,9 +223,25 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
         for i, k in enumerate(uniq.tolist()):
             qid = k & 0xFFFFFFFF
             qid = qid - (1 << 32) if qid >= 1 << 31 else qid
-            yield "q", (_m(br, "clusterName"), _m(br, "brokerName"), _m(br, "store"), topic_of[k >> 32], qid,
-                        count[i], nbytes[i], first_ts[i], last_ts[i], min_q[i], max_q[i], min_p[i], max_p[i],
-                        crc_err[i])
+            yield (
+                "q",
+                (
+                    _m(br, "clusterName"),
+                    _m(br, "brokerName"),
+                    _m(br, "store"),
+                    topic_of[k >> 32],
+                    qid,
+                    count[i],
+                    nbytes[i],
+                    first_ts[i],
+                    last_ts[i],
+                    min_q[i],
+                    max_q[i],
+                    min_p[i],
+                    max_p[i],
+                    crc_err[i],
+                ),
+            )
     for p in pr.problems:
         yield "p", problem_row(br, p)
 
@@ -190,21 +257,39 @@ def analyze_rows(br: ByteRange) -> Iterator[tuple[str, tuple[Any, ...]]]:
 # the driver, and the rows the engines sort and move are 28 bytes.
 
 CANDIDATE_FIELDS = (("setId", "int32"), ("keyHi", "int64"), ("keyLo", "int64"), ("ord", "int64"))
-ORD_OFFSET_BITS = 48             # offsets below 256 TiB; the rank above them, the CRC flag below
+ORD_OFFSET_BITS = 48  # offsets below 256 TiB; the rank above them, the CRC flag below
 _OFFSET_MASK = (1 << ORD_OFFSET_BITS) - 1
-OUTPUT_FIELDS = (("clusterName", "string", False), ("brokerName", "string", False),
-                 ("store", "string", False), ("brokerId", "int64", True), ("epoch", "int64", True),
-                 ("physicalOffset", "int64", False),
-                 ("size", "int32", False), ("version", "int32", False), ("topic", "string", False),
-                 ("queueId", "int32", False), ("queueOffset", "int64", False), ("flag", "int32", False),
-                 ("sysFlag", "int32", False), ("bornTimestamp", "int64", False),
-                 ("bornHost", "string", False),
-                 ("storeTimestamp", "int64", False), ("storeHost", "string", False),
-                 ("reconsumeTimes", "int32", False), ("preparedTransactionOffset", "int64", False),
-                 ("bodyCrc", "int64", False), ("crcOk", "bool", False), ("uniqKey", "string", True),
-                 ("keys", "string", True), ("tags", "string", True), ("properties", "map", False),
-                 ("rawProperties", "binary", False), ("body", "binary", False),
-                 ("messageKey", "string", False), ("copies", "int64", False))
+OUTPUT_FIELDS = (
+    ("clusterName", "string", False),
+    ("brokerName", "string", False),
+    ("store", "string", False),
+    ("brokerId", "int64", True),
+    ("epoch", "int64", True),
+    ("physicalOffset", "int64", False),
+    ("size", "int32", False),
+    ("version", "int32", False),
+    ("topic", "string", False),
+    ("queueId", "int32", False),
+    ("queueOffset", "int64", False),
+    ("flag", "int32", False),
+    ("sysFlag", "int32", False),
+    ("bornTimestamp", "int64", False),
+    ("bornHost", "string", False),
+    ("storeTimestamp", "int64", False),
+    ("storeHost", "string", False),
+    ("reconsumeTimes", "int32", False),
+    ("preparedTransactionOffset", "int64", False),
+    ("bodyCrc", "int64", False),
+    ("crcOk", "bool", False),
+    ("uniqKey", "string", True),
+    ("keys", "string", True),
+    ("tags", "string", True),
+    ("properties", "map", False),
+    ("rawProperties", "binary", False),
+    ("body", "binary", False),
+    ("messageKey", "string", False),
+    ("copies", "int64", False),
+)
 
 
 def _pa_type(pa: Any, name: str) -> Any:
@@ -240,8 +325,9 @@ def _epoch_array(br: ByteRange, offsets: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def _hosts_arrow(pa: Any, codes: np.ndarray, names: list[str]) -> Any:
     """Host codes and their names (`ParsedRange.host_names`) as a string array."""
-    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(names, pa.string())) \
-        .cast(pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(names, pa.string())).cast(
+        pa.string()
+    )
 
 
 def _message_keys(pa: Any, pr: ParsedRange) -> Any:
@@ -254,15 +340,19 @@ def _message_keys(pa: Any, pr: ParsedRange) -> Any:
         text = _binary(pa, pr.properties_blob).cast(pa.string())
     except pa.ArrowInvalid:
         assert pr.properties is not None and pr.born_hosts is not None
-        rows = zip(pr.properties, pr.born_hosts, pr.born_timestamp.tolist(), pr.body_crc.tolist(),
-                   strict=True)
-        return pa.array([message_key(property_value(raw, b"UNIQ_KEY"), born, ts, crc)
-                         for raw, born, ts, crc in rows], pa.string())
+        rows = zip(
+            pr.properties, pr.born_hosts, pr.born_timestamp.tolist(), pr.body_crc.tolist(), strict=True
+        )
+        return pa.array(
+            [message_key(property_value(raw, b"UNIQ_KEY"), born, ts, crc) for raw, born, ts, crc in rows],
+            pa.string(),
+        )
     s = pa.string()
     uniq = pc.struct_field(pc.extract_regex(text, "(?:^|\x02)UNIQ_KEY\x01(?P<v>[^\x02]*)"), [0])
     ts, crc = pa.array(pr.born_timestamp).cast(s), pa.array(pr.body_crc).cast(s)
-    born = pc.binary_join_element_wise("born:", _hosts_arrow(pa, pr.born_host_codes, pr.host_names), "/", ts,
-                                       "/", crc, "")
+    born = pc.binary_join_element_wise(
+        "born:", _hosts_arrow(pa, pr.born_host_codes, pr.host_names), "/", ts, "/", crc, ""
+    )
     has = pc.fill_null(pc.not_equal(uniq, ""), False)
     return pc.if_else(has, pc.binary_join_element_wise("uniq:", uniq, ""), born)
 
@@ -288,37 +378,46 @@ def key_hashes(keys: Any) -> tuple[np.ndarray, np.ndarray]:
 
     n = len(keys)
     cw = walker._cw
-    if cw is not None and n and str(keys.type) == "string":     # the same arithmetic in C, the GIL released
+    if cw is not None and n and str(keys.type) == "string":  # the same arithmetic in C, the GIL released
         hi, lo = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         data = keys.buffers()[2]
-        cw.key_hashes(np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset:keys.offset + n + 1],
-                      b"" if data is None else data, hi, lo)
+        cw.key_hashes(
+            np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset : keys.offset + n + 1],
+            b"" if data is None else data,
+            hi,
+            lo,
+        )
         return hi, lo
-    offs = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset:keys.offset + n + 1].astype(np.int64)
+    offs = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset : keys.offset + n + 1].astype(
+        np.int64
+    )
     data = keys.buffers()[2]
     u8 = np.frombuffer(data, dtype=np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
     hi, lo = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.uint64)
     step = 1 << 15
     for s in range(0, n, step):
-        at, ln = offs[s:s + step + 1][:-1], np.diff(offs[s:s + step + 1])
+        at, ln = offs[s : s + step + 1][:-1], np.diff(offs[s : s + step + 1])
         width = max(8, -(-int(ln.max()) // 8) * 8)
         cols = np.arange(width)
         rows = np.where(cols < ln[:, None], row_bytes(u8, at, width), 0)
         words = np.ascontiguousarray(rows.astype(np.uint8)).view("<u8")
         h1 = _fmix(ln.astype(np.uint64) ^ np.uint64(_SEEDS[0]))
         h2 = _fmix(ln.astype(np.uint64) ^ np.uint64(_SEEDS[1]))
-        for j in range(words.shape[1]):       # a row's words only: not the block's padding
+        for j in range(words.shape[1]):  # a row's words only: not the block's padding
             w, more = words[:, j], ln > 8 * j
             h1 = np.where(more, _fmix(h1 ^ w), h1)
             h2 = np.where(more, _fmix(h2 ^ (w * _ODD)), h2)
-        hi[s:s + step], lo[s:s + step] = h1, h2
+        hi[s : s + step], lo[s : s + step] = h1, h2
     return hi.view(np.int64), lo.view(np.int64)
 
 
 def pack_ord(rank: int, offsets: np.ndarray, crc_ok: np.ndarray) -> np.ndarray:
     """`ord` of candidate records: rank, offset, BODYCRC failed (what orders the copies of a message)."""
-    return (np.int64(rank) << np.int64(ORD_OFFSET_BITS + 1)) | (offsets.astype(np.int64) << np.int64(1)) \
+    return (
+        (np.int64(rank) << np.int64(ORD_OFFSET_BITS + 1))
+        | (offsets.astype(np.int64) << np.int64(1))
         | (~crc_ok).astype(np.int64)
+    )
 
 
 def unpack_ord(ords: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -345,8 +444,9 @@ def candidate_keys(br: ByteRange, known: Chain | None = None) -> tuple[Any, list
     return pa.RecordBatch.from_arrays(cols, schema=candidate_schema()), [problem_row(br, p) for p in problems]
 
 
-def kept_rows(set_ids: np.ndarray, ords: np.ndarray, copies: np.ndarray, ranges: Sequence[ByteRange],
-              part_bytes: int) -> Any:
+def kept_rows(
+    set_ids: np.ndarray, ords: np.ndarray, copies: np.ndarray, ranges: Sequence[ByteRange], part_bytes: int
+) -> Any:
     """The messages to write, given as (setId, ord, copies), as the rows `message_batch` reads, sorted
     in write order (set, part, then topic, queueId, epoch, physicalOffset, store), with the columns that
     cut them into parts (partEpoch: the epoch or -1, partBucket: offset // part_bytes) and bodyBytes.
@@ -378,8 +478,8 @@ def kept_rows(set_ids: np.ndarray, ords: np.ndarray, copies: np.ndarray, ranges:
         at = np.flatnonzero(fid == f)
         fs = ranges[int(rid[at[0]])].file_start
         with open_file(paths[f]) as buf:
-            for s in range(0, at.size, BLOCK_RECORDS):     # a block at a time: memory follows the block
-                b = at[s:s + BLOCK_RECORDS]
+            for s in range(0, at.size, BLOCK_RECORDS):  # a block at a time: memory follows the block
+                b = at[s : s + BLOCK_RECORDS]
                 pr = records_at(buf, fs, off[b] - fs)
                 remap = np.asarray([names.setdefault(t, len(names)) for t in pr.topic_names], dtype=np.int64)
                 tcode[b] = remap[pr.topic_codes] if b.size else 0
@@ -391,18 +491,39 @@ def kept_rows(set_ids: np.ndarray, ords: np.ndarray, copies: np.ndarray, ranges:
     part_epoch = np.where(ep_ok, epoch, -1)
     bucket = off // part_bytes
     store_id = np.asarray([int(_m(r, "storeId")) for r in ranges], dtype=np.int64)[rid]
-    order = np.lexsort((store_id, off, epoch * ep_ok, ep_ok, queue, trank[tcode] if n else tcode, bucket,
-                        part_epoch, set_ids))
+    order = np.lexsort(
+        (
+            store_id,
+            off,
+            epoch * ep_ok,
+            ep_ok,
+            queue,
+            trank[tcode] if n else tcode,
+            bucket,
+            part_epoch,
+            set_ids,
+        )
+    )
     i32 = pa.int32()
-    topics = pa.DictionaryArray.from_arrays(pa.array(tcode[order].astype(np.int32)),
-                                            pa.array(list(names), pa.string())).cast(pa.string())
-    return pa.table({"setId": pa.array(set_ids[order], i32), "partEpoch": pa.array(part_epoch[order]),
-                     "partBucket": pa.array(bucket[order]), "rangeId": pa.array(rid[order]),
-                     "epoch": pa.array(epoch[order], pa.int64(), mask=~ep_ok[order]),
-                     "physicalOffset": pa.array(off[order]), "size": pa.array(size[order], i32),
-                     "topic": topics, "queueId": pa.array(queue[order], i32),
-                     "crcOk": pa.array(crc_ok[order]), "copies": pa.array(copies[order], pa.int64()),
-                     "bodyBytes": pa.array(blen[order])})
+    topics = pa.DictionaryArray.from_arrays(
+        pa.array(tcode[order].astype(np.int32)), pa.array(list(names), pa.string())
+    ).cast(pa.string())
+    return pa.table(
+        {
+            "setId": pa.array(set_ids[order], i32),
+            "partEpoch": pa.array(part_epoch[order]),
+            "partBucket": pa.array(bucket[order]),
+            "rangeId": pa.array(rid[order]),
+            "epoch": pa.array(epoch[order], pa.int64(), mask=~ep_ok[order]),
+            "physicalOffset": pa.array(off[order]),
+            "size": pa.array(size[order], i32),
+            "topic": topics,
+            "queueId": pa.array(queue[order], i32),
+            "crcOk": pa.array(crc_ok[order]),
+            "copies": pa.array(copies[order], pa.int64()),
+            "bodyBytes": pa.array(blen[order]),
+        }
+    )
 
 
 def key_arrow(br: ByteRange, known: Chain | None = None) -> Any:
@@ -415,8 +536,10 @@ def key_arrow(br: ByteRange, known: Chain | None = None) -> Any:
         his.append(h)
         los.append(low)
     hi, lo = np.concatenate(his), np.concatenate(los)
-    return pa.RecordBatch.from_arrays([pa.array(np.full(hi.size, _m(br, "setId"), np.int32)), pa.array(hi),
-                                       pa.array(lo)], names=list(KEY_COLUMNS))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(np.full(hi.size, _m(br, "setId"), np.int32)), pa.array(hi), pa.array(lo)],
+        names=list(KEY_COLUMNS),
+    )
 
 
 def _binary(pa: Any, blob: Blob) -> Any:
@@ -458,9 +581,12 @@ def _properties(pa: Any, raw: Any) -> dict[str, Any] | None:
         return values.filter(pa.array(hit)).take(pa.array(at, mask=at < 0))
 
     uniq = one("UNIQ_KEY")
-    return {"uniqKey": pc.if_else(pc.equal(uniq, ""), pa.scalar(None, pa.string()), uniq),
-            "keys": one("KEYS"), "tags": one("TAGS"),
-            "properties": pa.MapArray.from_arrays(pa.array(offs), keys, values)}
+    return {
+        "uniqKey": pc.if_else(pc.equal(uniq, ""), pa.scalar(None, pa.string()), uniq),
+        "keys": one("KEYS"),
+        "tags": one("TAGS"),
+        "properties": pa.MapArray.from_arrays(pa.array(offs), keys, values),
+    }
 
 
 def _properties_py(pa: Any, raws: list[bytes]) -> dict[str, Any]:
@@ -469,11 +595,16 @@ def _properties_py(pa: Any, raws: list[bytes]) -> dict[str, Any]:
     props = [decode_properties(r) for r in raws]
     psz = np.zeros(len(props) + 1, dtype=np.int32)
     np.cumsum([len(d) for d in props], out=psz[1:])
-    return {"uniqKey": pa.array([d.get("UNIQ_KEY") or None for d in props], s),
-            "keys": pa.array([d.get("KEYS") for d in props], s),
-            "tags": pa.array([d.get("TAGS") for d in props], s),
-            "properties": pa.MapArray.from_arrays(pa.array(psz), pa.array([k for d in props for k in d], s),
-                                                  pa.array([v for d in props for v in d.values()], s))}
+    return {
+        "uniqKey": pa.array([d.get("UNIQ_KEY") or None for d in props], s),
+        "keys": pa.array([d.get("KEYS") for d in props], s),
+        "tags": pa.array([d.get("TAGS") for d in props], s),
+        "properties": pa.MapArray.from_arrays(
+            pa.array(psz),
+            pa.array([k for d in props for k in d], s),
+            pa.array([v for d in props for v in d.values()], s),
+        ),
+    }
 
 
 def message_batch(kept: Any, ranges: Sequence[ByteRange]) -> Any:
@@ -494,7 +625,7 @@ def message_batch(kept: Any, ranges: Sequence[ByteRange]) -> Any:
     bounds = [0, *(np.flatnonzero(fid[1:] != fid[:-1]) + 1).tolist(), n] if n else []
     run_file = fid[bounds[:-1]].tolist()
     take = None
-    if len(set(run_file)) == len(run_file):     # every file's rows in one run: read them in order
+    if len(set(run_file)) == len(run_file):  # every file's rows in one run: read them in order
         runs = [np.arange(a, b) for a, b in itertools.pairwise(bounds)]
     else:
         order = np.argsort(fid, kind="stable")
@@ -506,8 +637,15 @@ def message_batch(kept: Any, ranges: Sequence[ByteRange]) -> Any:
     parts: list[ParsedRange] = []
     for idx in runs:
         with open_file(path_of[fid[idx[0]]]) as buf:
-            parts.append(records_at(buf, int(starts[idx[0]]), pos[idx], topics=False,
-                                    extract=("bodies", "properties", "hosts")))
+            parts.append(
+                records_at(
+                    buf,
+                    int(starts[idx[0]]),
+                    pos[idx],
+                    topics=False,
+                    extract=("bodies", "properties", "hosts"),
+                )
+            )
 
     def arr(arrays: list[Any], typ: Any) -> Any:
         if not arrays:
@@ -532,11 +670,17 @@ def message_batch(kept: Any, ranges: Sequence[ByteRange]) -> Any:
     i32, i64, s = pa.int32(), pa.int64(), pa.string()
     col = kept.column
     cols = {
-        "clusterName": of_range("clusterName", s), "brokerName": of_range("brokerName", s),
-        "store": of_range("store", s), "brokerId": of_range("brokerId", i64), "epoch": col("epoch"),
+        "clusterName": of_range("clusterName", s),
+        "brokerName": of_range("brokerName", s),
+        "store": of_range("store", s),
+        "brokerId": of_range("brokerId", i64),
+        "epoch": col("epoch"),
         "physicalOffset": col("physicalOffset"),
-        "size": col("size"), "version": cat(lambda p: p.version.astype(np.int32), i32),
-        "topic": col("topic"), "queueId": col("queueId"), "queueOffset": cat(lambda p: p.queue_offset, i64),
+        "size": col("size"),
+        "version": cat(lambda p: p.version.astype(np.int32), i32),
+        "topic": col("topic"),
+        "queueId": col("queueId"),
+        "queueOffset": cat(lambda p: p.queue_offset, i64),
         "flag": cat(lambda p: p.flag.astype(np.int32), i32),
         "sysFlag": cat(lambda p: p.sysflag.astype(np.int32), i32),
         "bornTimestamp": cat(lambda p: p.born_timestamp, i64),
@@ -545,9 +689,13 @@ def message_batch(kept: Any, ranges: Sequence[ByteRange]) -> Any:
         "storeHost": hosts(lambda p: p.store_host_codes),
         "reconsumeTimes": cat(lambda p: p.reconsume_times.astype(np.int32), i32),
         "preparedTransactionOffset": cat(lambda p: p.prepared_tx_offset, i64),
-        "bodyCrc": cat(lambda p: p.body_crc, i64), "crcOk": col("crcOk"), **props, "rawProperties": raw,
+        "bodyCrc": cat(lambda p: p.body_crc, i64),
+        "crcOk": col("crcOk"),
+        **props,
+        "rawProperties": raw,
         "body": blobs(lambda p: p.body_blob),
-        "messageKey": arr([_message_keys(pa, p) for p in parts], s), "copies": pc.cast(col("copies"), i64),
+        "messageKey": arr([_message_keys(pa, p) for p in parts], s),
+        "copies": pc.cast(col("copies"), i64),
     }
     schema = output_schema()
     return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)

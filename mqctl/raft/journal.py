@@ -68,10 +68,10 @@ HEADER_SIZE = 48
 META_FORMAT = "mqctl-raft-meta/1"
 MAX_RECORD = 256 * 1024 * 1024
 _LEN = struct.Struct("<I")
-_REC = struct.Struct("<II")    # body length, crc32
-_BODY = struct.Struct("<QQ")   # index, term
+_REC = struct.Struct("<II")  # body length, crc32
+_BODY = struct.Struct("<QQ")  # index, term
 _PYSYNCOBJ_MAGIC = b"PYSYNCOBJ"
-_TORN_MIN_ZEROS = 16           # an all-zero stretch this long in a sector: a write that never landed
+_TORN_MIN_ZEROS = 16  # an all-zero stretch this long in a sector: a write that never landed
 _SECTOR = 512
 
 Entry = tuple[bytes, int, int]
@@ -110,11 +110,11 @@ def _parse_at(data: bytes | memoryview, off: int) -> tuple[int, int, bytes, int]
     length, crc = _REC.unpack_from(data, off)
     if length < _BODY.size or length > MAX_RECORD or off + 8 + length > n:
         return None
-    body = data[off + 8:off + 8 + length]
-    if zlib.crc32(body, zlib.crc32(data[off:off + 4])) != crc:
+    body = data[off + 8 : off + 8 + length]
+    if zlib.crc32(body, zlib.crc32(data[off : off + 4])) != crc:
         return None
     idx, term = _BODY.unpack_from(body)
-    return idx, term, bytes(body[_BODY.size:]), off + 8 + length
+    return idx, term, bytes(body[_BODY.size :]), off + 8 + length
 
 
 def _next_intact(data: bytes, start: int, prev: Entry | None) -> int | None:
@@ -160,7 +160,7 @@ def _read_pysyncobj_journal(path: str, data: bytes) -> list[Entry]:
             if size < 16 or off + 8 + size > len(data):
                 raise ValueError(f"record at offset {off} runs past the end")
             idx, term = _BODY.unpack_from(data, off + 4)
-            entries.append((bytes(data[off + 20:off + 4 + size]), idx, term))
+            entries.append((bytes(data[off + 20 : off + 4 + size]), idx, term))
             off += size + 8
         return entries
     except (struct.error, ValueError) as exc:
@@ -168,15 +168,19 @@ def _read_pysyncobj_journal(path: str, data: bytes) -> list[Entry]:
 
 
 def _check_header(data: bytes, path: str) -> None:
-    if len(data) < HEADER_SIZE or data[:len(MAGIC)] != MAGIC:
-        raise JournalCorruptError(f"{path}: not an mqctl Raft journal (bad header); restore "
-                                  "the data directory from a backup or move it away")
+    if len(data) < HEADER_SIZE or data[: len(MAGIC)] != MAGIC:
+        raise JournalCorruptError(
+            f"{path}: not an mqctl Raft journal (bad header); restore "
+            "the data directory from a backup or move it away"
+        )
     version = _LEN.unpack_from(data, len(MAGIC))[0]
     if zlib.crc32(data[:40]) != _LEN.unpack_from(data, 40)[0]:
         raise JournalCorruptError(f"{path}: the journal header is corrupt (checksum mismatch)")
     if version != FORMAT_VERSION:
-        raise JournalCorruptError(f"{path}: journal format {version}, this mqctl reads format "
-                                  f"{FORMAT_VERSION}; run a release that reads it")
+        raise JournalCorruptError(
+            f"{path}: journal format {version}, this mqctl reads format "
+            f"{FORMAT_VERSION}; run a release that reads it"
+        )
 
 
 def read_entries(path: str) -> tuple[list[tuple[int, int, bytes]], str | None]:
@@ -196,8 +200,9 @@ def read_entries(path: str) -> tuple[list[tuple[int, int, bytes]], str | None]:
     while off < len(data):
         rec = _parse_at(view, off)
         if rec is None:
-            return out, (f"{len(data) - off} bytes at offset {off} are no intact record (a torn tail or "
-                         "damage)")
+            return out, (
+                f"{len(data) - off} bytes at offset {off} are no intact record (a torn tail or damage)"
+            )
         out.append(rec[:3])
         off = rec[3]
     return out, None
@@ -214,7 +219,7 @@ class _Entries:
 
     def __init__(self) -> None:
         self._commands = bytearray()
-        self._ends = array("q")     # where each entry's command ends in _commands
+        self._ends = array("q")  # where each entry's command ends in _commands
         self._indexes = array("q")
         self._terms = array("q")
 
@@ -239,7 +244,7 @@ class _Entries:
         if i < 0:
             i += len(self._indexes)
         start = self._ends[i - 1] if i > 0 else 0
-        return bytes(self._commands[start:self._ends[i]]), self._indexes[i], self._terms[i]
+        return bytes(self._commands[start : self._ends[i]]), self._indexes[i], self._terms[i]
 
     def __getitem__(self, item: int | slice) -> Any:
         if isinstance(item, slice):
@@ -254,7 +259,7 @@ class _Entries:
     def keep_first(self, k: int) -> None:
         k = max(0, k)
         if k < len(self._indexes):
-            del self._commands[self._ends[k - 1] if k > 0 else 0:]
+            del self._commands[self._ends[k - 1] if k > 0 else 0 :]
             del self._ends[k:], self._indexes[k:], self._terms[k:]
 
     def drop_first(self, k: int) -> None:
@@ -273,23 +278,23 @@ class DurableJournal(Journal):  # type: ignore[misc]
         self.path = path
         self.meta_path = path + ".meta"
         self.storage = storage or Storage()
-        self.error: str | None = None       # one line while storage fails, else None
+        self.error: str | None = None  # one line while storage fails, else None
         self._entries = _Entries()
-        self._offsets = array("q")          # file offset of each entry's record
-        self._end = HEADER_SIZE             # where the next record goes
-        self._good = HEADER_SIZE            # the file's first _good bytes are right (maybe not synced)
-        self._durable = HEADER_SIZE         # ... and its first _durable bytes are on stable storage
-        self._trim = False                  # the file may hold bytes past _good that must go
+        self._offsets = array("q")  # file offset of each entry's record
+        self._end = HEADER_SIZE  # where the next record goes
+        self._good = HEADER_SIZE  # the file's first _good bytes are right (maybe not synced)
+        self._durable = HEADER_SIZE  # ... and its first _durable bytes are on stable storage
+        self._trim = False  # the file may hold bytes past _good that must go
         self._term = 0
         self._voted: str | None = None
-        self._commit = 1                    # pysyncobj's commit index (a hint; stored clamped)
+        self._commit = 1  # pysyncobj's commit index (a hint; stored clamped)
         self._stored_commit = 1
         self._meta_failed = False
-        self._removed = False               # the file lost its name: nothing of it is on disk
+        self._removed = False  # the file lost its name: nothing of it is on disk
         self._slow_logged = -SLOW_SYNC_LOG_INTERVAL  # when a slow fdatasync was last logged
         self._file: File
         # `sync_soon`: the fdatasync a leader does not wait for, on a thread of its own
-        self._gen = 0                       # bumped whenever the file or _durable goes back
+        self._gen = 0  # bumped whenever the file or _durable goes back
         self._syncer: _Syncer | None = None
         self._meta_lock = threading.RLock()
         self._hint_error: OSError | None = None  # the sync thread's failure to store the hint
@@ -331,7 +336,7 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if entryTo <= 0 and not self._removed:
             return
         self._entries.drop_first(entryTo)
-        del self._offsets[:max(entryTo, 0)]
+        del self._offsets[: max(entryTo, 0)]
         try:
             if self._removed:  # the snapshot is back: the meta file first, then the journal
                 self._write_meta(self._term, self._voted, self._stored_commit)
@@ -436,8 +441,13 @@ class DurableJournal(Journal):  # type: ignore[misc]
         from a failure is done by the blocking `sync`."""
         if self._syncer is not None and not self._collect(self._syncer):
             return False
-        if self.error is not None or self._removed or self._trim or self._meta_failed \
-                or self._good < self._end:
+        if (
+            self.error is not None
+            or self._removed
+            or self._trim
+            or self._meta_failed
+            or self._good < self._end
+        ):
             return self.sync()
         if self._durable < self._end:
             self._sync_thread().request_sync(self._file, self._end, self._gen)
@@ -539,13 +549,16 @@ class DurableJournal(Journal):  # type: ignore[misc]
         if took >= SLOW_SYNC and started - self._slow_logged >= SLOW_SYNC_LOG_INTERVAL:
             # etcd's "slow fdatasync": a write commits once two of three nodes' fdatasyncs are done
             self._slow_logged = started
-            log.warning("raft journal: fdatasync of %s took %.0f ms (a disk this slow slows writes; give "
-                        "the data directory a disk of its own)", self.path, took * 1000)
+            log.warning(
+                "raft journal: fdatasync of %s took %.0f ms (a disk this slow slows writes; give "
+                "the data directory a disk of its own)",
+                self.path,
+                took * 1000,
+            )
 
     def _recovered(self) -> None:
         if self._removed:
-            log.info("raft journal %s: written anew after it was removed; every entry is durable",
-                     self.path)
+            log.info("raft journal %s: written anew after it was removed; every entry is durable", self.path)
             self._removed = False
             self.error = None
         if self.error is not None:
@@ -595,12 +608,15 @@ class DurableJournal(Journal):  # type: ignore[misc]
     def _fail(self, what: str, exc: OSError, path: str | None = None) -> None:
         if not self._removed and self._file_removed():
             self._on_removed()  # what failed is a consequence: say the cause
-        if self._removed and (isinstance(exc, _WaitingForSnapshot)
-                              or not os.path.isdir(os.path.dirname(self.path) or ".")):
+        if self._removed and (
+            isinstance(exc, _WaitingForSnapshot) or not os.path.isdir(os.path.dirname(self.path) or ".")
+        ):
             self._fail_removed()
             return
-        text = (f"{what} {path or self.path} failed: {exc.strerror or exc} ({_errno_name(exc)}); "
-                "this node acknowledges no Raft entry and takes no term until storage works again")
+        text = (
+            f"{what} {path or self.path} failed: {exc.strerror or exc} ({_errno_name(exc)}); "
+            "this node acknowledges no Raft entry and takes no term until storage works again"
+        )
         if self.error is None:
             log.warning("raft journal: %s (retried every second)", text)
         self.error = text
@@ -613,9 +629,11 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     def _fail_removed(self) -> None:
         directory = os.path.dirname(self.path) or "."
-        text = (f"{self.path} was removed under this node (was {directory} deleted?); this node "
-                f"acknowledges no Raft entry and takes no term until {directory} exists again, "
-                "then writes its Raft state there anew")
+        text = (
+            f"{self.path} was removed under this node (was {directory} deleted?); this node "
+            f"acknowledges no Raft entry and takes no term until {directory} exists again, "
+            "then writes its Raft state there anew"
+        )
         if self.error != text:
             log.warning("raft journal: %s (retried every second)", text)
             self.error = text
@@ -639,9 +657,11 @@ class DurableJournal(Journal):  # type: ignore[misc]
             voted = doc.get("votedFor")
             return int(doc["term"]), (None if voted is None else str(voted)), int(doc["commitIndex"])
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            raise JournalCorruptError(f"{self.meta_path}: Raft term/vote file is corrupt ({exc}); "
-                                      "restore the data directory from a backup or remove this node "
-                                      "from the group and add it back empty") from exc
+            raise JournalCorruptError(
+                f"{self.meta_path}: Raft term/vote file is corrupt ({exc}); "
+                "restore the data directory from a backup or remove this node "
+                "from the group and add it back empty"
+            ) from exc
 
     # --- opening ------------------------------------------------------------------------------
 
@@ -682,7 +702,8 @@ class DurableJournal(Journal):  # type: ignore[misc]
                     raise JournalCorruptError(
                         f"{self.path}: entry at offset {off} has index {idx} term {term} after index "
                         f"{prev[1]} term {prev[2]}; the journal is corrupt (restore the data directory "
-                        "from a backup, or remove this node from the group and add it back empty)")
+                        "from a backup, or remove this node from the group and add it back empty)"
+                    )
             self._entries.append((cmd, idx, term))
             self._offsets.append(off)
             off = end
@@ -695,12 +716,19 @@ class DurableJournal(Journal):  # type: ignore[misc]
             raise JournalCorruptError(
                 f"{self.path}: corrupt record at offset {off} ({after}) with intact records after it "
                 f"(from offset {following}); refusing to skip them. Restore the data directory from a "
-                "backup, or remove this node from the group and add it back empty")
+                "backup, or remove this node from the group and add it back empty"
+            )
         where = f"index {last[1]}" if last else "the header"
         dropped = f"; it held intact records from offset {following}" if following is not None else ""
-        log.warning("raft journal %s: cut a torn or corrupt tail of %d bytes at offset %d after %s "
-                    "(a write a crash interrupted before it was synced%s)",
-                    self.path, len(data) - off, off, where, dropped)
+        log.warning(
+            "raft journal %s: cut a torn or corrupt tail of %d bytes at offset %d after %s "
+            "(a write a crash interrupted before it was synced%s)",
+            self.path,
+            len(data) - off,
+            off,
+            where,
+            dropped,
+        )
         return off
 
     def _convert(self, data: bytes, meta_raw: bytes | None) -> None:
@@ -716,14 +744,18 @@ class DurableJournal(Journal):  # type: ignore[misc]
                 old = pysyncobj_pickle.loads(meta_raw) if meta_raw else {}
             except Exception:  # pysyncobj ignored an unreadable meta file too
                 old = {}
-            self._write_meta(int(old.get("currentTerm", 0)), old.get("votedForNodeId"),
-                             int(old.get("raftCommitIndex", 1)))
+            self._write_meta(
+                int(old.get("currentTerm", 0)), old.get("votedForNodeId"), int(old.get("raftCommitIndex", 1))
+            )
         blob = bytearray(header())
         for cmd, idx, term in entries:
             blob += encode_record(idx, term, cmd)
         self.storage.write_atomic(self.path, bytes(blob))
-        log.info("raft journal %s: converted pysyncobj's journal (%d entries) to mqctl's format",
-                 self.path, len(entries))
+        log.info(
+            "raft journal %s: converted pysyncobj's journal (%d entries) to mqctl's format",
+            self.path,
+            len(entries),
+        )
 
 
 class _Syncer:
@@ -825,8 +857,11 @@ class JournalFactory:
 
     def __call__(self, path: str | None) -> DurableJournal | VolatileJournal:
         if self.storage.crash_sim or self.storage.fault_inject:
-            log.warning("raft journal: test-only mode (MQCTL_CRASH_SIM / MQCTL_FAULT_INJECT): %s; "
-                        "never use it in production", self.storage.describe())
+            log.warning(
+                "raft journal: test-only mode (MQCTL_CRASH_SIM / MQCTL_FAULT_INJECT): %s; "
+                "never use it in production",
+                self.storage.describe(),
+            )
         self.journal = DurableJournal(path, self.storage) if path else VolatileJournal()
         return self.journal
 
@@ -844,7 +879,7 @@ def tear_tail(path: str, rng: random.Random) -> str:
         last_idx, last_term, _, off = rec
     if rng.random() < 0.5:
         record = encode_record(last_idx + 1, last_term, rng.randbytes(rng.randint(8, 400)))
-        tail, kind = record[:rng.randint(1, len(record) - 1)], "prefix"
+        tail, kind = record[: rng.randint(1, len(record) - 1)], "prefix"
     else:
         tail, kind = rng.randbytes(rng.randint(1, 600)), "garbage"
     with open(path, "ab") as fh:

@@ -154,8 +154,11 @@ class Storage:
         return cls(crash_sim=_on(env.get(CRASH_SIM_ENV)), fault_inject=_on(env.get(FAULT_INJECT_ENV)))
 
     def describe(self) -> str:
-        modes = [m for m, on in (("crash simulation", self.crash_sim),
-                                 ("fault injection", self.fault_inject)) if on]
+        modes = [
+            m
+            for m, on in (("crash simulation", self.crash_sim), ("fault injection", self.fault_inject))
+            if on
+        ]
         return " and ".join(modes) or "real"
 
     def check(self, path: str, *, directory: bool = False, sync: bool = False) -> None:

@@ -39,10 +39,10 @@ from mqctl.raft.tcp_server import TcpServer
 
 log = logging.getLogger("mqctl.raft.transport")
 
-HANDSHAKE_TIMEOUT = 5.0          # seconds for a new connection to say which node it is
-HANDSHAKE_FRAME = 64 * 1024      # bytes of one frame before it has
-MAX_HANDSHAKES = 64              # connections waiting to say it, at once
-NODE_FRAME_BATCHES = 4           # a node's frames: this many appendEntriesBatchSizeBytes
+HANDSHAKE_TIMEOUT = 5.0  # seconds for a new connection to say which node it is
+HANDSHAKE_FRAME = 64 * 1024  # bytes of one frame before it has
+MAX_HANDSHAKES = 64  # connections waiting to say it, at once
+NODE_FRAME_BATCHES = 4  # a node's frames: this many appendEntriesBatchSizeBytes
 
 
 class GuardedTransport(TCPTransport):  # type: ignore[misc]
@@ -50,7 +50,7 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
 
     def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any) -> None:
         self._peer_log = PeerLog(log)
-        self._waiting: dict[Any, float] = {}   # incoming connection -> accepted at, oldest first
+        self._waiting: dict[Any, float] = {}  # incoming connection -> accepted at, oldest first
         super().__init__(syncObj, selfNode, otherNodes)
 
     # --- the listener -------------------------------------------------------------------------
@@ -63,12 +63,17 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
             host = "::" if ":" in host else "0.0.0.0"
         if host != "0.0.0.0":
             host = globalDnsResolver().resolve(host)
-        self._server = TcpServer(self._syncObj._poller, host, port,
-                                 onNewConnection=self._onNewIncomingConnection,
-                                 sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
-                                 connectionTimeout=conf.connectionTimeout,
-                                 onAcceptError=self._on_accept_error,
-                                 clock=self._syncObj.connectionClock)
+        self._server = TcpServer(
+            self._syncObj._poller,
+            host,
+            port,
+            onNewConnection=self._onNewIncomingConnection,
+            sendBufferSize=conf.sendBufferSize,
+            recvBufferSize=conf.recvBufferSize,
+            connectionTimeout=conf.connectionTimeout,
+            onAcceptError=self._on_accept_error,
+            clock=self._syncObj.connectionClock,
+        )
         self._listening = bind
 
     def addNode(self, node: Any) -> None:
@@ -78,9 +83,14 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         if node not in self._connections:
             return
         conf = self._syncObj.conf
-        conn = TcpConnection(poller=self._syncObj._poller, timeout=conf.connectionTimeout,
-                             sendBufferSize=conf.sendBufferSize, recvBufferSize=conf.recvBufferSize,
-                             keepalive=conf.tcp_keepalive, clock=self._syncObj.connectionClock)
+        conn = TcpConnection(
+            poller=self._syncObj._poller,
+            timeout=conf.connectionTimeout,
+            sendBufferSize=conf.sendBufferSize,
+            recvBufferSize=conf.recvBufferSize,
+            keepalive=conf.tcp_keepalive,
+            clock=self._syncObj.connectionClock,
+        )
         conn.encryptor = self._syncObj.encryptor
         conn.setOnConnectedCallback(functools.partial(self._onOutgoingConnected, conn))
         conn.setOnMessageReceivedCallback(functools.partial(self._onMessageReceived, node))
@@ -88,13 +98,16 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         self._connections[node] = conn
 
     def _on_accept_error(self, exc: OSError) -> None:
-        self._peer_log.warning("accept", "raft port %s: could not accept a connection: %s",
-                               self._listening, exc)
+        self._peer_log.warning(
+            "accept", "raft port %s: could not accept a connection: %s", self._listening, exc
+        )
 
     def _onNewIncomingConnection(self, conn: Any) -> None:
         if len(self._waiting) >= MAX_HANDSHAKES:
-            self._refuse(next(iter(self._waiting)), f"{MAX_HANDSHAKES} connections waited to say which "
-                         "node they are; the oldest is closed")
+            self._refuse(
+                next(iter(self._waiting)),
+                f"{MAX_HANDSHAKES} connections waited to say which node they are; the oldest is closed",
+            )
         super()._onNewIncomingConnection(conn)
         conn.maxFrame = HANDSHAKE_FRAME
         conn.rejectBanner = RAFT_BANNER  # FORK.md, change T6
@@ -107,9 +120,12 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         else:
             valid = isinstance(message, str) and message in self._nodeAddrToNode
         if not valid:
-            what = (f"says it is {message[:100]!r}, not a node of this group" if isinstance(message, str)
-                    else f"sent a {type(message).__name__} where a node says which node it is "
-                         "(read-only nodes and pysyncobj's admin commands are refused)")
+            what = (
+                f"says it is {message[:100]!r}, not a node of this group"
+                if isinstance(message, str)
+                else f"sent a {type(message).__name__} where a node says which node it is "
+                "(read-only nodes and pysyncobj's admin commands are refused)"
+            )
             self._refuse(conn, what)
             return
         super()._onIncomingMessageReceived(conn, message)
@@ -132,8 +148,9 @@ class GuardedTransport(TCPTransport):  # type: ignore[misc]
         if reason:
             conn.rejectReason = None
             host = getattr(conn, "peerHost", None) or "a node"
-            self._peer_log.warning(host, "raft port %s: closed a connection from %s: %s",
-                                   self._listening, host, reason)
+            self._peer_log.warning(
+                host, "raft port %s: closed a connection from %s: %s", self._listening, host, reason
+            )
         super()._onDisconnected(conn)
 
     def _onTick(self) -> None:

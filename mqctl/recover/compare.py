@@ -23,9 +23,9 @@ class Comparison:
     a: str
     b: str
     same_set: bool
-    reasons: list[str] = field(default_factory=list)     # why not the same set
-    fresher: str | None = None                           # path of the fresher store, "equal", or None
-                                                         # when not compared (no store)
+    reasons: list[str] = field(default_factory=list)  # why not the same set
+    fresher: str | None = None  # path of the fresher store, "equal", or None
+    # when not compared (no store)
     consistent_point: int = -1
     a_beyond: int = 0
     b_beyond: int = 0
@@ -33,10 +33,18 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "sameBrokerSet": self.same_set, "reasons": self.reasons,
-                "fresher": self.fresher, "consistentPoint": self.consistent_point,
-                "aBytesBeyond": self.a_beyond, "bBytesBeyond": self.b_beyond,
-                "splitBrain": self.split_brain, "warnings": self.warnings}
+        return {
+            "a": self.a,
+            "b": self.b,
+            "sameBrokerSet": self.same_set,
+            "reasons": self.reasons,
+            "fresher": self.fresher,
+            "consistentPoint": self.consistent_point,
+            "aBytesBeyond": self.a_beyond,
+            "bBytesBeyond": self.b_beyond,
+            "splitBrain": self.split_brain,
+            "warnings": self.warnings,
+        }
 
 
 def _held_ends(r: StoreReport) -> list[int]:
@@ -56,8 +64,9 @@ def compare_reports(a: StoreReport, b: StoreReport) -> Comparison:
             if r.cluster_name is None:
                 c.reasons.append(f"{r.path}: no brokerIdentity and no initial signature: broker set unknown")
     elif (a.cluster_name, a.broker_name) != (b.cluster_name, b.broker_name):
-        c.reasons.append(f"different broker sets: {a.cluster_name}/{a.broker_name} and "
-                         f"{b.cluster_name}/{b.broker_name}")
+        c.reasons.append(
+            f"different broker sets: {a.cluster_name}/{a.broker_name} and {b.cluster_name}/{b.broker_name}"
+        )
     sa, sb = a.signature, b.signature
     if sa and sb and sa.initial and sb.initial and sa.initial.id != sb.initial.id:
         c.reasons.append(f"initial signatures differ: {sa.initial.id[:12]} and {sb.initial.id[:12]}")
@@ -96,10 +105,19 @@ def compare_reports(a: StoreReport, b: StoreReport) -> Comparison:
         a_bytes = max(0, a_ends[e.epoch] - e.start_offset)
         b_bytes = max(0, b_ends[e.epoch] - o.start_offset)
         if a_bytes > 0 and b_bytes > 0:
-            c.split_brain.append({"epoch": e.epoch, "aStartOffset": e.start_offset, "aBytes": a_bytes,
-                                  "bStartOffset": o.start_offset, "bBytes": b_bytes})
-            c.warnings.append(f"SPLIT BRAIN: both stores hold records under epoch {e.epoch} past the "
-                              f"consistent point {cp} ({a.path} from {e.start_offset}, {a_bytes} bytes; "
-                              f"{b.path} from {o.start_offset}, {b_bytes} bytes): two masters in one epoch")
+            c.split_brain.append(
+                {
+                    "epoch": e.epoch,
+                    "aStartOffset": e.start_offset,
+                    "aBytes": a_bytes,
+                    "bStartOffset": o.start_offset,
+                    "bBytes": b_bytes,
+                }
+            )
+            c.warnings.append(
+                f"SPLIT BRAIN: both stores hold records under epoch {e.epoch} past the "
+                f"consistent point {cp} ({a.path} from {e.start_offset}, {a_bytes} bytes; "
+                f"{b.path} from {o.start_offset}, {b_bytes} bytes): two masters in one epoch"
+            )
     c.same_set = not c.reasons
     return c

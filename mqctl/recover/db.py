@@ -16,8 +16,9 @@ from mqctl.recover.inspect import StoreReport
 __all__ = ["write_db"]
 
 
-def write_db(path: str | os.PathLike[str], reports: Sequence[StoreReport],
-             plan: dict[str, Any]) -> dict[str, int]:
+def write_db(
+    path: str | os.PathLike[str], reports: Sequence[StoreReport], plan: dict[str, Any]
+) -> dict[str, int]:
     import sqlite_utils
 
     db = sqlite_utils.Database(os.fspath(path))
@@ -26,15 +27,28 @@ def write_db(path: str | os.PathLike[str], reports: Sequence[StoreReport],
     problems = []
     for r in reports:
         d = r.to_dict()
-        stores.append({"store": r.path, "state": r.state, "clusterName": r.cluster_name,
-                       "brokerName": r.broker_name, "brokerId": r.broker_id, "lastEpoch": r.last_epoch,
-                       "minOffset": r.min_offset, "maxOffset": r.max_offset,
-                       "confirmOffset": r.confirm_offset,
-                       "checkpointMatches": r.checkpoint_matches, "fileCount": r.file_count,
-                       "fileSize": r.file_size, "totalBytes": r.total_bytes, "abort": r.abort,
-                       "locked": r.locked, "initialSignature": r.initial.id if r.initial else None,
-                       "finalSignature": json.dumps(d["finalSignature"]),
-                       "dirtyReasons": json.dumps(r.dirty_reasons)})
+        stores.append(
+            {
+                "store": r.path,
+                "state": r.state,
+                "clusterName": r.cluster_name,
+                "brokerName": r.broker_name,
+                "brokerId": r.broker_id,
+                "lastEpoch": r.last_epoch,
+                "minOffset": r.min_offset,
+                "maxOffset": r.max_offset,
+                "confirmOffset": r.confirm_offset,
+                "checkpointMatches": r.checkpoint_matches,
+                "fileCount": r.file_count,
+                "fileSize": r.file_size,
+                "totalBytes": r.total_bytes,
+                "abort": r.abort,
+                "locked": r.locked,
+                "initialSignature": r.initial.id if r.initial else None,
+                "finalSignature": json.dumps(d["finalSignature"]),
+                "dirtyReasons": json.dumps(r.dirty_reasons),
+            }
+        )
         for e in d["epochs"]:
             epochs.append({"store": r.path, **e})
         for i, p in enumerate(r.problems):
@@ -43,10 +57,16 @@ def write_db(path: str | os.PathLike[str], reports: Sequence[StoreReport],
     warnings = []
     for s in plan["brokerSets"]:
         for order, rep in enumerate(s["replicas"]):
-            plan_rows.append({"clusterName": s["clusterName"], "brokerName": s["brokerName"],
-                              "restartOrder": order,
-                              "role": "source" if rep["store"] == s["source"] else "replica",
-                              "sourceClean": s["sourceClean"], **rep})
+            plan_rows.append(
+                {
+                    "clusterName": s["clusterName"],
+                    "brokerName": s["brokerName"],
+                    "restartOrder": order,
+                    "role": "source" if rep["store"] == s["source"] else "replica",
+                    "sourceClean": s["sourceClean"],
+                    **rep,
+                }
+            )
         for w in s["warnings"]:
             warnings.append({"clusterName": s["clusterName"], "brokerName": s["brokerName"], "warning": w})
     paths = [r.path for r in reports]
@@ -55,8 +75,10 @@ def write_db(path: str | os.PathLike[str], reports: Sequence[StoreReport],
             db.execute(f"DELETE FROM [{table}] WHERE store IN ({','.join('?' * len(paths))})", paths)
     if db.table("warnings").exists():
         for s in plan["brokerSets"]:
-            db.execute("DELETE FROM warnings WHERE clusterName = ? AND brokerName = ?",
-                       [s["clusterName"], s["brokerName"]])
+            db.execute(
+                "DELETE FROM warnings WHERE clusterName = ? AND brokerName = ?",
+                [s["clusterName"], s["brokerName"]],
+            )
     db.table("stores").insert_all(stores, pk="store", replace=True)
     if epochs:
         db.table("epochs").insert_all(epochs, pk=("store", "epoch"), replace=True)

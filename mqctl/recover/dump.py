@@ -33,8 +33,14 @@ def _walk(store: str, start: int | None) -> Iterator[Record]:
     return log.iter_records(start, check_crc=False, strict=True)
 
 
-def dump_records(store: str | os.PathLike[str], *, start: int | None = None, to: int | None = None,
-                 max_bytes: int | None = None, body: bool = False) -> Iterator[dict[str, Any]]:
+def dump_records(
+    store: str | os.PathLike[str],
+    *,
+    start: int | None = None,
+    to: int | None = None,
+    max_bytes: int | None = None,
+    body: bool = False,
+) -> Iterator[dict[str, Any]]:
     """One dict per record from `start` until `to` (exclusive: records that begin before it) or until
     `max_bytes` of records are out, whichever comes first."""
     store = os.fspath(store)
@@ -60,5 +66,15 @@ def dump_records(store: str | os.PathLike[str], *, start: int | None = None, to:
         yield d
 
 
-_FIELDS = ("offset", "size", "topic", "queueId", "queueOffset", "storeTimestamp", "bornTimestamp", "bornHost",
-           "storeHost", "bodyLength")
+_FIELDS = (
+    "offset",
+    "size",
+    "topic",
+    "queueId",
+    "queueOffset",
+    "storeTimestamp",
+    "bornTimestamp",
+    "bornHost",
+    "storeHost",
+    "bodyLength",
+)

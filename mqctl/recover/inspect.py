@@ -36,8 +36,17 @@ EMPTY = "empty"
 DIRTY = "dirty"
 CLEAN = "clean"
 
-_MARKERS = (COMMITLOG_DIR, IDENTITY_FILE, IDENTITY_FILE + "-temp", EPOCH_FILE, EPOCH_FILE + ".bak",
-            "checkpoint", "abort", SIGNATURE_FILE, "consumequeue")
+_MARKERS = (
+    COMMITLOG_DIR,
+    IDENTITY_FILE,
+    IDENTITY_FILE + "-temp",
+    EPOCH_FILE,
+    EPOCH_FILE + ".bak",
+    "checkpoint",
+    "abort",
+    SIGNATURE_FILE,
+    "consumequeue",
+)
 
 __all__ = [
     "CLEAN",
@@ -114,11 +123,16 @@ class StoreReport:
             "clusterName": self.cluster_name,
             "brokerName": self.broker_name,
             "brokerId": self.broker_id,
-            "tempIdentity": None if self.temp_identity is None else {
+            "tempIdentity": None
+            if self.temp_identity is None
+            else {
                 "brokerId": self.temp_identity.broker_id,
-                "registerCheckCode": self.temp_identity.register_check_code},
-            "epochs": [{"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": end}
-                       for e, end in zip(self.epochs, ends, strict=True)],
+                "registerCheckCode": self.temp_identity.register_check_code,
+            },
+            "epochs": [
+                {"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": end}
+                for e, end in zip(self.epochs, ends, strict=True)
+            ],
             "epochSource": self.epoch_source,
             "lastEpoch": self.last_epoch,
             "minOffset": self.min_offset,
@@ -147,14 +161,17 @@ def _has_commitlog_files(d: Path) -> bool:
     """A commitlog file with bytes in d. An empty (0-byte) last file does not count: RocketMQ deletes it
     when it loads the commitlog (MappedFileQueue.doLoad), so a directory holding only that is empty."""
     try:
-        return any(len(e.name) == 20 and e.name.isdigit() and not (e.is_file() and e.stat().st_size == 0)
-                   for e in os.scandir(d))
+        return any(
+            len(e.name) == 20 and e.name.isdigit() and not (e.is_file() and e.stat().st_size == 0)
+            for e in os.scandir(d)
+        )
     except (FileNotFoundError, NotADirectoryError):
         return False
 
 
-def inspect_store(path: str | os.PathLike[str], *, deep: bool = False, keep_chains: bool = False,
-                  workers: int = 1) -> StoreReport:
+def inspect_store(
+    path: str | os.PathLike[str], *, deep: bool = False, keep_chains: bool = False, workers: int = 1
+) -> StoreReport:
     """Read everything mqctl knows about one store; StoreError when a file is unreadable or corrupt
     beyond what RocketMQ itself would recover from (a torn commitlog tail is a problem, not an error).
     keep_chains: the scan's records kept in `scan.chains` (salvage reads them again); workers: processes
@@ -194,35 +211,53 @@ def inspect_store(path: str | os.PathLike[str], *, deep: bool = False, keep_chai
         cp = rep.checkpoint
         ok = cp.confirm_phy_offset <= rep.max_offset
         if not ok:
-            rep.problems.append(f"checkpoint confirmPhyOffset {cp.confirm_phy_offset} is beyond the max "
-                                f"offset {rep.max_offset}: confirmed data is missing")
+            rep.problems.append(
+                f"checkpoint confirmPhyOffset {cp.confirm_phy_offset} is beyond the max "
+                f"offset {rep.max_offset}: confirmed data is missing"
+            )
         if rep.scan and rep.scan.records and cp.physic_msg_timestamp > rep.scan.last_store_timestamp:
             ok = False
-            rep.problems.append(f"checkpoint physicMsgTimestamp {cp.physic_msg_timestamp} is after the "
-                                f"last record's store time {rep.scan.last_store_timestamp}: flushed data is "
-                                f"missing")
+            rep.problems.append(
+                f"checkpoint physicMsgTimestamp {cp.physic_msg_timestamp} is after the "
+                f"last record's store time {rep.scan.last_store_timestamp}: flushed data is "
+                f"missing"
+            )
         rep.checkpoint_matches = ok
     if rep.epochs and has_data and rep.epochs[-1].start_offset > rep.max_offset:
-        rep.problems.append(f"last epoch {rep.epochs[-1].epoch} starts at {rep.epochs[-1].start_offset}, "
-                            f"beyond the max offset {rep.max_offset}")
+        rep.problems.append(
+            f"last epoch {rep.epochs[-1].epoch} starts at {rep.epochs[-1].start_offset}, "
+            f"beyond the max offset {rep.max_offset}"
+        )
     sig = rep.signature
     if sig and sig.initial:
         rep.initial = sig.initial
     elif rep.identity and rep.epochs:
-        rep.initial = derive_initial(rep.identity.cluster_name, rep.identity.broker_name,
-                                     rep.epochs[0].epoch, rep.epochs[0].start_offset)
-    if rep.identity and rep.initial and (rep.initial.cluster_name, rep.initial.broker_name) != (
-            rep.identity.cluster_name, rep.identity.broker_name):
-        rep.problems.append(f"initial signature names {rep.initial.cluster_name}/{rep.initial.broker_name}, "
-                            f"brokerIdentity names {rep.identity.cluster_name}/{rep.identity.broker_name}")
+        rep.initial = derive_initial(
+            rep.identity.cluster_name,
+            rep.identity.broker_name,
+            rep.epochs[0].epoch,
+            rep.epochs[0].start_offset,
+        )
+    if (
+        rep.identity
+        and rep.initial
+        and (rep.initial.cluster_name, rep.initial.broker_name)
+        != (rep.identity.cluster_name, rep.identity.broker_name)
+    ):
+        rep.problems.append(
+            f"initial signature names {rep.initial.cluster_name}/{rep.initial.broker_name}, "
+            f"brokerIdentity names {rep.identity.cluster_name}/{rep.identity.broker_name}"
+        )
     if not has_data:
         rep.state = EMPTY
         return rep
     rep.dirty_reasons = _dirty_reasons(rep)
     fin = rep.signature.final if rep.signature else None
     if fin is not None and rep.abort is None:
-        rep.problems += [f"{m}: the store changed after the final signature was written (RocketMQ does not "
-                         f"update it)" for m in _signature_mismatches(rep, fin)]
+        rep.problems += [
+            f"{m}: the store changed after the final signature was written (RocketMQ does not update it)"
+            for m in _signature_mismatches(rep, fin)
+        ]
     rep.state = DIRTY if rep.dirty_reasons else CLEAN
     return rep
 
@@ -290,9 +325,12 @@ def no_store_error(results: list[StoreReport | StoreFailure]) -> MqctlError | No
     for r in results:
         if isinstance(r, StoreReport) and r.state == NO_STORE:
             below = stores_beneath(r.path)
-            where = (f"stores beneath it: {', '.join(os.path.relpath(b, r.path) for b in below)} "
-                     f"(inspect {os.path.join(r.path, '*')} or name them)" if below
-                     else "none beneath it either")
+            where = (
+                f"stores beneath it: {', '.join(os.path.relpath(b, r.path) for b in below)} "
+                f"(inspect {os.path.join(r.path, '*')} or name them)"
+                if below
+                else "none beneath it either"
+            )
             lines.append(f"{r.path}: no store here (none of RocketMQ's store files); {where}")
     return NotFoundError("; ".join(lines)) if lines else None
 
@@ -305,8 +343,9 @@ def failures_error(results: list[StoreReport | StoreFailure]) -> MqctlError | No
     if len(results) == 1:
         err = StoreError(failed[0].error)
     else:
-        what = "; ".join(f.error for f in failed[:3]) + (f"; and {len(failed) - 3} more" if len(failed) > 3
-                                                        else "")
+        what = "; ".join(f.error for f in failed[:3]) + (
+            f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
+        )
         err = StoreError(f"{len(failed)} of {len(results)} stores could not be inspected: {what}")
     err.exit_code = max(f.exit_code for f in failed)
     return err
@@ -332,8 +371,10 @@ def _signature_mismatches(rep: StoreReport, fin: FinalSignature) -> list[str]:
     last = rep.epochs[-1] if rep.epochs else None
     if last is None or (fin.last_epoch, fin.last_epoch_start_offset) != (last.epoch, last.start_offset):
         held = f"{last.epoch}-{last.start_offset}" if last else "none"
-        reasons.append(f"final signature says last epoch {fin.last_epoch}-{fin.last_epoch_start_offset}, "
-                       f"the store holds {held}")
+        reasons.append(
+            f"final signature says last epoch {fin.last_epoch}-{fin.last_epoch_start_offset}, "
+            f"the store holds {held}"
+        )
     if fin.max_offset != rep.max_offset:
         reasons.append(f"final signature says max offset {fin.max_offset}, the store holds {rep.max_offset}")
     if rep.initial and fin.initial_id != rep.initial.id:

@@ -19,8 +19,9 @@ from mqctl.store.signature import SIGNATURE_FILE, Signature, make_final, write_s
 __all__ = ["mark_clean"]
 
 
-def mark_clean(path: str | os.PathLike[str], *, dry_run: bool = False, now_ms: int | None = None,
-               deep: bool = False) -> dict[str, Any]:
+def mark_clean(
+    path: str | os.PathLike[str], *, dry_run: bool = False, now_ms: int | None = None, deep: bool = False
+) -> dict[str, Any]:
     """Compute (and unless dry_run, write the final signature and remove `abort`); returns what was (or
     would be) done."""
     rep = inspect_store(path, deep=deep)
@@ -29,32 +30,45 @@ def mark_clean(path: str | os.PathLike[str], *, dry_run: bool = False, now_ms: i
     if rep.state == EMPTY:
         raise UsageError(f"{path}: the store is empty; there is nothing to mark clean")
     if rep.locked:
-        raise UsageError(f"{os.path.join(path, 'lock')}: held by another process (is the broker running?); "
-                         f"stop it first")
+        raise UsageError(
+            f"{os.path.join(path, 'lock')}: held by another process (is the broker running?); stop it first"
+        )
     if rep.initial is None:
         why = "no brokerIdentity" if rep.identity is None else "no epoch entries"
-        raise UsageError(f"{path}: cannot derive an initial signature ({why}: not a store of controller "
-                         f"mode); to have RocketMQ run its normal recovery, remove its abort file yourself")
+        raise UsageError(
+            f"{path}: cannot derive an initial signature ({why}: not a store of controller "
+            f"mode); to have RocketMQ run its normal recovery, remove its abort file yourself"
+        )
     last = rep.epochs[-1] if rep.epochs else None
     if last is None:
         raise UsageError(f"{path}: no epoch entries; cannot record the last epoch")
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    final = make_final(rep.initial.id, last.epoch, last.start_offset, rep.max_offset, now,
-                       abort=rep.abort, manual=True)
+    final = make_final(
+        rep.initial.id, last.epoch, last.start_offset, rep.max_offset, now, abort=rep.abort, manual=True
+    )
     sig = Signature(rep.initial, final)
     notes = []
     if rep.abort is not None:
-        notes.append(f"abort file (pid {rep.abort}) {'would be ' if dry_run else ''}removed: RocketMQ runs "
-                     f"its normal recovery on the next start, not the abnormal one")
+        notes.append(
+            f"abort file (pid {rep.abort}) {'would be ' if dry_run else ''}removed: RocketMQ runs "
+            f"its normal recovery on the next start, not the abnormal one"
+        )
     if rep.scan and rep.scan.stop == "corrupt":
-        notes.append(f"the commitlog has an invalid tail after {rep.max_offset}; RocketMQ's recovery "
-                     f"drops it")
+        notes.append(
+            f"the commitlog has an invalid tail after {rep.max_offset}; RocketMQ's recovery drops it"
+        )
     was = rep.state
     if not dry_run:
         with abort_mod.hold_lock(path):
             write_signature(path, sig)
             abort_mod.remove_abort(path)
-    return {"store": os.fspath(path), "dryRun": dry_run, "previousState": was,
-            "file": os.path.join(os.fspath(path), SIGNATURE_FILE),
-            "initialSignature": rep.initial.to_dict(), "finalSignature": final.to_dict(),
-            "abortRemoved": rep.abort is not None and not dry_run, "notes": notes}
+    return {
+        "store": os.fspath(path),
+        "dryRun": dry_run,
+        "previousState": was,
+        "file": os.path.join(os.fspath(path), SIGNATURE_FILE),
+        "initialSignature": rep.initial.to_dict(),
+        "finalSignature": final.to_dict(),
+        "abortRemoved": rep.abort is not None and not dry_run,
+        "notes": notes,
+    }

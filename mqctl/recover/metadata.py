@@ -40,7 +40,7 @@ class ReplicaMetadata:
     offsets level -> offset; `files` says which file each came from (store) or which request (online)."""
 
     name: str
-    broker_set: str | None = None          # "clusterName/brokerName" (brokerIdentity), None if unknown
+    broker_set: str | None = None  # "clusterName/brokerName" (brokerIdentity), None if unknown
     broker_id: int | None = None
     topics: dict[str, md.TopicConfig] = field(default_factory=dict)
     groups: dict[str, md.SubscriptionGroupConfig] = field(default_factory=dict)
@@ -68,19 +68,32 @@ class StoreFiles:
 def read_store_files(store: str) -> StoreFiles:
     from mqctl.store.identity import read_identity
 
-    return StoreFiles(read_identity(store), md.read_topics(store), md.read_subscription_groups(store),
-                      md.read_consumer_offsets(store), md.read_delay_offsets(store))
+    return StoreFiles(
+        read_identity(store),
+        md.read_topics(store),
+        md.read_subscription_groups(store),
+        md.read_consumer_offsets(store),
+        md.read_delay_offsets(store),
+    )
 
 
 def replica_of(store: str, f: StoreFiles) -> ReplicaMetadata:
     ident = f.identity
     return ReplicaMetadata(
-        os.fspath(store), f"{ident.cluster_name}/{ident.broker_name}" if ident else None,
+        os.fspath(store),
+        f"{ident.cluster_name}/{ident.broker_name}" if ident else None,
         ident.broker_id if ident else None,
-        f.topics.topics, f.groups.groups,
-        f.offsets.offsets, f.delay.offsets,
-        {md.TOPICS: f.topics.source.to_dict(), md.SUBSCRIPTION_GROUPS: f.groups.source.to_dict(),
-         md.CONSUMER_OFFSETS: f.offsets.source.to_dict(), md.DELAY_OFFSETS: f.delay.source.to_dict()})
+        f.topics.topics,
+        f.groups.groups,
+        f.offsets.offsets,
+        f.delay.offsets,
+        {
+            md.TOPICS: f.topics.source.to_dict(),
+            md.SUBSCRIPTION_GROUPS: f.groups.source.to_dict(),
+            md.CONSUMER_OFFSETS: f.offsets.source.to_dict(),
+            md.DELAY_OFFSETS: f.delay.source.to_dict(),
+        },
+    )
 
 
 def group_by_set(replicas: Iterable[ReplicaMetadata]) -> dict[str | None, list[ReplicaMetadata]]:
@@ -136,9 +149,16 @@ def _offsets(names: list[str], tables: list[dict[Any, int]]) -> list[tuple[Any, 
             continue
         top = max(v for v in vals if v is not None)
         pairs = list(zip(names, vals, strict=True))
-        out.append((k, {"offsets": dict(pairs),
-                        "behind": {n: top - v for n, v in pairs if v is not None and v < top},
-                        "missingFrom": [n for n, v in pairs if v is None]}))
+        out.append(
+            (
+                k,
+                {
+                    "offsets": dict(pairs),
+                    "behind": {n: top - v for n, v in pairs if v is not None and v < top},
+                    "missingFrom": [n for n, v in pairs if v is None],
+                },
+            )
+        )
     out.sort(key=lambda kv: kv[0])
     return out
 
@@ -157,27 +177,42 @@ def compare(replicas: Sequence[ReplicaMetadata]) -> dict[str, Any]:
     names = [r.name for r in replicas]
     topics = _entries("topic", [(r.name, r.topics) for r in replicas])
     groups = _entries("group", [(r.name, r.groups) for r in replicas])
-    offsets = [{"topic": k[0], "group": k[1], "queueId": k[2], **row}
-               for k, row in _offsets(names, [_flat(r.offsets) for r in replicas])]
+    offsets = [
+        {"topic": k[0], "group": k[1], "queueId": k[2], **row}
+        for k, row in _offsets(names, [_flat(r.offsets) for r in replicas])
+    ]
     delay = [{"level": k, **row} for k, row in _offsets(names, [dict(r.delay) for r in replicas])]
     summary = []
     for r in replicas:
-        summary.append({
-            "replica": r.name, "brokerId": r.broker_id, "topics": len(r.topics), "groups": len(r.groups),
-            "offsets": sum(len(m) for m in r.offsets.values()), "delayLevels": len(r.delay),
-            "topicsMissing": sum(r.name in e["missingFrom"] for e in topics),
-            "topicsDiffering": sum(bool(e["differs"]) and r.name in e["heldBy"] for e in topics),
-            "groupsMissing": sum(r.name in e["missingFrom"] for e in groups),
-            "groupsDiffering": sum(bool(e["differs"]) and r.name in e["heldBy"] for e in groups),
-            "offsetsMissing": sum(r.name in e["missingFrom"] for e in offsets),
-            "offsetsBehind": sum(r.name in e["behind"] for e in offsets),
-            "messagesBehind": sum(e["behind"].get(r.name, 0) for e in offsets),
-            "delayBehind": sum(r.name in e["behind"] or r.name in e["missingFrom"] for e in delay),
-            "files": r.files})
+        summary.append(
+            {
+                "replica": r.name,
+                "brokerId": r.broker_id,
+                "topics": len(r.topics),
+                "groups": len(r.groups),
+                "offsets": sum(len(m) for m in r.offsets.values()),
+                "delayLevels": len(r.delay),
+                "topicsMissing": sum(r.name in e["missingFrom"] for e in topics),
+                "topicsDiffering": sum(bool(e["differs"]) and r.name in e["heldBy"] for e in topics),
+                "groupsMissing": sum(r.name in e["missingFrom"] for e in groups),
+                "groupsDiffering": sum(bool(e["differs"]) and r.name in e["heldBy"] for e in groups),
+                "offsetsMissing": sum(r.name in e["missingFrom"] for e in offsets),
+                "offsetsBehind": sum(r.name in e["behind"] for e in offsets),
+                "messagesBehind": sum(e["behind"].get(r.name, 0) for e in offsets),
+                "delayBehind": sum(r.name in e["behind"] or r.name in e["missingFrom"] for e in delay),
+                "files": r.files,
+            }
+        )
     first = replicas[0] if replicas else None
-    return {"brokerSet": first.broker_set if first else None, "replicas": summary, "topics": topics,
-            "subscriptionGroups": groups, "consumerOffsets": offsets, "delayOffsets": delay,
-            "differs": bool(topics or groups or offsets or delay)}
+    return {
+        "brokerSet": first.broker_set if first else None,
+        "replicas": summary,
+        "topics": topics,
+        "subscriptionGroups": groups,
+        "consumerOffsets": offsets,
+        "delayOffsets": delay,
+        "differs": bool(topics or groups or offsets or delay),
+    }
 
 
 @dataclass
@@ -187,8 +222,8 @@ class SyncPlan:
 
     topics_added: dict[str, md.TopicConfig] = field(default_factory=dict)
     groups_added: dict[str, md.SubscriptionGroupConfig] = field(default_factory=dict)
-    offsets_set: list[dict[str, Any]] = field(default_factory=list)    # topic, group, queueId, from, to
-    delay_set: list[dict[str, Any]] = field(default_factory=list)      # level, from, to
+    offsets_set: list[dict[str, Any]] = field(default_factory=list)  # topic, group, queueId, from, to
+    delay_set: list[dict[str, Any]] = field(default_factory=list)  # level, from, to
     kept: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -196,16 +231,22 @@ class SyncPlan:
         return not (self.topics_added or self.groups_added or self.offsets_set or self.delay_set)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"topicsAdded": sorted(self.topics_added), "groupsAdded": sorted(self.groups_added),
-                "offsetsSet": self.offsets_set, "delayOffsetsSet": self.delay_set, "kept": self.kept}
+        return {
+            "topicsAdded": sorted(self.topics_added),
+            "groupsAdded": sorted(self.groups_added),
+            "offsetsSet": self.offsets_set,
+            "delayOffsetsSet": self.delay_set,
+            "kept": self.kept,
+        }
 
 
 _OTHER = "the target has it with other settings (left as it is)"
 _FURTHER = "the target is further (--allow-rewind moves it back)"
 
 
-def plan_sync(src: ReplicaMetadata, dst: ReplicaMetadata, what: Sequence[str], *,
-              allow_rewind: bool = False) -> SyncPlan:
+def plan_sync(
+    src: ReplicaMetadata, dst: ReplicaMetadata, what: Sequence[str], *, allow_rewind: bool = False
+) -> SyncPlan:
     p = SyncPlan()
     if "topics" in what:
         for name, cfg in sorted(src.topics.items()):

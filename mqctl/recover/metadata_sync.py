@@ -42,13 +42,17 @@ def prepare_sync(src: str, dst: str, what: Sequence[str], *, allow_rewind: bool 
     if os.path.realpath(src) == os.path.realpath(dst):
         raise UsageError("--from and --to name the same store")
     if is_locked(dst):
-        raise UsageError(f"{dst}/lock: held by another process (is the broker running?); stop it first: a "
-                         "running broker writes its own tables over these files (or use the online sync)")
+        raise UsageError(
+            f"{dst}/lock: held by another process (is the broker running?); stop it first: a "
+            "running broker writes its own tables over these files (or use the online sync)"
+        )
     sf, df = read_store_files(src), read_store_files(dst)
     srep, drep = replica_of(src, sf), replica_of(dst, df)
     if srep.broker_set and drep.broker_set and srep.broker_set != drep.broker_set:
-        raise UsageError(f"{src} is a replica of {srep.broker_set} and {dst} of {drep.broker_set}: "
-                         "metadata is copied within one broker set")
+        raise UsageError(
+            f"{src} is a replica of {srep.broker_set} and {dst} of {drep.broker_set}: "
+            "metadata is copied within one broker set"
+        )
     plan = plan_sync(srep, drep, what, allow_rewind=allow_rewind)
     return PreparedSync(src, dst, df, plan)
 
@@ -62,30 +66,62 @@ def default_backup_dir(store: str, now: float | None = None) -> Path:
 def apply_sync(prep: PreparedSync, backup_dir: str | None = None) -> tuple[list[str], str]:
     """Back up, then write the target's changed files; (the files written, the backup directory)."""
     p, d = prep.plan, prep.dst_files
-    if is_locked(prep.dst):   # the broker may have started since the plan
+    if is_locked(prep.dst):  # the broker may have started since the plan
         raise UsageError(f"{prep.dst}/lock: held by another process (is the broker running?); stop it first")
     dst = prep.dst
     changes: list[tuple[str, Callable[[], Path]]] = []
     if p.topics_added:
         topics = {**d.topics.topics, **p.topics_added}
-        changes.append((md.TOPICS, partial(md.write_topics, dst, replace(
-            d.topics, topics=topics, data_version=_next(d.topics.data_version)))))
+        changes.append(
+            (
+                md.TOPICS,
+                partial(
+                    md.write_topics,
+                    dst,
+                    replace(d.topics, topics=topics, data_version=_next(d.topics.data_version)),
+                ),
+            )
+        )
     if p.groups_added:
         groups = {**d.groups.groups, **p.groups_added}
-        changes.append((md.SUBSCRIPTION_GROUPS, partial(md.write_subscription_groups, dst, replace(
-            d.groups, groups=groups, data_version=_next(d.groups.data_version)))))
+        changes.append(
+            (
+                md.SUBSCRIPTION_GROUPS,
+                partial(
+                    md.write_subscription_groups,
+                    dst,
+                    replace(d.groups, groups=groups, data_version=_next(d.groups.data_version)),
+                ),
+            )
+        )
     if p.offsets_set:
         offsets = {k: dict(m) for k, m in d.offsets.offsets.items()}
         for o in p.offsets_set:
             offsets.setdefault(f"{o['topic']}@{o['group']}", {})[o["queueId"]] = o["to"]
-        changes.append((md.CONSUMER_OFFSETS, partial(md.write_consumer_offsets, dst, replace(
-            d.offsets, offsets=offsets, data_version=_next(d.offsets.data_version)))))
+        changes.append(
+            (
+                md.CONSUMER_OFFSETS,
+                partial(
+                    md.write_consumer_offsets,
+                    dst,
+                    replace(d.offsets, offsets=offsets, data_version=_next(d.offsets.data_version)),
+                ),
+            )
+        )
     if p.delay_set:
         delay = dict(d.delay.offsets)
         for o in p.delay_set:
             delay[o["level"]] = o["to"]
-        changes.append((md.DELAY_OFFSETS, partial(md.write_delay_offsets, dst, replace(
-            d.delay, offsets=delay, data_version=_next(d.delay.data_version)))))
+        changes.append(
+            (
+                md.DELAY_OFFSETS,
+                partial(
+                    md.write_delay_offsets,
+                    dst,
+                    replace(d.delay, offsets=delay, data_version=_next(d.delay.data_version)),
+                ),
+            )
+        )
     cfg = md.config_dir(dst)
     bdir = Path(backup_dir) if backup_dir else default_backup_dir(dst)
     (bdir / "config").mkdir(parents=True, exist_ok=True)

@@ -23,9 +23,15 @@ __all__ = ["make_plan"]
 
 
 def _replica(r: StoreReport, truncate_to: int | None) -> dict[str, Any]:
-    return {"store": r.path, "brokerId": r.broker_id, "state": r.state, "lastEpoch": r.last_epoch,
-            "maxOffset": r.max_offset, "truncateTo": truncate_to,
-            "bytesToDrop": 0 if truncate_to is None else r.max_offset - truncate_to}
+    return {
+        "store": r.path,
+        "brokerId": r.broker_id,
+        "state": r.state,
+        "lastEpoch": r.last_epoch,
+        "maxOffset": r.max_offset,
+        "truncateTo": truncate_to,
+        "bytesToDrop": 0 if truncate_to is None else r.max_offset - truncate_to,
+    }
 
 
 def _final_key(r: StoreReport) -> tuple[int, int, int]:
@@ -41,8 +47,13 @@ def make_plan(reports: Sequence[StoreReport]) -> dict[str, Any]:
         if r.state == NO_STORE:
             unmatched.append({"store": r.path, "state": r.state, "reason": "no store"})
         elif r.cluster_name is None or r.broker_name is None:
-            unmatched.append({"store": r.path, "state": r.state,
-                              "reason": "no brokerIdentity and no initial signature: broker set unknown"})
+            unmatched.append(
+                {
+                    "store": r.path,
+                    "state": r.state,
+                    "reason": "no brokerIdentity and no initial signature: broker set unknown",
+                }
+            )
         else:
             groups.setdefault((r.cluster_name, r.broker_name), []).append(r)
     sets = []
@@ -50,9 +61,16 @@ def make_plan(reports: Sequence[StoreReport]) -> dict[str, Any]:
         warnings: list[str] = []
         with_data = [m for m in members if m.state != EMPTY]
         if not with_data:
-            sets.append({"clusterName": cluster, "brokerName": broker, "source": None, "sourceClean": False,
-                         "replicas": [_replica(m, None) for m in members],
-                         "warnings": ["every store is empty: start them in any order"]})
+            sets.append(
+                {
+                    "clusterName": cluster,
+                    "brokerName": broker,
+                    "source": None,
+                    "sourceClean": False,
+                    "replicas": [_replica(m, None) for m in members],
+                    "warnings": ["every store is empty: start them in any order"],
+                }
+            )
             continue
         ranked = sorted(with_data, key=freshness, reverse=True)
         clean = [m for m in ranked if m.state == CLEAN]
@@ -60,13 +78,17 @@ def make_plan(reports: Sequence[StoreReport]) -> dict[str, Any]:
             source = clean[0]
             keys = {_final_key(m) for m in clean}
             if len(keys) > 1:
-                warnings.append("clean stores end differently (last epoch, its start, max offset): "
-                                + ", ".join(f"{m.path} {_final_key(m)}" for m in clean)
-                                + f"; using the freshest, {source.path}")
+                warnings.append(
+                    "clean stores end differently (last epoch, its start, max offset): "
+                    + ", ".join(f"{m.path} {_final_key(m)}" for m in clean)
+                    + f"; using the freshest, {source.path}"
+                )
         else:
             source = ranked[0]
-            warnings.append(f"no clean store: {source.path} is the freshest; confirm it and run "
-                            f"`mqctl recover mark-clean {source.path}` before restarting")
+            warnings.append(
+                f"no clean store: {source.path} is the freshest; confirm it and run "
+                f"`mqctl recover mark-clean {source.path}` before restarting"
+            )
         in_set = [source]
         rows = [_replica(source, source.max_offset)]
         for m in sorted(members, key=freshness, reverse=True):
@@ -75,16 +97,31 @@ def make_plan(reports: Sequence[StoreReport]) -> dict[str, Any]:
             cmp = compare_reports(source, m)
             if not cmp.same_set:
                 why = "; ".join(cmp.reasons)
-                unmatched.append({"store": m.path, "state": m.state,
-                                  "reason": f"conflicts with source {source.path}: {why}"})
+                unmatched.append(
+                    {
+                        "store": m.path,
+                        "state": m.state,
+                        "reason": f"conflicts with source {source.path}: {why}",
+                    }
+                )
                 continue
             warnings += cmp.warnings
             in_set.append(m)
             tt = cmp.consistent_point
             rows.append(_replica(m, tt))
             if m.state != EMPTY and freshness(m) > freshness(source):
-                warnings.append(f"{m.path} is fresher than the clean source but dirty: "
-                                f"{m.max_offset - tt} bytes beyond {tt} would be dropped")
-        sets.append({"clusterName": cluster, "brokerName": broker, "source": source.path,
-                     "sourceClean": source.state == CLEAN, "replicas": rows, "warnings": warnings})
+                warnings.append(
+                    f"{m.path} is fresher than the clean source but dirty: "
+                    f"{m.max_offset - tt} bytes beyond {tt} would be dropped"
+                )
+        sets.append(
+            {
+                "clusterName": cluster,
+                "brokerName": broker,
+                "source": source.path,
+                "sourceClean": source.state == CLEAN,
+                "replicas": rows,
+                "warnings": warnings,
+            }
+        )
     return {"brokerSets": sets, "unmatched": unmatched}

@@ -40,28 +40,51 @@ def reseed_plan(reports: Sequence[StoreReport], group_id: str, group: str = "mqc
             assert m.identity is not None
             other = ids.get(m.identity.broker_id)
             if other is not None:
-                conflicts.append(f"{name}: broker id {m.identity.broker_id} is in two stores, {other.path} "
-                                 f"and {m.path}; give one store per replica")
+                conflicts.append(
+                    f"{name}: broker id {m.identity.broker_id} is in two stores, {other.path} "
+                    f"and {m.path}; give one store per replica"
+                )
             ids[m.identity.broker_id] = m
         if len(clusters) > 1:
             conflicts.append(f"{name}: its stores name different clusters ({', '.join(clusters)})")
         best = max((m.last_epoch, m.max_offset) for m in ids.values())
         freshest = sorted(b for b, m in ids.items() if (m.last_epoch, m.max_offset) == best)
         master_epoch = max(0, max(m.last_epoch for m in ids.values()))
-        bs = core.BrokerSet(cluster_name=clusters[0], broker_name=name, next_assign_broker_id=max(ids) + 1,
-                            master_epoch=master_epoch, sync_state_set=frozenset(freshest),
-                            sync_state_set_epoch=1)
+        bs = core.BrokerSet(
+            cluster_name=clusters[0],
+            broker_name=name,
+            next_assign_broker_id=max(ids) + 1,
+            master_epoch=master_epoch,
+            sync_state_set=frozenset(freshest),
+            sync_state_set_epoch=1,
+        )
         for b, m in sorted(ids.items()):
             code = m.temp_identity.register_check_code if m.temp_identity else ""
             bs.brokers[b] = core.BrokerInfo(address="", register_check_code=code)
         state.broker_sets[name] = bs
-        sets.append({
-            "clusterName": clusters[0], "brokerName": name, "masterEpoch": master_epoch,
-            "masterCandidates": freshest, "nextBrokerId": max(ids) + 1,
-            "replicas": [{"brokerId": b, "store": m.path, "state": m.state, "lastEpoch": m.last_epoch,
-                          "maxOffset": m.max_offset, "registerCheckCode": bs.brokers[b].register_check_code,
-                          "candidate": b in freshest} for b, m in sorted(ids.items())],
-        })
-    state.meta = {"groupId": group_id, "groupOptions": {
-        "group": group, "waitFor": "1", "enableElectUncleanMaster": "false"}}
+        sets.append(
+            {
+                "clusterName": clusters[0],
+                "brokerName": name,
+                "masterEpoch": master_epoch,
+                "masterCandidates": freshest,
+                "nextBrokerId": max(ids) + 1,
+                "replicas": [
+                    {
+                        "brokerId": b,
+                        "store": m.path,
+                        "state": m.state,
+                        "lastEpoch": m.last_epoch,
+                        "maxOffset": m.max_offset,
+                        "registerCheckCode": bs.brokers[b].register_check_code,
+                        "candidate": b in freshest,
+                    }
+                    for b, m in sorted(ids.items())
+                ],
+            }
+        )
+    state.meta = {
+        "groupId": group_id,
+        "groupOptions": {"group": group, "waitFor": "1", "enableElectUncleanMaster": "false"},
+    }
     return {"brokerSets": sets, "unmatched": unmatched, "conflicts": conflicts, "state": state.to_dict()}

@@ -38,10 +38,10 @@ _CHUNK = 8 << 20
 @dataclass
 class FileCut:
     path: str
-    start: int           # absolute offset of the file
-    position: int        # first byte removed, within the file
-    length: int          # bytes removed (to the last non-zero byte)
-    whole: bool          # the whole file goes
+    start: int  # absolute offset of the file
+    position: int  # first byte removed, within the file
+    length: int  # bytes removed (to the last non-zero byte)
+    whole: bool  # the whole file goes
 
 
 @dataclass
@@ -62,17 +62,28 @@ class TruncatePlan:
 
     @property
     def nothing_to_do(self) -> bool:
-        return not self.cuts and self.epochs_before == self.epochs_after and \
-            self.confirm_before == self.confirm_after
+        return (
+            not self.cuts
+            and self.epochs_before == self.epochs_after
+            and self.confirm_before == self.confirm_after
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"store": self.store, "truncateTo": self.to, "maxOffset": self.max_offset,
-                "bytesToDrop": self.bytes_to_drop, "recordsToDrop": self.records,
-                "files": [{"file": c.path, "fromPosition": c.position, "bytes": c.length,
-                           "wholeFile": c.whole} for c in self.cuts],
-                "epochsBefore": [f"{e.epoch}-{e.start_offset}" for e in self.epochs_before],
-                "epochsAfter": [f"{e.epoch}-{e.start_offset}" for e in self.epochs_after],
-                "confirmOffsetBefore": self.confirm_before, "confirmOffsetAfter": self.confirm_after}
+        return {
+            "store": self.store,
+            "truncateTo": self.to,
+            "maxOffset": self.max_offset,
+            "bytesToDrop": self.bytes_to_drop,
+            "recordsToDrop": self.records,
+            "files": [
+                {"file": c.path, "fromPosition": c.position, "bytes": c.length, "wholeFile": c.whole}
+                for c in self.cuts
+            ],
+            "epochsBefore": [f"{e.epoch}-{e.start_offset}" for e in self.epochs_before],
+            "epochsAfter": [f"{e.epoch}-{e.start_offset}" for e in self.epochs_after],
+            "confirmOffsetBefore": self.confirm_before,
+            "confirmOffsetAfter": self.confirm_after,
+        }
 
 
 def _data_end(path: Path, start: int, size: int) -> int:
@@ -102,12 +113,14 @@ def plan_truncate(store: str | os.PathLike[str], to: int) -> TruncatePlan:
     if rep.state == NO_STORE:
         raise UsageError(f"{store}: no store here")
     cl_dir = Path(store) / COMMITLOG_DIR
-    log = CommitLog(cl_dir)   # StoreError on an empty or broken directory
+    log = CommitLog(cl_dir)  # StoreError on an empty or broken directory
     if to < log.min_offset:
         raise UsageError(f"offset {to} is before the commitlog's first offset {log.min_offset}")
     if to > rep.max_offset:
-        raise UsageError(f"offset {to} is beyond the last valid record's end {rep.max_offset}; "
-                         f"nearest boundary below: {rep.max_offset}")
+        raise UsageError(
+            f"offset {to} is beyond the last valid record's end {rep.max_offset}; "
+            f"nearest boundary below: {rep.max_offset}"
+        )
     before, after = log.boundaries_around(to, rep.max_offset)
     if before != to:
         near = " and ".join(str(b) for b in (before, after) if b is not None)
@@ -115,8 +128,14 @@ def plan_truncate(store: str | os.PathLike[str], to: int) -> TruncatePlan:
     records = 0
     if to < rep.max_offset:
         records = sum(1 for _ in log.iter_records(to, check_crc=False, strict=False))
-    plan = TruncatePlan(os.fspath(store), to, rep.max_offset, records, epochs_before=list(rep.epochs),
-                        epochs_after=truncate_suffix_by_offset(rep.epochs, to))
+    plan = TruncatePlan(
+        os.fspath(store),
+        to,
+        rep.max_offset,
+        records,
+        epochs_before=list(rep.epochs),
+        epochs_after=truncate_suffix_by_offset(rep.epochs, to),
+    )
     cp = rep.checkpoint
     if cp is not None:
         plan.confirm_before = cp.confirm_phy_offset
@@ -126,10 +145,10 @@ def plan_truncate(store: str | os.PathLike[str], to: int) -> TruncatePlan:
         if end_abs <= to:
             continue
         pos = max(0, to - lf.start)
-        whole = pos == 0 and lf.start > log.min_offset   # the first file stays, zeroed
+        whole = pos == 0 and lf.start > log.min_offset  # the first file stays, zeroed
         data_end = _data_end(lf.path, pos, lf.size)
         if to == rep.max_offset and not whole and data_end == pos + 8 and _is_blank_marker(lf.path, pos):
-            continue   # RocketMQ's end-of-file marker right at the end of the data: not data, kept
+            continue  # RocketMQ's end-of-file marker right at the end of the data: not data, kept
         if whole:
             plan.cuts.append(FileCut(str(lf.path), lf.start, 0, lf.size, True))
         elif data_end > pos:
@@ -173,19 +192,32 @@ def apply_truncate(plan: TruncatePlan, backup_dir: str | os.PathLike[str]) -> di
         for c in plan.cuts:
             name = Path(c.path).name + ("" if c.whole else f".from-{c.position}")
             digest = _copy_range(Path(c.path), bdir / COMMITLOG_DIR / name, c.position, c.length)
-            files.append({"file": c.path, "backup": str(bdir / COMMITLOG_DIR / name),
-                          "fromPosition": c.position, "bytes": c.length, "wholeFile": c.whole,
-                          "sha256": digest})
+            files.append(
+                {
+                    "file": c.path,
+                    "backup": str(bdir / COMMITLOG_DIR / name),
+                    "fromPosition": c.position,
+                    "bytes": c.length,
+                    "wholeFile": c.whole,
+                    "sha256": digest,
+                }
+            )
         saved = []
         for name in (EPOCH_FILE, EPOCH_FILE + ".bak", CHECKPOINT_FILE):
             src = store / name
             if src.exists():
                 shutil.copy2(src, bdir / name)
                 saved.append(name)
-        manifest = {"store": str(store), "backupDir": str(bdir), "time": int(time.time() * 1000),
-                    **plan.to_dict(), "commitlogFiles": files, "savedFiles": saved,
-                    "restore": "copy each commitlog backup back to its file at fromPosition (whole files as "
-                               "they are) and the saved files back into the store, with the broker stopped"}
+        manifest = {
+            "store": str(store),
+            "backupDir": str(bdir),
+            "time": int(time.time() * 1000),
+            **plan.to_dict(),
+            "commitlogFiles": files,
+            "savedFiles": saved,
+            "restore": "copy each commitlog backup back to its file at fromPosition (whole files as "
+            "they are) and the saved files back into the store, with the broker stopped",
+        }
         mpath = bdir / "manifest.json"
         mpath.write_text(json.dumps(manifest, indent=2) + "\n")
         with open(mpath, "rb") as fh:
@@ -213,7 +245,14 @@ def apply_truncate(plan: TruncatePlan, backup_dir: str | os.PathLike[str]) -> di
                 (store / (EPOCH_FILE + ".bak")).unlink(missing_ok=True)
         if plan.confirm_after is not None and plan.confirm_after != plan.confirm_before:
             cp = read_checkpoint(store) or StoreCheckpoint()
-            write_checkpoint(store, StoreCheckpoint(cp.physic_msg_timestamp, cp.logics_msg_timestamp,
-                                                    cp.index_msg_timestamp, cp.master_flushed_offset,
-                                                    plan.confirm_after))
+            write_checkpoint(
+                store,
+                StoreCheckpoint(
+                    cp.physic_msg_timestamp,
+                    cp.logics_msg_timestamp,
+                    cp.index_msg_timestamp,
+                    cp.master_flushed_offset,
+                    plan.confirm_after,
+                ),
+            )
     return manifest

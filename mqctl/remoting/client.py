@@ -83,8 +83,9 @@ class _TlsStream:
     writer threads: the TLS state (ssl.SSLObject over memory BIOs) is only touched under one lock,
     and records leave in the order they were sealed."""
 
-    def __init__(self, sock: socket.socket, ctx: ssl.SSLContext, server_hostname: str | None,
-                 timeout: float) -> None:
+    def __init__(
+        self, sock: socket.socket, ctx: ssl.SSLContext, server_hostname: str | None, timeout: float
+    ) -> None:
         self._sock = sock
         self._in, self._out = ssl.MemoryBIO(), ssl.MemoryBIO()
         self._tls = ctx.wrap_bio(self._in, self._out, server_side=False, server_hostname=server_hostname)
@@ -223,12 +224,16 @@ class RemotingConnection:
                 self._sock = _TlsStream(sock, tls, server_hostname or host, connect_timeout)
             except ssl.SSLCertVerificationError as exc:
                 sock.close()
-                raise RemotingError(f"{address}: TLS: the server's certificate was refused: "
-                                    f"{exc.verify_message or exc}", sent=False) from None
+                raise RemotingError(
+                    f"{address}: TLS: the server's certificate was refused: {exc.verify_message or exc}",
+                    sent=False,
+                ) from None
             except (OSError, ConnectionError) as exc:
                 sock.close()
-                raise RemotingError(f"{address}: TLS handshake failed: {exc.strerror or exc} (is the "
-                                    "port serving TLS?)", sent=False) from None
+                raise RemotingError(
+                    f"{address}: TLS handshake failed: {exc.strerror or exc} (is the port serving TLS?)",
+                    sent=False,
+                ) from None
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._pending: dict[int, _Slot] = {}
@@ -295,7 +300,7 @@ class RemotingConnection:
 
     def _send_frames(self, frame: bytes) -> None:
         try:
-            with self._send_lock:       # frames of requests sent from several threads never interleave
+            with self._send_lock:  # frames of requests sent from several threads never interleave
                 self._sock.sendall(frame)
         except OSError as exc:
             self.close()
@@ -424,8 +429,11 @@ class RemotingControllerClient(ControllerApi):
         use_tls = tls if tls is not None else any(x is not None for x in (tls_ca, tls_cert, tls_key))
         self._tls = client_context(tls_ca, tls_cert, tls_key) if use_tls else None
         self._server_name = server_name
-        self._acl = (AclCredentials(access_key or "", secret_key or "", security_token)
-                     if access_key or secret_key else None)
+        self._acl = (
+            AclCredentials(access_key or "", secret_key or "", security_token)
+            if access_key or secret_key
+            else None
+        )
         self.timeout = float(timeout)
         self.serialize_type = serialize_type
         self._token = token or None
@@ -450,8 +458,12 @@ class RemotingControllerClient(ControllerApi):
             if conn is not None and not conn.closed:
                 return conn
         conn = RemotingConnection(
-            address, connect_timeout=min(3.0, self.timeout), serialize_type=self.serialize_type,
-            tls=self._tls, server_hostname=self._server_name, acl=self._acl,
+            address,
+            connect_timeout=min(3.0, self.timeout),
+            serialize_type=self.serialize_type,
+            tls=self._tls,
+            server_hostname=self._server_name,
+            acl=self._acl,
         )
         with self._lock:
             old = self._conns.get(address)
@@ -606,7 +618,10 @@ class RemotingControllerClient(ControllerApi):
     ) -> ElectMasterResult:
         """CONTROLLER_ELECT_MASTER (1002): broker (id), controller (None -> -1) or admin trigger."""
         return super().elect_master(
-            cluster_name, broker_name, -1 if broker_id is None else broker_id, designate_elect,
+            cluster_name,
+            broker_name,
+            -1 if broker_id is None else broker_id,
+            designate_elect,
             broker_epoch=broker_epoch,
         )
 
@@ -631,8 +646,12 @@ class RemotingControllerClient(ControllerApi):
         wait = self.timeout if timeout is None else timeout
         try:
             with RemotingConnection(
-                broker_addr, connect_timeout=min(3.0, wait), serialize_type=self.serialize_type,
-                tls=self._tls, server_hostname=self._server_name, acl=self._acl,
+                broker_addr,
+                connect_timeout=min(3.0, wait),
+                serialize_type=self.serialize_type,
+                tls=self._tls,
+                server_hostname=self._server_name,
+                acl=self._acl,
             ) as conn:
                 answer = conn.invoke(headers.GET_BROKER_EPOCH_CACHE, None, b"", timeout=wait)
         except (RemotingError, FrameError) as exc:

@@ -45,17 +45,22 @@ class ClusterInfo:
         assert isinstance(table, dict)
         clusters = d.get("cluster_addr_table") or {}
         assert isinstance(clusters, dict)
-        return cls(broker_addrs={n: dict(b["broker_addrs"]) for n, b in table.items()},
-                   cluster_of={n: b["cluster"] for n, b in table.items()},
-                   clusters={c: list(names) for c, names in clusters.items()}, answered_by=answered_by)
+        return cls(
+            broker_addrs={n: dict(b["broker_addrs"]) for n, b in table.items()},
+            cluster_of={n: b["cluster"] for n, b in table.items()},
+            clusters={c: list(names) for c, names in clusters.items()},
+            answered_by=answered_by,
+        )
 
     def broker_names(self, cluster: str) -> list[str]:
         """The broker sets of ``cluster`` (NotFoundError with mqadmin's words when it has none)."""
         names = self.clusters.get(cluster) or []
         if not names:
             known = ", ".join(sorted(self.clusters)) or "none"
-            raise NotFoundError(f"cluster {cluster} not found on the name server {self.answered_by}: "
-                                f"{NO_CLUSTER} (clusters: {known})")
+            raise NotFoundError(
+                f"cluster {cluster} not found on the name server {self.answered_by}: "
+                f"{NO_CLUSTER} (clusters: {known})"
+            )
         return list(names)
 
     def replicas(self, broker_name: str) -> list[tuple[int, str]]:
@@ -64,8 +69,11 @@ class ClusterInfo:
         return sorted(self.broker_addrs.get(broker_name, {}).items())
 
 
-def cluster_info(addresses: str | list[str], timeout: float = 5.0,
-                 connect: Callable[[str], RemotingConnection] | None = None) -> ClusterInfo:
+def cluster_info(
+    addresses: str | list[str],
+    timeout: float = 5.0,
+    connect: Callable[[str], RemotingConnection] | None = None,
+) -> ClusterInfo:
     """GET_BROKER_CLUSTER_INFO (106) of the first name server of ``addresses`` that answers.
     ``connect``: the connection to use for an address (a RemotingControllerClient's ``connection``,
     with its TLS and ACL settings, as mqadmin's one client config serves the name server too; the
@@ -89,9 +97,11 @@ def cluster_info(addresses: str | list[str], timeout: float = 5.0,
             errors.append(f"{address}: code {answer.code}: {answer.remark or ''}")
             continue
         try:
-            return ClusterInfo.from_dict(headers.read_cluster_info(answer.body) if answer.body else {},
-                                         answered_by=address)
+            return ClusterInfo.from_dict(
+                headers.read_cluster_info(answer.body) if answer.body else {}, answered_by=address
+            )
         except codec.BodyError as exc:
             errors.append(f"{address}: {exc}")
-    raise UnreachableError("no name server answered GET_BROKER_CLUSTER_INFO (-n/--namesrvAddr): "
-                           + "; ".join(errors[-3:]))
+    raise UnreachableError(
+        "no name server answered GET_BROKER_CLUSTER_INFO (-n/--namesrvAddr): " + "; ".join(errors[-3:])
+    )

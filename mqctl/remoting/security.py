@@ -42,7 +42,7 @@ __all__ = [
 def _java_order(key: str) -> list[int]:
     """The sort key of Java's String.compareTo (UTF-16 code units, as RocketMQ's TreeMap orders)."""
     data = key.encode("utf-16-be", "surrogatepass")
-    return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
+    return [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
 
 
 def signature(ext_fields: Mapping[str, str], body: bytes, secret_key: str) -> str:
@@ -63,8 +63,10 @@ class AclCredentials:
 
     def __post_init__(self) -> None:
         if not self.access_key or not self.secret_key:
-            raise UsageError("ACL signing needs both an access key and a secret key "
-                             "(--access-key/--secret-key or MQCTL_ACCESS_KEY/MQCTL_SECRET_KEY)")
+            raise UsageError(
+                "ACL signing needs both an access key and a secret key "
+                "(--access-key/--secret-key or MQCTL_ACCESS_KEY/MQCTL_SECRET_KEY)"
+            )
 
     def sign(self, ext_fields: Mapping[str, str] | None, body: bytes) -> dict[str, str]:
         """``ext_fields`` plus AccessKey, SecurityToken (if any) and Signature, as
@@ -78,8 +80,9 @@ class AclCredentials:
         return signed
 
 
-def client_context(ca_file: str | None = None, cert_file: str | None = None,
-                   key_file: str | None = None) -> ssl.SSLContext:
+def client_context(
+    ca_file: str | None = None, cert_file: str | None = None, key_file: str | None = None
+) -> ssl.SSLContext:
     """Client TLS: verify the server's certificate against ``ca_file`` (the system roots when None)
     and its name against the address dialled; present ``cert_file``/``key_file`` for mutual TLS."""
     if (cert_file is None) != (key_file is None):

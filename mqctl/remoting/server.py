@@ -144,8 +144,9 @@ class _Connection(asyncio.Protocol):
         if self.accepted:
             self.server._forget(self)
             if self._have and self._need and not self.idle:
-                self.server._peer_log.warning(self.address, "connection from %s closed in the middle of a "
-                                              "frame", self.peer)
+                self.server._peer_log.warning(
+                    self.address, "connection from %s closed in the middle of a frame", self.peer
+                )
         if exc is not None:
             log.debug("connection from %s failed: %s", self.peer, exc)
 
@@ -192,8 +193,9 @@ class _Connection(asyncio.Protocol):
                     self.tasks.add(task)
                     task.add_done_callback(self.tasks.discard)
         except FrameError as exc:
-            server._peer_log.warning(self.address, "closing connection from %s: malformed frame: %s",
-                                     self.peer, exc)
+            server._peer_log.warning(
+                self.address, "closing connection from %s: malformed frame: %s", self.peer, exc
+            )
             self.close()
         if pos:
             self.last_frame = asyncio.get_running_loop().time()
@@ -272,7 +274,9 @@ class RemotingServer:
         self._token = token or None
         self.serialize_type = configured_serialize_type() if serialize_type is None else serialize_type
         self._conn_slots = PeerSlots(
-            per_connection=0, per_address=max_connections_per_address, total=max_connections,
+            per_connection=0,
+            per_address=max_connections_per_address,
+            total=max_connections,
             what="connections",
             options=("", "--remoting-max-connections-per-address", "--remoting-max-connections"),
         )
@@ -302,7 +306,8 @@ class RemotingServer:
         self._masters: dict[str, int] = {}  # broker set -> the master its last 1008 named
         # role changes waiting to be pushed: (change, targets, old master still to be told first)
         self._notify_queue: collections.deque[tuple[dict[str, Any], list[tuple[int, str]], int | None]] = (
-            collections.deque())
+            collections.deque()
+        )
         self._pushers = 0
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -352,7 +357,10 @@ class RemotingServer:
             )
         else:
             self._server = await self._loop.create_server(
-                lambda: _Connection(self), self.host, self.port, ssl=self._tls,
+                lambda: _Connection(self),
+                self.host,
+                self.port,
+                ssl=self._tls,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if self._tls is not None else None,
             )
         sockets = list(self._server.sockets or [])
@@ -396,8 +404,9 @@ class RemotingServer:
         """Count a new connection against the limits; False = refused (it is closed)."""
         refused = self._conn_slots.acquire(conn.peer, conn.address)
         if refused is not None:
-            self._peer_log.warning(conn.address, "refusing connection from %s: %s", conn.peer,
-                                   refused.message)
+            self._peer_log.warning(
+                conn.address, "refusing connection from %s: %s", conn.peer, refused.message
+            )
             return False
         self._conns.add(conn)
         if self._idle_task is None:
@@ -417,8 +426,13 @@ class RemotingServer:
             now = loop.time()
             for conn in list(self._conns):
                 if not conn.closed and now - conn.last_frame > self._idle_timeout:
-                    self._peer_log.log(logging.INFO, conn.address, "closing connection from %s: idle for "
-                                       "%.0f s", conn.peer, self._idle_timeout)
+                    self._peer_log.log(
+                        logging.INFO,
+                        conn.address,
+                        "closing connection from %s: idle for %.0f s",
+                        conn.peer,
+                        self._idle_timeout,
+                    )
                     conn.idle = True
                     conn.close()
 
@@ -500,8 +514,9 @@ class RemotingServer:
             return self._response(cmd, refused["code"], refused["remark"])
         return method, request
 
-    def _reply(self, cmd: RemotingCommand, method: str, request: dict[str, Any],
-               result: dict[str, Any]) -> RemotingCommand:
+    def _reply(
+        self, cmd: RemotingCommand, method: str, request: dict[str, Any], result: dict[str, Any]
+    ) -> RemotingCommand:
         code = int(result.get("code", 0))
         if code == Code.SUCCESS and method in ("RegisterBroker", "Heartbeat"):
             self._remember(request)
@@ -604,8 +619,11 @@ class RemotingServer:
             log.warning("NOTIFY_BROKER_ROLE_CHANGED for %s not sent: the broker set is gone", name)
             return []
         replicas = [*info.get("in_sync_replicas", ()), *info.get("not_in_sync_replicas", ())]
-        return [(int(r["broker_id"]), str(r.get("broker_address") or "")) for r in replicas
-                if r.get("alive") and self._heard_over_remoting(name, int(r["broker_id"]))]
+        return [
+            (int(r["broker_id"]), str(r.get("broker_address") or ""))
+            for r in replicas
+            if r.get("alive") and self._heard_over_remoting(name, int(r["broker_id"]))
+        ]
 
     def _notify(self, change: dict[str, Any], targets: list[tuple[int, str]]) -> None:
         """Queue the change's NOTIFY_BROKER_ROLE_CHANGED; at most NOTIFY_PUSHERS changes are pushed
@@ -633,8 +651,9 @@ class RemotingServer:
         finally:
             self._pushers -= 1
 
-    async def _push(self, change: dict[str, Any], targets: list[tuple[int, str]],
-                    old_master: int | None) -> None:
+    async def _push(
+        self, change: dict[str, Any], targets: list[tuple[int, str]], old_master: int | None
+    ) -> None:
         """One-way NOTIFY_BROKER_ROLE_CHANGED to each target's registered address (a new connection,
         as RocketMQ's controller opens to the address where the broker listens). An old master that
         is still alive (a switchover) is told its new role first: its 1008 is on the wire, or its
@@ -669,24 +688,33 @@ class RemotingServer:
                 await deliver(bid, address)
         await asyncio.gather(*(deliver(bid, address) for bid, address in targets if bid != old_master))
 
-    async def _deliver(self, name: str, bid: int, address: str, epoch: int, cmd: RemotingCommand,
-                       change: dict[str, Any]) -> None:
+    async def _deliver(
+        self, name: str, bid: int, address: str, epoch: int, cmd: RemotingCommand, change: dict[str, Any]
+    ) -> None:
         host, _, port = address.rpartition(":")
         for attempt in range(1, NOTIFY_ATTEMPTS + 1):
             if self._stopping.is_set() or self._notify_epochs.get(name, epoch) > epoch:
                 return
             writer: asyncio.StreamWriter | None = None
             try:
-                _, opened = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)),
-                                                   NOTIFY_TIMEOUT)
+                _, opened = await asyncio.wait_for(
+                    asyncio.open_connection(host.strip("[]"), int(port)), NOTIFY_TIMEOUT
+                )
                 writer = opened
                 opened.write(codec.encode_frame(cmd))
                 await asyncio.wait_for(opened.drain(), NOTIFY_TIMEOUT)
             except (OSError, ValueError, TimeoutError) as exc:
                 # a mass election pushes to thousands of brokers: the last attempt's failure is a
                 # warning, at most NOTIFY_LOG_BUDGET push lines a second in all (the rest are counted)
-                failed = ("NOTIFY_BROKER_ROLE_CHANGED to %s id %s at %s failed (attempt %d of %d): %s", name,
-                          bid, address, attempt, NOTIFY_ATTEMPTS, exc or "timeout")
+                failed = (
+                    "NOTIFY_BROKER_ROLE_CHANGED to %s id %s at %s failed (attempt %d of %d): %s",
+                    name,
+                    bid,
+                    address,
+                    attempt,
+                    NOTIFY_ATTEMPTS,
+                    exc or "timeout",
+                )
                 if attempt < NOTIFY_ATTEMPTS:
                     log.debug(*failed)
                 else:
@@ -697,8 +725,15 @@ class RemotingServer:
             finally:
                 if writer is not None:
                     writer.close()
-            self._notify_log.note(logging.INFO, "NOTIFY_BROKER_ROLE_CHANGED to %s id %s at %s: master %s "
-                                  "epoch %s", name, bid, address, change.get("master_broker_id"), epoch)
+            self._notify_log.note(
+                logging.INFO,
+                "NOTIFY_BROKER_ROLE_CHANGED to %s id %s at %s: master %s epoch %s",
+                name,
+                bid,
+                address,
+                change.get("master_broker_id"),
+                epoch,
+            )
             self.notifications_sent += 1
             return
 
@@ -713,9 +748,14 @@ def rocketmq_nulls(method: str, result: dict[str, Any]) -> dict[str, Any]:
     table = result.get("replicas_info_table")
     if not isinstance(table, dict):
         return result
-    fixed = {name: ({k: v for k, v in info.items() if not (k == "master_address" and v == "")}
-                    if isinstance(info, dict) else info)
-             for name, info in table.items()}
+    fixed = {
+        name: (
+            {k: v for k, v in info.items() if not (k == "master_address" and v == "")}
+            if isinstance(info, dict)
+            else info
+        )
+        for name, info in table.items()
+    }
     return {**result, "replicas_info_table": fixed}
 
 
@@ -811,8 +851,9 @@ class _TlsSniffer(asyncio.Protocol):
         protocol.connection_made(tls_transport)
 
 
-def start_remoting_server(node: Any, listen: str, *, tls: ssl.SSLContext | None = None,
-                          tls_mode: str = "enforcing", **kwargs: Any) -> RemotingServer:
+def start_remoting_server(
+    node: Any, listen: str, *, tls: ssl.SSLContext | None = None, tls_mode: str = "enforcing", **kwargs: Any
+) -> RemotingServer:
     """Parse ``HOST:PORT`` and start a RemotingServer (UsageError on a bad or busy address);
     ``tls``/``tls_mode``: RemotingServer.start."""
     host, port = parse_address(listen, "RocketMQ remoting listen address", any_port=True)

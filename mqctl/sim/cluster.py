@@ -77,24 +77,24 @@ def set_names(count: int) -> list[str]:
 class SimSettings:
     sets: int = 2
     replicas: int = 3
-    controllers: int = 3                 # nodes started by the simulation (ignored with ``addresses``)
-    addresses: str | None = None         # an existing controller group: "h:p;h:p"
+    controllers: int = 3  # nodes started by the simulation (ignored with ``addresses``)
+    addresses: str | None = None  # an existing controller group: "h:p;h:p"
     cluster_name: str = "SimCluster"
-    rate: float = 20.0                   # messages per second per broker set (0: no producer)
+    rate: float = 20.0  # messages per second per broker set (0: no producer)
     body_size: int = 100
-    storage: str = "commitlog"           # or "offsets" (no bodies: the acked check compares offsets)
-    peer_transport: str = "grpc"         # or "local" (agents call each other in-process)
-    all_ack: bool = True                 # allAckInSyncStateSet
+    storage: str = "commitlog"  # or "offsets" (no bodies: the acked check compares offsets)
+    peer_transport: str = "grpc"  # or "local" (agents call each other in-process)
+    all_ack: bool = True  # allAckInSyncStateSet
     heartbeat_interval: float = 0.2
-    heartbeat_timeout_ms: int = 1500     # the brokers' lease (the controller elects once it ends)
+    heartbeat_timeout_ms: int = 1500  # the brokers' lease (the controller elects once it ends)
     put_timeout: float = 2.0
-    base_dir: str | None = None          # default: a new temporary directory, removed at close()
-    keep: bool = False                   # keep base_dir at close()
-    agent_options: dict[str, Any] = field(default_factory=dict)   # more AgentConfig fields
+    base_dir: str | None = None  # default: a new temporary directory, removed at close()
+    keep: bool = False  # keep base_dir at close()
+    agent_options: dict[str, Any] = field(default_factory=dict)  # more AgentConfig fields
     # with ``addresses``: the group's --token and --tls-* (ControllerClient's keywords), for the
     # agents and the simulation's own client alike
     controller_security: dict[str, Any] = field(default_factory=dict)
-    controller_timeout: float = 5.0      # each controller call, retries included
+    controller_timeout: float = 5.0  # each controller call, retries included
 
     def validate(self) -> None:
         if not 1 <= self.sets <= 500:
@@ -123,8 +123,8 @@ class Replica:
         self.network = network
         self.agent: BrokerAgent | None = None
         self.incarnation = 0
-        self.last: AgentStatus | None = None       # last sampled status
-        self.truncations = 0                       # over every incarnation
+        self.last: AgentStatus | None = None  # last sampled status
+        self.truncations = 0  # over every incarnation
         self.bytes_truncated = 0
         self.lock = threading.Lock()
 
@@ -193,13 +193,13 @@ class BrokerSet:
 class ReplicaView:
     name: str
     index: int
-    state: str                 # up, isolated, crashed, stopped, failed
+    state: str  # up, isolated, crashed, stopped, failed
     broker_id: int | None
     role: str
     master_epoch: int
     master_id: int | None
     max_offset: int
-    lag: int | None            # master's max offset - this one's (None when there is no master)
+    lag: int | None  # master's max offset - this one's (None when there is no master)
     truncations: int
     error: str | None
 
@@ -211,7 +211,7 @@ class SetView:
     master_epoch: int
     sync_state_set: tuple[int, ...]
     sync_state_set_epoch: int
-    controller_master: int | None        # the controller's view (last poll)
+    controller_master: int | None  # the controller's view (last poll)
     controller_epoch: int
     acked: int
     failed: int
@@ -237,8 +237,12 @@ class Report:
         return all(c.ok for c in self.checks)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "seed": self.seed, "stats": self.stats,
-                "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks]}
+        return {
+            "ok": self.ok,
+            "seed": self.seed,
+            "stats": self.stats,
+            "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
+        }
 
 
 class Simulation:
@@ -264,8 +268,8 @@ class Simulation:
         self._ctl_view: dict[str, ReplicasInfo] = {}
         self._leader_name = ""
         self._lock = threading.Lock()
-        self.faults_applied = 0        # crashes, isolations and controller kills, planned or not
-        self.failovers: list[tuple[str, int, int]] = []   # (set, old, new masterEpoch), controller's view
+        self.faults_applied = 0  # crashes, isolations and controller kills, planned or not
+        self.failovers: list[tuple[str, int, int]] = []  # (set, old, new masterEpoch), controller's view
         self.closed = False
 
     # ------------------------------------------------------------------ events
@@ -304,21 +308,26 @@ class Simulation:
             self._own_dir = True
         if s.addresses is None:
             self.cluster = LocalCluster(os.path.join(self.base_dir, "controllers"), size=s.controllers)
-            self.event(f"starting {s.controllers} controller node(s) (mqctl serve processes) in "
-                       f"{self.base_dir}")
+            self.event(
+                f"starting {s.controllers} controller node(s) (mqctl serve processes) in {self.base_dir}"
+            )
             self.cluster.start(wait=False)
             leader = self.cluster.wait_for_leader(60)
             self.event(f"controller group up: {leader.name} leads ({self.cluster.addresses})")
-        self.client = ControllerClient(self.addresses, timeout=min(3.0, s.controller_timeout),
-                                       **s.controller_security)
+        self.client = ControllerClient(
+            self.addresses, timeout=min(3.0, s.controller_timeout), **s.controller_security
+        )
         if s.addresses is not None:  # a given group that does not answer (a wrong port, TLS or
             self.client.get_metadata()  # certificate) is one clear error now, not brokers without a master
         for name in set_names(s.sets):
-            replicas = [Replica(name, i, self._agent_config(name, i), self.network)
-                        for i in range(s.replicas)]
+            replicas = [
+                Replica(name, i, self._agent_config(name, i), self.network) for i in range(s.replicas)
+            ]
             self.sets.append(BrokerSet(name, replicas))
-        self.event(f"starting {s.sets} broker set(s) x {s.replicas} replicas (cluster {s.cluster_name}, "
-                   f"{s.storage} logs, allAckInSyncStateSet={'on' if s.all_ack else 'off'})")
+        self.event(
+            f"starting {s.sets} broker set(s) x {s.replicas} replicas (cluster {s.cluster_name}, "
+            f"{s.storage} logs, allAckInSyncStateSet={'on' if s.all_ack else 'off'})"
+        )
         for bs in self.sets:
             for r in bs.replicas:
                 r.start()
@@ -329,19 +338,31 @@ class Simulation:
             m = bs.master()
             if m is not None and m.agent is not None:
                 st = m.agent.status()
-                self.event(f"{bs.name}: master {m.name} (id {st.broker_id}) at masterEpoch "
-                           f"{st.master_epoch}, SyncStateSet {list(st.sync_state_set)}")
+                self.event(
+                    f"{bs.name}: master {m.name} (id {st.broker_id}) at masterEpoch "
+                    f"{st.master_epoch}, SyncStateSet {list(st.sync_state_set)}"
+                )
         return self
 
     def _agent_config(self, name: str, index: int) -> AgentConfig:
         s = self.settings
         opts: dict[str, Any] = dict(
-            heartbeat_interval=s.heartbeat_interval, heartbeat_timeout_ms=s.heartbeat_timeout_ms,
-            sync_metadata_period=0.5, check_sync_state_set_period=0.3, ha_max_time_slave_not_catchup=1.5,
-            fetch_wait=0.3, retry_interval=0.2, put_timeout=s.put_timeout, commitlog_file_size=256 * 1024,
-            controller_timeout=s.controller_timeout, controller_security=s.controller_security,
-            register_retry_fast=50, all_ack_in_sync_state_set=s.all_ack,
-            storage=s.storage, peer_transport=s.peer_transport)
+            heartbeat_interval=s.heartbeat_interval,
+            heartbeat_timeout_ms=s.heartbeat_timeout_ms,
+            sync_metadata_period=0.5,
+            check_sync_state_set_period=0.3,
+            ha_max_time_slave_not_catchup=1.5,
+            fetch_wait=0.3,
+            retry_interval=0.2,
+            put_timeout=s.put_timeout,
+            commitlog_file_size=256 * 1024,
+            controller_timeout=s.controller_timeout,
+            controller_security=s.controller_security,
+            register_retry_fast=50,
+            all_ack_in_sync_state_set=s.all_ack,
+            storage=s.storage,
+            peer_transport=s.peer_transport,
+        )
         if s.peer_transport == "local":
             opts["address"] = f"{name}-r{index}"
         opts.update(s.agent_options)
@@ -362,7 +383,7 @@ class Simulation:
         self._stop.set()
         self._producing.clear()
         for t in self._producers + self._threads:
-            if t.ident is not None:       # an interrupt may come between creating and starting a thread
+            if t.ident is not None:  # an interrupt may come between creating and starting a thread
                 t.join(10)
 
         def stop_replica(r: Replica) -> None:
@@ -372,8 +393,11 @@ class Simulation:
                 log.exception("stopping %s", r.name)
                 r.crash()
 
-        stoppers = [threading.Thread(target=stop_replica, args=(r,), daemon=True)
-                    for bs in self.sets for r in bs.replicas]
+        stoppers = [
+            threading.Thread(target=stop_replica, args=(r,), daemon=True)
+            for bs in self.sets
+            for r in bs.replicas
+        ]
         for t in stoppers:
             t.start()
         for t in stoppers:
@@ -432,10 +456,10 @@ class Simulation:
                     self.history.claim(name, info.master_epoch, info.master_broker_id, "controller")
                 if old is not None and info.master_epoch > old.master_epoch:
                     self.failovers.append((name, old.master_epoch, info.master_epoch))
-                    who = (f"id {info.master_broker_id}" if info.master_broker_id is not None
-                           else "no master")
-                    self.event(f"controller: {name} masterEpoch {old.master_epoch} -> "
-                               f"{info.master_epoch}, {who}")
+                    who = f"id {info.master_broker_id}" if info.master_broker_id is not None else "no master"
+                    self.event(
+                        f"controller: {name} masterEpoch {old.master_epoch} -> {info.master_epoch}, {who}"
+                    )
             if self.cluster is not None:
                 leader = self.client.leader or ""
                 name = next((n.name for n in self.cluster.nodes if n.grpc_address == leader), "")
@@ -511,8 +535,10 @@ class Simulation:
             return
         self.network.isolate(a, on)
         self.faults_applied += on
-        self.event(f"{'isolate' if on else 'reconnect'} {replica.name} ({a.role.value}, "
-                   f"masterEpoch {a.master_epoch})")
+        self.event(
+            f"{'isolate' if on else 'reconnect'} {replica.name} ({a.role.value}, "
+            f"masterEpoch {a.master_epoch})"
+        )
 
     def kill_controller(self, index: int = LEADER) -> int | None:
         """SIGKILL a controller node (LEADER: the current leader); returns its index."""
@@ -567,8 +593,9 @@ class Simulation:
             m = bs.master()
             self.crash(m) if m is not None else self.event(f"{bs.name} has no master to crash")
         elif action == "crash_slave":
-            slaves = [r for r in bs.replicas
-                      if r.alive and r.agent is not None and r.agent.role == Role.SLAVE]
+            slaves = [
+                r for r in bs.replicas if r.alive and r.agent is not None and r.agent.role == Role.SLAVE
+            ]
             self.crash(slaves[0]) if slaves else self.event(f"{bs.name} has no live slave")
         elif action == "isolate_master":
             m = bs.master()
@@ -611,10 +638,16 @@ class Simulation:
         def heal() -> None:
             if replica.agent is agent and agent is not None and agent.alive:
                 self.isolate(replica, False)
+
         return heal
 
-    def run(self, duration: float, plan: list[Fault] | None = None, stop: threading.Event | None = None,
-            tick: Callable[[], None] | None = None) -> None:
+    def run(
+        self,
+        duration: float,
+        plan: list[Fault] | None = None,
+        stop: threading.Event | None = None,
+        tick: Callable[[], None] | None = None,
+    ) -> None:
         """Run for ``duration`` seconds (0: until ``stop``), applying ``plan`` (times from now); every
         fault is healed at its end, or when the run ends."""
         start = time.monotonic()
@@ -668,8 +701,10 @@ class Simulation:
             assert self.client is not None
             info = self.client.get_replica_info(bs.name)
             if info.master_broker_id != m.broker_id or info.master_epoch != m.master_epoch:
-                return (f"controller says master {info.master_broker_id} at {info.master_epoch}, "
-                        f"agent {m.broker_id} at {m.master_epoch}")
+                return (
+                    f"controller says master {info.master_broker_id} at {info.master_epoch}, "
+                    f"agent {m.broker_id} at {m.master_epoch}"
+                )
         return None
 
     def _wait_sets(self, timeout: float, what: str, full: bool) -> list[str]:
@@ -702,10 +737,13 @@ class Simulation:
             m = bs.master()
             if m is not None and m.agent is not None and m.agent.master_epoch > old_epoch:
                 st = m.agent.status()
-                others = [r.agent for r in bs.replicas
-                          if r is not m and r.agent is not None and r.agent.alive]
-                if all(o.role == Role.SLAVE and o.master_id == st.broker_id
-                       and o.master_epoch == st.master_epoch for o in others):
+                others = [
+                    r.agent for r in bs.replicas if r is not m and r.agent is not None and r.agent.alive
+                ]
+                if all(
+                    o.role == Role.SLAVE and o.master_id == st.broker_id and o.master_epoch == st.master_epoch
+                    for o in others
+                ):
                     return m, time.monotonic() - start
             time.sleep(0.01)
         raise TimeoutError(f"{bs.name}: no new master followed by every replica after {timeout:g}s")
@@ -729,10 +767,15 @@ class Simulation:
     def controllers(self) -> list[ControllerView]:
         if self.cluster is None:
             from mqctl.client import parse_addresses
-            return [ControllerView(a, a, True, a == (self.client.leader if self.client else None))
-                    for a in parse_addresses(self.addresses)]
-        return [ControllerView(n.name, n.grpc_address, n.alive(), n.name == self._leader_name)
-                for n in self.cluster.nodes]
+
+            return [
+                ControllerView(a, a, True, a == (self.client.leader if self.client else None))
+                for a in parse_addresses(self.addresses)
+            ]
+        return [
+            ControllerView(n.name, n.grpc_address, n.alive(), n.name == self._leader_name)
+            for n in self.cluster.nodes
+        ]
 
     def view(self) -> list[SetView]:
         out = []
@@ -750,18 +793,41 @@ class Simulation:
                 else:
                     state = "up"
                 alive = a is not None and a.alive
-                lag = (mst.max_offset - st.max_offset) if (mst is not None and st is not None
-                                                           and alive) else None
-                rows.append(ReplicaView(r.name, r.index, state, st.broker_id if st else None,
-                                        (a.role.value if a is not None else "down"),
-                                        st.master_epoch if st else 0, st.master_id if st else None,
-                                        st.max_offset if st else -1, lag, r.total_truncations()[0],
-                                        st.error if st else None))
+                lag = (
+                    (mst.max_offset - st.max_offset)
+                    if (mst is not None and st is not None and alive)
+                    else None
+                )
+                rows.append(
+                    ReplicaView(
+                        r.name,
+                        r.index,
+                        state,
+                        st.broker_id if st else None,
+                        (a.role.value if a is not None else "down"),
+                        st.master_epoch if st else 0,
+                        st.master_id if st else None,
+                        st.max_offset if st else -1,
+                        lag,
+                        r.total_truncations()[0],
+                        st.error if st else None,
+                    )
+                )
             ctl = self._ctl_view.get(bs.name)
-            out.append(SetView(bs.name, mst.broker_id if mst else None, mst.master_epoch if mst else 0,
-                               mst.sync_state_set if mst else (), mst.sync_state_set_epoch if mst else 0,
-                               ctl.master_broker_id if ctl else None, ctl.master_epoch if ctl else 0,
-                               bs.acked, bs.failed, tuple(rows)))
+            out.append(
+                SetView(
+                    bs.name,
+                    mst.broker_id if mst else None,
+                    mst.master_epoch if mst else 0,
+                    mst.sync_state_set if mst else (),
+                    mst.sync_state_set_epoch if mst else 0,
+                    ctl.master_broker_id if ctl else None,
+                    ctl.master_epoch if ctl else 0,
+                    bs.acked,
+                    bs.failed,
+                    tuple(rows),
+                )
+            )
         return out
 
     def _log_view(self, r: Replica) -> LogView | None:
@@ -776,6 +842,7 @@ class Simulation:
 
     def state_hashes(self) -> dict[str, str]:
         from mqctl.client import parse_addresses
+
         assert self.client is not None
         out: dict[str, str] = {}
         if self.cluster is not None:
@@ -789,9 +856,15 @@ class Simulation:
 
     def report(self, settle_problems: list[str] | None = None, seed: int | None = None) -> Report:
         """Check every invariant on what was recorded and on the logs as they are now."""
-        checks = [Check("every set settled", not settle_problems,
-                        "; ".join(settle_problems) if settle_problems else
-                        "one master per set, every replica following it at the same log end")]
+        checks = [
+            Check(
+                "every set settled",
+                not settle_problems,
+                "; ".join(settle_problems)
+                if settle_problems
+                else "one master per set, every replica following it at the same log end",
+            )
+        ]
         checks.append(check_one_master(self.history))
         checks.append(check_epochs_monotonic(self.history))
         masters: dict[str, LogView | None] = {}
@@ -807,7 +880,7 @@ class Simulation:
         expected = len(self.cluster.nodes) if self.cluster is not None else len(self.controllers())
         hashes: dict[str, str] = {}
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:     # a last AlterSyncStateSet may still be replicating
+        while time.monotonic() < deadline:  # a last AlterSyncStateSet may still be replicating
             try:
                 hashes = self.state_hashes()
             except Exception as exc:  # a node restarting
@@ -822,7 +895,8 @@ class Simulation:
         truncs = [r.total_truncations() for bs in self.sets for r in bs.replicas]
         stats = {
             "seconds": round(self.elapsed(), 1),
-            "sets": len(self.sets), "replicas": self.settings.replicas,
+            "sets": len(self.sets),
+            "replicas": self.settings.replicas,
             "acknowledged": self.history.acked_count(),
             "failed_writes": sum(bs.failed for bs in self.sets),
             "faults": self.faults_applied,

@@ -35,8 +35,9 @@ class DemoResult:
 
 
 def demo_settings(base_dir: str | None = None) -> SimSettings:
-    return SimSettings(sets=2, replicas=3, controllers=3, cluster_name="DemoCluster", rate=20.0,
-                       base_dir=base_dir)
+    return SimSettings(
+        sets=2, replicas=3, controllers=3, cluster_name="DemoCluster", rate=20.0, base_dir=base_dir
+    )
 
 
 def run_demo(sim: Simulation, say: Callable[[str], None], pace: float = 1.0) -> DemoResult:
@@ -59,8 +60,10 @@ def run_demo(sim: Simulation, say: Callable[[str], None], pace: float = 1.0) -> 
         raise RuntimeError(f"{bs.name} lost its master before the demo could cut it off")
     agent = old.agent
     old_epoch, old_id = agent.master_epoch, agent.broker_id
-    say(f"Step 3/6: {bs.name}'s master {old.name} (id {old_id}) is cut off from the network. It still "
-        f"takes writes, but no slave gets them, so none is acknowledged")
+    say(
+        f"Step 3/6: {bs.name}'s master {old.name} (id {old_id}) is cut off from the network. It still "
+        f"takes writes, but no slave gets them, so none is acknowledged"
+    )
     sim.isolate(old)
     cut = time.monotonic()
     slaves = [r.agent for r in bs.replicas if r is not old and r.agent is not None]
@@ -68,42 +71,54 @@ def run_demo(sim: Simulation, say: Callable[[str], None], pace: float = 1.0) -> 
     while time.monotonic() < deadline and agent.max_offset <= max(s.max_offset for s in slaves):
         time.sleep(0.05)
     if agent.max_offset <= max(s.max_offset for s in slaves):
-        r = agent.put(b"written to the cut-off master", timeout=0.3)   # the producer found no gap: make one
+        r = agent.put(b"written to the cut-off master", timeout=0.3)  # the producer found no gap: make one
         say(f"  a direct write to the cut-off master: {r.status}")
     tail = agent.max_offset - max(s.max_offset for s in slaves)
-    say(f"  {old.name} now holds {tail} bytes that no slave has; a write there waits for "
-        "acks that never come and ends FLUSH_SLAVE_TIMEOUT")
-    say(f"Step 4/6: {old.name} is killed. It has sent no heartbeat since it was cut off: the controller "
-        f"elects a new master when its {sim.settings.heartbeat_timeout_ms} ms lease ends")
+    say(
+        f"  {old.name} now holds {tail} bytes that no slave has; a write there waits for "
+        "acks that never come and ends FLUSH_SLAVE_TIMEOUT"
+    )
+    say(
+        f"Step 4/6: {old.name} is killed. It has sent no heartbeat since it was cut off: the controller "
+        f"elects a new master when its {sim.settings.heartbeat_timeout_ms} ms lease ends"
+    )
     sim.crash(old)
     new, _ = sim.wait_failover(bs, old_epoch, timeout=30)
     seconds = time.monotonic() - cut
     assert new.agent is not None
     followers = [r.name for r in bs.replicas if r is not new and r.alive]
-    say(f"  new master {new.name} (id {new.agent.broker_id}) at masterEpoch {new.agent.master_epoch}, "
-        f"followed by {', '.join(followers)}, {seconds:.1f} s after the old one went silent")
+    say(
+        f"  new master {new.name} (id {new.agent.broker_id}) at masterEpoch {new.agent.master_epoch}, "
+        f"followed by {', '.join(followers)}, {seconds:.1f} s after the old one went silent"
+    )
     dwell(12)
-    say(f"Step 5/6: {old.name} comes back with its store: it compares epochs with the new master, "
-        "truncates what nobody acknowledged and follows")
+    say(
+        f"Step 5/6: {old.name} comes back with its store: it compares epochs with the new master, "
+        "truncates what nobody acknowledged and follows"
+    )
     before = old.total_truncations()[1]
     sim.restart(old)
     back = old.agent
     assert back is not None
     back.wait_role(Role.SLAVE, 30)
-    deadline = time.monotonic() + 30    # caught up to within a few records (the producer keeps writing)
+    deadline = time.monotonic() + 30  # caught up to within a few records (the producer keeps writing)
     while time.monotonic() < deadline and new.agent.max_offset - back.max_offset > 2048:
         time.sleep(0.05)
     truncated = old.total_truncations()[1] - before
-    say(f"  {old.name} (id {back.broker_id}) is a slave of id {back.master_id} at masterEpoch "
-        f"{back.master_epoch}; it truncated {truncated} bytes")
+    say(
+        f"  {old.name} (id {back.broker_id}) is a slave of id {back.master_id} at masterEpoch "
+        f"{back.master_epoch}; it truncated {truncated} bytes"
+    )
     dwell(12)
     say("Step 6/6: the producer stops, every replica catches up, and the invariants are checked")
     problems = sim.settle(60)
     report = sim.report(problems)
     acked = report.stats["acknowledged"]
     if report.ok:
-        verdict = (f"{VERDICT_OK}: {acked} acknowledged messages, every one on its set's final master; "
-                   f"{len(report.checks)} checks hold")
+        verdict = (
+            f"{VERDICT_OK}: {acked} acknowledged messages, every one on its set's final master; "
+            f"{len(report.checks)} checks hold"
+        )
     else:
         failed = [c.name for c in report.checks if not c.ok]
         verdict = f"{VERDICT_FAILED}: {', '.join(failed)}"

@@ -22,8 +22,8 @@ KINDS = {
     "kill_controller": ("SIGKILL", "restart"),
 }
 
-MASTER = -1      # broker target: whoever is the set's master when the fault is applied
-LEADER = -1      # controller target: whichever node leads when the fault is applied
+MASTER = -1  # broker target: whoever is the set's master when the fault is applied
+LEADER = -1  # controller target: whichever node leads when the fault is applied
 
 # Keyboard of `mqctl sim` (a live run): key -> (action, help). Actions are Simulation.perform's.
 KEYS: dict[str, tuple[str, str]] = {
@@ -42,9 +42,9 @@ KEYS: dict[str, tuple[str, str]] = {
 class Fault:
     at: float
     duration: float
-    kind: str                 # a key of KINDS
-    set_index: int = -1       # broker faults: which broker set
-    target: int = MASTER      # replica index or MASTER; controller node index or LEADER
+    kind: str  # a key of KINDS
+    set_index: int = -1  # broker faults: which broker set
+    target: int = MASTER  # replica index or MASTER; controller node index or LEADER
 
     @property
     def end(self) -> float:
@@ -60,17 +60,28 @@ def describe(f: Fault, set_names: list[str] | None = None) -> str:
     return f"t={f.at:.1f}s {KINDS[f.kind][0]} {who} for {f.duration:.1f}s"
 
 
-def plan_faults(seed: int, duration: float, sets: int, replicas: int, controllers: int = 0, *,
-                interval: float = 4.0, min_fault: float = 1.5, max_fault: float = 5.0,
-                gap: float = 3.0, warmup: float = 2.0, quiet_tail: float = 2.0) -> list[Fault]:
+def plan_faults(
+    seed: int,
+    duration: float,
+    sets: int,
+    replicas: int,
+    controllers: int = 0,
+    *,
+    interval: float = 4.0,
+    min_fault: float = 1.5,
+    max_fault: float = 5.0,
+    gap: float = 3.0,
+    warmup: float = 2.0,
+    quiet_tail: float = 2.0,
+) -> list[Fault]:
     """A reproducible schedule: faults start about every ``interval`` seconds (exponential gaps) in
     ``[warmup, duration - quiet_tail)``, each lasting ``min_fault``..``max_fault`` seconds and healed
     by ``duration``. ``controllers`` = 0: no controller faults (the group was not started by us)."""
     if sets <= 0 or replicas <= 0 or duration <= 0 or interval <= 0:
         return []
     rng = random.Random(seed)
-    busy_until = [0.0] * sets                 # per set: free for a new fault after this time
-    ctl_down: list[float] = []                # end times of controller faults in progress
+    busy_until = [0.0] * sets  # per set: free for a new fault after this time
+    ctl_down: list[float] = []  # end times of controller faults in progress
     max_ctl_down = (controllers - 1) // 2
     kinds = ["crash_broker", "crash_broker", "isolate_broker"]
     if max_ctl_down > 0:

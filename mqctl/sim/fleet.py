@@ -43,9 +43,18 @@ def proc_cpu_seconds(pid: int) -> float:
 
 
 def frame(code: int, opaque: int, ext: dict[str, str], body: bytes = b"") -> bytes:
-    header = json.dumps({"code": code, "extFields": ext, "flag": 0, "language": "JAVA", "opaque": opaque,
-                         "serializeTypeCurrentRPC": "JSON", "version": 475},
-                        separators=(",", ":")).encode()
+    header = json.dumps(
+        {
+            "code": code,
+            "extFields": ext,
+            "flag": 0,
+            "language": "JAVA",
+            "opaque": opaque,
+            "serializeTypeCurrentRPC": "JSON",
+            "version": 475,
+        },
+        separators=(",", ":"),
+    ).encode()
     return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
 
 
@@ -238,10 +247,18 @@ async def worker_main(addresses: list[str], first: int, count: int, cluster: str
     async def register(i: int) -> None:
         name, bid = brokers[i]
         addr = own[i]
-        for code_, ext in ((1013, {"clusterName": cluster, "brokerName": name, "appliedBrokerId": str(bid),
-                                   "registerCheckCode": f"{addr};1"}),
-                           (1003, {"clusterName": cluster, "brokerName": name, "brokerId": str(bid),
-                                   "brokerAddress": addr})):
+        for code_, ext in (
+            (
+                1013,
+                {
+                    "clusterName": cluster,
+                    "brokerName": name,
+                    "appliedBrokerId": str(bid),
+                    "registerCheckCode": f"{addr};1",
+                },
+            ),
+            (1003, {"clusterName": cluster, "brokerName": name, "brokerId": str(bid), "brokerAddress": addr}),
+        ):
             for _ in range(20):
                 code = await call(i, code_, ext)
                 if code == 0:
@@ -262,19 +279,36 @@ async def worker_main(addresses: list[str], first: int, count: int, cluster: str
 
     beats = []
     for i, (name, bid) in enumerate(brokers):
-        beats.append(frame(904, i % PER_CONNECTION, {
-            "clusterName": cluster, "brokerAddr": own[i],
-            "brokerName": name, "brokerId": str(bid), "epoch": "1", "maxOffset": "1000",
-            "confirmOffset": "1000", "heartbeatTimeoutMills": str(lease_ms), "electionPriority": "0"}))
+        beats.append(
+            frame(
+                904,
+                i % PER_CONNECTION,
+                {
+                    "clusterName": cluster,
+                    "brokerAddr": own[i],
+                    "brokerName": name,
+                    "brokerId": str(bid),
+                    "epoch": "1",
+                    "maxOffset": "1000",
+                    "confirmOffset": "1000",
+                    "heartbeatTimeoutMills": str(lease_ms),
+                    "electionPriority": "0",
+                },
+            )
+        )
     silenced: set[int] = set()
     last_sent: dict[int, float] = {}
 
     def report() -> dict[str, Any]:
-        out: dict[str, Any] = {"latencies": {}, "errors": fleet.stats["errors"], "lost": fleet.stats["lost"],
-                               "cpu": proc_cpu_seconds(os.getpid()), "leader": fleet.leader,
-                               "last_sent": {str(first + i): t for i, t in last_sent.items()
-                                             if i in silenced},
-                               "pushed": {str(first + i): t for i, t in pushed.items()}}
+        out: dict[str, Any] = {
+            "latencies": {},
+            "errors": fleet.stats["errors"],
+            "lost": fleet.stats["lost"],
+            "cpu": proc_cpu_seconds(os.getpid()),
+            "leader": fleet.leader,
+            "last_sent": {str(first + i): t for i, t in last_sent.items() if i in silenced},
+            "pushed": {str(first + i): t for i, t in pushed.items()},
+        }
         for sec, values in fleet.stats["latencies"].items():  # type: ignore[attr-defined]
             out["latencies"].setdefault(str(sec), []).extend(values)
         for c in fleet.conns:
@@ -312,8 +346,12 @@ async def worker_main(addresses: list[str], first: int, count: int, cluster: str
                 if await call(i, 1002, elect_ext) != 0:
                     return
                 # the set's first election: master 1 at masterEpoch 1, SyncStateSet {1} at epoch 1
-                await call(i, 1001, {"clusterName": cluster, "brokerName": name, "masterBrokerId": "1",
-                                     "masterEpoch": "1"}, b'{"syncStateSet":[1,2,3],"syncStateSetEpoch":1}')
+                await call(
+                    i,
+                    1001,
+                    {"clusterName": cluster, "brokerName": name, "masterBrokerId": "1", "masterEpoch": "1"},
+                    b'{"syncStateSet":[1,2,3],"syncStateSetEpoch":1}',
+                )
 
         await asyncio.gather(*(one(i) for i, (_, bid) in enumerate(brokers) if bid == 1))
 

@@ -41,8 +41,9 @@ class Network:
         self._lock = threading.Lock()
         self._links: list[Link] = []
 
-    def agent(self, config: AgentConfig, *, client_factory: Callable[[], Any] | None = None,
-              **kw: Any) -> BrokerAgent:
+    def agent(
+        self, config: AgentConfig, *, client_factory: Callable[[], Any] | None = None, **kw: Any
+    ) -> BrokerAgent:
         """A BrokerAgent (not started) on its own link, its controller client from ``client_factory``
         (default: mqctl.broker.agent.make_client)."""
         link = Link(self)
@@ -51,8 +52,9 @@ class Network:
         def peers() -> Peers:
             return _LinkedPeers(link, LocalPeers() if config.peer_transport == "local" else GrpcPeers())
 
-        agent = BrokerAgent(config, client_factory=lambda: _LinkedClient(link, inner()), peers_factory=peers,
-                            **kw)
+        agent = BrokerAgent(
+            config, client_factory=lambda: _LinkedClient(link, inner()), peers_factory=peers, **kw
+        )
         link.agent = agent
         with self._lock:
             self._links = [li for li in self._links if li.agent is not None and li.agent.alive]
@@ -99,6 +101,7 @@ class _LinkedClient:
         def call(*args: Any, **kwargs: Any) -> Any:
             self._check()
             return target(*args, **kwargs)
+
         return call
 
     def watch_role_changes(self, *args: Any, **kwargs: Any) -> _LinkedWatch:
@@ -152,11 +155,11 @@ class _LinkedPeers:
 # The steps of the persistent broker id design (mqctl.broker.registration) where a crash leaves
 # distinct files behind, each at a controller call of the agent.
 CRASH_POINTS = (
-    "before_temp_file",      # GetNextBrokerId answered, the temp file not written yet
-    "after_temp_file",       # temp file written, ApplyBrokerId not sent
-    "after_apply_refused",   # ApplyBrokerId answered 2014, the temp file not deleted yet
+    "before_temp_file",  # GetNextBrokerId answered, the temp file not written yet
+    "after_temp_file",  # temp file written, ApplyBrokerId not sent
+    "after_apply_refused",  # ApplyBrokerId answered 2014, the temp file not deleted yet
     "after_apply_accepted",  # ApplyBrokerId answered SUCCESS, brokerIdentity not written yet
-    "before_register",       # brokerIdentity written, the temp file deleted, RegisterBroker not sent
+    "before_register",  # brokerIdentity written, the temp file deleted, RegisterBroker not sent
 )
 
 

@@ -103,10 +103,16 @@ def check_one_master(history: History) -> Check:
     if bad:
         (name, epoch), ids = sorted(bad.items())[0]
         who = "; ".join(f"id {b} ({', '.join(sorted(s))})" for b, s in sorted(ids.items()))
-        return Check("one master per (broker set, masterEpoch)", False,
-                     f"{len(bad)} (set, epoch) pairs with two masters, e.g. {name} epoch {epoch}: {who}")
-    return Check("one master per (broker set, masterEpoch)", True,
-                 f"{len(claims)} (set, epoch) pairs seen, each with one master")
+        return Check(
+            "one master per (broker set, masterEpoch)",
+            False,
+            f"{len(bad)} (set, epoch) pairs with two masters, e.g. {name} epoch {epoch}: {who}",
+        )
+    return Check(
+        "one master per (broker set, masterEpoch)",
+        True,
+        f"{len(claims)} (set, epoch) pairs seen, each with one master",
+    )
 
 
 def check_epochs_monotonic(history: History) -> Check:
@@ -115,10 +121,16 @@ def check_epochs_monotonic(history: History) -> Check:
         keys = len(history.last_epoch)
     if regressions:
         key, last, now = regressions[0]
-        return Check("masterEpoch never goes back", False,
-                     f"{len(regressions)} regressions, e.g. {key}: {last} -> {now}")
-    return Check("masterEpoch never goes back", True, f"{keys} sequences (controller per set, agent per "
-                 "incarnation), none decreasing")
+        return Check(
+            "masterEpoch never goes back",
+            False,
+            f"{len(regressions)} regressions, e.g. {key}: {last} -> {now}",
+        )
+    return Check(
+        "masterEpoch never goes back",
+        True,
+        f"{keys} sequences (controller per set, agent per incarnation), none decreasing",
+    )
 
 
 def check_epoch_files(logs: Mapping[str, Sequence[LogView]]) -> Check:
@@ -138,12 +150,16 @@ def check_state_hashes(hashes: Mapping[str, str], expected_nodes: int) -> Check:
     values = set(hashes.values())
     detail = ", ".join(f"{n}={h[:12]}" for n, h in sorted(hashes.items()))
     if len(hashes) < expected_nodes:
-        return Check("controller nodes agree (state hash)", False,
-                     f"only {len(hashes)}/{expected_nodes} nodes answered: {detail or 'none'}")
+        return Check(
+            "controller nodes agree (state hash)",
+            False,
+            f"only {len(hashes)}/{expected_nodes} nodes answered: {detail or 'none'}",
+        )
     if len(values) != 1:
         return Check("controller nodes agree (state hash)", False, f"hashes differ: {detail}")
-    return Check("controller nodes agree (state hash)", True,
-                 f"{len(hashes)} nodes, hash {values.pop()[:16]}")
+    return Check(
+        "controller nodes agree (state hash)", True, f"{len(hashes)} nodes, hash {values.pop()[:16]}"
+    )
 
 
 def check_acked(history: History, masters: Mapping[str, LogView | None]) -> Check:
@@ -169,8 +185,11 @@ def check_acked(history: History, masters: Mapping[str, LogView | None]) -> Chec
             missing.append(f"{name}: {len(lost)} lost, first at offset {m.offset} (epoch {m.master_epoch})")
     if missing:
         return Check("no acknowledged message lost", False, "; ".join(missing))
-    return Check("no acknowledged message lost", True,
-                 f"{total} acknowledged messages, all on their set's final master")
+    return Check(
+        "no acknowledged message lost",
+        True,
+        f"{total} acknowledged messages, all on their set's final master",
+    )
 
 
 def check_prefix(masters: Mapping[str, LogView | None], replicas: Mapping[str, Sequence[LogView]]) -> Check:
@@ -191,13 +210,19 @@ def check_prefix(masters: Mapping[str, LogView | None], replicas: Mapping[str, S
             if v.records is not None and master.records is not None:
                 n = len(v.records)
                 if tuple(master.records[:n]) != v.records:
-                    first = next(i for i in range(n) if i >= len(master.records)
-                                 or master.records[i] != v.records[i])
-                    bad.append(f"{name}/{v.name}: differs from the master at record {first} "
-                               f"(offset {v.records[first][0]})")
+                    first = next(
+                        i for i in range(n) if i >= len(master.records) or master.records[i] != v.records[i]
+                    )
+                    bad.append(
+                        f"{name}/{v.name}: differs from the master at record {first} "
+                        f"(offset {v.records[first][0]})"
+                    )
                     continue
             equal += v.max_offset == master.max_offset
     if bad:
         return Check("every replica is a prefix of its master", False, f"{len(bad)} bad: {bad[0]}")
-    return Check("every replica is a prefix of its master", True,
-                 f"{count} replicas checked, {equal} equal to their master")
+    return Check(
+        "every replica is a prefix of its master",
+        True,
+        f"{count} replicas checked, {equal} equal to their master",
+    )

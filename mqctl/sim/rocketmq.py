@@ -52,42 +52,81 @@ T = TypeVar("T")
 DRIVER = Path(__file__).with_name("RocketMQDriver.java")
 # a server JVM (name server, broker) sized for one machine running several, with the module openings that
 # RocketMQ 5.x needs on Java 9+ (as its runbroker.sh adds them)
-JOPTS = ["-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=512m",
-         "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-         "--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
-         "--add-opens=java.base/java.util=ALL-UNNAMED", "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
-         "-Dtls.server.mode=disabled",
-         "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=info"]
+JOPTS = [
+    "-Xms256m",
+    "-Xmx512m",
+    "-XX:MaxDirectMemorySize=512m",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.util=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+    "-Dtls.server.mode=disabled",
+    "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=info",
+]
 # a client JVM (producer, consumer): short-lived, quiet
-CLIENT_JOPTS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xms32m", "-Xmx256m",
-                "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error"]
-MIN_JAVA = 11               # the driver and JOPTS (--add-opens, ProcessHandle)
-REQUIRED_CLASSES = {"org/apache/rocketmq/broker/BrokerStartup.class": "the broker",
-                    "org/apache/rocketmq/namesrv/NamesrvStartup.class": "the name server",
-                    "org/apache/rocketmq/client/producer/DefaultMQProducer.class": "the client"}
+CLIENT_JOPTS = [
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-Xms32m",
+    "-Xmx256m",
+    "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error",
+]
+MIN_JAVA = 11  # the driver and JOPTS (--add-opens, ProcessHandle)
+REQUIRED_CLASSES = {
+    "org/apache/rocketmq/broker/BrokerStartup.class": "the broker",
+    "org/apache/rocketmq/namesrv/NamesrvStartup.class": "the name server",
+    "org/apache/rocketmq/client/producer/DefaultMQProducer.class": "the client",
+}
 BROKER_SET = "broker-a"
 CLUSTER = "DemoCluster"
 TOPIC = "DemoTopic"
-LEASE_MS = 3000             # the brokers' controllerHeartBeatTimeoutMills and the group's --heartbeat-timeout
+LEASE_MS = 3000  # the brokers' controllerHeartBeatTimeoutMills and the group's --heartbeat-timeout
 BROKERS = ("b0", "b1", "b2")
 
 
-def broker_conf(*, controllers: list[str], namesrv: str, port: int, ha_port: int, store: Path,
-                broker_name: str = BROKER_SET, cluster: str = "DefaultCluster",
-                extra: dict[str, object] | None = None) -> str:
+def broker_conf(
+    *,
+    controllers: list[str],
+    namesrv: str,
+    port: int,
+    ha_port: int,
+    store: Path,
+    broker_name: str = BROKER_SET,
+    cluster: str = "DefaultCluster",
+    extra: dict[str, object] | None = None,
+) -> str:
     """broker.conf of a broker of a broker set in controller mode (keys as in RocketMQ's quick-start
     distribution/conf/controller/quick-start/broker-n0.conf), everything on 127.0.0.1. timerWheelEnable=false
     and reviveQueueNum=1 only shorten its shutdown (no POP revive scans to wait for); maxIndexNum and
     maxHashSlotNum keep the index file small. `extra` adds or overrides keys."""
     keys: dict[str, object] = {
-        "brokerClusterName": cluster, "brokerName": broker_name, "brokerId": -1,
-        "brokerRole": "SLAVE", "enableControllerMode": "true", "controllerAddr": ";".join(controllers),
-        "fetchControllerAddrByDnsLookup": "false", "allAckInSyncStateSet": "true", "namesrvAddr": namesrv,
-        "listenPort": port, "haListenPort": ha_port, "brokerIP1": "127.0.0.1", "brokerIP2": "127.0.0.1",
-        "bindAddress": "127.0.0.1", "storePathRootDir": store, "storePathCommitLog": store / "commitlog",
-        "storePathBrokerIdentity": store / "brokerIdentity", "mappedFileSizeCommitLog": 67108864,
-        "autoCreateTopicEnable": "true", "timerWheelEnable": "false", "reviveQueueNum": 1,
-        "maxIndexNum": 10000, "maxHashSlotNum": 5000, **(extra or {})}
+        "brokerClusterName": cluster,
+        "brokerName": broker_name,
+        "brokerId": -1,
+        "brokerRole": "SLAVE",
+        "enableControllerMode": "true",
+        "controllerAddr": ";".join(controllers),
+        "fetchControllerAddrByDnsLookup": "false",
+        "allAckInSyncStateSet": "true",
+        "namesrvAddr": namesrv,
+        "listenPort": port,
+        "haListenPort": ha_port,
+        "brokerIP1": "127.0.0.1",
+        "brokerIP2": "127.0.0.1",
+        "bindAddress": "127.0.0.1",
+        "storePathRootDir": store,
+        "storePathCommitLog": store / "commitlog",
+        "storePathBrokerIdentity": store / "brokerIdentity",
+        "mappedFileSizeCommitLog": 67108864,
+        "autoCreateTopicEnable": "true",
+        "timerWheelEnable": "false",
+        "reviveQueueNum": 1,
+        "maxIndexNum": 10000,
+        "maxHashSlotNum": 5000,
+        **(extra or {}),
+    }
     return "".join(f"{k} = {v}\n" for k, v in keys.items())
 
 
@@ -98,11 +137,11 @@ def broker_conf(*, controllers: list[str], namesrv: str, port: int, ha_port: int
 @dataclass(frozen=True)
 class Installation:
     home: Path
-    class_file_java: int    # the Java release its broker classes were compiled for
+    class_file_java: int  # the Java release its broker classes were compiled for
 
     @property
     def classpath(self) -> str:
-        return str(self.home / "lib" / "*")      # as RocketMQ's runbroker.sh and tools.sh have it
+        return str(self.home / "lib" / "*")  # as RocketMQ's runbroker.sh and tools.sh have it
 
 
 def find_installation(home: str) -> Installation:
@@ -113,8 +152,10 @@ def find_installation(home: str) -> Installation:
         raise UsageError(f"--rocketmq-home {home}: no such directory")
     jars = sorted((root / "lib").glob("*.jar"))
     if not jars:
-        raise UsageError(f"--rocketmq-home {home}: not a RocketMQ installation (no lib/*.jar); give the "
-                         "directory that holds RocketMQ 5.x's lib/ (the one bin/ is beside)")
+        raise UsageError(
+            f"--rocketmq-home {home}: not a RocketMQ installation (no lib/*.jar); give the "
+            "directory that holds RocketMQ 5.x's lib/ (the one bin/ is beside)"
+        )
     missing = dict(REQUIRED_CLASSES)
     major = 0
     for jar in jars:
@@ -127,13 +168,14 @@ def find_installation(home: str) -> Installation:
                         major = int.from_bytes(head[6:8], "big") if head[:4] == b"\xca\xfe\xba\xbe" else 0
                     del missing[cls]
         except (OSError, zipfile.BadZipFile):
-            continue            # not a jar RocketMQ needs: the class check says what is missing
+            continue  # not a jar RocketMQ needs: the class check says what is missing
         if not missing:
             break
     if missing:
         what = ", ".join(f"{v} ({k[:-6].replace('/', '.')})" for k, v in missing.items())
-        raise UsageError(f"--rocketmq-home {home}: not a RocketMQ installation: no jar in {root / 'lib'} "
-                         f"holds {what}")
+        raise UsageError(
+            f"--rocketmq-home {home}: not a RocketMQ installation: no jar in {root / 'lib'} holds {what}"
+        )
     return Installation(root, max(major - 44, 8))
 
 
@@ -161,23 +203,32 @@ def find_java(needed: int) -> Java:
     """java and javac ($JAVA_HOME/bin, else PATH) of release `needed` or newer, or MissingDependencyError
     (exit 9) saying what to install."""
     need = max(needed, MIN_JAVA)
-    hint = (f"install a JDK {need} or newer (e.g. apt-get install openjdk-17-jdk-headless) and put it on "
-            "PATH or set JAVA_HOME")
+    hint = (
+        f"install a JDK {need} or newer (e.g. apt-get install openjdk-17-jdk-headless) and put it on "
+        "PATH or set JAVA_HOME"
+    )
     java = java_executable()
     if java is None:
-        where = f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java" if os.environ.get("JAVA_HOME") \
+        where = (
+            f"JAVA_HOME={os.environ['JAVA_HOME']} has no bin/java"
+            if os.environ.get("JAVA_HOME")
             else "no java on PATH"
-        raise MissingDependencyError(f"the demo with RocketMQ needs Java {need}+ (java and javac) and "
-                                     f"{where}: {hint}")
+        )
+        raise MissingDependencyError(
+            f"the demo with RocketMQ needs Java {need}+ (java and javac) and {where}: {hint}"
+        )
     release = _java_release(java)
     if release < need:
         found = f"Java {release}" if release else "a java whose version cannot be read"
-        raise MissingDependencyError(f"the demo with RocketMQ needs Java {need}+ and {java} is {found}: "
-                                     f"{hint}")
+        raise MissingDependencyError(
+            f"the demo with RocketMQ needs Java {need}+ and {java} is {found}: {hint}"
+        )
     javac = str(Path(java).with_name("javac"))
     if not os.access(javac, os.X_OK):
-        raise MissingDependencyError(f"the demo with RocketMQ compiles its producer with javac, and there is "
-                                     f"no {javac} (a JRE, not a JDK): {hint}")
+        raise MissingDependencyError(
+            f"the demo with RocketMQ compiles its producer with javac, and there is "
+            f"no {javac} (a JRE, not a JDK): {hint}"
+        )
     return Java(java, javac, release)
 
 
@@ -238,10 +289,10 @@ class RocketMQSet:
     cluster: LocalCluster | None = None
     client: ControllerClient | None = None
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    ports: dict[str, tuple[int, int]] = field(default_factory=dict)   # broker -> (listenPort, haListenPort)
+    ports: dict[str, tuple[int, int]] = field(default_factory=dict)  # broker -> (listenPort, haListenPort)
     namesrv: str = ""
-    ids: dict[str, int] = field(default_factory=dict)                 # broker -> brokerId
-    version: str = ""                                                 # RocketMQ's, once compile_driver ran
+    ids: dict[str, int] = field(default_factory=dict)  # broker -> brokerId
+    version: str = ""  # RocketMQ's, once compile_driver ran
 
     def __post_init__(self) -> None:
         from mqctl.localgroup import free_port
@@ -263,22 +314,43 @@ class RocketMQSet:
 
     def _start(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         with open(self.logs / f"{name}.log", "ab") as out:
-            p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=self.work,
-                                 env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+            p = subprocess.Popen(
+                args,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.work,
+                env={**os.environ, **(env or {})},
+                stdin=subprocess.DEVNULL,
+            )
         self.procs[name] = p
 
     def _client_java(self, *args: str) -> list[str]:
-        return [self.java.java, *CLIENT_JOPTS, f"-Drocketmq.client.logRoot={self.work / 'client-logs'}",
-                "-cp", f"{self.classes}{os.pathsep}{self.install.classpath}", "RocketMQDriver", *args]
+        return [
+            self.java.java,
+            *CLIENT_JOPTS,
+            f"-Drocketmq.client.logRoot={self.work / 'client-logs'}",
+            "-cp",
+            f"{self.classes}{os.pathsep}{self.install.classpath}",
+            "RocketMQDriver",
+            *args,
+        ]
 
     def driver(self, *args: str, timeout: float = 120) -> list[str]:
         """RocketMQDriver to its end (bounded); its output lines."""
-        p = subprocess.run(self._client_java(*args), capture_output=True, text=True, timeout=timeout,
-                           cwd=self.work, stdin=subprocess.DEVNULL)
+        p = subprocess.run(
+            self._client_java(*args),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.work,
+            stdin=subprocess.DEVNULL,
+        )
         if p.returncode != 0:
             last = (p.stderr or p.stdout).strip().splitlines()
-            raise RuntimeError(f"RocketMQ's client ({args[0]}) exited with {p.returncode}: "
-                               f"{last[-1] if last else '(nothing printed)'}")
+            raise RuntimeError(
+                f"RocketMQ's client ({args[0]}) exited with {p.returncode}: "
+                f"{last[-1] if last else '(nothing printed)'}"
+            )
         return p.stdout.splitlines()
 
     def wait_log(self, name: str, pattern: str, timeout: float, after: int = 0) -> re.Match[str]:
@@ -292,8 +364,9 @@ class RocketMQSet:
             if p is None or p.poll() is not None:
                 raise RuntimeError(f"{name} exited: {self.last_words(name)}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{name}: no {pattern!r} within {timeout:.0f} s; it last said: "
-                                   f"{self.last_words(name)}")
+                raise TimeoutError(
+                    f"{name}: no {pattern!r} within {timeout:.0f} s; it last said: {self.last_words(name)}"
+                )
             time.sleep(0.1)
 
     def last_words(self, name: str) -> str:
@@ -309,18 +382,35 @@ class RocketMQSet:
         """javac RocketMQDriver against the installation; its RocketMQ version ("5.3.3"), which must be
         5.x (UsageError otherwise). Before anything starts: a wrong installation fails fast."""
         self.classes.mkdir(exist_ok=True)
-        p = subprocess.run([self.java.javac, "-nowarn", "-encoding", "UTF-8", "-cp", self.install.classpath,
-                            "-d", str(self.classes), str(DRIVER)], capture_output=True, text=True,
-                           timeout=300)
+        p = subprocess.run(
+            [
+                self.java.javac,
+                "-nowarn",
+                "-encoding",
+                "UTF-8",
+                "-cp",
+                self.install.classpath,
+                "-d",
+                str(self.classes),
+                str(DRIVER),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if p.returncode != 0:
             first = next((ln for ln in (p.stderr + p.stdout).splitlines() if "error:" in ln), "javac failed")
-            raise UsageError(f"--rocketmq-home {self.install.home}: RocketMQ's client classes do not compile "
-                             f"the demo's producer ({first.strip()}): is this RocketMQ 5.x?")
+            raise UsageError(
+                f"--rocketmq-home {self.install.home}: RocketMQ's client classes do not compile "
+                f"the demo's producer ({first.strip()}): is this RocketMQ 5.x?"
+            )
         version = (self.driver("version", timeout=60) or [""])[0].strip()
         if not version.startswith("V5_"):
             shown = version[1:].replace("_", ".") if version.startswith("V") else repr(version)
-            raise UsageError(f"--rocketmq-home {self.install.home}: RocketMQ {shown}; the demo needs "
-                             "RocketMQ 5.x (controller mode)")
+            raise UsageError(
+                f"--rocketmq-home {self.install.home}: RocketMQ {shown}; the demo needs "
+                "RocketMQ 5.x (controller mode)"
+            )
         self.version = version[1:].replace("_", ".")
         return self.version
 
@@ -328,8 +418,12 @@ class RocketMQSet:
         from mqctl.client import ControllerClient
         from mqctl.localgroup import LocalCluster
 
-        self.cluster = LocalCluster(str(self.work / "controllers"), size=3, remoting=True, extra_args=[
-            "--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "500"])
+        self.cluster = LocalCluster(
+            str(self.work / "controllers"),
+            size=3,
+            remoting=True,
+            extra_args=["--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "500"],
+        )
         self.cluster.start(wait=False)
         leader = self.cluster.wait_for_leader(60)
         self.client = ControllerClient(self.cluster.addresses, timeout=3.0)
@@ -343,9 +437,20 @@ class RocketMQSet:
     def start_namesrv(self) -> None:
         conf = self.work / "namesrv.conf"
         conf.write_text(f"listenPort={self.namesrv.rsplit(':', 1)[1]}\nbindAddress=127.0.0.1\n")
-        self._start("namesrv", [self.java.java, *JOPTS, f"-Duser.home={self.work / 'namesrv-home'}",
-                                "-cp", self.install.classpath, "org.apache.rocketmq.namesrv.NamesrvStartup",
-                                "-c", str(conf)], env={"ROCKETMQ_HOME": str(self.install.home)})
+        self._start(
+            "namesrv",
+            [
+                self.java.java,
+                *JOPTS,
+                f"-Duser.home={self.work / 'namesrv-home'}",
+                "-cp",
+                self.install.classpath,
+                "org.apache.rocketmq.namesrv.NamesrvStartup",
+                "-c",
+                str(conf),
+            ],
+            env={"ROCKETMQ_HOME": str(self.install.home)},
+        )
         self.wait_log("namesrv", r"The Name Server boot success", 90)
 
     def store(self, broker: str) -> Path:
@@ -358,14 +463,32 @@ class RocketMQSet:
         """Starts `broker`; the length of its log before, to read what it logs from there on."""
         port, ha = self.ports[broker]
         conf = self.work / f"{broker}.conf"
-        conf.write_text(broker_conf(controllers=self.controller_remoting, namesrv=self.namesrv, port=port,
-                                    ha_port=ha, store=self.store(broker), cluster=CLUSTER,
-                                    extra={"controllerHeartBeatTimeoutMills": LEASE_MS,
-                                           "mappedFileSizeCommitLog": 4194304}))
+        conf.write_text(
+            broker_conf(
+                controllers=self.controller_remoting,
+                namesrv=self.namesrv,
+                port=port,
+                ha_port=ha,
+                store=self.store(broker),
+                cluster=CLUSTER,
+                extra={"controllerHeartBeatTimeoutMills": LEASE_MS, "mappedFileSizeCommitLog": 4194304},
+            )
+        )
         before = len(self.log(broker))
-        self._start(broker, [self.java.java, *JOPTS, f"-Duser.home={self.work / (broker + '-home')}",
-                             "-cp", self.install.classpath, "org.apache.rocketmq.broker.BrokerStartup",
-                             "-c", str(conf)], env={"ROCKETMQ_HOME": str(self.install.home)})
+        self._start(
+            broker,
+            [
+                self.java.java,
+                *JOPTS,
+                f"-Duser.home={self.work / (broker + '-home')}",
+                "-cp",
+                self.install.classpath,
+                "org.apache.rocketmq.broker.BrokerStartup",
+                "-c",
+                str(conf),
+            ],
+            env={"ROCKETMQ_HOME": str(self.install.home)},
+        )
         return before
 
     def kill(self, name: str) -> None:
@@ -407,7 +530,7 @@ class RocketMQSet:
 
     def stop_producer(self, stop: Path) -> None:
         stop.touch()
-        code = self.procs["producer"].wait(60)      # not within 60 s: close() kills it
+        code = self.procs["producer"].wait(60)  # not within 60 s: close() kills it
         del self.procs["producer"]
         if code != 0:
             raise RuntimeError(f"RocketMQ's producer exited with {code}: {self.last_words('producer')}")
@@ -435,8 +558,11 @@ def records(store: Path) -> list[tuple[str, int]]:
     from mqctl.store.commitlog import CommitLog
 
     log = CommitLog(store / "commitlog")
-    return [(r.properties_dict().get("KEYS", ""), r.offset) for r in log.iter_records(strict=False)
-            if r.topic == TOPIC]
+    return [
+        (r.properties_dict().get("KEYS", ""), r.offset)
+        for r in log.iter_records(strict=False)
+        if r.topic == TOPIC
+    ]
 
 
 def log_end(store: Path) -> int:
@@ -468,19 +594,25 @@ def run_rocketmq_demo(rs: RocketMQSet, say: Callable[[str], None], pace: float =
     def dwell(seconds: float) -> None:
         time.sleep(seconds * pace)
 
-    say("Step 1/6: a three-node controller group (mqctl serve with RocketMQ remoting), RocketMQ's name "
-        "server and three RocketMQ brokers of broker set broker-a in controller mode")
+    say(
+        "Step 1/6: a three-node controller group (mqctl serve with RocketMQ remoting), RocketMQ's name "
+        "server and three RocketMQ brokers of broker set broker-a in controller mode"
+    )
     leader = rs.start_controllers()
-    rs.on_event(f"controller group up: {leader} leads (RocketMQ remoting at "
-                f"{';'.join(rs.controller_remoting)})")
+    rs.on_event(
+        f"controller group up: {leader} leads (RocketMQ remoting at {';'.join(rs.controller_remoting)})"
+    )
     rs.start_namesrv()
     rs.on_event(f"name server up at {rs.namesrv}")
     for b in BROKERS:
         rs.start_broker(b)
     for b in BROKERS:
         rs.wait_log(b, r"boot success", 120)
-    info = rs.wait_sync_state("a master and a SyncStateSet of 3",
-                              lambda i: i.master_broker_id is not None and len(i.in_sync_replicas) == 3, 90)
+    info = rs.wait_sync_state(
+        "a master and a SyncStateSet of 3",
+        lambda i: i.master_broker_id is not None and len(i.in_sync_replicas) == 3,
+        90,
+    )
     for r in info.in_sync_replicas:
         name = rs.broker_at(r.broker_address)
         if name is not None:
@@ -488,14 +620,22 @@ def run_rocketmq_demo(rs: RocketMQSet, say: Callable[[str], None], pace: float =
     old = rs.broker_at(info.master_address)
     if old is None:
         raise RuntimeError(f"the controller names a master at {info.master_address}, none of the brokers")
-    rs.on_event(f"{BROKER_SET}: master {old} (id {info.master_broker_id}) at masterEpoch "
-                f"{info.master_epoch}, SyncStateSet {sorted(r.broker_id for r in info.in_sync_replicas)}")
+    rs.on_event(
+        f"{BROKER_SET}: master {old} (id {info.master_broker_id}) at masterEpoch "
+        f"{info.master_epoch}, SyncStateSet {sorted(r.broker_id for r in info.in_sync_replicas)}"
+    )
 
-    say("Step 2/6: messages flow through RocketMQ's producer; with allAckInSyncStateSet a send is "
-        "acknowledged only once every SyncStateSet member has it")
+    say(
+        "Step 2/6: messages flow through RocketMQ's producer; with allAckInSyncStateSet a send is "
+        "acknowledged only once every SyncStateSet member has it"
+    )
     stop = rs.start_producer()
-    _wait("the producer's first acknowledged sends",
-          lambda: sum(ln[0] == "ok" for ln in rs.producer_lines()) >= 20, 90, interval=0.1)
+    _wait(
+        "the producer's first acknowledged sends",
+        lambda: sum(ln[0] == "ok" for ln in rs.producer_lines()) >= 20,
+        90,
+        interval=0.1,
+    )
     dwell(10)
     acked_before = sum(ln[0] == "ok" for ln in rs.producer_lines())
     rs.on_event(f"{acked_before} messages acknowledged so far")
@@ -509,10 +649,14 @@ def run_rocketmq_demo(rs: RocketMQSet, say: Callable[[str], None], pace: float =
     kill_ms = time.time() * 1000
     rs.kill(old)
 
-    say(f"Step 4/6: the controller elects a new master once {old}'s {LEASE_MS} ms lease ends, and tells it "
-        "(NOTIFY_BROKER_ROLE_CHANGED)")
-    rx = re.compile(r"\[([^\]]+)\] INFO RocketmqBroker - Begin to change to master, brokerName:broker-a, "
-                    r"replicas:[^,]*, new Epoch:(\d+)")
+    say(
+        f"Step 4/6: the controller elects a new master once {old}'s {LEASE_MS} ms lease ends, and tells it "
+        "(NOTIFY_BROKER_ROLE_CHANGED)"
+    )
+    rx = re.compile(
+        r"\[([^\]]+)\] INFO RocketmqBroker - Begin to change to master, brokerName:broker-a, "
+        r"replicas:[^,]*, new Epoch:(\d+)"
+    )
 
     def changed() -> tuple[str, re.Match[str]] | None:
         for b in others:
@@ -523,77 +667,138 @@ def run_rocketmq_demo(rs: RocketMQSet, say: Callable[[str], None], pace: float =
 
     new, m = _wait("a new master's role change", changed, LEASE_MS / 1000 + 30, interval=0.05)
     port = str(rs.ports[new][0])
-    first = _wait("a send acknowledged by the new master",
-                  lambda: [float(ln[3]) for ln in rs.producer_lines() if ln[0] == "ok" and ln[4] == port], 30,
-                  interval=0.1)
+    first = _wait(
+        "a send acknowledged by the new master",
+        lambda: [float(ln[3]) for ln in rs.producer_lines() if ln[0] == "ok" and ln[4] == port],
+        30,
+        interval=0.1,
+    )
     seconds = (min(first) - kill_ms) / 1000
-    info = rs.wait_sync_state(f"the controller to name {new} master",
-                              lambda i: rs.broker_at(i.master_address) == new, 15)
-    source = ("mqctl's push (NOTIFY_BROKER_ROLE_CHANGED)" if m.group(1).startswith("AdminBrokerThread_")
-              else "its own GetReplicaInfo poll")
-    say(f"  new master {new} (id {rs.ids.get(new)}) at masterEpoch {info.master_epoch}, told by {source}; "
-        f"the first send it acknowledged came {seconds:.1f} s after the kill")
+    info = rs.wait_sync_state(
+        f"the controller to name {new} master", lambda i: rs.broker_at(i.master_address) == new, 15
+    )
+    source = (
+        "mqctl's push (NOTIFY_BROKER_ROLE_CHANGED)"
+        if m.group(1).startswith("AdminBrokerThread_")
+        else "its own GetReplicaInfo poll"
+    )
+    say(
+        f"  new master {new} (id {rs.ids.get(new)}) at masterEpoch {info.master_epoch}, told by {source}; "
+        f"the first send it acknowledged came {seconds:.1f} s after the kill"
+    )
     dwell(8)
 
-    say(f"Step 5/6: {old} restarts on its store: a slave of {new}; what it wrote and nobody acknowledged "
-        "is truncated")
+    say(
+        f"Step 5/6: {old} restarts on its store: a slave of {new}; what it wrote and nobody acknowledged "
+        "is truncated"
+    )
     old_end = log_end(rs.store(old))
     at = rs.start_broker(old)
-    rs.wait_log(old, rf"Begin to change to slave, brokerName=broker-a, brokerId={rs.ids.get(old)}, "
-                     rf"newMasterBrokerId={rs.ids.get(new)}", 120, after=at)
-    rs.wait_sync_state(f"{old} back in the SyncStateSet",
-                       lambda i: rs.ids.get(old) in [r.broker_id for r in i.in_sync_replicas], 60)
+    rs.wait_log(
+        old,
+        rf"Begin to change to slave, brokerName=broker-a, brokerId={rs.ids.get(old)}, "
+        rf"newMasterBrokerId={rs.ids.get(new)}",
+        120,
+        after=at,
+    )
+    rs.wait_sync_state(
+        f"{old} back in the SyncStateSet",
+        lambda i: rs.ids.get(old) in [r.broker_id for r in i.in_sync_replicas],
+        60,
+    )
     t = re.search(r"Truncate slave log to (\d+) success", rs.log(old)[at:])
     truncated = max(0, old_end - int(t.group(1))) if t else 0
-    say(f"  {old} (id {rs.ids.get(old)}) is a slave of id {rs.ids.get(new)} at masterEpoch "
+    say(
+        f"  {old} (id {rs.ids.get(old)}) is a slave of id {rs.ids.get(new)} at masterEpoch "
         f"{info.master_epoch}, back in the SyncStateSet"
-        + (f"; it truncated {truncated} bytes that nobody acknowledged" if truncated
-           else "; it had nothing unacknowledged to truncate"))
+        + (
+            f"; it truncated {truncated} bytes that nobody acknowledged"
+            if truncated
+            else "; it had nothing unacknowledged to truncate"
+        )
+    )
     dwell(8)
 
-    say("Step 6/6: the producer stops; RocketMQ's consumer reads every message back, and the replicas are "
-        "compared")
+    say(
+        "Step 6/6: the producer stops; RocketMQ's consumer reads every message back, and the replicas are "
+        "compared"
+    )
     rs.stop_producer(stop)
     lines = rs.producer_lines()
     acked = {ln[1]: int(ln[2]) for ln in lines if ln[0] == "ok"}
     failed = sum(1 for ln in lines if ln[0] == "fail")
-    read = {ln.split()[1]: int(ln.split()[2]) for ln in rs.driver("read", rs.namesrv, TOPIC)
-            if ln.startswith("msg ")}
+    read = {
+        ln.split()[1]: int(ln.split()[2])
+        for ln in rs.driver("read", rs.namesrv, TOPIC)
+        if ln.startswith("msg ")
+    }
     missing = sorted(k for k, o in acked.items() if read.get(k) != o)
-    checks = [Check("no acknowledged message lost", not missing and bool(acked),
-                    f"{len(acked)} acknowledged, every one read back at its offset by RocketMQ's consumer"
-                    if not missing else f"{len(missing)} of {len(acked)} not read back, e.g. {missing[:3]}")]
+    checks = [
+        Check(
+            "no acknowledged message lost",
+            not missing and bool(acked),
+            f"{len(acked)} acknowledged, every one read back at its offset by RocketMQ's consumer"
+            if not missing
+            else f"{len(missing)} of {len(acked)} not read back, e.g. {missing[:3]}",
+        )
+    ]
 
     def settled(i: ReplicasInfo) -> bool:
-        return (rs.broker_at(i.master_address) == new and len(i.in_sync_replicas) == 3
-                and all(r.alive for r in i.in_sync_replicas))
+        return (
+            rs.broker_at(i.master_address) == new
+            and len(i.in_sync_replicas) == 3
+            and all(r.alive for r in i.in_sync_replicas)
+        )
 
-    try:    # a slave that fell behind under load is back in the SyncStateSet once it has caught up
+    try:  # a slave that fell behind under load is back in the SyncStateSet once it has caught up
         final: ReplicasInfo | None = rs.wait_sync_state("a SyncStateSet of 3", settled, 30)
         ok = True
     except TimeoutError:
         final, ok = rs.sync_state(), False
-    checks.append(Check("one master, every replica in sync", ok,
-                        f"master {new} at masterEpoch {final.master_epoch if final else '?'}, SyncStateSet "
-                        f"of {len(final.in_sync_replicas) if final else 0} (controller's view)"))
-    checks.append(Check("masterEpoch went up", info.master_epoch > old_epoch,
-                        f"{old_epoch} -> {info.master_epoch}"))
+    checks.append(
+        Check(
+            "one master, every replica in sync",
+            ok,
+            f"master {new} at masterEpoch {final.master_epoch if final else '?'}, SyncStateSet "
+            f"of {len(final.in_sync_replicas) if final else 0} (controller's view)",
+        )
+    )
+    checks.append(
+        Check("masterEpoch went up", info.master_epoch > old_epoch, f"{old_epoch} -> {info.master_epoch}")
+    )
     want = records(rs.store(new))
     try:
-        _wait("every replica's commitlog to equal the master's",
-              lambda: all(records(rs.store(b)) == want for b in BROKERS), 30, interval=0.5)
+        _wait(
+            "every replica's commitlog to equal the master's",
+            lambda: all(records(rs.store(b)) == want for b in BROKERS),
+            30,
+            interval=0.5,
+        )
         same = True
     except TimeoutError:
         same = False
-    checks.append(Check("every replica holds the master's log", same,
-                        f"{len(want)} records, at the same offsets on {', '.join(BROKERS)} (read by "
-                        "mqctl.store)"))
-    report = Report(checks, {"acknowledged": len(acked), "failed sends": failed,
-                             "kill to first acknowledged send": f"{seconds:.1f} s", "lease": f"{LEASE_MS} ms",
-                             "RocketMQ": rs.version})
+    checks.append(
+        Check(
+            "every replica holds the master's log",
+            same,
+            f"{len(want)} records, at the same offsets on {', '.join(BROKERS)} (read by mqctl.store)",
+        )
+    )
+    report = Report(
+        checks,
+        {
+            "acknowledged": len(acked),
+            "failed sends": failed,
+            "kill to first acknowledged send": f"{seconds:.1f} s",
+            "lease": f"{LEASE_MS} ms",
+            "RocketMQ": rs.version,
+        },
+    )
     if report.ok:
-        verdict = (f"{VERDICT_OK}: {len(acked)} acknowledged messages, every one read back by RocketMQ's "
-                   f"consumer; {len(checks)} checks hold")
+        verdict = (
+            f"{VERDICT_OK}: {len(acked)} acknowledged messages, every one read back by RocketMQ's "
+            f"consumer; {len(checks)} checks hold"
+        )
     else:
         verdict = f"{VERDICT_FAILED}: {', '.join(c.name for c in checks if not c.ok)}"
     return DemoResult(report, seconds, truncated, verdict)

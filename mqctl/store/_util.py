@@ -16,8 +16,9 @@ def crc32_masked(data: bytes | bytearray | memoryview) -> int:
     return zlib.crc32(data) & 0x7FFFFFFF
 
 
-def store_error(path: str | os.PathLike[str], what: str, *, offset: int | None = None,
-                line: int | None = None) -> StoreError:
+def store_error(
+    path: str | os.PathLike[str], what: str, *, offset: int | None = None, line: int | None = None
+) -> StoreError:
     """A StoreError whose message names the file and the byte offset (and line, for text files)."""
     where = []
     if line is not None:

@@ -19,7 +19,7 @@ from mqctl.store.signature import Signature, derive_initial, make_final, write_s
 
 BASE_TIME = 1_700_000_000_000
 TOPIC = "T"
-_OVERHEAD = len(encode_record(Message(TOPIC, b""), 0))   # 92 with topic "T"
+_OVERHEAD = len(encode_record(Message(TOPIC, b""), 0))  # 92 with topic "T"
 
 __all__ = ["BASE_TIME", "build_store", "fill_to", "message_for"]
 
@@ -31,8 +31,15 @@ def message_for(epoch: int, offset: int, size: int) -> Message:
         raise ValueError(f"record size {size} below the minimum {_OVERHEAD}")
     seed = f"e{epoch}@{offset};".encode()
     body = (seed * (blen // len(seed) + 1))[:blen]
-    return Message(TOPIC, body, b"", queue_offset=offset, born_timestamp=BASE_TIME + offset,
-                   store_timestamp=BASE_TIME + offset, store_host=("127.0.0.1", 10911))
+    return Message(
+        TOPIC,
+        body,
+        b"",
+        queue_offset=offset,
+        born_timestamp=BASE_TIME + offset,
+        store_timestamp=BASE_TIME + offset,
+        store_host=("127.0.0.1", 10911),
+    )
 
 
 def fill_to(writer: CommitLogWriter, epoch: int, target: int, *, record_size: int = 100) -> int:
@@ -67,10 +74,20 @@ def fill_to(writer: CommitLogWriter, epoch: int, target: int, *, record_size: in
     return n
 
 
-def build_store(root: str | os.PathLike[str], *, history: Sequence[tuple[int, int]], max_offset: int,
-                cluster: str = "cluster-a", broker: str = "broker-set-a", broker_id: int | None = 1,
-                file_size: int = 1 << 20, record_size: int = 100, clean: bool = False,
-                abort: bool | str = False, confirm_offset: int | None = None) -> Path:
+def build_store(
+    root: str | os.PathLike[str],
+    *,
+    history: Sequence[tuple[int, int]],
+    max_offset: int,
+    cluster: str = "cluster-a",
+    broker: str = "broker-set-a",
+    broker_id: int | None = 1,
+    file_size: int = 1 << 20,
+    record_size: int = 100,
+    clean: bool = False,
+    abort: bool | str = False,
+    confirm_offset: int | None = None,
+) -> Path:
     """A store at `root`: brokerIdentity, epochFileCheckpoint (history = [(epoch, startOffset)]),
     commitlog records up to exactly `max_offset` with a boundary at every epoch start, checkpoint
     (confirmPhyOffset = confirm_offset or max_offset), `abort` when asked, and with clean=True a
@@ -89,9 +106,14 @@ def build_store(root: str | os.PathLike[str], *, history: Sequence[tuple[int, in
         if not history and max_offset:
             fill_to(w, 0, max_offset, record_size=record_size)
     from mqctl.store.commitlog import CommitLog
+
     last_ts = CommitLog(rootp / COMMITLOG_DIR, file_size).scan().last_store_timestamp if max_offset else 0
-    write_checkpoint(rootp, StoreCheckpoint(last_ts, last_ts, last_ts, 0,
-                                            max_offset if confirm_offset is None else confirm_offset))
+    write_checkpoint(
+        rootp,
+        StoreCheckpoint(
+            last_ts, last_ts, last_ts, 0, max_offset if confirm_offset is None else confirm_offset
+        ),
+    )
     if abort:
         write_abort(rootp, abort if isinstance(abort, str) else 12345)
     if clean and entries:

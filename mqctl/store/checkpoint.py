@@ -34,26 +34,35 @@ class StoreCheckpoint:
     confirm_phy_offset: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {"physicMsgTimestamp": self.physic_msg_timestamp,
-                "logicsMsgTimestamp": self.logics_msg_timestamp,
-                "indexMsgTimestamp": self.index_msg_timestamp,
-                "masterFlushedOffset": self.master_flushed_offset,
-                "confirmPhyOffset": self.confirm_phy_offset}
+        return {
+            "physicMsgTimestamp": self.physic_msg_timestamp,
+            "logicsMsgTimestamp": self.logics_msg_timestamp,
+            "indexMsgTimestamp": self.index_msg_timestamp,
+            "masterFlushedOffset": self.master_flushed_offset,
+            "confirmPhyOffset": self.confirm_phy_offset,
+        }
 
 
-_FIELDS = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "masterFlushedOffset",
-           "confirmPhyOffset")
+_FIELDS = (
+    "physicMsgTimestamp",
+    "logicsMsgTimestamp",
+    "indexMsgTimestamp",
+    "masterFlushedOffset",
+    "confirmPhyOffset",
+)
 
 
 def short_checkpoint_message(size: int) -> str:
     """What is missing from a checkpoint of ``size`` (< 40) bytes, and what to do about it."""
     cut = [name for i, name in enumerate(_FIELDS) if (i + 1) * 8 > size]
     names = ", ".join(cut[:-1]) + " and " + cut[-1] if len(cut) > 1 else cut[0]
-    return (f"short checkpoint file: {size} bytes, but its {len(_FIELDS)} fields need {_USED} (RocketMQ "
-            f"writes {CHECKPOINT_SIZE}), so {names} {'are' if len(cut) > 1 else 'is'} cut off; "
-            "RocketMQ would read the missing bytes as zeros. Move the file out of the store (a broker "
-            "starts with a new, zeroed one and recovers from the commitlog itself) or put back a copy "
-            "from a backup")
+    return (
+        f"short checkpoint file: {size} bytes, but its {len(_FIELDS)} fields need {_USED} (RocketMQ "
+        f"writes {CHECKPOINT_SIZE}), so {names} {'are' if len(cut) > 1 else 'is'} cut off; "
+        "RocketMQ would read the missing bytes as zeros. Move the file out of the store (a broker "
+        "starts with a new, zeroed one and recovers from the commitlog itself) or put back a copy "
+        "from a backup"
+    )
 
 
 def parse_checkpoint(data: bytes, path: str = CHECKPOINT_FILE) -> StoreCheckpoint:
@@ -67,8 +76,14 @@ def parse_checkpoint(data: bytes, path: str = CHECKPOINT_FILE) -> StoreCheckpoin
 
 
 def encode_checkpoint(cp: StoreCheckpoint) -> bytes:
-    return struct.pack(_FMT, cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp,
-                       cp.master_flushed_offset, cp.confirm_phy_offset).ljust(CHECKPOINT_SIZE, b"\0")
+    return struct.pack(
+        _FMT,
+        cp.physic_msg_timestamp,
+        cp.logics_msg_timestamp,
+        cp.index_msg_timestamp,
+        cp.master_flushed_offset,
+        cp.confirm_phy_offset,
+    ).ljust(CHECKPOINT_SIZE, b"\0")
 
 
 def checkpoint_path(root: str | os.PathLike[str]) -> Path:

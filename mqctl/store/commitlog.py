@@ -38,19 +38,19 @@ BLANK_MAGIC = 0xCBD43194
 BORNHOST_V6_FLAG = 0x10
 STOREHOST_V6_FLAG = 0x20
 DEFAULT_FILE_SIZE = 1073741824
-MIN_RECORD_SIZE = 91          # v1, IPv4 hosts, empty body, topic and properties
-MAX_RECORD_SIZE = 1 << 30     # sanity bound for TOTALSIZE
-PIECE_BYTES = 64 << 20        # a worker's share of a parallel scan (`scan_chains`)
+MIN_RECORD_SIZE = 91  # v1, IPv4 hosts, empty body, topic and properties
+MAX_RECORD_SIZE = 1 << 30  # sanity bound for TOTALSIZE
+PIECE_BYTES = 64 << 20  # a worker's share of a parallel scan (`scan_chains`)
 COMMITLOG_DIR = "commitlog"
 _MASK = 0x7FFFFFFF
 _NAME_RE = re.compile(r"^[0-9]{20}$")
-_ITER_CHUNK = 4 << 20         # iter_records walks this much ahead of what it yields
+_ITER_CHUNK = 4 << 20  # iter_records walks this much ahead of what it yields
 
 _I = struct.Struct(">i").unpack_from
 _II = struct.Struct(">iI").unpack_from
 _Q = struct.Struct(">q").unpack_from
 _H = struct.Struct(">H").unpack_from
-_HEAD = struct.Struct(">iIiiiqqiq")     # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
+_HEAD = struct.Struct(">iIiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
 _MAGIC_V1_B = struct.pack(">I", MAGIC_V1)
 _MAGIC_V2_B = struct.pack(">I", MAGIC_V2)
 _crc32 = zlib.crc32
@@ -89,6 +89,7 @@ def file_name(offset: int) -> str:
 
 # --------------------------------------------------------------------------- encoding
 
+
 @dataclass(frozen=True)
 class Message:
     """What a producer and the broker put into one record (the writer fills PHYSICALOFFSET and CRC)."""
@@ -106,7 +107,7 @@ class Message:
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
     reconsume_times: int = 0
     prepared_tx_offset: int = 0
-    version: int | None = None   # 1 or 2; None: v2 when the topic is longer than 127 bytes
+    version: int | None = None  # 1 or 2; None: v2 when the topic is longer than 127 bytes
 
 
 def encode_properties(props: Mapping[str, str]) -> bytes:
@@ -144,17 +145,35 @@ def encode_record(msg: Message, physical_offset: int) -> bytes:
     sysflag = msg.sysflag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
     sysflag |= (BORNHOST_V6_FLAG if born6 else 0) | (STOREHOST_V6_FLAG if store6 else 0)
     topic_len = struct.pack(">b", len(topic)) if version == 1 else struct.pack(">h", len(topic))
-    tail = b"".join((
-        struct.pack(">q", msg.store_timestamp), store,
-        struct.pack(">iqi", msg.reconsume_times, msg.prepared_tx_offset, len(msg.body)), msg.body,
-        topic_len, topic, struct.pack(">h", len(props)), props))
+    tail = b"".join(
+        (
+            struct.pack(">q", msg.store_timestamp),
+            store,
+            struct.pack(">iqi", msg.reconsume_times, msg.prepared_tx_offset, len(msg.body)),
+            msg.body,
+            topic_len,
+            topic,
+            struct.pack(">h", len(props)),
+            props,
+        )
+    )
     total = 48 + len(born) + len(tail)
-    head = _HEAD.pack(total, MAGIC_V1 if version == 1 else MAGIC_V2, _crc32(msg.body) & _MASK, msg.queue_id,
-                      msg.flag, msg.queue_offset, physical_offset, sysflag, msg.born_timestamp)
+    head = _HEAD.pack(
+        total,
+        MAGIC_V1 if version == 1 else MAGIC_V2,
+        _crc32(msg.body) & _MASK,
+        msg.queue_id,
+        msg.flag,
+        msg.queue_offset,
+        physical_offset,
+        sysflag,
+        msg.born_timestamp,
+    )
     return head + born + tail
 
 
 # --------------------------------------------------------------------------- decoding
+
 
 class RecordError(Exception):
     """A defect at absolute commitlog `offset` (pure layer; CommitLog turns it into a StoreError)."""
@@ -167,7 +186,7 @@ class RecordError(Exception):
 
 @dataclass(slots=True)
 class Record:
-    offset: int                 # absolute position (where the record was found)
+    offset: int  # absolute position (where the record was found)
     size: int
     version: int
     body_crc: int
@@ -198,14 +217,25 @@ class Record:
 
     def to_dict(self, *, with_body: bool = False) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "offset": self.offset, "size": self.size, "version": self.version, "bodyCrc": self.body_crc,
-            "queueId": self.queue_id, "flag": self.flag, "queueOffset": self.queue_offset,
-            "physicalOffset": self.physical_offset, "sysFlag": self.sysflag,
-            "bornTimestamp": self.born_timestamp, "bornHost": _fmt_host(self.born_host),
+            "offset": self.offset,
+            "size": self.size,
+            "version": self.version,
+            "bodyCrc": self.body_crc,
+            "queueId": self.queue_id,
+            "flag": self.flag,
+            "queueOffset": self.queue_offset,
+            "physicalOffset": self.physical_offset,
+            "sysFlag": self.sysflag,
+            "bornTimestamp": self.born_timestamp,
+            "bornHost": _fmt_host(self.born_host),
             "storeTimestamp": self.store_timestamp,
             "storeHost": _fmt_host(self.store_host),
-            "reconsumeTimes": self.reconsume_times, "preparedTransactionOffset": self.prepared_tx_offset,
-            "bodyLength": len(self.body), "topic": self.topic, "properties": self.properties_dict()}
+            "reconsumeTimes": self.reconsume_times,
+            "preparedTransactionOffset": self.prepared_tx_offset,
+            "bodyLength": len(self.body),
+            "topic": self.topic,
+            "properties": self.properties_dict(),
+        }
         if with_body:
             d["body"] = self.body.decode("utf-8", errors="replace")
         return d
@@ -225,16 +255,22 @@ def ip_text(packed: bytes) -> str:
 
 def _host(buf: Buffer, pos: int, v6: bool) -> tuple[str, int]:
     if v6:
-        return ip_text(bytes(buf[pos:pos + 16])), _I(buf, pos + 16)[0]
-    return ip_text(bytes(buf[pos:pos + 4])), _I(buf, pos + 4)[0]
+        return ip_text(bytes(buf[pos : pos + 16])), _I(buf, pos + 16)[0]
+    return ip_text(bytes(buf[pos : pos + 4])), _I(buf, pos + 4)[0]
 
 
 def _layout(buf: Buffer, pos: int, total: int, magic: int, base: int) -> tuple[int, int, int, int]:
     """Check a record's structure; returns (body_pos, body_len, topic_pos, props_pos). RecordError."""
     end = pos + total
     sysflag = _I(buf, pos + 36)[0]
-    bpos = pos + 48 + (20 if sysflag & BORNHOST_V6_FLAG else 8) + 8 \
-        + (20 if sysflag & STOREHOST_V6_FLAG else 8) + 12
+    bpos = (
+        pos
+        + 48
+        + (20 if sysflag & BORNHOST_V6_FLAG else 8)
+        + 8
+        + (20 if sysflag & STOREHOST_V6_FLAG else 8)
+        + 12
+    )
     if bpos + 4 > end:
         raise RecordError(base + pos, f"TOTALSIZE {total} too small for the record's header")
     blen = _I(buf, bpos)[0]
@@ -256,8 +292,9 @@ def _layout(buf: Buffer, pos: int, total: int, magic: int, base: int) -> tuple[i
         raise RecordError(base + pos, f"TOTALSIZE {total} ends before the properties length")
     plen = _H(buf, ppos)[0]
     if ppos + 2 + plen != end:
-        raise RecordError(base + pos, f"fields add up to {ppos + 2 + plen - pos} bytes, "
-                                      f"TOTALSIZE says {total}")
+        raise RecordError(
+            base + pos, f"fields add up to {ppos + 2 + plen - pos} bytes, TOTALSIZE says {total}"
+        )
     return bpos, blen, tpos, ppos
 
 
@@ -284,10 +321,11 @@ def decode_record(buf: Buffer, pos: int, base_offset: int = 0, *, check_crc: boo
     total, magic = _check_head(buf, pos, n, base_offset)
     bpos, blen, tpos, ppos = _layout(buf, pos, total, magic, base_offset)
     (_, _, crc, queue_id, flag, qoff, phys, sysflag, born_ts) = _HEAD.unpack_from(buf, pos)
-    body = bytes(buf[bpos + 4:bpos + 4 + blen])
+    body = bytes(buf[bpos + 4 : bpos + 4 + blen])
     if check_crc and (_crc32(body) & _MASK) != crc:
-        raise RecordError(base_offset + pos, f"BODYCRC mismatch: field says {crc}, "
-                                             f"body gives {_crc32(body) & _MASK}")
+        raise RecordError(
+            base_offset + pos, f"BODYCRC mismatch: field says {crc}, body gives {_crc32(body) & _MASK}"
+        )
     hpos = pos + 48
     born6 = bool(sysflag & BORNHOST_V6_FLAG)
     born = _host(buf, hpos, born6)
@@ -299,11 +337,28 @@ def decode_record(buf: Buffer, pos: int, base_offset: int = 0, *, check_crc: boo
     hpos += 20 if store6 else 8
     reconsume = _I(buf, hpos)[0]
     prepared = _Q(buf, hpos + 4)[0]
-    topic = bytes(buf[tpos + 1:ppos]) if magic == MAGIC_V1 else bytes(buf[tpos + 2:ppos])
-    props = bytes(buf[ppos + 2:pos + total])
-    return Record(base_offset + pos, total, 1 if magic == MAGIC_V1 else 2, crc, queue_id, flag, qoff, phys,
-                  sysflag, born_ts, born, store_ts, store, reconsume, prepared, body,
-                  topic.decode("utf-8", errors="replace"), props)
+    topic = bytes(buf[tpos + 1 : ppos]) if magic == MAGIC_V1 else bytes(buf[tpos + 2 : ppos])
+    props = bytes(buf[ppos + 2 : pos + total])
+    return Record(
+        base_offset + pos,
+        total,
+        1 if magic == MAGIC_V1 else 2,
+        crc,
+        queue_id,
+        flag,
+        qoff,
+        phys,
+        sysflag,
+        born_ts,
+        born,
+        store_ts,
+        store,
+        reconsume,
+        prepared,
+        body,
+        topic.decode("utf-8", errors="replace"),
+        props,
+    )
 
 
 @dataclass
@@ -312,14 +367,21 @@ class BufferScan:
 
     end: int
     records: int
-    stop: str                  # "blank" | "zero" | "eof" | "corrupt"
+    stop: str  # "blank" | "zero" | "eof" | "corrupt"
     error: RecordError | None = None
-    last_record: int = -1      # buffer position of the last valid record, -1 if none
+    last_record: int = -1  # buffer position of the last valid record, -1 if none
     chain: Chain | None = None  # the valid records (with keep_chain, from position 0)
 
 
-def scan_buffer(buf: Buffer, base_offset: int, start: int = 0, *, check_crc: bool = True,
-                keep_chain: bool = False, known: Chain | None = None) -> BufferScan:
+def scan_buffer(
+    buf: Buffer,
+    base_offset: int,
+    start: int = 0,
+    *,
+    check_crc: bool = True,
+    keep_chain: bool = False,
+    known: Chain | None = None,
+) -> BufferScan:
     """Walk records from buf[start] (a record boundary) until the blank marker, TOTALSIZE 0, the end of
     the buffer or the first invalid record: structure and PHYSICALOFFSET always, BODYCRC when check_crc.
     Pure; never raises for bad data, the reason is in the result. keep_chain (start 0): the valid
@@ -332,12 +394,20 @@ def scan_buffer(buf: Buffer, base_offset: int, start: int = 0, *, check_crc: boo
     head = None
     if known is not None and start == 0 and (known.crc_checked or not check_crc):
         head, start = known.positions, known.end
-    pr = parse_byte_range(buf, base_offset, start, len(buf), head_owned=True, check_crc=check_crc,
-                          fields=False, stop_at_damage=True)
+    pr = parse_byte_range(
+        buf,
+        base_offset,
+        start,
+        len(buf),
+        head_owned=True,
+        check_crc=check_crc,
+        fields=False,
+        stop_at_damage=True,
+    )
     pos = pr.position if head is None else np.concatenate([head, pr.position])
     count = pos.size
     err: RecordError | None
-    if pr.problems:            # a record whose layout or BODYCRC is bad: the valid data ends before it
+    if pr.problems:  # a record whose layout or BODYCRC is bad: the valid data ends before it
         bad = pr.problems[0]
         count = int(pos.searchsorted(bad.position))
         end, stop, err = bad.position, "corrupt", RecordError(bad.offset, bad.reason)
@@ -359,15 +429,24 @@ def _scan_piece(job: tuple[str, int, int, int, bool]) -> tuple[Any, int, int]:
     with open(path, "rb") as fh:
         mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     try:
-        pr = parse_byte_range(mm, file_start, start, end, head_owned=start == 0, check_crc=check_crc,
-                              fields=False, stop_at_damage=True)
+        pr = parse_byte_range(
+            mm,
+            file_start,
+            start,
+            end,
+            head_owned=start == 0,
+            check_crc=check_crc,
+            fields=False,
+            stop_at_damage=True,
+        )
         return pr.position, pr.walk_end, pr.problems[0].position if pr.problems else -1
     finally:
         mm.close()
 
 
-def scan_chains(files: list[LogFile], *, check_crc: bool = True, workers: int = 2,
-                piece: int = PIECE_BYTES) -> dict[str, Chain]:
+def scan_chains(
+    files: list[LogFile], *, check_crc: bool = True, workers: int = 2, piece: int = PIECE_BYTES
+) -> dict[str, Chain]:
     """The valid records of each file from its start, found by `workers` processes walking pieces of
     `piece` bytes at once (`scan_buffer(known=...)` then goes on where they stop, so the result is the
     sequential walk's): a piece's records count only if the first of them is where the previous piece's
@@ -379,27 +458,32 @@ def scan_chains(files: list[LogFile], *, check_crc: bool = True, workers: int = 
 
     from mqctl.store.walker import Chain
 
-    jobs = [(str(lf.path), lf.start, s, min(s + piece, lf.size), check_crc) for lf in files
-            for s in range(0, lf.size, piece)]
+    jobs = [
+        (str(lf.path), lf.start, s, min(s + piece, lf.size), check_crc)
+        for lf in files
+        for s in range(0, lf.size, piece)
+    ]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
         results = list(ex.map(_scan_piece, jobs))
-    nxt: dict[str, int] = {}                    # per file: where its next record must start
+    nxt: dict[str, int] = {}  # per file: where its next record must start
     stopped: set[str] = set()
     parts: dict[str, list[Any]] = {}
     for (path, _, s, e, _), (pos, walk_end, bad) in zip(jobs, results, strict=True):
         at = nxt.setdefault(path, 0)
         found = parts.setdefault(path, [])
-        if path in stopped or at >= e:          # the chain ended, or this piece lies inside a record
+        if path in stopped or at >= e:  # the chain ended, or this piece lies inside a record
             continue
         if s > 0 and (not pos.size or int(pos[0]) != at):
-            stopped.add(path)                   # the pieces disagree: the sequential walk goes on at `at`
+            stopped.add(path)  # the pieces disagree: the sequential walk goes on at `at`
             continue
         found.append(pos if bad < 0 else pos[pos < bad])
         nxt[path] = walk_end if bad < 0 else bad
-        if bad >= 0 or walk_end < e:            # damage, zero bytes, the blank marker
+        if bad >= 0 or walk_end < e:  # damage, zero bytes, the blank marker
             stopped.add(path)
-    return {path: Chain(np.concatenate(ps) if ps else np.zeros(0, dtype=np.int64), nxt[path], check_crc)
-            for path, ps in parts.items()}
+    return {
+        path: Chain(np.concatenate(ps) if ps else np.zeros(0, dtype=np.int64), nxt[path], check_crc)
+        for path, ps in parts.items()
+    }
 
 
 def _stop_reason(buf: Buffer, base_offset: int, pos: int) -> tuple[str, RecordError | None]:
@@ -415,7 +499,7 @@ def _stop_reason(buf: Buffer, base_offset: int, pos: int) -> tuple[str, RecordEr
             decode_record(buf, pos, base_offset, check_crc=False)
         except RecordError as exc:
             return "corrupt", exc
-        return "corrupt", RecordError(base_offset + pos, "not a record boundary")   # pragma: no cover
+        return "corrupt", RecordError(base_offset + pos, "not a record boundary")  # pragma: no cover
     if pos < n:
         if any(bytes(buf[pos:n])):
             return "corrupt", RecordError(base_offset + pos, f"torn record: only {n - pos} bytes remain")
@@ -423,8 +507,9 @@ def _stop_reason(buf: Buffer, base_offset: int, pos: int) -> tuple[str, RecordEr
     return "eof", None
 
 
-def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool = False,
-                  stop: int | None = None) -> int:
+def find_boundary(
+    buf: Buffer, base_offset: int, start: int, *, check_crc: bool = False, stop: int | None = None
+) -> int:
     """First position >= start where a whole valid record begins (MAGICCODE, TOTALSIZE inside buf,
     PHYSICALOFFSET equal to the position, fields that add up; BODYCRC too with check_crc), -1 if none
     (before `stop` when given).
@@ -433,7 +518,7 @@ def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool 
     finder = bytes(buf) if isinstance(buf, memoryview) else buf
     n = len(buf)
     q = start + 4
-    e = n if stop is None else min(n, stop + 8)      # only records that start before `stop`
+    e = n if stop is None else min(n, stop + 8)  # only records that start before `stop`
     i1 = finder.find(_MAGIC_V1_B, q, e)
     i2 = finder.find(_MAGIC_V2_B, q, e)
     while i1 >= 0 or i2 >= 0:
@@ -447,9 +532,13 @@ def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool 
         if p + 36 > n:
             continue
         total = _I(buf, p)[0]
-        if total < MIN_RECORD_SIZE or total > MAX_RECORD_SIZE or p + total > n \
-                or _Q(buf, p + 28)[0] != base_offset + p:
-            continue            # cheap checks first: most MAGICCODE hits inside bodies end here
+        if (
+            total < MIN_RECORD_SIZE
+            or total > MAX_RECORD_SIZE
+            or p + total > n
+            or _Q(buf, p + 28)[0] != base_offset + p
+        ):
+            continue  # cheap checks first: most MAGICCODE hits inside bodies end here
         try:
             decode_record(buf, p, base_offset, check_crc=check_crc)
             return p
@@ -459,6 +548,7 @@ def find_boundary(buf: Buffer, base_offset: int, start: int, *, check_crc: bool 
 
 
 # --------------------------------------------------------------------------- files
+
 
 @dataclass(frozen=True)
 class LogFile:
@@ -470,17 +560,17 @@ class LogFile:
 @dataclass
 class ScanResult:
     min_offset: int
-    max_offset: int             # end of the last valid record (RocketMQ's recovered max phy offset)
+    max_offset: int  # end of the last valid record (RocketMQ's recovered max phy offset)
     scanned_from: int
     bytes_scanned: int
     records: int
-    stop: str                   # "blank-eof" (the last file ends with the blank marker), "zero", "eof",
-                                # "corrupt"
+    stop: str  # "blank-eof" (the last file ends with the blank marker), "zero", "eof",
+    # "corrupt"
     problems: list[str] = field(default_factory=list)
     last_record_offset: int = -1
     last_store_timestamp: int = 0
-    bytes_beyond: int = 0       # bytes in later files that recovery would drop (files after the end)
-    chains: dict[str, Chain] = field(default_factory=dict)   # file path -> its valid records (keep_chains)
+    bytes_beyond: int = 0  # bytes in later files that recovery would drop (files after the end)
+    chains: dict[str, Chain] = field(default_factory=dict)  # file path -> its valid records (keep_chains)
 
 
 def _open_map(lf: LogFile) -> mmap.mmap | None:
@@ -516,10 +606,15 @@ class CommitLog:
             # `file.length() == 0 && i == files.size() - 1`): it is not part of the log
             empty = files.pop()
             if not files:
-                raise store_error(self.directory, f"no commitlog files: only {empty.path.name}, an empty "
-                                                  f"file (0 bytes) that RocketMQ deletes when it loads them")
-            self.problems.append(f"{empty.path}: empty file (0 bytes) at the end of the commitlog; RocketMQ "
-                                 f"deletes it when it loads the commitlog")
+                raise store_error(
+                    self.directory,
+                    f"no commitlog files: only {empty.path.name}, an empty "
+                    f"file (0 bytes) that RocketMQ deletes when it loads them",
+                )
+            self.problems.append(
+                f"{empty.path}: empty file (0 bytes) at the end of the commitlog; RocketMQ "
+                f"deletes it when it loads the commitlog"
+            )
         if not files:
             raise store_error(self.directory, "empty directory: no commitlog files")
         fs = file_size if file_size is not None else files[0].size
@@ -530,14 +625,22 @@ class CommitLog:
             if lf.start % fs != 0 and i == 0:
                 self.problems.append(f"{lf.path}: start offset is not a multiple of the file size {fs}")
             if i and lf.start != files[i - 1].start + fs:
-                raise store_error(lf.path, f"expected the file after {files[i - 1].path.name} to start at "
-                                           f"{files[i - 1].start + fs} (file size {fs})", offset=0)
+                raise store_error(
+                    lf.path,
+                    f"expected the file after {files[i - 1].path.name} to start at "
+                    f"{files[i - 1].start + fs} (file size {fs})",
+                    offset=0,
+                )
             if lf.size != fs:
                 if i < len(files) - 1 or lf.size > fs:
-                    raise store_error(lf.path, f"file is {lf.size} bytes, expected {fs} (truncated or "
-                                               f"wrong file size)", offset=lf.size)
-                self.problems.append(f"{lf.path}: last file is {lf.size} bytes, shorter than the file size "
-                                     f"{fs}")
+                    raise store_error(
+                        lf.path,
+                        f"file is {lf.size} bytes, expected {fs} (truncated or wrong file size)",
+                        offset=lf.size,
+                    )
+                self.problems.append(
+                    f"{lf.path}: last file is {lf.size} bytes, shorter than the file size {fs}"
+                )
         self.files = files
 
     @property
@@ -557,8 +660,15 @@ class CommitLog:
             return len(self.files) - 1 if offset == self.files[-1].start + self.files[-1].size else -1
         return i
 
-    def scan(self, *, deep: bool = False, from_file: int | None = None, check_crc: bool = True,
-             keep_chains: bool = False, workers: int = 1) -> ScanResult:
+    def scan(
+        self,
+        *,
+        deep: bool = False,
+        from_file: int | None = None,
+        check_crc: bool = True,
+        keep_chains: bool = False,
+        workers: int = 1,
+    ) -> ScanResult:
         """Find the max offset like RocketMQ's recovery: from the third-last file (or `from_file`; all
         files with deep=True), every record's structure, PHYSICALOFFSET and BODYCRC, stopping at the
         first invalid one. Later files after the end are counted in `bytes_beyond`. keep_chains: each
@@ -566,11 +676,18 @@ class CommitLog:
         workers > 1: the files are walked by that many processes first (`scan_chains`), same result."""
         nfiles = len(self.files)
         start_i = 0 if deep else (max(0, nfiles - 3) if from_file is None else from_file)
-        res = ScanResult(self.min_offset, self.files[start_i].start, self.files[start_i].start, 0, 0, "eof",
-                         list(self.problems))
+        res = ScanResult(
+            self.min_offset,
+            self.files[start_i].start,
+            self.files[start_i].start,
+            0,
+            0,
+            "eof",
+            list(self.problems),
+        )
         i = start_i
         known = {}
-        if workers > 1 and sum(f.size for f in self.files[i:]) > PIECE_BYTES:     # else one piece
+        if workers > 1 and sum(f.size for f in self.files[i:]) > PIECE_BYTES:  # else one piece
             known = scan_chains(self.files[i:], check_crc=check_crc, workers=workers, piece=PIECE_BYTES)
         while i < nfiles:
             lf = self.files[i]
@@ -580,8 +697,14 @@ class CommitLog:
                 res.stop = "zero"
                 break
             try:
-                bs = scan_buffer(mm, lf.start, 0, check_crc=check_crc, keep_chain=keep_chains,
-                                 known=known.get(str(lf.path)))
+                bs = scan_buffer(
+                    mm,
+                    lf.start,
+                    0,
+                    check_crc=check_crc,
+                    keep_chain=keep_chains,
+                    known=known.get(str(lf.path)),
+                )
                 if bs.chain is not None:
                     res.chains[str(lf.path)] = bs.chain
                 res.bytes_scanned += bs.end
@@ -593,8 +716,10 @@ class CommitLog:
                 if bs.stop == "blank":
                     remaining = _I(mm, bs.end)[0]
                     if remaining != lf.size - bs.end:
-                        res.problems.append(f"{lf.path} offset {lf.start + bs.end}: blank marker says "
-                                            f"{remaining} bytes remain, the file has {lf.size - bs.end}")
+                        res.problems.append(
+                            f"{lf.path} offset {lf.start + bs.end}: blank marker says "
+                            f"{remaining} bytes remain, the file has {lf.size - bs.end}"
+                        )
                     res.bytes_scanned += 8
                     if i + 1 < nfiles:
                         i += 1
@@ -611,20 +736,24 @@ class CommitLog:
                     break
                 res.stop = bs.stop
                 if bs.error is not None:
-                    res.problems.append(f"{lf.path} offset {bs.error.offset}: {bs.error.reason}; "
-                                        f"the valid data ends there")
+                    res.problems.append(
+                        f"{lf.path} offset {bs.error.offset}: {bs.error.reason}; the valid data ends there"
+                    )
                 break
             finally:
                 mm.close()
-        later = [f for f in self.files[i + 1:] if _has_data(f)]
+        later = [f for f in self.files[i + 1 :] if _has_data(f)]
         if later:
             res.bytes_beyond = sum(f.size for f in later)
-            res.problems.append(f"{len(later)} file(s) after offset {res.max_offset} hold data that recovery "
-                                f"would drop, first {later[0].path}")
+            res.problems.append(
+                f"{len(later)} file(s) after offset {res.max_offset} hold data that recovery "
+                f"would drop, first {later[0].path}"
+            )
         return res
 
-    def iter_records(self, start: int | None = None, *, check_crc: bool = True,
-                     strict: bool = True) -> Iterator[Record]:
+    def iter_records(
+        self, start: int | None = None, *, check_crc: bool = True, strict: bool = True
+    ) -> Iterator[Record]:
         """Records from `start` (a record boundary; default the first), walked a few MiB at a time. With
         strict, a corrupt record raises StoreError naming the file and offset; otherwise iteration just
         ends there."""
@@ -633,8 +762,10 @@ class CommitLog:
         pos_abs = self.min_offset if start is None else start
         i = self.file_for(pos_abs)
         if i < 0:
-            raise StoreError(f"{self.directory}: offset {pos_abs} is outside the commitlog "
-                             f"[{self.min_offset}, {self.files[-1].start + self.files[-1].size})")
+            raise StoreError(
+                f"{self.directory}: offset {pos_abs} is outside the commitlog "
+                f"[{self.min_offset}, {self.files[-1].start + self.files[-1].size})"
+            )
         while i < len(self.files):
             lf = self.files[i]
             mm = _open_map(lf)
@@ -644,8 +775,16 @@ class CommitLog:
                 pos = pos_abs - lf.start
                 while True:
                     chunk_end = min(pos + _ITER_CHUNK, lf.size)
-                    pr = parse_byte_range(mm, lf.start, pos, chunk_end, head_owned=True, check_crc=check_crc,
-                                          fields=False, stop_at_damage=True)
+                    pr = parse_byte_range(
+                        mm,
+                        lf.start,
+                        pos,
+                        chunk_end,
+                        head_owned=True,
+                        check_crc=check_crc,
+                        fields=False,
+                        stop_at_damage=True,
+                    )
                     bad = pr.problems[0] if pr.problems else None
                     for p in pr.position.tolist():
                         if bad is not None and p >= bad.position:
@@ -690,13 +829,21 @@ class CommitLog:
         from mqctl.store.walker import parse_byte_range
 
         try:
-            pr = parse_byte_range(mm, lf.start, 0, min(offset - lf.start + 1, lf.size), head_owned=True,
-                                  check_crc=False, fields=False, stop_at_damage=True)
+            pr = parse_byte_range(
+                mm,
+                lf.start,
+                0,
+                min(offset - lf.start + 1, lf.size),
+                head_owned=True,
+                check_crc=False,
+                fields=False,
+                stop_at_damage=True,
+            )
         finally:
             mm.close()
         heads = pr.position.tolist()
         if pr.problems:
-            heads = heads[:int(pr.position.searchsorted(pr.problems[0].position))]
+            heads = heads[: int(pr.position.searchsorted(pr.problems[0].position))]
             walk_end = pr.problems[0].position
         else:
             walk_end = pr.walk_end
@@ -712,7 +859,7 @@ class CommitLog:
             before = abs_pos
             if abs_pos >= max_offset:
                 break
-            if pos == walk_end:         # not a record: the rest of the file is not data
+            if pos == walk_end:  # not a record: the rest of the file is not data
                 after = lf.start + lf.size if i + 1 < len(self.files) else None
                 break
         if after is not None and after > max_offset:
@@ -737,6 +884,7 @@ def _has_data(lf: LogFile) -> bool:
 
 # --------------------------------------------------------------------------- writing
 
+
 class CommitLogWriter:
     """The one commitlog writer (store builders, the broker agents): appends records like RocketMQ's
     CommitLog: files named by start offset, preallocated to `file_size` (sparse), and when
@@ -744,8 +892,14 @@ class CommitLogWriter:
     and the record goes to the next one. Resumes after the last valid record of an existing directory.
     Up to `buffer_bytes` are kept in memory before they are written (0: written at once)."""
 
-    def __init__(self, directory: str | os.PathLike[str], file_size: int = DEFAULT_FILE_SIZE, *,
-                 start_offset: int = 0, buffer_bytes: int = 4 << 20) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        file_size: int = DEFAULT_FILE_SIZE,
+        *,
+        start_offset: int = 0,
+        buffer_bytes: int = 4 << 20,
+    ) -> None:
         if file_size < MIN_RECORD_SIZE + 8:
             raise ValueError(f"file size {file_size} is too small")
         self.directory = Path(directory)
@@ -761,7 +915,7 @@ class CommitLogWriter:
             if start_offset % file_size:
                 raise ValueError("start_offset must be a multiple of the file size")
             self.offset = start_offset
-        self._buf_at = self.offset              # where the buffered bytes go
+        self._buf_at = self.offset  # where the buffered bytes go
         self.file_fd(self._file_start(self.offset))
 
     def _file_start(self, offset: int) -> int:
@@ -817,8 +971,9 @@ class CommitLogWriter:
         blank markers included); they must not cross a file end."""
         start = self._file_start(self.offset)
         if self.offset + len(data) > start + self.file_size:
-            raise StoreError(f"{self.directory}: {len(data)} bytes at {self.offset} cross a file end "
-                             "(file sizes differ?)")
+            raise StoreError(
+                f"{self.directory}: {len(data)} bytes at {self.offset} cross a file end (file sizes differ?)"
+            )
         if self._buf and self._file_start(self._buf_at) != start:
             self._flush()
         self._buffer(data)
@@ -828,7 +983,7 @@ class CommitLogWriter:
         start = self._file_start(self.offset)
         self._buffer(struct.pack(">iI", self.file_size - (self.offset - start), BLANK_MAGIC))
         self._flush()
-        os.close(self._fds.pop(start))         # a file is reopened when read or truncated
+        os.close(self._fds.pop(start))  # a file is reopened when read or truncated
         self.offset = self._buf_at = start + self.file_size
         self.file_fd(self.offset)
 
@@ -848,7 +1003,7 @@ class CommitLogWriter:
                 p.unlink()
             elif fstart == start:
                 fd = self.file_fd(start)
-                os.ftruncate(fd, offset - start)          # cut, then re-extend with zeros
+                os.ftruncate(fd, offset - start)  # cut, then re-extend with zeros
                 os.ftruncate(fd, self.file_size)
         self.offset = self._buf_at = offset
 

@@ -86,12 +86,18 @@ class EpochCacheView:
         problems as the remark."""
         if self.error is not None:
             return {"code": 1, "remark": self.error}
-        return {"code": 0, "remark": "; ".join(self.problems), "cluster_name": self.cluster_name,
-                "broker_name": self.broker_name,
-                "broker_id": -1 if self.broker_id is None else self.broker_id,
-                "epoch_list": [{"epoch": e.epoch, "start_offset": e.start_offset, "end_offset": end}
-                               for e, end in zip(self.entries, self.ends(), strict=True)],
-                "max_offset": -1 if self.max_offset is None else self.max_offset}
+        return {
+            "code": 0,
+            "remark": "; ".join(self.problems),
+            "cluster_name": self.cluster_name,
+            "broker_name": self.broker_name,
+            "broker_id": -1 if self.broker_id is None else self.broker_id,
+            "epoch_list": [
+                {"epoch": e.epoch, "start_offset": e.start_offset, "end_offset": end}
+                for e, end in zip(self.entries, self.ends(), strict=True)
+            ],
+            "max_offset": -1 if self.max_offset is None else self.max_offset,
+        }
 
     @classmethod
     def from_answer(cls, d: dict[str, Any], address: str) -> EpochCacheView:
@@ -100,11 +106,17 @@ class EpochCacheView:
         if int(d.get("code", 0)) != 0:
             return cls(broker_addr=address, error=f"{address}: code {d.get('code')}: {d.get('remark', '')}")
         bid, max_offset = int(d.get("broker_id", -1)), int(d.get("max_offset", -1))
-        return cls(cluster_name=str(d.get("cluster_name", "")), broker_name=str(d.get("broker_name", "")),
-                   broker_id=bid if bid >= 0 else None,
-                   entries=[EpochEntry(int(e.get("epoch", 0)), int(e.get("start_offset", 0)))
-                            for e in d.get("epoch_list", [])],
-                   max_offset=max_offset if max_offset >= 0 else None, broker_addr=address)
+        return cls(
+            cluster_name=str(d.get("cluster_name", "")),
+            broker_name=str(d.get("broker_name", "")),
+            broker_id=bid if bid >= 0 else None,
+            entries=[
+                EpochEntry(int(e.get("epoch", 0)), int(e.get("start_offset", 0)))
+                for e in d.get("epoch_list", [])
+            ],
+            max_offset=max_offset if max_offset >= 0 else None,
+            broker_addr=address,
+        )
 
 
 @dataclass
@@ -112,7 +124,7 @@ class EpochFileRead:
     """What `read_epoch_file` found: the entries, which file they came from, and what was wrong."""
 
     entries: list[EpochEntry]
-    source: str | None                      # path read, None when neither file exists
+    source: str | None  # path read, None when neither file exists
     problems: list[str] = field(default_factory=list)
 
 
@@ -151,31 +163,34 @@ def parse_epoch_file(data: bytes, path: str = EPOCH_FILE) -> list[EpochEntry]:
         if count < 0:
             raise ValueError
     except ValueError:
-        raise store_error(path, f"bad count line {count_txt[:40]!r}, expected a decimal entry count",
-                          offset=0, line=1) from None
+        raise store_error(
+            path, f"bad count line {count_txt[:40]!r}, expected a decimal entry count", offset=0, line=1
+        ) from None
     if len(lines) < 2:
         raise store_error(path, "missing CRC line", offset=len(data), line=2)
     crc_txt = text(1)
     try:
         crc = int(crc_txt.strip(), 10)
     except ValueError:
-        raise store_error(path, f"bad CRC line {crc_txt[:40]!r}, expected a decimal CRC",
-                          offset=offsets[1], line=2) from None
+        raise store_error(
+            path, f"bad CRC line {crc_txt[:40]!r}, expected a decimal CRC", offset=offsets[1], line=2
+        ) from None
     entries: list[EpochEntry] = []
-    read: list[str] = []            # every line after the CRC line: RocketMQ's CRC covers them all
+    read: list[str] = []  # every line after the CRC line: RocketMQ's CRC covers them all
     for i in range(2, len(lines)):
         t = text(i)
         read.append(t)
         parts = t.split("-")
         while parts and not parts[-1]:
-            parts.pop()             # Java's String.split drops trailing empty strings
+            parts.pop()  # Java's String.split drops trailing empty strings
         if len(parts) != 2:
             continue  # RocketMQ's fromLine skips such lines (the count check below catches them)
         try:
             e = EpochEntry(int(parts[0], 10), int(parts[1], 10))
         except ValueError:
-            raise store_error(path, f"bad entry {t[:60]!r}, expected <epoch>-<startOffset>",
-                              offset=offsets[i], line=i + 1) from None
+            raise store_error(
+                path, f"bad entry {t[:60]!r}, expected <epoch>-<startOffset>", offset=offsets[i], line=i + 1
+            ) from None
         entries.append(e)
     if len(entries) != count:
         raise store_error(path, f"count line says {count} entries, found {len(entries)}", offset=0, line=1)
@@ -183,8 +198,9 @@ def parse_epoch_file(data: bytes, path: str = EPOCH_FILE) -> list[EpochEntry]:
         # CheckpointFile.read: CRC of each line read (skipped ones too) plus the line separator
         actual = crc32_masked("".join(t + "\n" for t in read).encode("utf-8"))
         if actual != crc:
-            raise store_error(path, f"CRC mismatch: file says {crc}, entries give {actual}",
-                              offset=offsets[1], line=2)
+            raise store_error(
+                path, f"CRC mismatch: file says {crc}, entries give {actual}", offset=offsets[1], line=2
+            )
     return entries
 
 
@@ -192,8 +208,11 @@ def epoch_path(root: str | os.PathLike[str]) -> Path:
     return Path(root) / EPOCH_FILE
 
 
-def read_epoch_file(root: str | os.PathLike[str], *, path: str | os.PathLike[str] | None = None,
-                    ) -> EpochFileRead:
+def read_epoch_file(
+    root: str | os.PathLike[str],
+    *,
+    path: str | os.PathLike[str] | None = None,
+) -> EpochFileRead:
     """Read `<root>/epochFileCheckpoint` with RocketMQ's `.bak` fallback. Never writes.
 
     StoreError only when the main file fails and the `.bak` fails (or is absent) too."""
@@ -230,8 +249,9 @@ def read_epoch_file(root: str | os.PathLike[str], *, path: str | os.PathLike[str
     return EpochFileRead(entries, str(bak), problems)
 
 
-def write_epoch_file(root: str | os.PathLike[str], entries: Sequence[EpochEntry], *,
-                     path: str | os.PathLike[str] | None = None) -> bool:
+def write_epoch_file(
+    root: str | os.PathLike[str], entries: Sequence[EpochEntry], *, path: str | os.PathLike[str] | None = None
+) -> bool:
     """RocketMQ's CheckpointFile.write: an empty list writes nothing (returns False); otherwise the
     previous content goes to `.bak`, then the file. Entries must ascend strictly in epoch and offset."""
     validate_entries(entries, strict=True)
@@ -246,8 +266,9 @@ def validate_entries(entries: Sequence[EpochEntry], *, strict: bool = False) -> 
     problems = []
     for prev, cur in itertools.pairwise(entries):
         if cur.epoch <= prev.epoch or cur.start_offset < prev.start_offset:
-            problems.append(f"entry {cur.line()} does not follow {prev.line()} "
-                            f"(epochs and offsets must ascend)")
+            problems.append(
+                f"entry {cur.line()} does not follow {prev.line()} (epochs and offsets must ascend)"
+            )
     for e in entries:
         if e.epoch < 0 or e.start_offset < 0:
             problems.append(f"entry {e.line()} is negative")
@@ -266,8 +287,9 @@ def end_offsets(entries: Sequence[EpochEntry], last_end: int = LONG_MAX) -> list
     return ends
 
 
-def find_consistent_point(local: Sequence[EpochEntry], local_max: int,
-                          other: Sequence[EpochEntry], other_max: int) -> int:
+def find_consistent_point(
+    local: Sequence[EpochEntry], local_max: int, other: Sequence[EpochEntry], other_max: int
+) -> int:
     """EpochFileCache.findConsistentPoint with both last ends set to the stores' max offsets: walk the
     local epochs newest first; at the first epoch the other has with the same startOffset return
     min(localEnd, otherEnd). -1 when none matches."""
@@ -287,8 +309,9 @@ def truncate_suffix_by_offset(entries: Sequence[EpochEntry], offset: int) -> lis
     return [e for e in entries if e.start_offset < offset]
 
 
-def find_entry_by_offset(entries: Sequence[EpochEntry], offset: int,
-                         last_end: int = LONG_MAX) -> EpochEntry | None:
+def find_entry_by_offset(
+    entries: Sequence[EpochEntry], offset: int, last_end: int = LONG_MAX
+) -> EpochEntry | None:
     """The entry with start <= offset < end (EpochFileCache.findEpochEntryByOffset)."""
     for e, end in zip(entries, end_offsets(entries, last_end), strict=True):
         if e.start_offset <= offset < end:

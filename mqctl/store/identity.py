@@ -57,8 +57,9 @@ def _fields(data: bytes, path: str, n: int) -> list[str]:
     text = text.rstrip("\r\n")
     parts = text.split("#")
     if len(parts) != n:
-        raise store_error(path, f"expected {n} '#'-separated fields, found {len(parts)}: {text[:80]!r}",
-                          offset=0, line=1)
+        raise store_error(
+            path, f"expected {n} '#'-separated fields, found {len(parts)}: {text[:80]!r}", offset=0, line=1
+        )
     names = ("clusterName", "brokerName")
     for i, name in enumerate(names):
         if not parts[i]:
@@ -89,8 +90,9 @@ def encode_identity(ident: BrokerIdentity) -> bytes:
 
 
 def encode_temp_identity(ident: TempBrokerIdentity) -> bytes:
-    return (f"{ident.cluster_name}#{ident.broker_name}#{ident.broker_id}#"
-            f"{ident.register_check_code}").encode()
+    return (
+        f"{ident.cluster_name}#{ident.broker_name}#{ident.broker_id}#{ident.register_check_code}"
+    ).encode()
 
 
 def identity_path(root: str | os.PathLike[str]) -> Path:

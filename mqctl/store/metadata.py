@@ -124,6 +124,7 @@ class Source:
 
 # ---- typed field access: every complaint names the file and the field -------------------------------
 
+
 def _obj(v: Any, where: str, path: str) -> dict[str, Any]:
     if not isinstance(v, dict):
         raise store_error(path, f"{where}: expected an object, found {type(v).__name__}")
@@ -195,9 +196,12 @@ class DataVersion:
     def from_json(cls, v: Any, path: str) -> DataVersion:
         d = _obj(v, "dataVersion", path)
         sv = d.get("stateVersion")
-        return cls(_int(d, "counter", 0, "dataVersion", path), _int(d, "timestamp", 0, "dataVersion", path),
-                   None if sv is None else _int(d, "stateVersion", 0, "dataVersion", path),
-                   _extra(d, cls._KNOWN))
+        return cls(
+            _int(d, "counter", 0, "dataVersion", path),
+            _int(d, "timestamp", 0, "dataVersion", path),
+            None if sv is None else _int(d, "stateVersion", 0, "dataVersion", path),
+            _extra(d, cls._KNOWN),
+        )
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"counter": self.counter}
@@ -208,8 +212,9 @@ class DataVersion:
 
     def next_version(self, now_ms: int | None = None) -> DataVersion:
         """DataVersion.nextVersion: counter + 1, timestamp now."""
-        return replace(self, counter=self.counter + 1,
-                       timestamp=int(time.time() * 1000) if now_ms is None else now_ms)
+        return replace(
+            self, counter=self.counter + 1, timestamp=int(time.time() * 1000) if now_ms is None else now_ms
+        )
 
 
 def _data_version(d: Mapping[str, Any], path: str) -> DataVersion | None:
@@ -218,6 +223,7 @@ def _data_version(d: Mapping[str, Any], path: str) -> DataVersion | None:
 
 
 # ---- topics.json ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TopicConfig:
@@ -233,24 +239,47 @@ class TopicConfig:
     attributes: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KNOWN = frozenset(("topicName", "readQueueNums", "writeQueueNums", "perm", "topicFilterType",
-                        "topicSysFlag", "order", "attributes"))
+    _KNOWN = frozenset(
+        (
+            "topicName",
+            "readQueueNums",
+            "writeQueueNums",
+            "perm",
+            "topicFilterType",
+            "topicSysFlag",
+            "order",
+            "attributes",
+        )
+    )
 
     @classmethod
     def from_json(cls, name: str, v: Any, path: str) -> TopicConfig:
         w = f"topic {name!r}"
         d = _obj(v, w, path)
-        return cls(_str(d, "topicName", name, w, path), _int(d, "readQueueNums", 16, w, path),
-                   _int(d, "writeQueueNums", 16, w, path), _int(d, "perm", 6, w, path),
-                   _str(d, "topicFilterType", "SINGLE_TAG", w, path), _int(d, "topicSysFlag", 0, w, path),
-                   _bool(d, "order", False, w, path), _str_map(d, "attributes", w, path),
-                   _extra(d, cls._KNOWN))
+        return cls(
+            _str(d, "topicName", name, w, path),
+            _int(d, "readQueueNums", 16, w, path),
+            _int(d, "writeQueueNums", 16, w, path),
+            _int(d, "perm", 6, w, path),
+            _str(d, "topicFilterType", "SINGLE_TAG", w, path),
+            _int(d, "topicSysFlag", 0, w, path),
+            _bool(d, "order", False, w, path),
+            _str_map(d, "attributes", w, path),
+            _extra(d, cls._KNOWN),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"attributes": self.attributes, "order": self.order, "perm": self.perm,
-                "readQueueNums": self.read_queue_nums, "topicFilterType": self.topic_filter_type,
-                "topicName": self.topic_name, "topicSysFlag": self.topic_sys_flag,
-                "writeQueueNums": self.write_queue_nums, **self.extra}
+        return {
+            "attributes": self.attributes,
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+            **self.extra,
+        }
 
 
 @dataclass(frozen=True)
@@ -261,18 +290,26 @@ class TopicsFile:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {**_versioned(self.data_version),
-                "topicConfigTable": {k: t.to_json() for k, t in self.topics.items()}, **self.extra}
+        return {
+            **_versioned(self.data_version),
+            "topicConfigTable": {k: t.to_json() for k, t in self.topics.items()},
+            **self.extra,
+        }
 
 
 def _parse_topics(doc: Any, path: str) -> TopicsFile:
     d = _obj(doc, "the file", path)
     table = _obj(d.get("topicConfigTable", {}), "topicConfigTable", path)
-    return TopicsFile(Source(path), {k: TopicConfig.from_json(k, v, path) for k, v in table.items()},
-                      _data_version(d, path), _extra(d, ("dataVersion", "topicConfigTable")))
+    return TopicsFile(
+        Source(path),
+        {k: TopicConfig.from_json(k, v, path) for k, v in table.items()},
+        _data_version(d, path),
+        _extra(d, ("dataVersion", "topicConfigTable")),
+    )
 
 
 # ---- subscriptionGroup.json ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SubscriptionGroupConfig:
@@ -294,63 +331,99 @@ class SubscriptionGroupConfig:
     attributes: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KNOWN = frozenset(("groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable",
-                        "consumeMessageOrderly", "retryQueueNums", "retryMaxTimes", "brokerId",
-                        "whichBrokerWhenConsumeSlowly", "notifyConsumerIdsChangedEnable", "groupSysFlag",
-                        "consumeTimeoutMinute", "attributes"))
+    _KNOWN = frozenset(
+        (
+            "groupName",
+            "consumeEnable",
+            "consumeFromMinEnable",
+            "consumeBroadcastEnable",
+            "consumeMessageOrderly",
+            "retryQueueNums",
+            "retryMaxTimes",
+            "brokerId",
+            "whichBrokerWhenConsumeSlowly",
+            "notifyConsumerIdsChangedEnable",
+            "groupSysFlag",
+            "consumeTimeoutMinute",
+            "attributes",
+        )
+    )
 
     @classmethod
     def from_json(cls, name: str, v: Any, path: str) -> SubscriptionGroupConfig:
         w = f"group {name!r}"
         d = _obj(v, w, path)
-        return cls(_str(d, "groupName", name, w, path), _bool(d, "consumeEnable", True, w, path),
-                   _bool(d, "consumeFromMinEnable", True, w, path),
-                   _bool(d, "consumeBroadcastEnable", True, w, path),
-                   _bool(d, "consumeMessageOrderly", False, w, path), _int(d, "retryQueueNums", 1, w, path),
-                   _int(d, "retryMaxTimes", 16, w, path), _int(d, "brokerId", 0, w, path),
-                   _int(d, "whichBrokerWhenConsumeSlowly", 1, w, path),
-                   _bool(d, "notifyConsumerIdsChangedEnable", True, w, path),
-                   _int(d, "groupSysFlag", 0, w, path),
-                   _int(d, "consumeTimeoutMinute", 15, w, path), _str_map(d, "attributes", w, path),
-                   _extra(d, cls._KNOWN))
+        return cls(
+            _str(d, "groupName", name, w, path),
+            _bool(d, "consumeEnable", True, w, path),
+            _bool(d, "consumeFromMinEnable", True, w, path),
+            _bool(d, "consumeBroadcastEnable", True, w, path),
+            _bool(d, "consumeMessageOrderly", False, w, path),
+            _int(d, "retryQueueNums", 1, w, path),
+            _int(d, "retryMaxTimes", 16, w, path),
+            _int(d, "brokerId", 0, w, path),
+            _int(d, "whichBrokerWhenConsumeSlowly", 1, w, path),
+            _bool(d, "notifyConsumerIdsChangedEnable", True, w, path),
+            _int(d, "groupSysFlag", 0, w, path),
+            _int(d, "consumeTimeoutMinute", 15, w, path),
+            _str_map(d, "attributes", w, path),
+            _extra(d, cls._KNOWN),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"attributes": self.attributes, "brokerId": self.broker_id,
-                "consumeBroadcastEnable": self.consume_broadcast_enable, "consumeEnable": self.consume_enable,
-                "consumeFromMinEnable": self.consume_from_min_enable,
-                "consumeMessageOrderly": self.consume_message_orderly,
-                "consumeTimeoutMinute": self.consume_timeout_minute, "groupName": self.group_name,
-                "groupSysFlag": self.group_sys_flag,
-                "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
-                "retryMaxTimes": self.retry_max_times, "retryQueueNums": self.retry_queue_nums,
-                "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly, **self.extra}
+        return {
+            "attributes": self.attributes,
+            "brokerId": self.broker_id,
+            "consumeBroadcastEnable": self.consume_broadcast_enable,
+            "consumeEnable": self.consume_enable,
+            "consumeFromMinEnable": self.consume_from_min_enable,
+            "consumeMessageOrderly": self.consume_message_orderly,
+            "consumeTimeoutMinute": self.consume_timeout_minute,
+            "groupName": self.group_name,
+            "groupSysFlag": self.group_sys_flag,
+            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+            "retryMaxTimes": self.retry_max_times,
+            "retryQueueNums": self.retry_queue_nums,
+            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
+            **self.extra,
+        }
 
 
 @dataclass(frozen=True)
 class SubscriptionGroupsFile:
     source: Source
     groups: dict[str, SubscriptionGroupConfig]
-    forbidden: dict[str, dict[str, int]] = field(default_factory=dict)   # group -> topic -> forbidden bits
+    forbidden: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> topic -> forbidden bits
     data_version: DataVersion | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {**_versioned(self.data_version), "forbiddenTable": self.forbidden,
-                "subscriptionGroupTable": {k: g.to_json() for k, g in self.groups.items()}, **self.extra}
+        return {
+            **_versioned(self.data_version),
+            "forbiddenTable": self.forbidden,
+            "subscriptionGroupTable": {k: g.to_json() for k, g in self.groups.items()},
+            **self.extra,
+        }
 
 
 def _parse_groups(doc: Any, path: str) -> SubscriptionGroupsFile:
     d = _obj(doc, "the file", path)
     table = _obj(d.get("subscriptionGroupTable", {}), "subscriptionGroupTable", path)
-    forbidden = {g: {t: int(b) for t, b in _obj(m, f"forbiddenTable {g!r}", path).items()}
-                 for g, m in _obj(d.get("forbiddenTable", {}), "forbiddenTable", path).items()}
-    return SubscriptionGroupsFile(Source(path), {k: SubscriptionGroupConfig.from_json(k, v, path)
-                                                 for k, v in table.items()},
-                                  forbidden, _data_version(d, path),
-                                  _extra(d, ("dataVersion", "subscriptionGroupTable", "forbiddenTable")))
+    forbidden = {
+        g: {t: int(b) for t, b in _obj(m, f"forbiddenTable {g!r}", path).items()}
+        for g, m in _obj(d.get("forbiddenTable", {}), "forbiddenTable", path).items()
+    }
+    return SubscriptionGroupsFile(
+        Source(path),
+        {k: SubscriptionGroupConfig.from_json(k, v, path) for k, v in table.items()},
+        forbidden,
+        _data_version(d, path),
+        _extra(d, ("dataVersion", "subscriptionGroupTable", "forbiddenTable")),
+    )
 
 
 # ---- consumerOffset.json, lmqConsumerOffset.json ---------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ConsumerOffsetsFile:
@@ -381,8 +454,12 @@ def _offset_table(d: Mapping[str, Any], key: str, path: str) -> dict[str, dict[i
 
 def _parse_offsets(doc: Any, path: str) -> ConsumerOffsetsFile:
     d = _obj(doc, "the file", path)
-    return ConsumerOffsetsFile(Source(path), _offset_table(d, "offsetTable", path), _data_version(d, path),
-                               _extra(d, ("dataVersion", "offsetTable")))
+    return ConsumerOffsetsFile(
+        Source(path),
+        _offset_table(d, "offsetTable", path),
+        _data_version(d, path),
+        _extra(d, ("dataVersion", "offsetTable")),
+    )
 
 
 @dataclass(frozen=True)
@@ -404,12 +481,17 @@ def _parse_lmq(doc: Any, path: str) -> LmqConsumerOffsetsFile:
         if isinstance(v, bool) or not isinstance(v, int):
             raise store_error(path, f"lmqOffsetTable {k!r}: {v!r} is not an integer")
         lmq[k] = v
-    return LmqConsumerOffsetsFile(Source(path), lmq, _offset_table(d, "offsetTable", path),
-                                  _data_version(d, path),
-                                  _extra(d, ("dataVersion", "offsetTable", "lmqOffsetTable")))
+    return LmqConsumerOffsetsFile(
+        Source(path),
+        lmq,
+        _offset_table(d, "offsetTable", path),
+        _data_version(d, path),
+        _extra(d, ("dataVersion", "offsetTable", "lmqOffsetTable")),
+    )
 
 
 # ---- delayOffset.json ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DelayOffsetsFile:
@@ -421,17 +503,25 @@ class DelayOffsetsFile:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {**_versioned(self.data_version), "offsetTable": {str(k): v for k, v in self.offsets.items()},
-                **self.extra}
+        return {
+            **_versioned(self.data_version),
+            "offsetTable": {str(k): v for k, v in self.offsets.items()},
+            **self.extra,
+        }
 
 
 def _parse_delay(doc: Any, path: str) -> DelayOffsetsFile:
     d = _obj(doc, "the file", path)
-    return DelayOffsetsFile(Source(path), _long_map(d.get("offsetTable", {}), "offsetTable", path),
-                            _data_version(d, path), _extra(d, ("dataVersion", "offsetTable")))
+    return DelayOffsetsFile(
+        Source(path),
+        _long_map(d.get("offsetTable", {}), "offsetTable", path),
+        _data_version(d, path),
+        _extra(d, ("dataVersion", "offsetTable")),
+    )
 
 
 # ---- the files mqctl reads but does not compare field by field ------------------------------------------
+
 
 @dataclass(frozen=True)
 class ConsumerFilterFile:
@@ -446,8 +536,11 @@ def _parse_filter(doc: Any, path: str) -> ConsumerFilterFile:
     d = _obj(doc, "the file", path)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for topic, v in _obj(d.get("filterDataByTopic", {}), "filterDataByTopic", path).items():
-        by_group = _obj(_obj(v, f"filterDataByTopic {topic!r}", path).get("groupFilterData", {}),
-                        f"filterDataByTopic {topic!r} groupFilterData", path)
+        by_group = _obj(
+            _obj(v, f"filterDataByTopic {topic!r}", path).get("groupFilterData", {}),
+            f"filterDataByTopic {topic!r} groupFilterData",
+            path,
+        )
         out[topic] = {g: _obj(x, f"filter of {topic!r}/{g!r}", path) for g, x in by_group.items()}
     return ConsumerFilterFile(Source(path), out, _extra(d, ("filterDataByTopic",)))
 
@@ -465,8 +558,10 @@ def _parse_order_info(doc: Any, path: str) -> ConsumerOrderInfoFile:
     d = _obj(doc, "the file", path)
     table: dict[str, dict[int, dict[str, Any]]] = {}
     for k, v in _obj(d.get("table", {}), "table", path).items():
-        table[k] = {_int_key(q, f"table {k!r}", path): _obj(x, f"table {k!r} {q}", path)
-                    for q, x in _obj(v, f"table {k!r}", path).items()}
+        table[k] = {
+            _int_key(q, f"table {k!r}", path): _obj(x, f"table {k!r} {q}", path)
+            for q, x in _obj(v, f"table {k!r}", path).items()
+        }
     return ConsumerOrderInfoFile(Source(path), table, _extra(d, ("table",)))
 
 
@@ -483,9 +578,12 @@ class TopicQueueMappingFile:
 def _parse_mapping(doc: Any, path: str) -> TopicQueueMappingFile:
     d = _obj(doc, "the file", path)
     m = _obj(d.get("topicQueueMappingInfoMap", {}), "topicQueueMappingInfoMap", path)
-    return TopicQueueMappingFile(Source(path), {k: _obj(v, f"mapping {k!r}", path) for k, v in m.items()},
-                                 _data_version(d, path),
-                                 _extra(d, ("dataVersion", "topicQueueMappingInfoMap")))
+    return TopicQueueMappingFile(
+        Source(path),
+        {k: _obj(v, f"mapping {k!r}", path) for k, v in m.items()},
+        _data_version(d, path),
+        _extra(d, ("dataVersion", "topicQueueMappingInfoMap")),
+    )
 
 
 @dataclass(frozen=True)
@@ -501,12 +599,15 @@ def _parse_request_mode(doc: Any, path: str) -> MessageRequestModeFile:
     d = _obj(doc, "the file", path)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for topic, v in _obj(d.get("messageRequestModeMap", {}), "messageRequestModeMap", path).items():
-        out[topic] = {g: _obj(x, f"mode of {topic!r}/{g!r}", path)
-                      for g, x in _obj(v, f"messageRequestModeMap {topic!r}", path).items()}
+        out[topic] = {
+            g: _obj(x, f"mode of {topic!r}/{g!r}", path)
+            for g, x in _obj(v, f"messageRequestModeMap {topic!r}", path).items()
+        }
     return MessageRequestModeFile(Source(path), out, _extra(d, ("messageRequestModeMap",)))
 
 
 # ---- reading with RocketMQ's .bak fallback ------------------------------------------------------------
+
 
 def _decode_json(parse: Callable[[Any, str], T]) -> Callable[[bytes, str], T]:
     def decode(data: bytes, path: str) -> T:
@@ -515,11 +616,17 @@ def _decode_json(parse: Callable[[Any, str], T]) -> Callable[[bytes, str], T]:
         except UnicodeDecodeError as exc:
             raise store_error(path, f"not UTF-8 text ({exc.reason})", offset=exc.start) from None
         return parse(fastjson.loads(text, path), path)
+
     return decode
 
 
-def _load(store: str | Path, name: str, decode: Callable[[bytes, str], T], empty: Callable[[Source], T],
-          with_source: Callable[[T, Source], T]) -> T:
+def _load(
+    store: str | Path,
+    name: str,
+    decode: Callable[[bytes, str], T],
+    empty: Callable[[Source], T],
+    with_source: Callable[[T, Source], T],
+) -> T:
     """ConfigManager.load: the file, else (missing, empty or not decodable) its .bak; neither: empty."""
     d = config_dir(store)
     main, bak = d / name, d / (name + ".bak")
@@ -537,8 +644,10 @@ def _load(store: str | Path, name: str, decode: Callable[[bytes, str], T], empty
     bdata = read_bytes(bak)
     if bdata is None or not bdata.strip():
         if bad:
-            raise StoreError(f"{d}: {why}, and no {bak.name} to fall back on (RocketMQ would start with an "
-                             f"empty table): restore {name} from a backup or another replica")
+            raise StoreError(
+                f"{d}: {why}, and no {bak.name} to fall back on (RocketMQ would start with an "
+                f"empty table): restore {name} from a backup or another replica"
+            )
         return empty(Source("", why + (f", {bak.name} empty" if bdata is not None else "")))
     try:
         return with_source(decode(bdata, str(bak)), Source(str(bak), why))
@@ -562,18 +671,29 @@ def read_topics(store: str | Path) -> TopicsFile:
 
 
 def read_subscription_groups(store: str | Path) -> SubscriptionGroupsFile:
-    return _load(store, SUBSCRIPTION_GROUPS, decode_subscription_groups,
-                 lambda s: SubscriptionGroupsFile(s, {}), _resourced)
+    return _load(
+        store,
+        SUBSCRIPTION_GROUPS,
+        decode_subscription_groups,
+        lambda s: SubscriptionGroupsFile(s, {}),
+        _resourced,
+    )
 
 
 def read_consumer_offsets(store: str | Path) -> ConsumerOffsetsFile:
-    return _load(store, CONSUMER_OFFSETS, decode_consumer_offsets, lambda s: ConsumerOffsetsFile(s, {}),
-                 _resourced)
+    return _load(
+        store, CONSUMER_OFFSETS, decode_consumer_offsets, lambda s: ConsumerOffsetsFile(s, {}), _resourced
+    )
 
 
 def read_lmq_consumer_offsets(store: str | Path) -> LmqConsumerOffsetsFile:
-    return _load(store, LMQ_CONSUMER_OFFSETS, _decode_json(_parse_lmq),
-                 lambda s: LmqConsumerOffsetsFile(s, {}), _resourced)
+    return _load(
+        store,
+        LMQ_CONSUMER_OFFSETS,
+        _decode_json(_parse_lmq),
+        lambda s: LmqConsumerOffsetsFile(s, {}),
+        _resourced,
+    )
 
 
 def read_delay_offsets(store: str | Path) -> DelayOffsetsFile:
@@ -581,29 +701,45 @@ def read_delay_offsets(store: str | Path) -> DelayOffsetsFile:
 
 
 def read_consumer_filter(store: str | Path) -> ConsumerFilterFile:
-    return _load(store, CONSUMER_FILTER, _decode_json(_parse_filter), lambda s: ConsumerFilterFile(s, {}),
-                 _resourced)
+    return _load(
+        store, CONSUMER_FILTER, _decode_json(_parse_filter), lambda s: ConsumerFilterFile(s, {}), _resourced
+    )
 
 
 def read_consumer_order_info(store: str | Path) -> ConsumerOrderInfoFile:
-    return _load(store, CONSUMER_ORDER_INFO, _decode_json(_parse_order_info),
-                 lambda s: ConsumerOrderInfoFile(s, {}), _resourced)
+    return _load(
+        store,
+        CONSUMER_ORDER_INFO,
+        _decode_json(_parse_order_info),
+        lambda s: ConsumerOrderInfoFile(s, {}),
+        _resourced,
+    )
 
 
 def read_topic_queue_mapping(store: str | Path) -> TopicQueueMappingFile:
-    return _load(store, TOPIC_QUEUE_MAPPING, _decode_json(_parse_mapping),
-                 lambda s: TopicQueueMappingFile(s, {}), _resourced)
+    return _load(
+        store,
+        TOPIC_QUEUE_MAPPING,
+        _decode_json(_parse_mapping),
+        lambda s: TopicQueueMappingFile(s, {}),
+        _resourced,
+    )
 
 
 def read_message_request_mode(store: str | Path) -> MessageRequestModeFile:
-    return _load(store, MESSAGE_REQUEST_MODE, _decode_json(_parse_request_mode),
-                 lambda s: MessageRequestModeFile(s, {}), _resourced)
+    return _load(
+        store,
+        MESSAGE_REQUEST_MODE,
+        _decode_json(_parse_request_mode),
+        lambda s: MessageRequestModeFile(s, {}),
+        _resourced,
+    )
 
 
 # ---- timercheck -----------------------------------------------------------------------------------
 
 _TIMER_FMT = ">7q"
-_TIMER_USED = struct.calcsize(_TIMER_FMT)   # 56; the file is an mmap of 4096 bytes
+_TIMER_USED = struct.calcsize(_TIMER_FMT)  # 56; the file is an mmap of 4096 bytes
 
 
 @dataclass(frozen=True)
@@ -620,8 +756,11 @@ class TimerCheckpoint:
 
 def _decode_timer(data: bytes, path: str) -> TimerCheckpoint:
     if len(data) < _TIMER_USED:
-        raise store_error(path, f"short timer checkpoint: {len(data)} bytes, its fields need {_TIMER_USED}",
-                          offset=len(data))
+        raise store_error(
+            path,
+            f"short timer checkpoint: {len(data)} bytes, its fields need {_TIMER_USED}",
+            offset=len(data),
+        )
     rt, fp, qo, mo, sv, ts, ct = struct.unpack_from(_TIMER_FMT, data, 0)
     return TimerCheckpoint(Source(path), rt, fp, qo, mo, DataVersion(ct, ts, sv))
 
@@ -632,6 +771,7 @@ def read_timer_checkpoint(store: str | Path) -> TimerCheckpoint:
 
 
 # ---- writing the way MixAll.string2File does --------------------------------------------------------
+
 
 def _versioned(dv: DataVersion | None) -> dict[str, Any]:
     return {} if dv is None else {"dataVersion": dv.to_json()}

@@ -66,9 +66,15 @@ class InitialSignature:
     time: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "clusterName": self.cluster_name, "brokerName": self.broker_name,
-                "firstEpoch": self.first_epoch, "firstEpochStartOffset": self.first_epoch_start_offset,
-                "source": self.source, "time": self.time}
+        return {
+            "id": self.id,
+            "clusterName": self.cluster_name,
+            "brokerName": self.broker_name,
+            "firstEpoch": self.first_epoch,
+            "firstEpochStartOffset": self.first_epoch_start_offset,
+            "source": self.source,
+            "time": self.time,
+        }
 
 
 @dataclass(frozen=True)
@@ -83,9 +89,16 @@ class FinalSignature:
     manual: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "initialId": self.initial_id, "lastEpoch": self.last_epoch,
-                "lastEpochStartOffset": self.last_epoch_start_offset, "maxOffset": self.max_offset,
-                "time": self.time, "abort": self.abort, "manual": self.manual}
+        return {
+            "id": self.id,
+            "initialId": self.initial_id,
+            "lastEpoch": self.last_epoch,
+            "lastEpochStartOffset": self.last_epoch_start_offset,
+            "maxOffset": self.max_offset,
+            "time": self.time,
+            "abort": self.abort,
+            "manual": self.manual,
+        }
 
 
 @dataclass(frozen=True)
@@ -94,21 +107,39 @@ class Signature:
     final: FinalSignature | None
 
 
-def derive_initial(cluster_name: str, broker_name: str, first_epoch: int, first_start: int, *,
-                   source: str = "derived", time: int = 0) -> InitialSignature:
+def derive_initial(
+    cluster_name: str,
+    broker_name: str,
+    first_epoch: int,
+    first_start: int,
+    *,
+    source: str = "derived",
+    time: int = 0,
+) -> InitialSignature:
     sid = _sha(f"{cluster_name}#{broker_name}#{first_epoch}-{first_start}")
     return InitialSignature(sid, cluster_name, broker_name, first_epoch, first_start, source, time)
 
 
-def make_final(initial_id: str, last_epoch: int, last_start: int, max_offset: int, time: int, *,
-               abort: str | None = None, manual: bool = False) -> FinalSignature:
+def make_final(
+    initial_id: str,
+    last_epoch: int,
+    last_start: int,
+    max_offset: int,
+    time: int,
+    *,
+    abort: str | None = None,
+    manual: bool = False,
+) -> FinalSignature:
     sid = _sha(f"{initial_id}#{last_epoch}-{last_start}#{max_offset}")
     return FinalSignature(sid, initial_id, last_epoch, last_start, max_offset, time, abort, manual)
 
 
 def encode_signature(sig: Signature) -> bytes:
-    doc = {"format": FORMAT, "initial": sig.initial.to_dict() if sig.initial else None,
-           "final": sig.final.to_dict() if sig.final else None}
+    doc = {
+        "format": FORMAT,
+        "initial": sig.initial.to_dict() if sig.initial else None,
+        "final": sig.final.to_dict() if sig.final else None,
+    }
     return (json.dumps(doc, indent=2, sort_keys=False) + "\n").encode()
 
 
@@ -127,28 +158,36 @@ def parse_signature(data: bytes, path: str = SIGNATURE_FILE) -> Signature:
     except json.JSONDecodeError as exc:
         raise store_error(path, f"not JSON: {exc.msg}", line=exc.lineno, offset=exc.pos) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise store_error(path, f"expected a JSON object with \"format\": {FORMAT}")
+        raise store_error(path, f'expected a JSON object with "format": {FORMAT}')
     ini = fin = None
     if doc.get("initial") is not None:
         d = doc["initial"]
         if not isinstance(d, dict):
             raise store_error(path, "initial: expected an object")
-        ini = InitialSignature(_req(d, "id", str, path, "initial"),
-                               _req(d, "clusterName", str, path, "initial"),
-                               _req(d, "brokerName", str, path, "initial"),
-                               _req(d, "firstEpoch", int, path, "initial"),
-                               _req(d, "firstEpochStartOffset", int, path, "initial"),
-                               str(d.get("source", "derived")), int(d.get("time", 0) or 0))
+        ini = InitialSignature(
+            _req(d, "id", str, path, "initial"),
+            _req(d, "clusterName", str, path, "initial"),
+            _req(d, "brokerName", str, path, "initial"),
+            _req(d, "firstEpoch", int, path, "initial"),
+            _req(d, "firstEpochStartOffset", int, path, "initial"),
+            str(d.get("source", "derived")),
+            int(d.get("time", 0) or 0),
+        )
     if doc.get("final") is not None:
         d = doc["final"]
         if not isinstance(d, dict):
             raise store_error(path, "final: expected an object")
         abort = d.get("abort")
-        fin = FinalSignature(_req(d, "id", str, path, "final"), _req(d, "initialId", str, path, "final"),
-                             _req(d, "lastEpoch", int, path, "final"),
-                             _req(d, "lastEpochStartOffset", int, path, "final"),
-                             _req(d, "maxOffset", int, path, "final"), _req(d, "time", int, path, "final"),
-                             abort if isinstance(abort, str) else None, bool(d.get("manual", False)))
+        fin = FinalSignature(
+            _req(d, "id", str, path, "final"),
+            _req(d, "initialId", str, path, "final"),
+            _req(d, "lastEpoch", int, path, "final"),
+            _req(d, "lastEpochStartOffset", int, path, "final"),
+            _req(d, "maxOffset", int, path, "final"),
+            _req(d, "time", int, path, "final"),
+            abort if isinstance(abort, str) else None,
+            bool(d.get("manual", False)),
+        )
         expect = make_final(fin.initial_id, fin.last_epoch, fin.last_epoch_start_offset, fin.max_offset, 0).id
         if expect != fin.id:
             raise store_error(path, "final.id does not match its fields (edited by hand?)")

@@ -66,9 +66,23 @@ from mqctl.store.commitlog import (
     ip_text,
 )
 
-__all__ = ["BLOCK_RECORDS", "WALKERS", "Blob", "Chain", "ParsedRange", "Problem", "crc32", "describe",
-           "find_boundary", "fmt_host", "parse_blocks", "parse_byte_range", "records_at", "row_bytes",
-           "select"]
+__all__ = [
+    "BLOCK_RECORDS",
+    "WALKERS",
+    "Blob",
+    "Chain",
+    "ParsedRange",
+    "Problem",
+    "crc32",
+    "describe",
+    "find_boundary",
+    "fmt_host",
+    "parse_blocks",
+    "parse_byte_range",
+    "records_at",
+    "row_bytes",
+    "select",
+]
 
 Buf = bytes | bytearray | memoryview | mmap.mmap
 
@@ -89,9 +103,9 @@ about 190 (its own cost per call), zlib's about 390 (no vector instructions)."""
 
 WALKERS = ("c", "numpy")
 ENV = "MQCTL_WALKER"
-_cw: Any = None          # the compiled walker (mqctl/store/_cwalker.c) when it walks, else None
+_cw: Any = None  # the compiled walker (mqctl/store/_cwalker.c) when it walks, else None
 IMPL = "numpy"
-NOTE = ""                # why the walker in use is not the one asked for, if it is not
+NOTE = ""  # why the walker in use is not the one asked for, if it is not
 
 
 def select(name: str | None = None) -> str:
@@ -127,7 +141,7 @@ def describe() -> str:
 
 try:
     select()
-except (ImportError, ValueError) as _exc:     # a wrong MQCTL_WALKER: the numpy walker, and why
+except (ImportError, ValueError) as _exc:  # a wrong MQCTL_WALKER: the numpy walker, and why
     select("numpy")
     NOTE = str(_exc)
 
@@ -155,7 +169,7 @@ class Blob:
     """Byte strings of many records in one buffer: item i is data[offsets[i]:offsets[i + 1]] (what an
     Arrow binary array is made of)."""
 
-    offsets: np.ndarray             # int64, len(items) + 1
+    offsets: np.ndarray  # int64, len(items) + 1
     data: bytes
 
     def items(self) -> list[bytes]:
@@ -170,14 +184,14 @@ class Chain:
     takes them as they are instead of chaining and checking them again (salvage reuses the plan's
     recovery scan so that it walks the store once)."""
 
-    positions: np.ndarray           # int64, ascending, all < end
+    positions: np.ndarray  # int64, ascending, all < end
     end: int
     crc_checked: bool
 
 
-BLOCK_RECORDS = 1 << 14     # fields are gathered this many records at a time: the per-record temporaries
-                            # (each record's head, field columns) stay in the CPU's cache, not 30 MB
-_SHORT = 512        # items up to this long are gathered as rows, longer ones joined from slices
+BLOCK_RECORDS = 1 << 14  # fields are gathered this many records at a time: the per-record temporaries
+# (each record's head, field columns) stay in the CPU's cache, not 30 MB
+_SHORT = 512  # items up to this long are gathered as rows, longer ones joined from slices
 
 
 def _blob(u8: np.ndarray, mv: memoryview, at: np.ndarray, length: np.ndarray) -> Blob:
@@ -195,8 +209,8 @@ def _blob(u8: np.ndarray, mv: memoryview, at: np.ndarray, length: np.ndarray) ->
     step = max(1, (16 << 20) // max(width, 1))
     cols = np.arange(width)
     for s in range(0, at.size, step):
-        ln = length[s:s + step]
-        parts.append(row_bytes(u8, at[s:s + step], width)[cols < ln[:, None]])
+        ln = length[s : s + step]
+        parts.append(row_bytes(u8, at[s : s + step], width)[cols < ln[:, None]])
     return Blob(offs, np.concatenate(parts).tobytes() if parts else b"")
 
 
@@ -204,8 +218,12 @@ def _blob_c(u8: np.ndarray, at: np.ndarray, length: np.ndarray) -> Blob:
     """`_blob` by the compiled walker: one copy of each item, the GIL released."""
     offs = np.zeros(at.size + 1, dtype=np.int64)
     np.cumsum(length, out=offs[1:])
-    return Blob(offs, _cw.gather(u8, np.ascontiguousarray(at, dtype=np.int64),
-                                 np.ascontiguousarray(length, dtype=np.int64)))
+    return Blob(
+        offs,
+        _cw.gather(
+            u8, np.ascontiguousarray(at, dtype=np.int64), np.ascontiguousarray(length, dtype=np.int64)
+        ),
+    )
 
 
 @dataclass
@@ -213,12 +231,12 @@ class ParsedRange:
     """Columns of the valid records of one range (ordered by position), plus the damage it owns."""
 
     file_start: int
-    position: np.ndarray            # int64, within the file
-    size: np.ndarray                # int64 TOTALSIZE
-    version: np.ndarray             # int8: 1 or 2
-    body_crc: np.ndarray            # int64 (the BODYCRC field)
-    crc_ok: np.ndarray              # bool (True when not checked)
-    queue_id: np.ndarray            # int64
+    position: np.ndarray  # int64, within the file
+    size: np.ndarray  # int64 TOTALSIZE
+    version: np.ndarray  # int8: 1 or 2
+    body_crc: np.ndarray  # int64 (the BODYCRC field)
+    crc_ok: np.ndarray  # bool (True when not checked)
+    queue_id: np.ndarray  # int64
     flag: np.ndarray
     queue_offset: np.ndarray
     physical_offset: np.ndarray
@@ -228,8 +246,8 @@ class ParsedRange:
     reconsume_times: np.ndarray
     prepared_tx_offset: np.ndarray
     body_length: np.ndarray
-    topic_codes: np.ndarray         # int64 index into topic_names, per record
-    topic_names: list[str]          # the distinct topics of the range
+    topic_codes: np.ndarray  # int64 index into topic_names, per record
+    topic_names: list[str]  # the distinct topics of the range
     problems: list[Problem] = field(default_factory=list)
     # only when asked for (extract=...): bodies and properties as one joined buffer with offsets (no
     # object per record), hosts as codes into the distinct `host_names`
@@ -238,7 +256,7 @@ class ParsedRange:
     born_host_codes: np.ndarray | None = None
     store_host_codes: np.ndarray | None = None
     host_names: list[str] = field(default_factory=list)
-    walk_end: int = 0               # where the walk stopped: after the last record, or at the damage
+    walk_end: int = 0  # where the walk stopped: after the last record, or at the damage
 
     def __len__(self) -> int:
         return int(self.position.size)
@@ -283,15 +301,19 @@ def _head(buf: Buf, n: int, base: int, pos: int) -> int:
     if pos + 36 > n:
         return 0
     total, magic = _II(buf, pos)
-    if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < MIN_RECORD_SIZE or total > MAX_RECORD_SIZE \
-            or pos + total > n:
+    if (
+        (magic != MAGIC_V1 and magic != MAGIC_V2)
+        or total < MIN_RECORD_SIZE
+        or total > MAX_RECORD_SIZE
+        or pos + total > n
+    ):
         return 0
     return total if _Q(buf, pos + 28)[0] == base + pos else 0
 
 
 _WIN_MIN, _WIN_MAX = 64 << 10, 8 << 20
 _M0, _M1, _M2 = MAGIC_V1 >> 24, (MAGIC_V1 >> 16) & 0xFF, (MAGIC_V1 >> 8) & 0xFF
-assert MAGIC_V1 >> 8 == MAGIC_V2 >> 8          # the two MAGICCODEs differ in their last byte only
+assert MAGIC_V1 >> 8 == MAGIC_V2 >> 8  # the two MAGICCODEs differ in their last byte only
 
 
 def _chain(u8: np.ndarray, n: int, pos: int, end: int) -> tuple[np.ndarray, int]:
@@ -308,10 +330,10 @@ def _chain(u8: np.ndarray, n: int, pos: int, end: int) -> tuple[np.ndarray, int]
     win = _WIN_MIN
     while pos < stop:
         w1 = min(stop, pos + win)
-        q = pos + np.flatnonzero(u8[pos + 4:w1 + 4] == _M0)         # p < stop <= n - 35: p + 7 < n
+        q = pos + np.flatnonzero(u8[pos + 4 : w1 + 4] == _M0)  # p < stop <= n - 35: p + 7 < n
         q = q[(u8[q + 5] == _M1) & (u8[q + 6] == _M2) & ((u8[q + 7] == v1) | (u8[q + 7] == v2))]
         if not q.size or q[0] != pos:
-            break                                                    # no record at pos
+            break  # no record at pos
         total = _gather(u8, q, ">i4")
         nxt = q + total
         fits = (total >= lo) & (total <= hi) & (nxt <= n)
@@ -328,7 +350,7 @@ def _chain(u8: np.ndarray, n: int, pos: int, end: int) -> tuple[np.ndarray, int]
             parts.append(q[:k])
             pos = int(q[k])
             break
-        parts.append(q[:k + 1])
+        parts.append(q[: k + 1])
         pos, win = int(nxt[k]), _WIN_MIN
     return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), pos
 
@@ -357,14 +379,14 @@ class _Walker:
         """find_boundary from pos, window by window: a window of zero bytes (a preallocated file's
         tail) is passed over with numpy instead of searched for a MAGICCODE."""
         n, u8 = self.n, self.u8
-        if _cw is not None and pos < n:      # the same windows, the zero ones skipped at memory speed
+        if _cw is not None and pos < n:  # the same windows, the zero ones skipped at memory speed
             nz = int(_cw.nonzero(u8, pos, n))
             if nz >= n:
                 return -1
             pos += max(0, (nz - 8 - pos) // _CHUNK) * _CHUNK
         while pos < n:
             stop = min(n, pos + _CHUNK)
-            if u8[pos:min(n, stop + 8)].any():
+            if u8[pos : min(n, stop + 8)].any():
                 q = find_boundary(self.buf, self.base, pos, stop=stop)
                 if q >= 0:
                     return q
@@ -380,22 +402,35 @@ class _Walker:
         magic = _II(buf, pos)[1] if pos + 8 <= n else None
         if magic == BLANK_MAGIC:
             if q >= 0:
-                self.problems.append(Problem(
-                    base + pos, pos, q - pos, "gap",
-                    f"records after the end-of-file blank marker, next at {base + q}"))
+                self.problems.append(
+                    Problem(
+                        base + pos,
+                        pos,
+                        q - pos,
+                        "gap",
+                        f"records after the end-of-file blank marker, next at {base + q}",
+                    )
+                )
             return stop
         nz = _nonzero_end(self.u8, pos, stop)
         if nz == pos:
             if q >= 0:
-                self.problems.append(Problem(base + pos, pos, q - pos, "gap",
-                                             f"{q - pos} zero bytes before the record at {base + q}"))
+                self.problems.append(
+                    Problem(
+                        base + pos,
+                        pos,
+                        q - pos,
+                        "gap",
+                        f"{q - pos} zero bytes before the record at {base + q}",
+                    )
+                )
             return stop
         if pos + 8 > n:
             reason = f"torn record: only {n - pos} bytes remain"
         else:
             try:
                 decode_record(buf, pos, base, check_crc=False)
-                reason = "not a record boundary"      # pragma: no cover (a decodable record was rejected)
+                reason = "not a record boundary"  # pragma: no cover (a decodable record was rejected)
             except RecordError as exc:
                 reason = exc.reason
         self.problems.append(Problem(base + pos, pos, (q if q >= 0 else nz) - pos, "corrupt", reason))
@@ -408,7 +443,7 @@ def _gather(u8: np.ndarray, idx: np.ndarray, dt: str) -> np.ndarray:
     return u8[idx[:, None] + np.arange(w)].view(dt)[:, 0].astype(np.int64)
 
 
-HEAD = 112      # a record's bytes up to its body length field, with IPv6 hosts: every fixed field
+HEAD = 112  # a record's bytes up to its body length field, with IPv6 hosts: every fixed field
 
 
 def row_bytes(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -416,15 +451,15 @@ def row_bytes(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     a copy of each row (numpy's row gather over a sliding window view), not a fancy index per byte."""
     n = u8.size
     whole = n - width >= at
-    if n >= width and bool(whole.all()):        # the rows' one copy, no second one into `out`
+    if n >= width and bool(whole.all()):  # the rows' one copy, no second one into `out`
         rows: np.ndarray = np.lib.stride_tricks.sliding_window_view(u8, width)[at]
         return rows
     out = np.zeros((at.size, width), dtype=np.uint8)
     if n >= width:
         out[whole] = np.lib.stride_tricks.sliding_window_view(u8, width)[at[whole]]
     for i in np.flatnonzero(~whole).tolist():
-        row = u8[int(at[i]):int(at[i]) + width]
-        out[i, :row.size] = row
+        row = u8[int(at[i]) : int(at[i]) + width]
+        out[i, : row.size] = row
     return out
 
 
@@ -439,18 +474,28 @@ def _field(H: np.ndarray, at: int | np.ndarray, dt: str) -> np.ndarray:
     as int64."""
     w = np.dtype(dt).itemsize
     if not isinstance(at, int) and at.size and int(at.min()) == int(at.max()):
-        at = int(at[0])                 # the same layout for all (IPv4 or IPv6 hosts only)
+        at = int(at[0])  # the same layout for all (IPv4 or IPv6 hosts only)
     if isinstance(at, int):
-        cols = H[:, at:at + w]
+        cols = H[:, at : at + w]
     else:
         cols = H[np.arange(H.shape[0])[:, None], at[:, None] + np.arange(w)]
     return np.ascontiguousarray(cols).view(dt)[:, 0].astype(np.int64)
 
 
-def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: int | None = None,
-                     head_owned: bool | None = None, check_crc: bool = True, fields: bool = True,
-                     extract: tuple[str, ...] = (), stop_at_damage: bool = False,
-                     known: Chain | None = None) -> ParsedRange:
+def parse_byte_range(
+    buf: Buf,
+    file_start: int,
+    start: int,
+    end: int,
+    *,
+    limit: int | None = None,
+    head_owned: bool | None = None,
+    check_crc: bool = True,
+    fields: bool = True,
+    extract: tuple[str, ...] = (),
+    stop_at_damage: bool = False,
+    known: Chain | None = None,
+) -> ParsedRange:
     """Walk the records whose first byte lies in buf[start:end), where buf is a WHOLE commitlog file
     starting at absolute offset `file_start`. `limit` (default: the file's end) bounds the region of
     interest; `head_owned` (default: start == 0) says damage at `start` is this range's to report.
@@ -459,26 +504,73 @@ def parse_byte_range(buf: Buf, file_start: int, start: int, end: int, *, limit: 
     record (`walk_end`; RocketMQ's recovery rule) instead of resynchronising, and reports nothing about
     them; records whose layout or BODYCRC is bad are still reported (the caller stops at the first).
     `known`: what an earlier walk of this file found (`Chain`), taken instead of walking it again."""
-    blocks = list(_blocks(buf, file_start, start, end, limit, head_owned, check_crc, fields, extract,
-                          stop_at_damage, known, None if extract else BLOCK_RECORDS))
+    blocks = list(
+        _blocks(
+            buf,
+            file_start,
+            start,
+            end,
+            limit,
+            head_owned,
+            check_crc,
+            fields,
+            extract,
+            stop_at_damage,
+            known,
+            None if extract else BLOCK_RECORDS,
+        )
+    )
     return blocks[0] if len(blocks) == 1 else _joined(blocks)
 
 
-def parse_blocks(buf: Buf, file_start: int, start: int, end: int, *, block: int | None = None,
-                 limit: int | None = None, head_owned: bool | None = None, check_crc: bool = True,
-                 extract: tuple[str, ...] = (), known: Chain | None = None) -> Iterator[ParsedRange]:
+def parse_blocks(
+    buf: Buf,
+    file_start: int,
+    start: int,
+    end: int,
+    *,
+    block: int | None = None,
+    limit: int | None = None,
+    head_owned: bool | None = None,
+    check_crc: bool = True,
+    extract: tuple[str, ...] = (),
+    known: Chain | None = None,
+) -> Iterator[ParsedRange]:
     """`parse_byte_range` with the fields gathered `block` (default BLOCK_RECORDS) records at a time:
     one walk, then a ParsedRange per block of its records (the first also carries the walk's problems,
     each block the layout and BODYCRC problems of its records), so that a task's memory follows the
     block, not the range (a 256 MiB range of 1 KiB records: about 150 MB of per-record temporaries at
     once, with the properties and message keys of pass 1)."""
-    yield from _blocks(buf, file_start, start, end, limit, head_owned, check_crc, True, extract, False, known,
-                       block or BLOCK_RECORDS)
+    yield from _blocks(
+        buf,
+        file_start,
+        start,
+        end,
+        limit,
+        head_owned,
+        check_crc,
+        True,
+        extract,
+        False,
+        known,
+        block or BLOCK_RECORDS,
+    )
 
 
-def _blocks(buf: Buf, file_start: int, start: int, end: int, limit: int | None, head_owned: bool | None,
-            check_crc: bool, fields: bool, extract: tuple[str, ...], stop_at_damage: bool,
-            known: Chain | None, block: int | None) -> Iterator[ParsedRange]:
+def _blocks(
+    buf: Buf,
+    file_start: int,
+    start: int,
+    end: int,
+    limit: int | None,
+    head_owned: bool | None,
+    check_crc: bool,
+    fields: bool,
+    extract: tuple[str, ...],
+    stop_at_damage: bool,
+    known: Chain | None,
+    block: int | None,
+) -> Iterator[ParsedRange]:
     """One walk, then the records' fields `block` records at a time (None: all at once)."""
     n = len(buf)
     lim = n if limit is None else min(limit, n)
@@ -492,16 +584,34 @@ def _blocks(buf: Buf, file_start: int, start: int, end: int, limit: int | None, 
         crc_known = taken if known is not None and known.crc_checked else 0
         step = block or max(P.size, 1)
         for s in range(0, max(P.size, 1), step):
-            pr = _columns(buf, u8, w, P[s:s + step], walk_end, check_crc, fields, extract,
-                          min(max(crc_known - s, 0), step))
-            w.problems = []         # each block's own; the walk's go with the first
+            pr = _columns(
+                buf,
+                u8,
+                w,
+                P[s : s + step],
+                walk_end,
+                check_crc,
+                fields,
+                extract,
+                min(max(crc_known - s, 0), step),
+            )
+            w.problems = []  # each block's own; the walk's go with the first
             yield pr
     finally:
-        del u8          # an exported buffer would keep the mmap from closing
+        del u8  # an exported buffer would keep the mmap from closing
 
 
-def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, head_owned: bool,
-          stop_at_damage: bool, known: Chain | None) -> tuple[np.ndarray, int, int]:
+def _walk(
+    buf: Buf,
+    u8: np.ndarray,
+    w: _Walker,
+    start: int,
+    end: int,
+    lim: int,
+    head_owned: bool,
+    stop_at_damage: bool,
+    known: Chain | None,
+) -> tuple[np.ndarray, int, int]:
     n, base = len(buf), w.base
     pos = start
     parts: list[np.ndarray] = []
@@ -528,9 +638,9 @@ def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, 
             p, stopped = _chain(u8, n, pos, end)
         if p.size:
             bad = np.flatnonzero(_gather(u8, p + 28, ">i8") != p + base) if _cw is None else p[:0]
-            if bad.size:                      # a PHYSICALOFFSET that is not the record's position
+            if bad.size:  # a PHYSICALOFFSET that is not the record's position
                 stopped = int(p[bad[0]])
-                p = p[:bad[0]]
+                p = p[: bad[0]]
             parts.append(p)
         pos = stopped
         if pos < end:
@@ -542,8 +652,9 @@ def _walk(buf: Buf, u8: np.ndarray, w: _Walker, start: int, end: int, lim: int, 
     return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)), pos, taken
 
 
-def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tuple[str, ...] = (),
-               topics: bool = True) -> ParsedRange:
+def records_at(
+    buf: Buf, file_start: int, positions: np.ndarray, *, extract: tuple[str, ...] = (), topics: bool = True
+) -> ParsedRange:
     """The fields of the records at known `positions` of a whole file (found by an earlier walk), in that
     order, without walking: how salvage reads back the messages it keeps (`topics=False`: without their
     topics, known already). BODYCRC is not checked again; a position that is no longer a record raises
@@ -567,9 +678,23 @@ def records_at(buf: Buf, file_start: int, positions: np.ndarray, *, extract: tup
         del u8
 
 
-_COLUMNS = ("position", "size", "version", "body_crc", "crc_ok", "queue_id", "flag", "queue_offset",
-            "physical_offset", "sysflag", "born_timestamp", "store_timestamp", "reconsume_times",
-            "prepared_tx_offset", "body_length")
+_COLUMNS = (
+    "position",
+    "size",
+    "version",
+    "body_crc",
+    "crc_ok",
+    "queue_id",
+    "flag",
+    "queue_offset",
+    "physical_offset",
+    "sysflag",
+    "born_timestamp",
+    "store_timestamp",
+    "reconsume_times",
+    "prepared_tx_offset",
+    "body_length",
+)
 
 
 def _joined(blocks: list[ParsedRange]) -> ParsedRange:
@@ -582,12 +707,23 @@ def _joined(blocks: list[ParsedRange]) -> ParsedRange:
         codes.append(remap[b.topic_codes] if b.topic_codes.size else b.topic_codes)
     problems = sorted((p for b in blocks for p in b.problems), key=lambda p: p.position)
     cols: dict[str, Any] = {c: np.concatenate([getattr(b, c) for b in blocks]) for c in _COLUMNS}
-    return dataclasses.replace(blocks[0], topic_codes=np.concatenate(codes), topic_names=list(names),
-                               problems=problems, **cols)
+    return dataclasses.replace(
+        blocks[0], topic_codes=np.concatenate(codes), topic_names=list(names), problems=problems, **cols
+    )
 
 
-def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int, check_crc: bool,
-             fields: bool, extract: tuple[str, ...], crc_known: int, topics: bool = True) -> ParsedRange:
+def _columns(
+    buf: Buf,
+    u8: np.ndarray,
+    w: _Walker,
+    P: np.ndarray,
+    walk_end: int,
+    check_crc: bool,
+    fields: bool,
+    extract: tuple[str, ...],
+    crc_known: int,
+    topics: bool = True,
+) -> ParsedRange:
     """Check the layout of the records at P and gather their fields (all records at once); BODYCRC is
     not computed again for the first `crc_known` (taken from a `Chain` that found it right)."""
     if _cw is not None:
@@ -623,13 +759,14 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
         for p in P[~ok].tolist():
             try:
                 decode_record(buf, p, base, check_crc=False)
-                reason = "bad field layout"            # pragma: no cover
+                reason = "bad field layout"  # pragma: no cover
             except RecordError as exc:
                 reason = exc.reason
             w.problems.append(Problem(base + p, p, int(_II(buf, p)[0]), "corrupt", reason))
         keep = ok
         P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen = (
-            a[keep] for a in (P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen))
+            a[keep] for a in (P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen)
+        )
     crc = _field(H, 8, ">i4")
     body_at = P + brel + 4
     crc_ok = np.ones(P.size, dtype=bool)
@@ -644,8 +781,15 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
             crc_ok = got == crc
             for i in np.flatnonzero(~crc_ok).tolist():
                 p = int(P[i])
-                w.problems.append(Problem(base + p, p, int(total[i]), "crc",
-                                          f"BODYCRC mismatch: field says {int(crc[i])}, body gives {got[i]}"))
+                w.problems.append(
+                    Problem(
+                        base + p,
+                        p,
+                        int(total[i]),
+                        "crc",
+                        f"BODYCRC mismatch: field says {int(crc[i])}, body gives {got[i]}",
+                    )
+                )
         codes, names = _topics(u8, mv, P + tstart, tlen) if fields and topics else (np.zeros(0, np.int64), [])
         extra: dict[str, Any] = {}
         if "bodies" in extract:
@@ -656,8 +800,10 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
             hosts: dict[bytes, int] = {}
             extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts, H, 48)
             extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
-            extra["host_names"] = [fmt_host(k[1:k[0] - 3], int.from_bytes(k[k[0] - 3:k[0] + 1], "big",
-                                                                          signed=True)) for k in hosts]
+            extra["host_names"] = [
+                fmt_host(k[1 : k[0] - 3], int.from_bytes(k[k[0] - 3 : k[0] + 1], "big", signed=True))
+                for k in hosts
+            ]
     finally:
         mv.release()
     w.problems.sort(key=lambda p: p.position)
@@ -667,22 +813,69 @@ def _columns(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int,
         return _field(H, at, dt) if fields else empty
 
     return ParsedRange(
-        file_start=base, position=P, size=total, version=np.where(v1, 1, 2).astype(np.int8), body_crc=crc,
-        crc_ok=crc_ok, queue_id=col(12, ">i4"), flag=col(16, ">i4"),
-        queue_offset=col(20, ">i8"), physical_offset=col(28, ">i8"), sysflag=sysflag,
-        born_timestamp=col(40, ">i8"), store_timestamp=col(48 + bh, ">i8"),
+        file_start=base,
+        position=P,
+        size=total,
+        version=np.where(v1, 1, 2).astype(np.int8),
+        body_crc=crc,
+        crc_ok=crc_ok,
+        queue_id=col(12, ">i4"),
+        flag=col(16, ">i4"),
+        queue_offset=col(20, ">i8"),
+        physical_offset=col(28, ">i8"),
+        sysflag=sysflag,
+        born_timestamp=col(40, ">i8"),
+        store_timestamp=col(48 + bh, ">i8"),
         reconsume_times=col(56 + bh + sh, ">i4"),
-        prepared_tx_offset=col(60 + bh + sh, ">i8"), body_length=blen, topic_codes=codes,
-        topic_names=names, problems=w.problems, walk_end=walk_end, **extra)
+        prepared_tx_offset=col(60 + bh + sh, ">i8"),
+        body_length=blen,
+        topic_codes=codes,
+        topic_names=names,
+        problems=w.problems,
+        walk_end=walk_end,
+        **extra,
+    )
 
 
-(_C_TOTAL, _C_VERSION, _C_BODY_CRC, _C_CRC_OK, _C_CRC_GOT, _C_QUEUE_ID, _C_FLAG, _C_QUEUE_OFFSET, _C_PHYS,
- _C_SYSFLAG, _C_BORN_TS, _C_STORE_TS, _C_RECONSUME, _C_PREPARED, _C_BODY_LEN, _C_OK, _C_TSTART, _C_TLEN,
- _C_PREL, _C_PLEN, _C_BREL, _C_TOPIC, _NCOL) = range(23)     # the rows of _cwalker.columns' `out`
+(
+    _C_TOTAL,
+    _C_VERSION,
+    _C_BODY_CRC,
+    _C_CRC_OK,
+    _C_CRC_GOT,
+    _C_QUEUE_ID,
+    _C_FLAG,
+    _C_QUEUE_OFFSET,
+    _C_PHYS,
+    _C_SYSFLAG,
+    _C_BORN_TS,
+    _C_STORE_TS,
+    _C_RECONSUME,
+    _C_PREPARED,
+    _C_BODY_LEN,
+    _C_OK,
+    _C_TSTART,
+    _C_TLEN,
+    _C_PREL,
+    _C_PLEN,
+    _C_BREL,
+    _C_TOPIC,
+    _NCOL,
+) = range(23)  # the rows of _cwalker.columns' `out`
 
 
-def _columns_c(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: int, check_crc: bool,
-               fields: bool, extract: tuple[str, ...], crc_known: int, topics: bool) -> ParsedRange:
+def _columns_c(
+    buf: Buf,
+    u8: np.ndarray,
+    w: _Walker,
+    P: np.ndarray,
+    walk_end: int,
+    check_crc: bool,
+    fields: bool,
+    extract: tuple[str, ...],
+    crc_known: int,
+    topics: bool,
+) -> ParsedRange:
     """`_columns` with the compiled walker: its layout checks, BODYCRC, fields and topic codes in one
     pass over the records (the GIL released); the reasons of the damage it finds and the extracted items
     are made here, as for the numpy walker."""
@@ -695,7 +888,7 @@ def _columns_c(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: in
         for p in P[~ok].tolist():
             try:
                 decode_record(buf, p, base, check_crc=False)
-                reason = "bad field layout"            # pragma: no cover
+                reason = "bad field layout"  # pragma: no cover
             except RecordError as exc:
                 reason = exc.reason
             w.problems.append(Problem(base + p, p, int(_II(buf, p)[0]), "corrupt", reason))
@@ -706,8 +899,15 @@ def _columns_c(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: in
         got = out[_C_CRC_GOT]
         for i in np.flatnonzero(~crc_ok).tolist():
             p = int(P[i])
-            w.problems.append(Problem(base + p, p, int(out[_C_TOTAL, i]), "crc", f"BODYCRC mismatch: field "
-                                      f"says {int(crc[i])}, body gives {int(got[i])}"))
+            w.problems.append(
+                Problem(
+                    base + p,
+                    p,
+                    int(out[_C_TOTAL, i]),
+                    "crc",
+                    f"BODYCRC mismatch: field says {int(crc[i])}, body gives {int(got[i])}",
+                )
+            )
     blen, sysflag = out[_C_BODY_LEN], out[_C_SYSFLAG]
     if fields and topics:
         codes, names = _topic_order(out[_C_TOPIC], raw_names, out[_C_TLEN])
@@ -730,8 +930,10 @@ def _columns_c(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: in
             hosts: dict[bytes, int] = {}
             extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts, H, 48)
             extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
-            extra["host_names"] = [fmt_host(k[1:k[0] - 3], int.from_bytes(k[k[0] - 3:k[0] + 1], "big",
-                                                                          signed=True)) for k in hosts]
+            extra["host_names"] = [
+                fmt_host(k[1 : k[0] - 3], int.from_bytes(k[k[0] - 3 : k[0] + 1], "big", signed=True))
+                for k in hosts
+            ]
     w.problems.sort(key=lambda p: p.position)
     empty = np.zeros(0, dtype=np.int64)
 
@@ -739,12 +941,28 @@ def _columns_c(buf: Buf, u8: np.ndarray, w: _Walker, P: np.ndarray, walk_end: in
         return out[row] if fields else empty
 
     return ParsedRange(
-        file_start=base, position=P, size=out[_C_TOTAL], version=out[_C_VERSION].astype(np.int8),
-        body_crc=crc, crc_ok=crc_ok, queue_id=col(_C_QUEUE_ID), flag=col(_C_FLAG),
-        queue_offset=col(_C_QUEUE_OFFSET), physical_offset=col(_C_PHYS), sysflag=sysflag,
-        born_timestamp=col(_C_BORN_TS), store_timestamp=col(_C_STORE_TS), reconsume_times=col(_C_RECONSUME),
-        prepared_tx_offset=col(_C_PREPARED), body_length=blen, topic_codes=codes, topic_names=names,
-        problems=w.problems, walk_end=walk_end, **extra)
+        file_start=base,
+        position=P,
+        size=out[_C_TOTAL],
+        version=out[_C_VERSION].astype(np.int8),
+        body_crc=crc,
+        crc_ok=crc_ok,
+        queue_id=col(_C_QUEUE_ID),
+        flag=col(_C_FLAG),
+        queue_offset=col(_C_QUEUE_OFFSET),
+        physical_offset=col(_C_PHYS),
+        sysflag=sysflag,
+        born_timestamp=col(_C_BORN_TS),
+        store_timestamp=col(_C_STORE_TS),
+        reconsume_times=col(_C_RECONSUME),
+        prepared_tx_offset=col(_C_PREPARED),
+        body_length=blen,
+        topic_codes=codes,
+        topic_names=names,
+        problems=w.problems,
+        walk_end=walk_end,
+        **extra,
+    )
 
 
 def _topic_order(codes: np.ndarray, raw: list[bytes], tlen: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -757,7 +975,7 @@ def _topic_order(codes: np.ndarray, raw: list[bytes], tlen: np.ndarray) -> tuple
     m = len(raw)
     width = int(tlen.max())
     present = np.flatnonzero(np.bincount(codes, minlength=m))
-    if width > 256:                     # first appearance
+    if width > 256:  # first appearance
         first = np.full(m, codes.size, dtype=np.int64)
         np.minimum.at(first, codes, np.arange(codes.size))
         order = present[np.argsort(first[present], kind="stable")]
@@ -766,12 +984,13 @@ def _topic_order(codes: np.ndarray, raw: list[bytes], tlen: np.ndarray) -> tuple
     else:
         step = max(1, (8 << 20) // (width + 2))
         key_rank = np.empty(m, dtype=np.int64)
-        key_rank[np.asarray(sorted(present.tolist(), key=lambda c: (len(raw[c]), raw[c])), dtype=np.int64)] \
-            = np.arange(present.size)
+        key_rank[
+            np.asarray(sorted(present.tolist(), key=lambda c: (len(raw[c]), raw[c])), dtype=np.int64)
+        ] = np.arange(present.size)
         seen = np.zeros(m, dtype=bool)
         chunks = []
         for s in range(0, codes.size, step):
-            fresh = np.flatnonzero((np.bincount(codes[s:s + step], minlength=m) > 0) & ~seen)
+            fresh = np.flatnonzero((np.bincount(codes[s : s + step], minlength=m) > 0) & ~seen)
             fresh = fresh[np.argsort(key_rank[fresh])]
             seen[fresh] = True
             chunks.append(fresh)
@@ -788,50 +1007,75 @@ def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) ->
     if not at.size:
         return np.zeros(0, dtype=np.int64), []
     width = int(tlen.max())
-    if width > 256:           # v2 topics this long are rare: one dict lookup per record
-        codes = np.fromiter((names.setdefault(bytes(mv[a:a + b]), len(names))
-                             for a, b in zip(at.tolist(), tlen.tolist(), strict=True)), dtype=np.int64,
-                            count=at.size)
+    if width > 256:  # v2 topics this long are rare: one dict lookup per record
+        codes = np.fromiter(
+            (
+                names.setdefault(bytes(mv[a : a + b]), len(names))
+                for a, b in zip(at.tolist(), tlen.tolist(), strict=True)
+            ),
+            dtype=np.int64,
+            count=at.size,
+        )
         return codes, [k.decode("utf-8", errors="replace") for k in names]
     cols = np.arange(max(width, 1))
     codes = np.empty(at.size, dtype=np.int64)
     step = max(1, (8 << 20) // (width + 2))
     for s in range(0, at.size, step):
-        a, ln = at[s:s + step], tlen[s:s + step]
+        a, ln = at[s : s + step], tlen[s : s + step]
         rows = np.where(cols < ln[:, None], row_bytes(u8, a, cols.size), 0).astype(np.uint8)
         # the length too: a topic ending in NUL bytes differs from a shorter one
-        key = np.ascontiguousarray(np.concatenate([ln.astype(">u2").view(np.uint8).reshape(-1, 2), rows],
-                                                  axis=1))
+        key = np.ascontiguousarray(
+            np.concatenate([ln.astype(">u2").view(np.uint8).reshape(-1, 2), rows], axis=1)
+        )
         uniq, inv = np.unique(key.view(f"V{key.shape[1]}").ravel(), return_inverse=True)
-        local = np.fromiter((names.setdefault(bytes(u)[2:2 + int.from_bytes(bytes(u)[:2], "big")], len(names))
-                             for u in uniq), dtype=np.int64, count=uniq.size)
-        codes[s:s + step] = local[inv.ravel()]
+        local = np.fromiter(
+            (
+                names.setdefault(bytes(u)[2 : 2 + int.from_bytes(bytes(u)[:2], "big")], len(names))
+                for u in uniq
+            ),
+            dtype=np.int64,
+            count=uniq.size,
+        )
+        codes[s : s + step] = local[inv.ravel()]
     return codes, [k.decode("utf-8", errors="replace") for k in names]
 
 
-def _hosts(u8: np.ndarray, at: np.ndarray, width: np.ndarray, names: dict[bytes, int], H: np.ndarray,
-           rel: int | np.ndarray) -> np.ndarray:
+def _hosts(
+    u8: np.ndarray,
+    at: np.ndarray,
+    width: np.ndarray,
+    names: dict[bytes, int],
+    H: np.ndarray,
+    rel: int | np.ndarray,
+) -> np.ndarray:
     """Each record's `ip:port` as a code into `names` (the distinct raw addresses, added to as met; a
     few hosts send most messages): the addresses compared as fixed-width rows in blocks of about 8 MiB.
     H, rel: the records' heads (`_heads`) and where the address starts in them."""
     codes = np.empty(at.size, dtype=np.int32)
-    if at.size and bool((width == 8).all()):    # IPv4 only: each address and port is one 8-byte integer
-        uniq, inv = np.unique(_field(H, rel if isinstance(rel, int) else rel.astype(np.int64), ">u8"),
-                              return_inverse=True)
+    if at.size and bool((width == 8).all()):  # IPv4 only: each address and port is one 8-byte integer
+        uniq, inv = np.unique(
+            _field(H, rel if isinstance(rel, int) else rel.astype(np.int64), ">u8"), return_inverse=True
+        )
         pad = bytes(12)
-        local = np.fromiter((names.setdefault(b"\x08" + (v & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big") + pad,
-                                              len(names)) for v in uniq.tolist()), dtype=np.int32,
-                            count=uniq.size)
+        local = np.fromiter(
+            (
+                names.setdefault(b"\x08" + (v & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big") + pad, len(names))
+                for v in uniq.tolist()
+            ),
+            dtype=np.int32,
+            count=uniq.size,
+        )
         codes[:] = local[inv.ravel()]
         return codes
     cols = np.arange(20)
     step = 1 << 18
     for s in range(0, at.size, step):
-        a, w = at[s:s + step], width[s:s + step]
+        a, w = at[s : s + step], width[s : s + step]
         rows = np.where(cols < w[:, None], u8[np.minimum(a[:, None] + cols, u8.size - 1)], 0).astype(np.uint8)
         key = np.ascontiguousarray(np.concatenate([w.astype(np.uint8)[:, None], rows], axis=1))
         uniq, inv = np.unique(key.view("V21").ravel(), return_inverse=True)
-        local = np.fromiter((names.setdefault(bytes(u), len(names)) for u in uniq), dtype=np.int32,
-                            count=uniq.size)
-        codes[s:s + step] = local[inv.ravel()]
+        local = np.fromiter(
+            (names.setdefault(bytes(u), len(names)) for u in uniq), dtype=np.int32, count=uniq.size
+        )
+        codes[s : s + step] = local[inv.ravel()]
     return codes

@@ -46,8 +46,9 @@ def _log(rep: StoreReport) -> CommitLog | None:
     return CommitLog(Path(rep.path) / COMMITLOG_DIR)
 
 
-def common_prefix(a: StoreReport, b: StoreReport, *, chunk: int = CHUNK,
-                  limit: int = SCAN_LIMIT) -> tuple[int, bool]:
+def common_prefix(
+    a: StoreReport, b: StoreReport, *, chunk: int = CHUNK, limit: int = SCAN_LIMIT
+) -> tuple[int, bool]:
     """(end of the identical prefix, exact): the first offset from which a and b differ, looking back
     from the shorter max offset. `exact` is False when the difference reaches further back than
     `limit` bytes (the prefix end is then an upper bound)."""
@@ -80,7 +81,7 @@ class SetAlignment:
     max_offsets: dict[str, int]
     prefixes: dict[tuple[str, str], int] = field(default_factory=dict)
     inexact: bool = False
-    losses: dict[str, dict[str, int]] = field(default_factory=dict)   # candidate -> store -> bytes lost
+    losses: dict[str, dict[str, int]] = field(default_factory=dict)  # candidate -> store -> bytes lost
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -98,8 +99,10 @@ class SetAlignment:
         if len(self.stores) < 2:
             return f"{name}: one store only ({offsets}); nothing to compare"
         if self.aligned:
-            return (f"{name}: aligned: max offset {self.max_offsets[self.stores[0]]} on every store, "
-                    f"tail identical")
+            return (
+                f"{name}: aligned: max offset {self.max_offsets[self.stores[0]]} on every store, "
+                f"tail identical"
+            )
         return f"{name}: NOT aligned: max offsets {offsets}"
 
     def details(self) -> list[str]:
@@ -108,7 +111,7 @@ class SetAlignment:
         if self.aligned or len(self.stores) < 2:
             return out
         for i, a in enumerate(self.stores):
-            for b in self.stores[i + 1:]:
+            for b in self.stores[i + 1 :]:
                 p = self.prefixes[(a, b)]
                 ma, mb = self.max_offsets[a], self.max_offsets[b]
                 if p == ma == mb:
@@ -123,41 +126,53 @@ class SetAlignment:
         for c in self.stores:
             lost = {s: n for s, n in self.losses[c].items() if n}
             if lost:
-                parts = ", ".join(f"{s} loses {n} bytes (offsets {self.max_offsets[s] - n}-"
-                                  f"{self.max_offsets[s]})" for s, n in lost.items())
+                parts = ", ".join(
+                    f"{s} loses {n} bytes (offsets {self.max_offsets[s] - n}-{self.max_offsets[s]})"
+                    for s, n in lost.items()
+                )
                 out.append(f"if {c} starts as master: {parts}")
             else:
                 out.append(f"if {c} starts as master: no store loses data (the others catch up from it)")
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"clusterName": self.cluster_name, "brokerName": self.broker_name, "aligned": self.aligned,
-                "stores": [{"store": s, "maxOffset": self.max_offsets[s]} for s in self.stores],
-                "identicalUpTo": [{"a": a, "b": b, "offset": p} for (a, b), p in self.prefixes.items()],
-                "exact": not self.inexact,
-                "lossIfMaster": {c: dict(v) for c, v in self.losses.items()},
-                "leastLoss": self.best if self.stores else None,
-                "summary": self.summary(), "details": self.details(), "notes": list(self.notes)}
+        return {
+            "clusterName": self.cluster_name,
+            "brokerName": self.broker_name,
+            "aligned": self.aligned,
+            "stores": [{"store": s, "maxOffset": self.max_offsets[s]} for s in self.stores],
+            "identicalUpTo": [{"a": a, "b": b, "offset": p} for (a, b), p in self.prefixes.items()],
+            "exact": not self.inexact,
+            "lossIfMaster": {c: dict(v) for c, v in self.losses.items()},
+            "leastLoss": self.best if self.stores else None,
+            "summary": self.summary(),
+            "details": self.details(),
+            "notes": list(self.notes),
+        }
 
 
-def align(reports: list[StoreReport], cluster_name: str | None = None,
-          broker_name: str | None = None) -> SetAlignment:
+def align(
+    reports: list[StoreReport], cluster_name: str | None = None, broker_name: str | None = None
+) -> SetAlignment:
     """Compare every pair of `reports` (the stores of one broker set). Pure reading."""
     paths = [r.path for r in reports]
     res = SetAlignment(cluster_name, broker_name, paths, {r.path: r.max_offset for r in reports})
     for i, a in enumerate(reports):
-        for b in reports[i + 1:]:
+        for b in reports[i + 1 :]:
             p, exact = common_prefix(a, b)
             res.prefixes[(a.path, b.path)] = p
             res.prefixes[(b.path, a.path)] = p
             if not exact:
                 res.inexact = True
     if res.inexact:
-        res.notes.append(f"stores differ for more than the {SCAN_LIMIT} bytes checked: the prefix ends are "
-                         f"upper bounds and the losses lower bounds")
+        res.notes.append(
+            f"stores differ for more than the {SCAN_LIMIT} bytes checked: the prefix ends are "
+            f"upper bounds and the losses lower bounds"
+        )
     for c in reports:
-        res.losses[c.path] = {o.path: max(0, o.max_offset - res.prefixes[(c.path, o.path)])
-                              for o in reports if o is not c}
+        res.losses[c.path] = {
+            o.path: max(0, o.max_offset - res.prefixes[(c.path, o.path)]) for o in reports if o is not c
+        }
     for r in reports:
         if r.max_offset <= r.min_offset:
             res.notes.append(f"{os.fspath(r.path)}: no messages")

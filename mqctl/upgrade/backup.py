@@ -56,7 +56,7 @@ class Item:
     """One file or directory a clear removes, relative to its root."""
 
     rel: str
-    kind: str          # "file" or "dir"
+    kind: str  # "file" or "dir"
     size: int = 0
 
 
@@ -77,7 +77,7 @@ class Root:
 
 @dataclass
 class ClearPlan:
-    what: str                       # "epochs" or "controller-data"
+    what: str  # "epochs" or "controller-data"
     roots: list[Root] = field(default_factory=list)
 
     @property
@@ -85,10 +85,20 @@ class ClearPlan:
         return not any(r.items for r in self.roots)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"what": self.what, "nothingToDo": self.nothing_to_do,
-                "roots": [{"path": r.path, "kind": r.kind, "bytes": r.bytes, "notes": list(r.notes),
-                           "items": [{"path": i.rel, "type": i.kind, "size": i.size} for i in r.items]}
-                          for r in self.roots]}
+        return {
+            "what": self.what,
+            "nothingToDo": self.nothing_to_do,
+            "roots": [
+                {
+                    "path": r.path,
+                    "kind": r.kind,
+                    "bytes": r.bytes,
+                    "notes": list(r.notes),
+                    "items": [{"path": i.rel, "type": i.kind, "size": i.size} for i in r.items],
+                }
+                for r in self.roots
+            ],
+        }
 
 
 def sha256_file(path: Path) -> str:
@@ -165,8 +175,12 @@ def guard(roots: list[str], kinds: list[str]) -> Iterator[None]:
         yield
 
 
-def apply_clear(plan: ClearPlan, backup_dir: str | os.PathLike[str], *,
-                refuse_if_running: Callable[[], None] | None = None) -> dict[str, Any]:
+def apply_clear(
+    plan: ClearPlan,
+    backup_dir: str | os.PathLike[str],
+    *,
+    refuse_if_running: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """Back up every item of `plan`, verify the copies, write the manifest, then delete the items.
 
     `refuse_if_running` is called once more just before anything is written (the caller's check of
@@ -191,22 +205,34 @@ def apply_clear(plan: ClearPlan, backup_dir: str | os.PathLike[str], *,
             for it in r.items:
                 src = root / it.rel
                 st = src.lstat()
-                e: dict[str, Any] = {"root": ri, "path": it.rel, "type": it.kind,
-                                     "mode": stat.S_IMODE(st.st_mode), "mtimeNs": st.st_mtime_ns}
+                e: dict[str, Any] = {
+                    "root": ri,
+                    "path": it.rel,
+                    "type": it.kind,
+                    "mode": stat.S_IMODE(st.st_mode),
+                    "mtimeNs": st.st_mtime_ns,
+                }
                 if it.kind == "file":
                     dst = bdir / DATA_DIR / str(ri) / it.rel
                     digest = _copy_file(src, dst)
                     if sha256_file(dst) != digest or sha256_file(src) != digest:
-                        raise StoreError(f"{src}: changed while it was backed up, or the copy {dst} "
-                                         f"differs; nothing was removed")
+                        raise StoreError(
+                            f"{src}: changed while it was backed up, or the copy {dst} "
+                            f"differs; nothing was removed"
+                        )
                     e.update(size=st.st_size, sha256=digest, backup=str(dst.relative_to(bdir)))
                 entries.append(e)
-        manifest = {"format": FORMAT, "what": plan.what, "createdMs": int(time.time() * 1000),
-                    "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": socket.gethostname(),
-                    "backupDir": str(bdir),
-                    "roots": [{"path": os.path.abspath(r.path), "kind": r.kind} for r in plan.roots],
-                    "entries": entries,
-                    "restore": f"mqctl upgrade restore {bdir}"}
+        manifest = {
+            "format": FORMAT,
+            "what": plan.what,
+            "createdMs": int(time.time() * 1000),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "host": socket.gethostname(),
+            "backupDir": str(bdir),
+            "roots": [{"path": os.path.abspath(r.path), "kind": r.kind} for r in plan.roots],
+            "entries": entries,
+            "restore": f"mqctl upgrade restore {bdir}",
+        }
         mpath = bdir / MANIFEST
         tmp = bdir / (MANIFEST + ".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -240,16 +266,19 @@ def read_manifest(backup_dir: str | os.PathLike[str]) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise StoreError(f"{path}: unreadable manifest ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise StoreError(f"{path}: not an mqctl upgrade backup manifest (format {doc.get('format')!r})"
-                         if isinstance(doc, dict) else f"{path}: not an mqctl upgrade backup manifest")
+        raise StoreError(
+            f"{path}: not an mqctl upgrade backup manifest (format {doc.get('format')!r})"
+            if isinstance(doc, dict)
+            else f"{path}: not an mqctl upgrade backup manifest"
+        )
     return doc
 
 
 @dataclass(frozen=True)
 class RestoreAction:
     target: str
-    kind: str          # file or dir
-    action: str        # "restore", "present" (identical already), "conflict"
+    kind: str  # file or dir
+    action: str  # "restore", "present" (identical already), "conflict"
     detail: str = ""
 
 
@@ -270,10 +299,16 @@ class RestorePlan:
         return all(a.action == "present" for a in self.actions)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"backupDir": self.backup_dir, "what": self.what, "roots": self.roots,
-                "nothingToDo": self.nothing_to_do,
-                "actions": [{"target": a.target, "type": a.kind, "action": a.action, "detail": a.detail}
-                            for a in self.actions]}
+        return {
+            "backupDir": self.backup_dir,
+            "what": self.what,
+            "roots": self.roots,
+            "nothingToDo": self.nothing_to_do,
+            "actions": [
+                {"target": a.target, "type": a.kind, "action": a.action, "detail": a.detail}
+                for a in self.actions
+            ],
+        }
 
 
 def plan_restore(backup_dir: str | os.PathLike[str]) -> RestorePlan:
@@ -286,15 +321,19 @@ def plan_restore(backup_dir: str | os.PathLike[str]) -> RestorePlan:
         root = Path(roots[int(e["root"])]["path"])
         target = root / str(e["path"])
         if not root.is_dir():
-            plan.actions.append(RestoreAction(str(target), e["type"], "conflict",
-                                              f"{root} does not exist: nothing to restore into"))
+            plan.actions.append(
+                RestoreAction(
+                    str(target), e["type"], "conflict", f"{root} does not exist: nothing to restore into"
+                )
+            )
             continue
         if e["type"] == "dir":
             if target.is_dir():
                 plan.actions.append(RestoreAction(str(target), "dir", "present"))
             elif target.exists() or target.is_symlink():
-                plan.actions.append(RestoreAction(str(target), "dir", "conflict",
-                                                  "exists and is not a directory"))
+                plan.actions.append(
+                    RestoreAction(str(target), "dir", "conflict", "exists and is not a directory")
+                )
             else:
                 plan.actions.append(RestoreAction(str(target), "dir", "restore"))
             continue
@@ -302,18 +341,25 @@ def plan_restore(backup_dir: str | os.PathLike[str]) -> RestorePlan:
         if not src.is_file():
             raise StoreError(f"{src}: missing from the backup (manifest lists it); nothing was restored")
         if sha256_file(src) != e["sha256"]:
-            raise StoreError(f"{src}: sha256 differs from the manifest: the backup is damaged; nothing was "
-                             f"restored")
+            raise StoreError(
+                f"{src}: sha256 differs from the manifest: the backup is damaged; nothing was restored"
+            )
         if target.is_symlink() or (target.exists() and not target.is_file()):
             plan.actions.append(RestoreAction(str(target), "file", "conflict", "exists and is not a file"))
         elif target.exists():
             if sha256_file(target) == e["sha256"]:
                 plan.actions.append(RestoreAction(str(target), "file", "present"))
             else:
-                plan.actions.append(RestoreAction(
-                    str(target), "file", "conflict",
-                    f"exists with other content ({target.stat().st_size} bytes, the backup has {e['size']}); "
-                    f"something wrote it after the clear: move it away to restore"))
+                plan.actions.append(
+                    RestoreAction(
+                        str(target),
+                        "file",
+                        "conflict",
+                        f"exists with other content ({target.stat().st_size} bytes, the backup has "
+                        f"{e['size']}); "
+                        f"something wrote it after the clear: move it away to restore",
+                    )
+                )
         else:
             plan.actions.append(RestoreAction(str(target), "file", "restore", f"{e['size']} bytes"))
     return plan
@@ -324,8 +370,10 @@ def apply_restore(plan: RestorePlan, *, refuse_if_running: Callable[[], None] | 
     Returns the number of entries restored. UsageError when the plan has conflicts."""
     if plan.conflicts:
         first = plan.conflicts[0]
-        raise UsageError(f"cannot restore: {first.target}: {first.detail}"
-                         + (f" (and {len(plan.conflicts) - 1} more)" if len(plan.conflicts) > 1 else ""))
+        raise UsageError(
+            f"cannot restore: {first.target}: {first.detail}"
+            + (f" (and {len(plan.conflicts) - 1} more)" if len(plan.conflicts) > 1 else "")
+        )
     if refuse_if_running is not None:
         refuse_if_running()
     bdir = Path(plan.backup_dir)

@@ -15,8 +15,17 @@ from mqctl.store.epochfile import EPOCH_FILE
 from mqctl.upgrade.backup import ClearPlan, Item, Root
 
 EPOCH_FILES = (EPOCH_FILE, EPOCH_FILE + ".bak")
-_STORE_MARKERS = ("commitlog", "checkpoint", "lock", "abort", "consumequeue", "config", "brokerIdentity",
-                  EPOCH_FILE, EPOCH_FILE + ".bak")
+_STORE_MARKERS = (
+    "commitlog",
+    "checkpoint",
+    "lock",
+    "abort",
+    "consumequeue",
+    "config",
+    "brokerIdentity",
+    EPOCH_FILE,
+    EPOCH_FILE + ".bak",
+)
 
 __all__ = ["EPOCH_FILES", "looks_like_store", "plan_clear_epochs"]
 
@@ -41,8 +50,10 @@ def plan_clear_epochs(stores: list[str]) -> ClearPlan:
         if not p.exists():
             raise UsageError(f"{s}: no such directory (the broker's storePathRootDir, default ~/store)")
         if not looks_like_store(p):
-            raise UsageError(f"{s}: not a RocketMQ store directory (no commitlog, checkpoint, lock or epoch "
-                             f"file); pass the broker's storePathRootDir")
+            raise UsageError(
+                f"{s}: not a RocketMQ store directory (no commitlog, checkpoint, lock or epoch "
+                f"file); pass the broker's storePathRootDir"
+            )
         root = Root(os.path.abspath(s), "store")
         for name in EPOCH_FILES:
             f = p / name
@@ -53,7 +64,8 @@ def plan_clear_epochs(stores: list[str]) -> ClearPlan:
         if not root.items:
             root.notes.append("no epoch files (already cleared)")
         if (p / (EPOCH_FILE + ".tmp")).exists():
-            root.notes.append(f"{EPOCH_FILE}.tmp left from an interrupted write: RocketMQ never reads it; "
-                              f"left in place")
+            root.notes.append(
+                f"{EPOCH_FILE}.tmp left from an interrupted write: RocketMQ never reads it; left in place"
+            )
         plan.roots.append(root)
     return plan

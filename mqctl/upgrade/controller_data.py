@@ -28,8 +28,17 @@ MQCTL = "mqctl-controller"
 EMPTY = "empty"
 
 _DLEDGER_NODE = re.compile(r"^dledger-.+$")
-_DLEDGER_PARTS = {"data", "index", "snapshot", "currterm", "checkpoint", "currterm.bak", "checkpoint.bak",
-                  "currterm.tmp", "checkpoint.tmp"}
+_DLEDGER_PARTS = {
+    "data",
+    "index",
+    "snapshot",
+    "currterm",
+    "checkpoint",
+    "currterm.bak",
+    "checkpoint.bak",
+    "currterm.tmp",
+    "checkpoint.tmp",
+}
 _MQCTL_PREFIXES = ("raft.journal", "raft.snapshot.json", "node.json")
 _MQCTL_KEEP = "LOCK"
 
@@ -39,7 +48,7 @@ __all__ = ["EMPTY", "MQCTL", "ROCKETMQ", "ControllerDir", "detect", "plan_clear_
 @dataclass
 class ControllerDir:
     path: str
-    kind: str                       # ROCKETMQ, MQCTL or EMPTY
+    kind: str  # ROCKETMQ, MQCTL or EMPTY
     node_ids: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
 
@@ -56,9 +65,11 @@ def _is_dledger_node(d: Path) -> bool:
 def detect(data_dir: str | os.PathLike[str]) -> ControllerDir:
     p = Path(data_dir)
     if not p.exists():
-        raise UsageError(f"{p}: no such directory (RocketMQ: controllerStorePath, default "
-                         f"~/DledgerController in 5.1.x, ~/DLedgerController in the docs; mqctl: serve "
-                         f"--data-dir)")
+        raise UsageError(
+            f"{p}: no such directory (RocketMQ: controllerStorePath, default "
+            f"~/DledgerController in 5.1.x, ~/DLedgerController in the docs; mqctl: serve "
+            f"--data-dir)"
+        )
     if not p.is_dir():
         raise UsageError(f"{p}: not a directory")
     names = sorted(e.name for e in os.scandir(p))
@@ -68,13 +79,13 @@ def detect(data_dir: str | os.PathLike[str]) -> ControllerDir:
         return cd
     if _is_dledger_node(p) and _DLEDGER_NODE.match(p.name):
         cd.kind = ROCKETMQ
-        cd.node_ids = [p.name[len("dledger-"):]]
+        cd.node_ids = [p.name[len("dledger-") :]]
         return cd
     dledger = [n for n in names if _DLEDGER_NODE.match(n) and (p / n).is_dir() and _is_dledger_node(p / n)]
     mqctl = [n for n in names if n.startswith(_MQCTL_PREFIXES) or n == _MQCTL_KEEP]
     if dledger and not mqctl:
         cd.kind = ROCKETMQ
-        cd.node_ids = [n[len("dledger-"):] for n in dledger]
+        cd.node_ids = [n[len("dledger-") :] for n in dledger]
         cd.unknown = [n for n in names if n not in dledger]
     elif mqctl and not dledger:
         cd.kind = MQCTL
@@ -111,13 +122,17 @@ def _walk_items(root: Path, rel: str) -> list[Item]:
 def plan_clear_controller_data(data_dir: str) -> tuple[ClearPlan, ControllerDir]:
     cd = detect(data_dir)
     if cd.kind == EMPTY and cd.unknown:
-        raise UsageError(f"{data_dir}: not a controller data directory I recognise (found "
-                         f"{', '.join(cd.unknown[:6])}{' ...' if len(cd.unknown) > 6 else ''}); expected "
-                         f"RocketMQ's dledger-<selfId>/{{data,index}} or mqctl's raft.journal/node.json. "
-                         f"Pass controllerStorePath (or serve --data-dir) itself")
+        raise UsageError(
+            f"{data_dir}: not a controller data directory I recognise (found "
+            f"{', '.join(cd.unknown[:6])}{' ...' if len(cd.unknown) > 6 else ''}); expected "
+            f"RocketMQ's dledger-<selfId>/{{data,index}} or mqctl's raft.journal/node.json. "
+            f"Pass controllerStorePath (or serve --data-dir) itself"
+        )
     if cd.unknown:
-        raise UsageError(f"{data_dir}: holds entries that are not controller data: "
-                         f"{', '.join(cd.unknown[:6])}; move them away first (nothing was changed)")
+        raise UsageError(
+            f"{data_dir}: holds entries that are not controller data: "
+            f"{', '.join(cd.unknown[:6])}; move them away first (nothing was changed)"
+        )
     root = Root(os.path.abspath(data_dir), cd.kind)
     p = Path(data_dir)
     if cd.kind == ROCKETMQ and _DLEDGER_NODE.match(p.name) and _is_dledger_node(p):

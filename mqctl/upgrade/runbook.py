@@ -46,8 +46,15 @@ class Step:
     evidence: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.n, "id": self.id, "title": self.title, "commands": list(self.commands),
-                "check": self.check, "status": self.status, "evidence": self.evidence}
+        return {
+            "step": self.n,
+            "id": self.id,
+            "title": self.title,
+            "commands": list(self.commands),
+            "check": self.check,
+            "status": self.status,
+            "evidence": self.evidence,
+        }
 
 
 @dataclass
@@ -60,8 +67,14 @@ class Check:
     lines: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "check": self.name, "subject": self.subject, "detail": self.detail,
-                "fix": self.fix, "lines": list(self.lines)}
+        return {
+            "status": self.status,
+            "check": self.name,
+            "subject": self.subject,
+            "detail": self.detail,
+            "fix": self.fix,
+            "lines": list(self.lines),
+        }
 
 
 def _q(s: str) -> str:
@@ -77,6 +90,7 @@ def _stores_args(state: UpgradeState) -> str:
 
 
 # --- evidence -------------------------------------------------------------------------------------
+
 
 def _set_known(state: UpgradeState, bs: BrokerSet) -> bool:
     return bool(bs.broker_name) and bs.broker_name in state.controller.sets
@@ -134,39 +148,58 @@ def master_elected(state: UpgradeState, bs: BrokerSet) -> bool | None:
         return None
     info = state.controller.sets.get(bs.broker_name or "")
     mid = bs.master.identity_id
-    return bool(state.controller.reachable and info is not None and mid is not None
-                and info.master_broker_id == mid)
+    return bool(
+        state.controller.reachable and info is not None and mid is not None and info.master_broker_id == mid
+    )
 
 
 # --- the runbook ----------------------------------------------------------------------------------
+
 
 def runbook(state: UpgradeState) -> list[Step]:
     c = state.controller
     a = _a(state)
     upgraded = controller_upgraded(state)
     steps = [
-        Step(1, "stop-controllers", "Stop every node of the old controller group",
-             ["stop each controller node (RocketMQ: bin/mqshutdown controller or your service manager; "
-              "mqctl: stop mqctl serve)"],
-             f"mqctl upgrade check {_stores_args(state)}{a}  -> controller unreachable"),
-        Step(2, "clear-controller-data",
-             "Delete the controller data on every controller node (after a backup)",
-             ["mqctl upgrade clear-controller-data CONTROLLER_STORE_PATH --dry-run",
-              "mqctl upgrade clear-controller-data CONTROLLER_STORE_PATH   "
-              "(RocketMQ 5.1.x default ~/DledgerController; docs ~/DLedgerController; "
-              "mqctl: serve --data-dir)"],
-             "running it again says there is nothing to clear"),
-        Step(3, "start-controllers", "Start the new controller group (brokers keep running; no switch "
-             "can happen meanwhile)", ["start each controller node with the new version"],
-             f"mqctl getControllerMetaData{a}"),
+        Step(
+            1,
+            "stop-controllers",
+            "Stop every node of the old controller group",
+            [
+                "stop each controller node (RocketMQ: bin/mqshutdown controller or your service manager; "
+                "mqctl: stop mqctl serve)"
+            ],
+            f"mqctl upgrade check {_stores_args(state)}{a}  -> controller unreachable",
+        ),
+        Step(
+            2,
+            "clear-controller-data",
+            "Delete the controller data on every controller node (after a backup)",
+            [
+                "mqctl upgrade clear-controller-data CONTROLLER_STORE_PATH --dry-run",
+                "mqctl upgrade clear-controller-data CONTROLLER_STORE_PATH   "
+                "(RocketMQ 5.1.x default ~/DledgerController; docs ~/DLedgerController; "
+                "mqctl: serve --data-dir)",
+            ],
+            "running it again says there is nothing to clear",
+        ),
+        Step(
+            3,
+            "start-controllers",
+            "Start the new controller group (brokers keep running; no switch can happen meanwhile)",
+            ["start each controller node with the new version"],
+            f"mqctl getControllerMetaData{a}",
+        ),
     ]
     if not c.asked:
         for s in steps:
             s.status, s.evidence = UNCHECKED, "pass -a ADDRS to see the controller"
     elif upgraded:
         for s in steps:
-            s.status, s.evidence = DONE, (
-                f"the controller at {c.leader or c.addresses} answers and holds no data of the old group")
+            s.status, s.evidence = (
+                DONE,
+                (f"the controller at {c.leader or c.addresses} answers and holds no data of the old group"),
+            )
     elif c.reachable:
         stale = ", ".join(bs.label for bs in _stale_sets(state))
         steps[0].evidence = f"the controller answers and still holds the old data of {stale}"
@@ -174,30 +207,46 @@ def runbook(state: UpgradeState) -> list[Step]:
         steps[2].evidence = "the old controller still answers"
     else:
         steps[0].status, steps[0].evidence = DONE, f"no controller answers at {c.addresses}"
-        steps[1].status, steps[1].evidence = UNKNOWN, (
-            "the data directories are not visible from here; run clear-controller-data on each node "
-            "(harmless when already cleared)")
+        steps[1].status, steps[1].evidence = (
+            UNKNOWN,
+            (
+                "the data directories are not visible from here; run clear-controller-data on each node "
+                "(harmless when already cleared)"
+            ),
+        )
         steps[2].evidence = f"no controller answers at {c.addresses}"
 
     slaves = [s for bs in state.sets for s in bs.slaves]
     masters = [bs.master for bs in state.sets]
     n = 4
-    for title, sid, group in (("Stop the slave brokers", "stop-slaves", slaves),
-                              ("Stop the master brokers", "stop-master", masters)):
+    for title, sid, group in (
+        ("Stop the slave brokers", "stop-slaves", slaves),
+        ("Stop the master brokers", "stop-master", masters),
+    ):
         running = [s.path for s in group if s.running]
-        st = Step(n, sid, title, [f"stop the broker of {s.path}" for s in group] or ["(no store)"],
-                  f"mqctl upgrade check {_stores_args(state)}{a}  -> broker stopped")
+        st = Step(
+            n,
+            sid,
+            title,
+            [f"stop the broker of {s.path}" for s in group] or ["(no store)"],
+            f"mqctl upgrade check {_stores_args(state)}{a}  -> broker stopped",
+        )
         if not running:
             st.status, st.evidence = DONE, "no broker holds these stores" if group else "no such store"
         else:
             st.evidence = "still running: " + ", ".join(running)
         steps.append(st)
         n += 1
-    st = Step(6, "clear-epochs", "Delete epochFileCheckpoint and epochFileCheckpoint.bak on every broker "
-              "(after a backup)",
-              [f"mqctl upgrade clear-epochs {_stores_args(state)} --dry-run",
-               f"mqctl upgrade clear-epochs {_stores_args(state)}"],
-              f"mqctl upgrade check {_stores_args(state)}{a}  -> epoch files absent")
+    st = Step(
+        6,
+        "clear-epochs",
+        "Delete epochFileCheckpoint and epochFileCheckpoint.bak on every broker (after a backup)",
+        [
+            f"mqctl upgrade clear-epochs {_stores_args(state)} --dry-run",
+            f"mqctl upgrade clear-epochs {_stores_args(state)}",
+        ],
+        f"mqctl upgrade check {_stores_args(state)}{a}  -> epoch files absent",
+    )
     left = [s.path for bs in state.sets for s in bs.stores if not past_clear(state, bs, s)]
     if not left:
         st.status, st.evidence = DONE, "no store holds an epoch file from before the upgrade"
@@ -205,24 +254,42 @@ def runbook(state: UpgradeState) -> list[Step]:
         st.evidence = "epoch files in " + ", ".join(left)
     steps.append(st)
 
-    start = Step(7, "start-master", "Start the old master broker of each set",
-                 [f"start the broker of {bs.master.path}   ({bs.label}: {bs.master_reason})"
-                  for bs in state.sets],
-                 "its brokerIdentity appears (the id the controller applied)")
-    wait = Step(8, "wait-master", "Wait until the controller reports it as master",
-                [f"mqctl upgrade wait-master{a} -b {_q(bs.broker_name or 'BROKER_NAME')} --broker-id "
-                 f"{bs.master.identity_id if bs.master.identity_id is not None else 'ID'}"
-                 + ("" if bs.master.identity_id is not None else
-                    f"   (ID: in {bs.master.path}/brokerIdentity once it started; 1 on a fresh controller)")
-                 for bs in state.sets],
-                f"mqctl getSyncStateSet{a} -b BROKER_NAME")
-    slaves_step = Step(9, "start-slaves", "Start the slave brokers",
-                       [f"start the broker of {s.path}" for s in slaves] or ["(no slave store given)"],
-                       f"mqctl getSyncStateSet{a} -b BROKER_NAME  -> every replica alive")
+    start = Step(
+        7,
+        "start-master",
+        "Start the old master broker of each set",
+        [f"start the broker of {bs.master.path}   ({bs.label}: {bs.master_reason})" for bs in state.sets],
+        "its brokerIdentity appears (the id the controller applied)",
+    )
+    wait = Step(
+        8,
+        "wait-master",
+        "Wait until the controller reports it as master",
+        [
+            f"mqctl upgrade wait-master{a} -b {_q(bs.broker_name or 'BROKER_NAME')} --broker-id "
+            f"{bs.master.identity_id if bs.master.identity_id is not None else 'ID'}"
+            + (
+                ""
+                if bs.master.identity_id is not None
+                else f"   (ID: in {bs.master.path}/brokerIdentity once it started; 1 on a fresh controller)"
+            )
+            for bs in state.sets
+        ],
+        f"mqctl getSyncStateSet{a} -b BROKER_NAME",
+    )
+    slaves_step = Step(
+        9,
+        "start-slaves",
+        "Start the slave brokers",
+        [f"start the broker of {s.path}" for s in slaves] or ["(no slave store given)"],
+        f"mqctl getSyncStateSet{a} -b BROKER_NAME  -> every replica alive",
+    )
     started = [bs for bs in state.sets if bs.master.running and past_clear(state, bs, bs.master)]
     if state.sets and len(started) == len(state.sets):
-        start.status, start.evidence = DONE, "running with a new epoch history: " + ", ".join(
-            bs.master.path for bs in started)
+        start.status, start.evidence = (
+            DONE,
+            "running with a new epoch history: " + ", ".join(bs.master.path for bs in started),
+        )
     elected = [master_elected(state, bs) for bs in state.sets]
     if not c.asked:
         wait.status, wait.evidence = UNCHECKED, "pass -a ADDRS to ask the controller"
@@ -233,19 +300,32 @@ def runbook(state: UpgradeState) -> list[Step]:
             slaves_step.evidence = "pass -a ADDRS to ask the controller"
     else:
         if state.sets and all(elected):
-            wait.status, wait.evidence = DONE, "; ".join(
-                f"{bs.label}: master is brokerId {bs.master.identity_id}" for bs in state.sets)
+            wait.status, wait.evidence = (
+                DONE,
+                "; ".join(f"{bs.label}: master is brokerId {bs.master.identity_id}" for bs in state.sets),
+            )
         else:
-            wait.evidence = "; ".join(f"{bs.label}: not master yet" for bs, e in zip(state.sets, elected,
-                                                                                      strict=True) if not e)
-        alive_all = bool(state.sets) and all(
-            _replica_ids(state, bs).get(s.identity_id or -1, False)
-            for bs in state.sets for s in bs.slaves) and all(elected)
+            wait.evidence = "; ".join(
+                f"{bs.label}: not master yet" for bs, e in zip(state.sets, elected, strict=True) if not e
+            )
+        alive_all = (
+            bool(state.sets)
+            and all(
+                _replica_ids(state, bs).get(s.identity_id or -1, False)
+                for bs in state.sets
+                for s in bs.slaves
+            )
+            and all(elected)
+        )
         if alive_all:
             slaves_step.status, slaves_step.evidence = DONE, "every slave registered and alive"
         else:
-            missing = [s.path for bs in state.sets for s in bs.slaves
-                       if not _replica_ids(state, bs).get(s.identity_id or -1, False)]
+            missing = [
+                s.path
+                for bs in state.sets
+                for s in bs.slaves
+                if not _replica_ids(state, bs).get(s.identity_id or -1, False)
+            ]
             slaves_step.evidence = ("not registered or not alive: " + ", ".join(missing)) if missing else ""
     steps += [start, wait, slaves_step]
     _imply(steps)
@@ -291,6 +371,7 @@ def phase_of(steps: list[Step]) -> str:
 
 # --- checks ---------------------------------------------------------------------------------------
 
+
 def checks(state: UpgradeState, steps: list[Step]) -> list[Check]:
     """One Check per store and set and the controller, judged against what the next step expects."""
     phase = phase_of(steps)
@@ -300,8 +381,15 @@ def checks(state: UpgradeState, steps: list[Step]) -> list[Check]:
         if s.error:
             out.append(Check(FAIL, "store", s.path, f"unreadable: {s.error}", "see mqctl recover inspect"))
         elif s.report.state == "no store":
-            out.append(Check(FAIL, "store", s.path, "; ".join(s.report.problems) or "no store here",
-                             "pass the broker's storePathRootDir"))
+            out.append(
+                Check(
+                    FAIL,
+                    "store",
+                    s.path,
+                    "; ".join(s.report.problems) or "no store here",
+                    "pass the broker's storePathRootDir",
+                )
+            )
     set_of = {id(s): bs for bs in state.sets for s in bs.stores}
     for s in state.stores:
         bs = set_of.get(id(s))
@@ -311,16 +399,29 @@ def checks(state: UpgradeState, steps: list[Step]) -> list[Check]:
         role = "master" if is_master else "slave"
         # -- stopped
         if not s.running:
-            out.append(Check(WARN if s.usage.notes else OK, "stopped", s.path,
-                             f"{role}: no lock held, no process has its files open"
-                             + (f" ({s.usage.uninspected} process(es) of other users not inspected)"
-                                if s.usage.uninspected else ""), lines=list(s.usage.notes)))
+            out.append(
+                Check(
+                    WARN if s.usage.notes else OK,
+                    "stopped",
+                    s.path,
+                    f"{role}: no lock held, no process has its files open"
+                    + (
+                        f" ({s.usage.uninspected} process(es) of other users not inspected)"
+                        if s.usage.uninspected
+                        else ""
+                    ),
+                    lines=list(s.usage.notes),
+                )
+            )
         else:
             must_stop = phase == "stop-brokers" or (phase == "start-master" and not is_master)
             why = "; ".join(s.usage.reasons)
             if must_stop:
-                fix = ("stop the slaves first, then the master" if phase == "stop-brokers"
-                       else "start the slaves only after wait-master succeeded")
+                fix = (
+                    "stop the slaves first, then the master"
+                    if phase == "stop-brokers"
+                    else "start the slaves only after wait-master succeeded"
+                )
                 out.append(Check(FAIL, "stopped", s.path, f"{role} is running: {why}", fix))
             else:
                 out.append(Check(OK, "stopped", s.path, f"{role} running, as expected now ({phase}): {why}"))
@@ -330,35 +431,70 @@ def checks(state: UpgradeState, steps: list[Step]) -> list[Check]:
         elif past_clear(state, bs, s):
             out.append(Check(OK, "epoch-files", s.path, "present, written since the broker registered anew"))
         elif phase in ("start-master", "start-slaves", "done"):
-            out.append(Check(FAIL, "epoch-files", s.path, f"{', '.join(s.epoch_files)} from before the "
-                             f"upgrade", f"mqctl upgrade clear-epochs --store {_q(s.path)}"))
+            out.append(
+                Check(
+                    FAIL,
+                    "epoch-files",
+                    s.path,
+                    f"{', '.join(s.epoch_files)} from before the upgrade",
+                    f"mqctl upgrade clear-epochs --store {_q(s.path)}",
+                )
+            )
         else:
-            out.append(Check(OK, "epoch-files", s.path, f"{', '.join(s.epoch_files)} present; clear-epochs "
-                             f"removes them (step 6)"))
+            out.append(
+                Check(
+                    OK,
+                    "epoch-files",
+                    s.path,
+                    f"{', '.join(s.epoch_files)} present; clear-epochs removes them (step 6)",
+                )
+            )
         # -- identity
         ident = s.report.identity
         if ident is None:
             tmp = s.report.temp_identity
             extra = f" (brokerIdentity-temp holds id {tmp.broker_id})" if tmp else ""
-            out.append(Check(OK, "identity", s.path, "no brokerIdentity: the broker applies a new id at its "
-                             "first start" + extra))
+            out.append(
+                Check(
+                    OK,
+                    "identity",
+                    s.path,
+                    "no brokerIdentity: the broker applies a new id at its first start" + extra,
+                )
+            )
         else:
             label = f"{ident.cluster_name}/{ident.broker_name}#{ident.broker_id}"
             reg = registered(state, bs, s)
             if reg:
                 out.append(Check(OK, "identity", s.path, f"{label}, registered with the controller"))
             elif reg is None:
-                out.append(Check(WARN, "identity", s.path, f"{label}; pass -a to see whether the controller "
-                                 f"knows it"))
+                out.append(
+                    Check(
+                        WARN, "identity", s.path, f"{label}; pass -a to see whether the controller knows it"
+                    )
+                )
             elif c.reachable and not any(b is bs for b in _stale_sets(state)):
-                out.append(Check(FAIL, "identity", s.path,
-                                 f"{label}: the controller does not know this id; the broker would be "
-                                 f"refused at registration (CONTROLLER_BROKER_NEED_TO_BE_REGISTERED)",
-                                 f"move {s.path}/brokerIdentity away with the broker stopped; it is written "
-                                 f"again at the next start"))
+                out.append(
+                    Check(
+                        FAIL,
+                        "identity",
+                        s.path,
+                        f"{label}: the controller does not know this id; the broker would be "
+                        f"refused at registration (CONTROLLER_BROKER_NEED_TO_BE_REGISTERED)",
+                        f"move {s.path}/brokerIdentity away with the broker stopped; it is written "
+                        f"again at the next start",
+                    )
+                )
             else:
-                out.append(Check(WARN, "identity", s.path, f"{label}: unknown to a controller whose data is "
-                                 f"cleared in step 2; the broker would not register with that id"))
+                out.append(
+                    Check(
+                        WARN,
+                        "identity",
+                        s.path,
+                        f"{label}: unknown to a controller whose data is "
+                        f"cleared in step 2; the broker would not register with that id",
+                    )
+                )
     # -- alignment
     for bs in state.sets:
         al = bs.alignment
@@ -368,30 +504,61 @@ def checks(state: UpgradeState, steps: list[Step]) -> list[Check]:
             continue
         lost = {k: v for k, v in al.losses[bs.master.path].items() if v}
         if before_master or lost:
-            fix = (f"let the slaves catch up before stopping them, or start {al.best} as master (it loses "
-                   f"least); mqctl recover compare shows the details")
+            fix = (
+                f"let the slaves catch up before stopping them, or start {al.best} as master (it loses "
+                f"least); mqctl recover compare shows the details"
+            )
             out.append(Check(FAIL, "aligned", bs.label, al.summary(), fix, lines=al.details() + al.notes))
         else:
-            out.append(Check(OK, "aligned", bs.label, al.summary() + f"; the slaves catch up from "
-                             f"{bs.master.path}", lines=al.details()))
+            out.append(
+                Check(
+                    OK,
+                    "aligned",
+                    bs.label,
+                    al.summary() + f"; the slaves catch up from {bs.master.path}",
+                    lines=al.details(),
+                )
+            )
     # -- controller
     if not c.asked:
         out.append(Check(SKIP, "controller", "-", "not asked; pass -a ADDRS"))
     elif phase == "controller":
         if c.reachable:
             stale = ", ".join(b.label for b in _stale_sets(state))
-            out.append(Check(FAIL, "controller", c.addresses, f"answers and holds the old data of {stale}",
-                             "stop every controller node, then clear-controller-data on each (steps 1-2)"))
+            out.append(
+                Check(
+                    FAIL,
+                    "controller",
+                    c.addresses,
+                    f"answers and holds the old data of {stale}",
+                    "stop every controller node, then clear-controller-data on each (steps 1-2)",
+                )
+            )
         else:
-            out.append(Check(OK, "controller", c.addresses, "unreachable, as expected while its data is "
-                             "cleared"))
+            out.append(
+                Check(OK, "controller", c.addresses, "unreachable, as expected while its data is cleared")
+            )
     else:
         if c.reachable and controller_upgraded(state):
             out.append(Check(OK, "controller", c.addresses, "reachable, no data from before the upgrade"))
         elif c.reachable:
-            out.append(Check(FAIL, "controller", c.addresses, "answers with the old group's data",
-                             "steps 1-3: stop, clear-controller-data, start the new controllers"))
+            out.append(
+                Check(
+                    FAIL,
+                    "controller",
+                    c.addresses,
+                    "answers with the old group's data",
+                    "steps 1-3: stop, clear-controller-data, start the new controllers",
+                )
+            )
         else:
-            out.append(Check(FAIL, "controller", c.addresses, f"unreachable: {c.error}",
-                             "start the new controllers (step 3) before the brokers"))
+            out.append(
+                Check(
+                    FAIL,
+                    "controller",
+                    c.addresses,
+                    f"unreachable: {c.error}",
+                    "start the new controllers (step 3) before the brokers",
+                )
+            )
     return out

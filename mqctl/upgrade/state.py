@@ -44,7 +44,7 @@ class StoreState:
 
 @dataclass
 class ControllerState:
-    addresses: str = ""                 # "" = not asked (-a not given)
+    addresses: str = ""  # "" = not asked (-a not given)
     reachable: bool | None = None
     error: str = ""
     leader: str = ""
@@ -107,26 +107,45 @@ def group_sets(stores: list[StoreState], controller: ControllerState) -> list[Br
         else:
             unnamed.append(s)
     groups: list[tuple[str | None, str | None, list[StoreState], list[str]]] = [
-        (c, b, members, []) for (c, b), members in named.items()]
+        (c, b, members, []) for (c, b), members in named.items()
+    ]
     if unnamed:
         names = ", ".join(s.path for s in unnamed)
         if len(groups) == 1:
             groups[0][2].extend(unnamed)
-            groups[0][3].append(f"{names}: no brokerIdentity; assumed to belong to "
-                                f"{groups[0][0]}/{groups[0][1]}")
+            groups[0][3].append(
+                f"{names}: no brokerIdentity; assumed to belong to {groups[0][0]}/{groups[0][1]}"
+            )
         elif not groups:
-            note = ("no store names its broker set (no brokerIdentity: pre-5.1.1 stores); the stores given "
-                    "are taken as one set")
+            note = (
+                "no store names its broker set (no brokerIdentity: pre-5.1.1 stores); the stores given "
+                "are taken as one set"
+            )
             if len(controller.sets) == 1:
                 bname, info = next(iter(controller.sets.items()))
-                groups.append((info.cluster_name or None, bname, unnamed,
-                               [note + f", named {bname} after the controller's only broker set"]))
+                groups.append(
+                    (
+                        info.cluster_name or None,
+                        bname,
+                        unnamed,
+                        [note + f", named {bname} after the controller's only broker set"],
+                    )
+                )
             else:
                 groups.append((None, None, unnamed, [note]))
         else:
             for s in unnamed:
-                groups.append((None, None, [s], [f"{s.path}: no brokerIdentity and several broker sets "
-                                                 f"given: check it together with its own set's stores"]))
+                groups.append(
+                    (
+                        None,
+                        None,
+                        [s],
+                        [
+                            f"{s.path}: no brokerIdentity and several broker sets "
+                            f"given: check it together with its own set's stores"
+                        ],
+                    )
+                )
     out: list[BrokerSet] = []
     for c, b, members, notes in groups:
         master, why = _pick_master(members, b, controller)
@@ -135,8 +154,9 @@ def group_sets(stores: list[StoreState], controller: ControllerState) -> list[Br
     return out
 
 
-def _pick_master(members: list[StoreState], broker_name: str | None,
-                 controller: ControllerState) -> tuple[StoreState, str]:
+def _pick_master(
+    members: list[StoreState], broker_name: str | None, controller: ControllerState
+) -> tuple[StoreState, str]:
     info = controller.sets.get(broker_name or "") if broker_name else None
     if info is not None and info.master_broker_id is not None:
         for m in members:
@@ -145,9 +165,11 @@ def _pick_master(members: list[StoreState], broker_name: str | None,
     best = max(members, key=lambda m: (freshness(m.report), -members.index(m)))
     if len(members) == 1:
         return best, "the only store of its set"
-    return best, ("the freshest store (highest last epoch, then max offset; the first given on ties): start "
-                  "the broker that was master before the upgrade; if that is another store, see the "
-                  "alignment check")
+    return best, (
+        "the freshest store (highest last epoch, then max offset; the first given on ties): start "
+        "the broker that was master before the upgrade; if that is another store, see the "
+        "alignment check"
+    )
 
 
 def _controller_state(addresses: str, client_factory: Callable[[str], ControllerClient]) -> ControllerState:
@@ -166,11 +188,14 @@ def _controller_state(addresses: str, client_factory: Callable[[str], Controller
     return st
 
 
-def gather(stores: list[str], addresses: str | None,
-           client_factory: Callable[[str], ControllerClient] | None = None) -> UpgradeState:
+def gather(
+    stores: list[str], addresses: str | None, client_factory: Callable[[str], ControllerClient] | None = None
+) -> UpgradeState:
     """Read every store and, with `addresses`, ask the controller. Writes nothing."""
+
     def default_factory(a: str) -> ControllerClient:
         from mqctl.client import ControllerClient
+
         return ControllerClient(a, timeout=5.0)
 
     controller = _controller_state(addresses or "", client_factory or default_factory)

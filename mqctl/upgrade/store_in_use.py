@@ -127,8 +127,10 @@ def _abort_pid(usage: Usage, store: Path) -> None:
         return
     pid = int(text)
     if pid != os.getpid() and Path(f"/proc/{pid}").exists():
-        usage.notes.append(f"abort names pid {pid}, which is alive ({_command(pid)}) but holds neither the "
-                           f"lock nor a store file: probably a reused pid; make sure the broker is stopped")
+        usage.notes.append(
+            f"abort names pid {pid}, which is alive ({_command(pid)}) but holds neither the "
+            f"lock nor a store file: probably a reused pid; make sure the broker is stopped"
+        )
 
 
 def controller_dir_usage(data_dir: str | os.PathLike[str]) -> Usage:

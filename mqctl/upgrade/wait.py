@@ -31,8 +31,9 @@ class WaitResult:
     waited: float
 
 
-def _describe(client: ControllerClient,
-              broker_name: str) -> tuple[int | None, str, int, tuple[int, ...], str]:
+def _describe(
+    client: ControllerClient, broker_name: str
+) -> tuple[int | None, str, int, tuple[int, ...], str]:
     """(master id, master address, master epoch, SyncStateSet, what to show)."""
     try:
         r = client.get_replica_info(broker_name)
@@ -44,13 +45,25 @@ def _describe(client: ControllerClient,
         return None, "", 0, (), f"controller says {exc}"
     if r.master_broker_id is None:
         return None, "", r.master_epoch, r.sync_state_set, "no master yet"
-    return (r.master_broker_id, r.master_address, r.master_epoch, r.sync_state_set,
-            f"master is brokerId {r.master_broker_id} (epoch {r.master_epoch})")
+    return (
+        r.master_broker_id,
+        r.master_address,
+        r.master_epoch,
+        r.sync_state_set,
+        f"master is brokerId {r.master_broker_id} (epoch {r.master_epoch})",
+    )
 
 
-def wait_master(client: ControllerClient, broker_name: str, broker_id: int, timeout: float, *,
-                progress: Callable[[str], None] | None = None, interval: float = 0.5,
-                clock: Callable[[], float] = time.monotonic) -> WaitResult:
+def wait_master(
+    client: ControllerClient,
+    broker_name: str,
+    broker_id: int,
+    timeout: float,
+    *,
+    progress: Callable[[str], None] | None = None,
+    interval: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+) -> WaitResult:
     """Block until the controller reports `broker_id` as master of `broker_name`; WaitTimeoutError (exit
     8) after `timeout` seconds, naming the last thing seen."""
     if timeout <= 0:
@@ -65,14 +78,20 @@ def wait_master(client: ControllerClient, broker_name: str, broker_id: int, time
         now = clock()
         if mid == broker_id:
             if progress:
-                progress(f"{broker_name}: brokerId {broker_id} is master (epoch {epoch}, {addr}) after "
-                         f"{now - start:.1f}s")
+                progress(
+                    f"{broker_name}: brokerId {broker_id} is master (epoch {epoch}, {addr}) after "
+                    f"{now - start:.1f}s"
+                )
             return WaitResult(broker_name, broker_id, epoch, addr, sss, now - start)
         last = what
         if progress:
-            progress(f"waiting for {broker_name} brokerId {broker_id} to be master: {what} "
-                     f"[{now - start:.0f}s/{timeout:g}s]")
+            progress(
+                f"waiting for {broker_name} brokerId {broker_id} to be master: {what} "
+                f"[{now - start:.0f}s/{timeout:g}s]"
+            )
         if now >= deadline:
-            raise WaitTimeoutError(f"timed out after {timeout:g}s: {broker_name} brokerId {broker_id} is not "
-                                   f"master ({last}); is the broker started and heartbeating?")
+            raise WaitTimeoutError(
+                f"timed out after {timeout:g}s: {broker_name} brokerId {broker_id} is not "
+                f"master ({last}); is the broker started and heartbeating?"
+            )
         time.sleep(max(0.0, min(interval, deadline - now)))

@@ -23,8 +23,9 @@ CLUSTER = "cluster-a"
 MQCTL = str(Path(sys.executable).with_name("mqctl"))
 
 
-def run(*args: str, env: dict[str, str] | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Run the installed binary; colours off unless the test asks (not a terminal anyway)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
     full_env.update({"COLUMNS": "200", **(env or {})})
@@ -76,23 +77,44 @@ def build_world(base: Path, size: int, extra_args: list[str] | None = None) -> W
     world = World(cluster, client, beater, {})
     try:
         for bid in (1, 2, 3):
-            store = build_store(base / f"store{bid}", history=HISTORY[bid], max_offset=MAX_OFFSET[bid],
-                                cluster=CLUSTER, broker="broker-a", broker_id=bid, record_size=500)
+            store = build_store(
+                base / f"store{bid}",
+                history=HISTORY[bid],
+                max_offset=MAX_OFFSET[bid],
+                cluster=CLUSTER,
+                broker="broker-a",
+                broker_id=bid,
+                record_size=500,
+            )
             world.stores[bid] = store
             server = serve_epoch_cache(store, "127.0.0.1:0")
             world.servers.append(server)
             world.addrs[bid] = f"127.0.0.1:{server.mqctl_port}"
         for bid in (1, 2, 3):
-            got = register(client, "broker-a", world.addrs[bid], epoch=HISTORY[bid][-1][0],
-                           max_offset=MAX_OFFSET[bid], confirm_offset=5000, heartbeat_timeout_mills=1500)
+            got = register(
+                client,
+                "broker-a",
+                world.addrs[bid],
+                epoch=HISTORY[bid][-1][0],
+                max_offset=MAX_OFFSET[bid],
+                confirm_offset=5000,
+                heartbeat_timeout_mills=1500,
+            )
             assert got == bid
         for bid in (1, 2):
-            beater.beat("broker-a", bid, world.addrs[bid], epoch=HISTORY[bid][-1][0],
-                        max_offset=MAX_OFFSET[bid], confirm_offset=5000)
+            beater.beat(
+                "broker-a",
+                bid,
+                world.addrs[bid],
+                epoch=HISTORY[bid][-1][0],
+                max_offset=MAX_OFFSET[bid],
+                confirm_offset=5000,
+            )
         elected = client.elect_master(CLUSTER, "broker-a", 1)
         assert elected.master_broker_id == 1
-        client.alter_sync_state_set("broker-a", 1, elected.master_epoch or 1, [1, 2],
-                                    elected.sync_state_set_epoch or 1)
+        client.alter_sync_state_set(
+            "broker-a", 1, elected.master_epoch or 1, [1, 2], elected.sync_state_set_epoch or 1
+        )
         b1 = register(client, "broker-b", "127.0.0.1:1")
         beater.beat("broker-b", b1, "127.0.0.1:1", epoch=1, max_offset=100, confirm_offset=100)
         client.elect_master(CLUSTER, "broker-b", b1)

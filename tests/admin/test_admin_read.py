@@ -43,8 +43,17 @@ def test_get_sync_state_set_json_schema_from_a_follower(world: World) -> None:
     assert 0 <= ins[1]["heartbeatAgeMs"] < 5000
     assert ins[1]["brokerAddress"] == world.addrs[1]
     for r in (*ins.values(), *outs.values()):
-        assert set(r) >= {"brokerId", "brokerAddress", "alive", "heartbeatAgeMs", "epoch", "maxOffset",
-                          "confirmOffset", "lagBytes", "brokerEpoch"}
+        assert set(r) >= {
+            "brokerId",
+            "brokerAddress",
+            "alive",
+            "heartbeatAgeMs",
+            "epoch",
+            "maxOffset",
+            "confirmOffset",
+            "lagBytes",
+            "brokerEpoch",
+        }
 
 
 def test_get_sync_state_set_by_cluster_table_yaml_and_alias(world: World) -> None:
@@ -109,8 +118,10 @@ def test_get_broker_epoch_live_via_controller(world: World) -> None:
     one = by_id[1]
     assert one["brokerAddr"] == world.addrs[1] and one["brokerName"] == "broker-a"
     assert one["clusterName"] == CLUSTER and one["maxOffset"] == MAX_OFFSET[1]
-    assert one["epochs"] == [{"epoch": 1, "startOffset": 0, "endOffset": 4000},
-                             {"epoch": 2, "startOffset": 4000, "endOffset": MAX_OFFSET[1]}]
+    assert one["epochs"] == [
+        {"epoch": 1, "startOffset": 0, "endOffset": 4000},
+        {"epoch": 2, "startOffset": 4000, "endOffset": MAX_OFFSET[1]},
+    ]
     assert by_id[2]["epochs"][-1]["endOffset"] == MAX_OFFSET[2]
     proc = run("get-broker-epoch", "-c", CLUSTER, "-a", world.follower_address)
     # broker-b's address has no broker service: shown, and exit 6
@@ -168,8 +179,13 @@ def test_get_controller_metadata_all_formats(world: World) -> None:
 
 def test_quorum_status_healthy(world: World) -> None:
     # a leader knows a follower's match index from its first answer after the election
-    doc = wait_until(lambda: (d := _json(world, "quorum", "status")) and all(
-        p["matchIndex"] > 0 for p in d["peers"]) and d, 30, what="every peer's match index")
+    doc = wait_until(
+        lambda: (
+            (d := _json(world, "quorum", "status")) and all(p["matchIndex"] > 0 for p in d["peers"]) and d
+        ),
+        30,
+        what="every peer's match index",
+    )
     assert doc["healthy"] is True and doc["problems"] == [] and doc["statesAgree"] in (True, None)
     assert doc["leaderAddress"] == world.leader_address
     assert len(doc["nodes"]) == 3 and len(doc["peers"]) == 3
@@ -207,8 +223,9 @@ def test_elect_master_dry_run_changes_nothing(world: World) -> None:
     assert cands[1]["truncateBytes"]["2"] == 0 and cands[3]["electable"] is False
     assert plan["estimateBasis"] == "maxOffset"
     # exact truncation points from the broker services' epoch caches
-    doc = _json(world, "electMaster", "-c", CLUSTER, "-bn", "broker-a", "-b", "3", "--dry-run",
-                "--broker-epochs")
+    doc = _json(
+        world, "electMaster", "-c", CLUSTER, "-bn", "broker-a", "-b", "3", "--dry-run", "--broker-epochs"
+    )
     plan = doc["plan"]
     assert plan["estimateBasis"] == "epochCache" and plan["dataLoss"] is True
     three = next(c for c in plan["candidates"] if c["brokerId"] == 3)
@@ -218,7 +235,19 @@ def test_elect_master_dry_run_changes_nothing(world: World) -> None:
     # the controller's choice while master 1 is alive: the real call's refusal, not "1"
     assert proc.returncode == 0 and "no new master" in proc.stdout and "dry run" in proc.stdout
     assert "without --dry-run: mqctl: error: CONTROLLER_MASTER_STILL_EXIST (2011)" in proc.stdout
-    proc = run("electMaster", "-a", world.follower_address, "-c", CLUSTER, "-bn", "broker-a", "-b", "2",
-               "--dry-run", "-o", "yaml")
+    proc = run(
+        "electMaster",
+        "-a",
+        world.follower_address,
+        "-c",
+        CLUSTER,
+        "-bn",
+        "broker-a",
+        "-b",
+        "2",
+        "--dry-run",
+        "-o",
+        "yaml",
+    )
     assert proc.returncode == 0 and "predictedMasterId: 2" in proc.stdout
     assert world.client.get_replica_info("broker-a") == before

@@ -59,8 +59,17 @@ def test_config_and_metadata_over_remoting(rworld: tuple[World, str]) -> None:
     cfg = run("getControllerConfig", "-a", remoting, "--protocol", "remoting", "-o", "json")
     assert cfg.returncode == 0, cfg.stderr
     assert "enableElectUncleanMaster" in cfg.stdout
-    up = run("updateControllerConfig", "-a", remoting, "--protocol", "remoting",
-             "-k", "enableElectUncleanMaster", "-v", "true")
+    up = run(
+        "updateControllerConfig",
+        "-a",
+        remoting,
+        "--protocol",
+        "remoting",
+        "-k",
+        "enableElectUncleanMaster",
+        "-v",
+        "true",
+    )
     assert up.returncode == 0, up.stderr
     again = run("getControllerConfig", "-a", world.leader_address, "--protocol", "grpc", "-o", "json")
     assert '"enableElectUncleanMaster": "true"' in again.stdout

@@ -24,11 +24,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _info() -> ReplicasInfo:
     return ReplicasInfo(
-        master_broker_id=1, master_address="a:1", master_epoch=3, sync_state_set_epoch=4, cluster_name="c",
-        in_sync_replicas=(ReplicaIdentity("b", 1, "a:1", True, 10, 3, 900, 800),
-                          ReplicaIdentity("b", 2, "a:2", True, 20, 3, 850, 800)),
-        not_in_sync_replicas=(ReplicaIdentity("b", 3, "a:3", False, None, None, None, None),
-                              ReplicaIdentity("b", 4, "a:4", True, 5, 2, 1000, 700)))
+        master_broker_id=1,
+        master_address="a:1",
+        master_epoch=3,
+        sync_state_set_epoch=4,
+        cluster_name="c",
+        in_sync_replicas=(
+            ReplicaIdentity("b", 1, "a:1", True, 10, 3, 900, 800),
+            ReplicaIdentity("b", 2, "a:2", True, 20, 3, 850, 800),
+        ),
+        not_in_sync_replicas=(
+            ReplicaIdentity("b", 3, "a:3", False, None, None, None, None),
+            ReplicaIdentity("b", 4, "a:4", True, 5, 2, 1000, 700),
+        ),
+    )
 
 
 def test_sync_state_doc_and_lag() -> None:
@@ -62,16 +71,29 @@ def test_elect_plan_heartbeat_estimates_and_prediction() -> None:
 def test_elect_plan_of_a_dead_designated_broker_is_the_refusal() -> None:
     """The designated broker is in the SyncStateSet but dead (registered, no heartbeat now)."""
     dead = ReplicasInfo(
-        master_broker_id=1, master_address="a:1", master_epoch=3, sync_state_set_epoch=4, cluster_name="c",
-        in_sync_replicas=(ReplicaIdentity("b", 1, "a:1", True, 10, 3, 900, 800),
-                          ReplicaIdentity("b", 2, "a:2", False, 20000, 3, 900, 800)))
+        master_broker_id=1,
+        master_address="a:1",
+        master_epoch=3,
+        sync_state_set_epoch=4,
+        cluster_name="c",
+        in_sync_replicas=(
+            ReplicaIdentity("b", 1, "a:1", True, 10, 3, 900, 800),
+            ReplicaIdentity("b", 2, "a:2", False, 20000, 3, 900, 800),
+        ),
+    )
     plan = elect_plan("c", "b", dead, 2, unclean=True)
     assert plan["predictedMasterId"] is None and plan["dataLoss"] is False
     assert {c["brokerId"]: c["electable"] for c in plan["candidates"]} == {1: True, 2: False}
     assert controller_answer("b", dead, 2, unclean=True) == ElectAnswer(2012, "Failed to elect a new master")
     # the first election (masterEpoch 0) takes the designated broker whether it is alive or not
-    first = ReplicasInfo(cluster_name="c", in_sync_replicas=(), not_in_sync_replicas=(
-        ReplicaIdentity("b", 1, "a:1", False), ReplicaIdentity("b", 2, "a:2", True, 5, 1, 10, 10)))
+    first = ReplicasInfo(
+        cluster_name="c",
+        in_sync_replicas=(),
+        not_in_sync_replicas=(
+            ReplicaIdentity("b", 1, "a:1", False),
+            ReplicaIdentity("b", 2, "a:2", True, 5, 1, 10, 10),
+        ),
+    )
     assert controller_answer("b", first, 1, unclean=False) == ElectAnswer(0, "", 1)
     # waitFor 2 with one alive replica: the controller-triggered election waits
     assert controller_answer("b", first, None, unclean=False, wait_for=2).code == 2102
@@ -99,20 +121,33 @@ def test_controller_answer_is_the_controllers_answer() -> None:
         for i in ids:
             kind = rng.choice(("none", "alive", "alive", "expired"))
             if kind != "none":
-                rows[i] = core.LiveInfo(i, f"127.0.0.1:{i}", i, epoch=rng.choice((-1, 1, 2)),
-                                        max_offset=rng.choice((-1, 100, 200)),
-                                        election_priority=rng.choice((1, 2, 2**31 - 1)),
-                                        last_heartbeat_ms=now - (10 if kind == "alive" else 50_000),
-                                        timeout_ms=10_000)
+                rows[i] = core.LiveInfo(
+                    i,
+                    f"127.0.0.1:{i}",
+                    i,
+                    epoch=rng.choice((-1, 1, 2)),
+                    max_offset=rng.choice((-1, 100, 200)),
+                    election_priority=rng.choice((1, 2, 2**31 - 1)),
+                    last_heartbeat_ms=now - (10 if kind == "alive" else 50_000),
+                    timeout_ms=10_000,
+                )
         unclean = rng.random() < 0.5
         wait_for = rng.choice((1, 1, 2, 3))
         state = core.ControllerState({"enableElectUncleanMaster": str(unclean).lower(), "waitFor": wait_for})
         state.broker_sets["b"] = bs
         ctx = core.Context(now_ms=now, live={"b": rows})
         designated = rng.choice((None, *ids))
-        real = core.handle(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b",
-                                                   "broker_id": designated,
-                                                   "designate_elect": designated is not None}, ctx)
+        real = core.handle(
+            state,
+            "ElectMaster",
+            {
+                "cluster_name": "c",
+                "broker_name": "b",
+                "broker_id": designated,
+                "designate_elect": designated is not None,
+            },
+            ctx,
+        )
         sync = core.handle(state, "GetSyncStateData", {"broker_names": ["b"]}, ctx)
         info = SyncStateDataResult.from_dict(sync.response).replicas_info_table["b"]
         got = controller_answer("b", info, designated, unclean, wait_for)
@@ -142,13 +177,33 @@ def test_truncation_from_epoch_caches() -> None:
 
 
 def _meta(addr: str, leader: bool, applied: int, h: str, quorum: bool = True) -> Metadata:
-    peers = (Peer("r1", "g1", is_leader=True, is_self=leader, connected=True, match_index=applied),
-             Peer("r2", "g2", is_leader=False, is_self=not leader, connected=True, match_index=applied - 2,
-                  next_index=applied - 1))
-    return Metadata(group="mqctl", controller_leader_id="r1", controller_leader_address="g1",
-                    is_leader=leader, self_id="r1" if leader else "r2", peers=peers, term=2,
-                    commit_index=applied, last_applied=applied, has_quorum=quorum, state_hash=h,
-                    state="leader" if leader else "follower", address=addr)
+    peers = (
+        Peer("r1", "g1", is_leader=True, is_self=leader, connected=True, match_index=applied),
+        Peer(
+            "r2",
+            "g2",
+            is_leader=False,
+            is_self=not leader,
+            connected=True,
+            match_index=applied - 2,
+            next_index=applied - 1,
+        ),
+    )
+    return Metadata(
+        group="mqctl",
+        controller_leader_id="r1",
+        controller_leader_address="g1",
+        is_leader=leader,
+        self_id="r1" if leader else "r2",
+        peers=peers,
+        term=2,
+        commit_index=applied,
+        last_applied=applied,
+        has_quorum=quorum,
+        state_hash=h,
+        state="leader" if leader else "follower",
+        address=addr,
+    )
 
 
 def test_quorum_doc_verdicts() -> None:
@@ -165,8 +220,11 @@ def test_quorum_doc_verdicts() -> None:
     assert not down["healthy"] and len(down["problems"]) == 2 and down["status"] == "unhealthy"
     follower = NodeView("g2", _meta("g2", False, 10, "h"))
     degraded = quorum_doc([lead, follower, NodeView("g3", None, "refused")])
-    assert not degraded["healthy"] and degraded["status"] == "degraded" and degraded["problems"] == [
-        "g3: unreachable (refused)"]
+    assert (
+        not degraded["healthy"]
+        and degraded["status"] == "degraded"
+        and degraded["problems"] == ["g3: unreachable (refused)"]
+    )
     assert ok["status"] == "healthy" and bad["status"] == "unhealthy"
     none = quorum_doc([NodeView("g2", None, "refused")])
     assert none["leaderId"] is None and none["nodes"][0]["state"] == "unreachable"
@@ -175,10 +233,21 @@ def test_quorum_doc_verdicts() -> None:
 def test_yaml_is_pyyaml_and_reads_back_as_the_json_document() -> None:
     import yaml  # type: ignore[import-untyped,unused-ignore]
 
-    doc = {"version": 1, "s": ["yes", "no", "1.5", "-3", "a b", "", "127.0.0.1:1", "plain", None, True, "~"],
-           "e": {}, "l": [], "n": [{"a": [{"b": 1}], "c": {"d": "x"}}], "ll": [[1], []],
-           "nel": "a\x85b", "breaks": "l1\nl2\r\u2028\u2029", "u": "é 中文\ufeff", "t": (1, 2), 3: "int key",
-           "big": 2**70, "msg": "x" * 300}
+    doc = {
+        "version": 1,
+        "s": ["yes", "no", "1.5", "-3", "a b", "", "127.0.0.1:1", "plain", None, True, "~"],
+        "e": {},
+        "l": [],
+        "n": [{"a": [{"b": 1}], "c": {"d": "x"}}],
+        "ll": [[1], []],
+        "nel": "a\x85b",
+        "breaks": "l1\nl2\r\u2028\u2029",
+        "u": "é 中文\ufeff",
+        "t": (1, 2),
+        3: "int key",
+        "big": 2**70,
+        "msg": "x" * 300,
+    }
     text = to_yaml(doc)
     assert yaml.safe_load(text) == json.loads(to_json(doc))
     assert 'nel: "a\\Nb"' in text  # NEL escaped (the hand-written emitter wrote it raw)
@@ -210,7 +279,12 @@ def test_epoch_cache_answer_round_trip() -> None:
     assert answer["epoch_list"][-1] == {"epoch": 3, "start_offset": 40, "end_offset": 90}
     back = EpochCacheView.from_answer(answer, "127.0.0.1:10911")
     assert (back.cluster_name, back.broker_name, back.broker_id, back.entries, back.max_offset) == (
-        "c", "b", 2, cache.entries, 90)
+        "c",
+        "b",
+        2,
+        cache.entries,
+        90,
+    )
     refused = EpochCacheView.from_answer(EpochCacheView(error="broker stopped").answer(), "127.0.0.1:10911")
     assert refused.error == "127.0.0.1:10911: code 1: broker stopped"
 
@@ -220,8 +294,21 @@ def test_generated_broker_grpc_code_is_up_to_date(tmp_path) -> None:
     work = tmp_path / "gen"
     (work / "mqctl" / "v1").mkdir(parents=True)
     shutil.copy(ROOT / "mqctl/v1/broker.proto", work / "mqctl/v1/broker.proto")
-    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", ".", "--python_out=.", "--pyi_out=.",
-                    "--grpc_python_out=.", "mqctl/v1/broker.proto"], cwd=work, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            "-I",
+            ".",
+            "--python_out=.",
+            "--pyi_out=.",
+            "--grpc_python_out=.",
+            "mqctl/v1/broker.proto",
+        ],
+        cwd=work,
+        check=True,
+    )
     for name in ("broker_pb2.py", "broker_pb2.pyi", "broker_pb2_grpc.py"):
         assert filecmp.cmp(work / "mqctl/v1" / name, ROOT / "mqctl/v1" / name, shallow=False), name
 

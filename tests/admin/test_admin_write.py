@@ -58,15 +58,23 @@ def test_elect_master_guarded_then_refused_then_allowed(single: World) -> None:
     proc = run("electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "3", "--accept-data-loss")
     assert proc.returncode == 3 and "(2012)" in proc.stderr and "enableElectUncleanMaster" in proc.stderr
     # without the token, the admin call is refused by the controller (2103)
-    proc = run("updateControllerConfig", "-a", single.cluster.addresses, "-k", "enableElectUncleanMaster",
-               "-v", "true")
+    proc = run(
+        "updateControllerConfig",
+        "-a",
+        single.cluster.addresses,
+        "-k",
+        "enableElectUncleanMaster",
+        "-v",
+        "true",
+    )
     assert proc.returncode == 3 and "UNAUTHENTICATED (2103)" in proc.stderr
     proc = run("updateControllerConfig", *a, "-k", "enableElectUncleanMaster", "-v", "true", "-o", "json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["value"] == "true"
     assert single.client.get_config().config["enableElectUncleanMaster"] == "true"
-    proc = run("electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "3", "--accept-data-loss",
-               "-o", "yaml")
+    proc = run(
+        "electMaster", *a, "-c", CLUSTER, "-bn", "broker-a", "-b", "3", "--accept-data-loss", "-o", "yaml"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "  masterBrokerId: 3\n" in proc.stdout and "dataLoss: true" in proc.stdout
     assert single.client.get_replica_info("broker-a").master_broker_id == 3
@@ -195,8 +203,9 @@ def test_quorum_transfer_remove_add_and_health_codes(trio: World, tmp_path) -> N
     assert down.grpc_address in problem and "unreachable" in problem
     detail = problem.split("unreachable", 1)[1].strip()
     assert (proc.stdout + proc.stderr).count(detail) == 1, (proc.stdout, proc.stderr)
-    assert proc.stderr.startswith("mqctl: error: DEGRADED: the leader has a quorum (2 of 3 nodes answer); "
-                                  "1 problem found"), proc.stderr
+    assert proc.stderr.startswith(
+        "mqctl: error: DEGRADED: the leader has a quorum (2 of 3 nodes answer); 1 problem found"
+    ), proc.stderr
     out = run("quorum", "status", "-a", target.grpc_address, "--timeout", "1", "-o", "json").stdout
     doc = json.loads(out)
     assert doc["status"] == "degraded" and doc["error"]["code"] == "DEGRADED"
@@ -204,8 +213,11 @@ def test_quorum_transfer_remove_add_and_health_codes(trio: World, tmp_path) -> N
     # the leader of the two says which peer it lost
     leader = trio.cluster.leader()
     assert leader is not None
-    wait_until(lambda: f"cannot reach {down.raft_address}" in leader.log_text(), 20,
-               what="the leader naming the lost peer")
+    wait_until(
+        lambda: f"cannot reach {down.raft_address}" in leader.log_text(),
+        20,
+        what="the leader naming the lost peer",
+    )
     # two of three down: no leader (6)
     gone.kill()
     wait_until(lambda: trio.cluster.leader() is None, 15, what="no leader")
@@ -221,15 +233,33 @@ def test_quorum_add_a_new_node(tmp_path) -> None:
         first = w.cluster.nodes[0]
         raft = f"127.0.0.1:{free_port()}"
         grpc_addr = f"127.0.0.1:{free_port()}"
-        node = Node("node1", grpc_addr, raft, str(tmp_path / "n1"),
-                    ["--listen", grpc_addr, "--raft", raft, "--data-dir", str(tmp_path / "n1"),
-                     "--heartbeat-timeout", "1500", "--scan-interval", "300", "--peers", first.raft_address],
-                    str(tmp_path / "n1.log"))
+        node = Node(
+            "node1",
+            grpc_addr,
+            raft,
+            str(tmp_path / "n1"),
+            [
+                "--listen",
+                grpc_addr,
+                "--raft",
+                raft,
+                "--data-dir",
+                str(tmp_path / "n1"),
+                "--heartbeat-timeout",
+                "1500",
+                "--scan-interval",
+                "300",
+                "--peers",
+                first.raft_address,
+            ],
+            str(tmp_path / "n1.log"),
+        )
         node.start()  # first: a group of two cannot commit the change without it
         try:
             proc = run("quorum", "add", raft, "-a", first.grpc_address, "-o", "json")
             assert proc.returncode == 0, proc.stderr
             assert sorted(json.loads(proc.stdout)["members"]) == sorted([first.raft_address, raft])
+
             def healthy_pair() -> bool:
                 d = json.loads(run("quorum", "status", "-a", first.grpc_address, "-o", "json").stdout)
                 return d["healthy"] and len(d["nodes"]) == 2 and d["statesAgree"] is True

@@ -42,14 +42,16 @@ def group(
             client.close()
 
 
-def mq(cluster: LocalCluster, *args: str, token: bool = True,
-       timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def mq(
+    cluster: LocalCluster, *args: str, token: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     extra = ["--token", TOKEN] if token else []
     return run(*args, "-a", cluster.addresses, *extra, timeout=timeout)
 
 
-def broker_set(client: ControllerClient, beater: Beater, name: str, offsets: dict[int, int],
-               sync_state_set: list[int]) -> dict[int, str]:
+def broker_set(
+    client: ControllerClient, beater: Beater, name: str, offsets: dict[int, int], sync_state_set: list[int]
+) -> dict[int, str]:
     """Replicas 1.. of `name` beating with `offsets`, 1 the master, then `sync_state_set`."""
     addrs = {}
     for bid, off in offsets.items():
@@ -60,8 +62,9 @@ def broker_set(client: ControllerClient, beater: Beater, name: str, offsets: dic
     elected = client.elect_master(CLUSTER, name, 1)
     assert elected.master_broker_id == 1
     if sync_state_set != [1]:
-        client.alter_sync_state_set(name, 1, elected.master_epoch or 1, sync_state_set,
-                                    elected.sync_state_set_epoch or 1)
+        client.alter_sync_state_set(
+            name, 1, elected.master_epoch or 1, sync_state_set, elected.sync_state_set_epoch or 1
+        )
     return addrs
 
 
@@ -89,7 +92,9 @@ def test_unclean_election_is_in_history_with_the_gap(group) -> None:
     assert (el["oldMasterBrokerId"], el["newMasterBrokerId"], el["unclean"]) == (1, 2, True)
     assert (el["oldMasterMaxOffset"], el["newMasterMaxOffset"], el["lossBytes"]) == (6000, 3500, 2500)
     assert [(c["brokerId"], c["alive"], c["inSyncStateSet"], c["maxOffset"]) for c in el["candidates"]] == [
-        (1, False, True, 6000), (2, True, False, 3500)]
+        (1, False, True, 6000),
+        (2, True, False, 3500),
+    ]
     assert el["reason"].startswith("the only alive replica outside the SyncStateSet")
     assert doc["lossTotalBytes"] == {name: 2500}
     first = next(e for e in doc["entries"] if e["what"] == "master elected")
@@ -114,8 +119,9 @@ def test_switchover_refuses_with_numbers_waits_and_forces(group) -> None:
     assert client.get_replica_info(name).master_broker_id == 1
     assert mq(cluster, "switchover", "-b", name, token=False).returncode == 3  # the token is required
     # it waits: broker 2 catches up two seconds into the call
-    later = threading.Timer(2.0, lambda: beater.beat(name, 2, addrs[2], epoch=1, max_offset=5000,
-                                                     confirm_offset=5000))
+    later = threading.Timer(
+        2.0, lambda: beater.beat(name, 2, addrs[2], epoch=1, max_offset=5000, confirm_offset=5000)
+    )
     later.start()
     started = time.monotonic()
     moved = mq(cluster, "switchover", "-b", name, "--wait", "30", "-o", "json")
@@ -124,15 +130,20 @@ def test_switchover_refuses_with_numbers_waits_and_forces(group) -> None:
     doc = json.loads(moved.stdout)
     assert time.monotonic() - started >= 1.5
     assert (doc["oldMasterBrokerId"], doc["newMasterBrokerId"], doc["caughtUp"], doc["gapBytes"]) == (
-        1, 2, True, 0)
+        1,
+        2,
+        True,
+        0,
+    )
     info = client.get_replica_info(name)
     assert info.master_broker_id == 2 and info.sync_state_set == (2,)
     # the new master takes 1 back into its SyncStateSet and writes on; 1 lags by 500 bytes
     client.alter_sync_state_set(name, 2, info.master_epoch, [1, 2], info.sync_state_set_epoch)
     beater.beat(name, 2, addrs[2], epoch=2, max_offset=5500, confirm_offset=5500)
     wait_until(lambda: _max_offset(client, name, 2) == 5500, 15, what="broker 2's new maxOffset")
-    dry = mq(cluster, "switchover", "-b", name, "--to", "1", "--force", "--dry-run", "--wait", "1",
-             "-o", "json")
+    dry = mq(
+        cluster, "switchover", "-b", name, "--to", "1", "--force", "--dry-run", "--wait", "1", "-o", "json"
+    )
     assert dry.returncode == 0 and json.loads(dry.stdout)["dryRun"]
     assert client.get_replica_info(name).master_broker_id == 2
     forced = mq(cluster, "switchover", "-b", name, "--to", "1", "--force", "--wait", "1", "-o", "json")
@@ -142,15 +153,18 @@ def test_switchover_refuses_with_numbers_waits_and_forces(group) -> None:
     entries = history(cluster, name)["entries"]
     switched = [e for e in entries if e["cause"] == "switchover"]
     assert [(e["election"]["newMasterBrokerId"], e["election"]["lossBytes"]) for e in switched] == [
-        (2, 0), (1, 500)]
+        (2, 0),
+        (1, 500),
+    ]
     assert switched[-1]["election"]["reason"] == "the switchover's target (--to 1)"
     assert mq(cluster, "switchover", "-b", name, "--to", "1").returncode == 3  # already the master
 
 
 def _max_offset(client: ControllerClient, name: str, bid: int) -> int | None:
     info = client.get_sync_state_data([name]).replicas_info_table[name]
-    return next(r.max_offset for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)
-                if r.broker_id == bid)
+    return next(
+        r.max_offset for r in (*info.in_sync_replicas, *info.not_in_sync_replicas) if r.broker_id == bid
+    )
 
 
 def test_pause_resume_and_rebalance(group) -> None:
@@ -188,15 +202,21 @@ def test_pause_resume_and_rebalance(group) -> None:
 
 def _priority(client: ControllerClient, name: str, bid: int) -> int | None:
     info = client.get_sync_state_data([name]).replicas_info_table[name]
-    return next(r.election_priority for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)
-                if r.broker_id == bid)
+    return next(
+        r.election_priority
+        for r in (*info.in_sync_replicas, *info.not_in_sync_replicas)
+        if r.broker_id == bid
+    )
 
 
 def test_follow_streams_new_entries(group) -> None:
     cluster, client, _ = group
-    proc = subprocess.Popen(with_default_sigint([MQCTL, "history", "--follow", "-o", "json", "-a",
-                                                 cluster.addresses]),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        with_default_sigint([MQCTL, "history", "--follow", "-o", "json", "-a", cluster.addresses]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines: list[dict] = []
 

@@ -18,12 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_committed_files_match_the_cli(tmp_path) -> None:
     gendocs.write(tmp_path)
     generated = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
-    committed = sorted(p.relative_to(ROOT).as_posix() for d in ("completions", "man")
-                       for p in (ROOT / d).rglob("*") if p.is_file()) + ["docs/cli.md", *gendocs.SPLICED]
+    committed = sorted(
+        p.relative_to(ROOT).as_posix()
+        for d in ("completions", "man")
+        for p in (ROOT / d).rglob("*")
+        if p.is_file()
+    ) + ["docs/cli.md", *gendocs.SPLICED]
     assert sorted(generated) == sorted(committed), "run tools/gen-docs and commit the result"
     for rel in generated:
         assert (tmp_path / rel).read_text() == (ROOT / rel).read_text(), (
-            f"{rel} differs from what the CLI generates: run tools/gen-docs and commit the result")
+            f"{rel} differs from what the CLI generates: run tools/gen-docs and commit the result"
+        )
 
 
 def test_completion_scripts_are_what_the_binary_prints() -> None:

@@ -20,19 +20,47 @@ from mqctl.remoting.namesrv import ClusterInfo
 
 # `MQAdmin help <sub-command>` of RocketMQ's mqadmin (../shared/rocketmq-java): (short, long) per option
 MQADMIN_OPTIONS: dict[str, list[tuple[str, str]]] = {
-    "getSyncStateSet": [("a", "controllerAddress"), ("b", "brokerName"), ("c", "clusterName"), ("h", "help"),
-                        ("i", "interval"), ("n", "namesrvAddr")],
-    "getBrokerEpoch": [("b", "brokerName"), ("c", "clusterName"), ("h", "help"), ("i", "interval"),
-                       ("n", "namesrvAddr")],
+    "getSyncStateSet": [
+        ("a", "controllerAddress"),
+        ("b", "brokerName"),
+        ("c", "clusterName"),
+        ("h", "help"),
+        ("i", "interval"),
+        ("n", "namesrvAddr"),
+    ],
+    "getBrokerEpoch": [
+        ("b", "brokerName"),
+        ("c", "clusterName"),
+        ("h", "help"),
+        ("i", "interval"),
+        ("n", "namesrvAddr"),
+    ],
     "getControllerMetaData": [("a", "controllerAddress"), ("h", "help"), ("n", "namesrvAddr")],
-    "electMaster": [("a", "controllerAddress"), ("b", "brokerId"), ("bn", "brokerName"), ("c", "clusterName"),
-                    ("h", "help"), ("n", "namesrvAddr")],
+    "electMaster": [
+        ("a", "controllerAddress"),
+        ("b", "brokerId"),
+        ("bn", "brokerName"),
+        ("c", "clusterName"),
+        ("h", "help"),
+        ("n", "namesrvAddr"),
+    ],
     "getControllerConfig": [("a", "controllerAddress"), ("h", "help"), ("n", "namesrvAddr")],
-    "updateControllerConfig": [("a", "controllerAddress"), ("h", "help"), ("k", "key"), ("n", "namesrvAddr"),
-                               ("v", "value")],
-    "cleanBrokerMetadata": [("a", "controllerAddress"), ("b", "brokerControllerIdsToClean"),
-                            ("bn", "brokerName"), ("c", "clusterName"), ("h", "help"),
-                            ("l", "cleanLivingBroker"), ("n", "namesrvAddr")],
+    "updateControllerConfig": [
+        ("a", "controllerAddress"),
+        ("h", "help"),
+        ("k", "key"),
+        ("n", "namesrvAddr"),
+        ("v", "value"),
+    ],
+    "cleanBrokerMetadata": [
+        ("a", "controllerAddress"),
+        ("b", "brokerControllerIdsToClean"),
+        ("bn", "brokerName"),
+        ("c", "clusterName"),
+        ("h", "help"),
+        ("l", "cleanLivingBroker"),
+        ("n", "namesrvAddr"),
+    ],
 }
 
 
@@ -74,59 +102,105 @@ def test_java_hashes_and_hash_map_order() -> None:
 
 
 def test_sync_state_text_as_mqadmin_prints_it() -> None:
-    doc = {"brokers": [
-        {"brokerName": "broker-c", "masterBrokerId": None, "masterAddress": None, "masterEpoch": 0,
-         "syncStateSetEpoch": 0, "inSyncReplicas": [],
-         "notInSyncReplicas": [{"brokerId": 1, "brokerAddress": "127.0.0.1:10931", "alive": False}]},
-        {"brokerName": "broker-a", "masterBrokerId": 1, "masterAddress": "127.0.0.1:10911", "masterEpoch": 3,
-         "syncStateSetEpoch": 5, "inSyncReplicas": [{"brokerId": 1, "brokerAddress": "127.0.0.1:10911",
-                                                     "alive": True}], "notInSyncReplicas": []}]}
-    block_a = ("\n#brokerName\tbroker-a\n#MasterBrokerId\t1\n#MasterAddr\t127.0.0.1:10911\n#MasterEpoch\t3\n"
-               "#SyncStateSetEpoch\t5\n#SyncStateSetNums\t1\n"
-               "\nInSyncReplica:\tReplicaIdentity{brokerName='broker-a', brokerId=1, "
-               "brokerAddress='127.0.0.1:10911', alive=true}\n")
-    block_c = ("\n#brokerName\tbroker-c\n#MasterBrokerId\tnull\n#MasterAddr\tnull\n#MasterEpoch\t0\n"
-               "#SyncStateSetEpoch\t0\n#SyncStateSetNums\t0\n"
-               "\nNotInSyncReplica:\tReplicaIdentity{brokerName='broker-c', brokerId=1, "
-               "brokerAddress='127.0.0.1:10931', alive=false}\n")
+    doc = {
+        "brokers": [
+            {
+                "brokerName": "broker-c",
+                "masterBrokerId": None,
+                "masterAddress": None,
+                "masterEpoch": 0,
+                "syncStateSetEpoch": 0,
+                "inSyncReplicas": [],
+                "notInSyncReplicas": [{"brokerId": 1, "brokerAddress": "127.0.0.1:10931", "alive": False}],
+            },
+            {
+                "brokerName": "broker-a",
+                "masterBrokerId": 1,
+                "masterAddress": "127.0.0.1:10911",
+                "masterEpoch": 3,
+                "syncStateSetEpoch": 5,
+                "inSyncReplicas": [{"brokerId": 1, "brokerAddress": "127.0.0.1:10911", "alive": True}],
+                "notInSyncReplicas": [],
+            },
+        ]
+    }
+    block_a = (
+        "\n#brokerName\tbroker-a\n#MasterBrokerId\t1\n#MasterAddr\t127.0.0.1:10911\n#MasterEpoch\t3\n"
+        "#SyncStateSetEpoch\t5\n#SyncStateSetNums\t1\n"
+        "\nInSyncReplica:\tReplicaIdentity{brokerName='broker-a', brokerId=1, "
+        "brokerAddress='127.0.0.1:10911', alive=true}\n"
+    )
+    block_c = (
+        "\n#brokerName\tbroker-c\n#MasterBrokerId\tnull\n#MasterAddr\tnull\n#MasterEpoch\t0\n"
+        "#SyncStateSetEpoch\t0\n#SyncStateSetNums\t0\n"
+        "\nNotInSyncReplica:\tReplicaIdentity{brokerName='broker-c', brokerId=1, "
+        "brokerAddress='127.0.0.1:10931', alive=false}\n"
+    )
     assert mt.sync_state_text(doc) == block_c + block_a  # Java's HashMap order: broker-c, broker-a
     assert mt.sync_state_text({"brokers": []}) == ""  # mqadmin prints nothing for an unknown broker set
 
 
 def test_broker_epoch_and_metadata_and_elect_text() -> None:
-    doc = {"brokers": [{"clusterName": "c", "brokerName": "b", "brokerAddr": "127.0.0.1:10911", "brokerId": 0,
-                        "epochs": [{"epoch": 1, "startOffset": 0, "endOffset": 100},
-                                   {"epoch": 2, "startOffset": 100, "endOffset": 250}]},
-                       {"brokerAddr": "127.0.0.1:10991", "error": "down"}]}
+    doc = {
+        "brokers": [
+            {
+                "clusterName": "c",
+                "brokerName": "b",
+                "brokerAddr": "127.0.0.1:10911",
+                "brokerId": 0,
+                "epochs": [
+                    {"epoch": 1, "startOffset": 0, "endOffset": 100},
+                    {"epoch": 2, "startOffset": 100, "endOffset": 250},
+                ],
+            },
+            {"brokerAddr": "127.0.0.1:10991", "error": "down"},
+        ]
+    }
     assert mt.broker_epoch_text(doc) == (
         "\n#clusterName\tc\n#brokerName\tb\n#brokerAddr\t127.0.0.1:10911\n#brokerId\t0"
         "\n#Epoch: EpochEntry{epoch=1, startOffset=0, endOffset=100}"
-        "\n#Epoch: EpochEntry{epoch=2, startOffset=100, endOffset=250}\n")
-    meta = {"group": "g", "controllerLeaderId": "n0", "controllerLeaderAddress": "127.0.0.1:9878",
-            "peers": [{"raftAddress": "n0", "grpcAddress": "127.0.0.1:9878"},
-                      {"raftAddress": "n1", "grpcAddress": "127.0.0.1:9888"}]}
+        "\n#Epoch: EpochEntry{epoch=2, startOffset=100, endOffset=250}\n"
+    )
+    meta = {
+        "group": "g",
+        "controllerLeaderId": "n0",
+        "controllerLeaderAddress": "127.0.0.1:9878",
+        "peers": [
+            {"raftAddress": "n0", "grpcAddress": "127.0.0.1:9878"},
+            {"raftAddress": "n1", "grpcAddress": "127.0.0.1:9888"},
+        ],
+    }
     head = "\n#ControllerGroup\tg\n#ControllerLeaderId\tn0\n#ControllerLeaderAddress\t127.0.0.1:9878"
     assert mt.metadata_text(meta) == head + "\n#Peer:\tn0:127.0.0.1:9878\n#Peer:\tn1:127.0.0.1:9888\n"
     # JRaft: bare RPC addresses (parse_peers names only the leader, with its PeerId)
-    jraft = {**meta, "peers": [{"raftAddress": "n0", "grpcAddress": "127.0.0.1:9878"},
-                               {"raftAddress": "", "grpcAddress": "127.0.0.1:9888"}]}
+    jraft = {
+        **meta,
+        "peers": [
+            {"raftAddress": "n0", "grpcAddress": "127.0.0.1:9878"},
+            {"raftAddress": "", "grpcAddress": "127.0.0.1:9888"},
+        ],
+    }
     assert mt.metadata_text(jraft) == head + "\n#Peer:\t127.0.0.1:9878\n#Peer:\t127.0.0.1:9888\n"
     assert mt.metadata_text({**meta, "peersText": "x;;y;"}) == head + "\n#Peer:\tx\n#Peer:\t\n#Peer:\ty\n"
     assert mt.metadata_text({**meta, "peers": []}) == head + "\n"
     result = {"masterAddress": "127.0.0.1:10921", "masterEpoch": 4, "syncStateSetEpoch": 7}
     assert mt.elect_text("c", "b", result) == (
         "\n#ClusterName\tc\n#BrokerName\tb\n#BrokerMasterAddr\t127.0.0.1:10921\n#MasterEpoch\t4\n"
-        "#SyncStateSetEpoch\t7\n")
+        "#SyncStateSetEpoch\t7\n"
+    )
     assert mt.clean_text("b") == "clear broker b metadata from controller success! \n"
     assert mt.update_config_text(["a:1", "b:2"], "k", "v") == (
-        "update controller config success![a:1, b:2]\nk : v\n")
+        "update controller config success![a:1, b:2]\nk : v\n"
+    )
 
 
 def test_cluster_info_body_as_a_name_server_writes_it() -> None:
     """fastjson's ClusterInfo: bare Long keys in brokerAddrs."""
-    body = (b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"127.0.0.1:10911",2:"127.0.0.1:10921"},'
-            b'"brokerName":"broker-a","cluster":"cluster-a","enableActingMaster":false}},'
-            b'"clusterAddrTable":{"cluster-a":["broker-a"]}}')
+    body = (
+        b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"127.0.0.1:10911",2:"127.0.0.1:10921"},'
+        b'"brokerName":"broker-a","cluster":"cluster-a","enableActingMaster":false}},'
+        b'"clusterAddrTable":{"cluster-a":["broker-a"]}}'
+    )
     info = ClusterInfo.from_dict(headers.read_cluster_info(body), answered_by="ns:9876")
     assert info.broker_names("cluster-a") == ["broker-a"]
     assert info.replicas("broker-a") == [(0, "127.0.0.1:10911"), (2, "127.0.0.1:10921")]
@@ -152,9 +226,12 @@ def test_mqadmin_spellings_against_a_controller(single: World) -> None:
     own = run("getSyncStateSet", "-a", addr, "-b", "broker-a", "-o", "json")
     theirs = run("getSyncStateSet", "--controllerAddress", addr, "--brokerName", "broker-a", "-o", "json")
     assert own.returncode == theirs.returncode == 0, own.stderr + theirs.stderr
+
     def shape(out: str) -> list[tuple[str, int, list[int]]]:
-        return [(b["brokerName"], b["masterBrokerId"], [r["brokerId"] for r in b["inSyncReplicas"]])
-                for b in json.loads(out)["brokers"]]
+        return [
+            (b["brokerName"], b["masterBrokerId"], [r["brokerId"] for r in b["inSyncReplicas"]])
+            for b in json.loads(out)["brokers"]
+        ]
 
     assert shape(own.stdout) == shape(theirs.stdout) == [("broker-a", 1, [1, 2])]
     text = run("getSyncStateSet", "-a", addr, "--clusterName", CLUSTER, "-o", "mqadmin")
@@ -169,8 +246,9 @@ def test_mqadmin_spellings_against_a_controller(single: World) -> None:
     assert p.returncode == 6 and "-n/--namesrvAddr" in p.stderr, p.stderr
 
 
-def test_o_mqadmin_with_interval_repeats_like_mqadmin(capsys: pytest.CaptureFixture[str],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_o_mqadmin_with_interval_repeats_like_mqadmin(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """-o mqadmin -i S: the text again every S seconds (an error is one line on stderr and the loop
     goes on), until Ctrl-C (exit 0); without -i an error is raised after the text."""
     from mqctl.cli import admin_cmd

@@ -21,8 +21,12 @@ pytestmark = pytest.mark.slow
 
 
 def mq(trio: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mqctl", *args, "-a", trio.addresses], capture_output=True,
-                          text=True, timeout=90)
+    return subprocess.run(
+        [sys.executable, "-m", "mqctl", *args, "-a", trio.addresses],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
 
 
 def level_3(trio: LocalCluster) -> None:
@@ -51,8 +55,10 @@ def history(trio: LocalCluster, name: str) -> list[dict]:
 def test_failover_in_history_with_no_loss_and_a_pause_that_holds_it(trio: LocalCluster, tmp_path) -> None:
     name = "hist"
     level_3(trio)
-    agents = [start_agent(tmp_path / f"b{i}", trio.addresses, name, all_ack_in_sync_state_set=True)
-              for i in range(3)]
+    agents = [
+        start_agent(tmp_path / f"b{i}", trio.addresses, name, all_ack_in_sync_state_set=True)
+        for i in range(3)
+    ]
     try:
         with ControllerClient(trio.addresses, timeout=30) as client:
             master = wait_until(lambda: one_master(agents), 30, what="one master, two slaves")
@@ -64,8 +70,9 @@ def test_failover_in_history_with_no_loss_and_a_pause_that_holds_it(trio: LocalC
             assert paused.returncode == 0, paused.stderr
             master.crash()
             others = [a for a in agents if a is not master]
-            wait_until(lambda: not _alive(client, name, master.broker_id), 20,
-                       what="the master's lease to end")
+            wait_until(
+                lambda: not _alive(client, name, master.broker_id), 20, what="the master's lease to end"
+            )
             time.sleep(3.0)  # two leases more: neither the controller nor the brokers may elect meanwhile
             assert client.get_replica_info(name).master_broker_id == master.broker_id
             shown = json.loads(mq(trio, "getSyncStateSet", "-b", name, "-o", "json").stdout)
@@ -80,14 +87,20 @@ def test_failover_in_history_with_no_loss_and_a_pause_that_holds_it(trio: LocalC
     paused_at, resumed_at = whats.index("failover paused"), whats.index("failover resumed")
     assert "master elected" not in whats[paused_at:resumed_at]
     election = next(e for e in entries[resumed_at:] if e["what"] == "master elected")
-    assert election["cause"] in (f"lease expired for broker {master.broker_id}",
-                                 f"broker request (broker {new.broker_id})")
+    assert election["cause"] in (
+        f"lease expired for broker {master.broker_id}",
+        f"broker request (broker {new.broker_id})",
+    )
     el = election["election"]
     assert (el["oldMasterBrokerId"], el["newMasterBrokerId"], el["unclean"]) == (
-        master.broker_id, new.broker_id, False)
+        master.broker_id,
+        new.broker_id,
+        False,
+    )
     assert (el["oldMasterMaxOffset"], el["newMasterMaxOffset"], el["lossBytes"]) == (end, end, 0)
     assert {c["brokerId"]: c["alive"] for c in el["candidates"]} == {
-        a.broker_id: a is not master for a in agents}
+        a.broker_id: a is not master for a in agents
+    }
     assert election["term"] >= 1 and election["time"].endswith("Z")
     assert json.loads(mq(trio, "history", "-b", name, "-o", "json").stdout)["lossTotalBytes"] == {name: 0}
 
@@ -104,26 +117,38 @@ def test_brokers_follow_a_rebalance_and_a_switchover(trio: LocalCluster, tmp_pat
     agents = [first]
     try:
         first.wait_role(Role.MASTER, 30)
-        agents += [start_agent(tmp_path / "b1", trio.addresses, name),
-                   start_agent(tmp_path / "b2", trio.addresses, name, election_priority=1)]
+        agents += [
+            start_agent(tmp_path / "b1", trio.addresses, name),
+            start_agent(tmp_path / "b2", trio.addresses, name, election_priority=1),
+        ]
         preferred = agents[2]
         with ControllerClient(trio.addresses, timeout=30) as client:
-            wait_until(lambda: one_master(agents) is first and len(first.status().sync_state_set) == 3, 30,
-                       what="the first broker master of a SyncStateSet of 3")
+            wait_until(
+                lambda: one_master(agents) is first and len(first.status().sync_state_set) == 3,
+                30,
+                what="the first broker master of a SyncStateSet of 3",
+            )
             put_all(first, 0, 20, {})
             wait_until(lambda: settled(agents, client, name), 20, what="every replica and heartbeat equal")
             dry = mq(trio, "rebalance", "--dry-run", "-o", "json")
             assert dry.returncode == 0, dry.stderr
             move = next(m for m in json.loads(dry.stdout)["moves"] if m["brokerName"] == name)
             assert (move["masterBrokerId"], move["preferredBrokerId"], move["action"]) == (
-                first.broker_id, preferred.broker_id, "move")
+                first.broker_id,
+                preferred.broker_id,
+                "move",
+            )
             assert one_master(agents) is first
             assert mq(trio, "rebalance").returncode == 0
-            wait_until(lambda: one_master(agents) is preferred, 30, what="the preferred replica master, "
-                       "the others its slaves")
+            wait_until(
+                lambda: one_master(agents) is preferred,
+                30,
+                what="the preferred replica master, the others its slaves",
+            )
             assert first.role == Role.SLAVE and first.master_id == preferred.broker_id
-            wait_until(lambda: len(preferred.status().sync_state_set) == 3, 30,
-                       what="SyncStateSet of 3 again")
+            wait_until(
+                lambda: len(preferred.status().sync_state_set) == 3, 30, what="SyncStateSet of 3 again"
+            )
             put_all(preferred, 20, 20, {})
             wait_until(lambda: settled(agents, client, name), 20, what="every replica and heartbeat equal")
             out = mq(trio, "switchover", "-b", name, "--to", str(first.broker_id), "-o", "json")
@@ -136,6 +161,9 @@ def test_brokers_follow_a_rebalance_and_a_switchover(trio: LocalCluster, tmp_pat
     finally:
         for a in agents:
             a.crash()
-    moves = [(e["cause"], e["election"]["newMasterBrokerId"], e["election"]["lossBytes"]) for e in entries
-             if e["what"] == "master elected" and e["cause"] in ("rebalance", "switchover")]
+    moves = [
+        (e["cause"], e["election"]["newMasterBrokerId"], e["election"]["lossBytes"])
+        for e in entries
+        if e["what"] == "master elected" and e["cause"] in ("rebalance", "switchover")
+    ]
     assert moves == [("rebalance", preferred.broker_id, 0), ("switchover", first.broker_id, 0)]

@@ -20,8 +20,11 @@ pytestmark = pytest.mark.slow
 def one_master(agents: list[BrokerAgent]) -> BrokerAgent | None:
     masters = [a for a in agents if a.alive and a.role == Role.MASTER]
     followers = [a for a in agents if a.alive and a.role == Role.SLAVE]
-    if len(masters) == 1 and all(f.master_id == masters[0].broker_id for f in followers) \
-            and len(masters) + len(followers) == len([a for a in agents if a.alive]):
+    if (
+        len(masters) == 1
+        and all(f.master_id == masters[0].broker_id for f in followers)
+        and len(masters) + len(followers) == len([a for a in agents if a.alive])
+    ):
         return masters[0]
     return None
 
@@ -44,8 +47,10 @@ def test_failover_truncation_no_acked_message_lost(trio, tmp_path) -> None:
     name = "fo"
     addrs = trio.addresses
     net = Network()
-    agents = [start_agent(tmp_path / f"b{i}", addrs, name, network=net, all_ack_in_sync_state_set=True)
-              for i in range(3)]
+    agents = [
+        start_agent(tmp_path / f"b{i}", addrs, name, network=net, all_ack_in_sync_state_set=True)
+        for i in range(3)
+    ]
     revived: BrokerAgent | None = None
     try:
         master = wait_until(lambda: one_master(agents), 30, what="one master, two slaves")
@@ -74,8 +79,10 @@ def test_failover_truncation_no_acked_message_lost(trio, tmp_path) -> None:
         everyone = others + [revived]
         wait_until(lambda: len({a.max_offset for a in everyone}) == 1, 30, what="every replica caught up")
         assert revived.stats["truncations"] >= 1
-        assert revived.stats["bytes_truncated"] > 0 and revived.max_offset > dirty_end - \
-            revived.stats["bytes_truncated"]
+        assert (
+            revived.stats["bytes_truncated"] > 0
+            and revived.max_offset > dirty_end - revived.stats["bytes_truncated"]
+        )
         put_all(new, 250, 20, acked)
         wait_until(lambda: len({a.max_offset for a in everyone}) == 1, 30, what="caught up again")
         final = commitlog_bodies(new)
@@ -101,8 +108,10 @@ def test_sync_state_set_shrinks_and_expands_learner_never_joins(controller, tmp_
     name = "sss"
     addrs = controller.addresses
     net = Network()
-    agents = [start_agent(tmp_path / f"b{i}", addrs, name, network=net, all_ack_in_sync_state_set=True)
-              for i in range(3)]
+    agents = [
+        start_agent(tmp_path / f"b{i}", addrs, name, network=net, all_ack_in_sync_state_set=True)
+        for i in range(3)
+    ]
     learner = start_agent(tmp_path / "learner", addrs, name, network=net, async_learner=True)
     every = agents + [learner]
     try:
@@ -113,13 +122,14 @@ def test_sync_state_set_shrinks_and_expands_learner_never_joins(controller, tmp_
         slave = next(a for a in agents if a.role == Role.SLAVE)
         net.isolate(slave)
         with ControllerClient(addrs) as client:
+
             def controller_set() -> set[int]:
                 return set(client.get_replica_info(name).sync_state_set)
 
             wait_until(lambda: slave.broker_id not in controller_set(), 20, what="shrink accepted")
             # the master applies the new set only once the controller answered: locally it follows
             wait_until(lambda: slave.broker_id not in master.status().sync_state_set, 10, what="local shrink")
-            put_all(master, 30, 20, {})     # acked without the isolated slave
+            put_all(master, 30, 20, {})  # acked without the isolated slave
             net.isolate(slave, False)
             wait_until(lambda: slave.broker_id in controller_set(), 20, what="expand after catch-up")
             wait_until(lambda: set(master.status().sync_state_set) == controller_set(), 10, what="local set")
@@ -135,9 +145,19 @@ def test_sync_state_set_shrinks_and_expands_learner_never_joins(controller, tmp_
 def test_polling_only_offsets_log_local_peers(controller, tmp_path) -> None:
     """No WatchRoleChanges at all: GetReplicaInfo polling alone drives the failover (scale mode)."""
     name = "poll"
-    agents = [start_agent(tmp_path / f"b{i}", controller.addresses, name, all_ack_in_sync_state_set=True,
-                          watch_role_changes=False, storage="offsets", peer_transport="local",
-                          address=f"poll-{i}") for i in range(3)]
+    agents = [
+        start_agent(
+            tmp_path / f"b{i}",
+            controller.addresses,
+            name,
+            all_ack_in_sync_state_set=True,
+            watch_role_changes=False,
+            storage="offsets",
+            peer_transport="local",
+            address=f"poll-{i}",
+        )
+        for i in range(3)
+    ]
     revived: BrokerAgent | None = None
     try:
         master = wait_until(lambda: one_master(agents), 30, what="roles")
@@ -166,13 +186,18 @@ def test_stale_notifications_are_ignored(controller, tmp_path) -> None:
     try:
         agent.wait_role(Role.MASTER, 30)
         epoch, bid = agent.master_epoch, agent.broker_id
-        other = RoleChange(broker_name="stale", master_broker_id=(bid or 0) + 7,
-                           master_address="127.0.0.1:30919",
-                           master_epoch=epoch + 5, sync_state_set_epoch=9, sync_state_set=((bid or 0) + 7,))
+        other = RoleChange(
+            broker_name="stale",
+            master_broker_id=(bid or 0) + 7,
+            master_address="127.0.0.1:30919",
+            master_epoch=epoch + 5,
+            sync_state_set_epoch=9,
+            sync_state_set=((bid or 0) + 7,),
+        )
         before = agent.stats["ignored_notifications"]
-        agent._post(_Event("role", other, agent.broker_epoch - 1))   # queued under an older registration
+        agent._post(_Event("role", other, agent.broker_epoch - 1))  # queued under an older registration
         older = RoleChange(broker_name="stale", master_broker_id=None, master_epoch=epoch - 1)
-        agent._on_role_change(older)                                  # current registration, older epoch
+        agent._on_role_change(older)  # current registration, older epoch
         wait_until(lambda: agent.stats["ignored_notifications"] >= before + 2, 10, what="both ignored")
         assert agent.role == Role.MASTER and agent.master_epoch == epoch
         assert agent.put(b"still master").ok

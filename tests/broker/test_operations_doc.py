@@ -47,16 +47,22 @@ def sh_blocks(text: str) -> list[str]:
 
 def environment(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
-    env.update(HOME=str(home), PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", COLUMNS="200",
-               MQCTL_PARENT_PID=str(os.getpid()), **extra)
+    env.update(
+        HOME=str(home),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        COLUMNS="200",
+        MQCTL_PARENT_PID=str(os.getpid()),
+        **extra,
+    )
     return env
 
 
 def bash(block: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """A block as written (dedented), each command checked: the first failing one fails the block."""
     text = "\n".join(line.strip() for line in block.splitlines())
-    return subprocess.run(["bash", "-e", "-c", text], capture_output=True, text=True, env=env,
-                          timeout=timeout)
+    return subprocess.run(
+        ["bash", "-e", "-c", text], capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 def heartbeat_offsets(client: ControllerClient, name: str) -> set[int | None]:
@@ -68,8 +74,12 @@ def settled(agents: list[BrokerAgent], client: ControllerClient, name: str) -> b
     """Every replica has the same maxOffset, in the master's SyncStateSet, and the heartbeats say so."""
     master = one_master(agents)
     offsets = {a.max_offset for a in agents}
-    return (master is not None and len(master.status().sync_state_set) == len(agents) and len(offsets) == 1
-            and heartbeat_offsets(client, name) == offsets)
+    return (
+        master is not None
+        and len(master.status().sync_state_set) == len(agents)
+        and len(offsets) == 1
+        and heartbeat_offsets(client, name) == offsets
+    )
 
 
 def test_maintenance_window_and_lost_controller_as_documented(tmp_path: Path) -> None:
@@ -111,9 +121,13 @@ def test_maintenance_window_and_lost_controller_as_documented(tmp_path: Path) ->
 
         # 4: upgrade broker 1 (stop, start on its store) while the document's watch runs
         agents["broker-a-0"].stop()
-        watcher = subprocess.Popen(with_default_sigint(["bash", "-c", watch.strip()]),
-                                   env={**env, "TTY_COMPATIBLE": "1"}, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+        watcher = subprocess.Popen(
+            with_default_sigint(["bash", "-c", watch.strip()]),
+            env={**env, "TTY_COMPATIBLE": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         threading.Timer(90, watcher.kill).start()  # a watch that never prints fails, never hangs
         agent("broker-a-0")
         wait_until(lambda: settled(a(), client, "broker-a"), 60, what="broker 1 back in the SyncStateSet")
@@ -132,8 +146,11 @@ def test_maintenance_window_and_lost_controller_as_documented(tmp_path: Path) ->
         for what in ("failover paused", "switchover", "registered", "failover resumed", "rebalance"):
             assert what in out.stdout, (what, out.stdout)
         entries = json.loads(bash(history_cmd + " -o json", env).stdout)["entries"]
-        moves = [(e["cause"], e["election"]["newMasterBrokerId"], e["election"]["lossBytes"]) for e in entries
-                 if e["what"] == "master elected" and e["cause"] in ("switchover", "rebalance")]
+        moves = [
+            (e["cause"], e["election"]["newMasterBrokerId"], e["election"]["lossBytes"])
+            for e in entries
+            if e["what"] == "master elected" and e["cause"] in ("switchover", "rebalance")
+        ]
         assert moves == [("switchover", 2, 0), ("rebalance", 1, 0)], moves
         epoch = client.get_replica_info("broker-a").master_epoch
         client.close()
@@ -144,8 +161,11 @@ def test_maintenance_window_and_lost_controller_as_documented(tmp_path: Path) ->
             shutil.rmtree(node.data_dir)
         (reseed,) = [b for b in sh_blocks(section("The controller's data is lost")) if "recover reseed" in b]
         node0 = cluster.nodes[0]
-        text = (reseed.replace("/data/", f"{data}/").replace("127.0.0.1:9878", node0.grpc_address)
-                .replace("127.0.0.1:9880", node0.raft_address))
+        text = (
+            reseed.replace("/data/", f"{data}/")
+            .replace("127.0.0.1:9878", node0.grpc_address)
+            .replace("127.0.0.1:9880", node0.raft_address)
+        )
         commands = [c.strip() for c in text.replace("\\\n", " ").splitlines() if c.strip()]
         assert [c.split()[1] for c in commands] == ["recover", "recover", "serve", "getSyncStateSet"]
         for command in commands[:2]:
@@ -155,21 +175,31 @@ def test_maintenance_window_and_lost_controller_as_documented(tmp_path: Path) ->
         log.touch()
         watch_log(str(log))
         with open(log, "ab") as sink:
-            serve = subprocess.Popen(["bash", "-c", "exec " + commands[2]], env=env, stdout=sink,
-                                     stderr=subprocess.STDOUT)
+            serve = subprocess.Popen(
+                ["bash", "-c", "exec " + commands[2]], env=env, stdout=sink, stderr=subprocess.STDOUT
+            )
         wait_until(lambda: metadata(node0.grpc_address).get("is_leader"), 30, what="the reseeded node leads")
         out = bash(commands[3], env)
         assert out.returncode == 0 and "broker-a" in out.stdout, out.stdout + out.stderr
         # the agents register again with the ids their stores hold and are elected at the next masterEpoch
         with ControllerClient(node0.grpc_address, timeout=30) as fresh:
-            wait_until(lambda: fresh.get_replica_info("broker-a").master_broker_id is not None, 30,
-                       what="broker-a elected again")
+            wait_until(
+                lambda: fresh.get_replica_info("broker-a").master_broker_id is not None,
+                30,
+                what="broker-a elected again",
+            )
             info = fresh.get_replica_info("broker-a")
             assert info.master_epoch == epoch + 1 and info.master_broker_id in (1, 2)
-            wait_until(lambda: getattr(one_master(a()), "broker_id", None) == info.master_broker_id, 30,
-                       what="the agents follow the reseeded controller")
-            wait_until(lambda: fresh.get_replica_info("broker-b").master_broker_id == 1, 30,
-                       what="broker-b's one replica elected again")
+            wait_until(
+                lambda: getattr(one_master(a()), "broker_id", None) == info.master_broker_id,
+                30,
+                what="the agents follow the reseeded controller",
+            )
+            wait_until(
+                lambda: fresh.get_replica_info("broker-b").master_broker_id == 1,
+                30,
+                what="broker-b's one replica elected again",
+            )
     finally:
         if serve is not None:
             serve.terminate()

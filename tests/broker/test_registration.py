@@ -42,9 +42,11 @@ def crash_at(point: str, store, addresses: str, name: str):
     """The agent's controller client kills it at ``point``; "after_identity_file" (brokerIdentity
     written, the temp file not deleted yet: no controller call between) is a crash before RegisterBroker
     with the temp file put back, the files that crash leaves."""
+
     def client():
         real = make_client(fast_config(store, addresses, name))
         return CrashAt("before_register" if point == "after_identity_file" else point, real)
+
     return client
 
 
@@ -69,7 +71,7 @@ def test_crash_at_every_registration_point(controller, tmp_path, seed: int) -> N
             store.mkdir()
             taken = first.broker_id or 1
             write_temp_identity(store, TempBrokerIdentity(CLUSTER, name, taken, "127.0.0.1:30919;1"))
-    racers = [tmp_path / f"r{i}" for i in range(2)]   # brokers without faults, racing for the same ids
+    racers = [tmp_path / f"r{i}" for i in range(2)]  # brokers without faults, racing for the same ids
     started: dict[str, BrokerAgent] = {}
     lock = threading.Lock()
 
@@ -79,8 +81,10 @@ def test_crash_at_every_registration_point(controller, tmp_path, seed: int) -> N
         with lock:
             started[key] = agent
 
-    threads = [threading.Thread(target=launch, args=(p, stores[p], crash_at(p, stores[p], addresses, name)))
-               for p in points]
+    threads = [
+        threading.Thread(target=launch, args=(p, stores[p], crash_at(p, stores[p], addresses, name)))
+        for p in points
+    ]
     threads += [threading.Thread(target=launch, args=(f"racer{i}", s, None)) for i, s in enumerate(racers)]
     rng.shuffle(threads)
     for t in threads:
@@ -96,8 +100,9 @@ def test_crash_at_every_registration_point(controller, tmp_path, seed: int) -> N
             if p == "after_identity_file":
                 ident = read_identity(stores[p])
                 assert ident is not None
-                write_temp_identity(stores[p], TempBrokerIdentity(CLUSTER, name, ident.broker_id,
-                                                                  f"{agent.address};1"))
+                write_temp_identity(
+                    stores[p], TempBrokerIdentity(CLUSTER, name, ident.broker_id, f"{agent.address};1")
+                )
             has_temp = read_temp_identity(stores[p]) is not None
             has_ident = read_identity(stores[p]) is not None
             assert (has_temp, has_ident) == EXPECTED_FILES[p], p
@@ -120,8 +125,11 @@ def test_crash_at_every_registration_point(controller, tmp_path, seed: int) -> N
             registered = wait_until(lambda: controller_ids(client, name), 10, what="replicas")
             assert set(registered) == set(ids), "every controller id belongs to exactly one broker"
             # the controller knows each broker at its current address (RegisterBroker updated it)
-            wait_until(lambda: all(controller_ids(client, name)[i] == a.address for i, a in ids.items()), 10,
-                       what="current addresses")
+            wait_until(
+                lambda: all(controller_ids(client, name)[i] == a.address for i, a in ids.items()),
+                10,
+                what="current addresses",
+            )
     finally:
         for a in agents + list(started.values()):
             a.stop()

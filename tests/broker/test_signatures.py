@@ -22,7 +22,7 @@ def test_orderly_stop_is_clean_crash_is_dirty(controller, tmp_path) -> None:
             assert master.put(f"s{i}".encode() * 20).ok
         slave = next(a for a in agents if a is not master)
         wait_until(lambda: slave.max_offset == master.max_offset, 20, what="the slave to catch up")
-        assert inspect_store(master.root).state == "dirty"   # running: abort present
+        assert inspect_store(master.root).state == "dirty"  # running: abort present
         slave.crash()
         master.stop()
         clean = inspect_store(master.root)

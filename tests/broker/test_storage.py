@@ -17,26 +17,29 @@ def E(*pairs: tuple[int, int]) -> list[EpochEntry]:
     return [EpochEntry(e, s) for e, s in pairs]
 
 
-@pytest.mark.parametrize(("local", "local_max", "master", "master_max", "point"), [
-    # slave behind in the master's old epoch: keeps everything (min of the two ends)
-    (E((1, 0)), 900, E((1, 0), (2, 1000)), 1200, 900),
-    # slave has more of epoch 1 than the new master took over: cut at the master's end of epoch 1
-    (E((1, 0)), 1000, E((1, 0), (2, 900)), 1200, 900),
-    # same epochs, nothing to cut
-    (E((1, 0), (2, 1000)), 1200, E((1, 0), (2, 1000), (3, 1200)), 1300, 1200),
-    # the slave led epoch 3 the master never saw: walk back to epoch 1
-    (E((1, 0), (3, 1000)), 1100, E((1, 0), (2, 900)), 1000, 900),
-    # same epoch number, other start (cannot match): walk back further
-    (E((1, 0), (2, 800)), 1000, E((1, 0), (2, 700)), 1200, 700),
-    # a new replica: nothing to keep
-    ([], 0, E((1, 0)), 500, 0),
-    # an epoch that starts at the slave's end holds nothing and is ignored
-    (E((1, 0), (4, 600)), 600, E((1, 0), (2, 700)), 900, 600),
-    # no common epoch, the master's history starts at 0: none of the slave's data is the master's
-    (E((2, 0)), 100, E((1, 0), (3, 50)), 400, 0),
-    # no common epoch and the master's history does not reach back: manual repair
-    (E((2, 0)), 100, E((3, 500)), 900, -1),
-])
+@pytest.mark.parametrize(
+    ("local", "local_max", "master", "master_max", "point"),
+    [
+        # slave behind in the master's old epoch: keeps everything (min of the two ends)
+        (E((1, 0)), 900, E((1, 0), (2, 1000)), 1200, 900),
+        # slave has more of epoch 1 than the new master took over: cut at the master's end of epoch 1
+        (E((1, 0)), 1000, E((1, 0), (2, 900)), 1200, 900),
+        # same epochs, nothing to cut
+        (E((1, 0), (2, 1000)), 1200, E((1, 0), (2, 1000), (3, 1200)), 1300, 1200),
+        # the slave led epoch 3 the master never saw: walk back to epoch 1
+        (E((1, 0), (3, 1000)), 1100, E((1, 0), (2, 900)), 1000, 900),
+        # same epoch number, other start (cannot match): walk back further
+        (E((1, 0), (2, 800)), 1000, E((1, 0), (2, 700)), 1200, 700),
+        # a new replica: nothing to keep
+        ([], 0, E((1, 0)), 500, 0),
+        # an epoch that starts at the slave's end holds nothing and is ignored
+        (E((1, 0), (4, 600)), 600, E((1, 0), (2, 700)), 900, 600),
+        # no common epoch, the master's history starts at 0: none of the slave's data is the master's
+        (E((2, 0)), 100, E((1, 0), (3, 50)), 400, 0),
+        # no common epoch and the master's history does not reach back: manual repair
+        (E((2, 0)), 100, E((3, 500)), 900, -1),
+    ],
+)
 def test_truncation_point(local, local_max, master, master_max, point) -> None:
     assert truncation_point(local, local_max, master, master_max) == point
 
@@ -68,7 +71,7 @@ def test_commitlog_store_roll_read_replicate_truncate(tmp_path) -> None:
     for b in bodies:
         off, end = master.append("TopicTest", b, ("127.0.0.1", 10911))
         ends.append((off, end))
-    assert master.max_offset == ends[-1][1] > 3 * size   # rolled over several files
+    assert master.max_offset == ends[-1][1] > 3 * size  # rolled over several files
     recs = list(CommitLog(tmp_path / "m" / "commitlog", size).iter_records())
     assert [r.body for r in recs] == bodies
     assert [r.offset for r in recs] == [o for o, _ in ends]
@@ -80,10 +83,11 @@ def test_commitlog_store_roll_read_replicate_truncate(tmp_path) -> None:
         assert slave.max_offset // size == (slave.max_offset + length - 1) // size
         slave.write_chunk(slave.max_offset, data, length)
     for name in sorted(os.listdir(tmp_path / "m" / "commitlog")):
-        assert (tmp_path / "m" / "commitlog" / name).read_bytes() == \
-            (tmp_path / "s" / "commitlog" / name).read_bytes(), name
+        assert (tmp_path / "m" / "commitlog" / name).read_bytes() == (
+            tmp_path / "s" / "commitlog" / name
+        ).read_bytes(), name
     # truncation at a record boundary, then a reopen recovers exactly there
-    keep = next(i for i in range(120, 200) if ends[i][0] % size)   # a cut inside a file
+    keep = next(i for i in range(120, 200) if ends[i][0] % size)  # a cut inside a file
     cut = ends[keep][0]
     slave.truncate(cut)
     slave.close()

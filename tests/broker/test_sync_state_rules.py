@@ -37,8 +37,9 @@ def master(tmp_path) -> Iterator[BrokerAgent]:
 
 
 def fetch(agent: BrokerAgent, broker_id: int, offset: int) -> None:
-    resp = agent.handle_fetch(FetchRequest("cluster-b", "ssrules", broker_id, f"b{broker_id}", offset, 1,
-                                           1024, 0))
+    resp = agent.handle_fetch(
+        FetchRequest("cluster-b", "ssrules", broker_id, f"b{broker_id}", offset, 1, 1024, 0)
+    )
     assert resp.code == 0, resp
 
 

@@ -56,7 +56,8 @@ def test_what_the_findings_say() -> None:
     (f,) = [f for f in found if f["rule"] == "controller-addr"]
     assert f["severity"] == "CRIT" and f["message"].endswith(
         "broker.conf: controllerAddr (line 13): 127.0.0.1:9999 is not a controller of the group "
-        "(127.0.0.1:9858, 127.0.0.1:9868, 127.0.0.1:9878)")
+        "(127.0.0.1:9858, 127.0.0.1:9868, 127.0.0.1:9878)"
+    )
     assert f["fix"] == "controllerAddr=127.0.0.1:9858;127.0.0.1:9868;127.0.0.1:9878"
     _, found = findings(sorted((CONFIGS / "set-consistency" / "trips").iterdir()))
     (f,) = [f for f in found if f["rule"] == "set-consistency"]
@@ -64,7 +65,8 @@ def test_what_the_findings_say() -> None:
     assert "b0.conf=1073741824 (default)" in f["message"] and "b1.conf=67108864" in f["message"]
     _, found = findings(sorted((CONFIGS / "all-ack" / "trips").iterdir()))
     assert [(f["rule"], f["severity"], f["keys"]) for f in found] == [
-        ("all-ack", "CRIT", ["allAckInSyncStateSet"])]
+        ("all-ack", "CRIT", ["allAckInSyncStateSet"])
+    ]
 
 
 def test_exit_codes_and_output() -> None:
@@ -91,8 +93,9 @@ def test_unreadable_file(tmp_path: Path) -> None:
 
 
 def test_properties_as_java_reads_them() -> None:
-    props, lines = parse_properties("# c\n! c\n  a = 1\nb:2\nc 3\nd=x\\\n   y\ne=\\u0041\\tz\nf\n\n"
-                                    "g = a\\\\\n")
+    props, lines = parse_properties(
+        "# c\n! c\n  a = 1\nb:2\nc 3\nd=x\\\n   y\ne=\\u0041\\tz\nf\n\ng = a\\\\\n"
+    )
     assert props == {"a": "1", "b": "2", "c": "3", "d": "xy", "e": "A\tz", "f": "", "g": "a\\"}
     assert lines["d"] == 6 and lines["e"] == 8
 
@@ -101,5 +104,7 @@ def test_usage() -> None:
     code, _, err = run("check", "config")
     assert (code, err) == (2, "mqctl: error: name the configuration files to check, or --online -n NAMESRV\n")
     code, _, err = run("check", "config", "--online")
-    assert (code, err) == (2, "mqctl: error: --online needs -n/--namesrvAddr: the name servers that list the "
-                              "brokers\n")
+    assert (code, err) == (
+        2,
+        "mqctl: error: --online needs -n/--namesrvAddr: the name servers that list the brokers\n",
+    )

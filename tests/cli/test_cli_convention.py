@@ -14,8 +14,18 @@ import pytest
 from mqctl.cli import gendocs
 from mqctl.store.build import build_store
 
-CONNECTION = {"-a", "--token", "--tls-ca", "--tls-cert", "--tls-key", "--tls-server-name", "--protocol",
-              "--access-key", "--secret-key", "--timeout"}
+CONNECTION = {
+    "-a",
+    "--token",
+    "--tls-ca",
+    "--tls-cert",
+    "--tls-key",
+    "--tls-server-name",
+    "--protocol",
+    "--access-key",
+    "--secret-key",
+    "--timeout",
+}
 
 
 def _commands() -> list[tuple[str, set[str]]]:
@@ -23,8 +33,11 @@ def _commands() -> list[tuple[str, set[str]]]:
     for path, cmd in gendocs.walk(gendocs.root_command()):
         if getattr(cmd, "commands", None) or not path:
             continue
-        opts = {o for p in getattr(cmd, "params", []) for o in (*getattr(p, "opts", []),
-                                                                 *getattr(p, "secondary_opts", []))}
+        opts = {
+            o
+            for p in getattr(cmd, "params", [])
+            for o in (*getattr(p, "opts", []), *getattr(p, "secondary_opts", []))
+        }
         out.append((" ".join(path), opts))
     return out
 
@@ -47,11 +60,22 @@ def test_every_command_that_prints_takes_output_and_no_color() -> None:
         assert "--no-color" in opts and "-o" in opts, name
 
 
-@pytest.mark.parametrize("command", [["history"], ["switchover", "-b", "x"], ["snapshot", "save", "f.json"],
-                                     ["quorum", "add", "127.0.0.1:1"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["history"],
+        ["switchover", "-b", "x"],
+        ["snapshot", "save", "f.json"],
+        ["quorum", "add", "127.0.0.1:1"],
+    ],
+)
 def test_a_grpc_only_command_refuses_protocol_remoting_in_one_line(command: list[str]) -> None:
-    out = subprocess.run([sys.executable, "-m", "mqctl", *command, "--protocol", "remoting",
-                          "-a", "127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "mqctl", *command, "--protocol", "remoting", "-a", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("mqctl: error: this command is an mqctl extension that RocketMQ's remoting")
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
@@ -61,9 +85,13 @@ def test_no_color_takes_the_colours_away(tmp_path: Path) -> None:
     store = str(build_store(tmp_path / "s", history=[(0, 0), (1, 900)], max_offset=1200, abort="77"))
 
     def inspect(*extra: str) -> str:
-        out = subprocess.run([sys.executable, "-m", "mqctl", "recover", "inspect", store, *extra],
-                             capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "FORCE_COLOR": "1", "COLUMNS": "200"})
+        out = subprocess.run(
+            [sys.executable, "-m", "mqctl", "recover", "inspect", store, *extra],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "FORCE_COLOR": "1", "COLUMNS": "200"},
+        )
         assert out.returncode == 0, out.stderr
         return out.stdout
 

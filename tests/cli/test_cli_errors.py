@@ -64,8 +64,9 @@ USAGE_ERRORS = [
 
 
 @pytest.mark.parametrize(("args", "usage", "message"), USAGE_ERRORS)
-def test_usage_errors_are_one_line_after_the_usage_line(args: list[str], usage: str, message: str,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_are_one_line_after_the_usage_line(
+    args: list[str], usage: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run_in(capsys, *args)
     assert code == 2  # docs/codes.md: usage error
     assert out == ""
@@ -79,8 +80,10 @@ def test_usage_errors_are_one_line_after_the_usage_line(args: list[str], usage: 
 def test_usage_error_of_the_installed_binary() -> None:
     proc = mqctl_proc("getSyncStateSet", "--no-such-flag")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr == ("usage: mqctl getSyncStateSet [OPTIONS] (see 'mqctl getSyncStateSet -h')\n"
-                           "mqctl: error: No such option: --no-such-flag\n")
+    assert proc.stderr == (
+        "usage: mqctl getSyncStateSet [OPTIONS] (see 'mqctl getSyncStateSet -h')\n"
+        "mqctl: error: No such option: --no-such-flag\n"
+    )
 
 
 def test_a_group_without_its_command_prints_its_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,8 +104,14 @@ def _commands_with_output() -> Iterator[tuple[str, ...]]:
 
 def test_commands_with_output_are_found() -> None:
     found = set(_commands_with_output())
-    assert {("getSyncStateSet",), ("electMaster",), ("quorum", "status"), ("recover", "inspect"),
-            ("upgrade", "plan"), ("sim",)} <= found
+    assert {
+        ("getSyncStateSet",),
+        ("electMaster",),
+        ("quorum", "status"),
+        ("recover", "inspect"),
+        ("upgrade", "plan"),
+        ("sim",),
+    } <= found
 
 
 def _json_doc(out: str) -> dict:
@@ -112,13 +121,16 @@ def _json_doc(out: str) -> dict:
 
 
 @pytest.mark.parametrize("path", sorted(_commands_with_output()), ids=" ".join)
-def test_usage_error_in_json_mode_is_one_json_document(path: tuple[str, ...],
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_error_in_json_mode_is_one_json_document(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run_in(capsys, *path, "-o", "json", "--no-such-flag")
     assert code == 2
     doc = _json_doc(out)
-    assert doc == {"version": 1, "error": {"code": "USAGE", "message": "No such option: --no-such-flag",
-                                           "exitCode": 2}}
+    assert doc == {
+        "version": 1,
+        "error": {"code": "USAGE", "message": "No such option: --no-such-flag", "exitCode": 2},
+    }
     assert err.splitlines()[-1] == "mqctl: error: No such option: --no-such-flag"
 
 
@@ -160,8 +172,9 @@ UNREACHABLE = [
 
 @pytest.mark.parametrize("args", UNREACHABLE, ids=" ".join)
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
-def test_unreachable_controller_is_one_document_and_exit_6(args: list[str], fmt: str,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreachable_controller_is_one_document_and_exit_6(
+    args: list[str], fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     dead = _dead()
     code, out, err = run_in(capsys, *args, "-a", dead, "--timeout", "0.3", "-o", fmt)
     assert code == 6, err
@@ -202,8 +215,9 @@ def test_store_commands_in_json_mode(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 7 and doc["ok"] is False and doc["error"]["code"] == "UNHEALTHY"
 
 
-def test_internal_error_is_a_document_too(monkeypatch: pytest.MonkeyPatch,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_internal_error_is_a_document_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     import mqctl.recover.inspect as inspect_mod
 
     def boom(paths: list[str], *, deep: bool = False) -> None:
@@ -246,15 +260,24 @@ SLACK = 0.5  # the issue's tolerance
 
 @pytest.mark.parametrize("protocol", ["auto", "grpc", "remoting"])
 @pytest.mark.parametrize("kind", ["refused", "silent"])
-def test_timeout_is_honoured(kind: str, protocol: str, silent_port: int,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_timeout_is_honoured(
+    kind: str, protocol: str, silent_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     import mqctl.client
     import mqctl.remoting.client  # noqa: F401
 
     port = free_port() if kind == "refused" else silent_port
     t0 = time.monotonic()
-    code, _out, err = run_in(capsys, "getSyncStateSet", "-a", f"127.0.0.1:{port}", "--timeout", str(TIMEOUT),
-                            "--protocol", protocol)
+    code, _out, err = run_in(
+        capsys,
+        "getSyncStateSet",
+        "-a",
+        f"127.0.0.1:{port}",
+        "--timeout",
+        str(TIMEOUT),
+        "--protocol",
+        protocol,
+    )
     elapsed = time.monotonic() - t0
     assert code == 6, err
     assert TIMEOUT - SLACK <= elapsed <= TIMEOUT + SLACK, f"{elapsed:.2f} s for --timeout {TIMEOUT}"

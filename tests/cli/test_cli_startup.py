@@ -58,14 +58,17 @@ print(json.dumps([code, sorted(m for m in heavy if m in sys.modules)]))
 """
 
 
-@pytest.mark.parametrize(("args", "code", "allowed"), [
-    (["--help"], 0, {"mqctl.cli.sim_cmd", "mqctl.cli.upgrade_cmd", "mqctl.cli.pipeline_cmd"}),
-    (["getSyncStateSet", "--help"], 0, set()),
-    (["quorum", "status", "-h"], 0, set()),
-    (["recover", "inspect", "--help"], 0, {"mqctl.cli.pipeline_cmd"}),
-    (["getSyncStateSet", "--no-such-flag"], 2, set()),
-    (["recover", "inspect", "/nonexistent", "-o", "json"], 4, {"mqctl.cli.pipeline_cmd"}),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "allowed"),
+    [
+        (["--help"], 0, {"mqctl.cli.sim_cmd", "mqctl.cli.upgrade_cmd", "mqctl.cli.pipeline_cmd"}),
+        (["getSyncStateSet", "--help"], 0, set()),
+        (["quorum", "status", "-h"], 0, set()),
+        (["recover", "inspect", "--help"], 0, {"mqctl.cli.pipeline_cmd"}),
+        (["getSyncStateSet", "--no-such-flag"], 2, set()),
+        (["recover", "inspect", "/nonexistent", "-o", "json"], 4, {"mqctl.cli.pipeline_cmd"}),
+    ],
+)
 def test_nothing_heavy_is_imported(args: list[str], code: int, allowed: set[str]) -> None:
     got_code, imported = json.loads(_in_fresh_python(PROBE.format(args=args)))
     assert got_code == code
@@ -130,8 +133,9 @@ def test_the_overview_shows_what_the_full_cli_shows(capsys: pytest.CaptureFixtur
             assert f"  {name} " in fast
 
 
-def test_completion_show_and_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_completion_show_and_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = Path(__file__).resolve().parents[2]
     for shell in gendocs.SHELLS:
         assert run(["completion", "show", shell]) == 0
@@ -178,8 +182,12 @@ def test_completion_show_and_install(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_the_startup_benchmark_runs() -> None:
     """bench/bench_startup.py prints the three ratios (figures, not asserted: timing is the machine's)."""
     root = Path(__file__).resolve().parents[2]
-    proc = subprocess.run([sys.executable, str(root / "bench/bench_startup.py"), "--runs", "1"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(root / "bench/bench_startup.py"), "--runs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     for name in ("mqctl --help", "mqctl getSyncStateSet --help", "mqctl getSyncStateSet -o json"):
         (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith(name + " ")]

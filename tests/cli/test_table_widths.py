@@ -23,13 +23,37 @@ GRPC = [f"127.0.0.1:{p}" for p in (29878, 29868, 29858)]
 
 
 def _meta(i: int) -> Metadata:
-    peers = tuple(Peer(ADDRS[j], GRPC[j], is_leader=j == 0, is_self=j == i, connected=True,
-                       match_index=1234567, next_index=1234568, max_feature_level=3) for j in range(3))
-    return Metadata(group="mqctl", controller_leader_id=ADDRS[0], controller_leader_address=GRPC[0],
-                    is_leader=i == 0, self_id=ADDRS[i], peers=peers, term=12, commit_index=1234567,
-                    last_applied=1234567, has_quorum=True, state_hash="ab" * 32, log_length=1234567,
-                    state="leader" if i == 0 else "follower", address=GRPC[i], feature_level=3,
-                    max_feature_level=3)
+    peers = tuple(
+        Peer(
+            ADDRS[j],
+            GRPC[j],
+            is_leader=j == 0,
+            is_self=j == i,
+            connected=True,
+            match_index=1234567,
+            next_index=1234568,
+            max_feature_level=3,
+        )
+        for j in range(3)
+    )
+    return Metadata(
+        group="mqctl",
+        controller_leader_id=ADDRS[0],
+        controller_leader_address=GRPC[0],
+        is_leader=i == 0,
+        self_id=ADDRS[i],
+        peers=peers,
+        term=12,
+        commit_index=1234567,
+        last_applied=1234567,
+        has_quorum=True,
+        state_hash="ab" * 32,
+        log_length=1234567,
+        state="leader" if i == 0 else "follower",
+        address=GRPC[i],
+        feature_level=3,
+        max_feature_level=3,
+    )
 
 
 def _whole_values(out: str, values: list[str]) -> None:
@@ -39,8 +63,9 @@ def _whole_values(out: str, values: list[str]) -> None:
 
 
 @pytest.mark.parametrize("columns", [80, 100])
-def test_quorum_table_keeps_addresses_and_roles_whole(columns: int, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_quorum_table_keeps_addresses_and_roles_whole(
+    columns: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("COLUMNS", str(columns))
     doc = quorum_doc([NodeView(GRPC[i], _meta(i)) for i in range(3)])
     render.emit(doc, Output.table, render.quorum_table)
@@ -49,8 +74,9 @@ def test_quorum_table_keeps_addresses_and_roles_whole(columns: int, monkeypatch:
     assert max(len(line.rstrip()) for line in out.splitlines()) <= columns, out
 
 
-def test_a_table_that_fits_stays_a_table(monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_table_that_fits_stays_a_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     doc = quorum_doc([NodeView(GRPC[i], _meta(i)) for i in range(3)])
     render.emit(doc, Output.table, render.quorum_table)
@@ -63,10 +89,16 @@ def test_recover_inspect_keeps_store_paths_whole(tmp_path: Path, columns: str) -
     stores = []
     for i in range(2):
         d = tmp_path / "a-broker-set-folder-with-a-long-name" / "and-another-level-below-it" / f"r{i}"
-        stores.append(str(build_store(d, history=[(0, 0), (1, 900)], max_offset=1200, clean=True,
-                                      broker_id=i + 1)))
-    out = subprocess.run([sys.executable, "-m", "mqctl", "recover", "inspect", *stores], capture_output=True,
-                         text=True, timeout=60, env={**os.environ, "COLUMNS": columns})
+        stores.append(
+            str(build_store(d, history=[(0, 0), (1, 900)], max_offset=1200, clean=True, broker_id=i + 1))
+        )
+    out = subprocess.run(
+        [sys.executable, "-m", "mqctl", "recover", "inspect", *stores],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": columns},
+    )
     assert out.returncode == 0, out.stderr
     _whole_values(out.stdout, stores + ["cluster-a/broker-set-a#1", "cluster-a/broker-set-a#2"])
     for s in stores:  # the epochs' title names the path whole, on one line

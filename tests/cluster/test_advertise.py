@@ -52,8 +52,11 @@ class Forwarder:
     async def _start(self) -> None:
         for listen, target in self.routes.items():
             host, port = listen.rsplit(":", 1)
-            self._servers.append(await asyncio.start_server(
-                lambda r, w, at=listen, to=target: self._forward(r, w, at, to), host, int(port)))
+            self._servers.append(
+                await asyncio.start_server(
+                    lambda r, w, at=listen, to=target: self._forward(r, w, at, to), host, int(port)
+                )
+            )
 
     async def _stop(self) -> None:
         for server in self._servers:
@@ -63,8 +66,9 @@ class Forwarder:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       at: str, target: str) -> None:
+    async def _forward(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, at: str, target: str
+    ) -> None:
         self.connections[at] += 1
         host, port = target.rsplit(":", 1)
         try:
@@ -85,16 +89,22 @@ class Forwarder:
 
 def test_clients_and_brokers_reach_the_nodes_at_their_advertised_addresses(tmp_path: Path) -> None:
     cluster = LocalCluster(str(tmp_path), size=3)
-    grpc_of: dict[str, str] = {}       # node name -> the gRPC address it publishes (the proxy's)
-    remoting_of: dict[str, str] = {}   # ... its remoting address
+    grpc_of: dict[str, str] = {}  # node name -> the gRPC address it publishes (the proxy's)
+    remoting_of: dict[str, str] = {}  # ... its remoting address
     routes: dict[str, str] = {}
     listening: list[str] = []
     for node in cluster.nodes:
         grpc_of[node.name] = f"127.0.0.1:{free_port()}"
         remoting_port = free_port()
         remoting_of[node.name] = f"127.0.0.1:{free_port()}"
-        node.args += ["--advertise", grpc_of[node.name], "--remoting-port", str(remoting_port),
-                      "--advertise-remoting", remoting_of[node.name]]
+        node.args += [
+            "--advertise",
+            grpc_of[node.name],
+            "--remoting-port",
+            str(remoting_port),
+            "--advertise-remoting",
+            remoting_of[node.name],
+        ]
         routes[grpc_of[node.name]] = node.grpc_address
         routes[remoting_of[node.name]] = f"127.0.0.1:{remoting_port}"
         listening += [node.grpc_address, f"127.0.0.1:{remoting_port}"]
@@ -105,9 +115,15 @@ def test_clients_and_brokers_reach_the_nodes_at_their_advertised_addresses(tmp_p
         expected = {n.raft_address: grpc_of[n.name] for n in cluster.nodes}
         for node in cluster.nodes:
             # each node publishes its addresses through the log once it runs: wait for all three
-            meta = wait_until(lambda n=node: (m := metadata(n.grpc_address)) and {
-                p["raft_address"]: p["grpc_address"] for p in m["peers"]} == expected and m, 20,
-                what=f"{node.name} to know every node's published address")
+            meta = wait_until(
+                lambda n=node: (
+                    (m := metadata(n.grpc_address))
+                    and {p["raft_address"]: p["grpc_address"] for p in m["peers"]} == expected
+                    and m
+                ),
+                20,
+                what=f"{node.name} to know every node's published address",
+            )
             assert meta["controller_leader_address"] == grpc_of[leader.name], (node.name, meta)
             assert not [a for a in listening if a in str(meta)], meta
 
@@ -130,8 +146,14 @@ def test_clients_and_brokers_reach_the_nodes_at_their_advertised_addresses(tmp_p
             broker.apply_broker_id(CLUSTER, "remoting-set", 1, "127.0.0.1:30001;remoting")
             reg = broker.register_broker(CLUSTER, "remoting-set", 1, "127.0.0.1:30001")
             assert reg.broker_epoch > 0
-            broker.heartbeat(CLUSTER, "127.0.0.1:30001", "remoting-set", 1, heartbeat_timeout_mills=10_000,
-                             broker_epoch=reg.broker_epoch)
+            broker.heartbeat(
+                CLUSTER,
+                "127.0.0.1:30001",
+                "remoting-set",
+                1,
+                heartbeat_timeout_mills=10_000,
+                broker_epoch=reg.broker_epoch,
+            )
             elected = broker.elect_master(CLUSTER, "remoting-set", 1)
             assert elected.master_broker_id == 1
         assert proxy.connections[remoting_of[leader.name]] > before

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 CLUSTER = "history-cluster"
 SETS = int(os.environ.get("MQCTL_HISTORY_SETS", "150"))
 KILLS = int(os.environ.get("MQCTL_HISTORY_KILLS", "5"))
-HEARTBEAT_TIMEOUT_MS = 60_000   # no broker expires during the test: writes come from the load only
+HEARTBEAT_TIMEOUT_MS = 60_000  # no broker expires during the test: writes come from the load only
 HEARTBEAT_THREADS = 4
 REGISTER_THREADS = 4
 
@@ -57,13 +57,14 @@ class Load:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.stats: Counter[str] = Counter()
-        self.brokers: list[tuple[str, int, str, int]] = []   # (name, id, address, brokerEpoch)
+        self.brokers: list[tuple[str, int, str, int]] = []  # (name, id, address, brokerEpoch)
         self.next_set = 0
 
     def run(self) -> None:
         threads = [threading.Thread(target=self._register, daemon=True) for _ in range(REGISTER_THREADS)]
-        threads += [threading.Thread(target=self._heartbeat, args=(i,), daemon=True)
-                    for i in range(HEARTBEAT_THREADS)]
+        threads += [
+            threading.Thread(target=self._heartbeat, args=(i,), daemon=True) for i in range(HEARTBEAT_THREADS)
+        ]
         for t in threads:
             t.start()
         for line in sys.stdin:  # "stats" -> one JSON line; the end of input stops the load
@@ -113,8 +114,17 @@ class Load:
                 applied = self._attempt("ApplyBrokerId", c.apply_broker_id, CLUSTER, name, bid, f"{addr};{s}")
                 if applied is None:
                     continue
-                reg = self._attempt("RegisterBroker", c.register_broker, CLUSTER, name, bid, addr, epoch=0,
-                                    max_offset=0, heartbeat_timeout_mills=HEARTBEAT_TIMEOUT_MS)
+                reg = self._attempt(
+                    "RegisterBroker",
+                    c.register_broker,
+                    CLUSTER,
+                    name,
+                    bid,
+                    addr,
+                    epoch=0,
+                    max_offset=0,
+                    heartbeat_timeout_mills=HEARTBEAT_TIMEOUT_MS,
+                )
                 if reg is None:
                     continue
                 epochs[bid] = reg.broker_epoch
@@ -125,13 +135,28 @@ class Load:
                 continue
             elect = self._attempt("ElectMaster", c.elect_master, CLUSTER, name, 1)
             if elect is not None and elect.master_broker_id == 1 and 2 in epochs:
-                self._attempt("AlterSyncStateSet", c.alter_sync_state_set, name, 1, elect.master_epoch,
-                              [1, 2], elect.sync_state_set_epoch)
+                self._attempt(
+                    "AlterSyncStateSet",
+                    c.alter_sync_state_set,
+                    name,
+                    1,
+                    elect.master_epoch,
+                    [1, 2],
+                    elect.sync_state_set_epoch,
+                )
 
     def _beat(self, name: str, bid: int, addr: str, epoch: int) -> None:
         try:
-            self.client.heartbeat(CLUSTER, addr, name, bid, epoch=0, max_offset=0,
-                                  heartbeat_timeout_mills=HEARTBEAT_TIMEOUT_MS, broker_epoch=epoch)
+            self.client.heartbeat(
+                CLUSTER,
+                addr,
+                name,
+                bid,
+                epoch=0,
+                max_offset=0,
+                heartbeat_timeout_mills=HEARTBEAT_TIMEOUT_MS,
+                broker_epoch=epoch,
+            )
             self._count("heartbeats")
         except Exception:
             self._count("heartbeats_failed")
@@ -157,8 +182,9 @@ class LoadProcess:
 
     def __enter__(self) -> LoadProcess:
         with open(self.log, "ab") as err:
-            self.proc = subprocess.Popen(self.args, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=err)
+            self.proc = subprocess.Popen(
+                self.args, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -191,8 +217,10 @@ class LoadProcess:
 
 def _applied(nodes: list[Node]) -> int | None:
     """The applied index every node reports when all report the same one and the same state hash."""
-    views = {(int(m.get("last_applied", 0)), str(m.get("state_hash", "")))
-             for m in (metadata(n.grpc_address) for n in nodes)}
+    views = {
+        (int(m.get("last_applied", 0)), str(m.get("state_hash", "")))
+        for m in (metadata(n.grpc_address) for n in nodes)
+    }
     if len(views) != 1:
         return None
     applied, _ = views.pop()
@@ -216,8 +244,10 @@ def _compare(histories: dict[str, list[tuple[bytes, int, int]]], applied: int) -
     for name in names[1:]:
         for idx in range(first, applied + 1):
             mine, theirs = by_index[name][idx], reference[idx]
-            assert mine == theirs, (f"index {idx}: {name} holds term {mine[0]} {mine[1][:80]!r}, "
-                                    f"{names[0]} term {theirs[0]} {theirs[1][:80]!r}")
+            assert mine == theirs, (
+                f"index {idx}: {name} holds term {mine[0]} {mine[1][:80]!r}, "
+                f"{names[0]} term {theirs[0]} {theirs[1][:80]!r}"
+            )
     return first, applied - first + 1
 
 
@@ -234,28 +264,47 @@ def test_applied_history_is_the_same_on_every_node(tmp_path: Path) -> None:
         cluster.wait_for_leader(60)
         brokers = 2 * SETS
         with LoadProcess(cluster.addresses, SETS, tmp_path / "load.log") as load:
-            wait_until(lambda: (stats := load.stats())["brokers"] >= brokers
-                       and stats.get("heartbeats", 0) >= 2 * brokers, 90, interval=0.5,
-                       what=f"{brokers} brokers registered and heartbeating")
+            wait_until(
+                lambda: (
+                    (stats := load.stats())["brokers"] >= brokers
+                    and stats.get("heartbeats", 0) >= 2 * brokers
+                ),
+                90,
+                interval=0.5,
+                what=f"{brokers} brokers registered and heartbeating",
+            )
             for cycle in range(KILLS):
                 leader = cluster.wait_for_leader(60)
                 leader.kill()
                 cluster.wait_for_leader(60, exclude=leader)
                 acks = load.stats()["acks"]
-                wait_until(lambda a=acks: load.stats()["acks"] >= a + 10, 60, interval=0.2,
-                           what=f"writes acknowledged by the new leader (kill {cycle + 1})")
+                wait_until(
+                    lambda a=acks: load.stats()["acks"] >= a + 10,
+                    60,
+                    interval=0.2,
+                    what=f"writes acknowledged by the new leader (kill {cycle + 1})",
+                )
                 leader.start(env)
                 cluster.wait_for_leader(60)
                 # a full round of heartbeats on the group with the restarted node in it
                 beats = load.stats().get("heartbeats", 0)
-                wait_until(lambda b=beats: load.stats().get("heartbeats", 0) >= b + brokers, 60, interval=0.2,
-                           what=f"a round of heartbeats after restart {cycle + 1}")
+                wait_until(
+                    lambda b=beats: load.stats().get("heartbeats", 0) >= b + brokers,
+                    60,
+                    interval=0.2,
+                    what=f"a round of heartbeats after restart {cycle + 1}",
+                )
             final = load.finish()
-        applied = wait_until(lambda: _applied(cluster.nodes), 60, interval=0.2,
-                             what="every node at the same applied index and state hash")
+        applied = wait_until(
+            lambda: _applied(cluster.nodes),
+            60,
+            interval=0.2,
+            what="every node at the same applied index and state hash",
+        )
         cluster.stop()
-        assert all(n.proc is not None and n.proc.returncode == 0 for n in cluster.nodes), \
-            [(n.name, n.proc.returncode if n.proc else None) for n in cluster.nodes]
+        assert all(n.proc is not None and n.proc.returncode == 0 for n in cluster.nodes), [
+            (n.name, n.proc.returncode if n.proc else None) for n in cluster.nodes
+        ]
     histories = {}
     for n in cluster.nodes:  # after a clean stop, every record intact
         entries, tail = read_entries(os.path.join(n.data_dir, "raft.journal"))
@@ -263,10 +312,12 @@ def test_applied_history_is_the_same_on_every_node(tmp_path: Path) -> None:
         histories[n.name] = [(command, idx, term) for idx, term, command in entries]
     first, compared = _compare(histories, applied)
     assert compared >= min(1000, applied // 2), (first, applied)
-    print(f"{KILLS} leader kills, {final['brokers']} brokers, {final.get('heartbeats', 0)} heartbeats "
-          f"({final.get('heartbeats_failed', 0)} failed), {final.get('acks', 0)} acknowledged writes "
-          f"({final.get('refused', 0)} refused): indexes {first}..{applied} equal on all 3 nodes "
-          f"({time.monotonic() - started:.0f} s)")
+    print(
+        f"{KILLS} leader kills, {final['brokers']} brokers, {final.get('heartbeats', 0)} heartbeats "
+        f"({final.get('heartbeats_failed', 0)} failed), {final.get('acks', 0)} acknowledged writes "
+        f"({final.get('refused', 0)} refused): indexes {first}..{applied} equal on all 3 nodes "
+        f"({time.monotonic() - started:.0f} s)"
+    )
     for node in cluster.nodes:
         log = node.log_text()
         assert "truncating already-applied" not in log, (node.name, log[-3000:])

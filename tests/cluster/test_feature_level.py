@@ -32,8 +32,12 @@ def trio(tmp_path) -> Iterator[LocalCluster]:
 
 def _mqctl(trio: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
     addresses = ",".join(n.grpc_address for n in trio.nodes)
-    return subprocess.run([sys.executable, "-m", "mqctl", *args, "-o", "json", "-a", addresses],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "mqctl", *args, "-o", "json", "-a", addresses],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_feature_level_is_reported_raised_once_and_survives_restart(trio: LocalCluster) -> None:
@@ -82,8 +86,12 @@ def test_a_new_single_node_starts_at_the_newest_level(tmp_path) -> None:
     with LocalCluster(str(tmp_path), size=1) as single:
         single.start()
         wait_until(lambda: _levels(single) == {records.MAX_FEATURE_LEVEL}, 30, what="the newest level")
-        out = subprocess.run([sys.executable, "-m", "mqctl", "history", "-a", single.addresses],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-m", "mqctl", "history", "-a", single.addresses],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         assert f"the group is at feature level {records.MAX_FEATURE_LEVEL} now" in single.nodes[0].log_text()
 
@@ -101,8 +109,11 @@ def test_a_new_group_waits_for_every_initial_member_then_starts_at_their_level(t
         out = _mqctl(cluster, "quorum", "status")
         assert json.loads(out.stdout)["featureLevel"] == 1
         cluster.nodes[2].start()
-        wait_until(lambda: _levels(cluster) == {records.MAX_FEATURE_LEVEL} and len(_levels(cluster)) == 1,
-                   60, what="the group at the newest level")
+        wait_until(
+            lambda: _levels(cluster) == {records.MAX_FEATURE_LEVEL} and len(_levels(cluster)) == 1,
+            60,
+            what="the group at the newest level",
+        )
         cluster.wait_for_same_hash()
         out = _mqctl(cluster, "quorum", "status")
         assert out.returncode == 0, out.stderr
@@ -121,24 +132,31 @@ def test_a_new_group_waits_for_every_initial_member_then_starts_at_their_level(t
 def test_an_existing_group_keeps_its_level_and_status_says_how_to_raise_it(trio: LocalCluster) -> None:
     trio.wait_for_members_speaking(records.MAX_FEATURE_LEVEL)
     first = trio.nodes[0].grpc_address
-    out = subprocess.run([sys.executable, "-m", "mqctl", "quorum", "status", "-a", first],
-                         capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "200"})
+    out = subprocess.run(
+        [sys.executable, "-m", "mqctl", "quorum", "status", "-a", first],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert out.returncode == 0, out.stderr
     assert f"raise it with `mqctl quorum feature-level {records.MAX_FEATURE_LEVEL} -a " in out.stdout
     doc = json.loads(_mqctl(trio, "quorum", "status").stdout)
     assert doc["featureLevel"] == 1 and doc["featureLevelRaisableTo"] == records.MAX_FEATURE_LEVEL
     assert _levels(trio) == {1}
     command = doc["raiseFeatureLevel"].split()[1:]
-    out = subprocess.run([sys.executable, "-m", "mqctl", *command], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "mqctl", *command], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     trio.wait_for_same_hash()
     assert _levels(trio) == {records.MAX_FEATURE_LEVEL}
 
 
 def test_auto_feature_level_raises_once_every_member_speaks_it(tmp_path) -> None:
-    cluster = LocalCluster(str(tmp_path), size=3,
-                           extra_args=["--initial-feature-level", "1", "--auto-feature-level"])
+    cluster = LocalCluster(
+        str(tmp_path), size=3, extra_args=["--initial-feature-level", "1", "--auto-feature-level"]
+    )
     with cluster:
         for node in cluster.nodes[:2]:
             node.start()

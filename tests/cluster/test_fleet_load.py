@@ -49,9 +49,22 @@ class Leaders:
 
 def _fleet(cluster: LocalCluster, first: int) -> subprocess.Popen[str]:
     addresses = ",".join(n.remoting_address for n in cluster.nodes)
-    return subprocess.Popen([sys.executable, "-m", "mqctl.sim.fleet", addresses, str(first),
-                             str(BROKERS_PER_PROCESS), CLUSTER, str(LEASE_MS)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mqctl.sim.fleet",
+            addresses,
+            str(first),
+            str(BROKERS_PER_PROCESS),
+            CLUSTER,
+            str(LEASE_MS),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
 
 
 def _ask(proc: subprocess.Popen[str], line: str) -> dict:  # type: ignore[type-arg]
@@ -63,8 +76,12 @@ def _ask(proc: subprocess.Popen[str], line: str) -> dict:  # type: ignore[type-a
 
 @pytest.mark.timeout(420)
 def test_a_busy_leader_keeps_its_leadership(tmp_path: Path) -> None:
-    cluster = LocalCluster(str(tmp_path), size=3, remoting=True,
-                           extra_args=["--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "5000"])
+    cluster = LocalCluster(
+        str(tmp_path),
+        size=3,
+        remoting=True,
+        extra_args=["--heartbeat-timeout", str(LEASE_MS), "--scan-interval", "5000"],
+    )
     with cluster:
         cluster.start()
         leaders = Leaders(cluster)
@@ -96,8 +113,9 @@ def test_a_busy_leader_keeps_its_leadership(tmp_path: Path) -> None:
                 proc.wait(10)
             leaders.stop.set()
             leaders.thread.join(10)
-        answered = sum(len(v) for r in end for v in r["latencies"].values()) - \
-            sum(len(v) for r in start for v in r["latencies"].values())
+        answered = sum(len(v) for r in end for v in r["latencies"].values()) - sum(
+            len(v) for r in start for v in r["latencies"].values()
+        )
         assert answered >= 0.8 * 15 * PROCESSES * BROKERS_PER_PROCESS, answered
         assert sum(r["errors"] for r in end) == 0
         # one leader, one term, from the first poll to the last: the load never cost the leadership

@@ -40,22 +40,40 @@ def _step(c: ControllerClient, ledger: Ledger, t: int, k: int) -> bool:
         addr = f"127.0.0.1:{10910 + bid}"
         if ledger.attempt(c.apply_broker_id, CLUSTER, name, bid, f"{addr};{k}") is not None:
             ledger.ack(ledger.applied, (name, bid))
-        reg = ledger.attempt(c.register_broker, CLUSTER, name, bid, addr, epoch=0, max_offset=0,
-                             heartbeat_timeout_mills=LEASE_MS)
+        reg = ledger.attempt(
+            c.register_broker,
+            CLUSTER,
+            name,
+            bid,
+            addr,
+            epoch=0,
+            max_offset=0,
+            heartbeat_timeout_mills=LEASE_MS,
+        )
         if reg is not None:
             ledger.ack(ledger.registered, (name, bid, reg.broker_epoch))
             epochs[bid] = reg.broker_epoch
             # only a heartbeat makes a broker alive (for ElectMaster and AlterSyncStateSet)
-            ledger.attempt(c.heartbeat, CLUSTER, addr, name, bid, epoch=0, max_offset=0,
-                           heartbeat_timeout_mills=LEASE_MS, broker_epoch=reg.broker_epoch)
+            ledger.attempt(
+                c.heartbeat,
+                CLUSTER,
+                addr,
+                name,
+                bid,
+                epoch=0,
+                max_offset=0,
+                heartbeat_timeout_mills=LEASE_MS,
+                broker_epoch=reg.broker_epoch,
+            )
     elect = ledger.attempt(c.elect_master, CLUSTER, name, 1)
     if elect is None:
         return True
     ledger.ack(ledger.elected, (name, int(elect.master_epoch or 0), int(elect.master_broker_id or 0)))
     if elect.master_broker_id != 1 or 2 not in epochs:
         return True
-    alter = ledger.attempt(c.alter_sync_state_set, name, 1, elect.master_epoch, [1, 2],
-                           elect.sync_state_set_epoch)
+    alter = ledger.attempt(
+        c.alter_sync_state_set, name, 1, elect.master_epoch, [1, 2], elect.sync_state_set_epoch
+    )
     if alter is not None:
         ledger.ack(ledger.altered, (name, int(alter.new_sync_state_set_epoch), (1, 2)))
     return True
@@ -95,8 +113,11 @@ def test_leader_kills_under_load_no_traceback_no_lost_write(tmp_path) -> None:
                     leader.kill()
                     cluster.wait_for_leader(60, exclude=leader)
                     acks = ledger.count()
-                    wait_until(lambda a=acks: ledger.count() >= a + 5, 60,
-                               what=f"writes acknowledged by the new leader (cycle {cycle + 1})")
+                    wait_until(
+                        lambda a=acks: ledger.count() >= a + 5,
+                        60,
+                        what=f"writes acknowledged by the new leader (cycle {cycle + 1})",
+                    )
                     leader.start()
                     cluster.wait_for_leader(60)
         finally:
@@ -113,9 +134,11 @@ def test_leader_kills_under_load_no_traceback_no_lost_write(tmp_path) -> None:
             table = c.get_sync_state_data([]).replicas_info_table
         ledger.check(table)
         assert ledger.elected and ledger.altered and watching["changes"], (ledger.acks, ledger.refused)
-        print(f"{CYCLES} leader kills: {ledger.acks} acknowledged writes ({len(ledger.applied)} "
-              f"ApplyBrokerId, {len(ledger.registered)} RegisterBroker, {len(ledger.elected)} ElectMaster, "
-              f"{len(ledger.altered)} AlterSyncStateSet; {watching['changes']} role changes watched); "
-              f"not acknowledged: {dict(ledger.refused)}")
+        print(
+            f"{CYCLES} leader kills: {ledger.acks} acknowledged writes ({len(ledger.applied)} "
+            f"ApplyBrokerId, {len(ledger.registered)} RegisterBroker, {len(ledger.elected)} ElectMaster, "
+            f"{len(ledger.altered)} AlterSyncStateSet; {watching['changes']} role changes watched); "
+            f"not acknowledged: {dict(ledger.refused)}"
+        )
     problems = [(n.log_path, p) for n in cluster.nodes for p in find_log_problems(n.log_text())]
     assert not problems, "\n".join(f"--- {path} ---\n{p}" for path, p in problems)

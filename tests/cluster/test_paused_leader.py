@@ -47,9 +47,17 @@ def test_a_long_lived_client_writes_again_soon_after_the_leader_is_paused(trio: 
         wait_until(lambda: trio.leader() is new_leader, 30, what="the old leader to step down")
         with ControllerClient(leader.grpc_address, timeout=5) as pinned:
             with pytest.raises(ControllerError) as refused:
-                pinned._call("ApplyBrokerId", {"cluster_name": CLUSTER, "broker_name": "pinned",
-                                               "applied_broker_id": 1, "register_check_code": "x;1"},
-                             address=leader.grpc_address, follow=False)
+                pinned._call(
+                    "ApplyBrokerId",
+                    {
+                        "cluster_name": CLUSTER,
+                        "broker_name": "pinned",
+                        "applied_broker_id": 1,
+                        "register_check_code": "x;1",
+                    },
+                    address=leader.grpc_address,
+                    follow=False,
+                )
             assert refused.value.code == Code.CONTROLLER_NOT_LEADER
         trio.wait_for_same_hash()
         table = client.get_sync_state_data(acked).replicas_info_table

@@ -92,8 +92,12 @@ def test_whole_group_restart_recovers_state(trio: LocalCluster) -> None:
     assert {metadata(n.grpc_address)["group_id"] for n in trio.nodes} == {group_id}
     with ControllerClient(trio.addresses, timeout=30) as client:
         info = client.get_replica_info("bs")
-        assert (info.master_broker_id, info.master_epoch, info.sync_state_set,
-                info.sync_state_set_epoch) == (1, 1, (1, 2), 2)
+        assert (info.master_broker_id, info.master_epoch, info.sync_state_set, info.sync_state_set_epoch) == (
+            1,
+            1,
+            (1, 2),
+            2,
+        )
 
 
 def test_conflicting_apply_broker_id_exactly_one_wins(trio: LocalCluster) -> None:
@@ -128,9 +132,12 @@ def test_follower_answers_writes_with_not_leader_and_the_leader_address(trio: Lo
     assert not meta["is_leader"] and meta["group_id"]
     with grpc.insecure_channel(follower.grpc_address) as channel:
         stub = pb_grpc.ControllerStub(channel)
-        resp = stub.ApplyBrokerId(pb.ApplyBrokerIdRequest(cluster_name=CLUSTER, broker_name="bs",
-                                                          applied_broker_id=1,
-                                                          register_check_code="a:1;1"), timeout=5)
+        resp = stub.ApplyBrokerId(
+            pb.ApplyBrokerIdRequest(
+                cluster_name=CLUSTER, broker_name="bs", applied_broker_id=1, register_check_code="a:1;1"
+            ),
+            timeout=5,
+        )
         assert resp.code == Code.CONTROLLER_NOT_LEADER
         assert resp.leader_address == leader.grpc_address
 

@@ -36,30 +36,49 @@ CLUSTER = "upgrade-cluster"
 @pytest.fixture(scope="module")
 def old_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     base = tmp_path_factory.mktemp("previous-release")
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", PREVIOUS_RELEASE, "mqctl"],
-                             capture_output=True, timeout=60)
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", PREVIOUS_RELEASE, "mqctl"],
+        capture_output=True,
+        timeout=60,
+    )
     if archive.returncode != 0:  # a clone without history cannot run this test: say so loudly
-        pytest.fail(f"the previous release {PREVIOUS_RELEASE[:12]} is not in this clone's git history: "
-                    f"{archive.stderr.decode(errors='replace').strip()}")
+        pytest.fail(
+            f"the previous release {PREVIOUS_RELEASE[:12]} is not in this clone's git history: "
+            f"{archive.stderr.decode(errors='replace').strip()}"
+        )
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(base / "src", filter="data")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    venv_site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-                                ], capture_output=True, text=True, check=True).stdout.strip()
+    venv_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # the old package first; this venv's site-packages (without its .pth files, so not this checkout's
     # editable mqctl) for grpcio, pysyncobj and the rest
     ours = [p for p in site.getsitepackages() if p.endswith("site-packages")]
     Path(venv_site, "mqctl-previous-release.pth").write_text("\n".join([str(base / "src"), *ours]) + "\n")
     # nothing in the environment (PYTHONPATH naming this checkout) may shadow that release's package
     launcher = venv / "bin" / "python-previous-release"
-    launcher.write_text(f"#!/bin/sh\nunset PYTHONPATH PYTHONHOME\nexec {python} \"$@\"\n")
+    launcher.write_text(f'#!/bin/sh\nunset PYTHONPATH PYTHONHOME\nexec {python} "$@"\n')
     launcher.chmod(0o755)
     python = launcher
-    probe = subprocess.run([str(python), "-P", "-c", "import mqctl.controller.core as c, mqctl; "
-                            "print(mqctl.__file__, hasattr(c, 'InconsistentRecord'))"],
-                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+    probe = subprocess.run(
+        [
+            str(python),
+            "-P",
+            "-c",
+            "import mqctl.controller.core as c, mqctl; "
+            "print(mqctl.__file__, hasattr(c, 'InconsistentRecord'))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert probe.returncode == 0 and probe.stdout.split()[1] == "False", probe.stdout + probe.stderr
     assert probe.stdout.startswith(str(base / "src")), probe.stdout
     return str(python)
@@ -87,6 +106,7 @@ def _register_set(client: ControllerClient, ledger: Ledger, writer: int, n: int)
 def _lead(cluster: LocalCluster, node: Node, load: Writers) -> None:
     """Hand the leadership to `node`: the writers pause, since pysyncobj hands it only to a node
     that has every entry of the leader's log."""
+
     def led() -> bool:
         leader = cluster.leader()
         if leader is node:
@@ -143,8 +163,10 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: st
             _same_state(cluster, load)
             # the group cannot leave level 1 while a 0.1 node is a member (the 0.1 leader does not
             # know the action; a newer leader names the 0.1 node)
-            with ControllerClient(cluster.addresses, timeout=10) as c, \
-                    pytest.raises(ControllerError, match=f"{old.raft_address} .speaks 1|not 'feature-level'"):
+            with (
+                ControllerClient(cluster.addresses, timeout=10) as c,
+                pytest.raises(ControllerError, match=f"{old.raft_address} .speaks 1|not 'feature-level'"),
+            ):
                 c.change_quorum("feature-level", feature_level=2)
             # upgrade the 0.1 node
             _restart(old, sys.executable)
@@ -177,8 +199,9 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: st
     assert os.path.isdir(new1.data_dir)
 
 
-def test_a_node_of_this_release_is_elected_where_only_a_0_1_node_can_vote(tmp_path: Path,
-                                                                          old_python: str) -> None:
+def test_a_node_of_this_release_is_elected_where_only_a_0_1_node_can_vote(
+    tmp_path: Path, old_python: str
+) -> None:
     """PreVote in a mixed group (mqctl/raft/FORK.md, change 13): a 0.1 node ignores pre-votes, so a
     node of this release counts it as granting once its plain request_vote showed what it is. Here
     the 0.1 node's log is behind and it cannot win; the other survivor must still be elected."""
@@ -193,8 +216,11 @@ def test_a_node_of_this_release_is_elected_where_only_a_0_1_node_can_vote(tmp_pa
         # a 0.1 node that hears from no leader in time asks for votes at a higher term (it has no
         # PreVote), which may move the leadership to the other new node: whichever leads once the
         # group has settled, the test needs a node of this release leading
-        leader = wait_until(lambda: (lead := cluster.leader()) is not None and lead is not old and lead,
-                            30, what="a node of this release leading with the 0.1 node in the group")
+        leader = wait_until(
+            lambda: (lead := cluster.leader()) is not None and lead is not old and lead,
+            30,
+            what="a node of this release leading with the 0.1 node in the group",
+        )
         survivor = next(n for n in cluster.nodes if n is not old and n is not leader)
         assert old.proc is not None
         # stopped for longer than pysyncobj's connectionTimeout (1 s), the 0.1 node is disconnected:
@@ -208,8 +234,12 @@ def test_a_node_of_this_release_is_elected_where_only_a_0_1_node_can_vote(tmp_pa
         finally:
             old.proc.send_signal(signal.SIGCONT)
         started = time.monotonic()
-        elected = wait_until(lambda: cluster.leader([old, survivor]), 30, interval=0.05,
-                             what="a leader among the 0.1 node and the node of this release")
+        elected = wait_until(
+            lambda: cluster.leader([old, survivor]),
+            30,
+            interval=0.05,
+            what="a leader among the 0.1 node and the node of this release",
+        )
         assert elected is survivor, "the 0.1 node, whose log is behind, cannot have won"
         print(f"elected after {time.monotonic() - started:.2f} s")
         client.apply_broker_id(CLUSTER, "mixed-after", 1, "127.0.0.1:20010;x")

@@ -15,8 +15,13 @@ pytestmark = pytest.mark.slow
 
 
 def serve(*args: str, timeout: float = 30, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mqctl", "serve", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "mqctl", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def error_line(proc: subprocess.CompletedProcess) -> str:
@@ -31,8 +36,14 @@ def test_busy_grpc_port(tmp_path) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        proc = serve("--listen", f"127.0.0.1:{port}", "--raft", f"127.0.0.1:{free_port()}",
-                     "--data-dir", str(tmp_path / "d"))
+        proc = serve(
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--raft",
+            f"127.0.0.1:{free_port()}",
+            "--data-dir",
+            str(tmp_path / "d"),
+        )
     assert proc.returncode == 2
     assert "address already in use" in error_line(proc)
     assert not (tmp_path / "d").exists()  # a node that never started leaves nothing behind (issue 33)
@@ -46,8 +57,14 @@ def test_busy_raft_port(tmp_path) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        proc = serve("--listen", f"127.0.0.1:{free_port()}", "--raft", f"127.0.0.1:{port}",
-                     "--data-dir", str(tmp_path / "d"))
+        proc = serve(
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--raft",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            str(tmp_path / "d"),
+        )
     assert proc.returncode == 2
     expected = f"mqctl: error: cannot listen for Raft on 127.0.0.1:{port}: Address already in use"
     assert error_line(proc) == expected
@@ -55,8 +72,9 @@ def test_busy_raft_port(tmp_path) -> None:
 
 
 def _tree(root) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"<dir>"
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"<dir>" for p in sorted(root.rglob("*"))
+    }
 
 
 def test_a_start_that_fails_leaves_the_data_directory_as_it_found_it(tmp_path) -> None:
@@ -73,9 +91,11 @@ def test_a_start_that_fails_leaves_the_data_directory_as_it_found_it(tmp_path) -
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        busy = [["--listen", f"127.0.0.1:{port}"],
-                ["--listen", f"127.0.0.1:{free_port()}", "--remoting-port", str(port)],
-                ["--listen", f"127.0.0.1:{free_port()}", "--metrics-address", f"127.0.0.1:{port}"]]
+        busy = [
+            ["--listen", f"127.0.0.1:{port}"],
+            ["--listen", f"127.0.0.1:{free_port()}", "--remoting-port", str(port)],
+            ["--listen", f"127.0.0.1:{free_port()}", "--metrics-address", f"127.0.0.1:{port}"],
+        ]
         for args in busy:
             for data_dir in (tmp_path / "new" / "deeper" / "d", tmp_path / "empty", existing):
                 raft = cluster.nodes[0].raft_address if data_dir == existing else f"127.0.0.1:{free_port()}"
@@ -98,8 +118,14 @@ def test_data_dir_that_cannot_be_created(tmp_path) -> None:
 def test_data_dir_in_use_by_a_running_node(tmp_path) -> None:
     with LocalCluster(str(tmp_path), size=1) as cluster:
         cluster.start()
-        proc = serve("--listen", f"127.0.0.1:{free_port()}", "--raft", f"127.0.0.1:{free_port()}",
-                     "--data-dir", cluster.nodes[0].data_dir)
+        proc = serve(
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--raft",
+            f"127.0.0.1:{free_port()}",
+            "--data-dir",
+            cluster.nodes[0].data_dir,
+        )
         assert proc.returncode == 2
         assert "in use by another running controller" in error_line(proc)
 
@@ -141,8 +167,9 @@ def test_data_dir_of_another_node_is_refused(tmp_path) -> None:
         cluster.start()
         data_dir = cluster.nodes[0].data_dir
         old_raft = cluster.nodes[0].raft_address
-    proc = serve("--listen", f"127.0.0.1:{free_port()}", "--raft", f"127.0.0.1:{free_port()}",
-                 "--data-dir", data_dir)
+    proc = serve(
+        "--listen", f"127.0.0.1:{free_port()}", "--raft", f"127.0.0.1:{free_port()}", "--data-dir", data_dir
+    )
     assert proc.returncode == 2
     assert f"holds the Raft log of the node at {old_raft}" in error_line(proc)
 
@@ -152,9 +179,11 @@ def test_nodes_started_by_a_process_exit_when_it_is_killed(tmp_path) -> None:
     leaves no controller behind."""
     import signal as sig
 
-    code = ("import sys, time; from mqctl.localgroup import LocalCluster; "
-            f"c = LocalCluster({str(tmp_path)!r}, size=1).start(); "
-            "print(c.nodes[0].proc.pid, flush=True); time.sleep(600)")
+    code = (
+        "import sys, time; from mqctl.localgroup import LocalCluster; "
+        f"c = LocalCluster({str(tmp_path)!r}, size=1).start(); "
+        "print(c.nodes[0].proc.pid, flush=True); time.sleep(600)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert parent.stdout is not None
@@ -168,10 +197,11 @@ def test_nodes_started_by_a_process_exit_when_it_is_killed(tmp_path) -> None:
                 os.kill(child, 0)
             except ProcessLookupError:
                 return True
-            with open(f"/proc/{child}/stat") as fh:   # a zombie until init reaps it counts as gone
+            with open(f"/proc/{child}/stat") as fh:  # a zombie until init reaps it counts as gone
                 return fh.read().split()[2] == "Z"
 
         from mqctl.localgroup import wait_until
+
         wait_until(gone, 20, what="the orphaned node to exit")
     finally:
         parent.kill()

@@ -99,9 +99,14 @@ def test_stale_broker_epoch_is_fenced(single: LocalCluster) -> None:
         assert other > new_epoch
 
 
-@pytest.mark.parametrize(("max_offset", "master"), [(10, (2, 2)), (2000, (1, 1))],
-                         ids=["bounced-with-less-data-loses-the-role-to-a-fresher-replica",
-                              "bounced-with-all-its-data-keeps-the-role"])
+@pytest.mark.parametrize(
+    ("max_offset", "master"),
+    [(10, (2, 2)), (2000, (1, 1))],
+    ids=[
+        "bounced-with-less-data-loses-the-role-to-a-fresher-replica",
+        "bounced-with-all-its-data-keeps-the-role",
+    ],
+)
 def test_master_that_bounces(single: LocalCluster, max_offset: int, master: tuple[int, int]) -> None:
     """Broker 1, master of [1, 2] at offset 1000, registers again while its old heartbeats are still
     fresh: with less data than broker 2 it loses the role, with all of it it keeps the role."""
@@ -135,30 +140,45 @@ def test_wait_for_n_elects_the_freshest(tmp_path) -> None:
                 nid2, _ = register(client, "bs", A[1])
                 beater.beat("bs", nid2, A[1], epoch=0, max_offset=500)
                 # nobody asks again: the controller elects once 2 are alive, and picks the freshest
-                info = wait_until(lambda: client.get_replica_info("bs").master_broker_id is not None
-                                  and client.get_replica_info("bs"), 15, what="first election")
+                info = wait_until(
+                    lambda: (
+                        client.get_replica_info("bs").master_broker_id is not None
+                        and client.get_replica_info("bs")
+                    ),
+                    15,
+                    what="first election",
+                )
                 assert info.master_broker_id == nid2
             finally:
                 beater.stop()
 
 
-@pytest.mark.parametrize("call,code", [
-    (lambda c: c.get_replica_info("no-such-set"), Code.CONTROLLER_BROKER_METADATA_NOT_EXIST),
-    (lambda c: c.apply_broker_id(CLUSTER, "new-set", 7, "a:1;1"), Code.CONTROLLER_BROKER_ID_INVALID),
-    (lambda c: c.apply_broker_id(CLUSTER, "bs", -1, "a:1;1"), Code.CONTROLLER_INVALID_REQUEST),
-    (lambda c: c.apply_broker_id(CLUSTER, "bs", 2**62, "a:1;1"), Code.CONTROLLER_INVALID_REQUEST),
-    (lambda c: c.apply_broker_id(CLUSTER, "", 1, "a:1;1"), Code.CONTROLLER_INVALID_REQUEST),
-    (lambda c: c.apply_broker_id(CLUSTER, "x" * 5000, 1, "a:1;1"), Code.CONTROLLER_INVALID_REQUEST),
-    (lambda c: c.register_broker(CLUSTER, "no-such-set", 1, "a:1"),
-     Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED),
-    (lambda c: c.elect_master(CLUSTER, "no-such-set", 1), Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED),
-    (lambda c: c.alter_sync_state_set("no-such-set", 1, 1, [1], 0),
-     Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED),
-    (lambda c: c.clean_broker_data(CLUSTER, "no-such-set", "1", True),
-     Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA),
-    (lambda c: c.update_config({"configStorePath": "/tmp"}), Code.NO_PERMISSION),
-    (lambda c: c.update_config({"noSuchKey": "1", "waitFor": "0"}), Code.CONTROLLER_INVALID_REQUEST),
-])
+@pytest.mark.parametrize(
+    "call,code",
+    [
+        (lambda c: c.get_replica_info("no-such-set"), Code.CONTROLLER_BROKER_METADATA_NOT_EXIST),
+        (lambda c: c.apply_broker_id(CLUSTER, "new-set", 7, "a:1;1"), Code.CONTROLLER_BROKER_ID_INVALID),
+        (lambda c: c.apply_broker_id(CLUSTER, "bs", -1, "a:1;1"), Code.CONTROLLER_INVALID_REQUEST),
+        (lambda c: c.apply_broker_id(CLUSTER, "bs", 2**62, "a:1;1"), Code.CONTROLLER_INVALID_REQUEST),
+        (lambda c: c.apply_broker_id(CLUSTER, "", 1, "a:1;1"), Code.CONTROLLER_INVALID_REQUEST),
+        (lambda c: c.apply_broker_id(CLUSTER, "x" * 5000, 1, "a:1;1"), Code.CONTROLLER_INVALID_REQUEST),
+        (
+            lambda c: c.register_broker(CLUSTER, "no-such-set", 1, "a:1"),
+            Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+        ),
+        (lambda c: c.elect_master(CLUSTER, "no-such-set", 1), Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED),
+        (
+            lambda c: c.alter_sync_state_set("no-such-set", 1, 1, [1], 0),
+            Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED,
+        ),
+        (
+            lambda c: c.clean_broker_data(CLUSTER, "no-such-set", "1", True),
+            Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+        ),
+        (lambda c: c.update_config({"configStorePath": "/tmp"}), Code.NO_PERMISSION),
+        (lambda c: c.update_config({"noSuchKey": "1", "waitFor": "0"}), Code.CONTROLLER_INVALID_REQUEST),
+    ],
+)
 def test_bad_input_gets_a_code_and_the_server_stays_up(single: LocalCluster, call, code) -> None:
     with ControllerClient(single.addresses, timeout=20) as client:
         with pytest.raises(ControllerError) as err:
@@ -173,9 +193,11 @@ def test_token_guards_mutating_admin_calls(tmp_path) -> None:
         cluster.start()
         with ControllerClient(cluster.addresses, timeout=20) as anon:
             register(anon, "bs", A[0])  # broker calls need no token
-            for call in (lambda c: c.elect_master(CLUSTER, "bs", 1, True),
-                         lambda c: c.clean_broker_data(CLUSTER, "bs", None, True),
-                         lambda c: c.update_config({"enableElectUncleanMaster": "true"})):
+            for call in (
+                lambda c: c.elect_master(CLUSTER, "bs", 1, True),
+                lambda c: c.clean_broker_data(CLUSTER, "bs", None, True),
+                lambda c: c.update_config({"enableElectUncleanMaster": "true"}),
+            ):
                 with pytest.raises(ControllerError) as err:
                     call(anon)
                 assert err.value.code == Code.UNAUTHENTICATED

@@ -25,8 +25,9 @@ LEASE_MS = 6000
 LEASE_ARGS = ["--heartbeat-timeout", str(LEASE_MS)]
 
 
-def cockpit_cluster(base: Path, size: int, extra_args: list[str] | None = None,
-                    wait: bool = True) -> tuple[LocalCluster, dict[str, str]]:
+def cockpit_cluster(
+    base: Path, size: int, extra_args: list[str] | None = None, wait: bool = True
+) -> tuple[LocalCluster, dict[str, str]]:
     """A started group whose nodes each serve HTTP; -> (cluster, node name -> HTTP address)."""
     cluster = LocalCluster(str(base), size=size, extra_args=extra_args or [])
     http: dict[str, str] = {}
@@ -57,23 +58,39 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
-def broker_set(client: ControllerClient, beater: Beater, name: str, alive: int, dead: int = 0,
-               elect: bool = True, epochs: list[int] | None = None, max_offsets: list[int] | None = None,
-               addresses: list[str] | None = None) -> dict[int, str]:
+def broker_set(
+    client: ControllerClient,
+    beater: Beater,
+    name: str,
+    alive: int,
+    dead: int = 0,
+    elect: bool = True,
+    epochs: list[int] | None = None,
+    max_offsets: list[int] | None = None,
+    addresses: list[str] | None = None,
+) -> dict[int, str]:
     """Register ``alive`` beating replicas (reporting ``epochs`` and ``max_offsets``, default 1 and
     1000) and ``dead`` silent ones; elect the first, put every alive replica in the SyncStateSet.
     -> broker id -> address."""
     ids: dict[int, str] = {}
     for i in range(alive + dead):
         address = addresses[i] if addresses else f"127.0.0.1:{free_port()}"
-        bid, _ = register_broker(client, name, address, epoch=0, max_offset=0,
-                                 heartbeat_timeout_mills=beater.lease_ms)
+        bid, _ = register_broker(
+            client, name, address, epoch=0, max_offset=0, heartbeat_timeout_mills=beater.lease_ms
+        )
         ids[bid] = address
         if i < alive:
-            beater.beat(name, bid, address, epoch=(epochs or [1] * alive)[i],
-                        max_offset=(max_offsets or [1000] * alive)[i], confirm_offset=0)
+            beater.beat(
+                name,
+                bid,
+                address,
+                epoch=(epochs or [1] * alive)[i],
+                max_offset=(max_offsets or [1000] * alive)[i],
+                confirm_offset=0,
+            )
     first = next(iter(ids))
     if elect and alive:
+
         def elected() -> bool:
             try:  # the controller may have elected one of them already
                 client.elect_master(TEST_CLUSTER, name, first, designate_elect=True)
@@ -84,10 +101,10 @@ def broker_set(client: ControllerClient, beater: Beater, name: str, alive: int, 
         wait_until(elected, 20, what=f"{name}: broker {first} elected")
         info = client.get_replica_info(name)
         if alive > 1:
-            client.alter_sync_state_set(name, first, info.master_epoch, list(ids)[:alive],
-                                        info.sync_state_set_epoch)
+            client.alter_sync_state_set(
+                name, first, info.master_epoch, list(ids)[:alive], info.sync_state_set_epoch
+            )
     return ids
-
 
 
 class AdminBroker(StandInServer):
@@ -99,8 +116,12 @@ class AdminBroker(StandInServer):
     until its next copy from the master (seconds); the real broker's answers are
     tests/e2e/test_rocketmq_metadata.py's."""
 
-    FILES: ClassVar[dict[int, str]] = {21: "topics.json", 201: "subscriptionGroup.json",
-                                       43: "consumerOffset.json", 45: "delayOffset.json"}
+    FILES: ClassVar[dict[int, str]] = {
+        21: "topics.json",
+        201: "subscriptionGroup.json",
+        43: "consumerOffset.json",
+        45: "delayOffset.json",
+    }
 
     def __init__(self, store: Path) -> None:
         self.store = store
@@ -121,10 +142,18 @@ class AdminBroker(StandInServer):
                 self.requests += 1
                 name = self.FILES.get(cmd.code)
                 if name is None:
-                    answer = RemotingCommand(code=3, opaque=cmd.opaque, flag=FLAG_RESPONSE,
-                                             remark=f"request {cmd.code} not supported")
+                    answer = RemotingCommand(
+                        code=3,
+                        opaque=cmd.opaque,
+                        flag=FLAG_RESPONSE,
+                        remark=f"request {cmd.code} not supported",
+                    )
                 else:
                     path = self.store / "config" / name
-                    answer = RemotingCommand(code=0, opaque=cmd.opaque, flag=FLAG_RESPONSE,
-                                             body=path.read_bytes() if path.exists() else b"")
+                    answer = RemotingCommand(
+                        code=0,
+                        opaque=cmd.opaque,
+                        flag=FLAG_RESPONSE,
+                        body=path.read_bytes() if path.exists() else b"",
+                    )
                 conn.sendall(codec.encode_frame(answer))

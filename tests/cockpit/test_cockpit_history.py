@@ -26,13 +26,21 @@ NAME = "<b>set</b>&1"
 
 def run_mqctl(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")} | {"COLUMNS": "400"}
-    return subprocess.run([str(Path(sys.executable).with_name("mqctl")), *args], capture_output=True,
-                          text=True, timeout=60, env=env)
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("mqctl")), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def _elections(text: str) -> dict[tuple[str, str], float]:
-    return {(dict(labels)["broker_name"], dict(labels)["cause"]): v
-            for (name, labels), v in samples(text).items() if name == "mqctl_elections_total"}
+    return {
+        (dict(labels)["broker_name"], dict(labels)["cause"]): v
+        for (name, labels), v in samples(text).items()
+        if name == "mqctl_elections_total"
+    }
 
 
 def test_elections_by_cause_and_the_history_on_the_page(tmp_path: Path) -> None:
@@ -51,23 +59,37 @@ def test_elections_by_cause_and_the_history_on_the_page(tmp_path: Path) -> None:
         # two replicas, 1 master with 6000 bytes, 2 outside the SyncStateSet with 3500; unclean election on
         ids = []
         for off in (6000, 3500):
-            bid, _ = register_broker(client, NAME, f"127.0.0.1:{21000 + off}", epoch=1, max_offset=off,
-                                     heartbeat_timeout_mills=beater.lease_ms)
+            bid, _ = register_broker(
+                client,
+                NAME,
+                f"127.0.0.1:{21000 + off}",
+                epoch=1,
+                max_offset=off,
+                heartbeat_timeout_mills=beater.lease_ms,
+            )
             beater.beat(NAME, bid, f"127.0.0.1:{21000 + off}", epoch=1, max_offset=off, confirm_offset=off)
             ids.append(bid)
         assert client.elect_master(TEST_CLUSTER, NAME, ids[0]).master_broker_id == ids[0]
         client.update_config({"enableElectUncleanMaster": "true"})
         beater.silence(NAME, ids[0])
-        wait_until(lambda: client.get_replica_info(NAME).master_broker_id == ids[1], 30,
-                   what="broker 2 elected on the lease's end")
+        wait_until(
+            lambda: client.get_replica_info(NAME).master_broker_id == ids[1],
+            30,
+            what="broker 2 elected on the lease's end",
+        )
 
         want = {(NAME, "broker_request"): 1.0, (NAME, "lease_expired"): 1.0}
         for node in cluster.nodes:  # the replicated counts: every node, the followers included
-            wait_until(lambda n=node: _elections(get(f"http://{http[n.name]}/metrics")[2]) == want, 20,
-                       what=f"{node.name}'s mqctl_elections_total")
+            wait_until(
+                lambda n=node: _elections(get(f"http://{http[n.name]}/metrics")[2]) == want,
+                20,
+                what=f"{node.name}'s mqctl_elections_total",
+            )
             loss = samples(get(f"http://{http[node.name]}/metrics")[2])
-            assert loss[("mqctl_election_loss_bytes_total", (("broker_name", NAME),
-                                                             ("cluster", TEST_CLUSTER)))] == 2500.0
+            assert (
+                loss[("mqctl_election_loss_bytes_total", (("broker_name", NAME), ("cluster", TEST_CLUSTER)))]
+                == 2500.0
+            )
 
         _, _, page = get(f"{url}/")
         history = page.split('<table id="history">', 1)[1].split("</table>", 1)[0]
@@ -96,8 +118,9 @@ def test_elections_by_cause_and_the_history_on_the_page(tmp_path: Path) -> None:
         node.stop()
         node.start()
         wait_until(lambda: get(f"{url}/health")[0] == 200, 60, what="node0 back")
-        wait_until(lambda: _elections(get(f"{url}/metrics")[2]) == want, 30,
-                   what="the counts after a restart")
+        wait_until(
+            lambda: _elections(get(f"{url}/metrics")[2]) == want, 30, what="the counts after a restart"
+        )
         assert get(f"{url}/")[2].split('<table id="history">', 1)[1].count("<tr>") == 2  # header + 1 entry
     finally:
         beater.stop()

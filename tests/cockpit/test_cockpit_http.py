@@ -122,17 +122,21 @@ def _raw(address: str, payload: bytes, timeout: float = 10.0) -> bytes:
     return b"".join(chunks)
 
 
-@pytest.mark.parametrize("payload, status", [
-    (b"GARBAGE\r\n\r\n", b"400"),
-    (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", b"414"),
-    (b"GET / HTTP/1.1\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(150)) + b"\r\n", b"431"),
-    (b"GET / HTTP/1.1\r\nX: " + b"y" * 70_000 + b"\r\n\r\n", b"431"),
-    (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(32)) + b"\r\n\r\n", b"400"),
-    (b"POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", b"501"),
-    (b"GET /health HTTP/9.9\r\n\r\n", b"505"),
-])
-def test_malformed_http_is_refused_in_one_answer(group: dict[str, Any], payload: bytes,
-                                                 status: bytes) -> None:
+@pytest.mark.parametrize(
+    "payload, status",
+    [
+        (b"GARBAGE\r\n\r\n", b"400"),
+        (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", b"414"),
+        (b"GET / HTTP/1.1\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(150)) + b"\r\n", b"431"),
+        (b"GET / HTTP/1.1\r\nX: " + b"y" * 70_000 + b"\r\n\r\n", b"431"),
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(32)) + b"\r\n\r\n", b"400"),
+        (b"POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", b"501"),
+        (b"GET /health HTTP/9.9\r\n\r\n", b"505"),
+    ],
+)
+def test_malformed_http_is_refused_in_one_answer(
+    group: dict[str, Any], payload: bytes, status: bytes
+) -> None:
     address = _leader_http(group)
     answer = _raw(address, payload)
     assert answer.split(b" ", 2)[1] == status, answer[:200]
@@ -190,15 +194,17 @@ def test_https_with_the_serve_certificate(tmp_path: Path) -> None:
     from tls_pki import write_pki
 
     pki = write_pki(tmp_path / "pki")
-    cluster, http = cockpit_cluster(tmp_path / "ctl", 1, ["--tls-cert", pki.server_cert, "--tls-key",
-                                                          pki.server_key], wait=False)
+    cluster, http = cockpit_cluster(
+        tmp_path / "ctl", 1, ["--tls-cert", pki.server_cert, "--tls-key", pki.server_key], wait=False
+    )
     # the test cluster's readiness check speaks plaintext gRPC, so cockpit_cluster cannot wait for the
     # leader here: wait on HTTPS instead
     try:
         address = http["node0"]
         context = ssl.create_default_context(cafile=pki.ca)
-        wait_until(lambda: get(f"https://{address}/health", context=context)[0] == 200, 30,
-                   what="/health over HTTPS")
+        wait_until(
+            lambda: get(f"https://{address}/health", context=context)[0] == 200, 30, what="/health over HTTPS"
+        )
         with pytest.raises(OSError):
             get(f"http://{address}/health")
         assert get(f"https://{address}/health", context=context)[0] == 200
@@ -215,8 +221,23 @@ def test_a_busy_metrics_port_is_one_line(tmp_path: Path) -> None:
         busy.listen()
         port = busy.getsockname()[1]
         out = subprocess.run(
-            [sys.executable, "-m", "mqctl", "serve", "--listen", f"127.0.0.1:{free_port()}", "--raft",
-             f"127.0.0.1:{free_port()}", "--data-dir", str(tmp_path / "d"), "--metrics-address",
-             f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
+            [
+                sys.executable,
+                "-m",
+                "mqctl",
+                "serve",
+                "--listen",
+                f"127.0.0.1:{free_port()}",
+                "--raft",
+                f"127.0.0.1:{free_port()}",
+                "--data-dir",
+                str(tmp_path / "d"),
+                "--metrics-address",
+                f"127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert out.returncode == 2
     assert f"cannot listen for HTTP on 127.0.0.1:{port}" in out.stderr and "Traceback" not in out.stderr

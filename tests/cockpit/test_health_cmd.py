@@ -26,8 +26,9 @@ MQCTL = str(Path(sys.executable).with_name("mqctl"))
 
 def mqctl(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
-    return subprocess.run([MQCTL, *args], capture_output=True, text=True, timeout=60,
-                          env={**env, "COLUMNS": "200"})
+    return subprocess.run(
+        [MQCTL, *args], capture_output=True, text=True, timeout=60, env={**env, "COLUMNS": "200"}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "set-ahead": broker_set(client, beater, "set-ahead", alive=2, epochs=[1, 99]),
         }
         ok_address = sets["set-ok"][1]
-        sets["set-conflict"] = broker_set(client, beater, "set-conflict", alive=0, dead=1, elect=False,
-                                          addresses=[ok_address])
+        sets["set-conflict"] = broker_set(
+            client, beater, "set-conflict", alive=0, dead=1, elect=False, addresses=[ok_address]
+        )
         lone = broker_set(client, beater, "set-master-dead", alive=1)
         beater.silence("set-master-dead", 1)
         sets["set-master-dead"] = lone
@@ -70,10 +72,12 @@ def _check(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return next(c for c in doc["checks"] if c["name"] == name)
 
 
-def _expect(world: dict[str, Any], code: int, *args: str, reason: str = "",
-            check: str = "") -> dict[str, Any]:
+def _expect(
+    world: dict[str, Any], code: int, *args: str, reason: str = "", check: str = ""
+) -> dict[str, Any]:
     """The document once `mqctl health ARGS` exits ``code`` (with ``reason`` among ``check``'s reasons):
     a heartbeat of the test's beater may come late on a loaded machine, so each verdict is waited for."""
+
     def got() -> dict[str, Any] | None:
         rc, doc = _json(world, *args)
         if rc != code or (reason and not any(reason in r for r in _check(doc, check)["reasons"])):
@@ -89,29 +93,41 @@ def test_ok_exits_0(world: dict[str, Any]) -> None:
     assert doc["verdict"] == "OK" and [c["verdict"] for c in doc["checks"]] == ["OK", "OK"]
     assert _check(doc, "set-ok")["syncStateSet"] == [1, 2]
     addresses = world["cluster"].addresses
-    out = wait_until(lambda: (o := mqctl("health", "-a", addresses, "-b", "set-ok")).returncode == 0 and o,
-                     30, what="mqctl health -b set-ok exiting 0")
+    out = wait_until(
+        lambda: (o := mqctl("health", "-a", addresses, "-b", "set-ok")).returncode == 0 and o,
+        30,
+        what="mqctl health -b set-ok exiting 0",
+    )
     assert out.stdout.splitlines()[0].startswith("OK: controller group and 1 broker")
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("set-dead-replica", "replica 2 is not alive"),
-    ("set-lagging", "replica 2 lags the master by 67107864 bytes"),
-])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("set-dead-replica", "replica 2 is not alive"),
+        ("set-lagging", "replica 2 lags the master by 67107864 bytes"),
+    ],
+)
 def test_warn_exits_1(world: dict[str, Any], name: str, reason: str) -> None:
     doc = _expect(world, 1, "-b", name, reason=reason, check=name)
     assert doc["verdict"] == "WARN"
     # the table form too, waited for as the document was (a late heartbeat of the test's beater)
     addresses = world["cluster"].addresses
-    out = wait_until(lambda: (o := mqctl("health", "-a", addresses, "-b", name)).returncode == 1 and o, 30,
-                     what=f"mqctl health -b {name} exiting 1")
+    out = wait_until(
+        lambda: (o := mqctl("health", "-a", addresses, "-b", name)).returncode == 1 and o,
+        30,
+        what=f"mqctl health -b {name} exiting 1",
+    )
     assert out.stdout.splitlines()[0].startswith(f"WARN: {name}: ")
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("set-ahead", "replicas disagree on the master: broker 2 reports epoch 99"),
-    ("set-master-dead", "not alive"),
-])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("set-ahead", "replicas disagree on the master: broker 2 reports epoch 99"),
+        ("set-master-dead", "not alive"),
+    ],
+)
 def test_crit_exits_2(world: dict[str, Any], name: str, reason: str) -> None:
     doc = _expect(world, 2, "-b", name, reason=reason, check=name)
     assert doc["verdict"] == "CRIT"
@@ -147,8 +163,10 @@ def test_doctor(world: dict[str, Any]) -> None:
     assert "set-ok broker 1" in conflict["finding"] and "set-conflict broker 1" in conflict["finding"]
     assert "-bn set-conflict -b 1" in conflict["fix"]  # the one that is not alive
     dead_master = [f["finding"] for f in doc["findings"] if f["brokerName"] == "set-master-dead"]
-    assert any(f.startswith(("no master and no replica alive", "master 1 is not alive and no other"))
-               for f in dead_master), dead_master
+    assert any(
+        f.startswith(("no master and no replica alive", "master 1 is not alive and no other"))
+        for f in dead_master
+    ), dead_master
     assert [f for f in doc["findings"] if f["brokerName"] in ("set-ok", "set-lagging")] == []
     rows = {(r["brokerName"], r["brokerId"]): r for r in doc["replicas"]}
     assert rows[("set-lagging", 2)]["lagBytes"] == (64 << 20) - 1000

@@ -47,8 +47,13 @@ persist
 
 def mq(addresses: str, *args: str) -> subprocess.CompletedProcess[str]:
     # wide enough that no table cell wraps (the fix lines are long)
-    return subprocess.run([sys.executable, "-m", "mqctl", *args, "-a", addresses], capture_output=True,
-                          text=True, timeout=90, env={**os.environ, "COLUMNS": "400"})
+    return subprocess.run(
+        [sys.executable, "-m", "mqctl", *args, "-a", addresses],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, "COLUMNS": "400"},
+    )
 
 
 def _store(driver, root: Path, spec: str, broker: str, broker_id: int) -> Path:
@@ -61,13 +66,15 @@ def _set(client: ControllerClient, beater: Beater, name: str, addresses: list[st
     """Replicas at ``addresses``, caught up (equal maxOffsets), the first the master, all in sync."""
     ids = []
     for address in addresses:
-        bid, _ = register_broker(client, name, address, epoch=1, max_offset=5000,
-                                 heartbeat_timeout_mills=beater.lease_ms)
+        bid, _ = register_broker(
+            client, name, address, epoch=1, max_offset=5000, heartbeat_timeout_mills=beater.lease_ms
+        )
         beater.beat(name, bid, address, epoch=1, max_offset=5000, confirm_offset=5000)
         ids.append(bid)
     elected = client.elect_master(TEST_CLUSTER, name, ids[0])
-    client.alter_sync_state_set(name, ids[0], elected.master_epoch or 1, ids,
-                                elected.sync_state_set_epoch or 1)
+    client.alter_sync_state_set(
+        name, ids[0], elected.master_epoch or 1, ids, elected.sync_state_set_epoch or 1
+    )
     return ids
 
 
@@ -76,8 +83,9 @@ def test_doctor_and_switchover_see_what_a_replica_lacks(rocketmq_config, tmp_pat
     lacking = _store(rocketmq_config, tmp_path / "lacking", SLAVE, "broker-a", 2)
     # set-a: the slave lacks them (a failover to it would lose them); set-b: a master that lacks them
     # (a failover already happened), its slave has them; set-c: brokers that do not answer
-    brokers = {k: AdminBroker(store) for k, store in (("a1", full), ("a2", lacking), ("b1", lacking),
-                                                      ("b2", full))}
+    brokers = {
+        k: AdminBroker(store) for k, store in (("a1", full), ("a2", lacking), ("b1", lacking), ("b2", full))
+    }
     cluster, _ = cockpit_cluster(tmp_path / "ctl", 1)
     client = ControllerClient(cluster.addresses, timeout=30)
     beater = Beater(client, lease_ms=6000)
@@ -93,12 +101,21 @@ def test_doctor_and_switchover_see_what_a_replica_lacks(rocketmq_config, tmp_pat
         assert out.returncode == 0, out.stderr  # drift is a finding: the verdicts stay OK
         drift = [f for f in doc["findings"] if "lacks" in f["finding"]]
         assert [(f["brokerName"], f["verdict"], f["finding"], f["fix"]) for f in drift] == [
-            ("set-a", "WARN", f"slave 2 ({a2}) lacks 1 topics, 1 subscription groups, 1 consumer offsets "
-             f"that broker 1 ({a1}) has: a failover to it would lose them",
-             f"mqctl metadata sync --from {a1} --to {a2} --dry-run (then without --dry-run)"),
-            ("set-b", "WARN", f"master 1 ({b1}) lacks 1 topics, 1 subscription groups, 1 consumer offsets "
-             f"that broker 2 ({b2}) has", f"mqctl metadata sync --from {b2} --to {b1} --dry-run (then "
-             "without --dry-run)")]
+            (
+                "set-a",
+                "WARN",
+                f"slave 2 ({a2}) lacks 1 topics, 1 subscription groups, 1 consumer offsets "
+                f"that broker 1 ({a1}) has: a failover to it would lose them",
+                f"mqctl metadata sync --from {a1} --to {a2} --dry-run (then without --dry-run)",
+            ),
+            (
+                "set-b",
+                "WARN",
+                f"master 1 ({b1}) lacks 1 topics, 1 subscription groups, 1 consumer offsets "
+                f"that broker 2 ({b2}) has",
+                f"mqctl metadata sync --from {b2} --to {b1} --dry-run (then without --dry-run)",
+            ),
+        ]
         assert doc["metadata"]["set-a"]["differs"] is True
         behind = {r["replica"]: r["messagesBehind"] for r in doc["metadata"]["set-a"]["replicas"]}
         assert behind == {a1: 0, a2: 20}
@@ -110,10 +127,12 @@ def test_doctor_and_switchover_see_what_a_replica_lacks(rocketmq_config, tmp_pat
         for extra in ((), ("--dry-run",)):
             out = mq(cluster.addresses, "switchover", "-b", "set-a", "--require-metadata", *extra)
             assert out.returncode == 3 and out.stderr.count("\n") == 1, out.stderr
-            assert out.stderr == (f"mqctl: error: broker 2 of set-a lacks 1 topics, 1 subscription groups, "
-                                  f"1 consumer offsets that the master 1 has: put them back first (mqctl "
-                                  f"metadata sync --from {a1} --to {a2}), or switch over without "
-                                  "--require-metadata\n")
+            assert out.stderr == (
+                f"mqctl: error: broker 2 of set-a lacks 1 topics, 1 subscription groups, "
+                f"1 consumer offsets that the master 1 has: put them back first (mqctl "
+                f"metadata sync --from {a1} --to {a2}), or switch over without "
+                "--require-metadata\n"
+            )
         assert client.get_replica_info("set-a").master_broker_id == 1
         out = mq(cluster.addresses, "switchover", "-b", "set-c", "--require-metadata")
         assert out.returncode == 6 and "broker 127.0.0.1:" in out.stderr, out.stderr  # nothing checked
@@ -142,8 +161,10 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
     # set-a: its master has what its slave lacks, then fails over to that slave (its lease ends while its
     # admin port still answers, as a master cut off from the controller); set-b: no drift; set-c: one
     # replica beats but nothing listens on its admin port, another's accepts and never answers
-    brokers = {k: AdminBroker(store) for k, store in (("a1", full), ("a2", lacking), ("b1", full),
-                                                      ("b2", full), ("c1", full))}
+    brokers = {
+        k: AdminBroker(store)
+        for k, store in (("a1", full), ("a2", lacking), ("b1", full), ("b2", full), ("c1", full))
+    }
     mute = socket.create_server(("127.0.0.1", 0))
     cluster, _ = cockpit_cluster(tmp_path / "ctl", 1)
     client = ControllerClient(cluster.addresses, timeout=30)
@@ -157,8 +178,11 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
         _set(client, beater, "set-b", [b1, b2])
         _set(client, beater, "set-c", [c1, dead, silent])
         beater.silence("set-a", 1)
-        wait_until(lambda: client.get_replica_info("set-a").master_broker_id == 2, 60,
-                   what="set-a's slave elected when its master's lease ends")
+        wait_until(
+            lambda: client.get_replica_info("set-a").master_broker_id == 2,
+            60,
+            what="set-a's slave elected when its master's lease ends",
+        )
 
         out = mq(cluster.addresses, "history", "-o", "json", "--broker-timeout", "1")
         assert out.returncode == 0, out.stderr
@@ -170,17 +194,35 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
         assert sorted(meta) == ["set-a", "set-b", "set-c"]
         fix = f"mqctl metadata sync --from {a1} --to {a2} --dry-run (then without --dry-run)"
         rows = {r["brokerId"]: r for r in meta["set-a"]["replicas"]}
-        assert rows[2] == {"brokerId": 2, "address": a2, "role": "master", "alive": True,
-                           "inSyncStateSet": True, "status": "answered", "error": None,
-                           "lacks": {"topics": ["TopicNew"], "subscriptionGroups": ["GNew"],
-                                     "consumerOffsets": ["TopicNew@GNew"]}, "syncFrom": a1, "fix": fix}
+        assert rows[2] == {
+            "brokerId": 2,
+            "address": a2,
+            "role": "master",
+            "alive": True,
+            "inSyncStateSet": True,
+            "status": "answered",
+            "error": None,
+            "lacks": {
+                "topics": ["TopicNew"],
+                "subscriptionGroups": ["GNew"],
+                "consumerOffsets": ["TopicNew@GNew"],
+            },
+            "syncFrom": a1,
+            "fix": fix,
+        }
         assert (rows[1]["role"], rows[1]["alive"], rows[1]["status"], rows[1]["lacks"]) == (
-            "slave", False, "answered", {})
+            "slave",
+            False,
+            "answered",
+            {},
+        )
         set_a = meta["set-a"]
         assert (set_a["masterBrokerId"], set_a["replicasCompared"], set_a["differs"]) == (2, 2, True)
         assert meta["set-b"]["differs"] is False
         assert [(r["address"], r["lacks"], r["fix"]) for r in meta["set-b"]["replicas"]] == [
-            (b1, {}, None), (b2, {}, None)]
+            (b1, {}, None),
+            (b2, {}, None),
+        ]
         rows = {r["brokerId"]: r for r in meta["set-c"]["replicas"]}
         assert (rows[1]["status"], rows[1]["lacks"]) == ("answered", None)
         assert meta["set-c"]["replicasCompared"] == 0
@@ -211,7 +253,12 @@ def test_history_says_what_the_new_master_lacks(rocketmq_config, tmp_path: Path)
         out = mq(cluster.addresses, "history", "-b", "set-b", "-o", "json")
         assert out.returncode == 0 and sorted(json.loads(out.stdout)["metadata"]) == ["set-b"]
         assert {k: b.requests - asked[k] for k, b in brokers.items()} == {
-            "a1": 0, "a2": 0, "b1": 4, "b2": 4, "c1": 0}
+            "a1": 0,
+            "a2": 0,
+            "b1": 4,
+            "b2": 4,
+            "c1": 0,
+        }
         before = {k: (b.connections, b.requests) for k, b in brokers.items()}
         out = mq(cluster.addresses, "history", "--no-metadata", "-o", "json")
         assert out.returncode == 0, out.stderr

@@ -25,8 +25,9 @@ CLUSTER = "cluster-a"
 
 def mqctl(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
-    return subprocess.run([MQCTL, *args], capture_output=True, text=True, timeout=60,
-                          env={**env, "COLUMNS": "200"})
+    return subprocess.run(
+        [MQCTL, *args], capture_output=True, text=True, timeout=60, env={**env, "COLUMNS": "200"}
+    )
 
 
 def _stores(base: Path) -> dict[tuple[str, int], Path]:
@@ -36,9 +37,18 @@ def _stores(base: Path) -> dict[tuple[str, int], Path]:
         ("broker-a", 3): ([(1, 0)], 3000),
         ("broker-b", 1): ([(1, 0), (3, 100)], 200),
     }
-    return {key: build_store(base / f"{key[0]}-{key[1]}", history=history, max_offset=max_offset,
-                             cluster=CLUSTER, broker=key[0], broker_id=key[1], record_size=100)
-            for key, (history, max_offset) in specs.items()}
+    return {
+        key: build_store(
+            base / f"{key[0]}-{key[1]}",
+            history=history,
+            max_offset=max_offset,
+            cluster=CLUSTER,
+            broker=key[0],
+            broker_id=key[1],
+            record_size=100,
+        )
+        for key, (history, max_offset) in specs.items()
+    }
 
 
 def test_reseed_plan_seed_serve_elect(tmp_path: Path) -> None:
@@ -76,8 +86,12 @@ def test_reseed_plan_seed_serve_elect(tmp_path: Path) -> None:
                     address = f"127.0.0.1:{10910 + 10 * (name == 'broker-b') + bid}"
                     client.register_broker(CLUSTER, name, bid, address)
                     last_epoch = 3 if name == "broker-b" else (2 if bid < 3 else 1)
-                    offset = {("broker-a", 1): 9000, ("broker-a", 2): 8000, ("broker-a", 3): 3000,
-                              ("broker-b", 1): 200}[(name, bid)]
+                    offset = {
+                        ("broker-a", 1): 9000,
+                        ("broker-a", 2): 8000,
+                        ("broker-a", 3): 3000,
+                        ("broker-b", 1): 200,
+                    }[(name, bid)]
                     beater.beat(name, bid, address, epoch=last_epoch, max_offset=offset)
 
                 def elected() -> bool:
@@ -101,10 +115,19 @@ def test_reseed_plan_seed_serve_elect(tmp_path: Path) -> None:
 
 def test_reseed_refuses_conflicts_and_damaged_stores(tmp_path: Path) -> None:
     stores = _stores(tmp_path / "stores")
-    twin = build_store(tmp_path / "twin", history=[(1, 0)], max_offset=100, cluster=CLUSTER,
-                       broker="broker-a", broker_id=2)
-    out = mqctl("recover", "reseed", "--store", str(stores[("broker-a", 2)]), "--store", str(twin),
-                "--data-dir", str(tmp_path / "d"))
+    twin = build_store(
+        tmp_path / "twin", history=[(1, 0)], max_offset=100, cluster=CLUSTER, broker="broker-a", broker_id=2
+    )
+    out = mqctl(
+        "recover",
+        "reseed",
+        "--store",
+        str(stores[("broker-a", 2)]),
+        "--store",
+        str(twin),
+        "--data-dir",
+        str(tmp_path / "d"),
+    )
     assert out.returncode == 2 and "broker id 2 is in two stores" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "d").exists()
     damaged = stores[("broker-a", 1)]

@@ -57,8 +57,15 @@ def test_save_restore_serve_same_state(tmp_path: Path) -> None:
 
     # dry run: nothing written
     before = sorted(os.listdir(cluster.nodes[0].data_dir))
-    out = mqctl("snapshot", "restore", str(tmp_path / "snap.json"), *_restore_args(cluster, 0), "--dry-run",
-                "-o", "json")
+    out = mqctl(
+        "snapshot",
+        "restore",
+        str(tmp_path / "snap.json"),
+        *_restore_args(cluster, 0),
+        "--dry-run",
+        "-o",
+        "json",
+    )
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     assert plan["dryRun"] and plan["backup"] and plan["appliedIndex"] == doc["appliedIndex"]
@@ -98,8 +105,17 @@ def test_restore_as_a_new_group(tmp_path: Path) -> None:
     finally:
         cluster.stop()
     new = LocalCluster(str(tmp_path / "new"), size=1)
-    out = mqctl("snapshot", "restore", str(tmp_path / "snap.json"), "--data-dir", new.nodes[0].data_dir,
-                "--raft", new.nodes[0].raft_address, "--group-id", "restored-1")
+    out = mqctl(
+        "snapshot",
+        "restore",
+        str(tmp_path / "snap.json"),
+        "--data-dir",
+        new.nodes[0].data_dir,
+        "--raft",
+        new.nodes[0].raft_address,
+        "--group-id",
+        "restored-1",
+    )
     assert out.returncode == 0, out.stderr
     new.start()
     try:

@@ -29,23 +29,36 @@ def _browser() -> tuple[str, str]:
     if all(found):
         return found[0] or "", found[1] or ""
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.skip("headless browser test: Debian's chromium and chromium-driver are not installed and "
-                    "this user cannot install them (needs root and apt-get): apt-get install "
-                    + " ".join(PACKAGES))
+        pytest.skip(
+            "headless browser test: Debian's chromium and chromium-driver are not installed and "
+            "this user cannot install them (needs root and apt-get): apt-get install " + " ".join(PACKAGES)
+        )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     try:
-        done = subprocess.run(["apt-get", "install", "-y", "-q", *PACKAGES], capture_output=True, text=True,
-                              timeout=600, env=env)
+        done = subprocess.run(
+            ["apt-get", "install", "-y", "-q", *PACKAGES],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
         if done.returncode != 0:  # an old package list: update once, then again
             subprocess.run(["apt-get", "update", "-q"], capture_output=True, timeout=300, env=env)
-            done = subprocess.run(["apt-get", "install", "-y", "-q", *PACKAGES], capture_output=True,
-                                  text=True, timeout=600, env=env)
+            done = subprocess.run(
+                ["apt-get", "install", "-y", "-q", *PACKAGES],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env=env,
+            )
     except subprocess.TimeoutExpired:
         pytest.skip("headless browser test: apt-get install chromium chromium-driver timed out")
     found = shutil.which("chromium"), shutil.which("chromedriver")
     if not all(found):
-        pytest.skip("headless browser test: apt-get install chromium chromium-driver failed: "
-                    + (done.stderr.strip().splitlines() or ["no output"])[-1])
+        pytest.skip(
+            "headless browser test: apt-get install chromium chromium-driver failed: "
+            + (done.stderr.strip().splitlines() or ["no output"])[-1]
+        )
     return found[0] or "", found[1] or ""
 
 
@@ -57,8 +70,14 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1400,900", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,900",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
         options.add_argument(arg)
     browser = webdriver.Chrome(service=Service(chromedriver), options=options)
     browser.set_page_load_timeout(30)
@@ -78,6 +97,7 @@ def test_status_page_in_a_browser(driver: Any, tmp_path: Path) -> None:
     try:
         broker_set(client, beater, "broker-a", alive=2)
         broker_set(client, beater, "broker-b", alive=1, dead=1)
+
         def loaded() -> str | None:  # a heartbeat of the test's beater may come late on a loaded machine
             driver.get(f"http://{http['node0']}/")
             text = str(driver.find_element(By.ID, "summary").text)

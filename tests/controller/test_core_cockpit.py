@@ -30,24 +30,66 @@ def run(st: ControllerState, method: str, req: dict[str, Any], ctx: Context) -> 
     return result
 
 
-def rows(offsets: dict[int, int], dead: tuple[int, ...] = (), epoch: int = 1,
-         priority: dict[int, int] | None = None) -> dict[str, dict[int, LiveInfo]]:
-    return {B: {b: LiveInfo(b, f"127.0.0.1:{b}", 0, epoch, off, off, (priority or {}).get(b, 2**31 - 1),
-                            0 if b in dead else 10_000, 1000) for b, off in offsets.items()}}
+def rows(
+    offsets: dict[int, int],
+    dead: tuple[int, ...] = (),
+    epoch: int = 1,
+    priority: dict[int, int] | None = None,
+) -> dict[str, dict[int, LiveInfo]]:
+    return {
+        B: {
+            b: LiveInfo(
+                b,
+                f"127.0.0.1:{b}",
+                0,
+                epoch,
+                off,
+                off,
+                (priority or {}).get(b, 2**31 - 1),
+                0 if b in dead else 10_000,
+                1000,
+            )
+            for b, off in offsets.items()
+        }
+    }
 
 
-def broker_set(st: ControllerState, offsets: dict[int, int], ids: tuple[int, ...] = (1, 2, 3),
-               **kw: Any) -> None:
+def broker_set(
+    st: ControllerState, offsets: dict[int, int], ids: tuple[int, ...] = (1, 2, 3), **kw: Any
+) -> None:
     """ids registered, 1 master, SyncStateSet `ids`."""
     ctx = Context(10_000, rows(offsets, **kw), term=3)
     for b in ids:
-        assert run(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": B, "applied_broker_id": b,
-                                         "register_check_code": f"127.0.0.1:{b};1"}, ctx).ok
-        assert run(st, "RegisterBroker", {"cluster_name": C, "broker_name": B, "broker_id": b,
-                                          "broker_address": f"127.0.0.1:{b}"}, ctx).ok
+        assert run(
+            st,
+            "ApplyBrokerId",
+            {
+                "cluster_name": C,
+                "broker_name": B,
+                "applied_broker_id": b,
+                "register_check_code": f"127.0.0.1:{b};1",
+            },
+            ctx,
+        ).ok
+        assert run(
+            st,
+            "RegisterBroker",
+            {"cluster_name": C, "broker_name": B, "broker_id": b, "broker_address": f"127.0.0.1:{b}"},
+            ctx,
+        ).ok
     assert run(st, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": 1}, ctx).ok
-    assert run(st, "AlterSyncStateSet", {"broker_name": B, "master_broker_id": 1, "master_epoch": 1,
-                                         "sync_state_set_epoch": 1, "new_sync_state_set": list(ids)}, ctx).ok
+    assert run(
+        st,
+        "AlterSyncStateSet",
+        {
+            "broker_name": B,
+            "master_broker_id": 1,
+            "master_epoch": 1,
+            "sync_state_set_epoch": 1,
+            "new_sync_state_set": list(ids),
+        },
+        ctx,
+    ).ok
 
 
 def elections(st: ControllerState) -> list[dict[str, Any]]:
@@ -58,8 +100,10 @@ def test_every_decision_is_noted_with_time_term_and_cause() -> None:
     st = state_at(3)
     broker_set(st, {1: 500, 2: 500, 3: 500})
     whats = [(e["what"], e["cause"]) for e in st.history]
-    assert whats[:2] == [("broker id applied", "broker request (broker 1)"),
-                         ("registered", "broker request (broker 1)")]
+    assert whats[:2] == [
+        ("broker id applied", "broker request (broker 1)"),
+        ("registered", "broker request (broker 1)"),
+    ]
     assert ("master elected", "broker request (broker 1)") in whats
     assert whats[-1] == ("SyncStateSet altered", "broker request (broker 1)")
     assert {e["time_ms"] for e in st.history} == {10_000} and {e["term"] for e in st.history} == {3}
@@ -80,18 +124,43 @@ def test_clean_election_on_lease_expiry_loses_nothing_and_names_every_candidate(
     assert r.ok and r.response["master_broker_id"] == 2
     entry = st.history[-1]
     assert (entry["what"], entry["cause"], entry["term"]) == (
-        "master elected", "lease expired for broker 1", 5)
+        "master elected",
+        "lease expired for broker 1",
+        5,
+    )
     e = entry["election"]
     assert e["candidates"] == [
-        {"broker_id": 1, "epoch": 1, "max_offset": 900, "election_priority": 2**31 - 1, "alive": False,
-         "in_sync_state_set": True},
-        {"broker_id": 2, "epoch": 1, "max_offset": 900, "election_priority": 2**31 - 1, "alive": True,
-         "in_sync_state_set": True},
-        {"broker_id": 3, "epoch": 1, "max_offset": 700, "election_priority": 2**31 - 1, "alive": True,
-         "in_sync_state_set": True},
+        {
+            "broker_id": 1,
+            "epoch": 1,
+            "max_offset": 900,
+            "election_priority": 2**31 - 1,
+            "alive": False,
+            "in_sync_state_set": True,
+        },
+        {
+            "broker_id": 2,
+            "epoch": 1,
+            "max_offset": 900,
+            "election_priority": 2**31 - 1,
+            "alive": True,
+            "in_sync_state_set": True,
+        },
+        {
+            "broker_id": 3,
+            "epoch": 1,
+            "max_offset": 700,
+            "election_priority": 2**31 - 1,
+            "alive": True,
+            "in_sync_state_set": True,
+        },
     ]
     assert (e["old_master_broker_id"], e["new_master_broker_id"], e["loss_bytes"], e["unclean"]) == (
-        1, 2, 0, False)
+        1,
+        2,
+        0,
+        False,
+    )
     assert e["reason"] == "freshest alive SyncStateSet member: higher maxOffset (900 > 700 of broker 3)"
     assert st.loss_total == {B: 0}
 
@@ -101,9 +170,18 @@ def unclean_pair() -> ControllerState:
     elections enabled."""
     st = state_at(3)
     broker_set(st, {1: 5000, 2: 3000}, ids=(1, 2))
-    run(st, "AlterSyncStateSet", {"broker_name": B, "master_broker_id": 1, "master_epoch": 1,
-                                  "sync_state_set_epoch": 2, "new_sync_state_set": [1]},
-        Context(10_000, rows({1: 5000, 2: 3000})))
+    run(
+        st,
+        "AlterSyncStateSet",
+        {
+            "broker_name": B,
+            "master_broker_id": 1,
+            "master_epoch": 1,
+            "sync_state_set_epoch": 2,
+            "new_sync_state_set": [1],
+        },
+        Context(10_000, rows({1: 5000, 2: 3000})),
+    )
     run(st, "UpdateConfig", {"config": {"enableElectUncleanMaster": "true"}}, Context(10_000))
     return st
 
@@ -114,7 +192,11 @@ def test_unclean_election_counts_the_gap_and_the_total_per_broker_set() -> None:
     assert run(st, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, ctx).ok
     e = st.history[-1]["election"]
     assert (e["unclean"], e["old_master_max_offset"], e["new_master_max_offset"], e["loss_bytes"]) == (
-        True, 5000, 3000, 2000)
+        True,
+        5000,
+        3000,
+        2000,
+    )
     assert e["reason"].startswith("the only alive replica outside the SyncStateSet")
     # back to 1 by an admin, then 2 dies with 1 behind again: the total adds up
     ctx = Context(10_000, rows({1: 3500, 2: 4000}, dead=(2,)), term=7)
@@ -122,8 +204,9 @@ def test_unclean_election_counts_the_gap_and_the_total_per_broker_set() -> None:
     assert st.history[-1]["election"]["loss_bytes"] == 500
     assert st.loss_total == {B: 2500}
     page = handle(st, "GetHistory", {"broker_name": B}, ctx).response
-    assert page["loss_total"] == {B: 2500} and [x["election"]["loss_bytes"] for x in page["entries"]
-                                                 if x.get("election", {}).get("loss_bytes")] == [2000, 500]
+    assert page["loss_total"] == {B: 2500} and [
+        x["election"]["loss_bytes"] for x in page["entries"] if x.get("election", {}).get("loss_bytes")
+    ] == [2000, 500]
 
 
 def test_an_election_after_the_master_was_cleared_names_the_old_master_and_its_loss() -> None:
@@ -142,7 +225,10 @@ def test_an_election_after_the_master_was_cleared_names_the_old_master_and_its_l
         assert r.ok and r.response["master_broker_id"] == 2
         note = next(x for x in r.records if isinstance(x, DecisionNoted)).entry["election"]
         assert (note["old_master_broker_id"], note["new_master_broker_id"], note["loss_bytes"]) == (
-            1, 2, 2000)
+            1,
+            2,
+            2000,
+        )
 
 
 def test_the_canonical_text_is_json_dumps_of_the_state_byte_for_byte() -> None:
@@ -152,8 +238,17 @@ def test_the_canonical_text_is_json_dumps_of_the_state_byte_for_byte() -> None:
     st = state_at(3)
     broker_set(st, {1: 900, 2: 900, 3: 700})
     for name in ("history", "broker_sets", "é\u0001", '"history":[]'):
-        run(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": name, "applied_broker_id": 1,
-                                  "register_check_code": "127.0.0.1:9;1"}, Context(10_000))
+        run(
+            st,
+            "ApplyBrokerId",
+            {
+                "cluster_name": C,
+                "broker_name": name,
+                "applied_broker_id": 1,
+                "register_check_code": "127.0.0.1:9;1",
+            },
+            Context(10_000),
+        )
     st.apply(MetaSet("history", []))
     st.apply(MetaSet("x", "\u0001broker_sets\u0001"))
     want = json.dumps(st.to_dict(), sort_keys=True, separators=(",", ":"))
@@ -170,15 +265,23 @@ def test_history_is_bounded_and_paged_and_part_of_the_state_hash() -> None:
     run(st, "UpdateConfig", {"config": {"historyMaxEntries": "4"}}, Context(20_000))
     assert len(st.history) == 4 and st.history[-1]["seq"] == n + 1 and st.state_hash() != before
     for i in range(600):
-        run(st, "RegisterBroker", {"cluster_name": C, "broker_name": B, "broker_id": 2,
-                                   "broker_address": "127.0.0.1:2"}, Context(20_000 + i))
+        run(
+            st,
+            "RegisterBroker",
+            {"cluster_name": C, "broker_name": B, "broker_id": 2, "broker_address": "127.0.0.1:2"},
+            Context(20_000 + i),
+        )
     assert len(st.history) == 4 and st.history_seq == n + 601
     copy = ControllerState.from_dict(json.loads(st.canonical_json()))
     assert copy.state_hash() == st.state_hash() and copy.history == st.history
     run(st, "UpdateConfig", {"config": {"historyMaxEntries": "10000"}}, Context(30_000))
     for i in range(600):
-        run(st, "RegisterBroker", {"cluster_name": C, "broker_name": B, "broker_id": 3,
-                                   "broker_address": "127.0.0.1:3"}, Context(40_000 + i))
+        run(
+            st,
+            "RegisterBroker",
+            {"cluster_name": C, "broker_name": B, "broker_id": 3, "broker_address": "127.0.0.1:3"},
+            Context(40_000 + i),
+        )
     first = handle(st, "GetHistory", {}, Context(0)).response
     assert len(first["entries"]) == core.HISTORY_PAGE and first["more"]
     rest = handle(st, "GetHistory", {"after_seq": first["entries"][-1]["seq"]}, Context(0)).response
@@ -199,8 +302,11 @@ def test_below_level_3_nothing_new_is_written_and_the_cockpit_says_why() -> None
         r = run(st, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, ctx)
         assert r.records and not any(isinstance(x, DecisionNoted) for x in r.records)  # master cleared
         assert st.history == [] and "history" not in st.to_dict()
-        for method, req in (("GetHistory", {}), ("PauseFailover", {"paused": True}),
-                            ("UpdateConfig", {"config": {"historyMaxEntries": "5"}})):
+        for method, req in (
+            ("GetHistory", {}),
+            ("PauseFailover", {"paused": True}),
+            ("UpdateConfig", {"config": {"historyMaxEntries": "5"}}),
+        ):
             refused = handle(st, method, req, ctx)
             assert refused.code == Code.FEATURE_LEVEL_TOO_LOW and not refused.records
             assert f"needs feature level 3; the group is at {level}" in refused.remark
@@ -222,12 +328,26 @@ def test_pause_blocks_automatic_elections_only() -> None:
     assert info["failover_paused"] and info["failover_pause_reason"] == "upgrade"
     # a bounced master keeps its role while paused
     bounced = Context(10_000, rows({1: 900, 2: 900, 3: 700}))
-    r = run(st, "RegisterBroker", {"cluster_name": C, "broker_name": B, "broker_id": 1,
-                                   "broker_address": "127.0.0.1:1", "max_offset": 0}, bounced)
+    r = run(
+        st,
+        "RegisterBroker",
+        {
+            "cluster_name": C,
+            "broker_name": B,
+            "broker_id": 1,
+            "broker_address": "127.0.0.1:1",
+            "max_offset": 0,
+        },
+        bounced,
+    )
     assert r.ok and st.broker_sets[B].master_broker_id == 1
     # the admin's designated election still works
-    r = run(st, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": 2, "designate_elect": True},
-            dead_master)
+    r = run(
+        st,
+        "ElectMaster",
+        {"cluster_name": C, "broker_name": B, "broker_id": 2, "designate_elect": True},
+        dead_master,
+    )
     assert r.ok and st.history[-1]["cause"] == "admin request"
     assert "designated by the admin" in st.history[-1]["election"]["reason"]
     # a pause of every set; resuming one set leaves it paused by the other
@@ -257,8 +377,11 @@ def test_switchover_waits_for_the_candidate_refuses_with_numbers_and_forces() ->
     assert e["election"]["reason"] == "the switchover's target (--to 2)"
     caught_up = Context(10_000, rows({1: 900, 2: 900, 3: 900}))
     assert handle(st, "Switchover", {"broker_name": B}, caught_up).code == Code.CONTROLLER_ELECT_MASTER_FAILED
-    for target, code in ((2, Code.CONTROLLER_MASTER_STILL_EXIST), (3, Code.CONTROLLER_INVALID_REPLICAS),
-                         (7, Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED)):
+    for target, code in (
+        (2, Code.CONTROLLER_MASTER_STILL_EXIST),
+        (3, Code.CONTROLLER_INVALID_REPLICAS),
+        (7, Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED),
+    ):
         assert handle(st, "Switchover", {"broker_name": B, "broker_id": target}, caught_up).code == code
     no_master = Context(10_000, rows({1: 900, 2: 900, 3: 900}, dead=(2,)))
     r = handle(st, "Switchover", {"broker_name": B}, no_master)
@@ -273,9 +396,16 @@ def test_rebalance_moves_to_the_preferred_caught_up_replica() -> None:
     r = handle(st, "Rebalance", {}, lagging)
     assert r.ok and not r.records
     assert r.response["moves"][0] | {"reason": ""} == {
-        "broker_name": B, "cluster_name": C, "master_broker_id": 1, "preferred_broker_id": 2,
-        "action": "skip", "reason": "", "master_max_offset": 900, "candidate_max_offset": 800,
-        "gap_bytes": 100}
+        "broker_name": B,
+        "cluster_name": C,
+        "master_broker_id": 1,
+        "preferred_broker_id": 2,
+        "action": "skip",
+        "reason": "",
+        "master_max_offset": 900,
+        "candidate_max_offset": 800,
+        "gap_bytes": 100,
+    }
     ready = Context(10_000, rows({1: 900, 2: 900, 3: 900}, priority=prio), term=4)
     dry = handle(st, "Rebalance", {"dry_run": True}, ready)
     assert dry.ok and not dry.records and dry.response["moves"][0]["action"] == "move"
@@ -291,14 +421,25 @@ def test_a_first_election_with_wait_for_names_the_freshest_and_a_cleaned_set_sta
     run(st, "UpdateConfig", {"config": {"waitFor": "2"}}, Context(0))
     ctx = Context(10_000, rows({1: 100, 2: 300}), term=2)
     for b in (1, 2):
-        run(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": B, "applied_broker_id": b,
-                                  "register_check_code": f"127.0.0.1:{b};1"}, ctx)
+        run(
+            st,
+            "ApplyBrokerId",
+            {
+                "cluster_name": C,
+                "broker_name": B,
+                "applied_broker_id": b,
+                "register_check_code": f"127.0.0.1:{b};1",
+            },
+            ctx,
+        )
     r = run(st, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, ctx)
     assert r.ok and r.response["master_broker_id"] == 2
     e = st.history[-1]["election"]
     assert not e["unclean"] and "old_master_broker_id" not in e and "loss_bytes" not in e
-    assert e["reason"] == ("freshest alive replica (first election, once waitFor replicas were alive): "
-                           "higher maxOffset (300 > 100 of broker 1)")
+    assert e["reason"] == (
+        "freshest alive replica (first election, once waitFor replicas were alive): "
+        "higher maxOffset (300 > 100 of broker 1)"
+    )
     run(st, "PauseFailover", {"broker_name": B, "paused": True}, ctx)
     run(st, "CleanBrokerData", {"cluster_name": C, "broker_name": B, "is_clean_living_broker": True}, ctx)
     assert st.failover_paused == {} and st.history[-1]["what"] == "data cleaned"
@@ -318,7 +459,7 @@ def test_history_in_chunks_reads_as_the_list_of_its_entries() -> None:
         if rng.random() < 0.2:
             keep = rng.randrange(0, 2 * HISTORY_CHUNK)
             history.trim(keep)
-            want = want[len(want) - keep:] if keep < len(want) else want
+            want = want[len(want) - keep :] if keep < len(want) else want
         assert len(history) == len(want)
         if i % 37 == 0 or i == 4 * HISTORY_CHUNK + 49:
             assert list(history) == want and history[2:9] == want[2:9]
@@ -333,8 +474,15 @@ def test_history_keeps_full_chunks_compressed() -> None:
     held compressed, read back as they were, and the chunk being filled stays plain."""
     from mqctl.controller.core import HISTORY_CHUNK, History
 
-    want = [{"seq": i, "what": "master elected", "broker_name": f"broker-{i:05d}",
-             "detail": f"master 1 (masterEpoch {i % 7})"} for i in range(3 * HISTORY_CHUNK + 5)]
+    want = [
+        {
+            "seq": i,
+            "what": "master elected",
+            "broker_name": f"broker-{i:05d}",
+            "detail": f"master 1 (masterEpoch {i % 7})",
+        }
+        for i in range(3 * HISTORY_CHUNK + 5)
+    ]
     history = History(want)
     texts = sum(len(json.dumps(e, sort_keys=True, separators=(",", ":"))) + 1 for e in want)
     held = sum(len(buf) for buf, _ in history._chunks)
@@ -342,4 +490,4 @@ def test_history_keeps_full_chunks_compressed() -> None:
     assert isinstance(history._chunks[-1][0], bytearray) and len(history._chunks[-1][1]) == 5
     assert list(history) == want and history[HISTORY_CHUNK + 3] == want[HISTORY_CHUNK + 3]
     history.trim(HISTORY_CHUNK + 10)
-    assert list(history) == want[-(HISTORY_CHUNK + 10):]
+    assert list(history) == want[-(HISTORY_CHUNK + 10) :]

@@ -15,19 +15,24 @@ def wire(r: Result) -> list[dict[str, Any]]:
     """The records of a decision as the log holds them (without the version field)."""
     return [{k: v for k, v in encode(x).items() if k != "v"} for x in r.records]
 
+
 C, S = "cluster-a", "broker-set-a"
 ADDR = {1: "127.0.0.1:9000", 2: "127.0.0.1:9001", 3: "127.0.0.1:9002"}
 NOW = 1_000_000
 
 
-def ctx(alive: tuple[int, ...] = (), dead: tuple[int, ...] = (),
-        info: dict[int, tuple[int, int, int]] | None = None) -> Context:
+def ctx(
+    alive: tuple[int, ...] = (),
+    dead: tuple[int, ...] = (),
+    info: dict[int, tuple[int, int, int]] | None = None,
+) -> Context:
     rows: dict[int, LiveInfo] = {}
     info = info or {}
     for bid in (*alive, *dead):
         epoch, off, prio = info.get(bid, (-1, -1, 2**31 - 1))
-        rows[bid] = LiveInfo(bid, ADDR[bid], 0, epoch, off, -1, prio,
-                             NOW if bid in alive else NOW - 20_000, 10_000)
+        rows[bid] = LiveInfo(
+            bid, ADDR[bid], 0, epoch, off, -1, prio, NOW if bid in alive else NOW - 20_000, 10_000
+        )
     return Context(NOW, {S: rows})
 
 
@@ -44,14 +49,26 @@ def call(state: ControllerState, method: str, req: dict[str, Any], c: Context | 
 
 
 def apply_id(state: ControllerState, bid: int) -> None:
-    r = call(state, "ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": bid,
-                                      "register_check_code": f"{ADDR[bid]};1"})
+    r = call(
+        state,
+        "ApplyBrokerId",
+        {
+            "cluster_name": C,
+            "broker_name": S,
+            "applied_broker_id": bid,
+            "register_check_code": f"{ADDR[bid]};1",
+        },
+    )
     assert r.code == 0
 
 
 def register(state: ControllerState, bid: int, c: Context | None = None, **extra: Any) -> Result:
-    return call(state, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": bid,
-                                          "broker_address": ADDR[bid], **extra}, c)
+    return call(
+        state,
+        "RegisterBroker",
+        {"cluster_name": C, "broker_name": S, "broker_id": bid, "broker_address": ADDR[bid], **extra},
+        c,
+    )
 
 
 def elect(state: ControllerState, c: Context, broker_id: int | None = None, **extra: Any) -> Result:
@@ -72,8 +89,18 @@ def three(**config: Any) -> ControllerState:
 def m_fixture() -> ControllerState:
     st = three()
     assert elect(st, ALL, 1).code == 0
-    r = call(st, "AlterSyncStateSet", {"broker_name": S, "master_broker_id": 1, "master_epoch": 1,
-                                       "new_sync_state_set": [1, 2, 3], "sync_state_set_epoch": 1}, ALL)
+    r = call(
+        st,
+        "AlterSyncStateSet",
+        {
+            "broker_name": S,
+            "master_broker_id": 1,
+            "master_epoch": 1,
+            "new_sync_state_set": [1, 2, 3],
+            "sync_state_set_epoch": 1,
+        },
+        ALL,
+    )
     assert r.code == 0
     return st
 
@@ -88,17 +115,26 @@ def test_register_assigns_strictly_increasing_cluster_wide_broker_epoch() -> Non
     epochs = [register(st, b).response["broker_epoch"] for b in (1, 2, 1, 1, 2)]
     assert epochs == [1, 2, 3, 4, 5]
     r = register(st, 2)
-    assert wire(r)[-1] == {"type": "RegisterBroker", "cluster_name": C, "broker_name": S, "broker_id": 2,
-                            "broker_epoch": 6}
+    assert wire(r)[-1] == {
+        "type": "RegisterBroker",
+        "cluster_name": C,
+        "broker_name": S,
+        "broker_id": 2,
+        "broker_epoch": 6,
+    }
     view = st.broker_set_view(S)
     assert view is not None
     assert view["brokers"][1]["broker_epoch"] == 4 and view["brokers"][2]["broker_epoch"] == 6
     assert st.broker_epoch == 6
     # another broker set shares the counter
-    call(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": "b", "applied_broker_id": 1,
-                               "register_check_code": "x;1"})
-    r = call(st, "RegisterBroker", {"cluster_name": C, "broker_name": "b", "broker_id": 1,
-                                    "broker_address": "x"})
+    call(
+        st,
+        "ApplyBrokerId",
+        {"cluster_name": C, "broker_name": "b", "applied_broker_id": 1, "register_check_code": "x;1"},
+    )
+    r = call(
+        st, "RegisterBroker", {"cluster_name": C, "broker_name": "b", "broker_id": 1, "broker_address": "x"}
+    )
     assert r.response["broker_epoch"] == 7
 
 
@@ -117,15 +153,24 @@ def test_stale_broker_epoch_heartbeat() -> None:
 def test_stale_broker_epoch_alter_sync_state_set() -> None:
     st = three()
     elect(st, ALL, 1)
-    req = {"broker_name": S, "master_broker_id": 1, "master_epoch": 1, "new_sync_state_set": [1, 2],
-           "sync_state_set_epoch": 1}
+    req = {
+        "broker_name": S,
+        "master_broker_id": 1,
+        "master_epoch": 1,
+        "new_sync_state_set": [1, 2],
+        "sync_state_set_epoch": 1,
+    }
     r = call(st, "AlterSyncStateSet", {**req, "broker_epoch": 0}, ALL)
     assert r.code == Code.STALE_BROKER_EPOCH and "registered brokerEpoch is 1" in r.remark
     # the stale check runs after the master check (2002) and before the epoch checks (2000)
-    assert call(st, "AlterSyncStateSet", {**req, "master_broker_id": 2, "broker_epoch": 0},
-                ALL).code == Code.CONTROLLER_INVALID_MASTER
-    assert call(st, "AlterSyncStateSet", {**req, "master_epoch": 7, "broker_epoch": 0},
-                ALL).code == Code.STALE_BROKER_EPOCH
+    assert (
+        call(st, "AlterSyncStateSet", {**req, "master_broker_id": 2, "broker_epoch": 0}, ALL).code
+        == Code.CONTROLLER_INVALID_MASTER
+    )
+    assert (
+        call(st, "AlterSyncStateSet", {**req, "master_epoch": 7, "broker_epoch": 0}, ALL).code
+        == Code.STALE_BROKER_EPOCH
+    )
     assert call(st, "AlterSyncStateSet", {**req, "broker_epoch": 1}, ALL).code == 0
 
 
@@ -149,8 +194,12 @@ def test_bounced_master_loses_to_fresher_alive_member() -> None:
     r = register(st, 1, c, epoch=-1, max_offset=-1)
     assert r.code == 0
     assert [e["type"] for e in wire(r)] == ["RegisterBroker", "ElectMaster"]
-    assert wire(r)[1] == {"type": "ElectMaster", "new_master_elected": True, "broker_name": S,
-                           "new_master_broker_id": 2}
+    assert wire(r)[1] == {
+        "type": "ElectMaster",
+        "new_master_elected": True,
+        "broker_name": S,
+        "new_master_broker_id": 2,
+    }
     assert r.response["master_broker_id"] == 2 and r.response["master_address"] == ADDR[2]
     assert r.response["master_epoch"] == 2 and r.response["sync_state_set_epoch"] == 3
     assert r.response["sync_state_set"] == {"sync_state_set": [2], "sync_state_set_epoch": 3}
@@ -170,8 +219,18 @@ def test_bounced_master_with_most_data_keeps_role() -> None:
 def test_bounced_master_ignores_dead_and_not_in_sync_members() -> None:
     st = three()
     elect(st, ALL, 1)
-    call(st, "AlterSyncStateSet", {"broker_name": S, "master_broker_id": 1, "master_epoch": 1,
-                                   "new_sync_state_set": [1, 2], "sync_state_set_epoch": 1}, ALL)
+    call(
+        st,
+        "AlterSyncStateSet",
+        {
+            "broker_name": S,
+            "master_broker_id": 1,
+            "master_epoch": 1,
+            "new_sync_state_set": [1, 2],
+            "sync_state_set_epoch": 1,
+        },
+        ALL,
+    )
     c = ctx(alive=(1, 3), dead=(2,), info={2: (5, 999, 1), 3: (5, 999, 1)})
     r = register(st, 1, c)  # 2 is dead, 3 not in sync: 1 stays
     assert [e["type"] for e in wire(r)] == ["RegisterBroker"] and r.response["master_broker_id"] == 1
@@ -222,16 +281,21 @@ def test_options_recorded_then_checked() -> None:
     for b in (1, 2, 3):
         apply_id(st, b)
     r = register(st, 1, options={"inSyncReplicas": "2", "allAckInSyncStateSet": "true"})
-    assert r.code == 0 and wire(r)[-1] == {"type": "SetBrokerOptions", "broker_name": S, "options": {
-        "allAckInSyncStateSet": "true", "inSyncReplicas": "2"}}
+    assert r.code == 0 and wire(r)[-1] == {
+        "type": "SetBrokerOptions",
+        "broker_name": S,
+        "options": {"allAckInSyncStateSet": "true", "inSyncReplicas": "2"},
+    }
     assert register(st, 2, options={"inSyncReplicas": "2", "allAckInSyncStateSet": "true"}).code == 0
     assert register(st, 3).code == 0  # no options: no check
     r = register(st, 3, options={"inSyncReplicas": "1", "extra": "x"})
     assert r.code == Code.INCONSISTENT_BROKER_OPTIONS and wire(r) == []
-    assert r.remark == (f"Broker options of broker 3 differ from broker-set {S}: "
-                        "allAckInSyncStateSet (broker-set: 'true', request: <absent>), "
-                        "extra (broker-set: <absent>, request: 'x'), "
-                        "inSyncReplicas (broker-set: '2', request: '1')")
+    assert r.remark == (
+        f"Broker options of broker 3 differ from broker-set {S}: "
+        "allAckInSyncStateSet (broker-set: 'true', request: <absent>), "
+        "extra (broker-set: <absent>, request: 'x'), "
+        "inSyncReplicas (broker-set: '2', request: '1')"
+    )
     # options are recorded once; the same registration does not re-record
     r = register(st, 2, options={"inSyncReplicas": "2", "allAckInSyncStateSet": "true"})
     assert [e["type"] for e in wire(r)] == ["RegisterBroker"]
@@ -242,11 +306,17 @@ def test_options_recorded_then_checked() -> None:
 
 def test_default_config_and_get() -> None:
     cfg = default_config()
-    assert cfg == {"controllerType": "DLedger", "electMasterMaxRetryCount": "3",
-                   "enableElectUncleanMaster": "false", "heartbeatTimeoutMillis": "10000",
-                   "isProcessReadEvent": "false", "notifyBrokerRoleChanged": "true",
-                   "scanInactiveMasterInterval": "5000", "scanNotActiveBrokerInterval": "5000",
-                   "waitFor": "1"}
+    assert cfg == {
+        "controllerType": "DLedger",
+        "electMasterMaxRetryCount": "3",
+        "enableElectUncleanMaster": "false",
+        "heartbeatTimeoutMillis": "10000",
+        "isProcessReadEvent": "false",
+        "notifyBrokerRoleChanged": "true",
+        "scanInactiveMasterInterval": "5000",
+        "scanNotActiveBrokerInterval": "5000",
+        "waitFor": "1",
+    }
     assert default_config(waitFor=3, enableElectUncleanMaster=True)["waitFor"] == "3"
     with pytest.raises(ValueError):
         default_config(nope="1")
@@ -260,13 +330,19 @@ def test_default_config_and_get() -> None:
 def test_update_config() -> None:
     st = ControllerState()
     r = call(st, "UpdateConfig", {"config": {"enableElectUncleanMaster": "TRUE", "waitFor": " 2"}})
-    assert r.code == 0 and wire(r) == [{"type": "UpdateConfig", "config": {
-        "enableElectUncleanMaster": "true", "waitFor": "2"}}]
+    assert r.code == 0 and wire(r) == [
+        {"type": "UpdateConfig", "config": {"enableElectUncleanMaster": "true", "waitFor": "2"}}
+    ]
     assert st.config["enableElectUncleanMaster"] == "true" and st.config["waitFor"] == "2"
-    r = call(st, "UpdateConfig", {"config": {"scanNotActiveBrokerInterval": "300",
-                                             "heartbeatTimeoutMillis": "+7"}})
-    assert wire(r) == [{"type": "UpdateConfig", "config": {
-        "heartbeatTimeoutMillis": "7", "scanNotActiveBrokerInterval": "300"}}]
+    r = call(
+        st, "UpdateConfig", {"config": {"scanNotActiveBrokerInterval": "300", "heartbeatTimeoutMillis": "+7"}}
+    )
+    assert wire(r) == [
+        {
+            "type": "UpdateConfig",
+            "config": {"heartbeatTimeoutMillis": "7", "scanNotActiveBrokerInterval": "300"},
+        }
+    ]
 
 
 def test_update_config_ignores_unknown_and_not_honoured_keys() -> None:
@@ -274,17 +350,36 @@ def test_update_config_ignores_unknown_and_not_honoured_keys() -> None:
     leaves alone the keys it does not honour. The answer names them for the node's log; no record
     ever carries them."""
     st = ControllerState()
-    r = call(st, "UpdateConfig", {"config": {
-        "noSuchKey": "1", "mappedFileSize": "x", "notifyBrokerRoleChanged": "false", "controllerType": "zk",
-        "serverWorkerThreads": "1", "raftAddress": "1.2.3.4:5", "mqctlNotHonoured": "", "waitFor": "3"}})
+    r = call(
+        st,
+        "UpdateConfig",
+        {
+            "config": {
+                "noSuchKey": "1",
+                "mappedFileSize": "x",
+                "notifyBrokerRoleChanged": "false",
+                "controllerType": "zk",
+                "serverWorkerThreads": "1",
+                "raftAddress": "1.2.3.4:5",
+                "mqctlNotHonoured": "",
+                "waitFor": "3",
+            }
+        },
+    )
     assert (r.code, r.remark) == (Code.SUCCESS, "")
-    assert wire(r) == [{"type": "UpdateConfig",
-                        "config": {"notifyBrokerRoleChanged": "false", "waitFor": "3"}}]
-    assert r.response == {"ignored_config": {
-        "controllerType": "not honoured by mqctl", "mappedFileSize": "not honoured by mqctl",
-        "mqctlNotHonoured": "read only", "noSuchKey": "unknown key",
-        "raftAddress": "set when the node starts",
-        "serverWorkerThreads": "not honoured by mqctl"}}
+    assert wire(r) == [
+        {"type": "UpdateConfig", "config": {"notifyBrokerRoleChanged": "false", "waitFor": "3"}}
+    ]
+    assert r.response == {
+        "ignored_config": {
+            "controllerType": "not honoured by mqctl",
+            "mappedFileSize": "not honoured by mqctl",
+            "mqctlNotHonoured": "read only",
+            "noSuchKey": "unknown key",
+            "raftAddress": "set when the node starts",
+            "serverWorkerThreads": "not honoured by mqctl",
+        }
+    }
     only_ignored = call(st, "UpdateConfig", {"config": {"noSuchKey": "1"}})
     assert only_ignored.code == Code.SUCCESS and wire(only_ignored) == []
     assert call(st, "UpdateConfig", {"config": {}}).response == {}
@@ -303,7 +398,12 @@ def test_get_config_has_rocketmq_s_keys_and_names_what_is_not_honoured() -> None
     keys = {*cfg, *core.NODE_CONFIG_KEYS}
     assert not_honoured == list(core.NOT_HONOURED_CONFIG_KEYS)
     assert keys - set(not_honoured) - core.CONFIG_BLACKLIST - core.HONOURED_CONFIG_KEYS == {
-        "controllerGroup", "raftAddress", "raftPeers", "listenAddress", "remotingAddress"}
+        "controllerGroup",
+        "raftAddress",
+        "raftPeers",
+        "listenAddress",
+        "remotingAddress",
+    }
     assert set(cfg) >= core.HONOURED_CONFIG_KEYS and not core.HONOURED_CONFIG_KEYS & set(not_honoured)
 
 
@@ -316,14 +416,17 @@ def test_update_config_blacklist(key: str) -> None:
     assert st.config["waitFor"] == "1"
 
 
-@pytest.mark.parametrize("cfg,needle", [
-    ({"enableElectUncleanMaster": "yes"}, "enableElectUncleanMaster"),
-    ({"waitFor": "0"}, "waitFor"),
-    ({"waitFor": "1.5"}, "waitFor"),
-    ({"heartbeatTimeoutMillis": "99999999999999999999999"}, "heartbeatTimeoutMillis"),
-    ({"scanNotActiveBrokerInterval": "-1", "noSuchKey": "1"}, "scanNotActiveBrokerInterval"),
-    ({"waitFor": 2}, "waitFor"),
-])
+@pytest.mark.parametrize(
+    "cfg,needle",
+    [
+        ({"enableElectUncleanMaster": "yes"}, "enableElectUncleanMaster"),
+        ({"waitFor": "0"}, "waitFor"),
+        ({"waitFor": "1.5"}, "waitFor"),
+        ({"heartbeatTimeoutMillis": "99999999999999999999999"}, "heartbeatTimeoutMillis"),
+        ({"scanNotActiveBrokerInterval": "-1", "noSuchKey": "1"}, "scanNotActiveBrokerInterval"),
+        ({"waitFor": 2}, "waitFor"),
+    ],
+)
 def test_update_config_invalid(cfg: dict[str, Any], needle: str) -> None:
     st = ControllerState()
     r = call(st, "UpdateConfig", {"config": cfg})
@@ -332,8 +435,18 @@ def test_update_config_invalid(cfg: dict[str, Any], needle: str) -> None:
 
 def test_unclean_via_update_config_takes_effect() -> None:
     st = m_fixture()
-    call(st, "AlterSyncStateSet", {"broker_name": S, "master_broker_id": 1, "master_epoch": 1,
-                                   "new_sync_state_set": [1], "sync_state_set_epoch": 2}, ALL)
+    call(
+        st,
+        "AlterSyncStateSet",
+        {
+            "broker_name": S,
+            "master_broker_id": 1,
+            "master_epoch": 1,
+            "new_sync_state_set": [1],
+            "sync_state_set_epoch": 2,
+        },
+        ALL,
+    )
     dead1 = ctx(alive=(2, 3), dead=(1,))
     assert handle(st, "ElectMaster", {"broker_name": S}, dead1).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
     call(st, "UpdateConfig", {"config": {"enableElectUncleanMaster": "true"}})
@@ -362,9 +475,17 @@ def test_first_election_of_an_unregistered_id_is_refused() -> None:
 
     state = core.ControllerState()
     ctx = core.Context(now_ms=0)
-    res = core.handle(state, "ApplyBrokerId", {"cluster_name": "c", "broker_name": "b",
-                                               "applied_broker_id": 1,
-                                               "register_check_code": "127.0.0.1:9000;1"}, ctx)
+    res = core.handle(
+        state,
+        "ApplyBrokerId",
+        {
+            "cluster_name": "c",
+            "broker_name": "b",
+            "applied_broker_id": 1,
+            "register_check_code": "127.0.0.1:9000;1",
+        },
+        ctx,
+    )
     for ev in wire(res):
         state.apply(decode(ev))
     res = core.handle(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 7}, ctx)
@@ -381,32 +502,43 @@ def test_needs_controller_election() -> None:
         return core.Context(now_ms=now, live={"b": rows})
 
     def state(wait_for: int = 1, unclean: bool = False) -> core.ControllerState:
-        st = core.ControllerState(config={"waitFor": str(wait_for),
-                                          "enableElectUncleanMaster": str(unclean).lower()})
+        st = core.ControllerState(
+            config={"waitFor": str(wait_for), "enableElectUncleanMaster": str(unclean).lower()}
+        )
         for i in (1, 2, 3):
-            r = core.handle(st, "ApplyBrokerId", {"cluster_name": "c", "broker_name": "b",
-                                                  "applied_broker_id": i,
-                                                  "register_check_code": f"h:{i};1"}, live())
+            r = core.handle(
+                st,
+                "ApplyBrokerId",
+                {
+                    "cluster_name": "c",
+                    "broker_name": "b",
+                    "applied_broker_id": i,
+                    "register_check_code": f"h:{i};1",
+                },
+                live(),
+            )
             for ev in wire(r):
                 st.apply(decode(ev))
         return st
 
     st = state()
     assert not core.needs_controller_election(st, "nope", live(1))
-    assert not core.needs_controller_election(st, "b", live())            # nobody alive
-    assert not core.needs_controller_election(st, "b", live(1, 2))        # first election: brokers ask
+    assert not core.needs_controller_election(st, "b", live())  # nobody alive
+    assert not core.needs_controller_election(st, "b", live(1, 2))  # first election: brokers ask
     assert core.needs_controller_election(state(wait_for=2), "b", live(1, 2))
     assert not core.needs_controller_election(state(wait_for=3), "b", live(1, 2))
-    for ev in wire(core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1},
-                          live(1))):
+    for ev in wire(
+        core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1}, live(1))
+    ):
         st.apply(decode(ev))
-    assert not core.needs_controller_election(st, "b", live(1, 2))        # master alive
-    assert core.needs_controller_election(st, "b", live(2))               # master dead
-    for ev in wire(core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": -1},
-                          live())):
-        st.apply(decode(ev))                                                       # master cleared, set {1}
+    assert not core.needs_controller_election(st, "b", live(1, 2))  # master alive
+    assert core.needs_controller_election(st, "b", live(2))  # master dead
+    for ev in wire(
+        core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": -1}, live())
+    ):
+        st.apply(decode(ev))  # master cleared, set {1}
     assert st.broker_sets["b"].master_broker_id is None
-    assert not core.needs_controller_election(st, "b", live(2))           # only outside the set
+    assert not core.needs_controller_election(st, "b", live(2))  # only outside the set
     assert core.needs_controller_election(st, "b", live(1))
     st.apply(decode({"type": "UpdateConfig", "config": {"enableElectUncleanMaster": "true"}}))
     assert core.needs_controller_election(st, "b", live(2))

@@ -63,17 +63,22 @@ def _unclean_set_with_dead_master() -> ControllerState:
     return st
 
 
-@pytest.mark.parametrize("info,winner", [
-    # electionPriority -2**31 against none (2**31-1): RocketMQ's `o1 - o2` overflows and elects 2
-    ({1: (0, 100, INT32_MIN), 2: (0, 100, INT32_MAX)}, 1),
-    # epoch -2**31 against 1: RocketMQ's `o2.epoch - o1.epoch` overflows and elects 1, the lower epoch
-    ({1: (INT32_MIN, 100, INT32_MAX), 2: (1, 100, INT32_MAX)}, 2),
-    # maxOffset gap of 3 * 2**30 (deliberate difference 1): RocketMQ's `(int)(o2 - o1)` overflows and
-    # elects 2, the broker with less data
-    ({1: (1, 3 * 2**30 + 100, INT32_MAX), 2: (1, 100, INT32_MAX)}, 1),
-], ids=["priority", "epoch", "offset"])
-def test_election_key_is_exact_at_the_int32_limits(info: dict[int, tuple[int, int, int]],
-                                                    winner: int) -> None:
+@pytest.mark.parametrize(
+    "info,winner",
+    [
+        # electionPriority -2**31 against none (2**31-1): RocketMQ's `o1 - o2` overflows and elects 2
+        ({1: (0, 100, INT32_MIN), 2: (0, 100, INT32_MAX)}, 1),
+        # epoch -2**31 against 1: RocketMQ's `o2.epoch - o1.epoch` overflows and elects 1, the lower epoch
+        ({1: (INT32_MIN, 100, INT32_MAX), 2: (1, 100, INT32_MAX)}, 2),
+        # maxOffset gap of 3 * 2**30 (deliberate difference 1): RocketMQ's `(int)(o2 - o1)` overflows and
+        # elects 2, the broker with less data
+        ({1: (1, 3 * 2**30 + 100, INT32_MAX), 2: (1, 100, INT32_MAX)}, 1),
+    ],
+    ids=["priority", "epoch", "offset"],
+)
+def test_election_key_is_exact_at_the_int32_limits(
+    info: dict[int, tuple[int, int, int]], winner: int
+) -> None:
     st = _unclean_set_with_dead_master()
     r = elect(st, ctx(alive=(1, 2), dead=(3,), info=info), 2)  # broker 2 asks
     assert r.code == 0 and r.response["master_broker_id"] == winner
@@ -90,15 +95,30 @@ def test_master_registering_from_a_new_address_is_answered_with_the_new_one() ->
     st = fixture_m()
     moved = "127.0.0.1:9100"
     rows = ctx(alive=(1, 2, 3), info={1: (1, 100, INT32_MAX), 2: (1, 100, INT32_MAX), 3: (1, 100, INT32_MAX)})
-    r = call(st, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1,
-                                    "broker_address": moved, "epoch": 1, "max_offset": 100}, rows)
+    r = call(
+        st,
+        "RegisterBroker",
+        {
+            "cluster_name": C,
+            "broker_name": S,
+            "broker_id": 1,
+            "broker_address": moved,
+            "epoch": 1,
+            "max_offset": 100,
+        },
+        rows,
+    )
     assert r.code == 0
     assert r.response["master_broker_id"] == 1 and r.response["master_address"] == moved
     assert [e["type"] for e in wire(r)] == ["UpdateBrokerAddress", "RegisterBroker"]
     assert replica_info(st)["master_address"] == moved
     # a slave that moves is not the master: the answer names the master's (unchanged) address
-    r = call(st, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 2,
-                                    "broker_address": "127.0.0.1:9101"}, rows)
+    r = call(
+        st,
+        "RegisterBroker",
+        {"cluster_name": C, "broker_name": S, "broker_id": 2, "broker_address": "127.0.0.1:9101"},
+        rows,
+    )
     assert r.response["master_broker_id"] == 1 and r.response["master_address"] == moved
 
 
@@ -113,20 +133,28 @@ def test_register_check_code_without_address_is_refused(code: str) -> None:
     stores nothing."""
     st = ControllerState()
     # a new broker set
-    r = call(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": 1,
-                                   "register_check_code": code})
+    r = call(
+        st,
+        "ApplyBrokerId",
+        {"cluster_name": C, "broker_name": S, "applied_broker_id": 1, "register_check_code": code},
+    )
     assert r.code == Code.CONTROLLER_INVALID_REQUEST and "register_check_code" in r.remark
     assert wire(r) == [] and st.broker_sets == {}
     add_broker(st, 1)
     before = st.state_hash()
     for bid in (1, 2):  # a retry for an existing id (RocketMQ: 1 for `;`), and a new id
-        r = call(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": bid,
-                                       "register_check_code": code})
+        r = call(
+            st,
+            "ApplyBrokerId",
+            {"cluster_name": C, "broker_name": S, "applied_broker_id": bid, "register_check_code": code},
+        )
         assert r.code == Code.CONTROLLER_INVALID_REQUEST, (bid, r.code, r.remark)
         assert wire(r) == [] and st.state_hash() == before
     if code.strip():  # what the broker is told
-        assert r.remark == (f"Invalid request: register_check_code {code!r} has no broker address before its "
-                            "first ';' (expected <brokerAddr>;<timestamp>)")
+        assert r.remark == (
+            f"Invalid request: register_check_code {code!r} has no broker address before its "
+            "first ';' (expected <brokerAddr>;<timestamp>)"
+        )
     else:
         assert r.remark == "Invalid request: register_check_code is empty"
 
@@ -135,8 +163,11 @@ def test_register_check_code_with_address_and_no_timestamp_is_taken() -> None:
     """Only the address part must be there: RocketMQ takes `addr` or `addr;` too (split's element 0)."""
     st = ControllerState()
     for bid, code in ((1, "127.0.0.1:9000"), (2, "127.0.0.1:9001;")):
-        r = call(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": bid,
-                                       "register_check_code": code})
+        r = call(
+            st,
+            "ApplyBrokerId",
+            {"cluster_name": C, "broker_name": S, "applied_broker_id": bid, "register_check_code": code},
+        )
         assert r.code == 0 and wire(r)[0]["broker_address"] == ADDR[bid]
 
 
@@ -148,8 +179,12 @@ def _master_cleaned_while_dead() -> ControllerState:
     controller elected (within RocketMQ's 5 s scan; in mqctl, which looks on every leader tick, while
     failover is paused)."""
     st = fixture_m()
-    r = call(st, "CleanBrokerData", {"cluster_name": C, "broker_name": S,
-                                     "broker_controller_ids_to_clean": "1"}, ctx(alive=(2, 3), dead=(1,)))
+    r = call(
+        st,
+        "CleanBrokerData",
+        {"cluster_name": C, "broker_name": S, "broker_controller_ids_to_clean": "1"},
+        ctx(alive=(2, 3), dead=(1,)),
+    )
     assert r.code == 0
     info = replica_info(st)
     assert info["master_broker_id"] == 1 and info["sync_state_set"]["sync_state_set"] == [2, 3]
@@ -189,10 +224,15 @@ def test_what_rocketmq_logs_and_mqctl_does_not() -> None:
     set). Nothing in mqctl reads RocketMQ's event log, so neither is changed."""
     st = ControllerState()
     add_broker(st, 1)
-    req: dict[str, Any] = {"cluster_name": C, "broker_name": S, "applied_broker_id": 1,
-                           "register_check_code": f"{ADDR[1]};1690000000000"}
+    req: dict[str, Any] = {
+        "cluster_name": C,
+        "broker_name": S,
+        "applied_broker_id": 1,
+        "register_check_code": f"{ADDR[1]};1690000000000",
+    }
     r = call(st, "ApplyBrokerId", req)
     assert r.code == 0 and wire(r) == []
     r = call(st, "CleanBrokerData", {"cluster_name": C, "broker_name": S}, Context(NOW, {S: {}}))
-    assert r.code == 0 and wire(r) == [{"type": "CleanBrokerData", "broker_name": S,
-                                         "broker_id_set_to_clean": None}]
+    assert r.code == 0 and wire(r) == [
+        {"type": "CleanBrokerData", "broker_name": S, "broker_id_set_to_clean": None}
+    ]

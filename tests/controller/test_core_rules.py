@@ -15,13 +15,18 @@ def wire(r: Result) -> list[dict[str, Any]]:
     """The records of a decision as the log holds them (without the version field)."""
     return [{k: v for k, v in encode(x).items() if k != "v"} for x in r.records]
 
+
 C, S = "cluster-a", "broker-set-a"
 ADDR = {1: "127.0.0.1:9000", 2: "127.0.0.1:9001", 3: "127.0.0.1:9002"}
 NOW = 1_000_000
 
 
-def ctx(alive: tuple[int, ...] = (), dead: tuple[int, ...] = (),
-        info: dict[int, tuple[int, int, int]] | None = None, name: str = S) -> Context:
+def ctx(
+    alive: tuple[int, ...] = (),
+    dead: tuple[int, ...] = (),
+    info: dict[int, tuple[int, int, int]] | None = None,
+    name: str = S,
+) -> Context:
     """alive/dead heartbeat rows; info: id -> (epoch, max_offset, priority)."""
     rows: dict[int, LiveInfo] = {}
     info = info or {}
@@ -47,15 +52,28 @@ def call(state: ControllerState, method: str, req: dict[str, Any], c: Context | 
 def add_broker(state: ControllerState, bid: int, c: Context | None = None) -> Result:
     r = call(state, "GetNextBrokerId", {"cluster_name": C, "broker_name": S})
     assert r.code == 0 and r.response["next_broker_id"] == bid
-    r = call(state, "ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": bid,
-                                      "register_check_code": f"{ADDR[bid]};1690000000000"})
+    r = call(
+        state,
+        "ApplyBrokerId",
+        {
+            "cluster_name": C,
+            "broker_name": S,
+            "applied_broker_id": bid,
+            "register_check_code": f"{ADDR[bid]};1690000000000",
+        },
+    )
     assert r.code == 0, r.remark
-    return call(state, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": bid,
-                                          "broker_address": ADDR[bid]}, c)
+    return call(
+        state,
+        "RegisterBroker",
+        {"cluster_name": C, "broker_name": S, "broker_id": bid, "broker_address": ADDR[bid]},
+        c,
+    )
 
 
-def elect(state: ControllerState, c: Context, broker_id: int | None = None, designate: bool = False,
-          **extra: Any) -> Result:
+def elect(
+    state: ControllerState, c: Context, broker_id: int | None = None, designate: bool = False, **extra: Any
+) -> Result:
     req: dict[str, Any] = {"cluster_name": C, "broker_name": S, **extra}
     if broker_id is not None:
         req["broker_id"] = broker_id
@@ -64,11 +82,28 @@ def elect(state: ControllerState, c: Context, broker_id: int | None = None, desi
     return call(state, "ElectMaster", req, c)
 
 
-def alter(state: ControllerState, c: Context, new_set: list[int], master: int, master_epoch: int,
-          ss_epoch: int, **extra: Any) -> Result:
-    return call(state, "AlterSyncStateSet", {
-        "broker_name": S, "master_broker_id": master, "master_epoch": master_epoch,
-        "new_sync_state_set": new_set, "sync_state_set_epoch": ss_epoch, **extra}, c)
+def alter(
+    state: ControllerState,
+    c: Context,
+    new_set: list[int],
+    master: int,
+    master_epoch: int,
+    ss_epoch: int,
+    **extra: Any,
+) -> Result:
+    return call(
+        state,
+        "AlterSyncStateSet",
+        {
+            "broker_name": S,
+            "master_broker_id": master,
+            "master_epoch": master_epoch,
+            "new_sync_state_set": new_set,
+            "sync_state_set_epoch": ss_epoch,
+            **extra,
+        },
+        c,
+    )
 
 
 def replica_info(state: ControllerState) -> dict[str, Any]:
@@ -105,8 +140,9 @@ def test_01_first_election_broker_trigger() -> None:
     assert r.response["master_epoch"] == 1 and r.response["sync_state_set_epoch"] == 1
     assert r.response["sync_state_set"] == [1]
     assert r.response["broker_member_group"] == {"cluster": C, "broker_name": S, "broker_addrs": {1: ADDR[1]}}
-    assert wire(r) == [{"type": "ElectMaster", "new_master_elected": True, "broker_name": S,
-                         "new_master_broker_id": 1}]
+    assert wire(r) == [
+        {"type": "ElectMaster", "new_master_elected": True, "broker_name": S, "new_master_broker_id": 1}
+    ]
     info = replica_info(st)
     assert info["master_broker_id"] == 1 and info["master_address"] == ADDR[1] and info["master_epoch"] == 1
     assert info["sync_state_set"] == {"sync_state_set": [1], "sync_state_set_epoch": 1}
@@ -121,8 +157,13 @@ def test_02_second_elect_is_master_still_exist() -> None:
     for b in (2, 3):
         r = elect(st, ALL, b)
         assert r.code == Code.CONTROLLER_MASTER_STILL_EXIST and wire(r) == []
-        assert r.response == {"master_broker_id": 1, "master_address": ADDR[1], "master_epoch": 1,
-                              "sync_state_set_epoch": 1, "sync_state_set": [1]}
+        assert r.response == {
+            "master_broker_id": 1,
+            "master_address": ADDR[1],
+            "master_epoch": 1,
+            "sync_state_set_epoch": 1,
+            "sync_state_set": [1],
+        }
     assert st.state_hash() == before
 
 
@@ -176,11 +217,14 @@ def test_06_controller_trigger_all_alive_still_exist() -> None:
     assert elect(st, c, -1).code == Code.CONTROLLER_MASTER_STILL_EXIST
 
 
-@pytest.mark.parametrize("info,winner", [
-    ({2: (1, 2, 2**31 - 1), 3: (0, 3, 2**31 - 1)}, 2),  # 07 higher epoch wins
-    ({2: (1, 2, 2**31 - 1), 3: (1, 3, 2**31 - 1)}, 3),  # 08 higher offset wins
-    ({2: (1, 3, 2), 3: (1, 3, 1)}, 3),  # 09 lower priority value wins
-])
+@pytest.mark.parametrize(
+    "info,winner",
+    [
+        ({2: (1, 2, 2**31 - 1), 3: (0, 3, 2**31 - 1)}, 2),  # 07 higher epoch wins
+        ({2: (1, 2, 2**31 - 1), 3: (1, 3, 2**31 - 1)}, 3),  # 08 higher offset wins
+        ({2: (1, 3, 2), 3: (1, 3, 1)}, 3),  # 09 lower priority value wins
+    ],
+)
 def test_07_08_09_controller_trigger_policy(info: dict[int, tuple[int, int, int]], winner: int) -> None:
     st = fixture_m()
     r = elect(st, ctx(alive=(2, 3), dead=(1,), info=info))
@@ -231,8 +275,9 @@ def after_14() -> ControllerState:
     r = elect(st, ctx(alive=(2, 3), dead=(1,)))
     assert r.code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
     assert r.remark == "Old master has down and failed to elect a new broker master"
-    assert wire(r) == [{"type": "ElectMaster", "new_master_elected": False, "broker_name": S,
-                         "new_master_broker_id": None}]
+    assert wire(r) == [
+        {"type": "ElectMaster", "new_master_elected": False, "broker_name": S, "new_master_broker_id": None}
+    ]
     info = replica_info(st)
     assert "master_broker_id" not in info and info["master_address"] == "" and info["master_epoch"] == 2
     assert info["sync_state_set"] == {"sync_state_set": [1], "sync_state_set_epoch": 3}
@@ -262,8 +307,12 @@ def test_17_unclean_election() -> None:
 
 def test_18_clean_alive_id_refused() -> None:
     st = fixture_m()
-    r = call(st, "CleanBrokerData", {"cluster_name": C, "broker_name": S,
-                                     "broker_controller_ids_to_clean": "1"}, ALL)
+    r = call(
+        st,
+        "CleanBrokerData",
+        {"cluster_name": C, "broker_name": S, "broker_controller_ids_to_clean": "1"},
+        ALL,
+    )
     assert r.code == Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
     assert r.remark == f"Broker [{S},  1] is still alive, clean up failure"
 
@@ -278,8 +327,12 @@ def test_19_clean_whole_set_with_master_refused() -> None:
 @pytest.mark.parametrize("ids", ["1", "1;2;3"])
 def test_20_clean_dead_ids(ids: str) -> None:
     st = fixture_m()
-    r = call(st, "CleanBrokerData", {"cluster_name": C, "broker_name": S,
-                                     "broker_controller_ids_to_clean": ids}, ctx(dead=(1, 2, 3)))
+    r = call(
+        st,
+        "CleanBrokerData",
+        {"cluster_name": C, "broker_name": S, "broker_controller_ids_to_clean": ids},
+        ctx(dead=(1, 2, 3)),
+    )
     assert r.code == 0
     if ids == "1":
         view = st.broker_set_view(S)
@@ -292,9 +345,16 @@ def test_20_clean_dead_ids(ids: str) -> None:
 
 def test_21_clean_unknown_set_living() -> None:
     st = fixture_m()
-    r = call(st, "CleanBrokerData", {"cluster_name": C, "broker_name": "broker12",
-                                     "broker_controller_ids_to_clean": "1;2;3",
-                                     "is_clean_living_broker": True})
+    r = call(
+        st,
+        "CleanBrokerData",
+        {
+            "cluster_name": C,
+            "broker_name": "broker12",
+            "broker_controller_ids_to_clean": "1;2;3",
+            "is_clean_living_broker": True,
+        },
+    )
     assert r.code == Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
     assert r.remark == "Broker broker12 is not existed,clean broker data failure."
 
@@ -304,10 +364,15 @@ def test_21_clean_unknown_set_living() -> None:
 
 def test_clean_living_removes_whole_set_without_parsing_ids() -> None:
     st = fixture_m()
-    r = call(st, "CleanBrokerData", {"broker_name": S, "broker_controller_ids_to_clean": "x;y",
-                                     "is_clean_living_broker": True}, ALL)
-    assert r.code == 0 and wire(r) == [{"type": "CleanBrokerData", "broker_name": S,
-                                         "broker_id_set_to_clean": None}]
+    r = call(
+        st,
+        "CleanBrokerData",
+        {"broker_name": S, "broker_controller_ids_to_clean": "x;y", "is_clean_living_broker": True},
+        ALL,
+    )
+    assert r.code == 0 and wire(r) == [
+        {"type": "CleanBrokerData", "broker_name": S, "broker_id_set_to_clean": None}
+    ]
     assert st.broker_sets == {}
     assert call(st, "GetNextBrokerId", {"cluster_name": C, "broker_name": S}).response["next_broker_id"] == 1
 
@@ -316,8 +381,10 @@ def test_clean_bad_id_format() -> None:
     st = fixture_m()
     r = call(st, "CleanBrokerData", {"broker_name": S, "broker_controller_ids_to_clean": "1;x"})
     assert r.code == Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
-    assert r.remark == ("Please set the option <brokerControllerIdsToClean> according to the format, "
-                        'exception: java.lang.NumberFormatException: For input string: "x"')
+    assert r.remark == (
+        "Please set the option <brokerControllerIdsToClean> according to the format, "
+        'exception: java.lang.NumberFormatException: For input string: "x"'
+    )
     r = call(st, "CleanBrokerData", {"broker_name": S, "broker_controller_ids_to_clean": "1;;2"})
     assert r.code == Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA and 'string: ""' in r.remark
     r = call(st, "CleanBrokerData", {"broker_name": S, "broker_controller_ids_to_clean": "-1"})
@@ -350,13 +417,21 @@ def test_next_broker_id_and_apply_rules() -> None:
     st = ControllerState()
     r = call(st, "GetNextBrokerId", {"cluster_name": C, "broker_name": S})
     assert r.response == {"cluster_name": C, "broker_name": S, "next_broker_id": 1}
-    r = call(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": 2,
-                                   "register_check_code": "a:1;1"})
+    r = call(
+        st,
+        "ApplyBrokerId",
+        {"cluster_name": C, "broker_name": S, "applied_broker_id": 2, "register_check_code": "a:1;1"},
+    )
     assert r.code == Code.CONTROLLER_BROKER_ID_INVALID
-    assert r.remark == (f"Broker-set: {S} hasn't been registered in controller, "
-                        "but broker try to apply brokerId: 2")
-    req = {"cluster_name": C, "broker_name": S, "applied_broker_id": 1,
-           "register_check_code": "127.0.0.1:30911;5"}
+    assert r.remark == (
+        f"Broker-set: {S} hasn't been registered in controller, but broker try to apply brokerId: 2"
+    )
+    req = {
+        "cluster_name": C,
+        "broker_name": S,
+        "applied_broker_id": 1,
+        "register_check_code": "127.0.0.1:30911;5",
+    }
     r = call(st, "ApplyBrokerId", req)
     assert r.code == 0 and r.response == {"cluster_name": C, "broker_name": S}
     assert wire(r)[0]["broker_address"] == "127.0.0.1:30911"
@@ -376,8 +451,18 @@ def test_fifty_conflicting_apply_broker_id_exactly_one_wins() -> None:
     st = ControllerState()
     results = []
     for i in range(50):
-        results.append(call(st, "ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": 1,
-                                                  "register_check_code": f"127.0.0.1:{30910 + i};{i}"}))
+        results.append(
+            call(
+                st,
+                "ApplyBrokerId",
+                {
+                    "cluster_name": C,
+                    "broker_name": S,
+                    "applied_broker_id": 1,
+                    "register_check_code": f"127.0.0.1:{30910 + i};{i}",
+                },
+            )
+        )
     assert [r.code for r in results].count(0) == 1
     assert results[0].code == 0
     assert all(r.code == Code.CONTROLLER_BROKER_ID_INVALID for r in results[1:])
@@ -391,13 +476,15 @@ def test_fifty_conflicting_apply_broker_id_exactly_one_wins() -> None:
 
 def test_register_unknown_set_and_id() -> None:
     st = ControllerState()
-    r = call(st, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1,
-                                    "broker_address": "a"})
+    r = call(
+        st, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1, "broker_address": "a"}
+    )
     assert r.code == Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
     assert r.remark == f"Broker-set: {S} hasn't been registered in controller"
     add_broker(st, 1)
-    r = call(st, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 5,
-                                    "broker_address": "a"})
+    r = call(
+        st, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 5, "broker_address": "a"}
+    )
     assert r.code == Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
     assert r.remark == f"BrokerId: 5 hasn't been registered in broker-set: {S}"
 
@@ -405,11 +492,19 @@ def test_register_unknown_set_and_id() -> None:
 def test_register_address_update_event() -> None:
     st = ControllerState()
     add_broker(st, 1)
-    r = call(st, "RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1,
-                                    "broker_address": "127.0.0.1:30919"})
+    r = call(
+        st,
+        "RegisterBroker",
+        {"cluster_name": C, "broker_name": S, "broker_id": 1, "broker_address": "127.0.0.1:30919"},
+    )
     assert r.code == 0
-    assert wire(r)[0] == {"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": S,
-                           "broker_address": "127.0.0.1:30919", "broker_id": 1}
+    assert wire(r)[0] == {
+        "type": "UpdateBrokerAddress",
+        "cluster_name": C,
+        "broker_name": S,
+        "broker_address": "127.0.0.1:30919",
+        "broker_id": 1,
+    }
     assert [e["type"] for e in wire(r)] == ["UpdateBrokerAddress", "RegisterBroker"]
     view = st.broker_set_view(S)
     assert view is not None and view["brokers"][1]["address"] == "127.0.0.1:30919"
@@ -443,12 +538,16 @@ def test_alter_check_order() -> None:
     assert r.response == {"new_sync_state_set_epoch": 0}
     # 4. master epoch
     r = alter(st, ALL, [1, 2], 1, 2, 9)
-    assert (r.code, r.remark) == (Code.CONTROLLER_FENCED_MASTER_EPOCH,
-                                  rejecting + "the current master epoch is:{1}, not {2}")
+    assert (r.code, r.remark) == (
+        Code.CONTROLLER_FENCED_MASTER_EPOCH,
+        rejecting + "the current master epoch is:{1}, not {2}",
+    )
     # 5. ss epoch
     r = alter(st, ALL, [1, 2], 1, 1, 9)
-    assert (r.code, r.remark) == (Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
-                                  rejecting + "the current syncStateSet epoch is:{1}, not {9}")
+    assert (r.code, r.remark) == (
+        Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+        rejecting + "the current syncStateSet epoch is:{1}, not {9}",
+    )
     # 6. unregistered (in sorted order, before a dead one with a larger id) / dead
     r = alter(st, ALL, [1, 9, 2], 1, 1, 1)
     assert (r.code, r.remark) == (invalid_replicas, rejecting + "the replicas {9} don't exist")
@@ -460,8 +559,10 @@ def test_alter_check_order() -> None:
     assert (r.code, r.remark) == (fail, rejecting + "the newSyncStateSet don't contains origin leader {1}")
     # 8. success
     r = alter(st, ALL, [1, 3], 1, 1, 1)
-    assert r.code == 0 and r.response == {"new_sync_state_set_epoch": 2, "sync_state_set": {
-        "sync_state_set": [1, 3], "sync_state_set_epoch": 2}}
+    assert r.code == 0 and r.response == {
+        "new_sync_state_set_epoch": 2,
+        "sync_state_set": {"sync_state_set": [1, 3], "sync_state_set_epoch": 2},
+    }
     assert wire(r) == [{"type": "AlterSyncStateSet", "broker_name": S, "new_sync_state_set": [1, 3]}]
     assert replica_info(st)["sync_state_set"] == {"sync_state_set": [1, 3], "sync_state_set_epoch": 2}
 
@@ -545,11 +646,25 @@ def test_get_sync_state_data_extension_fields() -> None:
     r = call(st, "GetSyncStateData", {"broker_names": [S]}, Context(NOW, {S: rows}))
     ins = r.response["replicas_info_table"][S]["in_sync_replicas"]
     one, two = ins[0], ins[1]
-    assert one == {"broker_name": S, "broker_id": 1, "broker_address": ADDR[1], "alive": True,
-                   "broker_epoch": 1, "heartbeat_age_ms": 250, "epoch": 3, "max_offset": 100,
-                   "confirm_offset": 90, "election_priority": 4}
-    assert two == {"broker_name": S, "broker_id": 2, "broker_address": ADDR[2], "alive": False,
-                   "broker_epoch": 2}
+    assert one == {
+        "broker_name": S,
+        "broker_id": 1,
+        "broker_address": ADDR[1],
+        "alive": True,
+        "broker_epoch": 1,
+        "heartbeat_age_ms": 250,
+        "epoch": 3,
+        "max_offset": 100,
+        "confirm_offset": 90,
+        "election_priority": 4,
+    }
+    assert two == {
+        "broker_name": S,
+        "broker_id": 2,
+        "broker_address": ADDR[2],
+        "alive": False,
+        "broker_epoch": 2,
+    }
 
 
 def test_unknown_method() -> None:
@@ -565,8 +680,18 @@ def test_heartbeat_check() -> None:
     st = fixture_m()
     r = call(st, "Heartbeat", {"cluster_name": C, "broker_name": S, "broker_addr": ADDR[1]})
     assert r.code == Code.CONTROLLER_INVALID_REQUEST and r.remark == "Heart beat with empty brokerId"
-    r = call(st, "Heartbeat", {"cluster_name": C, "broker_name": S, "broker_addr": ADDR[1], "broker_id": 1,
-                               "epoch": 1, "max_offset": 5})
+    r = call(
+        st,
+        "Heartbeat",
+        {
+            "cluster_name": C,
+            "broker_name": S,
+            "broker_addr": ADDR[1],
+            "broker_id": 1,
+            "epoch": 1,
+            "max_offset": 5,
+        },
+    )
     assert r.code == 0 and r.remark == "Heart beat success" and wire(r) == [] and r.response == {}
     # unknown broker sets are fine (RocketMQ does not check registration)
     assert call(st, "Heartbeat", {"broker_name": "other", "broker_id": 4}).code == 0
@@ -575,45 +700,99 @@ def test_heartbeat_check() -> None:
 # ---------------------------------------------------------------- input validation (mqctl)
 
 
-@pytest.mark.parametrize("method,req,field", [
-    ("GetNextBrokerId", {"cluster_name": C}, "broker_name"),
-    ("GetNextBrokerId", {"cluster_name": C, "broker_name": "x" * 256}, "broker_name"),
-    ("ApplyBrokerId", {"broker_name": S, "applied_broker_id": 1, "register_check_code": "a;1"},
-     "cluster_name"),
-    ("ApplyBrokerId", {"cluster_name": C, "broker_name": S, "register_check_code": "a;1"},
-     "applied_broker_id"),
-    ("ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": -2,
-                       "register_check_code": "a;1"}, "applied_broker_id"),
-    ("ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": 2**53 + 1,
-                       "register_check_code": "a;1"}, "applied_broker_id"),
-    ("ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": "1",
-                       "register_check_code": "a;1"}, "applied_broker_id"),
-    ("ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": True,
-                       "register_check_code": "a;1"}, "applied_broker_id"),
-    ("ApplyBrokerId", {"cluster_name": C, "broker_name": S, "applied_broker_id": 1}, "register_check_code"),
-    ("RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1}, "broker_address"),
-    ("RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_address": "a"}, "broker_id"),
-    ("RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1, "broker_address": "a",
-                        "options": {"k": 1}}, "options"),
-    ("RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1, "broker_address": "a",
-                        "epoch": 2**40}, "epoch"),
-    ("Heartbeat", {"broker_id": 1}, "broker_name"),
-    ("Heartbeat", {"broker_name": S, "broker_id": 1, "broker_epoch": -1}, "broker_epoch"),
-    ("AlterSyncStateSet", {"broker_name": S, "master_epoch": 1, "sync_state_set_epoch": 1,
-                           "new_sync_state_set": [1]}, "master_broker_id"),
-    ("AlterSyncStateSet", {"broker_name": S, "master_broker_id": 1, "sync_state_set_epoch": 1,
-                           "new_sync_state_set": [1]}, "master_epoch"),
-    ("AlterSyncStateSet", {"broker_name": S, "master_broker_id": 1, "master_epoch": 1,
-                           "sync_state_set_epoch": 1}, "new_sync_state_set"),
-    ("AlterSyncStateSet", {"broker_name": S, "master_broker_id": 1, "master_epoch": 1,
-                           "sync_state_set_epoch": 1, "new_sync_state_set": [1, -3]}, "new_sync_state_set"),
-    ("ElectMaster", {"cluster_name": C}, "broker_name"),
-    ("ElectMaster", {"broker_name": S, "broker_id": -2}, "broker_id"),
-    ("ElectMaster", {"broker_name": S, "broker_id": 1, "designate_elect": "yes"}, "designate_elect"),
-    ("GetReplicaInfo", {}, "broker_name"),
-    ("GetSyncStateData", {"broker_names": "a"}, "broker_names"),
-    ("CleanBrokerData", {"broker_controller_ids_to_clean": "1"}, "broker_name"),
-])
+@pytest.mark.parametrize(
+    "method,req,field",
+    [
+        ("GetNextBrokerId", {"cluster_name": C}, "broker_name"),
+        ("GetNextBrokerId", {"cluster_name": C, "broker_name": "x" * 256}, "broker_name"),
+        (
+            "ApplyBrokerId",
+            {"broker_name": S, "applied_broker_id": 1, "register_check_code": "a;1"},
+            "cluster_name",
+        ),
+        (
+            "ApplyBrokerId",
+            {"cluster_name": C, "broker_name": S, "register_check_code": "a;1"},
+            "applied_broker_id",
+        ),
+        (
+            "ApplyBrokerId",
+            {"cluster_name": C, "broker_name": S, "applied_broker_id": -2, "register_check_code": "a;1"},
+            "applied_broker_id",
+        ),
+        (
+            "ApplyBrokerId",
+            {
+                "cluster_name": C,
+                "broker_name": S,
+                "applied_broker_id": 2**53 + 1,
+                "register_check_code": "a;1",
+            },
+            "applied_broker_id",
+        ),
+        (
+            "ApplyBrokerId",
+            {"cluster_name": C, "broker_name": S, "applied_broker_id": "1", "register_check_code": "a;1"},
+            "applied_broker_id",
+        ),
+        (
+            "ApplyBrokerId",
+            {"cluster_name": C, "broker_name": S, "applied_broker_id": True, "register_check_code": "a;1"},
+            "applied_broker_id",
+        ),
+        (
+            "ApplyBrokerId",
+            {"cluster_name": C, "broker_name": S, "applied_broker_id": 1},
+            "register_check_code",
+        ),
+        ("RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_id": 1}, "broker_address"),
+        ("RegisterBroker", {"cluster_name": C, "broker_name": S, "broker_address": "a"}, "broker_id"),
+        (
+            "RegisterBroker",
+            {"cluster_name": C, "broker_name": S, "broker_id": 1, "broker_address": "a", "options": {"k": 1}},
+            "options",
+        ),
+        (
+            "RegisterBroker",
+            {"cluster_name": C, "broker_name": S, "broker_id": 1, "broker_address": "a", "epoch": 2**40},
+            "epoch",
+        ),
+        ("Heartbeat", {"broker_id": 1}, "broker_name"),
+        ("Heartbeat", {"broker_name": S, "broker_id": 1, "broker_epoch": -1}, "broker_epoch"),
+        (
+            "AlterSyncStateSet",
+            {"broker_name": S, "master_epoch": 1, "sync_state_set_epoch": 1, "new_sync_state_set": [1]},
+            "master_broker_id",
+        ),
+        (
+            "AlterSyncStateSet",
+            {"broker_name": S, "master_broker_id": 1, "sync_state_set_epoch": 1, "new_sync_state_set": [1]},
+            "master_epoch",
+        ),
+        (
+            "AlterSyncStateSet",
+            {"broker_name": S, "master_broker_id": 1, "master_epoch": 1, "sync_state_set_epoch": 1},
+            "new_sync_state_set",
+        ),
+        (
+            "AlterSyncStateSet",
+            {
+                "broker_name": S,
+                "master_broker_id": 1,
+                "master_epoch": 1,
+                "sync_state_set_epoch": 1,
+                "new_sync_state_set": [1, -3],
+            },
+            "new_sync_state_set",
+        ),
+        ("ElectMaster", {"cluster_name": C}, "broker_name"),
+        ("ElectMaster", {"broker_name": S, "broker_id": -2}, "broker_id"),
+        ("ElectMaster", {"broker_name": S, "broker_id": 1, "designate_elect": "yes"}, "designate_elect"),
+        ("GetReplicaInfo", {}, "broker_name"),
+        ("GetSyncStateData", {"broker_names": "a"}, "broker_names"),
+        ("CleanBrokerData", {"broker_controller_ids_to_clean": "1"}, "broker_name"),
+    ],
+)
 def test_invalid_requests(method: str, req: dict[str, Any], field: str) -> None:
     st = fixture_m()
     r = call(st, method, req, ALL)

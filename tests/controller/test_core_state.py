@@ -26,6 +26,7 @@ def wire(r: Result) -> list[dict[str, Any]]:
     """The records of a decision as the log holds them (without the version field)."""
     return [{k: v for k, v in encode(x).items() if k != "v"} for x in r.records]
 
+
 C = "cluster-a"
 NAMES = ["a", "b"]
 
@@ -49,8 +50,15 @@ def test_decision_view_decides_like_a_copy_and_never_changes_its_state() -> None
     steps = scripted_events()
     for method, req, ctx in steps[:6]:  # set "a": ids and registrations, applied
         assert run(state, method, req, ctx).code == 0
-    assert run(state, "ApplyBrokerId", {"cluster_name": C, "broker_name": "b", "applied_broker_id": 1,
-                                        "register_check_code": "h:9;1"}, steps[0][2]).code == 0
+    assert (
+        run(
+            state,
+            "ApplyBrokerId",
+            {"cluster_name": C, "broker_name": "b", "applied_broker_id": 1, "register_check_code": "h:9;1"},
+            steps[0][2],
+        ).code
+        == 0
+    )
     view = state.decision_view()
     before = state.state_hash()
     pending: list[dict[str, Any]] = []
@@ -78,18 +86,49 @@ def test_context_round_trip_restores_int_keys() -> None:
 
 
 def scripted_events() -> list[tuple[str, dict[str, Any], Context]]:
-    alive = Context(1000, {"a": {b: LiveInfo(b, f"h:{b}", 0, 1, b * 10, -1, 9, 1000, 10_000)
-                                 for b in (1, 2, 3)}})
+    alive = Context(
+        1000, {"a": {b: LiveInfo(b, f"h:{b}", 0, 1, b * 10, -1, 9, 1000, 10_000) for b in (1, 2, 3)}}
+    )
     steps: list[tuple[str, dict[str, Any], Context]] = []
     for b in (1, 2, 3):
-        steps.append(("ApplyBrokerId", {"cluster_name": C, "broker_name": "a", "applied_broker_id": b,
-                                        "register_check_code": f"h:{b};1"}, alive))
-        steps.append(("RegisterBroker", {"cluster_name": C, "broker_name": "a", "broker_id": b,
-                                         "broker_address": f"h:{b}", "options": {"k": "v"}}, alive))
+        steps.append(
+            (
+                "ApplyBrokerId",
+                {
+                    "cluster_name": C,
+                    "broker_name": "a",
+                    "applied_broker_id": b,
+                    "register_check_code": f"h:{b};1",
+                },
+                alive,
+            )
+        )
+        steps.append(
+            (
+                "RegisterBroker",
+                {
+                    "cluster_name": C,
+                    "broker_name": "a",
+                    "broker_id": b,
+                    "broker_address": f"h:{b}",
+                    "options": {"k": "v"},
+                },
+                alive,
+            )
+        )
     steps += [
         ("ElectMaster", {"cluster_name": C, "broker_name": "a", "broker_id": 1}, alive),
-        ("AlterSyncStateSet", {"broker_name": "a", "master_broker_id": 1, "master_epoch": 1,
-                               "new_sync_state_set": [1, 2, 3], "sync_state_set_epoch": 1}, alive),
+        (
+            "AlterSyncStateSet",
+            {
+                "broker_name": "a",
+                "master_broker_id": 1,
+                "master_epoch": 1,
+                "new_sync_state_set": [1, 2, 3],
+                "sync_state_set_epoch": 1,
+            },
+            alive,
+        ),
         ("UpdateConfig", {"config": {"waitFor": "2"}}, alive),
         ("ElectMaster", {"broker_name": "a", "broker_id": 3, "designate_elect": True}, alive),
         ("CleanBrokerData", {"broker_name": "a", "broker_controller_ids_to_clean": "9"}, alive),
@@ -113,8 +152,12 @@ def test_snapshot_round_trip_and_replay_on_two_copies() -> None:
     back = ControllerState.from_dict(snap)
     assert back.to_dict() == one.to_dict() and back.state_hash() == one.state_hash()
     assert back.copy().state_hash() == one.state_hash()
-    assert one.state_hash() == __import__("hashlib").sha256(
-        json.dumps(one.to_dict(), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert (
+        one.state_hash()
+        == __import__("hashlib")
+        .sha256(json.dumps(one.to_dict(), sort_keys=True, separators=(",", ":")).encode())
+        .hexdigest()
+    )
     view = back.broker_set_view("a")
     assert view is not None and view["master_broker_id"] == 3 and view["options"] == {"k": "v"}
     assert back.config["waitFor"] == "2" and back.meta == {"group_id": "g"}
@@ -123,12 +166,17 @@ def test_snapshot_round_trip_and_replay_on_two_copies() -> None:
 
 def test_unreadable_records_are_refused() -> None:
     for e in [
-        {}, {"type": "Nope"}, {"type": "ApplyBrokerId", "broker_name": "a"},
+        {},
+        {"type": "Nope"},
+        {"type": "ApplyBrokerId", "broker_name": "a"},
         {"type": "ElectMaster", "broker_name": "a", "new_master_elected": "yes"},
         {"type": "SetMeta", "key": 5, "value": 1},
         {"type": "ElectMaster", "v": 2, "broker_name": "a", "new_master_elected": False},
-        {"type": "SetFeatureLevel", "level": 99}, {"type": "ElectMaster", "v": True},
-        [], None, "x",
+        {"type": "SetFeatureLevel", "level": 99},
+        {"type": "ElectMaster", "v": True},
+        [],
+        None,
+        "x",
     ]:
         with pytest.raises(RecordError):
             decode(e)
@@ -136,22 +184,54 @@ def test_unreadable_records_are_refused() -> None:
 
 def test_inconsistent_records_raise_and_change_nothing() -> None:
     st_ = ControllerState()
-    st_.apply(decode({"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a", "broker_address": "h",
-                      "register_check_code": "h;1", "new_broker_id": 1}))
+    st_.apply(
+        decode(
+            {
+                "type": "ApplyBrokerId",
+                "cluster_name": C,
+                "broker_name": "a",
+                "broker_address": "h",
+                "register_check_code": "h;1",
+                "new_broker_id": 1,
+            }
+        )
+    )
     h = st_.state_hash()
     for e in [
         {"type": "ElectMaster", "broker_name": "zz", "new_master_elected": True, "new_master_broker_id": 1},
         {"type": "ElectMaster", "broker_name": "a", "new_master_elected": True, "new_master_broker_id": 7},
         {"type": "AlterSyncStateSet", "broker_name": "zz", "new_sync_state_set": [1]},
         {"type": "AlterSyncStateSet", "broker_name": "a", "new_sync_state_set": [1, 9]},
-        {"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "b", "broker_address": "h",
-         "register_check_code": "h;1", "new_broker_id": 2},
-        {"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a", "broker_address": "h",
-         "register_check_code": "other;1", "new_broker_id": 1},
-        {"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": "zz", "broker_address": "x",
-         "broker_id": 1},
-        {"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": "a", "broker_address": "x",
-         "broker_id": 4},
+        {
+            "type": "ApplyBrokerId",
+            "cluster_name": C,
+            "broker_name": "b",
+            "broker_address": "h",
+            "register_check_code": "h;1",
+            "new_broker_id": 2,
+        },
+        {
+            "type": "ApplyBrokerId",
+            "cluster_name": C,
+            "broker_name": "a",
+            "broker_address": "h",
+            "register_check_code": "other;1",
+            "new_broker_id": 1,
+        },
+        {
+            "type": "UpdateBrokerAddress",
+            "cluster_name": C,
+            "broker_name": "zz",
+            "broker_address": "x",
+            "broker_id": 1,
+        },
+        {
+            "type": "UpdateBrokerAddress",
+            "cluster_name": C,
+            "broker_name": "a",
+            "broker_address": "x",
+            "broker_id": 4,
+        },
         {"type": "RegisterBroker", "cluster_name": C, "broker_name": "a", "broker_id": 1, "broker_epoch": 0},
         {"type": "CleanBrokerData", "broker_name": "zz", "broker_id_set_to_clean": [1]},
         {"type": "SetBrokerOptions", "broker_name": "zz", "options": {"a": "b"}},
@@ -174,32 +254,85 @@ def test_record_wire_format_is_stable() -> None:
     old = {"events": [{"type": "SetMeta", "key": "groupId", "value": "g"}]}
     assert decode_entry(old) == [MetaSet("groupId", "g")]
     samples = [
-        decode({"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a", "broker_address": "h",
-                "register_check_code": "h;1", "new_broker_id": 1}),
-        decode({"type": "UpdateBrokerAddress", "cluster_name": C, "broker_name": "a", "broker_address": "x",
-                "broker_id": 1}),
-        decode({"type": "RegisterBroker", "cluster_name": C, "broker_name": "a", "broker_id": 1,
-                "broker_epoch": 3}),
+        decode(
+            {
+                "type": "ApplyBrokerId",
+                "cluster_name": C,
+                "broker_name": "a",
+                "broker_address": "h",
+                "register_check_code": "h;1",
+                "new_broker_id": 1,
+            }
+        ),
+        decode(
+            {
+                "type": "UpdateBrokerAddress",
+                "cluster_name": C,
+                "broker_name": "a",
+                "broker_address": "x",
+                "broker_id": 1,
+            }
+        ),
+        decode(
+            {
+                "type": "RegisterBroker",
+                "cluster_name": C,
+                "broker_name": "a",
+                "broker_id": 1,
+                "broker_epoch": 3,
+            }
+        ),
         decode({"type": "SetBrokerOptions", "broker_name": "a", "options": {"b": "2", "a": "1"}}),
-        decode({"type": "ElectMaster", "broker_name": "a", "new_master_elected": True,
-                "new_master_broker_id": 1}),
-        decode({"type": "ElectMaster", "broker_name": "a", "new_master_elected": False,
-                "new_master_broker_id": None}),
+        decode(
+            {"type": "ElectMaster", "broker_name": "a", "new_master_elected": True, "new_master_broker_id": 1}
+        ),
+        decode(
+            {
+                "type": "ElectMaster",
+                "broker_name": "a",
+                "new_master_elected": False,
+                "new_master_broker_id": None,
+            }
+        ),
         decode({"type": "AlterSyncStateSet", "broker_name": "a", "new_sync_state_set": [3, 1]}),
         decode({"type": "CleanBrokerData", "broker_name": "a", "broker_id_set_to_clean": None}),
         decode({"type": "CleanBrokerData", "broker_name": "a", "broker_id_set_to_clean": [2]}),
         decode({"type": "UpdateConfig", "config": {"waitFor": "2"}}),
         decode({"type": "SetMeta", "key": "k", "value": {"x": [1]}}),
         decode({"type": "SetFeatureLevel", "v": 1, "level": 2}),
-        decode({"type": "NoteDecision", "v": 1, "entry": {"time_ms": 5, "term": 2, "broker_name": "a",
-                                                          "what": "master elected", "cause": "switchover"}}),
-        decode({"type": "SetFailoverPause", "v": 1, "broker_name": "", "paused": True, "reason": "r",
-                "since_ms": 5}),
+        decode(
+            {
+                "type": "NoteDecision",
+                "v": 1,
+                "entry": {
+                    "time_ms": 5,
+                    "term": 2,
+                    "broker_name": "a",
+                    "what": "master elected",
+                    "cause": "switchover",
+                },
+            }
+        ),
+        decode(
+            {
+                "type": "SetFailoverPause",
+                "v": 1,
+                "broker_name": "",
+                "paused": True,
+                "reason": "r",
+                "since_ms": 5,
+            }
+        ),
     ]
     assert {type(r).WIRE for r in samples} == set(RECORD_TYPES) == set(record_versions())
     assert decode_entry(json.loads(encode_entry(samples))) == samples
-    assert encode(samples[4]) == {"type": "ElectMaster", "v": 1, "broker_name": "a",
-                                  "new_master_elected": True, "new_master_broker_id": 1}
+    assert encode(samples[4]) == {
+        "type": "ElectMaster",
+        "v": 1,
+        "broker_name": "a",
+        "new_master_elected": True,
+        "new_master_broker_id": 1,
+    }
 
 
 def test_snapshot_of_a_newer_version_or_feature_level_is_refused() -> None:
@@ -227,14 +360,23 @@ def test_handle_is_deterministic_and_json_safe_for_every_method() -> None:
 ids = st.sampled_from([1, 1, 2, 2, 3, 3, 0, 4, -1, -2])
 names = st.sampled_from(["a", "a", "a", "b", ""])
 row_st = st.builds(
-    lambda bid, alive, epoch, off, prio, bepoch: LiveInfo(bid, f"h:{bid}", bepoch, epoch, off, -1, prio,
-                                                          1000 if alive else 0, 500),
-    st.integers(1, 4), st.booleans(), st.integers(-1, 3), st.sampled_from([-1, 0, 5, 2**31, 2**40]),
-    st.sampled_from([1, 2, 2**31 - 1]), st.integers(0, 6))
+    lambda bid, alive, epoch, off, prio, bepoch: LiveInfo(
+        bid, f"h:{bid}", bepoch, epoch, off, -1, prio, 1000 if alive else 0, 500
+    ),
+    st.integers(1, 4),
+    st.booleans(),
+    st.integers(-1, 3),
+    st.sampled_from([-1, 0, 5, 2**31, 2**40]),
+    st.sampled_from([1, 2, 2**31 - 1]),
+    st.integers(0, 6),
+)
 ctx_st = st.builds(
-    lambda rows_a, rows_b: Context(1000, {"a": {r.broker_id: r for r in rows_a},
-                                          "b": {r.broker_id: r for r in rows_b}}),
-    st.lists(row_st, max_size=4), st.lists(row_st, max_size=3))
+    lambda rows_a, rows_b: Context(
+        1000, {"a": {r.broker_id: r for r in rows_a}, "b": {r.broker_id: r for r in rows_b}}
+    ),
+    st.lists(row_st, max_size=4),
+    st.lists(row_st, max_size=3),
+)
 maybe = st.one_of(st.none(), st.just("garbage"), st.just(True))
 
 
@@ -242,11 +384,19 @@ def _req(method: str, name: str, bid: int, other: int, flag: bool, data: st.Data
     if method == "GetNextBrokerId":
         return {"cluster_name": C, "broker_name": name}
     if method == "ApplyBrokerId":
-        return {"cluster_name": C, "broker_name": name, "applied_broker_id": bid,
-                "register_check_code": f"h:{bid};{data.draw(st.integers(0, 2))}"}
+        return {
+            "cluster_name": C,
+            "broker_name": name,
+            "applied_broker_id": bid,
+            "register_check_code": f"h:{bid};{data.draw(st.integers(0, 2))}",
+        }
     if method == "RegisterBroker":
-        req: dict[str, Any] = {"cluster_name": C, "broker_name": name, "broker_id": bid,
-                               "broker_address": data.draw(st.sampled_from([f"h:{bid}", "moved:1"]))}
+        req: dict[str, Any] = {
+            "cluster_name": C,
+            "broker_name": name,
+            "broker_id": bid,
+            "broker_address": data.draw(st.sampled_from([f"h:{bid}", "moved:1"])),
+        }
         if flag:
             req.update(epoch=data.draw(st.integers(-1, 3)), max_offset=data.draw(st.integers(-1, 2**41)))
         req["options"] = data.draw(st.sampled_from([{}, {"x": "1"}, {"x": "2"}]))
@@ -254,11 +404,14 @@ def _req(method: str, name: str, bid: int, other: int, flag: bool, data: st.Data
     if method == "Heartbeat":
         return {"broker_name": name, "broker_id": bid, "broker_epoch": data.draw(st.integers(0, 8))}
     if method == "AlterSyncStateSet":
-        return {"broker_name": name, "master_broker_id": max(bid, 0),
-                "master_epoch": data.draw(st.integers(0, 4)),
-                "sync_state_set_epoch": data.draw(st.integers(0, 5)),
-                "new_sync_state_set": data.draw(st.lists(st.integers(0, 4), max_size=4)),
-                "broker_epoch": data.draw(st.integers(0, 8))}
+        return {
+            "broker_name": name,
+            "master_broker_id": max(bid, 0),
+            "master_epoch": data.draw(st.integers(0, 4)),
+            "sync_state_set_epoch": data.draw(st.integers(0, 5)),
+            "new_sync_state_set": data.draw(st.lists(st.integers(0, 4), max_size=4)),
+            "broker_epoch": data.draw(st.integers(0, 8)),
+        }
     if method == "ElectMaster":
         req = {"cluster_name": C, "broker_name": name, "designate_elect": flag}
         if bid != -2:
@@ -269,13 +422,26 @@ def _req(method: str, name: str, bid: int, other: int, flag: bool, data: st.Data
     if method == "GetSyncStateData":
         return {"broker_names": data.draw(st.lists(names, max_size=2))}
     if method == "CleanBrokerData":
-        return {"broker_name": name, "broker_controller_ids_to_clean":
-                data.draw(st.sampled_from(["", "1", "1;2", "x", str(other)])), "is_clean_living_broker": flag}
+        return {
+            "broker_name": name,
+            "broker_controller_ids_to_clean": data.draw(st.sampled_from(["", "1", "1;2", "x", str(other)])),
+            "is_clean_living_broker": flag,
+        }
     if method == "UpdateConfig":
-        return {"config": data.draw(st.sampled_from([{"waitFor": "2"}, {"waitFor": "1"},
-                                                     {"enableElectUncleanMaster": "true"},
-                                                     {"configStorePath": "x"}, {"waitFor": "-1"},
-                                                     {"historyMaxEntries": "3"}]))}
+        return {
+            "config": data.draw(
+                st.sampled_from(
+                    [
+                        {"waitFor": "2"},
+                        {"waitFor": "1"},
+                        {"enableElectUncleanMaster": "true"},
+                        {"configStorePath": "x"},
+                        {"waitFor": "-1"},
+                        {"historyMaxEntries": "3"},
+                    ]
+                )
+            )
+        }
     if method == "PauseFailover":
         return {"broker_name": name, "paused": flag, "reason": data.draw(st.sampled_from(["", "upgrade"]))}
     if method == "Switchover":
@@ -299,7 +465,7 @@ def test_random_sequences_replicate_identically(data: st.DataObject) -> None:
             state.apply(FeatureLevelSet(2))
             state.apply(FeatureLevelSet(3))
     if data.draw(st.booleans()):  # start from a registered broker set
-        for method, req, ctx in scripted_events()[:data.draw(st.integers(1, 8))]:
+        for method, req, ctx in scripted_events()[: data.draw(st.integers(1, 8))]:
             run(one, method, req, ctx)
             run(two, method, req, ctx)
     n = data.draw(st.integers(1, 40))
@@ -325,17 +491,49 @@ def test_random_sequences_replicate_identically(data: st.DataObject) -> None:
 
 event_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-3, 5), st.text(max_size=3), st.sampled_from(NAMES)),
-    lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(st.text(max_size=3), inner, max_size=3)),
-    max_leaves=6)
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 event_st = st.fixed_dictionaries(
-    {"type": st.sampled_from(["ApplyBrokerId", "AlterSyncStateSet", "ElectMaster", "CleanBrokerData",
-                              "UpdateBrokerAddress", "RegisterBroker", "SetBrokerOptions", "UpdateConfig",
-                              "SetMeta", "Nope"])},
-    optional=dict.fromkeys(["cluster_name", "broker_name", "broker_address", "register_check_code",
-                            "new_broker_id", "new_sync_state_set", "new_master_elected",
-                            "new_master_broker_id", "broker_id_set_to_clean", "broker_id",
-                            "broker_epoch", "options", "config", "key", "value"], event_values))
+    {
+        "type": st.sampled_from(
+            [
+                "ApplyBrokerId",
+                "AlterSyncStateSet",
+                "ElectMaster",
+                "CleanBrokerData",
+                "UpdateBrokerAddress",
+                "RegisterBroker",
+                "SetBrokerOptions",
+                "UpdateConfig",
+                "SetMeta",
+                "Nope",
+            ]
+        )
+    },
+    optional=dict.fromkeys(
+        [
+            "cluster_name",
+            "broker_name",
+            "broker_address",
+            "register_check_code",
+            "new_broker_id",
+            "new_sync_state_set",
+            "new_master_elected",
+            "new_master_broker_id",
+            "broker_id_set_to_clean",
+            "broker_id",
+            "broker_epoch",
+            "options",
+            "config",
+            "key",
+            "value",
+        ],
+        event_values,
+    ),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -345,8 +543,18 @@ def test_a_record_is_read_and_applied_whole_or_refused_without_change(events: li
     half-applies one and never skips one silently; every node reaches the same verdict."""
     one, two = ControllerState(), ControllerState()
     for state in (one, two):
-        state.apply(decode({"type": "ApplyBrokerId", "cluster_name": C, "broker_name": "a",
-                            "broker_address": "h", "register_check_code": "h;1", "new_broker_id": 1}))
+        state.apply(
+            decode(
+                {
+                    "type": "ApplyBrokerId",
+                    "cluster_name": C,
+                    "broker_name": "a",
+                    "broker_address": "h",
+                    "register_check_code": "h;1",
+                    "new_broker_id": 1,
+                }
+            )
+        )
     for e in events:
         verdicts = []
         for state, doc in ((one, e), (two, json.loads(json.dumps(e)))):

@@ -35,8 +35,9 @@ def test_defaults_and_new_row() -> None:
 
 def test_update_rule() -> None:
     t = HeartbeatTable()
-    t.on_heartbeat(hb(epoch=2, max_offset=100, confirm_offset=90, election_priority=3,
-                      heartbeat_timeout_mills=5000), 0)
+    t.on_heartbeat(
+        hb(epoch=2, max_offset=100, confirm_offset=90, election_priority=3, heartbeat_timeout_mills=5000), 0
+    )
     # older epoch: offsets kept, time/timeout/priority always updated, address updated (mqctl)
     assert t.on_heartbeat(hb(epoch=1, max_offset=999, confirm_offset=999, broker_addr="b:2"), 50)
     info = t.get(S, 1)
@@ -83,8 +84,10 @@ def test_register_keeps_what_it_does_not_report_and_snapshot() -> None:
     DefaultBrokerHeartbeatManager does (issue 35: a reset made a broker that registered again between
     two heartbeats lose the election it should win); what it reports replaces them."""
     t = HeartbeatTable(default_timeout_ms=3000)
-    t.on_heartbeat(hb(1, epoch=5, max_offset=500, confirm_offset=450, election_priority=4,
-                      heartbeat_timeout_mills=2500), 0)
+    t.on_heartbeat(
+        hb(1, epoch=5, max_offset=500, confirm_offset=450, election_priority=4, heartbeat_timeout_mills=2500),
+        0,
+    )
     t.on_heartbeat(hb(2), 0)
     t.on_heartbeat(beat({"broker_name": "other", "broker_id": 1}), 0)
     t.on_register("c", S, 1, "z:9", 7, now_ms=10)  # keeps the row's last heartbeat (0)
@@ -98,8 +101,19 @@ def test_register_keeps_what_it_does_not_report_and_snapshot() -> None:
     assert list(ctx.live) == [S] and ctx.is_alive(S, 1)
     assert sorted(t.context(20).live) == [S, "other"]
     # what a registration reports (an mqctl broker's store after a restart) is the new incarnation's
-    t.on_register("c", S, 1, "z:9", 8, epoch=4, max_offset=300, confirm_offset=200, election_priority=9,
-                  timeout_ms=4000, now_ms=30)
+    t.on_register(
+        "c",
+        S,
+        1,
+        "z:9",
+        8,
+        epoch=4,
+        max_offset=300,
+        confirm_offset=200,
+        election_priority=9,
+        timeout_ms=4000,
+        now_ms=30,
+    )
     info = t.get(S, 1)
     assert info is not None and info.broker_epoch == 8 and info.last_heartbeat_ms == 0
     assert (info.epoch, info.max_offset, info.confirm_offset) == (4, 300, 200)
@@ -202,8 +216,12 @@ def test_rows_of_any_broker_id_read_back_as_a_plain_table_would() -> None:
         for _ in range(3):
             name, bid = rng.choice(["a", "b", "c"]), rng.choice(ids)
             # built directly: the table packs any id, also those the core refuses (negative ones)
-            t.on_heartbeat(core.Heartbeat("", name, f"127.0.0.1:{abs(bid) % 60000}", bid, None, None, None,
-                                          None, 200, None), now)
+            t.on_heartbeat(
+                core.Heartbeat(
+                    "", name, f"127.0.0.1:{abs(bid) % 60000}", bid, None, None, None, None, 200, None
+                ),
+                now,
+            )
             model[(name, bid)] = now
         gone = t.expired(now)
         want = sorted((n, b) for (n, b), last in model.items() if last + 200 < now)

@@ -17,13 +17,21 @@ from mqctl.localgroup import free_port, wait_until
 def node(tmp_path) -> Iterator[ControllerNode]:
     # level 1: the view keeps no history (ControllerState.decision_view), so from level 3 on its hash
     # is not the applied state's, which these tests compare
-    settings = NodeSettings(raft_address=f"127.0.0.1:{free_port()}", partners=[],
-                            grpc_address="127.0.0.1:1", data_dir=str(tmp_path), initial_feature_level=1)
+    settings = NodeSettings(
+        raft_address=f"127.0.0.1:{free_port()}",
+        partners=[],
+        grpc_address="127.0.0.1:1",
+        data_dir=str(tmp_path),
+        initial_feature_level=1,
+    )
     n = ControllerNode(settings)
     n.start()
     try:
-        wait_until(lambda: n.is_leader() and n.state.meta.get("groupId"), timeout=20,
-                   what="the single node to lead and mint its group id")
+        wait_until(
+            lambda: n.is_leader() and n.state.meta.get("groupId"),
+            timeout=20,
+            what="the single node to lead and mint its group id",
+        )
         yield n
     finally:
         n.stop()
@@ -35,9 +43,17 @@ def _ok(answer: dict) -> dict:
 
 
 def _change(epoch: int) -> dict:
-    return {"code": 0, "remark": "", "cluster_name": "c", "broker_name": "a", "master_address": "x:1",
-            "master_broker_id": 1, "master_epoch": epoch, "sync_state_set_epoch": epoch,
-            "sync_state_set": [1]}
+    return {
+        "code": 0,
+        "remark": "",
+        "cluster_name": "c",
+        "broker_name": "a",
+        "master_address": "x:1",
+        "master_broker_id": 1,
+        "master_epoch": epoch,
+        "sync_state_set_epoch": epoch,
+        "sync_state_set": [1],
+    }
 
 
 def test_lagging_watch_keeps_the_newest_role_and_closes_cleanly(node: ControllerNode) -> None:
@@ -56,8 +72,17 @@ def test_fresh_reads_never_see_an_entry_half_applied(node: ControllerNode) -> No
     see each entry entirely or not at all (here: CleanBrokerData removing ids one by one)."""
     ids = list(range(1, 41))
     for bid in ids:
-        _ok(node.call("ApplyBrokerId", {"cluster_name": "c", "broker_name": "a", "applied_broker_id": bid,
-                                        "register_check_code": f"127.0.0.1:{30910 + bid};{bid}"}))
+        _ok(
+            node.call(
+                "ApplyBrokerId",
+                {
+                    "cluster_name": "c",
+                    "broker_name": "a",
+                    "applied_broker_id": bid,
+                    "register_check_code": f"127.0.0.1:{30910 + bid};{bid}",
+                },
+            )
+        )
     _ok(node.call("ElectMaster", {"cluster_name": "c", "broker_name": "a", "broker_id": 1}))
     clean = ";".join(str(b) for b in ids[1:])
     stop = threading.Event()
@@ -66,12 +91,24 @@ def test_fresh_reads_never_see_an_entry_half_applied(node: ControllerNode) -> No
     def churn() -> None:
         try:
             while not stop.is_set():
-                _ok(node.call("CleanBrokerData", {"cluster_name": "c", "broker_name": "a",
-                                                  "broker_controller_ids_to_clean": clean}))
+                _ok(
+                    node.call(
+                        "CleanBrokerData",
+                        {"cluster_name": "c", "broker_name": "a", "broker_controller_ids_to_clean": clean},
+                    )
+                )
                 for bid in ids[1:]:
-                    _ok(node.call("ApplyBrokerId", {
-                        "cluster_name": "c", "broker_name": "a", "applied_broker_id": bid,
-                        "register_check_code": f"127.0.0.1:{30910 + bid};{bid}"}))
+                    _ok(
+                        node.call(
+                            "ApplyBrokerId",
+                            {
+                                "cluster_name": "c",
+                                "broker_name": "a",
+                                "applied_broker_id": bid,
+                                "register_check_code": f"127.0.0.1:{30910 + bid};{bid}",
+                            },
+                        )
+                    )
         except BaseException as exc:
             errors.append(exc)
 
@@ -129,9 +166,15 @@ def test_pipelined_decisions_keep_the_view_equal_to_the_applied_state(node: Cont
 
     def writer(w: int) -> None:
         for i in range(30):
-            a = node.call("ApplyBrokerId", {"cluster_name": "c", "broker_name": f"s{i}",
-                                            "applied_broker_id": 1,
-                                            "register_check_code": f"127.0.0.1:{w};{w}"})
+            a = node.call(
+                "ApplyBrokerId",
+                {
+                    "cluster_name": "c",
+                    "broker_name": f"s{i}",
+                    "applied_broker_id": 1,
+                    "register_check_code": f"127.0.0.1:{w};{w}",
+                },
+            )
             with lock:
                 answers.append(a)
 
@@ -155,8 +198,17 @@ def test_a_whole_fleet_sync_state_read_is_made_in_parts_and_reads_as_one(node: C
 
     names = [f"s{i:03d}" for i in range(node_module.SYNC_STATE_PART + 40)]
     for i, name in enumerate(names):
-        _ok(node.call("ApplyBrokerId", {"cluster_name": "c", "broker_name": name, "applied_broker_id": 1,
-                                        "register_check_code": f"127.0.0.1:{i};1"}))
+        _ok(
+            node.call(
+                "ApplyBrokerId",
+                {
+                    "cluster_name": "c",
+                    "broker_name": name,
+                    "applied_broker_id": 1,
+                    "register_check_code": f"127.0.0.1:{i};1",
+                },
+            )
+        )
     every = _ok(node.call("GetSyncStateData", {}))["replicas_info_table"]
     assert list(every) == names
     given = _ok(node.call("GetSyncStateData", {"broker_names": [*reversed(names), "nope", names[0]]}))

@@ -36,8 +36,9 @@ def tree(root: str) -> str:
 
 def mqctl(*args: str) -> subprocess.CompletedProcess[str]:
     """(COLUMNS: tables as wide as their rows, whatever terminal runs the tests)"""
-    return subprocess.run([*MQCTL, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "400"})
+    return subprocess.run(
+        [*MQCTL, *args], capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "400"}
+    )
 
 
 @pytest.mark.slow
@@ -71,7 +72,7 @@ def test_dump_a_stopped_node(tmp_path: Path) -> None:
     entries = doc["journal"]["entries"]
     assert entries and doc["journal"]["tail"] is None
     assert [e["index"] for e in entries] == list(range(entries[0]["index"], entries[-1]["index"] + 1))
-    assert entries[0]["index"] <= snap["lastIndex"] + 1          # the journal continues the snapshot
+    assert entries[0]["index"] <= snap["lastIndex"] + 1  # the journal continues the snapshot
     writes = [r for e in entries if e["kind"] == "write" for r in e["records"]]
     applied_b = [r for r in writes if r.get("broker_name") == "broker-b"]
     assert applied_b and applied_b[0]["type"] and applied_b[0]["v"] >= 1
@@ -79,7 +80,7 @@ def test_dump_a_stopped_node(tmp_path: Path) -> None:
     r = mqctl("quorum", "dump", node.data_dir)
     assert r.returncode == 0, r.stderr
     assert f"Raft address {node.raft_address}" in r.stdout and "broker-b" in r.stdout
-    assert "syncStateSetEpoch" in r.stdout and "10911" in r.stdout    # the snapshot's broker sets
+    assert "syncStateSetEpoch" in r.stdout and "10911" in r.stdout  # the snapshot's broker sets
 
 
 class _Evil:

@@ -42,8 +42,14 @@ def manifests() -> dict[str, dict[str, Any]]:
 def test_every_manifest_is_valid_for_kubernetes() -> None:
     kv = pytest.importorskip("kubernetes_validate")
     found = manifests()
-    assert set(found) == {"ConfigMap/mqctl", "Secret/mqctl", "Service/mqctl-peers", "Service/mqctl",
-                          "PodDisruptionBudget/mqctl", "StatefulSet/mqctl"}
+    assert set(found) == {
+        "ConfigMap/mqctl",
+        "Secret/mqctl",
+        "Service/mqctl-peers",
+        "Service/mqctl",
+        "PodDisruptionBudget/mqctl",
+        "StatefulSet/mqctl",
+    }
     for version in (KUBERNETES_VERSION, kv.utils.latest_version()):
         for doc in found.values():
             kv.validate(doc, version, strict=True)  # raises on any error, e.g. an unknown field
@@ -146,11 +152,13 @@ def test_the_pods_commands_start_a_group_of_three(tmp_path: Path) -> None:
 
     def local(text: str, pod: int) -> str:
         """Pod DNS names, and this pod's IP (POD_IP), as 127.0.0.1 with free ports."""
-        text = re.sub(r"mqctl-(\d)\.mqctl-peers:(\d+)",
-                      lambda m: "127.0.0.1:" + port(int(m.group(1)), m.group(2)), text)
+        text = re.sub(
+            r"mqctl-(\d)\.mqctl-peers:(\d+)", lambda m: "127.0.0.1:" + port(int(m.group(1)), m.group(2)), text
+        )
         text = re.sub(re.escape(POD_IP) + r":(\d+)", lambda m: "127.0.0.1:" + port(pod, m.group(1)), text)
-        return re.sub(r"(?m)^remoting_port = (\d+)",
-                      lambda m: "remoting_port = " + port(pod, m.group(1)), text)
+        return re.sub(
+            r"(?m)^remoting_port = (\d+)", lambda m: "remoting_port = " + port(pod, m.group(1)), text
+        )
 
     procs: list[subprocess.Popen[bytes]] = []
     envs = []
@@ -161,12 +169,17 @@ def test_the_pods_commands_start_a_group_of_three(tmp_path: Path) -> None:
         config_dir = tmp_path / pod / "config"  # the ConfigMap's mount
         config_dir.mkdir()
         (config_dir / "controller.toml").write_text(
-            local(toml, i).replace(f'"{mounts["data"]}/', f'"{volume}/'))
+            local(toml, i).replace(f'"{mounts["data"]}/', f'"{volume}/')
+        )
         env = {k: local(v, i) for k, v in kubelet_env(c, pod, POD_IP, secret).items()}
-        script = local(c["args"][0], i).replace(f"{mounts['config']}/controller.toml",
-                                                 str(config_dir / "controller.toml"))
-        env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
-                   MQCTL_PARENT_PID=str(os.getpid()), HOME=str(tmp_path / pod))
+        script = local(c["args"][0], i).replace(
+            f"{mounts['config']}/controller.toml", str(config_dir / "controller.toml")
+        )
+        env.update(
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
+            MQCTL_PARENT_PID=str(os.getpid()),
+            HOME=str(tmp_path / pod),
+        )
         envs.append((c["command"], script, env))
     # every pod's own addresses are its own ports; the names of the others, theirs
     raft = [f"127.0.0.1:{port(i, '9880')}" for i in range(3)]
@@ -206,10 +219,22 @@ def test_the_pods_commands_start_a_group_of_three(tmp_path: Path) -> None:
             # it publishes its stable name (here its loopback port), not its IP
             assert me[0]["grpc_address"] == env["MQCTL_ADVERTISE"]
             # RocketMQ's remoting door of the pod names its leader by the published remoting address
-            proc = subprocess.run([str(Path(sys.executable).with_name("mqctl")), "getControllerMetaData",
-                                   "--protocol", "remoting", "-a", env["MQCTL_ADVERTISE_REMOTING"],
-                                   "-o", "json"], capture_output=True, text=True, timeout=60,
-                                  env={**env, "MQCTL_TOKEN": ""})
+            proc = subprocess.run(
+                [
+                    str(Path(sys.executable).with_name("mqctl")),
+                    "getControllerMetaData",
+                    "--protocol",
+                    "remoting",
+                    "-a",
+                    env["MQCTL_ADVERTISE_REMOTING"],
+                    "-o",
+                    "json",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={**env, "MQCTL_TOKEN": ""},
+            )
             assert proc.returncode == 0, proc.stderr
             remoting.add(json.loads(proc.stdout)["controllerLeaderAddress"])
             assert answers(metrics[i], live)

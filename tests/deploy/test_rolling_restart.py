@@ -56,8 +56,13 @@ class DocNode:
     def start(self) -> None:
         watch_log(str(self.log_path))
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(["sh", "-c", "exec " + self.command], stdout=log,
-                                         stderr=subprocess.STDOUT, env=self.env, cwd=self.env["WORKDIR"])
+            self.proc = subprocess.Popen(
+                ["sh", "-c", "exec " + self.command],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.env["WORKDIR"],
+            )
 
     def stop(self) -> int:
         assert self.proc is not None
@@ -110,8 +115,12 @@ def test_rolling_restart_as_docs_deploy_md_says_hands_the_leadership_over(tmp_pa
     home = tmp_path / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
-    env.update(HOME=str(home), MQCTL_PARENT_PID=str(os.getpid()), WORKDIR=str(tmp_path),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    env.update(
+        HOME=str(home),
+        MQCTL_PARENT_PID=str(os.getpid()),
+        WORKDIR=str(tmp_path),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
     (start,) = [b for b in deploy_blocks() if "--config deploy/controller.toml" in b]
     commands = [line for line in start.strip().splitlines() if line.startswith("mqctl serve")]
     assert len(commands) == 3
@@ -155,8 +164,11 @@ def test_rolling_restart_as_docs_deploy_md_says_hands_the_leadership_over(tmp_pa
                     assert "handed the leadership over to 127.0.0.1:" in node.log(), node.log()[-3000:]
                 node.start()
                 wait_until(lambda i=i: ready(metrics[i]), 60, what=f"/ready of node {i + 1} restarted")
-                wait_until(lambda acked=acked: ledger.count() >= acked + 5, 60,
-                           what=f"writes acknowledged after node {i + 1}'s restart")
+                wait_until(
+                    lambda acked=acked: ledger.count() >= acked + 5,
+                    60,
+                    what=f"writes acknowledged after node {i + 1}'s restart",
+                )
             assert handovers >= 1, "the rolling restart never stopped the leader"
             with load.pause():
                 with ControllerClient(addresses, timeout=10) as c:

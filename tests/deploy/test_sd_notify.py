@@ -113,6 +113,7 @@ def test_the_watchdog_is_pinged_while_the_raft_thread_ticks(tmp_path: Path, noti
             node.start(env=env)
         leader = cluster.wait_for_leader()
         if leader is slow:  # the stalled node must be a follower: its new term's fsync is what hangs
+
             def handed_over() -> bool:  # a transfer may time out under load: asked again
                 with ControllerClient(cluster.addresses, timeout=30) as c:
                     try:
@@ -137,8 +138,12 @@ def test_the_watchdog_is_pinged_while_the_raft_thread_ticks(tmp_path: Path, noti
             notify.read(0.1)
             pings += [time.monotonic()] * sum(m.get("WATCHDOG") == "1" for m in notify.messages[before:])
             stalled = "the Raft thread has not finished a tick" in slow.log_text()
-            if stalled and len(pings) >= 2 and pings[-1] - max(pings[:-1], default=0) < 1 and \
-                    max(b - a for a, b in itertools.pairwise(pings)) >= 2.5:
+            if (
+                stalled
+                and len(pings) >= 2
+                and pings[-1] - max(pings[:-1], default=0) < 1
+                and max(b - a for a, b in itertools.pairwise(pings)) >= 2.5
+            ):
                 break
         os.unlink(os.path.join(slow.data_dir, FAULT_FILE))
         assert "the Raft thread has not finished a tick" in slow.log_text()

@@ -56,11 +56,25 @@ def test_the_sandbox_is_hardened(tmp_path: Path) -> None:
     assert found, proc.stdout + proc.stderr
     assert float(found.group(1)) <= MAX_EXPOSURE, proc.stdout
     # without its sandbox lines the same unit rates far worse
-    bare = "\n".join(line for line in UNIT.read_text().splitlines()
-                     if not line.startswith(("Protect", "Private", "Restrict", "SystemCall", "Capability",
-                                             "NoNewPrivileges", "LockPersonality", "UMask")))
-    proc = systemd_analyze("security", "--offline=true", str(unit_for_this_machine(tmp_path, bare)),
-                           cwd=tmp_path)
+    bare = "\n".join(
+        line
+        for line in UNIT.read_text().splitlines()
+        if not line.startswith(
+            (
+                "Protect",
+                "Private",
+                "Restrict",
+                "SystemCall",
+                "Capability",
+                "NoNewPrivileges",
+                "LockPersonality",
+                "UMask",
+            )
+        )
+    )
+    proc = systemd_analyze(
+        "security", "--offline=true", str(unit_for_this_machine(tmp_path, bare)), cwd=tmp_path
+    )
     found = re.search(r"Overall exposure level for mqctl\.service: (\d+\.\d+)", proc.stdout)
     assert found and float(found.group(1)) > MAX_EXPOSURE + 3, proc.stdout
 
@@ -106,8 +120,10 @@ def test_the_units_command_starts_a_node_from_the_sample_config(tmp_path: Path) 
     ports: dict[str, str] = {}
     config = loopback_config(tmp_path, ports)
     (exec_start,) = unit_keys()["ExecStart"]
-    argv = [str(MQCTL) if a == "/opt/mqctl/bin/mqctl" else str(config) if a == "/etc/mqctl/controller.toml"
-            else a for a in shlex.split(exec_start)]
+    argv = [
+        str(MQCTL) if a == "/opt/mqctl/bin/mqctl" else str(config) if a == "/etc/mqctl/controller.toml" else a
+        for a in shlex.split(exec_start)
+    ]
     assert argv[1:] == ["serve", "--config", str(config)]
     rafts = [f"127.0.0.1:{ports[p]}" for p in ("9880", "9881", "9882")]
     notify = NotifySocket(str(tmp_path / "notify.sock"))
@@ -116,12 +132,29 @@ def test_the_units_command_starts_a_node_from_the_sample_config(tmp_path: Path) 
         watch_log(str(tmp_path / f"n{i}.log"))  # a traceback in a node's log fails the test
     try:
         with open(tmp_path / "n0.log", "wb") as log:
-            procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                          env={"PATH": "/usr/bin:/bin", "NOTIFY_SOCKET": notify.path}))
+            procs.append(
+                subprocess.Popen(
+                    argv,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={"PATH": "/usr/bin:/bin", "NOTIFY_SOCKET": notify.path},
+                )
+            )
         for i in (1, 2):
-            flags = ["--listen", f"127.0.0.1:{free_port()}", "--remoting-port", str(free_port()),
-                     "--raft", rafts[i], "--peers", ",".join(r for r in rafts if r != rafts[i]),
-                     "--metrics-address", f"127.0.0.1:{free_port()}", "--data-dir", str(tmp_path / f"n{i}")]
+            flags = [
+                "--listen",
+                f"127.0.0.1:{free_port()}",
+                "--remoting-port",
+                str(free_port()),
+                "--raft",
+                rafts[i],
+                "--peers",
+                ",".join(r for r in rafts if r != rafts[i]),
+                "--metrics-address",
+                f"127.0.0.1:{free_port()}",
+                "--data-dir",
+                str(tmp_path / f"n{i}"),
+            ]
             with open(tmp_path / f"n{i}.log", "wb") as log:
                 procs.append(subprocess.Popen([*argv, *flags], stdout=log, stderr=subprocess.STDOUT))
         ready = notify.wait_for("READY", "1", 60)

@@ -58,8 +58,11 @@ def test_the_sdist_and_the_wheel_hold_the_package_the_man_pages_and_the_completi
     pages = sorted(p.name for p in (ROOT / "man/man1").glob("*.1"))
     data = f"mqctl-{version}.data/data/share"
     assert {f"{data}/man/man1/{p}" for p in pages} <= names
-    assert {f"{data}/bash-completion/completions/mqctl.bash",
-            f"{data}/fish/vendor_completions.d/mqctl.fish", f"{data}/zsh/site-functions/_mqctl"} <= names
+    assert {
+        f"{data}/bash-completion/completions/mqctl.bash",
+        f"{data}/fish/vendor_completions.d/mqctl.fish",
+        f"{data}/zsh/site-functions/_mqctl",
+    } <= names
     assert {"mqctl/v1/controller.proto", "mqctl/py.typed", "mqctl/sim/RocketMQDriver.java"} <= names
     with tarfile.open(sdist) as tar:
         members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
@@ -71,18 +74,37 @@ def test_the_wheel_in_a_fresh_venv(dist: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
-    run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
-         "--disable-pip-version-check", str(wheel)])
-    purelib = run([str(python), "-c",
-                   "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            str(wheel),
+        ]
+    )
+    purelib = run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]
+    ).stdout.strip()
     ours = [p for p in site.getsitepackages() if p.endswith("site-packages")]
     Path(purelib, "zz-dependencies.pth").write_text("\n".join(ours) + "\n")
     home = tmp_path / "home"
     home.mkdir()
-    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(home), "SHELL": "/bin/bash",
-           "LANG": "C.UTF-8"}
-    where = run([str(python), "-P", "-c", "import mqctl; print(mqctl.__file__)"], env=env,
-                cwd=tmp_path).stdout
+    env = {
+        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+        "HOME": str(home),
+        "SHELL": "/bin/bash",
+        "LANG": "C.UTF-8",
+    }
+    where = run(
+        [str(python), "-P", "-c", "import mqctl; print(mqctl.__file__)"], env=env, cwd=tmp_path
+    ).stdout
     assert where.startswith(purelib), where  # the wheel's package, not this checkout's
     mqctl_bin = venv / "bin" / "mqctl"
     version = run([str(mqctl_bin), "--version"], env=env, cwd=tmp_path).stdout.splitlines()
@@ -104,8 +126,11 @@ def test_the_wheel_in_a_fresh_venv(dist: Path, tmp_path: Path) -> None:
     # bash loads it: `mqctl <TAB>` calls mqctl's own completion
     complete = run(["bash", "-c", f"source {script} && complete -p mqctl"], env=env, cwd=tmp_path).stdout
     assert complete.strip().endswith(" mqctl") and "-F " in complete
-    words = run([str(mqctl_bin)], env={**env, "_MQCTL_COMPLETE": "complete_bash", "COMP_WORDS": "mqctl ser",
-                                       "COMP_CWORD": "1"}, cwd=tmp_path).stdout.split()
+    words = run(
+        [str(mqctl_bin)],
+        env={**env, "_MQCTL_COMPLETE": "complete_bash", "COMP_WORDS": "mqctl ser", "COMP_CWORD": "1"},
+        cwd=tmp_path,
+    ).stdout.split()
     assert "serve" in words
     if man is None:
         pytest.skip("man is not installed (Debian's man-db): the rest of the test ran")

@@ -34,8 +34,10 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
 def test_same_trace_in_another_process() -> None:
     """A replay is another process (another string hash seed): the trace must not change."""
     mine, _ = run_seed(3, seconds=15)
-    code = ("import logging; logging.basicConfig(level=logging.CRITICAL); from mqctl.dsim import run_seed; "
-            "print(run_seed(3, seconds=15)[0].digest)")
+    code = (
+        "import logging; logging.basicConfig(level=logging.CRITICAL); from mqctl.dsim import run_seed; "
+        "print(run_seed(3, seconds=15)[0].digest)"
+    )
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -62,19 +64,39 @@ def test_no_faults_then_liveness() -> None:
 
 
 def test_cli_failure_prints_seed_trace_and_replay() -> None:
-    out = subprocess.run([sys.executable, "-m", "mqctl.dsim", "--seed", "1", "--seconds", "30",
-                          "--mutation", "checkquorum-off"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mqctl.dsim",
+            "--seed",
+            "1",
+            "--seconds",
+            "30",
+            "--mutation",
+            "checkquorum-off",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "seed 1: VIOLATION" in out.stdout
     assert "replay: python -m mqctl.dsim --seed 1 --seconds 30 --mutation checkquorum-off" in out.stdout
-    ok = subprocess.run([sys.executable, "-m", "mqctl.dsim", "--seed", "2", "--seconds", "5"],
-                        capture_output=True, text=True, timeout=300)
+    ok = subprocess.run(
+        [sys.executable, "-m", "mqctl.dsim", "--seed", "2", "--seconds", "5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ok.returncode == 0 and "1 seeds, 0 failed" in ok.stdout, ok.stdout + ok.stderr
-    bad = subprocess.run([sys.executable, "-m", "mqctl.dsim", "--seeds", "x-y"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "mqctl.dsim", "--seeds", "x-y"], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
-    wrong = subprocess.run([sys.executable, "-m", "mqctl.dsim", "--nodes", "4"],
-                           capture_output=True, text=True, timeout=60)
+    wrong = subprocess.run(
+        [sys.executable, "-m", "mqctl.dsim", "--nodes", "4"], capture_output=True, text=True, timeout=60
+    )
     assert wrong.returncode == 2 and wrong.stderr.count("\n") == 1, wrong.stderr
 
 
@@ -108,10 +130,16 @@ def test_many_seeds_of_120_simulated_seconds() -> None:
     total = int(os.environ.get("MQCTL_DSIM_SEEDS") or 40)
     half = total // 2
     ranges = [(1000, 1000 + half - 1), (1000 + half, 1000 + total - 1)]
-    procs = [subprocess.Popen([sys.executable, "-m", "mqctl.dsim", "--seeds", f"{lo}-{hi}",
-                               "--seconds", "120", "--quiet"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for lo, hi in ranges if hi >= lo]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "mqctl.dsim", "--seeds", f"{lo}-{hi}", "--seconds", "120", "--quiet"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for lo, hi in ranges
+        if hi >= lo
+    ]
     outs = [p.communicate(timeout=3600)[0] for p in procs]
     for p, out in zip(procs, outs, strict=True):
         assert p.returncode == 0 and " 0 failed" in out, out[-4000:]

@@ -12,8 +12,9 @@ import pytest
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item,
-                              call: pytest.CallInfo[None]) -> Generator[None, object, object]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, object, object]:
     rep = yield
     root = getattr(item.module, "LOG_ROOT", None)
     if getattr(rep, "failed", False):

@@ -56,17 +56,18 @@ from mqctl.store.commitlog import CommitLog
 
 pytestmark = pytest.mark.slow
 
-LEASE_MS = 3000                 # the brokers' controllerHeartBeatTimeoutMills and mqctl's --heartbeat-timeout
-POLL_MS = 60000                 # the brokers' syncBrokerMetadataPeriod (GetReplicaInfo poll)
+LEASE_MS = 3000  # the brokers' controllerHeartBeatTimeoutMills and mqctl's --heartbeat-timeout
+POLL_MS = 60000  # the brokers' syncBrokerMetadataPeriod (GetReplicaInfo poll)
 BROKER_SET = "broker-a"
 # ports inside the private network namespace, where nothing else listens: all free
 NAMESRV = "127.0.0.1:9876"
-CONTROLLERS = [{"grpc": f"127.0.0.1:{9870 + i}", "raft": f"127.0.0.1:{9880 + i}", "remoting": 9890 + i}
-               for i in range(3)]
+CONTROLLERS = [
+    {"grpc": f"127.0.0.1:{9870 + i}", "raft": f"127.0.0.1:{9880 + i}", "remoting": 9890 + i} for i in range(3)
+]
 GRPC = ";".join(c["grpc"] for c in CONTROLLERS)
 BROKERS = {f"b{i}": {"port": 10911 + 10 * i, "ha": 10912 + 10 * i} for i in range(3)}
-LOG_ROOT: Path | None = None    # for conftest.py: where the logs are kept
-FAILED = False                  # set by conftest.py when a test of this module failed: keep LOG_ROOT
+LOG_ROOT: Path | None = None  # for conftest.py: where the logs are kept
+FAILED = False  # set by conftest.py when a test of this module failed: keep LOG_ROOT
 FAILOVERS: list[dict[str, object]] = []  # measured, printed at the end of the module
 
 
@@ -75,11 +76,11 @@ class BrokerSet:
     ns: Namespace
     cp: list[str]
     classes: Path
-    acked: dict[str, int] = field(default_factory=dict)     # key -> commitlog offset, every SEND_OK
-    ids: dict[str, int] = field(default_factory=dict)       # broker -> its brokerId
-    killed: list[str] = field(default_factory=list)         # brokers killed, in order
-    grpc: str = GRPC                                        # the controller nodes alive
-    conf: dict[str, object] = field(default_factory=dict)   # broker.conf keys of the next (re)starts
+    acked: dict[str, int] = field(default_factory=dict)  # key -> commitlog offset, every SEND_OK
+    ids: dict[str, int] = field(default_factory=dict)  # broker -> its brokerId
+    killed: list[str] = field(default_factory=list)  # brokers killed, in order
+    grpc: str = GRPC  # the controller nodes alive
+    conf: dict[str, object] = field(default_factory=dict)  # broker.conf keys of the next (re)starts
 
     @property
     def root(self) -> Path:
@@ -114,19 +115,44 @@ class BrokerSet:
         for p in self.ns.log_paths(name):
             p.touch()
             localgroup.watch_log(str(p))  # a traceback in a node's log fails the test (tests/conftest.py)
-        self.ns.start(name, MQCTL, "serve", "--listen", str(c["grpc"]), "--raft", str(c["raft"]), "--peers",
-                      peers, "--remoting-port", str(c["remoting"]),
-                      "--data-dir", str(data_dir or self.root / name), "--heartbeat-timeout", str(LEASE_MS),
-                      "--scan-interval", "1000")
+        self.ns.start(
+            name,
+            MQCTL,
+            "serve",
+            "--listen",
+            str(c["grpc"]),
+            "--raft",
+            str(c["raft"]),
+            "--peers",
+            peers,
+            "--remoting-port",
+            str(c["remoting"]),
+            "--data-dir",
+            str(data_dir or self.root / name),
+            "--heartbeat-timeout",
+            str(LEASE_MS),
+            "--scan-interval",
+            "1000",
+        )
 
     def start_broker(self, broker: str) -> int:
         """Starts the broker; the length of its stderr before, to read what it logs from there on."""
         conf = self.root / f"{broker}.conf"
-        conf.write_text(broker_conf(
-            controllers=[f"127.0.0.1:{c['remoting']}" for c in CONTROLLERS], namesrv=NAMESRV,
-            port=int(BROKERS[broker]["port"]), ha_port=int(BROKERS[broker]["ha"]), store=self.store(broker),
-            extra={"controllerHeartBeatTimeoutMills": LEASE_MS, "syncBrokerMetadataPeriod": POLL_MS,
-                   "mappedFileSizeCommitLog": 4194304, **self.conf}))
+        conf.write_text(
+            broker_conf(
+                controllers=[f"127.0.0.1:{c['remoting']}" for c in CONTROLLERS],
+                namesrv=NAMESRV,
+                port=int(BROKERS[broker]["port"]),
+                ha_port=int(BROKERS[broker]["ha"]),
+                store=self.store(broker),
+                extra={
+                    "controllerHeartBeatTimeoutMills": LEASE_MS,
+                    "syncBrokerMetadataPeriod": POLL_MS,
+                    "mappedFileSizeCommitLog": 4194304,
+                    **self.conf,
+                },
+            )
+        )
         before = len(self.err(broker))
         self.ns.start(broker, *broker_args(self.ns, broker, conf, self.cp), env=rocketmq_env(self.ns))
         return before
@@ -140,22 +166,24 @@ class BrokerSet:
                 return m
             p = self.ns.procs.get(broker)
             if p is None or p.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{broker}: {pattern!r} not found (within {timeout} s or before it "
-                                     f"exited); logs in {self.root}; stderr tail:\n"
-                                     f"{self.err(broker)[-3000:]}")
+                raise AssertionError(
+                    f"{broker}: {pattern!r} not found (within {timeout} s or before it "
+                    f"exited); logs in {self.root}; stderr tail:\n"
+                    f"{self.err(broker)[-3000:]}"
+                )
             time.sleep(0.1)
 
     def pause(self, broker: str) -> None:
         """SIGSTOP the broker and wait until every thread of it has stopped (the signal is delivered
         later: a store read just after the kill(2) may still grow)."""
-        pid = self.ns.procs[broker].pid     # the JVM itself (nsenter execs it)
+        pid = self.ns.procs[broker].pid  # the JVM itself (nsenter execs it)
         os.kill(pid, signal.SIGSTOP)
 
         def stopped() -> bool:
             for t in Path(f"/proc/{pid}/task").iterdir():
                 try:
                     state = (t / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                except FileNotFoundError:   # a thread that has just ended
+                except FileNotFoundError:  # a thread that has just ended
                     continue
                 if state not in ("T", "t"):
                     return False
@@ -164,17 +192,38 @@ class BrokerSet:
         wait_for(f"{broker} (pid {pid}) stopped", stopped, 30, interval=0.02)
 
     def driver(self, *args: str, timeout: float = 120) -> list[str]:
-        p = self.ns.run("java", *CLIENT_JOPTS, f"-Drocketmq.client.logRoot={self.root / 'client-logs'}",
-                        "-cp", f"{self.classes}:{LIB / '*'}", "RocketMQDriver", *args, timeout=timeout)
-        assert p.returncode == 0, (f"RocketMQDriver {' '.join(args)}: exit {p.returncode}\n"
-                                   f"{p.stdout[-3000:]}{p.stderr[-3000:]}")
+        p = self.ns.run(
+            "java",
+            *CLIENT_JOPTS,
+            f"-Drocketmq.client.logRoot={self.root / 'client-logs'}",
+            "-cp",
+            f"{self.classes}:{LIB / '*'}",
+            "RocketMQDriver",
+            *args,
+            timeout=timeout,
+        )
+        assert p.returncode == 0, (
+            f"RocketMQDriver {' '.join(args)}: exit {p.returncode}\n{p.stdout[-3000:]}{p.stderr[-3000:]}"
+        )
         return p.stdout.splitlines()
 
     def start_loop(self, name: str, prefix: str) -> Path:
         stop = self.root / f"{name}.stop"
-        self.ns.start(name, "java", *CLIENT_JOPTS, f"-Drocketmq.client.logRoot={self.root / 'client-logs'}",
-                      "-cp", f"{self.classes}:{LIB / '*'}", "RocketMQDriver", "loop", NAMESRV, "E2eTopic",
-                      prefix, str(stop), "120")
+        self.ns.start(
+            name,
+            "java",
+            *CLIENT_JOPTS,
+            f"-Drocketmq.client.logRoot={self.root / 'client-logs'}",
+            "-cp",
+            f"{self.classes}:{LIB / '*'}",
+            "RocketMQDriver",
+            "loop",
+            NAMESRV,
+            "E2eTopic",
+            prefix,
+            str(stop),
+            "120",
+        )
         return stop
 
     def master(self) -> tuple[str, dict]:
@@ -207,9 +256,14 @@ def wait_for(what: str, fn, timeout: float, interval: float = 0.3):
 
 
 @contextlib.contextmanager
-def running_broker_set(module: ModuleType, prefix: str, *, conf: dict[str, object] | None = None,
-                       feature_level: int | None = None,
-                       stop: signal.Signals = signal.SIGTERM) -> Iterator[BrokerSet]:
+def running_broker_set(
+    module: ModuleType,
+    prefix: str,
+    *,
+    conf: dict[str, object] | None = None,
+    feature_level: int | None = None,
+    stop: signal.Signals = signal.SIGTERM,
+) -> Iterator[BrokerSet]:
     """The module fixture of the e2e modules: the three controllers, the name server and the brokers of
     BROKERS started (with broker.conf keys ``conf``; ``feature_level`` raised once a leader is there),
     every log in a directory of its own, ``module.LOG_ROOT``, kept when the start or a test of ``module``
@@ -227,8 +281,9 @@ def running_broker_set(module: ModuleType, prefix: str, *, conf: dict[str, objec
         ns.start("namesrv", *namesrv_args(ns, 9876, bs.cp), env=rocketmq_env(ns))
         for i in range(len(CONTROLLERS)):
             ns.wait_log(f"controller{i}", r"RocketMQ remoting listening", 60)
-        wait_for("a controller leader",
-                 lambda: bs.mqctl("getControllerMetaData", "-a", GRPC).returncode == 0, 60)
+        wait_for(
+            "a controller leader", lambda: bs.mqctl("getControllerMetaData", "-a", GRPC).returncode == 0, 60
+        )
         if feature_level is not None:
             p = bs.mqctl("quorum", "feature-level", str(feature_level), "-a", GRPC)
             assert p.returncode == 0, p.stdout + p.stderr
@@ -276,7 +331,7 @@ def test_ids_applied_and_persisted(broker_set: BrokerSet) -> None:
     for b in BROKERS:
         path = broker_set.store(b) / "brokerIdentity"
         text = wait_for(f"{path}", lambda p=path: p.exists() and p.read_text(), 60)
-        m = re.fullmatch(r"DefaultCluster#broker-a#(\d+)\s*", text)   # RocketMQ's BrokerIdentity file
+        m = re.fullmatch(r"DefaultCluster#broker-a#(\d+)\s*", text)  # RocketMQ's BrokerIdentity file
         assert m, text
         ids[b] = int(m.group(1))
     assert sorted(ids.values()) == [1, 2, 3], ids
@@ -284,13 +339,15 @@ def test_ids_applied_and_persisted(broker_set: BrokerSet) -> None:
     replicas = bs["inSyncReplicas"] + bs["notInSyncReplicas"]
     # the controller knows each broker by the id that the broker persisted, at its registered address
     assert {r["brokerAddress"]: r["brokerId"] for r in replicas} == {
-        broker_set.address(b): i for b, i in ids.items()}
+        broker_set.address(b): i for b, i in ids.items()
+    }
     broker_set.ids = ids
 
 
 def test_one_master_and_sync_state_set_of_three(broker_set: BrokerSet) -> None:
     """mqctl getSyncStateSet against the group: one master, and once the slaves have caught up (the
     master's checkSyncStateSet, every 5 s) a SyncStateSet of 3; RocketMQ's own logs agree."""
+
     def three() -> dict | None:
         bs = one_set(broker_set.sync_state())
         return bs if len(bs["inSyncReplicas"]) == 3 else None
@@ -306,27 +363,39 @@ def test_one_master_and_sync_state_set_of_three(broker_set: BrokerSet) -> None:
     # masterEpoch, each slave's names that master and epoch (under load a broker that has just started
     # can miss its lease once: masterEpoch is then above 1, the same master elected again)
     epoch = bs["masterEpoch"]
-    last = re.findall(r"Begin to change to master, brokerName:broker-a, replicas:[^,]*, new Epoch:(\d+)",
-                      broker_set.err(master))
+    last = re.findall(
+        r"Begin to change to master, brokerName:broker-a, replicas:[^,]*, new Epoch:(\d+)",
+        broker_set.err(master),
+    )
     assert last and int(last[-1]) == epoch, (last, epoch)
     for b in BROKERS:
         if b != master:
-            last = re.findall(r"Begin to change to slave, brokerName=broker-a, brokerId=(\d+), "
-                              r"newMasterBrokerId=(\d+), newMasterAddress=([^,]+), newMasterEpoch=(\d+)",
-                              broker_set.err(b))
-            assert last and last[-1] == (str(broker_set.ids[b]), str(broker_set.ids[master]),
-                                         broker_set.address(master), str(epoch)), (b, last)
+            last = re.findall(
+                r"Begin to change to slave, brokerName=broker-a, brokerId=(\d+), "
+                r"newMasterBrokerId=(\d+), newMasterAddress=([^,]+), newMasterEpoch=(\d+)",
+                broker_set.err(b),
+            )
+            assert last and last[-1] == (
+                str(broker_set.ids[b]),
+                str(broker_set.ids[master]),
+                broker_set.address(master),
+                str(epoch),
+            ), (b, last)
     # the epoch file each broker keeps, read by mqctl (getBrokerEpoch --store): the same on every replica,
     # from offset 0, open-ended, no epoch above the controller's (an empty log keeps the first entry)
     epochs = {}
     for b in BROKERS:
         (doc,) = broker_set.mqctl_json("getBrokerEpoch", "--store", str(broker_set.store(b)))["brokers"]
         assert (doc["clusterName"], doc["brokerName"], doc["brokerId"]) == (
-            "DefaultCluster", BROKER_SET, broker_set.ids[b])
+            "DefaultCluster",
+            BROKER_SET,
+            broker_set.ids[b],
+        )
         epochs[b] = doc["epochs"]
         assert doc["epochs"][0]["startOffset"] == 0 and doc["epochs"][-1]["endOffset"] == 2**63 - 1, doc
         assert 1 <= doc["epochs"][-1]["epoch"] <= epoch, doc
     assert all(e == epochs[master] for e in epochs.values()), epochs
+
     # mqctl health reads the same from the brokers' heartbeats: the set OK, its master the brokers'
     # master, every replica alive (exit 0, the Nagios convention)
     def healthy() -> dict | None:
@@ -343,8 +412,11 @@ def records(store: Path) -> list[tuple[str, int]]:
     """(KEYS, commitlog offset) of every message of E2eTopic in a store, read by mqctl (the broker may be
     running: its files are mapped, what it appended is there)."""
     log = CommitLog(store / "commitlog")
-    return [(r.properties_dict().get("KEYS", ""), r.offset) for r in log.iter_records(strict=False)
-            if r.topic == "E2eTopic"]
+    return [
+        (r.properties_dict().get("KEYS", ""), r.offset)
+        for r in log.iter_records(strict=False)
+        if r.topic == "E2eTopic"
+    ]
 
 
 def acked_lines(lines: list[str]) -> dict[str, int]:
@@ -385,8 +457,10 @@ def fail_over(broker_set: BrokerSet, run: str) -> dict[str, object]:
     kill_ms = time.time() * 1000
     assert broker_set.ns.stop(old, signal.SIGKILL, 30) == -signal.SIGKILL
     broker_set.killed.append(old)
-    rx = (r"\[([^\]]+)\] INFO RocketmqBroker - Begin to change to master, brokerName:broker-a, "
-          r"replicas:[^,]*, new Epoch:(\d+)")
+    rx = (
+        r"\[([^\]]+)\] INFO RocketmqBroker - Begin to change to master, brokerName:broker-a, "
+        r"replicas:[^,]*, new Epoch:(\d+)"
+    )
 
     def changed() -> tuple[str, re.Match[str]] | None:
         for b in others:
@@ -399,8 +473,8 @@ def fail_over(broker_set: BrokerSet, run: str) -> dict[str, object]:
     seen_ms = time.time() * 1000
     port = str(BROKERS[new]["port"])
 
-    def by_new() -> list[float]:   # acknowledged sends stored by the new master (one acknowledged by the
-        return [float(o[3]) for o in oks() if o[4] == port]   # old one just before the kill is not it)
+    def by_new() -> list[float]:  # acknowledged sends stored by the new master (one acknowledged by the
+        return [float(o[3]) for o in oks() if o[4] == port]  # old one just before the kill is not it)
 
     wait_for("an acknowledged send stored by the new master", by_new, 30, interval=0.1)
     stop.touch()
@@ -411,20 +485,30 @@ def fail_over(broker_set: BrokerSet, run: str) -> dict[str, object]:
     first_ok = min(by_new())
     assert all(float(o[3]) < first_ok for o in oks() if o[4] != port), "the old master acknowledged late"
     thread, new_epoch = m.group(1), int(m.group(2))
-    figure = {"run": run, "leaseMs": LEASE_MS, "killToFirstAckMs": round(first_ok - kill_ms),
-              "killToRoleChangeSeenMs": round(seen_ms - kill_ms), "thread": thread,
-              "failedSends": sum(1 for ln in lines if ln.startswith("fail ")), "newMaster": new,
-              "masterEpoch": f"{epoch} -> {new_epoch}"}
+    figure = {
+        "run": run,
+        "leaseMs": LEASE_MS,
+        "killToFirstAckMs": round(first_ok - kill_ms),
+        "killToRoleChangeSeenMs": round(seen_ms - kill_ms),
+        "thread": thread,
+        "failedSends": sum(1 for ln in lines if ln.startswith("fail ")),
+        "newMaster": new,
+        "masterEpoch": f"{epoch} -> {new_epoch}",
+    }
     FAILOVERS.append(figure)
     print(figure)
     # the push: RocketMQ's AdminBrokerProcessor serves NOTIFY_BROKER_ROLE_CHANGED on the admin executor
     assert thread.startswith("AdminBrokerThread_"), (
         f"{new} changed to master on {thread!r}, not on the thread that handles the 1008 push "
-        f"(ReplicasManager_ScheduledService_* is its GetReplicaInfo poll); logs in {broker_set.root}")
+        f"(ReplicasManager_ScheduledService_* is its GetReplicaInfo poll); logs in {broker_set.root}"
+    )
     assert new_epoch > epoch
     # the controller agrees, and the other survivor follows the new master at the new epoch
-    _, doc = wait_for("the controller to name the new master",
-                      lambda: (lambda r: r if r[0] == new else None)(broker_set.master()), 10)
+    _, doc = wait_for(
+        "the controller to name the new master",
+        lambda: (lambda r: r if r[0] == new else None)(broker_set.master()),
+        10,
+    )
     assert doc["masterEpoch"] == new_epoch
     # what mqctl reports of the replicas: the new master alive, the killed one not
     alive = {r["brokerId"]: r["alive"] for r in doc["inSyncReplicas"] + doc["notInSyncReplicas"]}
@@ -432,12 +516,18 @@ def fail_over(broker_set: BrokerSet, run: str) -> dict[str, object]:
     for b in others:
         if b != new:
             broker_set.wait_broker_log(
-                b, rf"Begin to change to slave, brokerName=broker-a, brokerId={broker_set.ids[b]}, "
-                   rf"newMasterBrokerId={broker_set.ids[new]}, newMasterAddress={broker_set.address(new)}, "
-                   rf"newMasterEpoch={new_epoch}", 20, after=before[b])
+                b,
+                rf"Begin to change to slave, brokerName=broker-a, brokerId={broker_set.ids[b]}, "
+                rf"newMasterBrokerId={broker_set.ids[new]}, newMasterAddress={broker_set.address(new)}, "
+                rf"newMasterEpoch={new_epoch}",
+                20,
+                after=before[b],
+            )
     # the 1008 that made it master, as the controller leader logged sending it
-    sent = f"NOTIFY_BROKER_ROLE_CHANGED to broker-a id {broker_set.ids[new]} at {broker_set.address(new)}: " \
-           f"master {broker_set.ids[new]} epoch {new_epoch}"
+    sent = (
+        f"NOTIFY_BROKER_ROLE_CHANGED to broker-a id {broker_set.ids[new]} at {broker_set.address(new)}: "
+        f"master {broker_set.ids[new]} epoch {new_epoch}"
+    )
     assert any(sent in broker_set.ns.log(f"controller{i}") for i in range(len(CONTROLLERS))), sent
     assert figure["killToFirstAckMs"] <= LEASE_MS + 5000, figure  # type: ignore[operator]
     return figure
@@ -465,9 +555,13 @@ def test_old_master_rejoins_as_slave(broker_set: BrokerSet) -> None:
     unacked = [k for k, _ in records(broker_set.store(old)) if k not in broker_set.acked]
     before = broker_set.start_broker(old)
     broker_set.wait_broker_log(
-        old, rf"Begin to change to slave, brokerName=broker-a, brokerId={broker_set.ids[old]}, "
-             rf"newMasterBrokerId={broker_set.ids[new]}, newMasterAddress={broker_set.address(new)}, "
-             rf"newMasterEpoch={bs['masterEpoch']}", 120, after=before)
+        old,
+        rf"Begin to change to slave, brokerName=broker-a, brokerId={broker_set.ids[old]}, "
+        rf"newMasterBrokerId={broker_set.ids[new]}, newMasterAddress={broker_set.address(new)}, "
+        rf"newMasterEpoch={bs['masterEpoch']}",
+        120,
+        after=before,
+    )
 
     def in_sync() -> bool:
         members = one_set(broker_set.sync_state())["inSyncReplicas"]
@@ -482,7 +576,8 @@ def test_old_master_rejoins_as_slave(broker_set: BrokerSet) -> None:
 
     wait_for("every replica's commitlog to equal the new master's", same, 30, interval=0.5)
     assert not set(unacked) & {k for k, _ in records(broker_set.store(old))} - {
-        k for k, _ in records(broker_set.store(new))}, unacked
+        k for k, _ in records(broker_set.store(new))
+    }, unacked
     print(f"{old} had {len(unacked)} message(s) never acknowledged: {unacked}")
 
 
@@ -493,8 +588,12 @@ def test_unacknowledged_tail_truncated_on_rejoin(broker_set: BrokerSet) -> None:
     old master restarted truncates it (RocketMQ's AutoSwitchHAClient, `Truncate slave log to N`) and then
     holds what the new master holds, record for record."""
     ns = broker_set.ns
-    wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 60,
-             interval=1)
+    wait_for(
+        "a SyncStateSet of 3",
+        lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3,
+        60,
+        interval=1,
+    )
     old, _ = broker_set.master()
     slaves = [b for b in BROKERS if b != old]
     stop = broker_set.start_loop("loop-truncate", "truncate")
@@ -503,15 +602,20 @@ def test_unacknowledged_tail_truncated_on_rejoin(broker_set: BrokerSet) -> None:
     def lines() -> list[str]:
         return out.read_text().splitlines() if out.exists() else []
 
-    wait_for("acknowledged sends", lambda: sum(ln.startswith("ok ") for ln in lines()) >= 10, 60,
-             interval=0.1)
+    wait_for(
+        "acknowledged sends", lambda: sum(ln.startswith("ok ") for ln in lines()) >= 10, 60, interval=0.1
+    )
     for b in slaves:
         broker_set.pause(b)
     stopped = set(records(broker_set.store(slaves[0]))) | set(records(broker_set.store(slaves[1])))
     # the master has written what no stopped slave has (a send's failing is not enough: under load the
     # producer's 1 s timeout can pass before the master has written it, and the kill then finds no tail)
-    wait_for("a record on the master that no slave has",
-             lambda: [r for r in records(broker_set.store(old)) if r not in stopped], 20, interval=0.05)
+    wait_for(
+        "a record on the master that no slave has",
+        lambda: [r for r in records(broker_set.store(old)) if r not in stopped],
+        20,
+        interval=0.05,
+    )
     for b in [old, *slaves]:
         assert ns.stop(b, signal.SIGKILL, 30) == -signal.SIGKILL
     broker_set.killed.append(old)
@@ -526,12 +630,20 @@ def test_unacknowledged_tail_truncated_on_rejoin(broker_set: BrokerSet) -> None:
     assert not {k for k, _ in tail} & set(broker_set.acked), tail
     for b in slaves:
         broker_set.start_broker(b)
-    new = wait_for("a new master among the slaves",
-                   lambda: (lambda m: m if m in slaves else None)(broker_set.master()[0]), 120, interval=0.5)
+    new = wait_for(
+        "a new master among the slaves",
+        lambda: (lambda m: m if m in slaves else None)(broker_set.master()[0]),
+        120,
+        interval=0.5,
+    )
     at = broker_set.start_broker(old)
     broker_set.wait_broker_log(
-        old, rf"Begin to change to slave, brokerName=broker-a, brokerId={broker_set.ids[old]}, "
-             rf"newMasterBrokerId={broker_set.ids[new]}", 120, after=at)
+        old,
+        rf"Begin to change to slave, brokerName=broker-a, brokerId={broker_set.ids[old]}, "
+        rf"newMasterBrokerId={broker_set.ids[new]}",
+        120,
+        after=at,
+    )
     m = broker_set.wait_broker_log(old, r"Truncate slave log to (\d+) success", 60, after=at)
     assert int(m.group(1)) <= tail[0][1], (m.group(0), tail)
     broker_set.acked.update(acked_lines(broker_set.driver("send", NAMESRV, "E2eTopic", "truncated", "10")))
@@ -559,10 +671,13 @@ def test_controller_leader_kill_then_master_kill(broker_set: BrokerSet) -> None:
         return addr if addr and addr != leader else None
 
     wait_for("a new controller leader", new_leader, 30, interval=0.5)
-    wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 60,
-             interval=1)
+    wait_for(
+        "a SyncStateSet of 3",
+        lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3,
+        60,
+        interval=1,
+    )
     fail_over(broker_set, "failover2")
-
 
 
 def test_switch_to_another_controller_group(broker_set: BrokerSet) -> None:
@@ -578,12 +693,20 @@ def test_switch_to_another_controller_group(broker_set: BrokerSet) -> None:
     for b in broker_set.killed:
         if b not in ns.procs:
             broker_set.start_broker(b)
-    wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 90,
-             interval=1)
+    wait_for(
+        "a SyncStateSet of 3",
+        lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3,
+        90,
+        interval=1,
+    )
     master, _ = broker_set.master()
     stores = [broker_set.store(b) for b in BROKERS]
-    wait_for("every replica's commitlog to equal the master's",
-             lambda: all(records(s) == records(broker_set.store(master)) for s in stores), 30, interval=0.5)
+    wait_for(
+        "every replica's commitlog to equal the master's",
+        lambda: all(records(s) == records(broker_set.store(master)) for s in stores),
+        30,
+        interval=0.5,
+    )
     # stop the slaves, then the master (kill -9: a slave's SIGTERM can take minutes; RocketMQ recovers)
     for b in [*[b for b in BROKERS if b != master], master]:
         assert ns.stop(b, signal.SIGKILL, 30) == -signal.SIGKILL
@@ -595,8 +718,14 @@ def test_switch_to_another_controller_group(broker_set: BrokerSet) -> None:
     status = {(c["check"], c["subject"]): c["status"] for c in doc["checks"]}
     assert [status[("stopped", str(s))] for s in stores] == ["ok"] * 3, doc
     assert status[("aligned", "DefaultCluster/broker-a")] == "ok", doc
-    p = broker_set.mqctl("upgrade", "clear-epochs", *[a for s in stores for a in ("--store", str(s))],
-                         "--yes", "--backup-dir", str(broker_set.root / "epochs-backup"))
+    p = broker_set.mqctl(
+        "upgrade",
+        "clear-epochs",
+        *[a for s in stores for a in ("--store", str(s))],
+        "--yes",
+        "--backup-dir",
+        str(broker_set.root / "epochs-backup"),
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     for s in stores:
         assert not (s / "epochFileCheckpoint").exists()
@@ -605,19 +734,26 @@ def test_switch_to_another_controller_group(broker_set: BrokerSet) -> None:
     for i in range(len(CONTROLLERS)):
         broker_set.start_controller(i, data_dir=broker_set.root / f"other{i}")
     broker_set.grpc = GRPC
-    wait_for("a controller leader",
-             lambda: broker_set.mqctl("getControllerMetaData", "-a", GRPC).returncode == 0, 60)
+    wait_for(
+        "a controller leader",
+        lambda: broker_set.mqctl("getControllerMetaData", "-a", GRPC).returncode == 0,
+        60,
+    )
     before = broker_set.start_broker(master)
     broker_set.wait_broker_log(master, r"Begin to change to master, brokerName:broker-a", 120, after=before)
     assert wait_for("the last master named master", lambda: broker_set.master()[0], 30) == master
     for b in BROKERS:
         if b != master:
             broker_set.start_broker(b)
-    wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 90,
-             interval=1)
+    wait_for(
+        "a SyncStateSet of 3",
+        lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3,
+        90,
+        interval=1,
+    )
     ids = {b: int((broker_set.store(b) / "brokerIdentity").read_text().rsplit("#", 1)[1]) for b in BROKERS}
     assert ids[master] == 1 and sorted(ids.values()) == [1, 2, 3], ids
-    broker_set.ids = ids    # the new group's ids, for the tests that follow
+    broker_set.ids = ids  # the new group's ids, for the tests that follow
     lines = broker_set.driver("read", NAMESRV, "E2eTopic")
     read = {ln.split()[1]: int(ln.split()[2]) for ln in lines if ln.startswith("msg ")}
     missing = {k: v for k, v in broker_set.acked.items() if read.get(k) != v}
@@ -646,9 +782,14 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     # reporting every second). That within the slaves' lease (10 s here): a new SyncStateSet that keeps
     # a broker the controller holds dead is refused (2006, as RocketMQ's controller does).
     lease_ms = 10000
-    broker_set.conf = {"allAckInSyncStateSet": "false", "haMaxTimeSlaveNotCatchup": 2000,
-                       "checkSyncStateSetPeriod": 1000, "haHousekeepingInterval": 3000,
-                       "haSendHeartbeatInterval": 1000, "controllerHeartBeatTimeoutMills": lease_ms}
+    broker_set.conf = {
+        "allAckInSyncStateSet": "false",
+        "haMaxTimeSlaveNotCatchup": 2000,
+        "checkSyncStateSetPeriod": 1000,
+        "haHousekeepingInterval": 3000,
+        "haSendHeartbeatInterval": 1000,
+        "controllerHeartBeatTimeoutMills": lease_ms,
+    }
     # The new keys take effect on a restart (a kill -9: RocketMQ recovers). The master is killed first
     # (alive, it drops killed slaves from the SyncStateSet at once, and then none is electable) and comes
     # back last, once the controller has elected another: back while the controller still names it
@@ -656,8 +797,12 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     # the same masterEpoch, and RocketMQ's broker then moves that epoch's start in its epoch file to its
     # current end (AutoSwitchHAService.changeToMaster); with the single epoch that the switch to another
     # group left, its slaves find no consistent point with it and never rejoin.
-    wait_for("a SyncStateSet of 3", lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3, 60,
-             interval=1)
+    wait_for(
+        "a SyncStateSet of 3",
+        lambda: len(one_set(broker_set.sync_state())["inSyncReplicas"]) == 3,
+        60,
+        interval=1,
+    )
     prev, _ = broker_set.master()
     for b in [prev, *(b for b in BROKERS if b != prev)]:
         if b in ns.procs:
@@ -678,7 +823,8 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     epoch = bs["masterEpoch"]
     # the ids this test names the brokers by are the controller's (another group gave new ones)
     assert {r["brokerAddress"]: r["brokerId"] for r in bs["inSyncReplicas"]} == {
-        broker_set.address(b): i for b, i in broker_set.ids.items()}, (bs, broker_set.ids)
+        broker_set.address(b): i for b, i in broker_set.ids.items()
+    }, (bs, broker_set.ids)
     slaves = [b for b in BROKERS if b != old]
     stop = broker_set.start_loop("loop-unclean", "unclean")
     out = broker_set.root / "loop-unclean.out"
@@ -692,9 +838,15 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
         broker_set.pause(b)
     stopped_at = len(oks())
     # the master drops the stopped slaves from the SyncStateSet and the controller records it
-    wait_for("a SyncStateSet of the master alone",
-             lambda: [r["brokerId"] for r in one_set(broker_set.sync_state())["inSyncReplicas"]]
-             == [broker_set.ids[old]], 30, interval=0.2)  # one shrink per slave, each after housekeeping
+    wait_for(
+        "a SyncStateSet of the master alone",
+        lambda: (
+            [r["brokerId"] for r in one_set(broker_set.sync_state())["inSyncReplicas"]]
+            == [broker_set.ids[old]]
+        ),
+        30,
+        interval=0.2,
+    )  # one shrink per slave, each after housekeeping
     shrunk_at = len(oks())
     wait_for("sends acknowledged by the master alone", lambda: len(oks()) >= shrunk_at + 20, 30, interval=0.1)
     stop.touch()
@@ -702,9 +854,19 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     ns.procs.pop("loop-unclean")
     # its next heartbeat (every second) carries its final maxOffset: what mqctl's history counts as lost
     end = log_end(broker_set.store(old))
-    wait_for("the master's final maxOffset at the controller",
-             lambda: [r["maxOffset"] for r in one_set(broker_set.sync_state())["inSyncReplicas"]
-                      if r["brokerId"] == broker_set.ids[old]] == [end], 30, interval=0.3)
+    wait_for(
+        "the master's final maxOffset at the controller",
+        lambda: (
+            [
+                r["maxOffset"]
+                for r in one_set(broker_set.sync_state())["inSyncReplicas"]
+                if r["brokerId"] == broker_set.ids[old]
+            ]
+            == [end]
+        ),
+        30,
+        interval=0.3,
+    )
     assert ns.stop(old, signal.SIGKILL, 30) == -signal.SIGKILL
     broker_set.killed.append(old)
     acked = {o[1]: int(o[2]) for o in oks()}
@@ -720,12 +882,22 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
         return doc if ok else None
 
     wait_for("the slaves alive and no master", no_master, lease_ms / 1000 + 30, interval=0.5)
-    time.sleep(3)   # scans of the controller leader later (--scan-interval 1000): still none
+    time.sleep(3)  # scans of the controller leader later (--scan-interval 1000): still none
     assert no_master(), one_set(broker_set.sync_state())
     # electing a slave is refused by the controller (enableElectUncleanMaster is false)
     target = slaves[0]
-    p = broker_set.mqctl("electMaster", "-c", "DefaultCluster", "-bn", BROKER_SET, "-b",
-                         str(broker_set.ids[target]), "--accept-data-loss", "-a", broker_set.grpc)
+    p = broker_set.mqctl(
+        "electMaster",
+        "-c",
+        "DefaultCluster",
+        "-bn",
+        BROKER_SET,
+        "-b",
+        str(broker_set.ids[target]),
+        "--accept-data-loss",
+        "-a",
+        broker_set.grpc,
+    )
     assert p.returncode == 3, p.stdout + p.stderr
     assert "CONTROLLER_ELECT_MASTER_FAILED (2012)" in p.stderr, p.stderr
     assert "enableElectUncleanMaster" in p.stderr, p.stderr
@@ -733,18 +905,22 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     assert no_master()
     # enabled: the controller leader elects one of the slaves by itself
     marks = {b: len(broker_set.err(b)) for b in slaves}
-    p = broker_set.mqctl("updateControllerConfig", "-k", "enableElectUncleanMaster", "-v", "true",
-                         "-a", broker_set.grpc)
+    p = broker_set.mqctl(
+        "updateControllerConfig", "-k", "enableElectUncleanMaster", "-v", "true", "-a", broker_set.grpc
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     try:
-        new, doc = wait_for("an unclean election",
-                            lambda: (lambda r: r if r[0] in slaves else None)(broker_set.master()), 30)
+        new, doc = wait_for(
+            "an unclean election", lambda: (lambda r: r if r[0] in slaves else None)(broker_set.master()), 30
+        )
         assert doc["masterEpoch"] > epoch, doc
-        broker_set.wait_broker_log(new, r"Begin to change to master, brokerName:broker-a", 30,
-                                   after=marks[new])
+        broker_set.wait_broker_log(
+            new, r"Begin to change to master, brokerName:broker-a", 30, after=marks[new]
+        )
     finally:
-        p = broker_set.mqctl("updateControllerConfig", "-k", "enableElectUncleanMaster", "-v", "false",
-                             "-a", broker_set.grpc)
+        p = broker_set.mqctl(
+            "updateControllerConfig", "-k", "enableElectUncleanMaster", "-v", "false", "-a", broker_set.grpc
+        )
         assert p.returncode == 0, p.stdout + p.stderr
     # the loss: acknowledged messages that only the old master held (with allAckInSyncStateSet=false
     # also some acknowledged just before the stop, not yet replicated)
@@ -763,11 +939,16 @@ def test_unclean_election_refused_then_enabled(broker_set: BrokerSet) -> None:
     # mqctl history: the election noted as unclean, with the bytes the new master does not have (the old
     # master's last reported maxOffset minus the new master's), the same figure as the stores'
     hist = broker_set.mqctl_json("history", "-b", BROKER_SET, "-a", broker_set.grpc)
-    (el,) = [e["election"] for e in hist["entries"] if (e.get("election") or {}).get("masterEpoch")
-             == doc["masterEpoch"]]
+    (el,) = [
+        e["election"]
+        for e in hist["entries"]
+        if (e.get("election") or {}).get("masterEpoch") == doc["masterEpoch"]
+    ]
     assert el["unclean"] and el["newMasterBrokerId"] == broker_set.ids[new], el
     assert el["oldMasterBrokerId"] == broker_set.ids[old], el
     assert (el["oldMasterMaxOffset"], el["newMasterMaxOffset"]) == (old_end, point), (el, old_end, point)
     assert el["lossBytes"] == lost_bytes, (el, lost_bytes)
-    print(f"unclean election: {old} -> {new}, masterEpoch {epoch} -> {doc['masterEpoch']}; {len(lost)} "
-          f"acknowledged message(s) lost, {lost_bytes} bytes past the consistent point {point}")
+    print(
+        f"unclean election: {old} -> {new}, masterEpoch {epoch} -> {doc['masterEpoch']}; {len(lost)} "
+        f"acknowledged message(s) lost, {lost_bytes} bytes past the consistent point {point}"
+    )

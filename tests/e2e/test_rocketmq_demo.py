@@ -84,8 +84,13 @@ def run_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> list[
 
 def start_demo(tmp: Path, home: Path) -> subprocess.Popen[str]:
     argv = [*MQCTL, "demo", "--rocketmq-home", str(home), "--pace", "0.3"]
-    return subprocess.Popen(with_default_sigint(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"})
+    return subprocess.Popen(
+        with_default_sigint(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"},
+    )
 
 
 @pytest.mark.slow
@@ -152,8 +157,13 @@ def test_demo_with_brokers_that_cannot_start(tmp_path: Path) -> None:
     home = installation(tmp_path / "opt", rocksdb=False)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    p = subprocess.run([*MQCTL, "demo", "--rocketmq-home", str(home)], capture_output=True, text=True,
-                       timeout=240, env={**os.environ, "TMPDIR": str(tmp)})
+    p = subprocess.run(
+        [*MQCTL, "demo", "--rocketmq-home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
     assert p.returncode == 7, p.stdout + p.stderr
     err = p.stderr.strip()
     assert len(err.splitlines()) == 1 and "exited" in err and "org.rocksdb" in err, p.stderr
@@ -162,8 +172,13 @@ def test_demo_with_brokers_that_cannot_start(tmp_path: Path) -> None:
 
 
 def demo_error(home: Path, env: dict[str, str] | None = None, *extra: str) -> tuple[int, str]:
-    p = subprocess.run([*MQCTL, "demo", "--rocketmq-home", str(home), *extra], capture_output=True, text=True,
-                       timeout=120, env={**os.environ, **(env or {})})
+    p = subprocess.run(
+        [*MQCTL, "demo", "--rocketmq-home", str(home), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
     err = p.stderr.strip()
     assert len(err.splitlines()) == 1 and err.startswith("mqctl: error: "), p.stderr
     assert "Traceback" not in p.stderr and "Step 1/6" not in p.stdout, p.stdout + p.stderr

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.slow
 
 LOG_ROOT: Path | None = None
 FAILED = False
-TOPIC = "E2eTopic"          # RocketMQDriver's loop sends to it
+TOPIC = "E2eTopic"  # RocketMQDriver's loop sends to it
 LEASE_MS = 10000
 
 
@@ -54,14 +54,24 @@ def bset() -> Iterator[BrokerSet]:
     # the master acknowledges what it alone holds once the stopped slaves are out of the SyncStateSet
     # (test_rocketmq_broker_set.py's test_unclean_election_refused_then_enabled tells why these keys)
     conf: dict[str, object] = {
-        "allAckInSyncStateSet": "false", "haMaxTimeSlaveNotCatchup": 2000, "checkSyncStateSetPeriod": 1000,
-        "haHousekeepingInterval": 3000, "haSendHeartbeatInterval": 1000,
-        "controllerHeartBeatTimeoutMills": LEASE_MS}
-    with running_broker_set(sys.modules[__name__], "mqctl-e2e-guard-", conf=conf, feature_level=3,
-                            stop=signal.SIGKILL) as bs:
+        "allAckInSyncStateSet": "false",
+        "haMaxTimeSlaveNotCatchup": 2000,
+        "checkSyncStateSetPeriod": 1000,
+        "haHousekeepingInterval": 3000,
+        "haSendHeartbeatInterval": 1000,
+        "controllerHeartBeatTimeoutMills": LEASE_MS,
+    }
+    with running_broker_set(
+        sys.modules[__name__], "mqctl-e2e-guard-", conf=conf, feature_level=3, stop=signal.SIGKILL
+    ) as bs:
         for b in BROKERS:
-            text = wait_for(f"{b}'s brokerIdentity", lambda b=b: (bs.store(b) / "brokerIdentity").exists()
-                            and (bs.store(b) / "brokerIdentity").read_text(), 60)
+            text = wait_for(
+                f"{b}'s brokerIdentity",
+                lambda b=b: (
+                    (bs.store(b) / "brokerIdentity").exists() and (bs.store(b) / "brokerIdentity").read_text()
+                ),
+                60,
+            )
             bs.ids[b] = int(text.strip().rsplit("#", 1)[1])
         yield bs
 
@@ -77,13 +87,18 @@ def unclean_failover(bs: BrokerSet) -> tuple[str, str, dict[str, tuple[int, str]
     """The master takes writes alone and is killed; a lagging slave is elected uncleanly. -> (old, new,
     acked: KEYS -> (offset, UNIQ_KEY))."""
     ns = bs.ns
-    wait_for("a SyncStateSet of 3", lambda: len(one_set(bs.sync_state())["inSyncReplicas"]) == 3, 90,
-             interval=1)
+    wait_for(
+        "a SyncStateSet of 3", lambda: len(one_set(bs.sync_state())["inSyncReplicas"]) == 3, 90, interval=1
+    )
     # the topic first, on every replica (a slave copies the master's topics every few seconds: an
     # elected slave without it would hold the messages and refuse every pull and send of the topic)
-    warm = {ln.split()[1]: (int(ln.split()[2]), ln.split()[5])
-            for ln in bs.driver("send", NAMESRV, TOPIC, "warm", "10") if ln.startswith("ok ")}
+    warm = {
+        ln.split()[1]: (int(ln.split()[2]), ln.split()[5])
+        for ln in bs.driver("send", NAMESRV, TOPIC, "warm", "10")
+        if ln.startswith("ok ")
+    }
     assert len(warm) == 10
+
     def everywhere() -> bool:
         files = [bs.store(b) / "config" / "topics.json" for b in BROKERS]
         return all(f.exists() and TOPIC in f.read_text(errors="replace") for f in files)
@@ -96,9 +111,12 @@ def unclean_failover(bs: BrokerSet) -> tuple[str, str, dict[str, tuple[int, str]
     wait_for("acknowledged sends", lambda: len(oks(out)) >= 10, 60, interval=0.1)
     for b in slaves:
         bs.pause(b)
-    wait_for("a SyncStateSet of the master alone",
-             lambda: [r["brokerId"] for r in one_set(bs.sync_state())["inSyncReplicas"]] == [bs.ids[old]],
-             40, interval=0.2)
+    wait_for(
+        "a SyncStateSet of the master alone",
+        lambda: [r["brokerId"] for r in one_set(bs.sync_state())["inSyncReplicas"]] == [bs.ids[old]],
+        40,
+        interval=0.2,
+    )
     shrunk = len(oks(out))
     wait_for("sends acknowledged by the master alone", lambda: len(oks(out)) >= shrunk + 40, 60, interval=0.1)
     stop.touch()
@@ -107,20 +125,35 @@ def unclean_failover(bs: BrokerSet) -> tuple[str, str, dict[str, tuple[int, str]
     from mqctl.sim.rocketmq import log_end
 
     end = log_end(bs.store(old))
-    wait_for("the master's final maxOffset at the controller",
-             lambda: [r["maxOffset"] for r in one_set(bs.sync_state())["inSyncReplicas"]
-                      if r["brokerId"] == bs.ids[old]] == [end], 30, interval=0.3)
+    wait_for(
+        "the master's final maxOffset at the controller",
+        lambda: (
+            [
+                r["maxOffset"]
+                for r in one_set(bs.sync_state())["inSyncReplicas"]
+                if r["brokerId"] == bs.ids[old]
+            ]
+            == [end]
+        ),
+        30,
+        interval=0.3,
+    )
     assert ns.stop(old, signal.SIGKILL, 30) == -signal.SIGKILL
     acked = {**warm, **{o[1]: (int(o[2]), o[5]) for o in oks(out)}}
     for b in slaves:
         ns.procs[b].send_signal(signal.SIGCONT)
-    wait_for("the slaves alive and no master",
-             lambda: not one_set(bs.sync_state()).get("masterAddress"), LEASE_MS / 1000 + 30, interval=0.5)
+    wait_for(
+        "the slaves alive and no master",
+        lambda: not one_set(bs.sync_state()).get("masterAddress"),
+        LEASE_MS / 1000 + 30,
+        interval=0.5,
+    )
     p = bs.mqctl("updateControllerConfig", "-k", "enableElectUncleanMaster", "-v", "true", "-a", GRPC)
     assert p.returncode == 0, p.stdout + p.stderr
     try:
-        new, _ = wait_for("an unclean election",
-                          lambda: (lambda r: r if r[0] in slaves else None)(bs.master()), 30)
+        new, _ = wait_for(
+            "an unclean election", lambda: (lambda r: r if r[0] in slaves else None)(bs.master()), 30
+        )
     finally:
         p = bs.mqctl("updateControllerConfig", "-k", "enableElectUncleanMaster", "-v", "false", "-a", GRPC)
         assert p.returncode == 0, p.stdout + p.stderr
@@ -148,9 +181,14 @@ def synthetic_salvage(root: Path, out: Path, *, broker: str, topic: str, n: int)
     with CommitLogWriter(root / COMMITLOG_DIR, 1 << 20) as w:
         for i in range(n):
             key = f"{root.name}-{i}"
-            w.append(Message(topic, f"body of {key}".encode(), {"KEYS": key, "TAGS": "tag",
-                                                                "UNIQ_KEY": os.urandom(16).hex().upper()},
-                             born_timestamp=1_700_000_000_000 + i))
+            w.append(
+                Message(
+                    topic,
+                    f"body of {key}".encode(),
+                    {"KEYS": key, "TAGS": "tag", "UNIQ_KEY": os.urandom(16).hex().upper()},
+                    born_timestamp=1_700_000_000_000 + i,
+                )
+            )
     out.mkdir(exist_ok=True)
     path, _ = _salvage_tail(root, 0, out, root.name, {"bytesToLose": 0})
     return path
@@ -174,8 +212,19 @@ def test_guard_salvage_and_replay_leave_no_acknowledged_message_behind(bset: Bro
     salvage_root = bs.root / "salvage"
     salvage_root.mkdir()
     before = {p.name: p.stat().st_mtime_ns for p in (bs.store(old) / "commitlog").iterdir()}
-    p = bs.mqctl("recover", "guard", str(bs.store(old)), "-a", GRPC, "--out", str(salvage_root),
-                 "-n", NAMESRV, "-o", "json")
+    p = bs.mqctl(
+        "recover",
+        "guard",
+        str(bs.store(old)),
+        "-a",
+        GRPC,
+        "--out",
+        str(salvage_root),
+        "-n",
+        NAMESRV,
+        "-o",
+        "json",
+    )
     assert p.returncode == 10, p.stdout + p.stderr
     g = json.loads(p.stdout)
     assert g["outcome"] == "saved" and g["master"]["brokerId"] == bs.ids[new], g
@@ -186,8 +235,19 @@ def test_guard_salvage_and_replay_leave_no_acknowledged_message_behind(bset: Bro
     # again, over RocketMQ's own protocol to the controllers (mqctl serve --remoting-port), as a broker
     # asks them: the same decision, and the salvage found by its digest
     remoting = ";".join(f"127.0.0.1:{c['remoting']}" for c in CONTROLLERS)
-    p = bs.mqctl("recover", "guard", str(bs.store(old)), "-a", remoting, "--protocol", "remoting", "--out",
-                 str(salvage_root), "-o", "json")
+    p = bs.mqctl(
+        "recover",
+        "guard",
+        str(bs.store(old)),
+        "-a",
+        remoting,
+        "--protocol",
+        "remoting",
+        "--out",
+        str(salvage_root),
+        "-o",
+        "json",
+    )
     assert p.returncode == 10, p.stdout + p.stderr
     again = json.loads(p.stdout)
     assert again["outcome"] == "already-saved" and again["consistentPoint"] == g["consistentPoint"], again
@@ -215,8 +275,12 @@ def test_guard_salvage_and_replay_leave_no_acknowledged_message_behind(bset: Bro
     assert not (salvage / ".mqctl-replay").exists()
     half = ns.start("replay-half", MQCTL, "recover", "replay", str(salvage), "-n", NAMESRV, "--rate", "8")
     ck = salvage / ".mqctl-replay" / "checkpoint.log"
-    wait_for("a few messages replayed", lambda: ck.exists() and ck.read_text().count("\tsent\t") >= 5, 60,
-             interval=0.1)
+    wait_for(
+        "a few messages replayed",
+        lambda: ck.exists() and ck.read_text().count("\tsent\t") >= 5,
+        60,
+        interval=0.1,
+    )
     half.send_signal(signal.SIGKILL)
     half.wait(10)
     ns.procs.pop("replay-half")
@@ -246,7 +310,12 @@ def test_guard_salvage_and_replay_leave_no_acknowledged_message_behind(bset: Bro
     for row in rows:
         rec, props = stored[row["uniqKey"]]
         assert (rec.topic, rec.queue_id, rec.body, rec.flag, rec.born_timestamp) == (
-            row["topic"], row["queueId"], row["body"], row["flag"], row["bornTimestamp"]), row["uniqKey"]
+            row["topic"],
+            row["queueId"],
+            row["body"],
+            row["flag"],
+            row["bornTimestamp"],
+        ), row["uniqKey"]
         assert (props.get("KEYS"), props.get("TAGS")) == (row["keys"], row["tags"]), props
         assert props["MQCTL_ORIGIN_BORN_TIMESTAMP"] == str(row["bornTimestamp"])
         assert props["MQCTL_ORIGIN_BORN_HOST"] == row["bornHost"]
@@ -274,8 +343,9 @@ def test_guard_salvage_and_replay_leave_no_acknowledged_message_behind(bset: Bro
     code, doc, err = replay(bs, str(other), "-n", NAMESRV)
     assert code == 2 and "broker-z" in err and err.count("\n") == 1, (code, err)
     # a topic that does not exist: the report gives the command that creates it
-    nt = synthetic_salvage(bs.root / "store-nt", bs.root / "salv-nt", broker=BROKER_SET, topic="NoSuchTopic",
-                           n=3)
+    nt = synthetic_salvage(
+        bs.root / "store-nt", bs.root / "salv-nt", broker=BROKER_SET, topic="NoSuchTopic", n=3
+    )
     code, doc, err = replay(bs, str(nt), "-n", NAMESRV)
     assert code == 3 and doc["failed"] == 3 and doc["sent"] == 0, (doc, err)
     (mt,) = doc["missingTopics"]

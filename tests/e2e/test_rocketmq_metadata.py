@@ -57,10 +57,16 @@ class Set:
 
     def start_broker(self, b: str) -> None:
         conf = self.ns.root / f"{b}.conf"
-        conf.write_text(broker_conf(controllers=[f"127.0.0.1:{REMOTING}"], namesrv=NAMESRV, port=BROKERS[b],
-                                    ha_port=BROKERS[b] + 1, store=self.store(b),
-                                    extra={"controllerHeartBeatTimeoutMills": 3000,
-                                           "mappedFileSizeCommitLog": 4194304}))
+        conf.write_text(
+            broker_conf(
+                controllers=[f"127.0.0.1:{REMOTING}"],
+                namesrv=NAMESRV,
+                port=BROKERS[b],
+                ha_port=BROKERS[b] + 1,
+                store=self.store(b),
+                extra={"controllerHeartBeatTimeoutMills": 3000, "mappedFileSizeCommitLog": 4194304},
+            )
+        )
         self.ns.start(b, *broker_args(self.ns, b, conf, self.cp), env=rocketmq_env(self.ns))
 
     def mqctl(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -97,9 +103,23 @@ def broker_set() -> Iterator[Set]:
         for p in ns.log_paths("controller"):
             p.touch()
             localgroup.watch_log(str(p))
-        ns.start("controller", MQCTL, "serve", "--listen", GRPC, "--raft", RAFT, "--remoting-port",
-                 str(REMOTING), "--data-dir", str(root / "controller"), "--heartbeat-timeout", "3000",
-                 "--scan-interval", "1000")
+        ns.start(
+            "controller",
+            MQCTL,
+            "serve",
+            "--listen",
+            GRPC,
+            "--raft",
+            RAFT,
+            "--remoting-port",
+            str(REMOTING),
+            "--data-dir",
+            str(root / "controller"),
+            "--heartbeat-timeout",
+            "3000",
+            "--scan-interval",
+            "1000",
+        )
         ns.start("namesrv", *namesrv_args(ns, 9876, s.cp), env=rocketmq_env(ns))
         ns.wait_log("controller", r"RocketMQ remoting listening", 60)
         ns.wait_log("namesrv", r"The Name Server boot success", 60)
@@ -153,8 +173,9 @@ def test_diff_of_live_replicas(broker_set: Set) -> None:
     # the same replicas from the controller (its alive ones) instead of the name server
     p = broker_set.mqctl("metadata", "diff", "-b", "broker-a", "-a", GRPC, "-o", "json")
     doc = json.loads(p.stdout)
-    assert p.returncode in (0, 7) and {r["replica"] for r in doc["brokerSets"][0]["replicas"]} == \
-        {f"127.0.0.1:{port}" for port in BROKERS.values()}, p.stdout + p.stderr
+    assert p.returncode in (0, 7) and {r["replica"] for r in doc["brokerSets"][0]["replicas"]} == {
+        f"127.0.0.1:{port}" for port in BROKERS.values()
+    }, p.stdout + p.stderr
 
     # `health --doctor` asks the same live replicas with the same comparer: nothing lacking (issue 14)
     def doctor_quiet() -> dict | None:
@@ -165,8 +186,9 @@ def test_diff_of_live_replicas(broker_set: Set) -> None:
         return doc if drift and "error" not in drift and not lacking else None
 
     doc = wait_for("the doctor's metadata check of the live replicas", doctor_quiet, 60, interval=2)
-    assert {r["replica"] for r in doc["metadata"]["broker-a"]["replicas"]} == \
-        {f"127.0.0.1:{port}" for port in BROKERS.values()}
+    assert {r["replica"] for r in doc["metadata"]["broker-a"]["replicas"]} == {
+        f"127.0.0.1:{port}" for port in BROKERS.values()
+    }
 
 
 def test_check_config_online(broker_set: Set) -> None:
@@ -176,18 +198,27 @@ def test_check_config_online(broker_set: Set) -> None:
     p = broker_set.mqctl("check", "config", "--online", "-n", NAMESRV, "-a", GRPC, "-o", "json")
     doc = json.loads(p.stdout)
     assert sorted((f["file"], f["kind"]) for f in doc["files"]) == [
-        ("broker 127.0.0.1:10911", "broker"), ("broker 127.0.0.1:10921", "broker"),
-        (f"controller {GRPC}", "controller")], doc
+        ("broker 127.0.0.1:10911", "broker"),
+        ("broker 127.0.0.1:10921", "broker"),
+        (f"controller {GRPC}", "controller"),
+    ], doc
     assert (p.returncode, doc["verdict"]) == (0, "OK"), [f["message"] for f in doc["findings"]]
     bad = broker_set.ns.root / "b0-bad.conf"
-    bad.write_text((broker_set.ns.root / "b0.conf").read_text().replace("allAckInSyncStateSet = true",
-                                                                         "allAckInSyncStateSet = false"))
+    bad.write_text(
+        (broker_set.ns.root / "b0.conf")
+        .read_text()
+        .replace("allAckInSyncStateSet = true", "allAckInSyncStateSet = false")
+    )
     p = broker_set.mqctl("check", "config", str(bad), "--online", "-n", NAMESRV, "-a", GRPC, "-o", "json")
     doc = json.loads(p.stdout)
     assert p.returncode == 2 and doc["verdict"] == "CRIT"
     assert {(f["rule"], f["files"][0]) for f in doc["findings"]} >= {("all-ack", str(bad))}
-    assert any(f["rule"] == "set-consistency" and f["keys"] == ["allAckInSyncStateSet"] and
-               "broker 127.0.0.1:10911" in f["files"] for f in doc["findings"]), doc["findings"]
+    assert any(
+        f["rule"] == "set-consistency"
+        and f["keys"] == ["allAckInSyncStateSet"]
+        and "broker 127.0.0.1:10911" in f["files"]
+        for f in doc["findings"]
+    ), doc["findings"]
 
 
 def history(broker_set: Set) -> dict:
@@ -213,9 +244,13 @@ def test_sync_puts_back_what_the_new_master_lacks(broker_set: Set) -> None:
     elected = [e["election"]["newMasterBrokerId"] for e in doc["entries"] if e.get("election")]
     assert elected[-1] == rows[new_addr]["brokerId"] != rows[old_addr]["brokerId"], elected
     assert (rows[new_addr]["role"], rows[new_addr]["status"], rows[new_addr]["lacks"]) == (
-        "master", "answered", None), rows
+        "master",
+        "answered",
+        None,
+    ), rows
     assert rows[old_addr]["status"] == "unreachable" and rows[old_addr]["error"].startswith(
-        f"broker {old_addr}: "), rows
+        f"broker {old_addr}: "
+    ), rows
     # what the dead master had and its slave never copied
     store = broker_set.store(old)
     t = md.read_topics(store)
@@ -232,9 +267,11 @@ def test_sync_puts_back_what_the_new_master_lacks(broker_set: Set) -> None:
     p = broker_set.mqctl("metadata", "sync", "--from", str(store), "--to", target, "--dry-run")
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[:4] == [
-        "would add topic Refunds", "would add group refund-service",
+        "would add topic Refunds",
+        "would add group refund-service",
         "would set offset Refunds@refund-service queue 0: - -> 0",
-        "would set offset Refunds@refund-service queue 1: - -> 0"], p.stdout
+        "would set offset Refunds@refund-service queue 1: - -> 0",
+    ], p.stdout
     p = broker_set.mqctl("metadata", "sync", "--from", str(store), "--to", target, "--what", "delay", "--yes")
     assert p.returncode == 2 and "no broker request sets a delay offset" in p.stderr
     p = broker_set.mqctl("metadata", "sync", "--from", str(store), "--to", target, "--yes", "-o", "json")
@@ -245,8 +282,11 @@ def test_sync_puts_back_what_the_new_master_lacks(broker_set: Set) -> None:
     p = broker_set.mqctl("metadata", "sync", "--from", str(store), "--to", target, "--dry-run")
     assert p.returncode == 0 and f"{target}: nothing to copy from {store}" in p.stdout, p.stdout
     persisted = md.read_topics(broker_set.store(new)).topics["Refunds"]
-    assert (persisted.read_queue_nums, persisted.write_queue_nums, persisted.attributes) == \
-        (4, 4, {"message.type": "NORMAL"})
+    assert (persisted.read_queue_nums, persisted.write_queue_nums, persisted.attributes) == (
+        4,
+        4,
+        {"message.type": "NORMAL"},
+    )
     assert md.read_subscription_groups(broker_set.store(new)).groups["refund-service"].retry_max_times == 3
     # a topic the broker refuses (an attribute RocketMQ does not know): exit 3, the broker's answer named
     bogus = broker_set.ns.root / "bogus-store"
@@ -272,4 +312,6 @@ def test_sync_puts_back_what_the_new_master_lacks(broker_set: Set) -> None:
 
     meta = wait_for("history: both replicas answer, neither lacks anything", none_lacking, 60, interval=2)
     assert {r["address"]: (r["role"], r["status"]) for r in meta["replicas"]} == {
-        old_addr: ("slave", "answered"), new_addr: ("master", "answered")}
+        old_addr: ("slave", "answered"),
+        new_addr: ("master", "answered"),
+    }

@@ -38,9 +38,26 @@ def build(out: Path, cc: str = "clang") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     so = out / "_cwalker.so"
     inc = sysconfig.get_paths()["include"]
-    subprocess.run([cc, "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,fuzzer-no-link",
-                    "-fsanitize=undefined", "-fsanitize-trap=undefined", "-fno-sanitize-recover=all",
-                    "-shared", "-fPIC", f"-I{inc}", str(SOURCE), "-lz", "-o", str(so)], check=True)
+    subprocess.run(
+        [
+            cc,
+            "-O1",
+            "-g",
+            "-fno-omit-frame-pointer",
+            "-fsanitize=address,fuzzer-no-link",
+            "-fsanitize=undefined",
+            "-fsanitize-trap=undefined",
+            "-fno-sanitize-recover=all",
+            "-shared",
+            "-fPIC",
+            f"-I{inc}",
+            str(SOURCE),
+            "-lz",
+            "-o",
+            str(so),
+        ],
+        check=True,
+    )
     seeds = out / "seeds"
     seeds.mkdir(exist_ok=True)
     sys.path.insert(0, str(HERE.parent))
@@ -53,8 +70,12 @@ def build(out: Path, cc: str = "clang") -> Path:
                 buf = buf[:8000]
             for flags in (0x00, 0x01, 0x12, 0x07, 0x23, 0x49, 0x86):
                 start = (len(buf) // 3) if flags & 0x80 else 0
-                head = bytes([flags]) + start.to_bytes(2, "big") + (len(buf) // 2).to_bytes(2, "big") \
+                head = (
+                    bytes([flags])
+                    + start.to_bytes(2, "big")
+                    + (len(buf) // 2).to_bytes(2, "big")
                     + base.to_bytes(8, "big")
+                )
                 (seeds / f"seed-{i:05d}").write_bytes(head + buf)
                 i += 1
     return so
@@ -82,7 +103,7 @@ def main() -> None:
     import atheris
 
     ext = os.environ.get("MQCTL_FUZZ_EXT")
-    if ext:             # the instrumented build, in place of the installed one
+    if ext:  # the instrumented build, in place of the installed one
         spec = importlib.util.spec_from_file_location("mqctl.store._cwalker", ext)
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)
@@ -105,40 +126,66 @@ def main() -> None:
             raise AssertionError(f"crc32 differs from zlib's on {len(buf)} bytes")
         entry = flags & 3
         owned = (None, True, False, None)[(flags >> 2) & 3]
-        kw = dict(head_owned=owned, stop_at_damage=bool(flags & 0x10), check_crc=not flags & 0x20,
-                  fields=not flags & 0x40)
+        kw = dict(
+            head_owned=owned,
+            stop_at_damage=bool(flags & 0x10),
+            check_crc=not flags & 0x20,
+            fields=not flags & 0x40,
+        )
         if entry == 0:
+
             def run() -> object:
                 return answer(walker.parse_byte_range(buf, base, start, end, **kw))
         elif entry == 1:
+
             def run() -> object:
-                return answer(walker.parse_byte_range(buf, base, start, end, head_owned=owned,
-                                                      check_crc=not flags & 0x20, extract=EXTRACT))
+                return answer(
+                    walker.parse_byte_range(
+                        buf, base, start, end, head_owned=owned, check_crc=not flags & 0x20, extract=EXTRACT
+                    )
+                )
         elif entry == 2:
             with using("numpy"):
                 from mqctl.store.commitlog import scan_buffer
+
                 chain = scan_buffer(buf, base, keep_chain=True).chain if flags & 0x10 else None
 
             def run() -> object:
-                return [answer(p) for p in walker.parse_blocks(buf, base, start, end, block=2 + start % 37,
-                                                               head_owned=owned, check_crc=not flags & 0x20,
-                                                               known=chain)]
+                return [
+                    answer(p)
+                    for p in walker.parse_blocks(
+                        buf,
+                        base,
+                        start,
+                        end,
+                        block=2 + start % 37,
+                        head_owned=owned,
+                        check_crc=not flags & 0x20,
+                        known=chain,
+                    )
+                ]
         else:
             with using("numpy"):
                 pos = walker.parse_byte_range(buf, base, 0, len(buf), fields=False).position
             if flags & 0x40 and pos.size:
                 pos = pos[::-1].copy()
-            if flags & 0x20 and pos.size:        # and a position that is not a record's
+            if flags & 0x20 and pos.size:  # and a position that is not a record's
                 pos = np.append(pos, start)
 
             def run() -> object:
                 return answer(walker.records_at(buf, base, pos, extract=EXTRACT, topics=not flags & 0x10))
+
         c, ref = both(run)
         if c != ref:
-            diff = [k for k in (ref if isinstance(ref, dict) else {}) if c.get(k) != ref.get(k)] \
-                if isinstance(c, dict) else "whole answer"
-            raise AssertionError(f"the walkers differ (flags 0x{flags:02x}, range {start}-{end}, base "
-                                 f"{base}, {len(buf)} bytes): {diff}\nc: {c!r:.3000}\nnumpy: {ref!r:.3000}")
+            diff = (
+                [k for k in (ref if isinstance(ref, dict) else {}) if c.get(k) != ref.get(k)]
+                if isinstance(c, dict)
+                else "whole answer"
+            )
+            raise AssertionError(
+                f"the walkers differ (flags 0x{flags:02x}, range {start}-{end}, base "
+                f"{base}, {len(buf)} bytes): {diff}\nc: {c!r:.3000}\nnumpy: {ref!r:.3000}"
+            )
 
     atheris.Setup(sys.argv, one)
     atheris.Fuzz()

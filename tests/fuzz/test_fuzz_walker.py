@@ -38,11 +38,28 @@ def test_a_short_fuzz_run_finds_no_difference_and_no_memory_error(tmp_path: Path
 
     so = build(tmp_path)
     (tmp_path / "corpus").mkdir()
-    env = dict(os.environ, LD_PRELOAD=str(Path(atheris.path()) / "asan_with_fuzzer.so"),
-               ASAN_OPTIONS="detect_leaks=0", MQCTL_FUZZ_EXT=str(so))
-    out = subprocess.run([sys.executable, str(HERE / "fuzz_walker.py"), f"-runs={RUNS}", "-max_len=4096",
-                          "-seed=1", f"-artifact_prefix={tmp_path}/", str(tmp_path / "corpus"),
-                          str(tmp_path / "seeds")], env=env, capture_output=True, text=True, timeout=600)
+    env = dict(
+        os.environ,
+        LD_PRELOAD=str(Path(atheris.path()) / "asan_with_fuzzer.so"),
+        ASAN_OPTIONS="detect_leaks=0",
+        MQCTL_FUZZ_EXT=str(so),
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "fuzz_walker.py"),
+            f"-runs={RUNS}",
+            "-max_len=4096",
+            "-seed=1",
+            f"-artifact_prefix={tmp_path}/",
+            str(tmp_path / "corpus"),
+            str(tmp_path / "seeds"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     done = re.search(r"Done (\d+) runs", out.stderr)
     assert done and int(done.group(1)) >= RUNS, out.stderr[-2000:]
@@ -70,9 +87,22 @@ def test_the_c_code_alone_at_libfuzzers_speed(tmp_path: Path) -> None:
     if link is None:
         pytest.skip("no shared libpython to link the harness with")
     exe = tmp_path / "fuzz_walker_c"
-    subprocess.run(["clang", "-O1", "-g", "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all",
-                    f"-I{sysconfig.get_paths()['include']}", str(HERE / "fuzz_walker_c.c"), *link, "-lz",
-                    "-o", str(exe)], check=True)
+    subprocess.run(
+        [
+            "clang",
+            "-O1",
+            "-g",
+            "-fsanitize=fuzzer,address,undefined",
+            "-fno-sanitize-recover=all",
+            f"-I{sysconfig.get_paths()['include']}",
+            str(HERE / "fuzz_walker_c.c"),
+            *link,
+            "-lz",
+            "-o",
+            str(exe),
+        ],
+        check=True,
+    )
     sys.path.insert(0, str(HERE.parent))
     from walker_corpus import corpus
 
@@ -81,8 +111,19 @@ def test_the_c_code_alone_at_libfuzzers_speed(tmp_path: Path) -> None:
     for i, (_, base, buf) in enumerate(corpus(0)):
         (seeds / f"s{i}").write_bytes(base.to_bytes(8, "big") + (len(buf) // 3).to_bytes(2, "big") + buf)
     (tmp_path / "corpus").mkdir()
-    out = subprocess.run([str(exe), "-runs=30000", "-max_len=8192", "-seed=1",
-                          f"-artifact_prefix={tmp_path}/", str(tmp_path / "corpus"), str(seeds)],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            str(exe),
+            "-runs=30000",
+            "-max_len=8192",
+            "-seed=1",
+            f"-artifact_prefix={tmp_path}/",
+            str(tmp_path / "corpus"),
+            str(seeds),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     assert re.search(r"Done (\d+) runs", out.stderr), out.stderr[-2000:]

@@ -110,8 +110,17 @@ class CoreNode:
             "controller_leader_address": self.address,
             "is_leader": True,
             "self_id": "raft-1",
-            "peers": [{"raft_address": "raft-1", "grpc_address": self.address, "is_leader": True,
-                       "is_self": True, "connected": True, "match_index": 7, "next_index": 8}],
+            "peers": [
+                {
+                    "raft_address": "raft-1",
+                    "grpc_address": self.address,
+                    "is_leader": True,
+                    "is_self": True,
+                    "connected": True,
+                    "match_index": 7,
+                    "next_index": 8,
+                }
+            ],
             "term": 3,
             "commit_index": 2**40,
             "state_hash": self.state.state_hash(),
@@ -164,8 +173,11 @@ class CoreNode:
         rows[bid] = core.LiveInfo(
             broker_id=bid,
             broker_address=request.get("broker_address") or request.get("broker_addr") or "",
-            broker_epoch=int(response.get("broker_epoch") or request.get("broker_epoch")
-                             or (old.broker_epoch if old else 0)),
+            broker_epoch=int(
+                response.get("broker_epoch")
+                or request.get("broker_epoch")
+                or (old.broker_epoch if old else 0)
+            ),
             epoch=int(request.get("epoch", -1)),
             max_offset=int(request.get("max_offset", -1)),
             election_priority=int(request.get("election_priority", core.DEFAULT_ELECTION_PRIORITY)),
@@ -203,8 +215,11 @@ class FollowerNode:
     def call(self, method: str, request: dict[str, Any], *, timeout: float = 5.0) -> dict[str, Any]:
         self.calls.append(method)
         leader = self.leader
-        return {"code": int(Code.CONTROLLER_NOT_LEADER),
-                "remark": "The controller is not in leader state", "leader_address": leader}
+        return {
+            "code": int(Code.CONTROLLER_NOT_LEADER),
+            "remark": "The controller is not in leader state",
+            "leader_address": leader,
+        }
 
     def metadata(self) -> dict[str, Any]:
         if self.claims_leader:
@@ -236,10 +251,18 @@ def serve() -> Iterator[Callable[..., Served]]:
     is stopped at teardown."""
     started: list[Served] = []
 
-    def _serve(node: Any, *, token: str | None = None, tls: Any = None, port: int = 0,
-               max_workers: int = 16, limits: Any = None) -> Served:
-        server = build_server(node, f"127.0.0.1:{port}", token=token, tls=tls, max_workers=max_workers,
-                              limits=limits)
+    def _serve(
+        node: Any,
+        *,
+        token: str | None = None,
+        tls: Any = None,
+        port: int = 0,
+        max_workers: int = 16,
+        limits: Any = None,
+    ) -> Served:
+        server = build_server(
+            node, f"127.0.0.1:{port}", token=token, tls=tls, max_workers=max_workers, limits=limits
+        )
         address = f"127.0.0.1:{server.mqctl_port}"
         if hasattr(node, "address") and not node.address:
             node.address = address

@@ -38,7 +38,9 @@ def targets() -> list[Target]:
     for row in methods.METHODS:
         request_cls, _ = row.types()
         reads_only = row.kind in (methods.Kind.FRESH_READ, methods.Kind.LOCAL_READ) or row.name in (
-            "GetMetadata", "WatchRoleChanges")
+            "GetMetadata",
+            "WatchRoleChanges",
+        )
         out.append(Target(row.grpc_path, request_cls, row.streaming, reads_only))
     out += [
         Target(f"/{HEALTH}/Check", health_pb2.HealthCheckRequest, False, True),
@@ -218,7 +220,8 @@ def fuzz_cases(rng: random.Random, oversized: int) -> Iterator[tuple[Target, str
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = (
-    range(10))
+    range(10)
+)
 END_STREAM, ACK, END_HEADERS, PADDED = 0x1, 0x1, 0x4, 0x8
 
 
@@ -232,9 +235,14 @@ def _literal(name: bytes, value: bytes) -> bytes:
 
 
 def grpc_headers(path: str, authority: str = "localhost") -> bytes:
-    fields = [(b":method", b"POST"), (b":scheme", b"http"), (b":path", path.encode()),
-              (b":authority", authority.encode()), (b"content-type", b"application/grpc"),
-              (b"te", b"trailers")]
+    fields = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", path.encode()),
+        (b":authority", authority.encode()),
+        (b"content-type", b"application/grpc"),
+        (b"te", b"trailers"),
+    ]
     return b"".join(_literal(k, v) for k, v in fields)
 
 
@@ -244,8 +252,9 @@ def grpc_message(payload: bytes) -> bytes:
 
 def request_frames(path: str, payload: bytes, stream: int = 1) -> bytes:
     """A whole unary gRPC request as HTTP/2 frames (after the preface and SETTINGS)."""
-    return (frame(HEADERS, END_HEADERS, stream, grpc_headers(path))
-            + frame(DATA, END_STREAM, stream, grpc_message(payload)))
+    return frame(HEADERS, END_HEADERS, stream, grpc_headers(path)) + frame(
+        DATA, END_STREAM, stream, grpc_message(payload)
+    )
 
 
 def http2_garbage(rng: random.Random) -> bytes:
@@ -280,14 +289,26 @@ def http2_garbage(rng: random.Random) -> bytes:
         return start + frame(HEADERS, END_HEADERS, 1, grpc_headers(path)) + frame(DATA, END_STREAM, 1, body)
     if kind == 8:  # settings with bad values, window update of 0, ping without 8 bytes
         bad_settings = b"".join(struct.pack(">HI", k, v) for k, v in ((0x2, 7), (0x4, 2**31), (0x5, 1)))
-        return (start + frame(SETTINGS, 0, 0, bad_settings) + frame(WINDOW_UPDATE, 0, 0, b"\x00" * 4)
-                + frame(PING, 0, 0, b"\x01"))
+        return (
+            start
+            + frame(SETTINGS, 0, 0, bad_settings)
+            + frame(WINDOW_UPDATE, 0, 0, b"\x00" * 4)
+            + frame(PING, 0, 0, b"\x01")
+        )
     if kind == 9:  # streams with even ids, reused ids, data on a closed stream
-        return (start + frame(HEADERS, END_HEADERS, 2, grpc_headers(path))
-                + request_frames(path, b"", 1) + frame(DATA, END_STREAM, 1, grpc_message(b"")))
+        return (
+            start
+            + frame(HEADERS, END_HEADERS, 2, grpc_headers(path))
+            + request_frames(path, b"", 1)
+            + frame(DATA, END_STREAM, 1, grpc_message(b""))
+        )
     if kind == 10:  # CONTINUATION without HEADERS, HEADERS without END_HEADERS followed by DATA
-        return (start + frame(CONTINUATION, END_HEADERS, 1, b"\x82")
-                + frame(HEADERS, 0, 3, grpc_headers(path)) + frame(DATA, 0, 3, b"x"))
+        return (
+            start
+            + frame(CONTINUATION, END_HEADERS, 1, b"\x82")
+            + frame(HEADERS, 0, 3, grpc_headers(path))
+            + frame(DATA, 0, 3, b"x")
+        )
     # a valid request whose bytes are then flipped
     data = bytearray(start + request_frames(path, rng.randbytes(rng.randint(0, 30))))
     for _ in range(rng.randint(1, 6)):

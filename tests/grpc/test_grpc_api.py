@@ -56,8 +56,15 @@ def test_broker_lifecycle_through_the_client(core_server: Any) -> None:
         hb = c.heartbeat(C, "127.0.0.1:30912", B, 2, 1, 100, 100, 10_000, broker_epoch=regs[2].broker_epoch)
         assert isinstance(hb, Ack)
 
-        altered = c.alter_sync_state_set(B, 1, 1, [1, 2], elected.sync_state_set_epoch or 0,
-                                         broker_epoch=regs[1].broker_epoch, cluster_name=C)
+        altered = c.alter_sync_state_set(
+            B,
+            1,
+            1,
+            [1, 2],
+            elected.sync_state_set_epoch or 0,
+            broker_epoch=regs[1].broker_epoch,
+            cluster_name=C,
+        )
         assert altered.new_sync_state_set_epoch == 2
         assert set(altered.sync_state_set) == {1, 2}
 

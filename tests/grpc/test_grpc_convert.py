@@ -78,25 +78,40 @@ def test_int64_stays_int_and_optional_zero_is_present() -> None:
 
 
 def test_nested_and_maps() -> None:
-    d = message_to_dict(dict_to_message(
-        {"code": 2011, "master_broker_id": 1, "sync_state_set": [1, 2],
-         "broker_member_group": {"cluster": "c", "broker_name": "b", "broker_addrs": {"1": "h:1", 2: "h:2"}}},
-        pb.ElectMasterResponse))
+    d = message_to_dict(
+        dict_to_message(
+            {
+                "code": 2011,
+                "master_broker_id": 1,
+                "sync_state_set": [1, 2],
+                "broker_member_group": {
+                    "cluster": "c",
+                    "broker_name": "b",
+                    "broker_addrs": {"1": "h:1", 2: "h:2"},
+                },
+            },
+            pb.ElectMasterResponse,
+        )
+    )
     assert d["broker_member_group"]["broker_addrs"] == {1: "h:1", 2: "h:2"}  # int64 keys as int
     assert d["sync_state_set"] == [1, 2]
     assert "master_epoch" not in d
     # an unset singular message is absent
     assert "broker_member_group" not in message_to_dict(pb.ElectMasterResponse())
-    table = message_to_dict(dict_to_message(
-        {"replicas_info_table": {"b": {"in_sync_replicas": [{"broker_id": 3, "alive": True}]}}},
-        pb.GetSyncStateDataResponse))["replicas_info_table"]
+    table = message_to_dict(
+        dict_to_message(
+            {"replicas_info_table": {"b": {"in_sync_replicas": [{"broker_id": 3, "alive": True}]}}},
+            pb.GetSyncStateDataResponse,
+        )
+    )["replicas_info_table"]
     assert table["b"]["in_sync_replicas"][0]["broker_id"] == 3
     assert "master_broker_id" not in table["b"]
 
 
 def test_unknown_keys_and_none_are_ignored() -> None:
-    msg = dict_to_message({"broker_name": "b", "events": [{"type": "x"}], "broker_id": None},
-                          pb.HeartbeatRequest)
+    msg = dict_to_message(
+        {"broker_name": "b", "events": [{"type": "x"}], "broker_id": None}, pb.HeartbeatRequest
+    )
     assert message_to_dict(msg) == message_to_dict(pb.HeartbeatRequest(broker_name="b"))
 
 

@@ -118,7 +118,8 @@ def test_undecodable_requests_keep_memory_flat(target: LocalCluster) -> None:
             channel.unary_unary("/mqctl.v1.Controller/ApplyBrokerId")(b"\x0f\x01", timeout=5)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert e.value.details().startswith(
-        "ApplyBrokerId: the request is not a valid mqctl.v1.ApplyBrokerIdRequest message (DecodeError")
+        "ApplyBrokerId: the request is not a valid mqctl.v1.ApplyBrokerIdRequest message (DecodeError"
+    )
     elapsed = time.monotonic() - start
     assert sent == {grpc.StatusCode.INVALID_ARGUMENT: 8000}, sent
     # grpcio with a raising deserializer: ~16 MiB per 1,000; the goal: 20,000 within 10 MiB of 1,000
@@ -127,8 +128,9 @@ def test_undecodable_requests_keep_memory_flat(target: LocalCluster) -> None:
     # one line a minute per client address (every request came from 127.0.0.1)
     assert _log_lines(node, "undecodable") - warnings_before <= 1 + int(elapsed // 60)
     assert metadata(node.grpc_address)["state_hash"] == hash_before
-    print(f"RSS after 1,000 undecodable requests {rss_1000} KiB, after 8,000 {rss_8000} KiB "
-          f"({elapsed:.1f} s)")
+    print(
+        f"RSS after 1,000 undecodable requests {rss_1000} KiB, after 8,000 {rss_8000} KiB ({elapsed:.1f} s)"
+    )
 
 
 def test_fuzzed_payloads_for_every_method(target: LocalCluster) -> None:
@@ -140,8 +142,10 @@ def test_fuzzed_payloads_for_every_method(target: LocalCluster) -> None:
     cases = fuzz_cases(rng, oversized=MAX_MESSAGE + 16)
     seen = Counter[tuple[str, str]]()
     wrong: list[str] = []
-    with ControllerClient(node.grpc_address, token=TOKEN, timeout=10) as bystander, \
-            grpc.insecure_channel(node.grpc_address) as channel:
+    with (
+        ControllerClient(node.grpc_address, token=TOKEN, timeout=10) as bystander,
+        grpc.insecure_channel(node.grpc_address) as channel,
+    ):
         watch = bystander.watch_role_changes(TEST_CLUSTER, "broker-a")
         assert next(watch).master_broker_id == 1  # opened before the storm, read after it
         end = time.monotonic() + FUZZ_SECONDS
@@ -157,16 +161,26 @@ def test_fuzzed_payloads_for_every_method(target: LocalCluster) -> None:
             elif not decodable:
                 ok = code == grpc.StatusCode.INVALID_ARGUMENT
             else:  # answered (code and remark in the message), or a watch still open, or an unknown service
-                ok = code in (grpc.StatusCode.OK, grpc.StatusCode.DEADLINE_EXCEEDED,
-                              grpc.StatusCode.NOT_FOUND)
+                ok = code in (
+                    grpc.StatusCode.OK,
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    grpc.StatusCode.NOT_FOUND,
+                )
             if not ok and len(wrong) < 10:
                 wrong.append(f"{t.path} {kind} {payload[:40]!r}: {code.name}")
         assert sum(seen.values()) > 500, seen
         assert not wrong, f"seed {SEED}: " + "; ".join(wrong)
         # every kind reached the node, undecodable ones were refused
         kinds = {kind for kind, _ in seen}
-        assert {"truncated", "bit-flipped", "wrong wire type", "varint overflow", "deep nesting",
-                "invalid utf-8", "random"} <= kinds, seen
+        assert {
+            "truncated",
+            "bit-flipped",
+            "wrong wire type",
+            "varint overflow",
+            "deep nesting",
+            "invalid utf-8",
+            "random",
+        } <= kinds, seen
         assert seen[("varint overflow", "INVALID_ARGUMENT")] > 0
         # the bystander's connection and watch still work
         assert bystander.get_replica_info("broker-a").master_broker_id == 1
@@ -177,8 +191,10 @@ def test_fuzzed_payloads_for_every_method(target: LocalCluster) -> None:
     minutes = 1 + int((time.monotonic() - start) // 60)
     assert _log_lines(node, "WARNING mqctl.grpc") - warnings_before <= 2 * minutes
     assert metadata(node.grpc_address)["state_hash"] == hash_before, f"seed {SEED}"
-    print(f"seed {SEED}: {sum(seen.values())} calls; "
-          + ", ".join(f"{k} {c}: {n}" for (k, c), n in sorted(seen.items())))
+    print(
+        f"seed {SEED}: {sum(seen.values())} calls; "
+        + ", ".join(f"{k} {c}: {n}" for (k, c), n in sorted(seen.items()))
+    )
 
 
 def _throw(address: str, data: bytes) -> None:

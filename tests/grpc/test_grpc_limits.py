@@ -52,8 +52,11 @@ def _own_connection(address: str) -> grpc.Channel:
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One node with the default limits, except no per-address limit on late request messages
     (every client of the test shares 127.0.0.1)."""
-    cluster = LocalCluster(str(tmp_path_factory.mktemp("grpc-limits")), size=1,
-                           extra_args=["--grpc-max-stalled-per-address", "0"])
+    cluster = LocalCluster(
+        str(tmp_path_factory.mktemp("grpc-limits")),
+        size=1,
+        extra_args=["--grpc-max-stalled-per-address", "0"],
+    )
     with cluster:
         cluster.start()
         with ControllerClient(cluster.addresses, timeout=20) as client:
@@ -96,7 +99,7 @@ def _frames(sock: socket.socket, seconds: float) -> list[tuple[int, int, int]]:
         while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
             length = int.from_bytes(buf[:3], "big")
             out.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF))
-            buf = buf[9 + length:]
+            buf = buf[9 + length :]
     return out
 
 
@@ -119,8 +122,10 @@ def test_one_greedy_connection_cannot_take_every_watch(node: Any) -> None:
         busy = [f for f in firsts if f.code == Code.SYSTEM_BUSY]
         assert len(opened) == 16 and len(busy) == 484, (len(opened), len(busy))
         assert all(f.master_broker_id == 1 for f in opened)
-        assert "too many watch streams on this connection: at most 16 (--grpc-max-watches-per-connection)" \
+        assert (
+            "too many watch streams on this connection: at most 16 (--grpc-max-watches-per-connection)"
             in busy[0].remark
+        )
         # every other client still opens its watches and gets its answers
         with ControllerClient(node.grpc_address, timeout=10) as other:
             watches = [other.watch_role_changes(TEST_CLUSTER, "broker-a") for _ in range(3)]
@@ -215,16 +220,26 @@ def _closed_within(sock: socket.socket, seconds: float, ack_pings: bool = False)
             if len(buf) < 9 + length:
                 break
             if buf[3] == PING and not buf[4] & 1:
-                sock.sendall(frame(PING, 1, 0, buf[9:9 + length]))
-            buf = buf[9 + length:]
+                sock.sendall(frame(PING, 1, 0, buf[9 : 9 + length]))
+            buf = buf[9 + length :]
     return None
 
 
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A node with short connection timeouts and at most 3 connections."""
-    args = ["--grpc-handshake-timeout", "1s", "--grpc-keepalive", "1s", "--grpc-keepalive-timeout", "1s",
-            "--grpc-idle-timeout", "2s", "--grpc-max-connections", "3"]
+    args = [
+        "--grpc-handshake-timeout",
+        "1s",
+        "--grpc-keepalive",
+        "1s",
+        "--grpc-keepalive-timeout",
+        "1s",
+        "--grpc-idle-timeout",
+        "2s",
+        "--grpc-max-connections",
+        "3",
+    ]
     cluster = LocalCluster(str(tmp_path_factory.mktemp("grpc-quick")), size=1, extra_args=args)
     with cluster:
         cluster.start()
@@ -249,16 +264,24 @@ def test_silent_and_half_open_and_idle_connections_are_closed(quick: Any) -> Non
     # half-open: a watch stream open, the server's pings never answered
     request = pb.WatchRoleChangesRequest(cluster_name=TEST_CLUSTER, broker_name="x").SerializeToString()
     with _connect(address) as s:
-        s.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(SETTINGS, 1, 0)
-                  + frame(HEADERS, END_HEADERS, 1, grpc_headers(WATCH))
-                  + frame(DATA, END_STREAM, 1, grpc_message(request)))
+        s.sendall(
+            PREFACE
+            + frame(SETTINGS, 0, 0)
+            + frame(SETTINGS, 1, 0)
+            + frame(HEADERS, END_HEADERS, 1, grpc_headers(WATCH))
+            + frame(DATA, END_STREAM, 1, grpc_message(request))
+        )
         took = _closed_within(s, 8)
         assert took is not None and took < 5
     # ... while a peer that answers the pings keeps its watch
     with _connect(address) as s:
-        s.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(SETTINGS, 1, 0)
-                  + frame(HEADERS, END_HEADERS, 1, grpc_headers(WATCH))
-                  + frame(DATA, END_STREAM, 1, grpc_message(request)))
+        s.sendall(
+            PREFACE
+            + frame(SETTINGS, 0, 0)
+            + frame(SETTINGS, 1, 0)
+            + frame(HEADERS, END_HEADERS, 1, grpc_headers(WATCH))
+            + frame(DATA, END_STREAM, 1, grpc_message(request))
+        )
         assert _closed_within(s, 4, ack_pings=True) is None
     # idle: the handshake done, no call for --grpc-idle-timeout
     with _connect(address) as s:
@@ -298,8 +321,11 @@ def test_limits_are_checked_at_start(tmp_path: Any) -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "mqctl", "serve", "--grpc-max-watches", "0",
-                           "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mqctl", "serve", "--grpc-max-watches", "0", "--data-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert "grpc_max_watches" in proc.stderr and "expected 1 or more" in proc.stderr
-

@@ -84,8 +84,10 @@ def test_a_server_that_comes_up_later_is_found(serve: Any, dead_address: Any, ca
         result: list[Any] = []
         t = threading.Thread(target=lambda: result.append(c.get_next_broker_id(C, B)))
         t.start()
-        wait_until(lambda: sum("retrying GetNextBrokerId" in r.getMessage() for r in caplog.records) >= 2,
-                   what="the client to be retrying")
+        wait_until(
+            lambda: sum("retrying GetNextBrokerId" in r.getMessage() for r in caplog.records) >= 2,
+            what="the client to be retrying",
+        )
         serve(CoreNode(), port=port)
         t.join(10)
     assert result and result[0].next_broker_id == 1

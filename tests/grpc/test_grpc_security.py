@@ -122,14 +122,17 @@ def test_mtls_refuses_a_client_without_a_certificate(serve: Any, pki: Any) -> No
     assert e.value.code == Code.UNAVAILABLE
     assert "TLS" in e.value.remark  # the hint
     assert served.node.calls == []
-    with ControllerClient(served.address, tls_ca=pki.ca, tls_cert=pki.client_cert,
-                          tls_key=pki.client_key) as c:
+    with ControllerClient(
+        served.address, tls_ca=pki.ca, tls_cert=pki.client_cert, tls_key=pki.client_key
+    ) as c:
         assert c.get_next_broker_id(C, B).next_broker_id == 1
     # token and mTLS together
-    served2 = serve(CoreNode(), token=TOKEN,
-                    tls=TlsConfig(pki.server_cert, pki.server_key, client_ca_file=pki.ca))
-    with ControllerClient(served2.address, TOKEN, tls_ca=pki.ca, tls_cert=pki.client_cert,
-                          tls_key=pki.client_key) as c:
+    served2 = serve(
+        CoreNode(), token=TOKEN, tls=TlsConfig(pki.server_cert, pki.server_key, client_ca_file=pki.ca)
+    )
+    with ControllerClient(
+        served2.address, TOKEN, tls_ca=pki.ca, tls_cert=pki.client_cert, tls_key=pki.client_key
+    ) as c:
         c.update_config({"enableElectUncleanMaster": "true"})
 
 

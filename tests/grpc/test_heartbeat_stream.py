@@ -58,11 +58,19 @@ class RawStream:
         self.call.cancel()
 
 
-def _beat(name: str, broker_id: int, epoch: int | None,
-          address: str = "127.0.0.1:9000") -> pb.HeartbeatRequest:
-    return pb.HeartbeatRequest(cluster_name=TEST_CLUSTER, broker_addr=address, broker_name=name,
-                               broker_id=broker_id, epoch=1, max_offset=100, heartbeat_timeout_mills=LEASE_MS,
-                               **({} if epoch is None else {"broker_epoch": epoch}))
+def _beat(
+    name: str, broker_id: int, epoch: int | None, address: str = "127.0.0.1:9000"
+) -> pb.HeartbeatRequest:
+    return pb.HeartbeatRequest(
+        cluster_name=TEST_CLUSTER,
+        broker_addr=address,
+        broker_name=name,
+        broker_id=broker_id,
+        epoch=1,
+        max_offset=100,
+        heartbeat_timeout_mills=LEASE_MS,
+        **({} if epoch is None else {"broker_epoch": epoch}),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +80,10 @@ def group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClust
     with cluster:
         cluster.start()
         with ControllerClient(cluster.addresses, timeout=20) as client:
-            epochs = {name: register_broker(client, name, f"127.0.0.1:{port}")[1]
-                      for name, port in (("broker-a", 9000), ("broker-b", 9001))}
+            epochs = {
+                name: register_broker(client, name, f"127.0.0.1:{port}")[1]
+                for name, port in (("broker-a", 9000), ("broker-b", 9001))
+            }
         yield cluster, epochs
 
 
@@ -132,9 +142,14 @@ def test_answers_in_order_as_the_unary_call_answers(group: Any) -> None:
             answers = stream.beats(*beats)
             unary = [pb_grpc.ControllerStub(channel).Heartbeat(b, timeout=10) for b in beats]
             assert [(a.code, a.remark, a.leader_address) for a in answers] == [
-                (u.code, u.remark, u.leader_address) for u in unary]
+                (u.code, u.remark, u.leader_address) for u in unary
+            ]
             assert [a.code for a in answers] == [
-                0, Code.STALE_BROKER_EPOCH, Code.CONTROLLER_INVALID_REQUEST, 0]
+                0,
+                Code.STALE_BROKER_EPOCH,
+                Code.CONTROLLER_INVALID_REQUEST,
+                0,
+            ]
             # a follower names the leader, where the beats count
             expected = "" if node is leader else leader.grpc_address
             assert {a.leader_address for a in answers} == {expected}
@@ -158,8 +173,9 @@ def test_an_undecodable_message_ends_the_stream_with_invalid_argument(group: Any
             next(stream.call)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "not a valid mqctl.v1.HeartbeatStreamRequest message" in str(err.value.details())
-        wait_until(lambda: "undecodable HeartbeatStream request" in leader.log_text(),
-                   what="the node's warning line")
+        wait_until(
+            lambda: "undecodable HeartbeatStream request" in leader.log_text(), what="the node's warning line"
+        )
         assert "Traceback" not in leader.log_text()
     finally:
         stream.close()
@@ -180,9 +196,16 @@ def test_threads_share_the_client_s_stream_each_beat_gets_its_own_answer(group: 
             for i in range(40):
                 stale = (thread + i) % 3 == 0
                 try:
-                    client.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", name, 1, 1, 100,
-                                     heartbeat_timeout_mills=60_000,
-                                     broker_epoch=epochs[name] - 1 if stale else epochs[name])
+                    client.heartbeat(
+                        TEST_CLUSTER,
+                        "127.0.0.1:9000",
+                        name,
+                        1,
+                        1,
+                        100,
+                        heartbeat_timeout_mills=60_000,
+                        broker_epoch=epochs[name] - 1 if stale else epochs[name],
+                    )
                     if stale:
                         wrong.append(f"thread {thread} beat {i}: a stale beat succeeded")
                 except ControllerError as exc:
@@ -205,20 +228,32 @@ def test_the_client_s_stream_follows_a_leadership_transfer(group: Any) -> None:
     cluster, epochs = group
     leader = cluster.wait_for_leader()
     other = next(n for n in cluster.nodes if n is not leader)
-    with ControllerClient(cluster.addresses, timeout=20) as beater, \
-            ControllerClient(cluster.addresses, timeout=20) as admin:
+    with (
+        ControllerClient(cluster.addresses, timeout=20) as beater,
+        ControllerClient(cluster.addresses, timeout=20) as admin,
+    ):
 
         def beat() -> None:
-            beater.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1, 1, 100,
-                             heartbeat_timeout_mills=LEASE_MS, broker_epoch=epochs["broker-a"])
+            beater.heartbeat(
+                TEST_CLUSTER,
+                "127.0.0.1:9000",
+                "broker-a",
+                1,
+                1,
+                100,
+                heartbeat_timeout_mills=LEASE_MS,
+                broker_epoch=epochs["broker-a"],
+            )
 
         beat()
         first = beater._heartbeats._stream
         assert first is not None and first.target == leader.grpc_address
         admin.change_quorum("transfer", other.raft_address)
         wait_until(lambda: cluster.leader() is other, what="the leadership transferred")
-        wait_until(lambda: beat() or beater._heartbeats._stream.target == other.grpc_address,
-                   what="the client's stream at the new leader")
+        wait_until(
+            lambda: beat() or beater._heartbeats._stream.target == other.grpc_address,
+            what="the client's stream at the new leader",
+        )
         assert first.dead
 
 
@@ -229,21 +264,45 @@ def test_the_client_beats_on_one_stream_and_follows_a_new_leader(group: Any) -> 
     leader = cluster.wait_for_leader()
     with ControllerClient(cluster.addresses, timeout=20) as client:
         for _ in range(20):
-            client.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1, 1, 100,
-                             heartbeat_timeout_mills=LEASE_MS, broker_epoch=epochs["broker-a"])
+            client.heartbeat(
+                TEST_CLUSTER,
+                "127.0.0.1:9000",
+                "broker-a",
+                1,
+                1,
+                100,
+                heartbeat_timeout_mills=LEASE_MS,
+                broker_epoch=epochs["broker-a"],
+            )
         first = client._heartbeats._stream
         assert first is not None and first.target == leader.grpc_address
         leader.kill()
-        ack = client.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1, 1, 100,
-                               heartbeat_timeout_mills=LEASE_MS, broker_epoch=epochs["broker-a"])
+        ack = client.heartbeat(
+            TEST_CLUSTER,
+            "127.0.0.1:9000",
+            "broker-a",
+            1,
+            1,
+            100,
+            heartbeat_timeout_mills=LEASE_MS,
+            broker_epoch=epochs["broker-a"],
+        )
         assert ack.remark == "Heart beat success"
         new = cluster.wait_for_leader(exclude=leader)
         moved = client._heartbeats._stream
         assert moved is not None and moved is not first and moved.target == new.grpc_address
         assert first.dead
         for _ in range(3):
-            client.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1, 1, 100,
-                             heartbeat_timeout_mills=LEASE_MS, broker_epoch=epochs["broker-a"])
+            client.heartbeat(
+                TEST_CLUSTER,
+                "127.0.0.1:9000",
+                "broker-a",
+                1,
+                1,
+                100,
+                heartbeat_timeout_mills=LEASE_MS,
+                broker_epoch=epochs["broker-a"],
+            )
         assert _alive(client, "broker-a")
 
 
@@ -259,8 +318,9 @@ def _single_node(base: str, *args: str) -> Iterator[Any]:
 @pytest.fixture
 def limited(tmp_path: Any) -> Iterator[Any]:
     """One node: at most 2 heartbeat streams, 1 per connection."""
-    yield from _single_node(str(tmp_path), "--grpc-max-heartbeat-streams", "2",
-                            "--grpc-max-heartbeat-streams-per-connection", "1")
+    yield from _single_node(
+        str(tmp_path), "--grpc-max-heartbeat-streams", "2", "--grpc-max-heartbeat-streams-per-connection", "1"
+    )
 
 
 @pytest.fixture
@@ -277,8 +337,11 @@ def test_stream_limits_refuse_with_resource_exhausted(limited: Any) -> None:
     try:
         streams.append(RawStream(channels[0]))
         assert [a.code for a in streams[0].beats(_beat("broker-a", 1, None))] == [0]
-        for channel, option in ((channels[0], "--grpc-max-heartbeat-streams-per-connection"),
-                                (channels[1], None), (channels[2], "--grpc-max-heartbeat-streams")):
+        for channel, option in (
+            (channels[0], "--grpc-max-heartbeat-streams-per-connection"),
+            (channels[1], None),
+            (channels[2], "--grpc-max-heartbeat-streams"),
+        ):
             streams.append(RawStream(channel))
             if option is None:
                 assert [a.code for a in streams[-1].beats(_beat("broker-a", 1, None))] == [0]
@@ -288,8 +351,9 @@ def test_stream_limits_refuse_with_resource_exhausted(limited: Any) -> None:
             assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert f"({option})" in str(err.value.details())
         with ControllerClient(limited.grpc_address, timeout=10) as client:
-            ack = client.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1,
-                                   heartbeat_timeout_mills=LEASE_MS)
+            ack = client.heartbeat(
+                TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1, heartbeat_timeout_mills=LEASE_MS
+            )
             assert ack.remark == "Heart beat success"
             assert client._heartbeats._unary_until > time.monotonic()  # unary calls for a while
         streams[0].close()
@@ -362,22 +426,31 @@ def test_a_node_without_the_stream_gets_unary_heartbeats() -> None:
 
     node = CoreNode()
     servicer = ControllerServicer(node)
-    old = {name: grpc.unary_unary_rpc_method_handler(
-        getattr(servicer, name), request_deserializer=request.FromString,
-        response_serializer=response.SerializeToString)
-        for name, request, response in (("GetMetadata", pb.GetMetadataRequest, pb.GetMetadataResponse),
-                                        ("Heartbeat", pb.HeartbeatRequest, pb.HeartbeatResponse))}
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4),
-                         handlers=[grpc.method_handlers_generic_handler(SERVICE_NAME, old)],
-                         options=[("grpc.so_reuseport", 0)])
+    old = {
+        name: grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, name),
+            request_deserializer=request.FromString,
+            response_serializer=response.SerializeToString,
+        )
+        for name, request, response in (
+            ("GetMetadata", pb.GetMetadataRequest, pb.GetMetadataResponse),
+            ("Heartbeat", pb.HeartbeatRequest, pb.HeartbeatResponse),
+        )
+    }
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=4),
+        handlers=[grpc.method_handlers_generic_handler(SERVICE_NAME, old)],
+        options=[("grpc.so_reuseport", 0)],
+    )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     node.address = f"127.0.0.1:{port}"
     try:
         with ControllerClient(node.address, timeout=10) as client:
             for _ in range(3):
-                ack = client.heartbeat(TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1,
-                                       heartbeat_timeout_mills=LEASE_MS)
+                ack = client.heartbeat(
+                    TEST_CLUSTER, "127.0.0.1:9000", "broker-a", 1, heartbeat_timeout_mills=LEASE_MS
+                )
                 assert ack.remark == "Heart beat success"
             assert client._heartbeats._unary_until == float("inf")
         assert node.methods_called() == ["Heartbeat"] * 3

@@ -16,8 +16,9 @@ def test_serve_with_mutual_tls(tmp_path, pki: PkiFiles) -> None:
     args = ["--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--tls-ca", pki.ca]
     with LocalCluster(str(tmp_path / "c"), size=1, extra_args=args) as cluster:
         cluster.start(wait=False)
-        with ControllerClient(cluster.addresses, tls_ca=pki.ca, tls_cert=pki.client_cert,
-                              tls_key=pki.client_key, timeout=20) as client:
+        with ControllerClient(
+            cluster.addresses, tls_ca=pki.ca, tls_cert=pki.client_cert, tls_key=pki.client_key, timeout=20
+        ) as client:
             # the node answers over TLS before it has elected itself: wait for the election
             wait_until(lambda: client.get_metadata().is_leader, 30, what="TLS metadata of a leader")
             wait_until(lambda: client.get_metadata().group_id, 30, what="group id")

@@ -19,11 +19,16 @@ from interop_fixtures import CLASSPATH, JAVA_SOURCES, LIB
 def _missing() -> str | None:
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
-            return (f"!!! {tool} is not on PATH: the RocketMQ interoperability tests (tests/interop) "
-                    "cannot run; install Java 17 (every machine of this project has it) !!!")
+            return (
+                f"!!! {tool} is not on PATH: the RocketMQ interoperability tests (tests/interop) "
+                "cannot run; install Java 17 (every machine of this project has it) !!!"
+            )
     if not (LIB / "rocketmq.jar").is_file() or not (LIB / "mqadmin.jar").is_file():
-        pytest.fail(f"RocketMQ's classes are missing: {LIB} (rocketmq-java beside the repository, or "
-                    "$MQCTL_SHARED_DIR/rocketmq-java)", pytrace=False)
+        pytest.fail(
+            f"RocketMQ's classes are missing: {LIB} (rocketmq-java beside the repository, or "
+            "$MQCTL_SHARED_DIR/rocketmq-java)",
+            pytrace=False,
+        )
     return None
 
 
@@ -35,8 +40,12 @@ def java_classes(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(why)
     out = tmp_path_factory.mktemp("interop-classes")
     sources = sorted(str(p) for p in JAVA_SOURCES.glob("*.java"))
-    p = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", CLASSPATH, "-d", str(out), *sources],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        ["javac", "-nowarn", "-encoding", "UTF-8", "-cp", CLASSPATH, "-d", str(out), *sources],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if p.returncode != 0:
         pytest.fail(f"javac failed on {sources}:\n{p.stdout}{p.stderr}", pytrace=False)
     return out

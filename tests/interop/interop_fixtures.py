@@ -32,9 +32,16 @@ CLASSPATH = f"{LIB}/*"
 JAVA_SOURCES = Path(__file__).resolve().parent / "java"
 CLUSTER = "cluster-a"
 # a short JVM is most of an mqadmin call: no JIT tiers beyond C1, the serial collector, small heap
-JVM_OPTS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k", "-Xms32m", "-Xmx256m",
-            "-Drocketmq.namesrv.domain=127.0.0.1", "-Dtls.server.mode=disabled",
-            "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error"]
+JVM_OPTS = [
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-Xss512k",
+    "-Xms32m",
+    "-Xmx256m",
+    "-Drocketmq.namesrv.domain=127.0.0.1",
+    "-Dtls.server.mode=disabled",
+    "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error",
+]
 HEARTBEAT_INTERVAL_MS = 300
 HEARTBEAT_TIMEOUT_MS = 1500  # heartbeatTimeoutMills in every 904 the replicas send
 
@@ -80,15 +87,29 @@ def remoting_address(cluster: LocalCluster, addresses: list[str], node: Any) -> 
 class JavaBrokers:
     """java/BrokerDriver.java in one JVM: replicas added with ``add``, driven with ``call``."""
 
-    def __init__(self, classes: Path, controllers: list[str], log_dir: Path,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, classes: Path, controllers: list[str], log_dir: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.log_path = log_dir / f"broker-driver-{time.monotonic_ns()}.err"
         self._err = open(self.log_path, "wb")  # noqa: SIM115 (the child's stderr; closed on stop)
         self.proc = subprocess.Popen(
-            ["java", *JVM_OPTS, "-cp", f"{classes}{os.pathsep}{CLASSPATH}", "BrokerDriver",
-             ";".join(controllers), CLUSTER, str(HEARTBEAT_INTERVAL_MS), str(HEARTBEAT_TIMEOUT_MS)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True,
-            env={**os.environ, **(env or {})})
+            [
+                "java",
+                *JVM_OPTS,
+                "-cp",
+                f"{classes}{os.pathsep}{CLASSPATH}",
+                "BrokerDriver",
+                ";".join(controllers),
+                CLUSTER,
+                str(HEARTBEAT_INTERVAL_MS),
+                str(HEARTBEAT_TIMEOUT_MS),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
         self._replies: queue.Queue[dict[str, Any]] = queue.Queue()
         self._lock = threading.Lock()
         self.events: list[dict[str, Any]] = []
@@ -119,7 +140,8 @@ class JavaBrokers:
             return self._replies.get(timeout=timeout)
         except queue.Empty:
             raise AssertionError(
-                f"the broker driver did not answer in {timeout}s; its log:\n{self.log()}") from None
+                f"the broker driver did not answer in {timeout}s; its log:\n{self.log()}"
+            ) from None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
@@ -142,6 +164,7 @@ class JavaBrokers:
     def wait_alive(self, broker_name: str, ids: set[int], timeout: float = 10.0) -> None:
         """Until the controller counts these replicas alive (it has their heartbeats): an election
         notifies only the replicas alive when it is decided, in RocketMQ as in mqctl."""
+
         def alive() -> bool:
             info = self.call("syncstatedata", broker_name)["replicasInfoTable"].get(broker_name) or {}
             replicas = [*info.get("inSyncReplicas", []), *info.get("notInSyncReplicas", [])]
@@ -154,8 +177,11 @@ class JavaBrokers:
 
     def notifies(self, replica: int | None = None) -> list[dict[str, Any]]:
         with self._lock:
-            return [e for e in self.events if e.get("event") == "notify"
-                    and (replica is None or e["replica"] == replica)]
+            return [
+                e
+                for e in self.events
+                if e.get("event") == "notify" and (replica is None or e["replica"] == replica)
+            ]
 
     def other_events(self) -> list[dict[str, Any]]:
         """Anything but a 1008 at a replica's own address (a 1008 over a replica's own connection to
@@ -163,11 +189,15 @@ class JavaBrokers:
         with self._lock:
             return [e for e in self.events if e.get("event") != "notify"]
 
-    def wait_notify(self, replica: int, predicate: Callable[[dict[str, Any]], bool], timeout: float,
-                    what: str) -> dict[str, Any]:
+    def wait_notify(
+        self, replica: int, predicate: Callable[[dict[str, Any]], bool], timeout: float, what: str
+    ) -> dict[str, Any]:
         found: dict[str, Any] = wait_until(
-            lambda: next((e for e in self.notifies(replica) if predicate(e)), None), timeout,
-            interval=0.02, what=f"{what} (1008s received: {self.notifies()})")
+            lambda: next((e for e in self.notifies(replica) if predicate(e)), None),
+            timeout,
+            interval=0.02,
+            what=f"{what} (1008s received: {self.notifies()})",
+        )
         return found
 
     def close(self) -> None:
@@ -187,15 +217,22 @@ class JavaBrokers:
 # --- mqadmin ----------------------------------------------------------------------------------
 
 
-def mqadmin(*args: str, namesrv: str | None = None,
-            timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def mqadmin(
+    *args: str, namesrv: str | None = None, timeout: float = 60.0
+) -> subprocess.CompletedProcess[str]:
     """RocketMQ's mqadmin (MQAdmin.java in lib/mqadmin.jar): exit 0, or 1 when the sub-command threw."""
     extra = ["-n", namesrv] if namesrv else []
-    return subprocess.run(["java", *JVM_OPTS, "-cp", CLASSPATH, "MQAdmin", *args, *extra],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["java", *JVM_OPTS, "-cp", CLASSPATH, "MQAdmin", *args, *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def replica_identity(broker_name: str, broker_id: int, address: str, alive: bool) -> str:
     """BrokerReplicasInfo.ReplicaIdentity.toString()."""
-    return (f"ReplicaIdentity{{brokerName='{broker_name}', brokerId={broker_id}, "
-            f"brokerAddress='{address}', alive={'true' if alive else 'false'}}}")
+    return (
+        f"ReplicaIdentity{{brokerName='{broker_name}', brokerId={broker_id}, "
+        f"brokerAddress='{address}', alive={'true' if alive else 'false'}}}"
+    )

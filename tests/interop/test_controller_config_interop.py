@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow
 BY_KEY_ONLY: dict[str, str] = {
     "rocketmqHome": "RocketMQ: $ROCKETMQ_HOME, the installation; mqctl: the node's data directory",
     "configStorePath": "RocketMQ: ~/controller/controller.properties; mqctl: the Raft journal in the data "
-                       "directory (the config is replicated through the Raft log)",
+    "directory (the config is replicated through the Raft log)",
     "controllerStorePath": "the data directory of the node",
     "listenPort": "the port the node serves RocketMQ remoting on (RocketMQ's ControllerStartup: 19876)",
     "controllerDLegerGroup": "the controller group's name (mqctl: --group)",
@@ -56,13 +56,26 @@ VALUE_SHAPES: dict[str, str] = {
     "jraftConfig": r"org\.apache\.rocketmq\.common\.JraftConfig@[0-9a-f]+",
 }
 # mqctl's own keys, next to RocketMQ's
-MQCTL_KEYS = {"waitFor", "heartbeatTimeoutMillis", "controllerGroup", "raftAddress", "raftPeers",
-              "listenAddress", "remotingAddress", "historyMaxEntries", core.NOT_HONOURED_KEY}
+MQCTL_KEYS = {
+    "waitFor",
+    "heartbeatTimeoutMillis",
+    "controllerGroup",
+    "raftAddress",
+    "raftPeers",
+    "listenAddress",
+    "remotingAddress",
+    "historyMaxEntries",
+    core.NOT_HONOURED_KEY,
+}
 
 
 def rocketmq_config(classes: Path, *args: str) -> tuple[str, dict[str, str]]:
-    proc = subprocess.run(["java", *JVM_OPTS, "-cp", f"{classes}:{CLASSPATH}", "ControllerConfigDriver",
-                           *args], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["java", *JVM_OPTS, "-cp", f"{classes}:{CLASSPATH}", "ControllerConfigDriver", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout, codec.properties_loads(proc.stdout.encode())
 
@@ -75,7 +88,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluste
     args = cluster.nodes[0].args
     for flag in ("--heartbeat-timeout", "--scan-interval"):
         i = args.index(flag)
-        del args[i:i + 2]
+        del args[i : i + 2]
     with cluster:
         start_cluster(cluster, addresses)
         yield cluster, addresses[0]
@@ -90,11 +103,12 @@ def ask(address: str, cmd: RemotingCommand) -> RemotingCommand:
             chunk = sock.recv(65536)
             assert chunk, "the server closed the connection"
             data += chunk
-    return codec.decode_frame(data[4:4 + int.from_bytes(data[:4], "big")])
+    return codec.decode_frame(data[4 : 4 + int.from_bytes(data[:4], "big")])
 
 
 def test_get_controller_config_has_rocketmq_s_keys_and_defaults(
-        java_classes: Path, node: tuple[LocalCluster, str]) -> None:
+    java_classes: Path, node: tuple[LocalCluster, str]
+) -> None:
     cluster, address = node
     default_text, defaults = rocketmq_config(java_classes)
     _, deployment = rocketmq_config(java_classes, "deployment")
@@ -133,11 +147,18 @@ def test_get_controller_config_has_rocketmq_s_keys_and_defaults(
     # what an update does not change, named; the rest is honoured or black-listed
     not_honoured = mqctl[core.NOT_HONOURED_KEY].split(";")
     assert not_honoured == sorted(not_honoured) and set(not_honoured) <= set(deployment)
-    assert {"controllerThreadPoolNums", "mappedFileSize", "serverWorkerThreads",
-            "listenPort"} <= set(not_honoured)
+    assert {"controllerThreadPoolNums", "mappedFileSize", "serverWorkerThreads", "listenPort"} <= set(
+        not_honoured
+    )
     rest = set(deployment) - set(not_honoured)
-    assert rest == {"enableElectUncleanMaster", "scanNotActiveBrokerInterval", "configBlackList",
-                    "configStorePath", "rocketmqHome", "notifyBrokerRoleChanged"}
+    assert rest == {
+        "enableElectUncleanMaster",
+        "scanNotActiveBrokerInterval",
+        "configBlackList",
+        "configStorePath",
+        "rocketmqHome",
+        "notifyBrokerRoleChanged",
+    }
 
 
 def test_update_controller_config_as_rocketmq(node: tuple[LocalCluster, str]) -> None:
@@ -155,8 +176,15 @@ def test_update_controller_config_as_rocketmq(node: tuple[LocalCluster, str]) ->
     with RemotingControllerClient(address, timeout=10) as client:
         before = client.get_config().config
         assert before["waitFor"] == "1" and before["mappedFileSize"] == "1073741824"
-        client.update_config({"noSuchKey": "1", "mappedFileSize": "4096", "notifyBrokerRoleChanged": "false",
-                              "controllerThreadPoolNums": "x", "scanNotActiveBrokerInterval": "4000"})
+        client.update_config(
+            {
+                "noSuchKey": "1",
+                "mappedFileSize": "4096",
+                "notifyBrokerRoleChanged": "false",
+                "controllerThreadPoolNums": "x",
+                "scanNotActiveBrokerInterval": "4000",
+            }
+        )
         after = client.get_config().config
         assert after == {**before, "scanNotActiveBrokerInterval": "4000", "notifyBrokerRoleChanged": "false"}
         client.update_config({"notifyBrokerRoleChanged": "true"})
@@ -164,13 +192,16 @@ def test_update_controller_config_as_rocketmq(node: tuple[LocalCluster, str]) ->
             client.update_config({"waitFor": "many"})
         assert err.value.code == Code.CONTROLLER_INVALID_REQUEST and "waitFor" in err.value.remark
         client.update_config({"scanNotActiveBrokerInterval": "5000"})
-    logged = ("UpdateConfig: ignored controllerThreadPoolNums (not honoured by mqctl), mappedFileSize (not "
-              "honoured by mqctl), noSuchKey (unknown key)")
+    logged = (
+        "UpdateConfig: ignored controllerThreadPoolNums (not honoured by mqctl), mappedFileSize (not "
+        "honoured by mqctl), noSuchKey (unknown key)"
+    )
     wait_until(lambda: logged in cluster.nodes[0].log_text(), 10, what="the ignored keys in the node's log")
 
 
-def test_rocketmq_s_mqadmin_reads_and_updates_the_config(java_tools: None,
-                                                         node: tuple[LocalCluster, str]) -> None:
+def test_rocketmq_s_mqadmin_reads_and_updates_the_config(
+    java_tools: None, node: tuple[LocalCluster, str]
+) -> None:
     _, address = node
     proc = mqadmin("getControllerConfig", "-a", address)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -34,9 +34,15 @@ from mqctl.remoting.security import AclCredentials, client_context
 
 BROKER_LIB = SHARED / "rocketmq-broker" / "lib"
 SOURCE = Path(__file__).resolve().parent / "java_acl" / "TlsAclDriver.java"
-JVM = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k", "-Xms32m", "-Xmx256m",
-       "-Drocketmq.namesrv.domain=127.0.0.1",
-       "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error"]
+JVM = [
+    "-XX:TieredStopAtLevel=1",
+    "-XX:+UseSerialGC",
+    "-Xss512k",
+    "-Xms32m",
+    "-Xmx256m",
+    "-Drocketmq.namesrv.domain=127.0.0.1",
+    "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error",
+]
 
 
 def _classpath() -> str:
@@ -50,8 +56,12 @@ def driver(tmp_path_factory: pytest.TempPathFactory, java_tools: None) -> list[s
     if not (BROKER_LIB / "classpath.txt").is_file():
         pytest.fail(f"RocketMQ 5.3.3's classes are missing: {BROKER_LIB}", pytrace=False)
     out = tmp_path_factory.mktemp("tls-acl-classes")
-    p = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", _classpath(), "-d", str(out),
-                        str(SOURCE)], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        ["javac", "-nowarn", "-encoding", "UTF-8", "-cp", _classpath(), "-d", str(out), str(SOURCE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if p.returncode != 0:
         pytest.fail(f"javac failed on {SOURCE}:\n{p.stdout}{p.stderr}", pytrace=False)
     logs = tmp_path_factory.mktemp("tls-acl-logs")
@@ -66,8 +76,12 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> PkiFiles:
 def _tls_client_props(pki: PkiFiles, *, cert: bool = False) -> list[str]:
     """RocketMQ's client TLS, verifying the server: tls.enable, tls.client.authServer + trustCertPath
     (tls.test.mode.enable=false, else RocketMQ trusts any certificate), a client certificate for mTLS."""
-    props = ["-Dtls.enable=true", "-Dtls.test.mode.enable=false", "-Dtls.client.authServer=true",
-             f"-Dtls.client.trustCertPath={pki.ca}"]
+    props = [
+        "-Dtls.enable=true",
+        "-Dtls.test.mode.enable=false",
+        "-Dtls.client.authServer=true",
+        f"-Dtls.client.trustCertPath={pki.ca}",
+    ]
     if cert:
         props += [f"-Dtls.client.certPath={pki.client_cert}", f"-Dtls.client.keyPath={pki.client_key}"]
     return props
@@ -88,19 +102,41 @@ def _java_client(driver: list[str], props: list[str], address: str, code: int, *
 def _cases() -> list[dict[str, Any]]:
     cases: list[dict[str, Any]] = [
         {"code": 1005, "ext": {}, "body": b""},
-        {"code": 1002, "ext": {"clusterName": "c", "brokerName": "broker-a", "brokerId": "1",
-                               "designateElect": "true", "mqctlToken": "t0ken"}, "body": b""},
+        {
+            "code": 1002,
+            "ext": {
+                "clusterName": "c",
+                "brokerName": "broker-a",
+                "brokerId": "1",
+                "designateElect": "true",
+                "mqctlToken": "t0ken",
+            },
+            "body": b"",
+        },
         # upper case before lower, digits and '_' where ASCII puts them; UTF-8 values
         {"code": 7, "ext": {"b": "x", "A": "é", "_k": "1", "a1": "ü€", "Z": ""}, "body": b"\x00\xffbody"},
         # Java orders keys by UTF-16 code units: U+1F600 (a surrogate pair, D83D...) before U+FFFD
         {"code": 8, "ext": {"\ufffd": "1", "\U0001f600": "2", "k": "😀"}, "body": "ε".encode()},
-        {"code": 9, "ext": {"AccessKey": "someone-else", "Signature": "stale"}, "body": b"b",
-         "securityToken": "tok-1"},
+        {
+            "code": 9,
+            "ext": {"AccessKey": "someone-else", "Signature": "stale"},
+            "body": b"b",
+            "securityToken": "tok-1",
+        },
     ]
     for method, request in [
         ("ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 2, "designate_elect": True}),
-        ("AlterSyncStateSet", {"cluster_name": "c", "broker_name": "b", "master_broker_id": 1,
-                               "master_epoch": 3, "new_sync_state_set": [1, 2], "sync_state_set_epoch": 4}),
+        (
+            "AlterSyncStateSet",
+            {
+                "cluster_name": "c",
+                "broker_name": "b",
+                "master_broker_id": 1,
+                "master_epoch": 3,
+                "new_sync_state_set": [1, 2],
+                "sync_state_set_epoch": 4,
+            },
+        ),
         ("GetSyncStateData", {"broker_names": ["b", "c"]}),
     ]:
         code, ext, body = headers.encode_request(method, request)
@@ -110,11 +146,25 @@ def _cases() -> list[dict[str, Any]]:
 
 def test_mqctl_s_signature_is_rocketmq_s(driver: list[str]) -> None:
     cases = _cases()
-    payload = [{"accessKey": "rocketmq2", "secretKey": "12345678", "securityToken": c.get("securityToken"),
-                "code": c["code"], "ext": c["ext"], "body": base64.b64encode(c["body"]).decode()}
-               for c in cases]
-    p = subprocess.run([*driver, "TlsAclDriver", "sign"], input=json.dumps(payload), capture_output=True,
-                       text=True, timeout=60, encoding="utf-8")
+    payload = [
+        {
+            "accessKey": "rocketmq2",
+            "secretKey": "12345678",
+            "securityToken": c.get("securityToken"),
+            "code": c["code"],
+            "ext": c["ext"],
+            "body": base64.b64encode(c["body"]).decode(),
+        }
+        for c in cases
+    ]
+    p = subprocess.run(
+        [*driver, "TlsAclDriver", "sign"],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        encoding="utf-8",
+    )
     assert p.returncode == 0, p.stderr
     rocketmq = json.loads(p.stdout)
     for case, theirs in zip(cases, rocketmq, strict=True):
@@ -125,8 +175,9 @@ def test_mqctl_s_signature_is_rocketmq_s(driver: list[str]) -> None:
 # --- RocketMQ's NettyRemotingClient against mqctl serve ----------------------------------------
 
 
-def _serve(tmp_path: Path, pki: PkiFiles, *, mtls: bool = False,
-           env: dict[str, str] | None = None) -> tuple[LocalCluster, str]:
+def _serve(
+    tmp_path: Path, pki: PkiFiles, *, mtls: bool = False, env: dict[str, str] | None = None
+) -> tuple[LocalCluster, str]:
     args = ["--tls-cert", pki.server_cert, "--tls-key", pki.server_key]
     args += ["--tls-ca", pki.ca] if mtls else []
     cluster = LocalCluster(str(tmp_path / "c"), size=1, extra_args=args)
@@ -160,8 +211,9 @@ def test_rocketmq_client_over_tls_to_mqctl_serve(driver: list[str], pki: PkiFile
         assert "error" in other, other
         # RocketMQ's mqadmin (../shared/rocketmq-java, the develop branch) with the same properties
         mqadmin = ["java", *JVM_OPTS, *_tls_client_props(pki), "-cp", CLASSPATH, "MQAdmin"]
-        p = subprocess.run([*mqadmin, "getControllerMetaData", "-a", address], capture_output=True, text=True,
-                           timeout=60)
+        p = subprocess.run(
+            [*mqadmin, "getControllerMetaData", "-a", address], capture_output=True, text=True, timeout=60
+        )
         assert p.returncode == 0, p.stdout + p.stderr
         assert f"#ControllerLeaderAddress\t{address}" in p.stdout, p.stdout
     finally:
@@ -169,8 +221,9 @@ def test_rocketmq_client_over_tls_to_mqctl_serve(driver: list[str], pki: PkiFile
 
 
 @pytest.mark.slow
-def test_rocketmq_client_with_a_certificate_to_mqctl_serve_mtls(driver: list[str], pki: PkiFiles,
-                                                               tmp_path: Path) -> None:
+def test_rocketmq_client_with_a_certificate_to_mqctl_serve_mtls(
+    driver: list[str], pki: PkiFiles, tmp_path: Path
+) -> None:
     cluster, address = _serve(tmp_path, pki, mtls=True)
     try:
         answer = _java_client(driver, _tls_client_props(pki, cert=True), address, headers.GET_METADATA_INFO)
@@ -182,8 +235,9 @@ def test_rocketmq_client_with_a_certificate_to_mqctl_serve_mtls(driver: list[str
 
 
 @pytest.mark.slow
-def test_rocketmq_clients_tls_and_plaintext_to_mqctl_serve_permissive(driver: list[str], pki: PkiFiles,
-                                                                      tmp_path: Path) -> None:
+def test_rocketmq_clients_tls_and_plaintext_to_mqctl_serve_permissive(
+    driver: list[str], pki: PkiFiles, tmp_path: Path
+) -> None:
     cluster, address = _serve(tmp_path, pki, env={"MQCTL_REMOTING_TLS_MODE": "permissive"})
     try:
         tls = _java_client(driver, _tls_client_props(pki), address, headers.GET_METADATA_INFO)
@@ -201,20 +255,39 @@ def test_rocketmq_clients_tls_and_plaintext_to_mqctl_serve_permissive(driver: li
 class JavaServer:
     """TlsAclDriver server: RocketMQ's NettyRemotingServer, TLS enforcing, ACL 2.0 authentication."""
 
-    def __init__(self, driver: list[str], pki: PkiFiles, users: dict[str, str], log: Path,
-                 require_client_cert: bool) -> None:
-        props = ["-Dtls.server.mode=enforcing", "-Dtls.test.mode.enable=false",
-                 f"-Dtls.server.certPath={pki.server_cert}", f"-Dtls.server.keyPath={pki.server_key}"]
+    def __init__(
+        self, driver: list[str], pki: PkiFiles, users: dict[str, str], log: Path, require_client_cert: bool
+    ) -> None:
+        props = [
+            "-Dtls.server.mode=enforcing",
+            "-Dtls.test.mode.enable=false",
+            f"-Dtls.server.certPath={pki.server_cert}",
+            f"-Dtls.server.keyPath={pki.server_key}",
+        ]
         if require_client_cert:
-            props += ["-Dtls.server.need.client.auth=require", "-Dtls.server.authClient=true",
-                      f"-Dtls.server.trustCertPath={pki.ca}"]
+            props += [
+                "-Dtls.server.need.client.auth=require",
+                "-Dtls.server.authClient=true",
+                f"-Dtls.server.trustCertPath={pki.ca}",
+            ]
         else:
             props += ["-Dtls.server.need.client.auth=none"]
         self._err = open(log, "wb")  # noqa: SIM115 (the child's stderr; closed on stop)
         self.proc = subprocess.Popen(
-            [*driver[:-2], *props, *driver[-2:], "TlsAclDriver", "server", str(free_port()),
-             *(f"{k}:{v}" for k, v in users.items())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True)
+            [
+                *driver[:-2],
+                *props,
+                *driver[-2:],
+                "TlsAclDriver",
+                "server",
+                str(free_port()),
+                *(f"{k}:{v}" for k, v in users.items()),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+        )
         assert self.proc.stdout is not None
         ready = json.loads(self.proc.stdout.readline() or "{}")
         assert ready.get("event") == "ready", log.read_text()
@@ -237,8 +310,9 @@ class JavaServer:
 
 
 @pytest.fixture(params=[False, True], ids=["tls", "mtls"])
-def java_server(request: pytest.FixtureRequest, driver: list[str], pki: PkiFiles,
-                tmp_path: Path) -> Iterator[tuple[JavaServer, bool]]:
+def java_server(
+    request: pytest.FixtureRequest, driver: list[str], pki: PkiFiles, tmp_path: Path
+) -> Iterator[tuple[JavaServer, bool]]:
     server = JavaServer(driver, pki, {"rocketmq2": "12345678"}, tmp_path / "server.err", request.param)
     try:
         yield server, request.param
@@ -246,8 +320,9 @@ def java_server(request: pytest.FixtureRequest, driver: list[str], pki: PkiFiles
         server.stop()
 
 
-def test_mqctl_over_tls_signed_to_rocketmq_server(java_server: tuple[JavaServer, bool],
-                                                  pki: PkiFiles) -> None:
+def test_mqctl_over_tls_signed_to_rocketmq_server(
+    java_server: tuple[JavaServer, bool], pki: PkiFiles
+) -> None:
     server, mtls = java_server
     cert = (pki.client_cert, pki.client_key) if mtls else (None, None)
     tls = client_context(pki.ca, *cert)
@@ -276,16 +351,32 @@ def test_mqctl_over_tls_signed_to_rocketmq_server(java_server: tuple[JavaServer,
                 c.invoke(1002, ext, body, timeout=3)
 
 
-def test_mqctl_cli_over_tls_signed_to_rocketmq_server(java_server: tuple[JavaServer, bool],
-                                                      pki: PkiFiles) -> None:
+def test_mqctl_cli_over_tls_signed_to_rocketmq_server(
+    java_server: tuple[JavaServer, bool], pki: PkiFiles
+) -> None:
     """`mqctl getControllerConfig --protocol remoting` with --tls-* and MQCTL_ACCESS_KEY/SECRET_KEY:
     the Java server answers GET_CONTROLLER_CONFIG (1010) with aclUser=<the authenticated user>."""
     server, mtls = java_server
     cert = ["--tls-cert", pki.client_cert, "--tls-key", pki.client_key] if mtls else []
     env = {**os.environ, "MQCTL_ACCESS_KEY": "rocketmq2", "MQCTL_SECRET_KEY": "12345678"}
     env.pop("MQCTL_CONTROLLER", None)
-    cmd = [sys.executable, "-m", "mqctl", "getControllerConfig", "-a", server.address,
-           "--protocol", "remoting", "--tls-ca", pki.ca, *cert, "-o", "json", "--timeout", "10"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mqctl",
+        "getControllerConfig",
+        "-a",
+        server.address,
+        "--protocol",
+        "remoting",
+        "--tls-ca",
+        pki.ca,
+        *cert,
+        "-o",
+        "json",
+        "--timeout",
+        "10",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "rocketmq2" in json.dumps(json.loads(p.stdout))

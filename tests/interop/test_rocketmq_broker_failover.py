@@ -41,8 +41,9 @@ NAME = "broker-a"
 NOTIFY_WITHIN_MS = HEARTBEAT_TIMEOUT_MS + 1000
 
 
-def _expect_1008(event: dict, *, master: int, address: str, master_epoch: int, ss_epoch: int,
-                 serialize_type: str) -> None:
+def _expect_1008(
+    event: dict, *, master: int, address: str, master_epoch: int, ss_epoch: int, serialize_type: str
+) -> None:
     """Header fields and SyncStateSet body as RocketMQ's classes decoded them (ControllerManager's
     doNotifyBrokerRoleChanged: header masterAddress/masterBrokerId/masterEpoch/syncStateSetEpoch, body
     SyncStateSet({master}, syncStateSetEpoch), one-way)."""
@@ -55,8 +56,9 @@ def _expect_1008(event: dict, *, master: int, address: str, master_epoch: int, s
 
 
 @pytest.mark.parametrize("serialize_type", ["JSON", "ROCKETMQ"])
-def test_rocketmq_replicas_fail_over_behind_three_mqctl_nodes(java_classes: Path, tmp_path: Path,
-                                                              serialize_type: str) -> None:
+def test_rocketmq_replicas_fail_over_behind_three_mqctl_nodes(
+    java_classes: Path, tmp_path: Path, serialize_type: str
+) -> None:
     env = {"ROCKETMQ_SERIALIZE_TYPE": serialize_type}  # read by mqctl serve and by RocketMQ's classes
     cluster, remoting = remoting_cluster(str(tmp_path / "controllers"), 3)
     with cluster:
@@ -72,8 +74,11 @@ def test_rocketmq_replicas_fail_over_behind_three_mqctl_nodes(java_classes: Path
 def _scenario(cluster, remoting: list[str], brokers: JavaBrokers, serialize_type: str) -> None:
     addr = {i: brokers.add(NAME) for i in (1, 2, 3)}
     leader = cluster.wait_for_leader()
-    wait_until(lambda: brokers.call("leader")["leader"] == remoting_address(cluster, remoting, leader), 20,
-               what="1005 naming the leader's remoting address")
+    wait_until(
+        lambda: brokers.call("leader")["leader"] == remoting_address(cluster, remoting, leader),
+        20,
+        what="1005 naming the leader's remoting address",
+    )
 
     # --- registration, as ReplicasManager.register does it -------------------------------------
     for i in (1, 2, 3):
@@ -82,12 +87,19 @@ def _scenario(cluster, remoting: list[str], brokers: JavaBrokers, serialize_type
         for step in ("nextBrokerId", "applyBrokerId", "registerBroker"):
             assert got[step]["code"] == 0, got
             assert got[step]["serializeType"] == serialize_type, got  # the server's configured type
-        assert got["nextBrokerId"]["ext"] == {"clusterName": CLUSTER, "brokerName": NAME,
-                                              "nextBrokerId": str(i)}
+        assert got["nextBrokerId"]["ext"] == {
+            "clusterName": CLUSTER,
+            "brokerName": NAME,
+            "nextBrokerId": str(i),
+        }
         assert got["applied"] == {"clusterName": CLUSTER, "brokerName": NAME}
         # no master yet: the header has clusterName and brokerName only (and mqctl's brokerEpoch)
-        assert got["registered"] == {"clusterName": CLUSTER, "brokerName": NAME, "syncStateSet": [],
-                                     "bodySyncStateSetEpoch": 0}, got
+        assert got["registered"] == {
+            "clusterName": CLUSTER,
+            "brokerName": NAME,
+            "syncStateSet": [],
+            "bodySyncStateSetEpoch": 0,
+        }, got
     for i, offset in ((1, 100), (2, 100), (3, 200)):
         brokers.call("offset", i, offset)
 
@@ -97,27 +109,39 @@ def _scenario(cluster, remoting: list[str], brokers: JavaBrokers, serialize_type
     brokers.wait_alive(NAME, {1, 2})
     elected = brokers.call("elect", 1)
     assert (elected["code"], elected.get("remark")) == (0, None), elected
-    assert elected["ext"] == {"masterBrokerId": "1", "masterAddress": addr[1], "masterEpoch": "1",
-                              "syncStateSetEpoch": "1"}, elected
+    assert elected["ext"] == {
+        "masterBrokerId": "1",
+        "masterAddress": addr[1],
+        "masterEpoch": "1",
+        "syncStateSetEpoch": "1",
+    }, elected
     assert elected["syncStateSet"] == [1]
-    assert elected["brokerMemberGroup"] == {"cluster": CLUSTER, "brokerName": NAME,
-                                            "brokerAddrs": {"1": addr[1], "2": addr[2], "3": addr[3]}}
+    assert elected["brokerMemberGroup"] == {
+        "cluster": CLUSTER,
+        "brokerName": NAME,
+        "brokerAddrs": {"1": addr[1], "2": addr[2], "3": addr[3]},
+    }
     for i in (1, 2):  # every alive member of the group, the new master included
-        event = brokers.wait_notify(i, lambda e: e["masterEpoch"] == 1, 10,
-                                    f"the first election's 1008 at {i}")
-        _expect_1008(event, master=1, address=addr[1], master_epoch=1, ss_epoch=1,
-                     serialize_type=serialize_type)
+        event = brokers.wait_notify(
+            i, lambda e: e["masterEpoch"] == 1, 10, f"the first election's 1008 at {i}"
+        )
+        _expect_1008(
+            event, master=1, address=addr[1], master_epoch=1, ss_epoch=1, serialize_type=serialize_type
+        )
     for i in (2, 3):  # the others' own try (ReplicasManager.brokerElect): the master still exists
         still = brokers.call("elect", i)
         assert still["code"] == 2011, still
         assert still["remark"] == (
-            "The old master 1 is still alive, not need to elect new master for broker broker-a")
+            "The old master 1 is still alive, not need to elect new master for broker broker-a"
+        )
         assert still["ext"] == elected["ext"]
         assert still["syncStateSet"] == [1] and "brokerMemberGroup" not in still
         assert brokers.state(i)["masterEpoch"] == 1  # learned from the 2011, as a broker does
     refused = brokers.call("alter", 1, "1,2,3")
     assert (refused["code"], refused["remark"]) == (
-        2006, "Rejecting alter syncStateSet request because the replicas {3} don't alive"), refused
+        2006,
+        "Rejecting alter syncStateSet request because the replicas {3} don't alive",
+    ), refused
     assert refused["ext"] == {"newSyncStateSetEpoch": "0"}, refused
     table = brokers.call("syncstatedata", NAME)["replicasInfoTable"][NAME]
     assert [(r["brokerId"], r["alive"]) for r in table["inSyncReplicas"]] == [(1, True)]
@@ -128,54 +152,89 @@ def _scenario(cluster, remoting: list[str], brokers: JavaBrokers, serialize_type
     brokers.wait_alive(NAME, {1, 2, 3})
     altered = brokers.call("alter", 1, "1,2,3")
     assert (altered["code"], altered["ext"], altered["syncStateSet"], altered["bodySyncStateSetEpoch"]) == (
-        0, {"newSyncStateSetEpoch": "2"}, [1, 2, 3], 2), altered
+        0,
+        {"newSyncStateSetEpoch": "2"},
+        [1, 2, 3],
+        2,
+    ), altered
     info = brokers.call("replicainfo", NAME)
-    assert (info["code"], info["masterBrokerId"], info["masterAddress"], info["masterEpoch"],
-            info["syncStateSet"], info["syncStateSetEpoch"]) == (0, 1, addr[1], 1, [1, 2, 3], 2), info
+    assert (
+        info["code"],
+        info["masterBrokerId"],
+        info["masterAddress"],
+        info["masterEpoch"],
+        info["syncStateSet"],
+        info["syncStateSetEpoch"],
+    ) == (0, 1, addr[1], 1, [1, 2, 3], 2), info
     table = brokers.call("syncstatedata", NAME)["replicasInfoTable"][NAME]
     got = (table["masterBrokerId"], table["masterAddress"], table["masterEpoch"], table["syncStateSetEpoch"])
     assert got == (1, addr[1], 1, 2), table
     assert [r["toString"] for r in table["inSyncReplicas"]] == [
         f"ReplicaIdentity{{brokerName='{NAME}', brokerId={i}, brokerAddress='{addr[i]}', alive=true}}"
-        for i in (1, 2, 3)]
+        for i in (1, 2, 3)
+    ]
     assert table["notInSyncReplicas"] == []
 
     # --- the master stops beating: 3 (epoch 1 like 2, offset 200 > 100) is elected -------------
     last_beat = brokers.call("beat", 1, "off")["lastBeat"]
     for i in (2, 3):
-        event = brokers.wait_notify(i, lambda e: e["masterEpoch"] == 2, NOTIFY_WITHIN_MS / 1000 + 10,
-                                    f"the failover's 1008 at replica {i}")
-        _expect_1008(event, master=3, address=addr[3], master_epoch=2, ss_epoch=3,
-                     serialize_type=serialize_type)
-        print(f"[{serialize_type}] failover: 1008 at replica {i} {event['at'] - last_beat} ms "
-              "after the last beat")
+        event = brokers.wait_notify(
+            i,
+            lambda e: e["masterEpoch"] == 2,
+            NOTIFY_WITHIN_MS / 1000 + 10,
+            f"the failover's 1008 at replica {i}",
+        )
+        _expect_1008(
+            event, master=3, address=addr[3], master_epoch=2, ss_epoch=3, serialize_type=serialize_type
+        )
+        print(
+            f"[{serialize_type}] failover: 1008 at replica {i} {event['at'] - last_beat} ms "
+            "after the last beat"
+        )
         assert event["at"] - last_beat <= NOTIFY_WITHIN_MS, (
             f"replica {i} learned of the new master {event['at'] - last_beat} ms after the old master's last "
-            f"heartbeat (heartbeatTimeoutMills {HEARTBEAT_TIMEOUT_MS} + 1 s allowed)")
+            f"heartbeat (heartbeatTimeoutMills {HEARTBEAT_TIMEOUT_MS} + 1 s allowed)"
+        )
     # the new master alters the SyncStateSet with the epochs it learned from the 1008 only
     state = brokers.state(3)
     assert (state["isMaster"], state["masterEpoch"], state["syncStateSetEpoch"]) == (True, 2, 3), state
     altered = brokers.call("alter", 3, "2,3")
     assert (altered["code"], altered["ext"], altered["syncStateSet"]) == (
-        0, {"newSyncStateSetEpoch": "4"}, [2, 3]), altered
+        0,
+        {"newSyncStateSetEpoch": "4"},
+        [2, 3],
+    ), altered
 
     # --- a controller leader change, then the next election -----------------------------------
     old = cluster.wait_for_leader()
     old.kill()
     new = cluster.wait_for_leader(exclude=old)
-    wait_until(lambda: brokers.call("leader")["leader"] == remoting_address(cluster, remoting, new), 20,
-               what="1005 naming the new leader's remoting address")
+    wait_until(
+        lambda: brokers.call("leader")["leader"] == remoting_address(cluster, remoting, new),
+        20,
+        what="1005 naming the new leader's remoting address",
+    )
     last_beat = brokers.call("beat", 3, "off")["lastBeat"]
-    event = brokers.wait_notify(2, lambda e: e["masterEpoch"] == 3, NOTIFY_WITHIN_MS / 1000 + 10,
-                                "the 1008 of the election decided by the new controller leader")
+    event = brokers.wait_notify(
+        2,
+        lambda e: e["masterEpoch"] == 3,
+        NOTIFY_WITHIN_MS / 1000 + 10,
+        "the 1008 of the election decided by the new controller leader",
+    )
     _expect_1008(event, master=2, address=addr[2], master_epoch=3, ss_epoch=5, serialize_type=serialize_type)
     print(f"[{serialize_type}] after the leader kill: 1008 {event['at'] - last_beat} ms after the last beat")
     assert event["at"] - last_beat <= NOTIFY_WITHIN_MS, (
         f"replica 2 learned of the new master {event['at'] - last_beat} ms after the old master's last "
-        "heartbeat")
+        "heartbeat"
+    )
     info = brokers.call("replicainfo", NAME)
-    assert (info["masterBrokerId"], info["masterAddress"], info["masterEpoch"], info["syncStateSet"],
-            info["syncStateSetEpoch"]) == (2, addr[2], 3, [2], 5), info
+    assert (
+        info["masterBrokerId"],
+        info["masterAddress"],
+        info["masterEpoch"],
+        info["syncStateSet"],
+        info["syncStateSetEpoch"],
+    ) == (2, addr[2], 3, [2], 5), info
 
     # dead replicas are not notified (RocketMQ notifies the active members only); nothing came over a
     # replica's own connection to a controller, and every 1008 decoded

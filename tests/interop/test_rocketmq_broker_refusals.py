@@ -47,26 +47,43 @@ def _refusals(brokers: JavaBrokers) -> None:
 
     # --- a broker set nobody registered --------------------------------------------------------
     assert _answer(call("nextid", "broker-zz")) == (
-        0, None, {"clusterName": CLUSTER, "brokerName": "broker-zz", "nextBrokerId": "1"})
+        0,
+        None,
+        {"clusterName": CLUSTER, "brokerName": "broker-zz", "nextBrokerId": "1"},
+    )
     assert _answer(call("apply", 1, 2)) == (
-        2014, "Broker-set: broker-r hasn't been registered in controller, but broker try to apply "
-        "brokerId: 2", names)
+        2014,
+        "Broker-set: broker-r hasn't been registered in controller, but broker try to apply brokerId: 2",
+        names,
+    )
     assert _answer(call("reg", 1, 1)) == (
-        2010, "Broker-set: broker-r hasn't been registered in controller", names)
+        2010,
+        "Broker-set: broker-r hasn't been registered in controller",
+        names,
+    )
     assert _answer(call("electas", NAME, 1)) == (2010, "Broker hasn't been registered", {})
     assert _answer(call("replicainfo", NAME)) == (2008, "Broker metadata is not existed", {})
     assert _answer(call("alteras", NAME, 1, 1, "1", 0)) == (
-        2013, "Broker metadata is not existed", alter_refused)
+        2013,
+        "Broker metadata is not existed",
+        alter_refused,
+    )
 
     # --- registered -----------------------------------------------------------------------------
     for i in (1, 2):
         assert call("register", i)["brokerId"] == i
     assert _answer(call("reg", 1, 7)) == (
-        2010, "BrokerId: 7 hasn't been registered in broker-set: broker-r", names)
+        2010,
+        "BrokerId: 7 hasn't been registered in broker-set: broker-r",
+        names,
+    )
     # a broker that restarts before it wrote its metadata file applies again with the same code: idempotent
     assert _answer(call("apply", 1, 1)) == (0, None, names)
     assert _answer(call("apply", 3, 1)) == (  # id 1 is taken, with another registerCheckCode
-        2014, "Fail to apply brokerId: 1 in broker-set: broker-r", names)
+        2014,
+        "Fail to apply brokerId: 1 in broker-set: broker-r",
+        names,
+    )
 
     # a 904 sent with an answer expected (ControllerRequestProcessor.handleBrokerHeartbeat)
     assert _answer(call("beatsync", 3, "noid")) == (2005, "Heart beat with empty brokerId", {})
@@ -77,14 +94,21 @@ def _refusals(brokers: JavaBrokers) -> None:
     assert call("elect", 1)["code"] == 0  # master 1, masterEpoch 1, SyncStateSet {1} epoch 1
     # RegisterBroker again (a broker restarting): the alive master in the header, the SyncStateSet in the body
     again = call("reg", 2, 2)
-    master = {"masterBrokerId": "1", "masterAddress": brokers.state(1)["address"], "masterEpoch": "1",
-              "syncStateSetEpoch": "1"}
+    master = {
+        "masterBrokerId": "1",
+        "masterAddress": brokers.state(1)["address"],
+        "masterEpoch": "1",
+        "syncStateSetEpoch": "1",
+    }
     assert _answer(again) == (0, None, {**names, **master}), again
     assert again["body"] == '{"syncStateSet":[1],"syncStateSetEpoch":1}', again
     prefix = "Rejecting alter syncStateSet request because the "
     for args, code, remark in [
-        ((1, 1, "1", 1), 2013,
-         "The newSyncStateSet is equal with oldSyncStateSet, no needed to update syncStateSet"),
+        (
+            (1, 1, "1", 1),
+            2013,
+            "The newSyncStateSet is equal with oldSyncStateSet, no needed to update syncStateSet",
+        ),
         ((2, 1, "1,2", 1), 2002, prefix + "current leader is:{1}, not {2}"),
         ((1, 5, "1,2", 1), 2000, prefix + "current master epoch is:{1}, not {5}"),
         ((1, 1, "1,2", 7), 2001, prefix + "current syncStateSet epoch is:{1}, not {7}"),
@@ -96,8 +120,11 @@ def _refusals(brokers: JavaBrokers) -> None:
     # --- the master dies and no in-sync replica is left: RocketMQ's controller-triggered election
     # answers 2004 and records "no master" (masterEpoch + 1, the SyncStateSet kept) --------------
     call("beat", 1, "off")
-    info = wait_until(lambda: (r := call("replicainfo", NAME)) and "masterBrokerId" not in r["ext"] and r, 10,
-                      what="the broker set without a master")
+    info = wait_until(
+        lambda: (r := call("replicainfo", NAME)) and "masterBrokerId" not in r["ext"] and r,
+        10,
+        what="the broker set without a master",
+    )
     assert _answer(info) == (0, None, {"masterEpoch": "2"}), info
     assert (info["syncStateSet"], info["syncStateSetEpoch"]) == ([1], 1), info
     # a broker's own try with an id outside the SyncStateSet: no candidate, and not the controller's

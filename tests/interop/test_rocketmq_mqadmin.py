@@ -74,8 +74,9 @@ class Deployment:
 
 
 @pytest.fixture(scope="module", params=[1, 3], ids=["1-node", "3-nodes"])
-def dep(request: pytest.FixtureRequest, java_classes: Path,
-        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def dep(
+    request: pytest.FixtureRequest, java_classes: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
     size = request.param
     tmp = tmp_path_factory.mktemp(f"mqadmin-{size}")
     cluster, remoting = remoting_cluster(str(tmp / "controllers"), size)
@@ -83,11 +84,16 @@ def dep(request: pytest.FixtureRequest, java_classes: Path,
         start_cluster(cluster, remoting)
         brokers = JavaBrokers(java_classes, remoting, tmp)
         try:
-            addr = {i: brokers.add(name) for i, name in
-                    enumerate(["broker-a"] * 3 + ["broker-b"] * 2 + ["broker-c"], start=1)}
+            addr = {
+                i: brokers.add(name)
+                for i, name in enumerate(["broker-a"] * 3 + ["broker-b"] * 2 + ["broker-c"], start=1)
+            }
             d = Deployment(size, cluster, remoting, brokers, addr)
-            wait_until(lambda: brokers.call("leader")["leader"] == d.leader_remoting(), 20,
-                       what="1005 naming the leader's remoting address")
+            wait_until(
+                lambda: brokers.call("leader")["leader"] == d.leader_remoting(),
+                20,
+                what="1005 naming the leader's remoting address",
+            )
             for i in addr:
                 assert brokers.call("register", i)["registerBroker"]["code"] == 0
             for i, offset in OFFSETS.items():
@@ -110,8 +116,12 @@ def dep(request: pytest.FixtureRequest, java_classes: Path,
 def mqctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """mqctl over RocketMQ remoting (as against a RocketMQ controller); --timeout rides out a
     controller election on a busy machine."""
-    return subprocess.run([MQCTL, *args, "--protocol", "remoting", "--timeout", "30"], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [MQCTL, *args, "--protocol", "remoting", "--timeout", "30"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _same_as_mqadmin(mq: subprocess.CompletedProcess[str], mine: subprocess.CompletedProcess[str]) -> str:
@@ -141,13 +151,21 @@ def _blocks(text: str, marker: str) -> dict[str, str]:
     return {p.split("\n", 1)[0].split("\t", 1)[0]: marker + p for p in parts[1:]}
 
 
-def _sync_state_set_block(name: str, master: int | None, master_addr: str | None, master_epoch: int,
-                          ss_epoch: int, in_sync: list[tuple[int, str, bool]],
-                          not_in_sync: list[tuple[int, str, bool]]) -> str:
+def _sync_state_set_block(
+    name: str,
+    master: int | None,
+    master_addr: str | None,
+    master_epoch: int,
+    ss_epoch: int,
+    in_sync: list[tuple[int, str, bool]],
+    not_in_sync: list[tuple[int, str, bool]],
+) -> str:
     """GetSyncStateSetSubCommand.printData for one broker set (Java prints null for a null %d/%s)."""
-    text = (f"\n#brokerName\t{name}\n#MasterBrokerId\t{'null' if master is None else master}\n"
-            f"#MasterAddr\t{master_addr or 'null'}\n#MasterEpoch\t{master_epoch}\n"
-            f"#SyncStateSetEpoch\t{ss_epoch}\n#SyncStateSetNums\t{len(in_sync)}\n")
+    text = (
+        f"\n#brokerName\t{name}\n#MasterBrokerId\t{'null' if master is None else master}\n"
+        f"#MasterAddr\t{master_addr or 'null'}\n#MasterEpoch\t{master_epoch}\n"
+        f"#SyncStateSetEpoch\t{ss_epoch}\n#SyncStateSetNums\t{len(in_sync)}\n"
+    )
     text += "".join(f"\nInSyncReplica:\t{replica_identity(name, *r)}\n" for r in in_sync)
     text += "".join(f"\nNotInSyncReplica:\t{replica_identity(name, *r)}\n" for r in not_in_sync)
     return text
@@ -156,26 +174,32 @@ def _sync_state_set_block(name: str, master: int | None, master_addr: str | None
 def test_getControllerMetaData(dep: Deployment) -> None:
     leader = dep.cluster.wait_for_leader()
     out = _ok(mqadmin("getControllerMetaData", "-a", dep.asked()))
-    head = (f"\n#ControllerGroup\t{metadata(leader.grpc_address)['group']}"
-            f"\n#ControllerLeaderId\t{leader.raft_address}"
-            f"\n#ControllerLeaderAddress\t{dep.leader_remoting()}")
+    head = (
+        f"\n#ControllerGroup\t{metadata(leader.grpc_address)['group']}"
+        f"\n#ControllerLeaderId\t{leader.raft_address}"
+        f"\n#ControllerLeaderAddress\t{dep.leader_remoting()}"
+    )
     assert out.startswith(head) and out.endswith("\n"), out
     # DLedger's "id:address;" per member: mqctl's ids are the Raft addresses (docs/remoting.md)
-    peers = out[len(head):-1].split("\n#Peer:\t")
+    peers = out[len(head) : -1].split("\n#Peer:\t")
     assert peers[0] == "" and sorted(peers[1:]) == sorted(
-        f"{n.raft_address}:{a}" for n, a in zip(dep.cluster.nodes, dep.remoting, strict=True)), out
+        f"{n.raft_address}:{a}" for n, a in zip(dep.cluster.nodes, dep.remoting, strict=True)
+    ), out
 
 
 def test_mqctl_getControllerMetaData_as_mqadmin(dep: Deployment) -> None:
     for asked in dict.fromkeys([dep.asked(), dep.leader_remoting()]):
-        _same_as_mqadmin(mqadmin("getControllerMetaData", "-a", asked),
-                         mqctl("getControllerMetaData", "--controllerAddress", asked, "-o", "mqadmin"))
+        _same_as_mqadmin(
+            mqadmin("getControllerMetaData", "-a", asked),
+            mqctl("getControllerMetaData", "--controllerAddress", asked, "-o", "mqadmin"),
+        )
 
 
 def test_getSyncStateSet(dep: Deployment) -> None:
     a = dep.addr
-    broker_a = _sync_state_set_block("broker-a", 1, a[1], 1, 2, [(1, a[1], True), (2, a[2], True)],
-                                     [(3, a[3], True)])
+    broker_a = _sync_state_set_block(
+        "broker-a", 1, a[1], 1, 2, [(1, a[1], True), (2, a[2], True)], [(3, a[3], True)]
+    )
     broker_b = _sync_state_set_block("broker-b", 1, a[4], 1, 2, [(1, a[4], True), (2, a[5], True)], [])
     broker_c = _sync_state_set_block("broker-c", None, None, 0, 0, [], [(1, a[6], True)])
     assert _ok(mqadmin("getSyncStateSet", "-a", dep.asked(), "-b", "broker-a")) == broker_a
@@ -191,17 +215,21 @@ def test_mqctl_getSyncStateSet_as_mqadmin(dep: Deployment) -> None:
     cluster's broker sets from the name-server stand-in (RocketMQ's ClusterInfo), in Java's HashMap
     order as mqadmin prints them."""
     ns = dep.brokers.namesrv
-    for args in (["-a", dep.asked(), "-b", "broker-a"], ["-a", dep.asked(), "-b", "broker-c"],
-                 ["-a", dep.asked(), "-c", CLUSTER, "-n", ns],
-                 ["--controllerAddress", dep.all(), "--clusterName", CLUSTER, "--namesrvAddr", ns]):
+    for args in (
+        ["-a", dep.asked(), "-b", "broker-a"],
+        ["-a", dep.asked(), "-b", "broker-c"],
+        ["-a", dep.asked(), "-c", CLUSTER, "-n", ns],
+        ["--controllerAddress", dep.all(), "--clusterName", CLUSTER, "--namesrvAddr", ns],
+    ):
         mine = mqctl("getSyncStateSet", *args, "-o", "mqadmin")
         if "-a" in args:
             _same_as_mqadmin(mqadmin("getSyncStateSet", *args), mine)
         else:  # mqadmin uses the first -a address only; mqctl any of them
             _same_as_mqadmin(mqadmin("getSyncStateSet", "-a", dep.asked(), "-c", CLUSTER, "-n", ns), mine)
     # -c from the name server, in mqctl's own JSON: the same broker sets as the controller's -c
-    doc = json.loads(mqctl("getSyncStateSet", "-a", dep.asked(), "-c", CLUSTER, "-n", ns, "-o", "json")
-                     .stdout)
+    doc = json.loads(
+        mqctl("getSyncStateSet", "-a", dep.asked(), "-c", CLUSTER, "-n", ns, "-o", "json").stdout
+    )
     own = json.loads(mqctl("getSyncStateSet", "-a", dep.asked(), "-c", CLUSTER, "-o", "json").stdout)
     assert [b["brokerName"] for b in doc["brokers"]] == ["broker-a", "broker-b", "broker-c"]
     assert [b["brokerName"] for b in own["brokers"]] == ["broker-a", "broker-b", "broker-c"]
@@ -218,11 +246,14 @@ def test_getBrokerEpoch(dep: Deployment) -> None:
     for i, config_id in ((1, 0), (2, 2), (3, 3)):  # the master's config id is 0 (MixAll.MASTER_ID)
         expected[dep.addr[i]] = (
             f"\n#clusterName\t{CLUSTER}\n#brokerName\tbroker-a\n#brokerAddr\t{dep.addr[i]}\n#brokerId\t{config_id}"
-            f"\n#Epoch: EpochEntry{{epoch=1, startOffset={OFFSETS[i]}, endOffset={OFFSETS[i]}}}\n")
+            f"\n#Epoch: EpochEntry{{epoch=1, startOffset={OFFSETS[i]}, endOffset={OFFSETS[i]}}}\n"
+        )
     parts = out.split("\n#clusterName\t")
     assert parts[0] == "" and len(parts) == 4, out
-    blocks = {re.search(r"#brokerAddr\t(\S+)", p)[1]: "\n#clusterName\t" + p  # type: ignore[index]
-              for p in parts[1:]}
+    blocks = {
+        re.search(r"#brokerAddr\t(\S+)", p)[1]: "\n#clusterName\t" + p  # type: ignore[index]
+        for p in parts[1:]
+    }
     assert blocks == expected, out
 
 
@@ -231,11 +262,14 @@ def test_mqctl_getBrokerEpoch_as_mqadmin(dep: Deployment) -> None:
     (its HashSet of addresses decides the order)."""
     ns = dep.brokers.namesrv
     for args in (["-b", "broker-a"], ["-c", CLUSTER]):
-        _same_as_mqadmin(mqadmin("getBrokerEpoch", *args, "-n", ns),
-                         mqctl("getBrokerEpoch", *args, "-n", ns, "-o", "mqadmin"))
-    _same_as_mqadmin(mqadmin("getBrokerEpoch", "-b", "broker-b", "-n", ns),
-                     mqctl("getBrokerEpoch", "--brokerName", "broker-b", "--namesrvAddr", ns,
-                           "-o", "mqadmin"))
+        _same_as_mqadmin(
+            mqadmin("getBrokerEpoch", *args, "-n", ns),
+            mqctl("getBrokerEpoch", *args, "-n", ns, "-o", "mqadmin"),
+        )
+    _same_as_mqadmin(
+        mqadmin("getBrokerEpoch", "-b", "broker-b", "-n", ns),
+        mqctl("getBrokerEpoch", "--brokerName", "broker-b", "--namesrvAddr", ns, "-o", "mqadmin"),
+    )
 
 
 def _properties(out: str) -> dict[str, dict[str, str]]:
@@ -272,21 +306,27 @@ def test_updateControllerConfig(dep: Deployment) -> None:
     2007 makes mqadmin exit 1."""
     leader = dep.leader_remoting()
     try:
-        out = _ok(mqadmin("updateControllerConfig", "-a", leader,
-                          "-k", "enableElectUncleanMaster", "-v", "true"))
+        out = _ok(
+            mqadmin("updateControllerConfig", "-a", leader, "-k", "enableElectUncleanMaster", "-v", "true")
+        )
         assert out == f"update controller config success![{leader}]\nenableElectUncleanMaster : true\n"
 
         def everywhere() -> bool:
             configs = _properties(_ok(mqadmin("getControllerConfig", "-a", dep.all())))
             return {a: c["enableElectUncleanMaster"] for a, c in configs.items()} == dict.fromkeys(
-                dep.remoting, "true")
+                dep.remoting, "true"
+            )
 
         wait_until(everywhere, 20, interval=0.5, what="enableElectUncleanMaster=true on every node")
         if dep.size > 1:
             grpc_leader = dep.cluster.wait_for_leader().grpc_address
-            _failed(mqadmin("updateControllerConfig", "-a", dep.all(), "-k", "enableElectUncleanMaster",
-                            "-v", "true"),
-                    2007, f"The controller is not in leader state; leader is {grpc_leader}")
+            _failed(
+                mqadmin(
+                    "updateControllerConfig", "-a", dep.all(), "-k", "enableElectUncleanMaster", "-v", "true"
+                ),
+                2007,
+                f"The controller is not in leader state; leader is {grpc_leader}",
+            )
     finally:
         with RemotingControllerClient(dep.remoting, timeout=20) as client:
             client.update_config({"enableElectUncleanMaster": "false"}, leader)
@@ -295,40 +335,58 @@ def test_updateControllerConfig(dep: Deployment) -> None:
 def test_mqctl_updateControllerConfig_as_mqadmin(dep: Deployment) -> None:
     leader = dep.leader_remoting()
     args = ("-a", leader, "-k", "enableElectUncleanMaster", "-v", "false")
-    _same_as_mqadmin(mqadmin("updateControllerConfig", *args),
-                     mqctl("updateControllerConfig", *args, "-o", "mqadmin"))
+    _same_as_mqadmin(
+        mqadmin("updateControllerConfig", *args), mqctl("updateControllerConfig", *args, "-o", "mqadmin")
+    )
 
 
 def test_updateControllerConfig_black_list(dep: Deployment) -> None:
     """rocketmqHome: one of the keys ControllerRequestProcessor adds to configBlackList itself
     (test_controller_config_interop.py tries configStorePath)."""
-    _failed(mqadmin("updateControllerConfig", "-a", dep.leader_remoting(), "-k", "rocketmqHome",
-                    "-v", "/tmp/x"), 16, "Can not update config in black list.")
+    _failed(
+        mqadmin("updateControllerConfig", "-a", dep.leader_remoting(), "-k", "rocketmqHome", "-v", "/tmp/x"),
+        16,
+        "Can not update config in black list.",
+    )
 
 
 def test_electMaster(dep: Deployment) -> None:
     a, b = dep.addr, dep.brokers
     out = _ok(mqadmin("electMaster", "-a", dep.asked(), "-b", "2", "-bn", "broker-b", "-c", CLUSTER))
     # the client reads the ElectMasterResponseBody as a BrokerMemberGroup: no "#Broker" lines (RocketMQ's too)
-    assert out == (f"\n#ClusterName\t{CLUSTER}\n#BrokerName\tbroker-b\n#BrokerMasterAddr\t{a[5]}"
-                   "\n#MasterEpoch\t2\n#SyncStateSetEpoch\t3\n"), out
+    assert out == (
+        f"\n#ClusterName\t{CLUSTER}\n#BrokerName\tbroker-b\n#BrokerMasterAddr\t{a[5]}"
+        "\n#MasterEpoch\t2\n#SyncStateSetEpoch\t3\n"
+    ), out
     for i in (4, 5):  # an admin's election is pushed to every alive replica too
-        event = b.wait_notify(i, lambda e: e["masterEpoch"] == 2, 10,
-                              f"1008 after electMaster at replica {i}")
+        event = b.wait_notify(
+            i, lambda e: e["masterEpoch"] == 2, 10, f"1008 after electMaster at replica {i}"
+        )
         got = (event["masterBrokerId"], event["masterAddress"], event["syncStateSet"])
         assert got == (2, a[5], [2]), event
-    _failed(mqadmin("electMaster", "-a", dep.asked(), "-b", "2", "-bn", "broker-b", "-c", CLUSTER),
-            2011, "The old master 2 is still alive, not need to elect new master for broker broker-b")
-    _failed(mqadmin("electMaster", "-a", dep.asked(), "-b", "9", "-bn", "broker-b", "-c", CLUSTER),
-            2012, "Failed to elect a new master")
-    _failed(mqadmin("electMaster", "-a", dep.asked(), "-b", "1", "-bn", "broker-zz", "-c", CLUSTER),
-            2010, "Broker hasn't been registered")
+    _failed(
+        mqadmin("electMaster", "-a", dep.asked(), "-b", "2", "-bn", "broker-b", "-c", CLUSTER),
+        2011,
+        "The old master 2 is still alive, not need to elect new master for broker broker-b",
+    )
+    _failed(
+        mqadmin("electMaster", "-a", dep.asked(), "-b", "9", "-bn", "broker-b", "-c", CLUSTER),
+        2012,
+        "Failed to elect a new master",
+    )
+    _failed(
+        mqadmin("electMaster", "-a", dep.asked(), "-b", "1", "-bn", "broker-zz", "-c", CLUSTER),
+        2010,
+        "Broker hasn't been registered",
+    )
 
 
 def _elect_lines(broker_name: str, master_addr: str, master_epoch: int, ss_epoch: int) -> str:
     """ReElectMasterSubCommand's lines (no "#Broker" lines: see test_electMaster)."""
-    return (f"\n#ClusterName\t{CLUSTER}\n#BrokerName\t{broker_name}\n#BrokerMasterAddr\t{master_addr}"
-            f"\n#MasterEpoch\t{master_epoch}\n#SyncStateSetEpoch\t{ss_epoch}\n")
+    return (
+        f"\n#ClusterName\t{CLUSTER}\n#BrokerName\t{broker_name}\n#BrokerMasterAddr\t{master_addr}"
+        f"\n#MasterEpoch\t{master_epoch}\n#SyncStateSetEpoch\t{ss_epoch}\n"
+    )
 
 
 def test_mqctl_electMaster_as_mqadmin(dep: Deployment) -> None:
@@ -338,13 +396,27 @@ def test_mqctl_electMaster_as_mqadmin(dep: Deployment) -> None:
     a, b = dep.addr, dep.brokers
 
     def leader_known() -> None:  # the replicas ask the leader they know of: the current one
-        wait_until(lambda: b.call("leader")["leader"] == dep.leader_remoting(), 30,
-                   what="1005 naming the leader's remoting address")
+        wait_until(
+            lambda: b.call("leader")["leader"] == dep.leader_remoting(),
+            30,
+            what="1005 naming the leader's remoting address",
+        )
 
     leader_known()
     assert b.call("alter", 5, "1,2")["code"] == 0  # the master takes 1 back in: SyncStateSet epoch 4
-    mine = mqctl("electMaster", "--controllerAddress", dep.asked(), "--brokerId", "1", "--brokerName",
-                 "broker-b", "--clusterName", CLUSTER, "-o", "mqadmin")
+    mine = mqctl(
+        "electMaster",
+        "--controllerAddress",
+        dep.asked(),
+        "--brokerId",
+        "1",
+        "--brokerName",
+        "broker-b",
+        "--clusterName",
+        CLUSTER,
+        "-o",
+        "mqadmin",
+    )
     assert mine.returncode == 0, mine.stderr
     assert mine.stdout == _elect_lines("broker-b", a[4], 3, 5), mine.stdout
     b.wait_notify(4, lambda e: e["masterEpoch"] == 3, 10, "1008 after mqctl's electMaster")
@@ -356,13 +428,18 @@ def test_mqctl_electMaster_as_mqadmin(dep: Deployment) -> None:
     # the master again: the controller answers 2011; mqadmin (RocketMQ's MQAdminStartup exits 0, this
     # build 1) prints nothing on stdout; mqctl neither, and exits 0 saying so on stderr
     again = ("-a", dep.asked(), "-b", "2", "-bn", "broker-b", "-c", CLUSTER)
-    _failed(mq := mqadmin("electMaster", *again), 2011,
-            "The old master 2 is still alive, not need to elect new master for broker broker-b")
+    _failed(
+        mq := mqadmin("electMaster", *again),
+        2011,
+        "The old master 2 is still alive, not need to elect new master for broker broker-b",
+    )
     mine = mqctl("electMaster", *again, "-o", "mqadmin")
     assert (mine.returncode, mine.stdout, mq.stdout) == (0, "", ""), mine.stderr
     assert "broker 2 is already the master of broker-b" in mine.stderr
-    assert ("CONTROLLER_MASTER_STILL_EXIST (2011): The old master 2 is still alive, not need to elect new "
-            "master for broker broker-b") in mine.stderr
+    assert (
+        "CONTROLLER_MASTER_STILL_EXIST (2011): The old master 2 is still alive, not need to elect new "
+        "master for broker broker-b"
+    ) in mine.stderr
     doc = json.loads(mqctl("electMaster", *again, "-o", "json").stdout)
     assert doc["alreadyMaster"] is True and doc["result"]["masterBrokerId"] == 2
     assert (doc["result"]["masterAddress"], doc["result"]["masterEpoch"]) == (a[5], 4)
@@ -373,20 +450,34 @@ def test_cleanBrokerMetadata(dep: Deployment) -> None:
     clean = ("cleanBrokerMetadata", "-a", dep.asked(), "-bn", "broker-c", "-c", CLUSTER, "-b", "1")
     _failed(mqadmin(*clean), 2009, "Broker [broker-c,  1] is still alive, clean up failure")
     b.call("beat", 6, "off")
-    wait_until(lambda: not b.call("syncstatedata", "broker-c")["replicasInfoTable"]["broker-c"]
-               ["notInSyncReplicas"][0]["alive"], 10, what="broker-c's replica dead")
+    wait_until(
+        lambda: (
+            not b.call("syncstatedata", "broker-c")["replicasInfoTable"]["broker-c"]["notInSyncReplicas"][0][
+                "alive"
+            ]
+        ),
+        10,
+        what="broker-c's replica dead",
+    )
     assert _ok(mqadmin(*clean)) == "clear broker broker-c metadata from controller success! \n"
     # gone: 1004 answers 2008 and getSyncStateSet prints nothing for it
     assert b.call("replicainfo", "broker-c")["code"] == 2008
     assert _ok(mqadmin("getSyncStateSet", "-a", dep.asked(), "-b", "broker-c")) == ""
-    _failed(mqadmin("cleanBrokerMetadata", "-a", dep.asked(), "-bn", "broker-x", "-l"),
-            2009, "Broker broker-x is not existed,clean broker data failure.")
+    _failed(
+        mqadmin("cleanBrokerMetadata", "-a", dep.asked(), "-bn", "broker-x", "-l"),
+        2009,
+        "Broker broker-x is not existed,clean broker data failure.",
+    )
     # broker-a has a master: without ids nothing is cleaned; ids that do not parse are refused by the
     # controller (mqadmin's own check of the format never runs: a Stream without a terminal operation)
     a = ("cleanBrokerMetadata", "-a", dep.asked(), "-bn", "broker-a", "-c", CLUSTER)
     _failed(mqadmin(*a), 2009, "Broker broker-a is still alive, clean up failure")
-    _failed(mqadmin(*a, "-b", "3;x"), 2009, "Please set the option <brokerControllerIdsToClean> according to "
-            'the format, exception: java.lang.NumberFormatException: For input string: "x"')
+    _failed(
+        mqadmin(*a, "-b", "3;x"),
+        2009,
+        "Please set the option <brokerControllerIdsToClean> according to "
+        'the format, exception: java.lang.NumberFormatException: For input string: "x"',
+    )
     assert b.other_events() == []
 
 
@@ -394,9 +485,20 @@ def test_mqctl_cleanBrokerMetadata_as_mqadmin(dep: Deployment) -> None:
     """mqctl with mqadmin's command line prints mqadmin's line, the one test_cleanBrokerMetadata got from
     mqadmin. With -l the controller ignores the ids and cleans the whole set (RocketMQ's rule), which
     mqctl's document and stderr say."""
-    mine = mqctl("cleanBrokerMetadata", "--controllerAddress", dep.asked(), "--brokerName", "broker-a",
-                 "--clusterName", CLUSTER, "--brokerControllerIdsToClean", "3", "--cleanLivingBroker",
-                 "-o", "mqadmin")
+    mine = mqctl(
+        "cleanBrokerMetadata",
+        "--controllerAddress",
+        dep.asked(),
+        "--brokerName",
+        "broker-a",
+        "--clusterName",
+        CLUSTER,
+        "--brokerControllerIdsToClean",
+        "3",
+        "--cleanLivingBroker",
+        "-o",
+        "mqadmin",
+    )
     line = "clear broker broker-a metadata from controller success! \n"
     assert (mine.returncode, mine.stdout) == (0, line), mine.stderr
     assert "ignores -b and cleans the whole broker set broker-a" in mine.stderr

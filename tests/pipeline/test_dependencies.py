@@ -27,8 +27,22 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 def test_missing_pyspark_says_how_to_install(tmp_path) -> None:
-    p = run(["-c", BLOCK, "pyspark", "recover", "salvage", str(tmp_path), "--out", str(tmp_path / "o"),
-             "--engine", "spark", "-q"], dict(os.environ))
+    p = run(
+        [
+            "-c",
+            BLOCK,
+            "pyspark",
+            "recover",
+            "salvage",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "o"),
+            "--engine",
+            "spark",
+            "-q",
+        ],
+        dict(os.environ),
+    )
     assert p.returncode == 9, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("mqctl: error: ")
     assert "needs pyspark" in p.stderr and "pip install 'mqctl[spark]'" in p.stderr
@@ -36,9 +50,11 @@ def test_missing_pyspark_says_how_to_install(tmp_path) -> None:
 
 
 def test_missing_numpy_or_pyarrow_says_how_to_install(tmp_path) -> None:
-    for blocked, args in (("numpy", ["analyze", "commitlog", str(tmp_path)]),
-                          ("pyarrow", ["analyze", "commitlog", str(tmp_path), "--out", str(tmp_path / "o")]),
-                          ("pyarrow", ["recover", "salvage", str(tmp_path), "--out", str(tmp_path / "o")])):
+    for blocked, args in (
+        ("numpy", ["analyze", "commitlog", str(tmp_path)]),
+        ("pyarrow", ["analyze", "commitlog", str(tmp_path), "--out", str(tmp_path / "o")]),
+        ("pyarrow", ["recover", "salvage", str(tmp_path), "--out", str(tmp_path / "o")]),
+    ):
         p = run(["-c", BLOCK, blocked, *args], dict(os.environ))
         assert p.returncode == 9, p.stderr
         assert len(p.stderr.strip().splitlines()) == 1 and p.stderr.startswith("mqctl: error: ")
@@ -48,7 +64,7 @@ def test_missing_numpy_or_pyarrow_says_how_to_install(tmp_path) -> None:
 
 def test_missing_java_says_what_spark_needs(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
-    env["PATH"] = str(tmp_path)          # no java here (the interpreter is called by absolute path)
+    env["PATH"] = str(tmp_path)  # no java here (the interpreter is called by absolute path)
     p = run(["-m", "mqctl", "analyze", "commitlog", str(tmp_path), "--engine", "spark", "-q"], env)
     assert p.returncode == 9, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1

@@ -21,8 +21,10 @@ def test_auto_picks_spark_when_it_is_estimated_sooner(monkeypatch) -> None:
     assert choose_engine("auto", "local[2]", int(3.2 * G), walker="numpy")[0] == "spark"
     eng, why = choose_engine("auto", "local[2]", int(3.5 * G), walker="numpy")
     assert eng == "spark"
-    assert why == ("3.50 GiB to read: about 24 s in this process, 23 s on Spark with 2 cores and its "
-                   "start-up; --engine local to stay in this process")
+    assert why == (
+        "3.50 GiB to read: about 24 s in this process, 23 s on Spark with 2 cores and its "
+        "start-up; --engine local to stay in this process"
+    )
     assert choose_engine("auto", "local[2]", 15 * G, "analyze commitlog", walker="numpy")[0] == "local"
     assert choose_engine("auto", "local[2]", 17 * G, "analyze commitlog", walker="numpy")[0] == "spark"
     # the compiled walker reads faster in one process: Spark pays back later (4.3 and 41 GiB on 2 cores)
@@ -49,7 +51,7 @@ def test_auto_uses_the_rates_of_the_walker_in_use(monkeypatch) -> None:
     from mqctl.store import walker
 
     monkeypatch.delenv(MASTER_ENV, raising=False)
-    size = int(3.7 * (1 << 30))         # Spark on 2 cores with the numpy walker, not with the compiled one
+    size = int(3.7 * (1 << 30))  # Spark on 2 cores with the numpy walker, not with the compiled one
     monkeypatch.setattr(walker, "IMPL", "numpy")
     assert choose_engine("auto", "local[2]", size)[0] == "spark"
     monkeypatch.setattr(walker, "IMPL", "c")
@@ -66,9 +68,9 @@ def test_local_cores_of_a_master_url(monkeypatch) -> None:
 
 
 def test_ranges_about_three_per_core_in_whole_mib() -> None:
-    assert range_size_for(2 << 30, 2) == 342 << 20          # 2 GiB / 6 ranges, rounded up to a MiB
-    assert range_size_for(1 << 20, 8) == 4 << 20            # never below 4 MiB
-    assert range_size_for(1 << 40, 2) == 512 << 20          # nor above 512 MiB
+    assert range_size_for(2 << 30, 2) == 342 << 20  # 2 GiB / 6 ranges, rounded up to a MiB
+    assert range_size_for(1 << 20, 8) == 4 << 20  # never below 4 MiB
+    assert range_size_for(1 << 40, 2) == 512 << 20  # nor above 512 MiB
 
 
 def test_tasks_two_per_core_of_consecutive_ranges_and_equal_bytes() -> None:

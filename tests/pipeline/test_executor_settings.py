@@ -30,21 +30,30 @@ def test_workers_fork_from_mqctls_daemon_with_jemalloc(spark) -> None:
     for k, v in EXECUTOR_DEFAULTS.items():
         assert conf.get(k) == v
 
-    def worker_state(batches):          # in a Python worker of the session (a closure: pickled by value)
+    def worker_state(batches):  # in a Python worker of the session (a closure: pickled by value)
         import gc
 
         import pyarrow as pa
 
         main = sys.modules["__main__"].__spec__
         for _ in batches:
-            yield pa.RecordBatch.from_pylist([{"daemon": main.name if main else "",
-                                               "frozen": gc.get_freeze_count(),
-                                               "pool": pa.default_memory_pool().backend_name}])
+            yield pa.RecordBatch.from_pylist(
+                [
+                    {
+                        "daemon": main.name if main else "",
+                        "frozen": gc.get_freeze_count(),
+                        "pool": pa.default_memory_pool().backend_name,
+                    }
+                ]
+            )
 
-    rows = spark.range(2, numPartitions=2).mapInArrow(
-        worker_state, "daemon string, frozen long, pool string").collect()
+    rows = (
+        spark.range(2, numPartitions=2)
+        .mapInArrow(worker_state, "daemon string, frozen long, pool string")
+        .collect()
+    )
     assert {r["daemon"] for r in rows} == {"mqctl.pipeline.daemon"}
-    assert all(r["frozen"] > 10000 for r in rows)      # numpy, pyarrow, pandas, mqctl: left to be shared
+    assert all(r["frozen"] > 10000 for r in rows)  # numpy, pyarrow, pandas, mqctl: left to be shared
     if sys.platform.startswith("linux"):
         assert {r["pool"] for r in rows} == {"jemalloc"}
 
@@ -68,11 +77,15 @@ def test_an_operators_conf_is_not_overridden(tmp_path) -> None:
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text("spark.python.daemon.module pyspark.daemon\n")
-    env = {**os.environ, "SPARK_CONF_DIR": str(conf_dir), "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.extraJavaOptions=-XX:+UseG1GC pyspark-shell"}
+    env = {
+        **os.environ,
+        "SPARK_CONF_DIR": str(conf_dir),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_SUBMIT_ARGS": "--conf spark.executor.extraJavaOptions=-XX:+UseG1GC pyspark-shell",
+    }
     p = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=240)
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout.splitlines()[-1])
     assert got["spark.python.daemon.module"] == "pyspark.daemon"
     assert got["spark.executor.defaultJavaOptions"] is None
-    assert got["spark.executor.extraJavaOptions"].endswith(" -XX:+UseG1GC")     # after Spark's own options
+    assert got["spark.executor.extraJavaOptions"].endswith(" -XX:+UseG1GC")  # after Spark's own options

@@ -18,10 +18,17 @@ from mqctl.store.identity import BrokerIdentity, write_identity
 
 def stores(root: Path) -> dict[str, Path]:
     s = {
-        "A": build_store(root / "A", history=[(0, 0), (1, 1000)], max_offset=1500, file_size=FILE_SIZE,
-                         broker_id=1),
-        "B": build_store(root / "B", history=[(0, 0), (2, 1000)], max_offset=1300, file_size=FILE_SIZE,
-                         broker_id=2, abort=True),
+        "A": build_store(
+            root / "A", history=[(0, 0), (1, 1000)], max_offset=1500, file_size=FILE_SIZE, broker_id=1
+        ),
+        "B": build_store(
+            root / "B",
+            history=[(0, 0), (2, 1000)],
+            max_offset=1300,
+            file_size=FILE_SIZE,
+            broker_id=2,
+            abort=True,
+        ),
         "zeros": build_store(root / "zeros", history=[], max_offset=0, file_size=FILE_SIZE, broker_id=3),
     }
     for name, bid in (("nofiles", 4), ("nodir", 5), ("zerobytes", 6)):
@@ -46,21 +53,33 @@ def test_prepare_lists_every_replica(tmp_path: Path) -> None:
     s = stores(tmp_path)
     inp = prepare([str(p) for p in s.values()], range_size=1024)
     assert inp.not_salvaged == []
-    b, a = inp.sets          # sorted by (clusterName, brokerName)
-    assert (a["brokerName"], a["source"], a["comparedFrom"], a["comparedTo"]) == \
-        ("broker-set-a", str(s["A"]), 0, 1500)
+    b, a = inp.sets  # sorted by (clusterName, brokerName)
+    assert (a["brokerName"], a["source"], a["comparedFrom"], a["comparedTo"]) == (
+        "broker-set-a",
+        str(s["A"]),
+        0,
+        1500,
+    )
     rows = {Path(r["store"]).name: r for r in a["replicas"]}
     assert set(rows) == {"A", "B", *EMPTY}
     assert (rows["B"]["truncateTo"], rows["B"]["bytesRead"]) == (1000, FILE_SIZE - 1000)
     for name in EMPTY:
-        assert {k: rows[name][k] for k in ("state", "truncateTo", "maxOffset")} == \
-            {"state": "empty", "truncateTo": 0, "maxOffset": 0}, name
-    assert rows["zeros"]["bytesRead"] == FILE_SIZE       # read, nothing found
+        assert {k: rows[name][k] for k in ("state", "truncateTo", "maxOffset")} == {
+            "state": "empty",
+            "truncateTo": 0,
+            "maxOffset": 0,
+        }, name
+    assert rows["zeros"]["bytesRead"] == FILE_SIZE  # read, nothing found
     assert [rows[n]["bytesRead"] for n in ("nofiles", "nodir", "zerobytes")] == [0, 0, 0]
-    assert (b["brokerName"], b["source"], b["comparedFrom"], b["comparedTo"]) == \
-        ("broker-b", None, None, None)
-    assert [(Path(r["store"]).name, r["truncateTo"], r["bytesRead"]) for r in b["replicas"]] == \
-        [("lone", None, 0)]
+    assert (b["brokerName"], b["source"], b["comparedFrom"], b["comparedTo"]) == (
+        "broker-b",
+        None,
+        None,
+        None,
+    )
+    assert [(Path(r["store"]).name, r["truncateTo"], r["bytesRead"]) for r in b["replicas"]] == [
+        ("lone", None, 0)
+    ]
 
 
 @pytest.mark.spark
@@ -77,8 +96,13 @@ def test_summary_lists_every_replica(spark, cli, tmp_path: Path) -> None:
     assert set(rows) == {"A", "B", *EMPTY}
     assert (rows["B"]["recordsPastTruncateTo"], rows["B"]["salvaged"]) == (3, 3)
     assert a["messages"] == summary["messages"] == 3
-    counts = ("recordsPastTruncateTo", "alreadyOnSource", "copiesOnOtherReplicas", "salvaged",
-              "salvagedBytes")
+    counts = (
+        "recordsPastTruncateTo",
+        "alreadyOnSource",
+        "copiesOnOtherReplicas",
+        "salvaged",
+        "salvagedBytes",
+    )
     for name in EMPTY:
         assert [rows[name][k] for k in counts] == [0] * len(counts), name
     assert (b["source"], b["messages"], b["topics"]) == (None, 0, [])

@@ -16,8 +16,11 @@ pytestmark = pytest.mark.spark
 # tail past its max offset. Not there: a0 (B holds its retry, same UNIQ_KEY), a3 (B holds a copy
 # without a key: same born host, born time, body), a6 (structurally damaged), C's copies of a1/a2.
 EXPECTED = {
-    "a1": ("K-a1", "orders", True, 2), "a2": (None, "orders", True, 2), "a4": ("K-a4", T_LONG, True, 1),
-    "a5": ("K-a5", "orders", False, 1), "a7": ("K-a7", "big", True, 1),
+    "a1": ("K-a1", "orders", True, 2),
+    "a2": (None, "orders", True, 2),
+    "a4": ("K-a4", T_LONG, True, 1),
+    "a5": ("K-a5", "orders", False, 1),
+    "a7": ("K-a7", "big", True, 1),
     **{f"a{i}": (f"K-a{i}", "orders", True, 1) for i in range(8, 13)},
     "b4": ("K-b4", "orders", False, 1),
 }
@@ -32,8 +35,9 @@ def expected_keys(fleet: Fleet) -> set[tuple[str, int]]:
     return {("B" if k.startswith("b") else "A", fleet.offsets[k]) for k in EXPECTED}
 
 
-def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_path: Path,
-                                                     monkeypatch) -> None:
+def test_salvage_exact_set_independent_of_range_size(
+    spark, fleet: Fleet, tmp_path: Path, monkeypatch
+) -> None:
     from mqctl.pipeline import salvage as salvage_mod
     from mqctl.pipeline.salvage import prepare, run_salvage
 
@@ -48,8 +52,11 @@ def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_pa
         assert (r["clusterName"], r["brokerName"]) == ("cluster-a", "broker-set-a")
         assert r["epoch"] == (2 if label.startswith("b") else 1)
         assert r["brokerId"] == (2 if label.startswith("b") else 1)
-        assert (r["queueId"], r["queueOffset"], r["bornTimestamp"]) == \
-            (m.queue_id, m.queue_offset, m.born_timestamp)
+        assert (r["queueId"], r["queueOffset"], r["bornTimestamp"]) == (
+            m.queue_id,
+            m.queue_offset,
+            m.born_timestamp,
+        )
         assert r["properties"] == dict(m.properties)
         if crc_ok:
             assert bytes(r["body"]) == m.body
@@ -66,15 +73,22 @@ def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_pa
     reps = {Path(r["store"]).name: r for r in set_a["replicas"]}
     ra = reps["A"]
     assert (ra["recordsPastTruncateTo"], ra["alreadyOnSource"], ra["salvaged"]) == (12, 2, 10)
-    assert (reps["C"]["recordsPastTruncateTo"], reps["C"]["alreadyOnSource"],
-            reps["C"]["copiesOnOtherReplicas"], reps["C"]["salvaged"]) == (3, 1, 2, 0)
+    assert (
+        reps["C"]["recordsPastTruncateTo"],
+        reps["C"]["alreadyOnSource"],
+        reps["C"]["copiesOnOtherReplicas"],
+        reps["C"]["salvaged"],
+    ) == (3, 1, 2, 0)
     assert (reps["B"]["truncateTo"], reps["B"]["salvaged"]) == (fleet.offsets["b4"], 1)
     assert {t["topic"]: t["messages"] for t in set_a["topics"]} == {"orders": 9, "big": 1, T_LONG: 1}
     (set_b,) = [x for x in s["brokerSets"] if x["brokerName"] == "broker-set-b"]
     assert set_b["messages"] == 0
     kinds = [(Path(p["store"]).name, p["offset"], p["kind"]) for p in s["problems"]]
-    assert kinds == [("A", fleet.offsets["a5"], "crc"), ("A", fleet.offsets["a6"], "corrupt"),
-                     ("B", fleet.offsets["b4"], "crc")]
+    assert kinds == [
+        ("A", fleet.offsets["a5"], "crc"),
+        ("A", fleet.offsets["a6"], "corrupt"),
+        ("B", fleet.offsets["b4"], "crc"),
+    ]
     a6 = s["problems"][1]
     assert a6["file"].endswith("/A/commitlog/00000000000000000000") and a6["position"] == fleet.offsets["a6"]
     assert s["skippedBytes"] == ra["skippedBytes"] == a6["length"] > 0 and reps["C"]["skippedBytes"] == 0
@@ -99,8 +113,13 @@ def test_salvage_exact_set_independent_of_range_size(spark, fleet: Fleet, tmp_pa
     assert tree_hash(tmp_path / "joined", metadata=False) == tree_hash(tmp_path / "small", metadata=False)
 
     # comparing with the whole source changes nothing here (no duplicate before truncateTo)
-    full = run_salvage(spark, prepare(stores, range_size=FILE_SIZE, full_source=True), None, dry_run=True,
-                       show_progress=False)
+    full = run_salvage(
+        spark,
+        prepare(stores, range_size=FILE_SIZE, full_source=True),
+        None,
+        dry_run=True,
+        show_progress=False,
+    )
     assert full["messages"] == len(EXPECTED) and full["dryRun"] is True
     assert [x["comparedFrom"] for x in full["brokerSets"]] == [0, 0]
 
@@ -111,13 +130,24 @@ def test_salvage_cli_rerun_backup_refusals(spark, fleet: Fleet, cli, tmp_path: P
     r = cli("recover", "salvage", *stores, "--out", str(out), "--range-size", "512")
     assert r.code == 0, r.err
     assert f"wrote {len(EXPECTED)} messages" in r.out and "broker-set-a" in r.out
-    assert "recover salvage on engine local (" in r.err      # auto, a small fleet: no JVM
+    assert "recover salvage on engine local (" in r.err  # auto, a small fleet: no JVM
     before = tree_hash(out, metadata=False)
     # a previous output is replaced only with --overwrite
     r = cli("recover", "salvage", *stores, "--out", str(out))
     assert r.code == 2 and "holds a previous salvage; add --overwrite" in r.err
-    r = cli("recover", "salvage", *stores, "--out", str(out), "--range-size", "1K", "-o", "json",
-            "--overwrite", "-q")
+    r = cli(
+        "recover",
+        "salvage",
+        *stores,
+        "--out",
+        str(out),
+        "--range-size",
+        "1K",
+        "-o",
+        "json",
+        "--overwrite",
+        "-q",
+    )
     assert r.code == 0, r.err
     assert "engine" not in r.err
     doc = r.json()
@@ -159,43 +189,68 @@ def test_analyze_cli(spark, fleet: Fleet, cli, tmp_path: Path) -> None:
     from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, encode_record
 
     out = tmp_path / "analysis"
-    r = cli("analyze", "commitlog", *fleet.paths("A", "C"), str(tmp_path / "nothing"), "--range-size", "300",
-            "--out", str(out), "-o", "json", "--engine", "spark")
+    r = cli(
+        "analyze",
+        "commitlog",
+        *fleet.paths("A", "C"),
+        str(tmp_path / "nothing"),
+        "--range-size",
+        "300",
+        "--out",
+        str(out),
+        "-o",
+        "json",
+        "--engine",
+        "spark",
+    )
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["notAnalyzed"] == [{"store": str(tmp_path / "nothing"), "reason": "no commitlog directory"}]
     # expected per (store, topic, queue), from C's sequential read and A's written messages (a6 unreadable)
     want: dict[tuple[str, str, int], list] = {}
     for r_ in CommitLog(fleet.stores["C"] / COMMITLOG_DIR).iter_records():
-        want.setdefault(("C", r_.topic, r_.queue_id), []).append((r_.offset, r_.size, r_.store_timestamp,
-                                                                  r_.queue_offset))
+        want.setdefault(("C", r_.topic, r_.queue_id), []).append(
+            (r_.offset, r_.size, r_.store_timestamp, r_.queue_offset)
+        )
     for r_ in CommitLog(fleet.stores["A"] / COMMITLOG_DIR).iter_records():
         if r_.offset >= 1000:
             break
-        want.setdefault(("A", r_.topic, r_.queue_id), []).append((r_.offset, r_.size, r_.store_timestamp,
-                                                                  r_.queue_offset))
+        want.setdefault(("A", r_.topic, r_.queue_id), []).append(
+            (r_.offset, r_.size, r_.store_timestamp, r_.queue_offset)
+        )
     for k in fleet.offsets:
         if k.startswith("a") and k != "a6":
             m = fleet.messages[k]
             want.setdefault(("A", m.topic, m.queue_id), []).append(
-                (fleet.offsets[k], len(encode_record(m, 0)), m.store_timestamp, m.queue_offset))
+                (fleet.offsets[k], len(encode_record(m, 0)), m.store_timestamp, m.queue_offset)
+            )
     got = {(Path(q["store"]).name, q["topic"], q["queueId"]): q for q in doc["queues"]}
     assert set(got) == set(want)
     for key, recs in want.items():
         q = got[key]
         assert (q["messages"], q["bytes"]) == (len(recs), sum(x[1] for x in recs)), key
-        assert (q["firstStoreTimestamp"], q["lastStoreTimestamp"]) == (min(x[2] for x in recs),
-                                                                       max(x[2] for x in recs)), key
-        assert (q["minQueueOffset"], q["maxQueueOffset"]) == (min(x[3] for x in recs),
-                                                              max(x[3] for x in recs)), key
-        assert (q["minPhysicalOffset"], q["maxPhysicalOffset"]) == (min(x[0] for x in recs),
-                                                                    max(x[0] for x in recs))
+        assert (q["firstStoreTimestamp"], q["lastStoreTimestamp"]) == (
+            min(x[2] for x in recs),
+            max(x[2] for x in recs),
+        ), key
+        assert (q["minQueueOffset"], q["maxQueueOffset"]) == (
+            min(x[3] for x in recs),
+            max(x[3] for x in recs),
+        ), key
+        assert (q["minPhysicalOffset"], q["maxPhysicalOffset"]) == (
+            min(x[0] for x in recs),
+            max(x[0] for x in recs),
+        )
         assert q["crcErrors"] == (1 if key == ("A", "orders", 1) else 0), key
     probs = [(Path(p["store"]).name, Path(p["file"]).name, p["position"], p["kind"]) for p in doc["problems"]]
-    assert probs == [("A", "00000000000000000000", fleet.offsets["a5"], "crc"),
-                     ("A", "00000000000000000000", fleet.offsets["a6"], "corrupt")]
-    assert {s["store"]: s["problems"] for s in doc["stores"]} == {str(fleet.stores["A"]): 2,
-                                                                 str(fleet.stores["C"]): 0}
+    assert probs == [
+        ("A", "00000000000000000000", fleet.offsets["a5"], "crc"),
+        ("A", "00000000000000000000", fleet.offsets["a6"], "corrupt"),
+    ]
+    assert {s["store"]: s["problems"] for s in doc["stores"]} == {
+        str(fleet.stores["A"]): 2,
+        str(fleet.stores["C"]): 0,
+    }
     a6 = doc["problems"][1]
     assert [s["skippedBytes"] for s in doc["stores"]] == [a6["length"], 0]
     summary = json.loads((out / "summary.json").read_text())
@@ -203,8 +258,18 @@ def test_analyze_cli(spark, fleet: Fleet, cli, tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == ["problems", "queues", "summary.json"]
     assert spark.read.parquet(str(out / "queues")).count() == len(want)
     # the local engine: the same files and document
-    r = cli("analyze", "commitlog", *fleet.paths("A", "C"), str(tmp_path / "nothing"), "--out",
-            str(tmp_path / "local"), "-o", "json", "--engine", "local")
+    r = cli(
+        "analyze",
+        "commitlog",
+        *fleet.paths("A", "C"),
+        str(tmp_path / "nothing"),
+        "--out",
+        str(tmp_path / "local"),
+        "-o",
+        "json",
+        "--engine",
+        "local",
+    )
     assert r.code == 0, r.err
     assert tree_hash(tmp_path / "local", metadata=False) == tree_hash(out, metadata=False)
     assert {k: v for k, v in r.json().items() if k != "out"} == {k: v for k, v in doc.items() if k != "out"}
@@ -226,8 +291,18 @@ def test_salvage_in_a_separate_process_is_the_same_result(spark, fleet: Fleet, t
     out = tmp_path / "salvage"
     stores = fleet.paths("A", "B", "C")
     first = run_salvage(spark, prepare(stores), out, show_progress=False)
-    cmd = [str(Path(sys.executable).with_name("mqctl")), "recover", "salvage", *stores, "--out", str(out),
-           "-o", "json", "--overwrite", "--quiet"]
+    cmd = [
+        str(Path(sys.executable).with_name("mqctl")),
+        "recover",
+        "salvage",
+        *stores,
+        "--out",
+        str(out),
+        "-o",
+        "json",
+        "--overwrite",
+        "--quiet",
+    ]
     second = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert second.returncode == 0 and second.stderr == "", second.stderr
     b = json.loads(second.stdout)

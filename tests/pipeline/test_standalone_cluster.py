@@ -32,22 +32,36 @@ def cluster(tmp_path_factory) -> Iterator[str]:
 
 def mqctl(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    return subprocess.run([str(Path(sys.executable).with_name("mqctl")), *args], capture_output=True,
-                          text=True, timeout=600, env=env)
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("mqctl")), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
 
 
-@pytest.mark.timeout(1200)         # four JVMs (master, worker, two drivers) and executors on a loaded CI box
+@pytest.mark.timeout(1200)  # four JVMs (master, worker, two drivers) and executors on a loaded CI box
 def test_salvage_and_analyze_on_a_standalone_cluster(cluster: str, fleet: Fleet, tmp_path: Path) -> None:
     stores = fleet.paths("A", "B", "C", "D", "E")
     docs = {}
     for engine in ("local", "cluster"):
         flags = ["--engine", "local"] if engine == "local" else ["--master", cluster]
-        r = mqctl("recover", "salvage", *stores, "--out", str(tmp_path / f"salvage-{engine}"), "-o", "json",
-                  *flags)
+        r = mqctl(
+            "recover", "salvage", *stores, "--out", str(tmp_path / f"salvage-{engine}"), "-o", "json", *flags
+        )
         assert r.returncode == 0, r.stderr
         assert f"engine {'local' if engine == 'local' else 'spark'} (" in r.stderr
-        a = mqctl("analyze", "commitlog", *stores, "--out", str(tmp_path / f"analyze-{engine}"), "-o", "json",
-                  *flags)
+        a = mqctl(
+            "analyze",
+            "commitlog",
+            *stores,
+            "--out",
+            str(tmp_path / f"analyze-{engine}"),
+            "-o",
+            "json",
+            *flags,
+        )
         assert a.returncode == 0, a.stderr
         docs[engine] = (json.loads(r.stdout), json.loads(a.stdout))
     (s_local, a_local), (s_cluster, a_cluster) = docs["local"], docs["cluster"]
@@ -55,5 +69,6 @@ def test_salvage_and_analyze_on_a_standalone_cluster(cluster: str, fleet: Fleet,
     for x, y in ((s_local, s_cluster), (a_local, a_cluster)):
         assert {k: v for k, v in x.items() if k != "out"} == {k: v for k, v in y.items() if k != "out"}
     for kind in ("salvage", "analyze"):
-        assert (tree_hash(tmp_path / f"{kind}-local", metadata=False)
-                == tree_hash(tmp_path / f"{kind}-cluster", metadata=False))
+        assert tree_hash(tmp_path / f"{kind}-local", metadata=False) == tree_hash(
+            tmp_path / f"{kind}-cluster", metadata=False
+        )

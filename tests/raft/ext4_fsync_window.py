@@ -88,8 +88,11 @@ def main() -> int:
             confirmed, size = one_round(base)
             if size < confirmed:
                 lost += 1
-                print(f"round {r}: fdatasync confirmed {confirmed} bytes, {size} after e2fsck "
-                      f"({confirmed - size} lost)", flush=True)
+                print(
+                    f"round {r}: fdatasync confirmed {confirmed} bytes, {size} after e2fsck "
+                    f"({confirmed - size} lost)",
+                    flush=True,
+                )
     print(f"{lost} of {rounds} rounds lost bytes whose fdatasync had returned 0")
     return 1 if lost else 0
 

@@ -57,10 +57,13 @@ def test_group_with_full_disks_acknowledges_nothing_and_recovers_without_loss(tm
         with ControllerClient(cluster.addresses, timeout=4) as client:
             for i in range(3):
                 with pytest.raises(ControllerError):
-                    apply(client, f"during-{i}")     # never acknowledged while no disk takes it
+                    apply(client, f"during-{i}")  # never acknowledged while no disk takes it
         for node in cluster.nodes:  # still serving local reads, and saying why writes stop
-            wait_until(lambda n=node: "ENOSPC" in metadata(n.grpc_address).get("problem", ""), 20,
-                       what=f"{node.name} to report the storage problem")
+            wait_until(
+                lambda n=node: "ENOSPC" in metadata(n.grpc_address).get("problem", ""),
+                20,
+                what=f"{node.name} to report the storage problem",
+            )
             meta = metadata(node.grpc_address)
             assert meta["code"] == 0 and not meta["is_leader"] and meta["state_hash"]
             with ControllerClient(node.grpc_address, timeout=5) as client:
@@ -72,11 +75,14 @@ def test_group_with_full_disks_acknowledges_nothing_and_recovers_without_loss(tm
         assert present(cluster, before + ["after"]) == []
         cluster.wait_for_same_hash()
         for node in cluster.nodes:
-            wait_until(lambda n=node: metadata(n.grpc_address).get("problem", "") == "", 20,
-                       what=f"{node.name} to clear the problem")
+            wait_until(
+                lambda n=node: metadata(n.grpc_address).get("problem", "") == "",
+                20,
+                what=f"{node.name} to clear the problem",
+            )
         logs = [n.log_text() for n in cluster.nodes]
     for text in logs:
-        assert text.count(FAILING) == 1, text[-3000:]     # one line per node, not one per retry
+        assert text.count(FAILING) == 1, text[-3000:]  # one line per node, not one per retry
         assert "storage works again" in text
         assert "Traceback" not in text
 
@@ -102,7 +108,7 @@ def test_leader_with_a_read_only_disk_steps_down_and_the_group_goes_on(tmp_path)
         os.unlink(os.path.join(old.data_dir, FAULT_FILE))
         cluster.wait_for_same_hash()
         assert present(cluster, acked) == []
-        old.kill()                                    # what it acknowledged is on its disk
+        old.kill()  # what it acknowledged is on its disk
         old.start(env=ENV)
         cluster.wait_for_same_hash()
         text = old.log_text()

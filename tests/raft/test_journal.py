@@ -39,9 +39,13 @@ def entries(j: DurableJournal) -> list[tuple[bytes, int, int]]:
 
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     """The journal's warnings but the slow-fdatasync one, which the machine's load decides."""
-    return [r.getMessage() for r in caplog.records
-            if r.name == "mqctl.raft.journal" and r.levelno >= logging.WARNING
-            and not (r.getMessage().startswith("raft journal: fdatasync of") and " took " in r.getMessage())]
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "mqctl.raft.journal"
+        and r.levelno >= logging.WARNING
+        and not (r.getMessage().startswith("raft journal: fdatasync of") and " took " in r.getMessage())
+    ]
 
 
 @pytest.fixture
@@ -70,7 +74,7 @@ def test_crash_sim_loses_exactly_what_was_not_synced(path) -> None:
     j = DurableJournal(path, SIM)
     fill(j, 1, 10)
     assert j.sync()
-    fill(j, 11, 20)          # written (page cache), not synced
+    fill(j, 11, 20)  # written (page cache), not synced
     power_loss(j)
     k = DurableJournal(path, SIM)
     assert [e[1] for e in entries(k)] == list(range(1, 11))
@@ -86,7 +90,7 @@ def test_group_commit_one_fdatasync_for_many_entries(path, monkeypatch) -> None:
     fill(j, 1, 100)
     assert calls == []
     assert j.sync() and len(calls) == 1
-    assert j.sync() and len(calls) == 1    # nothing new: no fsync at all
+    assert j.sync() and len(calls) == 1  # nothing new: no fsync at all
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -104,7 +108,7 @@ def test_torn_tail_is_cut_with_one_warning(path, caplog, seed) -> None:
     found = warnings(caplog)
     assert len(found) == 1, (kind, found)
     assert "cut a torn or corrupt tail" in found[0] and "after index 30" in found[0]
-    assert os.path.getsize(path) == size          # cut durably, even in crash simulation
+    assert os.path.getsize(path) == size  # cut durably, even in crash simulation
     fill(k, 31, 32)
     assert k.sync()
     power_loss(k)
@@ -130,7 +134,7 @@ def test_corrupt_record_in_the_middle_is_refused(path) -> None:
         DurableJournal(path)
     assert JournalCorruptError.exit_code == EXIT_STORE
     with open(path, "rb") as fh:
-        assert fh.read() == damaged               # never "repaired" by cutting valid entries
+        assert fh.read() == damaged  # never "repaired" by cutting valid entries
 
 
 def test_index_gap_is_refused(path) -> None:
@@ -165,8 +169,8 @@ def test_truncation_is_durable_at_once(path) -> None:
     j = DurableJournal(path, SIM)
     fill(j, 1, 20)
     assert j.sync()
-    j.deleteEntriesFrom(12)                  # pysyncobj: entries from position 12 (index 13) on
-    fill(j, 13, 14, term=2)                  # the new leader's entries, not synced
+    j.deleteEntriesFrom(12)  # pysyncobj: entries from position 12 (index 13) on
+    fill(j, 13, 14, term=2)  # the new leader's entries, not synced
     power_loss(j)
     k = DurableJournal(path, SIM)
     assert [(e[1], e[2]) for e in entries(k)] == [(i, 1) for i in range(1, 13)]
@@ -176,7 +180,7 @@ def test_compaction_and_its_crash_safety(path) -> None:
     j = DurableJournal(path, SIM)
     fill(j, 1, 100)
     assert j.sync()
-    fill(j, 101, 105)                        # not synced yet: the compaction makes them durable too
+    fill(j, 101, 105)  # not synced yet: the compaction makes them durable too
     j.deleteEntriesTo(98)
     assert [e[1] for e in entries(j)] == list(range(99, 106))
     assert not os.path.exists(path + ".compact")
@@ -202,7 +206,7 @@ def test_failed_compaction_keeps_the_old_file_in_use(path, tmp_path) -> None:
     fill(j, 51, 55)
     assert j.sync() and j.error is None
     power_loss(j)
-    k = DurableJournal(path, storage)       # a superset: pysyncobj drops the head again on load
+    k = DurableJournal(path, storage)  # a superset: pysyncobj drops the head again on load
     assert [e[1] for e in entries(k)] == list(range(1, 56))
 
 
@@ -211,11 +215,11 @@ def test_term_and_vote_are_durable_before_set_current_term_returns(path, tmp_pat
     j = DurableJournal(path, storage)
     j.setCurrentTerm(5, "127.0.0.1:2")
     with open(path + ".meta") as fh:
-        assert json.load(fh)["term"] == 5           # on disk, not in a crash-sim buffer
+        assert json.load(fh)["term"] == 5  # on disk, not in a crash-sim buffer
     (tmp_path / FAULT_FILE).write_text("EROFS")
     with pytest.raises(StorageError):
         j.setCurrentTerm(6, "127.0.0.1:3")
-    assert (j.getCurrentTerm(), j.getVotedForNodeId()) == (5, "127.0.0.1:2")   # not taken
+    assert (j.getCurrentTerm(), j.getVotedForNodeId()) == (5, "127.0.0.1:2")  # not taken
     assert "EROFS" in (j.error or "")
     power_loss(j)
     (tmp_path / FAULT_FILE).unlink()
@@ -228,13 +232,13 @@ def test_commit_index_never_stored_beyond_the_durable_log_and_clamped_on_load(pa
     fill(j, 1, 10)
     assert j.sync()
     fill(j, 11, 20)
-    j.setRaftCommitIndex(18)                 # known committed (on other nodes), not durable here
+    j.setRaftCommitIndex(18)  # known committed (on other nodes), not durable here
     j.onOneSecondTimer()
-    j.drain()                                # the hint is stored on the journal's sync thread
+    j.drain()  # the hint is stored on the journal's sync thread
     with open(path + ".meta") as fh:
         assert json.load(fh)["commitIndex"] == 10
     power_loss(j)
-    with open(path + ".meta", "w") as fh:    # a meta file from before: commit index past the log
+    with open(path + ".meta", "w") as fh:  # a meta file from before: commit index past the log
         json.dump({"format": jmod.META_FORMAT, "term": 1, "votedFor": None, "commitIndex": 500}, fh)
     k = DurableJournal(path, SIM)
     assert k.getRaftCommitIndex() == 10
@@ -245,17 +249,17 @@ def test_disk_full_stops_acknowledging_and_recovers_without_loss(path, tmp_path,
     j = DurableJournal(path, storage)
     fill(j, 1, 5)
     assert j.sync()
-    (tmp_path / FAULT_FILE).write_text("")            # empty: ENOSPC
-    fill(j, 6, 10)                                     # never raises
+    (tmp_path / FAULT_FILE).write_text("")  # empty: ENOSPC
+    fill(j, 6, 10)  # never raises
     assert not j.sync() and not j.sync()
     assert j.error is not None and "ENOSPC" in j.error and not j.healthy
-    j.onOneSecondTimer()                               # the probe fails quietly
+    j.onOneSecondTimer()  # the probe fails quietly
     assert len(warnings(caplog)) == 1
     assert j.durable_index() == 5
-    j.deleteEntriesFrom(8)                             # truncation while failing: done later
+    j.deleteEntriesFrom(8)  # truncation while failing: done later
     (tmp_path / FAULT_FILE).unlink()
     caplog.set_level(logging.INFO)
-    j.onOneSecondTimer()                               # the probe: storage works again
+    j.onOneSecondTimer()  # the probe: storage works again
     assert j.error is None and j.durable_index() == 8
     assert any("storage works again" in r.getMessage() for r in caplog.records)
     j._destroy()
@@ -311,7 +315,7 @@ def test_pysyncobj_journal_is_converted_and_old_releases_refuse_the_new_one(path
     j._destroy()
     with open(path, "rb") as fh:
         assert fh.read(8) == b"MQCTLWAL"
-    with pytest.raises(Exception):   # noqa: B017 - pysyncobj's reader fails with struct.error
+    with pytest.raises(Exception):  # noqa: B017 - pysyncobj's reader fails with struct.error
         FileJournal(path)
 
 
@@ -324,15 +328,15 @@ def test_removed_data_directory_is_written_anew_once_it_exists_again(tmp_path, c
     j.setCurrentTerm(3, "127.0.0.1:1")
     assert j.sync()
     shutil.rmtree(data)
-    j.onOneSecondTimer()                          # noticed while idle, by the probe
+    j.onOneSecondTimer()  # noticed while idle, by the probe
     assert j.error and "was removed under this node" in j.error and str(data) in j.error
-    fill(j, 11, 12)                               # never raises
+    fill(j, 11, 12)  # never raises
     assert not j.sync() and not j.needs_snapshot
     j.onOneSecondTimer()
-    assert len(warnings(caplog)) == 1             # one line, not one per retry
+    assert len(warnings(caplog)) == 1  # one line, not one per retry
     data.mkdir()
     caplog.set_level(logging.INFO)
-    assert j.sync() and j.error is None           # meta file first, then the journal
+    assert j.sync() and j.error is None  # meta file first, then the journal
     assert any("written anew" in r.getMessage() for r in caplog.records)
     power_loss(j)
     k = DurableJournal(path, SIM)
@@ -348,14 +352,14 @@ def test_removed_compacted_journal_waits_for_a_snapshot(tmp_path) -> None:
     fill(j, 1, 50)
     j.setCurrentTerm(2, None)
     assert j.sync()
-    j.deleteEntriesTo(40)                         # compacted: the journal continues a snapshot
+    j.deleteEntriesTo(40)  # compacted: the journal continues a snapshot
     shutil.rmtree(data)
     fill(j, 51, 52)
     assert not j.sync() and j.needs_snapshot
     data.mkdir()
-    assert not j.sync() and j.needs_snapshot      # never a journal without its snapshot
+    assert not j.sync() and j.needs_snapshot  # never a journal without its snapshot
     assert not os.path.exists(path) and "was removed" in (j.error or "")
-    j.deleteEntriesTo(5)                          # the fork wrote a snapshot and compacts onto it
+    j.deleteEntriesTo(5)  # the fork wrote a snapshot and compacts onto it
     assert j.error is None and not j.needs_snapshot
     power_loss(j)
     k = DurableJournal(path, SIM)
@@ -371,9 +375,9 @@ def test_sync_soon_makes_entries_durable_on_its_own_thread(path) -> None:
     fill(j, 1, 30)
     assert j.durable_index() == 0
     assert j.sync_soon()
-    j.drain()                                   # the thread's fdatasync is done
+    j.drain()  # the thread's fdatasync is done
     assert j.durable_index() == 30 and woken
-    fill(j, 31, 40)                             # added, never synced
+    fill(j, 31, 40)  # added, never synced
     power_loss(j)
     k = DurableJournal(path, SIM)
     assert [e[1] for e in entries(k)] == list(range(1, 31))
@@ -391,12 +395,12 @@ def test_a_failed_sync_on_the_sync_thread_is_reported_and_counts_nothing(path, t
     assert j.sync()
     fill(j, 6, 9)
     (tmp_path / FAULT_FILE).write_text("EIO")
-    assert j.sync_soon()                        # asked; the thread fails
+    assert j.sync_soon()  # asked; the thread fails
     sync_done(j)
     assert not j.sync_soon() and "EIO" in (j.error or "")
     assert j.durable_index() == 5
     (tmp_path / FAULT_FILE).unlink()
-    assert j.sync_soon()                        # the blocking sync recovers: written again
+    assert j.sync_soon()  # the blocking sync recovers: written again
     assert j.durable_index() == 9 and j.error is None
 
 
@@ -408,11 +412,11 @@ def test_a_sync_finished_before_the_log_was_cut_counts_nothing_after(path, tmp_p
     assert j.sync()
     fill(j, 6, 9)
     assert j.sync_soon()
-    sync_done(j)                                # through index 9 of term 1, not taken yet
-    j.deleteEntriesFrom(6)                      # a new leader's log: 7..9 cut (fsynced at once) ...
-    fill(j, 7, 9, term=2)                       # ... and written again, same sizes, same offsets
+    sync_done(j)  # through index 9 of term 1, not taken yet
+    j.deleteEntriesFrom(6)  # a new leader's log: 7..9 cut (fsynced at once) ...
+    fill(j, 7, 9, term=2)  # ... and written again, same sizes, same offsets
     (tmp_path / FAULT_FILE).write_text("SLOW 2000")
-    assert j.sync_soon()                        # takes the old result: another generation
+    assert j.sync_soon()  # takes the old result: another generation
     assert j.durable_index() == 6
     (tmp_path / FAULT_FILE).unlink()
     j.drain()

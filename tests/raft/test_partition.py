@@ -58,8 +58,8 @@ OBSERVATION_SLACK = 0.5
 
 @dataclass(eq=False)
 class _Conn:
-    src: str | None          # the Raft address of the node that opened it (None: not known)
-    dst: str                 # the Raft address of the node it reaches
+    src: str | None  # the Raft address of the node that opened it (None: not known)
+    dst: str  # the Raft address of the node it reaches
     writers: list[asyncio.StreamWriter] = field(default_factory=list)
     closed: bool = False
 
@@ -75,9 +75,9 @@ class RaftProxy:
 
     def __init__(self, routes: dict[str, str]) -> None:
         self.routes = dict(routes)
-        self.cut_nodes: dict[str, bool] = {}     # node -> close its connections (True) or hold them
+        self.cut_nodes: dict[str, bool] = {}  # node -> close its connections (True) or hold them
         self.connections = 0
-        self.sources: set[str] = set()           # the nodes seen opening a connection
+        self.sources: set[str] = set()  # the nodes seen opening a connection
         self._conns: set[_Conn] = set()
         self._loop = asyncio.new_event_loop()
         self._changed = asyncio.Event()
@@ -111,7 +111,8 @@ class RaftProxy:
         for listen, target in self.routes.items():
             host, port = listen.rsplit(":", 1)
             server = await asyncio.start_server(
-                lambda r, w, dst=listen, to=target: self._serve(r, w, dst, to), host, int(port))
+                lambda r, w, dst=listen, to=target: self._serve(r, w, dst, to), host, int(port)
+            )
             self._servers.append(server)
 
     async def _stop(self) -> None:
@@ -158,8 +159,9 @@ class RaftProxy:
         for writer in conn.writers:
             writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                     dst: str, target: str) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dst: str, target: str
+    ) -> None:
         conn = _Conn(None, dst, [writer])
         self._conns.add(conn)
         self.connections += 1
@@ -213,8 +215,12 @@ class ProxyProcess:
         self.sources: set[str] = set()
 
     def __enter__(self) -> ProxyProcess:
-        self.proc = subprocess.Popen([sys.executable, __file__, json.dumps(self.routes)], text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, json.dumps(self.routes)],
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
         self._ask("stats")
         return self
 
@@ -319,11 +325,21 @@ class Probe:
                 n += 1
                 name = f"probe-{self.node.name}-{time.monotonic_ns()}-{n}"
                 calls = [
-                    ("ApplyBrokerId", stub.ApplyBrokerId, controller_pb2.ApplyBrokerIdRequest(
-                        cluster_name=CLUSTER, broker_name=name, applied_broker_id=1,
-                        register_check_code="127.0.0.1:1;probe")),
-                    ("GetNextBrokerId", stub.GetNextBrokerId, controller_pb2.GetNextBrokerIdRequest(
-                        cluster_name=CLUSTER, broker_name=name)),
+                    (
+                        "ApplyBrokerId",
+                        stub.ApplyBrokerId,
+                        controller_pb2.ApplyBrokerIdRequest(
+                            cluster_name=CLUSTER,
+                            broker_name=name,
+                            applied_broker_id=1,
+                            register_check_code="127.0.0.1:1;probe",
+                        ),
+                    ),
+                    (
+                        "GetNextBrokerId",
+                        stub.GetNextBrokerId,
+                        controller_pb2.GetNextBrokerIdRequest(cluster_name=CLUSTER, broker_name=name),
+                    ),
                 ]
                 for what, rpc, request in calls:
                     self.sent += 1
@@ -388,29 +404,34 @@ def _stable(nodes: list[Node]) -> tuple[int, str] | None:
     return None
 
 
-def _cycle(cluster: LocalCluster, proxy: ProxyProcess, writers: Writers, cycle: int,
-           cut_leader: bool, close: bool) -> str:
+def _cycle(
+    cluster: LocalCluster, proxy: ProxyProcess, writers: Writers, cycle: int, cut_leader: bool, close: bool
+) -> str:
     """One partition and its healing; returns what happened, for the test's output."""
     nodes = cluster.nodes
     term, leader_id = wait_until(lambda: _stable(nodes), 20, what="a stable group")
     leader = next(n for n in nodes if n.raft_address == leader_id)
     victim = leader if cut_leader else next(n for n in nodes if n is not leader)
     others = [n for n in nodes if n is not victim]
-    what = f"cycle {cycle}: {victim.name} ({'leader' if cut_leader else 'follower'}, " \
-           f"{'connections closed' if close else 'connections silent'})"
+    what = (
+        f"cycle {cycle}: {victim.name} ({'leader' if cut_leader else 'follower'}, "
+        f"{'connections closed' if close else 'connections silent'})"
+    )
     watch = Watch(victim)
     proxy.cut(victim.raft_address, close=close)
     elected = 0.0
     with Probe(victim) as probe:
         if cut_leader:
-            new_term, new_leader = wait_until(lambda: _new_leader(others, victim), 10,
-                                              interval=0.02, what=f"{what}: a new leader")
+            new_term, new_leader = wait_until(
+                lambda: _new_leader(others, victim), 10, interval=0.02, what=f"{what}: a new leader"
+            )
             elected = time.monotonic() - watch.start
             assert new_term > term, what
             wait_until(lambda: watch.stepped_down is not None, 5, what=f"{what}: step-down")
             assert watch.stepped_down is not None
-            assert watch.stepped_down <= ELECTION_TIMEOUT + OBSERVATION_SLACK, \
+            assert watch.stepped_down <= ELECTION_TIMEOUT + OBSERVATION_SLACK, (
                 f"{what}: the old leader led {watch.stepped_down:.3f} s after the cut"
+            )
         else:
             new_term, new_leader = term, leader_id
         while time.monotonic() - watch.start < 2.0:
@@ -424,11 +445,16 @@ def _cycle(cluster: LocalCluster, proxy: ProxyProcess, writers: Writers, cycle: 
     time.sleep(4 * ELECTION_TIMEOUT)
     with writers.pause():
         cluster.wait_for_same_hash(20)
-    assert _stable(nodes) == (new_term, new_leader), \
+    assert _stable(nodes) == (new_term, new_leader), (
         f"{what}: after healing {_group_view(nodes)}, before ({new_term}, {new_leader})"
+    )
     wait_until(lambda: writers.ledger.count() > acked, 20, what=f"{what}: writes after healing")
-    led = (f"new leader elected after {elected:.2f} s, old leader stepped down after "
-           f"{watch.stepped_down or 0:.2f} s" if cut_leader else "leader unchanged")
+    led = (
+        f"new leader elected after {elected:.2f} s, old leader stepped down after "
+        f"{watch.stepped_down or 0:.2f} s"
+        if cut_leader
+        else "leader unchanged"
+    )
     return f"{what}: term {term} -> {new_term}, {led}, {probe.sent} probes refused"
 
 
@@ -452,8 +478,10 @@ def test_partitions_through_a_proxy(tmp_path: Path) -> None:
             table = client.get_sync_state_data(ledger.names()).replicas_info_table
         ledger.check(table)
         assert not ledger.unexpected, ledger.unexpected[:5]
-        print(f"{len(ledger.applied)} broker ids applied, {len(ledger.registered)} registrations "
-              f"acknowledged, {sum(ledger.refused.values())} writes not acknowledged")
+        print(
+            f"{len(ledger.applied)} broker ids applied, {len(ledger.registered)} registrations "
+            f"acknowledged, {sum(ledger.refused.values())} writes not acknowledged"
+        )
         for node in cluster.nodes:
             log = node.log_text()
             assert "Traceback" not in log, (node.name, log[-3000:])
@@ -492,11 +520,15 @@ def test_raft_bind_apart_from_the_advertised_address(tmp_path: Path) -> None:
         for node in cluster.nodes:
             port = int((bind if node is proxied else node.raft_address).rsplit(":", 1)[1])
             # polled: a read of /proc/net/tcp can miss a socket while other sockets come and go
-            wait_until(lambda p=port: _listening(p) == {"127.0.0.1"}, 5,
-                       what=f"{node.name} listening on 127.0.0.1:{port} only")
+            wait_until(
+                lambda p=port: _listening(p) == {"127.0.0.1"},
+                5,
+                what=f"{node.name} listening on 127.0.0.1:{port} only",
+            )
         with ControllerClient(cluster.addresses, timeout=20) as client:
-            wait_until(lambda: _lead(client, cluster, proxied), 30, interval=0.3,
-                       what=f"{proxied.name} to lead")
+            wait_until(
+                lambda: _lead(client, cluster, proxied), 30, interval=0.3, what=f"{proxied.name} to lead"
+            )
             client.apply_broker_id(CLUSTER, "bind-set", 1, "127.0.0.1:30000;x")
         cluster.wait_for_same_hash(20)
         # cut at the proxy, the node is cut off from both peers: the others elect a leader

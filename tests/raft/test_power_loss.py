@@ -103,22 +103,28 @@ def test_power_loss_points_lose_no_acknowledged_write(tmp_path) -> None:
                     node.start(env=ENV)
                 if len(victims) > 1:  # no quorum was left: wait until the group acknowledges again
                     before = ledger.acks
-                    wait_until(lambda: ledger.acks > before, 90, interval=0.1,  # noqa: B023
-                               what="an acknowledged write after the power loss")
+                    wait_until(
+                        lambda: ledger.acks > before,  # noqa: B023 (called before the loop goes on)
+                        90,
+                        interval=0.1,
+                        what="an acknowledged write after the power loss",
+                    )
         leader = cluster.wait_for_leader(timeout=90)
         digest = cluster.wait_for_same_hash(timeout=90)
         with ControllerClient(leader.grpc_address, timeout=30) as c:
             table = c.get_sync_state_data([]).replicas_info_table
         logs = {n.name: n.log_text() for n in cluster.nodes}
-    print(f"\npower loss: {POINTS} points (seed {SEED}) {dict(kinds)}, torn tails {dict(tears)}, "
-          f"acknowledged: {len(ledger.applied)} ApplyBrokerId, {len(ledger.registered)} RegisterBroker, "
-          f"{len(ledger.elected)} ElectMaster; not acknowledged by code: {dict(ledger.refused)}; "
-          f"{time.monotonic() - started:.0f} s; state hash {digest[:12]}")
+    print(
+        f"\npower loss: {POINTS} points (seed {SEED}) {dict(kinds)}, torn tails {dict(tears)}, "
+        f"acknowledged: {len(ledger.applied)} ApplyBrokerId, {len(ledger.registered)} RegisterBroker, "
+        f"{len(ledger.elected)} ElectMaster; not acknowledged by code: {dict(ledger.refused)}; "
+        f"{time.monotonic() - started:.0f} s; state hash {digest[:12]}"
+    )
     assert not ledger.unexpected, ledger.unexpected[:5]
     assert ledger.elected and ledger.applied and ledger.registered
     ledger.check(table)
     cuts = sum(text.count("cut a torn or corrupt tail") for text in logs.values())
     assert cuts <= sum(tears.values()), f"{cuts} tails cut, {sum(tears.values())} torn"
     for name, text in logs.items():
-        assert "Traceback" not in text, f"{name}: {text[text.index('Traceback'):][:2000]}"
+        assert "Traceback" not in text, f"{name}: {text[text.index('Traceback') :][:2000]}"
         assert "corrupt record at offset" not in text, name

@@ -41,8 +41,14 @@ def _pair(loop: Loop, clock: Any) -> tuple[TcpConnection, TcpConnection, list[ob
     accepted: list[TcpConnection] = []
     received: list[object] = []
     port = free_port()
-    server = TcpServer(loop.poller, "127.0.0.1", port, onNewConnection=accepted.append,
-                       connectionTimeout=TIMEOUT, clock=clock)
+    server = TcpServer(
+        loop.poller,
+        "127.0.0.1",
+        port,
+        onNewConnection=accepted.append,
+        connectionTimeout=TIMEOUT,
+        clock=clock,
+    )
     server.bind()
     client = TcpConnection(loop.poller, timeout=TIMEOUT, clock=clock)
     assert client.connect("127.0.0.1", port)
@@ -56,7 +62,7 @@ def _pair(loop: Loop, clock: Any) -> tuple[TcpConnection, TcpConnection, list[ob
 def test_a_late_tick_reads_what_waited_instead_of_closing() -> None:
     loop = Loop()
     server_side, client, received = _pair(loop, loop.clock)
-    time.sleep(1.5 * TIMEOUT)        # the tick thread stalls (a slow fsync, the GIL, no CPU)
+    time.sleep(1.5 * TIMEOUT)  # the tick thread stalls (a slow fsync, the GIL, no CPU)
     client.send({"type": "after the stall"})
     loop.poll()
     assert received == [{"type": "after the stall"}]
@@ -80,7 +86,7 @@ def test_upstreams_clock_closes_on_its_own_lateness() -> None:
 def test_a_silent_peer_still_times_out() -> None:
     loop = Loop()
     server_side, client, _received = _pair(loop, loop.clock)
-    loop.poll(1.5 * TIMEOUT)         # polling all along: the client really sends nothing
+    loop.poll(1.5 * TIMEOUT)  # polling all along: the client really sends nothing
     server_side.send({"type": "anyone there?"})
     assert server_side.state == CONNECTION_STATE.DISCONNECTED
     client.disconnect()

@@ -39,7 +39,7 @@ from mqctl.remoting.client import RemotingControllerClient
 pytestmark = pytest.mark.slow
 
 SECRET = "listener-test-secret"
-CLOSE_SLACK = 5.0      # what a loaded machine may add to the node's closing a connection
+CLOSE_SLACK = 5.0  # what a loaded machine may add to the node's closing a connection
 RSS_GROWTH_MAX = 16 * 1024 * 1024
 LOG_LINE = re.compile(r"raft port \S+: closed a connection from 127\.0\.0\.1")
 
@@ -111,13 +111,14 @@ def _garbage(seed: int) -> Callable[[socket.socket], None]:
     def send(sock: socket.socket) -> None:
         rng = random.Random(seed)
         sock.sendall(rng.randbytes(rng.randint(1, 4000)))
+
     return send
 
 
 def _slowloris(sock: socket.socket) -> None:
     data = _frame(b"x" * 100)
     for i in range(len(data)):
-        sock.sendall(data[i:i + 1])
+        sock.sendall(data[i : i + 1])
         time.sleep(0.5)
 
 
@@ -129,7 +130,7 @@ def _stream_after_huge_length(sock: socket.socket) -> None:
 
 
 def _attacks(address: str) -> list[Attack]:
-    at_once = CLOSE_SLACK                     # judged on what arrived
+    at_once = CLOSE_SLACK  # judged on what arrived
     by_timeout = HANDSHAKE_TIMEOUT + CLOSE_SLACK
     attacks = [Attack(f"garbage {seed}", address, _garbage(seed), by_timeout) for seed in range(40)]
     cut_off = struct.pack("i", 1000) + b"0123456789"
@@ -150,8 +151,11 @@ def _attacks(address: str) -> list[Attack]:
 
 def _view(nodes: list[Node]) -> tuple[set[str], set[int], set[str]]:
     metas = [metadata(n.grpc_address) for n in nodes]
-    return ({str(m.get("controller_leader_id")) for m in metas}, {int(m.get("term", 0)) for m in metas},
-            {str(m.get("state_hash")) for m in metas})
+    return (
+        {str(m.get("controller_leader_id")) for m in metas},
+        {int(m.get("term", 0)) for m in metas},
+        {str(m.get("state_hash")) for m in metas},
+    )
 
 
 def test_hostile_clients_on_the_raft_port(tmp_path: Path) -> None:
@@ -182,8 +186,10 @@ def test_hostile_clients_on_the_raft_port(tmp_path: Path) -> None:
         cluster.wait_for_same_hash(20)
         lines = [line for line in leader.log_text().splitlines() if LOG_LINE.search(line)]
         assert len(lines) == 1, lines[:5]
-        print(f"{len(attacks)} hostile connections closed in {time.monotonic() - started:.1f} s; RSS "
-              f"{rss_before / 2**20:.1f} -> {rss_after / 2**20:.1f} MiB; logged: {lines[0]}")
+        print(
+            f"{len(attacks)} hostile connections closed in {time.monotonic() - started:.1f} s; RSS "
+            f"{rss_before / 2**20:.1f} -> {rss_after / 2**20:.1f} MiB; logged: {lines[0]}"
+        )
         assert "Traceback" not in leader.log_text()
 
 
@@ -192,10 +198,19 @@ def test_first_messages_that_are_not_a_node_without_a_secret(tmp_path: Path) -> 
     with cluster:
         cluster.start()
         node = cluster.nodes[0]
-        firsts: list[object] = [{"type": "append_entries"}, ["status"], ["remove", "127.0.0.1:1"],
-                                "readonly", 42, "127.0.0.1:1", b"bytes"]
-        attacks = [Attack(repr(m), node.raft_address, lambda s, m=m: s.sendall(_message(m)), CLOSE_SLACK)
-                   for m in firsts]
+        firsts: list[object] = [
+            {"type": "append_entries"},
+            ["status"],
+            ["remove", "127.0.0.1:1"],
+            "readonly",
+            42,
+            "127.0.0.1:1",
+            b"bytes",
+        ]
+        attacks = [
+            Attack(repr(m), node.raft_address, lambda s, m=m: s.sendall(_message(m)), CLOSE_SLACK)
+            for m in firsts
+        ]
         for attack in attacks:
             attack.join()
             assert attack.closed_after is not None, attack.name
@@ -228,8 +243,11 @@ def test_a_client_of_another_protocol_is_told_at_once(tmp_path: Path) -> None:
         raft = cluster.nodes[0].raft_address
         header = b'{"code":10,"opaque":1}....'
         remoting_frame = struct.pack(">i", 4 + len(header)) + struct.pack(">i", len(header)) + header
-        for what, data in [("HTTP/2", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), ("remoting", remoting_frame),
-                           ("another secret", _message(os.urandom(32), "another secret"))]:
+        for what, data in [
+            ("HTTP/2", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+            ("remoting", remoting_frame),
+            ("another secret", _message(os.urandom(32), "another secret")),
+        ]:
             got, took = _answer(raft, data)
             assert got == RAFT_BANNER, (what, got)
             assert took < CLOSE_SLACK, (what, took)
@@ -238,22 +256,44 @@ def test_a_client_of_another_protocol_is_told_at_once(tmp_path: Path) -> None:
         with socket.create_connection((host, int(port)), timeout=HANDSHAKE_TIMEOUT + CLOSE_SLACK) as sock:
             assert sock.recv(4096) == b""
         assert not is_raft_port(cluster.nodes[0].grpc_address)
-        for make in (lambda: ControllerClient([raft], timeout=30),
-                     lambda: RemotingControllerClient([raft], timeout=30)):
+        for make in (
+            lambda: ControllerClient([raft], timeout=30),
+            lambda: RemotingControllerClient([raft], timeout=30),
+        ):
             started = time.monotonic()
-            with make() as client, pytest.raises(UsageError, match=f"^{re.escape(raft)} is a Raft port, not "
-                                                 "the controller's gRPC or remoting port"):
+            with (
+                make() as client,
+                pytest.raises(
+                    UsageError,
+                    match=f"^{re.escape(raft)} is a Raft port, not the controller's gRPC or remoting port",
+                ),
+            ):
                 client.get_metadata()
             took = time.monotonic() - started
             print(f"{type(client).__name__}: told in {took:.3f} s")
             assert took < 2.0, took  # 0.5 s on an idle machine; never the --timeout of 30 s
         for protocol in ("auto", "grpc", "remoting"):
-            out = subprocess.run([sys.executable, "-m", "mqctl", "getControllerMetaData", "-a", raft,
-                                  "--protocol", protocol, "--timeout", "30"],
-                                 capture_output=True, text=True, timeout=60)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "mqctl",
+                    "getControllerMetaData",
+                    "-a",
+                    raft,
+                    "--protocol",
+                    protocol,
+                    "--timeout",
+                    "30",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert out.returncode == 2, (protocol, out.stderr)
-            assert out.stderr.startswith(f"mqctl: error: {raft} is a Raft port, not the controller's gRPC or "
-                                         "remoting port"), out.stderr
+            assert out.stderr.startswith(
+                f"mqctl: error: {raft} is a Raft port, not the controller's gRPC or remoting port"
+            ), out.stderr
             assert out.stderr.count("\n") == 1 and out.stdout == ""
         # the group's own connections still need the secret, and still work
         with ControllerClient(cluster.addresses, timeout=20) as client:

@@ -28,7 +28,7 @@ def test_torn_tail_is_cut_and_a_damaged_middle_stops_the_node_with_exit_4(tmp_pa
         with ControllerClient(node.grpc_address, timeout=30) as client:
             for name in names:  # a single node acknowledges only what it fsynced
                 client.apply_broker_id(CLUSTER, name, 1, f"{name}:10911;1")
-        node.kill()                                   # power loss: nothing unsynced survives
+        node.kill()  # power loss: nothing unsynced survives
         tear_tail(journal, random.Random(7))
         node.start(env=ENV)
         cluster.wait_for_leader()
@@ -38,7 +38,7 @@ def test_torn_tail_is_cut_and_a_damaged_middle_stops_the_node_with_exit_4(tmp_pa
         assert node.log_text().count("cut a torn or corrupt tail") == 1
         assert node.stop() == 0
 
-        j = DurableJournal(journal)                   # damage a record in the middle
+        j = DurableJournal(journal)  # damage a record in the middle
         middle = j._offsets[len(j) // 2]
         j._destroy()
         with open(journal, "r+b") as fh:

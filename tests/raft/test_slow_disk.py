@@ -46,8 +46,10 @@ def slow_writes_keep_the_leader(cluster: LocalCluster, slow: str, names: list[st
     with ControllerClient(cluster.addresses, timeout=30) as client:
         for name in names:
             client.apply_broker_id(CLUSTER, name, 1, f"127.0.0.1:{10911 + len(name)};1")
-    seen = {n.name: (metadata(n.grpc_address)["term"], metadata(n.grpc_address)["is_leader"])
-            for n in cluster.nodes}
+    seen = {
+        n.name: (metadata(n.grpc_address)["term"], metadata(n.grpc_address)["is_leader"])
+        for n in cluster.nodes
+    }
     assert seen == {n.name: (term, n is leader) for n in cluster.nodes}, seen
     for node in cluster.nodes:
         if os.path.exists(os.path.join(node.data_dir, FAULT_FILE)):
@@ -103,15 +105,19 @@ def test_a_raft_thread_stalled_on_its_disk_says_where_it_is(tmp_path) -> None:
         with open(os.path.join(slow.data_dir, FAULT_FILE), "w") as fh:
             fh.write("SLOW 11000")
         leader.kill()
-        wait_until(lambda: "the Raft thread has not finished a tick" in slow.log_text(), timeout=60,
-                   what="the stalled node's report")
+        wait_until(
+            lambda: "the Raft thread has not finished a tick" in slow.log_text(),
+            timeout=60,
+            what="the stalled node's report",
+        )
         line = next(x for x in slow.log_text().splitlines() if "has not finished a tick" in x)
         # stuck on storing its new term (setCurrentTerm), or, when entries from the killed leader
         # had just arrived (seen under load), on making them durable in its tick (sync_soon); in
         # the fsync itself (storage.py) or waiting for the journal's lock the sync thread holds
         # through a slow fsync of its own (journal.py, seen under load)
-        assert ("storage.py" in line or "journal.py" in line) and \
-            ("setCurrentTerm" in line or "sync_soon" in line), line
+        assert ("storage.py" in line or "journal.py" in line) and (
+            "setCurrentTerm" in line or "sync_soon" in line
+        ), line
         os.unlink(os.path.join(slow.data_dir, FAULT_FILE))
         assert cluster.wait_for_leader(exclude=leader) in (slow, other)
         leader.start(env=ENV)

@@ -37,7 +37,7 @@ from mqctl.localgroup import LocalCluster, Node, metadata, wait_until
 pytestmark = pytest.mark.slow
 
 ENV = {"MQCTL_CRASH_SIM": "1"}
-COMPACT = {"MQCTL_COMPACTION_INTERVAL": "1"}   # snapshot every second, not every 60 s
+COMPACT = {"MQCTL_COMPACTION_INTERVAL": "1"}  # snapshot every second, not every 60 s
 FAILING = "acknowledges no Raft entry"
 
 
@@ -60,8 +60,9 @@ def _umount(mnt: str) -> None:
 def tmpfs(mnt: str, size: str = "8m") -> Iterator[str]:
     """A tmpfs of `size` at `mnt`, unmounted at the end; skips when mounting is not permitted."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root (CAP_SYS_ADMIN); this test runs as uid "
-                    f"{os.geteuid()}")
+        pytest.skip(
+            f"mounting a small tmpfs needs root (CAP_SYS_ADMIN); this test runs as uid {os.geteuid()}"
+        )
     os.makedirs(mnt, exist_ok=True)
     done = _run("mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", mnt)
     if done.returncode != 0:
@@ -104,7 +105,7 @@ def ext4_error(mnt: str) -> None:
         pytest.skip(f"this kernel has no {trigger}")
     with open(trigger, "w") as fh:
         fh.write("mqctl test: read-only data directory")
-    with pytest.raises(OSError) as probe:   # findmnt says "emergency_ro" on newer kernels, "ro" before
+    with pytest.raises(OSError) as probe:  # findmnt says "emergency_ro" on newer kernels, "ro" before
         open(os.path.join(mnt, "probe"), "w").close()
     assert probe.value.errno == errno.EROFS
 
@@ -122,7 +123,7 @@ def paused(node: Node) -> Iterator[None]:
             try:
                 with open(f"/proc/{pid}/task/{task}/stat") as fh:
                     state = fh.read().rsplit(")", 1)[1].split()[0]
-            except FileNotFoundError:   # a thread that has just ended
+            except FileNotFoundError:  # a thread that has just ended
                 continue
             if state not in ("T", "t"):
                 return False
@@ -208,8 +209,9 @@ class Load:
 
     def wait_for(self, count: int, timeout: float = 30) -> None:
         start_len = len(self.names())
-        wait_until(lambda: len(self.names()) >= start_len + count, timeout,
-                   what=f"{count} more acknowledged writes")
+        wait_until(
+            lambda: len(self.names()) >= start_len + count, timeout, what=f"{count} more acknowledged writes"
+        )
 
     def stop(self) -> None:
         self._stop.set()
@@ -233,8 +235,11 @@ def missing(node: Node, names: list[str]) -> list[str]:
 
 def reports(node: Node, text: str, timeout: float = 20) -> str:
     """Wait until the node's GetMetadata `problem` contains `text`; return it."""
-    problem: str = wait_until(lambda: text in (p := metadata(node.grpc_address).get("problem", "")) and p,
-                              timeout, what=f"{node.name} to report {text!r} in GetMetadata's problem")
+    problem: str = wait_until(
+        lambda: text in (p := metadata(node.grpc_address).get("problem", "")) and p,
+        timeout,
+        what=f"{node.name} to report {text!r} in GetMetadata's problem",
+    )
     return problem
 
 
@@ -255,7 +260,7 @@ def failures_logged_once(text: str) -> int:
     failures = 0
     failing = False
     for line in text.splitlines():
-        if line.startswith("mqctl controller: data directory"):   # a new process
+        if line.startswith("mqctl controller: data directory"):  # a new process
             failing = False
         elif FAILING in line:
             assert not failing, f"a failure logged twice without recovering in between: {line}\n{text}"
@@ -268,7 +273,7 @@ def failures_logged_once(text: str) -> int:
 
 def power_loss_and_restart(cluster: LocalCluster, nodes: list[Node]) -> None:
     for node in nodes:
-        node.kill()           # crash simulation: whatever was not fsynced is gone
+        node.kill()  # crash simulation: whatever was not fsynced is gone
     for node in nodes:
         start(node)
 
@@ -293,17 +298,18 @@ def test_single_node_on_a_full_tmpfs_stops_acknowledging_and_recovers_without_lo
                 answers_local_reads(node)
                 assert len(lines(node, FAILING)) == 1, node.log_text()[-3000:]
 
-                os.unlink(filler)                      # space is back: no restart needed
-                wait_until(lambda: metadata(node.grpc_address).get("problem") == "", 30,
-                           what="the problem to clear")
+                os.unlink(filler)  # space is back: no restart needed
+                wait_until(
+                    lambda: metadata(node.grpc_address).get("problem") == "", 30, what="the problem to clear"
+                )
                 load.wait_for(20)
                 assert lines(node, "storage works again")
 
-                filler = fill(mnt)                     # full again, then a power loss while full
+                filler = fill(mnt)  # full again, then a power loss while full
                 reports(node, "ENOSPC")
                 stops_acknowledging(load, quiet=1.0)
                 node.kill()
-                start(node)                            # starts on the full disk, says why, waits
+                start(node)  # starts on the full disk, says why, waits
                 reports(node, "ENOSPC", timeout=30)
                 answers_local_reads(node)
                 os.unlink(filler)
@@ -312,7 +318,7 @@ def test_single_node_on_a_full_tmpfs_stops_acknowledging_and_recovers_without_lo
             finally:
                 load.stop()
             assert missing(node, load.names()) == []
-            power_loss_and_restart(cluster, [node])   # what it acknowledged is on the disk
+            power_loss_and_restart(cluster, [node])  # what it acknowledged is on the disk
             cluster.wait_for_leader()
             assert missing(node, load.names()) == []
             text = node.log_text()
@@ -340,30 +346,33 @@ def test_group_with_one_then_two_nodes_on_full_tmpfs(tmp_path) -> None:
             load = Load(cluster.addresses, "g", writers=3)
             try:
                 load.wait_for(20)
-                filler_a = fill(mnt_a)                 # one node full: the other two go on
+                filler_a = fill(mnt_a)  # one node full: the other two go on
                 reports(a, "ENOSPC")
                 load.wait_for(30)
                 assert cluster.wait_for_leader() is not a
                 answers_local_reads(a)
-                a.kill()                               # a power loss; the others compact meanwhile
+                a.kill()  # a power loss; the others compact meanwhile
                 load.wait_for(30)
                 time.sleep(2)
-                start(a, COMPACT)                      # on its full disk: it cannot store a snapshot
+                start(a, COMPACT)  # on its full disk: it cannot store a snapshot
                 reports(a, "ENOSPC", timeout=30)
                 answers_local_reads(a)
 
-                filler_b = fill(mnt_b)                 # two full: no majority can store anything
+                filler_b = fill(mnt_b)  # two full: no majority can store anything
                 reports(b, "ENOSPC")
                 stops_acknowledging(load, quiet=3.0)
                 for node in (a, b):
                     answers_local_reads(node)
                 assert metadata(n2.grpc_address)["problem"] == ""
 
-                os.unlink(filler_b)                    # a majority again
+                os.unlink(filler_b)  # a majority again
                 load.wait_for(20)
                 os.unlink(filler_a)
-                wait_until(lambda: metadata(a.grpc_address).get("problem") == "", 30,
-                           what=f"{a.name} to clear its problem")
+                wait_until(
+                    lambda: metadata(a.grpc_address).get("problem") == "",
+                    30,
+                    what=f"{a.name} to clear its problem",
+                )
                 load.wait_for(10)
             finally:
                 load.stop()
@@ -400,22 +409,28 @@ def test_snapshot_that_does_not_fit_is_logged_once_and_the_journal_goes_on(tmp_p
             with ControllerClient(node.grpc_address, timeout=10) as client:
                 for name in names[:250]:
                     client.apply_broker_id(CLUSTER, name, 1, f"{name}:10911;1")
-                wait_until(lambda: os.path.exists(snapshot) and os.path.getsize(snapshot) > 40000, 30,
-                           what="a snapshot of the 250 broker sets")
+                wait_until(
+                    lambda: os.path.exists(snapshot) and os.path.getsize(snapshot) > 40000,
+                    30,
+                    what="a snapshot of the 250 broker sets",
+                )
                 filler = fill(mnt)
                 # 128 KiB free: room for the journal and the term and vote file (a 24 KiB margin was
                 # used up under load), none for a snapshot (SNAPSHOT_RESERVE, raftlog.py, keeps
                 # 256 KiB beyond its size)
                 os.truncate(filler, os.path.getsize(filler) - 128 * 1024)
-                for name in names[250:]:              # the journal still fits, the snapshot not
+                for name in names[250:]:  # the journal still fits, the snapshot not
                     client.apply_broker_id(CLUSTER, name, 1, f"{name}:10911;1")
                     time.sleep(0.05)
-                wait_until(lambda: lines(node, "raft snapshot: writing"), 30,
-                           what="the snapshot failure to be logged")
-                time.sleep(5)                          # two more attempts, every 2 s
+                wait_until(
+                    lambda: lines(node, "raft snapshot: writing"),
+                    30,
+                    what="the snapshot failure to be logged",
+                )
+                time.sleep(5)  # two more attempts, every 2 s
                 failed = lines(node, "raft snapshot: writing")
                 assert len(failed) == 1 and "No space left on device (ENOSPC)" in failed[0], failed
-                assert metadata(node.grpc_address)["problem"] == ""   # writes are acknowledged
+                assert metadata(node.grpc_address)["problem"] == ""  # writes are acknowledged
                 client.apply_broker_id(CLUSTER, "after-failure", 1, "after-failure:10911;1")
                 os.unlink(filler)
                 wait_until(lambda: lines(node, "written again"), 30, what="the snapshot to be written")
@@ -466,12 +481,12 @@ def test_data_directory_turning_read_only_stops_acknowledging_and_the_node_resta
                 answers_local_reads(node)
             finally:
                 load.stop()
-            assert node.stop() == 0                    # SIGTERM: a clean exit, no traceback
+            assert node.stop() == 0  # SIGTERM: a clean exit, no traceback
     text = node.log_text()
     assert text.count(FAILING) == 1 and "Traceback" not in text, text[-3000:]
 
     fsck = _run("e2fsck", "-fy", image)
-    assert fsck.returncode in (0, 1), fsck.stdout + fsck.stderr   # 1: errors corrected
+    assert fsck.returncode in (0, 1), fsck.stdout + fsck.stderr  # 1: errors corrected
     with _mounted_again(image, mnt):
         with cluster:
             start(node)
@@ -535,11 +550,14 @@ def test_data_directory_deleted_under_a_running_node(tmp_path) -> None:
                 answers_local_reads(node)
                 assert len(lines(node, FAILING)) == 1, node.log_text()[-3000:]
 
-                os.mkdir(data)                         # the operator makes the directory again
-                wait_until(lambda: lines(node, "written anew after it was removed"), 30,
-                           what="the journal to be written anew")
-                assert os.path.exists(snapshot)        # written before the journal
-                node.kill()                            # a power loss at once: all of it is durable
+                os.mkdir(data)  # the operator makes the directory again
+                wait_until(
+                    lambda: lines(node, "written anew after it was removed"),
+                    30,
+                    what="the journal to be written anew",
+                )
+                assert os.path.exists(snapshot)  # written before the journal
+                node.kill()  # a power loss at once: all of it is durable
                 start(node, COMPACT)
                 cluster.wait_for_leader()
                 load.wait_for(10)

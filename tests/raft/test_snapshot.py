@@ -67,12 +67,12 @@ def test_follower_behind_the_compaction_catches_up_from_a_durable_snapshot(tmp_p
             own = snapshot_index(snapshot)
             n = len(acked)
             wait_until(lambda: len(acked) >= n + 100, 60, what="writes while the follower is down")
-            stop.wait(2.5)                          # the other two compact past its log
-            follower.start(env=ENV)                 # no compaction of its own for 60 s now
+            stop.wait(2.5)  # the other two compact past its log
+            follower.start(env=ENV)  # no compaction of its own for 60 s now
             with gate.held():
                 cluster.wait_for_same_hash()
-            assert snapshot_index(snapshot) > own + 100   # so this one is the leader's
-            follower.kill()                         # a power loss once it caught up
+            assert snapshot_index(snapshot) > own + 100  # so this one is the leader's
+            follower.kill()  # a power loss once it caught up
             follower.start(env=ENV)
             n = len(acked)
             wait_until(lambda: len(acked) >= n + 20, 30, what="writes after its restart")

@@ -44,8 +44,12 @@ def test_a_node_a_term_ahead_of_the_leader_rejoins_the_group(tmp_path) -> None:
 
         def one_term() -> bool:
             seen = [metadata(n.grpc_address) for n in cluster.nodes]
-            return len({int(m["term"]) for m in seen}) == 1 and int(seen[0]["term"]) > term + 5 and \
-                sum(bool(m["is_leader"]) for m in seen) == 1
+            return (
+                len({int(m["term"]) for m in seen}) == 1
+                and int(seen[0]["term"]) > term + 5
+                and sum(bool(m["is_leader"]) for m in seen) == 1
+            )
+
         wait_until(one_term, timeout=30, what="every node at one term above the ahead node's, one leader")
         with ControllerClient(cluster.addresses, timeout=30) as client:
             client.apply_broker_id(CLUSTER, "after", 1, "127.0.0.1:10912;1")

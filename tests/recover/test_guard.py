@@ -46,17 +46,25 @@ def world(tmp_path_factory):
     beater = Beater(client)
     servers = []
     try:
-        new_master = build_store(base / "master", history=[(1, 0), (2, 4000), (3, 5000)], max_offset=5500,
-                                 cluster=CLUSTER, broker="broker-a", broker_id=2, record_size=500)
+        new_master = build_store(
+            base / "master",
+            history=[(1, 0), (2, 4000), (3, 5000)],
+            max_offset=5500,
+            cluster=CLUSTER,
+            broker="broker-a",
+            broker_id=2,
+            record_size=500,
+        )
         server = serve_epoch_cache(new_master, "127.0.0.1:0")
         servers.append(server)
         addr = f"127.0.0.1:{server.mqctl_port}"
-        bid, _ = register_broker(client, "broker-a", "127.0.0.1:1", CLUSTER)     # the old master, id 1
+        bid, _ = register_broker(client, "broker-a", "127.0.0.1:1", CLUSTER)  # the old master, id 1
         bid2, _ = register_broker(client, "broker-a", addr, CLUSTER, epoch=3, max_offset=5500)
         assert (bid, bid2) == (1, 2)
         beater.beat("broker-a", 2, addr, epoch=3, max_offset=5500, confirm_offset=5500)
-        wait_until(lambda: client.elect_master(CLUSTER, "broker-a", 2).master_broker_id == 2, 20,
-                   what="id 2 master")
+        wait_until(
+            lambda: client.elect_master(CLUSTER, "broker-a", 2).master_broker_id == 2, 20, what="id 2 master"
+        )
         yield {"base": base, "addr": cluster.addresses, "master": new_master, "master_addr": addr}
     finally:
         beater.stop()
@@ -67,8 +75,16 @@ def world(tmp_path_factory):
 
 
 def old_master(path: Path, *, max_offset: int = 6000, broker: str = "broker-a") -> Path:
-    return build_store(path, history=[(1, 0), (2, 4000)], max_offset=max_offset, cluster=CLUSTER,
-                       broker=broker, broker_id=1, record_size=500, abort=True)
+    return build_store(
+        path,
+        history=[(1, 0), (2, 4000)],
+        max_offset=max_offset,
+        cluster=CLUSTER,
+        broker=broker,
+        broker_id=1,
+        record_size=500,
+        abort=True,
+    )
 
 
 def guard(world, store: Path, out: Path | None, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -88,8 +104,12 @@ def test_saves_the_tail_once_and_never_touches_the_store(world, tmp_path: Path) 
     p = guard(world, store, out, "--dry-run")
     assert p.returncode == 10, p.stderr
     doc = json.loads(p.stdout)
-    assert (doc["outcome"], doc["consistentPoint"], doc["maxOffset"], doc["bytesToLose"]) == \
-        ("would-save", 5000, 6000, 1000)
+    assert (doc["outcome"], doc["consistentPoint"], doc["maxOffset"], doc["bytesToLose"]) == (
+        "would-save",
+        5000,
+        6000,
+        1000,
+    )
     assert list(out.iterdir()) == []
     p = guard(world, store, out)
     assert p.returncode == 10, p.stderr
@@ -104,7 +124,7 @@ def test_saves_the_tail_once_and_never_touches_the_store(world, tmp_path: Path) 
     assert {r["brokerName"] for r in rows} == {"broker-a"}
     meta = json.loads((only / "guard.json").read_text())
     assert meta["digest"] == doc["digest"] and meta["consistentPoint"] == 5000
-    assert tree_hash(store) == before                     # never modifies the store
+    assert tree_hash(store) == before  # never modifies the store
     # a second run finds its own salvage by digest and does nothing
     listing = tree_hash(out)
     p = guard(world, store, out)
@@ -135,8 +155,9 @@ def test_nothing_to_lose(world, tmp_path: Path) -> None:
     assert doc["outcome"] == "nothing-to-lose" and doc["consistentPoint"] == 5000
     assert doc["decisionReadBytes"] <= 8
     # a store without epoch entries: RocketMQ skips the truncation
-    empty = build_store(tmp_path / "noepochs", history=[], max_offset=1000, cluster=CLUSTER,
-                        broker="broker-a", broker_id=3)
+    empty = build_store(
+        tmp_path / "noepochs", history=[], max_offset=1000, cluster=CLUSTER, broker="broker-a", broker_id=3
+    )
     p = guard(world, empty, None)
     assert p.returncode == 0, p.stderr
     assert "skip truncate" in json.loads(p.stdout)["reason"]
@@ -150,11 +171,23 @@ def test_cannot_decide_refuses_unless_allowed(world, tmp_path: Path) -> None:
     p = run("recover", "guard", str(store), "-a", dead, "--out", str(out), "--timeout", "2")
     assert p.returncode == 11, p.stdout + p.stderr
     assert p.stderr.count("\n") == 1 and "cannot decide" in p.stderr and "Traceback" not in p.stderr
-    p = run("recover", "guard", str(store), "-a", dead, "--out", str(out), "--timeout", "2",
-            "--allow-unverified")
+    p = run(
+        "recover", "guard", str(store), "-a", dead, "--out", str(out), "--timeout", "2", "--allow-unverified"
+    )
     assert p.returncode == 13, p.stderr
-    p = run("recover", "guard", str(store), "-a", dead, "--out", str(out), "--timeout", "2",
-            "--allow-unverified", "--gate")
+    p = run(
+        "recover",
+        "guard",
+        str(store),
+        "-a",
+        dead,
+        "--out",
+        str(out),
+        "--timeout",
+        "2",
+        "--allow-unverified",
+        "--gate",
+    )
     assert p.returncode == 0, p.stderr
     assert list(out.iterdir()) == []
     # an unreadable store: both epoch files corrupt
@@ -181,12 +214,23 @@ def _incompressible_tail(root: Path, tail: int) -> Path:
     from mqctl.store.epochfile import EpochEntry, write_epoch_file
     from mqctl.store.identity import BrokerIdentity, write_identity
 
-    build_store(root, history=[(1, 0), (2, 4000)], max_offset=5000, cluster=CLUSTER, broker="broker-a",
-                broker_id=1, record_size=500, file_size=64 << 20)
+    build_store(
+        root,
+        history=[(1, 0), (2, 4000)],
+        max_offset=5000,
+        cluster=CLUSTER,
+        broker="broker-a",
+        broker_id=1,
+        record_size=500,
+        file_size=64 << 20,
+    )
     with CommitLogWriter(root / COMMITLOG_DIR, 64 << 20) as w:
         while w.offset < 5000 + tail:
-            w.append(Message("T", os.urandom(100), {"UNIQ_KEY": os.urandom(8).hex(),
-                                                     "KEYS": os.urandom(150).hex()}))
+            w.append(
+                Message(
+                    "T", os.urandom(100), {"UNIQ_KEY": os.urandom(8).hex(), "KEYS": os.urandom(150).hex()}
+                )
+            )
     write_identity(root, BrokerIdentity(CLUSTER, "broker-a", 1))
     write_epoch_file(root, [EpochEntry(1, 0), EpochEntry(2, 4000)])
     return root
@@ -194,8 +238,9 @@ def _incompressible_tail(root: Path, tail: int) -> Path:
 
 def _tmpfs(path: Path, size: str):
     path.mkdir()
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if p.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs (needs root): {p.stderr.strip()}")
 
@@ -204,7 +249,7 @@ def test_no_room_refuses_and_leaves_nothing(world, tmp_path: Path) -> None:
     out = tmp_path / "small"
     _tmpfs(out, "8m")
     try:
-        big = _incompressible_tail(tmp_path / "big", 20 << 20)          # refused before writing
+        big = _incompressible_tail(tmp_path / "big", 20 << 20)  # refused before writing
         p = guard(world, big, out)
         assert p.returncode == 12, p.stdout + p.stderr
         assert "no room" in p.stderr and p.stderr.count("\n") == 1
@@ -213,9 +258,9 @@ def test_no_room_refuses_and_leaves_nothing(world, tmp_path: Path) -> None:
         mid = _incompressible_tail(tmp_path / "mid", (8 << 20) - (1 << 20) - (64 << 10))
         p = guard(world, mid, out)
         assert p.returncode == 12, p.stdout + p.stderr
-        assert "no room for the" in p.stderr and "Traceback" not in p.stderr   # the writer's ENOSPC
+        assert "no room for the" in p.stderr and "Traceback" not in p.stderr  # the writer's ENOSPC
         assert p.stderr.count("\n") == 1
-        assert list(out.iterdir()) == []                                # no partial salvage, no temp dir
+        assert list(out.iterdir()) == []  # no partial salvage, no temp dir
     finally:
         subprocess.run(["umount", str(out)], check=False)
 
@@ -241,8 +286,11 @@ def test_docs_examples_run_as_written(world, tmp_path: Path) -> None:
         if ln.startswith("Environment="):
             k, v = ln.split("=", 1)[1].strip('"').split("=", 1)
             env[k] = v
-    subst = {"/var/lib/rocketmq/store": str(store), "/var/lib/mqctl/salvage": str(out),
-             "127.0.0.1:9878": world["addr"]}
+    subst = {
+        "/var/lib/rocketmq/store": str(store),
+        "/var/lib/mqctl/salvage": str(out),
+        "127.0.0.1:9878": world["addr"],
+    }
 
     def fix(a: str) -> str:
         for k, v in subst.items():
@@ -252,7 +300,7 @@ def test_docs_examples_run_as_written(world, tmp_path: Path) -> None:
     env = {k: fix(v) for k, v in env.items()}
     assert Path(argv[0]).name == "mqctl"
     p = subprocess.run([MQCTL, *map(fix, argv[1:])], capture_output=True, text=True, env=env, timeout=60)
-    assert p.returncode == 0, p.stdout + p.stderr        # --gate: saved lets the broker start
+    assert p.returncode == 0, p.stdout + p.stderr  # --gate: saved lets the broker start
     assert len(list(out.iterdir())) == 1
     # the init container: its command and args, the same decision (already saved)
     pod = _doc_block("yaml")

@@ -1,4 +1,3 @@
-# ruff: noqa: E501
 """The six truncation cases of RIP-44's example (seed 001), built with the writers, checked through the CLI:
 compare's consistent point, plan's source / truncateTo / bytesToDrop, then truncate and re-compare."""
 
@@ -19,12 +18,27 @@ CASES = [
     # (2) A lost 900-1000 (async flush); B had 1000 and leads epoch 1 from 1000: A loses nothing.
     ("2", {"A": ([(0, 0)], 900), "B": ([(0, 0), (1, 1000)], 1200)}, "B", {"A": 900}, 900),
     # (3) epoch 1 ends at 1200 in both: no real truncation.
-    ("3", {"A": ([(0, 0), (1, 900)], 1200), "B": ([(0, 0), (1, 900), (2, 1200)], 1500)}, "B", {"A": 1200}, 1200),
+    (
+        "3",
+        {"A": ([(0, 0), (1, 900)], 1200), "B": ([(0, 0), (1, 900), (2, 1200)], 1500)},
+        "B",
+        {"A": 1200},
+        1200,
+    ),
     # (4) A led epochs 0 (to 1000) and 1; B had 900 of epoch 0 and leads epoch 2 from 900.
     ("4", {"A": ([(0, 0), (1, 1000)], 1200), "B": ([(0, 0), (2, 900)], 1100)}, "B", {"A": 900}, 900),
     # (5) A leads epoch 2 from 800; B and C (epoch 1 from 500) both cut back to 800.
-    ("5", {"A": ([(0, 0), (1, 500), (2, 800)], 1000), "B": ([(0, 0), (1, 500)], 900),
-           "C": ([(0, 0), (1, 500)], 950)}, "A", {"B": 800, "C": 800}, 800),
+    (
+        "5",
+        {
+            "A": ([(0, 0), (1, 500), (2, 800)], 1000),
+            "B": ([(0, 0), (1, 500)], 900),
+            "C": ([(0, 0), (1, 500)], 950),
+        },
+        "A",
+        {"B": 800, "C": 800},
+        800,
+    ),
     # (6) epoch 0 ends at 1000 in B (epoch 1 from 1000) and 1100 in A (epoch 2 from 1100): min is 1000.
     ("6", {"A": ([(0, 0), (2, 1100)], 1300), "B": ([(0, 0), (1, 1000)], 1200)}, "A", {"B": 1000}, 1000),
 ]
@@ -51,8 +65,12 @@ def test_rip44_case(tmp_path: Path, cli, case) -> None:
     assert doc["sameBrokerSet"] is True and doc["reasons"] == []
     assert doc["consistentPoint"] == cp_ab
     assert (doc["aBytesBeyond"], doc["bBytesBeyond"]) == (ma - cp_ab, mb - cp_ab)
-    assert (doc["aLastEpoch"], doc["aMaxOffset"], doc["bLastEpoch"], doc["bMaxOffset"]) == \
-        (ha[-1][0], ma, hb[-1][0], mb)
+    assert (doc["aLastEpoch"], doc["aMaxOffset"], doc["bLastEpoch"], doc["bMaxOffset"]) == (
+        ha[-1][0],
+        ma,
+        hb[-1][0],
+        mb,
+    )
     assert doc["fresher"] == paths[source] or source not in ("A", "B")
     assert doc["splitBrain"] == [] and doc["warnings"] == []
 
@@ -62,10 +80,16 @@ def test_rip44_case(tmp_path: Path, cli, case) -> None:
     assert plan["unmatched"] == []
     assert len(plan["brokerSets"]) == 1
     s = plan["brokerSets"][0]
-    assert (s["clusterName"], s["brokerName"], s["source"], s["sourceClean"]) == \
-        ("cluster-a", "broker-set-a", paths[source], False)
-    assert s["warnings"] == [f"no clean store: {paths[source]} is the freshest; confirm it and run "
-                             f"`mqctl recover mark-clean {paths[source]}` before restarting"]
+    assert (s["clusterName"], s["brokerName"], s["source"], s["sourceClean"]) == (
+        "cluster-a",
+        "broker-set-a",
+        paths[source],
+        False,
+    )
+    assert s["warnings"] == [
+        f"no clean store: {paths[source]} is the freshest; confirm it and run "
+        f"`mqctl recover mark-clean {paths[source]}` before restarting"
+    ]
     rows = {r["store"]: r for r in s["replicas"]}
     assert s["replicas"][0]["store"] == paths[source]
     assert rows[paths[source]]["bytesToDrop"] == 0
@@ -73,14 +97,31 @@ def test_rip44_case(tmp_path: Path, cli, case) -> None:
     for name, to in truncs.items():
         r = rows[paths[name]]
         hist, mx = stores[name]
-        assert r == {"store": paths[name], "brokerId": sorted(stores).index(name) + 1, "state": "dirty",
-                     "lastEpoch": hist[-1][0], "maxOffset": mx, "truncateTo": to, "bytesToDrop": mx - to}
+        assert r == {
+            "store": paths[name],
+            "brokerId": sorted(stores).index(name) + 1,
+            "state": "dirty",
+            "lastEpoch": hist[-1][0],
+            "maxOffset": mx,
+            "truncateTo": to,
+            "bytesToDrop": mx - to,
+        }
 
     # apply: every replica truncated to its point, its epoch file corrected like a slave does
     for name, to in truncs.items():
         hist, mx = stores[name]
-        t = cli("recover", "truncate", paths[name], "--to", str(to), "--yes", "-o", "json",
-                "--backup-dir", str(tmp_path / f"bk-{name}"))
+        t = cli(
+            "recover",
+            "truncate",
+            paths[name],
+            "--to",
+            str(to),
+            "--yes",
+            "-o",
+            "json",
+            "--backup-dir",
+            str(tmp_path / f"bk-{name}"),
+        )
         assert t.code == 0, t.err
         td = t.json()
         expect_epochs = [f"{e}-{s}" for e, s in hist if s < to]
@@ -109,8 +150,10 @@ def test_epoch_start_beyond_max_offset(tmp_path: Path, cli) -> None:
     d = cli("recover", "compare", str(a), str(b), "-o", "json").json()
     assert (d["consistentPoint"], d["aBytesBeyond"], d["bBytesBeyond"]) == (4000, 2000, 0)
     assert d["sameBrokerSet"] is True and d["splitBrain"] == [] and d["warnings"] == []
-    rows = {r["store"]: r for r in cli("recover", "plan", str(a), str(b), "-o", "json").json()
-            ["brokerSets"][0]["replicas"]}
+    rows = {
+        r["store"]: r
+        for r in cli("recover", "plan", str(a), str(b), "-o", "json").json()["brokerSets"][0]["replicas"]
+    }
     assert (rows[str(b)]["truncateTo"], rows[str(b)]["bytesToDrop"]) == (4000, 0)
     t = cli("recover", "truncate", str(b), "--to", str(rows[str(b)]["truncateTo"]), "--dry-run")
     assert t.code == 0, t.err

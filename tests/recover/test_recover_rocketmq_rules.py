@@ -30,12 +30,15 @@ def marker_store(root: Path, **kw) -> Path:
         assert w.offset == 1500
         w.roll()
     (p / "commitlog" / file_name(2000)).unlink()
-    assert struct.unpack_from(">iI", (p / "commitlog" / file_name(1000)).read_bytes(), 500) == (500, BLANK_MAGIC)
+    assert struct.unpack_from(">iI", (p / "commitlog" / file_name(1000)).read_bytes(), 500) == (
+        500,
+        BLANK_MAGIC,
+    )
     return p
 
 
 def test_marker_in_the_last_file_no_bytes_to_drop(tmp_path: Path, cli, unchanged) -> None:
-    a = marker_store(tmp_path / "a", abort=True)                  # dirty, ends with the marker
+    a = marker_store(tmp_path / "a", abort=True)  # dirty, ends with the marker
     b = build_store(tmp_path / "b", history=H, max_offset=1500, file_size=1000, broker_id=2)  # clean
     with unchanged(tmp_path):
         d = cli("recover", "inspect", str(a), "--deep", "-o", "json").json()["stores"][0]
@@ -44,7 +47,11 @@ def test_marker_in_the_last_file_no_bytes_to_drop(tmp_path: Path, cli, unchanged
     (s,) = p["brokerSets"]
     assert (s["source"], s["sourceClean"], s["warnings"]) == (str(b), True, [])
     rows = {r["store"]: r for r in s["replicas"]}
-    assert (rows[str(a)]["maxOffset"], rows[str(a)]["truncateTo"], rows[str(a)]["bytesToDrop"]) == (1500, 1500, 0)
+    assert (rows[str(a)]["maxOffset"], rows[str(a)]["truncateTo"], rows[str(a)]["bytesToDrop"]) == (
+        1500,
+        1500,
+        0,
+    )
     c = cli("recover", "compare", str(a), str(b), "-o", "json").json()
     assert (c["fresher"], c["consistentPoint"], c["aBytesBeyond"], c["bBytesBeyond"]) == ("equal", 1500, 0, 0)
 
@@ -57,12 +64,21 @@ def test_truncate_to_the_max_offset_keeps_the_marker(tmp_path: Path, cli) -> Non
     assert (r.json()["bytesToDrop"], r.json()["files"], r.json()["backupDir"]) == (0, [], None)
     assert (a / "commitlog" / file_name(1000)).read_bytes() == before
     r = cli("recover", "truncate", str(a), "--to", "2000", "--yes")
-    assert (r.code, r.err) == (2, "mqctl: error: offset 2000 is beyond the last valid record's end 1500; "
-                                  "nearest boundary below: 1500\n")
+    assert (r.code, r.err) == (
+        2,
+        "mqctl: error: offset 2000 is beyond the last valid record's end 1500; "
+        "nearest boundary below: 1500\n",
+    )
     r = cli("recover", "truncate", str(a), "--to", "1400", "--dry-run", "-o", "json")
     assert r.code == 0, r.err
-    assert r.json()["files"] == [{"file": str(a / "commitlog" / file_name(1000)), "fromPosition": 400,
-                                  "bytes": 108, "wholeFile": False}]     # the last record and the marker
+    assert r.json()["files"] == [
+        {
+            "file": str(a / "commitlog" / file_name(1000)),
+            "fromPosition": 400,
+            "bytes": 108,
+            "wholeFile": False,
+        }
+    ]  # the last record and the marker
 
 
 def test_no_abort_is_clean_without_a_signature(tmp_path: Path, cli) -> None:
@@ -75,7 +91,9 @@ def test_no_abort_is_clean_without_a_signature(tmp_path: Path, cli) -> None:
     d = build_store(tmp_path / "d", history=H, max_offset=1300, broker_id=2, abort="31337")
     p = cli("recover", "plan", str(a), str(d), "-o", "json").json()["brokerSets"][0]
     assert (p["source"], p["sourceClean"]) == (str(a), True)
-    assert p["warnings"] == [f"{d} is fresher than the clean source but dirty: 100 bytes beyond 1200 would be dropped"]
+    assert p["warnings"] == [
+        f"{d} is fresher than the clean source but dirty: 100 bytes beyond 1200 would be dropped"
+    ]
 
 
 def test_mark_clean_removes_abort(tmp_path: Path, cli, unchanged) -> None:
@@ -84,15 +102,21 @@ def test_mark_clean_removes_abort(tmp_path: Path, cli, unchanged) -> None:
     with unchanged(tmp_path):
         r = cli("recover", "mark-clean", str(a), "--dry-run", "-o", "json")
     assert r.code == 0, r.err
-    assert (r.json()["abortRemoved"], r.json()["notes"]) == (False, [
-        "abort file (pid 4242) would be removed: RocketMQ runs its normal recovery on the next start, not the abnormal one"])
+    assert (r.json()["abortRemoved"], r.json()["notes"]) == (
+        False,
+        [
+            "abort file (pid 4242) would be removed: RocketMQ runs its normal recovery on the next start, not the abnormal one"
+        ],
+    )
     r = cli("recover", "mark-clean", str(a), "--yes")
     assert r.code == 0, r.err
     assert "note: abort file (pid 4242) removed" in r.out
     assert not (a / "abort").exists()
     rep = inspect_store(a)
     assert (rep.state, rep.problems) == ("clean", [])
-    assert rep.signature is not None and rep.signature.final is not None and rep.signature.final.abort == "4242"
+    assert (
+        rep.signature is not None and rep.signature.final is not None and rep.signature.final.abort == "4242"
+    )
     # again: nothing to remove, the signature is rewritten
     r = cli("recover", "mark-clean", str(a), "--yes", "-o", "json")
     assert r.code == 0 and r.json()["abortRemoved"] is False and r.json()["notes"] == []
@@ -104,7 +128,10 @@ def test_mark_clean_needs_controller_mode_files(tmp_path: Path, cli) -> None:
     a = build_store(tmp_path / "a", history=[], max_offset=1200, broker_id=None, abort=True)
     assert inspect_store(a).state == "dirty"
     r = cli("recover", "mark-clean", str(a), "--yes")
-    assert (r.code, r.err) == (2, f"mqctl: error: {a}: cannot derive an initial signature (no brokerIdentity: "
-                                  f"not a store of controller mode); to have RocketMQ run its normal recovery, "
-                                  f"remove its abort file yourself\n")
+    assert (r.code, r.err) == (
+        2,
+        f"mqctl: error: {a}: cannot derive an initial signature (no brokerIdentity: "
+        f"not a store of controller mode); to have RocketMQ run its normal recovery, "
+        f"remove its abort file yourself\n",
+    )
     assert (a / "abort").exists()

@@ -30,10 +30,11 @@ MQCTL = str(Path(sys.executable).with_name("mqctl"))
 class Broker:
     """Broker set `name` on 127.0.0.1: stores what SEND_MESSAGE_V2 sends, answers lookups from it."""
 
-    def __init__(self, name: str, *, busy: int = 0, tls: ssl.SSLContext | None = None,
-                 secret: str | None = None) -> None:
+    def __init__(
+        self, name: str, *, busy: int = 0, tls: ssl.SSLContext | None = None, secret: str | None = None
+    ) -> None:
         self.name, self.busy, self.tls, self.secret = name, busy, tls, secret
-        self.stored: list[tuple[dict[str, str], dict[str, str], bytes]] = []   # (header, properties, body)
+        self.stored: list[tuple[dict[str, str], dict[str, str], bytes]] = []  # (header, properties, body)
         self.busy_answers = 0
         self.unsigned = 0
         self.sock = socket.socket()
@@ -77,10 +78,18 @@ class Broker:
     def _answer(self, cmd: RemotingCommand) -> RemotingCommand:
         ext = dict(cmd.ext_fields or {})
 
-        def answer(code: int, body: bytes = b"", remark: str | None = None,
-                   fields: dict[str, str] | None = None) -> RemotingCommand:
-            return RemotingCommand(code=code, opaque=cmd.opaque, flag=codec.FLAG_RESPONSE, remark=remark,
-                                   ext_fields=fields, body=body, language="JAVA")
+        def answer(
+            code: int, body: bytes = b"", remark: str | None = None, fields: dict[str, str] | None = None
+        ) -> RemotingCommand:
+            return RemotingCommand(
+                code=code,
+                opaque=cmd.opaque,
+                flag=codec.FLAG_RESPONSE,
+                remark=remark,
+                ext_fields=fields,
+                body=body,
+                language="JAVA",
+            )
 
         if self.secret is not None:
             sig = ext.get("Signature")
@@ -89,9 +98,19 @@ class Broker:
                     self.unsigned += 1
                 return answer(16, remark="No accessKey is configured / signature mismatch")
         if cmd.code == headers.GET_BROKER_EPOCH_CACHE:
-            return answer(0, headers.epoch_cache_body({"cluster_name": "c", "broker_name": self.name,
-                                                       "broker_id": 0, "epoch_list": [], "max_offset": 0}))
-        if cmd.code == 12:      # QUERY_MESSAGE
+            return answer(
+                0,
+                headers.epoch_cache_body(
+                    {
+                        "cluster_name": "c",
+                        "broker_name": self.name,
+                        "broker_id": 0,
+                        "epoch_list": [],
+                        "max_offset": 0,
+                    }
+                ),
+            )
+        if cmd.code == 12:  # QUERY_MESSAGE
             assert ext.get("_UNIQUE_KEY_QUERY") == "true"
             with self.lock:
                 hits = [(h, p, b) for h, p, b in self.stored if p.get("UNIQ_KEY") == ext["key"]]
@@ -103,7 +122,7 @@ class Broker:
                 body += rec
                 pos += len(rec)
             return answer(0, body)
-        if cmd.code == 310:     # SEND_MESSAGE_V2
+        if cmd.code == 310:  # SEND_MESSAGE_V2
             with self.lock:
                 if self.busy_answers < self.busy:
                     self.busy_answers += 1
@@ -111,16 +130,23 @@ class Broker:
                     return answer(code, remark="[TIMEOUT_CLEAN_QUEUE]broker busy")
                 props = decode_properties(ext["i"].encode())
                 self.stored.append((ext, props, cmd.body))
-                return answer(0, fields={"msgId": f"{len(self.stored):032X}", "queueId": ext["e"],
-                                         "queueOffset": str(len(self.stored))})
+                return answer(
+                    0,
+                    fields={
+                        "msgId": f"{len(self.stored):032X}",
+                        "queueId": ext["e"],
+                        "queueOffset": str(len(self.stored)),
+                    },
+                )
         return answer(3, remark=f"request code {cmd.code} not supported")
 
     def close(self) -> None:
         self.sock.close()
 
 
-def salvage(tmp: Path, n: int, *, broker: str = "broker-a", no_uniq: int = 0,
-            corrupt: int | None = None) -> Path:
+def salvage(
+    tmp: Path, n: int, *, broker: str = "broker-a", no_uniq: int = 0, corrupt: int | None = None
+) -> Path:
     from mqctl.pipeline.guard import _salvage_tail
     from mqctl.store.commitlog import COMMITLOG_DIR, CommitLogWriter
     from mqctl.store.epochfile import EpochEntry, write_epoch_file
@@ -135,9 +161,18 @@ def salvage(tmp: Path, n: int, *, broker: str = "broker-a", no_uniq: int = 0,
             props = {"KEYS": f"k{i}", "TAGS": "t"}
             if i >= no_uniq:
                 props["UNIQ_KEY"] = f"U{i:030d}"
-            w.append(Message("Topic", f"body {i}".encode(), props, queue_id=i % 3, flag=7,
-                             born_timestamp=1_700_000_000_000 + i, born_host=("127.0.0.9", 4000 + i)))
-    if corrupt is not None:      # one body byte flipped: its BODYCRC no longer matches
+            w.append(
+                Message(
+                    "Topic",
+                    f"body {i}".encode(),
+                    props,
+                    queue_id=i % 3,
+                    flag=7,
+                    born_timestamp=1_700_000_000_000 + i,
+                    born_host=("127.0.0.9", 4000 + i),
+                )
+            )
+    if corrupt is not None:  # one body byte flipped: its BODYCRC no longer matches
         f = next((store / COMMITLOG_DIR).iterdir())
         data = bytearray(f.read_bytes())
         at = data.index(f"body {corrupt}".encode())
@@ -150,8 +185,13 @@ def salvage(tmp: Path, n: int, *, broker: str = "broker-a", no_uniq: int = 0,
 
 def replay(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, dict, str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")} | (env or {})
-    p = subprocess.run([MQCTL, "recover", "replay", *args, "-o", "json"], capture_output=True, text=True,
-                       timeout=timeout, env=full)
+    p = subprocess.run(
+        [MQCTL, "recover", "replay", *args, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full,
+    )
     return p.returncode, (json.loads(p.stdout) if p.stdout.strip() else {}), p.stderr
 
 
@@ -164,11 +204,16 @@ def test_flow_control_retried_rate_kept_properties_sent(tmp_path: Path) -> None:
         took = time.monotonic() - t0
         assert code == 0, (doc, err)
         assert (doc["sent"], doc["failed"], doc["alreadyPresent"]) == (20, 0, 0), doc
-        assert b.busy_answers == 6 and len(b.stored) == 20       # retried, each stored once
-        assert took >= 19 / 40, took                              # --rate 40: 20 sends take >= 0.475 s
+        assert b.busy_answers == 6 and len(b.stored) == 20  # retried, each stored once
+        assert took >= 19 / 40, took  # --rate 40: 20 sends take >= 0.475 s
         hdr, props, body = next(x for x in b.stored if x[1]["KEYS"] == "k5")
-        assert (hdr["b"], hdr["e"], hdr["h"], hdr["g"], body) == ("Topic", "2", "7", str(1_700_000_000_005),
-                                                                   b"body 5")
+        assert (hdr["b"], hdr["e"], hdr["h"], hdr["g"], body) == (
+            "Topic",
+            "2",
+            "7",
+            str(1_700_000_000_005),
+            b"body 5",
+        )
         assert props["UNIQ_KEY"] == f"U{5:030d}" and props["TAGS"] == "t"
         assert props["MQCTL_ORIGIN_BORN_TIMESTAMP"] == str(1_700_000_000_005)
         assert props["MQCTL_ORIGIN_BORN_HOST"] == "127.0.0.9:4005"
@@ -176,13 +221,23 @@ def test_flow_control_retried_rate_kept_properties_sent(tmp_path: Path) -> None:
         code, doc, _ = replay(str(s), "--broker-addr", b.address)
         assert code == 0 and (doc["sent"], doc["doneEarlier"]) == (0, 20), doc
         env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")} | {"COLUMNS": "200"}
-        y = subprocess.run([MQCTL, "recover", "replay", str(s), "--broker-addr", b.address, "-o", "yaml"],
-                           capture_output=True, text=True, timeout=60, env=env)
+        y = subprocess.run(
+            [MQCTL, "recover", "replay", str(s), "--broker-addr", b.address, "-o", "yaml"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         import yaml
 
         assert y.returncode == 0 and yaml.safe_load(y.stdout)["doneEarlier"] == 20, y.stdout + y.stderr
-        t = subprocess.run([MQCTL, "recover", "replay", str(s), "--broker-addr", b.address],
-                           capture_output=True, text=True, timeout=60, env=env)
+        t = subprocess.run(
+            [MQCTL, "recover", "replay", str(s), "--broker-addr", b.address],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         assert t.returncode == 0 and "done by an earlier run 20" in t.stdout, t.stdout + t.stderr
         (s / ".mqctl-replay" / "checkpoint.log").unlink()
         code, doc, _ = replay(str(s), "--broker-addr", b.address, "--dry-run")
@@ -198,8 +253,10 @@ def test_busy_beyond_the_retries_is_a_failure_and_the_next_run_sends_it(tmp_path
         s = salvage(tmp_path, 2)
         code, doc, err = replay(str(s), "--broker-addr", b.address, "--retries", "2")
         assert code == 3 and doc["failed"] == 2 and doc["sent"] == 0, (doc, err)
-        assert "FLOW_CONTROL (215)" in doc["failures"][0]["reason"] or "SYSTEM_BUSY (2)" in \
-            doc["failures"][0]["reason"]
+        assert (
+            "FLOW_CONTROL (215)" in doc["failures"][0]["reason"]
+            or "SYSTEM_BUSY (2)" in doc["failures"][0]["reason"]
+        )
         assert err.count("\n") == 1 and "2 of 2 messages were not published" in err
         b.busy = 0
         code, doc, err = replay(str(s), "--broker-addr", b.address)
@@ -243,8 +300,9 @@ def test_acl_signed_over_tls_and_a_refusing_broker(tmp_path: Path) -> None:
         assert b.unsigned == 0
         # a wrong secret: the broker refuses (NO_PERMISSION) before anything is sent
         (s / ".mqctl-replay" / "checkpoint.log").unlink()
-        code, doc, err = replay(str(s), "--broker-addr", b.address, "--tls-ca", pki.ca,
-                                env={**env, "MQCTL_SECRET_KEY": "wrong"})
+        code, doc, err = replay(
+            str(s), "--broker-addr", b.address, "--tls-ca", pki.ca, env={**env, "MQCTL_SECRET_KEY": "wrong"}
+        )
         assert code == 3 and "NO_PERMISSION (16)" in err and err.count("\n") == 1, (code, err)
         # no TLS against a TLS port: one line, nothing sent
         code, doc, err = replay(str(s), "--broker-addr", b.address, env=env, timeout=60)
@@ -305,20 +363,25 @@ def test_on_spark_one_task_per_part_then_resumed_in_process(tmp_path: Path) -> N
     store.mkdir()
     write_identity(store, BrokerIdentity("c", "broker-a", 1))
     with CommitLogWriter(store / COMMITLOG_DIR, 1 << 20) as w:
-        offsets = [w.append(Message("Topic", f"body {i}".encode(), {"UNIQ_KEY": f"S{i:030d}"},
-                                    queue_id=i % 2)) for i in range(40)]
-    write_epoch_file(store, [EpochEntry(1, 0), EpochEntry(2, offsets[25])])     # two epochs: two parts
+        offsets = [
+            w.append(Message("Topic", f"body {i}".encode(), {"UNIQ_KEY": f"S{i:030d}"}, queue_id=i % 2))
+            for i in range(40)
+        ]
+    write_epoch_file(store, [EpochEntry(1, 0), EpochEntry(2, offsets[25])])  # two epochs: two parts
     (tmp_path / "out").mkdir()
     s, _ = _salvage_tail(store, 0, tmp_path / "out", "s", {"bytesToLose": 0})
     assert len(list((s / "messages").rglob("*.parquet"))) == 2
     b = Broker("broker-a", busy=3)
     try:
-        code, doc, err = replay(str(s), "--broker-addr", b.address, "--engine", "spark", "--master",
-                                "local[2]", timeout=300)
+        code, doc, err = replay(
+            str(s), "--broker-addr", b.address, "--engine", "spark", "--master", "local[2]", timeout=300
+        )
         assert code == 0, (doc, err)
         assert (doc["sent"], doc["failed"], doc["messages"]) == (40, 0, 40), doc
-        assert sorted(p.name for p in (s / ".mqctl-replay").iterdir()) == ["checkpoint-00000.log",
-                                                                          "checkpoint-00001.log"]
+        assert sorted(p.name for p in (s / ".mqctl-replay").iterdir()) == [
+            "checkpoint-00000.log",
+            "checkpoint-00001.log",
+        ]
         assert len(b.stored) == 40 and len({p["UNIQ_KEY"] for _, p, _ in b.stored}) == 40
         code, doc, err = replay(str(s), "--broker-addr", b.address, "--engine", "local")
         assert code == 0 and (doc["sent"], doc["doneEarlier"]) == (0, 40), (doc, err)
@@ -336,7 +399,12 @@ def test_a_body_that_fails_its_crc_is_not_sent_unless_asked(tmp_path: Path) -> N
         assert "BODYCRC" in doc["failures"][0]["reason"]
         code, doc, err = replay(str(s), "--broker-addr", b.address, "--include-crc-errors")
         assert code == 0 and (doc["sent"], doc["doneEarlier"]) == (1, 4), (doc, err)
-        assert sorted(body for _, _, body in b.stored) == [b"Body 3", b"body 0", b"body 1", b"body 2",
-                                                          b"body 4"]
+        assert sorted(body for _, _, body in b.stored) == [
+            b"Body 3",
+            b"body 0",
+            b"body 1",
+            b"body 2",
+            b"body 4",
+        ]
     finally:
         b.close()

@@ -44,8 +44,8 @@ from mqctl.store.commitlog import BLANK_MAGIC, COMMITLOG_DIR, CommitLog
 pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
-FILE_SIZE = 16384                            # mappedFileSizeCommitLog: markers after a few messages
-MESSAGES = 40                                # 600..3099 bytes of body each: about 86 KB, 6 files
+FILE_SIZE = 16384  # mappedFileSizeCommitLog: markers after a few messages
+MESSAGES = 40  # 600..3099 bytes of body each: about 86 KB, 6 files
 # ports inside the private network namespace, where nothing else listens: all free
 NAMESRV, BROKER, HA, CTL_GRPC, CTL_RAFT, CTL_REMOTING = 9876, 10911, 10912, 9878, 9880, 9868
 
@@ -60,9 +60,19 @@ def rocketmq(tmp_path_factory) -> Iterator[tuple[Namespace, list[str], Path]]:
     classes = compile_java(root / "classes", HERE / "RocketmqStoreDriver.java")
     ns = Namespace(root)
     try:
-        ns.start("controller", MQCTL, "serve", "--listen", f"127.0.0.1:{CTL_GRPC}", "--raft",
-                 f"127.0.0.1:{CTL_RAFT}", "--remoting-port", str(CTL_REMOTING), "--data-dir",
-                 str(root / "controller"))
+        ns.start(
+            "controller",
+            MQCTL,
+            "serve",
+            "--listen",
+            f"127.0.0.1:{CTL_GRPC}",
+            "--raft",
+            f"127.0.0.1:{CTL_RAFT}",
+            "--remoting-port",
+            str(CTL_REMOTING),
+            "--data-dir",
+            str(root / "controller"),
+        )
         ns.start("namesrv", *namesrv_args(ns, NAMESRV, cp), env=rocketmq_env(ns))
         ns.wait_log("controller", r"RocketMQ remoting listening", 60)
         ns.wait_log("namesrv", r"The Name Server boot success", 60)
@@ -75,9 +85,16 @@ def start_broker(ns: Namespace, cp: list[str], name: str, store: Path) -> subpro
     """A broker of broker set broker-a in controller mode (rocketmq_fixtures.broker_conf) on `store`, with
     small commitlog files."""
     conf = ns.root / f"{name}.conf"
-    conf.write_text(broker_conf(controllers=[f"127.0.0.1:{CTL_REMOTING}"], namesrv=f"127.0.0.1:{NAMESRV}",
-                                port=BROKER, ha_port=HA, store=store,
-                                extra={"mappedFileSizeCommitLog": FILE_SIZE}))
+    conf.write_text(
+        broker_conf(
+            controllers=[f"127.0.0.1:{CTL_REMOTING}"],
+            namesrv=f"127.0.0.1:{NAMESRV}",
+            port=BROKER,
+            ha_port=HA,
+            store=store,
+            extra={"mappedFileSizeCommitLog": FILE_SIZE},
+        )
+    )
     return ns.start(name, *broker_args(ns, name, conf, cp), env=rocketmq_env(ns))
 
 
@@ -129,9 +146,14 @@ def plan_rows(cli, store: Path) -> tuple[bool, list[tuple[int, int, int]]]:
     plan = cli("recover", "plan", str(store), "-o", "json").json()
     (s,) = plan["brokerSets"]
     assert (s["source"], plan["unmatched"]) == (str(store), [])
-    assert s["warnings"] == ([] if s["sourceClean"] else [
-        f"no clean store: {store} is the freshest; confirm it and run `mqctl recover mark-clean {store}` "
-        f"before restarting"])
+    assert s["warnings"] == (
+        []
+        if s["sourceClean"]
+        else [
+            f"no clean store: {store} is the freshest; confirm it and run `mqctl recover mark-clean {store}` "
+            f"before restarting"
+        ]
+    )
     return s["sourceClean"], [(r["maxOffset"], r["truncateTo"], r["bytesToDrop"]) for r in s["replicas"]]
 
 
@@ -143,11 +165,24 @@ def test_stores_written_by_rocketmq(rocketmq, tmp_path: Path, cli) -> None:
     start_broker(ns, cp, "b1", store)
     ns.wait_log("b1", r"Begin to change to master", 90)
     ns.wait_log("b1", r"boot success", 90)
-    p = subprocess.run(ns.cmd("java", f"-Drocketmq.client.logRoot={ns.root / 'client-logs'}",
-                              "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error",
-                              "-cp", f"{classes}:{LIB / '*'}", "RocketmqStoreDriver", "send",
-                              f"127.0.0.1:{NAMESRV}", f"127.0.0.1:{BROKER}", "StoreTopic", str(MESSAGES)),
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        ns.cmd(
+            "java",
+            f"-Drocketmq.client.logRoot={ns.root / 'client-logs'}",
+            "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error",
+            "-cp",
+            f"{classes}:{LIB / '*'}",
+            "RocketmqStoreDriver",
+            "send",
+            f"127.0.0.1:{NAMESRV}",
+            f"127.0.0.1:{BROKER}",
+            "StoreTopic",
+            str(MESSAGES),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.split("\n")
     sent = [int(ln.split()[2]) for ln in lines if ln.startswith("sent ")]
@@ -159,7 +194,7 @@ def test_stores_written_by_rocketmq(rocketmq, tmp_path: Path, cli) -> None:
     marks = markers(store)
     assert len(marks) >= 3, f"expected several files ending with RocketMQ's blank marker: {marks}"
     log = CommitLog(store / COMMITLOG_DIR)
-    assert [r.offset for r in log.iter_records()] == sent      # mqctl reads every record RocketMQ wrote
+    assert [r.offset for r in log.iter_records()] == sent  # mqctl reads every record RocketMQ wrote
     last = sent[-1]
     assert log.files[-1].start <= last, "the clean shutdown deleted the preallocated file after the last one"
     d = inspect(cli, store)
@@ -189,7 +224,10 @@ def test_stores_written_by_rocketmq(rocketmq, tmp_path: Path, cli) -> None:
     assert (store / "abort").read_text() == str(pid2)
     d = inspect(cli, store)
     assert (d["state"], d["dirtyReasons"], d["maxOffset"]) == (
-        "dirty", [f"abort file present (pid {pid2}): not shut down cleanly"], marker)
+        "dirty",
+        [f"abort file present (pid {pid2}): not shut down cleanly"],
+        marker,
+    )
     assert plan_rows(cli, store) == (False, [(marker, marker, 0)])
     start_broker(ns, cp, "b3", store)
     assert recovered(ns, "b3") == ("abnormally", marker)

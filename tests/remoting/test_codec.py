@@ -299,15 +299,21 @@ def test_properties_round_trip_and_errors() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(code=st.integers(-(2**31), 2**31 - 1), flag=st.integers(0, 3), version=st.integers(0, 2**15),
-       opaque=st.integers(-(2**31), 2**31 - 1), language=st.sampled_from(["JAVA", "PYTHON", "GO", 3]),
-       remark=st.none() | st.text(max_size=40) | st.just('x "opaque":0 y'))
-def test_json_header_template_is_byte_for_byte_the_full_encoding(code: int, flag: int, version: int,
-                                                                  opaque: int, language: str | int,
-                                                                  remark: str | None) -> None:
+@given(
+    code=st.integers(-(2**31), 2**31 - 1),
+    flag=st.integers(0, 3),
+    version=st.integers(0, 2**15),
+    opaque=st.integers(-(2**31), 2**31 - 1),
+    language=st.sampled_from(["JAVA", "PYTHON", "GO", 3]),
+    remark=st.none() | st.text(max_size=40) | st.just('x "opaque":0 y'),
+)
+def test_json_header_template_is_byte_for_byte_the_full_encoding(
+    code: int, flag: int, version: int, opaque: int, language: str | int, remark: str | None
+) -> None:
     """Answers without extFields are encoded from a template split at the opaque (the heartbeat's
     hot path): the bytes must be exactly those of the full encoding, the first time and after."""
-    cmd = codec.RemotingCommand(code=code, language=language, version=version, opaque=opaque, flag=flag,
-                                remark=remark)
+    cmd = codec.RemotingCommand(
+        code=code, language=language, version=version, opaque=opaque, flag=flag, remark=remark
+    )
     assert codec.encode_json_header(cmd) == codec._encode_json_doc(cmd)
     assert codec.encode_json_header(cmd) == codec._encode_json_doc(cmd)

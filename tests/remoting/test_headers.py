@@ -550,13 +550,28 @@ def test_epoch_entry_cache_body() -> None:
 
 
 def test_a_paused_broker_set_says_so_in_broker_replicas_info_and_an_unpaused_one_adds_nothing() -> None:
-    table = {"replicas_info_table": {
-        "a": {"master_broker_id": 1, "master_address": "127.0.0.1:1", "master_epoch": 2,
-              "sync_state_set_epoch": 3, "cluster_name": "c", "in_sync_replicas": [],
-              "not_in_sync_replicas": [], "failover_paused": True, "failover_pause_reason": ""},
-        "b": {"master_epoch": 0, "sync_state_set_epoch": 0, "cluster_name": "c", "in_sync_replicas": [],
-              "not_in_sync_replicas": []},
-    }}
+    table = {
+        "replicas_info_table": {
+            "a": {
+                "master_broker_id": 1,
+                "master_address": "127.0.0.1:1",
+                "master_epoch": 2,
+                "sync_state_set_epoch": 3,
+                "cluster_name": "c",
+                "in_sync_replicas": [],
+                "not_in_sync_replicas": [],
+                "failover_paused": True,
+                "failover_pause_reason": "",
+            },
+            "b": {
+                "master_epoch": 0,
+                "sync_state_set_epoch": 0,
+                "cluster_name": "c",
+                "in_sync_replicas": [],
+                "not_in_sync_replicas": [],
+            },
+        }
+    }
     body = h.sync_state_data_body(table)
     assert b'"failoverPauseReason":"","failoverPaused":true' in body and body.count(b"failover") == 2
     back = h.read_sync_state_data(body)["replicas_info_table"]

@@ -27,10 +27,20 @@ import pytest
 from mqctl.api import Metadata
 from mqctl.remoting import codec, headers
 
-DLEDGER = ("group1", "n1", "127.0.0.1:9868", "false",
-           "n0:127.0.0.1:9878;n1:127.0.0.1:9868;n2:127.0.0.1:9858;")
-JRAFT = ("jRaft-Controller", "127.0.0.1:9881", "127.0.0.1:9771", "true",
-         "127.0.0.1:9770;127.0.0.1:9771;127.0.0.1:9772;")
+DLEDGER = (
+    "group1",
+    "n1",
+    "127.0.0.1:9868",
+    "false",
+    "n0:127.0.0.1:9878;n1:127.0.0.1:9868;n2:127.0.0.1:9858;",
+)
+JRAFT = (
+    "jRaft-Controller",
+    "127.0.0.1:9881",
+    "127.0.0.1:9771",
+    "true",
+    "127.0.0.1:9770;127.0.0.1:9771;127.0.0.1:9772;",
+)
 
 FRAMES: dict[tuple[str, str], str] = {
     ("JSON", "dledger"): (
@@ -85,9 +95,16 @@ def peers(d: dict[str, Any]) -> list[tuple[str, str, bool]]:
 def test_dledger_peers(serialize_type: str) -> None:
     d = read(serialize_type, "dledger")
     assert (d["group"], d["controller_leader_id"], d["controller_leader_address"], d["is_leader"]) == (
-        "group1", "n1", "127.0.0.1:9868", False)
-    assert peers(d) == [("n0", "127.0.0.1:9878", False), ("n1", "127.0.0.1:9868", True),
-                        ("n2", "127.0.0.1:9858", False)]
+        "group1",
+        "n1",
+        "127.0.0.1:9868",
+        False,
+    )
+    assert peers(d) == [
+        ("n0", "127.0.0.1:9878", False),
+        ("n1", "127.0.0.1:9868", True),
+        ("n2", "127.0.0.1:9858", False),
+    ]
     assert all(p["remoting_address"] == p["grpc_address"] for p in d["peers"])
 
 
@@ -97,9 +114,16 @@ def test_jraft_peers(serialize_type: str) -> None:
     controllerLeaderAddress, and gets the PeerId of controllerLeaderId."""
     d = read(serialize_type, "jraft")
     assert (d["group"], d["controller_leader_id"], d["controller_leader_address"], d["is_leader"]) == (
-        "jRaft-Controller", "127.0.0.1:9881", "127.0.0.1:9771", True)
-    assert peers(d) == [("", "127.0.0.1:9770", False), ("127.0.0.1:9881", "127.0.0.1:9771", True),
-                        ("", "127.0.0.1:9772", False)]
+        "jRaft-Controller",
+        "127.0.0.1:9881",
+        "127.0.0.1:9771",
+        True,
+    )
+    assert peers(d) == [
+        ("", "127.0.0.1:9770", False),
+        ("127.0.0.1:9881", "127.0.0.1:9771", True),
+        ("", "127.0.0.1:9772", False),
+    ]
     meta = Metadata.from_dict(d)
     assert [p.grpc_address for p in meta.peers] == ["127.0.0.1:9770", "127.0.0.1:9771", "127.0.0.1:9772"]
     assert [p.is_leader for p in meta.peers] == [False, True, False]
@@ -108,17 +132,19 @@ def test_jraft_peers(serialize_type: str) -> None:
 def test_other_peer_texts() -> None:
     parse = headers.parse_peers
     # mqctl's own header text (ids are Raft addresses; a node without a remoting door has no address)
-    assert [(p["raft_address"], p["grpc_address"], p["is_leader"]) for p in parse(
-        "127.0.0.1:9880:127.0.0.1:9878;127.0.0.1:9881:;", "127.0.0.1:9881")] == [
-        ("127.0.0.1:9880", "127.0.0.1:9878", False), ("127.0.0.1:9881", "", True)]
+    assert [
+        (p["raft_address"], p["grpc_address"], p["is_leader"])
+        for p in parse("127.0.0.1:9880:127.0.0.1:9878;127.0.0.1:9881:;", "127.0.0.1:9881")
+    ] == [("127.0.0.1:9880", "127.0.0.1:9878", False), ("127.0.0.1:9881", "", True)]
     # JRaft without a leader: no leader id, no leader address (null: absent from the header)
     assert [p["is_leader"] for p in parse("127.0.0.1:9770;127.0.0.1:9771;", "")] == [False, False]
     # JRaft writes "null" for a peer without an RPC address
     assert parse("null;", "")[0]["raft_address"] == "null" and parse("null;", "")[0]["grpc_address"] == ""
     # host names and bracketed IPv6 addresses, with and without ids
-    assert [(p["raft_address"], p["grpc_address"]) for p in parse(
-        "n0:ctrl-0.example:9878;[::1]:9770;n1:[fe80::1]:9868", "")] == [
-        ("n0", "ctrl-0.example:9878"), ("", "[::1]:9770"), ("n1", "[fe80::1]:9868")]
+    assert [
+        (p["raft_address"], p["grpc_address"])
+        for p in parse("n0:ctrl-0.example:9878;[::1]:9770;n1:[fe80::1]:9868", "")
+    ] == [("n0", "ctrl-0.example:9878"), ("", "[::1]:9770"), ("n1", "[fe80::1]:9868")]
     assert parse("", "n0") == [] and parse(" ; ;", "n0") == []
 
 
@@ -126,8 +152,11 @@ def test_other_peer_texts() -> None:
 # The frames are RocketMQ's: built again with RocketMQ's own classes
 
 # ../shared beside the repository, here and in CI ($MQCTL_SHARED_DIR elsewhere), as tests/interop has it
-SHARED_LIB = Path(os.environ.get("MQCTL_SHARED_DIR", Path(__file__).resolve().parents[2].parent / "shared")) \
-    / "rocketmq-java" / "lib"
+SHARED_LIB = (
+    Path(os.environ.get("MQCTL_SHARED_DIR", Path(__file__).resolve().parents[2].parent / "shared"))
+    / "rocketmq-java"
+    / "lib"
+)
 DRIVER = Path(__file__).resolve().parents[1] / "interop" / "java" / "MetaDataHeaderDriver.java"
 
 
@@ -136,17 +165,37 @@ def test_frames_are_rocketmq_s_own_bytes(tmp_path: Path) -> None:
     them, as tests/interop) and RocketMQ's classes (a failure without them)."""
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
-            pytest.skip(f"!!! {tool} is not on PATH: RocketMQ's GetMetaDataResponseHeader frames are not "
-                        "checked; install Java 17 (every machine of this project has it) !!!")
+            pytest.skip(
+                f"!!! {tool} is not on PATH: RocketMQ's GetMetaDataResponseHeader frames are not "
+                "checked; install Java 17 (every machine of this project has it) !!!"
+            )
     if not (SHARED_LIB / "rocketmq.jar").is_file():
-        pytest.fail(f"RocketMQ's classes are missing: {SHARED_LIB} (rocketmq-java beside the repository, or "
-                    "$MQCTL_SHARED_DIR/rocketmq-java)", pytrace=False)
+        pytest.fail(
+            f"RocketMQ's classes are missing: {SHARED_LIB} (rocketmq-java beside the repository, or "
+            "$MQCTL_SHARED_DIR/rocketmq-java)",
+            pytrace=False,
+        )
     classpath = f"{SHARED_LIB}/*"
-    subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", str(tmp_path), str(DRIVER)], check=True,
-                   capture_output=True, timeout=180)
+    subprocess.run(
+        ["javac", "-nowarn", "-cp", classpath, "-d", str(tmp_path), str(DRIVER)],
+        check=True,
+        capture_output=True,
+        timeout=180,
+    )
     for (serialize_type, mode), expected in FRAMES.items():
         args = DLEDGER if mode == "dledger" else JRAFT
-        proc = subprocess.run(["java", "-cp", f"{tmp_path}{os.pathsep}{classpath}", "MetaDataHeaderDriver",
-                               serialize_type, *args], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                "java",
+                "-cp",
+                f"{tmp_path}{os.pathsep}{classpath}",
+                "MetaDataHeaderDriver",
+                serialize_type,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == expected, (serialize_type, mode)

@@ -160,9 +160,17 @@ def netty_broker() -> Iterator[str]:
                     payload = conn.recv(int.from_bytes(prefix, "big"), socket.MSG_WAITALL)
                     cmd = codec.decode_frame(payload)
                     code = 0 if cmd.code == headers.GET_BROKER_EPOCH_CACHE else 3
-                    conn.sendall(codec.encode_frame(RemotingCommand(
-                        code=code, language="JAVA", opaque=cmd.opaque, flag=FLAG_RESPONSE,
-                        body=EPOCH_BODY if code == 0 else b"")))
+                    conn.sendall(
+                        codec.encode_frame(
+                            RemotingCommand(
+                                code=code,
+                                language="JAVA",
+                                opaque=cmd.opaque,
+                                flag=FLAG_RESPONSE,
+                                body=EPOCH_BODY if code == 0 else b"",
+                            )
+                        )
+                    )
                 except OSError:
                     continue
 
@@ -183,8 +191,13 @@ def test_get_broker_epoch_auto_falls_back_to_remoting(netty_broker: str) -> None
 
     mqctl = str(Path(sys.executable).with_name("mqctl"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
-    proc = subprocess.run([mqctl, "getBrokerEpoch", "--broker-addr", netty_broker, "-o", "json",
-                           "--timeout", "5"], capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(
+        [mqctl, "getBrokerEpoch", "--broker-addr", netty_broker, "-o", "json", "--timeout", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     (doc,) = json.loads(proc.stdout)["brokers"]
     assert (doc["brokerName"], doc["brokerId"], doc["maxOffset"]) == ("broker-a", 0, 700)
@@ -192,6 +205,8 @@ def test_get_broker_epoch_auto_falls_back_to_remoting(netty_broker: str) -> None
 
 
 def test_broker_options_are_refused_over_remoting() -> None:
-    with RemotingControllerClient("127.0.0.1:1", timeout=1) as client, \
-            pytest.raises(UsageError, match=r"^broker options are a gRPC-only extension"):
+    with (
+        RemotingControllerClient("127.0.0.1:1", timeout=1) as client,
+        pytest.raises(UsageError, match=r"^broker options are a gRPC-only extension"),
+    ):
         client.register_broker("DefaultCluster", "broker-a", 1, "127.0.0.1:10911", options={"k": "v"})

@@ -180,7 +180,10 @@ def test_register_beat_elect_fail_over_and_read_the_same_state(trio: tuple[Local
             for broker in brokers:  # every alive replica, the new master included
                 changes = wait_until(broker.notifications, 10, what="1008 after the first election")
                 assert (changes[0].master_broker_id, changes[0].master_address, changes[0].master_epoch) == (
-                    1, first.address, 1)
+                    1,
+                    first.address,
+                    1,
+                )
             altered = first.client.alter_sync_state_set("broker-a", 1, 1, [1, 2], 1)
             assert (altered.new_sync_state_set_epoch, altered.sync_state_set) == (2, (1, 2))
 
@@ -215,11 +218,15 @@ def test_register_beat_elect_fail_over_and_read_the_same_state(trio: tuple[Local
             # a controller leader change: the new leader never saw these brokers' registrations
             # (only their heartbeats, sent to every controller) and still reaches them
             first.beating.set()
-            wait_until(lambda: next(r for r in _replicas(admin) if r.broker_id == 1).alive, 10,
-                       what="broker 1 beating again")
+            wait_until(
+                lambda: next(r for r in _replicas(admin) if r.broker_id == 1).alive,
+                10,
+                what="broker 1 beating again",
+            )
             now = admin.get_replica_info("broker-a")
-            second.client.alter_sync_state_set("broker-a", 2, now.master_epoch, [1, 2],
-                                               now.sync_state_set_epoch)
+            second.client.alter_sync_state_set(
+                "broker-a", 2, now.master_epoch, [1, 2], now.sync_state_set_epoch
+            )
             first.notifications()
             old_leader = cluster.wait_for_leader()
             old_leader.kill()
@@ -231,7 +238,10 @@ def test_register_beat_elect_fail_over_and_read_the_same_state(trio: tuple[Local
 
             change = wait_until(notified_master_1, 30, what="1008 from the new controller leader")
             assert (change.master_address, change.master_epoch, change.sync_state_set) == (
-                first.address, now.master_epoch + 1, (1,))
+                first.address,
+                now.master_epoch + 1,
+                (1,),
+            )
         finally:
             for broker in brokers:
                 broker.close()
@@ -250,8 +260,11 @@ def test_notify_broker_role_changed_false_stops_the_pushes(tmp_path) -> None:
                 brokers += [quiet, told]
                 for broker in brokers:
                     broker.register()
-                wait_until(lambda: all(r.alive for b in brokers for r in _replicas(admin, b.broker_name)), 10,
-                           what="both brokers alive")
+                wait_until(
+                    lambda: all(r.alive for b in brokers for r in _replicas(admin, b.broker_name)),
+                    10,
+                    what="both brokers alive",
+                )
                 admin.update_config({"notifyBrokerRoleChanged": "false"})
                 quiet.client.elect_master(TEST_CLUSTER, "set-quiet", 1)
                 admin.update_config({"notifyBrokerRoleChanged": "true"})

@@ -20,9 +20,11 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, str]]:
-    cluster = LocalCluster(str(tmp_path_factory.mktemp("remoting-limits")), size=1,
-                           extra_args=["--remoting-max-connections-per-address", "3",
-                                       "--remoting-idle-timeout", "2s"])
+    cluster = LocalCluster(
+        str(tmp_path_factory.mktemp("remoting-limits")),
+        size=1,
+        extra_args=["--remoting-max-connections-per-address", "3", "--remoting-idle-timeout", "2s"],
+    )
     addresses = with_remoting_ports(cluster)
     with cluster:
         start(cluster, addresses)
@@ -92,10 +94,22 @@ def test_a_client_gone_before_its_answers_costs_no_traceback(address: tuple[Loca
     node = cluster.nodes[0]
     for i in range(10):
         frames = b"".join(
-            encode_frame(RemotingCommand(code=code, opaque=k, ext_fields={
-                "brokerName": f"gone-{i}-{k}", "brokerId": "1", "clusterName": "c", "appliedBrokerId": "1",
-                "registerCheckCode": f"127.0.0.1:{20000 + k};1"}))
-            for k in range(150) for code in (1013, 904))
+            encode_frame(
+                RemotingCommand(
+                    code=code,
+                    opaque=k,
+                    ext_fields={
+                        "brokerName": f"gone-{i}-{k}",
+                        "brokerId": "1",
+                        "clusterName": "c",
+                        "appliedBrokerId": "1",
+                        "registerCheckCode": f"127.0.0.1:{20000 + k};1",
+                    },
+                )
+            )
+            for k in range(150)
+            for code in (1013, 904)
+        )
         with raw(addr) as gone:
             gone.sendall(frames)
 

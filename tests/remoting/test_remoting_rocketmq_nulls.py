@@ -17,12 +17,26 @@ def _body(result: dict) -> dict:
 
 def test_no_master_address_is_left_out_of_broker_replicas_info() -> None:
     replica = {"broker_name": "broker-c", "broker_id": 1, "broker_address": "127.0.0.1:10911", "alive": True}
-    result = {"code": 0, "replicas_info_table": {
-        "broker-c": {"master_address": "", "master_epoch": 0, "sync_state_set_epoch": 0,
-                     "in_sync_replicas": [], "not_in_sync_replicas": [replica]},
-        "broker-a": {"master_broker_id": 1, "master_address": "127.0.0.1:10921", "master_epoch": 1,
-                     "sync_state_set_epoch": 1, "in_sync_replicas": [], "not_in_sync_replicas": []},
-    }}
+    result = {
+        "code": 0,
+        "replicas_info_table": {
+            "broker-c": {
+                "master_address": "",
+                "master_epoch": 0,
+                "sync_state_set_epoch": 0,
+                "in_sync_replicas": [],
+                "not_in_sync_replicas": [replica],
+            },
+            "broker-a": {
+                "master_broker_id": 1,
+                "master_address": "127.0.0.1:10921",
+                "master_epoch": 1,
+                "sync_state_set_epoch": 1,
+                "in_sync_replicas": [],
+                "not_in_sync_replicas": [],
+            },
+        },
+    }
     table = _body(result)["replicasInfoTable"]
     assert "masterAddress" not in table["broker-c"] and "masterBrokerId" not in table["broker-c"]
     assert table["broker-c"]["masterEpoch"] == 0

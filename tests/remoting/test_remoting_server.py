@@ -80,8 +80,9 @@ def test_the_client_s_one_way_heartbeat(node: tuple[LocalCluster, str]) -> None:
     with RemotingControllerClient(address, timeout=10) as c:
         c.apply_broker_id("cluster-a", "one-way", 1, "127.0.0.1:9001;1")
         c.register_broker("cluster-a", "one-way", 1, "127.0.0.1:9001")
-        c.heartbeat("cluster-a", "127.0.0.1:9001", "one-way", 1, 3, 700, heartbeat_timeout_mills=60_000,
-                    oneway=True)
+        c.heartbeat(
+            "cluster-a", "127.0.0.1:9001", "one-way", 1, 3, 700, heartbeat_timeout_mills=60_000, oneway=True
+        )
 
         def beat_seen() -> bool:
             info = c.get_sync_state_data("one-way").replicas_info_table["one-way"]
@@ -207,7 +208,7 @@ def test_malformed_frames_close_only_their_connection(node: tuple[LocalCluster, 
     reasons = []
     for frame in BAD_FRAMES.values():
         with pytest.raises(codec.FrameError) as err:
-            codec.decode_frame(frame[4:4 + codec.frame_length(frame[:4])])
+            codec.decode_frame(frame[4 : 4 + codec.frame_length(frame[:4])])
         reasons.append(str(err.value))
     for reason in (
         "bad frame length",

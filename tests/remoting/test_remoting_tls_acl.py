@@ -65,8 +65,9 @@ def test_a_client_certificate_needs_its_key(tmp_path: Path) -> None:
 # --- real mqctl serve processes -----------------------------------------------------------
 
 
-def _serve(tmp_path: Path, pki: PkiFiles, *, mtls: bool = False,
-           env: dict[str, str] | None = None) -> tuple[LocalCluster, str]:
+def _serve(
+    tmp_path: Path, pki: PkiFiles, *, mtls: bool = False, env: dict[str, str] | None = None
+) -> tuple[LocalCluster, str]:
     args = ["--tls-cert", pki.server_cert, "--tls-key", pki.server_key]
     if mtls:
         args += ["--tls-ca", pki.ca]
@@ -79,8 +80,11 @@ def _serve(tmp_path: Path, pki: PkiFiles, *, mtls: bool = False,
 
 def _leader(client: RemotingControllerClient) -> str:
     # the node answers before it has elected itself: wait for the answer that says it leads
-    meta = wait_until(lambda: (m := client.get_metadata()).is_leader and m, 30,
-                      what="remoting metadata over TLS from the leader")
+    meta = wait_until(
+        lambda: (m := client.get_metadata()).is_leader and m,
+        30,
+        what="remoting metadata over TLS from the leader",
+    )
     return meta.controller_leader_address
 
 
@@ -115,6 +119,7 @@ def test_one_tls_connection_many_threads(tls_node: str, pki: PkiFiles) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     with RemotingConnection(tls_node, tls=client_context(pki.ca), acl=AclCredentials("ak", "sk")) as conn:
+
         def ask(i: int) -> tuple[int, str]:
             answer = conn.invoke(headers.GET_METADATA_INFO, {"n": str(i)}, b"x" * (i * 997), timeout=20)
             return answer.code, answer.ext_fields.get("controllerLeaderAddress", "")
@@ -145,8 +150,9 @@ def test_enforcing_refuses_plaintext_and_unknown_certificates(tls_node: str, pki
 def test_signed_requests_reach_mqctl_serve(tls_node: str, pki: PkiFiles) -> None:
     """mqctl serve does not check RocketMQ ACL signatures (docs/remoting.md): signed requests, as a
     client configured for a RocketMQ controller with ACL sends them, are served as unsigned ones."""
-    with RemotingControllerClient([tls_node], tls_ca=pki.ca, access_key="ak", secret_key="sk",
-                                  timeout=20) as client:
+    with RemotingControllerClient(
+        [tls_node], tls_ca=pki.ca, access_key="ak", secret_key="sk", timeout=20
+    ) as client:
         assert _leader(client)
         assert client.get_next_broker_id(TEST_CLUSTER, "acl-b").next_broker_id == 1
 
@@ -155,13 +161,32 @@ def test_signed_requests_reach_mqctl_serve(tls_node: str, pki: PkiFiles) -> None
 def test_cli_over_tls_and_acl(tls_node: str, pki: PkiFiles) -> None:
     env = {**os.environ, "MQCTL_ACCESS_KEY": "ak", "MQCTL_SECRET_KEY": "sk"}
     env.pop("MQCTL_CONTROLLER", None)
-    cmd = [sys.executable, "-m", "mqctl", "getControllerMetaData", "-a", tls_node, "--protocol", "remoting",
-           "--tls-ca", pki.ca, "-o", "json", "--timeout", "20"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mqctl",
+        "getControllerMetaData",
+        "-a",
+        tls_node,
+        "--protocol",
+        "remoting",
+        "--tls-ca",
+        pki.ca,
+        "-o",
+        "json",
+        "--timeout",
+        "20",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["controllerLeaderAddress"] == tls_node
-    p = subprocess.run(cmd[:-4] + ["-o", "json", "--timeout", "3"], capture_output=True, text=True,
-                       timeout=60, env={**env, "MQCTL_SECRET_KEY": ""})
+    p = subprocess.run(
+        cmd[:-4] + ["-o", "json", "--timeout", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "MQCTL_SECRET_KEY": ""},
+    )
     assert p.returncode == 2 and "--access-key and --secret-key go together" in p.stderr + p.stdout
 
 
@@ -170,13 +195,35 @@ def test_cli_tls_server_name(tls_node: str, pki: PkiFiles) -> None:
     """--tls-server-name (MQCTL_TLS_SERVER_NAME): the name checked in the certificate instead of the
     host of -a (the test certificate has localhost and 127.0.0.1)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")}
-    cmd = [sys.executable, "-m", "mqctl", "getControllerMetaData", "-a", tls_node, "--protocol", "remoting",
-           "--tls-ca", pki.ca, "-o", "json"]
-    p = subprocess.run([*cmd, "--tls-server-name", "localhost", "--timeout", "20"], capture_output=True,
-                       text=True, timeout=60, env=env)
+    cmd = [
+        sys.executable,
+        "-m",
+        "mqctl",
+        "getControllerMetaData",
+        "-a",
+        tls_node,
+        "--protocol",
+        "remoting",
+        "--tls-ca",
+        pki.ca,
+        "-o",
+        "json",
+    ]
+    p = subprocess.run(
+        [*cmd, "--tls-server-name", "localhost", "--timeout", "20"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert p.returncode == 0, p.stderr
-    p = subprocess.run([*cmd, "--timeout", "3"], capture_output=True, text=True, timeout=60,
-                       env={**env, "MQCTL_TLS_SERVER_NAME": "somebody.else"})
+    p = subprocess.run(
+        [*cmd, "--timeout", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "MQCTL_TLS_SERVER_NAME": "somebody.else"},
+    )
     assert p.returncode == 6 and "certificate" in p.stderr, p.stderr
 
 
@@ -184,8 +231,9 @@ def test_cli_tls_server_name(tls_node: str, pki: PkiFiles) -> None:
 def test_mutual_tls(tmp_path: Path, pki: PkiFiles) -> None:
     cluster, address = _serve(tmp_path, pki, mtls=True)
     try:
-        with RemotingControllerClient([address], tls_ca=pki.ca, tls_cert=pki.client_cert,
-                                      tls_key=pki.client_key, timeout=20) as client:
+        with RemotingControllerClient(
+            [address], tls_ca=pki.ca, tls_cert=pki.client_cert, tls_key=pki.client_key, timeout=20
+        ) as client:
             assert _leader(client)
         with RemotingControllerClient([address], tls_ca=pki.ca, timeout=3) as no_cert:
             with pytest.raises(ControllerError):
@@ -216,7 +264,11 @@ def test_bad_tls_mode_is_a_usage_error() -> None:
         load({}, environ={"MQCTL_REMOTING_TLS_MODE": "sometimes"})
     assert load({"remoting_tls_mode": "permissive"}, environ={}).remoting_tls_mode == "permissive"
     assert load({}, environ={}).remoting_tls_mode == "enforcing"
-    p = subprocess.run([sys.executable, "-m", "mqctl", "serve", "--remoting-tls-mode", "sometimes"],
-                       capture_output=True, text=True, timeout=60,
-                       env={k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")})
+    p = subprocess.run(
+        [sys.executable, "-m", "mqctl", "serve", "--remoting-tls-mode", "sometimes"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MQCTL_")},
+    )
     assert p.returncode == 2 and "bad remoting_tls_mode 'sometimes'" in p.stderr, p.stderr

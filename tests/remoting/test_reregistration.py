@@ -42,15 +42,24 @@ def client_for(node: LocalCluster, protocol: str) -> ControllerApi:
 
 
 @pytest.mark.parametrize("protocol", ["remoting", "grpc"])
-def test_a_broker_registered_again_between_two_heartbeats_wins_the_election(node: LocalCluster,
-                                                                           protocol: str) -> None:
+def test_a_broker_registered_again_between_two_heartbeats_wins_the_election(
+    node: LocalCluster, protocol: str
+) -> None:
     name = f"rereg-{protocol}"
     data = {1: 100, 2: 500, 3: 300}  # maxOffset per broker, all of epoch 1: broker 2 has the most
 
     with client_for(node, protocol) as c, ControllerClient(node.addresses, timeout=20) as reader:
+
         def beat(bid: int, lease: int = LONG) -> None:
-            c.heartbeat(TEST_CLUSTER, ADDR[bid], name, bid, epoch=1, max_offset=data[bid],
-                        heartbeat_timeout_mills=lease)  # raises unless SUCCESS
+            c.heartbeat(
+                TEST_CLUSTER,
+                ADDR[bid],
+                name,
+                bid,
+                epoch=1,
+                max_offset=data[bid],
+                heartbeat_timeout_mills=lease,
+            )  # raises unless SUCCESS
 
         def register(bid: int) -> None:
             # what a RocketMQ broker sends (1003: cluster, name, id, address), nothing about its store
@@ -73,6 +82,9 @@ def test_a_broker_registered_again_between_two_heartbeats_wins_the_election(node
         assert (rows[2].epoch, rows[2].max_offset) == (1, 500), "the row as the last heartbeat left it"
 
         # master 1 beats no more: when its lease ends the controller elects among 2 and 3
-        info = wait_until(lambda: (i := c.get_replica_info(name)).master_epoch == 2 and i, 60,
-                          what="the controller's election after the master's lease")
+        info = wait_until(
+            lambda: (i := c.get_replica_info(name)).master_epoch == 2 and i,
+            60,
+            what="the controller's election after the master's lease",
+        )
         assert info.master_broker_id == 2, "the replica with the most data must win"

@@ -36,8 +36,10 @@ def test_the_old_master_is_told_before_the_new_one(single: tuple[LocalCluster, l
         for i, broker in enumerate(brokers):
             assert broker.register() == i + 1
         old, new = brokers
-        with RemotingControllerClient(remoting, timeout=20) as admin, \
-                ControllerClient(cluster.addresses, timeout=20) as client:
+        with (
+            RemotingControllerClient(remoting, timeout=20) as admin,
+            ControllerClient(cluster.addresses, timeout=20) as client,
+        ):
             wait_until(lambda: all(r.alive for r in _replicas(admin, "broker-s")), 10, what="both alive")
             old.client.elect_master(TEST_CLUSTER, "broker-s", 1)
             client.alter_sync_state_set("broker-s", 1, 1, [1, 2], 1)
@@ -48,15 +50,19 @@ def test_the_old_master_is_told_before_the_new_one(single: tuple[LocalCluster, l
             started = time.monotonic()
             moved = client.switchover("broker-s", 2)
             assert (moved.old_master_broker_id, moved.new_master_broker_id, moved.gap_bytes) == (1, 2, 0)
-            told = wait_until(lambda: [c for c in new.notifications() if c.master_broker_id == 2], 30,
-                              what="the new master's 1008")
+            told = wait_until(
+                lambda: [c for c in new.notifications() if c.master_broker_id == 2],
+                30,
+                what="the new master's 1008",
+            )
             waited = time.monotonic() - started
         assert told[0].master_epoch == 2
         # every attempt at the old master came first: (attempts - 1) retry delays at least
         assert waited >= (NOTIFY_ATTEMPTS - 1) * NOTIFY_RETRY_DELAY * 0.9, waited
         text = cluster.nodes[0].log_text()
-        gave_up = text.index(f"to broker-s id 1 at {old.address} failed (attempt {NOTIFY_ATTEMPTS} of "
-                             f"{NOTIFY_ATTEMPTS})")
+        gave_up = text.index(
+            f"to broker-s id 1 at {old.address} failed (attempt {NOTIFY_ATTEMPTS} of {NOTIFY_ATTEMPTS})"
+        )
         assert text.index("NOTIFY_BROKER_ROLE_CHANGED to broker-s id 2 at", gave_up) > gave_up
     finally:
         for broker in brokers:

@@ -25,7 +25,7 @@ def test_chaos_invariants_hold(tmp_path) -> None:
     settings = SimSettings(sets=2, replicas=3, controllers=3, rate=25.0, base_dir=str(tmp_path / "run"))
     plan = plan_faults(SEED, DURATION, settings.sets, settings.replicas, settings.controllers, interval=3.0)
     kinds = {f.kind for f in plan}
-    if SEED == 11:   # the default plan exercises every kind of fault, masters included
+    if SEED == 11:  # the default plan exercises every kind of fault, masters included
         assert kinds == {"crash_broker", "isolate_broker", "kill_controller"}, plan
         assert any(f.target == MASTER and f.kind == "crash_broker" for f in plan), plan
     events: list[str] = []
@@ -35,17 +35,28 @@ def test_chaos_invariants_hold(tmp_path) -> None:
         sim.run(DURATION, plan)
         problems = sim.settle(60)
         report = sim.report(problems, seed=SEED)
-    summary = "\n".join([f"seed {SEED}, stats {report.stats}"] + [c.line() for c in report.checks]
-                        + ["plan:"] + [describe(f) for f in plan] + ["events:"] + events[-60:])
+    summary = "\n".join(
+        [f"seed {SEED}, stats {report.stats}"]
+        + [c.line() for c in report.checks]
+        + ["plan:"]
+        + [describe(f) for f in plan]
+        + ["events:"]
+        + events[-60:]
+    )
     assert report.ok, summary
     assert [c.name for c in report.checks] == [
-        "every set settled", "one master per (broker set, masterEpoch)", "masterEpoch never goes back",
-        "epoch files ordered", "controller nodes agree (state hash)", "no acknowledged message lost",
-        "every replica is a prefix of its master"], summary
+        "every set settled",
+        "one master per (broker set, masterEpoch)",
+        "masterEpoch never goes back",
+        "epoch files ordered",
+        "controller nodes agree (state hash)",
+        "no acknowledged message lost",
+        "every replica is a prefix of its master",
+    ], summary
     # the run did what the plan said: faults applied, failovers seen, messages acknowledged throughout
     skipped = sum(e.startswith(("fault skipped", "no controller leader", "not killing")) for e in events)
     assert report.stats["faults"] + skipped == len(plan) and skipped <= len(plan) // 2, summary
     if any(f.kind == "crash_broker" and f.target == MASTER and f.duration >= 2.5 for f in plan):
-        assert report.stats["failovers"] >= 1, summary   # down for longer than its 1.5 s lease
+        assert report.stats["failovers"] >= 1, summary  # down for longer than its 1.5 s lease
     assert report.stats["acknowledged"] > DURATION * settings.rate, summary
     assert any("SIGKILL controller" in e for e in events) == ("kill_controller" in kinds), summary

@@ -60,8 +60,9 @@ def test_demo_exits_0_with_the_verdict_and_leaves_nothing(tmp_path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     # --pace shortens only the pauses in which messages just flow; every step runs as without it
-    proc = subprocess.run([*MQCTL, "demo", "--pace", "0.3"], capture_output=True, text=True, timeout=240,
-                          env=_env(tmp))
+    proc = subprocess.run(
+        [*MQCTL, "demo", "--pace", "0.3"], capture_output=True, text=True, timeout=240, env=_env(tmp)
+    )
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     for step in range(1, 7):
@@ -80,8 +81,13 @@ def test_demo_ctrl_c_cleans_up(tmp_path) -> None:
     tmp.mkdir()
     # SIGINT at its default in the child even when this run ignores it (background job, nohup, CI):
     # an ignored signal stays ignored across exec, and the test sends SIGINT
-    proc = subprocess.Popen(with_default_sigint([*MQCTL, "demo"]), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=_env(tmp))
+    proc = subprocess.Popen(
+        with_default_sigint([*MQCTL, "demo"]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(tmp),
+    )
     assert proc.stdout is not None
     lines = []
     try:
@@ -107,10 +113,37 @@ def test_sim_against_a_given_controller_json_report(tmp_path) -> None:
     """-a: an existing controller group (no controller faults then); seeded broker faults; JSON report."""
     with LocalCluster(str(tmp_path / "ctl"), size=1) as cluster:
         cluster.start()
-        proc = subprocess.run([*MQCTL, "sim", "-a", cluster.addresses, "-s", "1", "-r", "3", "-d", "12",
-                               "--chaos", "--seed", "4", "--fault-interval", "2", "--rate", "30",
-                               "-o", "json", "--peers", "local", "--dir", str(tmp_path / "run")],
-                              capture_output=True, text=True, timeout=180, env=_env(tmp_path))
+        proc = subprocess.run(
+            [
+                *MQCTL,
+                "sim",
+                "-a",
+                cluster.addresses,
+                "-s",
+                "1",
+                "-r",
+                "3",
+                "-d",
+                "12",
+                "--chaos",
+                "--seed",
+                "4",
+                "--fault-interval",
+                "2",
+                "--rate",
+                "30",
+                "-o",
+                "json",
+                "--peers",
+                "local",
+                "--dir",
+                str(tmp_path / "run"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=_env(tmp_path),
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         report = json.loads(proc.stdout)
         assert report["ok"] and report["seed"] == 4
@@ -120,8 +153,12 @@ def test_sim_against_a_given_controller_json_report(tmp_path) -> None:
         assert all(c["ok"] for c in report["checks"])
         assert cluster.nodes[0].alive(), "a given controller is never touched"
     assert (tmp_path / "run" / "brokers" / "broker-a" / "r0").is_dir(), "--dir is kept"
-    again = subprocess.run([*MQCTL, "sim", "-a", "127.0.0.1:1", "-d", "1", "--dir", str(tmp_path / "run")],
-                           capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [*MQCTL, "sim", "-a", "127.0.0.1:1", "-d", "1", "--dir", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode == 2 and "not empty" in again.stderr, again.stderr
 
 
@@ -132,28 +169,69 @@ def test_sim_against_a_group_with_mutual_tls_and_a_token(tmp_path) -> None:
     from tls_pki import write_pki
 
     pki = write_pki(tmp_path / "pki")
-    serve = ["--tls-cert", pki.server_cert, "--tls-key", pki.server_key, "--tls-ca", pki.ca,
-             "--token", "s3cret"]
+    serve = [
+        "--tls-cert",
+        pki.server_cert,
+        "--tls-key",
+        pki.server_key,
+        "--tls-ca",
+        pki.ca,
+        "--token",
+        "s3cret",
+    ]
     with LocalCluster(str(tmp_path / "ctl"), size=1, extra_args=serve) as cluster:
         cluster.start(wait=False)
-        run = [*MQCTL, "sim", "-a", cluster.addresses, "-s", "1", "-r", "2", "-d", "4", "--rate", "20",
-               "-o", "json", "--peers", "local", "--tls-ca", pki.ca]
+        run = [
+            *MQCTL,
+            "sim",
+            "-a",
+            cluster.addresses,
+            "-s",
+            "1",
+            "-r",
+            "2",
+            "-d",
+            "4",
+            "--rate",
+            "20",
+            "-o",
+            "json",
+            "--peers",
+            "local",
+            "--tls-ca",
+            pki.ca,
+        ]
         secure = ["--tls-cert", pki.client_cert, "--tls-key", pki.client_key, "--token", "s3cret"]
-        proc = subprocess.run([*run, *secure, "--dir", str(tmp_path / "run")], capture_output=True,
-                              text=True, timeout=180, env=_env(tmp_path))
+        proc = subprocess.run(
+            [*run, *secure, "--dir", str(tmp_path / "run")],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=_env(tmp_path),
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         report = json.loads(proc.stdout)
         assert report["ok"] and report["stats"]["acknowledged"] > 0, report
-        refused = subprocess.run([*run, "--timeout", "2", "--dir", str(tmp_path / "run2")],
-                                 capture_output=True, text=True, timeout=180, env=_env(tmp_path))
-        assert refused.returncode == 6 and "TLS" in refused.stderr, refused.stderr   # unreachable
+        refused = subprocess.run(
+            [*run, "--timeout", "2", "--dir", str(tmp_path / "run2")],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=_env(tmp_path),
+        )
+        assert refused.returncode == 6 and "TLS" in refused.stderr, refused.stderr  # unreachable
         assert refused.stderr.count("\n") == 1, refused.stderr
 
 
 def test_sim_usage_errors() -> None:
-    for args, text in ((["--sets", "0"], "--sets 0"), (["--storage", "x"], "--storage"),
-                       (["--controllers", "2"], "--controllers 2"), (["-d", "0"], "needs a terminal")):
-        proc = subprocess.run([*MQCTL, "sim", *args], capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL)
+    for args, text in (
+        (["--sets", "0"], "--sets 0"),
+        (["--storage", "x"], "--storage"),
+        (["--controllers", "2"], "--controllers 2"),
+        (["-d", "0"], "needs a terminal"),
+    ):
+        proc = subprocess.run(
+            [*MQCTL, "sim", *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        )
         assert proc.returncode == 2 and text in proc.stderr, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1, proc.stderr

@@ -29,7 +29,7 @@ def test_plan_is_reproducible_and_keeps_the_cluster_alive(seed: int) -> None:
         assert f.duration > 0
     # at most one broker fault per set at a time (with a gap after the heal), at most one controller down
     for i, f in enumerate(plan):
-        for g in plan[i + 1:]:
+        for g in plan[i + 1 :]:
             overlap = g.at < f.end and f.at < g.end
             if f.kind != "kill_controller" and g.kind != "kill_controller" and f.set_index == g.set_index:
                 assert g.at >= f.end + 3 - 1e-6, (f, g)
@@ -90,11 +90,11 @@ def test_acked_check_bodies_and_offsets() -> None:
     h.ack("a", AckedMessage(10, 20, b"m1", 1))
     master = LogView("r1", 20, ((0, b"m0"), (10, b"m1")))
     assert check_acked(h, {"a": master}).ok
-    lost = LogView("r1", 20, ((0, b"m0"), (10, b"other")))       # same offset, another message
+    lost = LogView("r1", 20, ((0, b"m0"), (10, b"other")))  # same offset, another message
     c = check_acked(h, {"a": lost})
     assert not c.ok and "offset 10" in c.detail
     assert not check_acked(h, {"a": None}).ok
-    assert check_acked(h, {"a": LogView("r1", 20)}).ok           # offsets only: by end offset
+    assert check_acked(h, {"a": LogView("r1", 20)}).ok  # offsets only: by end offset
     assert not check_acked(h, {"a": LogView("r1", 15)}).ok
 
 

@@ -45,13 +45,16 @@ def test_every_file_as_rocketmq_wrote_it(written: Path) -> None:
     t = md.read_topics(written)
     assert t.source == md.Source(str(cfg / "topics.json"))
     assert sorted(t.topics) == ["TopicA", "TopicB", "TopicC"]
-    assert (t.topics["TopicB"].read_queue_nums, t.topics["TopicB"].order, t.topics["TopicB"].attributes) == \
-        (4, True, {"message.type": "FIFO"})
+    assert (t.topics["TopicB"].read_queue_nums, t.topics["TopicB"].order, t.topics["TopicB"].attributes) == (
+        4,
+        True,
+        {"message.type": "FIFO"},
+    )
     assert t.data_version is not None and t.data_version.counter == 3 and t.data_version.state_version == 0
 
     g = md.read_subscription_groups(written)
     assert g.groups["G1"].retry_max_times == 3 and g.groups["G2"].consume_enable is False
-    assert g.groups["G1"].extra == {"groupRetryPolicy": {"type": "CUSTOMIZED"}}   # kept, not typed
+    assert g.groups["G1"].extra == {"groupRetryPolicy": {"type": "CUSTOMIZED"}}  # kept, not typed
 
     # fastjson's unquoted integer keys: {0:12,1:34}
     assert "{0:12,1:34" in (cfg / "consumerOffset.json").read_text()
@@ -71,8 +74,13 @@ def test_every_file_as_rocketmq_wrote_it(written: Path) -> None:
     assert m.mappings["TopicS"]["bname"] == "broker-a" and m.mappings["TopicS"]["totalQueues"] == 2
     assert md.read_message_request_mode(written).modes["TopicA"]["G1"]["mode"] == "POP"
     tc = md.read_timer_checkpoint(written)
-    assert (tc.last_read_time_ms, tc.last_timer_log_flush_pos, tc.last_timer_queue_offset,
-            tc.master_timer_queue_offset, tc.data_version.state_version) == (111, 222, 333, 444, 7)
+    assert (
+        tc.last_read_time_ms,
+        tc.last_timer_log_flush_pos,
+        tc.last_timer_queue_offset,
+        tc.master_timer_queue_offset,
+        tc.data_version.state_version,
+    ) == (111, 222, 333, 444, 7)
 
 
 def test_bak_when_the_file_is_missing_empty_or_unreadable(written: Path, tmp_path: Path) -> None:
@@ -82,11 +90,12 @@ def test_bak_when_the_file_is_missing_empty_or_unreadable(written: Path, tmp_pat
     shutil.copytree(written, store)
     cfg = store / "config"
     # RocketMQ's string2File put the previous topics.json (without TopicC) into topics.json.bak
-    for damage, why in ((lambda p: p.write_text("{\n\t\"topicConfigTable\":{\"x\":"), "unreadable"),
-                        (lambda p: p.write_text(""), "is empty"),
-                        (lambda p: p.write_text('{"topicConfigTable":{"T":{"perm":"rw"}}}'),
-                         "expected an integer"),
-                        (lambda p: p.unlink(), "is missing")):
+    for damage, why in (
+        (lambda p: p.write_text('{\n\t"topicConfigTable":{"x":'), "unreadable"),
+        (lambda p: p.write_text(""), "is empty"),
+        (lambda p: p.write_text('{"topicConfigTable":{"T":{"perm":"rw"}}}'), "expected an integer"),
+        (lambda p: p.unlink(), "is missing"),
+    ):
         shutil.copy(written / "config" / "topics.json", cfg / "topics.json")
         damage(cfg / "topics.json")
         t = md.read_topics(store)
@@ -99,8 +108,9 @@ def test_bak_when_the_file_is_missing_empty_or_unreadable(written: Path, tmp_pat
     assert t.topics == {} and t.source.path == "" and "missing" in (t.source.fallback or "")
     # an unreadable file without a .bak is an error, not an empty table
     (cfg / "topics.json").write_text("{")
-    with pytest.raises(StoreError,
-                       match=r"topics.json unreadable \(line 1: not JSON.*\), and no topics.json.bak"):
+    with pytest.raises(
+        StoreError, match=r"topics.json unreadable \(line 1: not JSON.*\), and no topics.json.bak"
+    ):
         md.read_topics(store)
     # an unreadable .bak too
     (cfg / "topics.json.bak").write_text("[1,")
@@ -113,17 +123,21 @@ def test_rocketmq_4x_files(tmp_path: Path) -> None:
     a missing field takes RocketMQ's default."""
     cfg = tmp_path / "config"
     cfg.mkdir()
-    (cfg / "topics.json").write_text('{\n\t"dataVersion":{\n\t\t"counter":5,\n\t\t"timestamp":1600000000000'
-                                     '\n\t},'
-                                     '\n\t"topicConfigTable":{\n\t\t"T":{\n\t\t\t"order":false,\n\t\t\t"perm":6,'
-                                     '\n\t\t\t"readQueueNums":4,\n\t\t\t"topicFilterType":"SINGLE_TAG",\n\t\t\t'
-                                     '"topicName":"T",\n\t\t\t"topicSysFlag":0,\n\t\t\t"writeQueueNums":4\n\t\t}'
-                                     '\n\t}\n}')
-    (cfg / "subscriptionGroup.json").write_text('{"dataVersion":{"counter":1,"timestamp":1},"subscription'
-                                                'GroupTable":{"G":{"brokerId":0,"consumeBroadcastEnable":true,'
-                                                '"consumeEnable":true,"consumeFromMinEnable":true,"groupName":"G",'
-                                                '"retryMaxTimes":16,"retryQueueNums":1,'
-                                                '"whichBrokerWhenConsumeSlowly":1}}}')
+    (cfg / "topics.json").write_text(
+        '{\n\t"dataVersion":{\n\t\t"counter":5,\n\t\t"timestamp":1600000000000'
+        "\n\t},"
+        '\n\t"topicConfigTable":{\n\t\t"T":{\n\t\t\t"order":false,\n\t\t\t"perm":6,'
+        '\n\t\t\t"readQueueNums":4,\n\t\t\t"topicFilterType":"SINGLE_TAG",\n\t\t\t'
+        '"topicName":"T",\n\t\t\t"topicSysFlag":0,\n\t\t\t"writeQueueNums":4\n\t\t}'
+        "\n\t}\n}"
+    )
+    (cfg / "subscriptionGroup.json").write_text(
+        '{"dataVersion":{"counter":1,"timestamp":1},"subscription'
+        'GroupTable":{"G":{"brokerId":0,"consumeBroadcastEnable":true,'
+        '"consumeEnable":true,"consumeFromMinEnable":true,"groupName":"G",'
+        '"retryMaxTimes":16,"retryQueueNums":1,'
+        '"whichBrokerWhenConsumeSlowly":1}}}'
+    )
     (cfg / "consumerOffset.json").write_text('{\n\t"offsetTable":{\n\t\t"T@G":{0:3,1:4\n\t\t}\n\t}\n}')
     t = md.read_topics(tmp_path)
     assert t.data_version == md.DataVersion(5, 1600000000000, None)
@@ -158,8 +172,9 @@ def test_what_mqctl_writes_rocketmq_reads_back(rocketmq_config, written: Path, t
     t.topics["TopicA"] = dataclasses.replace(a, read_queue_nums=2, extra={"futureField": {"x": 1}})
     t.topics["TopicN"] = md.TopicConfig("TopicN", 3, 3, 4, attributes={"queue.type": "BatchCQ"})
     before = (store / "config" / "topics.json").read_bytes()
-    md.write_topics(store, dataclasses.replace(t, data_version=t.data_version.next_version() if t.data_version
-                                               else None))
+    md.write_topics(
+        store, dataclasses.replace(t, data_version=t.data_version.next_version() if t.data_version else None)
+    )
     assert (store / "config" / "topics.json.bak").read_bytes() == before
     assert not (store / "config" / "topics.json.tmp").exists()
     again = md.read_topics(store)

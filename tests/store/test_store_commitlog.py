@@ -39,9 +39,20 @@ def test_file_name() -> None:
 
 
 def test_v1_ipv4_layout() -> None:
-    m = Message("TopicTest", b"hello", {"KEYS": "k1"}, queue_id=3, flag=7, queue_offset=11, born_timestamp=5,
-                born_host=("127.0.0.1", 5555), store_timestamp=6, store_host=("127.0.0.1", 10911),
-                reconsume_times=2, prepared_tx_offset=9)
+    m = Message(
+        "TopicTest",
+        b"hello",
+        {"KEYS": "k1"},
+        queue_id=3,
+        flag=7,
+        queue_offset=11,
+        born_timestamp=5,
+        born_host=("127.0.0.1", 5555),
+        store_timestamp=6,
+        store_host=("127.0.0.1", 10911),
+        reconsume_times=2,
+        prepared_tx_offset=9,
+    )
     b = encode_record(m, 4096)
     props = b"KEYS\x01k1\x02"
     assert len(b) == 91 + 5 + 9 + len(props)
@@ -51,8 +62,15 @@ def test_v1_ipv4_layout() -> None:
     assert b[48:56] == bytes([127, 0, 0, 1]) + struct.pack(">i", 5555)
     assert b.endswith(b"\x09TopicTest" + struct.pack(">h", len(props)) + props)
     r = decode_record(b, 0, 4096)
-    assert (r.offset, r.topic, r.body, r.born_host, r.store_host, r.queue_offset, r.version) == \
-        (4096, "TopicTest", b"hello", ("127.0.0.1", 5555), ("127.0.0.1", 10911), 11, 1)
+    assert (r.offset, r.topic, r.body, r.born_host, r.store_host, r.queue_offset, r.version) == (
+        4096,
+        "TopicTest",
+        b"hello",
+        ("127.0.0.1", 5555),
+        ("127.0.0.1", 10911),
+        11,
+        1,
+    )
     assert r.properties_dict() == {"KEYS": "k1"}
     assert r.to_dict()["bornHost"] == "127.0.0.1:5555"
 
@@ -78,13 +96,21 @@ def test_forced_v2_short_topic() -> None:
 
 hosts = st.one_of(st.ip_addresses(v=4).map(str), st.ip_addresses(v=6).map(str))
 messages = st.builds(
-    Message, topic=st.text(min_size=1, max_size=300).filter(lambda t: len(t.encode()) <= 300),
+    Message,
+    topic=st.text(min_size=1, max_size=300).filter(lambda t: len(t.encode()) <= 300),
     body=st.binary(max_size=300),
-    properties=st.dictionaries(st.text(alphabet="abcdefgh", min_size=1, max_size=5),
-                               st.text(alphabet="xyz0123", max_size=5), max_size=3),
-    queue_id=st.integers(0, 2**31 - 1), queue_offset=st.integers(0, 2**62),
-    born_host=st.tuples(hosts, st.integers(0, 65535)), store_host=st.tuples(hosts, st.integers(0, 65535)),
-    born_timestamp=st.integers(0, 2**62), store_timestamp=st.integers(0, 2**62))
+    properties=st.dictionaries(
+        st.text(alphabet="abcdefgh", min_size=1, max_size=5),
+        st.text(alphabet="xyz0123", max_size=5),
+        max_size=3,
+    ),
+    queue_id=st.integers(0, 2**31 - 1),
+    queue_offset=st.integers(0, 2**62),
+    born_host=st.tuples(hosts, st.integers(0, 65535)),
+    store_host=st.tuples(hosts, st.integers(0, 65535)),
+    born_timestamp=st.integers(0, 2**62),
+    store_timestamp=st.integers(0, 2**62),
+)
 
 
 @settings(deadline=None)
@@ -127,7 +153,7 @@ def test_writer_reader_property(tmp_path_factory, msgs: list[Message], file_size
 
 
 def test_rollover_strict_rule(tmp_path: Path) -> None:
-    m = Message("T", b"x" * 8)          # 100 bytes
+    m = Message("T", b"x" * 8)  # 100 bytes
     with CommitLogWriter(tmp_path / "a", 308) as w:
         offs = [w.append(m) for _ in range(4)]
     # 0,100,200 fit (remaining 108 before the third: 100 + 8 > 108 is false); then remaining 8 -> blank
@@ -136,7 +162,7 @@ def test_rollover_strict_rule(tmp_path: Path) -> None:
     assert struct.unpack_from(">iI", data, 300) == (8, BLANK_MAGIC)
     with CommitLogWriter(tmp_path / "b", 307) as w:
         offs = [w.append(m) for _ in range(3)]
-    assert offs == [0, 100, 307]       # remaining 107 before the third: 108 > 107 -> blank of 107
+    assert offs == [0, 100, 307]  # remaining 107 before the third: 108 > 107 -> blank of 107
     data = (tmp_path / "b" / file_name(0)).read_bytes()
     assert struct.unpack_from(">iI", data, 200) == (107, BLANK_MAGIC)
 
@@ -159,7 +185,7 @@ def _store(tmp_path: Path, n: int = 12, file_size: int = 1000) -> Path:
 
 
 def test_scan_and_boundaries(tmp_path: Path, unchanged) -> None:
-    d = _store(tmp_path)     # records of 192 bytes, 5 per 1000-byte file (960 + blank)
+    d = _store(tmp_path)  # records of 192 bytes, 5 per 1000-byte file (960 + blank)
     with unchanged(tmp_path):
         log = CommitLog(d)
         s = log.scan(deep=True)
@@ -176,38 +202,44 @@ def test_torn_tail_is_found(tmp_path: Path, unchanged) -> None:
     d = _store(tmp_path)
     p = d / file_name(2000)
     data = bytearray(p.read_bytes())
-    data[192 + 150:192 + 188] = bytes(38)      # the last record lost its end: the CRC catches it
+    data[192 + 150 : 192 + 188] = bytes(38)  # the last record lost its end: the CRC catches it
     p.write_bytes(bytes(data))
     with unchanged(tmp_path):
         s = CommitLog(d).scan()
     assert s.max_offset == 2192 and s.stop == "corrupt"
-    assert s.problems == [f"{p} offset 2192: BODYCRC mismatch: field says {zlib.crc32(b'L' * 100) & 0x7FFFFFFF},"  # noqa: E501
-                          f" body gives {zlib.crc32(b'L' * 62 + bytes(38)) & 0x7FFFFFFF}; the valid data ends there"]  # noqa: E501
+    assert s.problems == [
+        f"{p} offset 2192: BODYCRC mismatch: field says {zlib.crc32(b'L' * 100) & 0x7FFFFFFF},"
+        f" body gives {zlib.crc32(b'L' * 62 + bytes(38)) & 0x7FFFFFFF}; the valid data ends there"
+    ]
 
 
 def test_wrong_crc_strict_reader(tmp_path: Path, unchanged) -> None:
     d = _store(tmp_path)
     p = d / file_name(1000)
     data = bytearray(p.read_bytes())
-    data[192 + 8:192 + 12] = struct.pack(">i", 1)
+    data[192 + 8 : 192 + 12] = struct.pack(">i", 1)
     p.write_bytes(bytes(data))
     with unchanged(tmp_path):
         with pytest.raises(StoreError) as ei:
             list(CommitLog(d).iter_records())
-        assert str(ei.value) == f"{p} offset 1192: BODYCRC mismatch: field says 1, body gives " \
-                                f"{zlib.crc32(b'G' * 100) & 0x7FFFFFFF}"
+        assert (
+            str(ei.value) == f"{p} offset 1192: BODYCRC mismatch: field says 1, body gives "
+            f"{zlib.crc32(b'G' * 100) & 0x7FFFFFFF}"
+        )
         s = CommitLog(d).scan(deep=True)
         assert s.max_offset == 1192 and s.records == 6
         assert s.bytes_beyond == 1000
-        assert s.problems[-1] == f"1 file(s) after offset 1192 hold data that recovery would drop, first " \
-                                 f"{d / file_name(2000)}"
+        assert (
+            s.problems[-1] == f"1 file(s) after offset 1192 hold data that recovery would drop, first "
+            f"{d / file_name(2000)}"
+        )
 
 
 def test_wrong_physical_offset(tmp_path: Path, unchanged) -> None:
     d = _store(tmp_path)
     p = d / file_name(0)
     data = bytearray(p.read_bytes())
-    data[384 + 28:384 + 36] = struct.pack(">q", 999)
+    data[384 + 28 : 384 + 36] = struct.pack(">q", 999)
     p.write_bytes(bytes(data))
     with unchanged(tmp_path), pytest.raises(StoreError) as ei:
         list(CommitLog(d).iter_records())
@@ -244,8 +276,10 @@ def test_truncated_last_file_mid_record(tmp_path: Path, unchanged) -> None:
         log = CommitLog(d)
         s = log.scan()
         assert s.max_offset == 2192 and s.stop == "corrupt"
-        assert s.problems[-1] == f"{p} offset 2192: torn record: TOTALSIZE 192 but only 108 bytes remain; " \
-                                 f"the valid data ends there"
+        assert (
+            s.problems[-1] == f"{p} offset 2192: torn record: TOTALSIZE 192 but only 108 bytes remain; "
+            f"the valid data ends there"
+        )
         with pytest.raises(StoreError) as ei:
             list(log.iter_records())
         assert str(ei.value) == f"{p} offset 2192: torn record: TOTALSIZE 192 but only 108 bytes remain"
@@ -270,8 +304,10 @@ def test_gap_between_files(tmp_path: Path, unchanged) -> None:
     (d / file_name(1000)).rename(d / file_name(5000))
     with unchanged(tmp_path), pytest.raises(StoreError) as ei:
         CommitLog(d)
-    assert str(ei.value) == (f"{d / file_name(2000)} offset 0: expected the file after {file_name(0)} to start "  # noqa: E501
-                             f"at 1000 (file size 1000)")
+    assert str(ei.value) == (
+        f"{d / file_name(2000)} offset 0: expected the file after {file_name(0)} to start "
+        f"at 1000 (file size 1000)"
+    )
 
 
 def test_walker_resyncs_mid_record(tmp_path: Path) -> None:
@@ -290,7 +326,7 @@ def test_walker_skips_corrupt_record_and_reports_it(tmp_path: Path) -> None:
     assert pr.offset.tolist() == [0, 192, 384, 576, 768] and pr.crc_ok.tolist() == [1, 0, 1, 1, 1]
     (p,) = pr.problems
     assert (p.offset, p.length, p.kind) == (192, 192, "crc") and p.reason.startswith("BODYCRC mismatch")
-    data[192 + 30] ^= 0xFF                      # PHYSICALOFFSET: not a record any more
+    data[192 + 30] ^= 0xFF  # PHYSICALOFFSET: not a record any more
     pr = parse_byte_range(bytes(data), 0, 0, len(data))
     assert pr.offset.tolist() == [0, 384, 576, 768]
     assert [(p.offset, p.length, p.kind) for p in pr.problems] == [(192, 192, "corrupt")]
@@ -322,9 +358,19 @@ def test_walker_resync_property(bodies: list[bytes], data) -> None:
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.binary(max_size=150), st.sampled_from([MAGIC_V1, MAGIC_V2]),
-                          st.binary(max_size=150), st.sampled_from(["magic", "head", "record"])),
-                min_size=1, max_size=40), st.data())
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(max_size=150),
+            st.sampled_from([MAGIC_V1, MAGIC_V2]),
+            st.binary(max_size=150),
+            st.sampled_from(["magic", "head", "record"]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.data(),
+)
 def test_walker_chain_skips_magic_bytes_inside_bodies(parts, data) -> None:
     """Bodies holding MAGICCODE bytes (alone, with a plausible TOTALSIZE before them, or a whole
     encoded record) give the vectorized chain walk candidates that are not records: the walk, from the
@@ -332,9 +378,11 @@ def test_walker_chain_skips_magic_bytes_inside_bodies(parts, data) -> None:
     buf = bytearray()
     offsets = []
     for pre, magic, post, kind in parts:
-        inner = {"magic": struct.pack(">I", magic) + post,
-                 "head": struct.pack(">iI", 8 + len(post), magic) + post,
-                 "record": encode_record(Message("T", post), 0)}[kind]
+        inner = {
+            "magic": struct.pack(">I", magic) + post,
+            "head": struct.pack(">iI", 8 + len(post), magic) + post,
+            "record": encode_record(Message("T", post), 0),
+        }[kind]
         offsets.append(len(buf))
         buf += encode_record(Message("T", pre + inner, queue_offset=len(offsets)), 10_000 + len(buf))
     end = len(buf)
@@ -352,11 +400,12 @@ def test_walker_chain_skips_magic_bytes_inside_bodies(parts, data) -> None:
 # max physical offset) stays at the marker, the end of the last message. tests/recover/
 # test_rocketmq_broker_store.py checks the same against a real RocketMQ broker.
 
+
 def _marker_store(tmp_path: Path) -> tuple[Path, int]:
     """Files 0 and 1000 of a 1000-byte log; file 1000 ends with the blank marker after its records and
     there is no file 2000 (as when it could not be created, or a slave's copy stopped at the file end)."""
-    d = _store(tmp_path, n=11)          # 5 records of 192 bytes per file, blank marker at 960
-    (d / file_name(2000)).unlink()      # the 11th record
+    d = _store(tmp_path, n=11)  # 5 records of 192 bytes per file, blank marker at 960
+    (d / file_name(2000)).unlink()  # the 11th record
     return d, 1960
 
 
@@ -368,8 +417,13 @@ def test_blank_marker_in_the_last_file_ends_the_log_at_the_marker(tmp_path: Path
         log = CommitLog(d)
         for deep in (False, True):
             s = log.scan(deep=deep)
-            assert (s.max_offset, s.records, s.stop, s.problems, s.bytes_beyond) == \
-                (marker, 10, "blank-eof", [], 0)
+            assert (s.max_offset, s.records, s.stop, s.problems, s.bytes_beyond) == (
+                marker,
+                10,
+                "blank-eof",
+                [],
+                0,
+            )
         assert s.last_record_offset == marker - 192
         assert [r.offset for r in log.iter_records()][-1] == marker - 192
         assert log.boundaries_around(marker, marker) == (marker, marker)
@@ -395,15 +449,19 @@ def test_empty_last_file_is_not_part_of_the_log(tmp_path: Path, unchanged) -> No
         assert [f.start for f in log.files] == [0, 1000]
         s = log.scan()
         assert (s.max_offset, s.stop) == (marker, "blank-eof")
-        assert s.problems == [f"{d / file_name(2000)}: empty file (0 bytes) at the end of the commitlog; "
-                              f"RocketMQ deletes it when it loads the commitlog"]
+        assert s.problems == [
+            f"{d / file_name(2000)}: empty file (0 bytes) at the end of the commitlog; "
+            f"RocketMQ deletes it when it loads the commitlog"
+        ]
     only = tmp_path / "only"
     only.mkdir()
     (only / file_name(0)).write_bytes(b"")
     with pytest.raises(StoreError) as ei:
         CommitLog(only)
-    assert str(ei.value) == (f"{only}: no commitlog files: only {file_name(0)}, an empty file (0 bytes) that "
-                             f"RocketMQ deletes when it loads them")
+    assert str(ei.value) == (
+        f"{only}: no commitlog files: only {file_name(0)}, an empty file (0 bytes) that "
+        f"RocketMQ deletes when it loads them"
+    )
 
 
 def test_writer_resumes_at_the_marker_like_rocketmq(tmp_path: Path) -> None:
@@ -412,7 +470,7 @@ def test_writer_resumes_at_the_marker_like_rocketmq(tmp_path: Path) -> None:
     d, marker = _marker_store(tmp_path)
     with CommitLogWriter(d, 1000) as w:
         assert w.offset == marker
-        small = w.append(Message("T", b"s"))          # 93 bytes: 93 + 8 > 40, so a new marker at 1960
+        small = w.append(Message("T", b"s"))  # 93 bytes: 93 + 8 > 40, so a new marker at 1960
     assert small == 2000
     log = CommitLog(d)
     assert struct.unpack_from(">iI", (d / file_name(1000)).read_bytes(), 960) == (40, BLANK_MAGIC)

@@ -17,6 +17,7 @@ from mqctl.store.epochfile import EpochEntry
 
 # ------------------------------------------------------------------ brokerIdentity
 
+
 def test_identity_round_trip_bytes(tmp_path: Path) -> None:
     ident = identity.BrokerIdentity("DefaultCluster", "broker-a", 1)
     identity.write_identity(tmp_path, ident)
@@ -36,13 +37,16 @@ def test_identity_absent(tmp_path: Path) -> None:
     assert identity.read_identity(tmp_path) is None
 
 
-@pytest.mark.parametrize("content,msg", [
-    (b"c#b", "line 1, offset 0: expected 3 '#'-separated fields, found 2: 'c#b'"),
-    (b"c#b#x", "line 1, offset 4: brokerId 'x' is not an integer"),
-    (b"#b#1", "line 1, offset 0: empty clusterName"),
-    (b"c##1", "line 1, offset 2: empty brokerName"),
-    (b"\xff\xfe#b#1", "offset 0: not UTF-8 text (invalid start byte)"),
-])
+@pytest.mark.parametrize(
+    "content,msg",
+    [
+        (b"c#b", "line 1, offset 0: expected 3 '#'-separated fields, found 2: 'c#b'"),
+        (b"c#b#x", "line 1, offset 4: brokerId 'x' is not an integer"),
+        (b"#b#1", "line 1, offset 0: empty clusterName"),
+        (b"c##1", "line 1, offset 2: empty brokerName"),
+        (b"\xff\xfe#b#1", "offset 0: not UTF-8 text (invalid start byte)"),
+    ],
+)
 def test_identity_corrupt(tmp_path: Path, unchanged, content: bytes, msg: str) -> None:
     (tmp_path / "brokerIdentity").write_bytes(content)
     with unchanged(tmp_path), pytest.raises(StoreError) as ei:
@@ -51,15 +55,18 @@ def test_identity_corrupt(tmp_path: Path, unchanged, content: bytes, msg: str) -
 
 
 @settings(deadline=None)
-@given(st.text(alphabet=st.characters(blacklist_characters="#\n\r", blacklist_categories=("Cs",)), min_size=1),  # noqa: E501
-       st.text(alphabet=st.characters(blacklist_characters="#\n\r", blacklist_categories=("Cs",)), min_size=1),  # noqa: E501
-       st.integers(min_value=0, max_value=2**63 - 1))
+@given(
+    st.text(alphabet=st.characters(blacklist_characters="#\n\r", blacklist_categories=("Cs",)), min_size=1),
+    st.text(alphabet=st.characters(blacklist_characters="#\n\r", blacklist_categories=("Cs",)), min_size=1),
+    st.integers(min_value=0, max_value=2**63 - 1),
+)
 def test_identity_property(cluster: str, broker: str, bid: int) -> None:
     ident = identity.BrokerIdentity(cluster, broker, bid)
     assert identity.parse_identity(identity.encode_identity(ident)) == ident
 
 
 # ------------------------------------------------------------------ epochFileCheckpoint
+
 
 def test_epoch_file_source_example(tmp_path: Path) -> None:
     entries = [EpochEntry(7, 7000), EpochEntry(8, 8000)]
@@ -103,22 +110,37 @@ def test_epoch_cache_row26() -> None:
     other = [EpochEntry(1, 100), EpochEntry(2, 300), EpochEntry(3, 450)]
     LM = epochfile.LONG_MAX
     assert epochfile.find_consistent_point(entries, LM, other, LM) == 450
-    assert epochfile.find_consistent_point(
-        [EpochEntry(1, 100), EpochEntry(2, 300), EpochEntry(3, 500)], 700,
-        [EpochEntry(1, 100), EpochEntry(2, 300), EpochEntry(3, 500)], 600) == 600
+    assert (
+        epochfile.find_consistent_point(
+            [EpochEntry(1, 100), EpochEntry(2, 300), EpochEntry(3, 500)],
+            700,
+            [EpochEntry(1, 100), EpochEntry(2, 300), EpochEntry(3, 500)],
+            600,
+        )
+        == 600
+    )
     assert epochfile.find_consistent_point(entries, LM, [EpochEntry(1, 200), EpochEntry(2, 500)], LM) == -1
 
 
-@pytest.mark.parametrize("content,msg", [
-    (b"x\n0\n1-0\n", "line 1, offset 0: bad count line 'x', expected a decimal entry count"),
-    (b"3\n0\n1-0\n2-5\n", "line 1, offset 0: count line says 3 entries, found 2"),
-    (b"2\n12345\n7-7000\n8-8000\n", "line 2, offset 2: CRC mismatch: file says 12345, entries give 773307083"),  # noqa: E501
-    (b"1\nabc\n1-0\n", "line 2, offset 2: bad CRC line 'abc', expected a decimal CRC"),
-    (b"1\n0\n1-zz\n", "line 3, offset 4: bad entry '1-zz', expected <epoch>-<startOffset>"),
-    (b"", "line 1, offset 0: empty file, expected a count line"),
-    # a torn last line still parses as 2 entries: the CRC catches it
-    (b"2\n773307083\n7-7000\n8-80", "line 2, offset 2: CRC mismatch: file says 773307083, entries give 681949327"),  # noqa: E501
-])
+@pytest.mark.parametrize(
+    "content,msg",
+    [
+        (b"x\n0\n1-0\n", "line 1, offset 0: bad count line 'x', expected a decimal entry count"),
+        (b"3\n0\n1-0\n2-5\n", "line 1, offset 0: count line says 3 entries, found 2"),
+        (
+            b"2\n12345\n7-7000\n8-8000\n",
+            "line 2, offset 2: CRC mismatch: file says 12345, entries give 773307083",
+        ),
+        (b"1\nabc\n1-0\n", "line 2, offset 2: bad CRC line 'abc', expected a decimal CRC"),
+        (b"1\n0\n1-zz\n", "line 3, offset 4: bad entry '1-zz', expected <epoch>-<startOffset>"),
+        (b"", "line 1, offset 0: empty file, expected a count line"),
+        # a torn last line still parses as 2 entries: the CRC catches it
+        (
+            b"2\n773307083\n7-7000\n8-80",
+            "line 2, offset 2: CRC mismatch: file says 773307083, entries give 681949327",
+        ),
+    ],
+)
 def test_epoch_file_corrupt_no_bak(tmp_path: Path, unchanged, content: bytes, msg: str) -> None:
     (tmp_path / "epochFileCheckpoint").write_bytes(content)
     with unchanged(tmp_path), pytest.raises(StoreError) as ei:
@@ -133,8 +155,11 @@ def test_epoch_file_corrupt_main_uses_bak(tmp_path: Path, unchanged) -> None:
     with unchanged(tmp_path):
         got = epochfile.read_epoch_file(tmp_path)
     assert got.entries == [EpochEntry(7, 7000), EpochEntry(8, 8000)]
-    assert got.problems == [f"{tmp_path / 'epochFileCheckpoint'} line 2, offset 2: CRC mismatch: file says 1, "  # noqa: E501
-                            f"entries give 773307083", "using epochFileCheckpoint.bak"]
+    assert got.problems == [
+        f"{tmp_path / 'epochFileCheckpoint'} line 2, offset 2: CRC mismatch: file says 1, "
+        f"entries give 773307083",
+        "using epochFileCheckpoint.bak",
+    ]
 
 
 def test_epoch_file_both_corrupt(tmp_path: Path, unchanged) -> None:
@@ -145,7 +170,8 @@ def test_epoch_file_both_corrupt(tmp_path: Path, unchanged) -> None:
     assert str(ei.value) == (
         f"{tmp_path / 'epochFileCheckpoint'} line 1, offset 0: bad count line 'garbage', expected a decimal "
         f"entry count; fallback {tmp_path / 'epochFileCheckpoint.bak'} line 1, offset 0: bad count line "
-        f"'\\x00\\x01', expected a decimal entry count")
+        f"'\\x00\\x01', expected a decimal entry count"
+    )
 
 
 def test_epoch_file_zero_crc_means_unchecked() -> None:
@@ -161,6 +187,7 @@ def test_epoch_file_crc_covers_every_line_read() -> None:
     """CheckpointFile.read appends EVERY line after the CRC line (plus a line separator) to the CRC input,
     also the ones fromLine skips: an extra line makes RocketMQ reject the file (and read the .bak)."""
     import zlib
+
     for extra in (b"xyz\n", b"\n"):
         with pytest.raises(StoreError, match="line 2, offset 2: CRC mismatch: file says 773307083"):
             epochfile.parse_epoch_file(b"2\n773307083\n7-7000\n8-8000\n" + extra, "f")
@@ -168,8 +195,10 @@ def test_epoch_file_crc_covers_every_line_read() -> None:
     crc = zlib.crc32(block) & 0x7FFFFFFF
     assert epochfile.parse_epoch_file(b"1\n%d\n" % crc + block) == [EpochEntry(3, 30)]
     # a last line without its newline is read with one (readLine + lineSeparator)
-    assert epochfile.parse_epoch_file(b"2\n773307083\n7-7000\n8-8000") == [EpochEntry(7, 7000),
-                                                                            EpochEntry(8, 8000)]
+    assert epochfile.parse_epoch_file(b"2\n773307083\n7-7000\n8-8000") == [
+        EpochEntry(7, 7000),
+        EpochEntry(8, 8000),
+    ]
 
 
 def test_epoch_file_line_split_like_java() -> None:
@@ -178,8 +207,10 @@ def test_epoch_file_line_split_like_java() -> None:
 
 
 entries_st = st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 2**40)), max_size=20).map(
-    lambda xs: [EpochEntry(i, s) for i, s in
-                zip(sorted({e for e, _ in xs}), sorted(s for _, s in xs), strict=False)])
+    lambda xs: [
+        EpochEntry(i, s) for i, s in zip(sorted({e for e, _ in xs}), sorted(s for _, s in xs), strict=False)
+    ]
+)
 
 
 @settings(deadline=None)
@@ -193,7 +224,7 @@ def test_epoch_file_property_round_trip(entries: list[EpochEntry]) -> None:
 def test_truncate_suffix_property(entries: list[EpochEntry], off: int) -> None:
     kept = epochfile.truncate_suffix_by_offset(entries, off)
     assert all(e.start_offset < off for e in kept)
-    assert kept == entries[:len(kept)]
+    assert kept == entries[: len(kept)]
 
 
 @settings(max_examples=50, deadline=None)
@@ -206,6 +237,7 @@ def test_epoch_file_garbage_never_crashes(data: bytes) -> None:
 
 
 # ------------------------------------------------------------------ checkpoint
+
 
 def test_checkpoint_round_trip(tmp_path: Path) -> None:
     cp = checkpoint.StoreCheckpoint(1700000000000, 1700000000001, 1700000000002, 4096, 8192)
@@ -222,9 +254,11 @@ def test_checkpoint_truncated(tmp_path: Path, unchanged) -> None:
         checkpoint.read_checkpoint(tmp_path)
     msg = str(ei.value)
     # what is short: the file, its size, the fields cut off; and what to do
-    assert msg.startswith(f"{tmp_path / 'checkpoint'} offset 20: short checkpoint file: 20 bytes, but "
-                          "its 5 fields need 40 (RocketMQ writes 4096), so indexMsgTimestamp, "
-                          "masterFlushedOffset and confirmPhyOffset are cut off;")
+    assert msg.startswith(
+        f"{tmp_path / 'checkpoint'} offset 20: short checkpoint file: 20 bytes, but "
+        "its 5 fields need 40 (RocketMQ writes 4096), so indexMsgTimestamp, "
+        "masterFlushedOffset and confirmPhyOffset are cut off;"
+    )
     assert "Move the file out of the store" in msg and "put back a copy from a backup" in msg
     assert "so confirmPhyOffset is cut off;" in checkpoint.short_checkpoint_message(39)
     (tmp_path / "checkpoint").write_bytes(bytes(40))  # the fields complete: read
@@ -239,6 +273,7 @@ def test_checkpoint_property(vals: list[int]) -> None:
 
 
 # ------------------------------------------------------------------ abort and lock
+
 
 def test_abort_round_trip(tmp_path: Path) -> None:
     assert abort.read_abort(tmp_path) is None
@@ -259,13 +294,15 @@ time.sleep(60)
 
 
 def hold_lock_in_process(root: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(root / "lock")], stdout=subprocess.PIPE, text=True)  # noqa: E501
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(root / "lock")], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
     return proc
 
 
 def test_lock_detects_other_process(tmp_path: Path) -> None:
-    assert abort.is_locked(tmp_path) is False          # no lock file
+    assert abort.is_locked(tmp_path) is False  # no lock file
     (tmp_path / "lock").touch()
     assert abort.is_locked(tmp_path) is False
     proc = hold_lock_in_process(tmp_path)

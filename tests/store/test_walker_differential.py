@@ -43,8 +43,9 @@ def _can_compile() -> bool:
 
 
 cw = _compiled()
-needs_c = pytest.mark.skipif(cw is None, reason="the compiled walker is not built (no C compiler or zlib.h "
-                                                "at pip install)")
+needs_c = pytest.mark.skipif(
+    cw is None, reason="the compiled walker is not built (no C compiler or zlib.h at pip install)"
+)
 
 
 def test_the_compiled_walker_is_built_where_it_can_be() -> None:
@@ -66,9 +67,15 @@ def _walks(buf: bytes, base: int) -> list[tuple[str, dict]]:
         for end in (n, min(n, start + 700)):
             for head_owned in (None, True, False):
                 out.append(("range", dict(start=start, end=end, head_owned=head_owned)))
-    for kw in (dict(check_crc=False), dict(fields=False), dict(stop_at_damage=True),
-               dict(stop_at_damage=True, fields=False), dict(extract=("bodies", "properties", "hosts")),
-               dict(extract=("hosts",), check_crc=False), dict(limit=n // 2)):
+    for kw in (
+        dict(check_crc=False),
+        dict(fields=False),
+        dict(stop_at_damage=True),
+        dict(stop_at_damage=True, fields=False),
+        dict(extract=("bodies", "properties", "hosts")),
+        dict(extract=("hosts",), check_crc=False),
+        dict(limit=n // 2),
+    ):
         out.append(("range", dict(start=0, end=n, **kw)))
         out.append(("range", dict(start=n // 2, end=n, **kw)))
     return out
@@ -87,20 +94,27 @@ def test_both_walkers_agree_on_the_damage_corpus(case) -> None:
         c, ref = both(lambda kw=kw: _call(buf, base, kw))
         assert c == ref, (what, kw)
     # blocks, the chains of an earlier walk, records read back at their positions, the recovery scan
-    c, ref = both(lambda: [answer(p) for p in walker.parse_blocks(buf, base, 0, len(buf), block=3,
-                                                                    extract=("bodies", "hosts"))])
+    c, ref = both(
+        lambda: [
+            answer(p)
+            for p in walker.parse_blocks(buf, base, 0, len(buf), block=3, extract=("bodies", "hosts"))
+        ]
+    )
     assert c == ref
     with using("numpy"):
         scan = scan_buffer(buf, base, keep_chain=True)
         good = walker.parse_byte_range(buf, base, 0, len(buf))
-    c, ref = both(lambda: [answer(p) for p in walker.parse_blocks(buf, base, 0, len(buf), block=5,
-                                                                    known=scan.chain)])
+    c, ref = both(
+        lambda: [answer(p) for p in walker.parse_blocks(buf, base, 0, len(buf), block=5, known=scan.chain)]
+    )
     assert c == ref
-    c, ref = both(lambda: answer(walker.records_at(buf, base, good.position,
-                                                   extract=("bodies", "properties", "hosts"))))
+    c, ref = both(
+        lambda: answer(walker.records_at(buf, base, good.position, extract=("bodies", "properties", "hosts")))
+    )
     assert c == ref
     c, ref = both(lambda: answer(walker.records_at(buf, base, good.position[::-1].copy(), topics=False)))
     assert c == ref
+
     def scan() -> dict:
         s = scan_buffer(buf, base, keep_chain=True)
         return vars(s) | {"chain": s.chain.positions.tolist() if s.chain else None, "error": str(s.error)}
@@ -137,7 +151,7 @@ def test_zero_gaps_of_many_windows_are_passed_over_the_same() -> None:
     # in the last 8 bytes of one (the numpy walker's window test reads 8 bytes past its end)
     rng = random.Random(11)
     head, _ = records(0, rng, 3)
-    C = walker._CHUNK           # the windows start at the gap's second byte (region: next_boundary(pos + 1))
+    C = walker._CHUNK  # the windows start at the gap's second byte (region: next_boundary(pos + 1))
     for gap in (1, 7, C - 9, C - 4, C - 3, C - 2, C - 1, C, C + 1, C + 3, 2 * C - 2, 2 * C + 6, 3 * C + 100):
         at = len(head) + gap
         tail, _ = records(at, rng, 2)
@@ -148,7 +162,7 @@ def test_zero_gaps_of_many_windows_are_passed_over_the_same() -> None:
 
         c, ref = both(run)
         assert c == ref, gap
-        assert ref["position"][1][-2] == at, gap     # the records after the gap were found
+        assert ref["position"][1][-2] == at, gap  # the records after the gap were found
 
 
 @needs_c
@@ -164,18 +178,38 @@ def test_records_at_a_position_that_is_not_a_record_raises_the_same() -> None:
     sysflag = struct.unpack_from(">i", grown, at[4] + 36)[0]
     brel = 68 + (20 if sysflag & 0x10 else 8) + (20 if sysflag & 0x20 else 8)
     struct.pack_into(">i", grown, at[4], 1 << 20)
-    struct.pack_into(">i", grown, at[4] + brel, (1 << 20) - 200)      # the body too, past the end
+    struct.pack_into(">i", grown, at[4] + brel, (1 << 20) - 200)  # the body too, past the end
     c, ref = both(lambda: answer(walker.records_at(bytes(grown), 4096, np.asarray(at[3:5], dtype=np.int64))))
-    assert c == ref == ("raised", "RecordError", f"offset {4096 + at[4]}: torn record: TOTALSIZE "
-                                                 f"{1 << 20} but only {len(buf) - at[4]} bytes remain")
+    assert (
+        c
+        == ref
+        == (
+            "raised",
+            "RecordError",
+            f"offset {4096 + at[4]}: torn record: TOTALSIZE "
+            f"{1 << 20} but only {len(buf) - at[4]} bytes remain",
+        )
+    )
 
 
 @needs_c
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**40), st.integers(1, 12), st.randoms(use_true_random=False),
-       st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from(["flip", "set", "cut", "zero", "dup"]),
-                          st.binary(min_size=1, max_size=12)), max_size=4),
-       st.integers(0, 10**6), st.booleans(), st.booleans())
+@given(
+    st.integers(0, 2**40),
+    st.integers(1, 12),
+    st.randoms(use_true_random=False),
+    st.lists(
+        st.tuples(
+            st.integers(0, 10**6),
+            st.sampled_from(["flip", "set", "cut", "zero", "dup"]),
+            st.binary(min_size=1, max_size=12),
+        ),
+        max_size=4,
+    ),
+    st.integers(0, 10**6),
+    st.booleans(),
+    st.booleans(),
+)
 def test_both_walkers_agree_on_random_damage(base, count, rng, edits, cut, stop, crc) -> None:
     buf, _ = records(base, rng, count)
     for at, how, data in edits:
@@ -185,18 +219,21 @@ def test_both_walkers_agree_on_random_damage(base, count, rng, edits, cut, stop,
         if how == "flip":
             buf[i] ^= data[0] or 1
         elif how == "set":
-            buf[i:i + len(data)] = data
+            buf[i : i + len(data)] = data
         elif how == "cut":
             del buf[i:]
         elif how == "zero":
-            buf[i:i + data[0]] = bytes(len(buf[i:i + data[0]]))
+            buf[i : i + data[0]] = bytes(len(buf[i : i + data[0]]))
         else:
-            buf += buf[i:i + 300]
+            buf += buf[i : i + 300]
     data = bytes(buf)
     start = cut % (len(data) + 1)
-    for kw in (dict(start=0, end=len(data)), dict(start=start, end=len(data)),
-               dict(start=start, end=len(data), head_owned=True, stop_at_damage=stop, check_crc=crc),
-               dict(start=0, end=len(data), extract=("bodies", "properties", "hosts"))):
+    for kw in (
+        dict(start=0, end=len(data)),
+        dict(start=start, end=len(data)),
+        dict(start=start, end=len(data), head_owned=True, stop_at_damage=stop, check_crc=crc),
+        dict(start=0, end=len(data), extract=("bodies", "properties", "hosts")),
+    ):
         c, ref = both(lambda kw=kw: _call(data, base, kw))
         assert c == ref, kw
 
@@ -215,8 +252,14 @@ def test_a_store_reads_the_same_with_either_walker(tmp_path: Path) -> None:
     rng = random.Random(3)
     with CommitLogWriter(d, 4096) as w:
         for i in range(60):
-            w.append(Message(rng.choice(["A", "B" * 130]), rng.randbytes(rng.randrange(300)), queue_offset=i,
-                             born_host=rng.choice([("127.0.0.1", 1), ("::1", 2)])))
+            w.append(
+                Message(
+                    rng.choice(["A", "B" * 130]),
+                    rng.randbytes(rng.randrange(300)),
+                    queue_offset=i,
+                    born_host=rng.choice([("127.0.0.1", 1), ("::1", 2)]),
+                )
+            )
     p = sorted(d.iterdir())[2]
     b = bytearray(p.read_bytes())
     b[700] ^= 0x40
@@ -235,17 +278,26 @@ def test_a_store_reads_the_same_with_either_walker(tmp_path: Path) -> None:
 
 def test_walker_choice_by_environment_and_the_version_line() -> None:
     env = dict(os.environ)
-    for want, expect in (("numpy", "record walker: numpy"), ("c", "record walker: c (CRC-32: "),
-                         ("bogus", "record walker: numpy (CRC-32: ")):
+    for want, expect in (
+        ("numpy", "record walker: numpy"),
+        ("c", "record walker: c (CRC-32: "),
+        ("bogus", "record walker: numpy (CRC-32: "),
+    ):
         if want == "c" and cw is None:
             continue
         env["MQCTL_WALKER"] = want
-        out = subprocess.run([sys.executable, "-m", "mqctl", "--version"], env=env, capture_output=True,
-                             text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-m", "mqctl", "--version"], env=env, capture_output=True, text=True, timeout=60
+        )
         assert out.returncode == 0 and out.stdout.splitlines()[1].startswith(expect), out
     env.pop("MQCTL_WALKER")
-    out = subprocess.run([sys.executable, "-m", "mqctl", "recover", "inspect", "-v", "/nonexistent-store"],
-                         env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "mqctl", "recover", "inspect", "-v", "/nonexistent-store"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "record walker: " + ("c" if cw is not None else "numpy") in out.stderr, out
 
 
@@ -265,7 +317,9 @@ def test_without_the_extension_the_numpy_walker_reads(tmp_path: Path) -> None:
     with CommitLogWriter(d, 4096) as w:
         for i in range(30):
             w.append(Message("T", bytes([i]) * 200, queue_offset=i))
-    code = HIDE + f"""
+    code = (
+        HIDE
+        + f"""
 from mqctl.store import walker
 from mqctl.store.commitlog import CommitLog
 assert walker.IMPL == "numpy" and walker._cw is None, walker.IMPL
@@ -277,15 +331,24 @@ try:
 except ImportError as exc:
     print("forced:", exc)
 """
+    )
     env = dict(os.environ, MQCTL_WALKER="")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == f"numpy 30 {_max_offset(d)}"
     assert lines[1].startswith("forced: the compiled record walker is not installed")
-    out = subprocess.run([sys.executable, "-c", HIDE + "import sys; from mqctl.cli import main; "
-                          "sys.argv = ['mqctl', '--version']; main()"], env=env, capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            HIDE + "import sys; from mqctl.cli import main; sys.argv = ['mqctl', '--version']; main()",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "record walker: numpy (CRC-32: " in out.stdout and "not built" in out.stdout, out
 
 
@@ -299,13 +362,33 @@ def test_pip_install_succeeds_without_a_compiler(tmp_path: Path) -> None:
     # the extension is optional: a wheel is built, without it, when compiling fails. From a copy of the
     # sources: a build/ directory left by an earlier build would hand setuptools its compiled extension
     src = tmp_path / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.so",
-                                                             "*.egg-info", "__pycache__", ".hypothesis",
-                                                             ".*_cache"))
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.so", "*.egg-info", "__pycache__", ".hypothesis", ".*_cache"
+        ),
+    )
     env = dict(os.environ, CC=str(tmp_path / "no-such-cc"), LDSHARED=str(tmp_path / "no-such-cc"))
-    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                          "--disable-pip-version-check", "-w", str(tmp_path / "w"), str(src)], env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(tmp_path / "w"),
+            str(src),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     (whl,) = (tmp_path / "w").glob("mqctl-*.whl")
     names = zipfile.ZipFile(whl).namelist()
@@ -317,6 +400,7 @@ def test_the_two_magics_and_blank_marker_are_the_c_walkers() -> None:
     # the constants the C source has must be the store module's
     src = (ROOT / "mqctl/store/_cwalker.c").read_text()
     from mqctl.store.commitlog import MAGIC_V1, MAGIC_V2, MAX_RECORD_SIZE, MIN_RECORD_SIZE
+
     assert f"#define MAGIC_V1 0x{MAGIC_V1:08X}u" in src and f"#define MAGIC_V2 0x{MAGIC_V2:08X}u" in src
     assert f"#define MIN_RECORD_SIZE {MIN_RECORD_SIZE}" in src and MAX_RECORD_SIZE == 1 << 30
     assert "#define MAX_RECORD_SIZE (1 << 30)" in src

@@ -13,8 +13,10 @@ from mqctl.upgrade.align import align
 
 
 def stores(tmp_path: Path, *specs: tuple[list[tuple[int, int]], int]) -> list[Path]:
-    return [build_store(tmp_path / f"s{i}", history=h, max_offset=m, broker_id=None)
-            for i, (h, m) in enumerate(specs)]
+    return [
+        build_store(tmp_path / f"s{i}", history=h, max_offset=m, broker_id=None)
+        for i, (h, m) in enumerate(specs)
+    ]
 
 
 def check(*paths: Path, extra: tuple[str, ...] = ()) -> tuple[int, dict]:
@@ -117,8 +119,9 @@ def test_unreachable_controller_in_controller_phase(tmp_path: Path) -> None:
 def test_abort_pid_alive_is_a_warning_not_a_refusal(tmp_path: Path) -> None:
     (tmp_path / "other").mkdir()
     with LockHolder(tmp_path / "other") as other:
-        a = build_store(tmp_path / "a", history=[(1, 0)], max_offset=3000, broker_id=None,
-                        abort=str(other.proc.pid))
+        a = build_store(
+            tmp_path / "a", history=[(1, 0)], max_offset=3000, broker_id=None, abort=str(other.proc.pid)
+        )
         code, doc = check(a)
         assert code == 0
         [st] = by(doc, "stopped")

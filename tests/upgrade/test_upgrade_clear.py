@@ -28,7 +28,7 @@ def two_stores(tmp_path: Path) -> tuple[Path, Path]:
 
 def backup_of(out: str) -> Path:
     line = next(ln for ln in out.splitlines() if ln.startswith("backup: "))
-    return Path(line[len("backup: "):])
+    return Path(line[len("backup: ") :])
 
 
 def test_clear_epochs_dry_run_changes_nothing(tmp_path: Path) -> None:
@@ -48,16 +48,27 @@ def test_clear_epochs_then_restore_gives_identical_bytes(tmp_path: Path) -> None
     a, b = a.rename(stores / "a"), b.rename(stores / "b")
     originals = _files_hash(stores)
     content = {s: file_bytes(s) for s in (a, b)}
-    r = run_cli("upgrade", "clear-epochs", "--store", str(a), "--store", str(b), "--yes",
-                "--backup-dir", str(tmp_path / "bk"))
+    r = run_cli(
+        "upgrade",
+        "clear-epochs",
+        "--store",
+        str(a),
+        "--store",
+        str(b),
+        "--yes",
+        "--backup-dir",
+        str(tmp_path / "bk"),
+    )
     assert r.code == 0, r.err
     assert backup_of(r.out) == tmp_path / "bk"
     for s in (a, b):
         assert not (s / EPOCH_FILE).exists() and not (s / (EPOCH_FILE + ".bak")).exists()
-        assert (s / "commitlog").is_dir() and (s / "checkpoint").is_file()   # nothing else touched
+        assert (s / "commitlog").is_dir() and (s / "checkpoint").is_file()  # nothing else touched
     manifest = json.loads((tmp_path / "bk" / "manifest.json").read_text())
     assert {(e["path"], len(e["sha256"])) for e in manifest["entries"]} == {
-        (EPOCH_FILE, 64), (EPOCH_FILE + ".bak", 64)}
+        (EPOCH_FILE, 64),
+        (EPOCH_FILE + ".bak", 64),
+    }
     assert len(manifest["entries"]) == 3
     # twice is harmless: nothing to clear, no second backup
     r2 = run_cli("upgrade", "clear-epochs", "--store", str(a), "--store", str(b), "--yes")
@@ -71,7 +82,7 @@ def test_clear_epochs_then_restore_gives_identical_bytes(tmp_path: Path) -> None
     r4 = run_cli("upgrade", "restore", str(tmp_path / "bk"), "--yes")
     assert r4.code == 0, r4.err
     assert {s: file_bytes(s) for s in (a, b)} == content
-    assert _files_hash(stores) == originals        # bytes, modes and mtimes of every file
+    assert _files_hash(stores) == originals  # bytes, modes and mtimes of every file
     # restoring again is harmless
     r5 = run_cli("upgrade", "restore", str(tmp_path / "bk"), "--yes")
     assert r5.code == 0 and "nothing to restore" in r5.out
@@ -80,6 +91,7 @@ def test_clear_epochs_then_restore_gives_identical_bytes(tmp_path: Path) -> None
 def _files_hash(root: Path) -> str:
     """Files only (content, mode, mtime): what restore promises to put back exactly."""
     import hashlib
+
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")):
         if p.is_file():
@@ -96,20 +108,31 @@ def test_restore_is_exact_for_files(tmp_path: Path) -> None:
     assert bk.parent == tmp_path and bk.name.startswith("a.upgrade-epochs-backup-")
     assert all(_files_hash(s) != before[s] for s in (a, b))
     assert run_cli("upgrade", "restore", str(bk), "-y").code == 0
-    assert {s: _files_hash(s) for s in (a, b)} == before     # bytes, modes and mtimes
+    assert {s: _files_hash(s) for s in (a, b)} == before  # bytes, modes and mtimes
 
 
 def test_running_broker_makes_every_destructive_command_refuse(tmp_path: Path) -> None:
     a, b = two_stores(tmp_path)
-    r = run_cli("upgrade", "clear-epochs", "--store", str(a), "--store", str(b), "-y",
-                "--backup-dir", str(tmp_path / "bk"))
+    r = run_cli(
+        "upgrade",
+        "clear-epochs",
+        "--store",
+        str(a),
+        "--store",
+        str(b),
+        "-y",
+        "--backup-dir",
+        str(tmp_path / "bk"),
+    )
     assert r.code == 0
     with LockHolder(b) as holder:
         before = tree_hash(tmp_path)
-        for args in (["clear-epochs", "--store", str(a), "--store", str(b), "-y"],
-                     ["clear-epochs", "--store", str(b), "--dry-run"],
-                     ["restore", str(tmp_path / "bk"), "-y"],
-                     ["restore", str(tmp_path / "bk"), "--dry-run"]):
+        for args in (
+            ["clear-epochs", "--store", str(a), "--store", str(b), "-y"],
+            ["clear-epochs", "--store", str(b), "--dry-run"],
+            ["restore", str(tmp_path / "bk"), "-y"],
+            ["restore", str(tmp_path / "bk"), "--dry-run"],
+        ):
             r = run_cli("upgrade", *args)
             assert r.code == 2, (args, r.out, r.err)
             assert f"{b}: the broker is running" in r.err and "stop it first" in r.err
@@ -207,6 +230,7 @@ def test_restore_refuses_conflicts_and_damaged_backups(tmp_path: Path) -> None:
 
 # --- controller data directories ----------------------------------------------------------------
 
+
 def dledger_dir(root: Path, ids: tuple[str, ...] = ("n0",)) -> Path:
     """A RocketMQ DLedger controller's controllerStorePath as DLedger lays it out."""
     for i in ids:
@@ -279,8 +303,12 @@ def test_running_rocketmq_controller_is_detected_by_its_mapped_files(tmp_path: P
     """DLedger takes no lock; a live process mapping its data file is what shows it runs."""
     d = dledger_dir(tmp_path / "DledgerController")
     data_file = d / "dledger-n0" / "data" / "00000000000000000000"
-    proc = subprocess.Popen([sys.executable, "-c", MAPPER, str(data_file)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MAPPER, str(data_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "mapped"
         before = tree_hash(tmp_path)
@@ -330,8 +358,19 @@ def test_clear_and_restore_print_one_document_with_o_json(tmp_path: Path) -> Non
     assert r.code == 0 and tree_hash(tmp_path) == before
     assert (doc["version"], doc["what"], doc["dryRun"], doc["backupDir"]) == (1, "epochs", True, None)
     assert {i["path"] for root in doc["roots"] for i in root["items"]} == {EPOCH_FILE, EPOCH_FILE + ".bak"}
-    r = run_cli("upgrade", "clear-epochs", "--store", str(a), "--store", str(b), "-y", "-o", "json",
-                "--backup-dir", str(tmp_path / "bk"))
+    r = run_cli(
+        "upgrade",
+        "clear-epochs",
+        "--store",
+        str(a),
+        "--store",
+        str(b),
+        "-y",
+        "-o",
+        "json",
+        "--backup-dir",
+        str(tmp_path / "bk"),
+    )
     doc = r.json()
     assert r.code == 0 and doc["dryRun"] is False and doc["backupDir"] == str(tmp_path / "bk")
     assert doc["undo"] == f"mqctl upgrade restore {tmp_path / 'bk'}"
@@ -343,5 +382,8 @@ def test_clear_and_restore_print_one_document_with_o_json(tmp_path: Path) -> Non
     (tmp_path / "ctl").mkdir()
     r = run_cli("upgrade", "clear-controller-data", str(tmp_path / "ctl"), "--dry-run", "-o", "json")
     doc = r.json()
-    assert r.code == 0 and (doc["what"], doc["nothingToDo"], doc["dledgerNodeIds"]) == ("controller-data",
-                                                                                        True, [])
+    assert r.code == 0 and (doc["what"], doc["nothingToDo"], doc["dledgerNodeIds"]) == (
+        "controller-data",
+        True,
+        [],
+    )

@@ -76,8 +76,14 @@ def test_full_runbook(tmp_path: Path) -> None:
         before = tree_hash(Path(node.data_dir))
         assert run_cli("upgrade", "clear-controller-data", node.data_dir, "--dry-run").code == 0
         assert tree_hash(Path(node.data_dir)) == before
-        r = run_cli("upgrade", "clear-controller-data", node.data_dir, "--yes",
-                    "--backup-dir", str(tmp_path / "ctl-backup"))
+        r = run_cli(
+            "upgrade",
+            "clear-controller-data",
+            node.data_dir,
+            "--yes",
+            "--backup-dir",
+            str(tmp_path / "ctl-backup"),
+        )
         assert r.code == 0, r.err
         assert sorted(p.name for p in Path(node.data_dir).iterdir()) == ["LOCK"]
 
@@ -103,8 +109,17 @@ def test_full_runbook(tmp_path: Path) -> None:
 
         # --- step 6: delete the epoch files (backup), twice is harmless
         before = {s: file_bytes(s) for s in stores}
-        r = run_cli("upgrade", "clear-epochs", "--store", str(master), "--store", str(slave), "--yes",
-                    "--backup-dir", str(tmp_path / "epoch-backup"))
+        r = run_cli(
+            "upgrade",
+            "clear-epochs",
+            "--store",
+            str(master),
+            "--store",
+            str(slave),
+            "--yes",
+            "--backup-dir",
+            str(tmp_path / "epoch-backup"),
+        )
         assert r.code == 0, r.err
         assert not (master / EPOCH_FILE).exists() and not (slave / EPOCH_FILE).exists()
         assert run_cli("upgrade", "clear-epochs", *store_args(stores), "-y").code == 0
@@ -115,17 +130,39 @@ def test_full_runbook(tmp_path: Path) -> None:
         m = SimBroker(master, addr, NAME, "127.0.0.1:30911", "master")
         try:
             assert read_identity(master) is not None and read_identity(master).broker_id == m.broker_id
-            r = run_cli("upgrade", "wait-master", "-a", addr, "-b", NAME, "--broker-id", str(m.broker_id),
-                        "--timeout", "30")
+            r = run_cli(
+                "upgrade",
+                "wait-master",
+                "-a",
+                addr,
+                "-b",
+                NAME,
+                "--broker-id",
+                str(m.broker_id),
+                "--timeout",
+                "30",
+            )
             assert r.code == 0, r.err
             assert f"{NAME}: brokerId {m.broker_id} is master" in r.out
-            assert "is master" in r.err            # the progress line went to stderr
-            r = run_cli("upgrade", "wait-master", "-a", addr, "-b", NAME, "--broker-id", str(m.broker_id),
-                        "--timeout", "30", "-o", "json")
+            assert "is master" in r.err  # the progress line went to stderr
+            r = run_cli(
+                "upgrade",
+                "wait-master",
+                "-a",
+                addr,
+                "-b",
+                NAME,
+                "--broker-id",
+                str(m.broker_id),
+                "--timeout",
+                "30",
+                "-o",
+                "json",
+            )
             assert r.code == 0 and (r.json()["brokerName"], r.json()["brokerId"]) == (NAME, m.broker_id)
             assert r.json()["masterAddress"] == "127.0.0.1:30911"
             entries = read_epoch_file(master).entries
-            assert len(entries) == 1 and entries[0].start_offset == 7000   # a fresh history
+            assert len(entries) == 1 and entries[0].start_offset == 7000  # a fresh history
             doc = plan(stores, addr)
             st = status(doc)
             assert st["start-master"] == "done" and st["wait-master"] == "done" and doc["next"] == 9
@@ -133,8 +170,9 @@ def test_full_runbook(tmp_path: Path) -> None:
             code, chk = check(stores, addr)
             assert code == 0, [c for c in chk["checks"] if c["status"] == "FAIL"]
             # a second broker id never becomes master: the documented timeout exit code
-            r = run_cli("upgrade", "wait-master", "-a", addr, "-b", NAME, "--broker-id", "99",
-                        "--timeout", "1")
+            r = run_cli(
+                "upgrade", "wait-master", "-a", addr, "-b", NAME, "--broker-id", "99", "--timeout", "1"
+            )
             assert r.code == 8 and "timed out after 1s" in r.err
             assert f"master is brokerId {m.broker_id}" in r.err
 
@@ -156,8 +194,9 @@ def test_full_runbook(tmp_path: Path) -> None:
         # the commitlogs were never touched
         after = {s: file_bytes(s) for s in stores}
         for s in stores:
-            assert {k: v for k, v in after[s].items() if k.startswith("commitlog")} == \
-                {k: v for k, v in before[s].items() if k.startswith("commitlog")}
+            assert {k: v for k, v in after[s].items() if k.startswith("commitlog")} == {
+                k: v for k, v in before[s].items() if k.startswith("commitlog")
+            }
     finally:
         for h in old_brokers:
             h.stop()
@@ -167,9 +206,20 @@ def test_full_runbook(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_wait_master_times_out_without_a_controller(tmp_path: Path) -> None:
     port = free_port()
-    r = run_cli("upgrade", "wait-master", "-a", f"127.0.0.1:{port}", "-b", NAME, "--broker-id", "1",
-                "--timeout", "1.5")
+    r = run_cli(
+        "upgrade",
+        "wait-master",
+        "-a",
+        f"127.0.0.1:{port}",
+        "-b",
+        NAME,
+        "--broker-id",
+        "1",
+        "--timeout",
+        "1.5",
+    )
     assert r.code == 8 and "controller unreachable" in r.err
-    r = run_cli("upgrade", "wait-master", "-a", f"127.0.0.1:{port}", "-b", NAME, "--broker-id", "1",
-                "--timeout", "0")
+    r = run_cli(
+        "upgrade", "wait-master", "-a", f"127.0.0.1:{port}", "-b", NAME, "--broker-id", "1", "--timeout", "0"
+    )
     assert r.code == 2 and "--timeout must be positive" in r.err

@@ -59,8 +59,12 @@ class LockHolder:
     """A real second process holding the fcntl lock on `<store>/lock`, as a running broker does."""
 
     def __init__(self, store: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(store / "lock")],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(store / "lock")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "locked"
 
     def stop(self) -> None:
@@ -80,9 +84,21 @@ class SimBroker:
     """tests/upgrade/simbroker.py in its own process: a 5.1.1+ broker's start on a store."""
 
     def __init__(self, store: Path, controller: str, broker_name: str, address: str, role: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "simbroker.py"), str(store), controller,
-                                      CLUSTER, broker_name, address, role],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "simbroker.py"),
+                str(store),
+                controller,
+                CLUSTER,
+                broker_name,
+                address,
+                role,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
         assert line.startswith("ready id="), f"simulated broker failed: {line!r}"

@@ -66,11 +66,18 @@ def _apply_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     if not address.strip():
         # mqctl: RocketMQ stores an empty address (a code of " ;1"), or fails with SYSTEM_ERROR 1 (a code
         # of only ';': Java's split leaves no element 0); a broker without an address cannot be reached
-        raise _invalid(f"Invalid request: register_check_code {code!r} has no broker address before "
-                       "its first ';' (expected <brokerAddr>;<timestamp>)")
+        raise _invalid(
+            f"Invalid request: register_check_code {code!r} has no broker address before "
+            "its first ';' (expected <brokerAddr>;<timestamp>)"
+        )
     response = {"cluster_name": cluster, "broker_name": name}
-    record = BrokerIdApplied(cluster_name=cluster, broker_name=name, new_broker_id=bid,
-                             broker_address=address, register_check_code=code)
+    record = BrokerIdApplied(
+        cluster_name=cluster,
+        broker_name=name,
+        new_broker_id=bid,
+        broker_address=address,
+        register_check_code=code,
+    )
     bs = state.broker_sets.get(name)
     if bs is None:
         if bid != FIRST_BROKER_CONTROLLER_ID:
@@ -86,8 +93,9 @@ def _apply_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Contex
         return Result(Code.SUCCESS, "", response, [record])
     if info.register_check_code == code:
         return Result(Code.SUCCESS, "", response)  # the same broker again: nothing changes
-    raise _Reject(Code.CONTROLLER_BROKER_ID_INVALID, f"Fail to apply brokerId: {bid} in broker-set: {name}",
-                  response)
+    raise _Reject(
+        Code.CONTROLLER_BROKER_ID_INVALID, f"Fail to apply brokerId: {bid} in broker-set: {name}", response
+    )
 
 
 def _options_diff(recorded: Mapping[str, str], requested: Mapping[str, str]) -> list[str]:
@@ -116,19 +124,26 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     names = {"cluster_name": cluster, "broker_name": name}  # RocketMQ's header is built before any check
     bs = state.broker_sets.get(name)
     if bs is None:
-        raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                      f"Broker-set: {name} hasn't been registered in controller", names)
+        raise _Reject(
+            Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+            f"Broker-set: {name} hasn't been registered in controller",
+            names,
+        )
     info = bs.brokers.get(bid)
     if info is None:
-        raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                      f"BrokerId: {bid} hasn't been registered in broker-set: {name}", names)
+        raise _Reject(
+            Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+            f"BrokerId: {bid} hasn't been registered in broker-set: {name}",
+            names,
+        )
     records: list[Record] = []
     if options and bs.options is not None:
         diffs = _options_diff(bs.options, options)
         if diffs:
-            raise _Reject(Code.INCONSISTENT_BROKER_OPTIONS,
-                          f"Broker options of broker {bid} differ from broker-set {name}: "
-                          + ", ".join(diffs))
+            raise _Reject(
+                Code.INCONSISTENT_BROKER_OPTIONS,
+                f"Broker options of broker {bid} differ from broker-set {name}: " + ", ".join(diffs),
+            )
     if info.address != address:
         records.append(BrokerAddressUpdated(cluster, name, bid, address))
     new_broker_epoch = state.broker_epoch + 1
@@ -136,8 +151,11 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     if options and bs.options is None:
         records.append(BrokerOptionsSet(name, dict(sorted(options.items()))))
 
-    response: dict[str, Any] = {"cluster_name": cluster, "broker_name": name,
-                                "broker_epoch": new_broker_epoch}
+    response: dict[str, Any] = {
+        "cluster_name": cluster,
+        "broker_name": name,
+        "broker_epoch": new_broker_epoch,
+    }
     master = bs.master_broker_id
     ss_set, ss_epoch = set(bs.sync_state_set), bs.sync_state_set_epoch
     master_epoch = bs.master_epoch
@@ -163,12 +181,14 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
             ss_set, ss_epoch = {winner}, bs.sync_state_set_epoch + 1
 
     if master is not None and ctx.is_alive(name, master):
-        response.update({
-            "master_broker_id": master,
-            "master_address": bs.address_of(master) if master != bid else address,
-            "master_epoch": master_epoch,
-            "sync_state_set_epoch": ss_epoch,
-        })
+        response.update(
+            {
+                "master_broker_id": master,
+                "master_address": bs.address_of(master) if master != bid else address,
+                "master_epoch": master_epoch,
+                "sync_state_set_epoch": ss_epoch,
+            }
+        )
     response["sync_state_set"] = _sync_state_set_body(ss_set, ss_epoch)
     return Result(Code.SUCCESS, "", response, records)
 
@@ -204,8 +224,18 @@ def read_heartbeat(req: Mapping[str, Any]) -> Heartbeat:
     confirm_offset = _int(req, "confirm_offset", lo=INT64_MIN, hi=INT64_MAX)
     timeout = _int(req, "heartbeat_timeout_mills", lo=1, hi=INT64_MAX)
     priority = _int(req, "election_priority", lo=INT32_MIN, hi=INT32_MAX)
-    return Heartbeat(cluster, name, address, bid, _opt_broker_epoch(req), epoch, max_offset, confirm_offset,
-                     timeout, priority)
+    return Heartbeat(
+        cluster,
+        name,
+        address,
+        bid,
+        _opt_broker_epoch(req),
+        epoch,
+        max_offset,
+        confirm_offset,
+        timeout,
+        priority,
+    )
 
 
 def _heartbeat(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
@@ -242,13 +272,15 @@ def _replica_identity(bs: BrokerSet, broker_id: int, ctx: Context) -> dict[str, 
     }
     row = ctx.row(bs.broker_name, broker_id)
     if row is not None:
-        out.update({
-            "heartbeat_age_ms": ctx.now_ms - row.last_heartbeat_ms,
-            "epoch": row.epoch,
-            "max_offset": row.max_offset,
-            "confirm_offset": row.confirm_offset,
-            "election_priority": row.election_priority,
-        })
+        out.update(
+            {
+                "heartbeat_age_ms": ctx.now_ms - row.last_heartbeat_ms,
+                "epoch": row.epoch,
+                "max_offset": row.max_offset,
+                "confirm_offset": row.confirm_offset,
+                "election_priority": row.election_priority,
+            }
+        )
     return out
 
 
@@ -268,10 +300,12 @@ def _get_sync_state_data(state: ControllerState, req: Mapping[str, Any], ctx: Co
             "master_address": bs.address_of(bs.master_broker_id),
             "master_epoch": bs.master_epoch,
             "sync_state_set_epoch": bs.sync_state_set_epoch,
-            "in_sync_replicas": [_replica_identity(bs, b, ctx) for b in sorted(bs.brokers)
-                                 if b in bs.sync_state_set],
-            "not_in_sync_replicas": [_replica_identity(bs, b, ctx) for b in sorted(bs.brokers)
-                                     if b not in bs.sync_state_set],
+            "in_sync_replicas": [
+                _replica_identity(bs, b, ctx) for b in sorted(bs.brokers) if b in bs.sync_state_set
+            ],
+            "not_in_sync_replicas": [
+                _replica_identity(bs, b, ctx) for b in sorted(bs.brokers) if b not in bs.sync_state_set
+            ],
             "cluster_name": bs.cluster_name,
         }
         if bs.master_broker_id is not None:
@@ -295,13 +329,16 @@ def _parse_clean_ids(text: str) -> list[int]:
     ids: set[int] = set()
     for part in parts:
         if not _JAVA_LONG_RE.match(part) or not INT64_MIN <= int(part) <= INT64_MAX:
-            raise _Reject(Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
-                          "Please set the option <brokerControllerIdsToClean> according to the format, "
-                          f'exception: java.lang.NumberFormatException: For input string: "{part}"')
+            raise _Reject(
+                Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+                "Please set the option <brokerControllerIdsToClean> according to the format, "
+                f'exception: java.lang.NumberFormatException: For input string: "{part}"',
+            )
         n = int(part)
         if not 0 <= n <= MAX_ID:
-            raise _invalid(f"Invalid request: broker_controller_ids_to_clean id {n} is out of range "
-                           f"[0, {MAX_ID}]")
+            raise _invalid(
+                f"Invalid request: broker_controller_ids_to_clean id {n} is out of range [0, {MAX_ID}]"
+            )
         ids.add(n)
     return sorted(ids)
 
@@ -325,5 +362,4 @@ def _clean_broker_data(state: ControllerState, req: Mapping[str, Any], ctx: Cont
                     raise _Reject(bad, f"Broker [{name},  {bid}] is still alive, clean up failure")
     if bs is None:
         raise _Reject(bad, f"Broker {name} is not existed,clean broker data failure.")
-    return Result(Code.SUCCESS, "", {},
-                  [BrokerDataCleaned(name, tuple(ids) if ids else None)])
+    return Result(Code.SUCCESS, "", {}, [BrokerDataCleaned(name, tuple(ids) if ids else None)])

@@ -40,8 +40,16 @@ _LEVEL_KEYS: dict[str, tuple[int, str]] = {"historyMaxEntries": (HISTORY_LEVEL, 
 # The keys an UpdateConfig changes: each changes what mqctl does (docs/controller-rules.md). The other
 # replicated keys above are kept for the snapshots and logs that hold them (their values are still
 # answered), but mqctl does not honour them, so an update leaves them alone.
-HONOURED_CONFIG_KEYS = frozenset({"enableElectUncleanMaster", "scanNotActiveBrokerInterval", "waitFor",
-                                  "heartbeatTimeoutMillis", "notifyBrokerRoleChanged", "historyMaxEntries"})
+HONOURED_CONFIG_KEYS = frozenset(
+    {
+        "enableElectUncleanMaster",
+        "scanNotActiveBrokerInterval",
+        "waitFor",
+        "heartbeatTimeoutMillis",
+        "notifyBrokerRoleChanged",
+        "historyMaxEntries",
+    }
+)
 
 # RocketMQ's GET_CONTROLLER_CONFIG answer is ControllerManager's `new Configuration(log,
 # controllerConfig, nettyServerConfig)`: every non-null field of ControllerConfig and NettyServerConfig
@@ -96,18 +104,32 @@ ROCKETMQ_CONFIG: dict[str, str] = {
 # configStorePath, controllerStorePath and DLedger settings, NettyServerConfig's listenPort), the
 # others mqctl's own.
 NODE_CONFIG_KEYS: tuple[str, ...] = (
-    "rocketmqHome", "configStorePath", "controllerStorePath", "listenPort",
-    "controllerDLegerGroup", "controllerDLegerPeers", "controllerDLegerSelfId",
-    "controllerGroup", "raftAddress", "raftPeers", "listenAddress", "remotingAddress",
+    "rocketmqHome",
+    "configStorePath",
+    "controllerStorePath",
+    "listenPort",
+    "controllerDLegerGroup",
+    "controllerDLegerPeers",
+    "controllerDLegerSelfId",
+    "controllerGroup",
+    "raftAddress",
+    "raftPeers",
+    "listenAddress",
+    "remotingAddress",
 )
-_MQCTL_NODE_KEYS = frozenset({"controllerGroup", "raftAddress", "raftPeers", "listenAddress",
-                              "remotingAddress"})
+_MQCTL_NODE_KEYS = frozenset(
+    {"controllerGroup", "raftAddress", "raftPeers", "listenAddress", "remotingAddress"}
+)
 # GetConfig's own key: RocketMQ's keys (and the replicated ones) that mqctl answers but does not
 # honour; an update of one of them is ignored (and named in the node's log), as of an unknown key.
 NOT_HONOURED_KEY = "mqctlNotHonoured"
-NOT_HONOURED_CONFIG_KEYS: tuple[str, ...] = tuple(sorted(
-    ({*ROCKETMQ_CONFIG, *NODE_CONFIG_KEYS, *_DEFAULT_CONFIG} - _MQCTL_NODE_KEYS)
-    - HONOURED_CONFIG_KEYS - CONFIG_BLACKLIST))
+NOT_HONOURED_CONFIG_KEYS: tuple[str, ...] = tuple(
+    sorted(
+        ({*ROCKETMQ_CONFIG, *NODE_CONFIG_KEYS, *_DEFAULT_CONFIG} - _MQCTL_NODE_KEYS)
+        - HONOURED_CONFIG_KEYS
+        - CONFIG_BLACKLIST
+    )
+)
 
 
 def _normalize_config_value(key: str, value: object) -> str:

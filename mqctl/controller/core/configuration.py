@@ -24,8 +24,12 @@ from mqctl.errors import Code
 def _get_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
     """RocketMQ's keys with their defaults, the replicated config over them, and mqctlNotHonoured;
     the node adds NODE_CONFIG_KEYS."""
-    config = {**ROCKETMQ_CONFIG, **{k: v for k, (_, v) in _LEVEL_KEYS.items()}, **state.config,
-              NOT_HONOURED_KEY: ";".join(NOT_HONOURED_CONFIG_KEYS)}
+    config = {
+        **ROCKETMQ_CONFIG,
+        **{k: v for k, (_, v) in _LEVEL_KEYS.items()},
+        **state.config,
+        NOT_HONOURED_KEY: ";".join(NOT_HONOURED_CONFIG_KEYS),
+    }
     return Result(Code.SUCCESS, "", {"config": dict(sorted(config.items()))})
 
 

@@ -41,8 +41,10 @@ from mqctl.errors import Code
 
 def _paused_text(broker_name: str, pause: Mapping[str, Any]) -> str:
     reason = str(pause.get("reason") or "no reason given")
-    return (f"automatic failover of {broker_name} is paused ({reason}): `mqctl failover resume`, or elect "
-            "a master with `mqctl electMaster -b ID`")
+    return (
+        f"automatic failover of {broker_name} is paused ({reason}): `mqctl failover resume`, or elect "
+        "a master with `mqctl electMaster -b ID`"
+    )
 
 
 HISTORY_PAGE = 500  # entries per GetHistory answer (a gRPC message stays far below 1 MiB)
@@ -56,18 +58,27 @@ def _get_history(state: ControllerState, req: Mapping[str, Any], ctx: Context) -
     limit = min(_int(req, "limit", lo=0, hi=INT64_MAX) or HISTORY_PAGE, HISTORY_PAGE)
     if state.feature_level < HISTORY_LEVEL:
         raise _needs_level("the decision history", HISTORY_LEVEL, state)
-    wanted = [e for e in state.history if int(e["seq"]) > after and int(e["time_ms"]) >= since
-              and (not name or e.get("broker_name") == name)]
-    return Result(Code.SUCCESS, "", {
-        "entries": wanted[:limit],
-        "more": len(wanted) > limit,
-        "last_seq": state.history_seq,
-        "history_max_entries": state.cfg_int("historyMaxEntries"),
-        "loss_total": {n: v for n, v in sorted(state.loss_total.items()) if not name or n == name},
-        "failover_paused": {(n or "*"): str(p.get("reason", ""))
-                            for n, p in sorted(state.failover_paused.items())
-                            if not name or n in (name, ALL_BROKER_SETS)},
-    })
+    wanted = [
+        e
+        for e in state.history
+        if int(e["seq"]) > after and int(e["time_ms"]) >= since and (not name or e.get("broker_name") == name)
+    ]
+    return Result(
+        Code.SUCCESS,
+        "",
+        {
+            "entries": wanted[:limit],
+            "more": len(wanted) > limit,
+            "last_seq": state.history_seq,
+            "history_max_entries": state.cfg_int("historyMaxEntries"),
+            "loss_total": {n: v for n, v in sorted(state.loss_total.items()) if not name or n == name},
+            "failover_paused": {
+                (n or "*"): str(p.get("reason", ""))
+                for n, p in sorted(state.failover_paused.items())
+                if not name or n in (name, ALL_BROKER_SETS)
+            },
+        },
+    )
 
 
 def _pause_failover(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
@@ -77,8 +88,9 @@ def _pause_failover(state: ControllerState, req: Mapping[str, Any], ctx: Context
     if state.feature_level < HISTORY_LEVEL:
         raise _needs_level("failover pause and resume", HISTORY_LEVEL, state)
     if name and name not in state.broker_sets:
-        raise _Reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST,
-                      f"broker set {name} is not known to the controller")
+        raise _Reject(
+            Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"broker set {name} is not known to the controller"
+        )
     scope = name or "every broker set"
     current = state.failover_paused.get(name)
     after = dict(state.failover_paused)
@@ -100,21 +112,28 @@ def _pause_failover(state: ControllerState, req: Mapping[str, Any], ctx: Context
     return Result(Code.SUCCESS, remark, response, [FailoverPauseSet(name, paused, reason, ctx.now_ms)])
 
 
-
-
 # --- the history: one entry per broker set a decision changed ------------------------------
 
 _WHAT: dict[type, str] = {
-    BrokerIdApplied: "broker id applied", BrokerAddressUpdated: "address changed",
-    BrokerRegistered: "registered", BrokerOptionsSet: "options set",
-    SyncStateSetAltered: "SyncStateSet altered", BrokerDataCleaned: "data cleaned",
+    BrokerIdApplied: "broker id applied",
+    BrokerAddressUpdated: "address changed",
+    BrokerRegistered: "registered",
+    BrokerOptionsSet: "options set",
+    SyncStateSetAltered: "SyncStateSet altered",
+    BrokerDataCleaned: "data cleaned",
     ConfigUpdated: "config changed",
 }
 _ADMIN_METHODS = frozenset({"CleanBrokerData", "UpdateConfig", "PauseFailover"})
 
 
-def _cause(state: ControllerState, method: str, req: Mapping[str, Any], ctx: Context, name: str,
-           records: list[Record]) -> str:
+def _cause(
+    state: ControllerState,
+    method: str,
+    req: Mapping[str, Any],
+    ctx: Context,
+    name: str,
+    records: list[Record],
+) -> str:
     bs = state.broker_sets.get(name)
     if method == "Switchover":
         return "switchover"
@@ -135,19 +154,30 @@ def _cause(state: ControllerState, method: str, req: Mapping[str, Any], ctx: Con
     return "broker request"
 
 
-def _why(method: str, req: Mapping[str, Any], bs: BrokerSet, new: int | None, pool: set[int],
-         live: Mapping[int, LiveInfo]) -> str:
+def _why(
+    method: str,
+    req: Mapping[str, Any],
+    bs: BrokerSet,
+    new: int | None,
+    pool: set[int],
+    live: Mapping[int, LiveInfo],
+) -> str:
     if new is None:
-        return ("no alive candidate (no SyncStateSet member alive; unclean election disabled or no "
-                "replica alive)")
+        return (
+            "no alive candidate (no SyncStateSet member alive; unclean election disabled or no replica alive)"
+        )
     if method == "ElectMaster" and req.get("designate_elect"):
         return f"designated by the admin request (electMaster -b {new})"
     if method == "Switchover" and req.get("broker_id") is not None:
         return f"the switchover's target (--to {new})"
     if method == "Rebalance":
         return "the preferred replica (highest election priority, then lowest id)"
-    if method == "ElectMaster" and bs.master_epoch == 0 and isinstance(req.get("broker_id"), int) \
-            and req["broker_id"] >= 0:
+    if (
+        method == "ElectMaster"
+        and bs.master_epoch == 0
+        and isinstance(req.get("broker_id"), int)
+        and req["broker_id"] >= 0
+    ):
         return f"first election: the broker that asked ({new})"
     if bs.master_epoch == 0:
         where = "alive replica (first election, once waitFor replicas were alive)"
@@ -171,19 +201,29 @@ def _why(method: str, req: Mapping[str, Any], bs: BrokerSet, new: int | None, po
     return f"freshest {where}: {by}"
 
 
-def _election_note(state: ControllerState, bs: BrokerSet, method: str, req: Mapping[str, Any], ctx: Context,
-                   record: MasterElected) -> dict[str, Any]:
+def _election_note(
+    state: ControllerState,
+    bs: BrokerSet,
+    method: str,
+    req: Mapping[str, Any],
+    ctx: Context,
+    record: MasterElected,
+) -> dict[str, Any]:
     name = bs.broker_name
     live: dict[int, LiveInfo] = dict(ctx.rows(name))
     alive = {b for b in bs.brokers if ctx.is_alive(name, b)}
     if method == "RegisterBroker":  # the bounced master competes with what it reports now
         bid = int(req["broker_id"])
-        live[bid] = LiveInfo(bid, epoch=_opt(req, "epoch", -1), max_offset=_opt(req, "max_offset", -1),
-                             election_priority=_opt(req, "election_priority", DEFAULT_ELECTION_PRIORITY))
+        live[bid] = LiveInfo(
+            bid,
+            epoch=_opt(req, "epoch", -1),
+            max_offset=_opt(req, "max_offset", -1),
+            election_priority=_opt(req, "election_priority", DEFAULT_ELECTION_PRIORITY),
+        )
     old = bs.master_broker_id if bs.master_broker_id is not None else bs.last_master_broker_id
     new = record.new_master_broker_id
     if method == "RegisterBroker":
-        pool = ({b for b in bs.sync_state_set if b in alive} | {int(req["broker_id"])})
+        pool = {b for b in bs.sync_state_set if b in alive} | {int(req["broker_id"])}
     elif new is not None and new not in bs.sync_state_set:
         pool = alive
     elif method == "Switchover":
@@ -193,19 +233,26 @@ def _election_note(state: ControllerState, bs: BrokerSet, method: str, req: Mapp
     candidates = []
     for b in sorted(bs.brokers):
         row = live.get(b)
-        candidates.append({
-            "broker_id": b, "epoch": row.epoch if row else -1, "max_offset": row.max_offset if row else -1,
-            "election_priority": row.election_priority if row else DEFAULT_ELECTION_PRIORITY,
-            "alive": b in alive, "in_sync_state_set": b in bs.sync_state_set,
-        })
+        candidates.append(
+            {
+                "broker_id": b,
+                "epoch": row.epoch if row else -1,
+                "max_offset": row.max_offset if row else -1,
+                "election_priority": row.election_priority if row else DEFAULT_ELECTION_PRIORITY,
+                "alive": b in alive,
+                "in_sync_state_set": b in bs.sync_state_set,
+            }
+        )
     old_row, new_row = live.get(old) if old is not None else None, live.get(new) if new is not None else None
     old_offset = old_row.max_offset if old_row is not None else -1
     new_offset = new_row.max_offset if new_row is not None else -1
     note: dict[str, Any] = {
-        "candidates": candidates, "reason": _why(method, req, bs, new, pool, live),
+        "candidates": candidates,
+        "reason": _why(method, req, bs, new, pool, live),
         "unclean": new is not None and new not in bs.sync_state_set and bs.master_epoch > 0,
         "master_epoch": bs.master_epoch + 1,
-        "old_master_max_offset": old_offset, "new_master_max_offset": new_offset,
+        "old_master_max_offset": old_offset,
+        "new_master_max_offset": new_offset,
     }
     if old is not None:
         note["old_master_broker_id"] = old
@@ -249,8 +296,9 @@ def _detail(state: ControllerState, r: Record) -> str:
     return ""
 
 
-def _history(state: ControllerState, method: str, req: Mapping[str, Any], ctx: Context,
-             records: list[Record]) -> list[Record]:
+def _history(
+    state: ControllerState, method: str, req: Mapping[str, Any], ctx: Context, records: list[Record]
+) -> list[Record]:
     """The DecisionNoted records of a decision: one per broker set it changed ("" for config)."""
     groups: dict[str, list[Record]] = {}
     for r in records:
@@ -260,9 +308,12 @@ def _history(state: ControllerState, method: str, req: Mapping[str, Any], ctx: C
     for name, rs in groups.items():
         bs = state.broker_sets.get(name)
         whats: list[str] = []
-        entry: dict[str, Any] = {"time_ms": ctx.now_ms, "term": ctx.term, "broker_name": name,
-                                 "cluster_name": bs.cluster_name if bs is not None else
-                                 str(getattr(rs[0], "cluster_name", ""))}
+        entry: dict[str, Any] = {
+            "time_ms": ctx.now_ms,
+            "term": ctx.term,
+            "broker_name": name,
+            "cluster_name": bs.cluster_name if bs is not None else str(getattr(rs[0], "cluster_name", "")),
+        }
         for r in rs:
             if isinstance(r, MasterElected):
                 whats.append("master elected" if r.new_master_elected else "master cleared")

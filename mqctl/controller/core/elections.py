@@ -52,39 +52,50 @@ def _alter_sync_state_set(state: ControllerState, req: Mapping[str, Any], ctx: C
 
     def refuse(code: int, remark: str) -> _Reject:
         # RocketMQ's AlterSyncStateSetResponseHeader.newSyncStateSetEpoch is an int: 0 in a refusal
-        return _Reject(code, "Rejecting alter syncStateSet request because " + remark,
-                       {"new_sync_state_set_epoch": 0})
+        return _Reject(
+            code, "Rejecting alter syncStateSet request because " + remark, {"new_sync_state_set_epoch": 0}
+        )
 
     fail = Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
     bs = state.broker_sets.get(name)
     if bs is None:
         raise _Reject(fail, "Broker metadata is not existed", {"new_sync_state_set_epoch": 0})
     if set(new_set) == bs.sync_state_set:
-        raise _Reject(fail, "The newSyncStateSet is equal with oldSyncStateSet, "
-                            "no needed to update syncStateSet", {"new_sync_state_set_epoch": 0})
+        raise _Reject(
+            fail,
+            "The newSyncStateSet is equal with oldSyncStateSet, no needed to update syncStateSet",
+            {"new_sync_state_set_epoch": 0},
+        )
     # RocketMQ's remarks (ReplicasInfoManager.alterSyncStateSet) put the values in braces
     if bs.master_broker_id is None or bs.master_broker_id != req_master:
-        raise refuse(Code.CONTROLLER_INVALID_MASTER,
-                     f"the current leader is:{{{_java(bs.master_broker_id)}}}, not {{{req_master}}}")
+        raise refuse(
+            Code.CONTROLLER_INVALID_MASTER,
+            f"the current leader is:{{{_java(bs.master_broker_id)}}}, not {{{req_master}}}",
+        )
     _check_broker_epoch(bs, req_master, broker_epoch)
     if req_master_epoch != bs.master_epoch:
-        raise refuse(Code.CONTROLLER_FENCED_MASTER_EPOCH,
-                     f"the current master epoch is:{{{bs.master_epoch}}}, not {{{req_master_epoch}}}")
+        raise refuse(
+            Code.CONTROLLER_FENCED_MASTER_EPOCH,
+            f"the current master epoch is:{{{bs.master_epoch}}}, not {{{req_master_epoch}}}",
+        )
     if req_ss_epoch != bs.sync_state_set_epoch:
-        raise refuse(Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
-                     f"the current syncStateSet epoch is:{{{bs.sync_state_set_epoch}}}, "
-                     f"not {{{req_ss_epoch}}}")
+        raise refuse(
+            Code.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH,
+            f"the current syncStateSet epoch is:{{{bs.sync_state_set_epoch}}}, not {{{req_ss_epoch}}}",
+        )
     for replica in new_set:  # ascending (mqctl; RocketMQ: a HashSet's order), the same answer everywhere
         if replica not in bs.brokers:
             raise refuse(Code.CONTROLLER_INVALID_REPLICAS, f"the replicas {{{replica}}} don't exist")
         if not ctx.is_alive(name, replica):
             raise refuse(Code.CONTROLLER_BROKER_NOT_ALIVE, f"the replicas {{{replica}}} don't alive")
     if bs.master_broker_id not in new_set:
-        raise refuse(fail, "the newSyncStateSet don't contains origin leader "
-                           f"{{{_java(bs.master_broker_id)}}}")
+        raise refuse(
+            fail, f"the newSyncStateSet don't contains origin leader {{{_java(bs.master_broker_id)}}}"
+        )
     new_epoch = bs.sync_state_set_epoch + 1
     return Result(
-        Code.SUCCESS, "",
+        Code.SUCCESS,
+        "",
         {"new_sync_state_set_epoch": new_epoch, "sync_state_set": _sync_state_set_body(new_set, new_epoch)},
         [SyncStateSetAltered(name, tuple(sorted(new_set)))],
     )
@@ -123,19 +134,23 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
         if wait_for > 1 and not designate:
             alive = [b for b in bs.brokers if is_alive(b)]
             if len(alive) < wait_for:
-                raise _Reject(Code.WAITING_FOR_REPLICAS,
-                              f"waiting for {wait_for} replicas ({len(alive)}/{wait_for})")
+                raise _Reject(
+                    Code.WAITING_FOR_REPLICAS, f"waiting for {wait_for} replicas ({len(alive)}/{wait_for})"
+                )
             new_master = election.freshest(alive, live)
         else:
             if broker_id is not None and broker_id not in bs.brokers:
                 # mqctl: RocketMQ elects any id the first time, even an unregistered one
                 # (a master without an address); refuse it like RegisterBroker does.
-                raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                              f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}")
+                raise _Reject(
+                    Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+                    f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}",
+                )
             new_master = broker_id
     if new_master is None:
-        new_master = election.elect(bs.sync_state_set, all_replicas, old_master,
-                                    broker_id if designate else None, is_alive, live)
+        new_master = election.elect(
+            bs.sync_state_set, all_replicas, old_master, broker_id if designate else None, is_alive, live
+        )
 
     if new_master is not None and new_master == old_master:
         raise _Reject(
@@ -151,7 +166,8 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
         )
     if new_master is not None:
         return Result(
-            Code.SUCCESS, "",
+            Code.SUCCESS,
+            "",
             {
                 "master_broker_id": new_master,
                 "master_address": bs.address_of(new_master),
@@ -170,11 +186,13 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
         # mqctl: before the first master (masterEpoch 0) there is nothing to clear; RocketMQ's
         # ElectMaster(false) would bump masterEpoch and so disable the brokers' first election.
         records: list[Record] = [] if bs.master_epoch == 0 else [MasterElected(name, None)]
-        return Result(Code.CONTROLLER_MASTER_NOT_AVAILABLE,
-                      "Old master has down and failed to elect a new broker master", {}, records)
+        return Result(
+            Code.CONTROLLER_MASTER_NOT_AVAILABLE,
+            "Old master has down and failed to elect a new broker master",
+            {},
+            records,
+        )
     raise _Reject(Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master")
-
-
 
 
 def _switchover_plan(bs: BrokerSet, ctx: Context, target: int | None) -> dict[str, Any]:
@@ -182,36 +200,51 @@ def _switchover_plan(bs: BrokerSet, ctx: Context, target: int | None) -> dict[st
     heartbeats' maxOffset); raises _Reject when there is nowhere to move it."""
     name, master = bs.broker_name, bs.master_broker_id
     if master is None or not ctx.is_alive(name, master):
-        raise _Reject(Code.CONTROLLER_MASTER_NOT_AVAILABLE,
-                      f"{name} has no alive master: nothing to switch over (the controller elects one on its "
-                      "own, or `mqctl electMaster`)")
+        raise _Reject(
+            Code.CONTROLLER_MASTER_NOT_AVAILABLE,
+            f"{name} has no alive master: nothing to switch over (the controller elects one on its "
+            "own, or `mqctl electMaster`)",
+        )
     if target is None:
         candidates = {b for b in bs.sync_state_set if b != master and ctx.is_alive(name, b)}
         target = election.freshest(candidates, ctx.rows(name))
         if target is None:
-            raise _Reject(Code.CONTROLLER_ELECT_MASTER_FAILED,
-                          f"{name} has no alive SyncStateSet member besides the master {master} "
-                          f"(SyncStateSet {sorted(bs.sync_state_set)})")
+            raise _Reject(
+                Code.CONTROLLER_ELECT_MASTER_FAILED,
+                f"{name} has no alive SyncStateSet member besides the master {master} "
+                f"(SyncStateSet {sorted(bs.sync_state_set)})",
+            )
     elif target == master:
-        raise _Reject(Code.CONTROLLER_MASTER_STILL_EXIST, f"broker {target} is already the master of {name}",
-                      {"new_master_broker_id": target, "old_master_broker_id": master})
+        raise _Reject(
+            Code.CONTROLLER_MASTER_STILL_EXIST,
+            f"broker {target} is already the master of {name}",
+            {"new_master_broker_id": target, "old_master_broker_id": master},
+        )
     elif target not in bs.brokers:
-        raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
-                      f"BrokerId: {target} hasn't been registered in broker-set: {name}")
+        raise _Reject(
+            Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
+            f"BrokerId: {target} hasn't been registered in broker-set: {name}",
+        )
     elif not ctx.is_alive(name, target):
         raise _Reject(Code.CONTROLLER_BROKER_NOT_ALIVE, f"broker {target} of {name} is not alive")
     elif target not in bs.sync_state_set:
-        raise _Reject(Code.CONTROLLER_INVALID_REPLICAS,
-                      f"broker {target} is not in the SyncStateSet {sorted(bs.sync_state_set)} of {name}: a "
-                      "switchover stays inside it (`mqctl electMaster --accept-data-loss` otherwise)")
+        raise _Reject(
+            Code.CONTROLLER_INVALID_REPLICAS,
+            f"broker {target} is not in the SyncStateSet {sorted(bs.sync_state_set)} of {name}: a "
+            "switchover stays inside it (`mqctl electMaster --accept-data-loss` otherwise)",
+        )
     master_row, target_row = ctx.row(name, master), ctx.row(name, target)
     master_offset = master_row.max_offset if master_row is not None else -1
     target_offset = target_row.max_offset if target_row is not None else -1
     known = master_offset >= 0 and target_offset >= 0
     plan: dict[str, Any] = {
-        "broker_name": name, "old_master_broker_id": master, "new_master_broker_id": target,
-        "master_max_offset": master_offset, "candidate_max_offset": target_offset,
-        "caught_up": known and target_offset >= master_offset, "master_epoch": bs.master_epoch,
+        "broker_name": name,
+        "old_master_broker_id": master,
+        "new_master_broker_id": target,
+        "master_max_offset": master_offset,
+        "candidate_max_offset": target_offset,
+        "caught_up": known and target_offset >= master_offset,
+        "master_epoch": bs.master_epoch,
     }
     if known:
         plan["gap_bytes"] = max(0, master_offset - target_offset)
@@ -220,11 +253,14 @@ def _switchover_plan(bs: BrokerSet, ctx: Context, target: int | None) -> dict[st
 
 def _not_caught_up(plan: Mapping[str, Any]) -> str:
     gap = plan.get("gap_bytes")
-    behind = (f"{gap} bytes behind" if gap is not None else
-              "of unknown offset (no maxOffset in its heartbeats)")
-    return (f"broker {plan['new_master_broker_id']} of {plan['broker_name']} is {behind}: maxOffset "
-            f"{plan['candidate_max_offset']}, the master {plan['old_master_broker_id']} has "
-            f"{plan['master_max_offset']}; wait (--timeout) or force it (--force: it may lose those bytes)")
+    behind = (
+        f"{gap} bytes behind" if gap is not None else "of unknown offset (no maxOffset in its heartbeats)"
+    )
+    return (
+        f"broker {plan['new_master_broker_id']} of {plan['broker_name']} is {behind}: maxOffset "
+        f"{plan['candidate_max_offset']}, the master {plan['old_master_broker_id']} has "
+        f"{plan['master_max_offset']}; wait (--timeout) or force it (--force: it may lose those bytes)"
+    )
 
 
 def _switchover(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
@@ -239,13 +275,18 @@ def _switchover(state: ControllerState, req: Mapping[str, Any], ctx: Context) ->
         raise _Reject(Code.NOT_CAUGHT_UP, _not_caught_up(plan), plan)
     if dry_run:
         return Result(Code.SUCCESS, "dry run: nothing changed", {**plan, "dry_run": True})
-    return Result(Code.SUCCESS, "", {**plan, "master_epoch": bs.master_epoch + 1},
-                  [MasterElected(name, plan["new_master_broker_id"])])
+    return Result(
+        Code.SUCCESS,
+        "",
+        {**plan, "master_epoch": bs.master_epoch + 1},
+        [MasterElected(name, plan["new_master_broker_id"])],
+    )
 
 
 def preferred_replica(bs: BrokerSet, ctx: Context) -> int | None:
     """Kafka's preferred leader: the highest election priority (the lowest number, from the
     heartbeats), then the lowest broker id, among every registered replica."""
+
     def key(b: int) -> tuple[int, int]:
         row = ctx.row(bs.broker_name, b)
         return (row.election_priority if row is not None else DEFAULT_ELECTION_PRIORITY, b)
@@ -293,10 +334,12 @@ def _rebalance(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> 
                 else:
                     move["action"], move["reason"] = "skip", _not_caught_up(plan)
         moves.append(move)
-    return Result(Code.SUCCESS, "dry run: nothing changed" if dry_run else "",
-                  {"moves": moves, "dry_run": dry_run}, [] if dry_run else records)
-
-
+    return Result(
+        Code.SUCCESS,
+        "dry run: nothing changed" if dry_run else "",
+        {"moves": moves, "dry_run": dry_run},
+        [] if dry_run else records,
+    )
 
 
 def needs_controller_election(state: ControllerState, broker_name: str, ctx: Context) -> bool:

@@ -75,7 +75,7 @@ class History:
         at = i + self._first
         buf, ends = self._chunk(at // HISTORY_CHUNK)
         k = at % HISTORY_CHUNK
-        return buf[ends[k - 1] if k else 0:ends[k] - 1].decode("ascii")
+        return buf[ends[k - 1] if k else 0 : ends[k] - 1].decode("ascii")
 
     def _texts(self) -> Iterator[str]:
         return (self._text(i) for i in range(self._count))
@@ -87,7 +87,7 @@ class History:
         for n in range(len(self._chunks)):
             buf, ends = self._chunk(n)
             start = ends[self._first - 1] if n == 0 and self._first else 0
-            yield buf[start:len(buf) - (n == last)].decode("ascii")  # no comma after the last
+            yield buf[start : len(buf) - (n == last)].decode("ascii")  # no comma after the last
         yield "]"
 
     def __len__(self) -> int:
@@ -126,9 +126,14 @@ class History:
 
 # What `_cause` says, as the few values of a metric label (mqctl_elections_total's cause).
 ELECTION_CAUSES: tuple[tuple[str, str], ...] = (
-    ("lease expired", "lease_expired"), ("bounced master", "bounced_master"), ("switchover", "switchover"),
-    ("rebalance", "rebalance"), ("admin request", "admin"), ("controller", "controller"),
-    ("broker request", "broker_request"))
+    ("lease expired", "lease_expired"),
+    ("bounced master", "bounced_master"),
+    ("switchover", "switchover"),
+    ("rebalance", "rebalance"),
+    ("admin request", "admin"),
+    ("controller", "controller"),
+    ("broker request", "broker_request"),
+)
 
 
 def election_cause(cause: str) -> str:

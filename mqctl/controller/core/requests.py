@@ -40,8 +40,9 @@ def _str(req: Mapping[str, Any], key: str, *, required: bool = False, max_len: i
     return v
 
 
-def _int(req: Mapping[str, Any], key: str, *, required: bool = False,
-         lo: int = 0, hi: int = MAX_ID) -> int | None:
+def _int(
+    req: Mapping[str, Any], key: str, *, required: bool = False, lo: int = 0, hi: int = MAX_ID
+) -> int | None:
     v = req.get(key)
     if v is None:
         if required:
@@ -132,6 +133,8 @@ def _sync_state_set_body(ids: Iterable[int], epoch: int) -> dict[str, Any]:
 
 
 def _needs_level(what: str, level: int, state: ControllerState) -> _Reject:
-    return _Reject(Code.FEATURE_LEVEL_TOO_LOW,
-                   f"{what} needs feature level {level}; the group is at {state.feature_level}: raise it "
-                   f"with `mqctl quorum feature-level {level}` once every node runs a release that speaks it")
+    return _Reject(
+        Code.FEATURE_LEVEL_TOO_LOW,
+        f"{what} needs feature level {level}; the group is at {state.feature_level}: raise it "
+        f"with `mqctl quorum feature-level {level}` once every node runs a release that speaks it",
+    )

@@ -94,10 +94,18 @@ class BrokerSet:
         self.next_assign_broker_id += 1  # RocketMQ: +1, not id+1; never decremented
 
     def copy(self) -> BrokerSet:
-        return BrokerSet(self.cluster_name, self.broker_name, self.next_assign_broker_id,
-                         dict(self.brokers), self.master_broker_id, self.master_epoch, self.sync_state_set,
-                         self.sync_state_set_epoch, None if self.options is None else dict(self.options),
-                         self.last_master_broker_id)
+        return BrokerSet(
+            self.cluster_name,
+            self.broker_name,
+            self.next_assign_broker_id,
+            dict(self.brokers),
+            self.master_broker_id,
+            self.master_epoch,
+            self.sync_state_set,
+            self.sync_state_set_epoch,
+            None if self.options is None else dict(self.options),
+            self.last_master_broker_id,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,8 +136,9 @@ class BrokerSet:
             broker_name=str(d["broker_name"]),
             next_assign_broker_id=int(d["next_assign_broker_id"]),
             brokers={
-                int(bid): BrokerInfo(str(b["address"]), str(b["register_check_code"]),
-                                     int(b.get("broker_epoch", 0)))
+                int(bid): BrokerInfo(
+                    str(b["address"]), str(b["register_check_code"]), int(b.get("broker_epoch", 0))
+                )
                 for bid, b in d.get("brokers", {}).items()
             },
             master_broker_id=None if master is None else int(master),
@@ -212,8 +221,9 @@ class ControllerState:
     # -- snapshot
 
     def to_dict(self) -> dict[str, Any]:
-        return self._doc({name: bs.to_dict() for name, bs in sorted(self.broker_sets.items())},
-                         list(self.history))
+        return self._doc(
+            {name: bs.to_dict() for name, bs in sorted(self.broker_sets.items())}, list(self.history)
+        )
 
     def _doc(self, broker_sets: object, history: object) -> dict[str, Any]:
         doc = {
@@ -238,13 +248,17 @@ class ControllerState:
         """Raises SnapshotVersionError for a snapshot newer than this node can read."""
         version = d.get("version", 1)
         if not isinstance(version, int) or not 1 <= version <= SNAPSHOT_VERSION:
-            raise SnapshotVersionError(f"controller snapshot version {version!r} is not one this node reads "
-                                       f"(1..{SNAPSHOT_VERSION}): upgrade this node")
+            raise SnapshotVersionError(
+                f"controller snapshot version {version!r} is not one this node reads "
+                f"(1..{SNAPSHOT_VERSION}): upgrade this node"
+            )
         st = cls()
         level = d.get("feature_level", 1)
         if not isinstance(level, int) or level not in FEATURE_LEVELS:
-            raise SnapshotVersionError(f"controller snapshot is at feature level {level!r}, this node speaks "
-                                       f"1..{MAX_FEATURE_LEVEL}: upgrade this node")
+            raise SnapshotVersionError(
+                f"controller snapshot is at feature level {level!r}, this node speaks "
+                f"1..{MAX_FEATURE_LEVEL}: upgrade this node"
+            )
         st.feature_level = level
         st.broker_epoch = int(d.get("broker_epoch", 0))
         st.config = {str(k): str(v) for k, v in (d.get("config") or {}).items()}
@@ -352,8 +366,10 @@ class ControllerState:
         bs = self._own(r.broker_name)
         if bs is None:
             if r.new_broker_id != FIRST_BROKER_CONTROLLER_ID:
-                raise InconsistentRecord(f"broker set {r.broker_name!r} does not exist; a new one starts "
-                                         f"with id {FIRST_BROKER_CONTROLLER_ID}, not {r.new_broker_id}")
+                raise InconsistentRecord(
+                    f"broker set {r.broker_name!r} does not exist; a new one starts "
+                    f"with id {FIRST_BROKER_CONTROLLER_ID}, not {r.new_broker_id}"
+                )
             bs = BrokerSet(cluster_name=r.cluster_name, broker_name=r.broker_name)
             bs.add_broker(r.new_broker_id, r.broker_address, r.register_check_code)
             self.broker_sets[r.broker_name] = bs
@@ -362,8 +378,10 @@ class ControllerState:
         if info is None:
             bs.add_broker(r.new_broker_id, r.broker_address, r.register_check_code)
         elif info.register_check_code != r.register_check_code:
-            raise InconsistentRecord(f"broker id {r.new_broker_id} of {r.broker_name!r} is already bound to "
-                                     "another registerCheckCode")
+            raise InconsistentRecord(
+                f"broker id {r.new_broker_id} of {r.broker_name!r} is already bound to "
+                "another registerCheckCode"
+            )
 
     def _apply_sync_state_set_altered(self, r: SyncStateSetAltered) -> None:
         bs = self._set(r.broker_name, r)
@@ -377,8 +395,10 @@ class ControllerState:
         bs = self._set(r.broker_name, r)
         new_master = r.new_master_broker_id
         if new_master is not None and new_master not in bs.brokers:
-            raise InconsistentRecord(f"master {new_master} elected for {r.broker_name!r} is not one of its "
-                                     f"brokers {sorted(bs.brokers)}")
+            raise InconsistentRecord(
+                f"master {new_master} elected for {r.broker_name!r} is not one of its "
+                f"brokers {sorted(bs.brokers)}"
+            )
         if bs.master_broker_id is not None:
             bs.last_master_broker_id = bs.master_broker_id
         bs.master_broker_id = new_master
@@ -404,8 +424,10 @@ class ControllerState:
     def _broker(self, bs: BrokerSet, broker_id: int, what: object) -> BrokerInfo:
         info = bs.brokers.get(broker_id)
         if info is None:
-            raise InconsistentRecord(f"{type(what).__name__} for broker id {broker_id} of "
-                                     f"{bs.broker_name!r}, which is not registered")
+            raise InconsistentRecord(
+                f"{type(what).__name__} for broker id {broker_id} of "
+                f"{bs.broker_name!r}, which is not registered"
+            )
         return info
 
     def _apply_broker_address_updated(self, r: BrokerAddressUpdated) -> None:
@@ -417,8 +439,9 @@ class ControllerState:
         bs = self._set(r.broker_name, r)
         info = self._broker(bs, r.broker_id, r)
         if r.broker_epoch <= self.broker_epoch:
-            raise InconsistentRecord(f"brokerEpoch {r.broker_epoch} is not above the last one handed out "
-                                     f"({self.broker_epoch})")
+            raise InconsistentRecord(
+                f"brokerEpoch {r.broker_epoch} is not above the last one handed out ({self.broker_epoch})"
+            )
         self.broker_epoch = r.broker_epoch
         bs.brokers[r.broker_id] = BrokerInfo(info.address, info.register_check_code, r.broker_epoch)
 
@@ -443,8 +466,9 @@ class ControllerState:
 
     def _level(self, r: Record) -> None:
         if self.feature_level < r.LEVEL:
-            raise InconsistentRecord(f"{type(r).__name__} needs feature level {r.LEVEL}; the group is at "
-                                     f"{self.feature_level}")
+            raise InconsistentRecord(
+                f"{type(r).__name__} needs feature level {r.LEVEL}; the group is at {self.feature_level}"
+            )
 
     def _apply_decision_noted(self, r: DecisionNoted) -> None:
         self._level(r)
@@ -478,8 +502,9 @@ class ControllerState:
 
     def _apply_feature_level_set(self, r: FeatureLevelSet) -> None:
         if r.level < self.feature_level:
-            raise InconsistentRecord(f"feature level {r.level} is below the group's {self.feature_level}: "
-                                     "it is never lowered")
+            raise InconsistentRecord(
+                f"feature level {r.level} is below the group's {self.feature_level}: it is never lowered"
+            )
         self.feature_level = r.level
 
     _APPLIERS: ClassVar[dict[type, Callable[[ControllerState, Any], None]]] = {
