@@ -7,6 +7,7 @@ one-line errors: not an installation, Java missing, too old, without javac."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -117,7 +118,11 @@ def test_demo_with_real_rocketmq_brokers(tmp_path: Path) -> None:
     assert "in a private network namespace" in out and "RocketMQ 5.3.3 at " in out, out
     # 3 mqctl serve nodes, the name server, 3 brokers (and the producer, once Step 2 has begun)
     assert len(started) >= 7, (started, out)
-    assert "told by mqctl's push (NOTIFY_BROKER_ROLE_CHANGED)" in out, out
+    # told by mqctl's push, or, when the machine is loaded, by the broker's own GetReplicaInfo poll
+    # that came first (seen at load 10 in the full suite); that the push reaches a RocketMQ broker
+    # is test_rocketmq_broker_set.py's test_master_kill_fails_over_by_push
+    told = r"told by (mqctl's push \(NOTIFY_BROKER_ROLE_CHANGED\)|its own GetReplicaInfo poll)"
+    assert re.search(told, out), out
     assert "back in the SyncStateSet" in out, out
     verdict = [ln for ln in out.splitlines() if "VERDICT: no acknowledged message was lost" in ln]
     assert len(verdict) == 1 and "read back by RocketMQ's consumer" in verdict[0], out
