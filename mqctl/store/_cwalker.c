@@ -681,9 +681,9 @@ done:
     return res;
 }
 
-/* nonzero(buf, pos, end) -> the first position in [pos, end) whose byte is not zero, or end (pos and end
- * clamped to the buffer): a preallocated file's zero tail passed over at memory speed. */
-static PyObject *py_nonzero(PyObject *self, PyObject *args) {
+/* (buf, pos, end) -> fn over the bytes [pos, end) of buf, pos and end clamped to the buffer, with the GIL
+ * released: the argument handling of nonzero and nonzero_end, said once. */
+static PyObject *span_scan(PyObject *args, Py_ssize_t (*fn)(const uint8_t *, Py_ssize_t, Py_ssize_t)) {
     PyObject *obj;
     Py_ssize_t pos, end;
     if (!PyArg_ParseTuple(args, "Onn", &obj, &pos, &end))
@@ -694,29 +694,22 @@ static PyObject *py_nonzero(PyObject *self, PyObject *args) {
     clamp_span(view.len, &pos, &end);
     Py_ssize_t i;
     Py_BEGIN_ALLOW_THREADS
-    i = first_nonzero((const uint8_t *)view.buf, pos, end);
+    i = fn((const uint8_t *)view.buf, pos, end);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(i);
 }
 
+/* nonzero(buf, pos, end) -> the first position in [pos, end) whose byte is not zero, or end (pos and end
+ * clamped to the buffer): a preallocated file's zero tail passed over at memory speed. */
+static PyObject *py_nonzero(PyObject *self, PyObject *args) {
+    return span_scan(args, first_nonzero);
+}
+
 /* nonzero_end(buf, pos, end) -> the position after the last non-zero byte in [pos, end), or pos when all
  * are zero (pos and end clamped to the buffer). */
 static PyObject *py_nonzero_end(PyObject *self, PyObject *args) {
-    PyObject *obj;
-    Py_ssize_t pos, end;
-    if (!PyArg_ParseTuple(args, "Onn", &obj, &pos, &end))
-        return NULL;
-    Py_buffer view;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    clamp_span(view.len, &pos, &end);
-    Py_ssize_t i;
-    Py_BEGIN_ALLOW_THREADS
-    i = last_nonzero_end((const uint8_t *)view.buf, pos, end);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    return PyLong_FromSsize_t(i);
+    return span_scan(args, last_nonzero_end);
 }
 
 static PyMethodDef methods[] = {
