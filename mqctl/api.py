@@ -400,31 +400,8 @@ def parse_addresses(addresses: str | Iterable[str]) -> list[str]:
 
 # Calls retried on any transient failure (reads, and the in-memory heartbeat); the other calls are
 # writes, retried only when they surely were not executed. From the method table.
-RETRY_ANY = methods.RETRY_ANY
 BACKOFF_INITIAL = 0.05
 BACKOFF_MAX = 1.0
-
-# Method -> result decoder, for the ``response`` of a ControllerError.
-DECODERS: dict[str, Any] = {
-    "GetMetadata": Metadata.from_dict,
-    "GetNextBrokerId": NextBrokerIdResult.from_dict,
-    "ApplyBrokerId": ApplyBrokerIdResult.from_dict,
-    "RegisterBroker": RegisterBrokerResult.from_dict,
-    "Heartbeat": Ack.from_dict,
-    "AlterSyncStateSet": AlterSyncStateSetResult.from_dict,
-    "ElectMaster": ElectMasterResult.from_dict,
-    "GetReplicaInfo": ReplicaInfoResult.from_dict,
-    "GetSyncStateData": SyncStateDataResult.from_dict,
-    "CleanBrokerData": Ack.from_dict,
-    "GetConfig": ConfigResult.from_dict,
-    "UpdateConfig": Ack.from_dict,
-    "ChangeQuorum": ChangeQuorumResult.from_dict,
-    "GetHistory": HistoryPage.from_dict,
-    "PauseFailover": PauseResult.from_dict,
-    "Switchover": SwitchoverResult.from_dict,
-    "Rebalance": RebalanceResult.from_dict,
-    "GetSnapshot": dict,
-}
 
 
 class ControllerApi(ABC):
@@ -472,6 +449,11 @@ class ControllerApi(ABC):
     def leader(self) -> str | None:
         """The leader's address as last learned (None before the first call or after a failure)."""
         return self._leader
+
+    def call(self, method: str, request: Mapping[str, Any], *, address: str | None = None) -> Any:
+        """Any unary method of the table (``methods.register``'s too), answered as its row's
+        ``result`` types it; the typed methods below are this with named parameters."""
+        return methods.spec(method).typed_answer(self._call(method, request, address=address))
 
     def get_next_broker_id(self, cluster_name: str, broker_name: str) -> NextBrokerIdResult:
         d = self._call("GetNextBrokerId", {"cluster_name": cluster_name, "broker_name": broker_name})

@@ -58,7 +58,6 @@ from mqctl import methods
 from mqctl.api import (
     BACKOFF_INITIAL,
     BACKOFF_MAX,
-    DECODERS,
     Ack,
     AlterSyncStateSetResult,
     ApplyBrokerIdResult,
@@ -79,7 +78,7 @@ from mqctl.api import (
     parse_addresses,
 )
 from mqctl.errors import Code, ControllerError, UsageError
-from mqctl.grpc.convert import RPC_TYPES, dict_to_message, message_to_dict
+from mqctl.grpc.convert import dict_to_message, message_to_dict
 from mqctl.grpc.security import bearer_metadata, channel_credentials
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
@@ -235,6 +234,7 @@ class ControllerClient(ControllerApi):
             self._options.append(("grpc.ssl_target_name_override", server_name))
         self._lock = threading.Lock()
         self._channels: dict[str, tuple[grpc.Channel, pb_grpc.ControllerStub]] = {}
+        self._rpcs: dict[tuple[str, str], Any] = {}
         self._leader: str | None = None
         self._closed = False
         self._heartbeats = HeartbeatStream(self)
@@ -246,6 +246,7 @@ class ControllerClient(ControllerApi):
         with self._lock:
             self._closed = True
             channels, self._channels = self._channels, {}
+            self._rpcs.clear()
         self._heartbeats.close()
         for channel, _ in channels.values():
             channel.close()
@@ -263,6 +264,22 @@ class ControllerClient(ControllerApi):
                 entry = (channel, pb_grpc.ControllerStub(channel))
                 self._channels[address] = entry
             return entry[1]
+
+    def _rpc(self, address: str, method: str) -> Any:
+        """The unary call of ``method`` as its row in the method table describes it (a row added by
+        ``methods.register`` too), on the channel to ``address``."""
+        key = (address, method)
+        rpc = self._rpcs.get(key)
+        if rpc is None:
+            self._stub(address)
+            row = methods.spec(method)
+            request_cls, response_cls = row.types()
+            rpc = self._rpcs[key] = self._channels[address][0].unary_unary(
+                row.grpc_path,
+                request_serializer=request_cls.SerializeToString,
+                response_deserializer=response_cls.FromString,
+            )
+        return rpc
 
     def _unreachable(self, last_error: str) -> ControllerError:
         where = ", ".join(self.addresses)
@@ -353,7 +370,7 @@ class ControllerClient(ControllerApi):
         follow: bool = True,
     ) -> dict[str, Any]:
         """Send ``method`` with retries; return the SUCCESS answer or raise ControllerError."""
-        request_cls, _ = RPC_TYPES[method]
+        request_cls, _ = methods.spec(method).types()
         message = dict_to_message(request, request_cls)
         retry_any = methods.spec(method).retry_any
         metadata = self._token_metadata if methods.requires_token(method, request) else []
@@ -402,8 +419,7 @@ class ControllerClient(ControllerApi):
         retry_any: bool,
         follow: bool,
     ) -> dict[str, Any]:
-        stub = self._stub(target)
-        rpc = getattr(stub, method)
+        rpc = self._rpc(target, method)
         remaining = max(0.001, deadline - time.monotonic())
         future = rpc.future(message, timeout=remaining, metadata=metadata)
         try:
@@ -457,9 +473,8 @@ class ControllerClient(ControllerApi):
             # entries: asked again at the election's pace, not after a backoff
             raise _Retry(f"{target}: {d.get('remark', '')}", election=d.get("leader_address") == target)
         if code != Code.SUCCESS:
-            decoder = DECODERS[method]
             try:
-                decoded: Any = decoder(d)
+                decoded: Any = methods.spec(method).typed_answer(d)
             except Exception:  # pragma: no cover - a malformed error answer still raises cleanly
                 decoded = d
             raise ControllerError(

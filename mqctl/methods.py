@@ -1,17 +1,19 @@
 """The controller's methods, once: one row per method of ``mqctl.v1.Controller``.
 
-Everything that lists the controller's methods derives from ``METHODS``:
+A row owns or names everything about its method:
 
-- the gRPC door (``mqctl.grpc.server``): the servicer's unary methods and, through
-  ``rpc_types()``, ``mqctl.grpc.convert.RPC_TYPES`` (request/response classes);
-- the RocketMQ remoting door (``mqctl.remoting.server``/``headers``): request code -> method;
-- both clients (``mqctl.client``, ``mqctl.remoting.client``, ``mqctl.api``): the request codes,
-  which calls carry the token, which calls are retried on any transient failure;
-- the node (``mqctl.controller.node``): ``WRITE_METHODS``, ``FRESH_READ_METHODS``;
-- the docs: the method tables of docs/grpc-api.md and docs/remoting.md (``tools/gen-docs``).
+- who sends it, who answers it (``kind``: through the Raft log, after a read barrier, from the
+  asked node, or the node itself), and its token rule;
+- its typed request (``message``, read once from the transports' dict by ``core.decode``) and the
+  core's rule that decides it (``rule_ref``);
+- its gRPC messages (``request_type``/``response_type`` in mqctl/v1/controller.proto);
+- its RocketMQ remoting form (``code`` and ``remoting_codec``: header fields and bodies);
+- the clients' typed answer (``result``).
 
-Adding a method is one row here plus its handler (the core/node, the proto message, a typed client
-method, and the remoting header translation in ``mqctl/remoting/headers.py`` when it has a code).
+The transports, both clients, the node and the docs (the method tables of docs/grpc-api.md and
+docs/remoting.md, ``tools/gen-docs``) read the table when they are asked, so a method is added by
+one row (``METHODS`` here, or ``register`` for a plugin or a test) plus its rule and its request class;
+tests/test_methods.py adds one that way and calls it on both transports.
 
 **The token policy** (``requires_token``; the only copy): with ``mqctl serve --token``, the mutating
 admin calls need the token on every transport: ``CleanBrokerData``, ``UpdateConfig``, ``ChangeQuorum``,
@@ -40,28 +42,51 @@ if TYPE_CHECKING:  # pragma: no cover
     from google.protobuf.message import Message
 
 __all__ = [
+    "BOOL",
     "BY_NAME",
     "BY_REMOTING_CODE",
     "FRESH_READ_METHODS",
+    "INT",
     "LOCAL_READ_METHODS",
     "METHODS",
     "NODE_METHODS",
     "RETRY_ANY",
+    "STR",
     "WRITE_METHODS",
     "Caller",
     "Entry",
+    "Field",
     "Kind",
     "MethodSpec",
+    "RemotingCodec",
     "Token",
     "check_token",
     "names",
+    "register",
     "requires_token",
-    "rpc_types",
+    "resolve",
     "spec",
     "unauthenticated",
+    "unregister",
 ]
 
 PROTO_SERVICE = "mqctl.v1.Controller"
+
+
+STR, INT, BOOL = "str", "int", "bool"
+Field = tuple[str, str, str]  # (RocketMQ header key, proto dict key, kind)
+
+
+@dataclass(frozen=True)
+class RemotingCodec:
+    """How a method travels over RocketMQ remoting (mqctl.remoting.headers reads it): the header
+    fields of its request and its response, and its bodies, each named "module:object" (an
+    ``mqctl.remoting.headers.Body``; "": none)."""
+
+    request: tuple[Field, ...] = ()
+    response: tuple[Field, ...] = ()
+    request_body: str = ""
+    response_body: str = ""
 
 
 class Kind(enum.Enum):
@@ -101,13 +126,16 @@ _CORE = "mqctl.controller.core"
 _RESOLVED: dict[str, Any] = {}
 
 
-def _resolve(ref: str) -> Any:
+def resolve(ref: str) -> Any:
     """ "module:attribute" -> the attribute, imported once."""
     found = _RESOLVED.get(ref)
     if found is None:
         module, _, attr = ref.partition(":")
         found = _RESOLVED[ref] = getattr(importlib.import_module(module), attr)
     return found
+
+
+_BODIES = "mqctl.remoting.headers:"  # where the remoting bodies are written and read
 
 
 _WHERE = {
@@ -148,6 +176,10 @@ class MethodSpec:
     # what the node decodes the transports' dict into, once. Default with a rule: the core's
     # ``{name}Request``.
     message: str = ""
+    remoting_codec: RemotingCodec = RemotingCodec()
+    result: str = (
+        "mqctl.api:Ack"  # the clients' typed answer, "module:Class" with ``from_dict``; "": the dict
+    )
 
     def __post_init__(self) -> None:
         defaults = {
@@ -196,18 +228,22 @@ class MethodSpec:
 
     def rule(self) -> Callable[..., Any]:
         """The core's rule for this method (imported on first use)."""
-        return cast("Callable[..., Any]", _resolve(self.rule_ref))
+        return cast("Callable[..., Any]", resolve(self.rule_ref))
 
     def message_class(self) -> Any:
         """The typed request class (imported on first use)."""
-        return _resolve(self.message)
+        return resolve(self.message)
+
+    def typed_answer(self, answer: Mapping[str, Any]) -> Any:
+        """An answer as the clients return it: the result class (imported on first use), or the dict."""
+        return resolve(self.result).from_dict(answer) if self.result else dict(answer)
 
     def types(self) -> tuple[type[Message], type[Message]]:
         """(request class, response class) from mqctl.v1.controller_pb2 (imported here, lazily)."""
-        pb = importlib.import_module("mqctl.v1.controller_pb2")
+        proto = "mqctl.v1.controller_pb2:"
         return (
-            cast("type[Message]", getattr(pb, self.request_type)),
-            cast("type[Message]", getattr(pb, self.response_type)),
+            cast("type[Message]", resolve(proto + self.request_type)),
+            cast("type[Message]", resolve(proto + self.response_type)),
         )
 
 
@@ -223,6 +259,17 @@ METHODS: tuple[MethodSpec, ...] = (
         entry=Entry.METADATA,
         where="any node",
         remoting_body="response: the whole answer as JSON (mqctl extension)",
+        remoting_codec=RemotingCodec(
+            response=(
+                ("group", "group", STR),
+                ("controllerLeaderId", "controller_leader_id", STR),
+                ("controllerLeaderAddress", "controller_leader_address", STR),
+                ("isLeader", "is_leader", BOOL),
+                ("peers", "peers", STR),
+            ),
+            response_body=_BODIES + "METADATA",
+        ),
+        result="mqctl.api:Metadata",
     ),
     MethodSpec(
         "GetNextBrokerId",
@@ -233,6 +280,15 @@ METHODS: tuple[MethodSpec, ...] = (
         code=1012,
         code_name="CONTROLLER_GET_NEXT_BROKER_ID",
         rule_ref=".brokers:get_next_broker_id",
+        remoting_codec=RemotingCodec(
+            request=(("clusterName", "cluster_name", STR), ("brokerName", "broker_name", STR)),
+            response=(
+                ("clusterName", "cluster_name", STR),
+                ("brokerName", "broker_name", STR),
+                ("nextBrokerId", "next_broker_id", INT),
+            ),
+        ),
+        result="mqctl.api:NextBrokerIdResult",
     ),
     MethodSpec(
         "ApplyBrokerId",
@@ -244,6 +300,16 @@ METHODS: tuple[MethodSpec, ...] = (
         code_name="CONTROLLER_APPLY_BROKER_ID",
         idempotent=True,  # the same id with the same registerCheckCode succeeds again
         rule_ref=".brokers:apply_broker_id",
+        remoting_codec=RemotingCodec(
+            request=(
+                ("clusterName", "cluster_name", STR),
+                ("brokerName", "broker_name", STR),
+                ("appliedBrokerId", "applied_broker_id", INT),
+                ("registerCheckCode", "register_check_code", STR),
+            ),
+            response=(("clusterName", "cluster_name", STR), ("brokerName", "broker_name", STR)),
+        ),
+        result="mqctl.api:ApplyBrokerIdResult",
     ),
     MethodSpec(
         "RegisterBroker",
@@ -256,6 +322,32 @@ METHODS: tuple[MethodSpec, ...] = (
         remoting_body="response: SyncStateSet",
         idempotent=True,  # a repeat gives a newer brokerEpoch, which the broker keeps
         rule_ref=".brokers:register_broker",
+        remoting_codec=RemotingCodec(
+            request=(
+                ("clusterName", "cluster_name", STR),
+                ("brokerName", "broker_name", STR),
+                ("brokerId", "broker_id", INT),
+                ("brokerAddress", "broker_address", STR),
+                # 5.0/5.1.0 sent these three; mqctl uses them (and the next two) to re-elect a
+                # bounced master
+                ("epoch", "epoch", INT),
+                ("maxOffset", "max_offset", INT),
+                ("heartbeatTimeoutMillis", "heartbeat_timeout_mills", INT),
+                ("confirmOffset", "confirm_offset", INT),
+                ("electionPriority", "election_priority", INT),
+            ),
+            response=(
+                ("clusterName", "cluster_name", STR),
+                ("brokerName", "broker_name", STR),
+                ("masterBrokerId", "master_broker_id", INT),
+                ("masterAddress", "master_address", STR),
+                ("masterEpoch", "master_epoch", INT),
+                ("syncStateSetEpoch", "sync_state_set_epoch", INT),
+                ("brokerEpoch", "broker_epoch", INT),  # mqctl
+            ),
+            response_body=_BODIES + "SYNC_STATE_SET",
+        ),
+        result="mqctl.api:RegisterBrokerResult",
     ),
     MethodSpec(
         "Heartbeat",
@@ -269,6 +361,20 @@ METHODS: tuple[MethodSpec, ...] = (
         remoting_body="usually one-way",
         rule_ref=".brokers:heartbeat",
         message=_CORE + ".requests:Heartbeat",
+        remoting_codec=RemotingCodec(
+            request=(
+                ("clusterName", "cluster_name", STR),
+                ("brokerAddr", "broker_addr", STR),
+                ("brokerName", "broker_name", STR),
+                ("brokerId", "broker_id", INT),
+                ("epoch", "epoch", INT),
+                ("maxOffset", "max_offset", INT),
+                ("confirmOffset", "confirm_offset", INT),
+                ("heartbeatTimeoutMills", "heartbeat_timeout_mills", INT),
+                ("electionPriority", "election_priority", INT),
+                ("brokerEpoch", "broker_epoch", INT),  # mqctl
+            )
+        ),
     ),
     MethodSpec(
         "HeartbeatStream",
@@ -291,6 +397,19 @@ METHODS: tuple[MethodSpec, ...] = (
         code_name="CONTROLLER_ALTER_SYNC_STATE_SET",
         remoting_body="request and response: SyncStateSet",
         rule_ref=".elections:alter_sync_state_set",
+        remoting_codec=RemotingCodec(
+            request=(
+                ("brokerName", "broker_name", STR),
+                ("masterBrokerId", "master_broker_id", INT),
+                ("masterEpoch", "master_epoch", INT),
+                ("clusterName", "cluster_name", STR),
+                ("brokerEpoch", "broker_epoch", INT),  # mqctl
+            ),
+            response=(("newSyncStateSetEpoch", "new_sync_state_set_epoch", INT),),
+            request_body=_BODIES + "NEW_SYNC_STATE_SET",
+            response_body=_BODIES + "SYNC_STATE_SET",
+        ),
+        result="mqctl.api:AlterSyncStateSetResult",
     ),
     MethodSpec(
         "ElectMaster",
@@ -302,6 +421,23 @@ METHODS: tuple[MethodSpec, ...] = (
         code_name="CONTROLLER_ELECT_MASTER",
         remoting_body="response: ElectMasterResponseBody",
         rule_ref=".elections:elect_master",
+        remoting_codec=RemotingCodec(
+            request=(
+                ("clusterName", "cluster_name", STR),
+                ("brokerName", "broker_name", STR),
+                ("brokerId", "broker_id", INT),
+                ("designateElect", "designate_elect", BOOL),
+                ("brokerEpoch", "broker_epoch", INT),  # mqctl
+            ),
+            response=(
+                ("masterBrokerId", "master_broker_id", INT),
+                ("masterAddress", "master_address", STR),
+                ("masterEpoch", "master_epoch", INT),
+                ("syncStateSetEpoch", "sync_state_set_epoch", INT),
+            ),
+            response_body=_BODIES + "ELECT_MASTER",
+        ),
+        result="mqctl.api:ElectMasterResult",
     ),
     MethodSpec(
         "GetReplicaInfo",
@@ -313,6 +449,16 @@ METHODS: tuple[MethodSpec, ...] = (
         code_name="CONTROLLER_GET_REPLICA_INFO",
         remoting_body="response: SyncStateSet",
         rule_ref=".brokers:get_replica_info",
+        remoting_codec=RemotingCodec(
+            request=(("brokerName", "broker_name", STR),),
+            response=(
+                ("masterBrokerId", "master_broker_id", INT),
+                ("masterAddress", "master_address", STR),
+                ("masterEpoch", "master_epoch", INT),
+            ),
+            response_body=_BODIES + "SYNC_STATE_SET",
+        ),
+        result="mqctl.api:ReplicaInfoResult",
     ),
     MethodSpec(
         "GetSyncStateData",
@@ -324,6 +470,10 @@ METHODS: tuple[MethodSpec, ...] = (
         code_name="CONTROLLER_GET_SYNC_STATE_DATA",
         remoting_body="request: JSON list of names; response: BrokerReplicasInfo",
         rule_ref=".brokers:get_sync_state_data",
+        remoting_codec=RemotingCodec(
+            request_body=_BODIES + "BROKER_NAMES", response_body=_BODIES + "SYNC_STATE_DATA"
+        ),
+        result="mqctl.api:SyncStateDataResult",
     ),
     MethodSpec(
         "CleanBrokerData",
@@ -334,6 +484,14 @@ METHODS: tuple[MethodSpec, ...] = (
         code=1011,
         code_name="CLEAN_BROKER_DATA",
         rule_ref=".brokers:clean_broker_data",
+        remoting_codec=RemotingCodec(
+            request=(
+                ("clusterName", "cluster_name", STR),
+                ("brokerName", "broker_name", STR),
+                ("brokerControllerIdsToClean", "broker_controller_ids_to_clean", STR),
+                ("isCleanLivingBroker", "is_clean_living_broker", BOOL),
+            )
+        ),
     ),
     MethodSpec(
         "GetConfig",
@@ -345,6 +503,8 @@ METHODS: tuple[MethodSpec, ...] = (
         code_name="GET_CONTROLLER_CONFIG",
         remoting_body="response: sorted properties",
         rule_ref=".configuration:get_config",
+        remoting_codec=RemotingCodec(response_body=_BODIES + "CONFIG"),
+        result="mqctl.api:ConfigResult",
     ),
     MethodSpec(
         "UpdateConfig",
@@ -356,6 +516,7 @@ METHODS: tuple[MethodSpec, ...] = (
         code_name="UPDATE_CONTROLLER_CONFIG",
         remoting_body="request: properties",
         rule_ref=".configuration:update_config",
+        remoting_codec=RemotingCodec(request_body=_BODIES + "CONFIG"),
     ),
     MethodSpec(
         "WatchRoleChanges",
@@ -371,6 +532,15 @@ METHODS: tuple[MethodSpec, ...] = (
         streaming=True,
         where="any node",
         response_type="RoleChange",
+        remoting_codec=RemotingCodec(  # the 1008 the controller pushes: NotifyBrokerRoleChangedRequestHeader
+            request=(
+                ("masterAddress", "master_address", STR),
+                ("masterEpoch", "master_epoch", INT),
+                ("syncStateSetEpoch", "sync_state_set_epoch", INT),
+                ("masterBrokerId", "master_broker_id", INT),
+            )
+        ),
+        result="mqctl.api:RoleChange",
     ),
     MethodSpec(
         "ChangeQuorum",
@@ -380,6 +550,7 @@ METHODS: tuple[MethodSpec, ...] = (
         "Add or remove a controller node, or transfer the leadership (mqctl extension).",
         mutating=True,
         where="leader",
+        result="mqctl.api:ChangeQuorumResult",
     ),
     MethodSpec(
         "GetHistory",
@@ -388,6 +559,7 @@ METHODS: tuple[MethodSpec, ...] = (
         Token.NEVER,
         "The decision history with loss accounting, one page at a time (mqctl extension; feature level 3).",
         rule_ref=".decisions:get_history",
+        result="mqctl.api:HistoryPage",
     ),
     MethodSpec(
         "PauseFailover",
@@ -397,6 +569,7 @@ METHODS: tuple[MethodSpec, ...] = (
         "Pause or resume automatic failover of a broker set or of every set (mqctl extension; "
         "feature level 3).",
         rule_ref=".decisions:pause_failover",
+        result="mqctl.api:PauseResult",
     ),
     MethodSpec(
         "Switchover",
@@ -405,6 +578,7 @@ METHODS: tuple[MethodSpec, ...] = (
         Token.ALWAYS,
         "Move the master to a caught-up alive SyncStateSet member (mqctl extension).",
         rule_ref=".elections:switchover",
+        result="mqctl.api:SwitchoverResult",
     ),
     MethodSpec(
         "Rebalance",
@@ -413,6 +587,7 @@ METHODS: tuple[MethodSpec, ...] = (
         Token.ALWAYS,
         "A switchover to every broker set's preferred replica (mqctl extension).",
         rule_ref=".elections:rebalance",
+        result="mqctl.api:RebalanceResult",
     ),
     MethodSpec(
         "GetSnapshot",
@@ -422,11 +597,12 @@ METHODS: tuple[MethodSpec, ...] = (
         "The replicated controller state at one applied index, after a read barrier (mqctl "
         "snapshot save; mqctl extension).",
         where="leader, after a read barrier",
+        result="",  # the state document as it is
     ),
 )
 
-BY_NAME: Mapping[str, MethodSpec] = {s.name: s for s in METHODS}
-BY_REMOTING_CODE: Mapping[int, MethodSpec] = {s.code: s for s in METHODS if s.remoting and s.code is not None}
+BY_NAME: dict[str, MethodSpec] = {}
+BY_REMOTING_CODE: dict[int, MethodSpec] = {}
 
 
 def spec(method: str) -> MethodSpec:
@@ -449,17 +625,47 @@ def names(
 
 # What the node asks (mqctl.controller.node): writes go through the Raft log, fresh reads pass a
 # read barrier on the leader, local reads are answered from the asked node's state.
-WRITE_METHODS = names(Kind.WRITE)
-FRESH_READ_METHODS = names(Kind.FRESH_READ)
-LOCAL_READ_METHODS = names(Kind.LOCAL_READ)
-NODE_METHODS = names(Kind.NODE)
+WRITE_METHODS: frozenset[str] = frozenset()
+FRESH_READ_METHODS: frozenset[str] = frozenset()
+LOCAL_READ_METHODS: frozenset[str] = frozenset()
+NODE_METHODS: frozenset[str] = frozenset()
 # Calls the clients retry on any transient failure; the others only when surely not executed.
-RETRY_ANY = frozenset(s.name for s in METHODS if s.retry_any and not s.streaming)
+RETRY_ANY: frozenset[str] = frozenset()
 
 
-def rpc_types() -> dict[str, tuple[type[Message], type[Message]]]:
-    """Unary RPC name -> (request class, response class); imports the generated proto module."""
-    return {s.name: s.types() for s in METHODS if not s.streaming}
+def _index() -> None:
+    """Every view of the table, derived again from ``METHODS``."""
+    global WRITE_METHODS, FRESH_READ_METHODS, LOCAL_READ_METHODS, NODE_METHODS, RETRY_ANY
+    BY_NAME.clear()
+    BY_NAME.update((s.name, s) for s in METHODS)
+    BY_REMOTING_CODE.clear()
+    BY_REMOTING_CODE.update((s.code, s) for s in METHODS if s.remoting and s.code is not None)
+    WRITE_METHODS = names(Kind.WRITE)
+    FRESH_READ_METHODS = names(Kind.FRESH_READ)
+    LOCAL_READ_METHODS = names(Kind.LOCAL_READ)
+    NODE_METHODS = names(Kind.NODE)
+    RETRY_ANY = frozenset(s.name for s in METHODS if s.retry_any and not s.streaming)
+
+
+def register(*rows: MethodSpec) -> None:
+    """Add methods: a row, its rule and its request class are all a method needs. For a plugin or a
+    test; the transports, the clients and the node read the table when they are asked."""
+    global METHODS
+    for row in rows:
+        if row.name in BY_NAME or (row.remoting_code is not None and row.remoting_code in BY_REMOTING_CODE):
+            raise ValueError(f"{row.name}: a method of that name or request code exists")
+    METHODS = (*METHODS, *rows)
+    _index()
+
+
+def unregister(*names: str) -> None:
+    """Remove methods that ``register`` added (a test's, when it is done)."""
+    global METHODS
+    METHODS = tuple(row for row in METHODS if row.name not in names)
+    _index()
+
+
+_index()
 
 
 # ---------------------------------------------------------------------------------------------

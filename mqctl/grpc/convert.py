@@ -21,14 +21,7 @@ from typing import Any, TypeVar
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from mqctl import methods
-
 M = TypeVar("M", bound=Message)
-
-# RPC name -> (request class, response class) of every unary call of mqctl.v1.Controller, from the
-# method table (mqctl.methods); the server and the client both read it (WatchRoleChanges, the
-# stream, is not here).
-RPC_TYPES: dict[str, tuple[type[Message], type[Message]]] = methods.rpc_types()
 
 _INT_RANGES = {
     FieldDescriptor.CPPTYPE_INT32: (-(2**31), 2**31 - 1),

@@ -53,20 +53,15 @@ from grpc_health.v1 import health_pb2
 from mqctl import methods
 from mqctl.address import is_loopback, parse_address
 from mqctl.errors import Code, ControllerError, UsageError
-from mqctl.grpc.convert import RPC_TYPES, dict_to_message, message_to_dict
+from mqctl.grpc.convert import dict_to_message, message_to_dict
 from mqctl.grpc.security import TlsConfig, check_bearer, server_credentials
 from mqctl.peerlimits import CallGuard, IdleStreams, PeerLog, PeerSlots, peer_address
 from mqctl.v1 import controller_pb2 as pb
-from mqctl.v1 import controller_pb2_grpc as pb_grpc
 
 log = logging.getLogger("mqctl.grpc")
 
 SERVICE_NAME = "mqctl.v1.Controller"
 
-# RPC name -> (request class, response class) of the calls answered by NodeAPI.call.
-UNARY_METHODS: dict[str, tuple[type[Any], type[Any]]] = {
-    name: types for name, types in RPC_TYPES.items() if methods.spec(name).entry is methods.Entry.CALL
-}
 TOKEN_HOW = "metadata 'authorization: Bearer <token>'"
 
 DEFAULT_CALL_TIMEOUT = 5.0
@@ -219,7 +214,7 @@ def _error(code: int, remark: str, leader_address: str = "") -> dict[str, Any]:
     return {"code": int(code), "remark": remark, "leader_address": leader_address}
 
 
-class ControllerServicer(pb_grpc.ControllerServicer):
+class ControllerServicer:
     """gRPC servicer over a NodeAPI; one instance per server.
 
     Its methods take the request message, as the generated ``add_ControllerServicer_to_server``
@@ -253,6 +248,20 @@ class ControllerServicer(pb_grpc.ControllerServicer):
             max_workers=max(1, self.limits.max_heartbeat_streams) + STREAM_SPARE_THREADS,
             thread_name_prefix="mqctl-grpc-heartbeat",
         )
+
+    def __getattr__(self, name: str) -> Any:
+        """The unary RPC of every row of the method table answered by NodeAPI.call (a row added
+        with ``methods.register`` too), taking the request message as generated servicers do."""
+        row = next((r for r in methods.METHODS if r.grpc_method == name), None)
+        if row is None or row.entry is not methods.Entry.CALL or row.streaming:
+            raise AttributeError(name)
+
+        def rpc(request: Any, context: grpc.ServicerContext) -> Any:
+            return self._answer(row.name, request, context)
+
+        rpc.__name__ = rpc.__qualname__ = name
+        rpc.__doc__ = row.doc
+        return rpc
 
     # -- hostile input -----------------------------------------------------------------------
 
@@ -365,7 +374,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         return max(0.05, min(MAX_CALL_TIMEOUT, remaining * 0.9))
 
     def _answer(self, method: str, request: Any, context: grpc.ServicerContext) -> Any:
-        response_cls = UNARY_METHODS[method][1]
+        response_cls = methods.spec(method).types()[1]
         if isinstance(request, Undecodable):
             self.refuse_undecodable(method, request, context)
         req = message_to_dict(request)
@@ -529,26 +538,6 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                     close()
                 except Exception:  # pragma: no cover - best effort
                     log.debug("closing a role watch failed", exc_info=True)
-
-
-def _unary(method: str) -> Any:
-    """The servicer method of a unary RPC answered by NodeAPI.call."""
-
-    def rpc(self: ControllerServicer, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._answer(method, request, context)
-
-    row = methods.spec(method)
-    rpc.__name__ = rpc.__qualname__ = row.grpc_method
-    rpc.__doc__ = row.doc
-    return rpc
-
-
-for _row in methods.METHODS:
-    if _row.entry is methods.Entry.CALL and _row.grpc_method not in ControllerServicer.__dict__:
-        setattr(ControllerServicer, _row.grpc_method, _unary(_row.name))
-_missing = [r.grpc_method for r in methods.METHODS if r.grpc_method not in ControllerServicer.__dict__]
-if _missing:  # pragma: no cover - a row whose entry point has no handler here
-    raise ImportError(f"grpc_server: no servicer method for {_missing}")
 
 
 class Health:

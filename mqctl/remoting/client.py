@@ -41,7 +41,6 @@ from mqctl.address import parse_address
 from mqctl.api import (
     BACKOFF_INITIAL,
     BACKOFF_MAX,
-    DECODERS,
     ConfigResult,
     ControllerApi,
     ElectMasterResult,
@@ -70,7 +69,7 @@ class RemotingError(OSError):
 
 def role_change_of(cmd: RemotingCommand) -> RoleChange:
     """A NOTIFY_BROKER_ROLE_CHANGED (1008) request -> RoleChange (the broker set is not in it)."""
-    d = headers.header_to_dict(headers.RESPONSE_HEADERS["NotifyBrokerRoleChanged"], cmd.ext_fields)
+    d = headers.header_to_dict(headers.ROLE_CHANGE_FIELDS, cmd.ext_fields)
     if cmd.body:
         sss = headers.read_sync_state_set(cmd.body)
         d["sync_state_set"] = sss["sync_state_set"]
@@ -557,7 +556,7 @@ class RemotingControllerClient(ControllerApi):
                     raise _Retry(f"{target}: {d['remark']}")
                 if answer.code != Code.SUCCESS:
                     try:
-                        decoded: Any = DECODERS[method](d)
+                        decoded: Any = methods.spec(method).typed_answer(d)
                     except Exception:  # pragma: no cover - a malformed error answer still raises cleanly
                         decoded = d
                     raise ControllerError(answer.code, d["remark"], response=decoded)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from mqctl import methods
 from mqctl.remoting.codec import (
@@ -40,116 +40,14 @@ REQUEST_CODES["GET_BROKER_EPOCH_CACHE"] = GET_BROKER_EPOCH_CACHE
 GET_BROKER_CLUSTER_INFO = 106  # served by name servers (mqadmin's -n), not by a controller
 REQUEST_CODES["GET_BROKER_CLUSTER_INFO"] = GET_BROKER_CLUSTER_INFO
 
-METHOD_BY_CODE: dict[int, str] = {code: s.name for code, s in methods.BY_REMOTING_CODE.items()}
-CODE_BY_METHOD = {m: c for c, m in METHOD_BY_CODE.items()}
-
 # The mqctl extension header that carries the bearer token of `mqctl serve --token` (admin calls).
 TOKEN_KEY = "mqctlToken"
 
-STR, INT, BOOL = "str", "int", "bool"
-Field = tuple[str, str, str]  # (RocketMQ header key, proto dict key, kind)
+STR, INT, BOOL = methods.STR, methods.INT, methods.BOOL
+Field = methods.Field
 
-REQUEST_HEADERS: dict[str, tuple[Field, ...]] = {
-    "AlterSyncStateSet": (
-        ("brokerName", "broker_name", STR),
-        ("masterBrokerId", "master_broker_id", INT),
-        ("masterEpoch", "master_epoch", INT),
-        ("clusterName", "cluster_name", STR),
-        ("brokerEpoch", "broker_epoch", INT),  # mqctl
-    ),
-    "ElectMaster": (
-        ("clusterName", "cluster_name", STR),
-        ("brokerName", "broker_name", STR),
-        ("brokerId", "broker_id", INT),
-        ("designateElect", "designate_elect", BOOL),
-        ("brokerEpoch", "broker_epoch", INT),  # mqctl
-    ),
-    "RegisterBroker": (
-        ("clusterName", "cluster_name", STR),
-        ("brokerName", "broker_name", STR),
-        ("brokerId", "broker_id", INT),
-        ("brokerAddress", "broker_address", STR),
-        # 5.0/5.1.0 sent these three; mqctl uses them (and the next two) to re-elect a bounced master
-        ("epoch", "epoch", INT),
-        ("maxOffset", "max_offset", INT),
-        ("heartbeatTimeoutMillis", "heartbeat_timeout_mills", INT),
-        ("confirmOffset", "confirm_offset", INT),
-        ("electionPriority", "election_priority", INT),
-    ),
-    "GetReplicaInfo": (("brokerName", "broker_name", STR),),
-    "GetNextBrokerId": (("clusterName", "cluster_name", STR), ("brokerName", "broker_name", STR)),
-    "ApplyBrokerId": (
-        ("clusterName", "cluster_name", STR),
-        ("brokerName", "broker_name", STR),
-        ("appliedBrokerId", "applied_broker_id", INT),
-        ("registerCheckCode", "register_check_code", STR),
-    ),
-    "CleanBrokerData": (
-        ("clusterName", "cluster_name", STR),
-        ("brokerName", "broker_name", STR),
-        ("brokerControllerIdsToClean", "broker_controller_ids_to_clean", STR),
-        ("isCleanLivingBroker", "is_clean_living_broker", BOOL),
-    ),
-    "Heartbeat": (
-        ("clusterName", "cluster_name", STR),
-        ("brokerAddr", "broker_addr", STR),
-        ("brokerName", "broker_name", STR),
-        ("brokerId", "broker_id", INT),
-        ("epoch", "epoch", INT),
-        ("maxOffset", "max_offset", INT),
-        ("confirmOffset", "confirm_offset", INT),
-        ("heartbeatTimeoutMills", "heartbeat_timeout_mills", INT),
-        ("electionPriority", "election_priority", INT),
-        ("brokerEpoch", "broker_epoch", INT),  # mqctl
-    ),
-    "GetMetadata": (),
-    "GetSyncStateData": (),
-    "GetConfig": (),
-    "UpdateConfig": (),
-}
-
-RESPONSE_HEADERS: dict[str, tuple[Field, ...]] = {
-    "AlterSyncStateSet": (("newSyncStateSetEpoch", "new_sync_state_set_epoch", INT),),
-    "ElectMaster": (
-        ("masterBrokerId", "master_broker_id", INT),
-        ("masterAddress", "master_address", STR),
-        ("masterEpoch", "master_epoch", INT),
-        ("syncStateSetEpoch", "sync_state_set_epoch", INT),
-    ),
-    "RegisterBroker": (
-        ("clusterName", "cluster_name", STR),
-        ("brokerName", "broker_name", STR),
-        ("masterBrokerId", "master_broker_id", INT),
-        ("masterAddress", "master_address", STR),
-        ("masterEpoch", "master_epoch", INT),
-        ("syncStateSetEpoch", "sync_state_set_epoch", INT),
-        ("brokerEpoch", "broker_epoch", INT),  # mqctl
-    ),
-    "GetReplicaInfo": (
-        ("masterBrokerId", "master_broker_id", INT),
-        ("masterAddress", "master_address", STR),
-        ("masterEpoch", "master_epoch", INT),
-    ),
-    "GetNextBrokerId": (
-        ("clusterName", "cluster_name", STR),
-        ("brokerName", "broker_name", STR),
-        ("nextBrokerId", "next_broker_id", INT),
-    ),
-    "ApplyBrokerId": (("clusterName", "cluster_name", STR), ("brokerName", "broker_name", STR)),
-    "GetMetadata": (
-        ("group", "group", STR),
-        ("controllerLeaderId", "controller_leader_id", STR),
-        ("controllerLeaderAddress", "controller_leader_address", STR),
-        ("isLeader", "is_leader", BOOL),
-        ("peers", "peers", STR),
-    ),
-    "NotifyBrokerRoleChanged": (
-        ("masterAddress", "master_address", STR),
-        ("masterEpoch", "master_epoch", INT),
-        ("syncStateSetEpoch", "sync_state_set_epoch", INT),
-        ("masterBrokerId", "master_broker_id", INT),
-    ),
-}
+# NotifyBrokerRoleChangedRequestHeader: the 1008 the controller pushes (WatchRoleChanges' row)
+ROLE_CHANGE_FIELDS: tuple[Field, ...] = methods.spec("WatchRoleChanges").remoting_codec.request
 
 _JAVA_LONG = re.compile(r"[+-]?[0-9]+\Z")
 
@@ -492,90 +390,156 @@ def read_cluster_info(body: bytes) -> dict[str, Any]:
     return {"broker_addr_table": brokers, "cluster_addr_table": clusters}
 
 
+def rocketmq_nulls(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A GetSyncStateData answer with RocketMQ's nulls where the core has "": a broker set without a master
+    has masterAddress null in RocketMQ's BrokerReplicasInfo (ReplicasInfoManager.getSyncStateData,
+    fastjson leaves it out), which mqadmin getSyncStateSet prints as ``#MasterAddr\tnull``; an empty
+    string would print as nothing. (Response headers leave empty strings out already.)"""
+    table = result.get("replicas_info_table")
+    if not isinstance(table, dict):
+        return result
+    fixed = {
+        name: (
+            {k: v for k, v in info.items() if not (k == "master_address" and v == "")}
+            if isinstance(info, dict)
+            else info
+        )
+        for name, info in table.items()
+    }
+    return {**result, "replicas_info_table": fixed}
+
+
+# ---------------------------------------------------------------------------------------------
+# The bodies the method table's rows name (methods.RemotingCodec)
+
+
+class Body:
+    """One body of a method: ``dump`` writes it from the dict (proto field names), ``load`` reads
+    it into the dict; ``view`` is the dict the header fields are written from (the same dict but for
+    GetMetadata)."""
+
+    def __init__(
+        self,
+        dump: Callable[[Mapping[str, Any]], bytes],
+        load: Callable[[bytes, dict[str, Any]], None],
+        view: Callable[[Mapping[str, Any]], Mapping[str, Any]] = lambda d: d,
+    ) -> None:
+        self.dump, self.load, self.view = dump, load, view
+
+
+def _load_new_sync_state_set(body: bytes, request: dict[str, Any]) -> None:
+    if body:
+        sss = read_sync_state_set(body)
+        request["new_sync_state_set"] = sss["sync_state_set"]
+        request["sync_state_set_epoch"] = sss["sync_state_set_epoch"]
+
+
+def _dump_new_sync_state_set(request: Mapping[str, Any]) -> bytes:
+    return sync_state_set_body(
+        {
+            "sync_state_set": request.get("new_sync_state_set") or [],
+            "sync_state_set_epoch": request.get("sync_state_set_epoch", 0),
+        }
+    )
+
+
+def _load_broker_names(body: bytes, request: dict[str, Any]) -> None:
+    # mqctl: no body or an empty list = every broker set (RocketMQ answers code 1)
+    request["broker_names"] = read_broker_names(body) if body else []
+
+
+def _load_config(body: bytes, d: dict[str, Any]) -> None:
+    # RocketMQ reads the body as new String(body, UTF-8): bytes that are not UTF-8 become U+FFFD
+    d["config"] = properties_loads(body.decode("utf-8", errors="replace").encode("utf-8")) if body else {}
+
+
+def _dump_sync_state_set(d: Mapping[str, Any]) -> bytes:
+    sss = d.get("sync_state_set")
+    return sync_state_set_body(sss) if isinstance(sss, Mapping) else b""
+
+
+def _load_sync_state_set(body: bytes, d: dict[str, Any]) -> None:
+    if body:
+        d["sync_state_set"] = read_sync_state_set(body)
+
+
+def _load_metadata(body: bytes, d: dict[str, Any]) -> None:
+    if body:
+        detail = read_metadata_body(body)
+        d.update({k: v for k, v in detail.items() if k not in d or k == "peers"})
+    else:
+        d["peers"] = parse_peers(
+            str(d.get("peers") or ""),
+            str(d.get("controller_leader_id") or ""),
+            str(d.get("controller_leader_address") or ""),
+        )
+
+
+def _loading(read: Callable[[bytes], dict[str, Any]]) -> Callable[[bytes, dict[str, Any]], None]:
+    def load(body: bytes, d: dict[str, Any]) -> None:
+        if body:
+            d.update(read(body))
+
+    return load
+
+
+NEW_SYNC_STATE_SET = Body(_dump_new_sync_state_set, _load_new_sync_state_set)
+BROKER_NAMES = Body(
+    lambda request: fastjson_dumps([str(n) for n in request.get("broker_names") or []]), _load_broker_names
+)
+CONFIG = Body(lambda d: properties_dumps(d.get("config") or {}), _load_config)
+SYNC_STATE_SET = Body(_dump_sync_state_set, _load_sync_state_set)
+ELECT_MASTER = Body(elect_master_body, _loading(read_elect_master_body))
+SYNC_STATE_DATA = Body(lambda d: sync_state_data_body(rocketmq_nulls(d)), _loading(read_sync_state_data))
+METADATA = Body(metadata_body, _load_metadata, metadata_view)
+
+
 # ---------------------------------------------------------------------------------------------
 # Requests and responses
 
 
+def _codec(method: str) -> methods.RemotingCodec:
+    return methods.spec(method).remoting_codec
+
+
+def _body(ref: str) -> Body | None:
+    return cast(Body, methods.resolve(ref)) if ref else None
+
+
 def decode_request(code: int, ext: Mapping[str, str] | None, body: bytes) -> tuple[str, dict[str, Any]]:
     """Server side. KeyError for a code this front door does not serve; BodyError for a bad body."""
-    method = METHOD_BY_CODE[code]
-    request = header_to_dict(REQUEST_HEADERS[method], ext)
-    if method == "AlterSyncStateSet" and body:
-        sss = read_sync_state_set(body)
-        request["new_sync_state_set"] = sss["sync_state_set"]
-        request["sync_state_set_epoch"] = sss["sync_state_set_epoch"]
-    elif method == "GetSyncStateData":
-        # mqctl: no body or an empty list = every broker set (RocketMQ answers code 1)
-        request["broker_names"] = read_broker_names(body) if body else []
-    elif method == "UpdateConfig":
-        # RocketMQ reads the body as new String(body, UTF-8): bytes that are not UTF-8 become U+FFFD
-        text = body.decode("utf-8", errors="replace").encode("utf-8")
-        request["config"] = properties_loads(text) if body else {}
-    return method, request
-
-
-_RESPONSE_BODIES: dict[str, Callable[[Mapping[str, Any]], bytes]] = {
-    "ElectMaster": elect_master_body,
-    "GetSyncStateData": sync_state_data_body,
-}
+    row = methods.BY_REMOTING_CODE[code]
+    request = header_to_dict(row.remoting_codec.request, ext)
+    reader = _body(row.remoting_codec.request_body)
+    if reader is not None:
+        reader.load(body, request)
+    return row.name, request
 
 
 def encode_response(method: str, result: Mapping[str, Any]) -> tuple[dict[str, str], bytes]:
     """Server side: the NodeAPI answer -> (extFields, body). ``code``/``remark`` travel in the frame."""
-    if method == "GetMetadata":
-        view = metadata_view(result)
-        return dict_to_header(RESPONSE_HEADERS[method], view, skip_empty=True), metadata_body(view)
-    ext = dict_to_header(RESPONSE_HEADERS.get(method, ()), result, skip_empty=True)
-    body = b""
-    if method in _RESPONSE_BODIES:
-        body = _RESPONSE_BODIES[method](result)
-    elif method in ("AlterSyncStateSet", "RegisterBroker", "GetReplicaInfo"):
-        sss = result.get("sync_state_set")
-        if isinstance(sss, Mapping):
-            body = sync_state_set_body(sss)
-    elif method == "GetConfig":
-        body = properties_dumps(result.get("config") or {})
-    return ext, body
+    codec = _codec(method)
+    writer = _body(codec.response_body)
+    view = result if writer is None else writer.view(result)
+    ext = dict_to_header(codec.response, view, skip_empty=True)
+    return ext, (b"" if writer is None else writer.dump(view))
 
 
 def encode_request(method: str, request: Mapping[str, Any]) -> tuple[int, dict[str, str], bytes]:
     """Client side: a request dict -> (code, extFields, body)."""
-    code = CODE_BY_METHOD[method]
-    ext = dict_to_header(REQUEST_HEADERS[method], request, skip_empty=False)
-    body = b""
-    if method == "AlterSyncStateSet":
-        body = sync_state_set_body(
-            {
-                "sync_state_set": request.get("new_sync_state_set") or [],
-                "sync_state_set_epoch": request.get("sync_state_set_epoch", 0),
-            }
-        )
-    elif method == "GetSyncStateData":
-        body = fastjson_dumps([str(n) for n in request.get("broker_names") or []])
-    elif method == "UpdateConfig":
-        body = properties_dumps(request.get("config") or {})
-    return code, ext, body
+    row = methods.spec(method)
+    if row.remoting_code is None:
+        raise KeyError(method)
+    ext = dict_to_header(row.remoting_codec.request, request, skip_empty=False)
+    writer = _body(row.remoting_codec.request_body)
+    return row.remoting_code, ext, (b"" if writer is None else writer.dump(request))
 
 
 def decode_response(method: str, ext: Mapping[str, str] | None, body: bytes) -> dict[str, Any]:
     """Client side: (extFields, body) -> the answer dict with proto field names."""
-    out = header_to_dict(RESPONSE_HEADERS.get(method, ()), ext)
-    if method == "GetMetadata":
-        if body:
-            detail = read_metadata_body(body)
-            out.update({k: v for k, v in detail.items() if k not in out or k == "peers"})
-        else:
-            out["peers"] = parse_peers(
-                str(out.get("peers") or ""),
-                str(out.get("controller_leader_id") or ""),
-                str(out.get("controller_leader_address") or ""),
-            )
-    elif method in ("AlterSyncStateSet", "RegisterBroker", "GetReplicaInfo") and body:
-        out["sync_state_set"] = read_sync_state_set(body)
-    elif method == "ElectMaster" and body:
-        out.update(read_elect_master_body(body))
-    elif method == "GetSyncStateData" and body:
-        out.update(read_sync_state_data(body))
-    elif method == "GetConfig":
-        out["config"] = properties_loads(body) if body else {}
+    codec = _codec(method)
+    out = header_to_dict(codec.response, ext)
+    reader = _body(codec.response_body)
+    if reader is not None:
+        reader.load(body, out)
     return out

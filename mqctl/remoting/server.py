@@ -521,7 +521,7 @@ class RemotingServer:
         if code == Code.SUCCESS and method in ("RegisterBroker", "Heartbeat"):
             self._remember(request)
         try:
-            ext, body = headers.encode_response(method, rocketmq_nulls(method, result))
+            ext, body = headers.encode_response(method, result)
         except Exception as exc:
             log.exception("cannot encode the node's answer to %s: %r", method, result)
             return self._response(cmd, Code.SYSTEM_ERROR, f"internal error encoding {method}: {exc}"[:200])
@@ -661,9 +661,7 @@ class RemotingServer:
         target, so a failover waits for nobody."""
         name = str(change.get("broker_name") or "")
         epoch = int(change.get("master_epoch") or 0)
-        ext = headers.dict_to_header(
-            headers.RESPONSE_HEADERS["NotifyBrokerRoleChanged"], change, skip_empty=True
-        )
+        ext = headers.dict_to_header(headers.ROLE_CHANGE_FIELDS, change, skip_empty=True)
         body = headers.sync_state_set_body(
             {
                 "sync_state_set": change.get("sync_state_set") or [],
@@ -736,27 +734,6 @@ class RemotingServer:
             )
             self.notifications_sent += 1
             return
-
-
-def rocketmq_nulls(method: str, result: dict[str, Any]) -> dict[str, Any]:
-    """The core's answer with RocketMQ's nulls where the core has "": a broker set without a master
-    has masterAddress null in RocketMQ's BrokerReplicasInfo (ReplicasInfoManager.getSyncStateData,
-    fastjson leaves it out), which mqadmin getSyncStateSet prints as ``#MasterAddr\tnull``; an empty
-    string would print as nothing. (Response headers leave empty strings out already.)"""
-    if method != "GetSyncStateData":
-        return result
-    table = result.get("replicas_info_table")
-    if not isinstance(table, dict):
-        return result
-    fixed = {
-        name: (
-            {k: v for k, v in info.items() if not (k == "master_address" and v == "")}
-            if isinstance(info, dict)
-            else info
-        )
-        for name, info in table.items()
-    }
-    return {**result, "replicas_info_table": fixed}
 
 
 TLS_MODES = ("enforcing", "permissive", "disabled")
@@ -860,4 +837,4 @@ def start_remoting_server(
     return RemotingServer(node, host, port, **kwargs).start(tls=tls, tls_mode=tls_mode)
 
 
-__all__ = ["RemotingServer", "configured_serialize_type", "rocketmq_nulls", "start_remoting_server"]
+__all__ = ["RemotingServer", "configured_serialize_type", "start_remoting_server"]

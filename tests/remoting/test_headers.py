@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from mqctl import methods
 from mqctl.client import ElectMasterResult, Metadata, SyncStateDataResult
 from mqctl.remoting import headers as h
 from mqctl.remoting.codec import BodyError
@@ -153,7 +154,7 @@ def test_requests_both_directions(
 
 
 def test_request_codes_are_rocketmq_s() -> None:
-    assert h.METHOD_BY_CODE == {
+    assert {code: row.name for code, row in methods.BY_REMOTING_CODE.items()} == {
         1001: "AlterSyncStateSet",
         1002: "ElectMaster",
         1003: "RegisterBroker",
@@ -520,7 +521,7 @@ def test_notify_broker_role_changed_header_and_body() -> None:
         "sync_state_set_epoch": 4,
         "sync_state_set": [2],
     }
-    ext = h.dict_to_header(h.RESPONSE_HEADERS["NotifyBrokerRoleChanged"], change, skip_empty=True)
+    ext = h.dict_to_header(h.ROLE_CHANGE_FIELDS, change, skip_empty=True)
     assert ext == {
         "masterAddress": "127.0.0.1:30912",
         "masterEpoch": "3",

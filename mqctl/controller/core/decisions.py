@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mqctl import methods
 from mqctl.controller import election
 from mqctl.controller.core.context import (
     ALL_BROKER_SETS,
@@ -127,7 +128,6 @@ _WHAT: dict[type, str] = {
     BrokerDataCleaned: "data cleaned",
     ConfigUpdated: "config changed",
 }
-_ADMIN_METHODS = frozenset({"CleanBrokerData", "UpdateConfig", "PauseFailover"})
 
 
 def _cause(
@@ -143,7 +143,9 @@ def _cause(
         return "switchover"
     if method == "Rebalance":
         return "rebalance"
-    if method in _ADMIN_METHODS or (isinstance(req, ElectMasterRequest) and req.designate_elect):
+    if methods.spec(method).caller is methods.Caller.ADMIN or (
+        isinstance(req, ElectMasterRequest) and req.designate_elect
+    ):
         return "admin request"
     if isinstance(req, ElectMasterRequest) and req.broker_id is None:
         old = bs.master_broker_id if bs is not None else None
