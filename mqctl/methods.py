@@ -31,6 +31,7 @@ when ``MethodSpec.types()`` is called, so the CLI stays fast.
 from __future__ import annotations
 
 import enum
+import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -226,13 +227,16 @@ class MethodSpec:
     def grpc_path(self) -> str:
         return f"/{PROTO_SERVICE}/{self.grpc_method}"
 
+    @functools.cached_property
     def rule(self) -> Callable[..., Any]:
-        """The core's rule for this method (imported on first use)."""
+        """The core's rule for this method (imported on first use; an attribute after it, for the
+        heartbeat's hot path)."""
         return cast("Callable[..., Any]", resolve(self.rule_ref))
 
-    def message_class(self) -> Any:
-        """The typed request class (imported on first use)."""
-        return resolve(self.message)
+    @functools.cached_property
+    def read(self) -> Callable[[Mapping[str, Any]], Any]:
+        """The typed request class's ``read`` (imported on first use)."""
+        return cast("Callable[[Mapping[str, Any]], Any]", resolve(self.message).read)
 
     def typed_answer(self, answer: Mapping[str, Any]) -> Any:
         """An answer as the clients return it: the result class (imported on first use), or the dict."""

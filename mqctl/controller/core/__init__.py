@@ -132,7 +132,7 @@ def decode(method: str, request: Mapping[str, Any]) -> Request:
         raise Refusal(Code.REQUEST_CODE_NOT_SUPPORTED, f" request type {method} not supported")
     if not isinstance(request, Mapping):
         raise Refusal(Code.CONTROLLER_INVALID_REQUEST, "Invalid request: the request must be a map")
-    return cast(Request, row.message_class().read(request))
+    return cast(Request, row.read(request))
 
 
 def refused(refusal: Refusal) -> Result:
@@ -143,7 +143,7 @@ def handle(state: ControllerState, request: Request, ctx: Context) -> Result:
     """Decide `request` against `state` (never mutated). The caller applies `result.records`."""
     method = request.METHOD
     try:
-        result: Result = methods.BY_NAME[method].rule()(state, request, ctx)
+        result: Result = methods.BY_NAME[method].rule(state, request, ctx)
         if result.records and state.feature_level >= HISTORY_LEVEL:
             result.records.extend(_history(state, method, request, ctx, result.records))
         return result
