@@ -97,6 +97,19 @@ class Entry(enum.Enum):
     WATCH = "watch"  # NodeAPI.watch(cluster_name, broker_name), a stream
 
 
+_CORE = "mqctl.controller.core"
+_RESOLVED: dict[str, Any] = {}
+
+
+def _resolve(ref: str) -> Any:
+    """ "module:attribute" -> the attribute, imported once."""
+    found = _RESOLVED.get(ref)
+    if found is None:
+        module, _, attr = ref.partition(":")
+        found = _RESOLVED[ref] = getattr(importlib.import_module(module), attr)
+    return found
+
+
 _WHERE = {
     Kind.LOCAL_READ: "the node asked",
     Kind.FRESH_READ: "leader, after a read barrier",
@@ -127,6 +140,14 @@ class MethodSpec:
     request_type: str = ""  # message name in mqctl/v1/controller.proto; default NameRequest
     response_type: str = ""  # default NameResponse
     remoting_body: str = ""  # what the remoting request/response body holds, for the docs
+    # The core's rule that decides it: "module:function" (".brokers:heartbeat": in the core), taking
+    # (state, typed request, context) and returning a core.Result; "" for a node-level method. Named,
+    # not imported, to keep this module cheap.
+    rule_ref: str = ""
+    # The typed request, "module:Class" with a ``read(mapping)`` classmethod and a ``METHOD`` name:
+    # what the node decodes the transports' dict into, once. Default with a rule: the core's
+    # ``{name}Request``.
+    message: str = ""
 
     def __post_init__(self) -> None:
         defaults = {
@@ -136,6 +157,9 @@ class MethodSpec:
             "grpc_method": self.grpc_method or self.name,
             "request_type": self.request_type or f"{self.name}Request",
             "response_type": self.response_type or f"{self.name}Response",
+            "rule_ref": _CORE + self.rule_ref if self.rule_ref.startswith(".") else self.rule_ref,
+            "message": self.message
+            or (f"{_CORE}.requests:{self.name}Request" if self.rule_ref.startswith(".") else ""),
         }
         for key, value in defaults.items():
             object.__setattr__(self, key, value)
@@ -147,6 +171,10 @@ class MethodSpec:
             raise ValueError(f"{self.name}: a mutating admin method must require the token")
         if self.client_streaming and not self.streaming:
             raise ValueError(f"{self.name}: a client stream is answered by a stream (bidirectional)")
+        if self.kind is not Kind.NODE and not self.rule_ref:
+            raise ValueError(f"{self.name}: a {self.kind.value} is decided by a rule of the core")
+        if self.rule_ref and not self.message:
+            raise ValueError(f"{self.name}: a rule outside the core names its request class (message)")
         if self.token is Token.DESIGNATED and self.name != "ElectMaster":
             raise ValueError(f"{self.name}: only ElectMaster has a designated (admin) form")
 
@@ -165,6 +193,14 @@ class MethodSpec:
     @property
     def grpc_path(self) -> str:
         return f"/{PROTO_SERVICE}/{self.grpc_method}"
+
+    def rule(self) -> Callable[..., Any]:
+        """The core's rule for this method (imported on first use)."""
+        return cast("Callable[..., Any]", _resolve(self.rule_ref))
+
+    def message_class(self) -> Any:
+        """The typed request class (imported on first use)."""
+        return _resolve(self.message)
 
     def types(self) -> tuple[type[Message], type[Message]]:
         """(request class, response class) from mqctl.v1.controller_pb2 (imported here, lazily)."""
@@ -196,6 +232,7 @@ METHODS: tuple[MethodSpec, ...] = (
         "The next unused broker id of a broker set.",
         code=1012,
         code_name="CONTROLLER_GET_NEXT_BROKER_ID",
+        rule_ref=".brokers:get_next_broker_id",
     ),
     MethodSpec(
         "ApplyBrokerId",
@@ -206,6 +243,7 @@ METHODS: tuple[MethodSpec, ...] = (
         code=1013,
         code_name="CONTROLLER_APPLY_BROKER_ID",
         idempotent=True,  # the same id with the same registerCheckCode succeeds again
+        rule_ref=".brokers:apply_broker_id",
     ),
     MethodSpec(
         "RegisterBroker",
@@ -217,6 +255,7 @@ METHODS: tuple[MethodSpec, ...] = (
         code_name="CONTROLLER_REGISTER_BROKER",
         remoting_body="response: SyncStateSet",
         idempotent=True,  # a repeat gives a newer brokerEpoch, which the broker keeps
+        rule_ref=".brokers:register_broker",
     ),
     MethodSpec(
         "Heartbeat",
@@ -228,6 +267,8 @@ METHODS: tuple[MethodSpec, ...] = (
         code_name="BROKER_HEARTBEAT",
         where="every node (kept in memory)",
         remoting_body="usually one-way",
+        rule_ref=".brokers:heartbeat",
+        message=_CORE + ".requests:Heartbeat",
     ),
     MethodSpec(
         "HeartbeatStream",
@@ -249,6 +290,7 @@ METHODS: tuple[MethodSpec, ...] = (
         code=1001,
         code_name="CONTROLLER_ALTER_SYNC_STATE_SET",
         remoting_body="request and response: SyncStateSet",
+        rule_ref=".elections:alter_sync_state_set",
     ),
     MethodSpec(
         "ElectMaster",
@@ -259,6 +301,7 @@ METHODS: tuple[MethodSpec, ...] = (
         code=1002,
         code_name="CONTROLLER_ELECT_MASTER",
         remoting_body="response: ElectMasterResponseBody",
+        rule_ref=".elections:elect_master",
     ),
     MethodSpec(
         "GetReplicaInfo",
@@ -269,6 +312,7 @@ METHODS: tuple[MethodSpec, ...] = (
         code=1004,
         code_name="CONTROLLER_GET_REPLICA_INFO",
         remoting_body="response: SyncStateSet",
+        rule_ref=".brokers:get_replica_info",
     ),
     MethodSpec(
         "GetSyncStateData",
@@ -279,6 +323,7 @@ METHODS: tuple[MethodSpec, ...] = (
         code=1006,
         code_name="CONTROLLER_GET_SYNC_STATE_DATA",
         remoting_body="request: JSON list of names; response: BrokerReplicasInfo",
+        rule_ref=".brokers:get_sync_state_data",
     ),
     MethodSpec(
         "CleanBrokerData",
@@ -288,6 +333,7 @@ METHODS: tuple[MethodSpec, ...] = (
         "Remove a broker set, or some of its replicas, from the controller's state.",
         code=1011,
         code_name="CLEAN_BROKER_DATA",
+        rule_ref=".brokers:clean_broker_data",
     ),
     MethodSpec(
         "GetConfig",
@@ -298,6 +344,7 @@ METHODS: tuple[MethodSpec, ...] = (
         code=1010,
         code_name="GET_CONTROLLER_CONFIG",
         remoting_body="response: sorted properties",
+        rule_ref=".configuration:get_config",
     ),
     MethodSpec(
         "UpdateConfig",
@@ -308,6 +355,7 @@ METHODS: tuple[MethodSpec, ...] = (
         code=1009,
         code_name="UPDATE_CONTROLLER_CONFIG",
         remoting_body="request: properties",
+        rule_ref=".configuration:update_config",
     ),
     MethodSpec(
         "WatchRoleChanges",
@@ -339,6 +387,7 @@ METHODS: tuple[MethodSpec, ...] = (
         Caller.ADMIN,
         Token.NEVER,
         "The decision history with loss accounting, one page at a time (mqctl extension; feature level 3).",
+        rule_ref=".decisions:get_history",
     ),
     MethodSpec(
         "PauseFailover",
@@ -347,6 +396,7 @@ METHODS: tuple[MethodSpec, ...] = (
         Token.ALWAYS,
         "Pause or resume automatic failover of a broker set or of every set (mqctl extension; "
         "feature level 3).",
+        rule_ref=".decisions:pause_failover",
     ),
     MethodSpec(
         "Switchover",
@@ -354,6 +404,7 @@ METHODS: tuple[MethodSpec, ...] = (
         Caller.ADMIN,
         Token.ALWAYS,
         "Move the master to a caught-up alive SyncStateSet member (mqctl extension).",
+        rule_ref=".elections:switchover",
     ),
     MethodSpec(
         "Rebalance",
@@ -361,6 +412,7 @@ METHODS: tuple[MethodSpec, ...] = (
         Caller.ADMIN,
         Token.ALWAYS,
         "A switchover to every broker set's preferred replica (mqctl extension).",
+        rule_ref=".elections:rebalance",
     ),
     MethodSpec(
         "GetSnapshot",

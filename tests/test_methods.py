@@ -260,8 +260,22 @@ def test_rows_are_checked_when_built() -> None:
     with pytest.raises(ValueError, match="RocketMQ name"):
         MethodSpec("X", Kind.NODE, Caller.ANY, Token.NEVER, "x", code=7)
     with pytest.raises(ValueError, match="designated"):
-        MethodSpec("X", Kind.WRITE, Caller.ADMIN, Token.DESIGNATED, "x")
-    row = MethodSpec("DoIt", Kind.WRITE, Caller.BROKER, Token.NEVER, "x", code=1, code_name="DO_IT")
+        MethodSpec("X", Kind.WRITE, Caller.ADMIN, Token.DESIGNATED, "x", rule_ref=".m:f")
+    with pytest.raises(ValueError, match="decided by a rule of the core"):
+        MethodSpec("X", Kind.FRESH_READ, Caller.ADMIN, Token.NEVER, "x")
+    with pytest.raises(ValueError, match="names its request class"):
+        MethodSpec("X", Kind.WRITE, Caller.BROKER, Token.NEVER, "x", rule_ref="m:f")
+    row = MethodSpec(
+        "DoIt",
+        Kind.WRITE,
+        Caller.BROKER,
+        Token.NEVER,
+        "x",
+        code=1,
+        code_name="DO_IT",
+        rule_ref="m:f",
+        message="m:R",
+    )
     assert (row.remoting_code, row.grpc_method, row.request_type, row.response_type, row.mutating) == (
         1,
         "DoIt",
@@ -270,3 +284,6 @@ def test_rows_are_checked_when_built() -> None:
         True,
     )
     assert not row.retry_any and row.where.startswith("leader")
+    core_row = MethodSpec("DoIt", Kind.WRITE, Caller.BROKER, Token.NEVER, "x", rule_ref=".elections:f")
+    assert core_row.rule_ref == "mqctl.controller.core.elections:f"
+    assert core_row.message == "mqctl.controller.core.requests:DoItRequest"

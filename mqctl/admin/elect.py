@@ -148,7 +148,7 @@ def controller_answer(
         {"enableElectUncleanMaster": "true" if unclean else "false", "waitFor": str(max(1, wait_for))}
     )
     state.broker_sets[broker_name] = bs
-    res = core.handle(
+    res = core.decide(  # decoded as the node decodes it: a designated id out of range is refused
         state,
         "ElectMaster",
         {

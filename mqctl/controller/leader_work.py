@@ -205,8 +205,8 @@ class LeaderWork:
             answers.clear()
             out: list[records.Record] = []
             for cluster_name, name in due:
-                request = {"cluster_name": cluster_name, "broker_name": name, "broker_id": -1}
-                result = core.handle(state, "ElectMaster", request, self._context([name]))
+                request = core.ElectMasterRequest(cluster_name, name)  # broker id -1: the controller's own
+                result = core.handle(state, request, self._context([name]))
                 answers.append((name, result))
                 out.extend(result.records)
             return core.Result(Code.SUCCESS, "", {}, out)

@@ -144,21 +144,22 @@ class ControllerNode:
     # --- NodeAPI ------------------------------------------------------------------------
 
     def call(self, method: str, request: dict[str, Any], *, timeout: float = 5.0) -> dict[str, Any]:
-        if method == "Heartbeat":
-            return self._heartbeat(request)
         if method == "ChangeQuorum":
             return self._change_quorum(request, timeout)
         if method == "GetSnapshot":
             return self._snapshot(timeout)
+        on_leader = method in methods.WRITE_METHODS or method in methods.FRESH_READ_METHODS
+        if on_leader and not self.is_leader():
+            return self._not_leader()  # before the request is read, as RocketMQ's followers answer
+        try:  # the one place a transport's request becomes the method's typed request
+            typed = core.decode(method, request)
+        except core.Refusal as refusal:
+            answer = core.refused(refusal).answer()
+            return self._naming_the_leader(answer) if method == "Heartbeat" else answer
+        if isinstance(typed, core.Heartbeat):
+            return self._heartbeat(typed)
         if method in methods.LOCAL_READ_METHODS:
-            return self._local(method, request)
-        if method not in methods.WRITE_METHODS and method not in methods.FRESH_READ_METHODS:
-            return {
-                "code": int(Code.REQUEST_CODE_NOT_SUPPORTED),
-                "remark": f" request type {method} not supported",
-            }
-        if not self.is_leader():
-            return self._not_leader()
+            return self._local(typed)
         if method in methods.FRESH_READ_METHODS:
             try:
                 self.sync.barrier_sync(timeout=timeout)
@@ -175,10 +176,10 @@ class ControllerNode:
                 return answer
             if not self.is_leader():
                 return self._not_leader()
-            return self._local(method, request)
-        response = self._replicate(method, request, timeout)
-        if method == "RegisterBroker" and response.get("code") == 0:
-            self._note_registration(request, response)
+            return self._local(typed)
+        response = self._replicate(typed, timeout)
+        if isinstance(typed, core.RegisterBrokerRequest) and response.get("code") == 0:
+            self._note_registration(typed, response)
         if method == "UpdateConfig" and response.get("ignored_config"):
             ignored = response.pop("ignored_config")
             log.info(
@@ -240,25 +241,25 @@ class ControllerNode:
         """GetSyncStateData of some broker sets (every one when None) as this node sees it, without a
         barrier: for what must not wait on Raft (the metrics and status page of `mqctl serve
         --metrics-address`; the 1008 push after an election this node has just applied)."""
-        answer = self._sync_state_table({"broker_names": broker_names} if broker_names else {})
+        answer = self._sync_state_table(core.GetSyncStateDataRequest(list(broker_names or [])))
         with self.sync.state_lock:
             lease = self.state.config.get("heartbeatTimeoutMillis", self.settings.heartbeat_timeout_ms)
         return {"replicas_info_table": answer.get("replicas_info_table", {}), "lease_ms": int(lease)}
 
-    def _sync_state_table(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _sync_state_table(self, request: core.GetSyncStateDataRequest) -> dict[str, Any]:
         """GetSyncStateData a few hundred broker sets at a time, each part with its own heartbeat
         rows and its own hold of the state lock, as RocketMQ reads one broker set at a time: a read
         of a whole fleet neither holds the lock that writes wait for nor builds every row of the
         heartbeat table at once (what it builds at its peak the process keeps)."""
-        names = request.get("broker_names") or []
-        if not isinstance(names, list | tuple) or 0 < len(names) <= SYNC_STATE_PART:
-            return self._answer("GetSyncStateData", request)  # the core answers, or refuses, at once
+        names = request.broker_names
+        if 0 < len(names) <= SYNC_STATE_PART:
+            return self._answer(request)
         if not names:
             with self.sync.state_lock:
                 names = sorted(self.state.broker_sets)
         table: dict[str, Any] = {}
         for at in range(0, len(names), SYNC_STATE_PART):  # the core checks and sorts each part
-            part = self._answer("GetSyncStateData", {"broker_names": list(names[at : at + SYNC_STATE_PART])})
+            part = self._answer(core.GetSyncStateDataRequest(names[at : at + SYNC_STATE_PART]))
             if part["code"] != 0:
                 return part
             table.update(part.get("replicas_info_table") or {})
@@ -420,40 +421,38 @@ class ControllerNode:
             live = {name: self.heartbeats.with_last(name) for name in broker_names if name}
         return core.Context(now_ms=now_ms(), live=live, term=self.sync.term())
 
-    def _broker_names_of(self, method: str, request: dict[str, Any]) -> list[str]:
-        if method in ("GetSyncStateData", "Rebalance"):
-            names = list(request.get("broker_names") or [])
-            if names:
-                return names
+    def _broker_names_of(self, request: core.Request) -> list[str]:
+        """The broker sets whose heartbeat rows the decision reads (its Context)."""
+        names = request.broker_names if isinstance(request, core.GetSyncStateDataRequest) else []
+        if names:
+            return names
+        if isinstance(request, core.GetSyncStateDataRequest | core.RebalanceRequest):
             with self.sync.state_lock:
                 return sorted(self.state.broker_sets)
-        return [str(request.get("broker_name", ""))]
+        return [getattr(request, "broker_name", "")]
 
-    def _local(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
-        if method == "GetSyncStateData":
+    def _local(self, request: core.Request) -> dict[str, Any]:
+        if isinstance(request, core.GetSyncStateDataRequest):
             return self._sync_state_table(request)
-        answer = self._answer(method, request)
-        if method == "GetConfig":
+        answer = self._answer(request)
+        if isinstance(request, core.GetConfigRequest):
             answer["config"] = dict(sorted({**answer.get("config", {}), **self._node_local_config()}.items()))
         return answer
 
-    def _answer(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
-        ctx = self._context(self._broker_names_of(method, request))
+    def _answer(self, request: core.Request) -> dict[str, Any]:
+        ctx = self._context(self._broker_names_of(request))
         with self.sync.state_lock:  # not while pysyncobj's thread is half-way through an entry
-            result = core.handle(self.state, method, request, ctx)
-        answer = dict(result.response)
-        answer["code"] = int(result.code)
-        answer["remark"] = result.remark or ""
-        return answer
+            result = core.handle(self.state, request, ctx)
+        return result.answer()
 
     def _node_local_config(self) -> dict[str, str]:
         return self.settings.local_config(self.members())
 
-    def _replicate(self, method: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        names = self._broker_names_of(method, request)
+    def _replicate(self, request: core.Request, timeout: float) -> dict[str, Any]:
+        names = self._broker_names_of(request)
 
         def decide(state: core.ControllerState) -> core.Result:
-            return core.handle(state, method, request, self._context(names))
+            return core.handle(state, request, self._context(names))
 
         return self._decide_and_commit(decide, timeout)
 
@@ -470,7 +469,7 @@ class ControllerNode:
     def _unavailable(self, exc: Exception) -> dict[str, Any]:
         return self.raft.unavailable(exc)
 
-    def _heartbeat(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _heartbeat(self, beat: core.Heartbeat) -> dict[str, Any]:
         # Accepted on every node (RocketMQ brokers beat to all controllers); each node keeps
         # its own table, so a follower that becomes leader already knows who is alive.
         # The hot path of a fleet: it reads the applied state without the state lock (the rule reads
@@ -478,35 +477,33 @@ class ControllerNode:
         # that carries a brokerEpoch; a heartbeat racing an apply is ordered before or after it, as on
         # the wire), so a long holder of that lock (a snapshot, a large read) never delays it.
         now = now_ms()
-        result = core.handle(self.state, "Heartbeat", request, core.Context(now_ms=now, live={}))
+        result = core.handle(self.state, beat, core.Context(now_ms=now, live={}))
         if result.code == 0:
-            assert isinstance(result.request, core.Heartbeat)
             with self._lock:
-                self.heartbeats.on_heartbeat(result.request, now)
-        answer = {"code": int(result.code), "remark": result.remark or ""}
+                self.heartbeats.on_heartbeat(beat, now)
+        return self._naming_the_leader({"code": int(result.code), "remark": result.remark or ""})
+
+    def _naming_the_leader(self, answer: dict[str, Any]) -> dict[str, Any]:
         if not self.is_leader():
             # accepted here all the same; the leader's address tells a broker that beats one node
             # only where the beats count (the gRPC client moves its heartbeat stream there)
             answer["leader_address"] = self.leader_grpc_address()
         return answer
 
-    def _note_registration(self, request: dict[str, Any], response: dict[str, Any]) -> None:
-        def given(key: str) -> int | None:  # absent: the heartbeat row keeps its value (RocketMQ)
-            value = request.get(key)
-            return None if value is None else int(value)
-
+    def _note_registration(self, request: core.RegisterBrokerRequest, response: dict[str, Any]) -> None:
+        # a field the broker left out (None) keeps the heartbeat row's value (RocketMQ)
         with self._lock:
             self.heartbeats.on_register(
-                str(request.get("cluster_name", "")),
-                str(request.get("broker_name", "")),
-                int(request.get("broker_id", 0)),
-                str(request.get("broker_address", "")),
+                request.cluster_name,
+                request.broker_name,
+                request.broker_id,
+                request.broker_address,
                 int(response.get("broker_epoch", 0)),
-                given("epoch"),
-                given("max_offset"),
-                given("confirm_offset"),
-                given("election_priority"),
-                given("heartbeat_timeout_mills"),
+                request.epoch,
+                request.max_offset,
+                request.confirm_offset,
+                request.election_priority,
+                request.heartbeat_timeout_mills,
                 now_ms(),
             )
 

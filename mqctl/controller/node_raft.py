@@ -278,9 +278,7 @@ class NodeRaft:
                     "remark": "the new leader has not applied the earlier entries yet; retry",
                 }
             result = decide(view)
-            answer = dict(result.response)
-            answer["code"] = int(result.code)
-            answer["remark"] = result.remark or ""
+            answer = result.answer()
             if not result.records:
                 return answer
             try:

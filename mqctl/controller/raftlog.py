@@ -242,11 +242,8 @@ class ControllerSyncObj(SyncObj):
                 "group no longer admits; upgrade that node"
             )
         ctx = core.Context.from_dict(doc["ctx"])
-        result = core.handle(self.state, doc["method"], doc["request"], ctx)
-        answer = dict(result.response)
-        answer["code"] = int(result.code)
-        answer["remark"] = result.remark or ""
-        return result.records, answer
+        result = core.decide(self.state, doc["method"], doc["request"], ctx)
+        return result.records, result.answer()
 
     @replicated
     def barrier(self) -> bool:

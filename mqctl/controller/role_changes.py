@@ -53,7 +53,7 @@ class RoleChanges:
         ctx = core.Context(now_ms=self._clock(), live={})
         sync = self._raft.sync
         with sync.state_lock:
-            result = core.handle(sync.state, "GetReplicaInfo", {"broker_name": broker_name}, ctx)
+            result = core.handle(sync.state, core.GetReplicaInfoRequest(broker_name), ctx)
             if result.code != 0:
                 return None
             cluster = sync.state.cluster_of(broker_name) or ""

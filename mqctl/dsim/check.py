@@ -328,7 +328,7 @@ class Checker:
         if what is None or what[0].startswith("_") or d["ctx"] is None:
             return
         method, request = what
-        result = core.handle(state, method, request, d["ctx"])
+        result = core.decide(state, method, request, d["ctx"])
         if records.encode_entry(result.records) != entry:
             self.fail(
                 f"index {d['index']}: {method} decided against a state that is not the log's "
@@ -336,9 +336,7 @@ class Checker:
                 f"{records.encode_entry(result.records)[:160]!r})"
             )
         answer = {k: v for k, v in d["answer"].items() if not k.startswith("_")}
-        model = dict(result.response)
-        model["code"] = int(result.code)
-        model["remark"] = result.remark or ""
+        model = result.answer()
         if model != answer:
             self.fail(
                 f"index {d['index']}: {method} answered {answer} where the sequential model answers {model}"
@@ -347,10 +345,7 @@ class Checker:
     def check_read(self, state: core.ControllerState, op: dict[str, Any]) -> None:
         ans = op["answer"]
         ctx = ans["_ctx"]
-        result = core.handle(state, op["method"], op["request"], ctx)
-        model = dict(result.response)
-        model["code"] = int(result.code)
-        model["remark"] = result.remark or ""
+        model = core.decide(state, op["method"], op["request"], ctx).answer()
         got = {k: v for k, v in ans.items() if not k.startswith("_")}
         if model != got:
             self.fail(

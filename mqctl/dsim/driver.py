@@ -72,21 +72,26 @@ class Controller:
         sync = self.sync
         assert sync is not None
         now = self.world.now_ms()
-        if method == "Heartbeat":
-            result = core.handle(sync.state, "Heartbeat", request, core.Context(now_ms=now, live={}))
-            if result.code == 0:
-                assert isinstance(result.request, core.Heartbeat)
-                self.heartbeats.on_heartbeat(result.request, now)
-            reply({"code": int(result.code)})
-            return
         if method == "ChangeQuorum":
             self.change_quorum(request, reply)
             return
-        if method in methods.LOCAL_READ_METHODS:
-            reply(self.answer(method, request))
-            return
-        if not sync.is_leader():
+        on_leader = method in methods.WRITE_METHODS or method in methods.FRESH_READ_METHODS
+        if on_leader and not sync.is_leader():
             reply(self.not_leader())
+            return
+        try:  # as ControllerNode.call: decoded once, here
+            typed = core.decode(method, request)
+        except core.Refusal as refusal:
+            reply(core.refused(refusal).answer())
+            return
+        if isinstance(typed, core.Heartbeat):
+            result = core.handle(sync.state, typed, core.Context(now_ms=now, live={}))
+            if result.code == 0:
+                self.heartbeats.on_heartbeat(typed, now)
+            reply({"code": int(result.code)})
+            return
+        if method in methods.LOCAL_READ_METHODS:
+            reply(self.answer(typed))
             return
         if method in methods.FRESH_READ_METHODS:
             term = sync.term()
@@ -100,60 +105,52 @@ class Controller:
                 ):
                     reply({"code": int(Code.UNAVAILABLE), "remark": "read barrier not committed"})
                     return
-                answer = self.answer(method, request)
+                answer = self.answer(typed)
                 answer["_applied_index"] = sync.applied_index
-                answer["_ctx"] = self.context(self.names_of(method, request))
+                answer["_ctx"] = self.context(self.names_of(typed))
                 reply(answer)
 
             sync.barrier(callback=read)
             return
-        names = self.names_of(method, request)
+        names = self.names_of(typed)
 
         def decide(state: core.ControllerState) -> core.Result:
             ctx = self.context(names)
             self.last_ctx = ctx
-            return core.handle(state, method, request, ctx)
+            return core.handle(state, typed, ctx)
 
         def replied(answer: dict[str, Any]) -> None:
-            if method == "RegisterBroker" and answer.get("code") == 0:
+            if isinstance(typed, core.RegisterBrokerRequest) and answer.get("code") == 0:
                 self.heartbeats.on_register(
-                    str(request.get("cluster_name", "")),
-                    str(request.get("broker_name", "")),
-                    int(request.get("broker_id", 0)),
-                    str(request.get("broker_address", "")),
+                    typed.cluster_name,
+                    typed.broker_name,
+                    typed.broker_id,
+                    typed.broker_address,
                     int(answer.get("broker_epoch", 0)),
-                    int(request.get("epoch", -1)),
-                    int(request.get("max_offset", -1)),
-                    int(request.get("confirm_offset", -1)),
-                    int(request.get("election_priority", 2**31 - 1)),
-                    int(request.get("heartbeat_timeout_mills", 3000)),
+                    typed.epoch,
+                    typed.max_offset,
+                    typed.confirm_offset,
+                    typed.election_priority,
+                    typed.heartbeat_timeout_mills,
                     self.world.now_ms(),
                 )
             reply(answer)
 
         self.decide_and_commit(decide, replied, (method, request))
 
-    def names_of(self, method: str, request: dict[str, Any]) -> list[str]:
-        if method in ("GetSyncStateData", "Rebalance"):
-            names = list(request.get("broker_names") or [])
+    def names_of(self, request: core.Request) -> list[str]:
+        if isinstance(request, core.GetSyncStateDataRequest | core.RebalanceRequest):
+            names = request.broker_names if isinstance(request, core.GetSyncStateDataRequest) else []
             return names or sorted(self.sync.state.broker_sets)  # type: ignore[union-attr]
-        return [str(request.get("broker_name", ""))]
+        return [getattr(request, "broker_name", "")]
 
     def context(self, names: list[str]) -> core.Context:
         live = {name: self.heartbeats.with_last(name) for name in names if name}
         return core.Context(now_ms=self.world.now_ms(), live=live, term=self.sync.term())  # type: ignore[union-attr]
 
-    def answer(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
-        result = core.handle(
-            self.sync.state,  # type: ignore[union-attr]
-            method,
-            request,
-            self.context(self.names_of(method, request)),
-        )
-        answer = dict(result.response)
-        answer["code"] = int(result.code)
-        answer["remark"] = result.remark or ""
-        return answer
+    def answer(self, request: core.Request) -> dict[str, Any]:
+        state = self.sync.state  # type: ignore[union-attr]
+        return core.handle(state, request, self.context(self.names_of(request))).answer()
 
     def not_leader(self) -> dict[str, Any]:
         return {"code": int(Code.CONTROLLER_NOT_LEADER), "leader": self.sync.leader_id() or ""}  # type: ignore[union-attr]
@@ -188,9 +185,7 @@ class Controller:
         view = self.view
         self.last_ctx = None
         result = decide(view)
-        answer = dict(result.response)
-        answer["code"] = int(result.code)
-        answer["remark"] = result.remark or ""
+        answer = result.answer()
         if not result.records:
             reply(answer)
             return
@@ -347,8 +342,8 @@ class Controller:
         def decide(state: core.ControllerState) -> core.Result:
             out: list[records.Record] = []
             for cluster_name, name in due:
-                request = {"cluster_name": cluster_name, "broker_name": name, "broker_id": -1}
-                out.extend(core.handle(state, "ElectMaster", request, self.context([name])).records)
+                request = core.ElectMasterRequest(cluster_name, name)
+                out.extend(core.handle(state, request, self.context([name])).records)
             return core.Result(Code.SUCCESS, "", {}, out)
 
         self.world.stats["elections"] += 1

@@ -137,7 +137,7 @@ def test_controller_answer_is_the_controllers_answer() -> None:
         state.broker_sets["b"] = bs
         ctx = core.Context(now_ms=now, live={"b": rows})
         designated = rng.choice((None, *ids))
-        real = core.handle(
+        real = core.decide(
             state,
             "ElectMaster",
             {
@@ -148,7 +148,7 @@ def test_controller_answer_is_the_controllers_answer() -> None:
             },
             ctx,
         )
-        sync = core.handle(state, "GetSyncStateData", {"broker_names": ["b"]}, ctx)
+        sync = core.decide(state, "GetSyncStateData", {"broker_names": ["b"]}, ctx)
         info = SyncStateDataResult.from_dict(sync.response).replicas_info_table["b"]
         got = controller_answer("b", info, designated, unclean, wait_for)
         assert (got.code, got.remark) == (real.code, real.remark), (bs, rows, designated, unclean, wait_for)

@@ -9,7 +9,7 @@ import random
 from typing import Any
 
 from mqctl.controller import core
-from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, handle
+from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, decide
 from mqctl.controller.records import DecisionNoted, FailoverPauseSet, FeatureLevelSet, MetaSet, decode, encode
 from mqctl.errors import Code
 
@@ -24,7 +24,7 @@ def state_at(level: int) -> ControllerState:
 
 
 def run(st: ControllerState, method: str, req: dict[str, Any], ctx: Context) -> Result:
-    result = handle(st, method, req, ctx)
+    result = decide(st, method, req, ctx)
     for record in result.records:  # through the wire, as a follower reads them
         st.apply(decode(json.loads(json.dumps(encode(record)))))
     return result
@@ -203,7 +203,7 @@ def test_unclean_election_counts_the_gap_and_the_total_per_broker_set() -> None:
     assert run(st, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, ctx).ok
     assert st.history[-1]["election"]["loss_bytes"] == 500
     assert st.loss_total == {B: 2500}
-    page = handle(st, "GetHistory", {"broker_name": B}, ctx).response
+    page = decide(st, "GetHistory", {"broker_name": B}, ctx).response
     assert page["loss_total"] == {B: 2500} and [
         x["election"]["loss_bytes"] for x in page["entries"] if x.get("election", {}).get("loss_bytes")
     ] == [2000, 500]
@@ -221,7 +221,7 @@ def test_an_election_after_the_master_was_cleared_names_the_old_master_and_its_l
     back = Context(10_000, rows({1: 5000, 2: 3000}, dead=(1,)), term=7)
     loaded = ControllerState.from_dict(json.loads(st.canonical_json()))
     for where in (st.decision_view(), loaded, st):
-        r = handle(where, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, back)
+        r = decide(where, "ElectMaster", {"cluster_name": C, "broker_name": B, "broker_id": -1}, back)
         assert r.ok and r.response["master_broker_id"] == 2
         note = next(x for x in r.records if isinstance(x, DecisionNoted)).entry["election"]
         assert (note["old_master_broker_id"], note["new_master_broker_id"], note["loss_bytes"]) == (
@@ -282,11 +282,11 @@ def test_history_is_bounded_and_paged_and_part_of_the_state_hash() -> None:
             {"cluster_name": C, "broker_name": B, "broker_id": 3, "broker_address": "127.0.0.1:3"},
             Context(40_000 + i),
         )
-    first = handle(st, "GetHistory", {}, Context(0)).response
+    first = decide(st, "GetHistory", {}, Context(0)).response
     assert len(first["entries"]) == core.HISTORY_PAGE and first["more"]
-    rest = handle(st, "GetHistory", {"after_seq": first["entries"][-1]["seq"]}, Context(0)).response
+    rest = decide(st, "GetHistory", {"after_seq": first["entries"][-1]["seq"]}, Context(0)).response
     assert not rest["more"] and len(first["entries"]) + len(rest["entries"]) == len(st.history) == 605
-    since = handle(st, "GetHistory", {"since_ms": 40_590}, Context(0)).response["entries"]
+    since = decide(st, "GetHistory", {"since_ms": 40_590}, Context(0)).response["entries"]
     assert [e["time_ms"] for e in since] == list(range(40_590, 40_600))
 
 
@@ -307,7 +307,7 @@ def test_below_level_3_nothing_new_is_written_and_the_cockpit_says_why() -> None
             ("PauseFailover", {"paused": True}),
             ("UpdateConfig", {"config": {"historyMaxEntries": "5"}}),
         ):
-            refused = handle(st, method, req, ctx)
+            refused = decide(st, method, req, ctx)
             assert refused.code == Code.FEATURE_LEVEL_TOO_LOW and not refused.records
             assert f"needs feature level 3; the group is at {level}" in refused.remark
             assert "mqctl quorum feature-level 3" in refused.remark
@@ -322,9 +322,9 @@ def test_pause_blocks_automatic_elections_only() -> None:
     assert st.history[-1]["what"] == "failover paused" and st.history[-1]["detail"] == "upgrade"
     assert not core.needs_controller_election(st, B, dead_master)
     for req in ({"broker_id": -1}, {"broker_id": 2}):
-        refused = handle(st, "ElectMaster", {"cluster_name": C, "broker_name": B, **req}, dead_master)
+        refused = decide(st, "ElectMaster", {"cluster_name": C, "broker_name": B, **req}, dead_master)
         assert refused.code == Code.CONTROLLER_ELECT_MASTER_FAILED and "paused (upgrade)" in refused.remark
-    info = handle(st, "GetSyncStateData", {}, dead_master).response["replicas_info_table"][B]
+    info = decide(st, "GetSyncStateData", {}, dead_master).response["replicas_info_table"][B]
     assert info["failover_paused"] and info["failover_pause_reason"] == "upgrade"
     # a bounced master keeps its role while paused
     bounced = Context(10_000, rows({1: 900, 2: 900, 3: 700}))
@@ -357,18 +357,18 @@ def test_pause_blocks_automatic_elections_only() -> None:
     assert st.pause_of(B) == {"reason": "all", "since_ms": 10_000}
     r = run(st, "PauseFailover", {"paused": False}, dead_master)
     assert r.ok and st.pause_of(B) is None and st.failover_paused == {}
-    assert handle(st, "PauseFailover", {"broker_name": "nope", "paused": True}, dead_master).code == 2008
+    assert decide(st, "PauseFailover", {"broker_name": "nope", "paused": True}, dead_master).code == 2008
 
 
 def test_switchover_waits_for_the_candidate_refuses_with_numbers_and_forces() -> None:
     st = state_at(3)
     broker_set(st, {1: 900, 2: 800, 3: 850})
     behind = Context(10_000, rows({1: 900, 2: 800, 3: 850}), term=9)
-    r = handle(st, "Switchover", {"broker_name": B}, behind)
+    r = decide(st, "Switchover", {"broker_name": B}, behind)
     assert r.code == Code.NOT_CAUGHT_UP and not r.records
     assert r.response["new_master_broker_id"] == 3 and r.response["gap_bytes"] == 50
     assert "broker 3 of broker-a is 50 bytes behind: maxOffset 850, the master 1 has 900" in r.remark
-    r = handle(st, "Switchover", {"broker_name": B, "broker_id": 2, "dry_run": True, "force": True}, behind)
+    r = decide(st, "Switchover", {"broker_name": B, "broker_id": 2, "dry_run": True, "force": True}, behind)
     assert r.ok and r.response["dry_run"] and not r.records
     r = run(st, "Switchover", {"broker_name": B, "broker_id": 2, "force": True}, behind)
     assert r.ok and st.broker_sets[B].master_broker_id == 2 and st.broker_sets[B].sync_state_set == {2}
@@ -376,15 +376,15 @@ def test_switchover_waits_for_the_candidate_refuses_with_numbers_and_forces() ->
     assert e["cause"] == "switchover" and e["election"]["loss_bytes"] == 100
     assert e["election"]["reason"] == "the switchover's target (--to 2)"
     caught_up = Context(10_000, rows({1: 900, 2: 900, 3: 900}))
-    assert handle(st, "Switchover", {"broker_name": B}, caught_up).code == Code.CONTROLLER_ELECT_MASTER_FAILED
+    assert decide(st, "Switchover", {"broker_name": B}, caught_up).code == Code.CONTROLLER_ELECT_MASTER_FAILED
     for target, code in (
         (2, Code.CONTROLLER_MASTER_STILL_EXIST),
         (3, Code.CONTROLLER_INVALID_REPLICAS),
         (7, Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED),
     ):
-        assert handle(st, "Switchover", {"broker_name": B, "broker_id": target}, caught_up).code == code
+        assert decide(st, "Switchover", {"broker_name": B, "broker_id": target}, caught_up).code == code
     no_master = Context(10_000, rows({1: 900, 2: 900, 3: 900}, dead=(2,)))
-    r = handle(st, "Switchover", {"broker_name": B}, no_master)
+    r = decide(st, "Switchover", {"broker_name": B}, no_master)
     assert r.code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
 
 
@@ -393,7 +393,7 @@ def test_rebalance_moves_to_the_preferred_caught_up_replica() -> None:
     broker_set(st, {1: 900, 2: 900, 3: 900})
     prio = {1: 5, 2: 1, 3: 1}
     lagging = Context(10_000, rows({1: 900, 2: 800, 3: 900}, priority=prio), term=4)
-    r = handle(st, "Rebalance", {}, lagging)
+    r = decide(st, "Rebalance", {}, lagging)
     assert r.ok and not r.records
     assert r.response["moves"][0] | {"reason": ""} == {
         "broker_name": B,
@@ -407,13 +407,13 @@ def test_rebalance_moves_to_the_preferred_caught_up_replica() -> None:
         "gap_bytes": 100,
     }
     ready = Context(10_000, rows({1: 900, 2: 900, 3: 900}, priority=prio), term=4)
-    dry = handle(st, "Rebalance", {"dry_run": True}, ready)
+    dry = decide(st, "Rebalance", {"dry_run": True}, ready)
     assert dry.ok and not dry.records and dry.response["moves"][0]["action"] == "move"
     r = run(st, "Rebalance", {"cluster_name": C}, ready)
     assert r.ok and st.broker_sets[B].master_broker_id == 2 and st.history[-1]["cause"] == "rebalance"
-    again = handle(st, "Rebalance", {}, ready).response["moves"][0]
+    again = decide(st, "Rebalance", {}, ready).response["moves"][0]
     assert again["action"] == "none"
-    assert handle(st, "Rebalance", {"cluster_name": "nope"}, ready).code == 2008
+    assert decide(st, "Rebalance", {"cluster_name": "nope"}, ready).code == 2008
 
 
 def test_a_first_election_with_wait_for_names_the_freshest_and_a_cleaned_set_starts_unpaused() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, default_config, handle
+from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, decide, default_config
 from mqctl.controller.records import RecordError, decode, encode
 from mqctl.errors import Code
 
@@ -41,7 +41,7 @@ ALL = ctx(alive=(1, 2, 3))
 
 def call(state: ControllerState, method: str, req: dict[str, Any], c: Context | None = None) -> Result:
     before = state.state_hash()
-    r = handle(state, method, req, c or Context(NOW))
+    r = decide(state, method, req, c or Context(NOW))
     assert state.state_hash() == before
     for e in wire(r):
         state.apply(decode(e))
@@ -448,7 +448,7 @@ def test_unclean_via_update_config_takes_effect() -> None:
         ALL,
     )
     dead1 = ctx(alive=(2, 3), dead=(1,))
-    assert handle(st, "ElectMaster", {"broker_name": S}, dead1).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
+    assert decide(st, "ElectMaster", {"broker_name": S}, dead1).code == Code.CONTROLLER_MASTER_NOT_AVAILABLE
     call(st, "UpdateConfig", {"config": {"enableElectUncleanMaster": "true"}})
     assert elect(st, dead1).code == 0
 
@@ -475,7 +475,7 @@ def test_first_election_of_an_unregistered_id_is_refused() -> None:
 
     state = core.ControllerState()
     ctx = core.Context(now_ms=0)
-    res = core.handle(
+    res = core.decide(
         state,
         "ApplyBrokerId",
         {
@@ -488,9 +488,9 @@ def test_first_election_of_an_unregistered_id_is_refused() -> None:
     )
     for ev in wire(res):
         state.apply(decode(ev))
-    res = core.handle(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 7}, ctx)
+    res = core.decide(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 7}, ctx)
     assert res.code == 2010 and "BrokerId: 7" in res.remark and wire(res) == []
-    res = core.handle(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1}, ctx)
+    res = core.decide(state, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1}, ctx)
     assert res.code == 0 and res.response["master_address"] == "127.0.0.1:9000"
 
 
@@ -506,7 +506,7 @@ def test_needs_controller_election() -> None:
             config={"waitFor": str(wait_for), "enableElectUncleanMaster": str(unclean).lower()}
         )
         for i in (1, 2, 3):
-            r = core.handle(
+            r = core.decide(
                 st,
                 "ApplyBrokerId",
                 {
@@ -528,13 +528,13 @@ def test_needs_controller_election() -> None:
     assert core.needs_controller_election(state(wait_for=2), "b", live(1, 2))
     assert not core.needs_controller_election(state(wait_for=3), "b", live(1, 2))
     for ev in wire(
-        core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1}, live(1))
+        core.decide(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": 1}, live(1))
     ):
         st.apply(decode(ev))
     assert not core.needs_controller_election(st, "b", live(1, 2))  # master alive
     assert core.needs_controller_election(st, "b", live(2))  # master dead
     for ev in wire(
-        core.handle(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": -1}, live())
+        core.decide(st, "ElectMaster", {"cluster_name": "c", "broker_name": "b", "broker_id": -1}, live())
     ):
         st.apply(decode(ev))  # master cleared, set {1}
     assert st.broker_sets["b"].master_broker_id is None

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, handle
+from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, decide
 from mqctl.controller.records import decode, encode
 from mqctl.errors import Code
 
@@ -42,7 +42,7 @@ ALL = ctx(alive=(1, 2, 3))
 
 def call(state: ControllerState, method: str, req: dict[str, Any], c: Context | None = None) -> Result:
     before = state.state_hash()
-    r = handle(state, method, req, c or Context(NOW))
+    r = decide(state, method, req, c or Context(NOW))
     assert state.state_hash() == before, "handle must not mutate the state"
     for e in wire(r):
         state.apply(decode(e))
@@ -668,7 +668,7 @@ def test_get_sync_state_data_extension_fields() -> None:
 
 
 def test_unknown_method() -> None:
-    r = handle(ControllerState(), "Nope", {}, Context(NOW))
+    r = decide(ControllerState(), "Nope", {}, Context(NOW))
     assert r.code == Code.REQUEST_CODE_NOT_SUPPORTED and r.remark == " request type Nope not supported"
     assert wire(r) == []
 
@@ -801,5 +801,5 @@ def test_invalid_requests(method: str, req: dict[str, Any], field: str) -> None:
 
 
 def test_non_mapping_request() -> None:
-    r = handle(ControllerState(), "GetConfig", [], Context(NOW))  # type: ignore[arg-type]
+    r = decide(ControllerState(), "GetConfig", [], Context(NOW))  # type: ignore[arg-type]
     assert r.code == Code.CONTROLLER_INVALID_REQUEST

@@ -9,17 +9,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mqctl import methods
 from mqctl.controller.core import (
-    METHODS,
     Context,
     ControllerState,
     InconsistentRecord,
     LiveInfo,
     Result,
-    handle,
+    decide,
 )
 from mqctl.controller.records import FeatureLevelSet, MetaSet, RecordError, decode, encode
 from mqctl.errors import Code
+
+METHODS = sorted(s.name for s in methods.METHODS if s.rule_ref)  # the methods the core decides
 
 
 def wire(r: Result) -> list[dict[str, Any]]:
@@ -32,7 +34,7 @@ NAMES = ["a", "b"]
 
 
 def run(state: ControllerState, method: str, req: dict[str, Any], ctx: Context) -> Result:
-    r = handle(state, method, req, ctx)
+    r = decide(state, method, req, ctx)
     for e in wire(r):
         json.dumps(e)  # JSON-safe
         state.apply(decode(e))
@@ -350,7 +352,7 @@ def test_snapshot_of_a_newer_version_or_feature_level_is_refused() -> None:
 
 def test_handle_is_deterministic_and_json_safe_for_every_method() -> None:
     for method in METHODS:
-        r = handle(ControllerState(), method, {}, Context(0))
+        r = decide(ControllerState(), method, {}, Context(0))
         json.dumps({"code": r.code, "remark": r.remark, "response": r.response, "events": wire(r)})
         assert r.code != Code.SYSTEM_ERROR, (method, r.remark)
 

@@ -15,9 +15,10 @@ def hb(bid: int = 1, **kw: object) -> core.Heartbeat:
 
 def beat(request: dict[str, object]) -> core.Heartbeat:
     """A Heartbeat request as the core decodes it (once) for the table."""
-    result = core.handle(core.ControllerState(), "Heartbeat", request, core.Context(now_ms=0, live={}))
-    assert result.ok and isinstance(result.request, core.Heartbeat), result
-    return result.request
+    decoded = core.decode("Heartbeat", request)
+    assert isinstance(decoded, core.Heartbeat)
+    assert core.handle(core.ControllerState(), decoded, core.Context(now_ms=0, live={})).ok
+    return decoded
 
 
 def test_defaults_and_new_row() -> None:
@@ -29,8 +30,8 @@ def test_defaults_and_new_row() -> None:
     assert info.timeout_ms == 10_000 and info.election_priority == 2**31 - 1
     assert info.last_heartbeat_ms == 100 and info.broker_address == "a:1" and info.broker_epoch == 0
     for bad in ({"broker_name": S}, {"broker_id": 1}):  # refused by the core: nothing for the table
-        result = core.handle(core.ControllerState(), "Heartbeat", bad, core.Context(now_ms=0, live={}))
-        assert result.code == Code.CONTROLLER_INVALID_REQUEST and result.request is None, result
+        result = core.decide(core.ControllerState(), "Heartbeat", bad, core.Context(now_ms=0, live={}))
+        assert result.code == Code.CONTROLLER_INVALID_REQUEST and not result.records, result
 
 
 def test_update_rule() -> None:

@@ -1,7 +1,7 @@
 """Helpers and fixtures for the gRPC transport and client tests (re-exported by conftest.py).
 
 The servers here are real gRPC servers on loopback (mqctl.grpc.server.build_server).
-Behind them sits a real pure core (mqctl.controller.core.handle on a ControllerState, under a
+Behind them sits a real pure core (mqctl.controller.core.decide on a ControllerState, under a
 lock): the same decisions the Raft node makes, without pysyncobj. ``FollowerNode`` stands in for a
 controller follower: it answers every call with 2007 NOT_LEADER and the leader's address.
 """
@@ -88,7 +88,7 @@ class CoreNode:
                     return answer
             before = {name: self._role(name) for name in self.state.broker_sets}
             ctx = core.Context(now_ms=now_ms(), live={k: dict(v) for k, v in self.live.items()})
-            result = core.handle(self.state, method, request, ctx)
+            result = core.decide(self.state, method, request, ctx)
             for record in result.records:
                 self.state.apply(record)
             if result.code == 0 and method in ("RegisterBroker", "Heartbeat"):

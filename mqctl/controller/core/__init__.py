@@ -8,20 +8,10 @@ The rules, codes and every deliberate difference from RocketMQ are in docs/contr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
-from mqctl.controller.core.brokers import (
-    Heartbeat,
-    _apply_broker_id,
-    _clean_broker_data,
-    _get_next_broker_id,
-    _get_replica_info,
-    _get_sync_state_data,
-    _heartbeat,
-    _register_broker,
-    read_heartbeat,
-)
+from mqctl import methods
 from mqctl.controller.core.config_keys import (
     HONOURED_CONFIG_KEYS,
     NODE_CONFIG_KEYS,
@@ -30,7 +20,6 @@ from mqctl.controller.core.config_keys import (
     ROCKETMQ_CONFIG,
     default_config,
 )
-from mqctl.controller.core.configuration import _get_config, _update_config
 from mqctl.controller.core.context import (
     ALL_BROKER_SETS,
     CONFIG_BLACKLIST,
@@ -46,17 +35,28 @@ from mqctl.controller.core.context import (
     LiveInfo,
     Result,
 )
-from mqctl.controller.core.decisions import HISTORY_PAGE, _get_history, _history, _pause_failover
-from mqctl.controller.core.elections import (
-    _alter_sync_state_set,
-    _elect_master,
-    _rebalance,
-    _switchover,
-    needs_controller_election,
-    preferred_replica,
-)
+from mqctl.controller.core.decisions import HISTORY_PAGE, _history
+from mqctl.controller.core.elections import needs_controller_election, preferred_replica
 from mqctl.controller.core.history import ELECTION_CAUSES, HISTORY_CHUNK, History, election_cause
-from mqctl.controller.core.requests import _Reject
+from mqctl.controller.core.requests import (
+    AlterSyncStateSetRequest,
+    ApplyBrokerIdRequest,
+    CleanBrokerDataRequest,
+    ElectMasterRequest,
+    GetConfigRequest,
+    GetHistoryRequest,
+    GetNextBrokerIdRequest,
+    GetReplicaInfoRequest,
+    GetSyncStateDataRequest,
+    Heartbeat,
+    PauseFailoverRequest,
+    RebalanceRequest,
+    Refusal,
+    RegisterBrokerRequest,
+    Request,
+    SwitchoverRequest,
+    UpdateConfigRequest,
+)
 from mqctl.controller.core.state import (
     BrokerInfo,
     BrokerSet,
@@ -82,67 +82,82 @@ __all__ = [
     "MAX_ID",
     "MAX_NAME_LEN",
     "MAX_OPTION_VALUE_LEN",
-    "METHODS",
     "NODE_CONFIG_KEYS",
     "NOT_HONOURED_CONFIG_KEYS",
     "NOT_HONOURED_KEY",
     "ROCKETMQ_CONFIG",
     "SNAPSHOT_VERSION",
+    "AlterSyncStateSetRequest",
+    "ApplyBrokerIdRequest",
     "BrokerInfo",
     "BrokerSet",
+    "CleanBrokerDataRequest",
     "Context",
     "ControllerState",
+    "ElectMasterRequest",
+    "GetConfigRequest",
+    "GetHistoryRequest",
+    "GetNextBrokerIdRequest",
+    "GetReplicaInfoRequest",
+    "GetSyncStateDataRequest",
     "Heartbeat",
     "History",
     "InconsistentRecord",
     "LiveInfo",
+    "PauseFailoverRequest",
+    "RebalanceRequest",
+    "Refusal",
+    "RegisterBrokerRequest",
+    "Request",
     "Result",
     "SnapshotVersionError",
+    "SwitchoverRequest",
+    "UpdateConfigRequest",
+    "decide",
+    "decode",
     "default_config",
     "election_cause",
     "handle",
     "needs_controller_election",
     "preferred_replica",
-    "read_heartbeat",
+    "refused",
 ]
 
 
-_Handler = Callable[[ControllerState, Mapping[str, Any], Context], Result]
-
-_HANDLERS: dict[str, _Handler] = {
-    "GetNextBrokerId": _get_next_broker_id,
-    "ApplyBrokerId": _apply_broker_id,
-    "RegisterBroker": _register_broker,
-    "Heartbeat": _heartbeat,
-    "AlterSyncStateSet": _alter_sync_state_set,
-    "ElectMaster": _elect_master,
-    "GetReplicaInfo": _get_replica_info,
-    "GetSyncStateData": _get_sync_state_data,
-    "CleanBrokerData": _clean_broker_data,
-    "GetConfig": _get_config,
-    "UpdateConfig": _update_config,
-    "GetHistory": _get_history,
-    "PauseFailover": _pause_failover,
-    "Switchover": _switchover,
-    "Rebalance": _rebalance,
-}
-
-METHODS: tuple[str, ...] = tuple(_HANDLERS)
-
-
-def handle(state: ControllerState, method: str, request: Mapping[str, Any], ctx: Context) -> Result:
-    """Decide `request` against `state` (never mutated). The caller applies `result.records`."""
-    fn = _HANDLERS.get(method) if isinstance(method, str) else None
-    if fn is None:
-        return Result(Code.REQUEST_CODE_NOT_SUPPORTED, f" request type {method} not supported")
+def decode(method: str, request: Mapping[str, Any]) -> Request:
+    """A wire-shaped request (the transports' dict) read once into the method's typed request
+    (its row in mqctl.methods names the class); Refusal names the first bad field."""
+    row = methods.BY_NAME.get(method) if isinstance(method, str) else None
+    if row is None or not row.message:
+        raise Refusal(Code.REQUEST_CODE_NOT_SUPPORTED, f" request type {method} not supported")
     if not isinstance(request, Mapping):
-        return Result(Code.CONTROLLER_INVALID_REQUEST, "Invalid request: the request must be a map")
+        raise Refusal(Code.CONTROLLER_INVALID_REQUEST, "Invalid request: the request must be a map")
+    return cast(Request, row.message_class().read(request))
+
+
+def refused(refusal: Refusal) -> Result:
+    return Result(refusal.code, refusal.remark, dict(refusal.response), [])
+
+
+def handle(state: ControllerState, request: Request, ctx: Context) -> Result:
+    """Decide `request` against `state` (never mutated). The caller applies `result.records`."""
+    method = request.METHOD
     try:
-        result = fn(state, request, ctx)
+        result: Result = methods.BY_NAME[method].rule()(state, request, ctx)
         if result.records and state.feature_level >= HISTORY_LEVEL:
             result.records.extend(_history(state, method, request, ctx, result.records))
         return result
-    except _Reject as r:
-        return Result(r.code, r.remark, dict(r.response), [])
+    except Refusal as r:
+        return refused(r)
     except Exception as e:
         return Result(Code.SYSTEM_ERROR, f"internal error: {type(e).__name__}: {e}")
+
+
+def decide(state: ControllerState, method: str, request: Mapping[str, Any], ctx: Context) -> Result:
+    """`decode` then `handle`, for callers that hold a wire-shaped request: a log entry of mqctl
+    0.1, the simulator's clients, tests."""
+    try:
+        typed = decode(method, request)
+    except Refusal as r:
+        return refused(r)
+    return handle(state, typed, ctx)

@@ -4,33 +4,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from mqctl.controller import election
 from mqctl.controller.core.context import (
     DEFAULT_ELECTION_PRIORITY,
     FIRST_BROKER_CONTROLLER_ID,
-    INT32_MAX,
-    INT32_MIN,
     INT64_MAX,
     INT64_MIN,
     MAX_ID,
-    MAX_NAME_LEN,
     Context,
     LiveInfo,
     Result,
 )
 from mqctl.controller.core.requests import (
-    _bool,
+    ApplyBrokerIdRequest,
+    CleanBrokerDataRequest,
+    GetNextBrokerIdRequest,
+    GetReplicaInfoRequest,
+    GetSyncStateDataRequest,
+    Heartbeat,
+    Refusal,
+    RegisterBrokerRequest,
     _check_broker_epoch,
-    _id,
-    _int,
     _invalid,
-    _opt_broker_epoch,
-    _Reject,
-    _str,
-    _str_map,
     _sync_state_set_body,
 )
 from mqctl.controller.core.state import BrokerSet, ControllerState
@@ -49,27 +46,16 @@ from mqctl.errors import Code
 # Handlers
 
 
-def _get_next_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    cluster = _str(req, "cluster_name")
-    name = _str(req, "broker_name", required=True)
+def get_next_broker_id(state: ControllerState, req: GetNextBrokerIdRequest, ctx: Context) -> Result:
+    cluster, name = req.cluster_name, req.broker_name
     bs = state.broker_sets.get(name)
     next_id = FIRST_BROKER_CONTROLLER_ID if bs is None else bs.next_assign_broker_id
     return Result(Code.SUCCESS, "", {"cluster_name": cluster, "broker_name": name, "next_broker_id": next_id})
 
 
-def _apply_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    cluster = _str(req, "cluster_name", required=True)
-    name = _str(req, "broker_name", required=True)
-    bid = _id(req, "applied_broker_id")
-    code = _str(req, "register_check_code", required=True, max_len=2 * MAX_NAME_LEN)
-    address = code.split(";")[0]
-    if not address.strip():
-        # mqctl: RocketMQ stores an empty address (a code of " ;1"), or fails with SYSTEM_ERROR 1 (a code
-        # of only ';': Java's split leaves no element 0); a broker without an address cannot be reached
-        raise _invalid(
-            f"Invalid request: register_check_code {code!r} has no broker address before "
-            "its first ';' (expected <brokerAddr>;<timestamp>)"
-        )
+def apply_broker_id(state: ControllerState, req: ApplyBrokerIdRequest, ctx: Context) -> Result:
+    cluster, name, bid = req.cluster_name, req.broker_name, req.applied_broker_id
+    code, address = req.register_check_code, req.broker_address
     response = {"cluster_name": cluster, "broker_name": name}
     record = BrokerIdApplied(
         cluster_name=cluster,
@@ -81,7 +67,7 @@ def _apply_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     bs = state.broker_sets.get(name)
     if bs is None:
         if bid != FIRST_BROKER_CONTROLLER_ID:
-            raise _Reject(
+            raise Refusal(
                 Code.CONTROLLER_BROKER_ID_INVALID,
                 f"Broker-set: {name} hasn't been registered in controller, but broker try to apply "
                 f"brokerId: {bid}",
@@ -93,7 +79,7 @@ def _apply_broker_id(state: ControllerState, req: Mapping[str, Any], ctx: Contex
         return Result(Code.SUCCESS, "", response, [record])
     if info.register_check_code == code:
         return Result(Code.SUCCESS, "", response)  # the same broker again: nothing changes
-    raise _Reject(
+    raise Refusal(
         Code.CONTROLLER_BROKER_ID_INVALID, f"Fail to apply brokerId: {bid} in broker-set: {name}", response
     )
 
@@ -109,29 +95,21 @@ def _options_diff(recorded: Mapping[str, str], requested: Mapping[str, str]) -> 
     return diffs
 
 
-def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    cluster = _str(req, "cluster_name", required=True)
-    name = _str(req, "broker_name", required=True)
-    bid = _id(req, "broker_id")
-    address = _str(req, "broker_address", required=True)
-    epoch = _int(req, "epoch", lo=INT32_MIN, hi=INT32_MAX)
-    max_offset = _int(req, "max_offset", lo=INT64_MIN, hi=INT64_MAX)
-    _int(req, "confirm_offset", lo=INT64_MIN, hi=INT64_MAX)
-    priority = _int(req, "election_priority", lo=INT32_MIN, hi=INT32_MAX)
-    _int(req, "heartbeat_timeout_mills", lo=1, hi=INT64_MAX)
-    options = _str_map(req, "options")
+def register_broker(state: ControllerState, req: RegisterBrokerRequest, ctx: Context) -> Result:
+    cluster, name, bid, address = req.cluster_name, req.broker_name, req.broker_id, req.broker_address
+    epoch, max_offset, priority, options = req.epoch, req.max_offset, req.election_priority, req.options
 
     names = {"cluster_name": cluster, "broker_name": name}  # RocketMQ's header is built before any check
     bs = state.broker_sets.get(name)
     if bs is None:
-        raise _Reject(
+        raise Refusal(
             Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
             f"Broker-set: {name} hasn't been registered in controller",
             names,
         )
     info = bs.brokers.get(bid)
     if info is None:
-        raise _Reject(
+        raise Refusal(
             Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
             f"BrokerId: {bid} hasn't been registered in broker-set: {name}",
             names,
@@ -140,7 +118,7 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     if options and bs.options is not None:
         diffs = _options_diff(bs.options, options)
         if diffs:
-            raise _Reject(
+            raise Refusal(
                 Code.INCONSISTENT_BROKER_OPTIONS,
                 f"Broker options of broker {bid} differ from broker-set {name}: " + ", ".join(diffs),
             )
@@ -193,64 +171,18 @@ def _register_broker(state: ControllerState, req: Mapping[str, Any], ctx: Contex
     return Result(Code.SUCCESS, "", response, records)
 
 
-@dataclass(slots=True)  # not frozen: a frozen one's __init__ made the heartbeat path 16% slower
-class Heartbeat:
-    """A broker's heartbeat, read and checked once (read_heartbeat); the heartbeat table
-    (mqctl.controller.liveness) takes it as it is. None: the broker did not send the field."""
-
-    cluster_name: str
-    broker_name: str
-    broker_addr: str
-    broker_id: int
-    broker_epoch: int | None
-    epoch: int | None
-    max_offset: int | None
-    confirm_offset: int | None
-    heartbeat_timeout_mills: int | None
-    election_priority: int | None
-
-
-def read_heartbeat(req: Mapping[str, Any]) -> Heartbeat:
-    """Each field checked in the order the handler always checked them: the first bad one names
-    the remark."""
-    if req.get("broker_id") is None:
-        raise _invalid("Heart beat with empty brokerId")
-    cluster = _str(req, "cluster_name")
-    address = _str(req, "broker_addr")
-    name = _str(req, "broker_name", required=True)
-    bid = _id(req, "broker_id")
-    epoch = _int(req, "epoch", lo=INT32_MIN, hi=INT32_MAX)
-    max_offset = _int(req, "max_offset", lo=INT64_MIN, hi=INT64_MAX)
-    confirm_offset = _int(req, "confirm_offset", lo=INT64_MIN, hi=INT64_MAX)
-    timeout = _int(req, "heartbeat_timeout_mills", lo=1, hi=INT64_MAX)
-    priority = _int(req, "election_priority", lo=INT32_MIN, hi=INT32_MAX)
-    return Heartbeat(
-        cluster,
-        name,
-        address,
-        bid,
-        _opt_broker_epoch(req),
-        epoch,
-        max_offset,
-        confirm_offset,
-        timeout,
-        priority,
-    )
-
-
-def _heartbeat(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    beat = read_heartbeat(req)
+def heartbeat(state: ControllerState, beat: Heartbeat, ctx: Context) -> Result:
     bs = state.broker_sets.get(beat.broker_name)
     if bs is not None:
         _check_broker_epoch(bs, beat.broker_id, beat.broker_epoch)
-    return Result(Code.SUCCESS, "Heart beat success", {}, [], request=beat)
+    return Result(Code.SUCCESS, "Heart beat success")
 
 
-def _get_replica_info(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    name = _str(req, "broker_name", required=True)
+def get_replica_info(state: ControllerState, req: GetReplicaInfoRequest, ctx: Context) -> Result:
+    name = req.broker_name
     bs = state.broker_sets.get(name)
     if bs is None:
-        raise _Reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
+        raise Refusal(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
     response: dict[str, Any] = {
         "master_address": bs.address_of(bs.master_broker_id),
         "master_epoch": bs.master_epoch,
@@ -284,12 +216,8 @@ def _replica_identity(bs: BrokerSet, broker_id: int, ctx: Context) -> dict[str, 
     return out
 
 
-def _get_sync_state_data(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    names = req.get("broker_names")
-    if names is None:
-        names = []
-    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
-        raise _invalid("Invalid request: broker_names must be a list of strings")
+def get_sync_state_data(state: ControllerState, req: GetSyncStateDataRequest, ctx: Context) -> Result:
+    names = req.broker_names
     wanted = sorted(set(names)) if names else sorted(state.broker_sets)
     table: dict[str, Any] = {}
     for name in wanted:
@@ -329,7 +257,7 @@ def _parse_clean_ids(text: str) -> list[int]:
     ids: set[int] = set()
     for part in parts:
         if not _JAVA_LONG_RE.match(part) or not INT64_MIN <= int(part) <= INT64_MAX:
-            raise _Reject(
+            raise Refusal(
                 Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
                 "Please set the option <brokerControllerIdsToClean> according to the format, "
                 f'exception: java.lang.NumberFormatException: For input string: "{part}"',
@@ -343,23 +271,21 @@ def _parse_clean_ids(text: str) -> list[int]:
     return sorted(ids)
 
 
-def _clean_broker_data(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    _str(req, "cluster_name")
-    name = _str(req, "broker_name", required=True)
-    ids_text = _str(req, "broker_controller_ids_to_clean", max_len=64 * 1024)
-    clean_living = _bool(req, "is_clean_living_broker")
+def clean_broker_data(state: ControllerState, req: CleanBrokerDataRequest, ctx: Context) -> Result:
+    name, ids_text = req.broker_name, req.broker_controller_ids_to_clean
+    clean_living = req.is_clean_living_broker
     bad = Code.CONTROLLER_INVALID_CLEAN_BROKER_METADATA
     bs = state.broker_sets.get(name)
     ids: list[int] | None = None
     if not clean_living:
         if not ids_text.strip():
             if bs is not None and bs.master_broker_id is not None:
-                raise _Reject(bad, f"Broker {name} is still alive, clean up failure")
+                raise Refusal(bad, f"Broker {name} is still alive, clean up failure")
         else:
             ids = _parse_clean_ids(ids_text)
             for bid in ids:
                 if ctx.is_alive(name, bid):
-                    raise _Reject(bad, f"Broker [{name},  {bid}] is still alive, clean up failure")
+                    raise Refusal(bad, f"Broker [{name},  {bid}] is still alive, clean up failure")
     if bs is None:
-        raise _Reject(bad, f"Broker {name} is not existed,clean broker data failure.")
+        raise Refusal(bad, f"Broker {name} is not existed,clean broker data failure.")
     return Result(Code.SUCCESS, "", {}, [BrokerDataCleaned(name, tuple(ids) if ids else None)])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from mqctl.controller.core.config_keys import (
@@ -15,13 +14,19 @@ from mqctl.controller.core.config_keys import (
     _normalize_config_value,
 )
 from mqctl.controller.core.context import CONFIG_BLACKLIST, Context, Result
-from mqctl.controller.core.requests import _invalid, _needs_level, _Reject
+from mqctl.controller.core.requests import (
+    GetConfigRequest,
+    Refusal,
+    UpdateConfigRequest,
+    _invalid,
+    _needs_level,
+)
 from mqctl.controller.core.state import ControllerState
 from mqctl.controller.records import ConfigUpdated
 from mqctl.errors import Code
 
 
-def _get_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+def get_config(state: ControllerState, req: GetConfigRequest, ctx: Context) -> Result:
     """RocketMQ's keys with their defaults, the replicated config over them, and mqctlNotHonoured;
     the node adds NODE_CONFIG_KEYS."""
     config = {
@@ -33,17 +38,10 @@ def _get_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) ->
     return Result(Code.SUCCESS, "", {"config": dict(sorted(config.items()))})
 
 
-def _update_config(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    raw = req.get("config")
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping) or not all(isinstance(k, str) for k in raw):
-        raise _invalid("Invalid request: config must be a map of strings")
-    for key in sorted(raw):
-        if not isinstance(raw[key], str):
-            raise _invalid(f"Invalid request: the value of config {key} must be a string")
+def update_config(state: ControllerState, req: UpdateConfigRequest, ctx: Context) -> Result:
+    raw = req.config
     if any(k in CONFIG_BLACKLIST for k in raw):
-        raise _Reject(Code.NO_PERMISSION, "Can not update config in black list.")
+        raise Refusal(Code.NO_PERMISSION, "Can not update config in black list.")
     # RocketMQ's Configuration.update merges only the keys it has (mergeIfExist) and answers SUCCESS;
     # mqctl also leaves alone the keys it does not honour. Both are answered in `ignored_config`
     # (key -> why) for the node to log; only honoured keys reach the record.

@@ -119,9 +119,6 @@ class Result:
     remark: str = ""
     response: dict[str, Any] = field(default_factory=dict)
     records: list[Record] = field(default_factory=list)
-    # the request as the handler decoded it, typed (a Heartbeat), for the node's own use of it: the
-    # heartbeat table takes it as it is instead of reading the request's fields a second time
-    request: object = None
 
     def __post_init__(self) -> None:
         self.code = int(self.code)  # plain int, JSON-safe
@@ -129,3 +126,10 @@ class Result:
     @property
     def ok(self) -> bool:
         return self.code == Code.SUCCESS
+
+    def answer(self) -> dict[str, Any]:
+        """The decision as the transports answer it: the response with its code and remark."""
+        answer = dict(self.response)
+        answer["code"] = int(self.code)
+        answer["remark"] = self.remark or ""
+        return answer

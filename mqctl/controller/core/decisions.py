@@ -11,12 +11,20 @@ from mqctl.controller.core.context import (
     ALL_BROKER_SETS,
     DEFAULT_ELECTION_PRIORITY,
     HISTORY_LEVEL,
-    INT64_MAX,
     Context,
     LiveInfo,
     Result,
 )
-from mqctl.controller.core.requests import _bool, _int, _needs_level, _Reject, _str
+from mqctl.controller.core.requests import (
+    ElectMasterRequest,
+    GetHistoryRequest,
+    PauseFailoverRequest,
+    Refusal,
+    RegisterBrokerRequest,
+    Request,
+    SwitchoverRequest,
+    _needs_level,
+)
 from mqctl.controller.core.state import BrokerSet, ControllerState
 from mqctl.controller.records import (
     BrokerAddressUpdated,
@@ -50,12 +58,10 @@ def _paused_text(broker_name: str, pause: Mapping[str, Any]) -> str:
 HISTORY_PAGE = 500  # entries per GetHistory answer (a gRPC message stays far below 1 MiB)
 
 
-def _get_history(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+def get_history(state: ControllerState, req: GetHistoryRequest, ctx: Context) -> Result:
     """The decision history, oldest first, after `after_seq` and from `since_ms`, one page at a time."""
-    name = _str(req, "broker_name")
-    since = _int(req, "since_ms", lo=0, hi=INT64_MAX) or 0
-    after = _int(req, "after_seq", lo=0, hi=INT64_MAX) or 0
-    limit = min(_int(req, "limit", lo=0, hi=INT64_MAX) or HISTORY_PAGE, HISTORY_PAGE)
+    name, since, after = req.broker_name, req.since_ms, req.after_seq
+    limit = min(req.limit or HISTORY_PAGE, HISTORY_PAGE)
     if state.feature_level < HISTORY_LEVEL:
         raise _needs_level("the decision history", HISTORY_LEVEL, state)
     wanted = [
@@ -81,14 +87,12 @@ def _get_history(state: ControllerState, req: Mapping[str, Any], ctx: Context) -
     )
 
 
-def _pause_failover(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    name = _str(req, "broker_name")
-    paused = _bool(req, "paused")
-    reason = _str(req, "reason", max_len=1024)
+def pause_failover(state: ControllerState, req: PauseFailoverRequest, ctx: Context) -> Result:
+    name, paused, reason = req.broker_name, req.paused, req.reason
     if state.feature_level < HISTORY_LEVEL:
         raise _needs_level("failover pause and resume", HISTORY_LEVEL, state)
     if name and name not in state.broker_sets:
-        raise _Reject(
+        raise Refusal(
             Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"broker set {name} is not known to the controller"
         )
     scope = name or "every broker set"
@@ -129,7 +133,7 @@ _ADMIN_METHODS = frozenset({"CleanBrokerData", "UpdateConfig", "PauseFailover"})
 def _cause(
     state: ControllerState,
     method: str,
-    req: Mapping[str, Any],
+    req: Request,
     ctx: Context,
     name: str,
     records: list[Record],
@@ -139,24 +143,24 @@ def _cause(
         return "switchover"
     if method == "Rebalance":
         return "rebalance"
-    if method in _ADMIN_METHODS or (method == "ElectMaster" and req.get("designate_elect")):
+    if method in _ADMIN_METHODS or (isinstance(req, ElectMasterRequest) and req.designate_elect):
         return "admin request"
-    if method == "ElectMaster" and req.get("broker_id") in (None, -1):
+    if isinstance(req, ElectMasterRequest) and req.broker_id is None:
         old = bs.master_broker_id if bs is not None else None
         if old is not None and not ctx.is_alive(name, old):
             return f"lease expired for broker {old}"
         return "controller (no master)" if old is None else "controller"
-    if method == "RegisterBroker" and any(isinstance(r, MasterElected) for r in records):
-        return f"bounced master {req.get('broker_id')}"
+    if isinstance(req, RegisterBrokerRequest) and any(isinstance(r, MasterElected) for r in records):
+        return f"bounced master {req.broker_id}"
     for key in ("broker_id", "applied_broker_id", "master_broker_id"):
-        if isinstance(req.get(key), int):
-            return f"broker request (broker {req.get(key)})"
+        if isinstance(getattr(req, key, None), int):
+            return f"broker request (broker {getattr(req, key)})"
     return "broker request"
 
 
 def _why(
     method: str,
-    req: Mapping[str, Any],
+    req: Request,
     bs: BrokerSet,
     new: int | None,
     pool: set[int],
@@ -166,18 +170,13 @@ def _why(
         return (
             "no alive candidate (no SyncStateSet member alive; unclean election disabled or no replica alive)"
         )
-    if method == "ElectMaster" and req.get("designate_elect"):
+    if isinstance(req, ElectMasterRequest) and req.designate_elect:
         return f"designated by the admin request (electMaster -b {new})"
-    if method == "Switchover" and req.get("broker_id") is not None:
+    if isinstance(req, SwitchoverRequest) and req.broker_id is not None:
         return f"the switchover's target (--to {new})"
     if method == "Rebalance":
         return "the preferred replica (highest election priority, then lowest id)"
-    if (
-        method == "ElectMaster"
-        and bs.master_epoch == 0
-        and isinstance(req.get("broker_id"), int)
-        and req["broker_id"] >= 0
-    ):
+    if isinstance(req, ElectMasterRequest) and bs.master_epoch == 0 and req.broker_id is not None:
         return f"first election: the broker that asked ({new})"
     if bs.master_epoch == 0:
         where = "alive replica (first election, once waitFor replicas were alive)"
@@ -205,25 +204,24 @@ def _election_note(
     state: ControllerState,
     bs: BrokerSet,
     method: str,
-    req: Mapping[str, Any],
+    req: Request,
     ctx: Context,
     record: MasterElected,
 ) -> dict[str, Any]:
     name = bs.broker_name
     live: dict[int, LiveInfo] = dict(ctx.rows(name))
     alive = {b for b in bs.brokers if ctx.is_alive(name, b)}
-    if method == "RegisterBroker":  # the bounced master competes with what it reports now
-        bid = int(req["broker_id"])
-        live[bid] = LiveInfo(
-            bid,
-            epoch=_opt(req, "epoch", -1),
-            max_offset=_opt(req, "max_offset", -1),
-            election_priority=_opt(req, "election_priority", DEFAULT_ELECTION_PRIORITY),
+    if isinstance(req, RegisterBrokerRequest):  # the bounced master competes with what it reports now
+        live[req.broker_id] = LiveInfo(
+            req.broker_id,
+            epoch=_or(req.epoch, -1),
+            max_offset=_or(req.max_offset, -1),
+            election_priority=_or(req.election_priority, DEFAULT_ELECTION_PRIORITY),
         )
     old = bs.master_broker_id if bs.master_broker_id is not None else bs.last_master_broker_id
     new = record.new_master_broker_id
-    if method == "RegisterBroker":
-        pool = {b for b in bs.sync_state_set if b in alive} | {int(req["broker_id"])}
+    if isinstance(req, RegisterBrokerRequest):
+        pool = {b for b in bs.sync_state_set if b in alive} | {req.broker_id}
     elif new is not None and new not in bs.sync_state_set:
         pool = alive
     elif method == "Switchover":
@@ -263,9 +261,8 @@ def _election_note(
     return note
 
 
-def _opt(req: Mapping[str, Any], key: str, default: int) -> int:
-    v = req.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) else default
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def _detail(state: ControllerState, r: Record) -> str:
@@ -297,7 +294,7 @@ def _detail(state: ControllerState, r: Record) -> str:
 
 
 def _history(
-    state: ControllerState, method: str, req: Mapping[str, Any], ctx: Context, records: list[Record]
+    state: ControllerState, method: str, req: Request, ctx: Context, records: list[Record]
 ) -> list[Record]:
     """The DecisionNoted records of a decision: one per broker set it changed ("" for config)."""
     groups: dict[str, list[Record]] = {}

@@ -9,25 +9,18 @@ from typing import Any
 from mqctl.controller import election
 from mqctl.controller.core.context import (
     DEFAULT_ELECTION_PRIORITY,
-    INT32_MAX,
-    INT32_MIN,
-    MAX_ID,
     Context,
     Result,
 )
 from mqctl.controller.core.decisions import _paused_text
 from mqctl.controller.core.requests import (
-    _bool,
+    AlterSyncStateSetRequest,
+    ElectMasterRequest,
+    RebalanceRequest,
+    Refusal,
+    SwitchoverRequest,
     _check_broker_epoch,
-    _id,
-    _id_list,
-    _int,
-    _invalid,
     _java,
-    _opt_broker_epoch,
-    _Reject,
-    _req_int,
-    _str,
     _sync_state_set_body,
 )
 from mqctl.controller.core.state import BrokerSet, ControllerState
@@ -39,29 +32,23 @@ from mqctl.controller.records import (
 from mqctl.errors import Code
 
 
-def _alter_sync_state_set(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    name = _str(req, "broker_name", required=True)
-    _str(req, "cluster_name")
-    req_master = _id(req, "master_broker_id")
-    req_master_epoch = _req_int(req, "master_epoch", lo=INT32_MIN, hi=INT32_MAX)
-    req_ss_epoch = _req_int(req, "sync_state_set_epoch", lo=INT32_MIN, hi=INT32_MAX)
-    if req.get("new_sync_state_set") is None:
-        raise _invalid("Invalid request: new_sync_state_set is missing")
-    new_set = _id_list(req, "new_sync_state_set")
-    broker_epoch = _opt_broker_epoch(req)
+def alter_sync_state_set(state: ControllerState, req: AlterSyncStateSetRequest, ctx: Context) -> Result:
+    name, req_master, broker_epoch = req.broker_name, req.master_broker_id, req.broker_epoch
+    req_master_epoch, req_ss_epoch = req.master_epoch, req.sync_state_set_epoch
+    new_set = req.new_sync_state_set
 
-    def refuse(code: int, remark: str) -> _Reject:
+    def refuse(code: int, remark: str) -> Refusal:
         # RocketMQ's AlterSyncStateSetResponseHeader.newSyncStateSetEpoch is an int: 0 in a refusal
-        return _Reject(
+        return Refusal(
             code, "Rejecting alter syncStateSet request because " + remark, {"new_sync_state_set_epoch": 0}
         )
 
     fail = Code.CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
     bs = state.broker_sets.get(name)
     if bs is None:
-        raise _Reject(fail, "Broker metadata is not existed", {"new_sync_state_set_epoch": 0})
+        raise Refusal(fail, "Broker metadata is not existed", {"new_sync_state_set_epoch": 0})
     if set(new_set) == bs.sync_state_set:
-        raise _Reject(
+        raise Refusal(
             fail,
             "The newSyncStateSet is equal with oldSyncStateSet, no needed to update syncStateSet",
             {"new_sync_state_set_epoch": 0},
@@ -101,26 +88,24 @@ def _alter_sync_state_set(state: ControllerState, req: Mapping[str, Any], ctx: C
     )
 
 
-def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    _str(req, "cluster_name")
-    name = _str(req, "broker_name", required=True)
-    designate = _bool(req, "designate_elect")
-    raw_id = _int(req, "broker_id", lo=-1, hi=MAX_ID)
-    broker_id = None if raw_id is None or raw_id == -1 else raw_id
-    if designate and broker_id is None:
-        raise _invalid("Invalid request: broker_id is required when designate_elect is true")
+def elect_master(state: ControllerState, req: ElectMasterRequest, ctx: Context) -> Result:
+    name, designate, broker_id, broker_epoch = (
+        req.broker_name,
+        req.designate_elect,
+        req.broker_id,
+        req.broker_epoch,
+    )
     controller_trigger = broker_id is None
-    broker_epoch = _opt_broker_epoch(req)
 
     bs = state.broker_sets.get(name)
     if bs is None:
-        raise _Reject(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
+        raise Refusal(Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED, "Broker hasn't been registered")
     if not designate and broker_id is not None:
         _check_broker_epoch(bs, broker_id, broker_epoch)
     pause = state.pause_of(name)
     if pause is not None and not designate:
         # mqctl: `mqctl failover pause`; an operator's designated election (electMaster -b) still works
-        raise _Reject(Code.CONTROLLER_ELECT_MASTER_FAILED, _paused_text(name, pause))
+        raise Refusal(Code.CONTROLLER_ELECT_MASTER_FAILED, _paused_text(name, pause))
 
     def is_alive(b: int) -> bool:
         return ctx.is_alive(name, b)
@@ -134,7 +119,7 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
         if wait_for > 1 and not designate:
             alive = [b for b in bs.brokers if is_alive(b)]
             if len(alive) < wait_for:
-                raise _Reject(
+                raise Refusal(
                     Code.WAITING_FOR_REPLICAS, f"waiting for {wait_for} replicas ({len(alive)}/{wait_for})"
                 )
             new_master = election.freshest(alive, live)
@@ -142,7 +127,7 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
             if broker_id is not None and broker_id not in bs.brokers:
                 # mqctl: RocketMQ elects any id the first time, even an unregistered one
                 # (a master without an address); refuse it like RegisterBroker does.
-                raise _Reject(
+                raise Refusal(
                     Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
                     f"BrokerId: {broker_id} hasn't been registered in broker-set: {name}",
                 )
@@ -153,7 +138,7 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
         )
 
     if new_master is not None and new_master == old_master:
-        raise _Reject(
+        raise Refusal(
             Code.CONTROLLER_MASTER_STILL_EXIST,
             f"The old master {old_master} is still alive, not need to elect new master for broker {name}",
             {
@@ -192,15 +177,15 @@ def _elect_master(state: ControllerState, req: Mapping[str, Any], ctx: Context) 
             {},
             records,
         )
-    raise _Reject(Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master")
+    raise Refusal(Code.CONTROLLER_ELECT_MASTER_FAILED, "Failed to elect a new master")
 
 
 def _switchover_plan(bs: BrokerSet, ctx: Context, target: int | None) -> dict[str, Any]:
     """Where a switchover of `bs` moves the master and how far the new one is behind (from the
-    heartbeats' maxOffset); raises _Reject when there is nowhere to move it."""
+    heartbeats' maxOffset); raises Refusal when there is nowhere to move it."""
     name, master = bs.broker_name, bs.master_broker_id
     if master is None or not ctx.is_alive(name, master):
-        raise _Reject(
+        raise Refusal(
             Code.CONTROLLER_MASTER_NOT_AVAILABLE,
             f"{name} has no alive master: nothing to switch over (the controller elects one on its "
             "own, or `mqctl electMaster`)",
@@ -209,26 +194,26 @@ def _switchover_plan(bs: BrokerSet, ctx: Context, target: int | None) -> dict[st
         candidates = {b for b in bs.sync_state_set if b != master and ctx.is_alive(name, b)}
         target = election.freshest(candidates, ctx.rows(name))
         if target is None:
-            raise _Reject(
+            raise Refusal(
                 Code.CONTROLLER_ELECT_MASTER_FAILED,
                 f"{name} has no alive SyncStateSet member besides the master {master} "
                 f"(SyncStateSet {sorted(bs.sync_state_set)})",
             )
     elif target == master:
-        raise _Reject(
+        raise Refusal(
             Code.CONTROLLER_MASTER_STILL_EXIST,
             f"broker {target} is already the master of {name}",
             {"new_master_broker_id": target, "old_master_broker_id": master},
         )
     elif target not in bs.brokers:
-        raise _Reject(
+        raise Refusal(
             Code.CONTROLLER_BROKER_NEED_TO_BE_REGISTERED,
             f"BrokerId: {target} hasn't been registered in broker-set: {name}",
         )
     elif not ctx.is_alive(name, target):
-        raise _Reject(Code.CONTROLLER_BROKER_NOT_ALIVE, f"broker {target} of {name} is not alive")
+        raise Refusal(Code.CONTROLLER_BROKER_NOT_ALIVE, f"broker {target} of {name} is not alive")
     elif target not in bs.sync_state_set:
-        raise _Reject(
+        raise Refusal(
             Code.CONTROLLER_INVALID_REPLICAS,
             f"broker {target} is not in the SyncStateSet {sorted(bs.sync_state_set)} of {name}: a "
             "switchover stays inside it (`mqctl electMaster --accept-data-loss` otherwise)",
@@ -263,16 +248,14 @@ def _not_caught_up(plan: Mapping[str, Any]) -> str:
     )
 
 
-def _switchover(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
-    name = _str(req, "broker_name", required=True)
-    target = _int(req, "broker_id", lo=0, hi=MAX_ID)
-    force, dry_run = _bool(req, "force"), _bool(req, "dry_run")
+def switchover(state: ControllerState, req: SwitchoverRequest, ctx: Context) -> Result:
+    name, target, force, dry_run = req.broker_name, req.broker_id, req.force, req.dry_run
     bs = state.broker_sets.get(name)
     if bs is None:
-        raise _Reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
+        raise Refusal(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, "Broker metadata is not existed")
     plan = _switchover_plan(bs, ctx, target)
     if not plan["caught_up"] and not force:
-        raise _Reject(Code.NOT_CAUGHT_UP, _not_caught_up(plan), plan)
+        raise Refusal(Code.NOT_CAUGHT_UP, _not_caught_up(plan), plan)
     if dry_run:
         return Result(Code.SUCCESS, "dry run: nothing changed", {**plan, "dry_run": True})
     return Result(
@@ -294,14 +277,13 @@ def preferred_replica(bs: BrokerSet, ctx: Context) -> int | None:
     return min(bs.brokers, key=key) if bs.brokers else None
 
 
-def _rebalance(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> Result:
+def rebalance(state: ControllerState, req: RebalanceRequest, ctx: Context) -> Result:
     """A switchover to the preferred replica of every broker set (of a cluster) where it is an alive,
     caught-up SyncStateSet member but not the master; the others are listed with the reason."""
-    cluster = _str(req, "cluster_name")
-    dry_run = _bool(req, "dry_run")
+    cluster, dry_run = req.cluster_name, req.dry_run
     sets = [bs for _, bs in sorted(state.broker_sets.items()) if not cluster or bs.cluster_name == cluster]
     if cluster and not sets:
-        raise _Reject(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"cluster {cluster} has no broker set")
+        raise Refusal(Code.CONTROLLER_BROKER_METADATA_NOT_EXIST, f"cluster {cluster} has no broker set")
     moves: list[dict[str, Any]] = []
     records: list[Record] = []
     for bs in sets:
@@ -322,7 +304,7 @@ def _rebalance(state: ControllerState, req: Mapping[str, Any], ctx: Context) -> 
         else:
             try:
                 plan = _switchover_plan(bs, ctx, preferred)
-            except _Reject as r:
+            except Refusal as r:
                 move["action"], move["reason"] = "skip", r.remark
             else:
                 move.update({k: plan[k] for k in ("master_max_offset", "candidate_max_offset") if k in plan})
