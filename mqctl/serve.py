@@ -162,7 +162,9 @@ def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
     from mqctl import malloc
     from mqctl.controller import datadir, records
-    from mqctl.controller.node import RAFT_STALL_S, ControllerNode, NodeSettings
+    from mqctl.controller.node import ControllerNode
+    from mqctl.controller.node_raft import RAFT_STALL_S
+    from mqctl.controller.node_settings import NodeSettings
     from mqctl.grpc.security import TlsConfig
     from mqctl.grpc.server import GrpcLimits, build_server
     from mqctl.sdnotify import Notifier
@@ -321,7 +323,7 @@ def run(cfg: ServeConfig) -> int:
     # RAFT_STALL_S (a lock, a hung disk) stops the pings, and systemd restarts the node
     watchdog, pinged = notifier.watchdog_interval(), 0.0
     while not stop.wait(0.2):
-        if watchdog and time.monotonic() - pinged >= watchdog and node.raft_stalled_for() < RAFT_STALL_S:
+        if watchdog and time.monotonic() - pinged >= watchdog and node.raft.stalled_for() < RAFT_STALL_S:
             pinged = time.monotonic()
             notifier.notify(WATCHDOG="1")
         if not ready and node.joined:
@@ -342,7 +344,7 @@ def run(cfg: ServeConfig) -> int:
         # while the transports still answer, so that clients are sent to the new leader
         notifier.status("handing the leadership over")
         log.info("handing the leadership over before shutting down")
-        node.hand_over_leadership(cfg.handover_timeout / 1000)
+        node.raft.hand_over_leadership(cfg.handover_timeout / 1000)
     notifier.status("stopping")
     server.mqctl_health.enter_graceful_shutdown()  # health says NOT_SERVING first
     if cockpit is not None:

@@ -146,7 +146,7 @@ def restore_plan(
 def restore(plan: dict[str, Any]) -> None:
     """Seed the data directory as planned (the old one, if any, moved to plan["backup"])."""
     from mqctl.controller import datadir
-    from mqctl.controller.node import META_GROUP_ID
+    from mqctl.controller.node_raft import META_GROUP_ID
     from mqctl.raft.storage import Storage
 
     data_dir, doc = plan["dataDir"], plan["file"]

@@ -60,10 +60,10 @@ Callback = Callable[[Any, Any], None]
 
 
 class RaftSeam(Protocol):
-    """What the controller node (mqctl/controller/node.py) may use of its Raft layer, and nothing
-    else: propose an entry, the applied state it produces (with its lock), leadership and term,
-    membership, status. `ControllerSyncObj` implements it on the fork (mqctl/raft/syncobj.py);
-    node.py is typed against this, so a call to anything private of the fork fails mypy."""
+    """What the controller node (mqctl/controller/node.py, node_raft.py) may use of its Raft layer,
+    and nothing else: propose an entry, the applied state it produces (with its lock), leadership and
+    term, membership, status. `ControllerSyncObj` implements it on the fork (mqctl/raft/syncobj.py);
+    the node is typed against this, so a call to anything private of the fork fails mypy."""
 
     state: core.ControllerState
     state_lock: threading.RLock

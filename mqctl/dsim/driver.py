@@ -230,7 +230,7 @@ class Controller:
 
         sync.barrier(callback=done)
 
-    # --- the leader's ticker (node.py's _tick_loop and _leader_work) --------------------------------
+    # --- the leader's ticker (node.py's _tick_loop, leader_work.py's LeaderWork) --------------------
 
     def tick(self) -> None:
         sync = self.sync

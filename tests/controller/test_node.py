@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from mqctl.controller.node import ControllerNode, NodeSettings
+from mqctl.controller.node import ControllerNode
+from mqctl.controller.node_settings import NodeSettings
 from mqctl.localgroup import free_port, wait_until
 
 
@@ -187,7 +188,7 @@ def test_pipelined_decisions_keep_the_view_equal_to_the_applied_state(node: Cont
     assert sum(a["code"] == 0 for a in answers) == 30  # one winner per broker set
     with node.sync.state_lock:
         applied = node.state.state_hash()
-    assert node._view is not None and node._view.state_hash() == applied
+    assert node.raft._view is not None and node.raft._view.state_hash() == applied
 
 
 def test_a_whole_fleet_sync_state_read_is_made_in_parts_and_reads_as_one(node: ControllerNode) -> None:

@@ -94,7 +94,7 @@ def test_followers_whose_fsync_takes_longer_than_the_election_timeout_keep_their
 def test_a_raft_thread_stalled_on_its_disk_says_where_it_is(tmp_path) -> None:
     """A follower whose term and vote take 11 s to store (SLOW: the meta file's fsync) starts no
     election and answers nobody meanwhile; after 10 s without a finished tick the node logs where
-    its Raft thread is (mqctl/controller/node.py, FORK.md change 21), and the group elects once
+    its Raft thread is (mqctl/controller/node_raft.py, FORK.md change 21), and the group elects once
     the disk is back."""
     cluster = LocalCluster(str(tmp_path), size=3)
     with cluster:

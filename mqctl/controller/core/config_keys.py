@@ -100,7 +100,7 @@ ROCKETMQ_CONFIG: dict[str, str] = {
     "writeBufferLowWaterMark": "0",
 }
 # Keys whose values describe one node and its deployment: the node answers them
-# (ControllerNode._node_local_config). The first seven are RocketMQ's (ControllerConfig's rocketmqHome,
+# (NodeSettings.local_config). The first seven are RocketMQ's (ControllerConfig's rocketmqHome,
 # configStorePath, controllerStorePath and DLedger settings, NettyServerConfig's listenPort), the
 # others mqctl's own.
 NODE_CONFIG_KEYS: tuple[str, ...] = (
