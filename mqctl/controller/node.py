@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mqctl import methods
@@ -150,7 +149,7 @@ class ControllerNode:
             return self._snapshot(timeout)
         on_leader = method in methods.WRITE_METHODS or method in methods.FRESH_READ_METHODS
         if on_leader and not self.is_leader():
-            return self._not_leader()  # before the request is read, as RocketMQ's followers answer
+            return self.raft.not_leader()  # before the request is read, as RocketMQ's followers answer
         try:  # the one place a transport's request becomes the method's typed request
             typed = core.decode(method, request)
         except core.Refusal as refusal:
@@ -166,7 +165,7 @@ class ControllerNode:
             except Exception as exc:
                 # a read changes nothing, so "outcome unknown" does not apply: answer UNAVAILABLE
                 # (with the leader if known) and let the client retry elsewhere
-                answer = self._unavailable(exc)
+                answer = self.raft.unavailable(exc)
                 if answer["code"] == int(Code.SYSTEM_ERROR):
                     answer = {
                         "code": int(Code.UNAVAILABLE),
@@ -175,7 +174,7 @@ class ControllerNode:
                     }
                 return answer
             if not self.is_leader():
-                return self._not_leader()
+                return self.raft.not_leader()
             return self._local(typed)
         response = self._replicate(typed, timeout)
         if isinstance(typed, core.RegisterBrokerRequest) and response.get("code") == 0:
@@ -234,9 +233,6 @@ class ControllerNode:
             "problem": self.fatal_error or self.sync.storage_error or "",
         }
 
-    def _raise_feature_level(self, level: int, timeout: float) -> dict[str, Any]:
-        return self.feature_levels.raise_to(level, timeout)
-
     def sync_state_data(self, broker_names: list[str] | None = None) -> dict[str, Any]:
         """GetSyncStateData of some broker sets (every one when None) as this node sees it, without a
         barrier: for what must not wait on Raft (the metrics and status page of `mqctl serve
@@ -283,7 +279,7 @@ class ControllerNode:
         """GetSnapshot: the leader's state after a read barrier, with the index it was applied at."""
 
         if not self.is_leader():
-            return self._not_leader()
+            return self.raft.not_leader()
         try:
             self.sync.barrier_sync(timeout=timeout)
         except Exception:
@@ -326,7 +322,7 @@ class ControllerNode:
         action = str(request.get("action", ""))
         target = str(request.get("raft_address", "") or "")
         if action == "feature-level":
-            return self._raise_feature_level(int(request.get("feature_level") or 0), timeout)
+            return self.feature_levels.raise_to(int(request.get("feature_level") or 0), timeout)
         if action not in ("add", "remove", "transfer"):
             return {
                 "code": int(Code.CONTROLLER_INVALID_REQUEST),
@@ -344,7 +340,7 @@ class ControllerNode:
                 "remark": "Invalid request: raft_address is required",
             }
         if not self.is_leader():
-            return self._not_leader()
+            return self.raft.not_leader()
         me = self.settings.raft_address
         members = self.members()
         if action == "add" and (target == me or target in members):
@@ -436,7 +432,9 @@ class ControllerNode:
             return self._sync_state_table(request)
         answer = self._answer(request)
         if isinstance(request, core.GetConfigRequest):
-            answer["config"] = dict(sorted({**answer.get("config", {}), **self._node_local_config()}.items()))
+            answer["config"] = dict(
+                sorted({**answer.get("config", {}), **self.settings.local_config(self.members())}.items())
+            )
         return answer
 
     def _answer(self, request: core.Request) -> dict[str, Any]:
@@ -445,29 +443,13 @@ class ControllerNode:
             result = core.handle(self.state, request, ctx)
         return result.answer()
 
-    def _node_local_config(self) -> dict[str, str]:
-        return self.settings.local_config(self.members())
-
     def _replicate(self, request: core.Request, timeout: float) -> dict[str, Any]:
         names = self._broker_names_of(request)
 
         def decide(state: core.ControllerState) -> core.Result:
             return core.handle(state, request, self._context(names))
 
-        return self._decide_and_commit(decide, timeout)
-
-    # call()'s paths reach the node's parts through these (NodeRaft's write path and answers)
-
-    def _decide_and_commit(
-        self, decide: Callable[[core.ControllerState], core.Result], timeout: float
-    ) -> dict[str, Any]:
         return self.raft.decide_and_commit(decide, timeout)
-
-    def _not_leader(self) -> dict[str, Any]:
-        return self.raft.not_leader()
-
-    def _unavailable(self, exc: Exception) -> dict[str, Any]:
-        return self.raft.unavailable(exc)
 
     def _heartbeat(self, beat: core.Heartbeat) -> dict[str, Any]:
         # Accepted on every node (RocketMQ brokers beat to all controllers); each node keeps
