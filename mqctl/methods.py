@@ -174,8 +174,8 @@ class MethodSpec:
     # not imported, to keep this module cheap.
     rule_ref: str = ""
     # The typed request, "module:Class" with a ``read(mapping)`` classmethod and a ``METHOD`` name:
-    # what the node decodes the transports' dict into, once. Default with a rule: the core's
-    # ``{name}Request``.
+    # what the node decodes the transports' dict into, once. Default: ``{name}Request`` beside the
+    # rule, so that a request is read and decided in one module.
     message: str = ""
     remoting_codec: RemotingCodec = RemotingCodec()
     result: str = (
@@ -191,8 +191,7 @@ class MethodSpec:
             "request_type": self.request_type or f"{self.name}Request",
             "response_type": self.response_type or f"{self.name}Response",
             "rule_ref": _CORE + self.rule_ref if self.rule_ref.startswith(".") else self.rule_ref,
-            "message": self.message
-            or (f"{_CORE}.requests:{self.name}Request" if self.rule_ref.startswith(".") else ""),
+            "message": self.message or self._beside_the_rule(f"{self.name}Request"),
         }
         for key, value in defaults.items():
             object.__setattr__(self, key, value)
@@ -206,10 +205,12 @@ class MethodSpec:
             raise ValueError(f"{self.name}: a client stream is answered by a stream (bidirectional)")
         if self.kind is not Kind.NODE and not self.rule_ref:
             raise ValueError(f"{self.name}: a {self.kind.value} is decided by a rule of the core")
-        if self.rule_ref and not self.message:
-            raise ValueError(f"{self.name}: a rule outside the core names its request class (message)")
         if self.token is Token.DESIGNATED and self.name != "ElectMaster":
             raise ValueError(f"{self.name}: only ElectMaster has a designated (admin) form")
+
+    def _beside_the_rule(self, name: str) -> str:
+        ref = _CORE + self.rule_ref if self.rule_ref.startswith(".") else self.rule_ref
+        return f"{ref.partition(':')[0]}:{name}" if ref else ""
 
     @property
     def remoting_code(self) -> int | None:
@@ -364,7 +365,7 @@ METHODS: tuple[MethodSpec, ...] = (
         where="every node (kept in memory)",
         remoting_body="usually one-way",
         rule_ref=".brokers:heartbeat",
-        message=_CORE + ".requests:Heartbeat",
+        message=_CORE + ".brokers:Heartbeat",
         remoting_codec=RemotingCodec(
             request=(
                 ("clusterName", "cluster_name", STR),

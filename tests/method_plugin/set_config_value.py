@@ -53,7 +53,6 @@ ROW = MethodSpec(
     request_type="UpdateConfigRequest",  # proto messages it shares with UpdateConfig
     response_type="UpdateConfigResponse",
     rule_ref=f"{__name__}:set_config_value",
-    message=f"{__name__}:SetConfigValueRequest",
     remoting_codec=RemotingCodec(request_body="mqctl.remoting.headers:CONFIG"),
 )
 

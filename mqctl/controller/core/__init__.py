@@ -12,6 +12,15 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from mqctl import methods
+from mqctl.controller.core.brokers import (
+    ApplyBrokerIdRequest,
+    CleanBrokerDataRequest,
+    GetNextBrokerIdRequest,
+    GetReplicaInfoRequest,
+    GetSyncStateDataRequest,
+    Heartbeat,
+    RegisterBrokerRequest,
+)
 from mqctl.controller.core.config_keys import (
     HONOURED_CONFIG_KEYS,
     NODE_CONFIG_KEYS,
@@ -20,6 +29,7 @@ from mqctl.controller.core.config_keys import (
     ROCKETMQ_CONFIG,
     default_config,
 )
+from mqctl.controller.core.configuration import GetConfigRequest, UpdateConfigRequest
 from mqctl.controller.core.context import (
     ALL_BROKER_SETS,
     CONFIG_BLACKLIST,
@@ -35,28 +45,17 @@ from mqctl.controller.core.context import (
     LiveInfo,
     Result,
 )
-from mqctl.controller.core.decisions import HISTORY_PAGE, _history
-from mqctl.controller.core.elections import needs_controller_election, preferred_replica
-from mqctl.controller.core.history import ELECTION_CAUSES, HISTORY_CHUNK, History, election_cause
-from mqctl.controller.core.requests import (
+from mqctl.controller.core.decisions import HISTORY_PAGE, GetHistoryRequest, PauseFailoverRequest, _history
+from mqctl.controller.core.elections import (
     AlterSyncStateSetRequest,
-    ApplyBrokerIdRequest,
-    CleanBrokerDataRequest,
     ElectMasterRequest,
-    GetConfigRequest,
-    GetHistoryRequest,
-    GetNextBrokerIdRequest,
-    GetReplicaInfoRequest,
-    GetSyncStateDataRequest,
-    Heartbeat,
-    PauseFailoverRequest,
     RebalanceRequest,
-    Refusal,
-    RegisterBrokerRequest,
-    Request,
     SwitchoverRequest,
-    UpdateConfigRequest,
+    needs_controller_election,
+    preferred_replica,
 )
+from mqctl.controller.core.history import ELECTION_CAUSES, HISTORY_CHUNK, History, election_cause
+from mqctl.controller.core.requests import Refusal, Request
 from mqctl.controller.core.state import (
     BrokerInfo,
     BrokerSet,

@@ -4,30 +4,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from mqctl.controller import election
 from mqctl.controller.core.context import (
     DEFAULT_ELECTION_PRIORITY,
     FIRST_BROKER_CONTROLLER_ID,
+    INT32_MAX,
+    INT32_MIN,
     INT64_MAX,
     INT64_MIN,
     MAX_ID,
+    MAX_NAME_LEN,
     Context,
     LiveInfo,
     Result,
 )
 from mqctl.controller.core.requests import (
-    ApplyBrokerIdRequest,
-    CleanBrokerDataRequest,
-    GetNextBrokerIdRequest,
-    GetReplicaInfoRequest,
-    GetSyncStateDataRequest,
-    Heartbeat,
     Refusal,
-    RegisterBrokerRequest,
+    _bool,
     _check_broker_epoch,
+    _id,
+    _int,
     _invalid,
+    _opt_broker_epoch,
+    _str,
+    _str_map,
     _sync_state_set_body,
 )
 from mqctl.controller.core.state import BrokerSet, ControllerState
@@ -44,6 +47,172 @@ from mqctl.errors import Code
 
 # --------------------------------------------------------------------------------------------
 # Handlers
+
+
+# Its methods' typed requests: `read` checks the fields in the order the rules always did, so the
+# first bad field names the remark; a rule only decides. Not frozen: a frozen dataclass's __init__
+# made the heartbeat path 16% slower.
+
+
+@dataclass(slots=True)
+class GetNextBrokerIdRequest:
+    METHOD: ClassVar[str] = "GetNextBrokerId"
+    cluster_name: str = ""
+    broker_name: str = ""
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> GetNextBrokerIdRequest:
+        return cls(_str(req, "cluster_name"), _str(req, "broker_name", required=True))
+
+
+@dataclass(slots=True)
+class ApplyBrokerIdRequest:
+    METHOD: ClassVar[str] = "ApplyBrokerId"
+    cluster_name: str = ""
+    broker_name: str = ""
+    applied_broker_id: int = 0
+    register_check_code: str = ""
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> ApplyBrokerIdRequest:
+        out = cls(
+            _str(req, "cluster_name", required=True),
+            _str(req, "broker_name", required=True),
+            _id(req, "applied_broker_id"),
+            _str(req, "register_check_code", required=True, max_len=2 * MAX_NAME_LEN),
+        )
+        if not out.broker_address.strip():
+            # mqctl: RocketMQ stores an empty address (a code of " ;1"), or fails with SYSTEM_ERROR 1 (a
+            # code of only ';': Java's split leaves no element 0); a broker without an address cannot be
+            # reached
+            raise _invalid(
+                f"Invalid request: register_check_code {out.register_check_code!r} has no broker address "
+                "before its first ';' (expected <brokerAddr>;<timestamp>)"
+            )
+        return out
+
+    @property
+    def broker_address(self) -> str:
+        return self.register_check_code.split(";")[0]
+
+
+@dataclass(slots=True)
+class RegisterBrokerRequest:
+    METHOD: ClassVar[str] = "RegisterBroker"
+    cluster_name: str = ""
+    broker_name: str = ""
+    broker_id: int = 0
+    broker_address: str = ""
+    epoch: int | None = None
+    max_offset: int | None = None
+    confirm_offset: int | None = None
+    election_priority: int | None = None
+    heartbeat_timeout_mills: int | None = None
+    options: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> RegisterBrokerRequest:
+        return cls(
+            _str(req, "cluster_name", required=True),
+            _str(req, "broker_name", required=True),
+            _id(req, "broker_id"),
+            _str(req, "broker_address", required=True),
+            _int(req, "epoch", lo=INT32_MIN, hi=INT32_MAX),
+            _int(req, "max_offset", lo=INT64_MIN, hi=INT64_MAX),
+            _int(req, "confirm_offset", lo=INT64_MIN, hi=INT64_MAX),
+            _int(req, "election_priority", lo=INT32_MIN, hi=INT32_MAX),
+            _int(req, "heartbeat_timeout_mills", lo=1, hi=INT64_MAX),
+            _str_map(req, "options"),
+        )
+
+
+@dataclass(slots=True)
+class Heartbeat:
+    """A broker's heartbeat; the heartbeat table (mqctl.controller.liveness) takes it as it is.
+    None: the broker did not send the field."""
+
+    METHOD: ClassVar[str] = "Heartbeat"
+    cluster_name: str = ""
+    broker_name: str = ""
+    broker_addr: str = ""
+    broker_id: int = 0
+    broker_epoch: int | None = None
+    epoch: int | None = None
+    max_offset: int | None = None
+    confirm_offset: int | None = None
+    heartbeat_timeout_mills: int | None = None
+    election_priority: int | None = None
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> Heartbeat:
+        if req.get("broker_id") is None:
+            raise _invalid("Heart beat with empty brokerId")
+        cluster = _str(req, "cluster_name")
+        address = _str(req, "broker_addr")
+        name = _str(req, "broker_name", required=True)
+        bid = _id(req, "broker_id")
+        epoch = _int(req, "epoch", lo=INT32_MIN, hi=INT32_MAX)
+        max_offset = _int(req, "max_offset", lo=INT64_MIN, hi=INT64_MAX)
+        confirm_offset = _int(req, "confirm_offset", lo=INT64_MIN, hi=INT64_MAX)
+        timeout = _int(req, "heartbeat_timeout_mills", lo=1, hi=INT64_MAX)
+        priority = _int(req, "election_priority", lo=INT32_MIN, hi=INT32_MAX)
+        return cls(
+            cluster,
+            name,
+            address,
+            bid,
+            _opt_broker_epoch(req),
+            epoch,
+            max_offset,
+            confirm_offset,
+            timeout,
+            priority,
+        )
+
+
+@dataclass(slots=True)
+class GetReplicaInfoRequest:
+    METHOD: ClassVar[str] = "GetReplicaInfo"
+    broker_name: str = ""
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> GetReplicaInfoRequest:
+        return cls(_str(req, "broker_name", required=True))
+
+
+@dataclass(slots=True)
+class GetSyncStateDataRequest:
+    """broker_names empty: every known broker set (mqctl extension)."""
+
+    METHOD: ClassVar[str] = "GetSyncStateData"
+    broker_names: list[str] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> GetSyncStateDataRequest:
+        names = req.get("broker_names")
+        if names is None:
+            names = []
+        if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+            raise _invalid("Invalid request: broker_names must be a list of strings")
+        return cls(list(names))
+
+
+@dataclass(slots=True)
+class CleanBrokerDataRequest:
+    METHOD: ClassVar[str] = "CleanBrokerData"
+    cluster_name: str = ""
+    broker_name: str = ""
+    broker_controller_ids_to_clean: str = ""  # RocketMQ's "1;2;3", parsed by the handler as Java does
+    is_clean_living_broker: bool = False
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> CleanBrokerDataRequest:
+        return cls(
+            _str(req, "cluster_name"),
+            _str(req, "broker_name", required=True),
+            _str(req, "broker_controller_ids_to_clean", max_len=64 * 1024),
+            _bool(req, "is_clean_living_broker"),
+        )
 
 
 def get_next_broker_id(state: ControllerState, req: GetNextBrokerIdRequest, ctx: Context) -> Result:

@@ -4,27 +4,29 @@ decision changed, with its cause."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from mqctl import methods
 from mqctl.controller import election
+from mqctl.controller.core.brokers import RegisterBrokerRequest
 from mqctl.controller.core.context import (
     ALL_BROKER_SETS,
     DEFAULT_ELECTION_PRIORITY,
     HISTORY_LEVEL,
+    INT64_MAX,
     Context,
     LiveInfo,
     Result,
 )
+from mqctl.controller.core.elections import ElectMasterRequest, SwitchoverRequest
 from mqctl.controller.core.requests import (
-    ElectMasterRequest,
-    GetHistoryRequest,
-    PauseFailoverRequest,
     Refusal,
-    RegisterBrokerRequest,
     Request,
-    SwitchoverRequest,
+    _bool,
+    _int,
     _needs_level,
+    _str,
 )
 from mqctl.controller.core.state import BrokerSet, ControllerState
 from mqctl.controller.records import (
@@ -48,12 +50,41 @@ from mqctl.errors import Code
 # Operator decisions (mqctl extensions, feature level 3 where they write new records)
 
 
-def _paused_text(broker_name: str, pause: Mapping[str, Any]) -> str:
-    reason = str(pause.get("reason") or "no reason given")
-    return (
-        f"automatic failover of {broker_name} is paused ({reason}): `mqctl failover resume`, or elect "
-        "a master with `mqctl electMaster -b ID`"
-    )
+# Its methods' typed requests: `read` checks the fields in the order the rules always did, so the
+# first bad field names the remark; a rule only decides. Not frozen: a frozen dataclass's __init__
+# made the heartbeat path 16% slower.
+
+
+@dataclass(slots=True)
+class GetHistoryRequest:
+    METHOD: ClassVar[str] = "GetHistory"
+    broker_name: str = ""
+    since_ms: int = 0
+    after_seq: int = 0
+    limit: int = 0  # 0: a whole page
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> GetHistoryRequest:
+        return cls(
+            _str(req, "broker_name"),
+            _int(req, "since_ms", lo=0, hi=INT64_MAX) or 0,
+            _int(req, "after_seq", lo=0, hi=INT64_MAX) or 0,
+            _int(req, "limit", lo=0, hi=INT64_MAX) or 0,
+        )
+
+
+@dataclass(slots=True)
+class PauseFailoverRequest:
+    """broker_name "": every broker set."""
+
+    METHOD: ClassVar[str] = "PauseFailover"
+    broker_name: str = ""
+    paused: bool = False
+    reason: str = ""
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> PauseFailoverRequest:
+        return cls(_str(req, "broker_name"), _bool(req, "paused"), _str(req, "reason", max_len=1024))
 
 
 HISTORY_PAGE = 500  # entries per GetHistory answer (a gRPC message stays far below 1 MiB)

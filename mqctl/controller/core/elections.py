@@ -4,23 +4,30 @@ leader must elect on its own."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from mqctl.controller import election
 from mqctl.controller.core.context import (
     DEFAULT_ELECTION_PRIORITY,
+    INT32_MAX,
+    INT32_MIN,
+    MAX_ID,
     Context,
     Result,
 )
-from mqctl.controller.core.decisions import _paused_text
 from mqctl.controller.core.requests import (
-    AlterSyncStateSetRequest,
-    ElectMasterRequest,
-    RebalanceRequest,
     Refusal,
-    SwitchoverRequest,
+    _bool,
     _check_broker_epoch,
+    _id,
+    _id_list,
+    _int,
+    _invalid,
     _java,
+    _opt_broker_epoch,
+    _req_int,
+    _str,
     _sync_state_set_body,
 )
 from mqctl.controller.core.state import BrokerSet, ControllerState
@@ -30,6 +37,98 @@ from mqctl.controller.records import (
     SyncStateSetAltered,
 )
 from mqctl.errors import Code
+
+# Its methods' typed requests: `read` checks the fields in the order the rules always did, so the
+# first bad field names the remark; a rule only decides. Not frozen: a frozen dataclass's __init__
+# made the heartbeat path 16% slower.
+
+
+@dataclass(slots=True)
+class AlterSyncStateSetRequest:
+    METHOD: ClassVar[str] = "AlterSyncStateSet"
+    broker_name: str = ""
+    cluster_name: str = ""
+    master_broker_id: int = 0
+    master_epoch: int = 0
+    sync_state_set_epoch: int = 0
+    new_sync_state_set: list[int] = field(default_factory=list)
+    broker_epoch: int | None = None
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> AlterSyncStateSetRequest:
+        name = _str(req, "broker_name", required=True)
+        cluster = _str(req, "cluster_name")
+        master = _id(req, "master_broker_id")
+        master_epoch = _req_int(req, "master_epoch", lo=INT32_MIN, hi=INT32_MAX)
+        ss_epoch = _req_int(req, "sync_state_set_epoch", lo=INT32_MIN, hi=INT32_MAX)
+        if req.get("new_sync_state_set") is None:
+            raise _invalid("Invalid request: new_sync_state_set is missing")
+        new_set = _id_list(req, "new_sync_state_set")
+        return cls(name, cluster, master, master_epoch, ss_epoch, new_set, _opt_broker_epoch(req))
+
+
+@dataclass(slots=True)
+class ElectMasterRequest:
+    """broker_id None: the controller's own election (RocketMQ's -1, ofControllerTrigger)."""
+
+    METHOD: ClassVar[str] = "ElectMaster"
+    cluster_name: str = ""
+    broker_name: str = ""
+    designate_elect: bool = False
+    broker_id: int | None = None
+    broker_epoch: int | None = None
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> ElectMasterRequest:
+        cluster = _str(req, "cluster_name")
+        name = _str(req, "broker_name", required=True)
+        designate = _bool(req, "designate_elect")
+        raw_id = _int(req, "broker_id", lo=-1, hi=MAX_ID)
+        broker_id = None if raw_id is None or raw_id == -1 else raw_id
+        if designate and broker_id is None:
+            raise _invalid("Invalid request: broker_id is required when designate_elect is true")
+        return cls(cluster, name, designate, broker_id, _opt_broker_epoch(req))
+
+
+@dataclass(slots=True)
+class SwitchoverRequest:
+    """broker_id None: the preferred caught-up SyncStateSet member."""
+
+    METHOD: ClassVar[str] = "Switchover"
+    broker_name: str = ""
+    broker_id: int | None = None
+    force: bool = False
+    dry_run: bool = False
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> SwitchoverRequest:
+        return cls(
+            _str(req, "broker_name", required=True),
+            _int(req, "broker_id", lo=0, hi=MAX_ID),
+            _bool(req, "force"),
+            _bool(req, "dry_run"),
+        )
+
+
+@dataclass(slots=True)
+class RebalanceRequest:
+    """cluster_name "": every cluster."""
+
+    METHOD: ClassVar[str] = "Rebalance"
+    cluster_name: str = ""
+    dry_run: bool = False
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> RebalanceRequest:
+        return cls(_str(req, "cluster_name"), _bool(req, "dry_run"))
+
+
+def _paused_text(broker_name: str, pause: Mapping[str, Any]) -> str:
+    reason = str(pause.get("reason") or "no reason given")
+    return (
+        f"automatic failover of {broker_name} is paused ({reason}): `mqctl failover resume`, or elect "
+        "a master with `mqctl electMaster -b ID`"
+    )
 
 
 def alter_sync_state_set(state: ControllerState, req: AlterSyncStateSetRequest, ctx: Context) -> Result:
