@@ -31,11 +31,12 @@ def test_help_imports_no_heavy_package() -> None:
     assert out.returncode == 0 and "serve" in out.stdout
 
 
-def test_generated_grpc_code_is_up_to_date(tmp_path) -> None:
+@pytest.mark.parametrize("proto", ["controller", "broker"])
+def test_generated_grpc_code_is_up_to_date(tmp_path, proto: str) -> None:
     pytest.importorskip("grpc_tools")
     work = tmp_path / "gen"
     (work / "mqctl" / "v1").mkdir(parents=True)
-    shutil.copy(ROOT / "mqctl/v1/controller.proto", work / "mqctl/v1/controller.proto")
+    shutil.copy(ROOT / f"mqctl/v1/{proto}.proto", work / f"mqctl/v1/{proto}.proto")
     subprocess.run(
         [
             sys.executable,
@@ -46,12 +47,12 @@ def test_generated_grpc_code_is_up_to_date(tmp_path) -> None:
             "--python_out=.",
             "--pyi_out=.",
             "--grpc_python_out=.",
-            "mqctl/v1/controller.proto",
+            f"mqctl/v1/{proto}.proto",
         ],
         cwd=work,
         check=True,
     )
-    for name in ("controller_pb2.py", "controller_pb2.pyi", "controller_pb2_grpc.py"):
+    for name in (f"{proto}_pb2.py", f"{proto}_pb2.pyi", f"{proto}_pb2_grpc.py"):
         assert filecmp.cmp(work / "mqctl/v1" / name, ROOT / "mqctl/v1" / name, shallow=False), (
             f"mqctl/v1/{name} differs from what the .proto generates: run tools/gen-proto and commit"
         )

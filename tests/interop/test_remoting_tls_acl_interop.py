@@ -34,15 +34,7 @@ from mqctl.remoting.security import AclCredentials, client_context
 
 BROKER_LIB = SHARED / "rocketmq-broker" / "lib"
 SOURCE = Path(__file__).resolve().parent / "java_acl" / "TlsAclDriver.java"
-JVM = [
-    "-XX:TieredStopAtLevel=1",
-    "-XX:+UseSerialGC",
-    "-Xss512k",
-    "-Xms32m",
-    "-Xmx256m",
-    "-Drocketmq.namesrv.domain=127.0.0.1",
-    "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error",
-]
+JVM = [o for o in JVM_OPTS if o != "-Dtls.server.mode=disabled"]  # the driver speaks TLS
 
 
 def _classpath() -> str:

@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import TEST_CLUSTER
-from remoting_fixtures import with_remoting_ports
+from harness import TEST_CLUSTER, with_remoting_ports
 from tls_pki import PkiFiles, write_pki
 
 from mqctl.errors import ControllerError, UsageError
