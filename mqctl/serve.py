@@ -68,7 +68,7 @@ def _remoting_tls(cfg: ServeConfig) -> dict[str, Any]:
     """--tls-cert/--tls-key/--tls-ca serve the remoting port too, in cfg.remoting_tls_mode."""
     if not cfg.tls_cert or cfg.remoting_tls_mode == "disabled":
         return {}
-    from mqctl.remoting.security import server_context
+    from mqctl.auth import server_context
 
     return {
         "tls": server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_ca or None),
@@ -87,7 +87,7 @@ def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
 
     tls = None
     if cfg.tls_cert:
-        from mqctl.remoting.security import server_context
+        from mqctl.auth import server_context
 
         tls = server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_ca or None)
     metrics = Metrics(node)
@@ -161,9 +161,9 @@ def _leave_as_found(data_dir: str, missing: str | None, found: set[str]) -> None
 def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
     from mqctl import malloc
+    from mqctl.auth import TlsConfig
     from mqctl.controller import datadir, records
     from mqctl.controller.node import RAFT_STALL_S, ControllerNode, NodeSettings
-    from mqctl.grpc.security import TlsConfig
     from mqctl.grpc.server import GrpcLimits, build_server
     from mqctl.sdnotify import Notifier
 

@@ -178,6 +178,19 @@ def test_the_core_imports_no_transport() -> None:
         assert not wrong, f"{module} imports {wrong}"
 
 
+def test_the_transports_do_not_import_each_other() -> None:
+    """gRPC and remoting sit side by side: what both need (PEM files, TLS contexts, the token) is
+    mqctl.auth's, so neither imports the other."""
+    other = {"mqctl.grpc": "mqctl.remoting", "mqctl.remoting": "mqctl.grpc"}
+    for module, imported in _mqctl_imports().items():
+        for mine, theirs in other.items():
+            if module.startswith(mine + "."):
+                wrong = [
+                    f"{n} ({w})" for n, w in imported.items() if n == theirs or n.startswith(theirs + ".")
+                ]
+                assert not wrong, f"{module} imports {wrong}"
+
+
 def test_test_module_names_are_unique() -> None:
     """The test directories are not packages: pytest imports each test module by its file name, and
     stops collecting the whole suite at the second module of one name."""

@@ -248,7 +248,7 @@ def replay_cmd(
     if engine == "spark" and rate is not None:
         raise UsageError("--rate is a limit of one process: use --engine local with it")
     if tls_ca or tls_cert or tls_key:
-        from mqctl.remoting.security import client_context
+        from mqctl.auth import client_context
 
         client_context(tls_ca, tls_cert, tls_key)  # unreadable files: one line, exit 2, now
     opts = ReplayOptions(

@@ -178,8 +178,9 @@ class Checkpoint:
 
 def connector(opts: ReplayOptions) -> tuple[Callable[[str], Any], Callable[[], None]]:
     """(connect(address), close()): one RemotingConnection per address, with the options' TLS and ACL."""
+    from mqctl.auth import client_context
+    from mqctl.remoting.acl import AclCredentials
     from mqctl.remoting.client import RemotingConnection
-    from mqctl.remoting.security import AclCredentials, client_context
 
     tls = (
         client_context(opts.tls_ca, opts.tls_cert, opts.tls_key)

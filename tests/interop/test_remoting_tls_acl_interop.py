@@ -27,10 +27,11 @@ import pytest
 from interop_fixtures import CLASSPATH, JVM_OPTS, SHARED
 from tls_pki import PkiFiles, write_pki
 
+from mqctl.auth import client_context
 from mqctl.localgroup import LocalCluster, free_port, wait_until
 from mqctl.remoting import codec, headers
+from mqctl.remoting.acl import AclCredentials
 from mqctl.remoting.client import RemotingConnection, RemotingControllerClient, RemotingError
-from mqctl.remoting.security import AclCredentials, client_context
 
 BROKER_LIB = SHARED / "rocketmq-broker" / "lib"
 SOURCE = Path(__file__).resolve().parent / "java_acl" / "TlsAclDriver.java"
