@@ -176,7 +176,7 @@ class ControllerNode:
     """Implements NodeAPI (docs/architecture.md) on top of ControllerSyncObj."""
 
     def __init__(self, settings: NodeSettings) -> None:
-        from mqctl.controller.raftlog import ControllerSyncObj, make_conf
+        from mqctl.controller.raftlog import ControllerSyncObj, make_conf  # lazy: pysyncobj, the raft fork
 
         self.settings = settings
         self.heartbeats = HeartbeatTable()
@@ -224,7 +224,7 @@ class ControllerNode:
     # --- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        from pysyncobj import SyncObjException
+        from pysyncobj import SyncObjException  # lazy: pysyncobj
 
         try:
             self.sync.wait_bound()
@@ -252,7 +252,7 @@ class ControllerNode:
         follower catches up with the last entries; a write waiting for the lock is then told the new
         leader. Returns the new leader's Raft address, "" if this node did not lead or none took
         over within ``timeout``."""
-        from pysyncobj import FAIL_REASON
+        from pysyncobj import FAIL_REASON  # lazy: pysyncobj
 
         me = self.settings.raft_address
         if not self.is_leader():
@@ -587,7 +587,7 @@ class ControllerNode:
     def _change_quorum(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Membership and leadership changes (pysyncobj addNodeToCluster, removeNodeFromCluster,
         transferLeadership), on the leader; waits for the outcome."""
-        from pysyncobj import FAIL_REASON
+        from pysyncobj import FAIL_REASON  # lazy: pysyncobj
 
         action = str(request.get("action", ""))
         target = str(request.get("raft_address", "") or "")
@@ -768,7 +768,7 @@ class ControllerNode:
         entry applied), and each entry is appended by this leader in this term or not at all
         (`leaderTerm`, mqctl/raft/FORK.md change 11). A failure to append drops the view: the next
         decision starts again from a barrier."""
-        from pysyncobj import FAIL_REASON
+        from pysyncobj import FAIL_REASON  # lazy: pysyncobj
 
         deadline = time.monotonic() + timeout
         if not self._decide_lock.acquire(timeout=max(0.0, timeout)):
@@ -1113,7 +1113,7 @@ class ControllerNode:
 
     def _check_group(self) -> None:
         """Refuse to serve another group's data, or a group whose critical options differ."""
-        from mqctl.controller.datadir import record_group_id
+        from mqctl.controller.datadir import record_group_id  # lazy: the raft fork
 
         group_id = str(self._meta(META_GROUP_ID))
         theirs = self._meta(META_GROUP_OPTIONS) or {}

@@ -28,7 +28,7 @@ BEARER_PREFIX = "Bearer "
 
 
 def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
-    import grpc
+    import grpc  # lazy: grpc
 
     cert = read_pem(tls.cert_file, "TLS certificate")
     key = read_pem(tls.key_file, "TLS key")
@@ -47,7 +47,7 @@ def channel_credentials(
     key_file: str | Path | None = None,
 ) -> grpc.ChannelCredentials:
     """Client TLS: trust ``ca_file`` (system roots when None); present a client cert for mTLS."""
-    import grpc
+    import grpc  # lazy: grpc
 
     check_client_pair(cert_file, key_file)
     ca = read_pem(ca_file, "TLS CA") if ca_file else None

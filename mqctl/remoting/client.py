@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqctl import methods
-from mqctl.address import parse_address
+from mqctl.address import is_raft_port, parse_address, raft_port_error
 from mqctl.api import (
     BACKOFF_INITIAL,
     BACKOFF_MAX,
@@ -370,7 +370,6 @@ class RemotingConnection:
     def _not_a_raft_port(self) -> None:
         """UsageError at once when the server that closed this connection is a Raft port (asked once
         per address, mqctl.address.is_raft_port), instead of retrying for the whole --timeout."""
-        from mqctl.address import is_raft_port, raft_port_error
 
         if is_raft_port(self.address):
             raise raft_port_error(self.address)

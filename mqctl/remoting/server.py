@@ -71,7 +71,7 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     """uvloop where it is installed (a dependency on Linux): its transports cost a heartbeat about
     half of asyncio's in CPU (bench/bench_scale.py); asyncio's loop otherwise."""
     try:
-        import uvloop
+        import uvloop  # lazy: optional uvloop
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
