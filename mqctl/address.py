@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
+import time
 
 from mqctl.errors import UsageError
 
@@ -31,8 +33,6 @@ def is_raft_port(address: str, timeout: float = 0.3) -> bool:
     in a process (a client that failed to reach it over gRPC or remoting asks why)."""
     if address in _probed:
         return _probed[address]
-    import socket
-    import time
 
     answer = b""
     try:

@@ -421,7 +421,6 @@ class ControllerApi(ABC):
 
     def call_deadline(self) -> float:
         """When the call starting now must be done: ``timeout`` from now, at most ``deadline``."""
-        import time
 
         mine = time.monotonic() + self.timeout
         return mine if self.deadline is None else min(mine, self.deadline)

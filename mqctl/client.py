@@ -52,6 +52,7 @@ from typing import Any
 import grpc
 
 from mqctl import methods
+from mqctl.address import is_raft_port, raft_port_error
 
 # The result types and parse_addresses live in mqctl.api (shared with the remoting client); they
 # are re-exported here, their historical home.
@@ -164,11 +165,9 @@ def _rpc_error_text(address: str, err: grpc.RpcError) -> str:
     Raft port (it closed the connection: asked once per address, mqctl.address.is_raft_port)."""
     code = err.code()
     details = (err.details() or "").strip()
-    if code == grpc.StatusCode.UNAVAILABLE and not any(m in details.lower() for m in _NOT_LISTENING_MARKERS):
-        from mqctl.address import is_raft_port, raft_port_error
-
-        if is_raft_port(address):
-            raise raft_port_error(address)
+    no_listener = any(m in details.lower() for m in _NOT_LISTENING_MARKERS)
+    if code == grpc.StatusCode.UNAVAILABLE and not no_listener and is_raft_port(address):
+        raise raft_port_error(address)
     # "failed to connect to all addresses; last error: UNKNOWN: ipv4:h:p: Connection refused"
     m = _LAST_ERROR_RE.search(details)
     if m and m.group(1).strip():

@@ -216,8 +216,9 @@ def read_log_report(path: str, offset: int = 0) -> tuple[list[LogProblem], int]:
 
 def metadata(address: str, timeout: float = 2.0) -> dict[str, Any]:
     """GetMetadata on one node, as a dict (uses the generated stub directly)."""
-    import grpc
+    import grpc  # lazy: grpc
 
+    # lazy: protobuf
     from mqctl.grpc.convert import message_to_dict
     from mqctl.v1 import controller_pb2, controller_pb2_grpc
 
@@ -360,7 +361,7 @@ class LocalCluster:
         for when the level is capped or a node runs another release."""
         if any(n.python != sys.executable or "--initial-feature-level" in n.args for n in self.nodes):
             return
-        from mqctl.controller.records import MAX_FEATURE_LEVEL
+        from mqctl.controller.records import MAX_FEATURE_LEVEL  # lazy: start-up
 
         def settled() -> bool:
             return all(

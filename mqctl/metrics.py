@@ -19,7 +19,14 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.process_collector import ProcessCollector
@@ -215,7 +222,6 @@ class Metrics:
     """The registry of one serve process and what feeds it."""
 
     def __init__(self, node: Any) -> None:
-        from prometheus_client import disable_created_metrics
 
         # no *_created series (process-wide: this process is a serve node)
         disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -232,6 +238,5 @@ class Metrics:
         self.registry.register(StateCollector(node))
 
     def exposition(self) -> tuple[bytes, str]:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -3,17 +3,22 @@ logs. The process around the core: it imports the transports, which import the c
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import shutil
 import signal
+import socket
 import sys
 import threading
 import time
 from typing import Any
 
+from mqctl.address import parse_address
 from mqctl.controller.config import ServeConfig
 from mqctl.errors import StoreError, UsageError
+from mqctl.sdnotify import Notifier
 
 log = logging.getLogger("mqctl.serve")
 
@@ -47,10 +52,6 @@ def setup_logging(cfg: ServeConfig) -> None:
 
 def _check_port_free(address: str, what: str, busy: str = "") -> None:
     """pysyncobj retries a busy port in its own thread and logs a traceback; say it in one line."""
-    import errno
-    import socket
-
-    from mqctl.address import parse_address
 
     host, port = parse_address(address, f"{what} address")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -68,7 +69,7 @@ def _remoting_tls(cfg: ServeConfig) -> dict[str, Any]:
     """--tls-cert/--tls-key/--tls-ca serve the remoting port too, in cfg.remoting_tls_mode."""
     if not cfg.tls_cert or cfg.remoting_tls_mode == "disabled":
         return {}
-    from mqctl.remoting.security import server_context
+    from mqctl.auth import server_context  # lazy: start-up
 
     return {
         "tls": server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_ca or None),
@@ -81,13 +82,13 @@ def _start_cockpit(cfg: ServeConfig, node: Any) -> tuple[Any, Any]:
     each request counted, once for every transport); (node, None) without it."""
     if not cfg.metrics_address:
         return node, None
-    from mqctl.address import parse_address
+    # lazy: prometheus_client
     from mqctl.metrics import Metrics
     from mqctl.status_http import Cockpit
 
     tls = None
     if cfg.tls_cert:
-        from mqctl.remoting.security import server_context
+        from mqctl.auth import server_context  # lazy: start-up
 
         tls = server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_ca or None)
     metrics = Metrics(node)
@@ -138,7 +139,6 @@ def _leave_as_found(data_dir: str, missing: str | None, found: set[str]) -> None
     """Remove what a failed start created in ``data_dir`` (LOCK, node.json, the journal): every entry
     that was not there, and the directories it made (``missing``: the outermost). Entries that were
     there are left as they are."""
-    import shutil
 
     try:
         for name in set(os.listdir(data_dir)) - found:
@@ -160,14 +160,14 @@ def _leave_as_found(data_dir: str, missing: str | None, found: set[str]) -> None
 
 def run(cfg: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; return the process exit code."""
+    # lazy: start-up
     from mqctl import malloc
-    from mqctl.controller import datadir, records
-    from mqctl.controller.node import ControllerNode
-    from mqctl.controller.node_raft import RAFT_STALL_S
-    from mqctl.controller.node_settings import NodeSettings
-    from mqctl.grpc.security import TlsConfig
-    from mqctl.grpc.server import GrpcLimits, build_server
-    from mqctl.sdnotify import Notifier
+    from mqctl.auth import TlsConfig
+    from mqctl.controller import datadir, records  # lazy: the raft fork
+    from mqctl.controller.node import ControllerNode  # lazy: start-up
+    from mqctl.controller.node_raft import RAFT_STALL_S  # lazy: start-up
+    from mqctl.controller.node_settings import NodeSettings  # lazy: start-up
+    from mqctl.grpc.server import GrpcLimits, build_server  # lazy: grpc, protobuf
 
     setup_logging(cfg)
     notifier = Notifier()
@@ -256,7 +256,7 @@ def run(cfg: ServeConfig) -> int:
             raise
         remoting = None
         if cfg.remoting_port:
-            from mqctl.remoting.server import start_remoting_server
+            from mqctl.remoting.server import start_remoting_server  # lazy: start-up
 
             try:
                 remoting = start_remoting_server(

@@ -14,6 +14,7 @@ import json
 import logging
 import socket
 import ssl
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +22,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mqctl.admin import health
+from mqctl.admin.decision_docs import _guard_pointer as pointer
+from mqctl.admin.decision_docs import iso
+from mqctl.controller.core import HISTORY_LEVEL
 from mqctl.metrics import Metrics, node_status
 
 log = logging.getLogger("mqctl.http")
@@ -135,8 +139,6 @@ def status_page(meta: dict[str, Any], data: dict[str, Any], history: dict[str, A
 
 
 def _history_section(view: dict[str, Any]) -> list[str]:
-    from mqctl.admin.decision_docs import iso
-    from mqctl.controller.core import HISTORY_LEVEL
 
     out = ["<h2>Recent history</h2>"]
     if view["feature_level"] < HISTORY_LEVEL:
@@ -188,7 +190,6 @@ def _history_section(view: dict[str, Any]) -> list[str]:
 
 
 def _guard_pointer(e: dict[str, Any], el: dict[str, Any]) -> dict[str, str] | None:
-    from mqctl.admin.decision_docs import _guard_pointer as pointer
 
     return pointer(e, el)
 
@@ -308,7 +309,6 @@ class _Server(ThreadingHTTPServer):
         super().finish_request(request, client_address)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        import sys
 
         exc = sys.exc_info()[1]
         log.debug("HTTP: connection from %s: %s: %s", client_address, type(exc).__name__, exc)

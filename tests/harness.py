@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import signal
@@ -23,10 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from typer.testing import CliRunner
+
+from mqctl.errors import MqctlError
 from mqctl.localgroup import free_port, wait_until
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient
+    from mqctl.localgroup import LocalCluster
 
 
 TEST_CLUSTER = "cluster-a"
@@ -247,6 +252,28 @@ class Ledger:
 Step = Callable[["ControllerClient", Ledger, int, int], Any]
 
 
+def register_set(
+    client: ControllerClient, ledger: Ledger, writer: int, n: int, cluster_name: str = TEST_CLUSTER
+) -> bool:
+    """A step of Writers: a broker set of two brokers and its master; False at the first call not
+    acknowledged. (``functools.partial(register_set, cluster_name=...)`` for another cluster.)"""
+    name = f"w{writer}-set{n}"
+    for bid in (1, 2):
+        address = f"127.0.0.1:{20000 + bid}"
+        if ledger.attempt(client.apply_broker_id, cluster_name, name, bid, f"{address};{writer}") is None:
+            return False
+        ledger.ack(ledger.applied, (name, bid))
+        reg = ledger.attempt(client.register_broker, cluster_name, name, bid, address)
+        if reg is None:
+            return False
+        ledger.ack(ledger.registered, (name, bid, reg.broker_epoch))
+    elected = ledger.attempt(client.elect_master, cluster_name, name, 1)
+    if elected is None:
+        return False
+    ledger.ack(ledger.elected, (name, elected.master_epoch or 0, elected.master_broker_id or 0))
+    return True
+
+
 class Writers:
     """``count`` threads, each with its own client, calling ``step(client, ledger, writer, n)`` for
     n = 0, 1, ... until the block ends (a step that returns False is followed by a short pause).
@@ -412,6 +439,37 @@ def spark_standalone(
                 p.wait(timeout=30)
 
 
+# --- mqctl serve nodes with a remoting port ----------------------------------------------------
+
+
+def with_remoting_ports(cluster: LocalCluster) -> list[str]:
+    """Give each node of ``cluster`` its own --remoting-port; return the remoting addresses."""
+    addresses = []
+    for node in cluster.nodes:
+        port = free_port()
+        node.args += ["--remoting-port", str(port)]
+        addresses.append(f"127.0.0.1:{port}")
+    return addresses
+
+
+def start_remoting(cluster: LocalCluster, addresses: list[str], env: dict[str, str] | None = None) -> None:
+    """Start every node, wait for a leader and for every remoting port to accept connections."""
+    for node in cluster.nodes:
+        node.start(env)
+    cluster.wait_for_leader()
+    for address in addresses:
+        wait_until(lambda a=address: listening(a), 20, what=f"remoting port {address}")
+
+
+def listening(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
 # --- stand-ins for a peer's remoting port ---------------------------------------------------------
 
 
@@ -446,6 +504,83 @@ class StandInServer:
         self._stop.set()
         self._server.close()
         self._thread.join(5)
+
+
+# --- processes a command started (from /proc) -------------------------------------------------------
+
+
+def _children_of() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(p.name))
+    return kids
+
+
+def children(pid: int) -> set[int]:
+    """Processes whose parent is ``pid``."""
+    return set(_children_of().get(pid, []))
+
+
+def descendants(pid: int) -> set[int]:
+    """Processes below ``pid``: its children, theirs, and so on."""
+    kids = _children_of()
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            if k not in out:
+                out.add(k)
+                todo.append(k)
+    return out
+
+
+def still_alive(pids: set[int], timeout: float = 15.0) -> set[int]:
+    """The pids still alive (not zombies) after up to `timeout` s: empty when all are gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = set()
+        for pid in pids:
+            try:
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive.add(pid)
+            except OSError:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+# --- the CLI in-process ---------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def run_cli(*args: str, input: str | None = None) -> Run:
+    """`mqctl ...` in-process the way mqctl.cli.main runs it: an MqctlError is one stderr line
+    `mqctl: error: ...` after what the command wrote there, and its exit code; any other exception fails
+    the test (a traceback)."""
+    from mqctl.cli import app
+
+    res = CliRunner().invoke(app, list(args), input=input)
+    exc = res.exception
+    if isinstance(exc, MqctlError):
+        return Run(exc.exit_code, res.stdout, res.stderr + f"mqctl: error: {exc}\n")
+    if exc is not None and not isinstance(exc, SystemExit):
+        raise exc
+    return Run(res.exit_code, res.stdout, res.stderr)
 
 
 # --- files unchanged --------------------------------------------------------------------------------

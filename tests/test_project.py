@@ -4,20 +4,47 @@ from __future__ import annotations
 
 import ast
 import filecmp
+import io
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tokenize
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("grpc", "pysyncobj", "pyspark", "sqlite_utils", "yaml")
+# what `mqctl --help` must not load: the heavy packages (and the fork of pysyncobj, mqctl/raft) and the
+# heavier parts of rich (its console, tables, live display and markdown: tables are drawn by commands)
+HEAVY = (
+    "grpc",
+    "google.protobuf",
+    "pyspark",
+    "pysyncobj",
+    "mqctl.raft",
+    "sqlite_utils",
+    "numpy",
+    "pyarrow",
+    "pandas",
+    "yaml",
+    "rich.console",
+    "rich.table",
+    "rich.live",
+    "rich.markdown",
+    "pygments",
+)
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
 
 
 def test_help_imports_no_heavy_package() -> None:
+    """Neither `import mqctl.cli` nor `mqctl --help` (which loads every command module) imports a
+    heavy package: the commands import them inside the functions that need them."""
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", "import mqctl.cli"],
         capture_output=True,
@@ -26,16 +53,113 @@ def test_help_imports_no_heavy_package() -> None:
         cwd=ROOT,
     )
     modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
-    assert not [m for m in modules if m.split(".")[0] in HEAVY]
-    out = subprocess.run([sys.executable, "-m", "mqctl", "--help"], capture_output=True, text=True)
-    assert out.returncode == 0 and "serve" in out.stdout
+    assert "mqctl.cli" in modules and not _heavy(modules)
+    # `mqctl --help` ends with os._exit after the atexit handlers: one of them reports sys.modules
+    report = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sys.modules) + '\\n'))\n"
+        "sys.argv = ['mqctl', '--help']\n"
+        "from mqctl.cli import main\n"
+        "main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", report], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and "serve" in out.stdout, out.stderr
+    (line,) = [ln for ln in out.stderr.splitlines() if ln.startswith("MODULES ")]
+    loaded = set(line.split()[1:])
+    assert "mqctl.cli.admin_cmd" in loaded and not _heavy(loaded)
 
 
-def test_generated_grpc_code_is_up_to_date(tmp_path) -> None:
+LAZY_REASON = re.compile(r"#\s*lazy:\s*\S")
+
+
+def _imports_without_reason(path: Path) -> list[int]:
+    """The lines of imports made inside functions (outside ``if TYPE_CHECKING``) that carry no
+    ``# lazy: <why>`` comment: on the import's own lines, or on the line above the run of imports
+    it belongs to."""
+    src = path.read_text()
+    comments = {
+        tok.start[0]: tok.string
+        for tok in tokenize.generate_tokens(io.StringIO(src).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    tree = ast.parse(src)
+    typing_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
+    in_function = {
+        id(n)
+        for func in ast.walk(tree)
+        if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef)
+        for n in ast.walk(func)
+        if isinstance(n, ast.Import | ast.ImportFrom)
+    }
+    missing = []
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            start = 0  # the first import of the run the current one belongs to
+            for i, st in enumerate(stmts):
+                if not isinstance(st, ast.Import | ast.ImportFrom):
+                    continue
+                prev = stmts[i - 1] if i else None
+                if not (isinstance(prev, ast.Import | ast.ImportFrom) and prev.end_lineno == st.lineno - 1):
+                    start = i
+                if id(st) not in in_function or id(st) in typing_only:
+                    continue
+                own = [comments.get(n, "") for n in range(st.lineno, (st.end_lineno or st.lineno) + 1)]
+                above = comments.get(stmts[start].lineno - 1, "")
+                if not any(LAZY_REASON.search(c) for c in [*own, above]):
+                    missing.append(st.lineno)
+    return missing
+
+
+def test_imports_inside_functions_say_why() -> None:
+    """An import inside a function hides an edge of the import graph: it is there only to keep start-up
+    fast (a heavy package, a big module) or to break a cycle, and says so (``# lazy: grpc``,
+    ``# lazy: start-up``, ``# lazy: cycle with X``). The generated code and the fork are not ours."""
+    missing = []
+    for path in sorted((ROOT / "mqctl").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(("mqctl/v1/", "mqctl/raft/")):
+            continue
+        missing += [f"{rel}:{n}" for n in _imports_without_reason(path)]
+    assert not missing, f"imports inside functions without a '# lazy: <why>' comment: {missing}"
+
+
+def test_the_reason_check_finds_an_import_without_one(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    import json\n"
+        "def f():\n"
+        "    import os  # lazy: start-up\n"
+        "    # lazy: grpc\n"
+        "    import sys\n"
+        "    import re\n"
+        "\n"
+        "    import io\n"
+        "    if TYPE_CHECKING:\n"
+        "        import csv\n"
+        "    try:\n"
+        "        import zlib  # lazy:\n"
+        "    except ImportError:\n"
+        "        pass\n"
+    )
+    assert _imports_without_reason(sample) == [10, 14]
+
+
+@pytest.mark.parametrize("proto", ["controller", "broker"])
+def test_generated_grpc_code_is_up_to_date(tmp_path, proto: str) -> None:
     pytest.importorskip("grpc_tools")
     work = tmp_path / "gen"
     (work / "mqctl" / "v1").mkdir(parents=True)
-    shutil.copy(ROOT / "mqctl/v1/controller.proto", work / "mqctl/v1/controller.proto")
+    shutil.copy(ROOT / f"mqctl/v1/{proto}.proto", work / f"mqctl/v1/{proto}.proto")
     subprocess.run(
         [
             sys.executable,
@@ -46,12 +170,12 @@ def test_generated_grpc_code_is_up_to_date(tmp_path) -> None:
             "--python_out=.",
             "--pyi_out=.",
             "--grpc_python_out=.",
-            "mqctl/v1/controller.proto",
+            f"mqctl/v1/{proto}.proto",
         ],
         cwd=work,
         check=True,
     )
-    for name in ("controller_pb2.py", "controller_pb2.pyi", "controller_pb2_grpc.py"):
+    for name in (f"{proto}_pb2.py", f"{proto}_pb2.pyi", f"{proto}_pb2_grpc.py"):
         assert filecmp.cmp(work / "mqctl/v1" / name, ROOT / "mqctl/v1" / name, shallow=False), (
             f"mqctl/v1/{name} differs from what the .proto generates: run tools/gen-proto and commit"
         )
@@ -175,6 +299,19 @@ def test_the_core_imports_no_transport() -> None:
             if any(name == e or name.startswith(e + ".") for e in edge)
         ]
         assert not wrong, f"{module} imports {wrong}"
+
+
+def test_the_transports_do_not_import_each_other() -> None:
+    """gRPC and remoting sit side by side: what both need (PEM files, TLS contexts, the token) is
+    mqctl.auth's, so neither imports the other."""
+    other = {"mqctl.grpc": "mqctl.remoting", "mqctl.remoting": "mqctl.grpc"}
+    for module, imported in _mqctl_imports().items():
+        for mine, theirs in other.items():
+            if module.startswith(mine + "."):
+                wrong = [
+                    f"{n} ({w})" for n, w in imported.items() if n == theirs or n.startswith(theirs + ".")
+                ]
+                assert not wrong, f"{module} imports {wrong}"
 
 
 def test_test_module_names_are_unique() -> None:

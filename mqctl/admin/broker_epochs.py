@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from mqctl.admin import SCHEMA_VERSION
-from mqctl.store.epochfile import EpochCacheView
+from mqctl.errors import StoreError
+from mqctl.store.epochfile import EpochCacheView, read_epoch_file
 
 __all__ = ["broker_epoch_doc", "cache_doc", "cache_from_store", "fetch_epoch_cache"]
 
@@ -19,10 +20,8 @@ def cache_from_store(store_dir: str | os.PathLike[str]) -> EpochCacheView:
     """Read ``<store>/epochFileCheckpoint`` (``.bak`` fallback, CRC checked), ``brokerIdentity`` and
     the commitlog's max offset (the end of its last valid record). StoreError when the directory is
     missing or the epoch file and its ``.bak`` are both unreadable."""
-    from mqctl.errors import StoreError
-    from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog
-    from mqctl.store.epochfile import read_epoch_file
-    from mqctl.store.identity import read_identity
+    from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog  # lazy: start-up
+    from mqctl.store.identity import read_identity  # lazy: start-up
 
     root = Path(store_dir)
     if not root.is_dir():
@@ -68,11 +67,11 @@ def fetch_epoch_cache(
 ) -> EpochCacheView:
     """Ask the broker service at ``address`` (mqctl.v1.Broker/GetBrokerEpochCache). A transport
     failure or a non-zero code comes back as ``EpochCacheView.error``; this never raises for them."""
-    import grpc
+    import grpc  # lazy: grpc
 
-    from mqctl.grpc.convert import message_to_dict
-    from mqctl.grpc.security import channel_credentials
-    from mqctl.v1 import broker_pb2, broker_pb2_grpc
+    from mqctl.grpc.convert import message_to_dict  # lazy: protobuf
+    from mqctl.grpc.security import channel_credentials  # lazy: start-up
+    from mqctl.v1 import broker_pb2, broker_pb2_grpc  # lazy: protobuf
 
     creds = channel_credentials(tls_ca, tls_cert, tls_key) if (tls_ca or tls_cert or tls_key) else None
     channel = grpc.secure_channel(address, creds) if creds is not None else grpc.insecure_channel(address)

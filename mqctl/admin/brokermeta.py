@@ -69,7 +69,7 @@ Connect = Callable[[str], _Connection]
 
 
 def _open(connect: Connect, address: str) -> _Connection:
-    from mqctl.remoting.client import RemotingError
+    from mqctl.remoting.client import RemotingError  # lazy: start-up
 
     try:
         return connect(address)
@@ -86,7 +86,7 @@ def _ask(
     fields: dict[str, str] | None = None,
     body: bytes = b"",
 ) -> bytes:
-    from mqctl.remoting.client import RemotingError
+    from mqctl.remoting.client import RemotingError  # lazy: start-up
 
     try:
         answer: _Answer = conn.invoke(code, fields, body, timeout=timeout)

@@ -91,7 +91,7 @@ def entry_doc(e: Mapping[str, Any]) -> dict[str, Any]:
 def _guard_pointer(e: Mapping[str, Any], el: Mapping[str, Any]) -> dict[str, str] | None:
     """After an election with loss: the guard and replay commands (docs/recovery.md, "Guard and
     replay")."""
-    from mqctl.pipeline.guard import loss_pointer
+    from mqctl.pipeline.guard import loss_pointer  # lazy: start-up
 
     if not el.get("loss_bytes"):
         return None

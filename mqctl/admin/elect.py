@@ -85,7 +85,7 @@ def truncate_bytes(
         and rc.max_offset is not None
         and mc.max_offset is not None
     ):
-        from mqctl.store.epochfile import find_consistent_point
+        from mqctl.store.epochfile import find_consistent_point  # lazy: start-up
 
         point = find_consistent_point(rc.entries, rc.max_offset, mc.entries, mc.max_offset)
         if point < 0:
@@ -116,7 +116,7 @@ def controller_answer(
     A replica is alive exactly when GetSyncStateData says so (only a heartbeat makes it alive); its
     heartbeat row (epoch, maxOffset, priority) orders the candidates as on the controller.
     """
-    from mqctl.controller import core
+    from mqctl.controller import core  # lazy: start-up
 
     bs = core.BrokerSet(
         cluster_name=info.cluster_name,

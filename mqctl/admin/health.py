@@ -209,7 +209,7 @@ def loss_findings(entries: Any, table: Mapping[str, Mapping[str, Any]]) -> list[
     before the old master restarts and the replay of what it saves (docs/recovery.md, "Guard and
     replay").
     ``entries``: the decision history (GetHistory's dicts), oldest first."""
-    from mqctl.pipeline.guard import loss_pointer
+    from mqctl.pipeline.guard import loss_pointer  # lazy: start-up
 
     out = []
     for name in sorted(table):
@@ -340,7 +340,7 @@ def metadata_findings(
     groups or consumer offsets another replica of its set has (brokermeta.lacks), with the `metadata
     sync` that puts them back: from the master into a slave, or into the master (a failover to a
     slave that had not copied them) from the other replica that lacks the least."""
-    from mqctl.admin.brokermeta import lacks, sync_fix, sync_source
+    from mqctl.admin.brokermeta import lacks, sync_fix, sync_source  # lazy: start-up
 
     findings = []
     for name, drift in sorted(drifts.items()):

@@ -30,7 +30,7 @@ _dumper: Any = None
 def _yaml_dumper() -> Any:
     global _dumper
     if _dumper is None:
-        import yaml
+        import yaml  # lazy: yaml
 
         base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -48,7 +48,7 @@ def _yaml_dumper() -> Any:
 
 def to_yaml(doc: Any) -> str:
     """``doc`` as one YAML document (no trailing newline)."""
-    import yaml
+    import yaml  # lazy: yaml
 
     text: str = yaml.dump(
         json.loads(json.dumps(doc, default=str)),

@@ -71,7 +71,7 @@ def write(doc: dict[str, Any], path: str) -> str | None:
 def read(path: str) -> dict[str, Any]:
     """Read and check a snapshot file: StoreError (exit 4) when it is not one or is corrupt,
     UsageError (exit 2) when it is newer than this mqctl reads."""
-    from mqctl.controller import core, records
+    from mqctl.controller import core, records  # lazy: start-up
 
     try:
         with open(path, encoding="utf-8") as fh:
@@ -111,7 +111,7 @@ def restore_plan(
     doc: dict[str, Any], data_dir: str, raft: str, peers: list[str], group_id: str | None
 ) -> dict[str, Any]:
     """What `mqctl snapshot restore` will write, and how to start the node afterwards."""
-    from mqctl.controller import datadir
+    from mqctl.controller import datadir  # lazy: the raft fork
 
     members = sorted({raft, *peers})
     state = doc["state"]
@@ -145,9 +145,9 @@ def restore_plan(
 
 def restore(plan: dict[str, Any]) -> None:
     """Seed the data directory as planned (the old one, if any, moved to plan["backup"])."""
-    from mqctl.controller import datadir
-    from mqctl.controller.node_raft import META_GROUP_ID
-    from mqctl.raft.storage import Storage
+    from mqctl.controller import datadir  # lazy: the raft fork
+    from mqctl.controller.node_raft import META_GROUP_ID  # lazy: start-up
+    from mqctl.raft.storage import Storage  # lazy: the raft fork
 
     data_dir, doc = plan["dataDir"], plan["file"]
     if plan["backup"]:

@@ -45,9 +45,9 @@ from mqctl.broker.peers import (
     serve_agent,
     unregister_local,
 )
-from mqctl.broker.registration import AgentStopped, IdentityMismatch, Registrar
+from mqctl.broker.registration import AgentStopped, IdentityMismatch, Registrar, check_identity_files
 from mqctl.errors import Code, ControllerError, MqctlError, UsageError
-from mqctl.store.abort import remove_abort, write_abort
+from mqctl.store.abort import hold_lock, remove_abort, write_abort
 from mqctl.store.checkpoint import StoreCheckpoint, read_checkpoint, write_checkpoint
 from mqctl.store.epochfile import LONG_MAX, EpochCacheView
 
@@ -232,8 +232,6 @@ class BrokerAgent:
     def start(self) -> BrokerAgent:
         """Open the store (refusing a store whose identity belongs elsewhere, before writing anything),
         start the service and the control thread. Returns self."""
-        from mqctl.broker.registration import check_identity_files
-        from mqctl.store.abort import hold_lock
 
         self.root.mkdir(parents=True, exist_ok=True)
         check_identity_files(self.root, self.config.cluster_name, self.config.broker_name)
@@ -310,7 +308,7 @@ class BrokerAgent:
 
     def _initial_signature(self) -> Any:
         """The store's initial signature: kept once written; else set from identity and first epoch."""
-        from mqctl.store.signature import derive_initial, read_signature
+        from mqctl.store.signature import derive_initial, read_signature  # lazy: start-up
 
         sig = read_signature(self.root)
         if sig is not None and sig.initial is not None:
@@ -329,7 +327,7 @@ class BrokerAgent:
 
     def _drop_final_signature(self) -> None:
         """A running store is dirty until its next orderly shutdown: keep only the initial signature."""
-        from mqctl.store.signature import Signature, read_signature, write_signature
+        from mqctl.store.signature import Signature, read_signature, write_signature  # lazy: start-up
 
         sig = read_signature(self.root)
         if sig is not None and sig.final is not None:
@@ -337,7 +335,7 @@ class BrokerAgent:
 
     def _write_final_signature(self, max_offset: int) -> None:
         """Orderly shutdown: the final signature says the store is clean and how far it got."""
-        from mqctl.store.signature import Signature, make_final, write_signature
+        from mqctl.store.signature import Signature, make_final, write_signature  # lazy: start-up
 
         initial = self._initial_signature()
         last = self._epochs.last_entry if self._epochs is not None else None
@@ -1179,14 +1177,14 @@ def make_client(config: AgentConfig) -> Any:
     """The agent's controller client: ControllerClient, or RemotingControllerClient when
     ``config.controller_protocol`` is remoting."""
     if config.controller_protocol == "remoting":
-        from mqctl.remoting.client import RemotingControllerClient
+        from mqctl.remoting.client import RemotingControllerClient  # lazy: start-up
 
         # same methods and results as ControllerClient; no WatchRoleChanges stream over
         # remoting, so roles come from GetReplicaInfo polling (syncBrokerMetadataPeriod)
         return RemotingControllerClient(
             config.controller_addresses, timeout=config.controller_timeout, **config.controller_security
         )
-    from mqctl.client import ControllerClient
+    from mqctl.client import ControllerClient  # lazy: grpc, protobuf
 
     return ControllerClient(
         config.controller_addresses, timeout=config.controller_timeout, **config.controller_security

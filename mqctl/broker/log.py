@@ -108,7 +108,7 @@ class CommitLogStore:
             return b"", 0
         fd = self._writer.file_fd(start)
         data = os.pread(fd, end - offset, offset - start)
-        from mqctl.store.walker import parse_byte_range
+        from mqctl.store.walker import parse_byte_range  # lazy: numpy
 
         pr = parse_byte_range(
             data, offset, 0, len(data), head_owned=True, check_crc=False, fields=False, stop_at_damage=True

@@ -10,7 +10,7 @@ from concurrent import futures
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mqctl.errors import UsageError
+from mqctl.errors import Code, UsageError
 from mqctl.store.epochfile import EpochCacheView
 
 if TYPE_CHECKING:
@@ -131,9 +131,9 @@ class GrpcPeers:
         self._closed = False
 
     def _stub(self, address: str) -> Any:
-        import grpc
+        import grpc  # lazy: grpc
 
-        from mqctl.v1 import broker_pb2_grpc
+        from mqctl.v1 import broker_pb2_grpc  # lazy: protobuf
 
         with self._lock:
             if self._closed:
@@ -151,22 +151,22 @@ class GrpcPeers:
             return entry[1]
 
     def epoch_cache(self, address: str, timeout: float) -> EpochCacheView:
-        import grpc
+        import grpc  # lazy: grpc
 
-        from mqctl.v1 import broker_pb2 as pb
+        from mqctl.v1 import broker_pb2 as pb  # lazy: protobuf
 
         try:
             r = self._stub(address).GetBrokerEpochCache(pb.GetBrokerEpochCacheRequest(), timeout=timeout)
         except grpc.RpcError as err:
             raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None
-        from mqctl.grpc.convert import message_to_dict
+        from mqctl.grpc.convert import message_to_dict  # lazy: protobuf
 
         return EpochCacheView.from_answer(message_to_dict(r), address)
 
     def fetch(self, address: str, request: FetchRequest, timeout: float) -> FetchResponse:
-        import grpc
+        import grpc  # lazy: grpc
 
-        from mqctl.v1 import broker_pb2 as pb
+        from mqctl.v1 import broker_pb2 as pb  # lazy: protobuf
 
         req = pb.FetchLogRequest(
             cluster_name=request.cluster_name,
@@ -206,9 +206,9 @@ class GrpcPeers:
 
 
 def _servicer(handler: PeerHandler) -> Any:
-    import grpc
+    import grpc  # lazy: grpc
 
-    from mqctl.errors import Code
+    # lazy: protobuf
     from mqctl.v1 import broker_pb2 as pb
     from mqctl.v1 import broker_pb2_grpc as pb_grpc
 
@@ -285,9 +285,9 @@ def serve_broker_service(
 ) -> tuple[grpc.Server, int]:
     """Start a gRPC server with ``servicer`` as the mqctl.v1.Broker service on ``listen`` (port 0 =
     any free port): (server, bound port). UsageError when it cannot listen there."""
-    import grpc
+    import grpc  # lazy: grpc
 
-    from mqctl.v1 import broker_pb2_grpc as pb_grpc
+    from mqctl.v1 import broker_pb2_grpc as pb_grpc  # lazy: protobuf
 
     pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
     server = grpc.server(pool, options=[("grpc.so_reuseport", 0), *(options or [])])

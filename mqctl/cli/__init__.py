@@ -11,13 +11,24 @@ Typer with every command loaded (for CliRunner and the doc generator).
 
 from __future__ import annotations
 
+import atexit
+import copy
+import importlib
+import inspect
 import os
 import sys
+import threading
+import traceback
 from typing import Any
 
 import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
+from typer._completion_classes import completion_init
+from typer.main import get_command
 
-from mqctl.errors import MqctlError
+from mqctl import __version__
+from mqctl.cli import common, params
+from mqctl.errors import EXIT_INTERNAL, EXIT_USAGE, ControllerError, MqctlError
 
 # Plain help text (click's formatter), not rich panels: rich and its markdown parser cost more start-up
 # time than all of typer, and help is read in terminals, pipes and man pages alike.
@@ -91,7 +102,6 @@ def command_modules() -> list[str]:
 def load_commands(modules: list[str] | tuple[str, ...] | None = None) -> typer.Typer:
     """Import command modules (all by default): each adds its commands to ``root_app``, so a feature
     adds a module and this file only names it in COMMAND_MODULES."""
-    import importlib
 
     for name in command_modules() if modules is None else modules:
         importlib.import_module(f"mqctl.cli.{name}")
@@ -114,11 +124,9 @@ def debug_enabled() -> bool:
 
 def _print_version(value: bool) -> None:
     if value:
-        from mqctl import __version__
-
         typer.echo(f"mqctl {__version__}")
         try:  # numpy is imported for this line only (the walker module needs it)
-            from mqctl.store import walker
+            from mqctl.store import walker  # lazy: optional numpy
         except ImportError as exc:
             typer.echo(f"record walker: none ({exc})")
         else:
@@ -145,7 +153,7 @@ def _global_options(
     global _debug
     _debug = debug
     if debug:
-        import logging
+        import logging  # lazy: start-up
 
         logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
@@ -185,7 +193,6 @@ def fail(
     """Report an error: one line on stderr (after the usage line of a usage error) and, when the
     command was asked for JSON or YAML and printed no document yet, the error as that document on
     stdout (docs/admin.md). Returns the exit code."""
-    from mqctl.cli import common
 
     fmt = output_format(args)
     if fmt in ("json", "yaml") and not common.document_printed():
@@ -233,7 +240,6 @@ def _help(root: Any, args: list[str]) -> int | None:
 def _only(name: str) -> typer.Typer:
     """``root_app`` with just the command or group ``name``: typer builds the parameters of what runs,
     not of a hundred commands (it reads every signature to do so)."""
-    import copy
 
     part = copy.copy(root_app)
     part.registered_commands = [c for c in root_app.registered_commands if c.name == name]
@@ -248,8 +254,6 @@ def _no_parameters() -> None:
 def _overview() -> typer.Typer:
     """``root_app`` for `mqctl --help`: every visible command and group with its help and nothing
     else (no parameters, no subcommands, no hidden alias), which is all that help shows."""
-    import copy
-    import inspect
 
     part = copy.copy(root_app)
     part.registered_commands = []
@@ -271,11 +275,6 @@ def _overview() -> typer.Typer:
 def run(argv: list[str] | None = None) -> int:
     """Run ``mqctl ARGS``; return the exit code. Every error is one line on stderr with its exit code
     (docs/codes.md), and a JSON/YAML document too with -o json|yaml."""
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError
-    from typer.main import get_command
-
-    from mqctl.cli import common, params
-    from mqctl.errors import EXIT_INTERNAL, EXIT_USAGE, ControllerError
 
     common.new_document()
     args = list(sys.argv[1:] if argv is None else argv)
@@ -293,8 +292,6 @@ def run(argv: list[str] | None = None) -> int:
     root = get_command(_only(first) if known and first is not None else root_app)
     params.install(root)
     if completing:
-        from typer._completion_classes import completion_init
-
         completion_init()  # typer's bash/zsh/fish completion classes (what add_completion would do)
     try:
         rv = root.main(args=args, prog_name="mqctl", standalone_mode=False)
@@ -309,8 +306,6 @@ def run(argv: list[str] | None = None) -> int:
         return fail("aborted", EXIT_INTERNAL, args)
     except MqctlError as exc:
         if _debug:
-            import traceback
-
             traceback.print_exc()
         return fail(
             str(exc),
@@ -338,12 +333,10 @@ def main() -> None:
     object costs about 30 ms once grpc is loaded (a fifth of a controller command, bench/
     bench_startup.py). The streams are flushed and the atexit handlers (logging, executors) run as
     in a normal exit; a non-daemon thread still running means a normal exit, which waits for it."""
-    import threading
 
     code = run()
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)
-    import atexit
 
     for stream in (sys.stdout, sys.stderr):
         try:

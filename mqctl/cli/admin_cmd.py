@@ -8,6 +8,8 @@ mqctl.cli.render; grpc is imported only when a command runs. Exit codes: docs/co
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 import time
 from collections.abc import Callable
@@ -15,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import typer
 
-from mqctl.cli import root_app, sub_app
-from mqctl.cli.common import no_color_option, output_option
+from mqctl.cli import common, render, root_app, sub_app
+from mqctl.cli.common import console, echo_doc, no_color_option, output_option
 from mqctl.cli.render import AdminOutput, Output
 from mqctl.errors import (
     Code,
@@ -147,7 +149,6 @@ def _protocol_opt() -> Any:
 
 
 def _no_color_opt() -> Any:
-    from mqctl.cli.common import no_color_option
 
     return no_color_option()
 
@@ -168,7 +169,7 @@ class Conn:
         secret_key: str | None = None,
         tls_server_name: str | None = None,
     ) -> None:
-        from mqctl.api import parse_addresses
+        from mqctl.api import parse_addresses  # lazy: start-up
 
         self.addresses = parse_addresses(addr) if addr else []  # none: a command that may go without
         self.token = token
@@ -243,7 +244,7 @@ class Conn:
     def remoting(self, targets: list[str], seconds: float, *, brokers: bool = False) -> Any:
         """A RemotingControllerClient with this connection's token, TLS and ACL options (``brokers``:
         for RocketMQ brokers, whose certificates do not carry --tls-server-name)."""
-        from mqctl.remoting.client import RemotingControllerClient
+        from mqctl.remoting.client import RemotingControllerClient  # lazy: start-up
 
         return RemotingControllerClient(
             targets,
@@ -258,7 +259,7 @@ class Conn:
         )
 
     def _grpc(self, targets: list[str], seconds: float) -> ControllerClient:
-        from mqctl.client import ControllerClient
+        from mqctl.client import ControllerClient  # lazy: grpc, protobuf
 
         return ControllerClient(
             targets,
@@ -316,8 +317,6 @@ def connected(
     ``protocol`` False: an mqctl extension (gRPC only), whose --protocol accepts auto and grpc; the
     ACL keys then sign only what it asks brokers over remoting (``broker_acl``, for the docs). Typer
     sees the options in the command's signature (``__signature__``)."""
-    import functools
-    import inspect
 
     def deco(fn: F) -> F:
         # every command takes every connection option (issue 33: one convention); a gRPC-only one
@@ -383,7 +382,6 @@ def _run(
 ) -> None:
     """Fetch and print the document (again every ``watch`` seconds); ``verdict`` raises the error
     the command ends with after printing. ``text``: the document as mqadmin prints it (-o mqadmin)."""
-    from mqctl.cli import render
 
     output, mqadmin = _format(output)
     if mqadmin and text is not None:
@@ -450,7 +448,6 @@ def _emit(
     text: str,
 ) -> None:
     """render.emit, or with -o mqadmin ``text``: what mqadmin prints for the same answer."""
-    from mqctl.cli import render
 
     fmt, mqadmin = _format(output)
     if mqadmin:
@@ -467,7 +464,7 @@ def _names(text: str | None) -> list[str]:
 def _broker_sets(
     client: ControllerClient, broker_name: str | None, cluster: str | None
 ) -> dict[str, ReplicasInfo]:
-    from mqctl.admin.syncstate import select_broker_sets
+    from mqctl.admin.syncstate import select_broker_sets  # lazy: start-up
 
     names = _names(broker_name)
     table = client.get_sync_state_data(names).replicas_info_table
@@ -527,9 +524,9 @@ def get_sync_state_set(
     """Master, epochs and SyncStateSet of broker sets, with each replica's heartbeat age, offsets and lag.
 
     Without -b or -c: every broker set. Alias: get-sync-state-set."""
+    # lazy: start-up
     from mqctl.admin.mqadmin_text import sync_state_text
     from mqctl.admin.syncstate import sync_state_doc
-    from mqctl.cli import render
 
     _one_of(broker_name, cluster)
     with conn.client() as client:
@@ -545,6 +542,7 @@ def get_sync_state_set(
 def _cluster_info(conn: Conn, namesrv: str) -> Any:
     """The ClusterInfo of the -n name servers (mqctl.remoting.namesrv), over remoting with the
     connection's TLS and ACL options, as mqadmin's client reaches its name servers."""
+    # lazy: start-up
     from mqctl.api import parse_addresses
     from mqctl.remoting.namesrv import cluster_info
 
@@ -606,9 +604,9 @@ def get_broker_epoch(
     Live: the controller names each replica's address (with -n: the name server, as mqadmin), where
     the broker serves mqctl.v1.Broker or RocketMQ's request 1007. Offline: --store DIR.
     Alias: get-broker-epoch."""
+    # lazy: start-up
     from mqctl.admin.broker_epochs import broker_epoch_doc, cache_from_store
     from mqctl.admin.mqadmin_text import broker_epoch_text
-    from mqctl.cli import render
 
     modes = sum(1 for x in (store, broker_addr, broker_name or cluster) if x)
     if modes > 1:
@@ -631,7 +629,7 @@ def get_broker_epoch(
         return
 
     def ask(targets: list[tuple[str, str, str, int | None]]) -> list[EpochCacheView]:
-        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor  # lazy: start-up
 
         def one(t: tuple[str, str, str, int | None]) -> EpochCacheView:
             cluster_name, name, address, bid = t
@@ -651,7 +649,7 @@ def get_broker_epoch(
             raise UnreachableError("broker service not answering: " + "; ".join(bad))
 
     if broker_addr:
-        from mqctl.api import parse_addresses
+        from mqctl.api import parse_addresses  # lazy: start-up
 
         direct: list[tuple[str, str, str, int | None]] = [
             ("", "", a, None) for a in parse_addresses(broker_addr)
@@ -725,7 +723,7 @@ def _epoch_cache(address: str, conn: Conn) -> EpochCacheView:
 
     ``auto``: gRPC first; when it does not answer (fetch_epoch_cache reports that in ``.error``, it
     does not raise), request 1007 over remoting."""
-    from mqctl.admin.broker_epochs import fetch_epoch_cache
+    from mqctl.admin.broker_epochs import fetch_epoch_cache  # lazy: start-up
 
     protocol, timeout = conn.requested_protocol, min(conn.timeout, 5.0)
     tls_ca, tls_cert, tls_key = conn.tls_ca, conn.tls_cert, conn.tls_key
@@ -764,9 +762,9 @@ def get_controller_metadata(
     """Controller group, leader id and address, term, commit index and peers (the leader's view).
 
     Exits 6 when the group has no leader. Alias: get-controller-metadata."""
+    # lazy: start-up
     from mqctl.admin.mqadmin_text import metadata_text
     from mqctl.admin.quorum import metadata_doc
-    from mqctl.cli import render
 
     with conn.client() as client:
 
@@ -780,7 +778,7 @@ def get_controller_metadata(
             if _format(output)[1] and conn.protocol == "remoting":
                 # -o mqadmin: the peers exactly as the answering node wrote them in its 1005 header
                 # (its remoting addresses; JRaft's bare addresses), which the document does not keep
-                from mqctl.remoting import headers
+                from mqctl.remoting import headers  # lazy: start-up
 
                 answer = (
                     cast(Any, client)
@@ -824,9 +822,8 @@ def quorum_status(
     degraded (a node down or reporting a problem while the leader has a quorum) and 7 when
     unhealthy (no quorum, nodes that disagree on the leader, state hashes that differ at the same
     index)."""
-    from mqctl.admin.quorum import collect, quorum_doc
-    from mqctl.cli import render
-    from mqctl.client import Metadata
+    from mqctl.admin.quorum import collect, quorum_doc  # lazy: start-up
+    from mqctl.client import Metadata  # lazy: grpc, protobuf
 
     clients: dict[str, ControllerClient] = {}
     deadline = [0.0]
@@ -866,7 +863,6 @@ def quorum_status(
 def _quorum_change(
     action: str, raft_address: str | None, conn: Conn, output: Output, no_color: bool, feature_level: int = 0
 ) -> None:
-    from mqctl.cli import render
 
     with conn.client() as client:
         result = client.change_quorum(action, raft_address or "", feature_level)
@@ -944,8 +940,7 @@ def quorum_dump(
     no_color: bool = no_color_option(),
 ) -> None:
     """A stopped node's Raft journal (each entry's index, term, records) and snapshot, read only."""
-    from mqctl.admin.quorum_dump import dump_data_dir
-    from mqctl.cli.common import console, echo_doc
+    from mqctl.admin.quorum_dump import dump_data_dir  # lazy: pysyncobj, the raft fork
 
     doc = dump_data_dir(data_dir, force=force)
     if output is not Output.table:
@@ -955,9 +950,9 @@ def quorum_dump(
 
 
 def _print_quorum_dump(doc: dict[str, Any], con: Any) -> None:
-    import json
+    import json  # lazy: start-up
 
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich
 
     def compact(v: Any) -> str:
         return json.dumps(v, separators=(",", ":"), sort_keys=True)
@@ -1065,9 +1060,9 @@ def elect_master(
 
     -b naming the broker that is already the master (and alive) changes nothing and exits 0, saying
     so on stderr with the controller's answer (2011). Alias: elect-master."""
+    # lazy: start-up
     from mqctl.admin.elect import controller_answer, elect_plan
     from mqctl.admin.mqadmin_text import elect_text
-    from mqctl.cli import common, render
 
     fmt, mqadmin = _format(output)
     if mqadmin and dry_run:
@@ -1227,8 +1222,7 @@ def clean_broker_metadata(
     """Remove broker ids (or a whole broker set) from the controller's metadata.
 
     Refuses live brokers unless -l, and names them. Alias: clean-broker-metadata."""
-    from mqctl.admin.mqadmin_text import clean_text
-    from mqctl.cli import render
+    from mqctl.admin.mqadmin_text import clean_text  # lazy: start-up
 
     ids: list[int] | None = None
     if broker_ids:
@@ -1292,7 +1286,6 @@ def get_controller_config(
     """The configuration of each controller named with -a (replicated keys plus the node's own).
 
     Alias: get-controller-config."""
-    from mqctl.cli import render
 
     controllers = []
     for address in conn.addresses:
@@ -1326,8 +1319,7 @@ def update_controller_config(
     """Change one controller config key; the change is replicated to every node.
 
     Alias: update-controller-config."""
-    from mqctl.admin.mqadmin_text import update_config_text
-    from mqctl.cli import render
+    from mqctl.admin.mqadmin_text import update_config_text  # lazy: start-up
 
     with conn.client() as client:
         client.update_config({key: value})

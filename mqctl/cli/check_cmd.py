@@ -3,14 +3,16 @@ failover finds what they get wrong. Exit 0 / 1 / 2 for OK / WARN / CRIT, as moni
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.admin_cmd import Conn, connected
+from mqctl.cli.admin_cmd import Conn, _cluster_info, connected
 from mqctl.cli.common import console, echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
+from mqctl.errors import StoreError, UsageError
 
 check_app = sub_app("check", "Check configurations before they bite.")
 
@@ -41,8 +43,7 @@ def config_cmd(
     no_color: bool = no_color_option(),
 ) -> None:
     """Flag settings that lose acknowledged writes or prevent failover: severity, why, source, fix."""
-    from mqctl.admin.configcheck import check, config_file, verdict
-    from mqctl.errors import StoreError, UsageError
+    from mqctl.admin.configcheck import check, config_file, verdict  # lazy: start-up
 
     if not files and not online:
         raise UsageError("name the configuration files to check, or --online -n NAMESRV")
@@ -75,11 +76,10 @@ def config_cmd(
 
 def _live(conn: Conn, namesrv: str) -> tuple[list[Any], dict[str, str]]:
     """The running values of every broker the name servers list and of the -a controllers."""
-    from dataclasses import replace
 
+    # lazy: start-up
     from mqctl.admin.brokermeta import fetch_broker_config
     from mqctl.admin.configcheck import config_file
-    from mqctl.cli.admin_cmd import _cluster_info
 
     info = _cluster_info(conn, namesrv)
     addresses = sorted({a for reps in info.broker_addrs.values() for a in reps.values()})

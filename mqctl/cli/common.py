@@ -6,12 +6,18 @@ Kept light: rich and json are imported inside the functions, so `mqctl --help` s
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+import typer
+
+from mqctl.cli.render import AdminOutput, Output
+from mqctl.cli.render import console as render_console
+from mqctl.errors import ControllerError, MqctlError, UsageError, code_name
 
 
 def verbose_option() -> Any:
     """-v/--verbose on the commands that read commitlog records: which record walker reads them."""
-    import typer
 
     return typer.Option(
         False,
@@ -24,9 +30,7 @@ def verbose_option() -> Any:
 def say_walker(verbose: bool) -> None:
     """One line on stderr naming the record walker (MQCTL_WALKER chooses; docs/pipeline.md)."""
     if verbose:
-        import sys
-
-        from mqctl.store import walker
+        from mqctl.store import walker  # lazy: numpy
 
         print(f"record walker: {walker.describe()}", file=sys.stderr)
 
@@ -34,9 +38,6 @@ def say_walker(verbose: bool) -> None:
 def output_option(mqadmin: bool = False) -> Any:
     """-o/--output table|json|yaml, the same on every command that prints state; ``mqadmin``: also
     -o mqadmin (an AdminOutput), mqadmin's own text."""
-    import typer
-
-    from mqctl.cli.render import AdminOutput, Output
 
     if mqadmin:
         return typer.Option(
@@ -68,7 +69,6 @@ def _set_no_color(value: bool) -> bool:
 def no_color_option() -> Any:
     """--no-color, the same on every command that prints: every console of this command (mqctl.cli.
     render.console) prints without colours; NO_COLOR=1 does the same."""
-    import typer
 
     return typer.Option(
         False,
@@ -118,8 +118,6 @@ def error_doc(message: str, exit_code: int, controller_code: int | None = None) 
     """The ``"error"`` object of a JSON/YAML document: ``code`` is the controller's code name
     (``CONTROLLER_ELECT_MASTER_FAILED``) when the controller refused, else the exit code's name."""
     if controller_code is not None:
-        from mqctl.errors import code_name
-
         doc: dict[str, Any] = {"code": code_name(controller_code), "controllerCode": controller_code}
     else:
         doc = {"code": _ERROR_CODES.get(exit_code, f"EXIT_{exit_code}")}
@@ -129,7 +127,6 @@ def error_doc(message: str, exit_code: int, controller_code: int | None = None) 
 
 def error_of(exc: BaseException) -> dict[str, Any]:
     """error_doc of an exception (an MqctlError, or any other as an internal error)."""
-    from mqctl.errors import ControllerError, MqctlError
 
     if isinstance(exc, MqctlError):
         return error_doc(str(exc), exc.exit_code, exc.code if isinstance(exc, ControllerError) else None)
@@ -139,9 +136,8 @@ def error_of(exc: BaseException) -> dict[str, Any]:
 def print_document(doc: Any, fmt: str = "json") -> None:
     """Print the command's one JSON (indented) or YAML document on stdout."""
     global _printed
-    import sys
 
-    from mqctl.admin.output import to_json, to_yaml
+    from mqctl.admin.output import to_json, to_yaml  # lazy: start-up
 
     sys.stdout.write((to_yaml(doc) if fmt == "yaml" else to_json(doc)) + "\n")
     sys.stdout.flush()
@@ -151,9 +147,8 @@ def print_document(doc: Any, fmt: str = "json") -> None:
 def print_line(doc: Any) -> None:
     """One compact JSON line of a command that streams (JSON Lines); an error after it goes to stderr only."""
     global _printed
-    import sys
 
-    from mqctl.admin.output import to_json
+    from mqctl.admin.output import to_json  # lazy: start-up
 
     sys.stdout.write(to_json(doc, compact=True) + "\n")
     _printed = True
@@ -170,7 +165,6 @@ def echo_doc(output: Any, doc: Any, error: BaseException | None = None) -> None:
 def console() -> Any:
     """The rich console of tables (mqctl.cli.render.console: colours as the terminal allows, 200 columns
     when stdout is not a terminal, so that piped tables do not wrap)."""
-    from mqctl.cli.render import console as render_console
 
     return render_console()
 
@@ -189,11 +183,6 @@ def confirm(question: str, output: Any = None, *, terminal_only: bool = False) -
     """Ask; UsageError (exit 2, nothing changed) unless the answer is yes. ``terminal_only``: refuse
     at once when stdin is not a terminal (a script would hang or guess). The question goes to stderr
     when stdout carries a JSON or YAML document."""
-    import sys
-
-    import typer
-
-    from mqctl.errors import UsageError
 
     if terminal_only and not sys.stdin.isatty():
         raise UsageError(

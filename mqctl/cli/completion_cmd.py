@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from mqctl.cli import sub_app
+from mqctl.errors import StoreError, UsageError
 
 completion_app = sub_app("completion", "Shell completion for bash, zsh and fish: print it or install it.")
 
@@ -20,7 +21,6 @@ _SHELL_HELP = "bash, zsh or fish [default: the login shell, $SHELL]"
 
 
 def _shell(shell: str | None) -> str:
-    from mqctl.errors import UsageError
 
     name = shell or Path(os.environ.get("SHELL", "")).name
     if name not in SHELLS:
@@ -58,8 +58,7 @@ def man_dirs(home: Path) -> list[Path]:
 
 
 def _install_man_pages(home: Path) -> Path:
-    from mqctl.cli.gendocs import PROG, man_pages
-    from mqctl.errors import StoreError
+    from mqctl.cli.gendocs import PROG, man_pages  # lazy: start-up
 
     pages = man_pages()
     problem = ""
@@ -83,7 +82,7 @@ def show_cmd(
     shell: str = typer.Argument(None, metavar="SHELL", help=_SHELL_HELP),
 ) -> None:
     """Print the completion script (e.g. `source <(mqctl completion show bash)`)."""
-    from mqctl.cli.gendocs import completion
+    from mqctl.cli.gendocs import completion  # lazy: start-up
 
     typer.echo(completion(_shell(shell)), nl=False)
 
@@ -97,8 +96,7 @@ def install_cmd(
     The completion script goes where the shell finds it (a new shell loads it); the man pages next to
     this mqctl, in its ../share/man, which `man` searches while its bin directory is on $PATH (else
     ~/.local/share/man)."""
-    from mqctl.cli.gendocs import completion
-    from mqctl.errors import StoreError
+    from mqctl.cli.gendocs import completion  # lazy: start-up
 
     name = _shell(shell)
     path = target(name, Path.home())

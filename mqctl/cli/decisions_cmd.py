@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from mqctl.cli import root_app, sub_app
+from mqctl.cli import render, root_app, sub_app
 from mqctl.cli.admin_cmd import Conn, _no_color_opt, connected
 from mqctl.cli.common import output_option
 from mqctl.cli.render import Output
-from mqctl.errors import MqctlError, UsageError
+from mqctl.errors import MqctlError, RefusedError, UsageError
 
 if TYPE_CHECKING:
     from mqctl.client import ControllerClient
@@ -77,8 +78,7 @@ def history(
 
     The history is replicated controller state (feature level 3; the last historyMaxEntries entries,
     10000 by default); any node answers."""
-    from mqctl.admin.decision_docs import entry_doc, history_doc, since_ms
-    from mqctl.cli import render
+    from mqctl.admin.decision_docs import entry_doc, history_doc, since_ms  # lazy: start-up
 
     if broker_timeout <= 0:
         raise UsageError(f"--broker-timeout must be positive, got {broker_timeout}")
@@ -114,9 +114,8 @@ def _replica_metadata(
 ) -> dict[str, dict[str, Any]]:
     """brokermeta.replica_drift of each broker set the history lists, from the registrations the
     controller has now; {"error": why} for a set it cannot be asked of."""
-    from dataclasses import asdict
 
-    from mqctl.admin.brokermeta import replica_drift
+    from mqctl.admin.brokermeta import replica_drift  # lazy: start-up
 
     names = sorted({e["brokerName"] for e in doc["entries"] if e["brokerName"]})
     if not names:
@@ -148,7 +147,7 @@ def _replica_metadata(
 
 
 def _print_entry(entry: dict[str, Any], output: Output) -> None:
-    from mqctl.admin.output import to_json, to_yaml
+    from mqctl.admin.output import to_json, to_yaml  # lazy: start-up
 
     text = to_json(entry, compact=True) + "\n" if output is Output.json else "---\n" + to_yaml(entry)
     sys.stdout.write(text)
@@ -164,8 +163,7 @@ def _pause(
     output: Output,
     no_color: bool,
 ) -> None:
-    from mqctl.admin.decision_docs import pause_doc
-    from mqctl.cli import render
+    from mqctl.admin.decision_docs import pause_doc  # lazy: start-up
 
     with conn.client() as client:
         if dry_run:
@@ -256,8 +254,7 @@ def switchover(
     unless --force. With --require-metadata also refused (exit 3) while the new master lacks topics,
     groups or consumer offsets the master has. The old master is sent its new role first. Needs the
     token."""
-    from mqctl.admin.decision_docs import switchover_doc
-    from mqctl.cli import render
+    from mqctl.admin.decision_docs import switchover_doc  # lazy: start-up
 
     with conn.client() as client:
         if require_metadata:  # the candidate the controller would pick, checked, then pinned
@@ -271,8 +268,7 @@ def switchover(
 
 
 def _metadata_checked(conn: Conn, client: ControllerClient, broker_name: str, to: int | None) -> int:
-    from mqctl.admin.brokermeta import require_metadata
-    from mqctl.errors import RefusedError
+    from mqctl.admin.brokermeta import require_metadata  # lazy: start-up
 
     plan = client.switchover(broker_name, to, force=True, dry_run=True)
     info = client.get_sync_state_data([broker_name]).replicas_info_table[broker_name]
@@ -314,8 +310,7 @@ def rebalance(
     preferred replica (the highest election priority, then the lowest id) is an alive, caught-up
     SyncStateSet member but not the master, a switchover to it; the others are listed with the
     reason. Not for a paused set. Needs the token."""
-    from mqctl.admin.decision_docs import rebalance_doc
-    from mqctl.cli import render
+    from mqctl.admin.decision_docs import rebalance_doc  # lazy: start-up
 
     with conn.client() as client:
         result = client.rebalance(cluster or "", dry_run)

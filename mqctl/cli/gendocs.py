@@ -25,6 +25,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import typer.main
+from typer._completion_shared import get_completion_script
+
+from mqctl.cli import app
+
 REPO = Path(__file__).resolve().parents[2]
 PROG = "mqctl"
 COMPLETE_VAR = "_MQCTL_COMPLETE"
@@ -63,7 +68,7 @@ ENVIRONMENT = [
 
 def version() -> str:
     try:
-        from importlib.metadata import version as dist_version
+        from importlib.metadata import version as dist_version  # lazy: start-up
 
         return dist_version("mqctl")
     except Exception:  # not installed
@@ -71,9 +76,6 @@ def version() -> str:
 
 
 def root_command() -> Any:
-    import typer.main
-
-    from mqctl.cli import app
 
     return typer.main.get_command(app)
 
@@ -252,7 +254,7 @@ def _code_cell(row: Any) -> str:
 
 def grpc_methods_table() -> str:
     """docs/grpc-api.md: every RPC of mqctl.v1.Controller."""
-    from mqctl import methods
+    from mqctl import methods  # lazy: start-up
 
     out = [
         "| RPC | RocketMQ request code | answered by | sent by | token | retried | what it does |",
@@ -277,7 +279,7 @@ def grpc_methods_table() -> str:
 
 def remoting_methods_table() -> str:
     """docs/remoting.md: the request codes `mqctl serve --remoting-port` serves."""
-    from mqctl import methods
+    from mqctl import methods  # lazy: start-up
 
     out = [
         "| code | RocketMQ name | NodeAPI method | answered by | token | body |",
@@ -337,7 +339,6 @@ def splice(text: str, name: str, block: str, where: str = "", source: str = "mqc
 
 
 def completion(shell: str) -> str:
-    from typer._completion_shared import get_completion_script
 
     return get_completion_script(prog_name=PROG, complete_var=COMPLETE_VAR, shell=shell).rstrip("\n") + "\n"
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from mqctl.cli import root_app
+from mqctl.cli import render, root_app
 from mqctl.cli.admin_cmd import Conn, _names, _no_color_opt, _one_of, connected
 from mqctl.cli.common import output_option
 from mqctl.cli.render import Output
@@ -46,6 +46,7 @@ def collect(
 ) -> dict[str, Any]:
     """``brokers``: opens remoting connections to brokers (Conn.remoting) for the doctor's metadata
     check; without it the doctor does not ask the brokers."""
+    # lazy: start-up
     from mqctl.admin import health
     from mqctl.admin.syncstate import select_broker_sets
 
@@ -84,7 +85,7 @@ def collect(
 def _metadata_drift(
     brokers: Callable[[list[str]], Any], table: dict[str, dict[str, Any]], timeout: float
 ) -> dict[str, dict[str, Any]]:
-    from mqctl.admin.brokermeta import drift_of_sets
+    from mqctl.admin.brokermeta import drift_of_sets  # lazy: start-up
 
     addresses = [
         str(r["broker_address"])
@@ -144,8 +145,7 @@ def health_command(
     cross-layer findings (registered but never heartbeating, address conflicts, epochs ahead of
     the controller, a replica lacking topics, groups or consumer offsets another replica has, asked
     of the brokers with `metadata diff`'s requests) with the command that fixes each."""
-    from mqctl.admin.health import RANK
-    from mqctl.cli import render
+    from mqctl.admin.health import RANK  # lazy: start-up
 
     _one_of(broker_name, cluster)
     seconds = min(conn.timeout, 5.0)

@@ -4,14 +4,16 @@ consumer and delay offsets), and putting back what the new master lacks. The out
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import typer
 
 from mqctl.cli import sub_app
-from mqctl.cli.admin_cmd import Conn, connected
+from mqctl.cli.admin_cmd import Conn, _broker_sets, _cluster_info, _one_of, connected
 from mqctl.cli.common import confirm, console, echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
+from mqctl.errors import NotFoundError, UnhealthyError, UsageError
 
 metadata_app = sub_app("metadata", "Compare and copy broker metadata (topics, groups, offsets) across a set.")
 
@@ -21,7 +23,6 @@ TABLE_ROWS = 50  # differences listed per kind in a table; -o json has them all
 def emit_drift(per_set: list[dict[str, Any]], output: Output) -> None:
     """Print the drift of each broker set (mqctl.recover.metadata.compare); exit 7 when any replica's
     metadata differs from another's (docs/codes.md)."""
-    from mqctl.errors import UnhealthyError
 
     doc: dict[str, Any] = {"brokerSets": per_set, "differs": any(s["differs"] for s in per_set)}
     sets = [s["brokerSet"] or "(no brokerIdentity)" for s in per_set if s["differs"]]
@@ -35,9 +36,9 @@ def emit_drift(per_set: list[dict[str, Any]], output: Output) -> None:
 
 
 def _print_drift(doc: dict[str, Any]) -> None:
-    import json
+    import json  # lazy: start-up
 
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich
 
     con = console()
     for s in doc["brokerSets"]:
@@ -104,8 +105,7 @@ def _print_drift(doc: dict[str, Any]) -> None:
 
 
 def _what(value: str) -> list[str]:
-    from mqctl.errors import UsageError
-    from mqctl.recover.metadata import WHAT
+    from mqctl.recover.metadata import WHAT  # lazy: start-up
 
     what = [w.strip() for w in value.split(",") if w.strip()]
     bad = [w for w in what if w not in WHAT]
@@ -116,7 +116,6 @@ def _what(value: str) -> list[str]:
 
 def _is_address(value: str) -> bool:
     """HOST:PORT of a live broker rather than a store directory."""
-    import os
 
     host, sep, port = value.rpartition(":")
     return bool(sep and host and port.isdigit()) and not os.path.isdir(value)
@@ -153,9 +152,7 @@ def diff_cmd(
     no_color: bool = no_color_option(),
 ) -> None:
     """What each live replica has that another lacks: topics, groups, consumer and delay offsets (exit 7)."""
-    from mqctl.admin.brokermeta import live_drift
-    from mqctl.cli.admin_cmd import _broker_sets, _cluster_info, _one_of
-    from mqctl.errors import NotFoundError
+    from mqctl.admin.brokermeta import live_drift  # lazy: start-up
 
     _one_of(broker_name, cluster)
     sets: dict[str, list[tuple[int, str]]]
@@ -231,7 +228,7 @@ def sync_cmd(
     if _is_address(dst):
         _sync_online(conn, src, dst, kinds, allow_rewind, dry_run, yes, output)
         return
-    from mqctl.recover.metadata_sync import apply_sync, prepare_sync
+    from mqctl.recover.metadata_sync import apply_sync, prepare_sync  # lazy: start-up
 
     prep = prepare_sync(src, dst, kinds, allow_rewind=allow_rewind)
     doc: dict[str, Any] = {
@@ -294,9 +291,8 @@ def _sync_online(
     output: Output,
 ) -> None:
     """The target is a live broker: its tables fetched, what it lacks sent as admin requests."""
-    from mqctl.admin.brokermeta import fetch_replica, push_plan
-    from mqctl.errors import UsageError
-    from mqctl.recover.metadata import load_store, plan_sync
+    from mqctl.admin.brokermeta import fetch_replica, push_plan  # lazy: start-up
+    from mqctl.recover.metadata import load_store, plan_sync  # lazy: start-up
 
     if "delay" in kinds:
         raise UsageError(

@@ -9,7 +9,9 @@ when one is missing.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -26,6 +28,7 @@ from mqctl.cli.common import (
 )
 from mqctl.cli.recover_cmd import recover_app
 from mqctl.cli.render import Output
+from mqctl.errors import UsageError
 
 analyze_app = sub_app("analyze", "Analyse commitlogs across a fleet of stores (Spark).")
 
@@ -48,7 +51,6 @@ _SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(I?B)?\s*$", re.IGNORECASE)
 
 
 def _parse_size(text: str) -> int:
-    from mqctl.errors import UsageError
 
     m = _SIZE_RE.match(text)
     if not m or int(m.group(1)) <= 0:
@@ -57,8 +59,7 @@ def _parse_size(text: str) -> int:
 
 
 def _engine(engine: str) -> str:
-    from mqctl.errors import UsageError
-    from mqctl.pipeline.engine import ENGINES
+    from mqctl.pipeline.engine import ENGINES  # lazy: start-up
 
     if engine not in ENGINES:
         raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
@@ -77,8 +78,9 @@ def _run(
     **kw: Any,
 ) -> dict[str, Any]:
     """Pick the engine (saying which on stderr), start Spark if it is Spark, size the ranges, run."""
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich
 
+    # lazy: start-up
     from mqctl.pipeline.engine import choose_engine, range_size_for, require_spark, spark_cores, spark_session
 
     eng, why = choose_engine(engine, master, inp.nbytes, kind)
@@ -95,7 +97,6 @@ def _run(
 
 
 def _time(ms: int | None) -> str:
-    import datetime as dt
 
     if ms is None:
         return "-"
@@ -130,8 +131,8 @@ def salvage_cmd(
     say_walker(verbose)
     size = None if range_size is None else _parse_size(range_size)
     eng = _engine(engine)
-    from pathlib import Path
 
+    # lazy: start-up
     from mqctl.pipeline.engine import require_local
     from mqctl.pipeline.output import check_out_dir
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
@@ -160,7 +161,7 @@ def salvage_cmd(
 
 
 def _render_salvage(doc: dict[str, Any]) -> None:
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich
 
     con = console()
     for s in doc["brokerSets"]:
@@ -249,12 +250,13 @@ def analyze_commitlog_cmd(
     say_walker(verbose)
     size = None if range_size is None else _parse_size(range_size)
     eng = _engine(engine)
-    from pathlib import Path
 
-    from mqctl.pipeline.engine import require_local
+    from mqctl.pipeline.engine import require_local  # lazy: start-up
 
     require_local()
-    from mqctl.pipeline.analyze import KIND, prepare_analyze, run_analyze
+    from mqctl.pipeline.analyze import KIND, prepare_analyze, run_analyze  # lazy: numpy
+
+    # lazy: start-up
     from mqctl.pipeline.output import check_out_dir
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
 
@@ -275,7 +277,7 @@ def analyze_commitlog_cmd(
     if output is not Output.table:
         echo_doc(output, doc)
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich
 
     con = console()
     t = Table(title="queues")

@@ -6,6 +6,10 @@ sqlite_utils are imported inside the commands so `mqctl --help` stays fast.
 
 from __future__ import annotations
 
+import os
+import sys
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import typer
@@ -18,10 +22,13 @@ from mqctl.cli.common import (
     human_size,
     no_color_option,
     output_option,
+    print_line,
     say_walker,
     verbose_option,
 )
+from mqctl.cli.metadata_cmd import emit_drift
 from mqctl.cli.render import Output
+from mqctl.errors import UsageError
 
 recover_app = sub_app(
     "recover", "Inspect broker store directories, plan a manual recovery, reseed a lost controller."
@@ -42,8 +49,8 @@ def inspect_cmd(
 ) -> None:
     """Identity, state (clean, dirty, empty), epochs, max offset, confirm offset, files and problems."""
     say_walker(verbose)
-    import os
 
+    # lazy: start-up
     from mqctl.recover.inspect import NO_STORE, failures_error, inspect_stores, no_store_error
 
     results = inspect_stores(stores, deep=deep)
@@ -54,7 +61,7 @@ def inspect_cmd(
         if problem is not None:
             raise problem
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich
 
     # a path that does not exist or holds no store is the error line only, not a row of dashes
     reports = [
@@ -142,13 +149,13 @@ def compare_cmd(
     """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain; with
     --metadata, what each replica has that another lacks."""
     say_walker(verbose)
-    from mqctl.errors import UsageError
 
     if metadata:
         _compare_metadata(stores, output)
         return
     if len(stores) != 2:
         raise UsageError(f"recover compare takes two stores, got {len(stores)} (--metadata compares more)")
+    # lazy: start-up
     from mqctl.recover.compare import Comparison, compare_reports
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
 
@@ -192,7 +199,7 @@ def compare_cmd(
         if problem is not None:
             raise problem
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich
 
     con = console()
     t = Table(title="compare")
@@ -222,9 +229,7 @@ def compare_cmd(
 
 
 def _compare_metadata(stores: list[str], output: Output) -> None:
-    from mqctl.cli.metadata_cmd import emit_drift
-    from mqctl.errors import UsageError
-    from mqctl.recover.metadata import compare, group_by_set, load_store
+    from mqctl.recover.metadata import compare, group_by_set, load_store  # lazy: start-up
 
     if len(stores) < 2:
         raise UsageError("recover compare --metadata takes two or more stores")
@@ -244,6 +249,7 @@ def plan_cmd(
 ) -> None:
     """Group stores by broker set, pick each set's source, restart order, truncateTo and bytesToDrop."""
     say_walker(verbose)
+    # lazy: start-up
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
     from mqctl.recover.plan import make_plan
 
@@ -258,7 +264,7 @@ def plan_cmd(
         if not isinstance(f, StoreReport)
     ]
     if db:
-        from mqctl.recover.db import write_db
+        from mqctl.recover.db import write_db  # lazy: start-up
 
         write_db(db, reports, plan)
     if output is not Output.table:
@@ -266,7 +272,7 @@ def plan_cmd(
         if problem is not None:
             raise problem
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich
 
     con = console()
     for s in plan["brokerSets"]:
@@ -328,12 +334,8 @@ def dump_cmd(
 ) -> None:
     """One line per commitlog record: offset, size, topic, queue, times, hosts, CRC, epoch (streams)."""
     say_walker(verbose)
-    import sys
-    from datetime import UTC, datetime
 
-    from mqctl.cli.common import print_line
-    from mqctl.errors import UsageError
-    from mqctl.recover.dump import dump_records
+    from mqctl.recover.dump import dump_records  # lazy: start-up
 
     if to is not None and max_bytes is not None:
         raise UsageError("--to and --max-bytes: give one of them")
@@ -363,7 +365,7 @@ def mark_clean_cmd(
     no_color: bool = no_color_option(),
 ) -> None:
     """Write the final signature that marks STORE as the one to restart from (manual recovery)."""
-    from mqctl.recover.mark_clean import mark_clean
+    from mqctl.recover.mark_clean import mark_clean  # lazy: start-up
 
     preview = mark_clean(store, dry_run=True)
     if not dry_run:
@@ -400,7 +402,7 @@ def truncate_cmd(
     no_color: bool = no_color_option(),
 ) -> None:
     """Cut the commitlog at OFFSET and correct the epoch file like a slave, after a backup."""
-    from mqctl.errors import UsageError
+    # lazy: start-up
     from mqctl.recover.truncate import apply_truncate, default_backup_dir, plan_truncate
     from mqctl.store.abort import is_locked
 
@@ -471,11 +473,12 @@ def reseed_cmd(
     """Rebuild a lost controller's state from the brokers' store directories: broker sets, ids,
     masterEpoch from the epoch files, the freshest replicas as master candidates. Shows the plan,
     then seeds DIR; `mqctl serve --data-dir DIR` starts from it and elects when the brokers return."""
-    import uuid
 
+    # lazy: start-up
     from mqctl.address import parse_address
     from mqctl.admin import snapshot
-    from mqctl.errors import UsageError
+
+    # lazy: start-up
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
     from mqctl.recover.reseed import reseed_plan
 
@@ -501,7 +504,7 @@ def reseed_cmd(
     if output is not Output.table:
         echo_doc(output, doc)
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich
 
     con = console()
     for s in plan["brokerSets"]:

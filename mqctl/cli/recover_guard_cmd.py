@@ -11,18 +11,17 @@ from typing import Any
 
 import typer
 
-from mqctl.cli.admin_cmd import Conn, connected
+from mqctl.cli.admin_cmd import Conn, _epoch_cache, connected
 from mqctl.cli.common import console, echo_doc, human_size, no_color_option, output_option
 from mqctl.cli.recover_cmd import recover_app
 from mqctl.cli.render import Output
+from mqctl.errors import MqctlError, UsageError
 
 
 def _ask_master(conn: Conn) -> Any:
     """brokerName -> MasterView: GetReplicaInfo from the controller group, then the master's epoch
     entries and max offset (GET_BROKER_EPOCH_CACHE, or mqctl's Broker service over gRPC)."""
-    from mqctl.cli.admin_cmd import _epoch_cache
-    from mqctl.errors import MqctlError
-    from mqctl.pipeline.guard import CannotDecide, MasterView
+    from mqctl.pipeline.guard import CannotDecide, MasterView  # lazy: start-up
 
     def ask(name: str) -> MasterView:
         try:
@@ -105,8 +104,7 @@ def guard_cmd(
     Exit 0 nothing to lose, 10 saved (or already saved), 11 cannot decide (refused), 12 no room to
     save (refused), 13 cannot decide but --allow-unverified; with --gate 0 for 0, 10 and 13. The store
     is only read."""
-    from mqctl.errors import MqctlError
-    from mqctl.pipeline.guard import guard
+    from mqctl.pipeline.guard import guard  # lazy: start-up
 
     hint = f" -n '{namesrv}'" if namesrv else " -n NAMESRV"
     try:
@@ -229,9 +227,8 @@ def replay_cmd(
     why; a missing topic comes with the command that creates it), 2 the salvage is of another broker
     set, 4 the salvage is cut or corrupt, 6 a broker or name server does not answer (run again to go
     on)."""
-    from mqctl.api import parse_addresses
-    from mqctl.errors import MqctlError, UsageError
-    from mqctl.pipeline.replay import ReplayOptions, ReplayRefused, replay
+    from mqctl.api import parse_addresses  # lazy: start-up
+    from mqctl.pipeline.replay import ReplayOptions, ReplayRefused, replay  # lazy: start-up
 
     if bool(namesrv) == bool(broker_addr):
         raise UsageError("give the name servers (-n) or one broker (--broker-addr)")
@@ -248,7 +245,7 @@ def replay_cmd(
     if engine == "spark" and rate is not None:
         raise UsageError("--rate is a limit of one process: use --engine local with it")
     if tls_ca or tls_cert or tls_key:
-        from mqctl.remoting.security import client_context
+        from mqctl.auth import client_context  # lazy: start-up
 
         client_context(tls_ca, tls_cert, tls_key)  # unreadable files: one line, exit 2, now
     opts = ReplayOptions(
@@ -272,7 +269,7 @@ def replay_cmd(
     doc: dict[str, Any] | None
     try:
         if use_spark:
-            from mqctl.pipeline.engine import require_spark, spark_session
+            from mqctl.pipeline.engine import require_spark, spark_session  # lazy: start-up
 
             require_spark()
             with spark_session(master, app_name="mqctl recover replay") as spark:
@@ -306,7 +303,7 @@ def replay_cmd(
 
 
 def _replay_table(doc: dict[str, Any]) -> None:
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich
 
     con = console()
     t = Table(title=f"replay of {doc['salvage']}" + (" (dry run)" if doc["dryRun"] else ""))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from mqctl.errors import MqctlError
+from mqctl.errors import MqctlError, UsageError
 
 Doc = dict[str, Any]
 
@@ -38,14 +38,14 @@ class AdminOutput(StrEnum):
 def console(no_color: bool = False, stderr: bool = False) -> Any:
     """The one console every table goes through: its ``print`` lays tables out with ``whole`` (no
     value cut at any width)."""
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich
 
     class _Console(Console):
         def print(self, *objects: Any, **kwargs: Any) -> None:
             kwargs.setdefault("crop", False)  # a value longer than a line is folded by the terminal, not cut
             super().print(*(whole(o, self.width) for o in objects), **kwargs)
 
-    from mqctl.cli import common
+    from mqctl.cli import common  # lazy: cycle with mqctl.cli.common
 
     kwargs: dict[str, Any] = {"highlight": False, "stderr": stderr}
     if no_color or common.no_color() or os.environ.get("NO_COLOR"):
@@ -68,7 +68,7 @@ def emit(
     """Print ``doc`` once in the chosen format. ``error``, raised next by the caller, goes into the
     JSON or YAML document as ``"error"`` (the one document the command prints); a table is followed
     by the error line on stderr alone."""
-    from mqctl.cli import common
+    from mqctl.cli import common  # lazy: cycle with mqctl.cli.common
 
     if output is Output.table:
         console(no_color).print(table(doc))
@@ -94,12 +94,10 @@ def watch(
     one document per ``---``, for scripts that follow a situation. An error (a controller failover,
     say) is shown and the watch goes on."""
     if interval <= 0:
-        from mqctl.errors import UsageError
-
         raise UsageError(f"-i/--watch needs a positive number of seconds, got {interval}")
     try:
         if output is not Output.table:
-            from mqctl.admin.output import to_json, to_yaml
+            from mqctl.admin.output import to_json, to_yaml  # lazy: start-up
 
             while True:
                 try:
@@ -112,6 +110,7 @@ def watch(
                     sys.stdout.write("---\n" + to_yaml(doc) + "\n")
                 sys.stdout.flush()
                 time.sleep(interval)
+        # lazy: rich
         from rich.console import Group
         from rich.live import Live
         from rich.text import Text
@@ -135,6 +134,7 @@ def watch(
 
 
 def _table(*columns: str, title: str | None = None) -> Any:
+    # lazy: rich
     from rich import box
     from rich.table import Table
 
@@ -170,7 +170,7 @@ FREE_WIDTH = 12
 
 
 def _plain(cell: Any) -> str:
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich
 
     if isinstance(cell, str):
         return Text.from_markup(cell).plain
@@ -183,6 +183,7 @@ def whole(renderable: Any, width: int | None = None) -> Any:
     header wrapped at spaces; a table that is then too wide for ``width`` (the terminal's) shows each
     row as a block of ``HEADER value`` pairs, packed into lines, a value too long for a line on a line
     of its own; a title longer than ``width`` is a line of its own, not broken inside a path."""
+    # lazy: rich
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -292,7 +293,7 @@ def _v(x: Any) -> str:
 
 
 def _yes_no(x: Any, good: bool = True) -> Any:
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich
 
     if x is None:
         return Text("-")
@@ -307,6 +308,7 @@ def _age(ms: Any) -> str:
 
 
 def sync_state_table(doc: Doc) -> Any:
+    # lazy: rich
     from rich.console import Group
     from rich.text import Text
 
@@ -360,6 +362,7 @@ def sync_state_table(doc: Doc) -> Any:
 
 
 def broker_epoch_table(doc: Doc) -> Any:
+    # lazy: rich
     from rich.console import Group
     from rich.text import Text
 
@@ -391,7 +394,7 @@ def broker_epoch_table(doc: Doc) -> Any:
 
 
 def metadata_table(doc: Doc) -> Any:
-    from rich.console import Group
+    from rich.console import Group  # lazy: rich
 
     kv = _table("KEY", "VALUE")
     for key in (
@@ -414,6 +417,7 @@ def metadata_table(doc: Doc) -> Any:
 
 
 def quorum_table(doc: Doc) -> Any:
+    # lazy: rich
     from rich.console import Group
     from rich.text import Text
 
@@ -494,10 +498,11 @@ def quorum_table(doc: Doc) -> Any:
 
 
 def elect_table(doc: Doc) -> Any:
+    # lazy: rich
     from rich.console import Group
     from rich.text import Text
 
-    from mqctl.controller.election import DEFAULT_ELECTION_PRIORITY
+    from mqctl.controller.election import DEFAULT_ELECTION_PRIORITY  # lazy: start-up
 
     plan = doc["plan"]
     head = Text()
@@ -585,6 +590,7 @@ def elect_table(doc: Doc) -> Any:
 
 
 def config_table(doc: Doc) -> Any:
+    # lazy: rich
     from rich.console import Group
     from rich.text import Text
 
@@ -602,14 +608,14 @@ def config_table(doc: Doc) -> Any:
 
 
 def message_table(doc: Doc) -> Any:
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich
 
     return Text(str(doc.get("message", "")))
 
 
 def history_line(e: Doc) -> Any:
     """One history entry on one line (``history --follow``)."""
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich
 
     t = Text()
     t.append(f"{e['time']}  term {e['term']}  {e['brokerName'] or '-'}  ")
@@ -640,6 +646,7 @@ def _candidates(el: Doc) -> str:
 
 
 def history_table(doc: Doc) -> Any:
+    # lazy: rich
     from rich.console import Group
     from rich.text import Text
 
@@ -698,7 +705,7 @@ _SHOWN = 5  # names per kind in a cell; -o json has them all
 
 def _replica_metadata(per_set: Doc) -> list[Any]:
     """`history`'s metadata of each replica now (brokermeta.replica_drift)."""
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich
 
     out: list[Any] = []
     t = _table(
@@ -726,7 +733,7 @@ def _replica_metadata(per_set: Doc) -> list[Any]:
 
 
 def _lacks_cell(r: Doc) -> Any:
-    from rich.text import Text
+    from rich.text import Text  # lazy: rich
 
     if r["status"] != "answered":
         return Text(f"{r['status']}: {r['error']}", style="yellow")
@@ -745,6 +752,7 @@ def _lacks_cell(r: Doc) -> Any:
 
 
 def rebalance_table(doc: Doc) -> Any:
+    # lazy: rich
     from rich.console import Group
     from rich.text import Text
 
@@ -763,6 +771,7 @@ _VERDICT_STYLE = {"OK": "bold green", "WARN": "bold yellow", "CRIT": "bold red"}
 
 def health_table(doc: Doc) -> Any:
     """`mqctl health`: the worst verdict in one line first, then one row per check (and the doctor's)."""
+    # lazy: rich
     from rich.console import Group
     from rich.text import Text
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
-from mqctl.cli import root_app
+from mqctl.cli import debug_enabled, root_app
 
 
 @root_app.command("serve")
@@ -208,15 +210,13 @@ def serve(
     ),
 ) -> None:
     """Run a controller node (single node on loopback by default)."""
-    import os
-
-    from mqctl.cli import debug_enabled
 
     if not debug_enabled():
         # gRPC's C core logs its own lines on stderr (add_port.cc on a busy port, next to mqctl's
         # "cannot listen on ..."): only mqctl's lines, unless --debug or GRPC_VERBOSITY says otherwise.
         # Read when grpc is first imported, which is below.
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    # lazy: start-up
     from mqctl.controller import config as serve_config
     from mqctl.serve import run
 

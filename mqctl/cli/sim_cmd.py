@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -23,6 +27,7 @@ from mqctl.cli import root_app
 from mqctl.cli.admin_cmd import Conn, connected
 from mqctl.cli.common import echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
+from mqctl.errors import UnhealthyError, UsageError
 
 if TYPE_CHECKING:
     from mqctl.sim.cluster import Report, Simulation
@@ -35,10 +40,7 @@ if TYPE_CHECKING:
 @contextlib.contextmanager
 def _workdir(base: str | None, keep: bool) -> Iterator[str]:
     """The run's directory (stores, controller data, sim.log); removed at the end unless kept or given."""
-    import shutil
-    import tempfile
-
-    from mqctl.errors import UsageError
+    import tempfile  # lazy: start-up
 
     own = base is None
     path = tempfile.mkdtemp(prefix="mqctl-sim-") if base is None else os.path.abspath(base)
@@ -61,7 +63,7 @@ def _quiet_grpc() -> None:
 @contextlib.contextmanager
 def _logs_to(path: str) -> Iterator[None]:
     """Agent and simulator logs go to a file, never to the terminal (they would tear the live view)."""
-    import logging
+    import logging  # lazy: start-up
 
     logger = logging.getLogger("mqctl")
     handler = logging.FileHandler(path, encoding="utf-8")
@@ -101,7 +103,7 @@ class _Printer:
     """Plain lines with the elapsed time (non-TTY), or lines above a rich Live view (TTY)."""
 
     def __init__(self, live: bool) -> None:
-        from rich.console import Console
+        from rich.console import Console  # lazy: rich
 
         self.t0 = time.monotonic()
         self.live = live
@@ -121,6 +123,7 @@ class _Printer:
 def _render(sim: Simulation, title: str, footer: str = "") -> Any:
     """The live view: controllers, then per broker set a summary line and one row per replica (fits 80
     columns)."""
+    # lazy: rich
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -182,7 +185,7 @@ def _live(printer: _Printer, sim: Simulation, title: str, footer: Callable[[], s
     if not printer.live:
         yield
         return
-    from rich.live import Live
+    from rich.live import Live  # lazy: rich
 
     stop = threading.Event()
     with Live(console=printer.console, auto_refresh=False, transient=False) as live:
@@ -258,10 +261,8 @@ def demo(
         _demo_rocketmq(rocketmq_home, host_network, keep, pace)
         return
     if host_network:
-        from mqctl.errors import UsageError
-
         raise UsageError("--host-network goes with --rocketmq-home")
-    from mqctl.errors import UnhealthyError
+    # lazy: start-up
     from mqctl.sim.cluster import Simulation
     from mqctl.sim.demo import VERDICT_FAILED, demo_settings, run_demo
 
@@ -296,7 +297,7 @@ def demo(
 def _demo_rocketmq(home: str, host_network: bool, keep: bool, pace: float) -> None:
     """`mqctl demo --rocketmq-home`: checks first (installation, Java, the private network), then the tour
     in plain lines (mqctl.sim.rocketmq decides, this renders)."""
-    from mqctl.errors import UnhealthyError, UsageError
+    # lazy: start-up
     from mqctl.sim.demo import VERDICT_FAILED
     from mqctl.sim.rocketmq import (
         RocketMQSet,
@@ -321,9 +322,6 @@ def _demo_rocketmq(home: str, host_network: bool, keep: bool, pace: float) -> No
                 "namespaces, or accept it with --host-network"
             ) from None
     with _sigterm_interrupts(), _workdir(None, keep) as work, _logs_to(os.path.join(work, "sim.log")):
-        import subprocess
-        from pathlib import Path
-
         rs = RocketMQSet(install, java, Path(work), on_event=lambda t: printer.line("  . " + t, style="dim"))
         try:
             try:
@@ -365,7 +363,7 @@ def _keyboard(enabled: bool) -> Iterator[Callable[[], str | None]]:
     if not enabled or not sys.stdin.isatty():
         yield lambda: None
         return
-    import select
+    # lazy: start-up
     import termios
     import tty
 
@@ -427,7 +425,7 @@ def sim_command(
     Keys on a terminal: 1-9 select a set, k crash its master, s crash a slave, i isolate its master,
     r restart its brokers, c kill the controller leader, C restart controllers, h heal all, q stop."""
     _quiet_grpc()
-    from mqctl.errors import UnhealthyError
+    # lazy: start-up
     from mqctl.sim.cluster import SimSettings, Simulation, set_names
     from mqctl.sim.faults import KEYS, describe, plan_faults
 
@@ -448,16 +446,12 @@ def sim_command(
     )
     settings.validate()
     if duration < 0 or fault_interval <= 0:
-        from mqctl.errors import UsageError
-
         raise UsageError("--duration must be 0 or more and --fault-interval positive")
     document = json_out or output is not Output.table  # the report as one document, no progress lines
     output = Output.json if json_out else output
     tty = sys.stdout.isatty() and not plain and not document
     interactive = tty and sys.stdin.isatty()
     if duration == 0 and not interactive:
-        from mqctl.errors import UsageError
-
         raise UsageError("--duration 0 runs until q or Ctrl-C, which needs a terminal; give a duration")
     printer = _Printer(live=tty)
     out: Callable[[str], None] = (lambda t: None) if document else printer.line

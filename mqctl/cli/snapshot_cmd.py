@@ -7,7 +7,8 @@ from typing import Any
 
 import typer
 
-from mqctl.cli import sub_app
+from mqctl import __version__
+from mqctl.cli import render, sub_app
 from mqctl.cli.admin_cmd import Conn, _no_color_opt, connected
 from mqctl.cli.common import output_option
 from mqctl.cli.render import Output
@@ -46,9 +47,7 @@ def snapshot_save(
 ) -> None:
     """Save the controller group's state, read on the leader after a read barrier, with its applied
     index, feature level and record versions, checksummed."""
-    from mqctl import __version__
-    from mqctl.admin import snapshot
-    from mqctl.cli import render
+    from mqctl.admin import snapshot  # lazy: start-up
 
     with conn.client() as client:
         answer = client.get_snapshot()
@@ -99,9 +98,9 @@ def snapshot_restore(
     """Seed a data directory of a new controller group from a snapshot file: `mqctl serve` on it
     starts from the saved state and index. Refuses a corrupt file (exit 4) or one newer than this
     mqctl (exit 2); a data directory in use is refused, an existing one moved aside."""
+    # lazy: start-up
     from mqctl.address import parse_address
     from mqctl.admin import snapshot
-    from mqctl.cli import render
 
     parse_address(raft, "--raft address")
     others = [p.strip() for p in (peers or "").replace(";", ",").split(",") if p.strip()]

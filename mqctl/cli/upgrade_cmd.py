@@ -16,6 +16,7 @@ from mqctl.cli import sub_app
 from mqctl.cli.admin_cmd import Conn, connected
 from mqctl.cli.common import confirm, console, echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
+from mqctl.errors import UnhealthyError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,8 +43,7 @@ def _confirm(question: str, yes: bool, output: Output = Output.table) -> None:
 
 
 def _refuse_running_stores(stores: list[str], what: str) -> None:
-    from mqctl.errors import UsageError
-    from mqctl.upgrade.store_in_use import store_usage
+    from mqctl.upgrade.store_in_use import store_usage  # lazy: start-up
 
     for s in stores:
         u = store_usage(s)
@@ -55,8 +55,7 @@ def _refuse_running_stores(stores: list[str], what: str) -> None:
 
 
 def _refuse_running_controller(data_dir: str) -> None:
-    from mqctl.errors import UsageError
-    from mqctl.upgrade.store_in_use import controller_dir_usage
+    from mqctl.upgrade.store_in_use import controller_dir_usage  # lazy: start-up
 
     u = controller_dir_usage(data_dir)
     if u.running:
@@ -119,6 +118,7 @@ def plan_cmd(
     no_color: bool = no_color_option(),
 ) -> None:
     """The ordered runbook with the exact command and check of each step, marking steps already done."""
+    # lazy: start-up
     from mqctl.upgrade.runbook import next_step, runbook
     from mqctl.upgrade.state import gather
 
@@ -150,7 +150,7 @@ def plan_cmd(
     if output is not Output.table:
         echo_doc(output, doc)
         return
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich
 
     con = console()
     t = Table(title="upgrade runbook (persistent broker ids)", show_lines=True)
@@ -186,7 +186,7 @@ def check_cmd(
     no_color: bool = no_color_option(),
 ) -> None:
     """Pre-flight: brokers stopped, stores aligned, identity and epoch files, controller; exit 7 on a FAIL."""
-    from mqctl.errors import UnhealthyError
+    # lazy: start-up
     from mqctl.upgrade.runbook import FAIL, checks, next_step, phase_of, runbook
     from mqctl.upgrade.state import gather
 
@@ -237,6 +237,7 @@ def clear_epochs_cmd(
     no_color: bool = no_color_option(),
 ) -> None:
     """Remove epochFileCheckpoint and epochFileCheckpoint.bak from stopped brokers' stores, after a backup."""
+    # lazy: start-up
     from mqctl.upgrade.backup import apply_clear, default_backup_dir
     from mqctl.upgrade.clear_epochs import plan_clear_epochs
 
@@ -273,6 +274,7 @@ def clear_controller_data_cmd(
     no_color: bool = no_color_option(),
 ) -> None:
     """Remove a stopped controller's data (RocketMQ DLedger or mqctl), after a backup."""
+    # lazy: start-up
     from mqctl.upgrade.backup import apply_clear, default_backup_dir
     from mqctl.upgrade.controller_data import plan_clear_controller_data
 
@@ -309,7 +311,7 @@ def restore_cmd(
     no_color: bool = no_color_option(),
 ) -> None:
     """Put back exactly what a clear removed (bytes, modes, times), after verifying every sha256."""
-    from mqctl.upgrade.backup import apply_restore, plan_restore
+    from mqctl.upgrade.backup import apply_restore, plan_restore  # lazy: start-up
 
     plan = plan_restore(backup_dir)
 
@@ -335,8 +337,6 @@ def restore_cmd(
         echo_doc(output, {"version": 1, **plan.to_dict(), "dryRun": dry_run, "restored": restored}, error)
 
     if plan.conflicts:
-        from mqctl.errors import UsageError
-
         refused = UsageError(
             f"refused: {len(plan.conflicts)} target(s) exist with other content; nothing "
             f"was restored (move them away first)"
@@ -375,7 +375,7 @@ def wait_master_cmd(
     no_color: bool = no_color_option(),
 ) -> None:
     """Block until the controller reports the broker as master; a progress line on stderr."""
-    from mqctl.upgrade.wait import wait_master
+    from mqctl.upgrade.wait import wait_master  # lazy: start-up
 
     tty = sys.stderr.isatty()
     state = {"last": ""}

@@ -152,7 +152,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         if key == "wait_for" and not 1 <= number <= 64:
             raise UsageError(f"bad value for wait_for ({source}): {number} (expected 1 to 64)")
         if key == "initial_feature_level":
-            from mqctl.controller.records import FEATURE_LEVELS, MAX_FEATURE_LEVEL
+            from mqctl.controller.records import FEATURE_LEVELS, MAX_FEATURE_LEVEL  # lazy: start-up
 
             if number and number not in FEATURE_LEVELS:
                 raise UsageError(

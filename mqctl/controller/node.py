@@ -317,7 +317,7 @@ class ControllerNode:
     def _change_quorum(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Membership and leadership changes (pysyncobj addNodeToCluster, removeNodeFromCluster,
         transferLeadership), on the leader; waits for the outcome."""
-        from pysyncobj import FAIL_REASON
+        from pysyncobj import FAIL_REASON  # lazy: pysyncobj
 
         action = str(request.get("action", ""))
         target = str(request.get("raft_address", "") or "")
@@ -556,7 +556,7 @@ class ControllerNode:
 
     def _check_group(self) -> None:
         """Refuse to serve another group's data, or a group whose critical options differ."""
-        from mqctl.controller.datadir import record_group_id
+        from mqctl.controller.datadir import record_group_id  # lazy: the raft fork
 
         group_id = str(self.raft.meta(META_GROUP_ID))
         theirs = self.raft.meta(META_GROUP_OPTIONS) or {}

@@ -91,7 +91,7 @@ class NodeRaft:
         on_apply: ApplyHook,
     ) -> RaftSeam:
         """Make the Raft layer (its thread starts here; ``on_apply`` may run from now on)."""
-        from mqctl.controller.raftlog import ControllerSyncObj, make_conf
+        from mqctl.controller.raftlog import ControllerSyncObj, make_conf  # lazy: pysyncobj, the raft fork
 
         conf = make_conf(data_dir, secret=secret, bind_address=bind_address)
         # the Raft layer, seen through its seam only (mqctl/controller/raftlog.py, RaftSeam)
@@ -102,7 +102,7 @@ class NodeRaft:
 
     def wait_bound(self, bind: str) -> None:
         """The Raft port listens, or OSError saying where it could not."""
-        from pysyncobj import SyncObjException
+        from pysyncobj import SyncObjException  # lazy: pysyncobj
 
         try:
             self.sync.wait_bound()
@@ -196,7 +196,7 @@ class NodeRaft:
         follower catches up with the last entries; a write waiting for the lock is then told the new
         leader. Returns the new leader's Raft address, "" if this node did not lead or none took
         over within ``timeout``."""
-        from pysyncobj import FAIL_REASON
+        from pysyncobj import FAIL_REASON  # lazy: pysyncobj
 
         me = self.raft_address
         if not self.is_leader():
@@ -256,7 +256,7 @@ class NodeRaft:
         entry applied), and each entry is appended by this leader in this term or not at all
         (`leaderTerm`, mqctl/raft/FORK.md change 11). A failure to append drops the view: the next
         decision starts again from a barrier."""
-        from pysyncobj import FAIL_REASON
+        from pysyncobj import FAIL_REASON  # lazy: pysyncobj
 
         deadline = time.monotonic() + timeout
         if not self._decide_lock.acquire(timeout=max(0.0, timeout)):

@@ -36,7 +36,7 @@ def run_seed(
     full_trace: bool = False,
 ) -> tuple[Outcome, Any]:
     """One run; returns its outcome and the world (its trace, checker)."""
-    from mqctl.dsim.world import Violation, World
+    from mqctl.dsim.world import Violation, World  # lazy: pysyncobj, the raft fork
 
     world = World(
         seed,

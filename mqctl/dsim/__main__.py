@@ -11,10 +11,13 @@ it; exit 1. Bad options: one line on stderr, exit 2.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
 from typing import NoReturn
+
+from mqctl.dsim import run_seed
 
 
 def _seeds(text: str) -> list[int]:
@@ -32,7 +35,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mqctl.dsim.world import MUTATIONS
+    from mqctl.dsim.world import MUTATIONS  # lazy: pysyncobj, the raft fork
 
     parser = _Parser(prog="python -m mqctl.dsim", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, help="one seed")
@@ -56,10 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["PYTHONHASHSEED"] = "0"
         rest = argv if argv is not None else sys.argv[1:]
         os.execv(sys.executable, [sys.executable, "-m", "mqctl.dsim", *rest])
-    import logging
 
     logging.basicConfig(level=logging.CRITICAL)
-    from mqctl.dsim import run_seed
 
     failed = 0
     totals: dict[str, int] = {}

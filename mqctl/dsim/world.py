@@ -21,7 +21,7 @@ from typing import Any
 from pysyncobj.node import TCPNode
 from pysyncobj.transport import Transport
 
-from mqctl.controller import core, records
+from mqctl.controller import core, election, records
 from mqctl.controller.raftlog import ControllerSyncObj, make_conf
 from mqctl.dsim.disk import Disk, SimJournalFactory, SimStorage
 
@@ -269,7 +269,7 @@ class SimNode:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        from mqctl.dsim.driver import Controller
+        from mqctl.dsim.driver import Controller  # lazy: pysyncobj, the raft fork
 
         self.generation += 1
         self.alive = True
@@ -504,6 +504,7 @@ class World:
         self.nodes = [SimNode(self, i, a, [b for b in addrs if b != a]) for i, a in enumerate(addrs)]
         self.nodes_by_addr = {n.addr: n for n in self.nodes}
         self.net = Network(self)
+        # lazy: pysyncobj, the raft fork
         from mqctl.dsim.check import Checker
         from mqctl.dsim.driver import Faults, Workload
 
@@ -554,7 +555,6 @@ class World:
         """Run for `seconds` of simulated time: faults until `heal_at` (default: 3/4 of the run),
         then everything healed, and the liveness checks at the end."""
         heal_at = seconds * 0.75 if heal_at is None else heal_at
-        from mqctl.controller import election
 
         elect = election.elect
         if self.mutation == "election-ignores-sync-state-set":  # a planted bug, for this run only

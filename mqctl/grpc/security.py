@@ -1,23 +1,23 @@
 """TLS credentials and the bearer token for the gRPC API.
 
-Server: ``TlsConfig(cert_file, key_file, client_ca_file=None)``. With a client CA the server
-requires and verifies client certificates (mTLS). Client: ``channel_credentials(ca, cert, key)``.
+Server: ``server_credentials(TlsConfig(cert, key, client_ca=None))``, TlsConfig and the PEM reading
+being mqctl.auth's (shared with the other transports). With a client CA the server requires and
+verifies client certificates (mTLS). Client: ``channel_credentials(ca, cert, key)``.
 
 Token: the mutating admin calls (which ones is ``mqctl.methods.requires_token``, the one copy of
 the rule) must carry ``authorization: Bearer <token>`` metadata when the server was started with a
-token; ``check_bearer`` compares in constant time.
+token; ``check_bearer`` compares in constant time (mqctl.auth.token_matches).
 
 grpc is imported inside the functions, so the CLI can import this module cheaply.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mqctl.auth import TlsConfig, check_client_pair, read_pem, token_matches
 from mqctl.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,29 +27,8 @@ AUTH_METADATA_KEY = "authorization"
 BEARER_PREFIX = "Bearer "
 
 
-@dataclass(frozen=True)
-class TlsConfig:
-    """Server TLS: certificate chain and private key (PEM); a client CA turns on mTLS."""
-
-    cert_file: str
-    key_file: str
-    client_ca_file: str | None = None
-
-
-def read_pem(path: str | Path, what: str) -> bytes:
-    """Read a PEM file or raise a one-line UsageError naming it."""
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read {what} {p}: {exc.strerror or exc}") from None
-    if b"-----BEGIN" not in data:
-        raise UsageError(f"{what} {p} is not a PEM file (no '-----BEGIN' line)")
-    return data
-
-
 def server_credentials(tls: TlsConfig) -> grpc.ServerCredentials:
-    import grpc
+    import grpc  # lazy: grpc
 
     cert = read_pem(tls.cert_file, "TLS certificate")
     key = read_pem(tls.key_file, "TLS key")
@@ -68,10 +47,9 @@ def channel_credentials(
     key_file: str | Path | None = None,
 ) -> grpc.ChannelCredentials:
     """Client TLS: trust ``ca_file`` (system roots when None); present a client cert for mTLS."""
-    import grpc
+    import grpc  # lazy: grpc
 
-    if (cert_file is None) != (key_file is None):
-        raise UsageError("a TLS client certificate needs both --tls-cert and --tls-key")
+    check_client_pair(cert_file, key_file)
     ca = read_pem(ca_file, "TLS CA") if ca_file else None
     cert = read_pem(cert_file, "TLS client certificate") if cert_file else None
     key = read_pem(key_file, "TLS client key") if key_file else None
@@ -99,5 +77,5 @@ def check_bearer(metadata: Iterable[Any] | None, expected: str | None) -> bool:
             continue
         got = value if isinstance(value, bytes) else str(value).encode()
         # No early exit: every authorization header is compared.
-        ok = hmac.compare_digest(got, want) or ok
+        ok = token_matches(got, want) or ok
     return ok

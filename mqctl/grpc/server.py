@@ -52,9 +52,10 @@ from grpc_health.v1 import health_pb2
 
 from mqctl import methods
 from mqctl.address import is_loopback, parse_address
+from mqctl.auth import TlsConfig
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.grpc.convert import dict_to_message, message_to_dict
-from mqctl.grpc.security import TlsConfig, check_bearer, server_credentials
+from mqctl.grpc.security import check_bearer, server_credentials
 from mqctl.peerlimits import CallGuard, IdleStreams, PeerLog, PeerSlots, peer_address
 from mqctl.v1 import controller_pb2 as pb
 

@@ -17,9 +17,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE, check_out_dir, install_output, tree_digest
+from mqctl.errors import StoreError
+from mqctl.pipeline.output import (
+    HIDDEN,
+    SUMMARY_FILE,
+    check_out_dir,
+    install_output,
+    tree_digest,
+    write_parquet,
+)
 from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, ByteRange, store_ranges
-from mqctl.pipeline.tasks import PROBLEM_COLUMNS, QUEUE_COLUMNS, skipped_bytes
+from mqctl.pipeline.tasks import PROBLEM_COLUMNS, QUEUE_COLUMNS, analyze_rows, skipped_bytes
+from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog
 
 KIND = "mqctl-analyze"
 
@@ -50,9 +59,7 @@ class AnalyzeInput:
 
 def prepare_analyze(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE) -> AnalyzeInput:
     """Identity and files of each store (no scan: the job reads everything anyway)."""
-    from mqctl.errors import StoreError
-    from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog
-    from mqctl.store.identity import read_identity
+    from mqctl.store.identity import read_identity  # lazy: start-up
 
     inp = AnalyzeInput()
     for s in dict.fromkeys(os.path.abspath(p) for p in stores):
@@ -83,7 +90,7 @@ def prepare_analyze(stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE) 
 
 
 def _schemas() -> tuple[Any, Any]:
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: pyarrow
 
     s, i, ln = pa.string(), pa.int32(), pa.int64()
     text = ("clusterName", "brokerName", "store", "topic")
@@ -130,8 +137,7 @@ def run_analyze(
 ) -> dict[str, Any]:
     """On Spark (`spark`, a session) or in this process (`spark` None): the same partial aggregates per
     range, merged by queue; the same files."""
-    from mqctl.pipeline.engine import progress, spark_cores, task_groups
-    from mqctl.pipeline.tasks import analyze_rows
+    from mqctl.pipeline.engine import progress, spark_cores, task_groups  # lazy: start-up
 
     outp = None if out is None else Path(out).absolute()
     if outp is not None:
@@ -187,9 +193,7 @@ def run_analyze(
     )
     digest = None
     if outp is not None:
-        import pyarrow as pa
-
-        from mqctl.pipeline.output import write_parquet
+        import pyarrow as pa  # lazy: pyarrow
 
         outp.mkdir(exist_ok=True)
         tmp = outp / f"{HIDDEN}tmp-{os.getpid()}"

@@ -14,6 +14,7 @@ operator gives the executors (`spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL`) win
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import sys
 
@@ -32,7 +33,6 @@ PRELOAD = (
 
 
 def preload() -> None:
-    import importlib
 
     if sys.platform.startswith("linux"):  # pyarrow's Linux wheels have jemalloc; read at its import
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")

@@ -189,7 +189,7 @@ def _operator_keys(builder_conf: dict[str, str]) -> set[str]:
     """The keys of the operator's Spark configuration: the JVM is started as the builder would start it
     (with `builder_conf`, then PYSPARK_SUBMIT_ARGS, then spark-defaults.conf), its configuration read
     back. The builder's settings win over those, so the executor defaults are added only after."""
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf, SparkContext  # lazy: pyspark
 
     launch = SparkConf()
     for k, v in builder_conf.items():
@@ -204,7 +204,7 @@ def spark_session(
 ) -> Iterator[Any]:
     """A SparkSession for one command; an already active session (a test's) is reused and not stopped."""
     require_spark()
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # lazy: pyspark
 
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -276,7 +276,7 @@ def choose_engine(
         return "spark", f"--master {url}"
     cores = local_cores(url or DEFAULT_MASTER)
     if walker is None:
-        from mqctl.store import walker as walker_mod
+        from mqctl.store import walker as walker_mod  # lazy: numpy
 
         walker = walker_mod.IMPL
     local_s = nbytes / LOCAL_RATES[walker][command]
@@ -331,6 +331,7 @@ def progress(
     if not enabled or total_bytes <= 0:
         yield
         return
+    # lazy: rich
     from rich.console import Console
     from rich.progress import (
         BarColumn,

@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from mqctl.errors import MqctlError, StoreError
-from mqctl.store.epochfile import LONG_MAX, EpochEntry, find_consistent_point
+from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE
+from mqctl.store.epochfile import LONG_MAX, EpochEntry, find_consistent_point, read_epoch_file
+from mqctl.store.identity import read_identity
 
 __all__ = [
     "EXIT_CANNOT_DECIDE",
@@ -176,9 +178,7 @@ class _Local:
 
 def _read_local(store: Path) -> _Local:
     """brokerIdentity, the epoch file (.bak fallback, CRC checked) and the commitlog's file list."""
-    from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog
-    from mqctl.store.epochfile import read_epoch_file
-    from mqctl.store.identity import read_identity
+    from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog  # lazy: start-up
 
     if not store.is_dir():
         raise StoreError(f"{store}: no such store directory")
@@ -200,7 +200,7 @@ def _read_local(store: Path) -> _Local:
 def _record_at(log: Any, offset: int) -> tuple[bool, int]:
     """Whether a whole, valid record starts at `offset` (RocketMQ's blank end-of-file marker there: the
     next file's first record); and the bytes read to tell."""
-    from mqctl.store.commitlog import BLANK_MAGIC, RecordError, decode_record
+    from mqctl.store.commitlog import BLANK_MAGIC, RecordError, decode_record  # lazy: start-up
 
     read = 0
     for _ in range(2):
@@ -247,7 +247,6 @@ def salvage_name(cluster: str, broker: str, broker_id: int | None, point: int, e
 def content_digest(root: Path) -> str:
     """The salvage's digest (summary.json `digest`): its files but summary.json and guard.json, as
     `tree_digest` computed it before they were written."""
-    from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE
 
     h = hashlib.sha256()
     for p in sorted(q for q in root.rglob("*") if q.is_file()):
@@ -263,7 +262,6 @@ def content_digest(root: Path) -> str:
 def verify_salvage(root: Path) -> dict[str, Any]:
     """summary.json and guard.json of a guard's salvage whose files match its digest; StoreError
     naming what is wrong otherwise."""
-    from mqctl.pipeline.output import SUMMARY_FILE
 
     try:
         summary = json.loads((root / SUMMARY_FILE).read_text())
@@ -314,6 +312,7 @@ def _salvage_tail(
     """The store's records from `point` to the end of its files, as `recover salvage` writes them
     (one broker set, this replica, nothing to compare against: the new master is elsewhere), into
     out/name, via out/.guard-tmp-name-PID, fsynced, renamed."""
+    # lazy: start-up
     from mqctl.pipeline.engine import require_local
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
     from mqctl.pipeline.salvage import SalvageInput, run_salvage
@@ -538,7 +537,7 @@ def _decide(
         res.reason = f"no record at or past the consistent point {point}: nothing to lose"
         return
     # bytes would be lost: the store's max offset, as RocketMQ's recovery finds it
-    from mqctl.recover.inspect import inspect_store
+    from mqctl.recover.inspect import inspect_store  # lazy: start-up
 
     try:
         rep = inspect_store(root)

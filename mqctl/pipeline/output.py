@@ -89,7 +89,7 @@ class PartWriter:
     ) -> None:
         """`plain`: columns not dictionary-encoded (values mostly distinct: trying costs CPU for nothing);
         `no_statistics`: columns without min/max (bodies)."""
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # lazy: pyarrow
 
         path.parent.mkdir(parents=True, exist_ok=True)
         self.schema, self.size_column = schema, size_column
@@ -106,7 +106,7 @@ class PartWriter:
         self.rows = 0
 
     def write(self, batch: Any) -> None:
-        import numpy as np
+        import numpy as np  # lazy: numpy
 
         batch = _conform(batch, self.schema)
         sizes = (
@@ -122,7 +122,7 @@ class PartWriter:
                 self._flush()
 
     def _flush(self) -> None:
-        import pyarrow as pa
+        import pyarrow as pa  # lazy: pyarrow
 
         if self._rows:
             # one contiguous chunk per column: Parquet pages break at chunk boundaries too (a batch cut
@@ -143,7 +143,7 @@ def row_groups(sizes: Any, rows: int = 0, nbytes: int = 0) -> list[tuple[int, in
     """[i, j) spans of rows with record sizes `sizes` that end where PartWriter ends its row groups
     (after ROW_GROUP_ROWS rows, or at the row that reaches ROW_GROUP_BYTES), the first one continuing a
     row group that has `rows` rows and `nbytes` bytes already; the last span may end short of one."""
-    import numpy as np
+    import numpy as np  # lazy: numpy
 
     cum = np.cumsum(sizes, dtype=np.int64)
     out, i, n = [], 0, len(cum)
@@ -159,7 +159,7 @@ def row_groups(sizes: Any, rows: int = 0, nbytes: int = 0) -> list[tuple[int, in
 def _conform(batch: Any, schema: Any) -> Any:
     """The batch with exactly `schema`'s types and nullability (Spark's Arrow batches name map fields
     and flag nullability its own way)."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: pyarrow
 
     if batch.schema.equals(schema):
         return batch

@@ -15,6 +15,7 @@ could be sent again; one without UNIQ_KEY cannot be looked up and is reported fa
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mqctl.errors import MqctlError, StoreError, UnreachableError, UsageError
+from mqctl.remoting.namesrv import cluster_info
 
 __all__ = ["CHECKPOINT", "ReplayOptions", "load_salvage", "replay"]
 
@@ -99,7 +101,7 @@ class SetReport:
 def load_salvage(root: Path) -> tuple[dict[str, Any], list[tuple[str, str, list[Path]]]]:
     """summary.json (checked against the files' digest) and, per broker set, its part files in order.
     StoreError (exit 4) when it is not a salvage, or is cut or corrupt."""
-    from mqctl.pipeline.guard import content_digest
+    from mqctl.pipeline.guard import content_digest  # lazy: start-up
 
     if not root.is_dir():
         raise StoreError(f"{root}: no such salvage directory")
@@ -126,7 +128,7 @@ def load_salvage(root: Path) -> tuple[dict[str, Any], list[tuple[str, str, list[
 
 
 def _rows(parts: list[Path]) -> Iterator[list[dict[str, Any]]]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: pyarrow
 
     for part in parts:
         try:
@@ -178,8 +180,10 @@ class Checkpoint:
 
 def connector(opts: ReplayOptions) -> tuple[Callable[[str], Any], Callable[[], None]]:
     """(connect(address), close()): one RemotingConnection per address, with the options' TLS and ACL."""
+    # lazy: start-up
+    from mqctl.auth import client_context
+    from mqctl.remoting.acl import AclCredentials
     from mqctl.remoting.client import RemotingConnection
-    from mqctl.remoting.security import AclCredentials, client_context
 
     tls = (
         client_context(opts.tls_ca, opts.tls_cert, opts.tls_key)
@@ -265,7 +269,6 @@ def _on_spark(
     failures: list[dict[str, Any]],
     missing: dict[tuple[str, str], dict[str, Any]],
 ) -> MqctlError | None:
-    import functools
 
     parts = [(c, b, str(p)) for c, b, ps in sets for p in ps]
     tasks = [(c, b, p, i) for i, (c, b, p) in enumerate(parts)]
@@ -363,11 +366,11 @@ class _SetReplay:
     # where to
 
     def _target(self) -> Any:
-        from mqctl.remoting.client import RemotingError
+        from mqctl.remoting.client import RemotingError  # lazy: start-up
 
         o, b = self.opts, self.rep.broker_name
         if o.broker_addr:
-            from mqctl.remoting import headers
+            from mqctl.remoting import headers  # lazy: start-up
 
             conn = self._conn(o.broker_addr)
             try:
@@ -403,7 +406,7 @@ class _SetReplay:
         return self._conn(masters[0])
 
     def _conn(self, address: str) -> Any:
-        from mqctl.remoting.client import RemotingError
+        from mqctl.remoting.client import RemotingError  # lazy: start-up
 
         try:
             return self.connect(address)
@@ -411,7 +414,6 @@ class _SetReplay:
             raise UnreachableError(str(exc)) from None
 
     def _cluster_info(self) -> Any:
-        from mqctl.remoting.namesrv import cluster_info
 
         assert self.opts.namesrv
         return cluster_info(";".join(self.opts.namesrv), self.opts.timeout, connect=self._conn)
@@ -431,6 +433,7 @@ class _SetReplay:
         return st
 
     def _route(self, topic: str) -> tuple[int, str | None]:
+        # lazy: start-up
         from mqctl.remoting import producer as P
         from mqctl.remoting.client import RemotingError
 
@@ -546,6 +549,7 @@ class _SetReplay:
     ) -> list[tuple[dict[str, Any], int]]:
         """Those whose UNIQ_KEY the master's index does not have (QUERY_MESSAGE, the batch's lookups
         in one write)."""
+        # lazy: start-up
         from mqctl.remoting import producer as P
         from mqctl.remoting.client import RemotingError
 
@@ -591,7 +595,7 @@ class _SetReplay:
         """SEND_MESSAGE_V2 for each, a window at a time in one write (one at a time with --rate), the
         next window sent before the answers of the previous are read; the busy ones again after a
         backoff."""
-        from mqctl.remoting.client import RemotingError
+        from mqctl.remoting.client import RemotingError  # lazy: start-up
 
         o = self.opts
         lines: list[str] = []
@@ -632,6 +636,7 @@ class _SetReplay:
             self.ck.write(lines)
 
     def _request(self, r: dict[str, Any], nq: int) -> tuple[int, dict[str, str], bytes]:
+        # lazy: start-up
         from mqctl.remoting import producer as P
         from mqctl.store.commitlog import decode_properties
 
@@ -659,7 +664,7 @@ class _SetReplay:
         lines: list[str],
         retry: list[tuple[dict[str, Any], int, int]],
     ) -> None:
-        from mqctl.remoting import producer as P
+        from mqctl.remoting import producer as P  # lazy: start-up
 
         r, nq, tries, p = item
         ans = conn.answer(p, timeout=self.opts.timeout)

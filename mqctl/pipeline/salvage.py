@@ -24,12 +24,22 @@ import json
 import os
 import shutil
 import urllib.parse
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE, check_out_dir, install_output, tree_digest
+from mqctl.pipeline.output import (
+    HIDDEN,
+    SUMMARY_FILE,
+    PartWriter,
+    check_out_dir,
+    install_output,
+    row_groups,
+    tree_digest,
+)
 from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE, ByteRange, store_ranges
 
 if TYPE_CHECKING:
@@ -77,6 +87,7 @@ def prepare(
     stores: list[str], *, range_size: int = DEFAULT_RANGE_SIZE, full_source: bool = False
 ) -> SalvageInput:
     """Inspect the stores, make the plan, cut the byte ranges (driver side, no Spark)."""
+    # lazy: start-up
     from mqctl.recover.inspect import inspect_store
     from mqctl.recover.plan import make_plan
 
@@ -161,7 +172,7 @@ def run_salvage(
     """Run the job on Spark (`spark`, a session) or in this process (`spark` None, the local engine);
     write DIR unless dry_run (or out is None). Returns summary.json's document; both engines write the
     same files."""
-    from mqctl.pipeline.engine import progress
+    from mqctl.pipeline.engine import progress  # lazy: start-up
 
     outp = None if out is None else Path(out).absolute()
     writing = outp is not None and not dry_run
@@ -202,7 +213,7 @@ def run_salvage(
 def _schema_doc() -> dict[str, Any]:
     """schema.json: the columns of the message rows (name, Arrow type, nullable), to read an empty
     result or check a reader against."""
-    from mqctl.pipeline.tasks import output_schema
+    from mqctl.pipeline.tasks import output_schema  # lazy: numpy
 
     return {
         "fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in output_schema()]
@@ -260,12 +271,13 @@ def write_groups(
     and topic the messages kept, per replica the candidates the source has. `threads`: parts written at
     once (the local engine: one per core; the walker, Arrow and Parquet's writer release the GIL; a
     Spark task writes its part alone, Spark runs a task per core)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy
+
+    # lazy: pyarrow
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from mqctl.pipeline.output import PartWriter, row_groups
-    from mqctl.pipeline.tasks import give_back_memory, kept_rows, message_batch, output_schema
+    from mqctl.pipeline.tasks import give_back_memory, kept_rows, message_batch, output_schema  # lazy: numpy
 
     g = groups.column("gSet").to_numpy()
     on = g < 0
@@ -318,9 +330,6 @@ def write_groups(
     if target is None:
         return out
 
-    from collections import deque
-    from concurrent.futures import Future, ThreadPoolExecutor
-
     pool = ThreadPoolExecutor(threads) if threads > 1 else None
     try:
         for key, (i, j) in zip(keys, spans, strict=True):
@@ -365,11 +374,13 @@ def write_groups(
 def _dedupe_groups(t: Any, src: dict[int, list[Any]]) -> Any:
     """The local engine's GROUP_COLUMNS grouping of the candidate rows `t` (what Spark's JVM does): the
     smallest ord and the count of each group; `src`: the source's keys per set."""
-    import numpy as np
+    import numpy as np  # lazy: numpy
+
+    # lazy: pyarrow
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from mqctl.pipeline.tasks import unpack_ord
+    from mqctl.pipeline.tasks import unpack_ord  # lazy: numpy
 
     sid, hi, lo, ords = (t.column(x).to_numpy() for x in ("setId", "keyHi", "keyLo", "ord"))
     on_src = np.zeros(sid.size, dtype=bool)
@@ -435,7 +446,7 @@ def _set_id(br: ByteRange) -> int:
 
 def _key16(pa: Any, hi: Any, lo: Any) -> Any:
     """(keyHi, keyLo) as one 16-byte value per row (what `is_in` compares)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy
 
     data = np.column_stack([np.asarray(hi, dtype=np.int64), np.asarray(lo, dtype=np.int64)])
     return pa.FixedSizeBinaryArray.from_buffers(
@@ -455,11 +466,10 @@ class _LocalJob(_Job):
         return self.nbytes, self.nmsgs
 
     def run(self, root: Path | None) -> tuple[list[dict[str, Any]], dict[int, tuple[int, list[Any]]]]:
-        from concurrent.futures import ThreadPoolExecutor
 
-        import pyarrow as pa
+        import pyarrow as pa  # lazy: pyarrow
 
-        from mqctl.pipeline.tasks import candidate_keys, candidate_schema, key_arrow
+        from mqctl.pipeline.tasks import candidate_keys, candidate_schema, key_arrow  # lazy: numpy
 
         src: dict[int, list[Any]] = {}
         chains, self.inp.chains = self.inp.chains, {}  # read once, then let go
@@ -537,11 +547,12 @@ class _SparkJob(_Job):
         self.spark.conf.set("spark.sql.shuffle.partitions", self.shuffle)
 
     def run(self, root: Path | None) -> tuple[list[dict[str, Any]], dict[int, tuple[int, list[Any]]]]:
+        # lazy: pyspark
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
 
-        from mqctl.pipeline.tasks import KEY_COLUMNS, ORD_OFFSET_BITS
+        from mqctl.pipeline.tasks import KEY_COLUMNS, ORD_OFFSET_BITS  # lazy: numpy
 
         msgs = self._candidates()
         kschema = T.StructType(
@@ -590,7 +601,7 @@ class _SparkJob(_Job):
         ranges, target = self.inp.candidates, None if root is None else str(root)
 
         def write(batches: Iterator[Any]) -> Iterator[Any]:
-            import pyarrow as pa
+            import pyarrow as pa  # lazy: pyarrow
 
             got = [b for b in batches if b.num_rows]
             if got:
@@ -611,7 +622,7 @@ class _SparkJob(_Job):
 
     def _partition_values(self, n: int) -> list[int]:
         """For each partition p < n a value that `repartition(n, col)` (Murmur3 hash mod n) sends to p."""
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # lazy: pyspark
 
         found: dict[int, int] = {}
         span = 64 * n
@@ -630,15 +641,15 @@ class _SparkJob(_Job):
         return self.spark.range(0, max(1, n), 1, max(1, n)).filter(f"id < {n}")
 
     def _groups(self, ranges: list[ByteRange]) -> list[list[int]]:
-        from mqctl.pipeline.engine import spark_cores, task_groups
+        from mqctl.pipeline.engine import spark_cores, task_groups  # lazy: start-up
 
         return task_groups([r.length for r in ranges], spark_cores(self.spark))
 
     def _candidates(self) -> Any:
         """Candidate rows of every range; its record count and problems go to `acc_ranges`."""
-        from pyspark.sql import types as T
+        from pyspark.sql import types as T  # lazy: pyspark
 
-        from mqctl.pipeline.tasks import CANDIDATE_FIELDS, candidate_keys, give_back_memory
+        from mqctl.pipeline.tasks import CANDIDATE_FIELDS, candidate_keys, give_back_memory  # lazy: numpy
 
         spark_t = {"int64": T.LongType(), "int32": T.IntegerType()}
         schema = T.StructType([T.StructField(n, spark_t[t], False) for n, t in CANDIDATE_FIELDS])
@@ -658,7 +669,7 @@ class _SparkJob(_Job):
         return self._ids(len(groups)).mapInArrow(parse, schema)
 
     def _keys(self, schema: Any) -> Any:
-        from mqctl.pipeline.tasks import key_arrow
+        from mqctl.pipeline.tasks import key_arrow  # lazy: numpy
 
         ranges, acc_b, chains = self.inp.keys, self.acc_bytes, self.chains
         groups = self._groups(ranges)
@@ -752,7 +763,7 @@ def _summary(
     problems: list[tuple[Any, ...]],
     digest: str | None,
 ) -> dict[str, Any]:
-    from mqctl.pipeline.tasks import PROBLEM_COLUMNS, skipped_bytes
+    from mqctl.pipeline.tasks import PROBLEM_COLUMNS, skipped_bytes  # lazy: numpy
 
     probs = sorted(
         (dict(zip(PROBLEM_COLUMNS, p, strict=True)) for p in problems),

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from mqctl import malloc
 from mqctl.pipeline.ranges import ByteRange
+from mqctl.store import walker
 from mqctl.store.commitlog import decode_properties
 from mqctl.store.walker import (
     BLOCK_RECORDS,
@@ -162,9 +164,7 @@ def give_back_memory(heap: bool = True) -> None:
     of freed memory at its heap's top (its trim threshold grows with the large blocks freed), which a
     Spark Python worker would otherwise hold through the next task. `heap=False`: Arrow's pool only;
     glibc's trim walks the whole heap (done per row group, 2.5 s of CPU in a 2 GiB salvage)."""
-    import pyarrow as pa
-
-    from mqctl import malloc
+    import pyarrow as pa  # lazy: pyarrow
 
     if heap:
         malloc.trim()
@@ -299,14 +299,14 @@ def _pa_type(pa: Any, name: str) -> Any:
 
 
 def candidate_schema() -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: pyarrow
 
     return pa.schema([pa.field(n, _pa_type(pa, t)) for n, t in CANDIDATE_FIELDS])
 
 
 def output_schema() -> Any:
     """The Arrow schema of the salvaged message rows (docs/pipeline.md), as written to Parquet."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: pyarrow
 
     return pa.schema([pa.field(n, _pa_type(pa, t), nullable) for n, t, nullable in OUTPUT_FIELDS])
 
@@ -333,7 +333,7 @@ def _hosts_arrow(pa: Any, codes: np.ndarray, names: list[str]) -> Any:
 def _message_keys(pa: Any, pr: ParsedRange) -> Any:
     """`message_key` of every record, with Arrow's string kernels (per record only when the properties
     of the range are not all UTF-8)."""
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # lazy: pyarrow
 
     assert pr.properties_blob is not None and pr.born_host_codes is not None
     try:
@@ -374,7 +374,6 @@ def key_hashes(keys: Any) -> tuple[np.ndarray, np.ndarray]:
     8 at a time, mixed into two lanes with different seeds. The dedupe compares these instead of the
     messageKey text; two different keys of a job share them with a probability of about n^2 / 2^129
     (2 million keys: 1 in 10^26)."""
-    from mqctl.store import walker
 
     n = len(keys)
     cw = walker._cw
@@ -429,7 +428,7 @@ def unpack_ord(ords: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def candidate_keys(br: ByteRange, known: Chain | None = None) -> tuple[Any, list[tuple[Any, ...]]]:
     """Pass 1 of salvage over one replica range: a CANDIDATE_FIELDS batch (one row per record, no body)
     and the problem rows of the range; `known`: the records of its file an earlier walk found."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: pyarrow
 
     his, los, ords, problems = [], [], [], []
     for pr in parse_task_blocks(br, extract=("properties", "hosts"), known=known):
@@ -452,7 +451,7 @@ def kept_rows(
     cut them into parts (partEpoch: the epoch or -1, partBucket: offset // part_bytes) and bodyBytes.
     Each record's topic, queue, size and body length are read back at its position (no walk, no body);
     `ranges`: the job's candidate ranges, which say the file of each (set, rank, offset)."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: pyarrow
 
     n = ords.size
     rank, off, crc_ok = unpack_ord(ords)
@@ -528,7 +527,7 @@ def kept_rows(
 
 def key_arrow(br: ByteRange, known: Chain | None = None) -> Any:
     """The message keys the source keeps in one range (KEY_COLUMNS: its set, the key's 128 bits)."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: pyarrow
 
     his, los = [], []
     for pr in parse_task_blocks(br, check_crc=False, extract=("properties", "hosts"), known=known):
@@ -555,7 +554,7 @@ def _properties(pa: Any, raw: Any) -> dict[str, Any] | None:
     """The properties map and UNIQ_KEY / KEYS / TAGS of every record at once with Arrow's string kernels
     (`decode_properties`' rules: entries split on \\x02, key and value on the first \\x01); None when a
     record is not UTF-8 or repeats a key (then `_properties_py`)."""
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # lazy: pyarrow
 
     n = len(raw)
     try:
@@ -612,6 +611,7 @@ def message_batch(kept: Any, ranges: Sequence[ByteRange]) -> Any:
     their order, read back from the commitlog files at their positions (one read per run of rows in
     the same file; reordered only when a file's rows are not in one run); `ranges` are the job's
     candidate ranges (what a row's rangeId points at)."""
+    # lazy: pyarrow
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -19,7 +19,7 @@ __all__ = ["write_db"]
 def write_db(
     path: str | os.PathLike[str], reports: Sequence[StoreReport], plan: dict[str, Any]
 ) -> dict[str, int]:
-    import sqlite_utils
+    import sqlite_utils  # lazy: sqlite_utils
 
     db = sqlite_utils.Database(os.fspath(path))
     stores = []

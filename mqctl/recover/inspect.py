@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mqctl.errors import MqctlError, StoreError
+from mqctl.errors import MqctlError, NotFoundError, StoreError
 from mqctl.store import abort as abort_mod
 from mqctl.store.checkpoint import StoreCheckpoint, read_checkpoint
 from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, ScanResult
@@ -319,7 +319,6 @@ def stores_beneath(root: str | os.PathLike[str], depth: int = 2, limit: int = 20
 def no_store_error(results: list[StoreReport | StoreFailure]) -> MqctlError | None:
     """A NotFoundError (exit 5) for the paths that exist but hold no store, each with where stores
     were found beneath it; None when every path held a store."""
-    from mqctl.errors import NotFoundError
 
     lines = []
     for r in results:

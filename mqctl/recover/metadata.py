@@ -9,13 +9,14 @@ what to copy from one to another: never removing anything, never moving an offse
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mqctl.store import metadata as md
-from mqctl.store.identity import BrokerIdentity
+from mqctl.store.identity import BrokerIdentity, read_identity
 
 __all__ = [
     "WHAT",
@@ -66,7 +67,6 @@ class StoreFiles:
 
 
 def read_store_files(store: str) -> StoreFiles:
-    from mqctl.store.identity import read_identity
 
     return StoreFiles(
         read_identity(store),
@@ -131,7 +131,6 @@ def _entries(kind: str, tables: Sequence[tuple[str, Mapping[str, _Config]]]) -> 
 
 
 def _hashable(v: Any) -> Any:
-    import json
 
     return json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else v
 

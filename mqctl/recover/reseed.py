@@ -20,7 +20,7 @@ from mqctl.recover.inspect import NO_STORE, StoreReport
 
 def reseed_plan(reports: Sequence[StoreReport], group_id: str, group: str = "mqctl") -> dict[str, Any]:
     """-> {"brokerSets": [...], "unmatched": [...], "conflicts": [...], "state": ControllerState dict}."""
-    from mqctl.controller import core
+    from mqctl.controller import core  # lazy: start-up
 
     unmatched: list[dict[str, Any]] = []
     conflicts: list[str] = []

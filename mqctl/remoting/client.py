@@ -19,7 +19,7 @@ the one-way requests a controller sends (NOTIFY_BROKER_ROLE_CHANGED, 1008).
 TLS (RocketMQ's ``tls.enable``: TLS on the remoting port itself) and ACL signing (RocketMQ's
 AclClientRPCHook: AccessKey and Signature in every request) are off unless asked for:
 ``tls_ca``/``tls_cert``/``tls_key`` (or ``tls=True``), ``access_key``/``secret_key``
-(mqctl.remoting.security, docs/remoting.md#tls-and-acl).
+(mqctl.auth and mqctl.remoting.acl, docs/remoting.md#tls-and-acl).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mqctl import methods
-from mqctl.address import parse_address
+from mqctl.address import is_raft_port, parse_address, raft_port_error
 from mqctl.api import (
     BACKOFF_INITIAL,
     BACKOFF_MAX,
@@ -48,10 +48,11 @@ from mqctl.api import (
     RoleChange,
     parse_addresses,
 )
+from mqctl.auth import client_context
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.remoting import codec, headers
+from mqctl.remoting.acl import AclCredentials
 from mqctl.remoting.codec import FLAG_ONEWAY, FrameError, RemotingCommand
-from mqctl.remoting.security import AclCredentials, client_context
 from mqctl.store.epochfile import EpochCacheView
 
 log = logging.getLogger("mqctl.remoting.client")
@@ -189,7 +190,7 @@ class RemotingConnection:
     """One TCP connection: requests matched to responses by opaque; a reader thread collects
     responses and the server's own requests (``incoming``, e.g. 1008 notifications).
 
-    ``tls``: an ssl.SSLContext to speak TLS with (security.client_context; the server name checked
+    ``tls``: an ssl.SSLContext to speak TLS with (mqctl.auth.client_context; the server name checked
     is the address's host, or ``server_hostname``). ``acl``: sign every request as RocketMQ's
     AclClientRPCHook does."""
 
@@ -368,7 +369,6 @@ class RemotingConnection:
     def _not_a_raft_port(self) -> None:
         """UsageError at once when the server that closed this connection is a Raft port (asked once
         per address, mqctl.address.is_raft_port), instead of retrying for the whole --timeout."""
-        from mqctl.address import is_raft_port, raft_port_error
 
         if is_raft_port(self.address):
             raise raft_port_error(self.address)

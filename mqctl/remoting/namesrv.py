@@ -78,6 +78,7 @@ def cluster_info(
     ``connect``: the connection to use for an address (a RemotingControllerClient's ``connection``,
     with its TLS and ACL settings, as mqadmin's one client config serves the name server too; the
     caller closes it); by default a plain connection, closed after the call."""
+    # lazy: start-up
     from mqctl.api import parse_addresses
     from mqctl.remoting import codec, headers
     from mqctl.remoting.client import RemotingConnection, RemotingError

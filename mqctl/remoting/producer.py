@@ -105,7 +105,7 @@ def query_uniq_header(topic: str, uniq_key: str, max_num: int = 32) -> dict[str,
 def stored_uniq_keys(body: bytes) -> set[str]:
     """The UNIQ_KEY of each stored record in a QUERY_MESSAGE answer (the records as in the commitlog,
     one after the other; the index may answer other keys with the same hash)."""
-    from mqctl.store.commitlog import RecordError, decode_properties, decode_record
+    from mqctl.store.commitlog import RecordError, decode_properties, decode_record  # lazy: start-up
 
     out: set[str] = set()
     pos = 0

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hmac
 import itertools
 import logging
 import os
@@ -38,6 +37,7 @@ from typing import Any
 
 from mqctl import methods
 from mqctl.address import parse_address
+from mqctl.auth import token_matches
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.peerlimits import PeerLog, PeerSlots, peer_address
 from mqctl.remoting import codec, headers
@@ -71,7 +71,7 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     """uvloop where it is installed (a dependency on Linux): its transports cost a heartbeat about
     half of asyncio's in CPU (bench/bench_scale.py); asyncio's loop otherwise."""
     try:
-        import uvloop
+        import uvloop  # lazy: optional uvloop
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
@@ -319,7 +319,7 @@ class RemotingServer:
     def start(self, tls: ssl.SSLContext | None = None, tls_mode: str = "enforcing") -> RemotingServer:
         """Bind and serve; UsageError with one line when the address cannot be used.
 
-        ``tls`` (a server ssl.SSLContext, mqctl.remoting.security.server_context) with ``tls_mode``
+        ``tls`` (a server ssl.SSLContext, mqctl.auth.server_context) with ``tls_mode``
         as RocketMQ's tls.server.mode: "enforcing" (TLS only), "permissive" (TLS or plaintext,
         decided by a connection's first byte, as NettyRemotingServer's TlsModeHandler does) or
         "disabled" (plaintext; also what no ``tls`` means)."""
@@ -532,7 +532,7 @@ class RemotingServer:
         if not self._token:
             return True
         got = (cmd.ext_fields or {}).get(headers.TOKEN_KEY, "")
-        return hmac.compare_digest(got.encode(), self._token.encode())
+        return token_matches(got, self._token)
 
     def _call(self, method: str, request: dict[str, Any]) -> dict[str, Any]:
         """NodeAPI.call/metadata, with the gRPC door's translation of failures."""

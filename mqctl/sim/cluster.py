@@ -296,8 +296,8 @@ class Simulation:
     def start(self, ready_timeout: float = 60.0) -> Simulation:
         """Controllers (unless given), every agent, the observers; returns when each set has a master
         followed by every replica with a full SyncStateSet."""
-        from mqctl.client import ControllerClient
-        from mqctl.localgroup import LocalCluster
+        from mqctl.client import ControllerClient  # lazy: grpc, protobuf
+        from mqctl.localgroup import LocalCluster  # lazy: start-up
 
         s = self.settings
         if s.base_dir:
@@ -766,7 +766,7 @@ class Simulation:
 
     def controllers(self) -> list[ControllerView]:
         if self.cluster is None:
-            from mqctl.client import parse_addresses
+            from mqctl.client import parse_addresses  # lazy: grpc, protobuf
 
             return [
                 ControllerView(a, a, True, a == (self.client.leader if self.client else None))
@@ -841,7 +841,7 @@ class Simulation:
         return LogView(r.name, st.max_offset, records, st.epochs)
 
     def state_hashes(self) -> dict[str, str]:
-        from mqctl.client import parse_addresses
+        from mqctl.client import parse_addresses  # lazy: grpc, protobuf
 
         assert self.client is not None
         out: dict[str, str] = {}

@@ -22,6 +22,7 @@ import asyncio
 import json
 import os
 import re
+import resource
 import struct
 import sys
 import threading
@@ -147,7 +148,6 @@ async def listen(count: int) -> tuple[list[str], dict[int, float]]:
     """One listening socket on 127.0.0.1 per broker, as a real broker has (its registered address),
     when the file limit allows (raised as far as needed); else addresses nobody listens at, whose
     1008s fail as they would for dead brokers."""
-    import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = count + 1024
@@ -385,7 +385,7 @@ def main(argv: list[str]) -> None:
     cluster = argv[3] if len(argv) > 3 else "FleetCluster"
     lease_ms = int(argv[4]) if len(argv) > 4 else 10_000
     try:
-        import uvloop
+        import uvloop  # lazy: optional uvloop
 
         uvloop.install()
     except ImportError:

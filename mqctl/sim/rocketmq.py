@@ -13,9 +13,12 @@ Also the one place of the JVM options and broker.conf keys that tests/e2e use fo
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import time
 import zipfile
@@ -238,7 +241,7 @@ _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 
 
 def _unshare(flags: int) -> None:
-    import ctypes
+    import ctypes  # lazy: start-up
 
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(flags) != 0:
@@ -251,9 +254,6 @@ def enter_private_network() -> str:
     only interface is loopback, and bring that up; every process it starts afterwards is in it too. As root
     a plain network namespace, otherwise one inside a new user namespace (the same uid and gid). Returns
     how; OSError when neither is allowed."""
-    import fcntl
-    import socket
-    import struct
 
     try:
         _unshare(CLONE_NEWNET)
@@ -295,7 +295,7 @@ class RocketMQSet:
     version: str = ""  # RocketMQ's, once compile_driver ran
 
     def __post_init__(self) -> None:
-        from mqctl.localgroup import free_port
+        from mqctl.localgroup import free_port  # lazy: start-up
 
         self.logs = self.work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -415,8 +415,8 @@ class RocketMQSet:
         return self.version
 
     def start_controllers(self) -> str:
-        from mqctl.client import ControllerClient
-        from mqctl.localgroup import LocalCluster
+        from mqctl.client import ControllerClient  # lazy: grpc, protobuf
+        from mqctl.localgroup import LocalCluster  # lazy: start-up
 
         self.cluster = LocalCluster(
             str(self.work / "controllers"),
@@ -555,7 +555,7 @@ class RocketMQSet:
 
 def records(store: Path) -> list[tuple[str, int]]:
     """(KEYS, commitlog offset) of every demo message in a store, read by mqctl.store."""
-    from mqctl.store.commitlog import CommitLog
+    from mqctl.store.commitlog import CommitLog  # lazy: start-up
 
     log = CommitLog(store / "commitlog")
     return [
@@ -567,7 +567,7 @@ def records(store: Path) -> list[tuple[str, int]]:
 
 def log_end(store: Path) -> int:
     """Where the last record of a store's commitlog ends (0 when empty)."""
-    from mqctl.store.commitlog import CommitLog
+    from mqctl.store.commitlog import CommitLog  # lazy: start-up
 
     end = 0
     for r in CommitLog(store / "commitlog").iter_records(strict=False):
@@ -588,6 +588,7 @@ def _wait(what: str, fn: Callable[[], T | None], timeout: float, interval: float
 def run_rocketmq_demo(rs: RocketMQSet, say: Callable[[str], None], pace: float = 1.0) -> DemoResult:
     """The demo's six steps (mqctl.sim.demo's story) on real RocketMQ processes, not started yet (the
     driver compiled)."""
+    # lazy: start-up
     from mqctl.sim.cluster import Report
     from mqctl.sim.demo import VERDICT_FAILED, VERDICT_OK, DemoResult
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mqctl.store.abort import write_abort
 from mqctl.store.checkpoint import StoreCheckpoint, write_checkpoint
-from mqctl.store.commitlog import COMMITLOG_DIR, CommitLogWriter, Message, encode_record
+from mqctl.store.commitlog import COMMITLOG_DIR, CommitLog, CommitLogWriter, Message, encode_record
 from mqctl.store.epochfile import EpochEntry, write_epoch_file
 from mqctl.store.identity import BrokerIdentity, write_identity
 from mqctl.store.signature import Signature, derive_initial, make_final, write_signature
@@ -105,7 +105,6 @@ def build_store(
             fill_to(w, epoch, min(end, max_offset), record_size=record_size)
         if not history and max_offset:
             fill_to(w, 0, max_offset, record_size=record_size)
-    from mqctl.store.commitlog import CommitLog
 
     last_ts = CommitLog(rootp / COMMITLOG_DIR, file_size).scan().last_store_timestamp if max_offset else 0
     write_checkpoint(

@@ -22,6 +22,7 @@ import re
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -387,9 +388,9 @@ def scan_buffer(
     Pure; never raises for bad data, the reason is in the result. keep_chain (start 0): the valid
     records' positions, for a later walk of the same file to reuse; known (start 0): such a chain,
     found earlier (`scan_chains`): the walk goes on from its end."""
-    import numpy as np
+    import numpy as np  # lazy: numpy
 
-    from mqctl.store.walker import Chain, parse_byte_range
+    from mqctl.store.walker import Chain, parse_byte_range  # lazy: numpy
 
     head = None
     if known is not None and start == 0 and (known.crc_checked or not check_crc):
@@ -423,7 +424,7 @@ def _scan_piece(job: tuple[str, int, int, int, bool]) -> tuple[Any, int, int]:
     """A worker's share of `scan_chains`: the valid records whose first byte lies in [start, end) of one
     file (resynchronised on the first record boundary unless start is 0), where the walk stopped, and
     the position of the first record with a bad layout or BODYCRC (-1: none)."""
-    from mqctl.store.walker import parse_byte_range
+    from mqctl.store.walker import parse_byte_range  # lazy: numpy
 
     path, file_start, start, end, check_crc = job
     with open(path, "rb") as fh:
@@ -451,12 +452,11 @@ def scan_chains(
     `piece` bytes at once (`scan_buffer(known=...)` then goes on where they stop, so the result is the
     sequential walk's): a piece's records count only if the first of them is where the previous piece's
     walk ended; the chain of a file stops at its first damage or mismatch."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing  # lazy: start-up
 
-    import numpy as np
+    import numpy as np  # lazy: numpy
 
-    from mqctl.store.walker import Chain
+    from mqctl.store.walker import Chain  # lazy: numpy
 
     jobs = [
         (str(lf.path), lf.start, s, min(s + piece, lf.size), check_crc)
@@ -757,7 +757,7 @@ class CommitLog:
         """Records from `start` (a record boundary; default the first), walked a few MiB at a time. With
         strict, a corrupt record raises StoreError naming the file and offset; otherwise iteration just
         ends there."""
-        from mqctl.store.walker import parse_byte_range
+        from mqctl.store.walker import parse_byte_range  # lazy: numpy
 
         pos_abs = self.min_offset if start is None else start
         i = self.file_for(pos_abs)
@@ -826,7 +826,7 @@ class CommitLog:
         mm = _open_map(lf)
         if mm is None:
             return lf.start, None
-        from mqctl.store.walker import parse_byte_range
+        from mqctl.store.walker import parse_byte_range  # lazy: numpy
 
         try:
             pr = parse_byte_range(

@@ -89,7 +89,7 @@ Buf = bytes | bytearray | memoryview | mmap.mmap
 
 def _crc32_impl() -> Callable[[Any], int]:
     try:
-        from zlib_ng import zlib_ng
+        from zlib_ng import zlib_ng  # lazy: optional zlib_ng
     except ImportError:
         return zlib.crc32
     fast: Callable[[Any], int] = zlib_ng.crc32  # typed here whether or not zlib-ng ships its types

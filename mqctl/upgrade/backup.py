@@ -28,6 +28,7 @@ from typing import Any
 
 from mqctl.errors import StoreError, UsageError
 from mqctl.store._util import fsync_dir
+from mqctl.store.abort import hold_lock
 
 MANIFEST = "manifest.json"
 DATA_DIR = "data"
@@ -162,7 +163,6 @@ def _flock(path: Path) -> Iterator[None]:
 def guard(roots: list[str], kinds: list[str]) -> Iterator[None]:
     """Hold the lock of every root for the duration of a change (a broker or an mqctl node that
     starts meanwhile is refused by its own lock)."""
-    from mqctl.store.abort import hold_lock
 
     with ExitStack() as stack:
         for path, kind in zip(roots, kinds, strict=True):

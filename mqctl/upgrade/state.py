@@ -194,7 +194,7 @@ def gather(
     """Read every store and, with `addresses`, ask the controller. Writes nothing."""
 
     def default_factory(a: str) -> ControllerClient:
-        from mqctl.client import ControllerClient
+        from mqctl.client import ControllerClient  # lazy: grpc, protobuf
 
         return ControllerClient(a, timeout=5.0)
 

@@ -105,7 +105,7 @@ def _add_processes(usage: Usage, root: str) -> None:
 
 def store_usage(store: str | os.PathLike[str]) -> Usage:
     """A broker store: `<store>/lock` held, or a process with a store file open."""
-    from mqctl.store.abort import is_locked
+    from mqctl.store.abort import is_locked  # lazy: start-up
 
     usage = Usage(os.fspath(store))
     if not Path(store).is_dir():
@@ -120,7 +120,7 @@ def store_usage(store: str | os.PathLike[str]) -> Usage:
 def _abort_pid(usage: Usage, store: Path) -> None:
     """`abort` holds the PID of the broker that last started; alive now it may be that broker, or a
     reused PID (no lock, no open file: a note, not a refusal)."""
-    from mqctl.store.abort import read_abort
+    from mqctl.store.abort import read_abort  # lazy: start-up
 
     text = read_abort(store)
     if not text or not text.isdigit() or usage.running:
@@ -136,7 +136,7 @@ def _abort_pid(usage: Usage, store: Path) -> None:
 def controller_dir_usage(data_dir: str | os.PathLike[str]) -> Usage:
     """A controller data directory: mqctl's `LOCK` held, or a process with a file in it open or
     mapped (a RocketMQ DLedger controller maps its data and index files)."""
-    from mqctl.controller.datadir import is_locked
+    from mqctl.controller.datadir import is_locked  # lazy: the raft fork
 
     usage = Usage(os.fspath(data_dir))
     if not Path(data_dir).is_dir():

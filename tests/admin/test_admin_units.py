@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import filecmp
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
 
 from mqctl.admin.elect import ElectAnswer, controller_answer, elect_plan, truncate_bytes
 from mqctl.admin.output import to_json, to_yaml
@@ -287,30 +281,6 @@ def test_epoch_cache_answer_round_trip() -> None:
     )
     refused = EpochCacheView.from_answer(EpochCacheView(error="broker stopped").answer(), "127.0.0.1:10911")
     assert refused.error == "127.0.0.1:10911: code 1: broker stopped"
-
-
-def test_generated_broker_grpc_code_is_up_to_date(tmp_path) -> None:
-    pytest.importorskip("grpc_tools")
-    work = tmp_path / "gen"
-    (work / "mqctl" / "v1").mkdir(parents=True)
-    shutil.copy(ROOT / "mqctl/v1/broker.proto", work / "mqctl/v1/broker.proto")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "grpc_tools.protoc",
-            "-I",
-            ".",
-            "--python_out=.",
-            "--pyi_out=.",
-            "--grpc_python_out=.",
-            "mqctl/v1/broker.proto",
-        ],
-        cwd=work,
-        check=True,
-    )
-    for name in ("broker_pb2.py", "broker_pb2.pyi", "broker_pb2_grpc.py"):
-        assert filecmp.cmp(work / "mqctl/v1" / name, ROOT / "mqctl/v1" / name, shallow=False), name
 
 
 def test_epoch_service_answers_a_broken_store_with_code_1(tmp_path) -> None:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from harness import run_cli
 
 from mqctl.admin.configcheck import RULES, parse_properties
 
@@ -15,16 +15,8 @@ CONFIGS = Path(__file__).resolve().parent / "configs"
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    """`mqctl ...` in-process; an MqctlError is its exit code and one stderr line, as mqctl.cli.main
-    makes it."""
-    from mqctl.cli import app
-    from mqctl.errors import MqctlError
-
-    res = CliRunner().invoke(app, list(args))
-    if isinstance(res.exception, MqctlError):
-        return res.exception.exit_code, res.stdout, f"mqctl: error: {res.exception}\n"
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return res.exit_code, res.stdout, res.stderr
+    r = run_cli(*args)
+    return r.code, r.out, r.err
 
 
 def findings(paths: list[Path]) -> tuple[int, list[dict]]:

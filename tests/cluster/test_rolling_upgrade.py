@@ -17,10 +17,11 @@ import subprocess
 import sys
 import tarfile
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
-from harness import Ledger, Writers
+from harness import Writers, register_set
 
 from mqctl.client import ControllerClient, ControllerError
 from mqctl.localgroup import LocalCluster, Node, metadata, wait_until
@@ -84,25 +85,6 @@ def old_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(python)
 
 
-def _register_set(client: ControllerClient, ledger: Ledger, writer: int, n: int) -> bool:
-    """A broker set of two brokers and its master; False at the first call not acknowledged."""
-    name = f"w{writer}-set{n}"
-    for bid in (1, 2):
-        address = f"127.0.0.1:{20000 + bid}"
-        if ledger.attempt(client.apply_broker_id, CLUSTER, name, bid, f"{address};{writer}") is None:
-            return False
-        ledger.ack(ledger.applied, (name, bid))
-        reg = ledger.attempt(client.register_broker, CLUSTER, name, bid, address)
-        if reg is None:
-            return False
-        ledger.ack(ledger.registered, (name, bid, reg.broker_epoch))
-    elected = ledger.attempt(client.elect_master, CLUSTER, name, 1)
-    if elected is None:
-        return False
-    ledger.ack(ledger.elected, (name, elected.master_epoch or 0, elected.master_broker_id or 0))
-    return True
-
-
 def _lead(cluster: LocalCluster, node: Node, load: Writers) -> None:
     """Hand the leadership to `node`: the writers pause, since pysyncobj hands it only to a node
     that has every entry of the leader's log."""
@@ -153,7 +135,7 @@ def test_rolling_upgrade_and_downgrade_under_load(tmp_path: Path, old_python: st
     old.python = old_python
     with cluster:
         cluster.start()
-        with Writers(cluster.addresses, _register_set) as load:
+        with Writers(cluster.addresses, partial(register_set, cluster_name=CLUSTER)) as load:
             _writes_while(load)
             # a 0.1 leader logs commands, which this release's nodes decide as 0.1 did
             _lead(cluster, old, load)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -31,11 +33,17 @@ def error_line(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def test_busy_grpc_port(tmp_path) -> None:
+@contextlib.contextmanager
+def busy_port() -> Iterator[int]:
+    """A port of 127.0.0.1 that a listener holds for the block."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
-        port = s.getsockname()[1]
+        yield s.getsockname()[1]
+
+
+def test_busy_grpc_port(tmp_path) -> None:
+    with busy_port() as port:
         proc = serve(
             "--listen",
             f"127.0.0.1:{port}",
@@ -52,22 +60,21 @@ def test_busy_grpc_port(tmp_path) -> None:
     assert [ln.split(":")[0] for ln in proc.stderr.splitlines()] == ["mqctl controller", "mqctl"], proc.stderr
 
 
-def test_busy_raft_port(tmp_path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        proc = serve(
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-            "--raft",
-            f"127.0.0.1:{port}",
-            "--data-dir",
-            str(tmp_path / "d"),
-        )
+@pytest.mark.parametrize(
+    "flag, value, what",
+    [
+        ("--raft", "127.0.0.1:{port}", "Raft"),
+        ("--remoting-port", "{port}", "RocketMQ remoting"),
+        ("--metrics-address", "127.0.0.1:{port}", "HTTP"),
+    ],
+)
+def test_a_busy_port_stops_serve_with_one_line(tmp_path, flag: str, value: str, what: str) -> None:
+    args = {"--listen": "127.0.0.1:{free}", "--raft": "127.0.0.1:{free}", flag: value}
+    with busy_port() as port:
+        argv = [x for k, v in args.items() for x in (k, v.format(port=port, free=free_port()))]
+        proc = serve(*argv, "--data-dir", str(tmp_path / "d"))
     assert proc.returncode == 2
-    expected = f"mqctl: error: cannot listen for Raft on 127.0.0.1:{port}: Address already in use"
-    assert error_line(proc) == expected
+    assert error_line(proc).startswith(f"mqctl: error: cannot listen for {what} on 127.0.0.1:{port}")
     assert not (tmp_path / "d").exists()
 
 
@@ -87,10 +94,7 @@ def test_a_start_that_fails_leaves_the_data_directory_as_it_found_it(tmp_path) -
     before = _tree(existing)
     assert "raft.journal" in before and "node.json" in before
     (tmp_path / "empty").mkdir()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
+    with busy_port() as port:
         busy = [
             ["--listen", f"127.0.0.1:{port}"],
             ["--listen", f"127.0.0.1:{free_port()}", "--remoting-port", str(port)],

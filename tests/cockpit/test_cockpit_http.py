@@ -15,7 +15,7 @@ from cockpit_fixtures import LEASE_ARGS, LEASE_MS, broker_set, cockpit_cluster, 
 from harness import TEST_CLUSTER, Beater
 
 from mqctl.client import ControllerClient
-from mqctl.localgroup import LocalCluster, free_port, wait_until
+from mqctl.localgroup import LocalCluster, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -210,34 +210,3 @@ def test_https_with_the_serve_certificate(tmp_path: Path) -> None:
         assert get(f"https://{address}/health", context=context)[0] == 200
     finally:
         cluster.stop()
-
-
-def test_a_busy_metrics_port_is_one_line(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mqctl",
-                "serve",
-                "--listen",
-                f"127.0.0.1:{free_port()}",
-                "--raft",
-                f"127.0.0.1:{free_port()}",
-                "--data-dir",
-                str(tmp_path / "d"),
-                "--metrics-address",
-                f"127.0.0.1:{port}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    assert out.returncode == 2
-    assert f"cannot listen for HTTP on 127.0.0.1:{port}" in out.stderr and "Traceback" not in out.stderr

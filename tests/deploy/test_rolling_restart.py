@@ -15,10 +15,11 @@ import signal
 import subprocess
 import sys
 import urllib.request
+from functools import partial
 from pathlib import Path
 
 import pytest
-from harness import Ledger, Writers
+from harness import Ledger, Writers, register_set
 
 from mqctl.client import ControllerClient
 from mqctl.localgroup import free_port, metadata, wait_until, watch_log
@@ -84,25 +85,6 @@ def ready(metrics: str) -> bool:
         return bool(answer.status == 200)
 
 
-def register_set(client: ControllerClient, ledger: Ledger, writer: int, n: int) -> bool:
-    """A broker set of two brokers and its master; False at the first call not acknowledged."""
-    name = f"w{writer}-set{n}"
-    for bid in (1, 2):
-        address = f"127.0.0.1:{20000 + bid}"
-        if ledger.attempt(client.apply_broker_id, CLUSTER, name, bid, f"{address};{writer}") is None:
-            return False
-        ledger.ack(ledger.applied, (name, bid))
-        reg = ledger.attempt(client.register_broker, CLUSTER, name, bid, address)
-        if reg is None:
-            return False
-        ledger.ack(ledger.registered, (name, bid, reg.broker_epoch))
-    elected = ledger.attempt(client.elect_master, CLUSTER, name, 1)
-    if elected is None:
-        return False
-    ledger.ack(ledger.elected, (name, elected.master_epoch or 0, elected.master_broker_id or 0))
-    return True
-
-
 def elections(nodes: list[DocNode]) -> list[tuple[int, str]]:
     return sorted({(int(m.group(1)), m.group(2)) for n in nodes for m in ELECTION.finditer(n.log())})
 
@@ -153,7 +135,7 @@ def test_rolling_restart_as_docs_deploy_md_says_hands_the_leadership_over(tmp_pa
         assert all(why != "a leadership transfer" for _, why in before), before
         ledger = Ledger()
         handovers = 0
-        with Writers(addresses, register_set, ledger=ledger) as load:
+        with Writers(addresses, partial(register_set, cluster_name=CLUSTER), ledger=ledger) as load:
             wait_until(lambda: len(ledger.elected) >= 5, 60, what="writes before the restart")
             for i, node in enumerate(nodes):
                 led = bool(metadata(grpc[i]).get("is_leader"))

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from harness import with_default_sigint
+from harness import descendants, still_alive, with_default_sigint
 from rocketmq_fixtures import LIB, require_rocketmq, rocksdb_jar
 
 MQCTL = [sys.executable, "-m", "mqctl"]
@@ -34,41 +34,6 @@ def installation(root: Path, rocksdb: bool = True) -> Path:
     if rocks is not None and rocksdb:
         (home / "lib" / rocks.name).symlink_to(rocks)
     return home
-
-
-def descendants(pid: int) -> set[int]:
-    kids: dict[int, list[int]] = {}
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(p.name))
-    out: set[int] = set()
-    todo = [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            if k not in out:
-                out.add(k)
-                todo.append(k)
-    return out
-
-
-def gone(pids: set[int], timeout: float = 15.0) -> set[int]:
-    """The pids still alive (not zombies) after up to `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = set()
-        for pid in pids:
-            try:
-                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-                    alive.add(pid)
-            except OSError:
-                pass
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.1)
 
 
 def run_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> list[str]:
@@ -127,7 +92,7 @@ def test_demo_with_real_rocketmq_brokers(tmp_path: Path) -> None:
     verdict = [ln for ln in out.splitlines() if "VERDICT: no acknowledged message was lost" in ln]
     assert len(verdict) == 1 and "read back by RocketMQ's consumer" in verdict[0], out
     assert "[FAILED]" not in out and "Traceback" not in out, out
-    assert not gone(started), "processes left behind"
+    assert not still_alive(started), "processes left behind"
     assert list(tmp.iterdir()) == [], "the run directory is removed"
 
 
@@ -150,7 +115,7 @@ def test_demo_with_rocketmq_ctrl_c_cleans_up(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, "".join(lines) + rest
-    assert not gone(started), "processes left behind"
+    assert not still_alive(started), "processes left behind"
     assert list(tmp.iterdir()) == [], "the run directory is removed"
 
 

@@ -9,9 +9,10 @@ import grpc
 import pytest
 from grpc_fixtures import CoreNode
 
+from mqctl.auth import TlsConfig
 from mqctl.client import ControllerClient
 from mqctl.errors import Code, ControllerError, UsageError
-from mqctl.grpc.security import TlsConfig, check_bearer
+from mqctl.grpc.security import check_bearer
 from mqctl.v1 import controller_pb2 as pb
 from mqctl.v1 import controller_pb2_grpc as pb_grpc
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import socket
 import subprocess
 import threading
 import time
@@ -22,7 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mqctl.localgroup import LocalCluster, free_port, wait_until
+from harness import with_remoting_ports
+
+from mqctl.localgroup import LocalCluster, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 # ../shared beside the repository, here and in CI ($MQCTL_SHARED_DIR elsewhere)
@@ -52,29 +53,7 @@ HEARTBEAT_TIMEOUT_MS = 1500  # heartbeatTimeoutMills in every 904 the replicas s
 def remoting_cluster(base_dir: str, size: int) -> tuple[LocalCluster, list[str]]:
     """LocalCluster (its defaults) whose nodes each have a --remoting-port; not started."""
     cluster = LocalCluster(base_dir, size=size)
-    addresses = []
-    for node in cluster.nodes:
-        port = free_port()
-        node.args += ["--remoting-port", str(port)]
-        addresses.append(f"127.0.0.1:{port}")
-    return cluster, addresses
-
-
-def _listening(address: str) -> bool:
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def start_cluster(cluster: LocalCluster, addresses: list[str], env: dict[str, str] | None = None) -> None:
-    for node in cluster.nodes:
-        node.start(env)
-    cluster.wait_for_leader()
-    for address in addresses:
-        wait_until(lambda a=address: _listening(a), 20, what=f"remoting port {address}")
+    return cluster, with_remoting_ports(cluster)
 
 
 def remoting_address(cluster: LocalCluster, addresses: list[str], node: Any) -> str:

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from interop_fixtures import CLASSPATH, JVM_OPTS, mqadmin, remoting_cluster, start_cluster
+from harness import start_remoting
+from interop_fixtures import CLASSPATH, JVM_OPTS, mqadmin, remoting_cluster
 
 from mqctl.controller import core
 from mqctl.errors import Code, ControllerError
@@ -90,7 +91,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluste
         i = args.index(flag)
         del args[i : i + 2]
     with cluster:
-        start_cluster(cluster, addresses)
+        start_remoting(cluster, addresses)
         yield cluster, addresses[0]
 
 

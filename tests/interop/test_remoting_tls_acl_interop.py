@@ -27,22 +27,15 @@ import pytest
 from interop_fixtures import CLASSPATH, JVM_OPTS, SHARED
 from tls_pki import PkiFiles, write_pki
 
+from mqctl.auth import client_context
 from mqctl.localgroup import LocalCluster, free_port, wait_until
 from mqctl.remoting import codec, headers
+from mqctl.remoting.acl import AclCredentials
 from mqctl.remoting.client import RemotingConnection, RemotingControllerClient, RemotingError
-from mqctl.remoting.security import AclCredentials, client_context
 
 BROKER_LIB = SHARED / "rocketmq-broker" / "lib"
 SOURCE = Path(__file__).resolve().parent / "java_acl" / "TlsAclDriver.java"
-JVM = [
-    "-XX:TieredStopAtLevel=1",
-    "-XX:+UseSerialGC",
-    "-Xss512k",
-    "-Xms32m",
-    "-Xmx256m",
-    "-Drocketmq.namesrv.domain=127.0.0.1",
-    "-Dorg.apache.rocketmq.logging.org.slf4j.simpleLogger.defaultLogLevel=error",
-]
+JVM = [o for o in JVM_OPTS if o != "-Dtls.server.mode=disabled"]  # the driver speaks TLS
 
 
 def _classpath() -> str:

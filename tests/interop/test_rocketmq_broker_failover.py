@@ -22,13 +22,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness import start_remoting
 from interop_fixtures import (
     CLUSTER,
     HEARTBEAT_TIMEOUT_MS,
     JavaBrokers,
     remoting_address,
     remoting_cluster,
-    start_cluster,
 )
 
 from mqctl.localgroup import wait_until
@@ -62,7 +62,7 @@ def test_rocketmq_replicas_fail_over_behind_three_mqctl_nodes(
     env = {"ROCKETMQ_SERIALIZE_TYPE": serialize_type}  # read by mqctl serve and by RocketMQ's classes
     cluster, remoting = remoting_cluster(str(tmp_path / "controllers"), 3)
     with cluster:
-        start_cluster(cluster, remoting, env)
+        start_remoting(cluster, remoting, env)
         brokers = JavaBrokers(java_classes, remoting, tmp_path, env)
         try:
             assert brokers.serialize_type == serialize_type

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from interop_fixtures import CLUSTER, JavaBrokers, remoting_cluster, start_cluster
+from harness import start_remoting
+from interop_fixtures import CLUSTER, JavaBrokers, remoting_cluster
 
 from mqctl.localgroup import wait_until
 
@@ -29,7 +30,7 @@ def _answer(got: dict) -> tuple[int, str | None, dict]:
 def test_refusals_read_by_rocketmq_classes(java_classes: Path, tmp_path: Path) -> None:
     cluster, remoting = remoting_cluster(str(tmp_path / "controller"), 1)
     with cluster:
-        start_cluster(cluster, remoting)
+        start_remoting(cluster, remoting)
         brokers = JavaBrokers(java_classes, remoting, tmp_path)
         try:
             _refusals(brokers)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from harness import start_remoting
 from interop_fixtures import (
     CLUSTER,
     JavaBrokers,
@@ -41,7 +42,6 @@ from interop_fixtures import (
     remoting_address,
     remoting_cluster,
     replica_identity,
-    start_cluster,
 )
 
 from mqctl.localgroup import LocalCluster, metadata, wait_until
@@ -81,7 +81,7 @@ def dep(
     tmp = tmp_path_factory.mktemp(f"mqadmin-{size}")
     cluster, remoting = remoting_cluster(str(tmp / "controllers"), size)
     with cluster:
-        start_cluster(cluster, remoting)
+        start_remoting(cluster, remoting)
         brokers = JavaBrokers(java_classes, remoting, tmp)
         try:
             addr = {

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from pipeline_fixtures import HERE, Fleet, build_fleet, run_cli, spark_missing
+from harness import run_cli
+from pipeline_fixtures import HERE, Fleet, build_fleet, spark_missing
 
 
 @pytest.fixture(scope="session")

@@ -1,17 +1,12 @@
 """Helpers of the pipeline tests (a module of its own so imports never clash with other conftest modules):
-a fleet of stores built with the writers, an in-process CLI runner, a tree hash."""
+a fleet of stores built with the writers, a tree hash."""
 
 from __future__ import annotations
 
 import importlib.util
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from typer.testing import CliRunner
-
-from mqctl.errors import MqctlError
 from mqctl.store.build import build_store
 from mqctl.store.commitlog import COMMITLOG_DIR, CommitLogWriter, Message, file_name
 
@@ -28,32 +23,6 @@ def spark_missing() -> str | None:
     if java_executable() is None:
         return "no java on PATH (Spark needs Java 17+)"
     return None
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-def run_cli(*args: str) -> Run:
-    """`mqctl ...` in-process like mqctl.cli.main: an MqctlError is one stderr line and its exit code."""
-    from mqctl.cli import app
-
-    res = CliRunner().invoke(app, list(args))
-    exc = res.exception
-    if isinstance(exc, MqctlError):
-        return Run(exc.exit_code, res.stdout, f"mqctl: error: {exc}\n")
-    if exc is not None and not isinstance(exc, SystemExit):
-        raise exc
-    return Run(res.exit_code, res.stdout, res.stderr if res.stderr_bytes is not None else "")
 
 
 # --------------------------------------------------------------------------- the fleet

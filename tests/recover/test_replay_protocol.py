@@ -1,6 +1,6 @@
 """`mqctl recover replay` on the wire (issue 31): what tests/e2e/test_rocketmq_guard.py cannot make a real
 broker do on demand. A broker on loopback that speaks RocketMQ remoting (mqctl.remoting.codec frames,
-TLS with mqctl.remoting.security's server context) answers GET_BROKER_EPOCH_CACHE, QUERY_MESSAGE by
+TLS with mqctl.auth's server context) answers GET_BROKER_EPOCH_CACHE, QUERY_MESSAGE by
 UNIQ_KEY (the stored records, as a broker's index answers) and SEND_MESSAGE_V2, and injects flow control
 (FLOW_CONTROL 215, SYSTEM_BUSY 2) and checks ACL signatures as RocketMQ's AclClientRPCHook makes them.
 The installed binary replays a salvage written by the guard's writer."""
@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from mqctl.auth import server_context
 from mqctl.remoting import codec, headers
+from mqctl.remoting.acl import signature
 from mqctl.remoting.codec import RemotingCommand
-from mqctl.remoting.security import server_context, signature
 from mqctl.store.commitlog import Message, decode_properties, encode_record
 
 MQCTL = str(Path(sys.executable).with_name("mqctl"))

@@ -1,4 +1,4 @@
-"""Helpers for tests/remoting: real `mqctl serve --remoting-port` processes and raw sockets.
+"""Helpers for tests/remoting: raw sockets to a real `mqctl serve --remoting-port` (harness starts them).
 
 (A unique module name, so that test modules import it without clashing with other directories.)
 """
@@ -13,36 +13,8 @@ from contextlib import contextmanager
 
 from harness import StandInServer
 
-from mqctl.localgroup import LocalCluster, free_port, wait_until
 from mqctl.remoting import codec
 from mqctl.remoting.codec import RemotingCommand
-
-
-def with_remoting_ports(cluster: LocalCluster) -> list[str]:
-    """Give each node of ``cluster`` its own --remoting-port; return the remoting addresses."""
-    addresses = []
-    for node in cluster.nodes:
-        port = free_port()
-        node.args += ["--remoting-port", str(port)]
-        addresses.append(f"127.0.0.1:{port}")
-    return addresses
-
-
-def start(cluster: LocalCluster, addresses: list[str], env: dict[str, str] | None = None) -> None:
-    for node in cluster.nodes:
-        node.start(env)
-    cluster.wait_for_leader()
-    for address in addresses:
-        wait_until(lambda a=address: _listening(a), 20, what=f"remoting port {address}")
-
-
-def _listening(address: str) -> bool:
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 @contextmanager

@@ -30,36 +30,6 @@ def test_remoting_port_is_off_by_default_and_follows_the_hosts() -> None:
         load({"remoting_port": "x"}, environ={})
 
 
-@pytest.mark.slow
-def test_a_busy_remoting_port_stops_serve_with_one_line(tmp_path) -> None:
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mqctl",
-                "serve",
-                "--listen",
-                f"127.0.0.1:{free_port()}",
-                "--raft",
-                f"127.0.0.1:{free_port()}",
-                "--data-dir",
-                str(tmp_path / "d"),
-                "--remoting-port",
-                str(port),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    assert proc.returncode == 2
-    assert f"mqctl: error: cannot listen for RocketMQ remoting on 127.0.0.1:{port}" in proc.stderr
-    assert "Traceback" not in proc.stderr
-
-
 # ----------------------------------------------------------------------------------------------
 # GET_BROKER_EPOCH_CACHE (1007): a RocketMQ broker cannot be started here, so a stand-in answers
 # exactly as AdminBrokerProcessor does (EpochEntryCache body in fastjson, or code 1 outside

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness import TEST_CLUSTER
-from remoting_fixtures import BrokerListener, start, with_remoting_ports
+from harness import TEST_CLUSTER, start_remoting, with_remoting_ports
+from remoting_fixtures import BrokerListener
 
 from mqctl.client import ControllerClient, RoleChange, SyncStateDataResult
 from mqctl.localgroup import LocalCluster, wait_until
@@ -95,7 +95,7 @@ def trio(tmp_path) -> Iterator[tuple[LocalCluster, list[str]]]:
     cluster = LocalCluster(str(tmp_path), size=3)
     addresses = with_remoting_ports(cluster)
     with cluster:
-        start(cluster, addresses)
+        start_remoting(cluster, addresses)
         yield cluster, addresses
 
 
@@ -252,7 +252,7 @@ def test_notify_broker_role_changed_false_stops_the_pushes(tmp_path) -> None:
     cluster = LocalCluster(str(tmp_path), size=1)
     remoting = with_remoting_ports(cluster)
     with cluster:
-        start(cluster, remoting)
+        start_remoting(cluster, remoting)
         brokers: list[RemotingBroker] = []
         with RemotingControllerClient(remoting, timeout=20) as admin:
             try:

@@ -10,10 +10,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from harness import TEST_CLUSTER, register_broker
+from harness import TEST_CLUSTER, register_broker, start_remoting, with_remoting_ports
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from remoting_fixtures import raw, request, start, with_remoting_ports
+from remoting_fixtures import raw, request
 
 from mqctl.client import ControllerClient
 from mqctl.localgroup import LocalCluster, metadata
@@ -33,7 +33,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClus
     )
     addresses = with_remoting_ports(cluster)
     with cluster:
-        start(cluster, addresses)
+        start_remoting(cluster, addresses)
         with ControllerClient(cluster.addresses, token=TOKEN, timeout=20) as client:
             # Some state to protect: broker-a with master 1, which sends no heartbeats (so nothing the
             # node does on its own changes the state during the run).

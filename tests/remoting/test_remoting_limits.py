@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from remoting_fixtures import raw, request, start, with_remoting_ports
+from harness import start_remoting, with_remoting_ports
+from remoting_fixtures import raw, request
 
 from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.remoting.codec import RemotingCommand, encode_frame
@@ -27,7 +28,7 @@ def address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
     )
     addresses = with_remoting_ports(cluster)
     with cluster:
-        start(cluster, addresses)
+        start_remoting(cluster, addresses)
         yield cluster, addresses[0]
 
 

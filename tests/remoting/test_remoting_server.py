@@ -7,7 +7,8 @@ import struct
 from collections.abc import Iterator
 
 import pytest
-from remoting_fixtures import closed_by_server, raw, recv_frame, request, start, with_remoting_ports
+from harness import start_remoting, with_remoting_ports
+from remoting_fixtures import closed_by_server, raw, recv_frame, request
 
 from mqctl.errors import Code, ControllerError
 from mqctl.localgroup import LocalCluster, wait_until
@@ -27,7 +28,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluste
     )
     addresses = with_remoting_ports(cluster)
     with cluster:
-        start(cluster, addresses)
+        start_remoting(cluster, addresses)
         yield cluster, addresses[0]
 
 
@@ -229,7 +230,7 @@ def test_rocketmq_serialize_type_from_the_environment(tmp_path) -> None:
     cluster = LocalCluster(str(tmp_path), size=1)
     addresses = with_remoting_ports(cluster)
     with cluster:
-        start(cluster, addresses, env={"ROCKETMQ_SERIALIZE_TYPE": "ROCKETMQ"})
+        start_remoting(cluster, addresses, env={"ROCKETMQ_SERIALIZE_TYPE": "ROCKETMQ"})
         with raw(addresses[0]) as sock:
             sock.sendall(
                 codec.encode_frame(

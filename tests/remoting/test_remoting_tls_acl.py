@@ -18,15 +18,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import TEST_CLUSTER
-from remoting_fixtures import with_remoting_ports
+from harness import TEST_CLUSTER, with_remoting_ports
 from tls_pki import PkiFiles, write_pki
 
+from mqctl.auth import client_context
 from mqctl.errors import ControllerError, UsageError
 from mqctl.localgroup import LocalCluster, wait_until
 from mqctl.remoting import headers
+from mqctl.remoting.acl import AclCredentials, signature
 from mqctl.remoting.client import RemotingConnection, RemotingControllerClient, RemotingError
-from mqctl.remoting.security import AclCredentials, client_context, signature
 
 # --- the signature, by hand -----------------------------------------------------------------
 

@@ -8,8 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from harness import TEST_CLUSTER
-from remoting_fixtures import start, with_remoting_ports
+from harness import TEST_CLUSTER, start_remoting, with_remoting_ports
 from test_remoting_e2e import RemotingBroker, _replicas
 
 from mqctl.client import ControllerClient
@@ -25,7 +24,7 @@ def single(tmp_path) -> Iterator[tuple[LocalCluster, list[str]]]:
     cluster = LocalCluster(str(tmp_path), size=1)
     addresses = with_remoting_ports(cluster)
     with cluster:
-        start(cluster, addresses)
+        start_remoting(cluster, addresses)
         yield cluster, addresses
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import grpc
 import pytest
-from remoting_fixtures import raw, request, start, with_remoting_ports
+from harness import start_remoting, with_remoting_ports
+from remoting_fixtures import raw, request
 
 from mqctl import methods
 from mqctl.client import ControllerClient
@@ -59,7 +60,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     cluster = LocalCluster(base, size=1, extra_args=["--token", TOKEN])
     addresses = with_remoting_ports(cluster)
     with cluster:
-        start(cluster, addresses)
+        start_remoting(cluster, addresses)
         yield cluster.nodes[0].grpc_address, addresses[0]
 
 

@@ -8,11 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from harness import with_default_sigint
+from harness import children, still_alive, with_default_sigint
 
 from mqctl.localgroup import LocalCluster
 
@@ -23,37 +22,6 @@ MQCTL = [sys.executable, "-m", "mqctl"]
 
 def _env(tmp: Path) -> dict[str, str]:
     return {**os.environ, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
-
-
-def _children(pid: int) -> set[int]:
-    """Processes whose parent is ``pid`` (the controller nodes a run started)."""
-    out = set()
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                stat = (p / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.add(int(p.name))
-    return out
-
-
-def _gone(pids: set[int], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = set()
-        for pid in pids:
-            try:
-                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state != "Z":
-                alive.add(pid)
-        if not alive:
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_demo_exits_0_with_the_verdict_and_leaves_nothing(tmp_path) -> None:
@@ -95,8 +63,8 @@ def test_demo_ctrl_c_cleans_up(tmp_path) -> None:
             lines.append(line)
             if "Step 2/6" in line:
                 break
-        children = _children(proc.pid)
-        assert len(children) == 3, ("three controller nodes", lines)
+        started = children(proc.pid)
+        assert len(started) == 3, ("three controller nodes", lines)
         assert list(tmp.iterdir()), "the run directory exists while it runs"
         proc.send_signal(signal.SIGINT)
         rest = proc.communicate(timeout=60)[0]
@@ -105,7 +73,7 @@ def test_demo_ctrl_c_cleans_up(tmp_path) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, "".join(lines) + rest
-    assert _gone(children), "controller processes left behind"
+    assert not still_alive(started, 10), "controller processes left behind"
     assert list(tmp.iterdir()) == [], "the run directory is removed"
 
 

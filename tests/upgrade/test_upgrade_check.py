@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import tree_hash
-from upgrade_fixtures import LockHolder, run_cli
+from harness import run_cli, tree_hash
+from upgrade_fixtures import LockHolder
 
 from mqctl.recover.inspect import inspect_store
 from mqctl.store.build import build_store

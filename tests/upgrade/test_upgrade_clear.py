@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import tree_hash
-from upgrade_fixtures import LockHolder, file_bytes, run_cli
+from harness import run_cli, tree_hash
+from upgrade_fixtures import LockHolder, file_bytes
 
 from mqctl.store.build import build_store
 from mqctl.store.epochfile import EPOCH_FILE, EpochEntry, write_epoch_file

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness import Beater, register_broker, tree_hash
-from upgrade_fixtures import CLUSTER, LockHolder, SimBroker, file_bytes, run_cli
+from harness import Beater, register_broker, run_cli, tree_hash
+from upgrade_fixtures import CLUSTER, LockHolder, SimBroker, file_bytes
 
 from mqctl.client import ControllerClient
 from mqctl.localgroup import LocalCluster, free_port

@@ -1,18 +1,11 @@
-"""Helpers for the upgrade tests: tree hashes, the CLI in-process, a real lock-holding process and a
+"""Helpers for the upgrade tests: the files of a tree, a real lock-holding process and a
 simulated 5.1.1+ broker process (registration and heartbeats through ControllerClient)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from typer.testing import CliRunner
-
-from mqctl.errors import MqctlError
 
 HERE = Path(__file__).parent
 CLUSTER = "cluster-a"
@@ -20,30 +13,6 @@ CLUSTER = "cluster-a"
 
 def file_bytes(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-def run_cli(*args: str, input: str | None = None) -> Run:
-    """`mqctl ...` in-process the way mqctl.cli.main runs it: an MqctlError is one stderr line and its
-    exit code; any other exception fails the test."""
-    from mqctl.cli import app
-
-    res = CliRunner().invoke(app, list(args), input=input)
-    exc = res.exception
-    if isinstance(exc, MqctlError):
-        return Run(exc.exit_code, res.stdout, res.stderr + f"mqctl: error: {exc}\n")
-    if exc is not None and not isinstance(exc, SystemExit):
-        raise exc
-    return Run(res.exit_code, res.stdout, res.stderr)
 
 
 HOLDER = """

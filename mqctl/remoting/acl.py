@@ -1,8 +1,8 @@
-"""TLS and ACL signing for RocketMQ remoting (docs/remoting.md#tls-and-acl).
+"""ACL signing for RocketMQ remoting (docs/remoting.md#tls-and-acl).
 
 TLS is RocketMQ's: plain TLS on the remoting port itself (no STARTTLS, no separate port), as
 ``tls.enable=true`` makes NettyRemotingClient open it and ``tls.server.mode`` makes
-NettyRemotingServer accept it. ``client_context`` and ``server_context`` build the
+NettyRemotingServer accept it. mqctl.auth's ``client_context`` and ``server_context`` build the
 ``ssl.SSLContext`` of each side from PEM files (mqctl's --tls-ca/--tls-cert/--tls-key).
 
 ACL signing is RocketMQ's AclClientRPCHook (acl/common in the RocketMQ source, the ACL 1.0 signature
@@ -17,12 +17,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from mqctl.errors import UsageError
-from mqctl.grpc.security import read_pem
 
 ACCESS_KEY = "AccessKey"
 SECURITY_TOKEN = "SecurityToken"
@@ -33,8 +31,6 @@ __all__ = [
     "SECURITY_TOKEN",
     "SIGNATURE",
     "AclCredentials",
-    "client_context",
-    "server_context",
     "signature",
 ]
 
@@ -78,46 +74,3 @@ class AclCredentials:
         signed.pop(SIGNATURE, None)
         signed[SIGNATURE] = signature(signed, body, self.secret_key)
         return signed
-
-
-def client_context(
-    ca_file: str | None = None, cert_file: str | None = None, key_file: str | None = None
-) -> ssl.SSLContext:
-    """Client TLS: verify the server's certificate against ``ca_file`` (the system roots when None)
-    and its name against the address dialled; present ``cert_file``/``key_file`` for mutual TLS."""
-    if (cert_file is None) != (key_file is None):
-        raise UsageError("a TLS client certificate needs both --tls-cert and --tls-key")
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-    if ca_file:
-        _load_ca(ctx, ca_file, "TLS CA")
-    if cert_file and key_file:
-        _load_chain(ctx, cert_file, key_file)
-    return ctx
-
-
-def _load_ca(ctx: ssl.SSLContext, ca_file: str, what: str) -> None:
-    ca = read_pem(ca_file, what).decode("ascii", "replace")
-    try:
-        ctx.load_verify_locations(cadata=ca)
-    except ssl.SSLError as exc:
-        raise UsageError(f"unusable {what} {ca_file}: {exc}") from None
-
-
-def server_context(cert_file: str, key_file: str, client_ca_file: str | None = None) -> ssl.SSLContext:
-    """Server TLS: ``cert_file``/``key_file``; with ``client_ca_file`` clients must present a
-    certificate it signed (mutual TLS, as on the gRPC port)."""
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    _load_chain(ctx, cert_file, key_file)
-    if client_ca_file:
-        _load_ca(ctx, client_ca_file, "TLS client CA")
-        ctx.verify_mode = ssl.CERT_REQUIRED
-    return ctx
-
-
-def _load_chain(ctx: ssl.SSLContext, cert_file: str, key_file: str) -> None:
-    read_pem(cert_file, "TLS certificate")
-    read_pem(key_file, "TLS key")
-    try:
-        ctx.load_cert_chain(cert_file, key_file)
-    except (ssl.SSLError, OSError) as exc:
-        raise UsageError(f"unusable TLS certificate/key {cert_file}, {key_file}: {exc}") from None
