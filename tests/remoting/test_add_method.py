@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from remoting_fixtures import start, with_remoting_ports
+from harness import start_remoting, with_remoting_ports
 
 from mqctl import methods
 from mqctl.client import ControllerClient
@@ -43,7 +43,7 @@ def group(plugin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
     remoting = with_remoting_ports(cluster)
     with cluster:
         path = os.pathsep.join(p for p in (PLUGIN, os.environ.get("PYTHONPATH", "")) if p)
-        start(cluster, remoting, env={"PYTHONPATH": path})
+        start_remoting(cluster, remoting, env={"PYTHONPATH": path})
         cluster.wait_for_bootstrap()
         yield cluster, remoting
 
