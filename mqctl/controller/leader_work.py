@@ -20,11 +20,20 @@ from mqctl.controller import core, records
 from mqctl.controller.feature_levels import FeatureLevels
 from mqctl.controller.liveness import HeartbeatTable
 from mqctl.controller.node_raft import META_BOOTSTRAP, META_GROUP_ID, META_GROUP_OPTIONS, NodeRaft
-from mqctl.errors import Code
 
 log = logging.getLogger("mqctl.node")
 
 PEER_GRACE_MS = 2000  # a new leader's connections to its peers are up within this, or they are lost
+
+
+def once_a_second(due: list[tuple[str, str]], last_ms: dict[str, int], now: int) -> list[tuple[str, str]]:
+    """The elections of ``due`` to trigger now: a broker set's at most once a second (``last_ms``,
+    brokerName -> when its last was triggered, is updated), so that a refused or slow election is not
+    asked for again on every 20 ms tick."""
+    due = [(c, n) for c, n in due if now - last_ms.get(n, 0) >= 1000]
+    for _, name in due:
+        last_ms[name] = now
+    return due
 
 
 class LeaderWork:
@@ -182,34 +191,22 @@ class LeaderWork:
         broker set that needs one in one Raft entry, so a mass failure is one round trip."""
         with self._lock:
             ctx = core.Context(now_ms=now, live={name: self._heartbeats.snapshot(name) for name in names})
-        due: list[tuple[str, str]] = []
         sync = self._raft.sync
         with sync.state_lock:
-            for name in names:
-                if core.needs_controller_election(sync.state, name, ctx):
-                    bs = sync.state.broker_set(name)
-                    assert bs is not None
-                    due.append((bs.cluster_name, name))
+            due = core.elections_due(sync.state, names, ctx)
         if not due:
             return
         with self._lock:  # looked at again on the next ticks until elected (or no longer needed)
             self._pending.update(name for _, name in due)
-        due = [(c, n) for c, n in due if now - self._last_trigger_ms.get(n, 0) >= 1000]
+        due = once_a_second(due, self._last_trigger_ms, now)
         if not due:
             return
-        for _, name in due:
-            self._last_trigger_ms[name] = now
         answers: list[tuple[str, core.Result]] = []
 
         def decide(state: core.ControllerState) -> core.Result:
-            answers.clear()
-            out: list[records.Record] = []
-            for cluster_name, name in due:
-                request = core.ElectMasterRequest(cluster_name, name)  # broker id -1: the controller's own
-                result = core.handle(state, request, self._context([name]))
-                answers.append((name, result))
-                out.extend(result.records)
-            return core.Result(Code.SUCCESS, "", {}, out)
+            result, each = core.elect_each(state, due, lambda name: self._context([name]))
+            answers[:] = each
+            return result
 
         answer = self._raft.decide_and_commit(decide, 5.0)
         for name, result in answers:

@@ -19,6 +19,7 @@ from pysyncobj.config import FAIL_REASON
 
 from mqctl import methods
 from mqctl.controller import core, records
+from mqctl.controller.leader_work import once_a_second
 from mqctl.controller.liveness import HeartbeatTable
 from mqctl.dsim.world import CONNECTION_TIMEOUT, sub_rng
 from mqctl.errors import Code
@@ -324,27 +325,16 @@ class Controller:
         sync = self.sync
         assert sync is not None
         ctx = core.Context(now_ms=now, live={name: self.heartbeats.snapshot(name) for name in names})
-        due: list[tuple[str, str]] = []
-        for name in names:
-            if core.needs_controller_election(sync.state, name, ctx):
-                bs = sync.state.broker_set(name)
-                assert bs is not None
-                due.append((bs.cluster_name, name))
+        due = core.elections_due(sync.state, names, ctx)
         if not due:
             return
         self.pending.update(name for _, name in due)
-        due = [(c, n) for c, n in due if now - self.last_trigger.get(n, 0) >= 1000]
+        due = once_a_second(due, self.last_trigger, now)
         if not due:
             return
-        for _, name in due:
-            self.last_trigger[name] = now
 
         def decide(state: core.ControllerState) -> core.Result:
-            out: list[records.Record] = []
-            for cluster_name, name in due:
-                request = core.ElectMasterRequest(cluster_name, name)
-                out.extend(core.handle(state, request, self.context([name])).records)
-            return core.Result(Code.SUCCESS, "", {}, out)
+            return core.elect_each(state, due, lambda name: self.context([name]))[0]
 
         self.world.stats["elections"] += 1
         self.decide_and_commit(decide, lambda _a: None, ("_elect", {"due": due}))

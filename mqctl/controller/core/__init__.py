@@ -8,7 +8,7 @@ The rules, codes and every deliberate difference from RocketMQ are in docs/contr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from mqctl import methods
@@ -51,6 +51,7 @@ from mqctl.controller.core.elections import (
     ElectMasterRequest,
     RebalanceRequest,
     SwitchoverRequest,
+    elections_due,
     needs_controller_election,
     preferred_replica,
 )
@@ -63,7 +64,7 @@ from mqctl.controller.core.state import (
     InconsistentRecord,
     SnapshotVersionError,
 )
-from mqctl.controller.records import MAX_FEATURE_LEVEL
+from mqctl.controller.records import MAX_FEATURE_LEVEL, Record
 from mqctl.errors import Code
 
 __all__ = [
@@ -115,7 +116,9 @@ __all__ = [
     "decide",
     "decode",
     "default_config",
+    "elect_each",
     "election_cause",
+    "elections_due",
     "handle",
     "needs_controller_election",
     "preferred_replica",
@@ -160,3 +163,17 @@ def decide(state: ControllerState, method: str, request: Mapping[str, Any], ctx:
     except Refusal as r:
         return refused(r)
     return handle(state, typed, ctx)
+
+
+def elect_each(
+    state: ControllerState, due: list[tuple[str, str]], context_of: Callable[[str], Context]
+) -> tuple[Result, list[tuple[str, Result]]]:
+    """The controller's own ElectMaster (broker id -1) of every broker set due, as one decision:
+    the records of all in one Raft entry (a mass failure is one round trip), and each one's answer."""
+    answers: list[tuple[str, Result]] = []
+    out: list[Record] = []
+    for cluster_name, name in due:
+        result = handle(state, ElectMasterRequest(cluster_name, name), context_of(name))
+        answers.append((name, result))
+        out.extend(result.records)
+    return Result(Code.SUCCESS, "", {}, out), answers

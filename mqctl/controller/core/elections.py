@@ -444,3 +444,12 @@ def needs_controller_election(state: ControllerState, broker_name: str, ctx: Con
         wait_for = state.cfg_int("waitFor")
         return wait_for > 1 and len(alive) >= wait_for
     return bool(alive & bs.sync_state_set) or state.cfg_bool("enableElectUncleanMaster")
+
+
+def elections_due(state: ControllerState, broker_names: list[str], ctx: Context) -> list[tuple[str, str]]:
+    """(clusterName, brokerName) of each of ``broker_names`` whose master the leader must elect now."""
+    due: list[tuple[str, str]] = []
+    for name in broker_names:
+        if needs_controller_election(state, name, ctx):
+            due.append((state.broker_sets[name].cluster_name, name))
+    return due
