@@ -589,7 +589,9 @@ class ControllerApi(ABC):
             {
                 "cluster_name": cluster_name,
                 "broker_name": broker_name,
-                "broker_id": broker_id,
+                # -1: RocketMQ's controller trigger (ElectMasterRequestHeader.ofControllerTrigger), as
+                # its controllers read the header; the core reads -1 and none alike
+                "broker_id": -1 if broker_id is None else broker_id,
                 "designate_elect": designate_elect,
                 "broker_epoch": broker_epoch,
             },

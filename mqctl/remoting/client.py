@@ -43,7 +43,6 @@ from mqctl.api import (
     BACKOFF_MAX,
     ConfigResult,
     ControllerApi,
-    ElectMasterResult,
     Metadata,
     RoleChange,
     parse_addresses,
@@ -605,24 +604,6 @@ class RemotingControllerClient(ControllerApi):
         except _Retry as r:
             raise self._unreachable(str(r)) from None
         self.connection(target).oneway(code, ext, body)
-
-    def elect_master(
-        self,
-        cluster_name: str,
-        broker_name: str,
-        broker_id: int | None = None,
-        designate_elect: bool = False,
-        *,
-        broker_epoch: int | None = None,
-    ) -> ElectMasterResult:
-        """CONTROLLER_ELECT_MASTER (1002): broker (id), controller (None -> -1) or admin trigger."""
-        return super().elect_master(
-            cluster_name,
-            broker_name,
-            -1 if broker_id is None else broker_id,
-            designate_elect,
-            broker_epoch=broker_epoch,
-        )
 
     def get_config(self, address: str | None = None) -> ConfigResult:
         """GET_CONTROLLER_CONFIG (1010); mqadmin asks each address directly (any node answers)."""
