@@ -14,11 +14,12 @@ this node does not know (`RecordError`) rather than guess; older versions are up
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, Self, TypeAlias, cast
 
 __all__ = [
     "FEATURE_LEVELS",
@@ -99,8 +100,29 @@ def _str_map(d: Mapping[str, Any], key: str) -> dict[str, str]:
     return dict(sorted(v.items()))
 
 
+_KINDS: dict[str, type] = {"str": str, "int": int, "bool": bool}
+
+
+_PLAIN_FIELDS: dict[type, tuple[tuple[str, type], ...]] = {}
+
+
+def _plain_fields(cls: type) -> tuple[tuple[str, type], ...]:
+    found = _PLAIN_FIELDS.get(cls)
+    if found is None:
+        found = _PLAIN_FIELDS[cls] = tuple((f.name, _KINDS[str(f.type)]) for f in dataclasses.fields(cls))
+    return found
+
+
+class _Plain:
+    """A record of plain fields (str, int, bool): read from the wire field by field, in order."""
+
+    @classmethod
+    def from_wire(cls, d: Mapping[str, Any]) -> Self:
+        return cast(Self, cast(Any, cls)(*(_need(d, name, kind) for name, kind in _plain_fields(cls))))
+
+
 @dataclass(frozen=True)
-class BrokerIdApplied:
+class BrokerIdApplied(_Plain):
     """ApplyBrokerId: a broker id is bound to a broker (creates the broker set for id 1)."""
 
     WIRE: ClassVar[str] = "ApplyBrokerId"
@@ -112,19 +134,9 @@ class BrokerIdApplied:
     broker_address: str
     register_check_code: str
 
-    @classmethod
-    def from_wire(cls, d: Mapping[str, Any]) -> BrokerIdApplied:
-        return cls(
-            _need(d, "cluster_name", str),
-            _need(d, "broker_name", str),
-            _need(d, "new_broker_id", int),
-            _need(d, "broker_address", str),
-            _need(d, "register_check_code", str),
-        )
-
 
 @dataclass(frozen=True)
-class BrokerAddressUpdated:
+class BrokerAddressUpdated(_Plain):
     """RegisterBroker from a new address."""
 
     WIRE: ClassVar[str] = "UpdateBrokerAddress"
@@ -135,18 +147,9 @@ class BrokerAddressUpdated:
     broker_id: int
     broker_address: str
 
-    @classmethod
-    def from_wire(cls, d: Mapping[str, Any]) -> BrokerAddressUpdated:
-        return cls(
-            _need(d, "cluster_name", str),
-            _need(d, "broker_name", str),
-            _need(d, "broker_id", int),
-            _need(d, "broker_address", str),
-        )
-
 
 @dataclass(frozen=True)
-class BrokerRegistered:
+class BrokerRegistered(_Plain):
     """RegisterBroker: a new brokerEpoch (the cluster-wide counter) for this incarnation."""
 
     WIRE: ClassVar[str] = "RegisterBroker"
@@ -156,15 +159,6 @@ class BrokerRegistered:
     broker_name: str
     broker_id: int
     broker_epoch: int
-
-    @classmethod
-    def from_wire(cls, d: Mapping[str, Any]) -> BrokerRegistered:
-        return cls(
-            _need(d, "cluster_name", str),
-            _need(d, "broker_name", str),
-            _need(d, "broker_id", int),
-            _need(d, "broker_epoch", int),
-        )
 
 
 @dataclass(frozen=True)
@@ -332,7 +326,7 @@ class DecisionNoted:
 
 
 @dataclass(frozen=True)
-class FailoverPauseSet:
+class FailoverPauseSet(_Plain):
     """Automatic failover paused (or resumed) for one broker set, or ("") for every broker set."""
 
     WIRE: ClassVar[str] = "SetFailoverPause"
@@ -342,15 +336,6 @@ class FailoverPauseSet:
     paused: bool
     reason: str = ""
     since_ms: int = 0
-
-    @classmethod
-    def from_wire(cls, d: Mapping[str, Any]) -> FailoverPauseSet:
-        return cls(
-            _need(d, "broker_name", str),
-            _need(d, "paused", bool),
-            _need(d, "reason", str),
-            _need(d, "since_ms", int),
-        )
 
 
 Record: TypeAlias = (
