@@ -375,14 +375,16 @@ class _Walker:
         self.buf, self.base, self.u8, self.n = buf, base, u8, len(buf)
         self.problems: list[Problem] = []
 
-    def next_boundary(self, pos: int) -> int:
-        """find_boundary from pos, window by window: a window of zero bytes (a preallocated file's
-        tail) is passed over with numpy instead of searched for a MAGICCODE."""
+    def resync(self, pos: int) -> int:
+        """The first record boundary at or after pos (find_boundary), or the buffer's end when none
+        follows: where every walk goes on after bytes that are not a record (the head of a range it does
+        not own, damage). Window by window: a window of zero bytes (a preallocated file's tail) is passed
+        over with numpy instead of searched for a MAGICCODE."""
         n, u8 = self.n, self.u8
         if _cw is not None and pos < n:  # the same windows, the zero ones skipped at memory speed
             nz = int(_cw.nonzero(u8, pos, n))
             if nz >= n:
-                return -1
+                return n
             pos += max(0, (nz - 8 - pos) // _CHUNK) * _CHUNK
         while pos < n:
             stop = min(n, pos + _CHUNK)
@@ -391,14 +393,14 @@ class _Walker:
                 if q >= 0:
                     return q
             pos = stop
-        return -1
+        return n
 
     def region(self, pos: int) -> int:
         """Bytes at pos are not a record: report what they are (if anything), return the next boundary
         (or the buffer's end)."""
         buf, n, base = self.buf, self.n, self.base
-        q = self.next_boundary(pos + 1)
-        stop = q if q >= 0 else n
+        stop = self.resync(pos + 1)
+        q = stop if stop < n else -1  # a record needs 36 bytes: none starts at the buffer's end
         magic = _II(buf, pos)[1] if pos + 8 <= n else None
         if magic == BLANK_MAGIC:
             if q >= 0:
@@ -627,9 +629,7 @@ def _walk(
             taken = j - i
             pos = int(K[j]) if j < K.size else known.end
     if pos < end and not parts and not head_owned and not _head(buf, n, base, pos):
-        pos = w.next_boundary(pos)
-        if pos < 0:
-            pos = n
+        pos = w.resync(pos)  # the bytes before belong to the record the previous range finished
     while pos < end:
         if _cw is not None:
             raw, stopped = _cw.chain(buf, base, pos, end)

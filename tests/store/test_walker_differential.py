@@ -146,12 +146,12 @@ def test_topic_codes_in_the_numpy_walkers_order_over_several_blocks_of_rows() ->
 
 @needs_c
 def test_zero_gaps_of_many_windows_are_passed_over_the_same() -> None:
-    # next_boundary looks for a record window by window (_CHUNK bytes); the compiled walker skips the zero
+    # resync looks for a record window by window (_CHUNK bytes); the compiled walker skips the zero
     # windows with nonzero() and must land in the same window, also when the record after the gap starts
     # in the last 8 bytes of one (the numpy walker's window test reads 8 bytes past its end)
     rng = random.Random(11)
     head, _ = records(0, rng, 3)
-    C = walker._CHUNK  # the windows start at the gap's second byte (region: next_boundary(pos + 1))
+    C = walker._CHUNK  # the windows start at the gap's second byte (region: resync(pos + 1))
     for gap in (1, 7, C - 9, C - 4, C - 3, C - 2, C - 1, C, C + 1, C + 3, 2 * C - 2, 2 * C + 6, 3 * C + 100):
         at = len(head) + gap
         tail, _ = records(at, rng, 2)
