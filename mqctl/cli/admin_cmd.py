@@ -18,7 +18,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import typer
 
 from mqctl.cli import common, render, root_app, sub_app
-from mqctl.cli.common import console, echo_doc, no_color_option, output_option
+from mqctl.cli.common import (
+    broker_name_option,
+    cluster_option,
+    console,
+    dry_run_option,
+    echo_doc,
+    env_option,
+    namesrv_option,
+    no_color_option,
+    output_option,
+    store_option,
+)
 from mqctl.cli.render import AdminOutput, Output
 from mqctl.errors import (
     Code,
@@ -58,56 +69,45 @@ def _addr_opt(default: str | None = DEFAULT_CONTROLLER, without: str = "no contr
 
 
 def _token_opt() -> Any:
-    return typer.Option(
-        None, "--token", envvar="MQCTL_TOKEN", help="bearer token for admin calls (the controller's --token)"
-    )
+    return env_option("--token", "bearer token for admin calls (the controller's --token)")
 
 
 def _tls_ca_opt() -> Any:
-    return typer.Option(
-        None,
+    return env_option(
         "--tls-ca",
-        envvar="MQCTL_TLS_CA",
-        help="CA of the controller certificate "
+        "CA of the controller certificate "
         "(PEM); enables TLS (gRPC, and RocketMQ remoting as with tls.enable=true)",
     )
 
 
 def _tls_cert_opt() -> Any:
-    return typer.Option(None, "--tls-cert", envvar="MQCTL_TLS_CERT", help="client certificate (PEM) for mTLS")
+    return env_option("--tls-cert", "client certificate (PEM) for mTLS")
 
 
 def _tls_key_opt() -> Any:
-    return typer.Option(None, "--tls-key", envvar="MQCTL_TLS_KEY", help="client private key (PEM) for mTLS")
+    return env_option("--tls-key", "client private key (PEM) for mTLS")
 
 
 def _tls_server_name_opt() -> Any:
-    return typer.Option(
-        None,
+    return env_option(
         "--tls-server-name",
-        envvar="MQCTL_TLS_SERVER_NAME",
-        metavar="NAME",
-        help="the name the controller's certificate must carry (default: the host of -a), "
+        "the name the controller's certificate must carry (default: the host of -a), "
         "for certificates without the address dialled",
+        metavar="NAME",
     )
 
 
 def _access_key_opt() -> Any:
-    return typer.Option(
-        None,
+    return env_option(
         "--access-key",
-        envvar="MQCTL_ACCESS_KEY",
-        help="RocketMQ ACL AccessKey: sign remoting requests as RocketMQ's AclClientRPCHook "
+        "RocketMQ ACL AccessKey: sign remoting requests as RocketMQ's AclClientRPCHook "
         "(with --secret-key; not used over gRPC)",
     )
 
 
 def _secret_key_opt() -> Any:
-    return typer.Option(
-        None,
-        "--secret-key",
-        envvar="MQCTL_SECRET_KEY",
-        help="RocketMQ ACL SecretKey of --access-key (prefer the environment variable)",
+    return env_option(
+        "--secret-key", "RocketMQ ACL SecretKey of --access-key (prefer the environment variable)"
     )
 
 
@@ -117,13 +117,7 @@ def _namesrv_opt(used: bool = False) -> Any:
         if used
         else "accepted as mqadmin accepts it; this command does not need it"
     )
-    return typer.Option(
-        None,
-        "-n",
-        "--namesrvAddr",
-        metavar="ADDRS",
-        help=f"RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): {why}",
-    )
+    return namesrv_option(f"RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): {why}")
 
 
 def _watch_opt() -> Any:
@@ -505,16 +499,9 @@ def _command(
 @connected()
 def get_sync_state_set(
     conn: Conn,
-    broker_name: str = typer.Option(
-        None, "-b", "--broker-name", "--brokerName", help="broker set name(s), comma separated"
-    ),
-    cluster: str = typer.Option(
-        None,
-        "-c",
-        "--cluster-name",
-        "--clusterName",
-        help="every broker set of this cluster (with -n: the broker sets the name "
-        "server lists for it, as mqadmin)",
+    broker_name: str = broker_name_option("broker set name(s), comma separated"),
+    cluster: str = cluster_option(
+        "every broker set of this cluster (with -n: the broker sets the name server lists for it, as mqadmin)"
     ),
     namesrv: str = _namesrv_opt(used=True),
     watch: float = _watch_opt(),
@@ -568,27 +555,15 @@ def _cluster_sets_from_namesrv(
 @connected()
 def get_broker_epoch(
     conn: Conn,
-    broker_name: str = typer.Option(
-        None, "-b", "--broker-name", "--brokerName", help="broker set name(s): ask each replica"
-    ),
-    cluster: str = typer.Option(
-        None, "-c", "--cluster-name", "--clusterName", help="every broker set of this cluster"
-    ),
-    namesrv: str = typer.Option(
-        None,
-        "-n",
-        "--namesrvAddr",
-        metavar="ADDRS",
-        help="RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): the brokers to ask "
+    broker_name: str = broker_name_option("broker set name(s): ask each replica"),
+    cluster: str = cluster_option("every broker set of this cluster"),
+    namesrv: str = namesrv_option(
+        "RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): the brokers to ask "
         "are the ones they list (GET_BROKER_CLUSTER_INFO), not the "
-        "controller's",
+        "controller's"
     ),
-    store: str = typer.Option(
-        None,
-        "--store",
-        metavar="DIR",
-        help="read DIR/epochFileCheckpoint offline "
-        "(.bak fallback, CRC checked) and the commitlog's max offset",
+    store: str = store_option(
+        "read DIR/epochFileCheckpoint offline (.bak fallback, CRC checked) and the commitlog's max offset"
     ),
     broker_addr: str = typer.Option(
         None,
@@ -1027,10 +1002,8 @@ def _print_quorum_dump(doc: dict[str, Any], con: Any) -> None:
 @connected()
 def elect_master(
     conn: Conn,
-    cluster: str = typer.Option(
-        ..., "-c", "--cluster-name", "--clusterName", help="cluster of the broker set"
-    ),
-    broker_name: str = typer.Option(..., "-bn", "--broker-name", "--brokerName", help="broker set name"),
+    cluster: str = cluster_option("cluster of the broker set", default=...),
+    broker_name: str = broker_name_option("broker set name", default=..., short="-bn"),
     broker_id: int = typer.Option(
         None,
         "-b",
@@ -1040,9 +1013,7 @@ def elect_master(
         "(default: the controller chooses, as when a master dies); the master "
         "itself: nothing to do, exit 0",
     ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="show the candidates and the answer the call would get; change nothing"
-    ),
+    dry_run: bool = dry_run_option("show the candidates and the answer the call would get; change nothing"),
     accept_data_loss: bool = typer.Option(
         False, "--accept-data-loss", help="allow electing a broker outside the SyncStateSet"
     ),
@@ -1196,7 +1167,7 @@ def _elect_hint(exc: ControllerError, plan: dict[str, Any], unclean: bool) -> Co
 @connected()
 def clean_broker_metadata(
     conn: Conn,
-    broker_name: str = typer.Option(..., "-bn", "--broker-name", "--brokerName", help="broker set name"),
+    broker_name: str = broker_name_option("broker set name", default=..., short="-bn"),
     broker_ids: str = typer.Option(
         None,
         "-b",
@@ -1205,9 +1176,7 @@ def clean_broker_metadata(
         metavar="IDS",
         help="broker ids to clean, '1;2;3' (default: the whole broker set)",
     ),
-    cluster: str = typer.Option(
-        None, "-c", "--cluster-name", "--clusterName", help="cluster of the broker set"
-    ),
+    cluster: str = cluster_option("cluster of the broker set"),
     clean_living: bool = typer.Option(
         False,
         "-l",

@@ -19,11 +19,14 @@ import typer
 from mqctl.cli import sub_app
 from mqctl.cli.common import (
     console,
+    dry_run_option,
     echo_doc,
+    engine_option,
     human_size,
     no_color_option,
     output_option,
     say_walker,
+    spark_master_option,
     verbose_option,
 )
 from mqctl.cli.recover_cmd import recover_app
@@ -107,9 +110,7 @@ def _time(ms: int | None) -> str:
 def salvage_cmd(
     stores: list[str] = typer.Argument(..., metavar="STORE...", help="Store root directories of the fleet."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="Output directory (Parquet + summary.json)."),
-    master: str | None = typer.Option(
-        None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER", help=_MASTER_HELP
-    ),
+    master: str | None = spark_master_option(_MASTER_HELP),
     full_source: bool = typer.Option(
         False,
         "--full-source",
@@ -117,12 +118,10 @@ def salvage_cmd(
         "keeps, not only those after the set's smallest truncateTo.",
     ),
     range_size: str | None = typer.Option(None, "--range-size", metavar="SIZE", help=_RANGE_HELP),
-    engine: str = typer.Option("auto", "--engine", metavar="auto|local|spark", help=_ENGINE_HELP),
+    engine: str = engine_option(_ENGINE_HELP),
     overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Run the job and show what would be saved; write nothing."
-    ),
+    dry_run: bool = dry_run_option("Run the job and show what would be saved; write nothing."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
     verbose: bool = verbose_option(),
@@ -235,11 +234,9 @@ def analyze_commitlog_cmd(
     out: str | None = typer.Option(
         None, "--out", metavar="DIR", help="Also write Parquet (queues, problems) and summary.json here."
     ),
-    master: str | None = typer.Option(
-        None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER", help=_MASTER_HELP
-    ),
+    master: str | None = spark_master_option(_MASTER_HELP),
     range_size: str | None = typer.Option(None, "--range-size", metavar="SIZE", help=_RANGE_HELP),
-    engine: str = typer.Option("auto", "--engine", metavar="auto|local|spark", help=_ENGINE_HELP),
+    engine: str = engine_option(_ENGINE_HELP),
     overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
     output: Output = output_option(),
