@@ -68,49 +68,6 @@ def _addr_opt(default: str | None = DEFAULT_CONTROLLER, without: str = "no contr
     )
 
 
-def _token_opt() -> Any:
-    return env_option("--token", "bearer token for admin calls (the controller's --token)")
-
-
-def _tls_ca_opt() -> Any:
-    return env_option(
-        "--tls-ca",
-        "CA of the controller certificate "
-        "(PEM); enables TLS (gRPC, and RocketMQ remoting as with tls.enable=true)",
-    )
-
-
-def _tls_cert_opt() -> Any:
-    return env_option("--tls-cert", "client certificate (PEM) for mTLS")
-
-
-def _tls_key_opt() -> Any:
-    return env_option("--tls-key", "client private key (PEM) for mTLS")
-
-
-def _tls_server_name_opt() -> Any:
-    return env_option(
-        "--tls-server-name",
-        "the name the controller's certificate must carry (default: the host of -a), "
-        "for certificates without the address dialled",
-        metavar="NAME",
-    )
-
-
-def _access_key_opt() -> Any:
-    return env_option(
-        "--access-key",
-        "RocketMQ ACL AccessKey: sign remoting requests as RocketMQ's AclClientRPCHook "
-        "(with --secret-key; not used over gRPC)",
-    )
-
-
-def _secret_key_opt() -> Any:
-    return env_option(
-        "--secret-key", "RocketMQ ACL SecretKey of --access-key (prefer the environment variable)"
-    )
-
-
 def _namesrv_opt(used: bool = False) -> Any:
     why = (
         "with -c, asked for the cluster's broker sets (GET_BROKER_CLUSTER_INFO)"
@@ -285,14 +242,49 @@ def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
 
 _CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
     "addr": (str, _addr_opt),
-    "token": (str, _token_opt),
-    "tls_ca": (str, _tls_ca_opt),
-    "tls_cert": (str, _tls_cert_opt),
-    "tls_key": (str, _tls_key_opt),
+    "token": (
+        str,
+        functools.partial(env_option, "--token", "bearer token for admin calls (the controller's --token)"),
+    ),
+    "tls_ca": (
+        str,
+        functools.partial(
+            env_option,
+            "--tls-ca",
+            "CA of the controller certificate "
+            "(PEM); enables TLS (gRPC, and RocketMQ remoting as with tls.enable=true)",
+        ),
+    ),
+    "tls_cert": (str, functools.partial(env_option, "--tls-cert", "client certificate (PEM) for mTLS")),
+    "tls_key": (str, functools.partial(env_option, "--tls-key", "client private key (PEM) for mTLS")),
     "protocol": (str, _protocol_opt),
-    "tls_server_name": (str, _tls_server_name_opt),
-    "access_key": (str, _access_key_opt),
-    "secret_key": (str, _secret_key_opt),
+    "tls_server_name": (
+        str,
+        functools.partial(
+            env_option,
+            "--tls-server-name",
+            "the name the controller's certificate must carry (default: the host of -a), "
+            "for certificates without the address dialled",
+            metavar="NAME",
+        ),
+    ),
+    "access_key": (
+        str,
+        functools.partial(
+            env_option,
+            "--access-key",
+            "RocketMQ ACL AccessKey: sign remoting requests as RocketMQ's AclClientRPCHook "
+            "(with --secret-key; not used over gRPC)",
+        ),
+    ),
+    "secret_key": (
+        str,
+        functools.partial(
+            env_option,
+            "--secret-key",
+            "RocketMQ ACL SecretKey of --access-key (prefer the environment variable)",
+        ),
+    ),
 }
 
 
@@ -853,44 +845,42 @@ def _quorum_change(
         render.emit(doc, output, render.message_table, no_color=no_color)
 
 
-@quorum_app.command("add")
-@connected(protocol=False)
-def quorum_add(
-    conn: Conn,
-    raft_address: str = typer.Argument(..., metavar="RAFT_ADDRESS", help="the new node's Raft HOST:PORT"),
-    output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
-) -> None:
+def _quorum_command(action: str, argument: Any, doc: str) -> None:
+    """`mqctl quorum ACTION [RAFT_ADDRESS]`: one change of the group's membership or leadership, asked of
+    the leader (add, remove and transfer differ only in their argument and their help)."""
+
+    def command(
+        conn: Conn,
+        raft_address: str = argument,
+        output: Output = output_option(),
+        no_color: bool = _no_color_opt(),
+    ) -> None:
+        _quorum_change(action, raft_address, conn, output, no_color)
+
+    command.__name__ = command.__qualname__ = f"quorum_{action}"
+    command.__doc__ = doc
+    quorum_app.command(action)(connected(protocol=False)(command))
+
+
+_quorum_command(
+    "add",
+    typer.Argument(..., metavar="RAFT_ADDRESS", help="the new node's Raft HOST:PORT"),
     """Add a controller node to the group, one at a time. Start the new node first, with --peers
     naming the current members (a group of two cannot commit the change without it); it catches up
-    from the leader."""
-    _quorum_change("add", raft_address, conn, output, no_color)
-
-
-@quorum_app.command("remove")
-@connected(protocol=False)
-def quorum_remove(
-    conn: Conn,
-    raft_address: str = typer.Argument(..., metavar="RAFT_ADDRESS", help="the Raft HOST:PORT to remove"),
-    output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
-) -> None:
-    """Remove a controller node from the group (not the leader: transfer leadership first)."""
-    _quorum_change("remove", raft_address, conn, output, no_color)
-
-
-@quorum_app.command("transfer")
-@connected(protocol=False)
-def quorum_transfer(
-    conn: Conn,
-    raft_address: str = typer.Argument(
+    from the leader.""",
+)
+_quorum_command(
+    "remove",
+    typer.Argument(..., metavar="RAFT_ADDRESS", help="the Raft HOST:PORT to remove"),
+    """Remove a controller node from the group (not the leader: transfer leadership first).""",
+)
+_quorum_command(
+    "transfer",
+    typer.Argument(
         None, metavar="[RAFT_ADDRESS]", help="the node to lead (default: the most caught-up follower)"
     ),
-    output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
-) -> None:
-    """Hand the Raft leadership to another node (it must be caught up) and wait until it leads."""
-    _quorum_change("transfer", raft_address, conn, output, no_color)
+    """Hand the Raft leadership to another node (it must be caught up) and wait until it leads.""",
+)
 
 
 @quorum_app.command("feature-level")

@@ -212,6 +212,17 @@ def echo_doc(output: Any, doc: Any, error: BaseException | None = None) -> None:
     print_document(doc, output.value)
 
 
+def show_doc(output: Any, doc: dict[str, Any], print_table: Any, error: BaseException | None = None) -> None:
+    """The command's result: its document as -o asks (``error`` inside it), or ``print_table(doc)``;
+    then ``error``, raised (its line on stderr, its exit code)."""
+    if output is not Output.table:
+        echo_doc(output, doc, error=error)
+    else:
+        print_table(doc)
+    if error is not None:
+        raise error
+
+
 def console() -> Any:
     """The rich console of tables (mqctl.cli.render.console: colours as the terminal allows, 200 columns
     when stdout is not a terminal, so that piped tables do not wrap)."""

@@ -22,6 +22,7 @@ from mqctl.cli.common import (
     namesrv_option,
     no_color_option,
     output_option,
+    show_doc,
     yes_option,
 )
 from mqctl.cli.render import Output
@@ -39,12 +40,7 @@ def emit_drift(per_set: list[dict[str, Any]], output: Output) -> None:
     doc: dict[str, Any] = {"brokerSets": per_set, "differs": any(s["differs"] for s in per_set)}
     sets = [s["brokerSet"] or "(no brokerIdentity)" for s in per_set if s["differs"]]
     problem = UnhealthyError(f"the replicas' metadata differ in {', '.join(sets)}") if sets else None
-    if output is not Output.table:
-        echo_doc(output, doc, error=problem)
-    else:
-        _print_drift(doc)
-    if problem is not None:
-        raise problem
+    show_doc(output, doc, _print_drift, problem)
 
 
 def _print_drift(doc: dict[str, Any]) -> None:

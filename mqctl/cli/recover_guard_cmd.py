@@ -22,6 +22,7 @@ from mqctl.cli.common import (
     namesrv_option,
     no_color_option,
     output_option,
+    show_doc,
     spark_master_option,
 )
 from mqctl.cli.recover_cmd import recover_app
@@ -275,12 +276,7 @@ def replay_cmd(
             )
             + " (the report lists why)"
         )
-    if output is not Output.table:
-        echo_doc(output, doc, error=err)
-    else:
-        _replay_table(doc)
-    if err is not None:
-        raise err
+    show_doc(output, doc, _replay_table, err)
 
 
 def _replay_table(doc: dict[str, Any]) -> None:
