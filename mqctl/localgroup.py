@@ -454,6 +454,14 @@ class LocalCluster:
         for node in self.nodes:
             node.stop()
 
+    def stop_all(self, timeout: float = 10.0) -> None:
+        """The end of a demo or a simulation: stop every node, SIGKILL one whose stop fails."""
+        for node in self.nodes:
+            try:
+                node.stop(timeout)
+            except Exception:  # SIGTERM did not work: SIGKILL
+                node.kill()
+
     def __enter__(self) -> LocalCluster:
         return self
 

@@ -18,7 +18,18 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import typer
 
 from mqctl.cli import common, render, root_app, sub_app
-from mqctl.cli.common import console, echo_doc, no_color_option, output_option
+from mqctl.cli.common import (
+    broker_name_option,
+    cluster_option,
+    console,
+    dry_run_option,
+    echo_doc,
+    env_option,
+    namesrv_option,
+    no_color_option,
+    output_option,
+    store_option,
+)
 from mqctl.cli.render import AdminOutput, Output
 from mqctl.errors import (
     Code,
@@ -57,73 +68,13 @@ def _addr_opt(default: str | None = DEFAULT_CONTROLLER, without: str = "no contr
     )
 
 
-def _token_opt() -> Any:
-    return typer.Option(
-        None, "--token", envvar="MQCTL_TOKEN", help="bearer token for admin calls (the controller's --token)"
-    )
-
-
-def _tls_ca_opt() -> Any:
-    return typer.Option(
-        None,
-        "--tls-ca",
-        envvar="MQCTL_TLS_CA",
-        help="CA of the controller certificate "
-        "(PEM); enables TLS (gRPC, and RocketMQ remoting as with tls.enable=true)",
-    )
-
-
-def _tls_cert_opt() -> Any:
-    return typer.Option(None, "--tls-cert", envvar="MQCTL_TLS_CERT", help="client certificate (PEM) for mTLS")
-
-
-def _tls_key_opt() -> Any:
-    return typer.Option(None, "--tls-key", envvar="MQCTL_TLS_KEY", help="client private key (PEM) for mTLS")
-
-
-def _tls_server_name_opt() -> Any:
-    return typer.Option(
-        None,
-        "--tls-server-name",
-        envvar="MQCTL_TLS_SERVER_NAME",
-        metavar="NAME",
-        help="the name the controller's certificate must carry (default: the host of -a), "
-        "for certificates without the address dialled",
-    )
-
-
-def _access_key_opt() -> Any:
-    return typer.Option(
-        None,
-        "--access-key",
-        envvar="MQCTL_ACCESS_KEY",
-        help="RocketMQ ACL AccessKey: sign remoting requests as RocketMQ's AclClientRPCHook "
-        "(with --secret-key; not used over gRPC)",
-    )
-
-
-def _secret_key_opt() -> Any:
-    return typer.Option(
-        None,
-        "--secret-key",
-        envvar="MQCTL_SECRET_KEY",
-        help="RocketMQ ACL SecretKey of --access-key (prefer the environment variable)",
-    )
-
-
 def _namesrv_opt(used: bool = False) -> Any:
     why = (
         "with -c, asked for the cluster's broker sets (GET_BROKER_CLUSTER_INFO)"
         if used
         else "accepted as mqadmin accepts it; this command does not need it"
     )
-    return typer.Option(
-        None,
-        "-n",
-        "--namesrvAddr",
-        metavar="ADDRS",
-        help=f"RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): {why}",
-    )
+    return namesrv_option(f"RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): {why}")
 
 
 def _watch_opt() -> Any:
@@ -291,14 +242,49 @@ def _answers_grpc(probe: ControllerClient, addresses: list[str]) -> bool:
 
 _CONNECTION_OPTIONS: dict[str, tuple[type, Callable[[], Any]]] = {
     "addr": (str, _addr_opt),
-    "token": (str, _token_opt),
-    "tls_ca": (str, _tls_ca_opt),
-    "tls_cert": (str, _tls_cert_opt),
-    "tls_key": (str, _tls_key_opt),
+    "token": (
+        str,
+        functools.partial(env_option, "--token", "bearer token for admin calls (the controller's --token)"),
+    ),
+    "tls_ca": (
+        str,
+        functools.partial(
+            env_option,
+            "--tls-ca",
+            "CA of the controller certificate "
+            "(PEM); enables TLS (gRPC, and RocketMQ remoting as with tls.enable=true)",
+        ),
+    ),
+    "tls_cert": (str, functools.partial(env_option, "--tls-cert", "client certificate (PEM) for mTLS")),
+    "tls_key": (str, functools.partial(env_option, "--tls-key", "client private key (PEM) for mTLS")),
     "protocol": (str, _protocol_opt),
-    "tls_server_name": (str, _tls_server_name_opt),
-    "access_key": (str, _access_key_opt),
-    "secret_key": (str, _secret_key_opt),
+    "tls_server_name": (
+        str,
+        functools.partial(
+            env_option,
+            "--tls-server-name",
+            "the name the controller's certificate must carry (default: the host of -a), "
+            "for certificates without the address dialled",
+            metavar="NAME",
+        ),
+    ),
+    "access_key": (
+        str,
+        functools.partial(
+            env_option,
+            "--access-key",
+            "RocketMQ ACL AccessKey: sign remoting requests as RocketMQ's AclClientRPCHook "
+            "(with --secret-key; not used over gRPC)",
+        ),
+    ),
+    "secret_key": (
+        str,
+        functools.partial(
+            env_option,
+            "--secret-key",
+            "RocketMQ ACL SecretKey of --access-key (prefer the environment variable)",
+        ),
+    ),
 }
 
 
@@ -505,16 +491,9 @@ def _command(
 @connected()
 def get_sync_state_set(
     conn: Conn,
-    broker_name: str = typer.Option(
-        None, "-b", "--broker-name", "--brokerName", help="broker set name(s), comma separated"
-    ),
-    cluster: str = typer.Option(
-        None,
-        "-c",
-        "--cluster-name",
-        "--clusterName",
-        help="every broker set of this cluster (with -n: the broker sets the name "
-        "server lists for it, as mqadmin)",
+    broker_name: str = broker_name_option("broker set name(s), comma separated"),
+    cluster: str = cluster_option(
+        "every broker set of this cluster (with -n: the broker sets the name server lists for it, as mqadmin)"
     ),
     namesrv: str = _namesrv_opt(used=True),
     watch: float = _watch_opt(),
@@ -568,27 +547,15 @@ def _cluster_sets_from_namesrv(
 @connected()
 def get_broker_epoch(
     conn: Conn,
-    broker_name: str = typer.Option(
-        None, "-b", "--broker-name", "--brokerName", help="broker set name(s): ask each replica"
-    ),
-    cluster: str = typer.Option(
-        None, "-c", "--cluster-name", "--clusterName", help="every broker set of this cluster"
-    ),
-    namesrv: str = typer.Option(
-        None,
-        "-n",
-        "--namesrvAddr",
-        metavar="ADDRS",
-        help="RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): the brokers to ask "
+    broker_name: str = broker_name_option("broker set name(s): ask each replica"),
+    cluster: str = cluster_option("every broker set of this cluster"),
+    namesrv: str = namesrv_option(
+        "RocketMQ name servers, 'h:p;h:p' (mqadmin's -n): the brokers to ask "
         "are the ones they list (GET_BROKER_CLUSTER_INFO), not the "
-        "controller's",
+        "controller's"
     ),
-    store: str = typer.Option(
-        None,
-        "--store",
-        metavar="DIR",
-        help="read DIR/epochFileCheckpoint offline "
-        "(.bak fallback, CRC checked) and the commitlog's max offset",
+    store: str = store_option(
+        "read DIR/epochFileCheckpoint offline (.bak fallback, CRC checked) and the commitlog's max offset"
     ),
     broker_addr: str = typer.Option(
         None,
@@ -878,44 +845,42 @@ def _quorum_change(
         render.emit(doc, output, render.message_table, no_color=no_color)
 
 
-@quorum_app.command("add")
-@connected(protocol=False)
-def quorum_add(
-    conn: Conn,
-    raft_address: str = typer.Argument(..., metavar="RAFT_ADDRESS", help="the new node's Raft HOST:PORT"),
-    output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
-) -> None:
+def _quorum_command(action: str, argument: Any, doc: str) -> None:
+    """`mqctl quorum ACTION [RAFT_ADDRESS]`: one change of the group's membership or leadership, asked of
+    the leader (add, remove and transfer differ only in their argument and their help)."""
+
+    def command(
+        conn: Conn,
+        raft_address: str = argument,
+        output: Output = output_option(),
+        no_color: bool = _no_color_opt(),
+    ) -> None:
+        _quorum_change(action, raft_address, conn, output, no_color)
+
+    command.__name__ = command.__qualname__ = f"quorum_{action}"
+    command.__doc__ = doc
+    quorum_app.command(action)(connected(protocol=False)(command))
+
+
+_quorum_command(
+    "add",
+    typer.Argument(..., metavar="RAFT_ADDRESS", help="the new node's Raft HOST:PORT"),
     """Add a controller node to the group, one at a time. Start the new node first, with --peers
     naming the current members (a group of two cannot commit the change without it); it catches up
-    from the leader."""
-    _quorum_change("add", raft_address, conn, output, no_color)
-
-
-@quorum_app.command("remove")
-@connected(protocol=False)
-def quorum_remove(
-    conn: Conn,
-    raft_address: str = typer.Argument(..., metavar="RAFT_ADDRESS", help="the Raft HOST:PORT to remove"),
-    output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
-) -> None:
-    """Remove a controller node from the group (not the leader: transfer leadership first)."""
-    _quorum_change("remove", raft_address, conn, output, no_color)
-
-
-@quorum_app.command("transfer")
-@connected(protocol=False)
-def quorum_transfer(
-    conn: Conn,
-    raft_address: str = typer.Argument(
+    from the leader.""",
+)
+_quorum_command(
+    "remove",
+    typer.Argument(..., metavar="RAFT_ADDRESS", help="the Raft HOST:PORT to remove"),
+    """Remove a controller node from the group (not the leader: transfer leadership first).""",
+)
+_quorum_command(
+    "transfer",
+    typer.Argument(
         None, metavar="[RAFT_ADDRESS]", help="the node to lead (default: the most caught-up follower)"
     ),
-    output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
-) -> None:
-    """Hand the Raft leadership to another node (it must be caught up) and wait until it leads."""
-    _quorum_change("transfer", raft_address, conn, output, no_color)
+    """Hand the Raft leadership to another node (it must be caught up) and wait until it leads.""",
+)
 
 
 @quorum_app.command("feature-level")
@@ -1027,10 +992,8 @@ def _print_quorum_dump(doc: dict[str, Any], con: Any) -> None:
 @connected()
 def elect_master(
     conn: Conn,
-    cluster: str = typer.Option(
-        ..., "-c", "--cluster-name", "--clusterName", help="cluster of the broker set"
-    ),
-    broker_name: str = typer.Option(..., "-bn", "--broker-name", "--brokerName", help="broker set name"),
+    cluster: str = cluster_option("cluster of the broker set", default=...),
+    broker_name: str = broker_name_option("broker set name", default=..., short="-bn"),
     broker_id: int = typer.Option(
         None,
         "-b",
@@ -1040,9 +1003,7 @@ def elect_master(
         "(default: the controller chooses, as when a master dies); the master "
         "itself: nothing to do, exit 0",
     ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="show the candidates and the answer the call would get; change nothing"
-    ),
+    dry_run: bool = dry_run_option("show the candidates and the answer the call would get; change nothing"),
     accept_data_loss: bool = typer.Option(
         False, "--accept-data-loss", help="allow electing a broker outside the SyncStateSet"
     ),
@@ -1196,7 +1157,7 @@ def _elect_hint(exc: ControllerError, plan: dict[str, Any], unclean: bool) -> Co
 @connected()
 def clean_broker_metadata(
     conn: Conn,
-    broker_name: str = typer.Option(..., "-bn", "--broker-name", "--brokerName", help="broker set name"),
+    broker_name: str = broker_name_option("broker set name", default=..., short="-bn"),
     broker_ids: str = typer.Option(
         None,
         "-b",
@@ -1205,9 +1166,7 @@ def clean_broker_metadata(
         metavar="IDS",
         help="broker ids to clean, '1;2;3' (default: the whole broker set)",
     ),
-    cluster: str = typer.Option(
-        None, "-c", "--cluster-name", "--clusterName", help="cluster of the broker set"
-    ),
+    cluster: str = cluster_option("cluster of the broker set"),
     clean_living: bool = typer.Option(
         False,
         "-l",

@@ -10,7 +10,7 @@ import typer
 
 from mqctl.cli import sub_app
 from mqctl.cli.admin_cmd import Conn, _cluster_info, connected
-from mqctl.cli.common import console, echo_doc, no_color_option, output_option
+from mqctl.cli.common import console, echo_doc, namesrv_option, no_color_option, output_option
 from mqctl.cli.render import Output
 from mqctl.errors import StoreError, UsageError
 
@@ -36,9 +36,7 @@ def config_cmd(
         "(GET_BROKER_CONFIG, its version from GET_BROKER_RUNTIME_INFO) and the "
         "controllers named with -a (GetControllerConfig).",
     ),
-    namesrv: str = typer.Option(
-        None, "-n", "--namesrvAddr", metavar="ADDRS", help="with --online: name servers that list the brokers"
-    ),
+    namesrv: str = namesrv_option("with --online: name servers that list the brokers"),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:

@@ -78,6 +78,56 @@ def no_color_option() -> Any:
     )
 
 
+def env_option(flag: str, help: str, **extra: Any) -> Any:
+    """An option that MQCTL_<FLAG> also sets (--tls-ca: MQCTL_TLS_CA), the same name on every command."""
+    return typer.Option(None, flag, envvar="MQCTL_" + flag[2:].upper().replace("-", "_"), help=help, **extra)
+
+
+def dry_run_option(help: str) -> Any:
+    """--dry-run: every command that writes has one; its help says what it shows instead."""
+    return typer.Option(False, "--dry-run", help=help)
+
+
+def yes_option() -> Any:
+    """--yes/-y: the commands that ask before they write skip the question."""
+    return typer.Option(False, "--yes", "-y", help="Do not ask for confirmation.")
+
+
+def broker_name_option(help: str, default: Any = None, short: str = "-b") -> Any:
+    """-b/--broker-name with mqadmin's spelling --brokerName beside it (mqadmin's -bn where -b is an id)."""
+    return typer.Option(default, short, "--broker-name", "--brokerName", help=help)
+
+
+def cluster_option(help: str, default: Any = None) -> Any:
+    """-c/--cluster-name with mqadmin's spelling --clusterName beside it."""
+    return typer.Option(default, "-c", "--cluster-name", "--clusterName", help=help)
+
+
+def namesrv_option(help: str, **extra: Any) -> Any:
+    """-n/--namesrvAddr, mqadmin's name servers, 'h:p;h:p'."""
+    return typer.Option(None, "-n", "--namesrvAddr", metavar="ADDRS", help=help, **extra)
+
+
+def store_option(help: str, default: Any = None) -> Any:
+    """--store DIR: a broker's store root (storePathRootDir)."""
+    return typer.Option(default, "--store", metavar="DIR", help=help)
+
+
+def backup_dir_option(help: str) -> Any:
+    """--backup-dir DIR: where a command that replaces files keeps the old ones."""
+    return typer.Option(None, "--backup-dir", metavar="DIR", help=help)
+
+
+def spark_master_option(help: str) -> Any:
+    """--master URL of the commands that can run on Spark (MQCTL_SPARK_MASTER)."""
+    return typer.Option(None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER", help=help)
+
+
+def engine_option(help: str) -> Any:
+    """--engine auto|local|spark of the commands that can run on Spark."""
+    return typer.Option("auto", "--engine", metavar="auto|local|spark", help=help)
+
+
 def no_color() -> bool:
     """Whether --no-color was given to this command."""
     return _no_color
@@ -160,6 +210,17 @@ def echo_doc(output: Any, doc: Any, error: BaseException | None = None) -> None:
     if error is not None:
         doc = {**doc, "error": error_of(error)}
     print_document(doc, output.value)
+
+
+def show_doc(output: Any, doc: dict[str, Any], print_table: Any, error: BaseException | None = None) -> None:
+    """The command's result: its document as -o asks (``error`` inside it), or ``print_table(doc)``;
+    then ``error``, raised (its line on stderr, its exit code)."""
+    if output is not Output.table:
+        echo_doc(output, doc, error=error)
+    else:
+        print_table(doc)
+    if error is not None:
+        raise error
 
 
 def console() -> Any:

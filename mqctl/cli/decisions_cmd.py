@@ -16,7 +16,7 @@ import typer
 
 from mqctl.cli import render, root_app, sub_app
 from mqctl.cli.admin_cmd import Conn, _no_color_opt, connected
-from mqctl.cli.common import output_option
+from mqctl.cli.common import broker_name_option, cluster_option, dry_run_option, output_option
 from mqctl.cli.render import Output
 from mqctl.errors import MqctlError, RefusedError, UsageError
 
@@ -32,13 +32,7 @@ failover_app = sub_app(
 @connected(protocol=False, broker_acl=True)
 def history(
     conn: Conn,
-    broker_name: str = typer.Option(
-        None,
-        "-b",
-        "--broker-name",
-        "--brokerName",
-        help="one broker set (default: every broker set and config changes)",
-    ),
+    broker_name: str = broker_name_option("one broker set (default: every broker set and config changes)"),
     since: str = typer.Option(
         None,
         "--since",
@@ -176,11 +170,11 @@ def _pause(
 
 
 def _broker_opt(what: str) -> Any:
-    return typer.Option(None, "-b", "--broker-name", "--brokerName", help=f"one broker set (default: {what})")
+    return broker_name_option(f"one broker set (default: {what})")
 
 
 def _dry_run_opt() -> Any:
-    return typer.Option(False, "--dry-run", help="say what would change; change nothing")
+    return dry_run_option("say what would change; change nothing")
 
 
 @failover_app.command("pause")
@@ -220,7 +214,7 @@ def failover_resume(
 @connected(protocol=False, broker_acl=True)
 def switchover(
     conn: Conn,
-    broker_name: str = typer.Option(..., "-b", "--broker-name", "--brokerName", help="the broker set"),
+    broker_name: str = broker_name_option("the broker set", default=...),
     to: int = typer.Option(
         None, "--to", metavar="ID", help="the new master (default: the freshest alive SyncStateSet member)"
     ),
@@ -295,14 +289,8 @@ def _metadata_checked(conn: Conn, client: ControllerClient, broker_name: str, to
 @connected(protocol=False)
 def rebalance(
     conn: Conn,
-    cluster: str = typer.Option(
-        None,
-        "-c",
-        "--cluster-name",
-        "--clusterName",
-        help="the broker sets of this cluster (default: every broker set)",
-    ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="list what would move; change nothing"),
+    cluster: str = cluster_option("the broker sets of this cluster (default: every broker set)"),
+    dry_run: bool = dry_run_option("list what would move; change nothing"),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
 ) -> None:

@@ -11,7 +11,7 @@ import typer
 
 from mqctl.cli import render, root_app
 from mqctl.cli.admin_cmd import Conn, _names, _no_color_opt, _one_of, connected
-from mqctl.cli.common import output_option
+from mqctl.cli.common import broker_name_option, cluster_option, output_option
 from mqctl.cli.render import Output
 from mqctl.errors import MqctlError, NotFoundError
 
@@ -113,12 +113,8 @@ def _metadata_drift(
 @connected()
 def health_command(
     conn: Conn,
-    broker_name: str = typer.Option(
-        None, "-b", "--broker-name", "--brokerName", help="only these broker sets (comma separated)"
-    ),
-    cluster: str = typer.Option(
-        None, "-c", "--cluster-name", "--clusterName", help="only the broker sets of this cluster"
-    ),
+    broker_name: str = broker_name_option("only these broker sets (comma separated)"),
+    cluster: str = cluster_option("only the broker sets of this cluster"),
     doctor: bool = typer.Option(
         False,
         "--doctor",

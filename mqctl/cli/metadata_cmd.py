@@ -11,7 +11,20 @@ import typer
 
 from mqctl.cli import sub_app
 from mqctl.cli.admin_cmd import Conn, _broker_sets, _cluster_info, _one_of, connected
-from mqctl.cli.common import confirm, console, echo_doc, no_color_option, output_option
+from mqctl.cli.common import (
+    backup_dir_option,
+    broker_name_option,
+    cluster_option,
+    confirm,
+    console,
+    dry_run_option,
+    echo_doc,
+    namesrv_option,
+    no_color_option,
+    output_option,
+    show_doc,
+    yes_option,
+)
 from mqctl.cli.render import Output
 from mqctl.errors import NotFoundError, UnhealthyError, UsageError
 
@@ -27,12 +40,7 @@ def emit_drift(per_set: list[dict[str, Any]], output: Output) -> None:
     doc: dict[str, Any] = {"brokerSets": per_set, "differs": any(s["differs"] for s in per_set)}
     sets = [s["brokerSet"] or "(no brokerIdentity)" for s in per_set if s["differs"]]
     problem = UnhealthyError(f"the replicas' metadata differ in {', '.join(sets)}") if sets else None
-    if output is not Output.table:
-        echo_doc(output, doc, error=problem)
-    else:
-        _print_drift(doc)
-    if problem is not None:
-        raise problem
+    show_doc(output, doc, _print_drift, problem)
 
 
 def _print_drift(doc: dict[str, Any]) -> None:
@@ -130,23 +138,11 @@ def _broker_connect(conn: Conn, brokers: list[str]) -> Any:
 @connected()
 def diff_cmd(
     conn: Conn,
-    broker_name: str = typer.Option(
-        None,
-        "-b",
-        "--broker-name",
-        "--brokerName",
-        help="broker set name(s), comma separated (default: every set)",
-    ),
-    cluster: str = typer.Option(
-        None, "-c", "--cluster-name", "--clusterName", help="every broker set of this cluster"
-    ),
-    namesrv: str = typer.Option(
-        None,
-        "-n",
-        "--namesrvAddr",
-        metavar="ADDRS",
-        help="take the brokers from these name servers (default: the alive "
-        "replicas of each set, from the controller -a)",
+    broker_name: str = broker_name_option("broker set name(s), comma separated (default: every set)"),
+    cluster: str = cluster_option("every broker set of this cluster"),
+    namesrv: str = namesrv_option(
+        "take the brokers from these name servers (default: the alive "
+        "replicas of each set, from the controller -a)"
     ),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
@@ -215,11 +211,9 @@ def sync_cmd(
     allow_rewind: bool = typer.Option(
         False, "--allow-rewind", help="Also move back an offset the target holds further."
     ),
-    backup_dir: str | None = typer.Option(
-        None, "--backup-dir", metavar="DIR", help="Where to save the files replaced (default: beside it)."
-    ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be copied, change nothing."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    backup_dir: str | None = backup_dir_option("Where to save the files replaced (default: beside it)."),
+    dry_run: bool = dry_run_option("Show what would be copied, change nothing."),
+    yes: bool = yes_option(),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:

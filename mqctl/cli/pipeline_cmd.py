@@ -19,11 +19,14 @@ import typer
 from mqctl.cli import sub_app
 from mqctl.cli.common import (
     console,
+    dry_run_option,
     echo_doc,
+    engine_option,
     human_size,
     no_color_option,
     output_option,
     say_walker,
+    spark_master_option,
     verbose_option,
 )
 from mqctl.cli.recover_cmd import recover_app
@@ -56,6 +59,31 @@ def _parse_size(text: str) -> int:
     if not m or int(m.group(1)) <= 0:
         raise UsageError(f"--range-size must be a positive size like 65536, 512K or 64M, not {text!r}")
     return int(m.group(1)) << (10 * " KMGT".index((m.group(2) or " ").upper()))
+
+
+def _range_size_opt() -> Any:
+    return typer.Option(None, "--range-size", metavar="SIZE", help=_RANGE_HELP)
+
+
+def _overwrite_opt() -> Any:
+    return typer.Option(False, "--overwrite", help=_OVERWRITE_HELP)
+
+
+def _quiet_opt() -> Any:
+    return typer.Option(False, "--quiet", "-q", help=_QUIET_HELP)
+
+
+def _begin(verbose: bool, range_size: str | None, engine: str) -> tuple[int | None, str]:
+    """What a job command does first: name the record walker, read --range-size and --engine, and
+    check the in-process engine's packages; (range size or None, engine)."""
+    say_walker(verbose)
+    size = None if range_size is None else _parse_size(range_size)
+    eng = _engine(engine)
+
+    from mqctl.pipeline.engine import require_local  # lazy: start-up
+
+    require_local()
+    return size, eng
 
 
 def _engine(engine: str) -> str:
@@ -107,38 +135,29 @@ def _time(ms: int | None) -> str:
 def salvage_cmd(
     stores: list[str] = typer.Argument(..., metavar="STORE...", help="Store root directories of the fleet."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="Output directory (Parquet + summary.json)."),
-    master: str | None = typer.Option(
-        None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER", help=_MASTER_HELP
-    ),
+    master: str | None = spark_master_option(_MASTER_HELP),
     full_source: bool = typer.Option(
         False,
         "--full-source",
         help="Compare with every record the source "
         "keeps, not only those after the set's smallest truncateTo.",
     ),
-    range_size: str | None = typer.Option(None, "--range-size", metavar="SIZE", help=_RANGE_HELP),
-    engine: str = typer.Option("auto", "--engine", metavar="auto|local|spark", help=_ENGINE_HELP),
-    overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Run the job and show what would be saved; write nothing."
-    ),
+    range_size: str | None = _range_size_opt(),
+    engine: str = engine_option(_ENGINE_HELP),
+    overwrite: bool = _overwrite_opt(),
+    quiet: bool = _quiet_opt(),
+    dry_run: bool = dry_run_option("Run the job and show what would be saved; write nothing."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
     verbose: bool = verbose_option(),
 ) -> None:
     """Save to Parquet every message that truncating the plan's replicas would drop and the source lacks."""
-    say_walker(verbose)
-    size = None if range_size is None else _parse_size(range_size)
-    eng = _engine(engine)
-
+    size, eng = _begin(verbose, range_size, engine)
     # lazy: start-up
-    from mqctl.pipeline.engine import require_local
     from mqctl.pipeline.output import check_out_dir
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
     from mqctl.pipeline.salvage import KIND, prepare, run_salvage
 
-    require_local()
     if not dry_run:
         check_out_dir(Path(out).absolute(), KIND, overwrite=overwrite)
     inp = prepare(stores, range_size=size or DEFAULT_RANGE_SIZE, full_source=full_source)
@@ -235,25 +254,17 @@ def analyze_commitlog_cmd(
     out: str | None = typer.Option(
         None, "--out", metavar="DIR", help="Also write Parquet (queues, problems) and summary.json here."
     ),
-    master: str | None = typer.Option(
-        None, "--master", metavar="URL", envvar="MQCTL_SPARK_MASTER", help=_MASTER_HELP
-    ),
-    range_size: str | None = typer.Option(None, "--range-size", metavar="SIZE", help=_RANGE_HELP),
-    engine: str = typer.Option("auto", "--engine", metavar="auto|local|spark", help=_ENGINE_HELP),
-    overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help=_QUIET_HELP),
+    master: str | None = spark_master_option(_MASTER_HELP),
+    range_size: str | None = _range_size_opt(),
+    engine: str = engine_option(_ENGINE_HELP),
+    overwrite: bool = _overwrite_opt(),
+    quiet: bool = _quiet_opt(),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
     verbose: bool = verbose_option(),
 ) -> None:
     """Per topic and queue: messages, bytes, store times, offsets; every damaged record, file and position."""
-    say_walker(verbose)
-    size = None if range_size is None else _parse_size(range_size)
-    eng = _engine(engine)
-
-    from mqctl.pipeline.engine import require_local  # lazy: start-up
-
-    require_local()
+    size, eng = _begin(verbose, range_size, engine)
     from mqctl.pipeline.analyze import KIND, prepare_analyze, run_analyze  # lazy: numpy
 
     # lazy: start-up

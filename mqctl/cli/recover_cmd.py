@@ -16,15 +16,19 @@ import typer
 
 from mqctl.cli import sub_app
 from mqctl.cli.common import (
+    backup_dir_option,
     confirm,
     console,
+    dry_run_option,
     echo_doc,
     human_size,
     no_color_option,
     output_option,
     print_line,
     say_walker,
+    store_option,
     verbose_option,
+    yes_option,
 )
 from mqctl.cli.metadata_cmd import emit_drift
 from mqctl.cli.render import Output
@@ -359,8 +363,8 @@ def dump_cmd(
 @recover_app.command("mark-clean")
 def mark_clean_cmd(
     store: str = typer.Argument(..., metavar="STORE"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show the final signature, write nothing."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    dry_run: bool = dry_run_option("Show the final signature, write nothing."),
+    yes: bool = yes_option(),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -393,11 +397,9 @@ def mark_clean_cmd(
 def truncate_cmd(
     store: str = typer.Argument(..., metavar="STORE"),
     to: int = typer.Option(..., "--to", metavar="OFFSET", help="Record boundary to cut the commitlog at."),
-    backup_dir: str | None = typer.Option(
-        None, "--backup-dir", metavar="DIR", help="Where to save what is removed (default: beside the store)."
-    ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed, change nothing."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    backup_dir: str | None = backup_dir_option("Where to save what is removed (default: beside the store)."),
+    dry_run: bool = dry_run_option("Show what would be removed, change nothing."),
+    yes: bool = yes_option(),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -439,11 +441,9 @@ def truncate_cmd(
 
 @recover_app.command("reseed")
 def reseed_cmd(
-    stores: list[str] = typer.Option(
-        ...,
-        "--store",
-        metavar="DIR",
-        help="a broker's store root directory (storePathRootDir); repeat it for every replica there is",
+    stores: list[str] = store_option(
+        "a broker's store root directory (storePathRootDir); repeat it for every replica there is",
+        default=...,
     ),
     data_dir: str = typer.Option(
         ...,
@@ -466,7 +466,7 @@ def reseed_cmd(
     group: str = typer.Option(
         "mqctl", "--group", help="the controller group name `mqctl serve --group` will use"
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan, write nothing."),
+    dry_run: bool = dry_run_option("Show the plan, write nothing."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:

@@ -12,7 +12,19 @@ from typing import Any
 import typer
 
 from mqctl.cli.admin_cmd import Conn, _epoch_cache, connected
-from mqctl.cli.common import console, echo_doc, human_size, no_color_option, output_option
+from mqctl.cli.common import (
+    console,
+    dry_run_option,
+    echo_doc,
+    engine_option,
+    env_option,
+    human_size,
+    namesrv_option,
+    no_color_option,
+    output_option,
+    show_doc,
+    spark_master_option,
+)
 from mqctl.cli.recover_cmd import recover_app
 from mqctl.cli.render import Output
 from mqctl.errors import MqctlError, UsageError
@@ -73,13 +85,7 @@ def guard_cmd(
     broker_name: str = typer.Option(
         None, "-b", "--broker-name", help="The broker set (default: the store's brokerIdentity)."
     ),
-    namesrv: str = typer.Option(
-        None,
-        "-n",
-        "--namesrvAddr",
-        metavar="ADDRS",
-        help="Name servers, only for the replay command printed.",
-    ),
+    namesrv: str = namesrv_option("Name servers, only for the replay command printed."),
     allow_unverified: bool = typer.Option(
         False,
         "--allow-unverified",
@@ -94,7 +100,7 @@ def guard_cmd(
         "saved, unverified with --allow-unverified), for "
         "ExecStartPre= and init containers; 11 and 12 stay.",
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Decide, say what would be saved, write nothing."),
+    dry_run: bool = dry_run_option("Decide, say what would be saved, write nothing."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -150,13 +156,8 @@ def replay_cmd(
     salvage: str = typer.Argument(
         ..., metavar="SALVAGE_DIR", help="A salvage directory (of `recover guard` or `recover salvage`)."
     ),
-    namesrv: str = typer.Option(
-        None,
-        "-n",
-        "--namesrvAddr",
-        metavar="ADDRS",
-        envvar="MQCTL_NAMESRV",
-        help="Name servers 'h:p;h:p': the set's master and the topics' routes.",
+    namesrv: str = namesrv_option(
+        "Name servers 'h:p;h:p': the set's master and the topics' routes.", envvar="MQCTL_NAMESRV"
     ),
     broker_addr: str = typer.Option(
         None,
@@ -165,10 +166,8 @@ def replay_cmd(
         help="Or send to this broker (it must be of the salvage's set).",
     ),
     rate: float = typer.Option(None, "--rate", metavar="N", help="At most N messages per second."),
-    dry_run: bool = typer.Option(
-        False,
-        "--dry-run",
-        help="Look the messages up and say what would be sent; send nothing, write no checkpoint.",
+    dry_run: bool = dry_run_option(
+        "Look the messages up and say what would be sent; send nothing, write no checkpoint."
     ),
     group: str = typer.Option("mqctl_replay", "--group", help="The producer group the messages are sent as."),
     include_crc_errors: bool = typer.Option(
@@ -184,39 +183,22 @@ def replay_cmd(
         "(backoff 0.1 s, doubling, at most 5 s).",
     ),
     timeout: float = typer.Option(5.0, "--timeout", envvar="MQCTL_TIMEOUT", help="Seconds per request."),
-    tls_ca: str = typer.Option(
-        None,
-        "--tls-ca",
-        envvar="MQCTL_TLS_CA",
-        help="CA (PEM): speak TLS to the brokers and name servers (tls.enable).",
-    ),
-    tls_cert: str = typer.Option(None, "--tls-cert", envvar="MQCTL_TLS_CERT", help="Client certificate."),
-    tls_key: str = typer.Option(None, "--tls-key", envvar="MQCTL_TLS_KEY", help="Client private key (PEM)."),
-    engine: str = typer.Option(
-        "auto",
-        "--engine",
-        metavar="auto|local|spark",
-        help="local: in this process; spark: one task per part file, each with its "
+    tls_ca: str = env_option("--tls-ca", "CA (PEM): speak TLS to the brokers and name servers (tls.enable)."),
+    tls_cert: str = env_option("--tls-cert", "Client certificate."),
+    tls_key: str = env_option("--tls-key", "Client private key (PEM)."),
+    engine: str = engine_option(
+        "local: in this process; spark: one task per part file, each with its "
         "own connection and checkpoint file; auto: Spark when --master is "
-        "given.",
+        "given."
     ),
-    master: str | None = typer.Option(
-        None,
-        "--master",
-        metavar="URL",
-        envvar="MQCTL_SPARK_MASTER",
-        help="Spark master URL (default local[*]); the executors must reach "
-        "the brokers and see SALVAGE_DIR at the same path.",
+    master: str | None = spark_master_option(
+        "Spark master URL (default local[*]); the executors must reach "
+        "the brokers and see SALVAGE_DIR at the same path."
     ),
-    access_key: str = typer.Option(
-        None,
-        "--access-key",
-        envvar="MQCTL_ACCESS_KEY",
-        help="RocketMQ ACL AccessKey: sign every request (AclClientRPCHook).",
+    access_key: str = env_option(
+        "--access-key", "RocketMQ ACL AccessKey: sign every request (AclClientRPCHook)."
     ),
-    secret_key: str = typer.Option(
-        None, "--secret-key", envvar="MQCTL_SECRET_KEY", help="RocketMQ ACL SecretKey of --access-key."
-    ),
+    secret_key: str = env_option("--secret-key", "RocketMQ ACL SecretKey of --access-key."),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -294,12 +276,7 @@ def replay_cmd(
             )
             + " (the report lists why)"
         )
-    if output is not Output.table:
-        echo_doc(output, doc, error=err)
-    else:
-        _replay_table(doc)
-    if err is not None:
-        raise err
+    show_doc(output, doc, _replay_table, err)
 
 
 def _replay_table(doc: dict[str, Any]) -> None:

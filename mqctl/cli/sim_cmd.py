@@ -286,12 +286,17 @@ def demo(
                     ) from None
         finally:
             sim.close()
-        _print_report(printer, result.report)
-        printer.line(result.verdict, style="bold green" if result.ok else "bold red")
-        if keep:
-            printer.line(f"kept {work} (stores, controller data and logs, sim.log)")
-        if not result.ok:
-            raise UnhealthyError("an invariant did not hold (see the report above)")
+        _verdict(printer, result, f"{work} (stores, controller data and logs, sim.log)" if keep else None)
+
+
+def _verdict(printer: _Printer, result: Any, kept: str | None, what: str = "an invariant") -> None:
+    """The end of a demo: its report, its verdict, what --keep kept; exit 7 (unhealthy) when it failed."""
+    _print_report(printer, result.report)
+    printer.line(result.verdict, style="bold green" if result.ok else "bold red")
+    if kept:
+        printer.line(f"kept {kept}")
+    if not result.ok:
+        raise UnhealthyError(f"{what} did not hold (see the report above)")
 
 
 def _demo_rocketmq(home: str, host_network: bool, keep: bool, pace: float) -> None:
@@ -345,12 +350,12 @@ def _demo_rocketmq(home: str, host_network: bool, keep: bool, pace: float) -> No
                 ) from None
         finally:
             rs.close()
-        _print_report(printer, result.report)
-        printer.line(result.verdict, style="bold green" if result.ok else "bold red")
-        if keep:
-            printer.line(f"kept {work} (stores, controller data, logs/ of every process)")
-        if not result.ok:
-            raise UnhealthyError("a check did not hold (see the report above)")
+        _verdict(
+            printer,
+            result,
+            f"{work} (stores, controller data, logs/ of every process)" if keep else None,
+            "a check",
+        )
 
 
 # ------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import typer
 from mqctl import __version__
 from mqctl.cli import render, sub_app
 from mqctl.cli.admin_cmd import Conn, _no_color_opt, connected
-from mqctl.cli.common import output_option
+from mqctl.cli.common import dry_run_option, output_option
 from mqctl.cli.render import Output
 
 snapshot_app = sub_app("snapshot", "Save the controller group's state to a file; seed a new group from it.")
@@ -41,7 +41,7 @@ def snapshot_save(
     file: str = typer.Argument(
         ..., help="where to write the snapshot (an existing file is kept as FILE.bak-TIME)"
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="read the state and show what would be written"),
+    dry_run: bool = dry_run_option("read the state and show what would be written"),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
 ) -> None:
@@ -91,7 +91,7 @@ def snapshot_restore(
         help="a new controller group id (default: the "
         "saved group's); the same for every node of the new group",
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="check the file and show the plan; write nothing"),
+    dry_run: bool = dry_run_option("check the file and show the plan; write nothing"),
     output: Output = output_option(),
     no_color: bool = _no_color_opt(),
 ) -> None:

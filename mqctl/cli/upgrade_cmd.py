@@ -14,7 +14,17 @@ import typer
 
 from mqctl.cli import sub_app
 from mqctl.cli.admin_cmd import Conn, connected
-from mqctl.cli.common import confirm, console, echo_doc, no_color_option, output_option
+from mqctl.cli.common import (
+    backup_dir_option,
+    confirm,
+    console,
+    dry_run_option,
+    echo_doc,
+    no_color_option,
+    output_option,
+    store_option,
+    yes_option,
+)
 from mqctl.cli.render import Output
 from mqctl.errors import UnhealthyError, UsageError
 
@@ -111,8 +121,8 @@ def _show_clear(
 @connected(protocol=False, address=None)
 def plan_cmd(
     conn: Conn,
-    stores: list[str] = typer.Option(
-        [], "--store", metavar="DIR", help="A broker store (storePathRootDir); repeat for every store."
+    stores: list[str] = store_option(
+        "A broker store (storePathRootDir); repeat for every store.", default=[]
     ),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
@@ -181,7 +191,7 @@ def plan_cmd(
 @connected(protocol=False, address=None)
 def check_cmd(
     conn: Conn,
-    stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="A broker store; repeat for each."),
+    stores: list[str] = store_option("A broker store; repeat for each.", default=...),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -224,15 +234,12 @@ def check_cmd(
 
 @upgrade_app.command("clear-epochs")
 def clear_epochs_cmd(
-    stores: list[str] = typer.Option(..., "--store", metavar="DIR", help="A broker store; repeat for each."),
-    backup_dir: str | None = typer.Option(
-        None,
-        "--backup-dir",
-        metavar="DIR",
-        help="Where to copy the files first (default: a timestamped directory beside the first store).",
+    stores: list[str] = store_option("A broker store; repeat for each.", default=...),
+    backup_dir: str | None = backup_dir_option(
+        "Where to copy the files first (default: a timestamped directory beside the first store)."
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    dry_run: bool = dry_run_option("Show what would be removed; change nothing."),
+    yes: bool = yes_option(),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -262,14 +269,11 @@ def clear_controller_data_cmd(
         metavar="DIR",
         help="RocketMQ's controllerStorePath (~/DledgerController) or mqctl serve --data-dir.",
     ),
-    backup_dir: str | None = typer.Option(
-        None,
-        "--backup-dir",
-        metavar="DIR",
-        help="Where to copy the data first (default: a timestamped directory beside DIR).",
+    backup_dir: str | None = backup_dir_option(
+        "Where to copy the data first (default: a timestamped directory beside DIR)."
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be removed; change nothing."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    dry_run: bool = dry_run_option("Show what would be removed; change nothing."),
+    yes: bool = yes_option(),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:
@@ -303,10 +307,8 @@ def restore_cmd(
     backup_dir: str = typer.Argument(
         ..., metavar="BACKUP_DIR", help="A directory printed by a clear command."
     ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Verify the backup and show what would be put back."
-    ),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    dry_run: bool = dry_run_option("Verify the backup and show what would be put back."),
+    yes: bool = yes_option(),
     output: Output = output_option(),
     no_color: bool = no_color_option(),
 ) -> None:

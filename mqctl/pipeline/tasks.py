@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import itertools
 import mmap
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -87,6 +87,8 @@ PROBLEM_COLUMNS = (
     "reason",
 )
 
+T = TypeVar("T")
+
 
 def property_value(props: bytes, name: bytes) -> str | None:
     """One property from the raw `k\\x01v\\x02` bytes without decoding them all (the dedupe hot path)."""
@@ -127,17 +129,7 @@ def parse_task(
     br: ByteRange, *, check_crc: bool = True, extract: tuple[str, ...] = (), known: Chain | None = None
 ) -> ParsedRange:
     with open_file(br.path) as buf:
-        return parse_byte_range(
-            buf,
-            br.file_start,
-            br.start,
-            br.end,
-            limit=br.limit,
-            head_owned=br.head_owned,
-            check_crc=check_crc,
-            extract=extract,
-            known=known,
-        )
+        return _walk(parse_byte_range, buf, br, check_crc, extract, known)
 
 
 def parse_task_blocks(
@@ -146,17 +138,29 @@ def parse_task_blocks(
     """`parse_task` a block of records at a time (`walker.parse_blocks`): a task's memory follows the
     block, not the range."""
     with open_file(br.path) as buf:
-        yield from parse_blocks(
-            buf,
-            br.file_start,
-            br.start,
-            br.end,
-            limit=br.limit,
-            head_owned=br.head_owned,
-            check_crc=check_crc,
-            extract=extract,
-            known=known,
-        )
+        yield from _walk(parse_blocks, buf, br, check_crc, extract, known)
+
+
+def _walk(
+    walk: Callable[..., T],
+    buf: Any,
+    br: ByteRange,
+    check_crc: bool,
+    extract: tuple[str, ...],
+    known: Chain | None,
+) -> T:
+    """One walker (the whole range, or block by block) over ``br``, as a task reads it."""
+    return walk(
+        buf,
+        br.file_start,
+        br.start,
+        br.end,
+        limit=br.limit,
+        head_owned=br.head_owned,
+        check_crc=check_crc,
+        extract=extract,
+        known=known,
+    )
 
 
 def give_back_memory(heap: bool = True) -> None:

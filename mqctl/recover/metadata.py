@@ -247,18 +247,30 @@ def plan_sync(
     src: ReplicaMetadata, dst: ReplicaMetadata, what: Sequence[str], *, allow_rewind: bool = False
 ) -> SyncPlan:
     p = SyncPlan()
+
+    def add_missing(
+        kind: str, want: Mapping[str, Any], have: Mapping[str, Any], added: dict[str, Any]
+    ) -> None:
+        """What the target lacks is added; what it has with other settings stays, and is said."""
+        for name, cfg in sorted(want.items()):
+            if name not in have:
+                added[name] = cfg
+            elif have[name] != cfg:
+                p.kept.append({"kind": kind, "name": name, "why": _OTHER})
+
+    def move(
+        cur: int | None, off: int, row: dict[str, Any], moved: list[dict[str, Any]], kind: str, name: str
+    ) -> None:
+        """An offset moves forward; back only with --allow-rewind, else it stays, and is said."""
+        if cur is None or off > cur or allow_rewind:
+            moved.append(row)
+        else:
+            p.kept.append({"kind": kind, "name": name, **row, "why": _FURTHER})
+
     if "topics" in what:
-        for name, cfg in sorted(src.topics.items()):
-            if name not in dst.topics:
-                p.topics_added[name] = cfg
-            elif dst.topics[name] != cfg:
-                p.kept.append({"kind": "topic", "name": name, "why": _OTHER})
+        add_missing("topic", src.topics, dst.topics, p.topics_added)
     if "groups" in what:
-        for name, gcfg in sorted(src.groups.items()):
-            if name not in dst.groups:
-                p.groups_added[name] = gcfg
-            elif dst.groups[name] != gcfg:
-                p.kept.append({"kind": "group", "name": name, "why": _OTHER})
+        add_missing("group", src.groups, dst.groups, p.groups_added)
     if "offsets" in what:
         for key in sorted(src.offsets):
             topic, _, group = key.partition("@")
@@ -268,18 +280,11 @@ def plan_sync(
                 if cur == off:
                     continue
                 row = {"topic": topic, "group": group, "queueId": q, "from": cur, "to": off}
-                if cur is None or off > cur or allow_rewind:
-                    p.offsets_set.append(row)
-                else:
-                    p.kept.append({"kind": "offset", "name": f"{key} queue {q}", **row, "why": _FURTHER})
+                move(cur, off, row, p.offsets_set, "offset", f"{key} queue {q}")
     if "delay" in what:
         for level, off in sorted(src.delay.items()):
             cur = dst.delay.get(level)
             if cur == off:
                 continue
-            row = {"level": level, "from": cur, "to": off}
-            if cur is None or off > cur or allow_rewind:
-                p.delay_set.append(row)
-            else:
-                p.kept.append({"kind": "delay", "name": f"level {level}", **row, "why": _FURTHER})
+            move(cur, off, {"level": level, "from": cur, "to": off}, p.delay_set, "delay", f"level {level}")
     return p

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from mqctl.errors import UsageError
 from mqctl.recover.metadata import StoreFiles, SyncPlan, plan_sync, read_store_files, replica_of
@@ -70,58 +71,32 @@ def apply_sync(prep: PreparedSync, backup_dir: str | None = None) -> tuple[list[
         raise UsageError(f"{prep.dst}/lock: held by another process (is the broker running?); stop it first")
     dst = prep.dst
     changes: list[tuple[str, Callable[[], Path]]] = []
-    if p.topics_added:
-        topics = {**d.topics.topics, **p.topics_added}
+
+    def change(name: str, write: Callable[..., Path], file: Any, **fields: Any) -> None:
+        """``file`` written anew with ``fields``, its dataVersion one on."""
         changes.append(
-            (
-                md.TOPICS,
-                partial(
-                    md.write_topics,
-                    dst,
-                    replace(d.topics, topics=topics, data_version=_next(d.topics.data_version)),
-                ),
-            )
+            (name, partial(write, dst, replace(file, data_version=_next(file.data_version), **fields)))
         )
+
+    if p.topics_added:
+        change(md.TOPICS, md.write_topics, d.topics, topics={**d.topics.topics, **p.topics_added})
     if p.groups_added:
-        groups = {**d.groups.groups, **p.groups_added}
-        changes.append(
-            (
-                md.SUBSCRIPTION_GROUPS,
-                partial(
-                    md.write_subscription_groups,
-                    dst,
-                    replace(d.groups, groups=groups, data_version=_next(d.groups.data_version)),
-                ),
-            )
+        change(
+            md.SUBSCRIPTION_GROUPS,
+            md.write_subscription_groups,
+            d.groups,
+            groups={**d.groups.groups, **p.groups_added},
         )
     if p.offsets_set:
         offsets = {k: dict(m) for k, m in d.offsets.offsets.items()}
         for o in p.offsets_set:
             offsets.setdefault(f"{o['topic']}@{o['group']}", {})[o["queueId"]] = o["to"]
-        changes.append(
-            (
-                md.CONSUMER_OFFSETS,
-                partial(
-                    md.write_consumer_offsets,
-                    dst,
-                    replace(d.offsets, offsets=offsets, data_version=_next(d.offsets.data_version)),
-                ),
-            )
-        )
+        change(md.CONSUMER_OFFSETS, md.write_consumer_offsets, d.offsets, offsets=offsets)
     if p.delay_set:
         delay = dict(d.delay.offsets)
         for o in p.delay_set:
             delay[o["level"]] = o["to"]
-        changes.append(
-            (
-                md.DELAY_OFFSETS,
-                partial(
-                    md.write_delay_offsets,
-                    dst,
-                    replace(d.delay, offsets=delay, data_version=_next(d.delay.data_version)),
-                ),
-            )
-        )
+        change(md.DELAY_OFFSETS, md.write_delay_offsets, d.delay, offsets=delay)
     cfg = md.config_dir(dst)
     bdir = Path(backup_dir) if backup_dir else default_backup_dir(dst)
     (bdir / "config").mkdir(parents=True, exist_ok=True)

@@ -405,11 +405,7 @@ class Simulation:
         if self.client is not None:
             self.client.close()
         if self.cluster is not None:
-            for node in self.cluster.nodes:
-                try:
-                    node.stop(10)
-                except Exception:  # SIGTERM did not work: SIGKILL
-                    node.kill()
+            self.cluster.stop_all()
         if self._own_dir and not self.settings.keep:
             shutil.rmtree(self.base_dir, ignore_errors=True)
 

@@ -542,11 +542,7 @@ class RocketMQSet:
         if self.client is not None:
             self.client.close()
         if self.cluster is not None:
-            for node in self.cluster.nodes:
-                try:
-                    node.stop(10)
-                except Exception:  # SIGTERM did not work: SIGKILL
-                    node.kill()
+            self.cluster.stop_all()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from mqctl.errors import StoreError
 
-__all__ = ["crc32_masked", "read_bytes", "store_error", "string_to_file", "write_bytes_synced"]
+__all__ = ["crc32_masked", "read_bytes", "read_parsed", "store_error", "string_to_file", "write_bytes_synced"]
+
+T = TypeVar("T")
 
 
 def crc32_masked(data: bytes | bytearray | memoryview) -> int:
@@ -39,6 +43,12 @@ def read_bytes(path: Path) -> bytes | None:
         raise store_error(path, "is a directory, expected a file") from None
     except OSError as exc:
         raise store_error(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def read_parsed(path: Path, parse: Callable[[bytes, str], T]) -> T | None:
+    """``parse(its bytes, its path)`` of a store file, None when it does not exist."""
+    data = read_bytes(path)
+    return None if data is None else parse(data, str(path))
 
 
 def write_bytes_synced(path: Path, data: bytes) -> None:

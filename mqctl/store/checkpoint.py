@@ -7,7 +7,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqctl.store._util import read_bytes, store_error, write_bytes_synced
+from mqctl.store._util import read_bytes, read_parsed, store_error, write_bytes_synced
 
 CHECKPOINT_FILE = "checkpoint"
 CHECKPOINT_SIZE = 4096
@@ -91,9 +91,7 @@ def checkpoint_path(root: str | os.PathLike[str]) -> Path:
 
 
 def read_checkpoint(root: str | os.PathLike[str]) -> StoreCheckpoint | None:
-    path = checkpoint_path(root)
-    data = read_bytes(path)
-    return None if data is None else parse_checkpoint(data, str(path))
+    return read_parsed(checkpoint_path(root), parse_checkpoint)
 
 
 def write_checkpoint(root: str | os.PathLike[str], cp: StoreCheckpoint) -> None:

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from mqctl.store._util import read_bytes, store_error, write_bytes_synced
+from mqctl.store._util import read_parsed, store_error, write_bytes_synced
 
 IDENTITY_FILE = "brokerIdentity"
 TEMP_SUFFIX = "-temp"
@@ -105,15 +105,11 @@ def temp_identity_path(root: str | os.PathLike[str]) -> Path:
 
 def read_identity(root: str | os.PathLike[str]) -> BrokerIdentity | None:
     """`<root>/brokerIdentity`, None when absent."""
-    path = identity_path(root)
-    data = read_bytes(path)
-    return None if data is None else parse_identity(data, str(path))
+    return read_parsed(identity_path(root), parse_identity)
 
 
 def read_temp_identity(root: str | os.PathLike[str]) -> TempBrokerIdentity | None:
-    path = temp_identity_path(root)
-    data = read_bytes(path)
-    return None if data is None else parse_temp_identity(data, str(path))
+    return read_parsed(temp_identity_path(root), parse_temp_identity)
 
 
 def _check_names(ident: BrokerIdentity | TempBrokerIdentity) -> None:

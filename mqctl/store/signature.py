@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mqctl.store._util import read_bytes, store_error, string_to_file
+from mqctl.store._util import read_parsed, store_error, string_to_file
 
 SIGNATURE_FILE = "mqctl-signature.json"
 FORMAT = 1
@@ -199,9 +199,7 @@ def signature_path(root: str | os.PathLike[str]) -> Path:
 
 
 def read_signature(root: str | os.PathLike[str]) -> Signature | None:
-    path = signature_path(root)
-    data = read_bytes(path)
-    return None if data is None else parse_signature(data, str(path))
+    return read_parsed(signature_path(root), parse_signature)
 
 
 def write_signature(root: str | os.PathLike[str], sig: Signature) -> None:
