@@ -5,47 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from core_fixtures import ADDR, ALL, NOW, C, S, call, ctx, wire
 
-from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, decide, default_config
-from mqctl.controller.records import RecordError, decode, encode
+from mqctl.controller.core import Context, ControllerState, Result, decide, default_config
+from mqctl.controller.records import RecordError, decode
 from mqctl.errors import Code
-
-
-def wire(r: Result) -> list[dict[str, Any]]:
-    """The records of a decision as the log holds them (without the version field)."""
-    return [{k: v for k, v in encode(x).items() if k != "v"} for x in r.records]
-
-
-C, S = "cluster-a", "broker-set-a"
-ADDR = {1: "127.0.0.1:9000", 2: "127.0.0.1:9001", 3: "127.0.0.1:9002"}
-NOW = 1_000_000
-
-
-def ctx(
-    alive: tuple[int, ...] = (),
-    dead: tuple[int, ...] = (),
-    info: dict[int, tuple[int, int, int]] | None = None,
-) -> Context:
-    rows: dict[int, LiveInfo] = {}
-    info = info or {}
-    for bid in (*alive, *dead):
-        epoch, off, prio = info.get(bid, (-1, -1, 2**31 - 1))
-        rows[bid] = LiveInfo(
-            bid, ADDR[bid], 0, epoch, off, -1, prio, NOW if bid in alive else NOW - 20_000, 10_000
-        )
-    return Context(NOW, {S: rows})
-
-
-ALL = ctx(alive=(1, 2, 3))
-
-
-def call(state: ControllerState, method: str, req: dict[str, Any], c: Context | None = None) -> Result:
-    before = state.state_hash()
-    r = decide(state, method, req, c or Context(NOW))
-    assert state.state_hash() == before
-    for e in wire(r):
-        state.apply(decode(e))
-    return r
 
 
 def apply_id(state: ControllerState, bid: int) -> None:

@@ -5,48 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from core_fixtures import ADDR, ALL, NOW, C, S, call, ctx, wire
 
 from mqctl.controller.core import Context, ControllerState, LiveInfo, Result, decide
-from mqctl.controller.records import decode, encode
 from mqctl.errors import Code
-
-
-def wire(r: Result) -> list[dict[str, Any]]:
-    """The records of a decision as the log holds them (without the version field)."""
-    return [{k: v for k, v in encode(x).items() if k != "v"} for x in r.records]
-
-
-C, S = "cluster-a", "broker-set-a"
-ADDR = {1: "127.0.0.1:9000", 2: "127.0.0.1:9001", 3: "127.0.0.1:9002"}
-NOW = 1_000_000
-
-
-def ctx(
-    alive: tuple[int, ...] = (),
-    dead: tuple[int, ...] = (),
-    info: dict[int, tuple[int, int, int]] | None = None,
-    name: str = S,
-) -> Context:
-    """alive/dead heartbeat rows; info: id -> (epoch, max_offset, priority)."""
-    rows: dict[int, LiveInfo] = {}
-    info = info or {}
-    for bid in (*alive, *dead):
-        epoch, off, prio = info.get(bid, (-1, -1, 2**31 - 1))
-        last = NOW if bid in alive else NOW - 20_000
-        rows[bid] = LiveInfo(bid, ADDR.get(bid, ""), 0, epoch, off, -1, prio, last, 10_000)
-    return Context(NOW, {name: rows})
-
-
-ALL = ctx(alive=(1, 2, 3))
-
-
-def call(state: ControllerState, method: str, req: dict[str, Any], c: Context | None = None) -> Result:
-    before = state.state_hash()
-    r = decide(state, method, req, c or Context(NOW))
-    assert state.state_hash() == before, "handle must not mutate the state"
-    for e in wire(r):
-        state.apply(decode(e))
-    return r
 
 
 def add_broker(state: ControllerState, bid: int, c: Context | None = None) -> Result:

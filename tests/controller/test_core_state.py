@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from core_fixtures import wire
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,11 +23,6 @@ from mqctl.controller.records import FeatureLevelSet, MetaSet, RecordError, deco
 from mqctl.errors import Code
 
 METHODS = sorted(s.name for s in methods.METHODS if s.rule_ref)  # the methods the core decides
-
-
-def wire(r: Result) -> list[dict[str, Any]]:
-    """The records of a decision as the log holds them (without the version field)."""
-    return [{k: v for k, v in encode(x).items() if k != "v"} for x in r.records]
 
 
 C = "cluster-a"
