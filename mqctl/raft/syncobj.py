@@ -582,6 +582,8 @@ class SyncObj:
                 if changeClusterRequest is None or self.__changeCluster(changeClusterRequest):
 
                     self.__raftLog.add(command, idx, term)
+                    if changeClusterRequest is not None:  # mqctl: one change at a time (FORK.md, change 28)
+                        self.__changeClusterIDx = idx
 
                     if requestNode is None:
                         if callback is not None:
@@ -1520,6 +1522,7 @@ class SyncObj:
         idx, term = self.__getCurrentLogIndex() + 1, self.__raftCurrentTerm
         self.__raftLog.add(_bchr(_COMMAND_TYPE.NO_OP), idx, term)
         self.__noopIDx = idx
+        self.__changeClusterIDx = None  # mqctl: changes before the no-op are committed with it (change 28)
         if not self.__conf.appendEntriesUseBatch:
             self.__sendAppendEntries()
 
