@@ -42,6 +42,7 @@ class Checker:
         self.committed_by: dict[int, int] = {}
         self.seen_term: dict[str, int] = {}
         self.seen_vote: dict[str, tuple[int, str | None]] = {}
+        self.configs: dict[str, tuple[frozenset[str], float]] = {}  # node -> (its configuration, since)
         self.was_leader: dict[str, int] = {}
         self.leader_since: dict[str, float] = {}
         self.per_node: dict[tuple[str, int], dict[str, Any]] = {}
@@ -206,6 +207,7 @@ class Checker:
             if voted == addr and (not sync.is_leader() or self.was_leader.get(addr) != term):
                 self.election_started(node, term)
         if sync.is_leader():
+            config_since = self.config_since(node)
             if self.was_leader.get(addr) != term:
                 self.was_leader[addr] = term
                 self.leader_since[addr] = w.now
@@ -219,8 +221,10 @@ class Checker:
             elif (
                 w.now - self.leader_since.get(addr, w.now) > QUORUM_SILENCE
                 and w.now - node.resumed_at > QUORUM_SILENCE
+                and w.now - config_since > QUORUM_SILENCE
             ):
-                # the majority of the members this leader counts now (membership changes included)
+                # the majority of the members this leader counts now (membership changes included),
+                # for as long as it has counted them
                 config = node.config()
                 heard = sum(
                     1
@@ -234,6 +238,14 @@ class Checker:
                     )
             if w.now - w.quorum_asked_at < 30.0:
                 self.one_change_at_a_time(node, term)
+
+    def config_since(self, node: SimNode) -> float:
+        """Since when `node` has counted majorities of the configuration it has now."""
+        config = frozenset(node.config())
+        known = self.configs.get(node.addr)
+        if known is None or known[0] != config:
+            known = self.configs[node.addr] = (config, self.world.now)
+        return known[1]
 
     def one_change_at_a_time(self, node: SimNode, term: int) -> None:
         """A leader appends a membership change only once its previous one is committed (Raft's

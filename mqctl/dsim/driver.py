@@ -937,15 +937,23 @@ class Operator:
         self.busy += 1
         w.note(f"quorum {action} {target} asked by {client.name}")
 
+        pending = [True]
+
         def answered(answer: dict[str, Any]) -> None:
+            if not pending[0]:
+                return
+            pending[0] = False
             self.busy -= 1
             if answer.get("code") == 0:
                 w.stats[f"quorum {action}"] += 1
-            else:
+            elif answer.get("code") != -1:
                 w.stats["quorum refused"] += 1
             w.note(f"quorum {action} {target}: code {answer.get('code')} {answer.get('remark', '')}")
 
         client.call("ChangeQuorum", {"action": action, "raft_address": target}, answered, to=leader)
+        # the leader asked may die or step down with the change pending: its answer never comes (an
+        # RPC deadline); the operator then reads the outcome from the configuration
+        w.after(12.0, "operator", answered, {"code": -1, "remark": "no answer: the outcome is unknown"})
 
     def remove(self, target: str, leader: str, *, client: Client | None = None) -> None:
         self.asked("remove", target, leader, client or self.client)

@@ -1294,6 +1294,8 @@ class SyncObj:
 
         if self.__raftState == _RAFT_STATE.LEADER:
             if message['type'] == 'next_node_idx':
+                if node not in self.__raftMatchIndex:  # mqctl: no longer a member (FORK.md, change 29)
+                    return
                 reset = message['reset']
                 nextNodeIdx = message['next_node_idx']
                 success = message['success']
