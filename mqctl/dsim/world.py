@@ -14,6 +14,7 @@ import hashlib
 import heapq
 import pickle
 import random
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -448,7 +449,11 @@ class SimNode:
         except Violation:
             raise
         except Exception as exc:
-            raise Violation(f"node {self.addr} raised {type(exc).__name__}: {exc}") from exc
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            raise Violation(
+                f"node {self.addr} raised {type(exc).__name__}: {exc} "
+                f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno} {where.name})"
+            ) from exc
         finally:
             w.acting = None
             if self.debt:
