@@ -32,14 +32,17 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
     assert a.digest == b.digest and a.stats == b.stats
     assert c.digest != a.digest
     assert a.stats["acked writes"] > 10 and a.stats["leader changes"] >= 1
+    assert a.stats["quorum remove"] >= 1
 
 
 def test_same_trace_in_another_process() -> None:
-    """A replay is another process (another string hash seed): the trace must not change."""
-    mine, _ = run_seed(3, seconds=15)
+    """A replay is another process (another string hash seed): the trace must not change (seed 4
+    removes a node and adds it back on an empty disk within its 15 s)."""
+    mine, _ = run_seed(4, seconds=15)
+    assert mine.stats["quorum remove"] and mine.stats["quorum add"] and mine.stats["fresh disk"]
     code = (
         "import logging; logging.basicConfig(level=logging.CRITICAL); from mqctl.dsim import run_seed; "
-        "print(run_seed(3, seconds=15)[0].digest)"
+        "print(run_seed(4, seconds=15)[0].digest)"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
