@@ -261,6 +261,7 @@ class SyncObj:
         self.__transport.setOnUtilityMessageCallback('remove', self._removeNodeFromCluster)
         self.__transport.setOnUtilityMessageCallback('set_version', self._setCodeVersion)
         self.__transport.setOnUtilityMessageCallback('transfer', self._transferLeadership)
+        self.__replayClusterChanges(self.__raftLog.entry_index(0))  # mqctl: FORK.md, change 30
 
         self._methodToID: dict[Any, int] = {}
         self._idToMethod: dict[int, Any] = {}
@@ -1008,13 +1009,8 @@ class SyncObj:
                 callback(oldVer, ver)
             return
 
-        #  This is required only after node restarts and apply journal
-        # for normal case it is already done earlier and calls will be ignored
-        clusterChangeRequest = self.__parseChangeClusterRequest(command)
-        if clusterChangeRequest is not None:
-             self.__doChangeCluster(clusterChangeRequest)
-             return
-
+        # mqctl: a membership change took effect when it was appended, or when the journal was loaded
+        # (FORK.md, change 30); applying it again here undid a later change until that was applied too
         if commandType != _COMMAND_TYPE.REGULAR:
             return
         command = pickle.loads(command[1:])
@@ -1830,6 +1826,18 @@ class SyncObj:
             self.__transport.dropNode(oldNode)
             return True
 
+    def __replayClusterChanges(self, fromIDx: int) -> None:
+        """mqctl: the configuration in force is the latest one in the log, committed or not (Raft;
+        FORK.md, change 30): the membership changes of the journal from `fromIDx` on, in order, on
+        top of the partners given or the snapshot's. Each sets its node's membership, so applying
+        some of them twice gives the same configuration."""
+        if not self.__conf.dynamicMembershipChange:
+            return
+        for entry in self.__getEntries(fromIDx):
+            clusterChangeRequest = self.__parseChangeClusterRequest(entry[0])
+            if clusterChangeRequest is not None:
+                self.__doChangeCluster(clusterChangeRequest)
+
     def __parseChangeClusterRequest(self, command: bytes) -> Any:
         commandType = ord(command[:1])
         if commandType != _COMMAND_TYPE.MEMBERSHIP:
@@ -1938,6 +1946,7 @@ class SyncObj:
 
             if self.__conf.dynamicMembershipChange:
                 self.__updateClusterConfiguration([node for node in data[3] if node != self.__selfNode])
+                self.__replayClusterChanges(data[1][1] + 1)  # mqctl: FORK.md, change 30
             self.__onSetCodeVersion(0)
         except:  # noqa: E722
             logger.exception('failed to load full dump')

@@ -20,6 +20,7 @@ REGRESSION_SEEDS: list[tuple[int, int, bool]] = [
     (100171, 3, False),  # the same, found by the long run
     (100288, 3, False),  # a stale durable acknowledgement lost a committed entry (FORK.md, change 25)
     (3036, 5, True),  # a removed node's answer raised KeyError on the leader (FORK.md, change 29)
+    (4189, 3, True),  # a restarted node counted with an old configuration: two leaders (change 30)
 ]  # (seed, nodes, membership)
 
 
