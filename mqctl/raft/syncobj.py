@@ -221,6 +221,7 @@ class SyncObj:
         self.__leaderCommitIndex: int | None = None
         self.__onReadyCalled = False
         self.__changeClusterIDx: int | None = None
+        self.__selfRemoved = False  # mqctl: the latest configuration in the log leaves this node out
         self.__noopIDx: int | None = None
         self.__destroying = False
         self.__recvTransmission = ''
@@ -694,7 +695,9 @@ class SyncObj:
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None:
             # mqctl: the election timeout counted up to the last time messages were read (FORK.md,
             # change 15): a node whose own tick was late reads the leader's waiting messages first
-            if self.__raftElectionDeadline < self.__lastPollTime and self.__connectedToAnyone() and \
+            # mqctl: a node the latest configuration leaves out does not campaign (FORK.md, change 30)
+            if not self.__selfRemoved and \
+                    self.__raftElectionDeadline < self.__lastPollTime and self.__connectedToAnyone() and \
                     self.__preVoteWon():  # mqctl: PreVote first (FORK.md, change 13)
                 self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
                 try:  # mqctl: the new term and own vote are stored first: no election if they cannot be
@@ -1804,6 +1807,8 @@ class SyncObj:
 
         if adding:
             newNode = requestNode
+            if newNode == self.__selfNode and not self._isLeader():
+                self.__selfRemoved = False  # mqctl: a member again (FORK.md, change 30)
             # Node already exists in cluster
             if newNode == self.__selfNode or newNode in self.__otherNodes:
                 return False
@@ -1817,6 +1822,8 @@ class SyncObj:
         else:
             oldNode = requestNode
             if oldNode == self.__selfNode:
+                if not self._isLeader():  # mqctl: FORK.md, change 30 (a leader refuses its own removal)
+                    self.__selfRemoved = True
                 return False
             if oldNode not in self.__otherNodes:
                 return False
