@@ -96,7 +96,14 @@ class SimTransport(Transport):  # type: ignore[misc]
 
     def addNode(self, node: Any) -> None:
         self.peers.add(node.id)
-        self.node.world.net.reconsider(self.node.addr, node.id)
+        net = self.node.world.net
+        if net.pair(self.node.addr, node.id) in net.connected:
+            # the connection the other node opened (it knew this one already) is this node's too now:
+            # pysyncobj's TCPTransport closes an unknown node's connection and connects once it is
+            # added, so both sides see it connected (here the simulated network keeps it open)
+            self._onNodeConnected(TCPNode(node.id))
+            return
+        net.reconsider(self.node.addr, node.id)
 
     def dropNode(self, node: Any) -> None:
         self.peers.discard(node.id)
