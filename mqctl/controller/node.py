@@ -20,8 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from mqctl import methods
-from mqctl.address import parse_address
-from mqctl.controller import core, records
+from mqctl.controller import core, quorum, records
 from mqctl.controller.feature_levels import FeatureLevels
 from mqctl.controller.leader_work import LeaderWork
 from mqctl.controller.liveness import HeartbeatTable
@@ -29,7 +28,7 @@ from mqctl.controller.node_raft import META_GROUP_ID, META_GROUP_OPTIONS, META_N
 from mqctl.controller.node_settings import NodeSettings
 from mqctl.controller.role_changes import RoleChanges
 from mqctl.controller.watches import RoleWatch, RoleWatches
-from mqctl.errors import Code, MqctlError, UsageError
+from mqctl.errors import Code, MqctlError
 
 if TYPE_CHECKING:
     from mqctl.controller.raftlog import RaftSeam
@@ -323,45 +322,16 @@ class ControllerNode:
         target = str(request.get("raft_address", "") or "")
         if action == "feature-level":
             return self.feature_levels.raise_to(int(request.get("feature_level") or 0), timeout)
-        if action not in ("add", "remove", "transfer"):
-            return {
-                "code": int(Code.CONTROLLER_INVALID_REQUEST),
-                "remark": "Invalid request: action must "
-                f"be add, remove, transfer or feature-level, not {action!r}",
-            }
-        if target:
-            try:
-                parse_address(target, "Raft address")
-            except UsageError as exc:
-                return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": f"Invalid request: {exc}"}
-        elif action != "transfer":
-            return {
-                "code": int(Code.CONTROLLER_INVALID_REQUEST),
-                "remark": "Invalid request: raft_address is required",
-            }
+        refused = quorum.request_refusal(action, target)
+        if refused is not None:
+            return refused
         if not self.is_leader():
             return self.raft.not_leader()
         me = self.settings.raft_address
         members = self.members()
-        if action == "add" and (target == me or target in members):
-            return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": f"{target} is already a member"}
-        if action in ("remove", "transfer") and target and target != me and target not in members:
-            return {
-                "code": int(Code.CONTROLLER_INVALID_REQUEST),
-                "remark": f"{target} is not a member (members: {', '.join(sorted([me, *members]))})",
-            }
-        if action == "remove" and target == me:
-            return {
-                "code": int(Code.CONTROLLER_INVALID_REQUEST),
-                "remark": f"{target} is the leader: transfer the leadership first",
-            }
-        if action == "transfer" and target == me:
-            return {
-                "code": 0,
-                "remark": f"{me} already leads",
-                "leader_id": me,
-                "members": sorted([me, *members]),
-            }
+        refused = quorum.membership_refusal(action, target, me, members)
+        if refused is not None:
+            return refused
         done = threading.Event()
         outcome: list[Any] = []
 

@@ -32,6 +32,7 @@ def run_seed(
     brokers: int = 9,
     replicas: int = 3,
     faults: bool = True,
+    membership: bool = True,
     mutation: str | None = None,
     full_trace: bool = False,
 ) -> tuple[Outcome, Any]:
@@ -44,6 +45,7 @@ def run_seed(
         brokers=brokers,
         replicas=replicas,
         faults=faults,
+        membership=membership,
         mutation=mutation,
         full_trace=full_trace,
     )

@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=3, choices=(3, 5))
     parser.add_argument("--brokers", type=int, default=9, help="brokers (9: 3 broker sets of 3)")
     parser.add_argument("--no-faults", action="store_true")
+    parser.add_argument(
+        "--no-membership", action="store_true", help="no quorum add and remove among the faults"
+    )
     parser.add_argument("--mutation", choices=MUTATIONS, help="a planted bug (the mutation tests)")
     parser.add_argument("--trace", action="store_true", help="print the whole trace")
     parser.add_argument("--tail", type=int, default=40, help="trace lines printed for a failure (40)")
@@ -73,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             nodes=args.nodes,
             brokers=args.brokers,
             faults=not args.no_faults,
+            membership=not args.no_membership,
             mutation=args.mutation,
             full_trace=args.trace,
         )
@@ -91,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = f" --nodes {args.nodes}" if args.nodes != 3 else ""
         extra += f" --mutation {args.mutation}" if args.mutation else ""
         extra += " --no-faults" if args.no_faults else ""
+        extra += " --no-membership" if args.no_membership else ""
         extra += f" --brokers {args.brokers}" if args.brokers != 9 else ""
         print(f"  replay: python -m mqctl.dsim --seed {seed} --seconds {args.seconds:g}{extra} --trace")
     wall = time.perf_counter() - started

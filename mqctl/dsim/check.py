@@ -42,6 +42,7 @@ class Checker:
         self.committed_by: dict[int, int] = {}
         self.seen_term: dict[str, int] = {}
         self.seen_vote: dict[str, tuple[int, str | None]] = {}
+        self.configs: dict[str, tuple[frozenset[str], float]] = {}  # node -> (its configuration, since)
         self.was_leader: dict[str, int] = {}
         self.leader_since: dict[str, float] = {}
         self.per_node: dict[tuple[str, int], dict[str, Any]] = {}
@@ -50,6 +51,12 @@ class Checker:
         self.ops: list[dict[str, Any]] = []
         self.healed_at: float | None = None
         self.violations: list[str] = []
+
+    def forget(self, addr: str) -> None:
+        """A node's disk was replaced by an empty one: its term and vote start again from nothing."""
+        self.seen_term.pop(addr, None)
+        self.seen_vote.pop(addr, None)
+        self.was_leader.pop(addr, None)
 
     def fail(self, text: str) -> None:
         self.world.note(f"VIOLATION {text}")
@@ -200,6 +207,7 @@ class Checker:
             if voted == addr and (not sync.is_leader() or self.was_leader.get(addr) != term):
                 self.election_started(node, term)
         if sync.is_leader():
+            config_since = self.config_since(node)
             if self.was_leader.get(addr) != term:
                 self.was_leader[addr] = term
                 self.leader_since[addr] = w.now
@@ -213,28 +221,59 @@ class Checker:
             elif (
                 w.now - self.leader_since.get(addr, w.now) > QUORUM_SILENCE
                 and w.now - node.resumed_at > QUORUM_SILENCE
+                and w.now - config_since > QUORUM_SILENCE
             ):
-                heard = 1 + sum(
-                    1 for p in node.partners if w.net.heard.get((addr, p), -1e9) >= w.now - QUORUM_SILENCE
+                # the majority of the members this leader counts now (membership changes included),
+                # for as long as it has counted them
+                config = node.config()
+                heard = sum(
+                    1
+                    for p in config
+                    if p == addr or w.net.heard.get((addr, p), -1e9) >= w.now - QUORUM_SILENCE
                 )
-                if heard <= len(w.nodes) // 2:
+                if heard <= len(config) // 2:
                     self.fail(
-                        f"{addr} still leads term {term} having heard from no majority for "
-                        f"{QUORUM_SILENCE} s (CheckQuorum)"
+                        f"{addr} still leads term {term} having heard from no majority of "
+                        f"{sorted(config)} for {QUORUM_SILENCE} s (CheckQuorum)"
                     )
+            if w.now - w.quorum_asked_at < 30.0:
+                self.one_change_at_a_time(node, term)
+
+    def config_since(self, node: SimNode) -> float:
+        """Since when `node` has counted majorities of the configuration it has now."""
+        config = frozenset(node.config())
+        known = self.configs.get(node.addr)
+        if known is None or known[0] != config:
+            known = self.configs[node.addr] = (config, self.world.now)
+        return known[1]
+
+    def one_change_at_a_time(self, node: SimNode, term: int) -> None:
+        """A leader appends a membership change only once its previous one is committed (Raft's
+        single-server changes): so the majorities of the configuration in use and of the committed
+        one always overlap. Two uncommitted changes of its own term break that."""
+        assert node.sync is not None
+        mine = [e for e in node.membership_entries(node.sync.raftCommitIndex) if e[1] == term]
+        if len(mine) > 1:
+            self.fail(
+                f"leader {node.addr} of term {term} has {len(mine)} uncommitted membership changes "
+                f"(indexes {[i for i, _ in mine]}): one at a time"
+            )
 
     def election_started(self, node: SimNode, term: int) -> None:
         w = self.world
         w.note(f"election {node.addr} term {term}")
         if w.faults is not None:
             w.faults.on_election(node)
-        heard = 1 + sum(
-            1 for p in node.partners if w.net.heard.get((node.addr, p), -1e9) >= w.now - PREVOTE_HEARD
+        config = node.config()
+        heard = sum(
+            1
+            for p in config
+            if p == node.addr or w.net.heard.get((node.addr, p), -1e9) >= w.now - PREVOTE_HEARD
         )
         # a leadership transfer skips PreVote (a timeout_now; it may wait for a connection: a transfer
         # asked of a node connected to nobody fires once it is, docs/raft-safety.md)
         transfer = w.now - w.net.transfer_asked.get(node.addr, -1e9) < 3.0
-        if heard <= len(w.nodes) // 2 and w.now - node.started_at > PREVOTE_HEARD and not transfer:
+        if heard <= len(config) // 2 and w.now - node.started_at > PREVOTE_HEARD and not transfer:
             self.fail(
                 f"{node.addr} started an election for term {term} having heard from no majority "
                 f"for {PREVOTE_HEARD} s (PreVote)"
@@ -383,7 +422,7 @@ class Checker:
         w = self.world
         if self.healed_at is None:
             return
-        leaders = [n for n in w.nodes if n.alive and n.sync is not None and n.sync.is_leader()]
+        leaders = [n for n in w.nodes if n.alive and n.member and n.sync is not None and n.sync.is_leader()]
         if not leaders:
             self.fail(f"no leader {w.now - self.healed_at:.1f} s after the faults healed")
         for op in self.ops:

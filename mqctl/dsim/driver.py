@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pysyncobj.config import FAIL_REASON
 
 from mqctl import methods
-from mqctl.controller import core, records
+from mqctl.controller import core, quorum, records
 from mqctl.controller.leader_work import once_a_second
 from mqctl.controller.liveness import HeartbeatTable
 from mqctl.dsim.world import CONNECTION_TIMEOUT, sub_rng
@@ -342,17 +342,33 @@ class Controller:
     # --- quorum -------------------------------------------------------------------------------
 
     def change_quorum(self, request: dict[str, Any], reply: Reply) -> None:
+        """node.py's _change_quorum: its rules (mqctl/controller/quorum.py), then the Raft layer's."""
         sync = self.sync
         assert sync is not None
+        action = str(request.get("action", ""))
+        target = str(request.get("raft_address", "") or "")
+        refused = quorum.request_refusal(action, target)
+        if refused is not None:
+            reply(refused)
+            return
         if not sync.is_leader():
             reply(self.not_leader())
             return
-        action, target = str(request["action"]), request.get("raft_address") or None
+        me = self.node.addr
+        refused = quorum.membership_refusal(action, target, me, sync.members())
+        if refused is not None:
+            reply(refused)
+            return
 
         def done(_res: Any, err: Any) -> None:
-            reply({"code": 0 if err == FAIL_REASON.SUCCESS else int(Code.SYSTEM_ERROR), "remark": str(err)})
+            reply(
+                {
+                    "code": 0 if err == FAIL_REASON.SUCCESS else int(Code.SYSTEM_ERROR),
+                    "remark": f"{action} {target}: {err}",
+                }
+            )
 
-        sync.change_membership(action, target, done)
+        sync.change_membership(action, target or None, done)
 
 
 class Client:
@@ -675,16 +691,19 @@ class Faults:
     slow and stalled disks. At most a minority of nodes is down at once, so that the liveness
     check after the heal means something; a whole-group power loss now and then all the same."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, *, membership: bool = True) -> None:
         self.world = world
         self.rng = sub_rng(world.seed, "faults")
         self.active = False
         self.heal_at = 0.0
+        self.operator = Operator(world) if membership else None
 
     def start(self, heal_at: float) -> None:
         self.active = True
         self.heal_at = heal_at
         self.world.after(1.0 + self.rng.random() * 2, "faults", self.step)
+        if self.operator is not None:
+            self.operator.start()
 
     def stop(self) -> None:
         self.active = False
@@ -697,8 +716,10 @@ class Faults:
         r = self.rng.random()
         nodes = w.nodes
         addrs = [n.addr for n in nodes]
-        down = [n for n in nodes if not n.alive]
-        minority = (len(nodes) - 1) // 2
+        # a minority of the members (the nodes the operator runs) at most is down at once
+        members = [n for n in nodes if n.member]
+        down = [n for n in members if not n.alive]
+        minority = (len(members) - 1) // 2
         pick = self.rng.choice(nodes)
         if r < 0.14:
             if pick.alive and len(down) < minority:
@@ -708,9 +729,9 @@ class Faults:
         elif r < 0.16:
             if not down and self.rng.random() < 0.5:  # the whole group loses power
                 w.note("power loss of every node")
-                for n in nodes:
+                for n in members:
                     n.crash(power_loss=True, torn=self.rng.random() < 0.3)
-                for n in nodes:
+                for n in members:
                     w.after(0.5 + self.rng.random() * 2, "faults", self.restart, n)
         elif r < 0.26:
             if pick.alive:
@@ -779,7 +800,7 @@ class Faults:
         """A write was just acknowledged: now and then every node loses power before the followers'
         and the leader's next fsyncs."""
         w = self.world
-        if not self.active or any(not n.alive for n in w.nodes):
+        if not self.active or any(not n.alive for n in w.nodes if n.member):
             return
         # likelier while a disk is slow: that is when unsynced entries stay unsynced for long
         if self.rng.random() >= (0.3 if w.disk_slow else 0.003):
@@ -788,12 +809,13 @@ class Faults:
 
     def group_power_loss(self) -> None:
         w = self.world
-        if any(not n.alive for n in w.nodes):
+        members = [n for n in w.nodes if n.member]
+        if any(not n.alive for n in members):
             return
         w.note("power loss of every node")
-        for n in w.nodes:
+        for n in members:
             n.crash(power_loss=True, torn=self.rng.random() < 0.3)
-        for n in w.nodes:
+        for n in members:
             w.after(0.3 + self.rng.random() * 1.5, "faults", self.restart, n)
 
     def on_election(self, node: SimNode) -> None:
@@ -816,7 +838,7 @@ class Faults:
             node.pause(0.3 + self.rng.random() * 1.2)
 
     def restart(self, node: SimNode) -> None:
-        if not node.alive:
+        if not node.alive and node.member:  # not one the operator has stopped meanwhile
             node.start()
             self.world.note(f"restart {node.addr}")
 
@@ -838,4 +860,108 @@ class Faults:
         self.world.net.drop_rate = 0.0
 
 
-__all__ = ["CONNECTION_TIMEOUT", "Broker", "Client", "Controller", "Faults", "Workload", "random"]
+class Operator:
+    """An operator changing the membership while the faults go on, as docs/operations.md says:
+    `quorum remove` a member (the leader too, now and then: the rules refuse it), stop it once the
+    group's configuration no longer has it; start a node (on its old disk or an empty one) naming
+    the members, then `quorum add` it. Each change goes through ChangeQuorum on the leader (the
+    rules of mqctl/controller/quorum.py, then the fork's change_membership). Now and then a second
+    admin asks for another change at the same moment: the group must refuse one of the two."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.rng = sub_rng(world.seed, "operator")
+        self.client = Client(world, "operator")
+        self.other = Client(world, "operator2")
+        self.busy = 0
+        self.smallest = (len(world.nodes) + 1) // 2  # 2 of 3, 3 of 5
+
+    def start(self) -> None:
+        self.world.after(4.0 + self.rng.random() * 6, "operator", self.step)
+
+    def step(self) -> None:
+        w = self.world
+        faults = w.faults
+        active = faults is not None and faults.active
+        w.after(3.0 + self.rng.random() * 6 if active else 2.0, "operator", self.step)
+        leader = w.leader()
+        if leader is None or self.busy or leader.sync is None:
+            return
+        if leader.membership_entries(leader.sync.raftCommitIndex):
+            return  # a change is not committed yet: the configuration is not known
+        config = leader.config()
+        for n in w.nodes:  # tidy up: stop the removed, run the members (also after the heal)
+            if n.addr not in config and n.alive:
+                n.stop()
+            elif n.addr in config and not n.member:
+                n.member = True
+                if not n.alive:
+                    n.start()
+                    w.note(f"start {n.addr} (a member again)")
+        if not active:
+            return
+        outside = [n for n in w.nodes if n.addr not in config and not n.alive]
+        r = self.rng.random()
+        first = ""
+        if outside and (len(config) <= self.smallest or r < 0.6):
+            first = self.rng.choice(outside).addr
+            self.add(w.nodes_by_addr[first], config, leader.addr)
+        elif len(config) > self.smallest:
+            first = self.rng.choice(sorted(config))
+            self.remove(first, leader.addr)
+        if self.rng.random() < 0.2:  # a second admin at the same moment, another change
+            spare = [n for n in outside if n.addr != first]
+            if spare and self.rng.random() < 0.5:
+                self.add(self.rng.choice(spare), config, leader.addr, client=self.other)
+            elif len(config) > 1:
+                self.remove(self.rng.choice(sorted(config - {first})), leader.addr, client=self.other)
+
+    def asked(self, action: str, target: str, leader: str, client: Client) -> None:
+        w = self.world
+        w.quorum_asked_at = w.now
+        self.busy += 1
+        w.note(f"quorum {action} {target} asked by {client.name}")
+
+        pending = [True]
+
+        def answered(answer: dict[str, Any]) -> None:
+            if not pending[0]:
+                return
+            pending[0] = False
+            self.busy -= 1
+            if answer.get("code") == 0:
+                w.stats[f"quorum {action}"] += 1
+            elif answer.get("code") != -1:
+                w.stats["quorum refused"] += 1
+            w.note(f"quorum {action} {target}: code {answer.get('code')} {answer.get('remark', '')}")
+
+        client.call("ChangeQuorum", {"action": action, "raft_address": target}, answered, to=leader)
+        # the leader asked may die or step down with the change pending: its answer never comes (an
+        # RPC deadline); the operator then reads the outcome from the configuration
+        w.after(12.0, "operator", answered, {"code": -1, "remark": "no answer: the outcome is unknown"})
+
+    def remove(self, target: str, leader: str, *, client: Client | None = None) -> None:
+        self.asked("remove", target, leader, client or self.client)
+
+    def add(self, node: SimNode, config: set[str], leader: str, *, client: Client | None = None) -> None:
+        """Start the node naming the members (its old disk, or an empty one), then add it."""
+        if not node.alive and node.member is False:
+            if self.rng.random() < 0.5:
+                node.wipe()
+            node.partners = sorted(config - {node.addr})
+            node.member = True
+            node.start()
+            self.world.note(f"start {node.addr} to join {sorted(config)}")
+        self.asked("add", node.addr, leader, client or self.client)
+
+
+__all__ = [
+    "CONNECTION_TIMEOUT",
+    "Broker",
+    "Client",
+    "Controller",
+    "Faults",
+    "Operator",
+    "Workload",
+    "random",
+]

@@ -14,6 +14,7 @@ import hashlib
 import heapq
 import pickle
 import random
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -40,7 +41,9 @@ MUTATIONS = (
     "skip-leader-term-check",
     "record-applied-twice",
     "election-ignores-sync-state-set",
+    "membership-changes-at-once",
 )
+MEMBERSHIP_COMMAND = 2  # the first byte of a membership change's Raft entry (the fork's _COMMAND_TYPE)
 
 
 class Violation(BaseException):
@@ -93,7 +96,14 @@ class SimTransport(Transport):  # type: ignore[misc]
 
     def addNode(self, node: Any) -> None:
         self.peers.add(node.id)
-        self.node.world.net.reconsider(self.node.addr, node.id)
+        net = self.node.world.net
+        if net.pair(self.node.addr, node.id) in net.connected:
+            # the connection the other node opened (it knew this one already) is this node's too now:
+            # pysyncobj's TCPTransport closes an unknown node's connection and connects once it is
+            # added, so both sides see it connected (here the simulated network keeps it open)
+            self._onNodeConnected(TCPNode(node.id))
+            return
+        net.reconsider(self.node.addr, node.id)
 
     def dropNode(self, node: Any) -> None:
         self.peers.discard(node.id)
@@ -262,7 +272,7 @@ class SimNode:
         self.applied: list[tuple[int, str]] = []  # (index, entry) this process applied, in order
         self._entry: str | None = None
         self.journal: Any = None
-        self.member = True
+        self.member = True  # the operator runs it: a member, or joining (not stopped as removed)
         self.started_at = 0.0
         self.resumed_at = 0.0  # when a pause or a blocking fsync last ended
 
@@ -304,6 +314,15 @@ class SimNode:
         self.ctl.attach(self.sync)
         if self.world.mutation == "prevote-off":  # a planted bug: every pre-vote round is won
             self.sync._SyncObj__preVoteWon = lambda: True  # type: ignore[attr-defined, unused-ignore]
+        if self.world.mutation == "membership-changes-at-once":  # a planted bug: FORK.md change 28 undone
+            sync = self.sync
+            change = sync._SyncObj__changeCluster  # type: ignore[attr-defined]
+
+            def at_once(request: Any) -> bool:
+                sync._SyncObj__changeClusterIDx = None  # type: ignore[attr-defined]
+                return bool(change(request))
+
+            sync._SyncObj__changeCluster = at_once  # type: ignore[attr-defined]
         self._hook_entries(self.sync)
         self.tick_due = None
         self.schedule_tick(self.world.now + self.rng.random() * TICK)
@@ -336,8 +355,40 @@ class SimNode:
 
         sync._decide_entry = hooked  # type: ignore[method-assign]
 
-    def crash(self, power_loss: bool, torn: bool) -> None:
-        self.world.stats["power loss" if power_loss else "crash"] += 1
+    def config(self) -> set[str]:
+        """The members this node's Raft counts majorities of (itself included) now."""
+        assert self.sync is not None
+        return {self.addr, *self.sync.members()}
+
+    def membership_entries(self, after: int) -> list[tuple[int, int]]:
+        """(index, term) of the membership changes in this node's journal after index `after`."""
+        journal = self.journal
+        first = journal.entry_index(0)
+        out = []
+        for k in range(max(after + 1 - first, 0), len(journal)):
+            entry = journal[k]
+            if entry[0][:1] == bytes((MEMBERSHIP_COMMAND,)):
+                out.append((entry[1], entry[2]))
+        return out
+
+    def stop(self) -> None:
+        """The operator stops a node that is no longer a member (mqctl quorum remove, then stop it)."""
+        self.member = False
+        if self.alive:
+            self.world.note(f"stop {self.addr} (not a member)")
+            self.crash(power_loss=False, torn=False, counted=False)
+
+    def wipe(self) -> None:
+        """A new, empty data directory (docs/operations.md: replace a node's disk)."""
+        assert not self.alive
+        self.disk = Disk()
+        self.world.stats["fresh disk"] += 1
+        self.world.note(f"fresh disk {self.addr}")
+        self.world.checker.forget(self.addr)
+
+    def crash(self, power_loss: bool, torn: bool, *, counted: bool = True) -> None:
+        if counted:
+            self.world.stats["power loss" if power_loss else "crash"] += 1
         if torn:
             self.world.stats["torn write"] += 1
         self.alive = False
@@ -351,7 +402,8 @@ class SimNode:
             self.world.note(f"power loss {self.addr} ({lost} unsynced bytes dropped{torn_text})")
         else:
             self.disk.crash()
-            self.world.note(f"crash {self.addr}")
+            if counted:
+                self.world.note(f"crash {self.addr}")
         self.world.net.node_down(self.addr, at_once=not power_loss)
 
     def pause(self, seconds: float) -> None:
@@ -404,7 +456,11 @@ class SimNode:
         except Violation:
             raise
         except Exception as exc:
-            raise Violation(f"node {self.addr} raised {type(exc).__name__}: {exc}") from exc
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            raise Violation(
+                f"node {self.addr} raised {type(exc).__name__}: {exc} "
+                f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno} {where.name})"
+            ) from exc
         finally:
             w.acting = None
             if self.debt:
@@ -457,6 +513,7 @@ class World:
         brokers: int = 9,
         replicas: int = 3,
         faults: bool = True,
+        membership: bool = True,
         mutation: str | None = None,
         trace_keep: int = 400,
         full_trace: bool = False,
@@ -483,6 +540,10 @@ class World:
                 "slow disk",
                 "stalled disk",
                 "transfer",
+                "quorum remove",
+                "quorum add",
+                "fresh disk",
+                "quorum refused",
                 "elections",
                 "leader changes",
                 "client calls",
@@ -510,7 +571,8 @@ class World:
 
         self.checker = Checker(self)
         self.workload = Workload(self, brokers=brokers, replicas=replicas)
-        self.faults = Faults(self) if faults else None
+        self.faults = Faults(self, membership=membership) if faults else None
+        self.quorum_asked_at = -1e9  # when the operator last asked for a membership change
 
     # --- time ---------------------------------------------------------------------------------
 
@@ -550,6 +612,11 @@ class World:
 
     def after_step(self, node: SimNode) -> None:
         self.checker.after_step(node)
+
+    def leader(self) -> SimNode | None:
+        """The running leader of the highest term, if any."""
+        leaders = [n for n in self.nodes if n.alive and n.sync is not None and n.sync.is_leader()]
+        return max(leaders, key=lambda n: n.sync.term(), default=None)  # type: ignore[union-attr]
 
     def run(self, seconds: float, heal_at: float | None = None) -> None:
         """Run for `seconds` of simulated time: faults until `heal_at` (default: 3/4 of the run),

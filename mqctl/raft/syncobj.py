@@ -221,6 +221,7 @@ class SyncObj:
         self.__leaderCommitIndex: int | None = None
         self.__onReadyCalled = False
         self.__changeClusterIDx: int | None = None
+        self.__selfRemoved = False  # mqctl: the latest configuration in the log leaves this node out
         self.__noopIDx: int | None = None
         self.__destroying = False
         self.__recvTransmission = ''
@@ -261,6 +262,7 @@ class SyncObj:
         self.__transport.setOnUtilityMessageCallback('remove', self._removeNodeFromCluster)
         self.__transport.setOnUtilityMessageCallback('set_version', self._setCodeVersion)
         self.__transport.setOnUtilityMessageCallback('transfer', self._transferLeadership)
+        self.__replayClusterChanges(self.__raftLog.entry_index(0))  # mqctl: FORK.md, change 30
 
         self._methodToID: dict[Any, int] = {}
         self._idToMethod: dict[int, Any] = {}
@@ -582,6 +584,8 @@ class SyncObj:
                 if changeClusterRequest is None or self.__changeCluster(changeClusterRequest):
 
                     self.__raftLog.add(command, idx, term)
+                    if changeClusterRequest is not None:  # mqctl: one change at a time (FORK.md, change 28)
+                        self.__changeClusterIDx = idx
 
                     if requestNode is None:
                         if callback is not None:
@@ -691,7 +695,9 @@ class SyncObj:
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None:
             # mqctl: the election timeout counted up to the last time messages were read (FORK.md,
             # change 15): a node whose own tick was late reads the leader's waiting messages first
-            if self.__raftElectionDeadline < self.__lastPollTime and self.__connectedToAnyone() and \
+            # mqctl: a node the latest configuration leaves out does not campaign (FORK.md, change 30)
+            if not self.__selfRemoved and \
+                    self.__raftElectionDeadline < self.__lastPollTime and self.__connectedToAnyone() and \
                     self.__preVoteWon():  # mqctl: PreVote first (FORK.md, change 13)
                 self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
                 try:  # mqctl: the new term and own vote are stored first: no election if they cannot be
@@ -1006,13 +1012,8 @@ class SyncObj:
                 callback(oldVer, ver)
             return
 
-        #  This is required only after node restarts and apply journal
-        # for normal case it is already done earlier and calls will be ignored
-        clusterChangeRequest = self.__parseChangeClusterRequest(command)
-        if clusterChangeRequest is not None:
-             self.__doChangeCluster(clusterChangeRequest)
-             return
-
+        # mqctl: a membership change took effect when it was appended, or when the journal was loaded
+        # (FORK.md, change 30); applying it again here undid a later change until that was applied too
         if commandType != _COMMAND_TYPE.REGULAR:
             return
         command = pickle.loads(command[1:])
@@ -1292,6 +1293,8 @@ class SyncObj:
 
         if self.__raftState == _RAFT_STATE.LEADER:
             if message['type'] == 'next_node_idx':
+                if node not in self.__raftMatchIndex:  # mqctl: no longer a member (FORK.md, change 29)
+                    return
                 reset = message['reset']
                 nextNodeIdx = message['next_node_idx']
                 success = message['success']
@@ -1520,6 +1523,7 @@ class SyncObj:
         idx, term = self.__getCurrentLogIndex() + 1, self.__raftCurrentTerm
         self.__raftLog.add(_bchr(_COMMAND_TYPE.NO_OP), idx, term)
         self.__noopIDx = idx
+        self.__changeClusterIDx = None  # mqctl: changes before the no-op are committed with it (change 28)
         if not self.__conf.appendEntriesUseBatch:
             self.__sendAppendEntries()
 
@@ -1803,6 +1807,8 @@ class SyncObj:
 
         if adding:
             newNode = requestNode
+            if newNode == self.__selfNode and not self._isLeader():
+                self.__selfRemoved = False  # mqctl: a member again (FORK.md, change 30)
             # Node already exists in cluster
             if newNode == self.__selfNode or newNode in self.__otherNodes:
                 return False
@@ -1816,6 +1822,8 @@ class SyncObj:
         else:
             oldNode = requestNode
             if oldNode == self.__selfNode:
+                if not self._isLeader():  # mqctl: FORK.md, change 30 (a leader refuses its own removal)
+                    self.__selfRemoved = True
                 return False
             if oldNode not in self.__otherNodes:
                 return False
@@ -1824,6 +1832,18 @@ class SyncObj:
             self.__raftMatchIndex.pop(oldNode, None)
             self.__transport.dropNode(oldNode)
             return True
+
+    def __replayClusterChanges(self, fromIDx: int) -> None:
+        """mqctl: the configuration in force is the latest one in the log, committed or not (Raft;
+        FORK.md, change 30): the membership changes of the journal from `fromIDx` on, in order, on
+        top of the partners given or the snapshot's. Each sets its node's membership, so applying
+        some of them twice gives the same configuration."""
+        if not self.__conf.dynamicMembershipChange:
+            return
+        for entry in self.__getEntries(fromIDx):
+            clusterChangeRequest = self.__parseChangeClusterRequest(entry[0])
+            if clusterChangeRequest is not None:
+                self.__doChangeCluster(clusterChangeRequest)
 
     def __parseChangeClusterRequest(self, command: bytes) -> Any:
         commandType = ord(command[:1])
@@ -1933,6 +1953,7 @@ class SyncObj:
 
             if self.__conf.dynamicMembershipChange:
                 self.__updateClusterConfiguration([node for node in data[3] if node != self.__selfNode])
+                self.__replayClusterChanges(data[1][1] + 1)  # mqctl: FORK.md, change 30
             self.__onSetCodeVersion(0)
         except:  # noqa: E722
             logger.exception('failed to load full dump')

@@ -1,0 +1,58 @@
+"""The rules of `mqctl quorum add|remove|transfer`, pure: `mqctl serve` (node.py) and the
+deterministic simulator (mqctl/dsim) refuse the same changes with the same answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mqctl.address import parse_address
+from mqctl.errors import Code, UsageError
+
+ACTIONS = ("add", "remove", "transfer")
+
+
+def request_refusal(action: str, target: str) -> dict[str, Any] | None:
+    """The answer refusing a malformed change, on any node; None: ask the leader."""
+    if action not in ACTIONS:
+        return {
+            "code": int(Code.CONTROLLER_INVALID_REQUEST),
+            "remark": "Invalid request: action must "
+            f"be add, remove, transfer or feature-level, not {action!r}",
+        }
+    if target:
+        try:
+            parse_address(target, "Raft address")
+        except UsageError as exc:
+            return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": f"Invalid request: {exc}"}
+    elif action != "transfer":
+        return {
+            "code": int(Code.CONTROLLER_INVALID_REQUEST),
+            "remark": "Invalid request: raft_address is required",
+        }
+    return None
+
+
+def membership_refusal(action: str, target: str, me: str, members: list[str]) -> dict[str, Any] | None:
+    """The answer refusing (or, for a transfer to the leader itself, already granting) a change
+    asked of the leader `me`, whose other members are `members`; None: ask the Raft layer (which
+    refuses a second change while one is uncommitted, mqctl/raft/FORK.md)."""
+    if action == "add" and (target == me or target in members):
+        return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": f"{target} is already a member"}
+    if action in ("remove", "transfer") and target and target != me and target not in members:
+        return {
+            "code": int(Code.CONTROLLER_INVALID_REQUEST),
+            "remark": f"{target} is not a member (members: {', '.join(sorted([me, *members]))})",
+        }
+    if action == "remove" and target == me:
+        return {
+            "code": int(Code.CONTROLLER_INVALID_REQUEST),
+            "remark": f"{target} is the leader: transfer the leadership first",
+        }
+    if action == "transfer" and target == me:
+        return {
+            "code": 0,
+            "remark": f"{me} already leads",
+            "leader_id": me,
+            "members": sorted([me, *members]),
+        }
+    return None
