@@ -555,6 +555,7 @@ METHODS: tuple[MethodSpec, ...] = (
         "Add or remove a controller node, or transfer the leadership (mqctl extension).",
         mutating=True,
         where="leader",
+        message="mqctl.controller.quorum:ChangeQuorumRequest",  # decided by the node and Raft
         result="mqctl.api:ChangeQuorumResult",
     ),
     MethodSpec(

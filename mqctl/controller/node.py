@@ -142,8 +142,6 @@ class ControllerNode:
     # --- NodeAPI ------------------------------------------------------------------------
 
     def call(self, method: str, request: dict[str, Any], *, timeout: float = 5.0) -> dict[str, Any]:
-        if method == "ChangeQuorum":
-            return self._change_quorum(request, timeout)
         if method == "GetSnapshot":
             return self._snapshot(timeout)
         on_leader = method in methods.WRITE_METHODS or method in methods.FRESH_READ_METHODS
@@ -156,6 +154,8 @@ class ControllerNode:
             return self._naming_the_leader(answer) if method == "Heartbeat" else answer
         if isinstance(typed, core.Heartbeat):
             return self._heartbeat(typed)
+        if isinstance(typed, quorum.ChangeQuorumRequest):
+            return self._change_quorum(typed, timeout)
         if method in methods.LOCAL_READ_METHODS:
             return self._local(typed)
         if method in methods.FRESH_READ_METHODS:
@@ -313,18 +313,14 @@ class ControllerNode:
                 self._hash_cache = (version, self.state.state_hash())
             return self._hash_cache[1]
 
-    def _change_quorum(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def _change_quorum(self, request: quorum.ChangeQuorumRequest, timeout: float) -> dict[str, Any]:
         """Membership and leadership changes (pysyncobj addNodeToCluster, removeNodeFromCluster,
         transferLeadership), on the leader; waits for the outcome."""
         from pysyncobj import FAIL_REASON  # lazy: pysyncobj
 
-        action = str(request.get("action", ""))
-        target = str(request.get("raft_address", "") or "")
+        action, target = request.action, request.raft_address
         if action == "feature-level":
-            return self.feature_levels.raise_to(int(request.get("feature_level") or 0), timeout)
-        refused = quorum.request_refusal(action, target)
-        if refused is not None:
-            return refused
+            return self.feature_levels.raise_to(request.feature_level, timeout)
         if not self.is_leader():
             return self.raft.not_leader()
         me = self.settings.raft_address

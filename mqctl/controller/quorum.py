@@ -3,9 +3,12 @@ deterministic simulator (mqctl/dsim) refuse the same changes with the same answe
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from mqctl.address import parse_address
+from mqctl.controller.core import Refusal
 from mqctl.errors import Code, UsageError
 
 ACTIONS = ("add", "remove", "transfer")
@@ -56,3 +59,25 @@ def membership_refusal(action: str, target: str, me: str, members: list[str]) ->
             "members": sorted([me, *members]),
         }
     return None
+
+
+@dataclass(slots=True)
+class ChangeQuorumRequest:
+    """ChangeQuorum, read once: a malformed change is refused here, on any node (request_refusal);
+    "feature-level" raises the group's feature level instead of changing the membership."""
+
+    METHOD: ClassVar[str] = "ChangeQuorum"
+    action: str = ""
+    raft_address: str = ""
+    feature_level: int = 0
+
+    @classmethod
+    def read(cls, req: Mapping[str, Any]) -> ChangeQuorumRequest:
+        out = cls(str(req.get("action", "")), str(req.get("raft_address", "") or ""))
+        if out.action == "feature-level":
+            out.feature_level = int(req.get("feature_level") or 0)
+            return out
+        refused = request_refusal(out.action, out.raft_address)
+        if refused is not None:
+            raise Refusal(refused["code"], refused["remark"])
+        return out

@@ -73,9 +73,6 @@ class Controller:
         sync = self.sync
         assert sync is not None
         now = self.world.now_ms()
-        if method == "ChangeQuorum":
-            self.change_quorum(request, reply)
-            return
         on_leader = method in methods.WRITE_METHODS or method in methods.FRESH_READ_METHODS
         if on_leader and not sync.is_leader():
             reply(self.not_leader())
@@ -84,6 +81,9 @@ class Controller:
             typed = core.decode(method, request)
         except core.Refusal as refusal:
             reply(core.refused(refusal).answer())
+            return
+        if isinstance(typed, quorum.ChangeQuorumRequest):
+            self.change_quorum(typed, reply)
             return
         if isinstance(typed, core.Heartbeat):
             result = core.handle(sync.state, typed, core.Context(now_ms=now, live={}))
@@ -341,16 +341,11 @@ class Controller:
 
     # --- quorum -------------------------------------------------------------------------------
 
-    def change_quorum(self, request: dict[str, Any], reply: Reply) -> None:
+    def change_quorum(self, request: quorum.ChangeQuorumRequest, reply: Reply) -> None:
         """node.py's _change_quorum: its rules (mqctl/controller/quorum.py), then the Raft layer's."""
         sync = self.sync
         assert sync is not None
-        action = str(request.get("action", ""))
-        target = str(request.get("raft_address", "") or "")
-        refused = quorum.request_refusal(action, target)
-        if refused is not None:
-            reply(refused)
-            return
+        action, target = request.action, request.raft_address
         if not sync.is_leader():
             reply(self.not_leader())
             return
@@ -787,7 +782,7 @@ class Faults:
                 w.note(f"transfer from {pick.addr}")
                 pick.run(
                     lambda: (
-                        pick.ctl.change_quorum({"action": "transfer"}, lambda _a: None)
+                        pick.ctl.change_quorum(quorum.ChangeQuorumRequest("transfer"), lambda _a: None)
                         if pick.ctl is not None
                         else None
                     ),
