@@ -37,6 +37,7 @@ log = logging.getLogger("mqctl.node")
 
 RAFT_STATES = {0: "follower", 1: "candidate", 2: "leader"}
 
+TRANSFER_AGAIN_S = 2.0  # a transfer not taken by then is asked for again, until the caller's timeout
 SYNC_STATE_PART = 256  # broker sets a GetSyncStateData reads under one hold of the state lock
 
 
@@ -353,10 +354,16 @@ class ControllerNode:
         remark = f"{action} {target}: done".replace("  ", " ")
         if action == "transfer":
             deadline = time.monotonic() + timeout
+            again = time.monotonic() + TRANSFER_AGAIN_S
             while time.monotonic() < deadline:
                 leader = self.leader_raft_address()
                 if leader and leader != me:
                     break
+                if leader == me and time.monotonic() >= again:
+                    # TimeoutNow is one message, lost with a connection that drops under it; a target
+                    # that got it and campaigns ignores another of the same term
+                    self.sync.change_membership(action, target or None, lambda _result, _error: None)
+                    again = time.monotonic() + TRANSFER_AGAIN_S
                 time.sleep(0.02)
             leader = self.leader_raft_address()
             if not leader or leader == me:

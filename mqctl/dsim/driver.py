@@ -216,20 +216,7 @@ class Controller:
 
     def need_view(self, term: int) -> None:
         """A barrier of this term; once applied, the view is the applied state."""
-        if self.barrier_term == term:
-            return
-        self.barrier_term = term
-        sync = self.sync
-        assert sync is not None
-
-        def done(_res: Any, err: Any) -> None:
-            self.barrier_term = -1
-            if err == FAIL_REASON.SUCCESS and self.sync is sync and sync.is_leader() and sync.term() == term:
-                self.view = sync.state.decision_view()
-                self.view_term = term
-                self.caught_up_term = term
-
-        sync.barrier(callback=done)
+        self.barrier(term, view=True)
 
     # --- the leader's ticker (node.py's _tick_loop, leader_work.py's LeaderWork) --------------------
 
@@ -255,6 +242,12 @@ class Controller:
         self.leader_work(now)
 
     def catch_up(self, term: int) -> None:
+        """A barrier of this term: once applied, everything committed before it is applied here."""
+        self.barrier(term, view=False)
+
+    def barrier(self, term: int, *, view: bool) -> None:
+        """One barrier of ``term`` at a time (node_raft.py's catch-up barrier and the leader's view);
+        with ``view``, it also makes the applied state the leader's view."""
         if self.barrier_term == term:
             return
         self.barrier_term = term
@@ -263,8 +256,14 @@ class Controller:
 
         def done(_res: Any, err: Any) -> None:
             self.barrier_term = -1
-            if err == FAIL_REASON.SUCCESS and self.sync is sync and sync.term() == term:
-                self.caught_up_term = term
+            if err != FAIL_REASON.SUCCESS or self.sync is not sync or sync.term() != term:
+                return
+            if view:
+                if not sync.is_leader():
+                    return
+                self.view = sync.state.decision_view()
+                self.view_term = term
+            self.caught_up_term = term
 
         sync.barrier(callback=done)
 
