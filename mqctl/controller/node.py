@@ -208,8 +208,11 @@ class ControllerNode:
                     "max_feature_level": self.feature_levels.speaks(addr),
                 }
             )
-        with self.sync.state_lock:
-            feature_level = self.state.feature_level
+        with self.sync.state_lock:  # the hash with the index of the state it hashes (health compares them)
+            feature_level, state_hash = self.state.feature_level, self._state_hash()
+            # the status, read before, may lag the entry just applied; entries after the last one
+            # the state machine executed (no-ops, membership) do not change the state
+            last_applied = max(int(status.get("last_applied", 0)), self.sync.applied_index)
         return {
             "code": 0,
             "remark": "",
@@ -222,9 +225,9 @@ class ControllerNode:
             "peers": peers,
             "term": int(status.get("raft_term", 0)),
             "commit_index": int(status.get("commit_idx", 0)),
-            "last_applied": int(status.get("last_applied", 0)),
+            "last_applied": last_applied,
             "has_quorum": bool(status.get("has_quorum", False)),
-            "state_hash": self._state_hash(),
+            "state_hash": state_hash,
             "state": RAFT_STATES.get(int(status.get("state", 0)), "unknown"),
             "log_length": int(status.get("log_len", 0)),
             "feature_level": feature_level,
