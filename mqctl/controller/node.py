@@ -394,14 +394,8 @@ class ControllerNode:
         return core.Context(now_ms=now_ms(), live=live, term=self.sync.term())
 
     def _broker_names_of(self, request: core.Request) -> list[str]:
-        """The broker sets whose heartbeat rows the decision reads (its Context)."""
-        names = request.broker_names if isinstance(request, core.GetSyncStateDataRequest) else []
-        if names:
-            return names
-        if isinstance(request, core.GetSyncStateDataRequest | core.RebalanceRequest):
-            with self.sync.state_lock:
-                return sorted(self.state.broker_sets)
-        return [getattr(request, "broker_name", "")]
+        with self.sync.state_lock:
+            return core.broker_names_of(self.state, request)
 
     def _local(self, request: core.Request) -> dict[str, Any]:
         if isinstance(request, core.GetSyncStateDataRequest):

@@ -140,10 +140,7 @@ class Controller:
         self.decide_and_commit(decide, replied, (method, request))
 
     def names_of(self, request: core.Request) -> list[str]:
-        if isinstance(request, core.GetSyncStateDataRequest | core.RebalanceRequest):
-            names = request.broker_names if isinstance(request, core.GetSyncStateDataRequest) else []
-            return names or sorted(self.sync.state.broker_sets)  # type: ignore[union-attr]
-        return [getattr(request, "broker_name", "")]
+        return core.broker_names_of(self.sync.state, request)  # type: ignore[union-attr]
 
     def context(self, names: list[str]) -> core.Context:
         live = {name: self.heartbeats.with_last(name) for name in names if name}

@@ -113,6 +113,7 @@ __all__ = [
     "SnapshotVersionError",
     "SwitchoverRequest",
     "UpdateConfigRequest",
+    "broker_names_of",
     "decide",
     "decode",
     "default_config",
@@ -139,6 +140,15 @@ def decode(method: str, request: Mapping[str, Any]) -> Request:
 
 def refused(refusal: Refusal) -> Result:
     return Result(refusal.code, refusal.remark, dict(refusal.response), [])
+
+
+def broker_names_of(state: ControllerState, request: Request) -> list[str]:
+    """The broker sets whose heartbeat rows a decision of ``request`` reads (its Context)."""
+    if isinstance(request, GetSyncStateDataRequest) and request.broker_names:
+        return request.broker_names
+    if isinstance(request, GetSyncStateDataRequest | RebalanceRequest):
+        return sorted(state.broker_sets)
+    return [getattr(request, "broker_name", "")]
 
 
 def handle(state: ControllerState, request: Request, ctx: Context) -> Result:
