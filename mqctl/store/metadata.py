@@ -27,9 +27,9 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 from mqctl.errors import StoreError
 from mqctl.store import fastjson
@@ -222,11 +222,66 @@ def _data_version(d: Mapping[str, Any], path: str) -> DataVersion | None:
     return None if v is None else DataVersion.from_json(v, path)
 
 
-# ---- topics.json ------------------------------------------------------------------------------------
+# ---- the config beans: one dataclass field per JSON property ----------------------------------------
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+_FIELD_READERS: dict[str, Callable[[Mapping[str, Any], str, Any, str, str], Any]] = {
+    "int": _int,
+    "bool": _bool,
+    "str": _str,
+    "dict[str, str]": lambda d, key, _default, where, path: _str_map(d, key, where, path),
+}
+
+
+_Spec = tuple[tuple[str, str, Any, Callable[..., Any]], ...]
+_SPECS: dict[type, tuple[_Spec, tuple[tuple[str, str], ...]]] = {}
+
+
+def _bean_fields(cls: type) -> tuple[_Spec, tuple[tuple[str, str], ...]]:
+    """(attribute, JSON property, RocketMQ's default, reader by type) of each field but `extra`; and
+    (JSON property, attribute) in the order RocketMQ's fastjson writes them: by name."""
+    if cls not in _SPECS:
+        spec = tuple(
+            (f.name, _camel(f.name), f.default, _FIELD_READERS[str(f.type)])
+            for f in fields(cls)
+            if f.name != "extra"
+        )
+        _SPECS[cls] = spec, tuple(sorted((key, attr) for attr, key, _, _ in spec))
+    return _SPECS[cls]
+
+
+class _Bean:
+    """A RocketMQ config bean (TopicConfig, SubscriptionGroupConfig): a dataclass whose field x_y is the
+    JSON property xY, checked by its type, a missing one taking RocketMQ's default (the first field's,
+    the name, is the table's key); properties these readers do not know are kept in `extra` and written
+    back."""
+
+    _WHAT: ClassVar[str]
+    extra: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, name: str, v: Any, path: str) -> Self:
+        w = f"{cls._WHAT} {name!r}"
+        d = _obj(v, w, path)
+        spec = _bean_fields(cls)[0]
+        args = [
+            read(d, key, name if i == 0 else default, w, path)
+            for i, (_, key, default, read) in enumerate(spec)
+        ]
+        bean: Self = cast(Any, cls)(*args, _extra(d, {key for _, key, _, _ in spec}))
+        return bean
+
+    def to_json(self) -> dict[str, Any]:
+        return {**{key: getattr(self, attr) for key, attr in _bean_fields(type(self))[1]}, **self.extra}
 
 
 @dataclass(frozen=True)
-class TopicConfig:
+class TopicConfig(_Bean):
     """org.apache.rocketmq.common.TopicConfig; defaults are RocketMQ's."""
 
     topic_name: str
@@ -239,80 +294,11 @@ class TopicConfig:
     attributes: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KNOWN = frozenset(
-        (
-            "topicName",
-            "readQueueNums",
-            "writeQueueNums",
-            "perm",
-            "topicFilterType",
-            "topicSysFlag",
-            "order",
-            "attributes",
-        )
-    )
-
-    @classmethod
-    def from_json(cls, name: str, v: Any, path: str) -> TopicConfig:
-        w = f"topic {name!r}"
-        d = _obj(v, w, path)
-        return cls(
-            _str(d, "topicName", name, w, path),
-            _int(d, "readQueueNums", 16, w, path),
-            _int(d, "writeQueueNums", 16, w, path),
-            _int(d, "perm", 6, w, path),
-            _str(d, "topicFilterType", "SINGLE_TAG", w, path),
-            _int(d, "topicSysFlag", 0, w, path),
-            _bool(d, "order", False, w, path),
-            _str_map(d, "attributes", w, path),
-            _extra(d, cls._KNOWN),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "attributes": self.attributes,
-            "order": self.order,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicFilterType": self.topic_filter_type,
-            "topicName": self.topic_name,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-            **self.extra,
-        }
+    _WHAT = "topic"
 
 
 @dataclass(frozen=True)
-class TopicsFile:
-    source: Source
-    topics: dict[str, TopicConfig]
-    data_version: DataVersion | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **_versioned(self.data_version),
-            "topicConfigTable": {k: t.to_json() for k, t in self.topics.items()},
-            **self.extra,
-        }
-
-
-def _parse_topics(doc: Any, path: str) -> TopicsFile:
-    d = _obj(doc, "the file", path)
-    table = _obj(d.get("topicConfigTable", {}), "topicConfigTable", path)
-    return TopicsFile(
-        Source(path),
-        {k: TopicConfig.from_json(k, v, path) for k, v in table.items()},
-        _data_version(d, path),
-        _extra(d, ("dataVersion", "topicConfigTable")),
-    )
-
-
-# ---- subscriptionGroup.json ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SubscriptionGroupConfig:
+class SubscriptionGroupConfig(_Bean):
     """org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig; defaults are RocketMQ's.
     groupRetryPolicy, subscriptionDataSet and the 5.x additions are kept as read, in `extra`."""
 
@@ -331,109 +317,104 @@ class SubscriptionGroupConfig:
     attributes: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    _KNOWN = frozenset(
-        (
-            "groupName",
-            "consumeEnable",
-            "consumeFromMinEnable",
-            "consumeBroadcastEnable",
-            "consumeMessageOrderly",
-            "retryQueueNums",
-            "retryMaxTimes",
-            "brokerId",
-            "whichBrokerWhenConsumeSlowly",
-            "notifyConsumerIdsChangedEnable",
-            "groupSysFlag",
-            "consumeTimeoutMinute",
-            "attributes",
-        )
-    )
+    _WHAT = "group"
 
-    @classmethod
-    def from_json(cls, name: str, v: Any, path: str) -> SubscriptionGroupConfig:
-        w = f"group {name!r}"
-        d = _obj(v, w, path)
-        return cls(
-            _str(d, "groupName", name, w, path),
-            _bool(d, "consumeEnable", True, w, path),
-            _bool(d, "consumeFromMinEnable", True, w, path),
-            _bool(d, "consumeBroadcastEnable", True, w, path),
-            _bool(d, "consumeMessageOrderly", False, w, path),
-            _int(d, "retryQueueNums", 1, w, path),
-            _int(d, "retryMaxTimes", 16, w, path),
-            _int(d, "brokerId", 0, w, path),
-            _int(d, "whichBrokerWhenConsumeSlowly", 1, w, path),
-            _bool(d, "notifyConsumerIdsChangedEnable", True, w, path),
-            _int(d, "groupSysFlag", 0, w, path),
-            _int(d, "consumeTimeoutMinute", 15, w, path),
-            _str_map(d, "attributes", w, path),
-            _extra(d, cls._KNOWN),
-        )
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "attributes": self.attributes,
-            "brokerId": self.broker_id,
-            "consumeBroadcastEnable": self.consume_broadcast_enable,
-            "consumeEnable": self.consume_enable,
-            "consumeFromMinEnable": self.consume_from_min_enable,
-            "consumeMessageOrderly": self.consume_message_orderly,
-            "consumeTimeoutMinute": self.consume_timeout_minute,
-            "groupName": self.group_name,
-            "groupSysFlag": self.group_sys_flag,
-            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
-            "retryMaxTimes": self.retry_max_times,
-            "retryQueueNums": self.retry_queue_nums,
-            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-            **self.extra,
-        }
+# ---- the files: one table (or two) each, read and written by the table's row ---------------------------
+
+# a JSON table's reader (value, the property's name, path) and writer; None: mqctl does not write the file
+_Read = Callable[[Any, str, str], Any]
+_Table = tuple[str, str, _Read, Callable[[Any], Any] | None]
 
 
 @dataclass(frozen=True)
-class SubscriptionGroupsFile:
+class _ConfigFile:
+    """A ConfigManager file: which file was read, its tables (`_TABLES`: attribute, JSON property, reader,
+    writer), its dataVersion when it has one, and the properties these readers do not know (`extra`,
+    written back)."""
+
     source: Source
-    groups: dict[str, SubscriptionGroupConfig]
-    forbidden: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> topic -> forbidden bits
-    data_version: DataVersion | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict, kw_only=True)
+
+    _TABLES: ClassVar[tuple[_Table, ...]]
+
+    @classmethod
+    def parse(cls, doc: Any, path: str) -> Self:
+        d = _obj(doc, "the file", path)
+        kw = {attr: read(d.get(key, {}), key, path) for attr, key, read, _ in cls._TABLES}
+        known = [key for _, key, _, _ in cls._TABLES]
+        if "data_version" in {f.name for f in fields(cls)}:
+            kw["data_version"] = _data_version(d, path)
+            known.append("dataVersion")
+        return cls(Source(path), **kw, extra=_extra(d, known))
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            **_versioned(self.data_version),
-            "forbiddenTable": self.forbidden,
-            "subscriptionGroupTable": {k: g.to_json() for k, g in self.groups.items()},
-            **self.extra,
-        }
+        doc = _versioned(getattr(self, "data_version", None))
+        for key, attr, write in sorted((key, attr, write) for attr, key, _, write in self._TABLES):
+            if write is None:
+                raise TypeError(f"mqctl does not write {type(self).__name__}")
+            doc[key] = write(getattr(self, attr))
+        return {**doc, **self.extra}
 
 
-def _parse_groups(doc: Any, path: str) -> SubscriptionGroupsFile:
-    d = _obj(doc, "the file", path)
-    table = _obj(d.get("subscriptionGroupTable", {}), "subscriptionGroupTable", path)
-    forbidden = {
-        g: {t: int(b) for t, b in _obj(m, f"forbiddenTable {g!r}", path).items()}
-        for g, m in _obj(d.get("forbiddenTable", {}), "forbiddenTable", path).items()
+def _each(read: Callable[[str, Any, str], T]) -> Callable[[Any, str, str], dict[str, T]]:
+    """A table of beans: read(key, value, path) for each of its entries."""
+    return lambda v, where, path: {k: read(k, x, path) for k, x in _obj(v, where, path).items()}
+
+
+def _written(v: dict[str, _Bean]) -> dict[str, Any]:
+    return {k: b.to_json() for k, b in v.items()}
+
+
+# ---- topics.json ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicsFile(_ConfigFile):
+    topics: dict[str, TopicConfig] = field(default_factory=dict)
+    data_version: DataVersion | None = None
+
+    _TABLES = (("topics", "topicConfigTable", _each(TopicConfig.from_json), _written),)
+
+
+# ---- subscriptionGroup.json ---------------------------------------------------------------------------
+
+
+def _forbidden(v: Any, where: str, path: str) -> dict[str, dict[str, int]]:
+    return {
+        g: {t: int(b) for t, b in _obj(m, f"{where} {g!r}", path).items()}
+        for g, m in _obj(v, where, path).items()
     }
-    return SubscriptionGroupsFile(
-        Source(path),
-        {k: SubscriptionGroupConfig.from_json(k, v, path) for k, v in table.items()},
-        forbidden,
-        _data_version(d, path),
-        _extra(d, ("dataVersion", "subscriptionGroupTable", "forbiddenTable")),
+
+
+@dataclass(frozen=True)
+class SubscriptionGroupsFile(_ConfigFile):
+    groups: dict[str, SubscriptionGroupConfig] = field(default_factory=dict)
+    forbidden: dict[str, dict[str, int]] = field(default_factory=dict)  # group -> topic -> forbidden bits
+    data_version: DataVersion | None = None
+
+    _TABLES = (
+        ("forbidden", "forbiddenTable", _forbidden, lambda v: v),
+        ("groups", "subscriptionGroupTable", _each(SubscriptionGroupConfig.from_json), _written),
     )
 
 
 # ---- consumerOffset.json, lmqConsumerOffset.json ---------------------------------------------------
 
 
+def _offset_table(v: Any, where: str, path: str) -> dict[str, dict[int, int]]:
+    return {k: _long_map(x, f"{where} {k!r}", path) for k, x in _obj(v, where, path).items()}
+
+
 @dataclass(frozen=True)
-class ConsumerOffsetsFile:
+class ConsumerOffsetsFile(_ConfigFile):
     """offsets: "topic@group" -> queueId -> committed offset. `groupTopicMap`, derived by RocketMQ from the
     table, is recomputed when written (if the file had it)."""
 
-    source: Source
-    offsets: dict[str, dict[int, int]]
+    offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     data_version: DataVersion | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    _TABLES = (("offsets", "offsetTable", _offset_table, None),)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {**_versioned(self.data_version), **self.extra}
@@ -447,46 +428,27 @@ class ConsumerOffsetsFile:
         return doc
 
 
-def _offset_table(d: Mapping[str, Any], key: str, path: str) -> dict[str, dict[int, int]]:
-    table = _obj(d.get(key, {}), key, path)
-    return {k: _long_map(v, f"{key} {k!r}", path) for k, v in table.items()}
-
-
-def _parse_offsets(doc: Any, path: str) -> ConsumerOffsetsFile:
-    d = _obj(doc, "the file", path)
-    return ConsumerOffsetsFile(
-        Source(path),
-        _offset_table(d, "offsetTable", path),
-        _data_version(d, path),
-        _extra(d, ("dataVersion", "offsetTable")),
-    )
+def _lmq_table(v: Any, where: str, path: str) -> dict[str, int]:
+    lmq: dict[str, int] = {}
+    for k, x in _obj(v, where, path).items():
+        if isinstance(x, bool) or not isinstance(x, int):
+            raise store_error(path, f"{where} {k!r}: {x!r} is not an integer")
+        lmq[k] = x
+    return lmq
 
 
 @dataclass(frozen=True)
-class LmqConsumerOffsetsFile:
+class LmqConsumerOffsetsFile(_ConfigFile):
     """lmq_offsets: "topic@group" -> offset (a light message queue has one queue); `offsets` as in
     consumerOffset.json (usually empty)."""
 
-    source: Source
-    lmq_offsets: dict[str, int]
+    lmq_offsets: dict[str, int] = field(default_factory=dict)
     offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     data_version: DataVersion | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
-
-def _parse_lmq(doc: Any, path: str) -> LmqConsumerOffsetsFile:
-    d = _obj(doc, "the file", path)
-    lmq: dict[str, int] = {}
-    for k, v in _obj(d.get("lmqOffsetTable", {}), "lmqOffsetTable", path).items():
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise store_error(path, f"lmqOffsetTable {k!r}: {v!r} is not an integer")
-        lmq[k] = v
-    return LmqConsumerOffsetsFile(
-        Source(path),
-        lmq,
-        _offset_table(d, "offsetTable", path),
-        _data_version(d, path),
-        _extra(d, ("dataVersion", "offsetTable", "lmqOffsetTable")),
+    _TABLES = (
+        ("lmq_offsets", "lmqOffsetTable", _lmq_table, None),
+        ("offsets", "offsetTable", _offset_table, None),
     )
 
 
@@ -494,116 +456,95 @@ def _parse_lmq(doc: Any, path: str) -> LmqConsumerOffsetsFile:
 
 
 @dataclass(frozen=True)
-class DelayOffsetsFile:
+class DelayOffsetsFile(_ConfigFile):
     """offsets: delay level -> how far ScheduleMessageService has delivered that level's queue."""
 
-    source: Source
-    offsets: dict[int, int]
+    offsets: dict[int, int] = field(default_factory=dict)
     data_version: DataVersion | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **_versioned(self.data_version),
-            "offsetTable": {str(k): v for k, v in self.offsets.items()},
-            **self.extra,
-        }
-
-
-def _parse_delay(doc: Any, path: str) -> DelayOffsetsFile:
-    d = _obj(doc, "the file", path)
-    return DelayOffsetsFile(
-        Source(path),
-        _long_map(d.get("offsetTable", {}), "offsetTable", path),
-        _data_version(d, path),
-        _extra(d, ("dataVersion", "offsetTable")),
-    )
+    _TABLES = (("offsets", "offsetTable", _long_map, lambda v: {str(k): x for k, x in v.items()}),)
 
 
 # ---- the files mqctl reads but does not compare field by field ------------------------------------------
 
 
-@dataclass(frozen=True)
-class ConsumerFilterFile:
-    """filters: topic -> group -> ConsumerFilterData (expression, expressionType, clientVersion, ...)."""
-
-    source: Source
-    filters: dict[str, dict[str, dict[str, Any]]]
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _parse_filter(doc: Any, path: str) -> ConsumerFilterFile:
-    d = _obj(doc, "the file", path)
+def _filter_table(v: Any, where: str, path: str) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for topic, v in _obj(d.get("filterDataByTopic", {}), "filterDataByTopic", path).items():
+    for topic, x in _obj(v, where, path).items():
         by_group = _obj(
-            _obj(v, f"filterDataByTopic {topic!r}", path).get("groupFilterData", {}),
-            f"filterDataByTopic {topic!r} groupFilterData",
+            _obj(x, f"{where} {topic!r}", path).get("groupFilterData", {}),
+            f"{where} {topic!r} groupFilterData",
             path,
         )
-        out[topic] = {g: _obj(x, f"filter of {topic!r}/{g!r}", path) for g, x in by_group.items()}
-    return ConsumerFilterFile(Source(path), out, _extra(d, ("filterDataByTopic",)))
+        out[topic] = {g: _obj(y, f"filter of {topic!r}/{g!r}", path) for g, y in by_group.items()}
+    return out
 
 
 @dataclass(frozen=True)
-class ConsumerOrderInfoFile:
+class ConsumerFilterFile(_ConfigFile):
+    """filters: topic -> group -> ConsumerFilterData (expression, expressionType, clientVersion, ...)."""
+
+    filters: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+    _TABLES = (("filters", "filterDataByTopic", _filter_table, None),)
+
+
+def _tables_of_objects(entry: Callable[[str, str], str], key: Callable[[str, str, str], Any]) -> _Read:
+    """A table of tables of JSON objects (topic -> group -> ..., "topic@group" -> queueId -> ...): key(k,
+    where, path) reads an inner key, entry(k, q) names an object in a complaint."""
+
+    def read(v: Any, where: str, path: str) -> dict[str, dict[Any, dict[str, Any]]]:
+        return {
+            k: {
+                key(q, f"{where} {k!r}", path): _obj(y, entry(k, q), path)
+                for q, y in _obj(x, f"{where} {k!r}", path).items()
+            }
+            for k, x in _obj(v, where, path).items()
+        }
+
+    return read
+
+
+@dataclass(frozen=True)
+class ConsumerOrderInfoFile(_ConfigFile):
     """table: "topic@group" -> queueId -> OrderInfo (popTime, invisibleTime, offsets, ...) of orderly POP."""
 
-    source: Source
-    table: dict[str, dict[int, dict[str, Any]]]
-    extra: dict[str, Any] = field(default_factory=dict)
+    table: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
 
-
-def _parse_order_info(doc: Any, path: str) -> ConsumerOrderInfoFile:
-    d = _obj(doc, "the file", path)
-    table: dict[str, dict[int, dict[str, Any]]] = {}
-    for k, v in _obj(d.get("table", {}), "table", path).items():
-        table[k] = {
-            _int_key(q, f"table {k!r}", path): _obj(x, f"table {k!r} {q}", path)
-            for q, x in _obj(v, f"table {k!r}", path).items()
-        }
-    return ConsumerOrderInfoFile(Source(path), table, _extra(d, ("table",)))
+    _TABLES = (("table", "table", _tables_of_objects(lambda k, q: f"table {k!r} {q}", _int_key), None),)
 
 
 @dataclass(frozen=True)
-class TopicQueueMappingFile:
+class TopicQueueMappingFile(_ConfigFile):
     """mappings: static topic -> TopicQueueMappingDetail (bname, epoch, totalQueues, hostedQueues, ...)."""
 
-    source: Source
-    mappings: dict[str, dict[str, Any]]
+    mappings: dict[str, dict[str, Any]] = field(default_factory=dict)
     data_version: DataVersion | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
-
-def _parse_mapping(doc: Any, path: str) -> TopicQueueMappingFile:
-    d = _obj(doc, "the file", path)
-    m = _obj(d.get("topicQueueMappingInfoMap", {}), "topicQueueMappingInfoMap", path)
-    return TopicQueueMappingFile(
-        Source(path),
-        {k: _obj(v, f"mapping {k!r}", path) for k, v in m.items()},
-        _data_version(d, path),
-        _extra(d, ("dataVersion", "topicQueueMappingInfoMap")),
+    _TABLES = (
+        (
+            "mappings",
+            "topicQueueMappingInfoMap",
+            _each(lambda k, x, path: _obj(x, f"mapping {k!r}", path)),
+            None,
+        ),
     )
 
 
 @dataclass(frozen=True)
-class MessageRequestModeFile:
+class MessageRequestModeFile(_ConfigFile):
     """modes: topic -> group -> {mode: PULL|POP, popShareQueueNum, ...}."""
 
-    source: Source
-    modes: dict[str, dict[str, dict[str, Any]]]
-    extra: dict[str, Any] = field(default_factory=dict)
+    modes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
-
-def _parse_request_mode(doc: Any, path: str) -> MessageRequestModeFile:
-    d = _obj(doc, "the file", path)
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for topic, v in _obj(d.get("messageRequestModeMap", {}), "messageRequestModeMap", path).items():
-        out[topic] = {
-            g: _obj(x, f"mode of {topic!r}/{g!r}", path)
-            for g, x in _obj(v, f"messageRequestModeMap {topic!r}", path).items()
-        }
-    return MessageRequestModeFile(Source(path), out, _extra(d, ("messageRequestModeMap",)))
+    _TABLES = (
+        (
+            "modes",
+            "messageRequestModeMap",
+            _tables_of_objects(lambda t, g: f"mode of {t!r}/{g!r}", lambda g, _where, _path: g),
+            None,
+        ),
+    )
 
 
 # ---- reading with RocketMQ's .bak fallback ------------------------------------------------------------
@@ -625,7 +566,6 @@ def _load(
     name: str,
     decode: Callable[[bytes, str], T],
     empty: Callable[[Source], T],
-    with_source: Callable[[T, Source], T],
 ) -> T:
     """ConfigManager.load: the file, else (missing, empty or not decodable) its .bak; neither: empty."""
     d = config_dir(store)
@@ -650,7 +590,7 @@ def _load(
             )
         return empty(Source("", why + (f", {bak.name} empty" if bdata is not None else "")))
     try:
-        return with_source(decode(bdata, str(bak)), Source(str(bak), why))
+        return _resourced(decode(bdata, str(bak)), Source(str(bak), why))
     except StoreError as exc:
         raise StoreError(f"{d}: {why}, and {exc}") from None
 
@@ -660,80 +600,38 @@ def _resourced(v: T, s: Source) -> T:
 
 
 # the bodies of a broker's GET_ALL_* answers are what the managers persist: decoded the same way
-decode_topics = _decode_json(_parse_topics)
-decode_subscription_groups = _decode_json(_parse_groups)
-decode_consumer_offsets = _decode_json(_parse_offsets)
-decode_delay_offsets = _decode_json(_parse_delay)
+decode_topics = _decode_json(TopicsFile.parse)
+decode_subscription_groups = _decode_json(SubscriptionGroupsFile.parse)
+decode_consumer_offsets = _decode_json(ConsumerOffsetsFile.parse)
+decode_delay_offsets = _decode_json(DelayOffsetsFile.parse)
 
 
-def read_topics(store: str | Path) -> TopicsFile:
-    return _load(store, TOPICS, decode_topics, lambda s: TopicsFile(s, {}), _resourced)
+def _reader(
+    name: str, decode: Callable[[bytes, str], T], empty: Callable[[Source], T]
+) -> Callable[[str | Path], T]:
+    def read(store: str | Path) -> T:
+        return _load(store, name, decode, empty)
+
+    return read
 
 
-def read_subscription_groups(store: str | Path) -> SubscriptionGroupsFile:
-    return _load(
-        store,
-        SUBSCRIPTION_GROUPS,
-        decode_subscription_groups,
-        lambda s: SubscriptionGroupsFile(s, {}),
-        _resourced,
-    )
-
-
-def read_consumer_offsets(store: str | Path) -> ConsumerOffsetsFile:
-    return _load(
-        store, CONSUMER_OFFSETS, decode_consumer_offsets, lambda s: ConsumerOffsetsFile(s, {}), _resourced
-    )
-
-
-def read_lmq_consumer_offsets(store: str | Path) -> LmqConsumerOffsetsFile:
-    return _load(
-        store,
-        LMQ_CONSUMER_OFFSETS,
-        _decode_json(_parse_lmq),
-        lambda s: LmqConsumerOffsetsFile(s, {}),
-        _resourced,
-    )
-
-
-def read_delay_offsets(store: str | Path) -> DelayOffsetsFile:
-    return _load(store, DELAY_OFFSETS, decode_delay_offsets, lambda s: DelayOffsetsFile(s, {}), _resourced)
-
-
-def read_consumer_filter(store: str | Path) -> ConsumerFilterFile:
-    return _load(
-        store, CONSUMER_FILTER, _decode_json(_parse_filter), lambda s: ConsumerFilterFile(s, {}), _resourced
-    )
-
-
-def read_consumer_order_info(store: str | Path) -> ConsumerOrderInfoFile:
-    return _load(
-        store,
-        CONSUMER_ORDER_INFO,
-        _decode_json(_parse_order_info),
-        lambda s: ConsumerOrderInfoFile(s, {}),
-        _resourced,
-    )
-
-
-def read_topic_queue_mapping(store: str | Path) -> TopicQueueMappingFile:
-    return _load(
-        store,
-        TOPIC_QUEUE_MAPPING,
-        _decode_json(_parse_mapping),
-        lambda s: TopicQueueMappingFile(s, {}),
-        _resourced,
-    )
-
-
-def read_message_request_mode(store: str | Path) -> MessageRequestModeFile:
-    return _load(
-        store,
-        MESSAGE_REQUEST_MODE,
-        _decode_json(_parse_request_mode),
-        lambda s: MessageRequestModeFile(s, {}),
-        _resourced,
-    )
+read_topics = _reader(TOPICS, decode_topics, TopicsFile)
+read_subscription_groups = _reader(SUBSCRIPTION_GROUPS, decode_subscription_groups, SubscriptionGroupsFile)
+read_consumer_offsets = _reader(CONSUMER_OFFSETS, decode_consumer_offsets, ConsumerOffsetsFile)
+read_lmq_consumer_offsets = _reader(
+    LMQ_CONSUMER_OFFSETS, _decode_json(LmqConsumerOffsetsFile.parse), LmqConsumerOffsetsFile
+)
+read_delay_offsets = _reader(DELAY_OFFSETS, decode_delay_offsets, DelayOffsetsFile)
+read_consumer_filter = _reader(CONSUMER_FILTER, _decode_json(ConsumerFilterFile.parse), ConsumerFilterFile)
+read_consumer_order_info = _reader(
+    CONSUMER_ORDER_INFO, _decode_json(ConsumerOrderInfoFile.parse), ConsumerOrderInfoFile
+)
+read_topic_queue_mapping = _reader(
+    TOPIC_QUEUE_MAPPING, _decode_json(TopicQueueMappingFile.parse), TopicQueueMappingFile
+)
+read_message_request_mode = _reader(
+    MESSAGE_REQUEST_MODE, _decode_json(MessageRequestModeFile.parse), MessageRequestModeFile
+)
 
 
 # ---- timercheck -----------------------------------------------------------------------------------
@@ -765,9 +663,8 @@ def _decode_timer(data: bytes, path: str) -> TimerCheckpoint:
     return TimerCheckpoint(Source(path), rt, fp, qo, mo, DataVersion(ct, ts, sv))
 
 
-def read_timer_checkpoint(store: str | Path) -> TimerCheckpoint:
-    """An all-zero file (RocketMQ's fresh mmap) decodes like any other: zeros."""
-    return _load(store, TIMER_CHECK, _decode_timer, lambda s: TimerCheckpoint(s), _resourced)
+# an all-zero file (RocketMQ's fresh mmap) decodes like any other: zeros
+read_timer_checkpoint = _reader(TIMER_CHECK, _decode_timer, TimerCheckpoint)
 
 
 # ---- writing the way MixAll.string2File does --------------------------------------------------------
