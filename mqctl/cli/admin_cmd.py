@@ -197,30 +197,17 @@ class Conn:
         for RocketMQ brokers, whose certificates do not carry --tls-server-name)."""
         from mqctl.remoting.client import RemotingControllerClient  # lazy: start-up
 
+        security = self.security()
+        if brokers:
+            security["server_name"] = None
         return RemotingControllerClient(
-            targets,
-            token=self.token,
-            timeout=seconds,
-            tls_ca=self.tls_ca,
-            tls_cert=self.tls_cert,
-            tls_key=self.tls_key,
-            server_name=None if brokers else self.tls_server_name,
-            access_key=self.access_key,
-            secret_key=self.secret_key,
+            targets, timeout=seconds, access_key=self.access_key, secret_key=self.secret_key, **security
         )
 
     def _grpc(self, targets: list[str], seconds: float) -> ControllerClient:
         from mqctl.client import ControllerClient  # lazy: grpc, protobuf
 
-        return ControllerClient(
-            targets,
-            token=self.token,
-            tls_ca=self.tls_ca,
-            tls_cert=self.tls_cert,
-            tls_key=self.tls_key,
-            server_name=self.tls_server_name,
-            timeout=seconds,
-        )
+        return ControllerClient(targets, timeout=seconds, **self.security())
 
 
 PROTOCOLS = ("auto", "grpc", "remoting")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,38 @@ def _req(d: dict[str, Any], key: str, typ: type, path: str, where: str) -> Any:
     return v
 
 
+_INITIAL_REQUIRED = (
+    ("id", str),
+    ("clusterName", str),
+    ("brokerName", str),
+    ("firstEpoch", int),
+    ("firstEpochStartOffset", int),
+)
+_FINAL_REQUIRED = (
+    ("id", str),
+    ("initialId", str),
+    ("lastEpoch", int),
+    ("lastEpochStartOffset", int),
+    ("maxOffset", int),
+    ("time", int),
+)
+
+
+def _half(
+    doc: dict[str, Any], where: str, path: str, required: tuple[tuple[str, type], ...]
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The initial or final half of a signature file (None: absent) and its required fields, by the
+    dataclass's names (clusterName: cluster_name)."""
+    d = doc.get(where)
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise store_error(path, f"{where}: expected an object")
+    return d, {
+        re.sub("([A-Z])", r"_\1", key).lower(): _req(d, key, typ, path, where) for key, typ in required
+    }
+
+
 def parse_signature(data: bytes, path: str = SIGNATURE_FILE) -> Signature:
     try:
         doc = json.loads(data.decode("utf-8"))
@@ -160,33 +193,16 @@ def parse_signature(data: bytes, path: str = SIGNATURE_FILE) -> Signature:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise store_error(path, f'expected a JSON object with "format": {FORMAT}')
     ini = fin = None
-    if doc.get("initial") is not None:
-        d = doc["initial"]
-        if not isinstance(d, dict):
-            raise store_error(path, "initial: expected an object")
+    if (got := _half(doc, "initial", path, _INITIAL_REQUIRED)) is not None:
+        d, required = got
         ini = InitialSignature(
-            _req(d, "id", str, path, "initial"),
-            _req(d, "clusterName", str, path, "initial"),
-            _req(d, "brokerName", str, path, "initial"),
-            _req(d, "firstEpoch", int, path, "initial"),
-            _req(d, "firstEpochStartOffset", int, path, "initial"),
-            str(d.get("source", "derived")),
-            int(d.get("time", 0) or 0),
+            **required, source=str(d.get("source", "derived")), time=int(d.get("time", 0) or 0)
         )
-    if doc.get("final") is not None:
-        d = doc["final"]
-        if not isinstance(d, dict):
-            raise store_error(path, "final: expected an object")
+    if (got := _half(doc, "final", path, _FINAL_REQUIRED)) is not None:
+        d, required = got
         abort = d.get("abort")
         fin = FinalSignature(
-            _req(d, "id", str, path, "final"),
-            _req(d, "initialId", str, path, "final"),
-            _req(d, "lastEpoch", int, path, "final"),
-            _req(d, "lastEpochStartOffset", int, path, "final"),
-            _req(d, "maxOffset", int, path, "final"),
-            _req(d, "time", int, path, "final"),
-            abort if isinstance(abort, str) else None,
-            bool(d.get("manual", False)),
+            **required, abort=abort if isinstance(abort, str) else None, manual=bool(d.get("manual", False))
         )
         expect = make_final(fin.initial_id, fin.last_epoch, fin.last_epoch_start_offset, fin.max_offset, 0).id
         if expect != fin.id:
