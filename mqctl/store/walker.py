@@ -50,7 +50,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -403,30 +403,10 @@ class _Walker:
         q = stop if stop < n else -1  # a record needs 36 bytes: none starts at the buffer's end
         magic = _II(buf, pos)[1] if pos + 8 <= n else None
         if magic == BLANK_MAGIC:
-            if q >= 0:
-                self.problems.append(
-                    Problem(
-                        base + pos,
-                        pos,
-                        q - pos,
-                        "gap",
-                        f"records after the end-of-file blank marker, next at {base + q}",
-                    )
-                )
-            return stop
+            return self._gap(pos, q, stop, f"records after the end-of-file blank marker, next at {base + q}")
         nz = _nonzero_end(self.u8, pos, stop)
         if nz == pos:
-            if q >= 0:
-                self.problems.append(
-                    Problem(
-                        base + pos,
-                        pos,
-                        q - pos,
-                        "gap",
-                        f"{q - pos} zero bytes before the record at {base + q}",
-                    )
-                )
-            return stop
+            return self._gap(pos, q, stop, f"{q - pos} zero bytes before the record at {base + q}")
         if pos + 8 > n:
             reason = f"torn record: only {n - pos} bytes remain"
         else:
@@ -436,6 +416,12 @@ class _Walker:
             except RecordError as exc:
                 reason = exc.reason
         self.problems.append(Problem(base + pos, pos, (q if q >= 0 else nz) - pos, "corrupt", reason))
+        return stop
+
+    def _gap(self, pos: int, q: int, stop: int, what: str) -> int:
+        """Bytes RocketMQ may leave before a record (at q; -1: none follows, nothing to report)."""
+        if q >= 0:
+            self.problems.append(Problem(self.base + pos, pos, q - pos, "gap", what))
         return stop
 
 
@@ -484,19 +470,20 @@ def _field(H: np.ndarray, at: int | np.ndarray, dt: str) -> np.ndarray:
     return np.ascontiguousarray(cols).view(dt)[:, 0].astype(np.int64)
 
 
+class WalkOptions(TypedDict, total=False):
+    """The keywords of parse_byte_range and parse_blocks (what each means: parse_byte_range)."""
+
+    limit: int | None
+    head_owned: bool | None
+    check_crc: bool
+    fields: bool
+    extract: tuple[str, ...]
+    stop_at_damage: bool
+    known: Chain | None
+
+
 def parse_byte_range(
-    buf: Buf,
-    file_start: int,
-    start: int,
-    end: int,
-    *,
-    limit: int | None = None,
-    head_owned: bool | None = None,
-    check_crc: bool = True,
-    fields: bool = True,
-    extract: tuple[str, ...] = (),
-    stop_at_damage: bool = False,
-    known: Chain | None = None,
+    buf: Buf, file_start: int, start: int, end: int, **options: Unpack[WalkOptions]
 ) -> ParsedRange:
     """Walk the records whose first byte lies in buf[start:end), where buf is a WHOLE commitlog file
     starting at absolute offset `file_start`. `limit` (default: the file's end) bounds the region of
@@ -507,20 +494,7 @@ def parse_byte_range(
     them; records whose layout or BODYCRC is bad are still reported (the caller stops at the first).
     `known`: what an earlier walk of this file found (`Chain`), taken instead of walking it again."""
     blocks = list(
-        _blocks(
-            buf,
-            file_start,
-            start,
-            end,
-            limit,
-            head_owned,
-            check_crc,
-            fields,
-            extract,
-            stop_at_damage,
-            known,
-            None if extract else BLOCK_RECORDS,
-        )
+        _blocks(buf, file_start, start, end, None if options.get("extract") else BLOCK_RECORDS, **options)
     )
     return blocks[0] if len(blocks) == 1 else _joined(blocks)
 
@@ -532,31 +506,14 @@ def parse_blocks(
     end: int,
     *,
     block: int | None = None,
-    limit: int | None = None,
-    head_owned: bool | None = None,
-    check_crc: bool = True,
-    extract: tuple[str, ...] = (),
-    known: Chain | None = None,
+    **options: Unpack[WalkOptions],
 ) -> Iterator[ParsedRange]:
     """`parse_byte_range` with the fields gathered `block` (default BLOCK_RECORDS) records at a time:
     one walk, then a ParsedRange per block of its records (the first also carries the walk's problems,
     each block the layout and BODYCRC problems of its records), so that a task's memory follows the
     block, not the range (a 256 MiB range of 1 KiB records: about 150 MB of per-record temporaries at
     once, with the properties and message keys of pass 1)."""
-    yield from _blocks(
-        buf,
-        file_start,
-        start,
-        end,
-        limit,
-        head_owned,
-        check_crc,
-        True,
-        extract,
-        False,
-        known,
-        block or BLOCK_RECORDS,
-    )
+    yield from _blocks(buf, file_start, start, end, block or BLOCK_RECORDS, **options)
 
 
 def _blocks(
@@ -564,14 +521,15 @@ def _blocks(
     file_start: int,
     start: int,
     end: int,
-    limit: int | None,
-    head_owned: bool | None,
-    check_crc: bool,
-    fields: bool,
-    extract: tuple[str, ...],
-    stop_at_damage: bool,
-    known: Chain | None,
     block: int | None,
+    *,
+    limit: int | None = None,
+    head_owned: bool | None = None,
+    check_crc: bool = True,
+    fields: bool = True,
+    extract: tuple[str, ...] = (),
+    stop_at_damage: bool = False,
+    known: Chain | None = None,
 ) -> Iterator[ParsedRange]:
     """One walk, then the records' fields `block` records at a time (None: all at once)."""
     n = len(buf)
@@ -712,6 +670,50 @@ def _joined(blocks: list[ParsedRange]) -> ParsedRange:
     )
 
 
+def _corrupt(buf: Buf, w: _Walker, bad: np.ndarray) -> None:
+    """The records at `bad` failed the layout checks: the reason of each, as decode_record gives it."""
+    for p in bad.tolist():
+        try:
+            decode_record(buf, p, w.base, check_crc=False)
+            reason = "bad field layout"  # pragma: no cover
+        except RecordError as exc:
+            reason = exc.reason
+        w.problems.append(Problem(w.base + p, p, int(_II(buf, p)[0]), "corrupt", reason))
+
+
+def _crc_mismatches(
+    w: _Walker, P: np.ndarray, size: np.ndarray, crc: np.ndarray, got: np.ndarray, crc_ok: np.ndarray
+) -> None:
+    for i in np.flatnonzero(~crc_ok).tolist():
+        p = int(P[i])
+        w.problems.append(
+            Problem(
+                w.base + p,
+                p,
+                int(size[i]),
+                "crc",
+                f"BODYCRC mismatch: field says {int(crc[i])}, body gives {int(got[i])}",
+            )
+        )
+
+
+def _host_columns(
+    u8: np.ndarray, P: np.ndarray, H: np.ndarray, bh: np.ndarray, sh: np.ndarray
+) -> dict[str, Any]:
+    """extract "hosts": born and store host codes into one list of host names."""
+    hosts: dict[bytes, int] = {}
+    born = _hosts(u8, P + 48, bh, hosts, H, 48)
+    store = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
+    return {
+        "born_host_codes": born,
+        "store_host_codes": store,
+        "host_names": [
+            fmt_host(k[1 : k[0] - 3], int.from_bytes(k[k[0] - 3 : k[0] + 1], "big", signed=True))
+            for k in hosts
+        ],
+    }
+
+
 def _columns(
     buf: Buf,
     u8: np.ndarray,
@@ -756,13 +758,7 @@ def _columns(
     plen = _gather(u8, P + np.where(ok, prel, 0), ">u2")
     ok &= prel + 2 + plen == total
     if not ok.all():
-        for p in P[~ok].tolist():
-            try:
-                decode_record(buf, p, base, check_crc=False)
-                reason = "bad field layout"  # pragma: no cover
-            except RecordError as exc:
-                reason = exc.reason
-            w.problems.append(Problem(base + p, p, int(_II(buf, p)[0]), "corrupt", reason))
+        _corrupt(buf, w, P[~ok])
         keep = ok
         P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen = (
             a[keep] for a in (P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen)
@@ -779,17 +775,7 @@ def _columns(
             bodies = map(mv.__getitem__, map(slice, body_at[k:].tolist(), (body_at + blen)[k:].tolist()))
             got[k:] = np.fromiter(map(crc32, bodies), dtype=np.int64, count=P.size - k) & _MASK
             crc_ok = got == crc
-            for i in np.flatnonzero(~crc_ok).tolist():
-                p = int(P[i])
-                w.problems.append(
-                    Problem(
-                        base + p,
-                        p,
-                        int(total[i]),
-                        "crc",
-                        f"BODYCRC mismatch: field says {int(crc[i])}, body gives {got[i]}",
-                    )
-                )
+            _crc_mismatches(w, P, total, crc, got, crc_ok)
         codes, names = _topics(u8, mv, P + tstart, tlen) if fields and topics else (np.zeros(0, np.int64), [])
         extra: dict[str, Any] = {}
         if "bodies" in extract:
@@ -797,13 +783,7 @@ def _columns(
         if "properties" in extract:
             extra["properties_blob"] = _blob(u8, mv, P + prel + 2, plen)
         if "hosts" in extract:
-            hosts: dict[bytes, int] = {}
-            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts, H, 48)
-            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
-            extra["host_names"] = [
-                fmt_host(k[1 : k[0] - 3], int.from_bytes(k[k[0] - 3 : k[0] + 1], "big", signed=True))
-                for k in hosts
-            ]
+            extra.update(_host_columns(u8, P, H, bh, sh))
     finally:
         mv.release()
     w.problems.sort(key=lambda p: p.position)
@@ -885,29 +865,12 @@ def _columns_c(
     raw_names = _cw.columns(buf, base, P, check_crc, crc_known, fields, topics, out)
     ok = out[_C_OK] != 0
     if not ok.all():
-        for p in P[~ok].tolist():
-            try:
-                decode_record(buf, p, base, check_crc=False)
-                reason = "bad field layout"  # pragma: no cover
-            except RecordError as exc:
-                reason = exc.reason
-            w.problems.append(Problem(base + p, p, int(_II(buf, p)[0]), "corrupt", reason))
+        _corrupt(buf, w, P[~ok])
         P, out = P[ok], out[:, ok]
     crc = out[_C_BODY_CRC]
     crc_ok = out[_C_CRC_OK] != 0
     if check_crc:
-        got = out[_C_CRC_GOT]
-        for i in np.flatnonzero(~crc_ok).tolist():
-            p = int(P[i])
-            w.problems.append(
-                Problem(
-                    base + p,
-                    p,
-                    int(out[_C_TOTAL, i]),
-                    "crc",
-                    f"BODYCRC mismatch: field says {int(crc[i])}, body gives {int(got[i])}",
-                )
-            )
+        _crc_mismatches(w, P, out[_C_TOTAL], crc, out[_C_CRC_GOT], crc_ok)
     blen, sysflag = out[_C_BODY_LEN], out[_C_SYSFLAG]
     if fields and topics:
         codes, names = _topic_order(out[_C_TOPIC], raw_names, out[_C_TLEN])
@@ -927,13 +890,7 @@ def _columns_c(
             H = _heads(u8, P)
             bh = np.where(sysflag & 0x10, 20, 8)
             sh = np.where(sysflag & 0x20, 20, 8)
-            hosts: dict[bytes, int] = {}
-            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts, H, 48)
-            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
-            extra["host_names"] = [
-                fmt_host(k[1 : k[0] - 3], int.from_bytes(k[k[0] - 3 : k[0] + 1], "big", signed=True))
-                for k in hosts
-            ]
+            extra.update(_host_columns(u8, P, H, bh, sh))
     w.problems.sort(key=lambda p: p.position)
     empty = np.zeros(0, dtype=np.int64)
 
