@@ -178,7 +178,7 @@ def compare_cmd(
                 "maxOffset": r.max_offset,
                 "bytesBeyond": beyond,
             }
-            for r, beyond in ((a, c.a_beyond), (b, c.b_beyond))
+            for r, beyond in ((a, c.a_bytes_beyond), (b, c.b_bytes_beyond))
         ]
     else:  # not comparable: each store's row, or its error row
         doc = Comparison(a.path, b.path, False).to_dict()

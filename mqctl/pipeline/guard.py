@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqctl.camel import camel_fields
 from mqctl.errors import MqctlError, StoreError
 from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE
 from mqctl.store.epochfile import LONG_MAX, EpochEntry, find_consistent_point, read_epoch_file
@@ -115,13 +116,9 @@ class GuardResult:
     def to_dict(self) -> dict[str, Any]:
         m = self.master
         return {
-            "store": self.store,
-            "outcome": self.outcome,
-            "exitCode": self.exit_code,
-            "reason": self.reason,
-            "clusterName": self.cluster_name,
-            "brokerName": self.broker_name,
-            "brokerId": self.broker_id,
+            **camel_fields(
+                self, "store", "outcome", "exit_code", "reason", "cluster_name", "broker_name", "broker_id"
+            ),
             "localEpochs": [{"epoch": e.epoch, "startOffset": e.start_offset} for e in self.local_epochs],
             "master": None
             if m is None
@@ -132,13 +129,16 @@ class GuardResult:
                 "maxOffset": m.max_offset,
                 "epochs": [{"epoch": e.epoch, "startOffset": e.start_offset} for e in m.entries],
             },
-            "consistentPoint": self.consistent_point,
-            "maxOffset": self.max_offset,
-            "bytesToLose": self.bytes_to_lose,
-            "salvage": self.salvage,
-            "messages": self.messages,
-            "digest": self.digest,
-            "replay": self.replay,
+            **camel_fields(
+                self,
+                "consistent_point",
+                "max_offset",
+                "bytes_to_lose",
+                "salvage",
+                "messages",
+                "digest",
+                "replay",
+            ),
             "decisionReadBytes": self.read_bytes,
             "rule": RULE,
         }

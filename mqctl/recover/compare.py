@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqctl.camel import camel_fields
 from mqctl.recover.inspect import EMPTY, NO_STORE, StoreReport
 from mqctl.store.epochfile import end_offsets, find_consistent_point
 
@@ -22,29 +23,18 @@ def freshness(r: StoreReport) -> tuple[int, int]:
 class Comparison:
     a: str
     b: str
-    same_set: bool
+    same_broker_set: bool
     reasons: list[str] = field(default_factory=list)  # why not the same set
     fresher: str | None = None  # path of the fresher store, "equal", or None
     # when not compared (no store)
     consistent_point: int = -1
-    a_beyond: int = 0
-    b_beyond: int = 0
+    a_bytes_beyond: int = 0
+    b_bytes_beyond: int = 0
     split_brain: list[dict[str, int]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "a": self.a,
-            "b": self.b,
-            "sameBrokerSet": self.same_set,
-            "reasons": self.reasons,
-            "fresher": self.fresher,
-            "consistentPoint": self.consistent_point,
-            "aBytesBeyond": self.a_beyond,
-            "bBytesBeyond": self.b_beyond,
-            "splitBrain": self.split_brain,
-            "warnings": self.warnings,
-        }
+        return camel_fields(self)
 
 
 def _held_ends(r: StoreReport) -> list[int]:
@@ -75,9 +65,9 @@ def compare_reports(a: StoreReport, b: StoreReport) -> Comparison:
     if a.state == EMPTY or b.state == EMPTY:
         # an empty store joins any set: everything the other holds is beyond the start
         c.consistent_point = a.min_offset if a.state == EMPTY else b.min_offset
-        c.a_beyond = max(0, a.max_offset - c.consistent_point)
-        c.b_beyond = max(0, b.max_offset - c.consistent_point)
-        c.same_set = not c.reasons
+        c.a_bytes_beyond = max(0, a.max_offset - c.consistent_point)
+        c.b_bytes_beyond = max(0, b.max_offset - c.consistent_point)
+        c.same_broker_set = not c.reasons
         return c
     if not a.epochs or not b.epochs:
         for r in (a, b):
@@ -93,8 +83,8 @@ def compare_reports(a: StoreReport, b: StoreReport) -> Comparison:
     # (its tail was lost); no store holds bytes past its own end, so the histories agree at most that far
     cp = min(cp, a.max_offset, b.max_offset)
     c.consistent_point = cp
-    c.a_beyond = a.max_offset - cp
-    c.b_beyond = b.max_offset - cp
+    c.a_bytes_beyond = a.max_offset - cp
+    c.b_bytes_beyond = b.max_offset - cp
     a_ends = dict(zip((e.epoch for e in a.epochs), _held_ends(a), strict=True))
     b_ends = dict(zip((e.epoch for e in b.epochs), _held_ends(b), strict=True))
     b_by = {e.epoch: e for e in b.epochs}
@@ -119,5 +109,5 @@ def compare_reports(a: StoreReport, b: StoreReport) -> Comparison:
                 f"consistent point {cp} ({a.path} from {e.start_offset}, {a_bytes} bytes; "
                 f"{b.path} from {o.start_offset}, {b_bytes} bytes): two masters in one epoch"
             )
-    c.same_set = not c.reasons
+    c.same_broker_set = not c.reasons
     return c

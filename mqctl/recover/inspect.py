@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqctl.camel import camel_fields
 from mqctl.errors import MqctlError, NotFoundError, StoreError
 from mqctl.store import abort as abort_mod
 from mqctl.store.checkpoint import StoreCheckpoint, read_checkpoint
@@ -119,10 +120,7 @@ class StoreReport:
         sig = self.signature
         return {
             "store": self.path,
-            "state": self.state,
-            "clusterName": self.cluster_name,
-            "brokerName": self.broker_name,
-            "brokerId": self.broker_id,
+            **camel_fields(self, "state", "cluster_name", "broker_name", "broker_id"),
             "tempIdentity": None
             if self.temp_identity is None
             else {
@@ -133,23 +131,14 @@ class StoreReport:
                 {"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": end}
                 for e, end in zip(self.epochs, ends, strict=True)
             ],
-            "epochSource": self.epoch_source,
-            "lastEpoch": self.last_epoch,
-            "minOffset": self.min_offset,
-            "maxOffset": self.max_offset,
-            "confirmOffset": self.confirm_offset,
+            **camel_fields(self, "epoch_source", "last_epoch", "min_offset", "max_offset", "confirm_offset"),
             "checkpoint": self.checkpoint.to_dict() if self.checkpoint else None,
-            "checkpointMatches": self.checkpoint_matches,
-            "fileSize": self.file_size,
-            "fileCount": self.file_count,
-            "totalBytes": self.total_bytes,
-            "deep": self.deep,
+            **camel_fields(self, "checkpoint_matches", "file_size", "file_count", "total_bytes", "deep"),
             "scannedFrom": self.scan.scanned_from if self.scan else None,
             "recordsScanned": self.scan.records if self.scan else 0,
             "bytesScanned": self.scan.bytes_scanned if self.scan else 0,
             "bytesBeyond": self.scan.bytes_beyond if self.scan else 0,
-            "abort": self.abort,
-            "locked": self.locked,
+            **camel_fields(self, "abort", "locked"),
             "initialSignature": self.initial.to_dict() if self.initial else None,
             "finalSignature": sig.final.to_dict() if sig and sig.final else None,
             "dirtyReasons": list(self.dirty_reasons),

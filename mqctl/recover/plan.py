@@ -95,7 +95,7 @@ def make_plan(reports: Sequence[StoreReport]) -> dict[str, Any]:
             if m is source:
                 continue
             cmp = compare_reports(source, m)
-            if not cmp.same_set:
+            if not cmp.same_broker_set:
                 why = "; ".join(cmp.reasons)
                 unmatched.append(
                     {

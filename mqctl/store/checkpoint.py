@@ -7,6 +7,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from mqctl.camel import camel_fields
 from mqctl.store._util import read_bytes, read_parsed, store_error, write_bytes_synced
 
 CHECKPOINT_FILE = "checkpoint"
@@ -34,13 +35,7 @@ class StoreCheckpoint:
     confirm_phy_offset: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "physicMsgTimestamp": self.physic_msg_timestamp,
-            "logicsMsgTimestamp": self.logics_msg_timestamp,
-            "indexMsgTimestamp": self.index_msg_timestamp,
-            "masterFlushedOffset": self.master_flushed_offset,
-            "confirmPhyOffset": self.confirm_phy_offset,
-        }
+        return camel_fields(self)
 
 
 _FIELDS = (

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar, cast
 
+from mqctl.camel import camel
 from mqctl.errors import StoreError
 from mqctl.store import fastjson
 from mqctl.store._util import read_bytes, store_error, string_to_file
@@ -225,11 +226,6 @@ def _data_version(d: Mapping[str, Any], path: str) -> DataVersion | None:
 # ---- the config beans: one dataclass field per JSON property ----------------------------------------
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(w.capitalize() for w in rest)
-
-
 _FIELD_READERS: dict[str, Callable[[Mapping[str, Any], str, Any, str, str], Any]] = {
     "int": _int,
     "bool": _bool,
@@ -247,7 +243,7 @@ def _bean_fields(cls: type) -> tuple[_Spec, tuple[tuple[str, str], ...]]:
     (JSON property, attribute) in the order RocketMQ's fastjson writes them: by name."""
     if cls not in _SPECS:
         spec = tuple(
-            (f.name, _camel(f.name), f.default, _FIELD_READERS[str(f.type)])
+            (f.name, camel(f.name), f.default, _FIELD_READERS[str(f.type)])
             for f in fields(cls)
             if f.name != "extra"
         )

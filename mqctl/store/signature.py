@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mqctl.camel import camel_fields
 from mqctl.store._util import read_parsed, store_error, string_to_file
 
 SIGNATURE_FILE = "mqctl-signature.json"
@@ -67,15 +68,7 @@ class InitialSignature:
     time: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "clusterName": self.cluster_name,
-            "brokerName": self.broker_name,
-            "firstEpoch": self.first_epoch,
-            "firstEpochStartOffset": self.first_epoch_start_offset,
-            "source": self.source,
-            "time": self.time,
-        }
+        return camel_fields(self)
 
 
 @dataclass(frozen=True)
@@ -90,16 +83,7 @@ class FinalSignature:
     manual: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "initialId": self.initial_id,
-            "lastEpoch": self.last_epoch,
-            "lastEpochStartOffset": self.last_epoch_start_offset,
-            "maxOffset": self.max_offset,
-            "time": self.time,
-            "abort": self.abort,
-            "manual": self.manual,
-        }
+        return camel_fields(self)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqctl.camel import camel_fields
 from mqctl.errors import StoreError, UsageError
 from mqctl.store._util import fsync_dir
 from mqctl.store.abort import hold_lock
@@ -300,10 +301,7 @@ class RestorePlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "backupDir": self.backup_dir,
-            "what": self.what,
-            "roots": self.roots,
-            "nothingToDo": self.nothing_to_do,
+            **camel_fields(self, "backup_dir", "what", "roots", "nothing_to_do"),
             "actions": [
                 {"target": a.target, "type": a.kind, "action": a.action, "detail": a.detail}
                 for a in self.actions
