@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqctl.camel import camel_fields
+
 __all__ = [
     "CRIT",
     "RULES",
@@ -119,16 +121,7 @@ class Finding:
     fix: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "severity": self.severity,
-            "rule": self.rule,
-            "files": self.files,
-            "keys": self.keys,
-            "message": self.message,
-            "why": self.why,
-            "source": self.source,
-            "fix": self.fix,
-        }
+        return camel_fields(self)
 
 
 # ---- java.util.Properties.load, the format RocketMQ reads its -c file with -------------------------

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mqctl.camel import camel_fields
 from mqctl.errors import StoreError, UsageError
 from mqctl.recover.inspect import NO_STORE, inspect_store
 from mqctl.store import abort as abort_mod
@@ -72,8 +73,7 @@ class TruncatePlan:
         return {
             "store": self.store,
             "truncateTo": self.to,
-            "maxOffset": self.max_offset,
-            "bytesToDrop": self.bytes_to_drop,
+            **camel_fields(self, "max_offset", "bytes_to_drop"),
             "recordsToDrop": self.records,
             "files": [
                 {"file": c.path, "fromPosition": c.position, "bytes": c.length, "wholeFile": c.whole}

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from mqctl.camel import camel_fields
 from mqctl.upgrade.state import BrokerSet, StoreState, UpgradeState
 
 DONE, PENDING, UNKNOWN, UNCHECKED = "done", "pending", "unknown", "unchecked"
@@ -48,12 +49,9 @@ class Step:
     def to_dict(self) -> dict[str, Any]:
         return {
             "step": self.n,
-            "id": self.id,
-            "title": self.title,
+            **camel_fields(self, "id", "title"),
             "commands": list(self.commands),
-            "check": self.check,
-            "status": self.status,
-            "evidence": self.evidence,
+            **camel_fields(self, "check", "status", "evidence"),
         }
 
 
@@ -70,9 +68,7 @@ class Check:
         return {
             "status": self.status,
             "check": self.name,
-            "subject": self.subject,
-            "detail": self.detail,
-            "fix": self.fix,
+            **camel_fields(self, "subject", "detail", "fix"),
             "lines": list(self.lines),
         }
 
