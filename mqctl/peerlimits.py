@@ -142,7 +142,26 @@ class Refusal:
     message: str
 
 
-class PeerSlots:
+class _PeerLimits:
+    """Limits per connection, per client address and in total (0 or less: no limit at that level), each
+    named in a refusal with the option that sets it (``options``: the three, "" for none)."""
+
+    def __init__(
+        self, per_connection: int, per_address: int, total: int, options: tuple[str, str, str]
+    ) -> None:
+        self.per_connection = per_connection
+        self.per_address = per_address
+        self.total = total
+        self._options = options
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _too_many(what: str, where: str, maximum: int, option: str) -> str:
+        hint = f" ({option})" if option else ""
+        return f"too many {what} {where}: at most {maximum}{hint}"
+
+
+class PeerSlots(_PeerLimits):
     """Counted slots (e.g. open watch streams) per connection, per client address and in total.
 
     ``acquire(connection, address)`` takes one slot or returns the ``Refusal`` naming the limit
@@ -158,22 +177,15 @@ class PeerSlots:
         what: str = "slots",
         options: tuple[str, str, str] = ("", "", ""),
     ) -> None:
-        self.per_connection = per_connection
-        self.per_address = per_address
-        self.total = total
+        super().__init__(per_connection, per_address, total, options)
         self._what = what
-        self._options = options
-        self._lock = threading.Lock()
         self._by_connection: dict[str, int] = {}
         self._by_address: dict[str, int] = {}
         self._count = 0
 
     def _refusal(self, limit: str, maximum: int, where: str, option: str) -> Refusal:
-        hint = f" ({option})" if option else ""
         return Refusal(
-            limit,
-            maximum,
-            f"too many {self._what} {where}: at most {maximum}{hint}; close one or retry later",
+            limit, maximum, self._too_many(self._what, where, maximum, option) + "; close one or retry later"
         )
 
     def acquire(self, connection: str, address: str) -> Refusal | None:
@@ -220,7 +232,7 @@ class _Waiting:
     cancelled: bool = False
 
 
-class CallGuard:
+class CallGuard(_PeerLimits):
     """Calls waiting for their request message, per connection, per client address and in total.
 
     A client sends a unary call's message right after its headers; a call whose message has not
@@ -250,15 +262,11 @@ class CallGuard:
         options: tuple[str, str, str] = ("", "", ""),
         max_remembered: int = 4096,
     ) -> None:
-        self.per_connection = per_connection
-        self.per_address = per_address
-        self.total = total
+        super().__init__(per_connection, per_address, total, options)
         self.stall = stall
         self.probation = probation
         self._clock = clock
-        self._options = options
         self._max_remembered = max_remembered
-        self._lock = threading.Lock()
         self._waiting: dict[int, _Waiting] = {}
         self._next = 0
         self._on_probation: OrderedDict[tuple[str, str], float] = OrderedDict()  # (kind, key) -> until
@@ -287,9 +295,8 @@ class CallGuard:
                 strict = self._probation(kind, key, now)
                 count = len(mine) if strict else sum(1 for w in mine if w.started <= cutoff)
                 if count >= maximum:
-                    hint = f" ({option})" if option else ""
-                    return 0, (
-                        f"too many calls waiting for their request message {where}: at most {maximum}{hint}"
+                    return 0, self._too_many(
+                        "calls waiting for their request message", where, maximum, option
                     )
             self._next += 1
             self._waiting[self._next] = _Waiting(connection, address, now, cancel)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import threading
 from concurrent import futures
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mqctl.errors import Code, UsageError
 from mqctl.store.epochfile import EpochCacheView
@@ -59,6 +59,19 @@ class FetchResponse:
     max_offset: int = 0
     master_epoch: int = 0
     broker_id: int = -1
+
+
+_R = TypeVar("_R", FetchRequest, FetchResponse)
+
+
+def _record(cls: type[_R], message: Any) -> _R:
+    """A FetchLog message as its record: broker.proto's FetchLogRequest and FetchLogResponse have the
+    fields of FetchRequest and FetchResponse, by the same names."""
+    return cls(**{f.name: getattr(message, f.name) for f in fields(cls)})
+
+
+def _message(pb_type: Any, record: FetchRequest | FetchResponse) -> Any:
+    return pb_type(**{f.name: getattr(record, f.name) for f in fields(record)})
 
 
 class PeerHandler(Protocol):
@@ -168,34 +181,11 @@ class GrpcPeers:
 
         from mqctl.v1 import broker_pb2 as pb  # lazy: protobuf
 
-        req = pb.FetchLogRequest(
-            cluster_name=request.cluster_name,
-            broker_name=request.broker_name,
-            broker_id=request.broker_id,
-            broker_address=request.broker_address,
-            offset=request.offset,
-            master_epoch=request.master_epoch,
-            max_bytes=request.max_bytes,
-            wait_ms=request.wait_ms,
-            async_learner=request.async_learner,
-        )
         try:
-            r = self._stub(address).FetchLog(req, timeout=timeout)
+            r = self._stub(address).FetchLog(_message(pb.FetchLogRequest, request), timeout=timeout)
         except grpc.RpcError as err:
             raise PeerUnavailable(f"{address}: {err.code().name}: {err.details()}") from None
-        return FetchResponse(
-            r.code,
-            r.remark,
-            r.offset,
-            r.data,
-            r.length,
-            r.epoch,
-            r.epoch_start_offset,
-            r.confirm_offset,
-            r.max_offset,
-            r.master_epoch,
-            r.broker_id,
-        )
+        return _record(FetchResponse, r)
 
     def close(self) -> None:
         with self._lock:
@@ -226,34 +216,11 @@ def _servicer(handler: PeerHandler) -> Any:
         def FetchLog(self, request: Any, context: grpc.ServicerContext) -> Any:
             if not handler.reachable():
                 context.abort(grpc.StatusCode.UNAVAILABLE, "broker isolated or stopped")
-            req = FetchRequest(
-                request.cluster_name,
-                request.broker_name,
-                request.broker_id,
-                request.broker_address,
-                request.offset,
-                request.master_epoch,
-                request.max_bytes,
-                request.wait_ms,
-                request.async_learner,
-            )
             try:
-                r = handler.handle_fetch(req)
+                r = handler.handle_fetch(_record(FetchRequest, request))
             except Exception as exc:
                 return pb.FetchLogResponse(code=int(Code.SYSTEM_ERROR), remark=str(exc))
-            return pb.FetchLogResponse(
-                code=r.code,
-                remark=r.remark,
-                offset=r.offset,
-                data=r.data,
-                length=r.length,
-                epoch=r.epoch,
-                epoch_start_offset=r.epoch_start_offset,
-                confirm_offset=r.confirm_offset,
-                max_offset=r.max_offset,
-                master_epoch=r.master_epoch,
-                broker_id=r.broker_id,
-            )
+            return _message(pb.FetchLogResponse, r)
 
     return AgentServicer()
 

@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from mqctl.controller import core, records
 from mqctl.controller.feature_levels import FeatureLevels
@@ -36,6 +37,7 @@ def once_a_second(due: list[tuple[str, str]], last_ms: dict[str, int], now: int)
     return due
 
 
+@dataclass(eq=False)
 class LeaderWork:
     """The leader's part of the node's tick.
 
@@ -44,43 +46,30 @@ class LeaderWork:
     ``group_options`` are the options every member must agree on, written with a new group's id;
     ``initial_feature_level`` the highest level it starts at (0: the highest its initial members speak)."""
 
-    def __init__(
-        self,
-        raft: NodeRaft,
-        levels: FeatureLevels,
-        heartbeats: HeartbeatTable,
-        lock: threading.Lock,
-        context: Callable[[list[str]], core.Context],
-        clock: Callable[[], int],
-        *,
-        group_options: dict[str, str],
-        heartbeat_timeout_ms: int,
-        scan_interval_ms: int,
-        initial_feature_level: int,
-    ) -> None:
-        self._raft = raft
-        self._levels = levels
-        self._heartbeats = heartbeats
-        self._lock = lock
-        self._context = context
-        self._clock = clock
-        self._group_options = group_options
-        self._heartbeat_timeout_ms = heartbeat_timeout_ms
-        self._scan_interval_ms = scan_interval_ms
-        self._initial_feature_level = initial_feature_level
-        self._leader_since_ms: int | None = None
-        self._leader_term = -1
-        self._last_trigger_ms: dict[str, int] = {}
-        self._last_scan_ms = 0
-        # broker sets the leader must look at for an election: their liveness changed, a record
-        # touched them, or an election they need was not made yet (throttled, refused)
-        self._pending: set[str] = set()
-        self._peers_checked = 0.0
-        self._lost_peers: list[str] = []
+    raft: NodeRaft
+    levels: FeatureLevels
+    heartbeats: HeartbeatTable
+    lock: threading.Lock
+    context: Callable[[list[str]], core.Context]
+    clock: Callable[[], int]
+    _: KW_ONLY
+    group_options: dict[str, str]
+    heartbeat_timeout_ms: int
+    scan_interval_ms: int
+    initial_feature_level: int
+    _leader_since_ms: int | None = field(init=False, default=None)
+    _leader_term: int = field(init=False, default=-1)
+    _last_trigger_ms: dict[str, int] = field(init=False, default_factory=dict)
+    _last_scan_ms: int = field(init=False, default=0)
+    # broker sets the leader must look at for an election: their liveness changed, a record
+    # touched them, or an election they need was not made yet (throttled, refused)
+    _pending: set[str] = field(init=False, default_factory=set)
+    _peers_checked: float = field(init=False, default=0.0)
+    _lost_peers: list[str] = field(init=False, default_factory=list)
 
     def look_at(self, broker_names: set[str]) -> None:
         """Broker sets an applied record touched: looked at for an election on the next tick."""
-        with self._lock:
+        with self.lock:
             self._pending |= broker_names
 
     def lead(self, term: int) -> None:
@@ -88,7 +77,7 @@ class LeaderWork:
         if self._leader_since_ms is None or self._leader_term != term:
             # a new term, even one the ticker did not see as a follower in between (it
             # may have been blocked in an election call): start the grace period again
-            self._leader_since_ms = self._clock()
+            self._leader_since_ms = self.clock()
             self._leader_term = term
             self._last_scan_ms = 0  # every broker set is looked at when the grace ends
             self._lost_peers = []
@@ -109,12 +98,12 @@ class LeaderWork:
         if (
             now - self._peers_checked < 0.5
             or self._leader_since_ms is None
-            or self._clock() - self._leader_since_ms < PEER_GRACE_MS
+            or self.clock() - self._leader_since_ms < PEER_GRACE_MS
         ):
             return
         self._peers_checked = now
-        status = self._raft.sync.status()
-        members = self._raft.members()
+        status = self.raft.sync.status()
+        members = self.raft.members()
         lost = [m for m in members if status.get("partner_node_status_server_" + m) != 2]
         if lost == self._lost_peers:
             return
@@ -132,11 +121,11 @@ class LeaderWork:
         self._lost_peers = lost
 
     def _work(self) -> None:
-        raft = self._raft
+        raft = self.raft
         if not raft.meta(META_GROUP_ID):
-            group_id, options = uuid.uuid4().hex, dict(self._group_options)
+            group_id, options = uuid.uuid4().hex, dict(self.group_options)
             members = sorted([raft.raft_address, *raft.members()])
-            cap = self._initial_feature_level or records.MAX_FEATURE_LEVEL
+            cap = self.initial_feature_level or records.MAX_FEATURE_LEVEL
             bootstrap = {"members": members, "maxLevel": cap}
 
             def first(st: core.ControllerState) -> list[records.Record]:
@@ -150,25 +139,25 @@ class LeaderWork:
                 st = st.copy()
                 for r in minted:
                     st.apply(r)
-                return minted + self._levels.due(st)
+                return minted + self.levels.due(st)
 
             raft.commit_records(first)
             return
-        if raft.meta(META_BOOTSTRAP) is not None or self._levels.auto:
-            self._levels.raise_if_due()
-        now = self._clock()
-        timeout_ms = self._config_int("heartbeatTimeoutMillis", self._heartbeat_timeout_ms)
-        scan_ms = self._config_int("scanNotActiveBrokerInterval", self._scan_interval_ms)
+        if raft.meta(META_BOOTSTRAP) is not None or self.levels.auto:
+            self.levels.raise_if_due()
+        now = self.clock()
+        timeout_ms = self._config_int("heartbeatTimeoutMillis", self.heartbeat_timeout_ms)
+        scan_ms = self._config_int("scanNotActiveBrokerInterval", self.scan_interval_ms)
         # A new leader has not heard every broker yet: wait one heartbeat timeout before
         # declaring anybody dead (its table may be empty or old).
         if self._leader_since_ms is None or now - self._leader_since_ms < timeout_ms:
             return
         # Only the broker sets whose liveness or state changed are looked at on a tick (deadlines in
         # the heartbeat table, records in look_at); every broker set once per scan interval.
-        with self._lock:
-            names = self._pending | self._heartbeats.take_changed(now)
+        with self.lock:
+            names = self._pending | self.heartbeats.take_changed(now)
             self._pending = set()
-            gone = self._heartbeats.expired(now) if now - self._last_scan_ms >= scan_ms else None
+            gone = self.heartbeats.expired(now) if now - self._last_scan_ms >= scan_ms else None
         if gone is not None:
             self._last_scan_ms = now
             for cluster, name, broker_id in gone:
@@ -179,8 +168,8 @@ class LeaderWork:
             self._elect_where_needed(sorted(names), now)
 
     def _config_int(self, key: str, default: int) -> int:
-        with self._raft.sync.state_lock:
-            value = self._raft.sync.state.config.get(key, default)
+        with self.raft.sync.state_lock:
+            value = self.raft.sync.state.config.get(key, default)
         try:
             return int(value)
         except (TypeError, ValueError):
@@ -189,14 +178,14 @@ class LeaderWork:
     def _elect_where_needed(self, names: list[str], now: int) -> None:
         """Trigger controller elections the moment masters' leases end (not a scan later): every
         broker set that needs one in one Raft entry, so a mass failure is one round trip."""
-        with self._lock:
-            ctx = core.Context(now_ms=now, live={name: self._heartbeats.snapshot(name) for name in names})
-        sync = self._raft.sync
+        with self.lock:
+            ctx = core.Context(now_ms=now, live={name: self.heartbeats.snapshot(name) for name in names})
+        sync = self.raft.sync
         with sync.state_lock:
             due = core.elections_due(sync.state, names, ctx)
         if not due:
             return
-        with self._lock:  # looked at again on the next ticks until elected (or no longer needed)
+        with self.lock:  # looked at again on the next ticks until elected (or no longer needed)
             self._pending.update(name for _, name in due)
         due = once_a_second(due, self._last_trigger_ms, now)
         if not due:
@@ -204,11 +193,11 @@ class LeaderWork:
         answers: list[tuple[str, core.Result]] = []
 
         def decide(state: core.ControllerState) -> core.Result:
-            result, each = core.elect_each(state, due, lambda name: self._context([name]))
+            result, each = core.elect_each(state, due, lambda name: self.context([name]))
             answers[:] = each
             return result
 
-        answer = self._raft.decide_and_commit(decide, 5.0)
+        answer = self.raft.decide_and_commit(decide, 5.0)
         for name, result in answers:
             log.info(
                 "controller-triggered election for %s: code %s %s master %s",
