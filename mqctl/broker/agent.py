@@ -420,6 +420,11 @@ class BrokerAgent:
             raise AgentStopped("agent stopped")
         return fn(*args, **kw)
 
+    def _ctl_own(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """A controller call that names this broker first (RegisterBroker, ElectMaster): its cluster,
+        broker set and brokerId."""
+        return self._ctl(fn, self.config.cluster_name, self.config.broker_name, self.broker_id, *args, **kw)
+
     def _post(self, event: _Event) -> None:
         self._events.put(event)
 
@@ -477,11 +482,8 @@ class BrokerAgent:
         with self._lock:
             epoch, max_offset, confirm = self._progress()
         try:
-            r = self._ctl(
+            r = self._ctl_own(
                 self._client.register_broker,
-                self.config.cluster_name,
-                self.config.broker_name,
-                self.broker_id,
                 self.address,
                 epoch=epoch,
                 max_offset=max_offset,
@@ -548,19 +550,11 @@ class BrokerAgent:
             if ev.broker_epoch != self.broker_epoch:
                 self.stats["ignored_notifications"] += 1  # sent to a previous registration
                 return
-            c = ev.payload
-            if c.master_broker_id is None:
-                with self._lock:
-                    newer = c.master_epoch > self.master_epoch
-                if newer:
-                    self._apply_role(None, "", c.master_epoch, c.sync_state_set_epoch, c.sync_state_set)
-                    self._elect()
-                else:
-                    self.stats["ignored_notifications"] += 1
-                return
-            self._apply_role(
-                c.master_broker_id, c.master_address, c.master_epoch, c.sync_state_set_epoch, c.sync_state_set
-            )
+            newer = self._adopt(ev.payload)
+            if newer:
+                self._elect()
+            elif newer is False:
+                self.stats["ignored_notifications"] += 1
         elif ev.kind == "poll":
             self._poll()
         elif ev.kind == "reregister":
@@ -586,29 +580,29 @@ class BrokerAgent:
                     self._set_ss(set(r.sync_state_set), r.sync_state_set_epoch)
                 self._pending_ss = None
                 self._pending_unknown = False
-        if r.master_broker_id is None:
-            with self._lock:
-                newer = r.master_epoch > self.master_epoch
-            if newer:
-                self._apply_role(None, "", r.master_epoch, r.sync_state_set_epoch, r.sync_state_set)
+        if self._adopt(r) is not None:  # no master: whether adopted or not, one is due
             self._elect()
-            return
-        self._apply_role(
-            r.master_broker_id, r.master_address, r.master_epoch, r.sync_state_set_epoch, r.sync_state_set
-        )
+
+    def _adopt(self, v: Any) -> bool | None:
+        """The role a notification or GetReplicaInfo answer `v` names. With a master: applied (None).
+        Without one: applied only when its masterEpoch is newer than this broker's; whether it was."""
+        if v.master_broker_id is not None:
+            self._apply_role(
+                v.master_broker_id, v.master_address, v.master_epoch, v.sync_state_set_epoch, v.sync_state_set
+            )
+            return None
+        with self._lock:
+            newer = bool(v.master_epoch > self.master_epoch)
+        if newer:
+            self._apply_role(None, "", v.master_epoch, v.sync_state_set_epoch, v.sync_state_set)
+        return newer
 
     def _elect(self) -> None:
         """Broker-triggered ElectMaster (an async learner never asks: it must never become master)."""
         if self.config.async_learner or self.broker_id is None:
             return
         try:
-            r = self._ctl(
-                self._client.elect_master,
-                self.config.cluster_name,
-                self.config.broker_name,
-                self.broker_id,
-                broker_epoch=self.broker_epoch,
-            )
+            r = self._ctl_own(self._client.elect_master, broker_epoch=self.broker_epoch)
         except ControllerError as exc:
             resp: Any = exc.response
             if (
@@ -686,18 +680,24 @@ class BrokerAgent:
         self._slaves.clear()
         self._cond.notify_all()
 
+    def _epoch_file_allows(self, epoch: int, refused: str) -> int | None:
+        """AutoSwitchHAService refuses a masterEpoch older than the epoch file's last (logged, None);
+        else that last epoch."""
+        assert self._epochs is not None
+        last = self._epochs.last_epoch
+        if epoch < last:
+            log.error(
+                "%s: masterEpoch %d < last epoch %d in the epoch file: %s", self.name, epoch, last, refused
+            )
+            return None
+        return last
+
     def _change_to_master(self, epoch: int, ss_epoch: int, ss: set[int]) -> None:
         """AutoSwitchHAService.changeToMaster: refuse an epoch older than the file's last; append
         (epoch, maxOffset) unless this broker resumes the epoch it already leads."""
         assert self._log is not None and self._epochs is not None and self.broker_id is not None
-        last = self._epochs.last_epoch
-        if epoch < last:
-            log.error(
-                "%s: masterEpoch %d < last epoch %d in the epoch file: not becoming master",
-                self.name,
-                epoch,
-                last,
-            )
+        last = self._epoch_file_allows(epoch, "not becoming master")
+        if last is None:
             return
         self._step_down(None)
         if epoch > last:
@@ -725,16 +725,7 @@ class BrokerAgent:
         )
 
     def _change_to_slave(self, master_id: int, master_address: str, epoch: int) -> None:
-        assert self._epochs is not None
-        last = self._epochs.last_epoch
-        if epoch < last:
-            log.error(
-                "%s: masterEpoch %d < last epoch %d in the epoch file: not following %s",
-                self.name,
-                epoch,
-                last,
-                master_address,
-            )
+        if self._epoch_file_allows(epoch, f"not following {master_address}") is None:
             return
         self._step_down(None)
         self.master_epoch = epoch
