@@ -28,6 +28,7 @@ from mqctl.cli.admin_cmd import Conn, connected
 from mqctl.cli.common import echo_doc, no_color_option, output_option
 from mqctl.cli.render import Output
 from mqctl.errors import UnhealthyError, UsageError
+from mqctl.ticker import ticking
 
 if TYPE_CHECKING:
     from mqctl.sim.cluster import Report, Simulation
@@ -187,22 +188,17 @@ def _live(printer: _Printer, sim: Simulation, title: str, footer: Callable[[], s
         return
     from rich.live import Live  # lazy: rich
 
-    stop = threading.Event()
     with Live(console=printer.console, auto_refresh=False, transient=False) as live:
 
         def refresh() -> None:
-            while not stop.wait(0.25):
-                if sim.sets:
-                    with contextlib.suppress(Exception):  # a view taken mid-restart; the next one will do
-                        live.update(_render(sim, title, footer()), refresh=True)
+            if sim.sets:
+                with contextlib.suppress(Exception):  # a view taken mid-restart; the next one will do
+                    live.update(_render(sim, title, footer()), refresh=True)
 
-        t = threading.Thread(target=refresh, name="sim-view", daemon=True)
-        t.start()
         try:
-            yield
+            with ticking(0.25, refresh, "sim-view"):
+                yield
         finally:
-            stop.set()
-            t.join(2)
             if sim.sets:
                 with contextlib.suppress(Exception):
                     live.update(_render(sim, title, ""), refresh=True)

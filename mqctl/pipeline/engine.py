@@ -14,13 +14,13 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from mqctl.errors import EXIT_MISSING_DEPENDENCY, MqctlError
+from mqctl.ticker import ticking
 
 MASTER_ENV = "MQCTL_SPARK_MASTER"
 DEFAULT_MASTER = "local[*]"
@@ -342,7 +342,6 @@ def progress(
         TimeRemainingColumn,
     )
 
-    stop = threading.Event()
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -354,20 +353,15 @@ def progress(
         transient=True,
     )
 
-    def poll() -> None:
-        while not stop.wait(0.2):
-            try:
-                nbytes, msgs = done()
-                bar.update(task, completed=min(nbytes, total_bytes), messages=msgs)
-            except Exception:  # the context is stopping: the bar just ends
-                return
+    def poll() -> bool:
+        try:
+            nbytes, msgs = done()
+            bar.update(task, completed=min(nbytes, total_bytes), messages=msgs)
+        except Exception:  # the context is stopping: the bar just ends
+            return False
+        return True
 
     with bar:
         task = bar.add_task(description, total=total_bytes, messages=0)
-        th = threading.Thread(target=poll, name="mqctl-progress", daemon=True)
-        th.start()
-        try:
+        with ticking(0.2, poll, "mqctl-progress"):
             yield
-        finally:
-            stop.set()
-            th.join(timeout=2)
