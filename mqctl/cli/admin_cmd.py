@@ -28,6 +28,7 @@ from mqctl.cli.common import (
     namesrv_option,
     no_color_option,
     output_option,
+    printing,
     store_option,
 )
 from mqctl.cli.render import AdminOutput, Output
@@ -885,11 +886,11 @@ def quorum_feature_level(
 
 
 @quorum_app.command("dump")
+@printing()
 def quorum_dump(
     data_dir: str = typer.Argument(..., metavar="DATA_DIR", help="a controller node's --data-dir"),
     force: bool = typer.Option(False, "--force", help="Read it even while a node runs on it (LOCK held)."),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """A stopped node's Raft journal (each entry's index, term, records) and snapshot, read only."""
     from mqctl.admin.quorum_dump import dump_data_dir  # lazy: pysyncobj, the raft fork

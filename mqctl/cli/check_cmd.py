@@ -10,7 +10,7 @@ import typer
 
 from mqctl.cli import sub_app
 from mqctl.cli.admin_cmd import Conn, _cluster_info, connected
-from mqctl.cli.common import console, echo_doc, namesrv_option, no_color_option, output_option
+from mqctl.cli.common import console, echo_doc, namesrv_option, output_option, printing
 from mqctl.cli.render import Output
 from mqctl.errors import StoreError, UsageError
 
@@ -21,6 +21,7 @@ EXIT = {"OK": 0, "WARN": 1, "CRIT": 2}
 
 @check_app.command("config")
 @connected()
+@printing()
 def config_cmd(
     conn: Conn,
     files: list[str] = typer.Argument(
@@ -38,7 +39,6 @@ def config_cmd(
     ),
     namesrv: str = namesrv_option("with --online: name servers that list the brokers"),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Flag settings that lose acknowledged writes or prevent failover: severity, why, source, fix."""
     from mqctl.admin.configcheck import check, config_file, verdict  # lazy: start-up

@@ -6,8 +6,11 @@ Kept light: rich and json are imported inside the functions, so `mqctl --help` s
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import typer
 
@@ -76,6 +79,42 @@ def no_color_option() -> Any:
         callback=_set_no_color,
         help="no colours (also NO_COLOR=1); JSON is never coloured",
     )
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def printing(*, verbose: bool = False) -> Callable[[F], F]:
+    """--no-color (and, with ``verbose``, -v/--verbose: the record walker named on stderr before the
+    command runs), declared once here for the commands that print: typer sees them at the end of the
+    command's own options (``__signature__``); the command does not take them (--no-color acts
+    through its callback)."""
+
+    def deco(fn: F) -> F:
+        options = {"no_color": (bool, no_color_option())}
+        if verbose:
+            options["verbose"] = (bool, verbose_option())
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            kwargs.pop("no_color")
+            if verbose:
+                say_walker(kwargs.pop("verbose"))
+            return fn(*args, **kwargs)
+
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
+            for name, (kind, option) in options.items()
+        ]
+        command.__signature__ = sig.replace(parameters=[*sig.parameters.values(), *added])  # type: ignore[attr-defined]
+        command.__annotations__ = {
+            **fn.__annotations__,
+            **{name: kind for name, (kind, _) in options.items()},
+        }
+        return cast(F, command)
+
+    return deco
 
 
 def env_option(flag: str, help: str, **extra: Any) -> Any:

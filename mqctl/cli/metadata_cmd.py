@@ -20,8 +20,8 @@ from mqctl.cli.common import (
     dry_run_option,
     echo_doc,
     namesrv_option,
-    no_color_option,
     output_option,
+    printing,
     show_doc,
     yes_option,
 )
@@ -136,6 +136,7 @@ def _broker_connect(conn: Conn, brokers: list[str]) -> Any:
 
 @metadata_app.command("diff")
 @connected()
+@printing()
 def diff_cmd(
     conn: Conn,
     broker_name: str = broker_name_option("broker set name(s), comma separated (default: every set)"),
@@ -145,7 +146,6 @@ def diff_cmd(
         "replicas of each set, from the controller -a)"
     ),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """What each live replica has that another lacks: topics, groups, consumer and delay offsets (exit 7)."""
     from mqctl.admin.brokermeta import live_drift  # lazy: start-up
@@ -187,6 +187,7 @@ def diff_cmd(
 
 @metadata_app.command("sync")
 @connected()
+@printing()
 def sync_cmd(
     conn: Conn,
     src: str = typer.Option(
@@ -215,7 +216,6 @@ def sync_cmd(
     dry_run: bool = dry_run_option("Show what would be copied, change nothing."),
     yes: bool = yes_option(),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Put back what the target replica lacks: topics, groups, offsets; never removes anything."""
     kinds = _what(what)

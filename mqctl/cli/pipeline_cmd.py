@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +21,15 @@ from mqctl.cli import sub_app
 from mqctl.cli.common import (
     console,
     dry_run_option,
-    echo_doc,
     engine_option,
     human_size,
-    no_color_option,
     output_option,
-    say_walker,
+    printing,
+    show_doc,
     spark_master_option,
-    verbose_option,
 )
 from mqctl.cli.recover_cmd import recover_app
-from mqctl.cli.render import Output
+from mqctl.cli.render import Output, cells
 from mqctl.errors import UsageError
 
 analyze_app = sub_app("analyze", "Analyse commitlogs across a fleet of stores (Spark).")
@@ -73,17 +72,16 @@ def _quiet_opt() -> Any:
     return typer.Option(False, "--quiet", "-q", help=_QUIET_HELP)
 
 
-def _begin(verbose: bool, range_size: str | None, engine: str) -> tuple[int | None, str]:
-    """What a job command does first: name the record walker, read --range-size and --engine, and
-    check the in-process engine's packages; (range size or None, engine)."""
-    say_walker(verbose)
+def _begin(range_size: str | None, engine: str, master: str | None, quiet: bool, overwrite: bool) -> _Job:
+    """What a job command does first (after naming the record walker): read --range-size and --engine,
+    and check the in-process engine's packages."""
     size = None if range_size is None else _parse_size(range_size)
     eng = _engine(engine)
 
     from mqctl.pipeline.engine import require_local  # lazy: start-up
 
     require_local()
-    return size, eng
+    return _Job(eng, master, size, quiet, overwrite)
 
 
 def _engine(engine: str) -> str:
@@ -94,34 +92,41 @@ def _engine(engine: str) -> str:
     return engine
 
 
-def _run(
-    kind: str,
-    inp: Any,
-    run: Any,
-    *,
-    engine: str,
-    master: str | None,
-    range_size: int | None,
-    quiet: bool,
-    **kw: Any,
-) -> dict[str, Any]:
-    """Pick the engine (saying which on stderr), start Spark if it is Spark, size the ranges, run."""
-    from rich.console import Console  # lazy: rich
+@dataclass(frozen=True)
+class _Job:
+    """How a job command runs, from its shared options: --engine, --master, --range-size (None: sized
+    for the engine), --quiet, --overwrite."""
 
-    # lazy: start-up
-    from mqctl.pipeline.engine import choose_engine, range_size_for, require_spark, spark_cores, spark_session
+    engine: str
+    master: str | None
+    range_size: int | None
+    quiet: bool
+    overwrite: bool
 
-    eng, why = choose_engine(engine, master, inp.nbytes, kind)
-    if not quiet:
-        Console(stderr=True, highlight=False).print(f"mqctl: {kind} on engine {eng} ({why})")
-    progress = False if quiet else None
-    if eng == "local":
-        return run(None, inp, show_progress=progress, **kw)  # type: ignore[no-any-return]
-    require_spark()
-    with spark_session(master, app_name=f"mqctl {kind}") as spark:
-        if range_size is None:
-            inp.cut(range_size_for(inp.nbytes, spark_cores(spark)))
-        return run(spark, inp, show_progress=progress, **kw)  # type: ignore[no-any-return]
+    def run(self, kind: str, inp: Any, run: Any, **kw: Any) -> dict[str, Any]:
+        """Pick the engine (saying which on stderr), start Spark if it is Spark, size the ranges, run."""
+        from rich.console import Console  # lazy: rich
+
+        # lazy: start-up
+        from mqctl.pipeline.engine import (
+            choose_engine,
+            range_size_for,
+            require_spark,
+            spark_cores,
+            spark_session,
+        )
+
+        eng, why = choose_engine(self.engine, self.master, inp.nbytes, kind)
+        if not self.quiet:
+            Console(stderr=True, highlight=False).print(f"mqctl: {kind} on engine {eng} ({why})")
+        progress = False if self.quiet else None
+        if eng == "local":
+            return run(None, inp, show_progress=progress, overwrite=self.overwrite, **kw)  # type: ignore[no-any-return]
+        require_spark()
+        with spark_session(self.master, app_name=f"mqctl {kind}") as spark:
+            if self.range_size is None:
+                inp.cut(range_size_for(inp.nbytes, spark_cores(spark)))
+            return run(spark, inp, show_progress=progress, overwrite=self.overwrite, **kw)  # type: ignore[no-any-return]
 
 
 def _time(ms: int | None) -> str:
@@ -132,6 +137,7 @@ def _time(ms: int | None) -> str:
 
 
 @recover_app.command("salvage")
+@printing(verbose=True)
 def salvage_cmd(
     stores: list[str] = typer.Argument(..., metavar="STORE...", help="Store root directories of the fleet."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="Output directory (Parquet + summary.json)."),
@@ -148,11 +154,9 @@ def salvage_cmd(
     quiet: bool = _quiet_opt(),
     dry_run: bool = dry_run_option("Run the job and show what would be saved; write nothing."),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
-    verbose: bool = verbose_option(),
 ) -> None:
     """Save to Parquet every message that truncating the plan's replicas would drop and the source lacks."""
-    size, eng = _begin(verbose, range_size, engine)
+    job = _begin(range_size, engine, master, quiet, overwrite)
     # lazy: start-up
     from mqctl.pipeline.output import check_out_dir
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
@@ -160,23 +164,14 @@ def salvage_cmd(
 
     if not dry_run:
         check_out_dir(Path(out).absolute(), KIND, overwrite=overwrite)
-    inp = prepare(stores, range_size=size or DEFAULT_RANGE_SIZE, full_source=full_source)
-    doc = _run(
-        "recover salvage",
-        inp,
-        run_salvage,
-        engine=eng,
-        master=master,
-        range_size=size,
-        quiet=quiet,
-        out=out,
-        dry_run=dry_run,
-        overwrite=overwrite,
-    )
-    if output is not Output.table:
-        echo_doc(output, doc)
-        return
-    _render_salvage(doc)
+    inp = prepare(stores, range_size=job.range_size or DEFAULT_RANGE_SIZE, full_source=full_source)
+    show_doc(output, job.run("recover salvage", inp, run_salvage, out=out, dry_run=dry_run), _render_salvage)
+
+
+def _say_not(con: Any, done: str, stores: list[dict[str, Any]]) -> None:
+    """The stores a job left out, and why."""
+    for u in stores:
+        con.print(f"not {done}: {u['store']}: {u['reason']}")
 
 
 def _render_salvage(doc: dict[str, Any]) -> None:
@@ -207,13 +202,8 @@ def _render_salvage(doc: dict[str, Any]) -> None:
         for r in s["replicas"]:
             t.add_row(
                 r["store"],
-                str(r["brokerId"]),
-                str(r["truncateTo"]),
-                str(r["maxOffset"]),
-                str(r["recordsPastTruncateTo"]),
-                str(r["alreadyOnSource"]),
-                str(r["copiesOnOtherReplicas"]),
-                str(r["salvaged"]),
+                *cells(r, "brokerId", "truncateTo", "maxOffset", "recordsPastTruncateTo", "alreadyOnSource"),
+                *cells(r, "copiesOnOtherReplicas", "salvaged"),
                 human_size(r["salvagedBytes"]),
             )
         con.print(t)
@@ -223,15 +213,12 @@ def _render_salvage(doc: dict[str, Any]) -> None:
                 tt.add_column(col, justify="left" if col == "topic" else "right")
             for x in s["topics"]:
                 tt.add_row(
-                    x["topic"],
-                    str(x["messages"]),
-                    human_size(x["bytes"]),
-                    human_size(x["bodyBytes"]),
+                    *cells(x, "topic", "messages"),
+                    *cells(x, "bytes", "bodyBytes", fmt=human_size),
                     str(x["crcErrors"]),
                 )
             con.print(tt)
-    for u in doc["notSalvaged"]:
-        con.print(f"not salvaged: {u['store']}: {u['reason']}")
+    _say_not(con, "salvaged", doc["notSalvaged"])
     for p in doc["problems"]:
         con.print(
             f"problem: {p['file']} position {p['position']} (offset {p['offset']}, "
@@ -249,6 +236,7 @@ def _render_salvage(doc: dict[str, Any]) -> None:
 
 
 @analyze_app.command("commitlog")
+@printing(verbose=True)
 def analyze_commitlog_cmd(
     stores: list[str] = typer.Argument(..., metavar="STORE...", help="Store root directories."),
     out: str | None = typer.Option(
@@ -260,11 +248,9 @@ def analyze_commitlog_cmd(
     overwrite: bool = _overwrite_opt(),
     quiet: bool = _quiet_opt(),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
-    verbose: bool = verbose_option(),
 ) -> None:
     """Per topic and queue: messages, bytes, store times, offsets; every damaged record, file and position."""
-    size, eng = _begin(verbose, range_size, engine)
+    job = _begin(range_size, engine, master, quiet, overwrite)
     from mqctl.pipeline.analyze import KIND, prepare_analyze, run_analyze  # lazy: numpy
 
     # lazy: start-up
@@ -273,21 +259,11 @@ def analyze_commitlog_cmd(
 
     if out is not None:
         check_out_dir(Path(out).absolute(), KIND, overwrite=overwrite)
-    inp = prepare_analyze(stores, range_size=size or DEFAULT_RANGE_SIZE)
-    doc = _run(
-        "analyze commitlog",
-        inp,
-        run_analyze,
-        engine=eng,
-        master=master,
-        range_size=size,
-        quiet=quiet,
-        out=out,
-        overwrite=overwrite,
-    )
-    if output is not Output.table:
-        echo_doc(output, doc)
-        return
+    inp = prepare_analyze(stores, range_size=job.range_size or DEFAULT_RANGE_SIZE)
+    show_doc(output, job.run("analyze commitlog", inp, run_analyze, out=out), _render_analyze)
+
+
+def _render_analyze(doc: dict[str, Any]) -> None:
     from rich.table import Table  # lazy: rich
 
     con = console()
@@ -307,13 +283,9 @@ def analyze_commitlog_cmd(
         t.add_column(col, justify="right" if col in ("queue", "messages", "bytes", "CRC errors") else "left")
     for q in doc["queues"]:
         t.add_row(
-            q["store"],
-            q["topic"],
-            str(q["queueId"]),
-            str(q["messages"]),
+            *cells(q, "store", "topic", "queueId", "messages"),
             human_size(q["bytes"]),
-            _time(q["firstStoreTimestamp"]),
-            _time(q["lastStoreTimestamp"]),
+            *cells(q, "firstStoreTimestamp", "lastStoreTimestamp", fmt=_time),
             f"{q['minQueueOffset']}..{q['maxQueueOffset']}",
             f"{q['minPhysicalOffset']}..{q['maxPhysicalOffset']}",
             str(q["crcErrors"]),
@@ -324,12 +296,9 @@ def analyze_commitlog_cmd(
         for col in ("file", "position", "offset", "length", "kind", "reason"):
             pt.add_column(col, justify="right" if col in ("position", "offset", "length") else "left")
         for p in doc["problems"]:
-            pt.add_row(
-                p["file"], str(p["position"]), str(p["offset"]), str(p["length"]), p["kind"], p["reason"]
-            )
+            pt.add_row(p["file"], *cells(p, "position", "offset", "length"), p["kind"], p["reason"])
         con.print(pt)
-    for u in doc["notAnalyzed"]:
-        con.print(f"not analyzed: {u['store']}: {u['reason']}")
+    _say_not(con, "analyzed", doc["notAnalyzed"])
     for s in doc["stores"]:
         con.print(
             f"{s['store']}: {s['messages']} messages in {s['queues']} queues of {s['topics']} topics, "

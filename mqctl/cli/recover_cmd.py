@@ -22,16 +22,15 @@ from mqctl.cli.common import (
     dry_run_option,
     echo_doc,
     human_size,
-    no_color_option,
     output_option,
     print_line,
-    say_walker,
+    printing,
+    show_doc,
     store_option,
-    verbose_option,
     yes_option,
 )
 from mqctl.cli.metadata_cmd import emit_drift
-from mqctl.cli.render import Output
+from mqctl.cli.render import Output, cells
 from mqctl.errors import UsageError
 
 recover_app = sub_app(
@@ -40,6 +39,7 @@ recover_app = sub_app(
 
 
 @recover_app.command("inspect")
+@printing(verbose=True)
 def inspect_cmd(
     stores: list[str] = typer.Argument(
         ..., metavar="STORE...", help="Store root directories (storePathRootDir)."
@@ -48,32 +48,28 @@ def inspect_cmd(
         False, "--deep", help="Verify every record's CRC in every file, not only the last three files."
     ),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
-    verbose: bool = verbose_option(),
 ) -> None:
     """Identity, state (clean, dirty, empty), epochs, max offset, confirm offset, files and problems."""
-    say_walker(verbose)
-
     # lazy: start-up
-    from mqctl.recover.inspect import NO_STORE, failures_error, inspect_stores, no_store_error
+    from mqctl.recover.inspect import failures_error, inspect_stores, no_store_error
 
     results = inspect_stores(stores, deep=deep)
     problem = failures_error(results) or no_store_error(results)
-    reports = [r.to_dict() for r in results]
-    if output is not Output.table:
-        echo_doc(output, {"stores": reports}, error=problem)
-        if problem is not None:
-            raise problem
-        return
+    show_doc(output, {"stores": [r.to_dict() for r in results]}, _print_inspect, problem)
+
+
+def _print_inspect(doc: dict[str, Any]) -> None:
     from rich.table import Table  # lazy: rich
+
+    from mqctl.recover.inspect import NO_STORE  # lazy: start-up
 
     # a path that does not exist or holds no store is the error line only, not a row of dashes
     reports = [
-        r for r in reports if r["state"] != NO_STORE and ("error" not in r or os.path.lexists(r["store"]))
+        r
+        for r in doc["stores"]
+        if r["state"] != NO_STORE and ("error" not in r or os.path.lexists(r["store"]))
     ]
     if not reports:
-        if problem is not None:
-            raise problem
         return
     con = console()
     t = Table(title="stores")
@@ -131,11 +127,10 @@ def inspect_cmd(
             con.print(f"{r['store']}: dirty: {why}")
         for p in r["problems"]:
             con.print(f"{r['store']}: problem: {p}")
-    if problem is not None:
-        raise problem
 
 
 @recover_app.command("compare")
+@printing(verbose=True)
 def compare_cmd(
     stores: list[str] = typer.Argument(
         ..., metavar="STORE...", help="Two store roots; with --metadata two or more."
@@ -147,13 +142,9 @@ def compare_cmd(
         "config/ files) within each broker set; exit 7 if they differ.",
     ),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
-    verbose: bool = verbose_option(),
 ) -> None:
     """Same broker set? Which is fresher, where their histories part, bytes beyond, split brain; with
     --metadata, what each replica has that another lacks."""
-    say_walker(verbose)
-
     if metadata:
         _compare_metadata(stores, output)
         return
@@ -198,13 +189,18 @@ def compare_cmd(
     doc["aLastEpoch"], doc["aMaxOffset"] = rows[0].get("lastEpoch"), rows[0].get("maxOffset")
     doc["bLastEpoch"], doc["bMaxOffset"] = rows[1].get("lastEpoch"), rows[1].get("maxOffset")
     doc["stores"] = rows
-    if output is not Output.table:
-        echo_doc(output, doc, error=problem)
-        if problem is not None:
-            raise problem
-        return
+
+    def print_table(doc: dict[str, Any]) -> None:
+        _print_compare(doc, problem is not None)
+
+    show_doc(output, doc, print_table, problem)
+
+
+def _print_compare(doc: dict[str, Any], failed: bool) -> None:
+    """The two stores' rows; then, unless one could not be inspected (`failed`), the verdict."""
     from rich.table import Table  # lazy: rich
 
+    rows = doc["stores"]
     con = console()
     t = Table(title="compare")
     for col in ("", "store", "state", "lastEpoch", "maxOffset", "bytesBeyond"):
@@ -221,8 +217,8 @@ def compare_cmd(
     for r in rows:
         if "error" in r:
             con.print(f"{r['store']}: error: {r['error']}", markup=False)
-    if problem is not None:
-        raise problem
+    if failed:
+        return
     con.print(f"same broker set: {'yes' if doc['sameBrokerSet'] else 'no'}")
     for why in doc["reasons"]:
         con.print(f"  {why}")
@@ -241,6 +237,7 @@ def _compare_metadata(stores: list[str], output: Output) -> None:
 
 
 @recover_app.command("plan")
+@printing(verbose=True)
 def plan_cmd(
     stores: list[str] = typer.Argument(..., metavar="STORE..."),
     db: str | None = typer.Option(
@@ -248,11 +245,8 @@ def plan_cmd(
     ),
     deep: bool = typer.Option(False, "--deep", help="Verify every record's CRC while inspecting."),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
-    verbose: bool = verbose_option(),
 ) -> None:
     """Group stores by broker set, pick each set's source, restart order, truncateTo and bytesToDrop."""
-    say_walker(verbose)
     # lazy: start-up
     from mqctl.recover.inspect import StoreReport, failures_error, inspect_stores
     from mqctl.recover.plan import make_plan
@@ -271,11 +265,14 @@ def plan_cmd(
         from mqctl.recover.db import write_db  # lazy: start-up
 
         write_db(db, reports, plan)
-    if output is not Output.table:
-        echo_doc(output, plan, error=problem)
-        if problem is not None:
-            raise problem
-        return
+
+    def print_table(plan: dict[str, Any]) -> None:
+        _print_plan(plan, db)
+
+    show_doc(output, plan, print_table, problem)
+
+
+def _print_plan(plan: dict[str, Any], db: str | None) -> None:
     from rich.table import Table  # lazy: rich
 
     con = console()
@@ -298,11 +295,7 @@ def plan_cmd(
         for i, r in enumerate(s["replicas"], 1):
             t.add_row(
                 str(i),
-                r["store"],
-                str(r["brokerId"]),
-                r["state"],
-                str(r["lastEpoch"]),
-                str(r["maxOffset"]),
+                *cells(r, "store", "brokerId", "state", "lastEpoch", "maxOffset"),
                 "-" if r["truncateTo"] is None else str(r["truncateTo"]),
                 str(r["bytesToDrop"]),
             )
@@ -313,11 +306,10 @@ def plan_cmd(
         con.print(f"unmatched: {u['store']} ({u['state']}): {u['reason']}", markup=False)
     if db:
         con.print(f"inventory written to {db}")
-    if problem is not None:
-        raise problem
 
 
 @recover_app.command("dump")
+@printing(verbose=True)
 def dump_cmd(
     store: str = typer.Argument(..., metavar="STORE"),
     start: int | None = typer.Option(
@@ -333,12 +325,8 @@ def dump_cmd(
         False, "--body", help="Add each message body (UTF-8, undecodable bytes replaced)."
     ),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
-    verbose: bool = verbose_option(),
 ) -> None:
     """One line per commitlog record: offset, size, topic, queue, times, hosts, CRC, epoch (streams)."""
-    say_walker(verbose)
-
     from mqctl.recover.dump import dump_records  # lazy: start-up
 
     if to is not None and max_bytes is not None:
@@ -361,12 +349,12 @@ def dump_cmd(
 
 
 @recover_app.command("mark-clean")
+@printing()
 def mark_clean_cmd(
     store: str = typer.Argument(..., metavar="STORE"),
     dry_run: bool = dry_run_option("Show the final signature, write nothing."),
     yes: bool = yes_option(),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Write the final signature that marks STORE as the one to restart from (manual recovery)."""
     from mqctl.recover.mark_clean import mark_clean  # lazy: start-up
@@ -394,6 +382,7 @@ def mark_clean_cmd(
 
 
 @recover_app.command("truncate")
+@printing()
 def truncate_cmd(
     store: str = typer.Argument(..., metavar="STORE"),
     to: int = typer.Option(..., "--to", metavar="OFFSET", help="Record boundary to cut the commitlog at."),
@@ -401,7 +390,6 @@ def truncate_cmd(
     dry_run: bool = dry_run_option("Show what would be removed, change nothing."),
     yes: bool = yes_option(),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Cut the commitlog at OFFSET and correct the epoch file like a slave, after a backup."""
     # lazy: start-up
@@ -440,6 +428,7 @@ def truncate_cmd(
 
 
 @recover_app.command("reseed")
+@printing()
 def reseed_cmd(
     stores: list[str] = store_option(
         "a broker's store root directory (storePathRootDir); repeat it for every replica there is",
@@ -468,7 +457,6 @@ def reseed_cmd(
     ),
     dry_run: bool = dry_run_option("Show the plan, write nothing."),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Rebuild a lost controller's state from the brokers' store directories: broker sets, ids,
     masterEpoch from the epoch files, the freshest replicas as master candidates. Shows the plan,
@@ -501,38 +489,35 @@ def reseed_cmd(
     if not dry_run:
         snapshot.restore(target)
     doc = {**{k: v for k, v in target.items() if k != "file"}, "dryRun": dry_run, **plan}
-    if output is not Output.table:
-        echo_doc(output, doc)
-        return
-    from rich.table import Table  # lazy: rich
 
-    con = console()
-    for s in plan["brokerSets"]:
-        t = Table(
-            title=f"{s['clusterName']}/{s['brokerName']}: masterEpoch {s['masterEpoch']}, master "
-            f"candidates {', '.join(map(str, s['masterCandidates']))}"
-        )
-        for col in ("brokerId", "store", "state", "lastEpoch", "maxOffset", "candidate"):
-            t.add_column(col, justify="left" if col in ("store", "state", "candidate") else "right")
-        for r in s["replicas"]:
-            t.add_row(
-                str(r["brokerId"]),
-                r["store"],
-                r["state"],
-                str(r["lastEpoch"]),
-                str(r["maxOffset"]),
-                "yes" if r["candidate"] else "",
+    def print_table(doc: dict[str, Any]) -> None:
+        from rich.table import Table  # lazy: rich
+
+        con = console()
+        for s in plan["brokerSets"]:
+            t = Table(
+                title=f"{s['clusterName']}/{s['brokerName']}: masterEpoch {s['masterEpoch']}, master "
+                f"candidates {', '.join(map(str, s['masterCandidates']))}"
             )
-        con.print(t)
-    for u in plan["unmatched"]:
-        con.print(f"skipped: {u['store']} ({u['state']}): {u['reason']}", markup=False)
-    verb = "would seed" if dry_run else "seeded"
-    con.print(
-        f"{verb} {data_dir}: {len(plan['brokerSets'])} broker set(s), group id {gid}, members "
-        f"{', '.join(target['members'])}",
-        markup=False,
-    )
-    if target["backup"]:
-        moved = "would move" if dry_run else "moved"
-        con.print(f"the old directory {moved} to {target['backup']}", markup=False)
-    con.print(f"start it with: {target['start']}", markup=False)
+            for col in ("brokerId", "store", "state", "lastEpoch", "maxOffset", "candidate"):
+                t.add_column(col, justify="left" if col in ("store", "state", "candidate") else "right")
+            for r in s["replicas"]:
+                t.add_row(
+                    *cells(r, "brokerId", "store", "state", "lastEpoch", "maxOffset"),
+                    "yes" if r["candidate"] else "",
+                )
+            con.print(t)
+        for u in plan["unmatched"]:
+            con.print(f"skipped: {u['store']} ({u['state']}): {u['reason']}", markup=False)
+        verb = "would seed" if dry_run else "seeded"
+        con.print(
+            f"{verb} {data_dir}: {len(plan['brokerSets'])} broker set(s), group id {gid}, members "
+            f"{', '.join(target['members'])}",
+            markup=False,
+        )
+        if target["backup"]:
+            moved = "would move" if dry_run else "moved"
+            con.print(f"the old directory {moved} to {target['backup']}", markup=False)
+        con.print(f"start it with: {target['start']}", markup=False)
+
+    show_doc(output, doc, print_table)

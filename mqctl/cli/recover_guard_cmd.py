@@ -20,8 +20,8 @@ from mqctl.cli.common import (
     env_option,
     human_size,
     namesrv_option,
-    no_color_option,
     output_option,
+    printing,
     show_doc,
     spark_master_option,
 )
@@ -71,6 +71,7 @@ def _ask_master(conn: Conn) -> Any:
 
 @recover_app.command("guard")
 @connected(timeout=5.0)
+@printing()
 def guard_cmd(
     conn: Conn,
     store: str = typer.Argument(..., metavar="STORE", help="The broker's store root (storePathRootDir)."),
@@ -102,7 +103,6 @@ def guard_cmd(
     ),
     dry_run: bool = dry_run_option("Decide, say what would be saved, write nothing."),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Before a broker starts: would RocketMQ's AutoSwitchHAClient truncate its store? If so, save the
     tail first (Parquet, as `recover salvage`).
@@ -152,6 +152,7 @@ def guard_cmd(
 
 
 @recover_app.command("replay")
+@printing()
 def replay_cmd(
     salvage: str = typer.Argument(
         ..., metavar="SALVAGE_DIR", help="A salvage directory (of `recover guard` or `recover salvage`)."
@@ -200,7 +201,6 @@ def replay_cmd(
     ),
     secret_key: str = env_option("--secret-key", "RocketMQ ACL SecretKey of --access-key."),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Publish a salvage's messages to their broker set (SEND_MESSAGE_V2), skipping those the cluster has
     (by UNIQ_KEY) and those an earlier run sent (its checkpoint).

@@ -133,6 +133,12 @@ def watch(
 # --- tables -------------------------------------------------------------------------------------
 
 
+def cells(row: Doc, *keys: str, fmt: Callable[[Any], Any] = str) -> list[Any]:
+    """The values of `keys` in a document's row as table cells, each through `fmt` (str; _v: None as
+    "-")."""
+    return [fmt(row[k]) for k in keys]
+
+
 def _table(*columns: str, title: str | None = None) -> Any:
     # lazy: rich
     from rich import box
@@ -307,90 +313,92 @@ def _age(ms: Any) -> str:
     return f"{ms / 1000:.1f}s" if ms < 600_000 else f"{ms / 60000:.0f}m"
 
 
-def sync_state_table(doc: Doc) -> Any:
+def _per_broker(doc: Doc, none: str, parts: Callable[[Doc], list[Any]]) -> Any:
+    """The parts drawn for each entry of doc["brokers"], one after the other; `none` when it has none."""
     # lazy: rich
     from rich.console import Group
     from rich.text import Text
 
-    parts: list[Any] = []
     if not doc.get("brokers"):
-        return Text("no broker sets")
-    for b in doc["brokers"]:
-        head = Text()
-        head.append(f"{b['brokerName']}", style="bold")
-        head.append(f"  cluster {b['clusterName'] or '-'}  master ")
-        if b["masterBrokerId"] is None:
-            head.append("none", style="bold red")
-        else:
-            head.append(f"{b['masterBrokerId']} ({b['masterAddress']})", style="bold")
-        head.append(
-            f"  masterEpoch {b['masterEpoch']}  syncStateSetEpoch {b['syncStateSetEpoch']}"
-            f"  in sync {b['syncStateSetNums']}/"
-            f"{len(b['inSyncReplicas']) + len(b['notInSyncReplicas'])}"
+        return Text(none)
+    return Group(*(p for b in doc["brokers"] for p in parts(b)))
+
+
+def sync_state_table(doc: Doc) -> Any:
+    return _per_broker(doc, "no broker sets", _sync_state_parts)
+
+
+def _sync_state_parts(b: Doc) -> list[Any]:
+    from rich.text import Text  # lazy: rich
+
+    head = Text()
+    head.append(f"{b['brokerName']}", style="bold")
+    head.append(f"  cluster {b['clusterName'] or '-'}  master ")
+    if b["masterBrokerId"] is None:
+        head.append("none", style="bold red")
+    else:
+        head.append(f"{b['masterBrokerId']} ({b['masterAddress']})", style="bold")
+    head.append(
+        f"  masterEpoch {b['masterEpoch']}  syncStateSetEpoch {b['syncStateSetEpoch']}"
+        f"  in sync {b['syncStateSetNums']}/"
+        f"{len(b['inSyncReplicas']) + len(b['notInSyncReplicas'])}"
+    )
+    if b.get("failoverPaused") is not None:
+        head.append(f"  failover paused: {b['failoverPaused'] or 'no reason given'}", style="bold yellow")
+    t = _table(
+        "ID",
+        "ADDRESS",
+        "ROLE",
+        "IN SYNC",
+        "ALIVE",
+        "HEARTBEAT AGE",
+        "EPOCH",
+        "MAX OFFSET",
+        "CONFIRM OFFSET",
+        "LAG BYTES",
+        "BROKER EPOCH",
+    )
+    for r in [*b["inSyncReplicas"], *b["notInSyncReplicas"]]:
+        t.add_row(
+            str(r["brokerId"]),
+            r["brokerAddress"],
+            r["role"],
+            *cells(r, "inSyncStateSet", "alive", fmt=_yes_no),
+            _age(r["heartbeatAgeMs"]),
+            *cells(r, "epoch", "maxOffset", "confirmOffset", "lagBytes", "brokerEpoch", fmt=_v),
         )
-        if b.get("failoverPaused") is not None:
-            head.append(f"  failover paused: {b['failoverPaused'] or 'no reason given'}", style="bold yellow")
-        t = _table(
-            "ID",
-            "ADDRESS",
-            "ROLE",
-            "IN SYNC",
-            "ALIVE",
-            "HEARTBEAT AGE",
-            "EPOCH",
-            "MAX OFFSET",
-            "CONFIRM OFFSET",
-            "LAG BYTES",
-            "BROKER EPOCH",
-        )
-        for r in [*b["inSyncReplicas"], *b["notInSyncReplicas"]]:
-            t.add_row(
-                str(r["brokerId"]),
-                r["brokerAddress"],
-                r["role"],
-                _yes_no(r["inSyncStateSet"]),
-                _yes_no(r["alive"]),
-                _age(r["heartbeatAgeMs"]),
-                _v(r["epoch"]),
-                _v(r["maxOffset"]),
-                _v(r["confirmOffset"]),
-                _v(r["lagBytes"]),
-                _v(r["brokerEpoch"]),
-            )
-        parts += [head, t]
-    return Group(*parts)
+    return [head, t]
 
 
 def broker_epoch_table(doc: Doc) -> Any:
-    # lazy: rich
-    from rich.console import Group
-    from rich.text import Text
+    return _per_broker(doc, "no brokers", _broker_epoch_parts)
+
+
+def _broker_epoch_parts(b: Doc) -> list[Any]:
+    from rich.text import Text  # lazy: rich
 
     parts: list[Any] = []
-    if not doc.get("brokers"):
-        return Text("no brokers")
-    for b in doc["brokers"]:
-        head = Text()
-        head.append(f"{b.get('clusterName') or '-'}/{b.get('brokerName') or '-'}", style="bold")
-        head.append(f"  brokerId {_v(b.get('brokerId'))}")
-        if b.get("brokerAddr"):
-            head.append(f"  brokerAddr {b['brokerAddr']}")
-        if b.get("store"):
-            head.append(f"  store {b['store']}")
-        head.append(f"  maxOffset {_v(b.get('maxOffset'))}")
-        parts.append(head)
-        if b.get("error"):
-            parts.append(Text(f"  error: {b['error']}", style="bold red"))
-            continue
-        t = _table("EPOCH", "START OFFSET", "END OFFSET")
-        for e in b["epochs"]:
-            t.add_row(str(e["epoch"]), str(e["startOffset"]), str(e["endOffset"]))
-        parts.append(t)
-        if b.get("source"):
-            parts.append(Text(f"  read {b['source']}", style="dim"))
-        for p in b.get("problems", []):
-            parts.append(Text(f"  note: {p}", style="yellow"))
-    return Group(*parts)
+    head = Text()
+    head.append(f"{b.get('clusterName') or '-'}/{b.get('brokerName') or '-'}", style="bold")
+    head.append(f"  brokerId {_v(b.get('brokerId'))}")
+    if b.get("brokerAddr"):
+        head.append(f"  brokerAddr {b['brokerAddr']}")
+    if b.get("store"):
+        head.append(f"  store {b['store']}")
+    head.append(f"  maxOffset {_v(b.get('maxOffset'))}")
+    parts.append(head)
+    if b.get("error"):
+        parts.append(Text(f"  error: {b['error']}", style="bold red"))
+        return parts
+    t = _table("EPOCH", "START OFFSET", "END OFFSET")
+    for e in b["epochs"]:
+        t.add_row(str(e["epoch"]), str(e["startOffset"]), str(e["endOffset"]))
+    parts.append(t)
+    if b.get("source"):
+        parts.append(Text(f"  read {b['source']}", style="dim"))
+    for p in b.get("problems", []):
+        parts.append(Text(f"  note: {p}", style="yellow"))
+    return parts
 
 
 def metadata_table(doc: Doc) -> Any:
@@ -533,11 +541,8 @@ def elect_table(doc: Doc) -> Any:
             f"{c['brokerId']}{mark}",
             c["brokerAddress"],
             c["role"],
-            _yes_no(c["alive"]),
-            _yes_no(c["inSyncStateSet"]),
-            _v(c["epoch"]),
-            _v(c["maxOffset"]),
-            _v(c["confirmOffset"]),
+            *cells(c, "alive", "inSyncStateSet", fmt=_yes_no),
+            *cells(c, "epoch", "maxOffset", "confirmOffset", fmt=_v),
             prio,
             _yes_no(c["electable"]),
             trunc,

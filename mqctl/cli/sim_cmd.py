@@ -25,7 +25,7 @@ import typer
 
 from mqctl.cli import root_app
 from mqctl.cli.admin_cmd import Conn, connected
-from mqctl.cli.common import echo_doc, no_color_option, output_option
+from mqctl.cli.common import echo_doc, output_option, printing
 from mqctl.cli.render import Output
 from mqctl.errors import UnhealthyError, UsageError
 from mqctl.ticker import ticking
@@ -391,6 +391,7 @@ def _keyboard(enabled: bool) -> Iterator[Callable[[], str | None]]:
     "controller faults then)",
     timeout_help="seconds each controller call of the brokers may take, retries included",
 )
+@printing()
 def sim_command(
     conn: Conn,
     controllers: int = typer.Option(3, "--controllers", help="controller nodes to start (1, 3 or 5)"),
@@ -418,7 +419,6 @@ def sim_command(
     keep: bool = typer.Option(False, "--keep", help="keep the temporary run directory"),
     plain: bool = typer.Option(False, "--plain", help="plain progress lines even on a terminal"),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
     json_out: bool = typer.Option(False, "--json", hidden=True, help="the same as -o json (older name)"),
 ) -> None:
     """Run S broker sets x R replicas (mqctl.broker agents) against a controller group, produce messages,

@@ -20,8 +20,8 @@ from mqctl.cli.common import (
     console,
     dry_run_option,
     echo_doc,
-    no_color_option,
     output_option,
+    printing,
     store_option,
     yes_option,
 )
@@ -119,13 +119,13 @@ def _show_clear(
 
 @upgrade_app.command("plan")
 @connected(protocol=False, address=None)
+@printing()
 def plan_cmd(
     conn: Conn,
     stores: list[str] = store_option(
         "A broker store (storePathRootDir); repeat for every store.", default=[]
     ),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """The ordered runbook with the exact command and check of each step, marking steps already done."""
     # lazy: start-up
@@ -189,11 +189,11 @@ def plan_cmd(
 
 @upgrade_app.command("check")
 @connected(protocol=False, address=None)
+@printing()
 def check_cmd(
     conn: Conn,
     stores: list[str] = store_option("A broker store; repeat for each.", default=...),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Pre-flight: brokers stopped, stores aligned, identity and epoch files, controller; exit 7 on a FAIL."""
     # lazy: start-up
@@ -233,6 +233,7 @@ def check_cmd(
 
 
 @upgrade_app.command("clear-epochs")
+@printing()
 def clear_epochs_cmd(
     stores: list[str] = store_option("A broker store; repeat for each.", default=...),
     backup_dir: str | None = backup_dir_option(
@@ -241,7 +242,6 @@ def clear_epochs_cmd(
     dry_run: bool = dry_run_option("Show what would be removed; change nothing."),
     yes: bool = yes_option(),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Remove epochFileCheckpoint and epochFileCheckpoint.bak from stopped brokers' stores, after a backup."""
     # lazy: start-up
@@ -263,6 +263,7 @@ def clear_epochs_cmd(
 
 
 @upgrade_app.command("clear-controller-data")
+@printing()
 def clear_controller_data_cmd(
     data_dir: str = typer.Argument(
         ...,
@@ -275,7 +276,6 @@ def clear_controller_data_cmd(
     dry_run: bool = dry_run_option("Show what would be removed; change nothing."),
     yes: bool = yes_option(),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Remove a stopped controller's data (RocketMQ DLedger or mqctl), after a backup."""
     # lazy: start-up
@@ -303,6 +303,7 @@ def clear_controller_data_cmd(
 
 
 @upgrade_app.command("restore")
+@printing()
 def restore_cmd(
     backup_dir: str = typer.Argument(
         ..., metavar="BACKUP_DIR", help="A directory printed by a clear command."
@@ -310,7 +311,6 @@ def restore_cmd(
     dry_run: bool = dry_run_option("Verify the backup and show what would be put back."),
     yes: bool = yes_option(),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Put back exactly what a clear removed (bytes, modes, times), after verifying every sha256."""
     from mqctl.upgrade.backup import apply_restore, plan_restore  # lazy: start-up
@@ -369,12 +369,12 @@ def restore_cmd(
     timeout=300.0,
     timeout_help="give up after this many seconds (exit 8): the whole command's deadline",
 )
+@printing()
 def wait_master_cmd(
     conn: Conn,
     broker_name: str = typer.Option(..., "-b", "--broker-name", help="The broker set's name."),
     broker_id: int = typer.Option(..., "--broker-id", help="The broker's id (its brokerIdentity)."),
     output: Output = output_option(),
-    no_color: bool = no_color_option(),
 ) -> None:
     """Block until the controller reports the broker as master; a progress line on stderr."""
     from mqctl.upgrade.wait import wait_master  # lazy: start-up
