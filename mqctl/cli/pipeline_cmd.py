@@ -154,7 +154,7 @@ def salvage_cmd(
     """Save to Parquet every message that truncating the plan's replicas would drop and the source lacks."""
     size, eng = _begin(verbose, range_size, engine)
     # lazy: start-up
-    from mqctl.pipeline.output import check_out_dir
+    from mqctl.pipeline.outdir import check_out_dir
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
     from mqctl.pipeline.salvage import KIND, prepare, run_salvage
 
@@ -268,7 +268,7 @@ def analyze_commitlog_cmd(
     from mqctl.pipeline.analyze import KIND, prepare_analyze, run_analyze  # lazy: numpy
 
     # lazy: start-up
-    from mqctl.pipeline.output import check_out_dir
+    from mqctl.pipeline.outdir import check_out_dir
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
 
     if out is not None:

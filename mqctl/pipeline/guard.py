@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from mqctl.errors import MqctlError, StoreError
-from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE
+from mqctl.pipeline.outdir import HIDDEN, SUMMARY_FILE
 from mqctl.store.epochfile import LONG_MAX, EpochEntry, find_consistent_point, read_epoch_file
 from mqctl.store.identity import read_identity
 

@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from mqctl.upgrade.state import BrokerSet, StoreState, UpgradeState
+from mqctl.upgrade.survey import BrokerSet, StoreState, UpgradeState
 
 DONE, PENDING, UNKNOWN, UNCHECKED = "done", "pending", "unknown", "unchecked"
 OK, FAIL, WARN, SKIP = "ok", "FAIL", "warn", "skip"
