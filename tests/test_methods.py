@@ -177,7 +177,7 @@ def test_transports_and_clients_derive_from_the_table() -> None:
             assert not ref or isinstance(methods.resolve(ref), headers.Body), (row.name, ref)
     for row in methods.METHODS:  # every row's typed answer reads an answer
         answer = row.typed_answer({"code": 0, "remark": ""})
-        assert type(answer).__name__ == (row.result.rpartition(":")[2] or "dict"), row.name
+        assert type(answer).__name__ == (row.response.rpartition(":")[2] or "dict"), row.name
     assert {
         "GetMetadata",
         "GetNextBrokerId",

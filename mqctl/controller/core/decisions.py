@@ -4,8 +4,8 @@ decision changed, with its cause."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
 
 from mqctl import methods
 from mqctl.controller import election
@@ -28,6 +28,7 @@ from mqctl.controller.core.requests import (
     _needs_level,
     _str,
 )
+from mqctl.controller.core.responses import Response, pick
 from mqctl.controller.core.state import BrokerSet, ControllerState
 from mqctl.controller.records import (
     BrokerAddressUpdated,
@@ -87,6 +88,42 @@ class PauseFailoverRequest:
         return cls(_str(req, "broker_name"), _bool(req, "paused"), _str(req, "reason", max_len=1024))
 
 
+# Its methods' typed responses (the clients' answers too: mqctl.api re-exports them).
+
+
+@dataclass(frozen=True)
+class HistoryPage(Response):
+    """GetHistory: entries (dicts with HistoryEntry's field names), oldest first."""
+
+    entries: tuple[dict[str, Any], ...] = ()
+    more: bool = False
+    last_seq: int = 0
+    history_max_entries: int = 0
+    loss_total: dict[str, int] = field(default_factory=dict)
+    failover_paused: dict[str, str] = field(default_factory=dict)  # broker set ("*": all) -> reason
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        return pick(
+            cls,
+            d,
+            entries=tuple(dict(e) for e in d.get("entries", ())),
+            loss_total=dict(d.get("loss_total") or {}),
+            failover_paused=dict(d.get("failover_paused") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class PauseResult(Response):
+    failover_paused: dict[str, str] = field(default_factory=dict)
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        return pick(cls, d, failover_paused=dict(d.get("failover_paused") or {}))
+
+
 HISTORY_PAGE = 500  # entries per GetHistory answer (a gRPC message stays far below 1 MiB)
 
 
@@ -101,22 +138,19 @@ def get_history(state: ControllerState, req: GetHistoryRequest, ctx: Context) ->
         for e in state.history
         if int(e["seq"]) > after and int(e["time_ms"]) >= since and (not name or e.get("broker_name") == name)
     ]
-    return Result(
-        Code.SUCCESS,
-        "",
+    page = HistoryPage(
+        tuple(wanted[:limit]),
+        len(wanted) > limit,
+        state.history_seq,
+        state.cfg_int("historyMaxEntries"),
+        {n: v for n, v in sorted(state.loss_total.items()) if not name or n == name},
         {
-            "entries": wanted[:limit],
-            "more": len(wanted) > limit,
-            "last_seq": state.history_seq,
-            "history_max_entries": state.cfg_int("historyMaxEntries"),
-            "loss_total": {n: v for n, v in sorted(state.loss_total.items()) if not name or n == name},
-            "failover_paused": {
-                (n or "*"): str(p.get("reason", ""))
-                for n, p in sorted(state.failover_paused.items())
-                if not name or n in (name, ALL_BROKER_SETS)
-            },
+            (n or "*"): str(p.get("reason", ""))
+            for n, p in sorted(state.failover_paused.items())
+            if not name or n in (name, ALL_BROKER_SETS)
         },
     )
+    return Result(Code.SUCCESS, "", page)
 
 
 def pause_failover(state: ControllerState, req: PauseFailoverRequest, ctx: Context) -> Result:
@@ -134,7 +168,7 @@ def pause_failover(state: ControllerState, req: PauseFailoverRequest, ctx: Conte
         after[name] = {"reason": reason, "since_ms": ctx.now_ms}
     else:
         after.pop(name, None)
-    response = {"failover_paused": {(n or "*"): str(p.get("reason", "")) for n, p in sorted(after.items())}}
+    response = PauseResult({(n or "*"): str(p.get("reason", "")) for n, p in sorted(after.items())})
     if not paused and current is None:
         remark = f"automatic failover of {scope} was not paused"
         if name and ALL_BROKER_SETS in state.failover_paused:

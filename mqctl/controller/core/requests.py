@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from mqctl.controller.core.context import (
@@ -10,6 +10,7 @@ from mqctl.controller.core.context import (
     MAX_NAME_LEN,
     MAX_OPTION_VALUE_LEN,
 )
+from mqctl.controller.core.responses import Response
 from mqctl.errors import Code
 
 if TYPE_CHECKING:
@@ -27,11 +28,14 @@ class Request(Protocol):
 
 
 class Refusal(Exception):
-    def __init__(self, code: int, remark: str, response: dict[str, Any] | None = None) -> None:
+    """A request refused: its code, its remark and what of the method's response it still carries
+    (RocketMQ fills some response headers before it refuses)."""
+
+    def __init__(self, code: int, remark: str, response: Response | None = None) -> None:
         super().__init__(remark)
         self.code = int(code)
         self.remark = remark
-        self.response = response or {}
+        self.response = response
 
 
 def _invalid(remark: str) -> Refusal:
@@ -137,10 +141,6 @@ def _check_broker_epoch(bs: BrokerSet, broker_id: int, request_epoch: int | None
 def _java(value: object) -> str:
     """A value as Java's String.format prints it (null for None)."""
     return "null" if value is None else str(value)
-
-
-def _sync_state_set_body(ids: Iterable[int], epoch: int) -> dict[str, Any]:
-    return {"sync_state_set": sorted(ids), "sync_state_set_epoch": epoch}
 
 
 def _needs_level(what: str, level: int, state: ControllerState) -> Refusal:
