@@ -116,44 +116,25 @@ class GrpcLimits:
             ("grpc.server_handshake_timeout_ms", ms(self.handshake_timeout)),
         ]
 
+    def _limit(self, name: str) -> dict[str, Any]:
+        """One limit's three numbers and the flags that set them: ``name`` names the fields
+        (``{name}_per_connection``, ``{name}_per_address``, ``max_{name}``) and the flags alike."""
+        flag = "--grpc-max-" + name.replace("_", "-")
+        return {
+            "per_connection": getattr(self, f"{name}_per_connection"),
+            "per_address": getattr(self, f"{name}_per_address"),
+            "total": getattr(self, f"max_{name}"),
+            "options": (f"{flag}-per-connection", f"{flag}-per-address", flag),
+        }
+
     def call_guard(self) -> CallGuard:
-        return CallGuard(
-            per_connection=self.stalled_per_connection,
-            per_address=self.stalled_per_address,
-            total=self.max_stalled,
-            stall=self.stall_time,
-            options=(
-                "--grpc-max-stalled-per-connection",
-                "--grpc-max-stalled-per-address",
-                "--grpc-max-stalled",
-            ),
-        )
+        return CallGuard(**self._limit("stalled"), stall=self.stall_time)
 
     def watch_slots(self) -> PeerSlots:
-        return PeerSlots(
-            per_connection=self.watches_per_connection,
-            per_address=self.watches_per_address,
-            total=self.max_watches,
-            what="watch streams",
-            options=(
-                "--grpc-max-watches-per-connection",
-                "--grpc-max-watches-per-address",
-                "--grpc-max-watches",
-            ),
-        )
+        return PeerSlots(**self._limit("watches"), what="watch streams")
 
     def heartbeat_slots(self) -> PeerSlots:
-        return PeerSlots(
-            per_connection=self.heartbeat_streams_per_connection,
-            per_address=self.heartbeat_streams_per_address,
-            total=self.max_heartbeat_streams,
-            what="heartbeat streams",
-            options=(
-                "--grpc-max-heartbeat-streams-per-connection",
-                "--grpc-max-heartbeat-streams-per-address",
-                "--grpc-max-heartbeat-streams",
-            ),
-        )
+        return PeerSlots(**self._limit("heartbeat_streams"), what="heartbeat streams")
 
 
 class Undecodable:

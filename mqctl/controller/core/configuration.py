@@ -30,10 +30,6 @@ from mqctl.controller.core.state import ControllerState
 from mqctl.controller.records import ConfigUpdated
 from mqctl.errors import Code
 
-# Its methods' typed requests: `read` checks the fields in the order the rules always did, so the
-# first bad field names the remark; a rule only decides. Not frozen: a frozen dataclass's __init__
-# made the heartbeat path 16% slower.
-
 
 @dataclass(slots=True)
 class GetConfigRequest:

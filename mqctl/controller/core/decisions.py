@@ -51,11 +51,6 @@ from mqctl.errors import Code
 # Operator decisions (mqctl extensions, feature level 3 where they write new records)
 
 
-# Its methods' typed requests: `read` checks the fields in the order the rules always did, so the
-# first bad field names the remark; a rule only decides. Not frozen: a frozen dataclass's __init__
-# made the heartbeat path 16% slower.
-
-
 @dataclass(slots=True)
 class GetHistoryRequest:
     METHOD: ClassVar[str] = "GetHistory"

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 class Request(Protocol):
     """A method's typed request: its class sits beside its rule, and its row in mqctl.methods names
-    both (``message``, ``rule_ref``). ``read`` builds it from a transport's dict, once."""
+    both (``message``, ``rule_ref``). ``read`` builds it from a transport's dict, once, checking the
+    fields in the order the rules always did, so the first bad field names the remark; a rule only
+    decides. Not frozen: a frozen dataclass's __init__ made the heartbeat path 16% slower."""
 
     METHOD: ClassVar[str]
 
