@@ -55,29 +55,25 @@ from mqctl import methods
 from mqctl.address import is_raft_port, raft_port_error
 
 # The result types and parse_addresses live in mqctl.api (shared with the remoting client); they
-# are re-exported here, their historical home.
-from mqctl.api import (
-    BACKOFF_INITIAL,
-    BACKOFF_MAX,
-    Ack,
-    AlterSyncStateSetResult,
-    ApplyBrokerIdResult,
-    BrokerMemberGroup,
-    ChangeQuorumResult,
-    ConfigResult,
-    ControllerApi,
-    ElectMasterResult,
-    Metadata,
-    NextBrokerIdResult,
-    Peer,
-    RegisterBrokerResult,
-    ReplicaIdentity,
-    ReplicaInfoResult,
-    ReplicasInfo,
-    RoleChange,
-    SyncStateDataResult,
-    parse_addresses,
-)
+# are re-exported here (``as``), their historical home.
+from mqctl.api import BACKOFF_INITIAL, BACKOFF_MAX, ControllerApi
+from mqctl.api import Ack as Ack
+from mqctl.api import AlterSyncStateSetResult as AlterSyncStateSetResult
+from mqctl.api import ApplyBrokerIdResult as ApplyBrokerIdResult
+from mqctl.api import BrokerMemberGroup as BrokerMemberGroup
+from mqctl.api import ChangeQuorumResult as ChangeQuorumResult
+from mqctl.api import ConfigResult as ConfigResult
+from mqctl.api import ElectMasterResult as ElectMasterResult
+from mqctl.api import Metadata as Metadata
+from mqctl.api import NextBrokerIdResult as NextBrokerIdResult
+from mqctl.api import Peer as Peer
+from mqctl.api import RegisterBrokerResult as RegisterBrokerResult
+from mqctl.api import ReplicaIdentity as ReplicaIdentity
+from mqctl.api import ReplicaInfoResult as ReplicaInfoResult
+from mqctl.api import ReplicasInfo as ReplicasInfo
+from mqctl.api import RoleChange as RoleChange
+from mqctl.api import SyncStateDataResult as SyncStateDataResult
+from mqctl.api import parse_addresses as parse_addresses
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.grpc.convert import dict_to_message, message_to_dict
 from mqctl.grpc.security import bearer_metadata, channel_credentials
@@ -86,28 +82,7 @@ from mqctl.v1 import controller_pb2_grpc as pb_grpc
 
 log = logging.getLogger("mqctl.client")
 
-__all__ = [
-    "Ack",
-    "AlterSyncStateSetResult",
-    "ApplyBrokerIdResult",
-    "BrokerMemberGroup",
-    "ChangeQuorumResult",
-    "ConfigResult",
-    "ControllerClient",
-    "ElectMasterResult",
-    "HeartbeatStream",
-    "Metadata",
-    "NextBrokerIdResult",
-    "Peer",
-    "RegisterBrokerResult",
-    "ReplicaIdentity",
-    "ReplicaInfoResult",
-    "ReplicasInfo",
-    "RoleChange",
-    "RoleWatch",
-    "SyncStateDataResult",
-    "parse_addresses",
-]
+__all__ = ["ControllerClient", "HeartbeatStream", "RoleWatch"]  # and the re-exports above
 
 
 # ---------------------------------------------------------------------------------------------
