@@ -351,13 +351,7 @@ def apply_broker_id(state: ControllerState, req: ApplyBrokerIdRequest, ctx: Cont
     cluster, name, bid = req.cluster_name, req.broker_name, req.applied_broker_id
     code, address = req.register_check_code, req.broker_address
     response = ApplyBrokerIdResult(cluster, name)
-    record = BrokerIdApplied(
-        cluster_name=cluster,
-        broker_name=name,
-        new_broker_id=bid,
-        broker_address=address,
-        register_check_code=code,
-    )
+    record = BrokerIdApplied(cluster, name, bid, address, code)
     bs = state.broker_sets.get(name)
     if bs is None:
         if bid != FIRST_BROKER_CONTROLLER_ID:
