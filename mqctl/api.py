@@ -32,11 +32,13 @@ from mqctl.controller.core import (
     ReplicaIdentity,
     ReplicaInfoResult,
     ReplicasInfo,
+    RoleChange,
     SwitchoverResult,
     SyncStateDataResult,
     UpdateConfigResult,
 )
-from mqctl.controller.core.responses import ids, pick
+from mqctl.controller.core.responses import pick
+from mqctl.controller.quorum import ChangeQuorumResult
 from mqctl.errors import Code, ControllerError, UsageError
 
 __all__ = [
@@ -110,37 +112,6 @@ class Metadata:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], address: str = "") -> Metadata:
         return pick(cls, d, peers=tuple(pick(Peer, p) for p in d.get("peers", ())), address=address)
-
-
-@dataclass(frozen=True)
-class ChangeQuorumResult:
-    leader_id: str = ""
-    leader_address: str = ""
-    members: tuple[str, ...] = ()
-    feature_level: int = 0
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ChangeQuorumResult:
-        return pick(cls, d, members=tuple(str(m) for m in d.get("members", ())))
-
-
-@dataclass(frozen=True)
-class RoleChange:
-    """One NOTIFY_BROKER_ROLE_CHANGED: the broker set's master and SyncStateSet now."""
-
-    cluster_name: str = ""
-    broker_name: str = ""
-    master_broker_id: int | None = None
-    master_address: str = ""
-    master_epoch: int = 0
-    sync_state_set_epoch: int = 0
-    sync_state_set: tuple[int, ...] = ()
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RoleChange:
-        return pick(cls, d, sync_state_set=ids(d.get("sync_state_set")))
 
 
 # ---------------------------------------------------------------------------------------------

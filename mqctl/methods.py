@@ -550,7 +550,7 @@ METHODS: tuple[MethodSpec, ...] = (
                 ("masterBrokerId", "master_broker_id", INT),
             )
         ),
-        response="mqctl.api:RoleChange",
+        response=".brokers:RoleChange",
     ),
     MethodSpec(
         "ChangeQuorum",
@@ -561,7 +561,7 @@ METHODS: tuple[MethodSpec, ...] = (
         mutating=True,
         where="leader",
         message="mqctl.controller.quorum:ChangeQuorumRequest",  # decided by the node and Raft
-        response="mqctl.api:ChangeQuorumResult",
+        response="mqctl.controller.quorum:ChangeQuorumResult",
     ),
     MethodSpec(
         "GetHistory",

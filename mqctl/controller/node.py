@@ -375,13 +375,10 @@ class ControllerNode:
                     "remark": "the transfer was sent but no other node took the leadership in time",
                 }
             remark = f"{leader} leads now"
-        return {
-            "code": 0,
-            "remark": remark,
-            "leader_id": self.leader_raft_address(),
-            "leader_address": self.leader_grpc_address(),
-            "members": sorted([me, *self.members()]),
-        }
+        group = quorum.ChangeQuorumResult(
+            self.leader_raft_address(), self.leader_grpc_address(), tuple(sorted([me, *self.members()]))
+        )
+        return core.Result(Code.SUCCESS, remark, group).answer()
 
     def watch(self, cluster_name: str, broker_name: str) -> RoleWatch:
         return self.role_changes.subscribe(cluster_name, broker_name)

@@ -26,6 +26,7 @@ from mqctl.controller.core.brokers import (
     ReplicaIdentity,
     ReplicaInfoResult,
     ReplicasInfo,
+    RoleChange,
     SyncStateDataResult,
 )
 from mqctl.controller.core.config_keys import (
@@ -150,6 +151,7 @@ __all__ = [
     "Request",
     "Response",
     "Result",
+    "RoleChange",
     "SnapshotVersionError",
     "SwitchoverRequest",
     "SwitchoverResult",

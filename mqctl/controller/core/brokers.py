@@ -32,7 +32,7 @@ from mqctl.controller.core.requests import (
     _str,
     _str_map,
 )
-from mqctl.controller.core.responses import Response, pick, sync_state_set_body, sync_state_set_of
+from mqctl.controller.core.responses import Response, ids, pick, sync_state_set_body, sync_state_set_of
 from mqctl.controller.core.state import BrokerSet, ControllerState
 from mqctl.controller.records import (
     BrokerAddressUpdated,
@@ -283,6 +283,37 @@ class ReplicaInfoResult(Response):
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
         members, body_epoch = sync_state_set_of(d)
         return pick(cls, d, sync_state_set=members, sync_state_set_epoch=body_epoch or 0)
+
+
+@dataclass(frozen=True)
+class RoleChange(Response):
+    """One NOTIFY_BROKER_ROLE_CHANGED (WatchRoleChanges): the broker set's master and SyncStateSet now."""
+
+    cluster_name: str = ""
+    broker_name: str = ""
+    master_broker_id: int | None = None
+    master_address: str = ""
+    master_epoch: int = 0
+    sync_state_set_epoch: int = 0
+    sync_state_set: tuple[int, ...] = ()
+    remark: str = ""
+
+    @classmethod
+    def of(cls, cluster_name: str, broker_name: str, info: ReplicaInfoResult) -> Self:
+        """The role of a broker set as its GetReplicaInfo answers it."""
+        return cls(
+            cluster_name,
+            broker_name,
+            info.master_broker_id,
+            info.master_address,
+            info.master_epoch,
+            info.sync_state_set_epoch,
+            info.sync_state_set,
+        )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        return pick(cls, d, sync_state_set=ids(d.get("sync_state_set")))
 
 
 @dataclass(frozen=True)
