@@ -156,6 +156,18 @@ class ControllerApi(ABC):
     # --timeout bounds the whole command, not each of its calls; None: each call gets ``timeout``
     deadline: float | None = None
 
+    def _open(
+        self, addresses: str | Iterable[str], timeout: float, tls: bool | None, *pem: str | None
+    ) -> bool:
+        """What a transport's constructor checks first, the same on both: the addresses, then the
+        timeout. True when TLS is on (``tls``, or by default when a PEM file is given)."""
+        self.addresses = parse_addresses(addresses)
+        if timeout <= 0:
+            raise UsageError(f"timeout must be positive, got {timeout}")
+        self.timeout = float(timeout)
+        self._leader = None
+        return tls if tls is not None else any(x is not None for x in pem)
+
     def call_deadline(self) -> float:
         """When the call starting now must be done: ``timeout`` from now, at most ``deadline``."""
 

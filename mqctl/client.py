@@ -191,12 +191,8 @@ class ControllerClient(ControllerApi):
         server_name: str | None = None,
         tls: bool | None = None,
     ) -> None:
-        self.addresses = parse_addresses(addresses)
-        if timeout <= 0:
-            raise UsageError(f"timeout must be positive, got {timeout}")
-        self.timeout = float(timeout)
+        use_tls = self._open(addresses, timeout, tls, tls_ca, tls_cert, tls_key)
         self._token_metadata = bearer_metadata(token)  # sent with the admin calls only (mqctl.methods)
-        use_tls = tls if tls is not None else any(x is not None for x in (tls_ca, tls_cert, tls_key))
         self._credentials = channel_credentials(tls_ca, tls_cert, tls_key) if use_tls else None
         self._options: list[tuple[str, Any]] = [
             # Fail fast and reconnect quickly: the retry loop here does the waiting.
@@ -209,7 +205,6 @@ class ControllerClient(ControllerApi):
         self._lock = threading.Lock()
         self._channels: dict[str, tuple[grpc.Channel, pb_grpc.ControllerStub]] = {}
         self._rpcs: dict[tuple[str, str], Any] = {}
-        self._leader: str | None = None
         self._closed = False
         self._heartbeats = HeartbeatStream(self)
 
