@@ -714,6 +714,17 @@ def _bind_error(listen: str, host: str, port: int) -> str:
     return f"cannot listen on {listen}: the gRPC server could not bind it"
 
 
+def bind_port(server: grpc.Server, listen: str, credentials: grpc.ServerCredentials | None = None) -> int:
+    """The port ``server`` listens on at ``listen``; 0 when it cannot bind it (grpc raises, or
+    answers 0). The broker's peer server binds the same way."""
+    try:
+        if credentials is not None:
+            return int(server.add_secure_port(listen, credentials))
+        return int(server.add_insecure_port(listen))
+    except RuntimeError:
+        return 0
+
+
 def build_server(
     node: NodeAPI,
     listen: str,
@@ -749,13 +760,7 @@ def build_server(
         # Without so_reuseport 0, grpc sets SO_REUSEPORT and a second server could share a busy port.
         options=[("grpc.so_reuseport", 0), *limits.server_options()],
     )
-    try:
-        if credentials is not None:
-            port = server.add_secure_port(listen, credentials)
-        else:
-            port = server.add_insecure_port(listen)
-    except RuntimeError:
-        port = 0
+    port = bind_port(server, listen, credentials)
     if not port:
         server.stop(None)
         servicer.watch_pool.shutdown(wait=False)
