@@ -65,7 +65,8 @@ class Response:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in _FIELDS.get(type(self)) or _answer_fields(type(self)):
+        names = _FIELDS.get(type(self))
+        for name in _answer_fields(type(self)) if names is None else names:
             value = getattr(self, name)
             if value is not None:
                 out[name] = _wire(value)
