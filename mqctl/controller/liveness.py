@@ -30,6 +30,7 @@ from mqctl.controller.core import (
     Context,
     Heartbeat,
     LiveInfo,
+    RegisterBrokerRequest,
 )
 
 __all__ = ["HeartbeatTable"]
@@ -318,6 +319,23 @@ class HeartbeatTable:
         # a registration that did not report the store's epoch and maxOffset: the next beat does
         self._registered[slot] = int(epoch is None or max_offset is None)
         return True
+
+    def on_registration(self, request: RegisterBrokerRequest, broker_epoch: int, now_ms: int) -> bool:
+        """``on_register`` with the typed request the core decided (a field the broker left out, None,
+        keeps the row's value)."""
+        return self.on_register(
+            request.cluster_name,
+            request.broker_name,
+            request.broker_id,
+            request.broker_address,
+            broker_epoch,
+            request.epoch,
+            request.max_offset,
+            request.confirm_offset,
+            request.election_priority,
+            request.heartbeat_timeout_mills,
+            now_ms,
+        )
 
     # --- reads --------------------------------------------------------------------------
 
