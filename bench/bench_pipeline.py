@@ -654,7 +654,7 @@ def main() -> None:
     mem.stop()
     if a.executor_memory != "none":
         xmem = executor_memory(replica, source, gen["records"], a.executor_memory, tmp)
-    from mqctl.pipeline.output import tree_digest
+    from mqctl.pipeline.outdir import tree_digest
 
     same = tree_digest(tmp / "salvage-spark") == tree_digest(tmp / "salvage-local")
     if a.executor_memory != "none":

@@ -12,11 +12,33 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, Self, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Self
 
 from mqctl import methods
 from mqctl.address import parse_address
+from mqctl.controller.core import (
+    Ack,
+    AlterSyncStateSetResult,
+    ApplyBrokerIdResult,
+    BrokerMemberGroup,
+    ConfigResult,
+    ElectMasterResult,
+    HistoryPage,
+    NextBrokerIdResult,
+    PauseResult,
+    RebalanceResult,
+    RegisterBrokerResult,
+    ReplicaIdentity,
+    ReplicaInfoResult,
+    ReplicasInfo,
+    RoleChange,
+    SwitchoverResult,
+    SyncStateDataResult,
+    UpdateConfigResult,
+)
+from mqctl.controller.core.responses import pick
+from mqctl.controller.quorum import ChangeQuorumResult
 from mqctl.errors import Code, ControllerError, UsageError
 
 __all__ = [
@@ -41,25 +63,12 @@ __all__ = [
     "RoleChange",
     "SwitchoverResult",
     "SyncStateDataResult",
+    "UpdateConfigResult",
     "parse_addresses",
 ]
 
 # ---------------------------------------------------------------------------------------------
 # Results
-
-
-T = TypeVar("T")
-
-
-def _pick(cls: type[T], d: Mapping[str, Any], **override: Any) -> T:
-    """Build dataclass ``cls`` from the keys of ``d`` it knows; ``override`` wins."""
-    kwargs = {f.name: d[f.name] for f in fields(cls) if f.name in d}  # type: ignore[arg-type]
-    kwargs.update(override)
-    return cls(**kwargs)
-
-
-def _ids(value: Any) -> tuple[int, ...]:
-    return tuple(int(v) for v in (value or ()))
 
 
 @dataclass(frozen=True)
@@ -102,279 +111,7 @@ class Metadata:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], address: str = "") -> Metadata:
-        return _pick(cls, d, peers=tuple(_pick(Peer, p) for p in d.get("peers", ())), address=address)
-
-
-@dataclass(frozen=True)
-class NextBrokerIdResult:
-    cluster_name: str = ""
-    broker_name: str = ""
-    next_broker_id: int = 0
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> NextBrokerIdResult:
-        return _pick(cls, d)
-
-
-@dataclass(frozen=True)
-class ApplyBrokerIdResult:
-    cluster_name: str = ""
-    broker_name: str = ""
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ApplyBrokerIdResult:
-        return _pick(cls, d)
-
-
-def _sync_state_set(d: Mapping[str, Any]) -> tuple[tuple[int, ...], int | None]:
-    """Flatten a SyncStateSet body: (ids, epoch or None when the body is absent)."""
-    body = d.get("sync_state_set")
-    if isinstance(body, Mapping):
-        return _ids(body.get("sync_state_set")), int(body.get("sync_state_set_epoch", 0))
-    return _ids(body), None
-
-
-@dataclass(frozen=True)
-class RegisterBrokerResult:
-    cluster_name: str = ""
-    broker_name: str = ""
-    master_broker_id: int | None = None
-    master_address: str = ""
-    master_epoch: int | None = None
-    sync_state_set_epoch: int | None = None
-    sync_state_set: tuple[int, ...] = ()
-    broker_epoch: int = 0
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RegisterBrokerResult:
-        ids, body_epoch = _sync_state_set(d)
-        epoch = d.get("sync_state_set_epoch", body_epoch)
-        return _pick(cls, d, sync_state_set=ids, sync_state_set_epoch=epoch)
-
-
-@dataclass(frozen=True)
-class Ack:
-    """An answer without fields (Heartbeat, CleanBrokerData, UpdateConfig)."""
-
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Ack:
-        return _pick(cls, d)
-
-
-@dataclass(frozen=True)
-class AlterSyncStateSetResult:
-    new_sync_state_set_epoch: int = 0
-    sync_state_set: tuple[int, ...] = ()
-    sync_state_set_epoch: int | None = None  # from the SyncStateSet body, when sent
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AlterSyncStateSetResult:
-        ids, body_epoch = _sync_state_set(d)
-        return _pick(cls, d, sync_state_set=ids, sync_state_set_epoch=body_epoch)
-
-
-@dataclass(frozen=True)
-class BrokerMemberGroup:
-    cluster: str = ""
-    broker_name: str = ""
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BrokerMemberGroup:
-        addrs = {int(k): str(v) for k, v in (d.get("broker_addrs") or {}).items()}
-        return _pick(cls, d, broker_addrs=addrs)
-
-
-@dataclass(frozen=True)
-class ElectMasterResult:
-    master_broker_id: int | None = None
-    master_address: str = ""
-    master_epoch: int | None = None
-    sync_state_set_epoch: int | None = None
-    sync_state_set: tuple[int, ...] = ()
-    broker_member_group: BrokerMemberGroup | None = None
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ElectMasterResult:
-        group = d.get("broker_member_group")
-        return _pick(
-            cls,
-            d,
-            sync_state_set=_ids(d.get("sync_state_set")),
-            broker_member_group=BrokerMemberGroup.from_dict(group) if group is not None else None,
-        )
-
-
-@dataclass(frozen=True)
-class ReplicaInfoResult:
-    master_broker_id: int | None = None
-    master_address: str = ""
-    master_epoch: int = 0
-    sync_state_set: tuple[int, ...] = ()
-    sync_state_set_epoch: int = 0
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReplicaInfoResult:
-        ids, body_epoch = _sync_state_set(d)
-        return _pick(cls, d, sync_state_set=ids, sync_state_set_epoch=body_epoch or 0)
-
-
-@dataclass(frozen=True)
-class ReplicaIdentity:
-    broker_name: str = ""
-    broker_id: int = 0
-    broker_address: str = ""
-    alive: bool = False
-    heartbeat_age_ms: int | None = None
-    epoch: int | None = None
-    max_offset: int | None = None
-    confirm_offset: int | None = None
-    election_priority: int | None = None
-    broker_epoch: int = 0
-
-
-@dataclass(frozen=True)
-class ReplicasInfo:
-    master_broker_id: int | None = None
-    master_address: str = ""
-    master_epoch: int = 0
-    sync_state_set_epoch: int = 0
-    in_sync_replicas: tuple[ReplicaIdentity, ...] = ()
-    not_in_sync_replicas: tuple[ReplicaIdentity, ...] = ()
-    cluster_name: str = ""
-    failover_paused: bool = False
-    failover_pause_reason: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ReplicasInfo:
-        return _pick(
-            cls,
-            d,
-            in_sync_replicas=tuple(_pick(ReplicaIdentity, r) for r in d.get("in_sync_replicas", ())),
-            not_in_sync_replicas=tuple(_pick(ReplicaIdentity, r) for r in d.get("not_in_sync_replicas", ())),
-        )
-
-
-@dataclass(frozen=True)
-class SyncStateDataResult:
-    replicas_info_table: dict[str, ReplicasInfo] = field(default_factory=dict)
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SyncStateDataResult:
-        table = {k: ReplicasInfo.from_dict(v) for k, v in (d.get("replicas_info_table") or {}).items()}
-        return _pick(cls, d, replicas_info_table=table)
-
-
-@dataclass(frozen=True)
-class ConfigResult:
-    config: dict[str, str] = field(default_factory=dict)
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ConfigResult:
-        return _pick(cls, d, config=dict(d.get("config") or {}))
-
-
-@dataclass(frozen=True)
-class ChangeQuorumResult:
-    leader_id: str = ""
-    leader_address: str = ""
-    members: tuple[str, ...] = ()
-    feature_level: int = 0
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ChangeQuorumResult:
-        return _pick(cls, d, members=tuple(str(m) for m in d.get("members", ())))
-
-
-@dataclass(frozen=True)
-class RoleChange:
-    """One NOTIFY_BROKER_ROLE_CHANGED: the broker set's master and SyncStateSet now."""
-
-    cluster_name: str = ""
-    broker_name: str = ""
-    master_broker_id: int | None = None
-    master_address: str = ""
-    master_epoch: int = 0
-    sync_state_set_epoch: int = 0
-    sync_state_set: tuple[int, ...] = ()
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RoleChange:
-        return _pick(cls, d, sync_state_set=_ids(d.get("sync_state_set")))
-
-
-@dataclass(frozen=True)
-class HistoryPage:
-    """GetHistory: entries (dicts with HistoryEntry's field names), oldest first."""
-
-    entries: tuple[dict[str, Any], ...] = ()
-    more: bool = False
-    last_seq: int = 0
-    history_max_entries: int = 0
-    loss_total: dict[str, int] = field(default_factory=dict)
-    failover_paused: dict[str, str] = field(default_factory=dict)  # broker set ("*": all) -> reason
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> HistoryPage:
-        return _pick(
-            cls,
-            d,
-            entries=tuple(dict(e) for e in d.get("entries", ())),
-            loss_total=dict(d.get("loss_total") or {}),
-            failover_paused=dict(d.get("failover_paused") or {}),
-        )
-
-
-@dataclass(frozen=True)
-class PauseResult:
-    failover_paused: dict[str, str] = field(default_factory=dict)
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> PauseResult:
-        return _pick(cls, d, failover_paused=dict(d.get("failover_paused") or {}))
-
-
-@dataclass(frozen=True)
-class SwitchoverResult:
-    broker_name: str = ""
-    old_master_broker_id: int | None = None
-    new_master_broker_id: int | None = None
-    master_max_offset: int = -1
-    candidate_max_offset: int = -1
-    gap_bytes: int | None = None
-    caught_up: bool = False
-    master_epoch: int = 0
-    dry_run: bool = False
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SwitchoverResult:
-        return _pick(cls, d)
-
-
-@dataclass(frozen=True)
-class RebalanceResult:
-    moves: tuple[dict[str, Any], ...] = ()  # RebalanceMove's field names
-    dry_run: bool = False
-    remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RebalanceResult:
-        return _pick(cls, d, moves=tuple(dict(m) for m in d.get("moves", ())))
+        return pick(cls, d, peers=tuple(pick(Peer, p) for p in d.get("peers", ())), address=address)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,6 +155,18 @@ class ControllerApi(ABC):
     # the command's deadline (time.monotonic()): no call of this client goes beyond it, so that
     # --timeout bounds the whole command, not each of its calls; None: each call gets ``timeout``
     deadline: float | None = None
+
+    def _open(
+        self, addresses: str | Iterable[str], timeout: float, tls: bool | None, *pem: str | None
+    ) -> bool:
+        """What a transport's constructor checks first, the same on both: the addresses, then the
+        timeout. True when TLS is on (``tls``, or by default when a PEM file is given)."""
+        self.addresses = parse_addresses(addresses)
+        if timeout <= 0:
+            raise UsageError(f"timeout must be positive, got {timeout}")
+        self.timeout = float(timeout)
+        self._leader = None
+        return tls if tls is not None else any(x is not None for x in pem)
 
     def call_deadline(self) -> float:
         """When the call starting now must be done: ``timeout`` from now, at most ``deadline``."""
@@ -634,11 +383,11 @@ class ControllerApi(ABC):
         """The controller config, from the leader (or from ``address`` first when given)."""
         return ConfigResult.from_dict(self._call("GetConfig", {}, address=address))
 
-    def update_config(self, config: Mapping[str, Any], address: str | None = None) -> Ack:
+    def update_config(self, config: Mapping[str, Any], address: str | None = None) -> UpdateConfigResult:
         """UpdateConfig (admin; needs the token when the server has one). Values are sent as text
         (remoting: UPDATE_CONTROLLER_CONFIG, 1009, as a properties body)."""
         body = {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in config.items()}
-        return Ack.from_dict(self._call("UpdateConfig", {"config": body}, address=address))
+        return UpdateConfigResult.from_dict(self._call("UpdateConfig", {"config": body}, address=address))
 
     # -- operator cockpit (mqctl extensions, gRPC only) --------------------------------------------
 

@@ -55,29 +55,25 @@ from mqctl import methods
 from mqctl.address import is_raft_port, raft_port_error
 
 # The result types and parse_addresses live in mqctl.api (shared with the remoting client); they
-# are re-exported here, their historical home.
-from mqctl.api import (
-    BACKOFF_INITIAL,
-    BACKOFF_MAX,
-    Ack,
-    AlterSyncStateSetResult,
-    ApplyBrokerIdResult,
-    BrokerMemberGroup,
-    ChangeQuorumResult,
-    ConfigResult,
-    ControllerApi,
-    ElectMasterResult,
-    Metadata,
-    NextBrokerIdResult,
-    Peer,
-    RegisterBrokerResult,
-    ReplicaIdentity,
-    ReplicaInfoResult,
-    ReplicasInfo,
-    RoleChange,
-    SyncStateDataResult,
-    parse_addresses,
-)
+# are re-exported here (``as``), their historical home.
+from mqctl.api import BACKOFF_INITIAL, BACKOFF_MAX, ControllerApi
+from mqctl.api import Ack as Ack
+from mqctl.api import AlterSyncStateSetResult as AlterSyncStateSetResult
+from mqctl.api import ApplyBrokerIdResult as ApplyBrokerIdResult
+from mqctl.api import BrokerMemberGroup as BrokerMemberGroup
+from mqctl.api import ChangeQuorumResult as ChangeQuorumResult
+from mqctl.api import ConfigResult as ConfigResult
+from mqctl.api import ElectMasterResult as ElectMasterResult
+from mqctl.api import Metadata as Metadata
+from mqctl.api import NextBrokerIdResult as NextBrokerIdResult
+from mqctl.api import Peer as Peer
+from mqctl.api import RegisterBrokerResult as RegisterBrokerResult
+from mqctl.api import ReplicaIdentity as ReplicaIdentity
+from mqctl.api import ReplicaInfoResult as ReplicaInfoResult
+from mqctl.api import ReplicasInfo as ReplicasInfo
+from mqctl.api import RoleChange as RoleChange
+from mqctl.api import SyncStateDataResult as SyncStateDataResult
+from mqctl.api import parse_addresses as parse_addresses
 from mqctl.errors import Code, ControllerError, UsageError
 from mqctl.grpc.convert import dict_to_message, message_to_dict
 from mqctl.grpc.security import bearer_metadata, channel_credentials
@@ -86,28 +82,7 @@ from mqctl.v1 import controller_pb2_grpc as pb_grpc
 
 log = logging.getLogger("mqctl.client")
 
-__all__ = [
-    "Ack",
-    "AlterSyncStateSetResult",
-    "ApplyBrokerIdResult",
-    "BrokerMemberGroup",
-    "ChangeQuorumResult",
-    "ConfigResult",
-    "ControllerClient",
-    "ElectMasterResult",
-    "HeartbeatStream",
-    "Metadata",
-    "NextBrokerIdResult",
-    "Peer",
-    "RegisterBrokerResult",
-    "ReplicaIdentity",
-    "ReplicaInfoResult",
-    "ReplicasInfo",
-    "RoleChange",
-    "RoleWatch",
-    "SyncStateDataResult",
-    "parse_addresses",
-]
+__all__ = ["ControllerClient", "HeartbeatStream", "RoleWatch"]  # and the re-exports above
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,12 +191,8 @@ class ControllerClient(ControllerApi):
         server_name: str | None = None,
         tls: bool | None = None,
     ) -> None:
-        self.addresses = parse_addresses(addresses)
-        if timeout <= 0:
-            raise UsageError(f"timeout must be positive, got {timeout}")
-        self.timeout = float(timeout)
+        use_tls = self._open(addresses, timeout, tls, tls_ca, tls_cert, tls_key)
         self._token_metadata = bearer_metadata(token)  # sent with the admin calls only (mqctl.methods)
-        use_tls = tls if tls is not None else any(x is not None for x in (tls_ca, tls_cert, tls_key))
         self._credentials = channel_credentials(tls_ca, tls_cert, tls_key) if use_tls else None
         self._options: list[tuple[str, Any]] = [
             # Fail fast and reconnect quickly: the retry loop here does the waiting.
@@ -234,7 +205,6 @@ class ControllerClient(ControllerApi):
         self._lock = threading.Lock()
         self._channels: dict[str, tuple[grpc.Channel, pb_grpc.ControllerStub]] = {}
         self._rpcs: dict[tuple[str, str], Any] = {}
-        self._leader: str | None = None
         self._closed = False
         self._heartbeats = HeartbeatStream(self)
 

@@ -8,11 +8,13 @@ A row owns or names everything about its method:
   core's rule that decides it (``rule_ref``);
 - its gRPC messages (``request_type``/``response_type`` in mqctl/v1/controller.proto);
 - its RocketMQ remoting form (``code`` and ``remoting_codec``: header fields and bodies);
-- the clients' typed answer (``result``).
+- its typed response (``response``): what the rule answers, written as the transports' dict in one
+  place (``core.Result.answer``) and read back into the same class by the clients.
 
 The transports, both clients, the node and the docs (the method tables of docs/grpc-api.md and
 docs/remoting.md, ``tools/gen-docs``) read the table when they are asked, so a method is added by
-one row (``METHODS`` here, or ``register`` for a plugin or a test) plus its rule and its request class;
+one row (``METHODS`` here, or ``register`` for a plugin or a test) plus its rule and its request and
+response classes;
 tests/test_methods.py adds one that way and calls it on both transports.
 
 **The token policy** (``requires_token``; the only copy): with ``mqctl serve --token``, the mutating
@@ -178,9 +180,10 @@ class MethodSpec:
     # rule, so that a request is read and decided in one module.
     message: str = ""
     remoting_codec: RemotingCodec = RemotingCodec()
-    result: str = (
-        "mqctl.api:Ack"  # the clients' typed answer, "module:Class" with ``from_dict``; "": the dict
-    )
+    # The typed response, "module:Class" (".brokers:NextBrokerIdResult": in the core): what the rule
+    # answers (``to_dict``: the transports' dict) and the clients read back (``from_dict``); "":
+    # the dict as it is. Default: an answer without fields.
+    response: str = _CORE + ".responses:Ack"
 
     def __post_init__(self) -> None:
         defaults = {
@@ -192,6 +195,7 @@ class MethodSpec:
             "response_type": self.response_type or f"{self.name}Response",
             "rule_ref": _CORE + self.rule_ref if self.rule_ref.startswith(".") else self.rule_ref,
             "message": self.message or self._beside_the_rule(f"{self.name}Request"),
+            "response": _CORE + self.response if self.response.startswith(".") else self.response,
         }
         for key, value in defaults.items():
             object.__setattr__(self, key, value)
@@ -240,8 +244,8 @@ class MethodSpec:
         return cast("Callable[[Mapping[str, Any]], Any]", resolve(self.message).read)
 
     def typed_answer(self, answer: Mapping[str, Any]) -> Any:
-        """An answer as the clients return it: the result class (imported on first use), or the dict."""
-        return resolve(self.result).from_dict(answer) if self.result else dict(answer)
+        """An answer as the clients return it: the response class (imported on first use), or the dict."""
+        return resolve(self.response).from_dict(answer) if self.response else dict(answer)
 
     def types(self) -> tuple[type[Message], type[Message]]:
         """(request class, response class) from mqctl.v1.controller_pb2 (imported here, lazily)."""
@@ -274,7 +278,7 @@ METHODS: tuple[MethodSpec, ...] = (
             ),
             response_body=_BODIES + "METADATA",
         ),
-        result="mqctl.api:Metadata",
+        response="mqctl.api:Metadata",
     ),
     MethodSpec(
         "GetNextBrokerId",
@@ -293,7 +297,7 @@ METHODS: tuple[MethodSpec, ...] = (
                 ("nextBrokerId", "next_broker_id", INT),
             ),
         ),
-        result="mqctl.api:NextBrokerIdResult",
+        response=".brokers:NextBrokerIdResult",
     ),
     MethodSpec(
         "ApplyBrokerId",
@@ -314,7 +318,7 @@ METHODS: tuple[MethodSpec, ...] = (
             ),
             response=(("clusterName", "cluster_name", STR), ("brokerName", "broker_name", STR)),
         ),
-        result="mqctl.api:ApplyBrokerIdResult",
+        response=".brokers:ApplyBrokerIdResult",
     ),
     MethodSpec(
         "RegisterBroker",
@@ -352,7 +356,7 @@ METHODS: tuple[MethodSpec, ...] = (
             ),
             response_body=_BODIES + "SYNC_STATE_SET",
         ),
-        result="mqctl.api:RegisterBrokerResult",
+        response=".brokers:RegisterBrokerResult",
     ),
     MethodSpec(
         "Heartbeat",
@@ -414,7 +418,7 @@ METHODS: tuple[MethodSpec, ...] = (
             request_body=_BODIES + "NEW_SYNC_STATE_SET",
             response_body=_BODIES + "SYNC_STATE_SET",
         ),
-        result="mqctl.api:AlterSyncStateSetResult",
+        response=".elections:AlterSyncStateSetResult",
     ),
     MethodSpec(
         "ElectMaster",
@@ -442,7 +446,7 @@ METHODS: tuple[MethodSpec, ...] = (
             ),
             response_body=_BODIES + "ELECT_MASTER",
         ),
-        result="mqctl.api:ElectMasterResult",
+        response=".elections:ElectMasterResult",
     ),
     MethodSpec(
         "GetReplicaInfo",
@@ -463,7 +467,7 @@ METHODS: tuple[MethodSpec, ...] = (
             ),
             response_body=_BODIES + "SYNC_STATE_SET",
         ),
-        result="mqctl.api:ReplicaInfoResult",
+        response=".brokers:ReplicaInfoResult",
     ),
     MethodSpec(
         "GetSyncStateData",
@@ -478,7 +482,7 @@ METHODS: tuple[MethodSpec, ...] = (
         remoting_codec=RemotingCodec(
             request_body=_BODIES + "BROKER_NAMES", response_body=_BODIES + "SYNC_STATE_DATA"
         ),
-        result="mqctl.api:SyncStateDataResult",
+        response=".brokers:SyncStateDataResult",
     ),
     MethodSpec(
         "CleanBrokerData",
@@ -509,7 +513,7 @@ METHODS: tuple[MethodSpec, ...] = (
         remoting_body="response: sorted properties",
         rule_ref=".configuration:get_config",
         remoting_codec=RemotingCodec(response_body=_BODIES + "CONFIG"),
-        result="mqctl.api:ConfigResult",
+        response=".configuration:ConfigResult",
     ),
     MethodSpec(
         "UpdateConfig",
@@ -521,6 +525,7 @@ METHODS: tuple[MethodSpec, ...] = (
         code_name="UPDATE_CONTROLLER_CONFIG",
         remoting_body="request: properties",
         rule_ref=".configuration:update_config",
+        response=".configuration:UpdateConfigResult",
         remoting_codec=RemotingCodec(request_body=_BODIES + "CONFIG"),
     ),
     MethodSpec(
@@ -545,7 +550,7 @@ METHODS: tuple[MethodSpec, ...] = (
                 ("masterBrokerId", "master_broker_id", INT),
             )
         ),
-        result="mqctl.api:RoleChange",
+        response=".brokers:RoleChange",
     ),
     MethodSpec(
         "ChangeQuorum",
@@ -556,7 +561,7 @@ METHODS: tuple[MethodSpec, ...] = (
         mutating=True,
         where="leader",
         message="mqctl.controller.quorum:ChangeQuorumRequest",  # decided by the node and Raft
-        result="mqctl.api:ChangeQuorumResult",
+        response="mqctl.controller.quorum:ChangeQuorumResult",
     ),
     MethodSpec(
         "GetHistory",
@@ -565,7 +570,7 @@ METHODS: tuple[MethodSpec, ...] = (
         Token.NEVER,
         "The decision history with loss accounting, one page at a time (mqctl extension; feature level 3).",
         rule_ref=".decisions:get_history",
-        result="mqctl.api:HistoryPage",
+        response=".decisions:HistoryPage",
     ),
     MethodSpec(
         "PauseFailover",
@@ -575,7 +580,7 @@ METHODS: tuple[MethodSpec, ...] = (
         "Pause or resume automatic failover of a broker set or of every set (mqctl extension; "
         "feature level 3).",
         rule_ref=".decisions:pause_failover",
-        result="mqctl.api:PauseResult",
+        response=".decisions:PauseResult",
     ),
     MethodSpec(
         "Switchover",
@@ -584,7 +589,7 @@ METHODS: tuple[MethodSpec, ...] = (
         Token.ALWAYS,
         "Move the master to a caught-up alive SyncStateSet member (mqctl extension).",
         rule_ref=".elections:switchover",
-        result="mqctl.api:SwitchoverResult",
+        response=".elections:SwitchoverResult",
     ),
     MethodSpec(
         "Rebalance",
@@ -593,7 +598,7 @@ METHODS: tuple[MethodSpec, ...] = (
         Token.ALWAYS,
         "A switchover to every broker set's preferred replica (mqctl extension).",
         rule_ref=".elections:rebalance",
-        result="mqctl.api:RebalanceResult",
+        response=".elections:RebalanceResult",
     ),
     MethodSpec(
         "GetSnapshot",
@@ -603,7 +608,7 @@ METHODS: tuple[MethodSpec, ...] = (
         "The replicated controller state at one applied index, after a read barrier (mqctl "
         "snapshot save; mqctl extension).",
         where="leader, after a read barrier",
-        result="",  # the state document as it is
+        response="",  # the state document as it is
     ),
 )
 

@@ -177,7 +177,7 @@ def test_transports_and_clients_derive_from_the_table() -> None:
             assert not ref or isinstance(methods.resolve(ref), headers.Body), (row.name, ref)
     for row in methods.METHODS:  # every row's typed answer reads an answer
         answer = row.typed_answer({"code": 0, "remark": ""})
-        assert type(answer).__name__ == (row.result.rpartition(":")[2] or "dict"), row.name
+        assert type(answer).__name__ == (row.response.rpartition(":")[2] or "dict"), row.name
     assert {
         "GetMetadata",
         "GetNextBrokerId",
@@ -193,6 +193,89 @@ def test_transports_and_clients_derive_from_the_table() -> None:
 
 
 # -- the token policy ----------------------------------------------------------------------------------
+
+
+def test_a_rule_answers_its_row_s_response_and_the_clients_read_the_same_back() -> None:
+    """One class per answer: what a rule decides is the row's ``response`` class, and the dict the
+    transports carry (``Result.answer``) reads back into an equal object on the client side."""
+    from dataclasses import replace
+
+    from mqctl.controller import core
+    from mqctl.controller.records import MAX_FEATURE_LEVEL, FeatureLevelSet
+
+    state = core.ControllerState()
+    state.apply(FeatureLevelSet(MAX_FEATURE_LEVEL))
+    b, addr = "b", {1: "127.0.0.1:10911", 2: "127.0.0.1:10912"}
+    live = {b: {i: core.LiveInfo(i, addr[i], 0, 1, 100 * i, -1, 0, 1000, 10_000) for i in addr}}
+    ctx = core.Context(1000, live, 1)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("GetNextBrokerId", {"cluster_name": "c", "broker_name": b}),
+        *(
+            (
+                "ApplyBrokerId",
+                {
+                    "cluster_name": "c",
+                    "broker_name": b,
+                    "applied_broker_id": i,
+                    "register_check_code": f"{a};1",
+                },
+            )
+            for i, a in addr.items()
+        ),
+        (
+            "RegisterBroker",
+            {"cluster_name": "c", "broker_name": b, "broker_id": 1, "broker_address": addr[1]},
+        ),
+        ("ElectMaster", {"cluster_name": "c", "broker_name": b, "broker_id": 1}),
+        (
+            "RegisterBroker",
+            {"cluster_name": "c", "broker_name": b, "broker_id": 2, "broker_address": addr[2]},
+        ),
+        ("ElectMaster", {"cluster_name": "c", "broker_name": b, "broker_id": 2}),  # refused, with the master
+        (
+            "AlterSyncStateSet",
+            {
+                "broker_name": b,
+                "master_broker_id": 1,
+                "master_epoch": 1,
+                "new_sync_state_set": [1, 2],
+                "sync_state_set_epoch": 1,
+            },
+        ),
+        (
+            "AlterSyncStateSet",
+            {
+                "broker_name": b,
+                "master_broker_id": 2,
+                "master_epoch": 1,
+                "new_sync_state_set": [2],
+                "sync_state_set_epoch": 2,
+            },
+        ),
+        ("GetReplicaInfo", {"broker_name": b}),
+        ("Switchover", {"broker_name": b, "dry_run": True}),
+        ("Switchover", {"broker_name": b, "broker_id": 1}),  # refused: already the master
+        ("Rebalance", {}),
+        ("PauseFailover", {"broker_name": b, "paused": True, "reason": "test"}),
+        ("GetSyncStateData", {}),
+        ("GetHistory", {}),
+        ("UpdateConfig", {"config": {"enableElectUncleanMaster": "true", "noSuchKey": "1"}}),
+        ("GetConfig", {}),
+        ("CleanBrokerData", {"broker_name": b, "is_clean_living_broker": True}),
+    ]
+    with_fields = set()
+    for method, request in calls:
+        result = core.decide(state, method, request, ctx)
+        row = methods.spec(method)
+        cls = methods.resolve(row.response)
+        assert result.reply is None or isinstance(result.reply, cls), (method, result.remark)
+        sent = result.reply if result.reply is not None else cls()
+        assert row.typed_answer(result.answer()) == replace(sent, remark=result.remark), method
+        with_fields.add(method) if result.answer().keys() - {"code", "remark"} else None
+        for record in result.records:
+            state.apply(record)
+    answering = {r.name for r in methods.METHODS if r.rule_ref and not r.response.endswith(":Ack")}
+    assert with_fields == answering  # every rule that answers fields was asked above
 
 
 def test_every_mutating_admin_method_requires_the_token() -> None:

@@ -319,3 +319,27 @@ def test_test_module_names_are_unique() -> None:
     stops collecting the whole suite at the second module of one name."""
     names = Counter(p.name for p in (ROOT / "tests").rglob("test_*.py"))
     assert [n for n, c in names.items() if c > 1] == []
+
+
+# A module name used in more than one package, and the one thing it means in each (issue 34: cockpit.py,
+# epochs.py, liveness.py and security.py had meant different things in different folders).
+SHARED_MODULE_NAMES = {
+    "client.py": "a transport's controller client (gRPC: mqctl/, remoting: mqctl/remoting/)",
+    "server.py": "a transport's server (mqctl/grpc/, mqctl/remoting/)",
+    "config.py": "the settings of the package's process (the broker agent's, `mqctl serve`'s)",
+    "errors.py": "the exit codes and the exception of the package",
+    "metadata.py": "the broker's metadata files (read: store/, compared and restored: recover/)",
+    "quorum.py": "the controller group's membership (seen: admin/, its change rules: controller/)",
+}
+
+
+def test_a_module_name_means_one_thing() -> None:
+    """Two modules of one name must be the same kind of thing (above), so that a name read in a
+    traceback or an import says what the file holds; a new name used twice is added with its meaning."""
+    skip = {"__init__.py", "__main__.py"}
+    names = Counter(
+        p.name for p in (ROOT / "mqctl").rglob("*.py") if p.name not in skip and "v1" not in p.parts
+    )
+    repeated = {n for n, c in names.items() if c > 1}
+    assert repeated - SHARED_MODULE_NAMES.keys() == set(), "a module name used twice: rename one or say why"
+    assert SHARED_MODULE_NAMES.keys() - repeated == set(), "no longer repeated: drop it from the list"

@@ -158,7 +158,7 @@ def salvage_cmd(
     """Save to Parquet every message that truncating the plan's replicas would drop and the source lacks."""
     job = _begin(range_size, engine, master, quiet, overwrite)
     # lazy: start-up
-    from mqctl.pipeline.output import check_out_dir
+    from mqctl.pipeline.outdir import check_out_dir
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
     from mqctl.pipeline.salvage import KIND, prepare, run_salvage
 
@@ -254,7 +254,7 @@ def analyze_commitlog_cmd(
     from mqctl.pipeline.analyze import KIND, prepare_analyze, run_analyze  # lazy: numpy
 
     # lazy: start-up
-    from mqctl.pipeline.output import check_out_dir
+    from mqctl.pipeline.outdir import check_out_dir
     from mqctl.pipeline.ranges import DEFAULT_RANGE_SIZE
 
     if out is not None:

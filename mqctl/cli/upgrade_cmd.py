@@ -130,7 +130,7 @@ def plan_cmd(
     """The ordered runbook with the exact command and check of each step, marking steps already done."""
     # lazy: start-up
     from mqctl.upgrade.runbook import next_step, runbook
-    from mqctl.upgrade.state import gather
+    from mqctl.upgrade.survey import gather
 
     state = gather(stores, ";".join(conn.addresses) or None, _factory(conn))
     steps = runbook(state)
@@ -198,7 +198,7 @@ def check_cmd(
     """Pre-flight: brokers stopped, stores aligned, identity and epoch files, controller; exit 7 on a FAIL."""
     # lazy: start-up
     from mqctl.upgrade.runbook import FAIL, checks, next_step, phase_of, runbook
-    from mqctl.upgrade.state import gather
+    from mqctl.upgrade.survey import gather
 
     state = gather(stores, ";".join(conn.addresses) or None, _factory(conn))
     steps = runbook(state)

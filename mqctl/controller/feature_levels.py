@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from mqctl.controller import core, records
+from mqctl.controller import core, quorum, records
 from mqctl.controller.node_raft import META_BOOTSTRAP, META_NODE_PREFIX, NodeRaft
 from mqctl.errors import Code
 
@@ -115,8 +115,9 @@ class FeatureLevels:
 
         answer = raft.decide_and_commit(decide, timeout)
         with raft.sync.state_lock:
-            answer["feature_level"] = raft.sync.state.feature_level
-        answer.update(
-            leader_id=raft.leader_raft_address(), leader_address=raft.leader_grpc_address(), members=members
+            level_now = raft.sync.state.feature_level
+        group = quorum.ChangeQuorumResult(
+            raft.leader_raft_address(), raft.leader_grpc_address(), tuple(members), level_now
         )
+        answer.update(group.to_dict())
         return answer

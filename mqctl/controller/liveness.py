@@ -30,6 +30,7 @@ from mqctl.controller.core import (
     Context,
     Heartbeat,
     LiveInfo,
+    RegisterBrokerRequest,
 )
 
 __all__ = ["HeartbeatTable"]
@@ -242,36 +243,28 @@ class HeartbeatTable:
 
         slot = self._slot(name, bid)
         if slot is None or (broker_epoch is not None and broker_epoch > self._broker_epoch[slot]):
-            self._put(
-                name,
-                bid,
-                cluster,
-                address,
-                broker_epoch or 0,
-                epoch,
-                max_offset,
-                confirm_offset,
-                priority,
-                now_ms,
-                timeout,
-                now_ms,
-            )
+            row_epoch = broker_epoch or 0  # a new row, or a newer incarnation: taken as it is
             if slot is not None:
                 self._registered[slot] = 0
-            return True
-        if broker_epoch is not None and broker_epoch < self._broker_epoch[slot]:
+        elif broker_epoch is not None and broker_epoch < self._broker_epoch[slot]:
             return False
-        old_epoch = self._epoch[slot]
-        if self._registered[slot]:
-            self._registered[slot] = 0  # the first beat since a registration: taken as it is
-        elif not (epoch > old_epoch or (epoch == old_epoch and max_offset > self._max_offset[slot])):
-            epoch, max_offset, confirm_offset = old_epoch, self._max_offset[slot], self._confirm_offset[slot]
+        else:
+            row_epoch, old_epoch = self._broker_epoch[slot], self._epoch[slot]
+            if self._registered[slot]:
+                self._registered[slot] = 0  # the first beat since a registration: taken as it is
+            elif not (epoch > old_epoch or (epoch == old_epoch and max_offset > self._max_offset[slot])):
+                epoch, max_offset, confirm_offset = (
+                    old_epoch,
+                    self._max_offset[slot],
+                    self._confirm_offset[slot],
+                )
+            address = address or self._address[slot]
         self._put(
             name,
             bid,
             cluster,
-            address or self._address[slot],
-            self._broker_epoch[slot],
+            address,
+            row_epoch,
             epoch,
             max_offset,
             confirm_offset,
@@ -326,6 +319,23 @@ class HeartbeatTable:
         # a registration that did not report the store's epoch and maxOffset: the next beat does
         self._registered[slot] = int(epoch is None or max_offset is None)
         return True
+
+    def on_registration(self, request: RegisterBrokerRequest, broker_epoch: int, now_ms: int) -> bool:
+        """``on_register`` with the typed request the core decided (a field the broker left out, None,
+        keeps the row's value)."""
+        return self.on_register(
+            request.cluster_name,
+            request.broker_name,
+            request.broker_id,
+            request.broker_address,
+            broker_epoch,
+            request.epoch,
+            request.max_offset,
+            request.confirm_offset,
+            request.election_priority,
+            request.heartbeat_timeout_mills,
+            now_ms,
+        )
 
     # --- reads --------------------------------------------------------------------------
 

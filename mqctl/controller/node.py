@@ -375,13 +375,10 @@ class ControllerNode:
                     "remark": "the transfer was sent but no other node took the leadership in time",
                 }
             remark = f"{leader} leads now"
-        return {
-            "code": 0,
-            "remark": remark,
-            "leader_id": self.leader_raft_address(),
-            "leader_address": self.leader_grpc_address(),
-            "members": sorted([me, *self.members()]),
-        }
+        group = quorum.ChangeQuorumResult(
+            self.leader_raft_address(), self.leader_grpc_address(), tuple(sorted([me, *self.members()]))
+        )
+        return core.Result(Code.SUCCESS, remark, group).answer()
 
     def watch(self, cluster_name: str, broker_name: str) -> RoleWatch:
         return self.role_changes.subscribe(cluster_name, broker_name)
@@ -445,19 +442,7 @@ class ControllerNode:
     def _note_registration(self, request: core.RegisterBrokerRequest, response: dict[str, Any]) -> None:
         # a field the broker left out (None) keeps the heartbeat row's value (RocketMQ)
         with self._lock:
-            self.heartbeats.on_register(
-                request.cluster_name,
-                request.broker_name,
-                request.broker_id,
-                request.broker_address,
-                int(response.get("broker_epoch", 0)),
-                request.epoch,
-                request.max_offset,
-                request.confirm_offset,
-                request.election_priority,
-                request.heartbeat_timeout_mills,
-                now_ms(),
-            )
+            self.heartbeats.on_registration(request, int(response.get("broker_epoch", 0)), now_ms())
 
     def _on_apply(self, state: core.ControllerState, applied: list[records.Record]) -> None:
         """Runs on every node after an entry is applied: the broker sets it touched are looked at

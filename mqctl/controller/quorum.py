@@ -5,13 +5,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from mqctl.address import parse_address
-from mqctl.controller.core import Refusal
+from mqctl.controller.core import Refusal, Response, Result
+from mqctl.controller.core.responses import pick
 from mqctl.errors import Code, UsageError
 
 ACTIONS = ("add", "remove", "transfer")
+
+
+@dataclass(frozen=True)
+class ChangeQuorumResult(Response):
+    """The group after a change. Sent as proto3 sends it: a field at its zero value is absent."""
+
+    leader_id: str = ""
+    leader_address: str = ""
+    members: tuple[str, ...] = ()
+    feature_level: int = 0
+    remark: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in super().to_dict().items() if v}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        return pick(cls, d, members=tuple(str(m) for m in d.get("members", ())))
 
 
 def request_refusal(action: str, target: str) -> dict[str, Any] | None:
@@ -52,12 +71,8 @@ def membership_refusal(action: str, target: str, me: str, members: list[str]) ->
             "remark": f"{target} is the leader: transfer the leadership first",
         }
     if action == "transfer" and target == me:
-        return {
-            "code": 0,
-            "remark": f"{me} already leads",
-            "leader_id": me,
-            "members": sorted([me, *members]),
-        }
+        already = ChangeQuorumResult(me, members=tuple(sorted([me, *members])))
+        return Result(Code.SUCCESS, f"{me} already leads", already).answer()
     return None
 
 

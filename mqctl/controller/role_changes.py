@@ -16,6 +16,7 @@ from typing import Any
 from mqctl.controller import core, records
 from mqctl.controller.node_raft import NodeRaft
 from mqctl.controller.watches import RoleWatch, RoleWatches
+from mqctl.errors import Code
 
 
 class RoleChanges:
@@ -57,18 +58,6 @@ class RoleChanges:
             if result.code != 0:
                 return None
             cluster = sync.state.cluster_of(broker_name) or ""
-        resp = result.response
-        sss = resp.get("sync_state_set") or {}
-        change = {
-            "code": 0,
-            "remark": "",
-            "cluster_name": cluster or "",
-            "broker_name": broker_name,
-            "master_address": resp.get("master_address") or "",
-            "master_epoch": int(resp.get("master_epoch", 0)),
-            "sync_state_set_epoch": int(sss.get("sync_state_set_epoch", 0)),
-            "sync_state_set": sorted(int(x) for x in sss.get("sync_state_set", [])),
-        }
-        if resp.get("master_broker_id") is not None:
-            change["master_broker_id"] = int(resp["master_broker_id"])
-        return change
+        info = result.reply
+        assert isinstance(info, core.ReplicaInfoResult)
+        return core.Result(Code.SUCCESS, "", core.RoleChange.of(cluster, broker_name, info)).answer()

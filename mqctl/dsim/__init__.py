@@ -10,7 +10,7 @@ it checks and how to run it; mqctl/sim is the other simulator (real processes, r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 
 @dataclass
@@ -24,31 +24,24 @@ class Outcome:
     sim_seconds: float = 0.0
 
 
-def run_seed(
-    seed: int,
-    *,
-    seconds: float = 120.0,
-    nodes: int = 3,
-    brokers: int = 9,
-    replicas: int = 3,
-    faults: bool = True,
-    membership: bool = True,
-    mutation: str | None = None,
-    full_trace: bool = False,
-) -> tuple[Outcome, Any]:
+class WorldOptions(TypedDict, total=False):
+    """What a run is made of: World's keyword parameters (its defaults are the only ones)."""
+
+    nodes: int
+    brokers: int
+    replicas: int
+    faults: bool
+    membership: bool
+    mutation: str | None
+    trace_keep: int
+    full_trace: bool
+
+
+def run_seed(seed: int, *, seconds: float = 120.0, **options: Unpack[WorldOptions]) -> tuple[Outcome, Any]:
     """One run; returns its outcome and the world (its trace, checker)."""
     from mqctl.dsim.world import Violation, World  # lazy: pysyncobj, the raft fork
 
-    world = World(
-        seed,
-        nodes=nodes,
-        brokers=brokers,
-        replicas=replicas,
-        faults=faults,
-        membership=membership,
-        mutation=mutation,
-        full_trace=full_trace,
-    )
+    world = World(seed, **options)
     violation = ""
     try:
         world.run(seconds)

@@ -122,18 +122,8 @@ class Controller:
 
         def replied(answer: dict[str, Any]) -> None:
             if isinstance(typed, core.RegisterBrokerRequest) and answer.get("code") == 0:
-                self.heartbeats.on_register(
-                    typed.cluster_name,
-                    typed.broker_name,
-                    typed.broker_id,
-                    typed.broker_address,
-                    int(answer.get("broker_epoch", 0)),
-                    typed.epoch,
-                    typed.max_offset,
-                    typed.confirm_offset,
-                    typed.election_priority,
-                    typed.heartbeat_timeout_mills,
-                    self.world.now_ms(),
+                self.heartbeats.on_registration(
+                    typed, int(answer.get("broker_epoch", 0)), self.world.now_ms()
                 )
             reply(answer)
 

@@ -116,44 +116,25 @@ class GrpcLimits:
             ("grpc.server_handshake_timeout_ms", ms(self.handshake_timeout)),
         ]
 
+    def _limit(self, name: str) -> dict[str, Any]:
+        """One limit's three numbers and the flags that set them: ``name`` names the fields
+        (``{name}_per_connection``, ``{name}_per_address``, ``max_{name}``) and the flags alike."""
+        flag = "--grpc-max-" + name.replace("_", "-")
+        return {
+            "per_connection": getattr(self, f"{name}_per_connection"),
+            "per_address": getattr(self, f"{name}_per_address"),
+            "total": getattr(self, f"max_{name}"),
+            "options": (f"{flag}-per-connection", f"{flag}-per-address", flag),
+        }
+
     def call_guard(self) -> CallGuard:
-        return CallGuard(
-            per_connection=self.stalled_per_connection,
-            per_address=self.stalled_per_address,
-            total=self.max_stalled,
-            stall=self.stall_time,
-            options=(
-                "--grpc-max-stalled-per-connection",
-                "--grpc-max-stalled-per-address",
-                "--grpc-max-stalled",
-            ),
-        )
+        return CallGuard(**self._limit("stalled"), stall=self.stall_time)
 
     def watch_slots(self) -> PeerSlots:
-        return PeerSlots(
-            per_connection=self.watches_per_connection,
-            per_address=self.watches_per_address,
-            total=self.max_watches,
-            what="watch streams",
-            options=(
-                "--grpc-max-watches-per-connection",
-                "--grpc-max-watches-per-address",
-                "--grpc-max-watches",
-            ),
-        )
+        return PeerSlots(**self._limit("watches"), what="watch streams")
 
     def heartbeat_slots(self) -> PeerSlots:
-        return PeerSlots(
-            per_connection=self.heartbeat_streams_per_connection,
-            per_address=self.heartbeat_streams_per_address,
-            total=self.max_heartbeat_streams,
-            what="heartbeat streams",
-            options=(
-                "--grpc-max-heartbeat-streams-per-connection",
-                "--grpc-max-heartbeat-streams-per-address",
-                "--grpc-max-heartbeat-streams",
-            ),
-        )
+        return PeerSlots(**self._limit("heartbeat_streams"), what="heartbeat streams")
 
 
 class Undecodable:
@@ -733,6 +714,17 @@ def _bind_error(listen: str, host: str, port: int) -> str:
     return f"cannot listen on {listen}: the gRPC server could not bind it"
 
 
+def bind_port(server: grpc.Server, listen: str, credentials: grpc.ServerCredentials | None = None) -> int:
+    """The port ``server`` listens on at ``listen``; 0 when it cannot bind it (grpc raises, or
+    answers 0). The broker's peer server binds the same way."""
+    try:
+        if credentials is not None:
+            return int(server.add_secure_port(listen, credentials))
+        return int(server.add_insecure_port(listen))
+    except RuntimeError:
+        return 0
+
+
 def build_server(
     node: NodeAPI,
     listen: str,
@@ -768,13 +760,7 @@ def build_server(
         # Without so_reuseport 0, grpc sets SO_REUSEPORT and a second server could share a busy port.
         options=[("grpc.so_reuseport", 0), *limits.server_options()],
     )
-    try:
-        if credentials is not None:
-            port = server.add_secure_port(listen, credentials)
-        else:
-            port = server.add_insecure_port(listen)
-    except RuntimeError:
-        port = 0
+    port = bind_port(server, listen, credentials)
     if not port:
         server.stop(None)
         servicer.watch_pool.shutdown(wait=False)

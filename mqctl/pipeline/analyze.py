@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mqctl.errors import StoreError
-from mqctl.pipeline.output import (
+from mqctl.pipeline.outdir import (
     HIDDEN,
     SUMMARY_FILE,
     check_out_dir,

@@ -26,7 +26,7 @@ PRELOAD = (
     "pyarrow.parquet",
     "pyspark.worker",
     "mqctl.pipeline.analyze",
-    "mqctl.pipeline.output",
+    "mqctl.pipeline.outdir",
     "mqctl.pipeline.salvage",
     "mqctl.pipeline.tasks",
 )

@@ -36,7 +36,7 @@ from typing import Any
 
 from mqctl.camel import camel_fields
 from mqctl.errors import MqctlError, StoreError
-from mqctl.pipeline.output import HIDDEN, SUMMARY_FILE
+from mqctl.pipeline.outdir import HIDDEN, SUMMARY_FILE
 from mqctl.store.epochfile import LONG_MAX, EpochEntry, find_consistent_point, read_epoch_file
 from mqctl.store.identity import read_identity
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mqctl.pipeline.output import (
+from mqctl.pipeline.outdir import (
     HIDDEN,
     SUMMARY_FILE,
     PartWriter,

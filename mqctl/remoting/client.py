@@ -45,7 +45,6 @@ from mqctl.api import (
     ControllerApi,
     Metadata,
     RoleChange,
-    parse_addresses,
 )
 from mqctl.auth import client_context
 from mqctl.errors import Code, ControllerError, UsageError
@@ -421,10 +420,7 @@ class RemotingControllerClient(ControllerApi):
         secret_key: str | None = None,
         security_token: str | None = None,
     ) -> None:
-        self.addresses = parse_addresses(addresses)
-        if timeout <= 0:
-            raise UsageError(f"timeout must be positive, got {timeout}")
-        use_tls = tls if tls is not None else any(x is not None for x in (tls_ca, tls_cert, tls_key))
+        use_tls = self._open(addresses, timeout, tls, tls_ca, tls_cert, tls_key)
         self._tls = client_context(tls_ca, tls_cert, tls_key) if use_tls else None
         self._server_name = server_name
         self._acl = (
@@ -432,12 +428,10 @@ class RemotingControllerClient(ControllerApi):
             if access_key or secret_key
             else None
         )
-        self.timeout = float(timeout)
         self.serialize_type = serialize_type
         self._token = token or None
         self._lock = threading.Lock()
         self._conns: dict[str, RemotingConnection] = {}
-        self._leader: str | None = None
         self._closed = False
 
     def close(self) -> None:

@@ -331,17 +331,49 @@ def parse_peers(text: str, leader_id: str, leader_address: str = "") -> list[dic
     return peers
 
 
-def metadata_body(view: Mapping[str, Any]) -> bytes:
-    doc = _camel_dict(view, METADATA_KEYS)
-    doc["peers"] = [_camel_dict(p, PEER_KEYS) for p in view.get("peer_list") or []]
+def _dump_nested(
+    d: Mapping[str, Any], keys: tuple[str, ...], items: str, item_keys: tuple[str, ...], name: str
+) -> bytes:
+    """A body of ``keys`` and one list ``name`` of objects of ``item_keys`` (from ``d[items]``)."""
+    doc = _camel_dict(d, keys)
+    doc[name] = [_camel_dict(x, item_keys) for x in d.get(items) or []]
     return fastjson_dumps(doc)
 
 
-def read_metadata_body(body: bytes) -> dict[str, Any]:
-    doc = _obj(fastjson_loads(body), "the metadata body")
-    out = _snake_dict(doc, METADATA_KEYS)
-    out["peers"] = [_snake_dict(_obj(p, "peer"), PEER_KEYS) for p in _list(doc.get("peers"), "peers")]
+def _load_nested(
+    body: bytes,
+    what: tuple[str, str],
+    keys: tuple[str, ...],
+    name: str,
+    item_keys: tuple[str, ...],
+    items: str,
+    *,
+    ints: tuple[str, ...] = (),
+    item_ints: bool = False,
+) -> dict[str, Any]:
+    """``_dump_nested`` read back; ``what`` names the body and an item in the errors, ``ints`` the
+    keys read as integers (``item_ints``: every key of an item)."""
+    doc = _obj(fastjson_loads(body), what[0])
+    out = _snake_dict(doc, keys)
+    for key in ints:
+        if key in out:
+            out[key] = _int(out[key], camel(key))
+    out[items] = [
+        {
+            k: _int(v, camel(k)) if item_ints else v
+            for k, v in _snake_dict(_obj(x, what[1]), item_keys).items()
+        }
+        for x in _list(doc.get(name), name)
+    ]
     return out
+
+
+def metadata_body(view: Mapping[str, Any]) -> bytes:
+    return _dump_nested(view, METADATA_KEYS, "peer_list", PEER_KEYS, "peers")
+
+
+def read_metadata_body(body: bytes) -> dict[str, Any]:
+    return _load_nested(body, ("the metadata body", "peer"), METADATA_KEYS, "peers", PEER_KEYS, "peers")
 
 
 EPOCH_CACHE_KEYS = ("cluster_name", "broker_name", "broker_id", "max_offset")
@@ -350,22 +382,20 @@ EPOCH_ENTRY_KEYS = ("epoch", "start_offset", "end_offset")
 
 def epoch_cache_body(d: Mapping[str, Any]) -> bytes:
     """EpochEntryCache (the GET_BROKER_EPOCH_CACHE body a broker answers)."""
-    doc = _camel_dict(d, EPOCH_CACHE_KEYS)
-    doc["epochList"] = [_camel_dict(e, EPOCH_ENTRY_KEYS) for e in d.get("epoch_list") or []]
-    return fastjson_dumps(doc)
+    return _dump_nested(d, EPOCH_CACHE_KEYS, "epoch_list", EPOCH_ENTRY_KEYS, "epochList")
 
 
 def read_epoch_cache(body: bytes) -> dict[str, Any]:
-    doc = _obj(fastjson_loads(body), "the EpochEntryCache body")
-    out = _snake_dict(doc, EPOCH_CACHE_KEYS)
-    for key in ("broker_id", "max_offset"):
-        if key in out:
-            out[key] = _int(out[key], camel(key))
-    out["epoch_list"] = [
-        {k: _int(v, camel(k)) for k, v in _snake_dict(_obj(e, "EpochEntry"), EPOCH_ENTRY_KEYS).items()}
-        for e in _list(doc.get("epochList"), "epochList")
-    ]
-    return out
+    return _load_nested(
+        body,
+        ("the EpochEntryCache body", "EpochEntry"),
+        EPOCH_CACHE_KEYS,
+        "epochList",
+        EPOCH_ENTRY_KEYS,
+        "epoch_list",
+        ints=("broker_id", "max_offset"),
+        item_ints=True,
+    )
 
 
 def read_cluster_info(body: bytes) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqctl.camel import camel_fields
-from mqctl.upgrade.state import BrokerSet, StoreState, UpgradeState
+from mqctl.upgrade.survey import BrokerSet, StoreState, UpgradeState
 
 DONE, PENDING, UNKNOWN, UNCHECKED = "done", "pending", "unknown", "unchecked"
 OK, FAIL, WARN, SKIP = "ok", "FAIL", "warn", "skip"

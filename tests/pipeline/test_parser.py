@@ -432,8 +432,8 @@ def test_parquet_writer_cuts_row_groups_by_the_rows_not_the_batches(tmp_path) ->
     the same bytes (row groups cut every ROW_GROUP_ROWS rows or ROW_GROUP_BYTES of `size`)."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    from mqctl.pipeline import output
-    from mqctl.pipeline.output import tree_digest, write_parquet
+    from mqctl.pipeline import outdir
+    from mqctl.pipeline.outdir import tree_digest, write_parquet
 
     # bodies of 30 KB: several Parquet data pages per row group, which must not break where batches did
     table = pa.table(
@@ -450,12 +450,12 @@ def test_parquet_writer_cuts_row_groups_by_the_rows_not_the_batches(tmp_path) ->
     assert a == (tmp_path / "b" / "p.parquet").read_bytes() == (tmp_path / "c" / "p.parquet").read_bytes()
     assert tree_digest(tmp_path / "a") == tree_digest(tmp_path / "b")
     # 64 MiB of `size` ends a row group as well as 32,768 rows
-    old = output.ROW_GROUP_BYTES
+    old = outdir.ROW_GROUP_BYTES
     try:
-        output.ROW_GROUP_BYTES = 100
+        outdir.ROW_GROUP_BYTES = 100
         write_parquet(tmp_path / "a" / "p.parquet", schema, table.to_batches(max_chunksize=7), "size")
     finally:
-        output.ROW_GROUP_BYTES = old
+        outdir.ROW_GROUP_BYTES = old
     groups = pq.ParquetFile(tmp_path / "a" / "p.parquet").metadata
     assert groups.num_row_groups > 1 and groups.row_group(0).num_rows == 14  # 1 + ... + 14 = 105 >= 100
     assert tree_digest(tmp_path / "a") != tree_digest(tmp_path / "b")
@@ -520,13 +520,13 @@ def test_salvage_and_analyze_write_the_same_bytes_with_either_walker(
     from harness import tree_hash
     from walker_corpus import using
 
-    from mqctl.pipeline import output
+    from mqctl.pipeline import outdir
     from mqctl.pipeline.analyze import prepare_analyze, run_analyze
     from mqctl.pipeline.salvage import prepare, run_salvage
 
     stores = fleet.paths("A", "B", "C", "D", "E")
     hashes, docs = {}, {}
-    monkeypatch.setattr(output, "ROW_GROUP_ROWS", 2)  # parts of several row groups: threads make them
+    monkeypatch.setattr(outdir, "ROW_GROUP_ROWS", 2)  # parts of several row groups: threads make them
     for name in ("c", "numpy"):
         for size in (200, FILE_SIZE):
             with using(name):

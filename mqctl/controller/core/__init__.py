@@ -14,12 +14,20 @@ from typing import Any, cast
 from mqctl import methods
 from mqctl.controller.core.brokers import (
     ApplyBrokerIdRequest,
+    ApplyBrokerIdResult,
     CleanBrokerDataRequest,
     GetNextBrokerIdRequest,
     GetReplicaInfoRequest,
     GetSyncStateDataRequest,
     Heartbeat,
+    NextBrokerIdResult,
     RegisterBrokerRequest,
+    RegisterBrokerResult,
+    ReplicaIdentity,
+    ReplicaInfoResult,
+    ReplicasInfo,
+    RoleChange,
+    SyncStateDataResult,
 )
 from mqctl.controller.core.config_keys import (
     HONOURED_CONFIG_KEYS,
@@ -29,7 +37,12 @@ from mqctl.controller.core.config_keys import (
     ROCKETMQ_CONFIG,
     default_config,
 )
-from mqctl.controller.core.configuration import GetConfigRequest, UpdateConfigRequest
+from mqctl.controller.core.configuration import (
+    ConfigResult,
+    GetConfigRequest,
+    UpdateConfigRequest,
+    UpdateConfigResult,
+)
 from mqctl.controller.core.context import (
     ALL_BROKER_SETS,
     CONFIG_BLACKLIST,
@@ -45,18 +58,31 @@ from mqctl.controller.core.context import (
     LiveInfo,
     Result,
 )
-from mqctl.controller.core.decisions import HISTORY_PAGE, GetHistoryRequest, PauseFailoverRequest, _history
+from mqctl.controller.core.decisions import (
+    HISTORY_PAGE,
+    GetHistoryRequest,
+    HistoryPage,
+    PauseFailoverRequest,
+    PauseResult,
+    _history,
+)
 from mqctl.controller.core.elections import (
     AlterSyncStateSetRequest,
+    AlterSyncStateSetResult,
+    BrokerMemberGroup,
     ElectMasterRequest,
+    ElectMasterResult,
     RebalanceRequest,
+    RebalanceResult,
     SwitchoverRequest,
+    SwitchoverResult,
     elections_due,
     needs_controller_election,
     preferred_replica,
 )
 from mqctl.controller.core.history import ELECTION_CAUSES, HISTORY_CHUNK, History, election_cause
 from mqctl.controller.core.requests import Refusal, Request
+from mqctl.controller.core.responses import Ack, Response
 from mqctl.controller.core.state import (
     BrokerInfo,
     BrokerSet,
@@ -87,14 +113,20 @@ __all__ = [
     "NOT_HONOURED_KEY",
     "ROCKETMQ_CONFIG",
     "SNAPSHOT_VERSION",
+    "Ack",
     "AlterSyncStateSetRequest",
+    "AlterSyncStateSetResult",
     "ApplyBrokerIdRequest",
+    "ApplyBrokerIdResult",
     "BrokerInfo",
+    "BrokerMemberGroup",
     "BrokerSet",
     "CleanBrokerDataRequest",
+    "ConfigResult",
     "Context",
     "ControllerState",
     "ElectMasterRequest",
+    "ElectMasterResult",
     "GetConfigRequest",
     "GetHistoryRequest",
     "GetNextBrokerIdRequest",
@@ -102,17 +134,30 @@ __all__ = [
     "GetSyncStateDataRequest",
     "Heartbeat",
     "History",
+    "HistoryPage",
     "InconsistentRecord",
     "LiveInfo",
+    "NextBrokerIdResult",
     "PauseFailoverRequest",
+    "PauseResult",
     "RebalanceRequest",
+    "RebalanceResult",
     "Refusal",
     "RegisterBrokerRequest",
+    "RegisterBrokerResult",
+    "ReplicaIdentity",
+    "ReplicaInfoResult",
+    "ReplicasInfo",
     "Request",
+    "Response",
     "Result",
+    "RoleChange",
     "SnapshotVersionError",
     "SwitchoverRequest",
+    "SwitchoverResult",
+    "SyncStateDataResult",
     "UpdateConfigRequest",
+    "UpdateConfigResult",
     "broker_names_of",
     "decide",
     "decode",
@@ -139,7 +184,7 @@ def decode(method: str, request: Mapping[str, Any]) -> Request:
 
 
 def refused(refusal: Refusal) -> Result:
-    return Result(refusal.code, refusal.remark, dict(refusal.response), [])
+    return Result(refusal.code, refusal.remark, refusal.response, [])
 
 
 def broker_names_of(state: ControllerState, request: Request) -> list[str]:
@@ -186,4 +231,4 @@ def elect_each(
         result = handle(state, ElectMasterRequest(cluster_name, name), context_of(name))
         answers.append((name, result))
         out.extend(result.records)
-    return Result(Code.SUCCESS, "", {}, out), answers
+    return Result(Code.SUCCESS, "", None, out), answers

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mqctl.controller import election
+from mqctl.controller.core.responses import Response
 from mqctl.controller.records import (
     DecisionNoted,
     Record,
@@ -115,9 +116,12 @@ class Context:
 
 @dataclass
 class Result:
+    """A rule's decision: its code and remark, its typed response (``reply``: the class its row
+    names; a plugin's rule may answer a plain map) and the records to apply."""
+
     code: int
     remark: str = ""
-    response: dict[str, Any] = field(default_factory=dict)
+    reply: Response | Mapping[str, Any] | None = None
     records: list[Record] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -127,9 +131,17 @@ class Result:
     def ok(self) -> bool:
         return self.code == Code.SUCCESS
 
+    @property
+    def response(self) -> dict[str, Any]:
+        """The reply as the transports carry it (proto field names): the one place it is written."""
+        reply = self.reply
+        if reply is None:
+            return {}
+        return reply.to_dict() if isinstance(reply, Response) else dict(reply)
+
     def answer(self) -> dict[str, Any]:
         """The decision as the transports answer it: the response with its code and remark."""
-        answer = dict(self.response)
+        answer = self.response
         answer["code"] = int(self.code)
         answer["remark"] = self.remark or ""
         return answer

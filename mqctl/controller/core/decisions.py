@@ -4,11 +4,12 @@ decision changed, with its cause."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
 
 from mqctl import methods
 from mqctl.controller import election
+from mqctl.controller import records as rec  # the record types (`records` names a list of them here)
 from mqctl.controller.core.brokers import RegisterBrokerRequest
 from mqctl.controller.core.context import (
     ALL_BROKER_SETS,
@@ -28,31 +29,13 @@ from mqctl.controller.core.requests import (
     _needs_level,
     _str,
 )
+from mqctl.controller.core.responses import Response, pick
 from mqctl.controller.core.state import BrokerSet, ControllerState
-from mqctl.controller.records import (
-    BrokerAddressUpdated,
-    BrokerDataCleaned,
-    BrokerIdApplied,
-    BrokerOptionsSet,
-    BrokerRegistered,
-    ConfigUpdated,
-    DecisionNoted,
-    FailoverPauseSet,
-    FeatureLevelSet,
-    MasterElected,
-    MetaSet,
-    Record,
-    SyncStateSetAltered,
-)
+from mqctl.controller.records import Record
 from mqctl.errors import Code
 
 # --------------------------------------------------------------------------------------------
 # Operator decisions (mqctl extensions, feature level 3 where they write new records)
-
-
-# Its methods' typed requests: `read` checks the fields in the order the rules always did, so the
-# first bad field names the remark; a rule only decides. Not frozen: a frozen dataclass's __init__
-# made the heartbeat path 16% slower.
 
 
 @dataclass(slots=True)
@@ -87,6 +70,42 @@ class PauseFailoverRequest:
         return cls(_str(req, "broker_name"), _bool(req, "paused"), _str(req, "reason", max_len=1024))
 
 
+# Its methods' typed responses (the clients' answers too: mqctl.api re-exports them).
+
+
+@dataclass(frozen=True)
+class HistoryPage(Response):
+    """GetHistory: entries (dicts with HistoryEntry's field names), oldest first."""
+
+    entries: tuple[dict[str, Any], ...] = ()
+    more: bool = False
+    last_seq: int = 0
+    history_max_entries: int = 0
+    loss_total: dict[str, int] = field(default_factory=dict)
+    failover_paused: dict[str, str] = field(default_factory=dict)  # broker set ("*": all) -> reason
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        return pick(
+            cls,
+            d,
+            entries=tuple(dict(e) for e in d.get("entries", ())),
+            loss_total=dict(d.get("loss_total") or {}),
+            failover_paused=dict(d.get("failover_paused") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class PauseResult(Response):
+    failover_paused: dict[str, str] = field(default_factory=dict)
+    remark: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        return pick(cls, d, failover_paused=dict(d.get("failover_paused") or {}))
+
+
 HISTORY_PAGE = 500  # entries per GetHistory answer (a gRPC message stays far below 1 MiB)
 
 
@@ -101,22 +120,19 @@ def get_history(state: ControllerState, req: GetHistoryRequest, ctx: Context) ->
         for e in state.history
         if int(e["seq"]) > after and int(e["time_ms"]) >= since and (not name or e.get("broker_name") == name)
     ]
-    return Result(
-        Code.SUCCESS,
-        "",
+    page = HistoryPage(
+        tuple(wanted[:limit]),
+        len(wanted) > limit,
+        state.history_seq,
+        state.cfg_int("historyMaxEntries"),
+        {n: v for n, v in sorted(state.loss_total.items()) if not name or n == name},
         {
-            "entries": wanted[:limit],
-            "more": len(wanted) > limit,
-            "last_seq": state.history_seq,
-            "history_max_entries": state.cfg_int("historyMaxEntries"),
-            "loss_total": {n: v for n, v in sorted(state.loss_total.items()) if not name or n == name},
-            "failover_paused": {
-                (n or "*"): str(p.get("reason", ""))
-                for n, p in sorted(state.failover_paused.items())
-                if not name or n in (name, ALL_BROKER_SETS)
-            },
+            (n or "*"): str(p.get("reason", ""))
+            for n, p in sorted(state.failover_paused.items())
+            if not name or n in (name, ALL_BROKER_SETS)
         },
     )
+    return Result(Code.SUCCESS, "", page)
 
 
 def pause_failover(state: ControllerState, req: PauseFailoverRequest, ctx: Context) -> Result:
@@ -134,7 +150,7 @@ def pause_failover(state: ControllerState, req: PauseFailoverRequest, ctx: Conte
         after[name] = {"reason": reason, "since_ms": ctx.now_ms}
     else:
         after.pop(name, None)
-    response = {"failover_paused": {(n or "*"): str(p.get("reason", "")) for n, p in sorted(after.items())}}
+    response = PauseResult({(n or "*"): str(p.get("reason", "")) for n, p in sorted(after.items())})
     if not paused and current is None:
         remark = f"automatic failover of {scope} was not paused"
         if name and ALL_BROKER_SETS in state.failover_paused:
@@ -145,19 +161,19 @@ def pause_failover(state: ControllerState, req: PauseFailoverRequest, ctx: Conte
     remark = f"automatic failover of {scope} {'paused' if paused else 'resumed'}"
     if not paused and name and ALL_BROKER_SETS in state.failover_paused:
         remark += "; it stays paused by the pause of every broker set (resume without -b)"
-    return Result(Code.SUCCESS, remark, response, [FailoverPauseSet(name, paused, reason, ctx.now_ms)])
+    return Result(Code.SUCCESS, remark, response, [rec.FailoverPauseSet(name, paused, reason, ctx.now_ms)])
 
 
 # --- the history: one entry per broker set a decision changed ------------------------------
 
 _WHAT: dict[type, str] = {
-    BrokerIdApplied: "broker id applied",
-    BrokerAddressUpdated: "address changed",
-    BrokerRegistered: "registered",
-    BrokerOptionsSet: "options set",
-    SyncStateSetAltered: "SyncStateSet altered",
-    BrokerDataCleaned: "data cleaned",
-    ConfigUpdated: "config changed",
+    rec.BrokerIdApplied: "broker id applied",
+    rec.BrokerAddressUpdated: "address changed",
+    rec.BrokerRegistered: "registered",
+    rec.BrokerOptionsSet: "options set",
+    rec.SyncStateSetAltered: "SyncStateSet altered",
+    rec.BrokerDataCleaned: "data cleaned",
+    rec.ConfigUpdated: "config changed",
 }
 
 
@@ -183,7 +199,7 @@ def _cause(
         if old is not None and not ctx.is_alive(name, old):
             return f"lease expired for broker {old}"
         return "controller (no master)" if old is None else "controller"
-    if isinstance(req, RegisterBrokerRequest) and any(isinstance(r, MasterElected) for r in records):
+    if isinstance(req, RegisterBrokerRequest) and any(isinstance(r, rec.MasterElected) for r in records):
         return f"bounced master {req.broker_id}"
     for key in ("broker_id", "applied_broker_id", "master_broker_id"):
         if isinstance(getattr(req, key, None), int):
@@ -239,7 +255,7 @@ def _election_note(
     method: str,
     req: Request,
     ctx: Context,
-    record: MasterElected,
+    record: rec.MasterElected,
 ) -> dict[str, Any]:
     name = bs.broker_name
     live: dict[int, LiveInfo] = dict(ctx.rows(name))
@@ -300,28 +316,28 @@ def _or(value: int | None, default: int) -> int:
 
 def _detail(state: ControllerState, r: Record) -> str:
     bs = state.broker_sets.get(getattr(r, "broker_name", ""))
-    if isinstance(r, BrokerIdApplied):
+    if isinstance(r, rec.BrokerIdApplied):
         return f"id {r.new_broker_id} at {r.broker_address}"
-    if isinstance(r, BrokerAddressUpdated):
+    if isinstance(r, rec.BrokerAddressUpdated):
         return f"id {r.broker_id} now at {r.broker_address}"
-    if isinstance(r, BrokerRegistered):
+    if isinstance(r, rec.BrokerRegistered):
         return f"id {r.broker_id}, brokerEpoch {r.broker_epoch}"
-    if isinstance(r, BrokerOptionsSet):
+    if isinstance(r, rec.BrokerOptionsSet):
         return "options " + ", ".join(f"{k}={v}" for k, v in sorted(r.options.items()))
-    if isinstance(r, SyncStateSetAltered):
+    if isinstance(r, rec.SyncStateSetAltered):
         epoch = (bs.sync_state_set_epoch if bs is not None else 0) + 1
         return f"SyncStateSet {list(r.new_sync_state_set)} (syncStateSetEpoch {epoch})"
-    if isinstance(r, BrokerDataCleaned):
+    if isinstance(r, rec.BrokerDataCleaned):
         ids = r.broker_id_set_to_clean
         return f"ids {list(ids)}" if ids else "the whole broker set"
-    if isinstance(r, ConfigUpdated):
+    if isinstance(r, rec.ConfigUpdated):
         return ", ".join(f"{k}={v}" for k, v in sorted(r.config.items()))
-    if isinstance(r, MasterElected):
+    if isinstance(r, rec.MasterElected):
         epoch = (bs.master_epoch if bs is not None else 0) + 1
         if r.new_master_broker_id is None:
             return f"no master (masterEpoch {epoch})"
         return f"master {r.new_master_broker_id} (masterEpoch {epoch})"
-    if isinstance(r, FailoverPauseSet):
+    if isinstance(r, rec.FailoverPauseSet):
         return r.reason
     return ""
 
@@ -332,7 +348,7 @@ def _history(
     """The DecisionNoted records of a decision: one per broker set it changed ("" for config)."""
     groups: dict[str, list[Record]] = {}
     for r in records:
-        if not isinstance(r, (MetaSet, FeatureLevelSet, DecisionNoted)):
+        if not isinstance(r, (rec.MetaSet, rec.FeatureLevelSet, rec.DecisionNoted)):
             groups.setdefault(getattr(r, "broker_name", ""), []).append(r)
     notes: list[Record] = []
     for name, rs in groups.items():
@@ -345,16 +361,16 @@ def _history(
             "cluster_name": bs.cluster_name if bs is not None else str(getattr(rs[0], "cluster_name", "")),
         }
         for r in rs:
-            if isinstance(r, MasterElected):
+            if isinstance(r, rec.MasterElected):
                 whats.append("master elected" if r.new_master_elected else "master cleared")
                 if bs is not None:
                     entry["election"] = _election_note(state, bs, method, req, ctx, r)
-            elif isinstance(r, FailoverPauseSet):
+            elif isinstance(r, rec.FailoverPauseSet):
                 whats.append("failover paused" if r.paused else "failover resumed")
             else:
                 whats.append(_WHAT[type(r)])
         entry["what"] = ", ".join(dict.fromkeys(whats))
         entry["detail"] = "; ".join(d for d in (_detail(state, r) for r in rs) if d)
         entry["cause"] = _cause(state, method, req, ctx, name, rs)
-        notes.append(DecisionNoted(entry))
+        notes.append(rec.DecisionNoted(entry))
     return notes
