@@ -170,6 +170,20 @@ static int vec_push(vec *a, int64_t x) {
     return 0;
 }
 
+
+/* The buffers of objs[i] (flags[i]) into *views[i], i < n; on a failure, those already taken are
+ * released (last first) and -1 returned with the exception set. */
+static int get_buffers(int n, PyObject *const *objs, Py_buffer *const *views, const int *flags) {
+    for (int i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(objs[i], views[i], flags[i]) < 0) {
+            while (i-- > 0)
+                PyBuffer_Release(views[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The walk of the records chained from pos; returns where it stopped, -1 when out of memory. */
 static Py_ssize_t walk_chain(const uint8_t *b, Py_ssize_t n, int64_t base, Py_ssize_t pos, Py_ssize_t end,
                              vec *out) {
@@ -375,17 +389,9 @@ static PyObject *py_columns(PyObject *self, PyObject *args) {
                           &oobj))
         return NULL;
     Py_buffer view, pview, oview;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+    if (get_buffers(3, (PyObject *[]){obj, pobj, oobj}, (Py_buffer *[]){&view, &pview, &oview},
+                    (int[]){PyBUF_SIMPLE, PyBUF_SIMPLE, PyBUF_SIMPLE | PyBUF_WRITABLE}) < 0)
         return NULL;
-    if (PyObject_GetBuffer(pobj, &pview, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(oobj, &oview, PyBUF_SIMPLE | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&pview);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     PyObject *result = NULL;
     Py_ssize_t n = pview.len / (Py_ssize_t)sizeof(int64_t);
     if (pview.len % (Py_ssize_t)sizeof(int64_t) || oview.len != (Py_ssize_t)(NCOL * sizeof(int64_t)) * n) {
@@ -588,23 +594,9 @@ static PyObject *py_key_hashes(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOO", &oobj, &dobj, &hobj, &lobj))
         return NULL;
     Py_buffer ov, dv, hv, lv;
-    if (PyObject_GetBuffer(oobj, &ov, PyBUF_SIMPLE) < 0)
+    if (get_buffers(4, (PyObject *[]){oobj, dobj, hobj, lobj}, (Py_buffer *[]){&ov, &dv, &hv, &lv},
+                    (int[]){PyBUF_SIMPLE, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_WRITABLE}) < 0)
         return NULL;
-    if (PyObject_GetBuffer(dobj, &dv, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&ov);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(hobj, &hv, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&dv);
-        PyBuffer_Release(&ov);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(lobj, &lv, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&hv);
-        PyBuffer_Release(&dv);
-        PyBuffer_Release(&ov);
-        return NULL;
-    }
     PyObject *res = NULL;
     Py_ssize_t n = ov.len / 4 - 1;
     if (ov.len % 4 || n < 0 || hv.len != 8 * n || lv.len != 8 * n || ((uintptr_t)hv.buf & 7) ||
@@ -639,17 +631,9 @@ static PyObject *py_gather(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOO", &obj, &aobj, &lobj))
         return NULL;
     Py_buffer view, aview, lview;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+    if (get_buffers(3, (PyObject *[]){obj, aobj, lobj}, (Py_buffer *[]){&view, &aview, &lview},
+                    (int[]){PyBUF_SIMPLE, PyBUF_SIMPLE, PyBUF_SIMPLE}) < 0)
         return NULL;
-    if (PyObject_GetBuffer(aobj, &aview, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(lobj, &lview, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&aview);
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     PyObject *res = NULL;
     const uint8_t *b = (const uint8_t *)view.buf;
     const char *ab = (const char *)aview.buf, *lb = (const char *)lview.buf;
