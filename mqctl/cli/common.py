@@ -152,6 +152,11 @@ def store_option(help: str, default: Any = None) -> Any:
     return typer.Option(default, "--store", metavar="DIR", help=help)
 
 
+def stores_argument(help: str | None = None) -> Any:
+    """STORE...: the broker store roots a recover or pipeline command reads."""
+    return typer.Argument(..., metavar="STORE...", help=help)
+
+
 def backup_dir_option(help: str) -> Any:
     """--backup-dir DIR: where a command that replaces files keeps the old ones."""
     return typer.Option(None, "--backup-dir", metavar="DIR", help=help)

@@ -27,6 +27,7 @@ from mqctl.cli.common import (
     printing,
     show_doc,
     spark_master_option,
+    stores_argument,
 )
 from mqctl.cli.recover_cmd import recover_app
 from mqctl.cli.render import Output, cells
@@ -139,7 +140,7 @@ def _time(ms: int | None) -> str:
 @recover_app.command("salvage")
 @printing(verbose=True)
 def salvage_cmd(
-    stores: list[str] = typer.Argument(..., metavar="STORE...", help="Store root directories of the fleet."),
+    stores: list[str] = stores_argument("Store root directories of the fleet."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="Output directory (Parquet + summary.json)."),
     master: str | None = spark_master_option(_MASTER_HELP),
     full_source: bool = typer.Option(
@@ -238,7 +239,7 @@ def _render_salvage(doc: dict[str, Any]) -> None:
 @analyze_app.command("commitlog")
 @printing(verbose=True)
 def analyze_commitlog_cmd(
-    stores: list[str] = typer.Argument(..., metavar="STORE...", help="Store root directories."),
+    stores: list[str] = stores_argument("Store root directories."),
     out: str | None = typer.Option(
         None, "--out", metavar="DIR", help="Also write Parquet (queues, problems) and summary.json here."
     ),

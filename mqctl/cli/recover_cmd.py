@@ -27,6 +27,7 @@ from mqctl.cli.common import (
     printing,
     show_doc,
     store_option,
+    stores_argument,
     yes_option,
 )
 from mqctl.cli.metadata_cmd import emit_drift
@@ -41,9 +42,7 @@ recover_app = sub_app(
 @recover_app.command("inspect")
 @printing(verbose=True)
 def inspect_cmd(
-    stores: list[str] = typer.Argument(
-        ..., metavar="STORE...", help="Store root directories (storePathRootDir)."
-    ),
+    stores: list[str] = stores_argument("Store root directories (storePathRootDir)."),
     deep: bool = typer.Option(
         False, "--deep", help="Verify every record's CRC in every file, not only the last three files."
     ),
@@ -132,9 +131,7 @@ def _print_inspect(doc: dict[str, Any]) -> None:
 @recover_app.command("compare")
 @printing(verbose=True)
 def compare_cmd(
-    stores: list[str] = typer.Argument(
-        ..., metavar="STORE...", help="Two store roots; with --metadata two or more."
-    ),
+    stores: list[str] = stores_argument("Two store roots; with --metadata two or more."),
     metadata: bool = typer.Option(
         False,
         "--metadata",
@@ -239,7 +236,7 @@ def _compare_metadata(stores: list[str], output: Output) -> None:
 @recover_app.command("plan")
 @printing(verbose=True)
 def plan_cmd(
-    stores: list[str] = typer.Argument(..., metavar="STORE..."),
+    stores: list[str] = stores_argument(),
     db: str | None = typer.Option(
         None, "--db", metavar="FILE", help="Also write stores, epochs and the plan into this SQLite file."
     ),
