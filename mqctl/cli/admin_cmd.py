@@ -8,6 +8,7 @@ mqctl.cli.render; grpc is imported only when a command runs. Exit codes: docs/co
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
@@ -26,7 +27,6 @@ from mqctl.cli.common import (
     echo_doc,
     env_option,
     namesrv_option,
-    no_color_option,
     output_option,
     printing,
     store_option,
@@ -98,11 +98,6 @@ def _protocol_opt() -> Any:
         help="how to talk to -a: mqctl's gRPC, RocketMQ remoting (a RocketMQ controller, or "
         "mqctl serve --remoting-port), or auto (gRPC, then remoting)",
     )
-
-
-def _no_color_opt() -> Any:
-
-    return no_color_option()
 
 
 class Conn:
@@ -349,7 +344,6 @@ def _run(
     output: Output | AdminOutput,
     table: Callable[[dict[str, Any]], Any],
     watch: float | None,
-    no_color: bool,
     title: str,
     verdict: Callable[[dict[str, Any]], None] | None = None,
     text: Callable[[dict[str, Any]], str] | None = None,
@@ -368,7 +362,7 @@ def _run(
                 _current.renew()
             return fetch()
 
-        render.watch(redraw, output, table, watch, no_color=no_color, title=title)
+        render.watch(redraw, output, table, watch, title=title)
         return
     doc = fetch()
     problem: MqctlError | None = None
@@ -377,7 +371,7 @@ def _run(
             verdict(doc)
         except MqctlError as exc:
             problem = exc
-    render.emit(doc, output, table, no_color=no_color, error=problem)
+    render.emit(doc, output, table, error=problem)
     if problem is not None:
         raise problem
 
@@ -418,7 +412,6 @@ def _emit(
     doc: dict[str, Any],
     output: Output | AdminOutput,
     table: Callable[[dict[str, Any]], Any],
-    no_color: bool,
     text: str,
 ) -> None:
     """render.emit, or with -o mqadmin ``text``: what mqadmin prints for the same answer."""
@@ -428,7 +421,7 @@ def _emit(
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    render.emit(doc, fmt, table, no_color=no_color)
+    render.emit(doc, fmt, table)
 
 
 def _names(text: str | None) -> list[str]:
@@ -477,6 +470,7 @@ def _command(
 
 @_command("getSyncStateSet", "get-sync-state-set")
 @connected()
+@printing()
 def get_sync_state_set(
     conn: Conn,
     broker_name: str = broker_name_option("broker set name(s), comma separated"),
@@ -486,7 +480,6 @@ def get_sync_state_set(
     namesrv: str = _namesrv_opt(used=True),
     watch: float = _watch_opt(),
     output: AdminOutput = output_option(mqadmin=True),
-    no_color: bool = _no_color_opt(),
 ) -> None:
     """Master, epochs and SyncStateSet of broker sets, with each replica's heartbeat age, offsets and lag.
 
@@ -503,7 +496,7 @@ def get_sync_state_set(
                 return sync_state_doc(_cluster_sets_from_namesrv(client, conn, namesrv, cluster))
             return sync_state_doc(_broker_sets(client, broker_name, cluster))
 
-        _run(fetch, output, render.sync_state_table, watch, no_color, "getSyncStateSet", text=sync_state_text)
+        _run(fetch, output, render.sync_state_table, watch, "getSyncStateSet", text=sync_state_text)
 
 
 def _cluster_info(conn: Conn, namesrv: str) -> Any:
@@ -533,6 +526,7 @@ def _cluster_sets_from_namesrv(
 
 @_command("getBrokerEpoch", "get-broker-epoch")
 @connected()
+@printing()
 def get_broker_epoch(
     conn: Conn,
     broker_name: str = broker_name_option("broker set name(s): ask each replica"),
@@ -552,7 +546,6 @@ def get_broker_epoch(
     ),
     watch: float = _watch_opt(),
     output: AdminOutput = output_option(mqadmin=True),
-    no_color: bool = _no_color_opt(),
 ) -> None:
     """Epoch entries (epoch, startOffset, endOffset) and maxOffset of brokers (GetBrokerEpochCache).
 
@@ -567,21 +560,6 @@ def get_broker_epoch(
     if modes > 1:
         raise UsageError("give one of --store, --broker-addr, or -b/-c")
     _one_of(broker_name, cluster)
-    if store:
-
-        def fetch_store() -> dict[str, Any]:
-            return broker_epoch_doc([cache_from_store(store)])
-
-        _run(
-            fetch_store,
-            output,
-            render.broker_epoch_table,
-            watch,
-            no_color,
-            "getBrokerEpoch",
-            text=broker_epoch_text,
-        )
-        return
 
     def ask(targets: list[tuple[str, str, str, int | None]]) -> list[EpochCacheView]:
         from concurrent.futures import ThreadPoolExecutor  # lazy: start-up
@@ -603,71 +581,57 @@ def get_broker_epoch(
         if bad:
             raise UnreachableError("broker service not answering: " + "; ".join(bad))
 
-    if broker_addr:
+    def from_store() -> dict[str, Any]:
+        return broker_epoch_doc([cache_from_store(store)])
+
+    def from_addresses() -> dict[str, Any]:
         from mqctl.api import parse_addresses  # lazy: start-up
 
-        direct: list[tuple[str, str, str, int | None]] = [
-            ("", "", a, None) for a in parse_addresses(broker_addr)
+        return broker_epoch_doc(ask([("", "", a, None) for a in parse_addresses(broker_addr)]))
+
+    def from_namesrv() -> dict[str, Any]:
+        info = _cluster_info(conn, namesrv)
+        names = _names(broker_name) or (info.broker_names(cluster) if cluster else sorted(info.broker_addrs))
+        targets: list[tuple[str, str, str, int | None]] = [
+            (info.cluster_of.get(name, ""), name, address, bid)
+            for name in sorted(names)
+            for bid, address in info.replicas(name)
         ]
-        _run(
-            lambda: broker_epoch_doc(ask(direct)),
-            output,
-            render.broker_epoch_table,
-            watch,
-            no_color,
-            "getBrokerEpoch",
-            verdict,
-            broker_epoch_text,
-        )
-        return
-    if namesrv:
-
-        def fetch_namesrv() -> dict[str, Any]:
-            info = _cluster_info(conn, namesrv)
-            names = _names(broker_name) or (
-                info.broker_names(cluster) if cluster else sorted(info.broker_addrs)
+        if not targets:
+            raise NotFoundError(
+                f"the name server {info.answered_by} lists no broker of "
+                f"{'broker set' if broker_name else 'cluster'} "
+                f"{broker_name or cluster or '(any)'}"
             )
-            targets: list[tuple[str, str, str, int | None]] = [
-                (info.cluster_of.get(name, ""), name, address, bid)
-                for name in sorted(names)
-                for bid, address in info.replicas(name)
-            ]
-            if not targets:
-                raise NotFoundError(
-                    f"the name server {info.answered_by} lists no broker of "
-                    f"{'broker set' if broker_name else 'cluster'} "
-                    f"{broker_name or cluster or '(any)'}"
-                )
-            return broker_epoch_doc(ask(targets))
+        return broker_epoch_doc(ask(targets))
 
-        _run(
-            fetch_namesrv,
-            output,
-            render.broker_epoch_table,
-            watch,
-            no_color,
-            "getBrokerEpoch",
-            verdict,
-            broker_epoch_text,
-        )
-        return
-    with conn.client() as client:
+    def from_controller() -> dict[str, Any]:
+        targets = []
+        for name, info in sorted(_broker_sets(client, broker_name, cluster).items()):
+            for r in (*info.in_sync_replicas, *info.not_in_sync_replicas):
+                targets.append((info.cluster_name, name, r.broker_address, r.broker_id))
+        return broker_epoch_doc(ask(sorted(targets, key=lambda t: (t[1], t[3] or 0))))
 
-        def fetch() -> dict[str, Any]:
-            targets = []
-            for name, info in sorted(_broker_sets(client, broker_name, cluster).items()):
-                for r in (*info.in_sync_replicas, *info.not_in_sync_replicas):
-                    targets.append((info.cluster_name, name, r.broker_address, r.broker_id))
-            return broker_epoch_doc(ask(sorted(targets, key=lambda t: (t[1], t[3] or 0))))
-
+    # where the epochs come from: --store (offline, never unreachable), --broker-addr, -n, the controller
+    fetch = (
+        from_store
+        if store
+        else from_addresses
+        if broker_addr
+        else from_namesrv
+        if namesrv
+        else from_controller
+    )
+    with contextlib.ExitStack() as stack:
+        if fetch is from_controller:
+            client = stack.enter_context(conn.client())
         _run(
             fetch,
             output,
             render.broker_epoch_table,
             watch,
-            no_color,
             "getBrokerEpoch",
-            verdict,
+            None if store else verdict,
             broker_epoch_text,
         )
 
@@ -707,12 +671,12 @@ def _epoch_cache(address: str, conn: Conn) -> EpochCacheView:
 
 @_command("getControllerMetaData", "get-controller-metadata")
 @connected()
+@printing()
 def get_controller_metadata(
     conn: Conn,
     namesrv: str = _namesrv_opt(),
     watch: float = _watch_opt(),
     output: AdminOutput = output_option(mqadmin=True),
-    no_color: bool = _no_color_opt(),
 ) -> None:
     """Controller group, leader id and address, term, commit index and peers (the leader's view).
 
@@ -748,7 +712,6 @@ def get_controller_metadata(
             output,
             render.metadata_table,
             watch,
-            no_color,
             "getControllerMetaData",
             verdict,
             metadata_text,
@@ -764,11 +727,11 @@ def get_controller_metadata(
     timeout_help="the whole command's deadline in seconds (every node is asked at "
     "once; with --watch, each redraw's)",
 )
+@printing()
 def quorum_status(
     conn: Conn,
     watch: float = _watch_opt(),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
 ) -> None:
     """Every controller node: state, term, commit and applied index, lag, state hash; the leader's
     replication view (match index and lag per peer).
@@ -809,14 +772,14 @@ def quorum_status(
             raise UnhealthyError(f"UNHEALTHY: {found}")
 
     try:
-        _run(fetch, output, render.quorum_table, watch, no_color, "quorum status", verdict)
+        _run(fetch, output, render.quorum_table, watch, "quorum status", verdict)
     finally:
         for c in clients.values():
             c.close()
 
 
 def _quorum_change(
-    action: str, raft_address: str | None, conn: Conn, output: Output, no_color: bool, feature_level: int = 0
+    action: str, raft_address: str | None, conn: Conn, output: Output, feature_level: int = 0
 ) -> None:
 
     with conn.client() as client:
@@ -830,7 +793,7 @@ def _quorum_change(
             "featureLevel": result.feature_level or None,
             "message": result.remark or f"{action}: done",
         }
-        render.emit(doc, output, render.message_table, no_color=no_color)
+        render.emit(doc, output, render.message_table)
 
 
 def _quorum_command(action: str, argument: Any, doc: str) -> None:
@@ -841,13 +804,12 @@ def _quorum_command(action: str, argument: Any, doc: str) -> None:
         conn: Conn,
         raft_address: str = argument,
         output: Output = output_option(),
-        no_color: bool = _no_color_opt(),
     ) -> None:
-        _quorum_change(action, raft_address, conn, output, no_color)
+        _quorum_change(action, raft_address, conn, output)
 
     command.__name__ = command.__qualname__ = f"quorum_{action}"
     command.__doc__ = doc
-    quorum_app.command(action)(connected(protocol=False)(command))
+    quorum_app.command(action)(connected(protocol=False)(printing()(command)))
 
 
 _quorum_command(
@@ -873,16 +835,16 @@ _quorum_command(
 
 @quorum_app.command("feature-level")
 @connected(protocol=False)
+@printing()
 def quorum_feature_level(
     conn: Conn,
     level: int = typer.Argument(..., metavar="LEVEL", help="the feature level to raise the group to"),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
 ) -> None:
     """Raise the group's feature level (the records every member can read) once every node runs a
     release that speaks it (`quorum status` shows each node's). It is never lowered: a node of an
     older release cannot rejoin afterwards."""
-    _quorum_change("feature-level", None, conn, output, no_color, feature_level=level)
+    _quorum_change("feature-level", None, conn, output, feature_level=level)
 
 
 @quorum_app.command("dump")
@@ -978,6 +940,7 @@ def _print_quorum_dump(doc: dict[str, Any], con: Any) -> None:
 
 @_command("electMaster", "elect-master")
 @connected()
+@printing()
 def elect_master(
     conn: Conn,
     cluster: str = cluster_option("cluster of the broker set", default=...),
@@ -1002,7 +965,6 @@ def elect_master(
     ),
     namesrv: str = _namesrv_opt(),
     output: AdminOutput = output_option(mqadmin=True),
-    no_color: bool = _no_color_opt(),
 ) -> None:
     """Elect a master: first shows every candidate (alive, in SyncStateSet, epoch, maxOffset,
     confirmOffset) and the bytes each other replica would truncate under the result.
@@ -1023,7 +985,7 @@ def elect_master(
                 sys.stdout.write(elect_text(cluster, broker_name, doc["result"]))
                 sys.stdout.flush()
             return
-        render.emit(doc, fmt, render.elect_table, no_color=no_color, error=error)
+        render.emit(doc, fmt, render.elect_table, error=error)
 
     with conn.client() as client:
         info = _broker_sets(client, broker_name, None)[broker_name]
@@ -1143,6 +1105,7 @@ def _elect_hint(exc: ControllerError, plan: dict[str, Any], unclean: bool) -> Co
 
 @_command("cleanBrokerMetadata", "clean-broker-metadata")
 @connected()
+@printing()
 def clean_broker_metadata(
     conn: Conn,
     broker_name: str = broker_name_option("broker set name", default=..., short="-bn"),
@@ -1164,7 +1127,6 @@ def clean_broker_metadata(
     ),
     namesrv: str = _namesrv_opt(),
     output: AdminOutput = output_option(mqadmin=True),
-    no_color: bool = _no_color_opt(),
 ) -> None:
     """Remove broker ids (or a whole broker set) from the controller's metadata.
 
@@ -1216,7 +1178,7 @@ def clean_broker_metadata(
             "wholeBrokerSet": whole,
             "message": f"clear broker {broker_name} metadata from controller success!",
         }
-        _emit(doc, output, render.message_table, no_color, clean_text(broker_name))
+        _emit(doc, output, render.message_table, clean_text(broker_name))
 
 
 # --- controller config -------------------------------------------------------------------------
@@ -1224,11 +1186,11 @@ def clean_broker_metadata(
 
 @_command("getControllerConfig", "get-controller-config")
 @connected()
+@printing()
 def get_controller_config(
     conn: Conn,
     namesrv: str = _namesrv_opt(),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
 ) -> None:
     """The configuration of each controller named with -a (replicated keys plus the node's own).
 
@@ -1250,18 +1212,18 @@ def get_controller_config(
         if bad:
             raise UnreachableError("; ".join(bad))
 
-    _run(lambda: doc, output, render.config_table, None, no_color, "getControllerConfig", verdict)
+    _run(lambda: doc, output, render.config_table, None, "getControllerConfig", verdict)
 
 
 @_command("updateControllerConfig", "update-controller-config")
 @connected()
+@printing()
 def update_controller_config(
     conn: Conn,
     key: str = typer.Option(..., "-k", "--key", help="config key, e.g. enableElectUncleanMaster"),
     value: str = typer.Option(..., "-v", "--value", help="new value"),
     namesrv: str = _namesrv_opt(),
     output: AdminOutput = output_option(mqadmin=True),
-    no_color: bool = _no_color_opt(),
 ) -> None:
     """Change one controller config key; the change is replicated to every node.
 
@@ -1278,4 +1240,4 @@ def update_controller_config(
         "controllers": conn.addresses,
         "message": f"update controller config success!{conn.addresses}\n{key} : {now}",
     }
-    _emit(doc, output, render.message_table, no_color, update_config_text(conn.addresses, key, value))
+    _emit(doc, output, render.message_table, update_config_text(conn.addresses, key, value))

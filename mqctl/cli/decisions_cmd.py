@@ -15,8 +15,14 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from mqctl.cli import render, root_app, sub_app
-from mqctl.cli.admin_cmd import Conn, _no_color_opt, connected
-from mqctl.cli.common import broker_name_option, cluster_option, dry_run_option, output_option
+from mqctl.cli.admin_cmd import Conn, connected
+from mqctl.cli.common import (
+    broker_name_option,
+    cluster_option,
+    dry_run_option,
+    no_color_option,
+    output_option,
+)
 from mqctl.cli.render import Output
 from mqctl.errors import MqctlError, RefusedError, UsageError
 
@@ -59,7 +65,7 @@ def history(
         3.0, "--broker-timeout", metavar="SECONDS", help="at most this long for each broker's metadata"
     ),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Every decision the controller recorded, newest last: time (the leader's clock), Raft term,
     broker set, what happened, why, and for an election every candidate, why the winner won and the
@@ -187,7 +193,7 @@ def failover_pause(
     ),
     dry_run: bool = _dry_run_opt(),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Stop the controller from electing a new master when a master's lease expires (a broker's own
     election request is refused too) until `failover resume`; replicated. `electMaster -b ID` and
@@ -203,7 +209,7 @@ def failover_resume(
     reason: str = typer.Option("", "--reason", metavar="TEXT", help="why (kept in the history)"),
     dry_run: bool = _dry_run_opt(),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Let the controller elect on lease expiry again (at once: a master that died while paused is
     replaced within a tick). A set stays paused while every set is."""
@@ -241,7 +247,7 @@ def switchover(
     ),
     dry_run: bool = _dry_run_opt(),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Move the master of a broker set to an alive SyncStateSet member once it has caught up (maxOffset
     equal to the master's), waiting up to --wait; refused with the numbers otherwise (exit 3),
@@ -292,7 +298,7 @@ def rebalance(
     cluster: str = cluster_option("the broker sets of this cluster (default: every broker set)"),
     dry_run: bool = dry_run_option("list what would move; change nothing"),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Preferred master election (Kafka's preferred leader election): for every broker set whose
     preferred replica (the highest election priority, then the lowest id) is an alive, caught-up

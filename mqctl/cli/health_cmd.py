@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from mqctl.cli import render, root_app
-from mqctl.cli.admin_cmd import Conn, _names, _no_color_opt, _one_of, connected
-from mqctl.cli.common import broker_name_option, cluster_option, output_option
+from mqctl.cli.admin_cmd import Conn, _names, _one_of, connected
+from mqctl.cli.common import broker_name_option, cluster_option, no_color_option, output_option
 from mqctl.cli.render import Output
 from mqctl.errors import MqctlError, NotFoundError
 
@@ -130,7 +130,7 @@ def health_command(
         help="a replica further behind the master's maxOffset is lagging (WARN)",
     ),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """OK, WARN or CRIT for the controller group and each broker set, the worst first.
 

@@ -9,8 +9,8 @@ import typer
 
 from mqctl import __version__
 from mqctl.cli import render, sub_app
-from mqctl.cli.admin_cmd import Conn, _no_color_opt, connected
-from mqctl.cli.common import dry_run_option, output_option
+from mqctl.cli.admin_cmd import Conn, connected
+from mqctl.cli.common import dry_run_option, no_color_option, output_option
 from mqctl.cli.render import Output
 
 snapshot_app = sub_app("snapshot", "Save the controller group's state to a file; seed a new group from it.")
@@ -43,7 +43,7 @@ def snapshot_save(
     ),
     dry_run: bool = dry_run_option("read the state and show what would be written"),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Save the controller group's state, read on the leader after a read barrier, with its applied
     index, feature level and record versions, checksummed."""
@@ -93,7 +93,7 @@ def snapshot_restore(
     ),
     dry_run: bool = dry_run_option("check the file and show the plan; write nothing"),
     output: Output = output_option(),
-    no_color: bool = _no_color_opt(),
+    no_color: bool = no_color_option(),
 ) -> None:
     """Seed a data directory of a new controller group from a snapshot file: `mqctl serve` on it
     starts from the saved state and index. Refuses a corrupt file (exit 4) or one newer than this

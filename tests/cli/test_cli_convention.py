@@ -118,3 +118,23 @@ def test_timeout_is_the_whole_commands_deadline() -> None:
     assert took < 2.5, took  # 3 s when each call had its own --timeout
     conn.renew()  # a watch's next redraw: a new deadline for the same clients
     assert client.deadline == conn.deadline and conn.deadline > time.monotonic() + 0.5
+
+
+@pytest.mark.parametrize("command", [["recover", "inspect"], ["recover", "plan"], ["recover", "dump"]])
+def test_verbose_names_the_walker_first_and_only_when_asked(tmp_path: Path, command: list[str]) -> None:
+    # -v is declared once for the commands that read commitlogs (common.printing): the walker's line
+    # comes before anything the command prints, and without -v never
+    store = str(build_store(tmp_path / "s", history=[(0, 0), (1, 900)], max_offset=1200, abort="77"))
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mqctl", *command, store, "-o", "json", *extra],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    loud, quiet = run("-v"), run()
+    assert loud.returncode == quiet.returncode == 0, (loud.stderr, quiet.stderr)
+    assert loud.stderr.startswith("record walker: "), loud.stderr
+    assert "record walker" not in quiet.stderr and loud.stdout == quiet.stdout
