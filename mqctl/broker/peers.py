@@ -254,15 +254,13 @@ def serve_broker_service(
     any free port): (server, bound port). UsageError when it cannot listen there."""
     import grpc  # lazy: grpc
 
+    from mqctl.grpc.server import bind_port  # lazy: grpc
     from mqctl.v1 import broker_pb2_grpc as pb_grpc  # lazy: protobuf
 
     pool = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
     server = grpc.server(pool, options=[("grpc.so_reuseport", 0), *(options or [])])
     pb_grpc.add_BrokerServicer_to_server(servicer, server)
-    try:
-        port = server.add_insecure_port(listen)
-    except RuntimeError:
-        port = 0
+    port = bind_port(server, listen)
     if not port:
         server.stop(None)
         raise UsageError(f"cannot listen on {listen}")
