@@ -882,6 +882,15 @@ class SyncObj:
         """
         return node in self.__connectedNodes
 
+    def activeNodes(self) -> set[Any]:
+        """mqctl: the other nodes this leader counts as live for CheckQuorum (connected, and no
+        append_entries left unanswered for leaderFallbackTimeout): what `mqctl quorum add|remove`
+        counts before a change that could leave the group without a quorum (FORK.md, change 32).
+        On a follower: the connected nodes."""
+        deadline = self.__lastPollTime - self.__conf.leaderFallbackTimeout
+        return {node for node in self.__otherNodes if node in self.__connectedNodes and
+                self.__unansweredSince.get(node, deadline + 1) > deadline}
+
     @property
     def selfNode(self) -> Any:
         """
