@@ -504,7 +504,7 @@ def kept_rows(
     part_epoch = np.where(ep_ok, epoch, -1)
     bucket = off // part_bytes
     store_id = np.asarray([int(_m(r, "storeId")) for r in ranges], dtype=np.int64)[rid]
-    order = np.lexsort(
+    order = _lexsort(
         (
             store_id,
             off,
@@ -537,6 +537,31 @@ def kept_rows(
             "bodyBytes": pa.array(blen[order]),
         }
     )
+
+
+def _lexsort(keys: tuple[np.ndarray, ...]) -> np.ndarray:
+    """np.lexsort(keys) (the last key first), the most significant keys packed into one int64 as the
+    digits of a mixed-radix number while their ranges allow: one stable sort instead of a sort per key
+    (9 keys of 2 million rows: 1.1 s). The same permutation: the packed order is the keys' order, and
+    ties keep the rows' order in both."""
+    n = keys[0].size
+    if n < 2:
+        return np.lexsort(keys)
+    packed = np.zeros(n, dtype=np.int64)
+    room = 1 << 62
+    rest = len(keys)
+    for k in reversed(keys):
+        lo, hi = int(k.min()), int(k.max())
+        span = hi - lo + 1
+        if span > room:
+            break
+        packed = packed * span + (k.astype(np.int64) - lo)
+        room //= span
+        rest -= 1
+    if rest == 0:
+        out: np.ndarray = np.argsort(packed, kind="stable")
+        return out
+    return np.lexsort((*keys[:rest], packed))
 
 
 def key_arrow(br: ByteRange, known: Chain | None = None) -> Any:
