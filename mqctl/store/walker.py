@@ -567,19 +567,6 @@ def _var_fields(H: np.ndarray, lay: np.ndarray) -> np.ndarray:
     return out
 
 
-def _field(H: np.ndarray, at: int | np.ndarray, dt: str) -> np.ndarray:
-    """Big-endian field of dtype `dt` at `at` (one place for all, or one per record) of the rows of H,
-    as int64."""
-    w = _WIDTH[dt]
-    if not isinstance(at, int) and at.size and int(at.min()) == int(at.max()):
-        at = int(at[0])  # the same layout for all (IPv4 or IPv6 hosts only)
-    if isinstance(at, int):
-        cols = H[:, at : at + w]
-    else:
-        cols = H[np.arange(H.shape[0])[:, None], at[:, None] + np.arange(w)]
-    return np.ascontiguousarray(cols).view(dt)[:, 0].astype(np.int64)
-
-
 def parse_byte_range(
     buf: Buf,
     file_start: int,
@@ -899,8 +886,8 @@ def _columns(
             bh = np.where(sysflag & 0x10, 20, 8)
             sh = np.where(sysflag & 0x20, 20, 8)
             hosts: dict[bytes, int] = {}
-            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts, H, 48)
-            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
+            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts)
+            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts)
             extra["host_names"] = [
                 fmt_host(k[1 : k[0] - 3], int.from_bytes(k[k[0] - 3 : k[0] + 1], "big", signed=True))
                 for k in hosts
@@ -1048,12 +1035,11 @@ def _columns_c(
         finally:
             mv.release()
         if "hosts" in extract:
-            H = _heads(u8, P)
             bh = np.where(sysflag & 0x10, 20, 8)
             sh = np.where(sysflag & 0x20, 20, 8)
             hosts: dict[bytes, int] = {}
-            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts, H, 48)
-            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
+            extra["born_host_codes"] = _hosts(u8, P + 48, bh, hosts)
+            extra["store_host_codes"] = _hosts(u8, P + 56 + bh, sh, hosts)
             extra["host_names"] = [
                 fmt_host(k[1 : k[0] - 3], int.from_bytes(k[k[0] - 3 : k[0] + 1], "big", signed=True))
                 for k in hosts
@@ -1164,20 +1150,13 @@ def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) ->
     return codes, [k.decode("utf-8", errors="replace") for k in names]
 
 
-def _hosts(
-    u8: np.ndarray,
-    at: np.ndarray,
-    width: np.ndarray,
-    names: dict[bytes, int],
-    H: np.ndarray,
-    rel: int | np.ndarray,
-) -> np.ndarray:
-    """Each record's `ip:port` as a code into `names` (the distinct raw addresses, added to as met; a
-    few hosts send most messages): the addresses compared as fixed-width rows in blocks of about 8 MiB.
-    H, rel: the records' heads (`_heads`) and where the address starts in them."""
+def _hosts(u8: np.ndarray, at: np.ndarray, width: np.ndarray, names: dict[bytes, int]) -> np.ndarray:
+    """Each record's `ip:port` at `at` (records that lie inside the buffer) as a code into `names` (the
+    distinct raw addresses, added to as met; a few hosts send most messages): the addresses compared as
+    fixed-width rows in blocks of about 8 MiB."""
     codes = np.empty(at.size, dtype=np.int32)
     if at.size and bool((width == 8).all()):  # IPv4 only: each address and port is one 8-byte integer
-        uniq, inv = _unique(_field(H, rel if isinstance(rel, int) else rel.astype(np.int64), ">u8"))
+        uniq, inv = _unique(_gather(u8, at, ">u8"))
         pad = bytes(12)
         local = np.fromiter(
             (
