@@ -61,56 +61,59 @@ CPU: dict[int, float] = {}
 FIRST: dict[int, tuple[float, float]] = {}
 
 
-def tree_cpu(root: int | None = None) -> float:
-    """CPU seconds (user + sys) of this process and of all its descendants, living (their own time and
-    that of the children they reaped) or reaped by us: Spark's JVM and its Python workers included;
-    with `root`, of the living descendants of that process only (not its own)."""
-    me, tick = root or os.getpid(), os.sysconf("SC_CLK_TCK")
-    procs: dict[int, tuple[int, int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                stat = Path(f"/proc/{d}/stat").read_text()
-            except OSError:
-                continue
-            f = stat[stat.rindex(")") + 2 :].split()
-            procs[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15]))  # ppid; utime stime cutime cstime
+class TreeCpu:
+    """CPU seconds (user + sys) of this process and of its descendants, living (their own time and that
+    of the children they reaped) or reaped by us: Spark's JVM and its Python workers included; with
+    `root`, of the living descendants of that process only (not its own). `since` adds each process's
+    growth alone: a descendant that exits unreaped by one of ours (Spark's idle Python workers) takes its
+    whole time out of a plain sum, which then fell below the start (a negative CPU time for the rows
+    measured while one went away); its time since the start is lost instead, at most what it spent."""
 
-    def mine(p: int) -> bool:
-        while p > 1:
-            p = procs.get(p, (0, 0))[0]
-            if p == me:
-                return True
-        return False
+    def __init__(self, root: int | None = None) -> None:
+        self.root = root
+        me, tick = root or os.getpid(), os.sysconf("SC_CLK_TCK")
+        procs: dict[int, tuple[int, int]] = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    stat = Path(f"/proc/{d}/stat").read_text()
+                except OSError:
+                    continue
+                f = stat[stat.rindex(")") + 2 :].split()
+                procs[int(d)] = (int(f[1]), sum(int(x) for x in f[11:15]))  # ppid; utime stime cutime cstime
 
-    if root is not None:
-        return sum(c for p, (_, c) in procs.items() if mine(p)) / tick
-    t = os.times()
-    return (
-        t.user
-        + t.system
-        + t.children_user
-        + t.children_system
-        + sum(c for p, (_, c) in procs.items() if mine(p)) / tick
-    )
+        def mine(p: int) -> bool:
+            while p > 1:
+                p = procs.get(p, (0, 0))[0]
+                if p == me:
+                    return True
+            return False
+
+        self.each = {p: c / tick for p, (_, c) in procs.items() if mine(p)}
+        t = os.times()
+        self.own = 0.0 if root is not None else t.user + t.system + t.children_user + t.children_system
+
+    def since(self, start: TreeCpu) -> float:
+        grown = sum(max(0.0, c - start.each.get(p, 0.0)) for p, c in self.each.items())
+        return self.own - start.own + grown
 
 
 def rounds(fns, repeat: int) -> list[float]:
     """Each of `fns` once per round, `repeat` rounds, and the best wall time of each: this VM's speed
     drifts by a tenth or more over minutes, and rows whose ratio is a goal (cat and inspect --deep, the
     parser and the Spark rows) are measured in the same rounds so that the drift weighs on both. The
-    CPU time (user + sys) of the same runs, this process's and its descendants' (`tree_cpu`), the least,
+    CPU time (user + sys) of the same runs, this process's and its descendants' (`TreeCpu`), the least,
     in CPU[id(fn)]: on a loaded machine the wall time says more about the others than about us. The
     first run's (wall, CPU) in FIRST[id(fn)]."""
     times: dict[int, list[float]] = {id(f): [] for f in fns}
     cpus: dict[int, list[float]] = {id(f): [] for f in fns}
     for _ in range(repeat):
         for fn in fns:
-            c0, t0 = tree_cpu(), time.perf_counter()
+            c0, t0 = TreeCpu(), time.perf_counter()
             fn()
-            c1 = tree_cpu()
+            c1 = TreeCpu()
             times[id(fn)].append(time.perf_counter() - t0)
-            cpus[id(fn)].append(c1 - c0)
+            cpus[id(fn)].append(c1.since(c0))
     for fn in fns:
         CPU[id(fn)] = min(cpus[id(fn)])
         FIRST[id(fn)] = (times[id(fn)][0], cpus[id(fn)][0])
@@ -366,9 +369,9 @@ def executor_run(arg: str) -> None:
         inp = prepare([a["replica"], a["source"]])
         inp.cut(range_size_for(inp.nbytes, spark_cores(spark)))
         mem = MemSampler(worker)
-        c0, t0 = tree_cpu(worker), time.perf_counter()
+        c0, t0 = TreeCpu(worker), time.perf_counter()
         doc = run_salvage(spark, inp, tmp / "salvage-executor", show_progress=False, overwrite=True)
-        t, cpu = time.perf_counter() - t0, tree_cpu(worker) - c0
+        t, cpu = time.perf_counter() - t0, TreeCpu(worker).since(c0)
         mem.stop()
         assert doc["messages"] == a["records"] - 1, doc["messages"]
     print(json.dumps({"jvm": mem.jvm, "python": mem.python, "total": mem.total, "s": t, "cpu": cpu}))

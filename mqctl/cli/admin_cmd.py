@@ -817,12 +817,15 @@ _quorum_command(
     typer.Argument(..., metavar="RAFT_ADDRESS", help="the new node's Raft HOST:PORT"),
     """Add a controller node to the group, one at a time. Start the new node first, with --peers
     naming the current members (a group of two cannot commit the change without it); it catches up
-    from the leader.""",
+    from the leader. Refused while the group, counting the new node as not yet live, would have no
+    quorum of live members (with one of three down: remove that one first).""",
 )
 _quorum_command(
     "remove",
     typer.Argument(..., metavar="RAFT_ADDRESS", help="the Raft HOST:PORT to remove"),
-    """Remove a controller node from the group (not the leader: transfer leadership first).""",
+    """Remove a controller node from the group (not the leader: transfer leadership first). Refused
+    when the members left would have no quorum of live members (the reply names the node to bring
+    back).""",
 )
 _quorum_command(
     "transfer",

@@ -329,7 +329,7 @@ class ControllerNode:
             return self.raft.not_leader()
         me = self.settings.raft_address
         members = self.members()
-        refused = quorum.membership_refusal(action, target, me, members)
+        refused = quorum.membership_refusal(action, target, me, members, self.sync.active_members())
         if refused is not None:
             return refused
         done = threading.Event()

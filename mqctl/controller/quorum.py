@@ -54,10 +54,13 @@ def request_refusal(action: str, target: str) -> dict[str, Any] | None:
     return None
 
 
-def membership_refusal(action: str, target: str, me: str, members: list[str]) -> dict[str, Any] | None:
+def membership_refusal(
+    action: str, target: str, me: str, members: list[str], active: list[str]
+) -> dict[str, Any] | None:
     """The answer refusing (or, for a transfer to the leader itself, already granting) a change
-    asked of the leader `me`, whose other members are `members`; None: ask the Raft layer (which
-    refuses a second change while one is uncommitted, mqctl/raft/FORK.md)."""
+    asked of the leader `me`, whose other members are `members`, of which it hears from `active`;
+    None: ask the Raft layer (which refuses a second change while one is uncommitted,
+    mqctl/raft/FORK.md)."""
     if action == "add" and (target == me or target in members):
         return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": f"{target} is already a member"}
     if action in ("remove", "transfer") and target and target != me and target not in members:
@@ -70,10 +73,32 @@ def membership_refusal(action: str, target: str, me: str, members: list[str]) ->
             "code": int(Code.CONTROLLER_INVALID_REQUEST),
             "remark": f"{target} is the leader: transfer the leadership first",
         }
+    if action in ("add", "remove"):
+        lost = _quorum_lost(action, target, me, members, active)
+        if lost:
+            return {"code": int(Code.CONTROLLER_INVALID_REQUEST), "remark": lost}
     if action == "transfer" and target == me:
         already = ChangeQuorumResult(me, members=tuple(sorted([me, *members])))
         return Result(Code.SUCCESS, f"{me} already leads", already).answer()
     return None
+
+
+def _quorum_lost(action: str, target: str, me: str, members: list[str], active: list[str]) -> str:
+    """Why the change would leave the group without a quorum of live members ("": it would not), as
+    etcd's strict reconfiguration check refuses: a removal must leave a quorum of the rest live, and
+    an addition (the new node counted as not yet live) must keep one; adding a second node to a
+    group of one is allowed, since nothing else can grow it. Without this check, removing a live
+    follower while another node is down stalls the group until that node returns."""
+    after = [m for m in [me, *members] if m != target] + ([target] if action == "add" else [])
+    live = [m for m in after if m == me or m in active]
+    need = len(after) // 2 + 1
+    if len(live) >= need or (action == "add" and len(after) == 2):
+        return ""
+    silent = ", ".join(sorted(m for m in after if m not in live and m != target))
+    return (
+        f"{action} {target} would leave {len(after)} members of which {len(live)} answer the leader, "
+        f"fewer than the {need} a quorum needs: bring {silent} back (or remove it) first"
+    )
 
 
 @dataclass(slots=True)

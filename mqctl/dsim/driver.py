@@ -336,7 +336,7 @@ class Controller:
             reply(self.not_leader())
             return
         me = self.node.addr
-        refused = quorum.membership_refusal(action, target, me, sync.members())
+        refused = quorum.membership_refusal(action, target, me, sync.members(), sync.active_members())
         if refused is not None:
             reply(refused)
             return

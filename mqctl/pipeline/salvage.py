@@ -517,6 +517,28 @@ class _Merge:
         return a
 
 
+def spark_hash_long(v: int) -> int:
+    """Spark's hash() of a bigint, as `repartition(n, col)` hashes it (HashPartitioning: pmod of
+    Murmur3_x86_32.hashLong with seed 42): the low then the high 32 bits mixed in, then finalised."""
+    m = 0xFFFFFFFF
+
+    def mix(h: int, k: int) -> int:
+        k = (k * 0xCC9E2D51) & m
+        k = ((k << 15) | (k >> 17)) & m
+        h ^= (k * 0x1B873593) & m
+        h = ((h << 13) | (h >> 19)) & m
+        return (h * 5 + 0xE6546B64) & m
+
+    v &= (1 << 64) - 1
+    h = mix(mix(42, v & m), v >> 32) ^ 8
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    h ^= h >> 16
+    return h - (1 << 32) if h >> 31 else h
+
+
 class _SparkJob(_Job):
     """On Spark, one job: mapInArrow tasks walk the ranges and give the candidate rows (28 bytes each),
     the JVM joins them with the source's keys and groups them (a hash aggregate: no sort, nothing
@@ -621,20 +643,13 @@ class _SparkJob(_Job):
         return [json.loads(r["r"]) for r in res], dict(self.acc_ranges.value)
 
     def _partition_values(self, n: int) -> list[int]:
-        """For each partition p < n a value that `repartition(n, col)` (Murmur3 hash mod n) sends to p."""
-        from pyspark.sql import functions as F  # lazy: pyspark
-
+        """For each partition p < n a value that `repartition(n, col)` (Murmur3 hash mod n) sends to p:
+        the smallest, found here (`spark_hash_long`) instead of by a Spark job."""
         found: dict[int, int] = {}
-        span = 64 * n
+        v = 0
         while len(found) < n:
-            rows = (
-                self.spark.range(span - 64 * n, span)
-                .select("id", F.pmod(F.hash("id"), F.lit(n)).alias("p"))
-                .collect()
-            )
-            for r in rows:
-                found.setdefault(int(r["p"]), int(r["id"]))
-            span += 64 * n
+            found.setdefault(spark_hash_long(v) % n, v)
+            v += 1
         return [found[p] for p in range(n)]
 
     def _ids(self, n: int) -> Any:

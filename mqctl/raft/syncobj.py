@@ -426,27 +426,21 @@ class SyncObj:
         :param callback: will be called on success or fail
         :type callback: function(`FAIL_REASON <#pysyncobj.FAIL_REASON>`_, None)
         """
-        if not self.__conf.dynamicMembershipChange:
-            raise Exception('dynamicMembershipChange is disabled')
-        if not isinstance(node, Node):
-            node = self.__nodeClass(node)
-        self._applyCommand(pickle.dumps(['add', node.id, node]), callback, _COMMAND_TYPE.MEMBERSHIP)
+        self.__changeMembership('add', node, callback)
 
     def removeNodeFromCluster(self, node: Any, callback: Any = None) -> None:
         """Remove single node from cluster (dynamic membership changes). Async.
-        You should wait until node successfully added before adding
+        You should wait until node successfully removed before adding
         next node.
-
-        :param node: node object or 'nodeHost:nodePort'
-        :type node: Node | str
-        :param callback: will be called on success or fail
-        :type callback: function(`FAIL_REASON <#pysyncobj.FAIL_REASON>`_, None)
         """
+        self.__changeMembership('rem', node, callback)
+
+    def __changeMembership(self, action: str, node: Any, callback: Any) -> None:  # mqctl: FORK.md, change 33
         if not self.__conf.dynamicMembershipChange:
             raise Exception('dynamicMembershipChange is disabled')
         if not isinstance(node, Node):
             node = self.__nodeClass(node)
-        self._applyCommand(pickle.dumps(['rem', node.id, node]), callback, _COMMAND_TYPE.MEMBERSHIP)
+        self._applyCommand(pickle.dumps([action, node.id, node]), callback, _COMMAND_TYPE.MEMBERSHIP)
 
     def _setCodeVersion(self, args: Any, callback: Any) -> None:
         self.setCodeVersion(args[0], callback)
@@ -882,46 +876,37 @@ class SyncObj:
         """
         return node in self.__connectedNodes
 
+    def activeNodes(self) -> set[Any]:
+        """mqctl: the other nodes this leader counts as live for CheckQuorum (connected, and no
+        append_entries left unanswered for leaderFallbackTimeout): what `mqctl quorum add|remove`
+        counts before a change that could leave the group without a quorum (FORK.md, change 32).
+        On a follower: the connected nodes."""
+        deadline = self.__lastPollTime - self.__conf.leaderFallbackTimeout
+        return {node for node in self.__otherNodes if node in self.__connectedNodes and
+                self.__unansweredSince.get(node, deadline + 1) > deadline}
+
     @property
     def selfNode(self) -> Any:
-        """
-        :rtype: Node
-        """
         return self.__selfNode
 
     @property
     def otherNodes(self) -> set[Any]:
-        """
-        :rtype: set of Node
-        """
         return self.__otherNodes.copy()
 
     @property
     def readonlyNodes(self) -> set[Any]:
-        """
-        :rtype: set of Node
-        """
         return self.__readonlyNodes.copy()
 
     @property
     def raftLastApplied(self) -> int:
-        """
-        :rtype: int
-        """
         return self.__raftLastApplied
 
     @property
     def raftCommitIndex(self) -> int:
-        """
-        :rtype: int
-        """
         return self.__raftCommitIndex
 
     @property
     def raftCurrentTerm(self) -> int:
-        """
-        :rtype: int
-        """
         return self.__raftCurrentTerm
 
     @property
@@ -2072,37 +2057,3 @@ def replicated(*decArgs: Any, **decKwargs: Any) -> Any:
         return replicatedImpl(decArgs[0])
 
     return replicatedImpl
-
-def replicated_sync(*decArgs: Any, **decKwargs: Any) -> Any:
-    def replicated_sync_impl(func: Any, timeout: float | None = None) -> Any:
-        """Same as replicated, but synchronous by default.
-
-        :param func: arbitrary class member
-        :type func: function
-        :param timeout: time to wait (seconds). Default: None
-        :type timeout: float or None
-        """
-
-        def newFunc(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if kwargs.get('_doApply', False):
-                return replicated(func)(self, *args, **kwargs)
-            else:
-                kwargs.setdefault('timeout', timeout)
-                kwargs.setdefault('sync', True)
-                return replicated(func)(self, *args, **kwargs)
-        func_dict = newFunc.__dict__ if is_py3 else newFunc.func_dict  # type: ignore[attr-defined]  # mqctl: Python 2
-        func_dict['replicated'] = True
-        func_dict['ver'] = int(decKwargs.get('ver', 0))
-        func_dict['origName'] = func.__name__
-
-        callframe = sys._getframe(1 if decKwargs else 2)
-        namespace = callframe.f_locals
-        newFuncName = func.__name__ + '_v' + str(func_dict['ver'])
-        namespace[newFuncName] = __copy_func(newFunc, newFuncName)
-        functools.update_wrapper(newFunc, func)
-        return newFunc
-
-    if len(decArgs) == 1 and len(decKwargs) == 0 and callable(decArgs[0]):
-        return replicated_sync_impl(decArgs[0])
-
-    return replicated_sync_impl

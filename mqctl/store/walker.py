@@ -311,6 +311,25 @@ def _head(buf: Buf, n: int, base: int, pos: int) -> int:
     return total if _Q(buf, pos + 28)[0] == base + pos else 0
 
 
+def _nz(a: np.ndarray) -> np.ndarray:
+    """np.flatnonzero of a 1-d array without its Python-level wrappers (a walk of a few records makes
+    dozens of numpy calls: their fixed cost is the numpy walker's time on small buffers)."""
+    nz: np.ndarray = a.nonzero()[0]
+    return nz
+
+
+def _unique(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(a, return_inverse=True) of a 1-d array, its own steps without its Python-level ones."""
+    perm = a.argsort()
+    aux = a[perm]
+    mask = np.empty(aux.size, dtype=bool)
+    mask[:1] = True
+    mask[1:] = aux[1:] != aux[:-1]
+    inv = np.empty(aux.size, dtype=np.intp)
+    inv[perm] = np.cumsum(mask) - 1
+    return aux[mask], inv
+
+
 _WIN_MIN, _WIN_MAX = 64 << 10, 8 << 20
 _M0, _M1, _M2 = MAGIC_V1 >> 24, (MAGIC_V1 >> 16) & 0xFF, (MAGIC_V1 >> 8) & 0xFF
 assert MAGIC_V1 >> 8 == MAGIC_V2 >> 8  # the two MAGICCODEs differ in their last byte only
@@ -330,7 +349,7 @@ def _chain(u8: np.ndarray, n: int, pos: int, end: int) -> tuple[np.ndarray, int]
     win = _WIN_MIN
     while pos < stop:
         w1 = min(stop, pos + win)
-        q = pos + np.flatnonzero(u8[pos + 4 : w1 + 4] == _M0)  # p < stop <= n - 35: p + 7 < n
+        q = pos + _nz(u8[pos + 4 : w1 + 4] == _M0)  # p < stop <= n - 35: p + 7 < n
         q = q[(u8[q + 5] == _M1) & (u8[q + 6] == _M2) & ((u8[q + 7] == v1) | (u8[q + 7] == v2))]
         if not q.size or q[0] != pos:
             break  # no record at pos
@@ -340,7 +359,7 @@ def _chain(u8: np.ndarray, n: int, pos: int, end: int) -> tuple[np.ndarray, int]
         link = np.empty(q.size, dtype=bool)
         link[:-1] = nxt[:-1] == q[1:]
         link[-1] = nxt[-1] >= w1
-        bad = np.flatnonzero(~(fits & link))
+        bad = _nz(~(fits & link))
         if not bad.size:
             parts.append(q)
             pos, win = int(nxt[-1]), min(2 * win, _WIN_MAX)
@@ -365,7 +384,7 @@ def _nonzero_end(u8: np.ndarray, pos: int, stop: int) -> int:
         a = max(pos, b - _CHUNK)
         chunk = u8[a:b]
         if chunk.any():
-            return a + int(np.flatnonzero(chunk)[-1]) + 1
+            return a + int(_nz(chunk)[-1]) + 1
         b = a
     return pos
 
@@ -426,12 +445,27 @@ class _Walker:
 
 
 def _gather(u8: np.ndarray, idx: np.ndarray, dt: str) -> np.ndarray:
-    """Big-endian field of dtype `dt` at every index, as int64 (one fancy-index copy per field)."""
-    w = np.dtype(dt).itemsize
-    return u8[idx[:, None] + np.arange(w)].view(dt)[:, 0].astype(np.int64)
+    """Big-endian field of dtype `dt` at every index, as int64: one fancy index of a view of the buffer
+    as overlapping (unaligned) values of `dt`, one per byte position."""
+    w = _WIDTH[dt]
+    if u8.size < w or not u8.flags.c_contiguous:
+        return u8[idx[:, None] + np.arange(w)].view(dt)[:, 0].astype(np.int64)
+    vals: np.ndarray = np.ndarray((u8.size - w + 1,), dt, u8, 0, (1,))[idx]
+    return vals.astype(np.int64)
+
+
+_WIDTH = {">u2": 2, ">i4": 4, ">u4": 4, ">i8": 8, ">u8": 8}
 
 
 HEAD = 112  # a record's bytes up to its body length field, with IPv6 hosts: every fixed field
+
+
+def _windows(u8: np.ndarray, width: int) -> np.ndarray:
+    """Every `width` bytes of u8 from each position, as the rows of a view (sliding_window_view's,
+    made in C: numpy's Python-level helper costs more than the copy of a few rows)."""
+    if not u8.flags.c_contiguous:
+        return np.lib.stride_tricks.sliding_window_view(u8, width)
+    return np.ndarray((u8.size - width + 1, width), np.uint8, u8, 0, (1, 1))
 
 
 def row_bytes(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -440,12 +474,12 @@ def row_bytes(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     n = u8.size
     whole = n - width >= at
     if n >= width and bool(whole.all()):  # the rows' one copy, no second one into `out`
-        rows: np.ndarray = np.lib.stride_tricks.sliding_window_view(u8, width)[at]
+        rows: np.ndarray = _windows(u8, width)[at]
         return rows
     out = np.zeros((at.size, width), dtype=np.uint8)
     if n >= width:
-        out[whole] = np.lib.stride_tricks.sliding_window_view(u8, width)[at[whole]]
-    for i in np.flatnonzero(~whole).tolist():
+        out[whole] = _windows(u8, width)[at[whole]]
+    for i in _nz(~whole).tolist():
         row = u8[int(at[i]) : int(at[i]) + width]
         out[i, : row.size] = row
     return out
@@ -457,17 +491,66 @@ def _heads(u8: np.ndarray, P: np.ndarray) -> np.ndarray:
     return row_bytes(u8, P, HEAD)
 
 
-def _field(H: np.ndarray, at: int | np.ndarray, dt: str) -> np.ndarray:
-    """Big-endian field of dtype `dt` at `at` (one place for all, or one per record) of the rows of H,
-    as int64."""
-    w = np.dtype(dt).itemsize
-    if not isinstance(at, int) and at.size and int(at.min()) == int(at.max()):
-        at = int(at[0])  # the same layout for all (IPv4 or IPv6 hosts only)
-    if isinstance(at, int):
-        cols = H[:, at : at + w]
-    else:
-        cols = H[np.arange(H.shape[0])[:, None], at[:, None] + np.arange(w)]
-    return np.ascontiguousarray(cols).view(dt)[:, 0].astype(np.int64)
+_HEAD_FIXED = np.dtype(
+    {
+        "names": [
+            "total",
+            "magic",
+            "body_crc",
+            "queue_id",
+            "flag",
+            "queue_offset",
+            "physical_offset",
+            "sysflag",
+            "born_timestamp",
+        ],
+        "formats": [">i4", ">u4", ">i4", ">i4", ">i4", ">i8", ">i8", ">i4", ">i8"],
+        "offsets": [0, 4, 8, 12, 16, 20, 28, 36, 40],
+        "itemsize": HEAD,
+    }
+)
+"""A record head's fields at fixed places, as a row of `_heads` viewed (one view, not a copy per field)."""
+
+
+def _head_var(bh: int, sh: int) -> np.dtype:
+    return np.dtype(
+        {
+            "names": ["store_timestamp", "reconsume_times", "prepared_tx_offset", "body_length"],
+            "formats": [">i8", ">i4", ">i8", ">i4"],
+            "offsets": [48 + bh, 56 + bh + sh, 60 + bh + sh, 68 + bh + sh],
+            "itemsize": HEAD,
+        }
+    )
+
+
+_HEAD_VAR = [_head_var(20 if lay & 1 else 8, 20 if lay & 2 else 8) for lay in range(4)]
+"""The fields after the hosts, per layout (SYSFLAG bits 4 and 5: IPv6 born host, IPv6 store host)."""
+_BREL = np.asarray([68 + (20 if lay & 1 else 8) + (20 if lay & 2 else 8) for lay in range(4)], dtype=np.int64)
+"""Where the body length field is, per layout."""
+
+
+def _rows(V: np.ndarray, t: np.dtype) -> np.ndarray:
+    """The fields of the structured rows V as the rows of one int64 array (`t`: V's fields as int64),
+    each row contiguous: one cast for all fields instead of one per field."""
+    return V.astype(t).view(np.int64).reshape(V.size, -1).T.copy()
+
+
+_FIXED64 = np.dtype([(f, np.int64) for f in _HEAD_FIXED.names or ()])
+_VAR64 = np.dtype([(f, np.int64) for f in _HEAD_VAR[0].names or ()])
+
+
+def _var_fields(H: np.ndarray, lay: np.ndarray) -> np.ndarray:
+    """STORETIMESTAMP, RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET and BODY length of the heads H, whose
+    layouts (`_HEAD_VAR`'s index) are `lay`, as the rows of an int64 array: one view when all have the
+    same layout."""
+    present = _nz(np.bincount(lay, minlength=4)).tolist()
+    if len(present) <= 1:
+        return _rows(H.view(_HEAD_VAR[present[0] if present else 0])[:, 0], _VAR64)
+    out = np.empty((4, lay.size), dtype=np.int64)
+    for layout in present:
+        m = lay == layout
+        out[:, m] = _rows(H[m].view(_HEAD_VAR[layout])[:, 0], _VAR64)
+    return out
 
 
 class WalkOptions(TypedDict, total=False):
@@ -595,7 +678,7 @@ def _walk(
         else:
             p, stopped = _chain(u8, n, pos, end)
         if p.size:
-            bad = np.flatnonzero(_gather(u8, p + 28, ">i8") != p + base) if _cw is None else p[:0]
+            bad = _nz(_gather(u8, p + 28, ">i8") != p + base) if _cw is None else p[:0]
             if bad.size:  # a PHYSICALOFFSET that is not the record's position
                 stopped = int(p[bad[0]])
                 p = p[: bad[0]]
@@ -623,7 +706,7 @@ def records_at(
         P = np.asarray(positions, dtype=np.int64)
         if P.size and (P.min() < 0 or int(P.max()) + 36 > n):
             raise RecordError(file_start + int(P.max()), "position outside the file")
-        bad = np.flatnonzero(_gather(u8, P + 28, ">i8") != P + file_start)
+        bad = _nz(_gather(u8, P + 28, ">i8") != P + file_start)
         if bad.size:
             raise RecordError(file_start + int(P[bad[0]]), "not a record any more (the file changed?)")
         w = _Walker(buf, file_start, u8)
@@ -684,7 +767,7 @@ def _corrupt(buf: Buf, w: _Walker, bad: np.ndarray) -> None:
 def _crc_mismatches(
     w: _Walker, P: np.ndarray, size: np.ndarray, crc: np.ndarray, got: np.ndarray, crc_ok: np.ndarray
 ) -> None:
-    for i in np.flatnonzero(~crc_ok).tolist():
+    for i in _nz(~crc_ok).tolist():
         p = int(P[i])
         w.problems.append(
             Problem(
@@ -697,13 +780,14 @@ def _crc_mismatches(
         )
 
 
-def _host_columns(
-    u8: np.ndarray, P: np.ndarray, H: np.ndarray, bh: np.ndarray, sh: np.ndarray
-) -> dict[str, Any]:
-    """extract "hosts": born and store host codes into one list of host names."""
+def _host_columns(u8: np.ndarray, P: np.ndarray, sysflag: np.ndarray) -> dict[str, Any]:
+    """extract "hosts": born and store host codes into one list of host names (an IPv6 address when the
+    sysflag says so)."""
+    bh = np.where(sysflag & 0x10, 20, 8)
+    sh = np.where(sysflag & 0x20, 20, 8)
     hosts: dict[bytes, int] = {}
-    born = _hosts(u8, P + 48, bh, hosts, H, 48)
-    store = _hosts(u8, P + 56 + bh, sh, hosts, H, 56 + bh)
+    born = _hosts(u8, P + 48, bh, hosts)
+    store = _hosts(u8, P + 56 + bh, sh, hosts)
     return {
         "born_host_codes": born,
         "store_host_codes": store,
@@ -731,28 +815,29 @@ def _columns(
     if _cw is not None:
         return _columns_c(buf, u8, w, P, walk_end, check_crc, fields, extract, crc_known, topics)
     base = w.base
+    if not P.size:  # the ~80 numpy calls below, each on empty arrays, give this
+        return _empty(base, w, P, walk_end, extract)
     H = _heads(u8, P)
-    total = _field(H, 0, ">i4")
-    magic = _field(H, 4, ">u4")
-    sysflag = _field(H, 36, ">i4")
-    bh = np.where(sysflag & 0x10, 20, 8)
-    sh = np.where(sysflag & 0x20, 20, 8)
+    X = _rows(H.view(_HEAD_FIXED)[:, 0], _FIXED64)  # the rows of _HEAD_FIXED's fields
+    total, magic, sysflag = X[0], X[1], X[7]
+    lay = (sysflag >> 4) & 3
+    Y = _var_fields(H, lay)
+    blen = Y[3]
     # variable layout: body length, topic length, properties length; each index clamped to the record
     # head (position 0) where an earlier check already failed, so no read leaves the record
-    brel = 68 + bh + sh
+    brel = _BREL[lay]
     # the record inside the buffer: a walk found it so, but records_at's positions may be stale (found by
     # the fuzz harness: reads past the buffer raised IndexError instead of RecordError)
     ok = (brel + 4 <= total) & (total <= u8.size - P)
-    blen = _field(H, brel, ">i4")
     ok &= (blen >= 0) & (brel + 4 + blen <= total)
     trel = np.where(ok, brel + 4 + blen, 0)
     v1 = magic == MAGIC_V1
-    ok &= trel + np.where(v1, 1, 2) <= total
+    tstart = trel + np.where(v1, 1, 2)
+    ok &= tstart <= total
     tl1 = u8[P + np.where(ok, trel, 0)].astype(np.int64)
     tl2 = _gather(u8, P + np.where(ok & ~v1, trel, 0), ">u2")
     ok &= ~v1 | (tl1 <= 127)
     tlen = np.where(v1, tl1, tl2)
-    tstart = trel + np.where(v1, 1, 2)
     prel = tstart + tlen
     ok &= prel + 2 <= total
     plen = _gather(u8, P + np.where(ok, prel, 0), ">u2")
@@ -760,10 +845,12 @@ def _columns(
     if not ok.all():
         _corrupt(buf, w, P[~ok])
         keep = ok
-        P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen = (
-            a[keep] for a in (P, H, total, magic, sysflag, bh, sh, brel, blen, v1, tstart, tlen, prel, plen)
+        P, H, brel, v1, tstart, tlen, prel, plen = (
+            a[keep] for a in (P, H, brel, v1, tstart, tlen, prel, plen)
         )
-    crc = _field(H, 8, ">i4")
+        X, Y = X[:, keep], Y[:, keep]
+        total, sysflag, blen = X[0], X[7], Y[3]
+    crc = X[2]
     body_at = P + brel + 4
     crc_ok = np.ones(P.size, dtype=bool)
     mv = memoryview(buf)
@@ -783,14 +870,11 @@ def _columns(
         if "properties" in extract:
             extra["properties_blob"] = _blob(u8, mv, P + prel + 2, plen)
         if "hosts" in extract:
-            extra.update(_host_columns(u8, P, H, bh, sh))
+            extra.update(_host_columns(u8, P, sysflag))
     finally:
         mv.release()
     w.problems.sort(key=lambda p: p.position)
     empty = np.zeros(0, dtype=np.int64)
-
-    def col(at: int | np.ndarray, dt: str) -> np.ndarray:
-        return _field(H, at, dt) if fields else empty
 
     return ParsedRange(
         file_start=base,
@@ -799,20 +883,46 @@ def _columns(
         version=np.where(v1, 1, 2).astype(np.int8),
         body_crc=crc,
         crc_ok=crc_ok,
-        queue_id=col(12, ">i4"),
-        flag=col(16, ">i4"),
-        queue_offset=col(20, ">i8"),
-        physical_offset=col(28, ">i8"),
+        queue_id=X[3] if fields else empty,
+        flag=X[4] if fields else empty,
+        queue_offset=X[5] if fields else empty,
+        physical_offset=X[6] if fields else empty,
         sysflag=sysflag,
-        born_timestamp=col(40, ">i8"),
-        store_timestamp=col(48 + bh, ">i8"),
-        reconsume_times=col(56 + bh + sh, ">i4"),
-        prepared_tx_offset=col(60 + bh + sh, ">i8"),
+        born_timestamp=X[8] if fields else empty,
+        store_timestamp=Y[0] if fields else empty,
+        reconsume_times=Y[1] if fields else empty,
+        prepared_tx_offset=Y[2] if fields else empty,
         body_length=blen,
         topic_codes=codes,
         topic_names=names,
         problems=w.problems,
         walk_end=walk_end,
+        **extra,
+    )
+
+
+def _empty(base: int, w: _Walker, P: np.ndarray, walk_end: int, extract: tuple[str, ...]) -> ParsedRange:
+    """`_columns` of no records: its columns' dtypes, its empty items."""
+    e = np.zeros(0, dtype=np.int64)
+    extra: dict[str, Any] = {}
+    for name, key in (("bodies", "body_blob"), ("properties", "properties_blob")):
+        if name in extract:
+            extra[key] = Blob(np.zeros(1, dtype=np.int64), b"")
+    if "hosts" in extract:
+        extra.update(
+            born_host_codes=np.zeros(0, dtype=np.int32), store_host_codes=np.zeros(0, dtype=np.int32)
+        )
+    w.problems.sort(key=lambda p: p.position)
+    cols: dict[str, Any] = {c: e.copy() for c in _COLUMNS[1:]}
+    cols.update(version=np.zeros(0, dtype=np.int8), crc_ok=np.ones(0, dtype=bool))
+    return ParsedRange(
+        file_start=base,
+        position=P,
+        topic_codes=e,
+        topic_names=[],
+        problems=w.problems,
+        walk_end=walk_end,
+        **cols,
         **extra,
     )
 
@@ -887,10 +997,7 @@ def _columns_c(
         finally:
             mv.release()
         if "hosts" in extract:
-            H = _heads(u8, P)
-            bh = np.where(sysflag & 0x10, 20, 8)
-            sh = np.where(sysflag & 0x20, 20, 8)
-            extra.update(_host_columns(u8, P, H, bh, sh))
+            extra.update(_host_columns(u8, P, sysflag))
     w.problems.sort(key=lambda p: p.position)
     empty = np.zeros(0, dtype=np.int64)
 
@@ -931,7 +1038,7 @@ def _topic_order(codes: np.ndarray, raw: list[bytes], tlen: np.ndarray) -> tuple
         return np.zeros(0, dtype=np.int64), []
     m = len(raw)
     width = int(tlen.max())
-    present = np.flatnonzero(np.bincount(codes, minlength=m))
+    present = _nz(np.bincount(codes, minlength=m))
     if width > 256:  # first appearance
         first = np.full(m, codes.size, dtype=np.int64)
         np.minimum.at(first, codes, np.arange(codes.size))
@@ -947,7 +1054,7 @@ def _topic_order(codes: np.ndarray, raw: list[bytes], tlen: np.ndarray) -> tuple
         seen = np.zeros(m, dtype=bool)
         chunks = []
         for s in range(0, codes.size, step):
-            fresh = np.flatnonzero((np.bincount(codes[s : s + step], minlength=m) > 0) & ~seen)
+            fresh = _nz((np.bincount(codes[s : s + step], minlength=m) > 0) & ~seen)
             fresh = fresh[np.argsort(key_rank[fresh])]
             seen[fresh] = True
             chunks.append(fresh)
@@ -984,7 +1091,7 @@ def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) ->
         key = np.ascontiguousarray(
             np.concatenate([ln.astype(">u2").view(np.uint8).reshape(-1, 2), rows], axis=1)
         )
-        uniq, inv = np.unique(key.view(f"V{key.shape[1]}").ravel(), return_inverse=True)
+        uniq, inv = _unique(key.view(f"V{key.shape[1]}").ravel())
         local = np.fromiter(
             (
                 names.setdefault(bytes(u)[2 : 2 + int.from_bytes(bytes(u)[:2], "big")], len(names))
@@ -997,22 +1104,13 @@ def _topics(u8: np.ndarray, mv: memoryview, at: np.ndarray, tlen: np.ndarray) ->
     return codes, [k.decode("utf-8", errors="replace") for k in names]
 
 
-def _hosts(
-    u8: np.ndarray,
-    at: np.ndarray,
-    width: np.ndarray,
-    names: dict[bytes, int],
-    H: np.ndarray,
-    rel: int | np.ndarray,
-) -> np.ndarray:
-    """Each record's `ip:port` as a code into `names` (the distinct raw addresses, added to as met; a
-    few hosts send most messages): the addresses compared as fixed-width rows in blocks of about 8 MiB.
-    H, rel: the records' heads (`_heads`) and where the address starts in them."""
+def _hosts(u8: np.ndarray, at: np.ndarray, width: np.ndarray, names: dict[bytes, int]) -> np.ndarray:
+    """Each record's `ip:port` at `at` (records that lie inside the buffer) as a code into `names` (the
+    distinct raw addresses, added to as met; a few hosts send most messages): the addresses compared as
+    fixed-width rows in blocks of about 8 MiB."""
     codes = np.empty(at.size, dtype=np.int32)
     if at.size and bool((width == 8).all()):  # IPv4 only: each address and port is one 8-byte integer
-        uniq, inv = np.unique(
-            _field(H, rel if isinstance(rel, int) else rel.astype(np.int64), ">u8"), return_inverse=True
-        )
+        uniq, inv = _unique(_gather(u8, at, ">u8"))
         pad = bytes(12)
         local = np.fromiter(
             (
@@ -1030,7 +1128,7 @@ def _hosts(
         a, w = at[s : s + step], width[s : s + step]
         rows = np.where(cols < w[:, None], u8[np.minimum(a[:, None] + cols, u8.size - 1)], 0).astype(np.uint8)
         key = np.ascontiguousarray(np.concatenate([w.astype(np.uint8)[:, None], rows], axis=1))
-        uniq, inv = np.unique(key.view("V21").ravel(), return_inverse=True)
+        uniq, inv = _unique(key.view("V21").ravel())
         local = np.fromiter(
             (names.setdefault(bytes(u), len(names)) for u in uniq), dtype=np.int32, count=uniq.size
         )

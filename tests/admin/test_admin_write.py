@@ -227,6 +227,33 @@ def test_quorum_transfer_remove_add_and_health_codes(trio: World, tmp_path) -> N
     assert proc.returncode == 6 and "no leader" in proc.stderr
 
 
+def test_quorum_refuses_a_change_that_would_leave_no_live_quorum(trio: World) -> None:
+    """With one of three nodes down, removing a live follower or adding a fourth node would leave a
+    group whose majority cannot answer (it would stall until the dead node came back): refused with
+    the node to bring back, on a real group; removing the dead node goes ahead."""
+    leader = trio.cluster.leader()
+    assert leader is not None
+    live, dead = (n for n in trio.cluster.nodes if n is not leader)
+    dead.kill()
+    a = ["-a", leader.grpc_address]
+    wanted = f"bring {dead.raft_address} back (or remove it) first"
+
+    def dead_node_disconnected() -> bool:
+        doc = json.loads(run("quorum", "status", *a, "--timeout", "1", "-o", "json").stdout)
+        return any(p["raftAddress"] == dead.raft_address and not p["connected"] for p in doc["peers"])
+
+    wait_until(dead_node_disconnected, 15, interval=0.3, what="the leader to lose the killed node")
+    proc = run("quorum", "remove", live.raft_address, *a)
+    assert proc.returncode == 3 and wanted in proc.stderr, proc.stderr
+    proc = run("quorum", "add", f"127.0.0.1:{free_port()}", *a)
+    assert proc.returncode == 3 and "fewer than the 3 a quorum needs" in proc.stderr, proc.stderr
+    assert wanted in proc.stderr
+    proc = run("quorum", "remove", dead.raft_address, *a)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(run("quorum", "status", *a, "-o", "json").stdout)
+    assert sorted(p["raftAddress"] for p in doc["peers"]) == sorted([leader.raft_address, live.raft_address])
+
+
 def test_quorum_add_a_new_node(tmp_path) -> None:
     w = build_world(tmp_path, 1)
     try:

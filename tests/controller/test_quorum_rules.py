@@ -28,13 +28,41 @@ def test_malformed_requests_are_refused_on_any_node() -> None:
     assert quorum.request_refusal("add", "127.0.0.1:9848") is None
 
 
+def rule(action: str, target: str, members: list[str] = OTHERS, active: list[str] = OTHERS) -> Any:
+    """The leader ME's answer, every other member live unless said."""
+    return quorum.membership_refusal(action, target, ME, members, active)
+
+
 def test_the_leader_refuses_what_the_membership_forbids() -> None:
-    assert "already a member" in refused(quorum.membership_refusal("add", OTHERS[0], ME, OTHERS))
-    assert "already a member" in refused(quorum.membership_refusal("add", ME, ME, OTHERS))
-    assert "is not a member" in refused(quorum.membership_refusal("remove", "127.0.0.1:9848", ME, OTHERS))
-    assert "transfer the leadership first" in refused(quorum.membership_refusal("remove", ME, ME, OTHERS))
-    done = quorum.membership_refusal("transfer", ME, ME, OTHERS)
+    assert "already a member" in refused(rule("add", OTHERS[0]))
+    assert "already a member" in refused(rule("add", ME))
+    assert "is not a member" in refused(rule("remove", "127.0.0.1:9848"))
+    assert "transfer the leadership first" in refused(rule("remove", ME))
+    done = rule("transfer", ME)
     assert done is not None and done["code"] == 0 and done["members"] == sorted([ME, *OTHERS])
-    assert quorum.membership_refusal("remove", OTHERS[1], ME, OTHERS) is None
-    assert quorum.membership_refusal("add", "127.0.0.1:9848", ME, OTHERS) is None
-    assert quorum.membership_refusal("transfer", OTHERS[0], ME, OTHERS) is None
+    assert rule("remove", OTHERS[1]) is None
+    assert rule("add", "127.0.0.1:9848") is None
+    assert rule("transfer", OTHERS[0]) is None
+
+
+def test_a_change_that_would_leave_no_quorum_of_live_members_is_refused() -> None:
+    """etcd's strict reconfiguration check: with OTHERS[1] silent, removing the other live member or
+    adding a fourth node would leave a group whose majority cannot answer; removing the silent one,
+    or any change with all members live, goes ahead."""
+    b, c = OTHERS
+    new = "127.0.0.1:9848"
+    remark = refused(rule("remove", b, active=[b]))
+    assert remark == (
+        f"remove {b} would leave 2 members of which 1 answer the leader, fewer than the 2 a quorum "
+        f"needs: bring {c} back (or remove it) first"
+    ), remark
+    assert "fewer than the 3 a quorum needs" in refused(rule("add", new, active=[b]))
+    assert rule("remove", c, active=[b]) is None
+    assert rule("add", new) is None
+    assert rule("remove", b) is None
+    # a group of one grows to two; a group of two with its other node silent cannot grow to three
+    assert rule("add", new, [], []) is None
+    assert f"bring {b} back" in refused(rule("add", new, [b], []))
+    assert rule("remove", b, [b], []) is None  # down to the leader alone
+    # a transfer does not change the membership: not counted
+    assert rule("transfer", b, active=[]) is None

@@ -12,6 +12,12 @@ coverage, UndefinedBehaviorSanitizer trapping) by `build`:
       ASAN_OPTIONS=detect_leaks=0 MQCTL_FUZZ_EXT=DIR/_cwalker.so \\
       .venv/bin/python tests/fuzz/fuzz_walker.py -runs=10000000 -max_len=8192 DIR/corpus DIR/seeds
 
+libFuzzer's `-jobs=N -workers=N` starts each job as `sh -c '<argv[0]> ...'`: give it an executable that runs
+this file with the venv's Python and keeps its own path in argv[0] (bench/README.md, issue 32's long run:
+`exec(compile(open(this file).read(), this file, "exec"), {"__name__": "__main__", "__file__": this file})`
+under a `#!/path/to/.venv/bin/python` line), and `-runs` per job. Each job logs to fuzz-N.log in the working
+directory; its `#N` lines count the inputs run, `stat::number_of_executed_units` at its end.
+
 tests/fuzz/test_fuzz_walker.py runs a short one in CI; the long run's figures are in bench/README.md.
 """
 

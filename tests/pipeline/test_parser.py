@@ -474,6 +474,10 @@ def test_properties_with_arrow_kernels_follow_decode_properties() -> None:
         b"X\x01a\x01b\x02",
         b"UNIQ_KEY\x01\x02",
         b"Y\x01line\nbreak",
+        b"K",  # a key without \x01: its value ""
+        b"\x01v",  # an empty key
+        b"a\x01\x01\x02\x02Z\x01z\x01",
+        b"K\x01other record, same key",
     ]
     fast = _properties(pa, pa.array(raws, pa.binary()))
     slow = _properties_py(pa, raws)
@@ -481,8 +485,10 @@ def test_properties_with_arrow_kernels_follow_decode_properties() -> None:
     for k in ("uniqKey", "keys", "tags", "properties"):
         assert fast[k].to_pylist() == slow[k].to_pylist(), k
     assert slow["properties"].to_pylist()[3] == [("X", "a\x01b")]
-    assert slow["uniqKey"].to_pylist() == ["u1", None, None, None, None, None]
+    assert slow["uniqKey"].to_pylist() == ["u1", *[None] * 9]
+    assert fast["properties"].to_pylist()[6:9] == [[("K", "")], [("", "v")], [("a", "\x01"), ("Z", "z\x01")]]
     assert _properties(pa, pa.array([b"K\x01a\x02K\x01b\x02"], pa.binary())) is None
+    assert _properties(pa, pa.array([b"A\x01a", b"K\x01a\x02B\x02K"], pa.binary())) is None
     assert _properties(pa, pa.array([b"K\x01\xff\x02"], pa.binary())) is None
     assert _properties_py(pa, [b"K\x01a\x02K\x01b\x02"])["properties"].to_pylist() == [[("K", "b")]]
 

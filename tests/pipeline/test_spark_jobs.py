@@ -307,3 +307,27 @@ def test_salvage_in_a_separate_process_is_the_same_result(spark, fleet: Fleet, t
     assert second.returncode == 0 and second.stderr == "", second.stderr
     b = json.loads(second.stdout)
     assert b["backup"] is None and b["digest"] == first["digest"]
+
+
+def test_partition_values_are_where_sparks_hash_sends_them(spark) -> None:
+    """The writer tasks' partition values are found without a Spark job (`spark_hash_long`): its hash is
+    Spark's own hash() of a bigint, extremes and negatives included, and each value lands in its
+    partition under `repartition(n, col)`."""
+    from pyspark.sql import functions as F
+
+    from mqctl.pipeline.salvage import _SparkJob, spark_hash_long
+
+    values = [*range(-300, 300), 2**31 - 1, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), 123456789012345]
+    df = spark.createDataFrame([(v,) for v in values], "v long")
+    assert [r["h"] for r in df.select(F.hash("v").alias("h")).collect()] == [
+        spark_hash_long(v) for v in values
+    ]
+    for n in (1, 2, 3, 8, 13):
+        want = _SparkJob._partition_values(None, n)  # type: ignore[arg-type]  # uses no session
+        got = (
+            spark.createDataFrame([(v,) for v in want], "v long")
+            .repartition(n, "v")
+            .select("v", F.spark_partition_id().alias("p"))
+            .collect()
+        )
+        assert sorted((r["p"], r["v"]) for r in got) == list(enumerate(want))
