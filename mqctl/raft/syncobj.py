@@ -304,7 +304,7 @@ class SyncObj:
         self.__thread: threading.Thread | None = None
         self.__mainThread: threading.Thread | None = None
         self.__initialised: threading.Event | None = None
-        self.__commandsQueue = FastQueue(self.__conf.commandsQueueSize)
+        self.__commandsQueue = _CommandsQueue(self.__conf.commandsQueueSize)  # mqctl: FORK.md, change 31
         self.__pipeNotifier = None  # mqctl: none with an injected poller (FORK.md, change 23)
         if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED and \
                 getattr(self.__conf, 'poller', None) is None:
@@ -553,6 +553,8 @@ class SyncObj:
             self.__callErrCallback(FAIL_REASON.QUEUE_FULL, callback)
 
     def _checkCommandsToApply(self) -> None:
+        if not self.__commandsQueue:  # mqctl: most ticks have none (FORK.md, change 31)
+            return
         startTime = self.__clock()
         appended = False  # mqctl: one append_entries for all the commands taken here (FORK.md, 16)
 
@@ -1992,6 +1994,13 @@ class AsyncResult:
         self.result = res
         self.error = err
         self.event.set()
+
+
+class _CommandsQueue(FastQueue):  # type: ignore[misc]  # mqctl: FORK.md, change 31
+    """pysyncobj's FastQueue that says whether it holds anything, without raising Queue.Empty."""
+
+    def __bool__(self) -> bool:
+        return bool(self._FastQueue__queue)
 
 
 def replicated(*decArgs: Any, **decKwargs: Any) -> Any:
