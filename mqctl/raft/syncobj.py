@@ -182,6 +182,7 @@ class SyncObj:
         # Set while a leadership transfer (Raft 'TimeoutNow') is pending, to stop
         # the outgoing leader's heartbeats from postponing the forced election.
         self.__transferInProgress = False
+        self.__transferAskedAt = 0.0  # mqctl: when the pending TimeoutNow arrived (FORK.md, change 32)
         # mqctl: PreVote and CheckQuorum (FORK.md, change 13): the term of this node's pre-vote round
         # (None: none), the peers that granted it, when a leader was last heard from, which peers
         # speak pre-vote (True) or run plain pysyncobj (False), when messages were last read, and
@@ -694,6 +695,14 @@ class SyncObj:
             self.__numOneSecondDumps += 1
             self.__raftLog.onOneSecondTimer()
 
+        # mqctl: a TimeoutNow not acted on within an election timeout is dropped, as etcd aborts a
+        # transfer (FORK.md, change 32): a node connected to nobody when it came would otherwise skip
+        # PreVote seconds later, once a connection opens, against a leader elected meanwhile
+        if self.__transferInProgress and \
+                self.__clock() - self.__transferAskedAt > self.__conf.raftMaxTimeout:
+            self.__transferInProgress = False
+            self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
+
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None:
             # mqctl: the election timeout counted up to the last time messages were read (FORK.md,
             # change 15): a node whose own tick was late reads the leader's waiting messages first
@@ -1085,6 +1094,7 @@ class SyncObj:
             if message['term'] >= self.__raftCurrentTerm and node == self.__raftLeader:
                 self.__raftElectionDeadline = 0
                 self.__transferInProgress = True
+                self.__transferAskedAt = self.__clock()  # mqctl: FORK.md, change 32
 
         if message['type'] == 'request_vote' and self.__selfNode is not None:
             # mqctl: CheckQuorum's lease (FORK.md, change 13): a candidate of this release asks for

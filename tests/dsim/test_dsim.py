@@ -22,6 +22,7 @@ REGRESSION_SEEDS: list[tuple[int, int, bool]] = [
     (3015, 5, True),  # a removed node's answer raised KeyError on the leader (FORK.md, change 29)
     (4189, 3, True),  # a restarted node counted with an old configuration: two leaders (change 30)
     (2109, 3, True),  # the simulator's own: a node added over a connection it had opened, unseen
+    (1061, 3, True),  # a TimeoutNow kept 3 s while connected to nobody skipped PreVote (FORK.md, 32)
 ]  # (seed, nodes, membership)
 
 
