@@ -161,7 +161,7 @@ class ControllerNode:
             return self._local(typed)
         if method in methods.FRESH_READ_METHODS:
             try:
-                self.sync.barrier_sync(timeout=timeout)
+                self.sync.read_barrier_sync(timeout=timeout)  # shared with concurrent reads
             except Exception as exc:
                 # a read changes nothing, so "outcome unknown" does not apply: answer UNAVAILABLE
                 # (with the leader if known) and let the client retry elsewhere
@@ -284,7 +284,7 @@ class ControllerNode:
         if not self.is_leader():
             return self.raft.not_leader()
         try:
-            self.sync.barrier_sync(timeout=timeout)
+            self.sync.read_barrier_sync(timeout=timeout)
         except Exception:
             return {
                 "code": int(Code.UNAVAILABLE),

@@ -21,7 +21,9 @@ from typing import Any, Protocol, cast
 
 _INET_NTOP = socket.inet_ntop
 from pysyncobj import SyncObjConf  # noqa: E402
+from pysyncobj.config import FAIL_REASON  # noqa: E402
 from pysyncobj.node import TCPNode  # noqa: E402
+from pysyncobj.syncobj import SyncObjException  # noqa: E402
 
 from mqctl.raft.syncobj import SyncObj  # noqa: E402 (mqctl's fork: durable log, FORK.md)
 from mqctl.raft.syncobj import replicated as _replicated  # noqa: E402
@@ -50,6 +52,8 @@ SNAPSHOT_FORMAT = "mqctl-controller-snapshot/1"
 # vote file fails for that while (seen on a full tmpfs: the node stopped acknowledging for a
 # moment every 2 s retry). The snapshot fails at once instead, writing nothing.
 SNAPSHOT_RESERVE = 256 * 1024
+# seconds: a read barrier in flight this long (its answer lost, say) no longer holds back the next
+READ_BARRIER_STALE = 1.0
 
 # Called after each applied entry with (state, records): lets the node notify watchers.
 ApplyHook = Callable[[core.ControllerState, list[Record]], None]
@@ -77,6 +81,8 @@ class RaftSeam(Protocol):
     def propose(self, entry_json: str, *, callback: Callback, leader_term: int | None = None) -> None: ...
     def propose_sync(self, entry_json: str, *, timeout: float) -> Any: ...
     def barrier_sync(self, *, timeout: float) -> None: ...
+    def read_barrier(self, callback: Callback) -> None: ...
+    def read_barrier_sync(self, *, timeout: float) -> None: ...
     def term(self) -> int: ...
     def is_leader(self) -> bool: ...
     def leader_id(self) -> str | None: ...
@@ -128,6 +134,12 @@ class ControllerSyncObj(SyncObj):
         # the Raft index of the last entry applied to `state` (read with it under `state_lock`:
         # pysyncobj counts an entry as applied only after `execute` returns)
         self.applied_index = 0
+        # fresh reads share barriers (read_barrier): the one in flight, and the callbacks of reads
+        # that came after it was asked for, which wait for the next one (under _reads_lock)
+        self._reads_lock = threading.Lock()
+        self._reads_inflight_since: float | None = None
+        self._reads_next: list[Callback] = []
+        self._clock: Callable[[], float] = getattr(conf, "clock", None) or time.monotonic
         if getattr(conf, "journalFactory", None) is None:  # not made by make_conf
             conf.journalFactory = JournalFactory(Storage.from_env())
         self._journal_factory: JournalFactory = conf.journalFactory
@@ -155,6 +167,58 @@ class ControllerSyncObj(SyncObj):
     def barrier_sync(self, *, timeout: float) -> None:
         """Wait until an entry appended now is applied here: every earlier entry is applied."""
         self.barrier(sync=True, timeout=timeout)
+
+    def read_barrier(self, callback: Callback) -> None:
+        """`callback(result, FAIL_REASON)` once a barrier appended after this call is applied here:
+        every write acknowledged before the call is then in `state` (a fresh read's guarantee).
+
+        Reads share barriers, as Raft's ReadIndex batches them: while a barrier is in flight, the
+        reads that arrive wait for the next one, asked for as soon as it completes, for all of them
+        at once (the one in flight may have been appended before they arrived: it does not prove
+        leadership after their arrival). 300 brokers each reading once a second were 300 Raft
+        entries a second; now one barrier per round trip. A barrier in flight for longer than
+        READ_BARRIER_STALE (its answer lost with a connection, say) no longer holds the next back.
+        """
+        with self._reads_lock:
+            now = self._clock()
+            since = self._reads_inflight_since
+            if since is not None and now - since < READ_BARRIER_STALE:
+                self._reads_next.append(callback)
+                return
+            self._reads_inflight_since = now
+            waiting = [*self._reads_next, callback]
+            self._reads_next = []
+        self._read_round(waiting, now)
+
+    def _read_round(self, waiting: list[Callback], started: float) -> None:
+        def done(result: Any, error: Any) -> None:
+            with self._reads_lock:
+                following: list[Callback] = []
+                if self._reads_inflight_since == started:  # not replaced as stale meanwhile
+                    following, self._reads_next = self._reads_next, []
+                    now = self._clock()
+                    self._reads_inflight_since = now if following else None
+            for cb in waiting:
+                cb(result, error)
+            if following:
+                self._read_round(following, now)
+
+        self.barrier(callback=done)
+
+    def read_barrier_sync(self, *, timeout: float) -> None:
+        """read_barrier, waiting: raises pysyncobj's SyncObjException as barrier_sync does."""
+        done = threading.Event()
+        outcome: list[Any] = []
+
+        def callback(_result: Any, error: Any) -> None:
+            outcome.append(error)
+            done.set()
+
+        self.read_barrier(callback)
+        if not done.wait(timeout):
+            raise SyncObjException("Timeout")
+        if outcome[0] != FAIL_REASON.SUCCESS:
+            raise SyncObjException(outcome[0])
 
     def term(self) -> int:
         return int(self.raftCurrentTerm)

@@ -51,6 +51,7 @@ class Checker:
         self.ops: list[dict[str, Any]] = []
         self.healed_at: float | None = None
         self.violations: list[str] = []
+        self.change_looked: dict[str, tuple[int, int, int, int]] = {}  # one_change_at_a_time's last look
 
     def forget(self, addr: str) -> None:
         """A node's disk was replaced by an empty one: its term and vote start again from nothing."""
@@ -186,28 +187,33 @@ class Checker:
         mine["_broker_epoch"] = state.broker_epoch
 
     def after_step(self, node: SimNode) -> None:
+        # runs after every step of every node (most of them ticks that change nothing): what is
+        # stored is stored only when it changed, the configuration is read once
         sync = node.sync
         if sync is None or not node.alive:
             return
         w = self.world
-        term = sync.term()
+        term = sync.raftCurrentTerm
         addr = node.addr
         old = self.seen_term.get(addr, 0)
         if term < old:  # currentTerm is Raft's persistent state: a restart never takes it back
             self.fail(f"{addr} is at term {term} after a restart, it was at term {old} (term not durable)")
         voted = node.journal.getVotedForNodeId()
         before = self.seen_vote.get(addr)
-        if before is not None and before[0] == term and before[1] is not None and voted != before[1]:
-            self.fail(
-                f"{addr} voted for {before[1]} in term {term}, after a restart for {voted} (vote not durable)"
-            )
-        self.seen_vote[addr] = (term, voted)
+        if before is None or before[0] != term or before[1] != voted:
+            if before is not None and before[0] == term and before[1] is not None:
+                self.fail(
+                    f"{addr} voted for {before[1]} in term {term}, after a restart for {voted} "
+                    "(vote not durable)"
+                )
+            self.seen_vote[addr] = (term, voted)
+        leads = sync.is_leader()
         if term > old:
             self.seen_term[addr] = term
-            if voted == addr and (not sync.is_leader() or self.was_leader.get(addr) != term):
+            if voted == addr and (not leads or self.was_leader.get(addr) != term):
                 self.election_started(node, term)
-        if sync.is_leader():
-            config_since = self.config_since(node)
+        if leads:
+            config, config_since = self.config_since(node)
             if self.was_leader.get(addr) != term:
                 self.was_leader[addr] = term
                 self.leader_since[addr] = w.now
@@ -225,7 +231,6 @@ class Checker:
             ):
                 # the majority of the members this leader counts now (membership changes included),
                 # for as long as it has counted them
-                config = node.config()
                 heard = sum(
                     1
                     for p in config
@@ -239,19 +244,26 @@ class Checker:
             if w.now - w.quorum_asked_at < 30.0:
                 self.one_change_at_a_time(node, term)
 
-    def config_since(self, node: SimNode) -> float:
-        """Since when `node` has counted majorities of the configuration it has now."""
-        config = frozenset(node.config())
+    def config_since(self, node: SimNode) -> tuple[frozenset[str], float]:
+        """The configuration `node` counts majorities of now (node.config()), and since when."""
+        assert node.sync is not None
+        config = frozenset([node.addr, *(n.id for n in node.sync.otherNodes)])
         known = self.configs.get(node.addr)
         if known is None or known[0] != config:
             known = self.configs[node.addr] = (config, self.world.now)
-        return known[1]
+        return known
 
     def one_change_at_a_time(self, node: SimNode, term: int) -> None:
         """A leader appends a membership change only once its previous one is committed (Raft's
         single-server changes): so the majorities of the configuration in use and of the committed
         one always overlap. Two uncommitted changes of its own term break that."""
         assert node.sync is not None
+        # a leader only appends in its term: with the same length and commit index since the last
+        # look, its uncommitted entries are the ones looked at then
+        key = (node.generation, term, len(node.journal), node.sync.raftCommitIndex)
+        if self.change_looked.get(node.addr) == key:
+            return
+        self.change_looked[node.addr] = key
         mine = [e for e in node.membership_entries(node.sync.raftCommitIndex) if e[1] == term]
         if len(mine) > 1:
             self.fail(
@@ -299,11 +311,15 @@ class Checker:
             for b in alive[i + 1 :]:
                 ja, jb = a.journal, b.journal
                 n = min(len(ja), len(jb))
+                (ia, ta), (ib, tb) = ja.index_term_columns(), jb.index_term_columns()
                 last_same = -1
-                for k in range(n):
-                    if ja[k][1] == jb[k][1] and ja[k][2] == jb[k][2]:
+                for k in range(n - 1, -1, -1):  # the last position where index and term agree
+                    if ia[k] == ib[k] and ta[k] == tb[k]:
                         last_same = k
-                for k in range(last_same + 1):
+                        break
+                if ja.same_first_entries(jb, last_same + 1):  # as buffers: no entry decoded or copied
+                    continue
+                for k in range(last_same + 1):  # they differ: find where, for the message
                     if ja[k] != jb[k]:
                         self.fail(
                             f"log matching: {a.addr} and {b.addr} differ at index {ja[k][1]} below a "

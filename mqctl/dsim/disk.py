@@ -223,6 +223,9 @@ class SimJournal(DurableJournal):
 
     def __init__(self, path: str, storage: Storage, node: SimNode) -> None:
         self.node = node
+        mutation = node.world.mutation
+        lies = ("follower-acks-before-fsync", "leader-counts-before-durable")
+        self.lie = mutation if mutation in lies else None
         super().__init__(path, storage)
 
     def _sync_thread(self) -> Any:
@@ -234,8 +237,8 @@ class SimJournal(DurableJournal):
         file.sync()
 
     def durable_index(self) -> int:
-        lie = self.node.world.mutation
-        if lie in ("follower-acks-before-fsync", "leader-counts-before-durable") and len(self):
+        lie = self.lie  # asked on every tick: the run's mutation looked at once
+        if lie is not None and len(self):
             leads = self.node.sync is not None and self.node.sync.is_leader()
             if leads == (lie == "leader-counts-before-durable"):
                 return int(self[-1][1])

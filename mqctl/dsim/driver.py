@@ -111,7 +111,7 @@ class Controller:
                 answer["_ctx"] = self.context(self.names_of(typed))
                 reply(answer)
 
-            sync.barrier(callback=read)
+            sync.read_barrier(read)  # shared with the reads around it, as node.py's
             return
         names = self.names_of(typed)
 

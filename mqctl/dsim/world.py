@@ -466,7 +466,7 @@ class SimNode:
             if self.debt:
                 self.busy_until = self.resumed_at = max(self.busy_until, w.now + self.debt)
                 self.debt = 0.0
-        w.after_step(self)
+        w.checker.after_step(self)  # World.after_step, inlined: after every tick and message
 
     def _run_gen(self, gen: int, fn: Callable[..., None], args: tuple[Any, ...], name: str) -> None:
         if gen == self.generation:

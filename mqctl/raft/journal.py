@@ -256,6 +256,19 @@ class _Entries:
     def __iter__(self) -> Iterator[Entry]:
         return (self._entry(i) for i in range(len(self._indexes)))
 
+    def same_first(self, other: _Entries, k: int) -> bool:
+        """The first `k` entries of both are the same commands, indexes and terms: compared as
+        buffers, without an object per entry."""
+        if k <= 0:
+            return True
+        end = self._ends[k - 1]
+        return (
+            self._indexes[:k] == other._indexes[:k]
+            and self._terms[:k] == other._terms[:k]
+            and self._ends[:k] == other._ends[:k]
+            and self._commands[:end] == other._commands[:end]
+        )
+
     def keep_first(self, k: int) -> None:
         k = max(0, k)
         if k < len(self._indexes):
@@ -364,6 +377,15 @@ class DurableJournal(Journal):  # type: ignore[misc]
 
     def entry_term(self, i: int) -> int:
         return self._entries.term(i)
+
+    def index_term_columns(self) -> tuple[array[int], array[int]]:
+        """Every entry's index and term, as two arrays (copies): what a comparison of two logs
+        reads (the simulator's log matching check, mqctl/dsim/check.py) without their commands."""
+        return self._entries._indexes[:], self._entries._terms[:]
+
+    def same_first_entries(self, other: DurableJournal, k: int) -> bool:
+        """The first `k` entries of this journal and `other` are the same bytes, indexes and terms."""
+        return self._entries.same_first(other._entries, k)
 
     def _destroy(self) -> None:
         self.drain()

@@ -182,6 +182,7 @@ class SyncObj:
         # Set while a leadership transfer (Raft 'TimeoutNow') is pending, to stop
         # the outgoing leader's heartbeats from postponing the forced election.
         self.__transferInProgress = False
+        self.__transferAskedAt = 0.0  # mqctl: when the pending TimeoutNow arrived (FORK.md, change 32)
         # mqctl: PreVote and CheckQuorum (FORK.md, change 13): the term of this node's pre-vote round
         # (None: none), the peers that granted it, when a leader was last heard from, which peers
         # speak pre-vote (True) or run plain pysyncobj (False), when messages were last read, and
@@ -304,7 +305,7 @@ class SyncObj:
         self.__thread: threading.Thread | None = None
         self.__mainThread: threading.Thread | None = None
         self.__initialised: threading.Event | None = None
-        self.__commandsQueue = FastQueue(self.__conf.commandsQueueSize)
+        self.__commandsQueue = _CommandsQueue(self.__conf.commandsQueueSize)  # mqctl: FORK.md, change 31
         self.__pipeNotifier = None  # mqctl: none with an injected poller (FORK.md, change 23)
         if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED and \
                 getattr(self.__conf, 'poller', None) is None:
@@ -435,7 +436,7 @@ class SyncObj:
         """
         self.__changeMembership('rem', node, callback)
 
-    def __changeMembership(self, action: str, node: Any, callback: Any) -> None:  # mqctl: FORK.md, change 33
+    def __changeMembership(self, action: str, node: Any, callback: Any) -> None:  # mqctl: FORK.md, change 34
         if not self.__conf.dynamicMembershipChange:
             raise Exception('dynamicMembershipChange is disabled')
         if not isinstance(node, Node):
@@ -547,6 +548,8 @@ class SyncObj:
             self.__callErrCallback(FAIL_REASON.QUEUE_FULL, callback)
 
     def _checkCommandsToApply(self) -> None:
+        if not self.__commandsQueue:  # mqctl: most ticks have none (FORK.md, change 31)
+            return
         startTime = self.__clock()
         appended = False  # mqctl: one append_entries for all the commands taken here (FORK.md, 16)
 
@@ -685,6 +688,14 @@ class SyncObj:
         if workTime > self.__numOneSecondDumps:
             self.__numOneSecondDumps += 1
             self.__raftLog.onOneSecondTimer()
+
+        # mqctl: a TimeoutNow not acted on within an election timeout is dropped, as etcd aborts a
+        # transfer (FORK.md, change 32): a node connected to nobody when it came would otherwise skip
+        # PreVote seconds later, once a connection opens, against a leader elected meanwhile
+        if self.__transferInProgress and \
+                self.__clock() - self.__transferAskedAt > self.__conf.raftMaxTimeout:
+            self.__transferInProgress = False
+            self.__raftElectionDeadline = self.__clock() + self.__generateRaftTimeout()
 
         if self.__raftState in (_RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE) and self.__selfNode is not None:
             # mqctl: the election timeout counted up to the last time messages were read (FORK.md,
@@ -879,7 +890,7 @@ class SyncObj:
     def activeNodes(self) -> set[Any]:
         """mqctl: the other nodes this leader counts as live for CheckQuorum (connected, and no
         append_entries left unanswered for leaderFallbackTimeout): what `mqctl quorum add|remove`
-        counts before a change that could leave the group without a quorum (FORK.md, change 32).
+        counts before a change that could leave the group without a quorum (FORK.md, change 33).
         On a follower: the connected nodes."""
         deadline = self.__lastPollTime - self.__conf.leaderFallbackTimeout
         return {node for node in self.__otherNodes if node in self.__connectedNodes and
@@ -1068,6 +1079,7 @@ class SyncObj:
             if message['term'] >= self.__raftCurrentTerm and node == self.__raftLeader:
                 self.__raftElectionDeadline = 0
                 self.__transferInProgress = True
+                self.__transferAskedAt = self.__clock()  # mqctl: FORK.md, change 32
 
         if message['type'] == 'request_vote' and self.__selfNode is not None:
             # mqctl: CheckQuorum's lease (FORK.md, change 13): a candidate of this release asks for
@@ -1977,6 +1989,13 @@ class AsyncResult:
         self.result = res
         self.error = err
         self.event.set()
+
+
+class _CommandsQueue(FastQueue):  # type: ignore[misc]  # mqctl: FORK.md, change 31
+    """pysyncobj's FastQueue that says whether it holds anything, without raising Queue.Empty."""
+
+    def __bool__(self) -> bool:
+        return bool(self._FastQueue__queue)
 
 
 def replicated(*decArgs: Any, **decKwargs: Any) -> Any:

@@ -22,6 +22,7 @@ REGRESSION_SEEDS: list[tuple[int, int, bool]] = [
     (3015, 5, True),  # a removed node's answer raised KeyError on the leader (FORK.md, change 29)
     (4189, 3, True),  # a restarted node counted with an old configuration: two leaders (change 30)
     (2109, 3, True),  # the simulator's own: a node added over a connection it had opened, unseen
+    (1061, 3, True),  # a TimeoutNow kept 3 s while connected to nobody skipped PreVote (FORK.md, 32)
 ]  # (seed, nodes, membership)
 
 
@@ -38,13 +39,14 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
 
 
 def test_same_trace_in_another_process() -> None:
-    """A replay is another process (another string hash seed): the trace must not change (seed 4
-    removes a node and adds it back on an empty disk within its 15 s)."""
-    mine, _ = run_seed(4, seconds=15)
+    """A replay is another process (another string hash seed): the trace must not change (seed 22
+    removes a node and adds it back on an empty disk within its 15 s; seed 4 did until fresh reads
+    shared their barriers, which changed every run's trace)."""
+    mine, _ = run_seed(22, seconds=15)
     assert mine.stats["quorum remove"] and mine.stats["quorum add"] and mine.stats["fresh disk"]
     code = (
         "import logging; logging.basicConfig(level=logging.CRITICAL); from mqctl.dsim import run_seed; "
-        "print(run_seed(4, seconds=15)[0].digest)"
+        "print(run_seed(22, seconds=15)[0].digest)"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -65,7 +67,7 @@ def test_regression_seed(seed: int, nodes: int, membership: bool) -> None:
     assert outcome.ok, outcome.violation
 
 
-@pytest.mark.parametrize(("nodes", "seed"), [(3, 2), (5, 5)])
+@pytest.mark.parametrize(("nodes", "seed"), [(3, 6), (5, 5)])
 def test_quorum_remove_and_add_under_faults(nodes: int, seed: int) -> None:
     """The operator removes members (the leader's removal refused by the rules node.py uses), stops
     them, starts them again on their old disk or an empty one and adds them, while the faults go on;
@@ -138,9 +140,12 @@ def test_cli_failure_prints_seed_trace_and_replay() -> None:
 # Each planted bug, and the seeds (of 40 simulated s) within which the checkers must catch it: the
 # CI budget. The first seed that catches each is 1 to 5, and 29 for a leader counting its own
 # entries early (it takes a power loss of every node while a disk is slow, between two fsyncs); 1 for
-# two membership changes at once (two admins asking the leader in the same moment).
+# two membership changes at once (two admins asking the leader in the same moment). A follower
+# acknowledging before its fsync was caught by seed 4 while every fresh read appended a barrier of
+# its own; since reads share barriers (raftlog.read_barrier) the log holds fewer entries that such
+# a follower can lose, and seed 20 is the first to catch it.
 CAUGHT_WITHIN = {
-    "follower-acks-before-fsync": 10,
+    "follower-acks-before-fsync": 25,
     "term-vote-not-persisted": 3,
     "prevote-off": 3,
     "checkquorum-off": 3,
@@ -175,10 +180,11 @@ def test_two_membership_changes_at_once_break_safety(monkeypatch: pytest.MonkeyP
     assert not outcome.ok and "(leader completeness)" in outcome.violation, outcome.violation
 
 
+@pytest.mark.timeout(3600)  # about 5 minutes on two idle cores; a shared machine takes longer
 def test_many_seeds_of_120_simulated_seconds() -> None:
-    """The CI run: MQCTL_DSIM_SEEDS seeds (40 unless set; the goal is 500, bench/README.md says
-    what that costs) of 120 simulated s, in two processes, every property holding."""
-    total = int(os.environ.get("MQCTL_DSIM_SEEDS") or 40)
+    """The CI run: MQCTL_DSIM_SEEDS seeds (500 unless set, the goal; 544 CPU s, bench/README.md)
+    of 120 simulated s, in two processes, every property holding."""
+    total = int(os.environ.get("MQCTL_DSIM_SEEDS") or 500)
     half = total // 2
     ranges = [(1000, 1000 + half - 1), (1000 + half, 1000 + total - 1)]
     procs = [
