@@ -39,14 +39,15 @@ def test_same_seed_same_trace_byte_for_byte() -> None:
 
 
 def test_same_trace_in_another_process() -> None:
-    """A replay is another process (another string hash seed): the trace must not change (seed 22
+    """A replay is another process (another string hash seed): the trace must not change (seed 35
     removes a node and adds it back on an empty disk within its 15 s; seed 4 did until fresh reads
-    shared their barriers, which changed every run's trace)."""
-    mine, _ = run_seed(22, seconds=15)
+    shared their barriers, and seed 22 until quorum changes that would leave no live quorum were
+    refused, each of which changed every run's trace)."""
+    mine, _ = run_seed(35, seconds=15)
     assert mine.stats["quorum remove"] and mine.stats["quorum add"] and mine.stats["fresh disk"]
     code = (
         "import logging; logging.basicConfig(level=logging.CRITICAL); from mqctl.dsim import run_seed; "
-        "print(run_seed(22, seconds=15)[0].digest)"
+        "print(run_seed(35, seconds=15)[0].digest)"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
