@@ -195,7 +195,7 @@ def test_quorum_transfer_remove_add_and_health_codes(trio: World, tmp_path) -> N
     # two of three still form a quorum; the re-added node may first force an election (its term moved
     # on while it was out of the group), so wait for a leader before asking
     wait_until(lambda: trio.cluster.leader() is not None, 15, what="a leader of the remaining two")
-    proc = run("quorum", "status", "-a", target.grpc_address, "--timeout", "1")
+    proc = run("quorum", "status", "-a", target.grpc_address, "--timeout", "5")
     # quorum holds: degraded (10), not unhealthy; the lost node's error printed once (its problem: line)
     assert proc.returncode == 10, proc.stderr
     assert "DEGRADED" in proc.stdout and "UNHEALTHY" not in proc.stdout + proc.stderr
@@ -206,7 +206,7 @@ def test_quorum_transfer_remove_add_and_health_codes(trio: World, tmp_path) -> N
     assert proc.stderr.startswith(
         "mqctl: error: DEGRADED: the leader has a quorum (2 of 3 nodes answer); 1 problem found"
     ), proc.stderr
-    out = run("quorum", "status", "-a", target.grpc_address, "--timeout", "1", "-o", "json").stdout
+    out = run("quorum", "status", "-a", target.grpc_address, "--timeout", "5", "-o", "json").stdout
     doc = json.loads(out)
     assert doc["status"] == "degraded" and doc["error"]["code"] == "DEGRADED"
     assert doc["error"]["exitCode"] == 10

@@ -310,7 +310,7 @@ def test_sync_puts_back_what_the_new_master_lacks(broker_set: Set) -> None:
         meta = history(broker_set)["metadata"]["broker-a"]
         return meta if [r["lacks"] for r in meta["replicas"]] == [{}, {}] else None
 
-    meta = wait_for("history: both replicas answer, neither lacks anything", none_lacking, 60, interval=2)
+    meta = wait_for("history: both replicas answer, neither lacks anything", none_lacking, 120, interval=2)
     assert {r["address"]: (r["role"], r["status"]) for r in meta["replicas"]} == {
         old_addr: ("slave", "answered"),
         new_addr: ("master", "answered"),
