@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from mqctl.controller.core.config_keys import (
     _LEVEL_KEYS,
@@ -25,7 +25,7 @@ from mqctl.controller.core.requests import (
     _invalid,
     _needs_level,
 )
-from mqctl.controller.core.responses import Response, pick
+from mqctl.controller.core.responses import Response
 from mqctl.controller.core.state import ControllerState
 from mqctl.controller.records import ConfigUpdated
 from mqctl.errors import Code
@@ -65,10 +65,6 @@ class UpdateConfigRequest:
 class ConfigResult(Response):
     config: dict[str, str] = field(default_factory=dict)
     remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        return pick(cls, d, config=dict(d.get("config") or {}))
 
 
 @dataclass(frozen=True)

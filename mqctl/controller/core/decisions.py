@@ -87,23 +87,13 @@ class HistoryPage(Response):
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        return pick(
-            cls,
-            d,
-            entries=tuple(dict(e) for e in d.get("entries", ())),
-            loss_total=dict(d.get("loss_total") or {}),
-            failover_paused=dict(d.get("failover_paused") or {}),
-        )
+        return pick(cls, d, entries=tuple(dict(e) for e in d.get("entries", ())))
 
 
 @dataclass(frozen=True)
 class PauseResult(Response):
     failover_paused: dict[str, str] = field(default_factory=dict)
     remark: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        return pick(cls, d, failover_paused=dict(d.get("failover_paused") or {}))
 
 
 HISTORY_PAGE = 500  # entries per GetHistory answer (a gRPC message stays far below 1 MiB)

@@ -17,8 +17,13 @@ T = TypeVar("T")
 
 
 def pick(cls: type[T], d: Mapping[str, Any], **override: Any) -> T:
-    """Build dataclass ``cls`` from the keys of ``d`` it knows; ``override`` wins."""
-    kwargs = {f.name: d[f.name] for f in fields(cls) if f.name in d}  # type: ignore[arg-type]
+    """Build dataclass ``cls`` from the keys of ``d`` it knows; ``override`` wins. A map field (one
+    whose default is an empty dict) gets a copy of its own, and an empty one for None."""
+    kwargs = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name in d:
+            value = d[f.name]
+            kwargs[f.name] = dict(value or {}) if f.default_factory is dict else value
     kwargs.update(override)
     return cls(**kwargs)
 
